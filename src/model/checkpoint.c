@@ -1,0 +1,79 @@
+/* checkpoint.c — a model directory on disk: config.json + model.safetensors (or shards),
+ * tensors named as in docs/tensors.md. Loading checks every tensor's name, shape and dtype
+ * and refuses files with tensors this config does not use; saving writes each file
+ * atomically (temp file, fsync, rename). */
+#include "checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/safetensors.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/io.h"
+
+static int load_engine_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        int64_t shape[2] = {t->shape[0], t->shape[1]};
+        if (tlm_st_load_f32(st, t->name, t->ndim, shape, model_param(m, i)))
+            return tlm_error_prefix("%s", dir);
+    }
+    /* every tensor in the file must be one the config uses: a leftover tensor means the
+     * config and the weights disagree, and running anyway would be silently wrong */
+    for (size_t i = 0; i < tlm_st_count(st); i++) {
+        const tlm_st_tensor *t = tlm_st_at(st, i);
+        if (!model_find_tensor(m, t->name))
+            return tlm_error("%s: tensor \"%s\" is not part of the model that config.json describes "
+                             "(see docs/tensors.md)",
+                             t->file, t->name);
+    }
+    return 0;
+}
+
+tlm_model *model_load_dir(const char *dir) {
+    if (!is_directory(dir)) return tlm_error("%s: not a directory (expected config.json + model.safetensors)", dir), NULL;
+    char *cfg_path = path_join(dir, "config.json");
+    tlm_config cfg;
+    int rc = config_load(&cfg, cfg_path);
+    free(cfg_path);
+    if (rc) return NULL;
+    if (strcmp(cfg.model_type, "tinylm") != 0) return hf_model_load(dir, &cfg);
+    tlm_model *m = model_create(&cfg);
+    if (!m) return NULL;
+    tlm_safetensors *st = tlm_st_open_dir(dir);
+    if (!st || load_engine_tensors(m, st, dir)) {
+        tlm_st_close(st);
+        model_free(m);
+        return NULL;
+    }
+    tlm_st_close(st);
+    return m;
+}
+
+int model_save_dir(const tlm_model *m, const char *dir) {
+    if (make_dirs(dir)) return -1;
+    tlm_st_entry *e = calloc((size_t)m->n_tensors, sizeof *e);
+    if (!e) return tlm_error("out of memory saving %s", dir);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        e[i].name = t->name;
+        e[i].dtype = TLM_DT_F32;
+        e[i].ndim = t->ndim;
+        e[i].shape[0] = t->shape[0];
+        e[i].shape[1] = t->shape[1];
+        e[i].data = model_param(m, i);
+    }
+    char *st_path = path_join(dir, "model.safetensors");
+    int rc = tlm_st_write(st_path, e, (size_t)m->n_tensors, "{\"format\":\"pt\",\"producer\":\"tinylm\"}");
+    free(st_path);
+    free(e);
+    if (rc) return -1;
+    char *json = config_to_json(&m->cfg);
+    char *cfg_path = path_join(dir, "config.json");
+    rc = tlm_write_file_atomic(cfg_path, json, strlen(json));
+    free(cfg_path);
+    free(json);
+    return rc;
+}

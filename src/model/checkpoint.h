@@ -1,0 +1,16 @@
+/* checkpoint.h — loading and saving model directories (config.json + model.safetensors). */
+#ifndef TLM_CHECKPOINT_H
+#define TLM_CHECKPOINT_H
+
+#include "model.h"
+
+/* Loads DIR/config.json and the weights; dispatches to the Hugging Face family loaders for
+ * any model_type other than "tinylm". NULL + tlm_error naming the file on failure. */
+tlm_model *model_load_dir(const char *dir);
+/* Writes DIR/config.json (model_type "tinylm") and DIR/model.safetensors (F32), each atomically. */
+int model_save_dir(const tlm_model *m, const char *dir);
+
+/* hf_load.c: builds the engine model for a Hugging Face family config and reads its tensors. */
+tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
+
+#endif

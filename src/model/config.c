@@ -1,0 +1,331 @@
+/* config.c — config.json -> tlm_config, table-driven.
+ *
+ * Each accepted key is one row: JSON key, kind, the field it sets. model_type "tinylm" accepts
+ * the engine's own switches (docs/config.md); Hugging Face families (hf_families.c) start
+ * from their family's fixed architecture and accept the HF keys that change the numbers.
+ * Unknown keys are an error for "tinylm" (a typo would silently run another ablation) and a
+ * warning for HF files (they carry many bookkeeping keys). */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_keys.h"
+#include "util/error.h"
+#include "util/io.h"
+
+/* ---- enum names (the values accepted in config.json) -------------------------------------- */
+
+static const char *const NORM_NAMES[] = {"layernorm", "rmsnorm", "rmsnorm_1p", NULL};
+static const char *const PLACEMENT_NAMES[] = {"pre", "post", "sandwich", "output", "none", NULL};
+static const char *const POSITION_NAMES[] = {"rope", "learned", "none", NULL};
+static const char *const QK_NORM_NAMES[] = {"none", "head", "full", NULL};
+static const char *const FFN_NAMES[] = {"swiglu", "geglu", "gelu", NULL};
+
+const char *norm_type_name(norm_type t) { return NORM_NAMES[t]; }
+const char *placement_name(norm_placement p) { return PLACEMENT_NAMES[p]; }
+const char *position_name(position_type p) { return POSITION_NAMES[p]; }
+const char *qk_norm_name(qk_norm_type q) { return QK_NORM_NAMES[q]; }
+const char *ffn_name(ffn_type f) { return FFN_NAMES[f]; }
+
+/* ---- the engine's own keys ------------------------------------------------------------------ */
+
+#define F(field) offsetof(tlm_config, field)
+static const config_key TINYLM_KEYS[] = {
+    {"vocab_size", KEY_INT, F(vocab_size), NULL},
+    {"hidden_size", KEY_INT, F(d_model), NULL},
+    {"num_hidden_layers", KEY_INT, F(n_layers), NULL},
+    {"num_attention_heads", KEY_INT, F(n_heads), NULL},
+    {"num_key_value_heads", KEY_INT, F(n_kv_heads), NULL},
+    {"head_dim", KEY_INT, F(head_dim), NULL},
+    {"intermediate_size", KEY_INT, F(d_ff), NULL},
+    {"max_position_embeddings", KEY_INT, F(max_seq), NULL},
+    {"norm_type", KEY_ENUM, F(norm), NORM_NAMES},
+    {"norm_eps", KEY_FLOAT, F(norm_eps), NULL},
+    {"norm_bias", KEY_BOOL, F(norm_bias), NULL},
+    {"norm_placement", KEY_ENUM, F(placement), PLACEMENT_NAMES},
+    {"residual", KEY_BOOL, F(residual), NULL},
+    {"final_norm", KEY_BOOL, F(final_norm), NULL},
+    {"position_embedding", KEY_ENUM, F(position), POSITION_NAMES},
+    {"rope_theta", KEY_FLOAT, F(rope_theta), NULL},
+    {"rope_local_base_freq", KEY_FLOAT, F(rope_theta_local), NULL},
+    {"embedding_scale", KEY_BOOL, F(embed_scale), NULL},
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {"attention_out_bias", KEY_BOOL, F(attn_out_bias), NULL},
+    {"qk_norm", KEY_ENUM, F(qk_norm), QK_NORM_NAMES},
+    {"query_pre_attn_scalar", KEY_FLOAT_OR_NULL, F(query_pre_attn_scalar), NULL},
+    {"attn_logit_softcapping", KEY_FLOAT_OR_NULL, F(attn_softcap), NULL},
+    {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
+    {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {"ffn_type", KEY_ENUM, F(ffn), FFN_NAMES},
+    {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
+    {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
+    {"final_logit_softcapping", KEY_FLOAT_OR_NULL, F(final_softcap), NULL},
+    {"initializer_range", KEY_FLOAT, F(init_std), NULL},
+    {"scale_residual_init", KEY_BOOL, F(scale_residual_init), NULL},
+    {"model_type", KEY_IGNORE, 0, NULL},
+    {NULL, 0, 0, NULL},
+};
+#undef F
+
+void config_defaults(tlm_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->model_type, sizeof c->model_type, "tinylm");
+    c->max_seq = 1024;
+    c->norm = NORM_RMSNORM;
+    c->norm_eps = 1e-5f;
+    c->placement = PLACE_PRE;
+    c->residual = true;
+    c->final_norm = true;
+    c->position = POS_ROPE;
+    c->rope_theta = 10000.0f;
+    c->ffn = FFN_SWIGLU;
+    c->tie_embeddings = true;
+    c->init_std = 0.02f;
+    c->scale_residual_init = true;
+}
+
+/* ---- reading one key ------------------------------------------------------------------------ */
+
+static int read_int(const cJSON *it, const char *src, const char *key, int *out) {
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || fabs(it->valuedouble) > 2147483647.0) {
+        char *s = cJSON_PrintUnformatted(it);
+        tlm_error("%s: key \"%s\" must be an integer, got %s", src, key, s ? s : "?");
+        free(s);
+        return -1;
+    }
+    *out = (int)it->valuedouble;
+    return 0;
+}
+
+static int read_float(const cJSON *it, const char *src, const char *key, float *out) {
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
+        char *s = cJSON_PrintUnformatted(it);
+        tlm_error("%s: key \"%s\" must be a number, got %s", src, key, s ? s : "?");
+        free(s);
+        return -1;
+    }
+    *out = (float)it->valuedouble;
+    return 0;
+}
+
+static int read_layer_types(const cJSON *it, const char *src, const char *key, unsigned char *out) {
+    if (!cJSON_IsArray(it)) return tlm_error("%s: key \"%s\" must be a list of strings", src, key);
+    int n = cJSON_GetArraySize(it);
+    if (n > TLM_MAX_LAYERS) return tlm_error("%s: key \"%s\" has %d entries, at most %d supported", src, key, n, TLM_MAX_LAYERS);
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(it, i);
+        const char *s = cJSON_GetStringValue(e);
+        if (s && !strcmp(s, "sliding_attention"))
+            out[i] = 1;
+        else if (s && !strcmp(s, "full_attention"))
+            out[i] = 0;
+        else
+            return tlm_error("%s: %s[%d] = %s: expected \"full_attention\" or \"sliding_attention\"", src, key, i,
+                             s ? s : "(not a string)");
+    }
+    return n;
+}
+
+int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const char *src) {
+    void *field = (char *)cfg + k->offset;
+    switch (k->kind) {
+    case KEY_INT:
+        return read_int(it, src, k->key, field);
+    case KEY_INT_OR_NULL:
+        if (cJSON_IsNull(it)) return *(int *)field = 0;
+        return read_int(it, src, k->key, field);
+    case KEY_FLOAT:
+        return read_float(it, src, k->key, field);
+    case KEY_FLOAT_OR_NULL:
+        if (cJSON_IsNull(it)) return (*(float *)field = 0.0f), 0;
+        return read_float(it, src, k->key, field);
+    case KEY_BOOL:
+        if (!cJSON_IsBool(it)) return tlm_error("%s: key \"%s\" must be true or false", src, k->key);
+        *(bool *)field = cJSON_IsTrue(it);
+        return 0;
+    case KEY_ENUM: {
+        const char *s = cJSON_GetStringValue(it);
+        for (int i = 0; s && k->names[i]; i++)
+            if (!strcmp(s, k->names[i])) return (*(int *)field = i), 0;
+        char allowed[256] = "";
+        for (int i = 0; k->names[i]; i++)
+            snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s\"%s\"", i ? ", " : "",
+                     k->names[i]);
+        char *v = cJSON_PrintUnformatted(it);
+        tlm_error("%s: key \"%s\" = %s is not one of %s", src, k->key, v ? v : "?", allowed);
+        free(v);
+        return -1;
+    }
+    case KEY_LAYER_TYPES: {
+        int n = read_layer_types(it, src, k->key, field);
+        if (n < 0) return -1;
+        cfg->n_layer_types = n;
+        return 0;
+    }
+    case KEY_IGNORE:
+        return 0;
+    }
+    return tlm_error("%s: key \"%s\": internal error (unknown key kind)", src, k->key);
+}
+
+const config_key *config_find_key(const config_key *table, const char *name) {
+    for (const config_key *k = table; k->key; k++)
+        if (!strcmp(k->key, name)) return k;
+    return NULL;
+}
+
+/* Derived defaults that depend on other keys; `has` tells whether a key was present. */
+void config_finish(tlm_config *c, const cJSON *root) {
+    if (!cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads") || cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads"))) c->n_kv_heads = c->n_heads;
+    if (!c->head_dim && c->n_heads > 0) c->head_dim = c->d_model / c->n_heads;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "intermediate_size")) c->d_ff = 4 * c->d_model;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "final_norm") && !strcmp(c->model_type, "tinylm"))
+        c->final_norm = c->placement != PLACE_POST;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "attention_out_bias") && !strcmp(c->model_type, "tinylm"))
+        c->attn_out_bias = c->attn_bias;
+    if (c->n_layer_types == 0 && c->sliding_window > 0)
+        for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = 1;
+}
+
+int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
+    cJSON *root = cJSON_Parse(json_text);
+    if (!root) return tlm_error("%s: not valid JSON (near \"%.20s\")", src, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    int rc = -1;
+    if (!cJSON_IsObject(root)) {
+        tlm_error("%s: the top level must be a JSON object", src);
+        goto done;
+    }
+    const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model_type"));
+    if (!mt) {
+        tlm_error("%s: key \"model_type\" is missing (use \"tinylm\" for the engine's own configs)", src);
+        goto done;
+    }
+    if (strcmp(mt, "tinylm") != 0) {
+        rc = hf_config_parse(cfg, root, mt, src);
+        goto done;
+    }
+    config_defaults(cfg);
+    for (const cJSON *it = root->child; it; it = it->next) {
+        const config_key *k = config_find_key(TINYLM_KEYS, it->string);
+        if (!k) {
+            tlm_error("%s: unknown key \"%s\" (see docs/config.md for the keys of model_type \"tinylm\")", src,
+                      it->string);
+            goto done;
+        }
+        if (config_read_key(cfg, k, it, src)) goto done;
+    }
+    config_finish(cfg, root);
+    rc = config_validate(cfg, src);
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int config_load(tlm_config *cfg, const char *path) {
+    size_t n;
+    char *text = read_text_file(path, &n);
+    if (!text) return -1;
+    int rc = config_parse(cfg, text, path);
+    free(text);
+    return rc;
+}
+
+/* ---- validation ------------------------------------------------------------------------------ */
+
+#define REQUIRE(cond, ...)                                                                                         \
+    do {                                                                                                           \
+        if (!(cond)) return tlm_error(__VA_ARGS__);                                                                \
+    } while (0)
+
+int config_validate(const tlm_config *c, const char *src) {
+    REQUIRE(c->vocab_size > 0, "%s: vocab_size = %d must be positive", src, c->vocab_size);
+    REQUIRE(c->d_model > 0, "%s: hidden_size = %d must be positive", src, c->d_model);
+    REQUIRE(c->n_layers > 0, "%s: num_hidden_layers = %d must be positive", src, c->n_layers);
+    REQUIRE(c->n_layers <= TLM_MAX_LAYERS, "%s: num_hidden_layers = %d: at most %d supported", src, c->n_layers,
+            TLM_MAX_LAYERS);
+    REQUIRE(c->n_heads > 0, "%s: num_attention_heads = %d must be positive", src, c->n_heads);
+    REQUIRE(c->n_kv_heads > 0, "%s: num_key_value_heads = %d must be positive", src, c->n_kv_heads);
+    REQUIRE(c->n_heads % c->n_kv_heads == 0, "%s: num_key_value_heads = %d does not divide num_attention_heads = %d",
+            src, c->n_kv_heads, c->n_heads);
+    REQUIRE(c->head_dim > 0, "%s: head_dim = %d must be positive (hidden_size %d / num_attention_heads %d)", src,
+            c->head_dim, c->d_model, c->n_heads);
+    REQUIRE(c->d_ff > 0, "%s: intermediate_size = %d must be positive", src, c->d_ff);
+    REQUIRE(c->max_seq > 0, "%s: max_position_embeddings = %d must be positive", src, c->max_seq);
+    REQUIRE(c->norm_eps > 0.0f, "%s: norm eps = %g must be positive", src, c->norm_eps);
+    REQUIRE(c->init_std > 0.0f, "%s: initializer_range = %g must be positive", src, c->init_std);
+    REQUIRE(!c->norm_bias || c->norm == NORM_LAYERNORM, "%s: norm_bias = true needs norm_type \"layernorm\" (got \"%s\")",
+            src, norm_type_name(c->norm));
+    REQUIRE(c->position != POS_ROPE || c->head_dim % 2 == 0, "%s: head_dim = %d must be even for RoPE", src, c->head_dim);
+    REQUIRE(c->rope_theta > 0.0f, "%s: rope_theta = %g must be positive", src, c->rope_theta);
+    REQUIRE(c->rope_theta_local >= 0.0f, "%s: rope_local_base_freq = %g must be positive", src, c->rope_theta_local);
+    REQUIRE(c->query_pre_attn_scalar >= 0.0f, "%s: query_pre_attn_scalar = %g must be positive", src,
+            c->query_pre_attn_scalar);
+    REQUIRE(c->attn_softcap >= 0.0f, "%s: attn_logit_softcapping = %g must be >= 0", src, c->attn_softcap);
+    REQUIRE(c->final_softcap >= 0.0f, "%s: final_logit_softcapping = %g must be >= 0", src, c->final_softcap);
+    REQUIRE(c->sliding_window >= 0, "%s: sliding_window = %d must be >= 0", src, c->sliding_window);
+    REQUIRE(c->n_layer_types == 0 || c->n_layer_types == c->n_layers,
+            "%s: layer_types has %d entries but num_hidden_layers = %d", src, c->n_layer_types, c->n_layers);
+    if (c->n_layer_types) {
+        bool any = false;
+        for (int l = 0; l < c->n_layers; l++) any |= c->layer_sliding[l];
+        REQUIRE(!any || c->sliding_window > 0, "%s: layer_types has sliding_attention layers but sliding_window = %d",
+                src, c->sliding_window);
+    }
+    if (c->rope_scaling != ROPE_SCALING_NONE)
+        REQUIRE(c->rope_factor > 0.0f, "%s: rope_scaling.factor = %g must be positive", src, c->rope_factor);
+    return 0;
+}
+
+float config_attn_scale(const tlm_config *c) {
+    return 1.0f / sqrtf(c->query_pre_attn_scalar > 0.0f ? c->query_pre_attn_scalar : (float)c->head_dim);
+}
+
+/* ---- writing ---------------------------------------------------------------------------------- */
+
+char *config_to_json(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model_type", "tinylm");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->d_ff);
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_seq);
+    cJSON_AddStringToObject(o, "norm_type", norm_type_name(c->norm));
+    cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
+    cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);
+    cJSON_AddStringToObject(o, "norm_placement", placement_name(c->placement));
+    cJSON_AddBoolToObject(o, "residual", c->residual);
+    cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
+    cJSON_AddStringToObject(o, "position_embedding", position_name(c->position));
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    if (c->rope_theta_local > 0.0f) cJSON_AddNumberToObject(o, "rope_local_base_freq", c->rope_theta_local);
+    cJSON_AddBoolToObject(o, "embedding_scale", c->embed_scale);
+    cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
+    cJSON_AddBoolToObject(o, "attention_out_bias", c->attn_out_bias);
+    cJSON_AddStringToObject(o, "qk_norm", qk_norm_name(c->qk_norm));
+    if (c->query_pre_attn_scalar > 0.0f) cJSON_AddNumberToObject(o, "query_pre_attn_scalar", c->query_pre_attn_scalar);
+    cJSON_AddNumberToObject(o, "attn_logit_softcapping", c->attn_softcap);
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    if (c->sliding_window > 0) {
+        cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+        for (int l = 0; l < c->n_layers; l++)
+            cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_sliding[l] ? "sliding_attention" : "full_attention"));
+    }
+    cJSON_AddStringToObject(o, "ffn_type", ffn_name(c->ffn));
+    cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "final_logit_softcapping", c->final_softcap);
+    cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
+    cJSON_AddBoolToObject(o, "scale_residual_init", c->scale_residual_init);
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}

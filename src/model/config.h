@@ -1,0 +1,87 @@
+/* config.h — the architecture of a model as plain data. Every variant the engine can build
+ * (norm type, placement, positions, attention features, FFN) is one field here; the block
+ * code switches on these fields instead of existing in several copies. */
+#ifndef TLM_CONFIG_H
+#define TLM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define TLM_MAX_LAYERS 512
+
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM, NORM_RMSNORM_1P } norm_type;
+typedef enum { PLACE_PRE, PLACE_POST, PLACE_SANDWICH, PLACE_OUTPUT, PLACE_NONE } norm_placement;
+typedef enum { POS_ROPE, POS_LEARNED, POS_NONE } position_type;
+typedef enum { QK_NORM_NONE, QK_NORM_HEAD, QK_NORM_FULL } qk_norm_type;
+typedef enum { FFN_SWIGLU, FFN_GEGLU, FFN_GELU } ffn_type;
+typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 } rope_scaling_type;
+
+typedef struct {
+    char model_type[32]; /* "tinylm" or the Hugging Face family it was read as */
+
+    /* sizes */
+    int vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, max_seq;
+
+    /* norms and residual stream */
+    norm_type norm;
+    float norm_eps;
+    bool norm_bias; /* LayerNorm beta */
+    norm_placement placement;
+    bool residual;
+    bool final_norm;
+
+    /* positions */
+    position_type position;
+    float rope_theta;
+    float rope_theta_local; /* RoPE base of sliding-window layers (Gemma 3); 0 = rope_theta */
+    rope_scaling_type rope_scaling;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
+    bool embed_scale; /* token embedding * sqrt(d_model) (Gemma) */
+
+    /* attention */
+    bool attn_bias, attn_out_bias;
+    qk_norm_type qk_norm;
+    float query_pre_attn_scalar; /* 0 = unset: scale is head_dim^-0.5 */
+    float attn_softcap;          /* 0 = off */
+    int sliding_window;          /* 0 = off */
+    unsigned char layer_sliding[TLM_MAX_LAYERS];
+    int n_layer_types; /* entries given by layer_types (0 = key absent) */
+
+    /* feed-forward */
+    ffn_type ffn;
+    bool mlp_bias;
+
+    /* head */
+    bool tie_embeddings;
+    float final_softcap;
+
+    /* init */
+    float init_std;
+    bool scale_residual_init;
+} tlm_config;
+
+/* Parses a config.json (model_type "tinylm", or a Hugging Face family) and validates it.
+ * `source` names the file in error messages. Returns 0, or -1 with tlm_last_error() set. */
+int config_parse(tlm_config *cfg, const char *json_text, const char *source);
+int config_load(tlm_config *cfg, const char *path);
+/* Checks sizes and switch combinations; the message names the key and the value. */
+int config_validate(const tlm_config *cfg, const char *source);
+/* Serializes as a model_type "tinylm" config.json (every switch written out). malloc'd. */
+char *config_to_json(const tlm_config *cfg);
+/* Sets every field to the documented default (sizes 0). */
+void config_defaults(tlm_config *cfg);
+
+/* derived helpers */
+float config_attn_scale(const tlm_config *cfg);
+static inline bool placement_has_input_norm(norm_placement p) { return p == PLACE_PRE || p == PLACE_SANDWICH; }
+static inline bool placement_has_output_norm(norm_placement p) { return p == PLACE_SANDWICH || p == PLACE_OUTPUT; }
+static inline bool placement_has_post_norm(norm_placement p) { return p == PLACE_POST; }
+
+const char *norm_type_name(norm_type t);
+const char *placement_name(norm_placement p);
+const char *position_name(position_type p);
+const char *qk_norm_name(qk_norm_type q);
+const char *ffn_name(ffn_type f);
+
+#endif

@@ -1,0 +1,35 @@
+/* config_keys.h — the table machinery shared by the tinylm config reader (config.c) and the
+ * Hugging Face family readers (hf_families.c). Internal to src/model. */
+#ifndef TLM_CONFIG_KEYS_H
+#define TLM_CONFIG_KEYS_H
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+
+typedef enum {
+    KEY_INT,
+    KEY_INT_OR_NULL,
+    KEY_FLOAT,
+    KEY_FLOAT_OR_NULL,
+    KEY_BOOL,
+    KEY_ENUM,        /* a string from `names`, stored as its index */
+    KEY_LAYER_TYPES, /* ["full_attention" | "sliding_attention", ...] */
+    KEY_IGNORE,      /* known, does not change the numbers */
+} key_kind;
+
+typedef struct {
+    const char *key;
+    key_kind kind;
+    size_t offset; /* offsetof(tlm_config, field) */
+    const char *const *names;
+} config_key;
+
+int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const char *src);
+const config_key *config_find_key(const config_key *table, const char *name);
+void config_finish(tlm_config *cfg, const cJSON *root);
+
+/* Reads a Hugging Face family's config (model_type `mt`). hf_families.c. */
+int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src);
+
+#endif

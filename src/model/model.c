@@ -1,0 +1,499 @@
+/* model.c — the forward and backward pass of one decoder-only transformer, for every
+ * architecture variant in tlm_config.
+ *
+ *   res[0]      = embed(tokens) (* sqrt(d) for Gemma) (+ learned positions)
+ *   res[2l+1]   = sublayer(res[2l],   attention)      for each layer l
+ *   res[2l+2]   = sublayer(res[2l+1], feed-forward)
+ *   logits      = softcap(lm_head(final_norm(res[2L])))
+ *
+ * where one sublayer with function F, by norm placement, is
+ *   pre: x + F(N(x))   post: N(x + F(x))   sandwich: x + N2(F(N1(x)))   output: x + N(F(x))
+ * (and without the "x +" when residual is off). The placement is data: sublayer_forward()
+ * asks the config which norms exist; there is one block, not five. */
+#include "model.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
+
+/* ---- activation memory: one buffer per (B, T), laid out by one walk -------------------------- */
+
+typedef struct {
+    float *base;
+    size_t used;
+} arena;
+
+static float *take(arena *a, size_t n) {
+    float *p = a->base ? a->base + a->used : NULL;
+    a->used += n;
+    return p;
+}
+
+static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
+    na->y = with_y ? take(a, N * C) : NULL;
+    na->mean = take(a, N);
+    na->rstd = take(a, N);
+}
+
+static void layout_activations(const tlm_config *c, activations *A, arena *a, int B, int T) {
+    const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)c->n_heads * c->head_dim,
+                 kvd = (size_t)c->n_kv_heads * c->head_dim, f = c->d_ff, V = c->vocab_size;
+    const size_t att = (size_t)B * c->n_heads * T * T;
+    const norm_placement pl = c->placement;
+    A->res = take(a, (2 * (size_t)c->n_layers + 1) * N * d);
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_acts *L = &A->layers[l];
+        sublayer_acts *subs[2] = {&L->attn_s, &L->ffn_s};
+        for (int s = 0; s < 2; s++) {
+            memset(subs[s], 0, sizeof *subs[s]);
+            if (placement_has_input_norm(pl)) take_norm(a, &subs[s]->in, N, d, 1);
+            subs[s]->f = take(a, N * d);
+            if (placement_has_output_norm(pl)) take_norm(a, &subs[s]->out, N, d, 1);
+            if (placement_has_post_norm(pl)) {
+                subs[s]->sum = take(a, N * d);
+                take_norm(a, &subs[s]->post, N, d, 0); /* its output is the residual stream itself */
+            }
+        }
+        L->q = take(a, N * qd);
+        L->k = take(a, N * kvd);
+        L->v = take(a, N * kvd);
+        L->qn = L->q, L->kn = L->k, L->q_rstd = L->k_rstd = NULL;
+        if (c->qk_norm != QK_NORM_NONE) {
+            int per_head = c->qk_norm == QK_NORM_HEAD;
+            L->q_rstd = take(a, per_head ? N * c->n_heads : N);
+            L->k_rstd = take(a, per_head ? N * c->n_kv_heads : N);
+            L->qn = take(a, N * qd);
+            L->kn = take(a, N * kvd);
+        }
+        L->qr = L->qn, L->kr = L->kn;
+        if (c->position == POS_ROPE) {
+            L->qr = take(a, N * qd);
+            L->kr = take(a, N * kvd);
+        }
+        L->scores = take(a, att);
+        L->probs = take(a, att);
+        L->att = take(a, N * qd);
+        L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
+        L->up = take(a, N * f);
+        L->hid = take(a, N * f);
+    }
+    memset(&A->final, 0, sizeof A->final);
+    if (c->final_norm) take_norm(a, &A->final, N, d, 1);
+    A->logits_raw = c->final_softcap > 0.0f ? take(a, N * V) : NULL;
+    A->logits = take(a, N * V);
+    A->probs = take(a, N * V);
+    A->losses = take(a, N);
+    /* backward scratch */
+    A->dres = take(a, (2 * (size_t)c->n_layers + 1) * N * d);
+    A->dsum = take(a, N * d);
+    A->df = take(a, N * d);
+    A->du = take(a, N * d);
+    A->dfinal = take(a, N * d);
+    A->datt = take(a, N * qd);
+    A->dq = take(a, N * qd);
+    A->dq2 = take(a, N * qd);
+    A->dk = take(a, N * kvd);
+    A->dk2 = take(a, N * kvd);
+    A->dv = take(a, N * kvd);
+    A->dgate = take(a, N * f);
+    A->dup = take(a, N * f);
+    A->dhid = take(a, N * f);
+    A->dlogits = take(a, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
+    A->attn_scratch = take(a, (size_t)T * omp_get_max_threads());
+}
+
+/* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
+ * Hugging Face's rotary embedding does (inv_freq, then the product, then cos/sin). */
+static void rope_tables(const tlm_config *c, float theta, int scaled, float *cos_tab, float *sin_tab, int len) {
+    const int half = c->head_dim / 2;
+    float inv_freq[half];
+    for (int i = 0; i < half; i++) {
+        inv_freq[i] = 1.0f / powf(theta, (float)(2 * i) / (float)c->head_dim);
+        if (!scaled) continue;
+        if (c->rope_scaling == ROPE_SCALING_LINEAR) {
+            inv_freq[i] /= c->rope_factor;
+        } else if (c->rope_scaling == ROPE_SCALING_LLAMA3) {
+            float old = (float)c->rope_original_max_pos;
+            float low_wavelen = old / c->rope_low_freq_factor, high_wavelen = old / c->rope_high_freq_factor;
+            float wavelen = 2.0f * (float)M_PI / inv_freq[i];
+            if (wavelen > low_wavelen) {
+                inv_freq[i] /= c->rope_factor;
+            } else if (wavelen >= high_wavelen) {
+                float smooth = (old / wavelen - c->rope_low_freq_factor) /
+                               (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                inv_freq[i] = (1.0f - smooth) * inv_freq[i] / c->rope_factor + smooth * inv_freq[i];
+            }
+        }
+    }
+    for (int p = 0; p < len; p++)
+        for (int i = 0; i < half; i++) {
+            float angle = (float)p * inv_freq[i];
+            cos_tab[(size_t)p * half + i] = cosf(angle);
+            sin_tab[(size_t)p * half + i] = sinf(angle);
+        }
+}
+
+static int ensure_rope(tlm_model *m, int len) {
+    const tlm_config *c = &m->cfg;
+    if (c->position != POS_ROPE || len <= m->rope_len) return 0;
+    size_t n = (size_t)len * (c->head_dim / 2);
+    int local = c->rope_theta_local > 0.0f;
+    float *t[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < (local ? 4 : 2); i++)
+        if (!(t[i] = malloc(n * sizeof(float)))) {
+            for (int j = 0; j < 4; j++) free(t[j]);
+            return tlm_error("out of memory for RoPE tables of %d positions", len);
+        }
+    free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
+    m->rope_cos = t[0], m->rope_sin = t[1], m->rope_cos_local = t[2], m->rope_sin_local = t[3];
+    rope_tables(c, c->rope_theta, 1, m->rope_cos, m->rope_sin, len);
+    if (local) rope_tables(c, c->rope_theta_local, 0, m->rope_cos_local, m->rope_sin_local, len);
+    m->rope_len = len;
+    return 0;
+}
+
+static int ensure_activations(tlm_model *m, int B, int T) {
+    activations *A = &m->acts;
+    if (A->mem && A->B == B && A->T == T) return 0;
+    free(A->mem), free(A->tokens), free(A->targets);
+    if (!A->layers) A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts));
+    arena count = {0};
+    layout_activations(&m->cfg, A, &count, B, T);
+    A->mem = calloc(count.used, sizeof(float));
+    A->tokens = calloc((size_t)B * T, sizeof(int));
+    A->targets = calloc((size_t)B * T, sizeof(int));
+    if (!A->layers || !A->mem || !A->tokens || !A->targets) {
+        free(A->mem), free(A->tokens), free(A->targets);
+        A->mem = NULL, A->tokens = A->targets = NULL;
+        return tlm_error("out of memory: activations for batch %d x %d need %.1f MiB", B, T, count.used * 4.0 / 1048576.0);
+    }
+    arena a = {.base = A->mem};
+    layout_activations(&m->cfg, A, &a, B, T);
+    A->B = B, A->T = T;
+    return ensure_rope(m, T);
+}
+
+void model_free(tlm_model *m) {
+    if (!m) return;
+    free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.layers);
+    free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
+    free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->param_mem), free(m->grad_mem);
+    free(m);
+}
+
+/* ---- norms: one call site for the three kinds ------------------------------------------------ */
+
+static void norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
+                         int N) {
+    if (c->norm == NORM_LAYERNORM)
+        layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
+    else
+        rmsnorm_forward(y, a->rstd, x, p->w, c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f, N, c->d_model, c->norm_eps);
+}
+
+static void norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
+                          const norm_params *p, const float *x, int N) {
+    if (c->norm == NORM_LAYERNORM)
+        layernorm_backward(dx, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
+    else
+        rmsnorm_backward(dx, g->w, dy, x, p->w, c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f, a->rstd, N, c->d_model);
+}
+
+/* ---- attention sublayer ------------------------------------------------------------------------ */
+
+static attention_spec layer_attention(const tlm_config *c, int l) {
+    attention_spec s = {.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
+                        .scale = config_attn_scale(c), .softcap = c->attn_softcap,
+                        .window = c->layer_sliding[l] ? c->sliding_window : 0};
+    return s;
+}
+
+static void layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab) {
+    int local = m->cfg.rope_theta_local > 0.0f && m->cfg.layer_sliding[l];
+    *cos_tab = local ? m->rope_cos_local : m->rope_cos;
+    *sin_tab = local ? m->rope_sin_local : m->rope_sin;
+}
+
+/* QK-norm: RMSNorm per head (rows of head_dim) or over the whole projection (rows of n*hd) */
+static void qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols) {
+    int per_head = c->qk_norm == QK_NORM_HEAD;
+    *rows = per_head ? N * n_heads : N;
+    *cols = per_head ? c->head_dim : n_heads * c->head_dim;
+}
+
+static void attention_sublayer_forward(tlm_model *m, int l, const float *u, float *f) {
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &m->acts.layers[l];
+    const int B = m->acts.B, T = m->acts.T, N = B * T, d = c->d_model;
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    matmul_forward(a->q, u, P->q.w, P->q.b, N, d, qd);
+    matmul_forward(a->k, u, P->k.w, P->k.b, N, d, kvd);
+    matmul_forward(a->v, u, P->v.w, P->v.b, N, d, kvd);
+    if (c->qk_norm != QK_NORM_NONE) {
+        float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
+        int rows, cols;
+        qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
+        qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
+        rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
+    }
+    if (c->position == POS_ROPE) {
+        const float *cs, *sn;
+        layer_rope(m, l, &cs, &sn);
+        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, 0);
+        rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
+    }
+    attention_spec spec = layer_attention(c, l);
+    attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
+    matmul_forward(f, a->att, P->o.w, P->o.b, N, qd, d);
+}
+
+/* du += d(attention sublayer)/du . df */
+static void attention_sublayer_backward(tlm_model *m, int l, const float *u, const float *df, float *du) {
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &m->g.layers[l];
+    const layer_acts *a = &m->acts.layers[l];
+    activations *A = &m->acts;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model;
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    memset(A->datt, 0, sizeof(float) * N * qd);
+    matmul_backward(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
+    memset(A->dq, 0, sizeof(float) * N * qd);
+    memset(A->dk, 0, sizeof(float) * N * kvd);
+    memset(A->dv, 0, sizeof(float) * N * kvd);
+    attention_spec spec = layer_attention(c, l);
+    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
+                       A->attn_scratch);
+    /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
+    float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
+    if (c->position == POS_ROPE) {
+        const float *cs, *sn;
+        layer_rope(m, l, &cs, &sn);
+        memset(dq_next, 0, sizeof(float) * N * qd);
+        memset(dk_next, 0, sizeof(float) * N * kvd);
+        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
+        rope_backward(dk_next, dk, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
+        t = dq, dq = dq_next, dq_next = t;
+        t = dk, dk = dk_next, dk_next = t;
+    }
+    if (c->qk_norm != QK_NORM_NONE) {
+        float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
+        int rows, cols;
+        memset(dq_next, 0, sizeof(float) * N * qd);
+        memset(dk_next, 0, sizeof(float) * N * kvd);
+        qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        rmsnorm_backward(dq_next, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
+        qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
+        rmsnorm_backward(dk_next, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
+        dq = dq_next, dk = dk_next;
+    }
+    matmul_backward(du, G->q.w, G->q.b, dq, u, P->q.w, N, d, qd);
+    matmul_backward(du, G->k.w, G->k.b, dk, u, P->k.w, N, d, kvd);
+    matmul_backward(du, G->v.w, G->v.b, A->dv, u, P->v.w, N, d, kvd);
+}
+
+/* ---- feed-forward sublayer --------------------------------------------------------------------- */
+
+static activation ffn_activation(const tlm_config *c) { return c->ffn == FFN_SWIGLU ? ACT_SILU : ACT_GELU_TANH; }
+
+static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) {
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &m->acts.layers[l];
+    const int N = m->acts.B * m->acts.T, d = c->d_model, ff = c->d_ff;
+    matmul_forward(a->up, u, P->up.w, P->up.b, N, d, ff);
+    if (c->ffn == FFN_GELU) {
+        act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
+    } else {
+        matmul_forward(a->gate, u, P->gate.w, P->gate.b, N, d, ff);
+        glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, ffn_activation(c));
+    }
+    matmul_forward(f, a->hid, P->down.w, P->down.b, N, ff, d);
+}
+
+static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const float *df, float *du) {
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &m->g.layers[l];
+    const layer_acts *a = &m->acts.layers[l];
+    activations *A = &m->acts;
+    const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
+    const size_t n = (size_t)N * ff;
+    memset(A->dhid, 0, sizeof(float) * n);
+    matmul_backward(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
+    memset(A->dup, 0, sizeof(float) * n);
+    if (c->ffn == FFN_GELU) {
+        act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
+    } else {
+        memset(A->dgate, 0, sizeof(float) * n);
+        glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, ffn_activation(c));
+        matmul_backward(du, G->gate.w, G->gate.b, A->dgate, u, P->gate.w, N, d, ff);
+    }
+    matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
+}
+
+/* ---- one sublayer, whatever the norm placement --------------------------------------------------- */
+
+static sublayer_acts *sublayer_of(tlm_model *m, int l, sublayer_kind k) {
+    return k == SUB_ATTN ? &m->acts.layers[l].attn_s : &m->acts.layers[l].ffn_s;
+}
+
+/* first norm (input, or post for Post-Norm) and output norm of a sublayer */
+static norm_params *first_norm(model_params *p, int l, sublayer_kind k) {
+    return k == SUB_ATTN ? &p->layers[l].attn_norm : &p->layers[l].ffn_norm;
+}
+static norm_params *out_norm(model_params *p, int l, sublayer_kind k) {
+    return k == SUB_ATTN ? &p->layers[l].attn_out_norm : &p->layers[l].ffn_out_norm;
+}
+
+/* h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... as the placement says */
+static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *x, float *h) {
+    const tlm_config *c = &m->cfg;
+    sublayer_acts *s = sublayer_of(m, l, k);
+    const int N = m->acts.B * m->acts.T;
+    const size_t Nd = (size_t)N * c->d_model;
+    const float *u = x;
+    if (placement_has_input_norm(c->placement)) {
+        norm_forward(c, s->in.y, &s->in, first_norm(&m->p, l, k), x, N);
+        u = s->in.y;
+    }
+    if (k == SUB_ATTN)
+        attention_sublayer_forward(m, l, u, s->f);
+    else
+        ffn_sublayer_forward(m, l, u, s->f);
+    const float *fo = s->f;
+    if (placement_has_output_norm(c->placement)) {
+        norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
+        fo = s->out.y;
+    }
+    int post = placement_has_post_norm(c->placement);
+    float *sum = post ? s->sum : h;
+    if (c->residual)
+        vec_add(sum, x, fo, Nd);
+    else
+        memcpy(sum, fo, Nd * sizeof(float));
+    if (post) norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
+}
+
+/* dx += d(sublayer)/dx . dh  (dx was zeroed by the caller) */
+static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float *x, const float *dh, float *dx) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
+    sublayer_acts *s = sublayer_of(m, l, k);
+    const int N = A->B * A->T;
+    const size_t Nd = (size_t)N * c->d_model;
+    const float *dsum = dh;
+    if (placement_has_post_norm(c->placement)) {
+        memset(A->dsum, 0, Nd * sizeof(float));
+        norm_backward(c, A->dsum, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum, N);
+        dsum = A->dsum;
+    }
+    if (c->residual) vec_acc(dx, dsum, Nd);
+    const float *df = dsum;
+    if (placement_has_output_norm(c->placement)) {
+        memset(A->df, 0, Nd * sizeof(float));
+        norm_backward(c, A->df, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
+        df = A->df;
+    }
+    const int has_in = placement_has_input_norm(c->placement);
+    const float *u = has_in ? s->in.y : x;
+    memset(A->du, 0, Nd * sizeof(float));
+    if (k == SUB_ATTN)
+        attention_sublayer_backward(m, l, u, df, A->du);
+    else
+        ffn_sublayer_backward(m, l, u, df, A->du);
+    if (has_in)
+        norm_backward(c, dx, first_norm(&m->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
+    else
+        vec_acc(dx, A->du, Nd);
+}
+
+/* ---- the whole model ------------------------------------------------------------------------------- */
+
+static float embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
+
+int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
+    const tlm_config *c = &m->cfg;
+    if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
+    if (c->position == POS_LEARNED && T > c->max_seq)
+        return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", T, c->max_seq);
+    for (int i = 0; i < B * T; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return tlm_error("forward: token id %d at position %d is outside the vocabulary [0, %d)", tokens[i], i,
+                             c->vocab_size);
+        if (targets && targets[i] >= c->vocab_size)
+            return tlm_error("forward: target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i,
+                             c->vocab_size);
+    }
+    if (ensure_activations(m, B, T)) return -1;
+    activations *A = &m->acts;
+    const int N = B * T, d = c->d_model, V = c->vocab_size;
+    const size_t Nd = (size_t)N * d;
+    memcpy(A->tokens, tokens, sizeof(int) * N);
+    A->has_targets = targets != NULL;
+    if (targets) memcpy(A->targets, targets, sizeof(int) * N);
+
+    embedding_forward(A->res, tokens, m->p.embed, m->p.pos_embed, embed_scale(c), B, T, d);
+    for (int l = 0; l < c->n_layers; l++) {
+        float *x = A->res + 2 * l * Nd;
+        sublayer_forward(m, l, SUB_ATTN, x, x + Nd);
+        sublayer_forward(m, l, SUB_FFN, x + Nd, x + 2 * Nd);
+    }
+    const float *h = A->res + 2 * (size_t)c->n_layers * Nd;
+    if (c->final_norm) {
+        norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, N);
+        h = A->final.y;
+    }
+    if (c->final_softcap > 0.0f) {
+        matmul_forward(A->logits_raw, h, m->p.lm_head, NULL, N, d, V);
+        softcap_forward(A->logits, A->logits_raw, (size_t)N * V, c->final_softcap);
+    } else {
+        matmul_forward(A->logits, h, m->p.lm_head, NULL, N, d, V);
+    }
+    if (targets) {
+        float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
+        if (loss) *loss = l;
+    }
+    return 0;
+}
+
+int model_backward(tlm_model *m, float dloss) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
+    if (!A->mem || !A->has_targets) return tlm_error("backward: no forward pass with targets to differentiate");
+    if (model_alloc_grads(m)) return -1;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
+    const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
+
+    memset(A->dres, 0, (2 * (size_t)L + 1) * Nd * sizeof(float));
+    memset(A->dlogits, 0, NV * sizeof(float) * (c->final_softcap > 0.0f ? 2 : 1));
+    crossentropy_backward(A->dlogits, A->probs, A->targets, N, V, dloss, A->n_counted);
+    const float *dz = A->dlogits;
+    if (c->final_softcap > 0.0f) {
+        softcap_backward(A->dlogits + NV, A->dlogits, A->logits, NV, c->final_softcap);
+        dz = A->dlogits + NV;
+    }
+    const float *hL = A->res + 2 * (size_t)L * Nd;
+    memset(A->dfinal, 0, Nd * sizeof(float));
+    matmul_backward(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
+    float *dhL = A->dres + 2 * (size_t)L * Nd;
+    if (c->final_norm)
+        norm_backward(c, dhL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
+    else
+        vec_acc(dhL, A->dfinal, Nd);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = A->res + 2 * l * Nd;
+        float *dx = A->dres + 2 * l * Nd;
+        sublayer_backward(m, l, SUB_FFN, x + Nd, dx + 2 * Nd, dx + Nd);
+        sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
+    }
+    embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, embed_scale(c), B, T, d);
+    return 0;
+}

@@ -1,0 +1,137 @@
+/* model.h — the engine's model: config -> parameters (one buffer, named views) ->
+ * activations (one buffer per batch shape) -> forward / backward. Internal header; the
+ * public API is include/tinylm.h. */
+#ifndef TLM_MODEL_H
+#define TLM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "ops/ops.h"
+
+/* ---- parameters ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *w, *b; /* b only for LayerNorm with a bias */
+} norm_params;
+
+typedef struct {
+    float *w, *b; /* w [out, in]; b [out] or NULL */
+} linear_params;
+
+typedef struct {
+    norm_params attn_norm, attn_out_norm;
+    linear_params q, k, v, o;
+    float *q_norm, *k_norm;
+    norm_params ffn_norm, ffn_out_norm;
+    linear_params gate, up, down;
+} layer_params;
+
+typedef struct {
+    float *embed;     /* [V, d] */
+    float *pos_embed; /* [max_seq, d] */
+    layer_params *layers;
+    norm_params final_norm;
+    float *lm_head; /* [V, d]; == embed when tied */
+} model_params;
+
+/* How a tensor is initialised and whether weight decay applies to it. */
+typedef enum { TENSOR_MATRIX, TENSOR_RESIDUAL_MATRIX, TENSOR_EMBEDDING, TENSOR_BIAS, TENSOR_NORM } tensor_kind;
+
+typedef struct {
+    char name[96];
+    int ndim;
+    int shape[2];
+    size_t offset, numel; /* in floats, into the parameter buffer */
+    tensor_kind kind;
+    float identity; /* init value of norm weights: 1, or 0 for (1 + w) norms */
+} tensor_info;
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *y, *mean, *rstd; /* output [N,C]; stats [N] (mean only for LayerNorm) */
+} norm_acts;
+
+/* What one sublayer (attention or FFN) keeps for backward, whatever its norm placement. */
+typedef struct {
+    norm_acts in;   /* input norm (pre, sandwich) */
+    float *f;       /* the sublayer's output F(.) [BT, d] */
+    norm_acts out;  /* output norm (sandwich, output) */
+    float *sum;     /* x + F' before the post norm (post) */
+    norm_acts post; /* post norm (post) */
+} sublayer_acts;
+
+typedef struct {
+    sublayer_acts attn_s, ffn_s;
+    /* attention internals */
+    float *q, *k, *v;         /* projections [BT, H*hd], [BT, KV*hd] */
+    float *q_rstd, *k_rstd;   /* QK-norm statistics */
+    float *qn, *kn;           /* after QK-norm (alias q, k when off) */
+    float *qr, *kr;           /* after RoPE (alias qn, kn when off) */
+    float *scores, *probs;    /* [B, H, T, T] */
+    float *att;               /* attention output before o_proj [BT, H*hd] */
+    /* FFN internals */
+    float *gate, *up, *hid;   /* [BT, f] */
+} layer_acts;
+
+typedef struct {
+    int B, T;
+    float *res;          /* residual stream [(2L+1), BT, d]: after the embedding and after each sublayer */
+    layer_acts *layers;
+    norm_acts final;
+    float *logits_raw;   /* before the final soft-cap [BT, V] (only with a cap) */
+    float *logits;       /* [BT, V] */
+    float *probs;        /* softmax [BT, V] */
+    float *losses;       /* [BT] */
+    int *tokens, *targets; /* [BT] */
+    int n_counted;
+    int has_targets;
+    /* backward scratch */
+    float *dres;         /* [(2L+1), BT, d] gradient of the residual stream */
+    float *dsum, *df, *du, *dfinal;                 /* [BT, d] */
+    float *datt, *dq, *dq2, *dk, *dk2, *dv;         /* [BT, H*hd] / [BT, KV*hd] */
+    float *dgate, *dup, *dhid;                       /* [BT, f] */
+    float *dlogits;                                  /* [BT, V] */
+    float *attn_scratch;                             /* T per thread */
+    float *mem;
+} activations;
+
+/* ---- the model -------------------------------------------------------------------------------- */
+
+typedef struct tlm_model {
+    tlm_config cfg;
+    tensor_info *tensors;
+    int n_tensors;
+    size_t n_params; /* floats in the buffer (a tied head is counted once) */
+    float *param_mem;
+    model_params p;
+    float *grad_mem; /* NULL until model_alloc_grads */
+    model_params g;
+    float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
+    int rope_len;
+    activations acts;
+} tlm_model;
+
+/* Builds the tensor table and the parameter buffer (zeroed). */
+tlm_model *model_create(const tlm_config *cfg);
+void model_free(tlm_model *m);
+/* normal(0, std) matrices, scaled residual projections, zero biases, identity norms */
+void model_init_weights(tlm_model *m, uint64_t seed);
+int model_alloc_grads(tlm_model *m);
+void model_zero_grads(tlm_model *m);
+const tensor_info *model_find_tensor(const tlm_model *m, const char *name);
+
+/* Forward over tokens [B,T]; targets [B,T] (may be NULL: no loss). Returns 0 and the mean loss
+ * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->acts.logits. */
+int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
+/* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
+ * dloss (1 for one batch; 1/k for k accumulated micro-batches). */
+int model_backward(tlm_model *m, float dloss);
+
+/* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
+static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }
+static inline float *model_grad(const tlm_model *m, int i) { return m->grad_mem + m->tensors[i].offset; }
+
+#endif

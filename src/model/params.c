@@ -1,0 +1,173 @@
+/* params.c — the parameter table: one walk over the config lists every tensor in the
+ * documented order (docs/tensors.md) with its name, shape and kind. The same walk lays out
+ * the one contiguous buffer and points the named views (model_params) into it — for the
+ * parameters and, with another base, for their gradients. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+typedef struct {
+    const tlm_config *cfg;
+    tensor_info *table; /* NULL: only count */
+    int count;
+    size_t offset;
+    float *base; /* NULL: do not bind views */
+} walk;
+
+static void add(walk *w, float **slot, const char *name, int rows, int cols, tensor_kind kind, float identity) {
+    size_t numel = (size_t)rows * (cols ? (size_t)cols : 1);
+    if (w->table) {
+        tensor_info *t = &w->table[w->count];
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->ndim = cols ? 2 : 1;
+        t->shape[0] = rows;
+        t->shape[1] = cols;
+        t->offset = w->offset;
+        t->numel = numel;
+        t->kind = kind;
+        t->identity = identity;
+    }
+    if (w->base && slot) *slot = w->base + w->offset;
+    w->count++;
+    w->offset += numel;
+}
+
+static void add_norm(walk *w, norm_params *np, const char *name) {
+    const tlm_config *c = w->cfg;
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s.weight", name);
+    add(w, &np->w, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+    if (c->norm == NORM_LAYERNORM && c->norm_bias) {
+        snprintf(buf, sizeof buf, "%s.bias", name);
+        add(w, &np->b, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
+    }
+}
+
+static void add_linear(walk *w, linear_params *lp, const char *name, int out, int in, bool bias, tensor_kind kind) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s.weight", name);
+    add(w, &lp->w, buf, out, in, kind, 0.0f);
+    if (bias) {
+        snprintf(buf, sizeof buf, "%s.bias", name);
+        add(w, &lp->b, buf, out, 0, TENSOR_BIAS, 0.0f);
+    }
+}
+
+static void walk_tensors(walk *w, model_params *p) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const bool glu = c->ffn != FFN_GELU;
+    char n[96];
+    add(w, &p->embed, "embed.weight", c->vocab_size, d, TENSOR_EMBEDDING, 0.0f);
+    if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_params *L = &p->layers[l];
+        if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
+            snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm(w, &L->attn_norm, n);
+        if (placement_has_output_norm(c->placement))
+            snprintf(n, sizeof n, "layers.%d.attn_out_norm", l), add_norm(w, &L->attn_out_norm, n);
+        snprintf(n, sizeof n, "layers.%d.attn.q_proj", l), add_linear(w, &L->q, n, qd, d, c->attn_bias, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.attn.k_proj", l), add_linear(w, &L->k, n, kvd, d, c->attn_bias, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.attn.v_proj", l), add_linear(w, &L->v, n, kvd, d, c->attn_bias, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+        add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
+        if (c->qk_norm != QK_NORM_NONE) {
+            float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
+            bool full = c->qk_norm == QK_NORM_FULL;
+            snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
+            add(w, &L->q_norm, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
+            snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
+            add(w, &L->k_norm, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
+        }
+        if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
+            snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
+        if (placement_has_output_norm(c->placement))
+            snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l), add_norm(w, &L->ffn_out_norm, n);
+        if (glu) snprintf(n, sizeof n, "layers.%d.ffn.gate_proj", l), add_linear(w, &L->gate, n, c->d_ff, d, c->mlp_bias, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ffn.up_proj", l), add_linear(w, &L->up, n, c->d_ff, d, c->mlp_bias, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
+        add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+    }
+    if (c->final_norm) add_norm(w, &p->final_norm, "final_norm");
+    if (!c->tie_embeddings) add(w, &p->lm_head, "lm_head.weight", c->vocab_size, d, TENSOR_MATRIX, 0.0f);
+    if (w->base && c->tie_embeddings) p->lm_head = p->embed;
+}
+
+static void bind_views(tlm_model *m, model_params *views, float *base) {
+    walk w = {.cfg = &m->cfg, .base = base};
+    walk_tensors(&w, views);
+}
+
+tlm_model *model_create(const tlm_config *cfg) {
+    tlm_model *m = calloc(1, sizeof *m);
+    if (!m) return tlm_error("out of memory creating the model"), NULL;
+    m->cfg = *cfg;
+    m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    m->g.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    model_params scratch = {.layers = m->p.layers};
+    walk count = {.cfg = cfg};
+    walk_tensors(&count, &scratch);
+    m->n_tensors = count.count;
+    m->n_params = count.offset;
+    m->tensors = calloc((size_t)m->n_tensors, sizeof(tensor_info));
+    m->param_mem = calloc(m->n_params, sizeof(float));
+    if (!m->p.layers || !m->g.layers || !m->tensors || !m->param_mem) {
+        model_free(m);
+        return tlm_error("out of memory: the model needs %zu parameters (%.1f MiB)", count.offset,
+                         count.offset * 4.0 / 1048576.0),
+               NULL;
+    }
+    walk fill = {.cfg = cfg, .table = m->tensors, .base = m->param_mem};
+    walk_tensors(&fill, &m->p);
+    return m;
+}
+
+int model_alloc_grads(tlm_model *m) {
+    if (m->grad_mem) return 0;
+    m->grad_mem = calloc(m->n_params, sizeof(float));
+    if (!m->grad_mem) return tlm_error("out of memory allocating gradients (%zu floats)", m->n_params);
+    bind_views(m, &m->g, m->grad_mem);
+    return 0;
+}
+
+void model_zero_grads(tlm_model *m) {
+    if (m->grad_mem) memset(m->grad_mem, 0, m->n_params * sizeof(float));
+}
+
+const tensor_info *model_find_tensor(const tlm_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+void model_init_weights(tlm_model *m, uint64_t seed) {
+    const tlm_config *c = &m->cfg;
+    rng_state r;
+    rng_seed(&r, seed);
+    float resid_scale = c->scale_residual_init ? 1.0f / sqrtf(2.0f * (float)c->n_layers) : 1.0f;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        float *x = m->param_mem + t->offset;
+        float std = c->init_std * (t->kind == TENSOR_RESIDUAL_MATRIX ? resid_scale : 1.0f);
+        for (size_t j = 0; j < t->numel; j++) {
+            switch (t->kind) {
+            case TENSOR_MATRIX:
+            case TENSOR_RESIDUAL_MATRIX:
+            case TENSOR_EMBEDDING:
+                x[j] = (float)(std * rng_normal(&r));
+                break;
+            case TENSOR_BIAS:
+                x[j] = 0.0f;
+                break;
+            case TENSOR_NORM:
+                x[j] = t->identity;
+                break;
+            }
+        }
+    }
+}

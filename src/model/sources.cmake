@@ -1,0 +1,7 @@
+target_sources(tinylm PRIVATE
+  src/model/config.c
+  src/model/hf_families.c
+  src/model/params.c
+  src/model/model.c
+  src/model/checkpoint.c
+  src/model/hf_load.c)

@@ -1,0 +1,126 @@
+/* ops.h — the layers of the transformer as forward/backward pairs (llm.c style).
+ *
+ * Conventions, shared by every op:
+ * - Tensors are row-major float32. N is the number of rows (B*T tokens), C the row width.
+ * - A linear weight is [OC, IC] (PyTorch nn.Linear layout): out = inp @ W^T + b.
+ * - Backward functions ACCUMULATE (+=) into dinp and into parameter gradients, so the
+ *   caller zeroes them once per step and several paths (residual + sublayer) can add up.
+ *   A NULL gradient pointer means "not wanted" (e.g. an absent bias).
+ * - Statistics of norms are computed in float32 (and summed in double where a long sum
+ *   would lose precision), eps is always inside the sqrt.
+ * - No op allocates memory; scratch space comes from the caller.
+ */
+#ifndef TLM_OPS_H
+#define TLM_OPS_H
+
+#include <stddef.h>
+
+/* ---- matmul: the one place GEMMs happen (CBLAS today, swappable later) ----------------- */
+
+/* C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major; trans_a/b: 0 = as stored, 1 = transposed */
+void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc);
+
+/* out [N,OC] = inp [N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL) */
+void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC);
+/* dinp [N,IC] += dout @ weight; dweight [OC,IC] += dout^T @ inp; dbias [OC] += sum_n dout */
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                     const float *weight, int N, int IC, int OC);
+
+/* ---- norms -------------------------------------------------------------------------------- */
+
+/* LayerNorm: out [N,C] = (inp - mean) * rstd * weight + bias; rstd = 1/sqrt(var + eps).
+ * Saves mean [N] and rstd [N] for backward. bias may be NULL. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                       const float *bias, int N, int C, float eps);
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                        const float *weight, const float *mean, const float *rstd, int N, int C);
+
+/* RMSNorm: out [N,C] = inp * rstd * (weight_offset + weight); rstd = 1/sqrt(mean(inp^2) + eps).
+ * weight_offset is 0 for the usual g, 1 for Gemma's (1 + w). Saves rstd [N]. */
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset,
+                     int N, int C, float eps);
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                      float weight_offset, const float *rstd, int N, int C);
+
+/* ---- position ----------------------------------------------------------------------------- */
+
+/* token (+ learned position) embedding: out [B,T,C] = scale * wte[tokens[b,t]] + wpe[t] (wpe may be NULL) */
+void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, float scale, int B,
+                       int T, int C);
+/* dwte [V,C] += scale * dout rows; dwpe [maxT,C] += dout summed over the batch (dwpe may be NULL) */
+void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B,
+                        int T, int C);
+
+/* RoPE, Hugging Face "rotate half" layout: in each head, dim i pairs with i + hd/2.
+ * x [B,T,n_heads,hd] rotated by the angle of its position pos0 + t; cos/sin [max_pos, hd/2].
+ * out may equal inp. */
+void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
+                  int n_heads, int head_dim, int pos0);
+/* dinp += R^T dout (the inverse rotation) */
+void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
+                   int n_heads, int head_dim, int pos0);
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int n_heads, n_kv_heads, head_dim;
+    float scale;   /* multiplies q.k */
+    float softcap; /* 0 = off; else scores <- softcap * tanh(scores / softcap), before the mask */
+    int window;    /* 0 = off; else query i sees key j iff 0 <= i - j < window */
+} attention_spec;
+
+/* Causal self-attention over one sequence batch.
+ * q [B,T,H*hd], k/v [B,T,KV*hd] (query head h reads kv head h / (H/KV)) -> out [B,T,H*hd].
+ * Saves scores [B,H,T,T] (scaled, capped logits; masked entries untouched) and probs [B,H,T,T]
+ * (masked entries 0). */
+void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
+                       int B, int T, const attention_spec *spec);
+/* dq, dk, dv (same shapes as q, k, v) += ...; scratch: T floats per OpenMP thread */
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
+                        const float *probs, const float *q, const float *k, const float *v, int B, int T,
+                        const attention_spec *spec, float *scratch);
+
+/* One query row against n_keys cached keys (used by incremental decoding and by
+ * attention_forward). q [hd]; keys/values rows of hd floats, kv_stride floats apart;
+ * keys first_key..n_keys-1 are visible. out [hd], scores/probs [n_keys] (may be NULL-free scratch). */
+void attention_row(float *out, float *scores, float *probs, const float *q, const float *keys,
+                   const float *values, size_t kv_stride, int first_key, int n_keys, int head_dim, float scale,
+                   float softcap);
+
+/* ---- feed-forward activations ------------------------------------------------------------- */
+
+typedef enum { ACT_SILU, ACT_GELU_TANH } activation;
+
+float act_apply(activation act, float x);
+float act_grad(activation act, float x); /* d act / dx */
+
+/* gated: out [n] = act(gate) * up ; dgate, dup [n] += ... */
+void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act);
+void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
+                  activation act);
+/* plain: out [n] = act(inp); dinp [n] += dout * act'(inp) */
+void act_forward(float *out, const float *inp, size_t n, activation act);
+void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act);
+
+/* soft-capping: out = cap * tanh(inp / cap). Backward uses the saved output:
+ * d out / d inp = 1 - (out / cap)^2. out may equal inp. */
+void softcap_forward(float *out, const float *inp, size_t n, float cap);
+void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap);
+
+/* ---- loss --------------------------------------------------------------------------------- */
+
+/* Next-token cross-entropy. logits [N,V], targets [N] (a negative target = no loss there).
+ * Writes probs [N,V] (softmax) and losses [N]; returns the mean loss over counted rows
+ * (and the count in *n_counted). */
+float crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets, int N, int V,
+                           int *n_counted);
+/* dlogits [N,V] += (probs - onehot(target)) * dloss / n_counted */
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V, float dloss_mean,
+                           int n_counted);
+
+/* ---- small vector helpers ----------------------------------------------------------------- */
+void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a + b (out may alias) */
+void vec_acc(float *out, const float *a, size_t n);                 /* out += a */
+
+#endif

@@ -1,0 +1,51 @@
+/* rope.c — rotary position embedding in the Hugging Face "rotate half" layout.
+ * For head dimension i < hd/2 the pair is (x[i], x[i + hd/2]), rotated by angle pos * inv_freq[i]:
+ *   y[i]        = x[i] cos - x[i+half] sin
+ *   y[i+half]   = x[i+half] cos + x[i] sin
+ * (llama2.c and Meta's original code rotate interleaved pairs (2i, 2i+1) instead; loaders
+ * of such checkpoints permute the q/k projection rows so this one layout serves both.) */
+#include "ops.h"
+
+static void rotate(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
+                   int n_heads, int head_dim, int pos0, float sign) {
+    int half = head_dim / 2;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int pos = pos0 + bt % T;
+        const float *cs = cos_tab + (size_t)pos * half, *sn = sin_tab + (size_t)pos * half;
+        for (int h = 0; h < n_heads; h++) {
+            const float *x = inp + ((size_t)bt * n_heads + h) * head_dim;
+            float *y = out + ((size_t)bt * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                float a = x[i], b = x[i + half], s = sign * sn[i];
+                y[i] = a * cs[i] - b * s;
+                y[i + half] = b * cs[i] + a * s;
+            }
+        }
+    }
+}
+
+void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
+                  int n_heads, int head_dim, int pos0) {
+    rotate(out, inp, cos_tab, sin_tab, B, T, n_heads, head_dim, pos0, 1.0f);
+}
+
+void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
+                   int n_heads, int head_dim, int pos0) {
+    /* the transpose of a rotation is the rotation by -angle; accumulate into dinp */
+    int half = head_dim / 2;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int pos = pos0 + bt % T;
+        const float *cs = cos_tab + (size_t)pos * half, *sn = sin_tab + (size_t)pos * half;
+        for (int h = 0; h < n_heads; h++) {
+            const float *dy = dout + ((size_t)bt * n_heads + h) * head_dim;
+            float *dx = dinp + ((size_t)bt * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                float a = dy[i], b = dy[i + half];
+                dx[i] += a * cs[i] + b * sn[i];
+                dx[i + half] += b * cs[i] - a * sn[i];
+            }
+        }
+    }
+}

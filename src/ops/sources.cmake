@@ -1,0 +1,8 @@
+target_sources(tinylm PRIVATE
+  src/ops/matmul.c
+  src/ops/norm.c
+  src/ops/embedding.c
+  src/ops/rope.c
+  src/ops/attention.c
+  src/ops/activations.c
+  src/ops/loss.c)

@@ -1,0 +1,22 @@
+/* rng.h — a small deterministic RNG (xoshiro256**, seeded by splitmix64), so that a seed
+ * reproduces an init, a data order and a sample on every machine. The whole state is four
+ * words, saved in training checkpoints for exact resume. */
+#ifndef TLM_RNG_H
+#define TLM_RNG_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t s[4];
+} rng_state;
+
+void rng_seed(rng_state *r, uint64_t seed);
+uint64_t rng_u64(rng_state *r);
+/* uniform in [0, 1) with 24 random bits */
+float rng_float(rng_state *r);
+/* uniform integer in [0, n) without modulo bias */
+uint64_t rng_below(rng_state *r, uint64_t n);
+/* standard normal (Box-Muller, computed in double) */
+double rng_normal(rng_state *r);
+
+#endif

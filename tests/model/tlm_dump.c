@@ -1,0 +1,69 @@
+/* tlm_dump.c — test tool for the PyTorch parity test (tests/parity/).
+ *   tlm_dump CASE_DIR OUT_DIR
+ * loads CASE_DIR (config.json + model.safetensors), runs forward and backward on
+ * CASE_DIR/tokens.npy and targets.npy (int32 [B,T]) and writes, as float32 .npy:
+ *   OUT_DIR/logits.npy [B,T,V], OUT_DIR/loss.npy [1], OUT_DIR/grad/<tensor>.npy,
+ *   OUT_DIR/dx/layers.<N>.npy [B,T,d] (gradient of the residual stream entering block N). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "formats/npy.h"
+#include "model/checkpoint.h"
+#include "util/error.h"
+#include "util/io.h"
+
+static int write_f32(const char *dir, const char *name, int ndim, const int64_t *shape, const float *data) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    return tlm_npy_write_f32(path, ndim, shape, data);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: tlm_dump CASE_DIR OUT_DIR\n");
+        return 2;
+    }
+    const char *case_dir = argv[1], *out = argv[2];
+    char path[4096], sub[4096];
+    tlm_npy tok = {0}, tgt = {0};
+    tlm_model *m = model_load_dir(case_dir);
+    int rc = 1;
+    if (!m) goto fail;
+    snprintf(path, sizeof path, "%s/tokens.npy", case_dir);
+    if (tlm_npy_read_as(path, TLM_DT_I32, &tok)) goto fail;
+    snprintf(path, sizeof path, "%s/targets.npy", case_dir);
+    if (tlm_npy_read_as(path, TLM_DT_I32, &tgt)) goto fail;
+    if (tok.ndim != 2 || tgt.ndim != 2 || tok.numel != tgt.numel) {
+        tlm_error("%s: tokens.npy and targets.npy must both be [B, T]", case_dir);
+        goto fail;
+    }
+    const int B = (int)tok.shape[0], T = (int)tok.shape[1], V = m->cfg.vocab_size, d = m->cfg.d_model;
+    float loss;
+    if (model_forward(m, tok.data, tgt.data, B, T, &loss) || model_backward(m, 1.0f)) goto fail;
+
+    snprintf(sub, sizeof sub, "%s/grad", out);
+    if (make_dirs(sub)) goto fail;
+    snprintf(sub, sizeof sub, "%s/dx", out);
+    if (make_dirs(sub)) goto fail;
+    int64_t lshape[3] = {B, T, V}, one = 1, xshape[3] = {B, T, d};
+    if (write_f32(out, "logits", 3, lshape, m->acts.logits) || write_f32(out, "loss", 1, &one, &loss)) goto fail;
+    snprintf(sub, sizeof sub, "%s/grad", out);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        int64_t shape[2] = {t->shape[0], t->shape[1]};
+        if (write_f32(sub, t->name, t->ndim, shape, model_grad(m, i))) goto fail;
+    }
+    snprintf(sub, sizeof sub, "%s/dx", out);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "layers.%d", l);
+        if (write_f32(sub, name, 3, xshape, m->acts.dres + (size_t)2 * l * B * T * d)) goto fail;
+    }
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "tlm_dump: %s\n", tlm_last_error());
+    tlm_npy_free(&tok);
+    tlm_npy_free(&tgt);
+    model_free(m);
+    return rc;
+}

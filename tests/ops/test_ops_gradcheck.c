@@ -1,0 +1,246 @@
+/* test_ops_gradcheck.c — every op's backward against central finite differences.
+ *
+ * For an op y = f(x) and a fixed random cotangent R, the scalar L = sum(y * R) has
+ * dL/dx = backward(dout = R). The numerical derivative (L(x+h) - L(x-h)) / 2h is formed
+ * in double from the float forward. We compare per tensor: max|num - ana| / max|ana|. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+#include "util/rng.h"
+
+static int failures = 0, checks = 0;
+static rng_state rng;
+
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = (float)(scale * rng_normal(&rng));
+    return v;
+}
+static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+
+typedef void (*forward_fn)(void *ctx, float *out);
+
+static double loss_of(forward_fn f, void *ctx, float *out, const float *R, size_t n_out) {
+    f(ctx, out);
+    double s = 0.0;
+    for (size_t i = 0; i < n_out; i++) s += (double)out[i] * R[i];
+    return s;
+}
+
+/* compares the analytic gradient of x with finite differences of L = sum(f(ctx) * R) */
+static void check(const char *name, float *x, size_t n, const float *analytic, forward_fn f, void *ctx, size_t n_out,
+                  const float *R, float h, double tol) {
+    float *out = malloc(n_out * sizeof(float));
+    double max_err = 0.0, max_ref = 0.0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        float saved = x[i];
+        x[i] = saved + h;
+        double lp = loss_of(f, ctx, out, R, n_out);
+        x[i] = saved - h;
+        double lm = loss_of(f, ctx, out, R, n_out);
+        x[i] = saved;
+        double num = (lp - lm) / (2.0 * h);
+        double err = fabs(num - analytic[i]);
+        if (err > max_err) max_err = err, worst = i;
+        if (fabs(num) > max_ref) max_ref = fabs(num);
+    }
+    free(out);
+    double rel = max_ref > 0 ? max_err / max_ref : max_err;
+    checks++;
+    int ok = rel <= tol && max_ref > 1e-6; /* a zero gradient would make the check vacuous */
+    if (!ok) failures++;
+    printf("%-44s rel err %.2e (max |grad| %.3g, worst at %zu) %s\n", name, rel, max_ref, worst, ok ? "ok" : "FAIL");
+}
+
+/* ---- matmul --------------------------------------------------------------------------------- */
+typedef struct { float *inp, *w, *b; int N, IC, OC; } mm_ctx;
+static void mm_fwd(void *c, float *out) {
+    mm_ctx *m = c;
+    matmul_forward(out, m->inp, m->w, m->b, m->N, m->IC, m->OC);
+}
+static void test_matmul(void) {
+    mm_ctx c = {.N = 5, .IC = 7, .OC = 6};
+    c.inp = rand_vec(35, 1), c.w = rand_vec(42, 1), c.b = rand_vec(6, 1);
+    float *R = rand_vec(30, 1), *di = zeros(35), *dw = zeros(42), *db = zeros(6);
+    matmul_backward(di, dw, db, R, c.inp, c.w, c.N, c.IC, c.OC);
+    check("matmul dinp", c.inp, 35, di, mm_fwd, &c, 30, R, 1e-2f, 1e-3);
+    check("matmul dweight", c.w, 42, dw, mm_fwd, &c, 30, R, 1e-2f, 1e-3);
+    check("matmul dbias", c.b, 6, db, mm_fwd, &c, 30, R, 1e-2f, 1e-3);
+    free(c.inp), free(c.w), free(c.b), free(R), free(di), free(dw), free(db);
+}
+
+/* ---- norms ------------------------------------------------------------------------------------ */
+typedef struct { float *inp, *w, *b, *mean, *rstd; int N, C; float offset; int layer; } norm_ctx;
+static void norm_fwd(void *c, float *out) {
+    norm_ctx *n = c;
+    if (n->layer)
+        layernorm_forward(out, n->mean, n->rstd, n->inp, n->w, n->b, n->N, n->C, 1e-5f);
+    else
+        rmsnorm_forward(out, n->rstd, n->inp, n->w, n->offset, n->N, n->C, 1e-5f);
+}
+static void test_norm(int layer, float offset, int with_bias) {
+    norm_ctx c = {.N = 4, .C = 9, .offset = offset, .layer = layer};
+    size_t n = 36;
+    c.inp = rand_vec(n, 2), c.w = rand_vec(9, 1), c.b = with_bias ? rand_vec(9, 1) : NULL;
+    c.mean = zeros(4), c.rstd = zeros(4);
+    float *R = rand_vec(n, 1), *out = zeros(n), *di = zeros(n), *dw = zeros(9), *db = zeros(9);
+    norm_fwd(&c, out);
+    if (layer)
+        layernorm_backward(di, dw, with_bias ? db : NULL, R, c.inp, c.w, c.mean, c.rstd, c.N, c.C);
+    else
+        rmsnorm_backward(di, dw, R, c.inp, c.w, offset, c.rstd, c.N, c.C);
+    char name[64];
+    const char *kind = layer ? (with_bias ? "layernorm" : "layernorm (no bias)") : (offset ? "rmsnorm(1+w)" : "rmsnorm");
+    snprintf(name, sizeof name, "%s dinp", kind);
+    check(name, c.inp, n, di, norm_fwd, &c, n, R, 1e-2f, 2e-3);
+    snprintf(name, sizeof name, "%s dweight", kind);
+    check(name, c.w, 9, dw, norm_fwd, &c, n, R, 1e-2f, 2e-3);
+    if (with_bias) check("layernorm dbias", c.b, 9, db, norm_fwd, &c, n, R, 1e-2f, 2e-3);
+    free(c.inp), free(c.w), free(c.b), free(c.mean), free(c.rstd), free(R), free(out), free(di), free(dw), free(db);
+}
+
+/* ---- embedding ---------------------------------------------------------------------------------- */
+typedef struct { float *wte, *wpe; int *tok; int B, T, C; float scale; } emb_ctx;
+static void emb_fwd(void *c, float *out) {
+    emb_ctx *e = c;
+    embedding_forward(out, e->tok, e->wte, e->wpe, e->scale, e->B, e->T, e->C);
+}
+static void test_embedding(void) {
+    int tok[6] = {3, 1, 3, 0, 2, 3}; /* repeats: their gradients must add up */
+    emb_ctx c = {.tok = tok, .B = 2, .T = 3, .C = 4, .scale = 2.5f};
+    c.wte = rand_vec(16, 1), c.wpe = rand_vec(12, 1);
+    float *R = rand_vec(24, 1), *dwte = zeros(16), *dwpe = zeros(12);
+    embedding_backward(dwte, dwpe, R, tok, c.scale, c.B, c.T, c.C);
+    check("embedding dwte (scaled, repeated ids)", c.wte, 16, dwte, emb_fwd, &c, 24, R, 1e-2f, 1e-3);
+    check("embedding dwpe", c.wpe, 12, dwpe, emb_fwd, &c, 24, R, 1e-2f, 1e-3);
+    free(c.wte), free(c.wpe), free(R), free(dwte), free(dwpe);
+}
+
+/* ---- rope ----------------------------------------------------------------------------------------- */
+typedef struct { float *x, *cs, *sn; int B, T, H, hd, pos0; } rope_ctx;
+static void rope_fwd(void *c, float *out) {
+    rope_ctx *r = c;
+    rope_forward(out, r->x, r->cs, r->sn, r->B, r->T, r->H, r->hd, r->pos0);
+}
+static void test_rope(void) {
+    rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = 6, .pos0 = 2};
+    int maxp = 8, half = 3;
+    c.cs = zeros((size_t)maxp * half), c.sn = zeros((size_t)maxp * half);
+    for (int p = 0; p < maxp; p++)
+        for (int i = 0; i < half; i++) {
+            double a = p * pow(10000.0, -2.0 * i / c.hd);
+            c.cs[p * half + i] = (float)cos(a), c.sn[p * half + i] = (float)sin(a);
+        }
+    size_t n = 2 * 3 * 2 * 6;
+    c.x = rand_vec(n, 1);
+    float *R = rand_vec(n, 1), *dx = zeros(n);
+    rope_backward(dx, R, c.cs, c.sn, c.B, c.T, c.H, c.hd, c.pos0);
+    check("rope dinp", c.x, n, dx, rope_fwd, &c, n, R, 1e-2f, 1e-3);
+    free(c.cs), free(c.sn), free(c.x), free(R), free(dx);
+}
+
+/* ---- attention ---------------------------------------------------------------------------------------- */
+typedef struct { float *q, *k, *v, *scores, *probs; int B, T; attention_spec spec; } att_ctx;
+static void att_fwd(void *c, float *out) {
+    att_ctx *a = c;
+    attention_forward(out, a->scores, a->probs, a->q, a->k, a->v, a->B, a->T, &a->spec);
+}
+static void test_attention(const char *label, int H, int KV, float softcap, int window) {
+    att_ctx c = {.B = 2, .T = 5, .spec = {.n_heads = H, .n_kv_heads = KV, .head_dim = 4, .scale = 0.5f,
+                                          .softcap = softcap, .window = window}};
+    size_t nq = (size_t)c.B * c.T * H * 4, nk = (size_t)c.B * c.T * KV * 4, ns = (size_t)c.B * H * c.T * c.T;
+    c.q = rand_vec(nq, 1.5), c.k = rand_vec(nk, 1.5), c.v = rand_vec(nk, 1);
+    c.scores = zeros(ns), c.probs = zeros(ns);
+    float *R = rand_vec(nq, 1), *out = zeros(nq), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
+    float *scratch = zeros((size_t)c.T * 64);
+    att_fwd(&c, out);
+    attention_backward(dq, dk, dv, R, c.scores, c.probs, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
+    char name[80];
+    snprintf(name, sizeof name, "attention %s dq", label);
+    check(name, c.q, nq, dq, att_fwd, &c, nq, R, 1e-2f, 2e-3);
+    snprintf(name, sizeof name, "attention %s dk", label);
+    check(name, c.k, nk, dk, att_fwd, &c, nq, R, 1e-2f, 2e-3);
+    snprintf(name, sizeof name, "attention %s dv", label);
+    check(name, c.v, nk, dv, att_fwd, &c, nq, R, 1e-2f, 2e-3);
+    free(c.q), free(c.k), free(c.v), free(c.scores), free(c.probs), free(R), free(out), free(dq), free(dk), free(dv),
+        free(scratch);
+}
+
+/* ---- activations, gated units, soft-cap --------------------------------------------------------------- */
+typedef struct { float *a, *b; size_t n; activation act; int kind; float cap; } act_ctx;
+static void act_fwd(void *c, float *out) {
+    act_ctx *a = c;
+    if (a->kind == 0) glu_forward(out, a->a, a->b, a->n, a->act);
+    if (a->kind == 1) act_forward(out, a->a, a->n, a->act);
+    if (a->kind == 2) softcap_forward(out, a->a, a->n, a->cap);
+}
+static void test_activations(void) {
+    size_t n = 24;
+    activation acts[2] = {ACT_SILU, ACT_GELU_TANH};
+    const char *names[2] = {"swiglu", "geglu"};
+    for (int i = 0; i < 2; i++) {
+        act_ctx c = {.n = n, .act = acts[i], .kind = 0};
+        c.a = rand_vec(n, 2), c.b = rand_vec(n, 1);
+        float *R = rand_vec(n, 1), *dg = zeros(n), *du = zeros(n);
+        glu_backward(dg, du, R, c.a, c.b, n, c.act);
+        char name[64];
+        snprintf(name, sizeof name, "%s dgate", names[i]);
+        check(name, c.a, n, dg, act_fwd, &c, n, R, 1e-2f, 1e-3);
+        snprintf(name, sizeof name, "%s dup", names[i]);
+        check(name, c.b, n, du, act_fwd, &c, n, R, 1e-2f, 1e-3);
+        free(c.a), free(c.b), free(R), free(dg), free(du);
+    }
+    act_ctx g = {.n = n, .act = ACT_GELU_TANH, .kind = 1};
+    g.a = rand_vec(n, 2);
+    float *R = rand_vec(n, 1), *d = zeros(n), *out = zeros(n);
+    act_backward(d, R, g.a, n, g.act);
+    check("gelu_tanh dinp", g.a, n, d, act_fwd, &g, n, R, 1e-2f, 1e-3);
+    act_ctx s = {.n = n, .kind = 2, .cap = 3.0f};
+    s.a = rand_vec(n, 4);
+    float *ds = zeros(n);
+    softcap_forward(out, s.a, n, s.cap);
+    softcap_backward(ds, R, out, n, s.cap);
+    check("softcap dinp", s.a, n, ds, act_fwd, &s, n, R, 1e-2f, 1e-3);
+    free(g.a), free(R), free(d), free(out), free(s.a), free(ds);
+}
+
+/* ---- cross-entropy ---------------------------------------------------------------------------------------- */
+typedef struct { float *logits, *probs, *losses; int *targets; int N, V; } ce_ctx;
+static void ce_fwd(void *c, float *out) {
+    ce_ctx *e = c;
+    out[0] = crossentropy_forward(e->losses, e->probs, e->logits, e->targets, e->N, e->V, NULL);
+}
+static void test_crossentropy(void) {
+    int targets[4] = {2, -1, 0, 4}; /* -1: no loss at that row */
+    ce_ctx c = {.targets = targets, .N = 4, .V = 5};
+    c.logits = rand_vec(20, 2), c.probs = zeros(20), c.losses = zeros(4);
+    float R = 1.0f, out, *dl = zeros(20);
+    int counted;
+    crossentropy_forward(c.losses, c.probs, c.logits, targets, 4, 5, &counted);
+    crossentropy_backward(dl, c.probs, targets, 4, 5, 1.0f, counted);
+    (void)out;
+    check("crossentropy dlogits", c.logits, 20, dl, ce_fwd, &c, 1, &R, 1e-2f, 1e-3);
+    free(c.logits), free(c.probs), free(c.losses), free(dl);
+}
+
+int main(void) {
+    rng_seed(&rng, 1234);
+    test_matmul();
+    test_norm(1, 0.0f, 1);
+    test_norm(1, 0.0f, 0);
+    test_norm(0, 0.0f, 0);
+    test_norm(0, 1.0f, 0);
+    test_embedding();
+    test_rope();
+    test_attention("MHA", 2, 2, 0.0f, 0);
+    test_attention("GQA softcap", 4, 2, 2.0f, 0);
+    test_attention("MQA window", 3, 1, 0.0f, 2);
+    test_activations();
+    test_crossentropy();
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures != 0;
+}

@@ -1,0 +1,15 @@
+# Each test area keeps its own tests/<area>/tests.cmake; they are all included here.
+# Helper for plain C test executables linked against the library:
+function(tlm_c_test name)
+  add_executable(${name} ${ARGN})
+  target_link_libraries(${name} PRIVATE tinylm)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "TLM_SHARED_DATA=${TLM_SHARED_DATA};OMP_NUM_THREADS=2")
+endfunction()
+
+file(GLOB TLM_TEST_AREAS RELATIVE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests/*/tests.cmake)
+list(SORT TLM_TEST_AREAS)
+foreach(part ${TLM_TEST_AREAS})
+  include(${part})
+endforeach()
