@@ -138,7 +138,7 @@ static void rope_tables(const tlm_config *c, float theta, int scaled, float *cos
         }
 }
 
-static int ensure_rope(tlm_model *m, int len) {
+int model_ensure_rope(tlm_model *m, int len) {
     const tlm_config *c = &m->cfg;
     if (c->position != POS_ROPE || len <= m->rope_len) return 0;
     size_t n = (size_t)len * (c->head_dim / 2);
@@ -175,7 +175,7 @@ static int ensure_activations(tlm_model *m, int B, int T) {
     arena a = {.base = A->mem};
     layout_activations(&m->cfg, A, &a, B, T);
     A->B = B, A->T = T;
-    return ensure_rope(m, T);
+    return model_ensure_rope(m, T);
 }
 
 void model_free(tlm_model *m) {
@@ -188,7 +188,7 @@ void model_free(tlm_model *m) {
 
 /* ---- norms: one call site for the three kinds ------------------------------------------------ */
 
-static void norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
+void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
                          int N) {
     if (c->norm == NORM_LAYERNORM)
         layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
@@ -196,7 +196,7 @@ static void norm_forward(const tlm_config *c, float *y, const norm_acts *a, cons
         rmsnorm_forward(y, a->rstd, x, p->w, c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f, N, c->d_model, c->norm_eps);
 }
 
-static void norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
+void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
                           const norm_params *p, const float *x, int N) {
     if (c->norm == NORM_LAYERNORM)
         layernorm_backward(dx, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
@@ -206,21 +206,21 @@ static void norm_backward(const tlm_config *c, float *dx, norm_params *g, const 
 
 /* ---- attention sublayer ------------------------------------------------------------------------ */
 
-static attention_spec layer_attention(const tlm_config *c, int l) {
+attention_spec model_layer_attention(const tlm_config *c, int l) {
     attention_spec s = {.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
                         .scale = config_attn_scale(c), .softcap = c->attn_softcap,
                         .window = c->layer_sliding[l] ? c->sliding_window : 0};
     return s;
 }
 
-static void layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab) {
+void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab) {
     int local = m->cfg.rope_theta_local > 0.0f && m->cfg.layer_sliding[l];
     *cos_tab = local ? m->rope_cos_local : m->rope_cos;
     *sin_tab = local ? m->rope_sin_local : m->rope_sin;
 }
 
 /* QK-norm: RMSNorm per head (rows of head_dim) or over the whole projection (rows of n*hd) */
-static void qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols) {
+void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols) {
     int per_head = c->qk_norm == QK_NORM_HEAD;
     *rows = per_head ? N * n_heads : N;
     *cols = per_head ? c->head_dim : n_heads * c->head_dim;
@@ -238,18 +238,18 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     if (c->qk_norm != QK_NORM_NONE) {
         float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
         int rows, cols;
-        qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
         rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
-        qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
+        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
         rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
     }
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
-        layer_rope(m, l, &cs, &sn);
+        model_layer_rope(m, l, &cs, &sn);
         rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, 0);
         rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
     }
-    attention_spec spec = layer_attention(c, l);
+    attention_spec spec = model_layer_attention(c, l);
     attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
     matmul_forward(f, a->att, P->o.w, P->o.b, N, qd, d);
 }
@@ -268,14 +268,14 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     memset(A->dq, 0, sizeof(float) * N * qd);
     memset(A->dk, 0, sizeof(float) * N * kvd);
     memset(A->dv, 0, sizeof(float) * N * kvd);
-    attention_spec spec = layer_attention(c, l);
+    attention_spec spec = model_layer_attention(c, l);
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
                        A->attn_scratch);
     /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
     float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
-        layer_rope(m, l, &cs, &sn);
+        model_layer_rope(m, l, &cs, &sn);
         memset(dq_next, 0, sizeof(float) * N * qd);
         memset(dk_next, 0, sizeof(float) * N * kvd);
         rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
@@ -288,9 +288,9 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
         int rows, cols;
         memset(dq_next, 0, sizeof(float) * N * qd);
         memset(dk_next, 0, sizeof(float) * N * kvd);
-        qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
         rmsnorm_backward(dq_next, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
-        qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
+        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
         rmsnorm_backward(dk_next, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
         dq = dq_next, dk = dk_next;
     }
@@ -301,7 +301,7 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
 
-static activation ffn_activation(const tlm_config *c) { return c->ffn == FFN_SWIGLU ? ACT_SILU : ACT_GELU_TANH; }
+activation model_ffn_activation(const tlm_config *c) { return c->ffn == FFN_SWIGLU ? ACT_SILU : ACT_GELU_TANH; }
 
 static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) {
     const tlm_config *c = &m->cfg;
@@ -313,7 +313,7 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
         matmul_forward(a->gate, u, P->gate.w, P->gate.b, N, d, ff);
-        glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, ffn_activation(c));
+        glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
     matmul_forward(f, a->hid, P->down.w, P->down.b, N, ff, d);
 }
@@ -333,7 +333,7 @@ static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const flo
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
     } else {
         memset(A->dgate, 0, sizeof(float) * n);
-        glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, ffn_activation(c));
+        glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         matmul_backward(du, G->gate.w, G->gate.b, A->dgate, u, P->gate.w, N, d, ff);
     }
     matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
@@ -361,7 +361,7 @@ static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *
     const size_t Nd = (size_t)N * c->d_model;
     const float *u = x;
     if (placement_has_input_norm(c->placement)) {
-        norm_forward(c, s->in.y, &s->in, first_norm(&m->p, l, k), x, N);
+        model_norm_forward(c, s->in.y, &s->in, first_norm(&m->p, l, k), x, N);
         u = s->in.y;
     }
     if (k == SUB_ATTN)
@@ -370,7 +370,7 @@ static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *
         ffn_sublayer_forward(m, l, u, s->f);
     const float *fo = s->f;
     if (placement_has_output_norm(c->placement)) {
-        norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
+        model_norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
         fo = s->out.y;
     }
     int post = placement_has_post_norm(c->placement);
@@ -379,7 +379,7 @@ static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *
         vec_add(sum, x, fo, Nd);
     else
         memcpy(sum, fo, Nd * sizeof(float));
-    if (post) norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
+    if (post) model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
 }
 
 /* dx += d(sublayer)/dx . dh  (dx was zeroed by the caller) */
@@ -392,14 +392,14 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     const float *dsum = dh;
     if (placement_has_post_norm(c->placement)) {
         memset(A->dsum, 0, Nd * sizeof(float));
-        norm_backward(c, A->dsum, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum, N);
+        model_norm_backward(c, A->dsum, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum, N);
         dsum = A->dsum;
     }
     if (c->residual) vec_acc(dx, dsum, Nd);
     const float *df = dsum;
     if (placement_has_output_norm(c->placement)) {
         memset(A->df, 0, Nd * sizeof(float));
-        norm_backward(c, A->df, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
+        model_norm_backward(c, A->df, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
         df = A->df;
     }
     const int has_in = placement_has_input_norm(c->placement);
@@ -410,14 +410,14 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     else
         ffn_sublayer_backward(m, l, u, df, A->du);
     if (has_in)
-        norm_backward(c, dx, first_norm(&m->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
+        model_norm_backward(c, dx, first_norm(&m->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
     else
         vec_acc(dx, A->du, Nd);
 }
 
 /* ---- the whole model ------------------------------------------------------------------------------- */
 
-static float embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
+float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
     const tlm_config *c = &m->cfg;
@@ -440,7 +440,7 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
 
-    embedding_forward(A->res, tokens, m->p.embed, m->p.pos_embed, embed_scale(c), B, T, d);
+    embedding_forward(A->res, tokens, m->p.embed, m->p.pos_embed, model_embed_scale(c), B, T, d);
     for (int l = 0; l < c->n_layers; l++) {
         float *x = A->res + 2 * l * Nd;
         sublayer_forward(m, l, SUB_ATTN, x, x + Nd);
@@ -448,7 +448,7 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     }
     const float *h = A->res + 2 * (size_t)c->n_layers * Nd;
     if (c->final_norm) {
-        norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, N);
+        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, N);
         h = A->final.y;
     }
     if (c->final_softcap > 0.0f) {
@@ -485,7 +485,7 @@ int model_backward(tlm_model *m, float dloss) {
     matmul_backward(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
     float *dhL = A->dres + 2 * (size_t)L * Nd;
     if (c->final_norm)
-        norm_backward(c, dhL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
+        model_norm_backward(c, dhL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
     else
         vec_acc(dhL, A->dfinal, Nd);
     for (int l = L - 1; l >= 0; l--) {
@@ -494,6 +494,6 @@ int model_backward(tlm_model *m, float dloss) {
         sublayer_backward(m, l, SUB_FFN, x + Nd, dx + 2 * Nd, dx + Nd);
         sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
     }
-    embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, embed_scale(c), B, T, d);
+    embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
     return 0;
 }

@@ -114,6 +114,9 @@ typedef struct tlm_model {
     activations acts;
 } tlm_model;
 
+/* The tensor table of a config without allocating parameters (for `tinylm info` on large
+ * configs). malloc'd; NULL + tlm_error on failure. */
+tensor_info *config_tensor_table(const tlm_config *cfg, int *n_tensors, size_t *n_floats);
 /* Builds the tensor table and the parameter buffer (zeroed). */
 tlm_model *model_create(const tlm_config *cfg);
 void model_free(tlm_model *m);
@@ -129,6 +132,20 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
 /* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). */
 int model_backward(tlm_model *m, float dloss);
+
+/* Pieces of the block shared by the full forward (model.c), incremental decoding (decode.c)
+ * and probes: the norm of the config's type, the attention spec and RoPE tables of layer l,
+ * the QK-norm row shape, the FFN activation, the embedding scale. */
+void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x, int N);
+void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
+                         const norm_params *p, const float *x, int N);
+attention_spec model_layer_attention(const tlm_config *c, int l);
+void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
+void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols);
+activation model_ffn_activation(const tlm_config *c);
+float model_embed_scale(const tlm_config *c);
+/* Makes the RoPE tables cover positions [0, len). */
+int model_ensure_rope(tlm_model *m, int len);
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }

@@ -139,6 +139,23 @@ void model_zero_grads(tlm_model *m) {
     if (m->grad_mem) memset(m->grad_mem, 0, m->n_params * sizeof(float));
 }
 
+tensor_info *config_tensor_table(const tlm_config *cfg, int *n_tensors, size_t *n_floats) {
+    model_params views = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params))};
+    walk count = {.cfg = cfg};
+    if (views.layers) walk_tensors(&count, &views);
+    tensor_info *table = views.layers ? calloc((size_t)count.count, sizeof(tensor_info)) : NULL;
+    if (table) {
+        walk fill = {.cfg = cfg, .table = table};
+        walk_tensors(&fill, &views);
+        *n_tensors = count.count;
+        *n_floats = count.offset;
+    } else {
+        tlm_error("out of memory listing the tensors of the config");
+    }
+    free(views.layers);
+    return table;
+}
+
 const tensor_info *model_find_tensor(const tlm_model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];

@@ -4,4 +4,5 @@ target_sources(tinylm PRIVATE
   src/model/params.c
   src/model/model.c
   src/model/checkpoint.c
-  src/model/hf_load.c)
+  src/model/hf_load.c
+  src/model/api.c)

@@ -1,3 +1,5 @@
 add_executable(tlm_dump tests/model/tlm_dump.c)
 target_link_libraries(tlm_dump PRIVATE tinylm)
 target_include_directories(tlm_dump PRIVATE ${CMAKE_SOURCE_DIR}/src)
+tlm_c_test(test_causal tests/model/test_causal.c)
+tlm_c_test(test_public_api tests/model/test_public_api.c)

@@ -1,0 +1,51 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "util/error.h"
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        tlm_error("option %s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_fail(const char *cmd) {
+    fprintf(stderr, "tinylm %s: %s\n", cmd, tlm_last_error());
+    return 1;
+}
+
+int cli_parse_ids(const char *text, int **ids, int *n) {
+    int cap = 16, k = 0;
+    int *v = malloc(sizeof(int) * cap);
+    if (!v) return tlm_error("out of memory");
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > 0x7fffffff) {
+            free(v);
+            return tlm_error("--ids: \"%.20s\" is not a non-negative integer", p);
+        }
+        if (k == cap) {
+            int *nv = realloc(v, sizeof(int) * (cap *= 2));
+            if (!nv) return free(v), tlm_error("out of memory");
+            v = nv;
+        }
+        v[k++] = (int)x;
+        p = end;
+    }
+    if (k == 0) {
+        free(v);
+        return tlm_error("--ids: no token ids given");
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* tinylm info — what a config builds: the architecture switches and the parameter count
+ * by component (embeddings, attention, FFN, norms, head) with shares. Shapes only: works
+ * for configs far too large to allocate (e.g. Llama-3.1-8B). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model/model.h"
+#include "util/error.h"
+#include "util/io.h"
+
+enum { C_EMBED, C_ATTN, C_FFN, C_NORM, C_HEAD, C_COUNT };
+static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-forward", "norms", "head"};
+
+static int component_of(const tensor_info *t) {
+    if (t->kind == TENSOR_NORM || strstr(t->name, "norm.")) return C_NORM;
+    if (!strncmp(t->name, "embed.", 6) || !strncmp(t->name, "pos_embed.", 10)) return C_EMBED;
+    if (strstr(t->name, ".attn.")) return C_ATTN;
+    if (strstr(t->name, ".ffn.")) return C_FFN;
+    return C_HEAD;
+}
+
+static void thousands(char *buf, size_t size, unsigned long long v) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", v), k = 0;
+    for (int i = 0; i < n && k + 2 < (int)size; i++) {
+        if (i && (n - i) % 3 == 0) buf[k++] = ',';
+        buf[k++] = tmp[i];
+    }
+    buf[k] = '\0';
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *config_path = NULL, *model_dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) {
+            if (!(config_path = cli_value(argc, argv, &i))) return cli_fail("info");
+        } else if (!strcmp(argv[i], "--model")) {
+            if (!(model_dir = cli_value(argc, argv, &i))) return cli_fail("info");
+        } else {
+            fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
+            return 2;
+        }
+    }
+    if (!config_path == !model_dir) {
+        fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
+        return 2;
+    }
+    char *path = model_dir ? path_join(model_dir, "config.json") : NULL;
+    tlm_config c;
+    int rc = config_load(&c, path ? path : config_path);
+    free(path);
+    if (rc) return cli_fail("info");
+    int n;
+    size_t total;
+    tensor_info *t = config_tensor_table(&c, &n, &total);
+    if (!t) return cli_fail("info");
+
+    unsigned long long sum[C_COUNT] = {0};
+    int count[C_COUNT] = {0}, norms = 0;
+    for (int i = 0; i < n; i++) {
+        int k = component_of(&t[i]);
+        sum[k] += t[i].numel;
+        count[k]++;
+        norms += t[i].kind == TENSOR_NORM;
+    }
+    printf("model_type %s: %d layers, d_model %d, %d heads (%d kv, head_dim %d), d_ff %d, vocab %d\n", c.model_type,
+           c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size);
+    printf("norm %s (eps %g) placed %s%s, positions %s, ffn %s, qk_norm %s%s%s\n", norm_type_name(c.norm), c.norm_eps,
+           placement_name(c.placement), c.residual ? "" : ", NO residual", position_name(c.position), ffn_name(c.ffn),
+           qk_norm_name(c.qk_norm), c.sliding_window ? ", sliding window" : "", c.tie_embeddings ? ", tied head" : "");
+    printf("\n%-14s %8s %18s %9s\n", "component", "tensors", "parameters", "share");
+    char num[32];
+    for (int k = 0; k < C_COUNT; k++) {
+        thousands(num, sizeof num, sum[k]);
+        printf("%-14s %8d %18s %8.3f%%%s\n", COMPONENT[k], count[k], num, 100.0 * sum[k] / total,
+               k == C_HEAD && c.tie_embeddings ? "  (tied to the embeddings)" : "");
+    }
+    thousands(num, sizeof num, total);
+    printf("%-14s %8d %18s %8.3f%%\n", "total", n, num, 100.0);
+    thousands(num, sizeof num, sum[C_NORM]);
+    printf("\n%d %s%s hold %s parameters (%.3f%% of the model).\n", norms, norm_type_name(c.norm),
+           norms == 1 ? "" : "s", num, 100.0 * sum[C_NORM] / total);
+    free(t);
+    return 0;
+}

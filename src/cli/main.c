@@ -1,0 +1,35 @@
+/* main.c — the `tinylm` program: a table of subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command COMMANDS[] = {
+    {"lesson", cmd_lesson, "lesson 15                       the lesson's worked numbers, computed by the engine"},
+    {"info", cmd_info, "info --config FILE | --model DIR  parameters by component for any config"},
+    {"logits", cmd_logits, "logits --model DIR --ids \"1 5 9\" --out FILE.npy   logits [T, vocab] as .npy"},
+    {"tokenize", cmd_tokenize, "tokenize --tokenizer PATH --text TEXT | --decode \"ids\""},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "tinylm — build, train, run and open up small transformer language models\n\nusage:\n");
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) fprintf(f, "  tinylm %s\n", COMMANDS[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "tinylm: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,1 @@
+target_sources(tinylm PRIVATE src/lessons/lesson15.c)

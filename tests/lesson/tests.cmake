@@ -1,0 +1,1 @@
+tlm_c_test(test_lesson tests/lesson/test_lesson.c)
