@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
 #include "util/error.h"
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
@@ -243,14 +244,19 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
         model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
         rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
     }
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, 0);
-        rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
+        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, pos0);
+        rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, pos0);
     }
-    attention_spec spec = model_layer_attention(c, l);
-    attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
+    if (m->kv) { /* incremental decoding: append k, v to the cache and attend over all of it */
+        kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
+    } else {
+        attention_spec spec = model_layer_attention(c, l);
+        attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
+    }
     matmul_forward(f, a->att, P->o.w, P->o.b, N, qd, d);
 }
 
@@ -421,9 +427,13 @@ float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((fl
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
     const tlm_config *c = &m->cfg;
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
-    if (c->position == POS_LEARNED && T > c->max_seq)
-        return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", T, c->max_seq);
+    if (c->position == POS_LEARNED && pos0 + T > c->max_seq)
+        return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos0 + T, c->max_seq);
+    if (m->kv && (B != 1 || targets || kv_cache_room(m->kv) < T))
+        return tlm_error("forward: with a KV cache, feed one sequence without targets within the cache's %d positions",
+                         kv_cache_length(m->kv) + kv_cache_room(m->kv));
     for (int i = 0; i < B * T; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return tlm_error("forward: token id %d at position %d is outside the vocabulary [0, %d)", tokens[i], i,
@@ -432,7 +442,7 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
             return tlm_error("forward: target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i,
                              c->vocab_size);
     }
-    if (ensure_activations(m, B, T)) return -1;
+    if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
     activations *A = &m->acts;
     const int N = B * T, d = c->d_model, V = c->vocab_size;
     const size_t Nd = (size_t)N * d;
@@ -440,7 +450,8 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
 
-    embedding_forward(A->res, tokens, m->p.embed, m->p.pos_embed, model_embed_scale(c), B, T, d);
+    embedding_forward(A->res, tokens, m->p.embed, m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL,
+                      model_embed_scale(c), B, T, d);
     for (int l = 0; l < c->n_layers; l++) {
         float *x = A->res + 2 * l * Nd;
         sublayer_forward(m, l, SUB_ATTN, x, x + Nd);
@@ -461,13 +472,14 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
         if (loss) *loss = l;
     }
+    if (m->kv) kv_cache_advance(m->kv, T);
     return 0;
 }
 
 int model_backward(tlm_model *m, float dloss) {
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
-    if (!A->mem || !A->has_targets) return tlm_error("backward: no forward pass with targets to differentiate");
+    if (!A->mem || !A->has_targets || m->kv) return tlm_error("backward: no forward pass with targets to differentiate");
     if (model_alloc_grads(m)) return -1;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;

@@ -112,6 +112,7 @@ typedef struct tlm_model {
     float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
     int rope_len;
     activations acts;
+    struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large

@@ -5,4 +5,5 @@ target_sources(tinylm PRIVATE
   src/model/model.c
   src/model/checkpoint.c
   src/model/hf_load.c
-  src/model/api.c)
+  src/model/api.c
+  src/model/decode.c)

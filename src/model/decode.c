@@ -1,0 +1,65 @@
+/* decode.c — the KV cache (see decode.h). Keys are cached after QK-norm and RoPE, exactly
+ * as the full forward feeds them to attention, so a step costs one token's work. */
+#include "decode.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "util/error.h"
+
+struct kv_cache {
+    int n_layers, max_len, len, kv_dim;
+    float *k, *v;       /* [L, max_len, KV*hd] */
+    float *scratch;     /* scores + probs rows: 2 * max_len per thread */
+    int n_threads;
+};
+
+kv_cache *kv_cache_create(tlm_model *m, int max_len) {
+    const tlm_config *cfg = &m->cfg;
+    if (max_len <= 0) return tlm_error("KV cache: length %d must be positive", max_len), NULL;
+    if (cfg->position == POS_LEARNED && max_len > cfg->max_seq)
+        return tlm_error("KV cache: %d positions exceed max_position_embeddings = %d", max_len, cfg->max_seq), NULL;
+    kv_cache *c = calloc(1, sizeof *c);
+    if (!c) return tlm_error("out of memory for the KV cache"), NULL;
+    c->n_layers = cfg->n_layers, c->max_len = max_len, c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->n_threads = omp_get_max_threads();
+    size_t n = (size_t)c->n_layers * max_len * c->kv_dim;
+    c->k = malloc(n * sizeof(float));
+    c->v = malloc(n * sizeof(float));
+    c->scratch = malloc((size_t)2 * max_len * c->n_threads * sizeof(float));
+    if (!c->k || !c->v || !c->scratch || model_ensure_rope(m, max_len)) {
+        kv_cache_free(c);
+        return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
+    }
+    return c;
+}
+
+void kv_cache_free(kv_cache *c) {
+    if (!c) return;
+    free(c->k), free(c->v), free(c->scratch), free(c);
+}
+
+void kv_cache_reset(kv_cache *c) { c->len = 0; }
+int kv_cache_length(const kv_cache *c) { return c->len; }
+int kv_cache_room(const kv_cache *c) { return c->max_len - c->len; }
+void kv_cache_advance(kv_cache *c, int n) { c->len += n; }
+
+void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
+                          attention_spec spec) {
+    const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = c->kv_dim;
+    float *kl = c->k + (size_t)l * c->max_len * kvd, *vl = c->v + (size_t)l * c->max_len * kvd;
+    memcpy(kl + (size_t)c->len * kvd, k, sizeof(float) * T * kvd);
+    memcpy(vl + (size_t)c->len * kvd, v, sizeof(float) * T * kvd);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            int pos = c->len + t; /* absolute position of this query */
+            int first = (spec.window > 0 && pos - spec.window + 1 > 0) ? pos - spec.window + 1 : 0;
+            float *scores = c->scratch + (size_t)2 * c->max_len * omp_get_thread_num(), *probs = scores + c->max_len;
+            attention_row(out + ((size_t)t * H + h) * hd, scores, probs, q + ((size_t)t * H + h) * hd,
+                          kl + (size_t)(h / group) * hd, vl + (size_t)(h / group) * hd, kvd, first, pos + 1, hd,
+                          spec.scale, spec.softcap);
+        }
+}

@@ -1,0 +1,27 @@
+/* decode.h — a KV cache for incremental decoding. Attached to a model (m->kv), it makes
+ * model_forward() continue one sequence: positions start where the cache ends, each layer
+ * appends its keys/values and attends over everything cached. The rest of the forward
+ * (norms of any placement, FFN, head, soft-caps) is the very same code as a full pass, so
+ * cached decoding and full recomputation compute the same function. */
+#ifndef TLM_DECODE_H
+#define TLM_DECODE_H
+
+#include "ops/ops.h"
+
+struct tlm_model;
+typedef struct kv_cache kv_cache;
+
+/* A cache for up to max_len positions of model m (also sizes m's RoPE tables once). */
+kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
+void kv_cache_free(kv_cache *c);
+void kv_cache_reset(kv_cache *c);
+int kv_cache_length(const kv_cache *c); /* positions filled */
+int kv_cache_room(const kv_cache *c);   /* positions left */
+void kv_cache_advance(kv_cache *c, int n);
+
+/* For layer l: appends k, v [T, KV*hd] at the cache's end and computes
+ * out [T, H*hd] = attention of q [T, H*hd] over all cached keys (causal, windowed, capped). */
+void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
+                          attention_spec spec);
+
+#endif

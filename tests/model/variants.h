@@ -1,0 +1,49 @@
+/* variants.h — architecture variants shared by the model-level tests (causality, KV cache):
+ * a small base config and one tweak per variant. */
+#ifndef TLM_TEST_VARIANTS_H
+#define TLM_TEST_VARIANTS_H
+
+#include "model/config.h"
+
+static void v_pre(tlm_config *c) { (void)c; }
+static void v_post(tlm_config *c) { c->placement = PLACE_POST, c->final_norm = false, c->norm = NORM_LAYERNORM; }
+static void v_sandwich(tlm_config *c) {
+    c->placement = PLACE_SANDWICH, c->norm = NORM_RMSNORM_1P, c->attn_softcap = 20, c->final_softcap = 15;
+    c->embed_scale = true, c->ffn = FFN_GEGLU, c->query_pre_attn_scalar = 12;
+}
+static void v_output(tlm_config *c) { c->placement = PLACE_OUTPUT, c->qk_norm = QK_NORM_FULL; }
+static void v_none(tlm_config *c) { c->placement = PLACE_NONE; }
+static void v_learned(tlm_config *c) {
+    c->position = POS_LEARNED, c->ffn = FFN_GELU, c->norm = NORM_LAYERNORM, c->norm_bias = true;
+    c->attn_bias = c->attn_out_bias = c->mlp_bias = true;
+}
+static void v_sliding(tlm_config *c) { c->sliding_window = 3, c->layer_sliding[0] = 1, c->rope_theta_local = 500; }
+static void v_mqa(tlm_config *c) { c->n_kv_heads = 1, c->tie_embeddings = false; }
+static void v_no_residual(tlm_config *c) { c->residual = false, c->qk_norm = QK_NORM_HEAD; }
+
+typedef struct {
+    const char *name;
+    void (*tweak)(tlm_config *);
+} variant;
+
+static const variant VARIANTS[] = {
+    {"pre-norm rmsnorm rope swiglu gqa", v_pre},
+    {"post-norm layernorm", v_post},
+    {"sandwich (1+w) softcaps geglu", v_sandwich},
+    {"output norms, full qk-norm", v_output},
+    {"no norms in blocks", v_none},
+    {"learned positions, gelu mlp, biases", v_learned},
+    {"sliding window 3 on layer 0, local rope", v_sliding},
+    {"mqa, untied head", v_mqa},
+    {"no residual, per-head qk-norm", v_no_residual},
+};
+
+/* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */
+static void variant_config(tlm_config *c, const variant *v) {
+    config_defaults(c);
+    c->vocab_size = 40, c->d_model = 32, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2, c->head_dim = 8;
+    c->d_ff = 48, c->max_seq = 16;
+    v->tweak(c);
+}
+
+#endif
