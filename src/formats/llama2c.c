@@ -1,0 +1,202 @@
+/* llama2c.c — loading llama2.c version-0 checkpoints (layout in llama2c.h). The header is
+ * untrusted: every field is range-checked and the file size must equal what the header
+ * implies, computed without overflow, before anything is allocated. */
+#include "llama2c.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/error.h"
+
+#define HEADER_BYTES 28
+#define MAGIC_V1 0x616b3432u /* "ak42": the newer llama2.c export versions 1 and 2 */
+
+static const char *const FIELD[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+
+typedef struct {
+    int dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared, head_size;
+    uint64_t n_floats; /* everything after the header */
+} l2c_header;
+
+static int32_t le_i32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* *acc += a * b * c, failing on uint64 overflow */
+static int add_product(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t ab, abc;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc) || __builtin_add_overflow(*acc, abc, acc))
+        return -1;
+    return 0;
+}
+
+static int parse_header(const char *path, FILE *f, l2c_header *h) {
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) return tlm_error("%s: cannot stat: %s", path, strerror(errno));
+    unsigned char raw[HEADER_BYTES];
+    if ((uint64_t)sb.st_size < HEADER_BYTES || fread(raw, 1, HEADER_BYTES, f) != HEADER_BYTES)
+        return tlm_error("%s: file is %lld bytes, too short for the 28-byte llama2.c header", path, (long long)sb.st_size);
+    if ((uint32_t)le_i32(raw) == MAGIC_V1)
+        return tlm_error("%s: starts with the magic \"ak42\" of llama2.c export version 1/2; only the legacy "
+                         "version-0 format is supported",
+                         path);
+    int v[7];
+    for (int i = 0; i < 7; i++) v[i] = le_i32(raw + 4 * i);
+    for (int i = 0; i < 7; i++)
+        if (i == 5 ? (v[i] == 0 || v[i] == INT32_MIN) : v[i] <= 0)
+            return tlm_error("%s: header field %s = %d is invalid (must be %s)", path, FIELD[i], v[i],
+                             i == 5 ? "non-zero" : "positive");
+    h->dim = v[0], h->hidden = v[1], h->layers = v[2], h->heads = v[3], h->kv_heads = v[4];
+    h->shared = v[5] > 0;
+    h->vocab = v[5] > 0 ? v[5] : -v[5];
+    h->seq_len = v[6];
+    if (h->layers > TLM_MAX_LAYERS)
+        return tlm_error("%s: header field n_layers = %d exceeds the supported %d", path, h->layers, TLM_MAX_LAYERS);
+    if (h->dim % h->heads != 0)
+        return tlm_error("%s: header field dim = %d is not a multiple of n_heads = %d", path, h->dim, h->heads);
+    if (h->heads % h->kv_heads != 0)
+        return tlm_error("%s: header field n_kv_heads = %d does not divide n_heads = %d", path, h->kv_heads, h->heads);
+    h->head_size = h->dim / h->heads;
+    if (h->head_size % 2 != 0)
+        return tlm_error("%s: head size dim / n_heads = %d must be even for RoPE", path, h->head_size);
+    const uint64_t d = h->dim, ff = h->hidden, L = h->layers, hs = h->head_size, V = h->vocab;
+    const uint64_t qd = (uint64_t)h->heads * hs, kvd = (uint64_t)h->kv_heads * hs;
+    uint64_t n = 0;
+    int bad = add_product(&n, V, d, 1)              /* token embedding */
+              || add_product(&n, L, d, 1)           /* rms_att */
+              || add_product(&n, L, qd, d)          /* wq */
+              || add_product(&n, L, kvd, d)         /* wk */
+              || add_product(&n, L, kvd, d)         /* wv */
+              || add_product(&n, L, d, qd)          /* wo */
+              || add_product(&n, L, d, 1)           /* rms_ffn */
+              || add_product(&n, L, ff, d)          /* w1 */
+              || add_product(&n, L, d, ff)          /* w2 */
+              || add_product(&n, L, ff, d)          /* w3 */
+              || add_product(&n, d, 1, 1)           /* rms_final */
+              || add_product(&n, h->seq_len, hs, 1) /* freq_cis_real + imag: 2 x seq_len x hs/2 */
+              || (!h->shared && add_product(&n, V, d, 1));
+    uint64_t bytes;
+    if (bad || __builtin_mul_overflow(n, 4, &bytes) || __builtin_add_overflow(bytes, HEADER_BYTES, &bytes))
+        return tlm_error("%s: header (dim %d, hidden_dim %d, n_layers %d, vocab_size %d) implies an impossible size",
+                         path, h->dim, h->hidden, h->layers, v[5]);
+    if ((uint64_t)sb.st_size != bytes)
+        return tlm_error("%s: file is %lld bytes but the header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, "
+                         "n_kv_heads %d, vocab_size %d, seq_len %d) implies %llu bytes (%s)",
+                         path, (long long)sb.st_size, h->dim, h->hidden, h->layers, h->heads, h->kv_heads, v[5],
+                         h->seq_len, (unsigned long long)bytes,
+                         (uint64_t)sb.st_size < bytes ? "truncated" : "extra data after the weights");
+    h->n_floats = n;
+    return 0;
+}
+
+static void header_config(const l2c_header *h, tlm_config *c) {
+    config_defaults(c);
+    snprintf(c->model_type, sizeof c->model_type, "llama2c");
+    c->vocab_size = h->vocab, c->d_model = h->dim, c->n_layers = h->layers;
+    c->n_heads = h->heads, c->n_kv_heads = h->kv_heads, c->head_dim = h->head_size;
+    c->d_ff = h->hidden, c->max_seq = h->seq_len;
+    c->norm = NORM_RMSNORM, c->norm_eps = 1e-5f, c->placement = PLACE_PRE;
+    c->position = POS_ROPE, c->rope_theta = 10000.0f, c->ffn = FFN_SWIGLU;
+    c->tie_embeddings = h->shared;
+}
+
+int llama2c_read_config(const char *path, tlm_config *cfg) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
+    l2c_header h;
+    int rc = parse_header(path, f, &h);
+    fclose(f);
+    if (rc) return -1;
+    header_config(&h, cfg);
+    return config_validate(cfg, path);
+}
+
+/* ---- reading the weights ------------------------------------------------------------------ */
+
+typedef struct {
+    FILE *f;
+    const char *path;
+} reader;
+
+static int read_floats(reader *r, float *dst, size_t n, const char *what) {
+    if (fread(dst, sizeof(float), n, r->f) != n)
+        return tlm_error("%s: read error in %s: %s", r->path, what, ferror(r->f) ? strerror(errno) : "unexpected end");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &dst[i], 4);
+        u = __builtin_bswap32(u);
+        memcpy(&dst[i], &u, 4);
+    }
+#endif
+    return 0;
+}
+
+/* rows of one head: interleaved pairs (2b, 2b+1) -> halves (b, b + hs/2) */
+static void interleaved_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
+    const size_t row = (size_t)cols * sizeof(float);
+    for (int h = 0; h < n_heads; h++)
+        for (int b = 0; b < hs / 2; b++)
+            for (int a = 0; a < 2; a++)
+                memcpy(dst + ((size_t)h * hs + a * (hs / 2) + b) * cols, src + ((size_t)h * hs + 2 * b + a) * cols, row);
+}
+
+static int read_weights(reader *r, tlm_model *m, const l2c_header *h) {
+    model_params *p = &m->p;
+    const int d = h->dim, f = h->hidden, L = h->layers, hs = h->head_size;
+    const size_t qd = (size_t)h->heads * hs, kvd = (size_t)h->kv_heads * hs;
+    if (read_floats(r, p->embed, (size_t)h->vocab * d, "token_embedding_table")) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].attn_norm.w, d, "rms_att_weight")) return -1;
+    float *tmp = malloc(qd * d * sizeof(float));
+    if (!tmp) return tlm_error("%s: out of memory", r->path);
+    int rc = 0;
+    for (int l = 0; l < L && !rc; l++)
+        if (!(rc = read_floats(r, tmp, qd * d, "wq"))) interleaved_to_halves(p->layers[l].q.w, tmp, h->heads, hs, d);
+    for (int l = 0; l < L && !rc; l++)
+        if (!(rc = read_floats(r, tmp, kvd * d, "wk"))) interleaved_to_halves(p->layers[l].k.w, tmp, h->kv_heads, hs, d);
+    free(tmp);
+    if (rc) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].v.w, kvd * d, "wv")) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].o.w, (size_t)d * qd, "wo")) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].ffn_norm.w, d, "rms_ffn_weight")) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].gate.w, (size_t)f * d, "w1")) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].down.w, (size_t)d * f, "w2")) return -1;
+    for (int l = 0; l < L; l++)
+        if (read_floats(r, p->layers[l].up.w, (size_t)f * d, "w3")) return -1;
+    if (read_floats(r, p->final_norm.w, d, "rms_final_weight")) return -1;
+    /* freq_cis_real / freq_cis_imag: RoPE tables the engine recomputes */
+    if (fseeko(r->f, (off_t)h->seq_len * hs * (off_t)sizeof(float), SEEK_CUR) != 0)
+        return tlm_error("%s: seek past freq_cis failed: %s", r->path, strerror(errno));
+    if (!h->shared && read_floats(r, p->lm_head, (size_t)h->vocab * d, "wcls")) return -1;
+    return 0;
+}
+
+tlm_model *llama2c_load(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno)), NULL;
+    l2c_header h;
+    tlm_config cfg;
+    tlm_model *m = NULL;
+    if (parse_header(path, f, &h) == 0) {
+        header_config(&h, &cfg);
+        if (config_validate(&cfg, path) == 0 && (m = model_create(&cfg)) != NULL) {
+            reader r = {f, path};
+            if (read_weights(&r, m, &h)) {
+                model_free(m);
+                m = NULL;
+            }
+        }
+    }
+    fclose(f);
+    return m;
+}

@@ -1,0 +1,7 @@
+# File formats: safetensors checkpoints, NumPy .npy arrays, tensor element types.
+target_sources(tinylm PRIVATE
+  src/formats/dtype.c
+  src/formats/npy.c
+  src/formats/safetensors_read.c
+  src/formats/safetensors_dir.c
+  src/formats/safetensors_write.c)
