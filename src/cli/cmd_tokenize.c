@@ -1,0 +1,101 @@
+/* tinylm tokenize — text to token ids and back with any tokenizer the engine loads:
+ *   tinylm tokenize --tokenizer PATH --text TEXT [--bos]   prints the ids, space-separated
+ *   tinylm tokenize --tokenizer PATH --decode "ids"        prints the decoded text
+ * PATH is a tokenizer file or a model directory. --bos prepends the tokenizer's BOS (if any).
+ * The decoded text is written byte for byte, followed by one newline. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+static const char USAGE[] =
+    "usage: tinylm tokenize --tokenizer PATH --text TEXT [--bos]\n"
+    "       tinylm tokenize --tokenizer PATH --decode \"ID ID ...\"\n";
+
+/* ids separated by spaces or commas; any int is accepted here, decode checks the range */
+static int parse_ids(const char *s, int **ids, size_t *n) {
+    size_t cap = 16, k = 0;
+    int *v = malloc(cap * sizeof *v);
+    if (!v) return tlm_error("out of memory");
+    for (;;) {
+        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (end == s || errno || x < -0x7fffffffL || x > 0x7fffffffL) {
+            free(v);
+            return tlm_error("--decode: \"%.20s\" is not an integer id", s);
+        }
+        if (k == cap) {
+            int *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) {
+                free(v);
+                return tlm_error("out of memory");
+            }
+            v = nv;
+        }
+        v[k++] = (int)x;
+        s = end;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL, *text = NULL, *decode = NULL;
+    int bos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tokenizer")) {
+            if (!(path = cli_value(argc, argv, &i))) return cli_fail("tokenize");
+        } else if (!strcmp(argv[i], "--text")) {
+            if (!(text = cli_value(argc, argv, &i))) return cli_fail("tokenize");
+        } else if (!strcmp(argv[i], "--decode")) {
+            if (!(decode = cli_value(argc, argv, &i))) return cli_fail("tokenize");
+        } else if (!strcmp(argv[i], "--bos")) {
+            bos = 1;
+        } else {
+            fprintf(stderr, "tinylm tokenize: unknown option \"%s\"\n%s", argv[i], USAGE);
+            return 2;
+        }
+    }
+    if (!path || !text == !decode) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    tlm_tokenizer *t = tlm_tokenizer_load(path);
+    if (!t) return cli_fail("tokenize");
+    int *ids = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if (text) {
+        if (tlm_tokenizer_encode(t, text, strlen(text), bos, &ids, &n)) {
+            rc = cli_fail("tokenize");
+        } else {
+            for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+            printf("\n");
+        }
+    } else {
+        size_t len;
+        char *out = NULL;
+        if (parse_ids(decode, &ids, &n) || !(out = tlm_tokenizer_decode_len(t, ids, n, &len))) {
+            rc = cli_fail("tokenize");
+        } else {
+            fwrite(out, 1, len, stdout);
+            printf("\n");
+        }
+        free(out);
+    }
+    free(ids);
+    tlm_tokenizer_free(t);
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "tinylm tokenize: cannot write the output\n");
+        rc = 1;
+    }
+    return rc;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""test_cli_tokenize.py — `tinylm tokenize` end to end: for the recorded reference cases
+(data/reference_ids_js.json, data/reference_ids_llama2c.json) --text must print the reference
+ids and --decode must print the text back; errors must exit non-zero with a message.
+
+usage: test_cli_tokenize.py PATH_TO_TINYLM   (TLM_SHARED_DATA must be set)
+"""
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATHS = {"gpt2": "tokenizers/gpt2", "qwen3": "tokenizers/qwen3", "mistral": "tokenizers/mistral",
+         "llama2_js": "tokenizers/llama2", "llama2": "tokenizers/llama2/tokenizer.bin", "tok512": "tok512.bin"}
+
+# a few of the recorded texts: ASCII, accents, CJK, emoji, whitespace runs, empty
+SUBSET = {"Hello world", "café naïve résumé", "年假怎么申请？", "emoji 😀👍🏽 family 👨‍👩‍👧 flag 🇫🇷 done",
+          "  multiple   spaces\tand\ttabs\n\nnew lines\r\nend", ""}
+
+
+def run(exe, *args):
+    return subprocess.run([exe, "tokenize", *args], capture_output=True, timeout=60)
+
+
+def main():
+    exe, shared = sys.argv[1], os.environ["TLM_SHARED_DATA"]
+    failures = checked = 0
+    cases = []
+    for name in ("reference_ids_js.json", "reference_ids_llama2c.json"):
+        cases += json.load(open(os.path.join(HERE, "data", name), encoding="utf-8"))["cases"]
+    for c in cases:
+        if c["tokenizer"] == "mistral" and c["add_bos"]:
+            continue  # the same texts are checked without BOS
+        if c["text"] not in SUBSET:
+            continue  # every process loads the tokenizer again: keep the run short
+        tok = os.path.join(shared, PATHS[c["tokenizer"]])
+        args = ["--tokenizer", tok, "--text", c["text"]] + (["--bos"] if c["add_bos"] else [])
+        r = run(exe, *args)
+        want = " ".join(str(i) for i in c["ids"]) + "\n"
+        checked += 1
+        if r.returncode != 0 or r.stdout.decode() != want:
+            print(f"FAIL {c['tokenizer']} --text {c['text']!r}: rc {r.returncode} out {r.stdout!r} err {r.stderr!r}")
+            failures += 1
+            continue
+        # decode drops BOS/EOS; qwen3 normalizes to NFC
+        ids = [i for i in c["ids"]]
+        r = run(exe, "--tokenizer", tok, "--decode", " ".join(map(str, ids)))
+        text = unicodedata.normalize("NFC", c["text"]) if c["tokenizer"] == "qwen3" else c["text"]
+        special = any(s in c["text"] for s in ("<s>", "</s>", "<|im_end|>", "<|endoftext|>"))
+        if r.returncode != 0 or (not special and r.stdout != text.encode() + b"\n"):
+            print(f"FAIL {c['tokenizer']} --decode of {c['text']!r}: rc {r.returncode} out {r.stdout!r}")
+            failures += 1
+    missing = os.path.join(shared, "no_such_tokenizer.bin")
+    for args, want in [(["--tokenizer", missing, "--text", "a"], "no_such_tokenizer.bin"),
+                       (["--tokenizer", os.path.join(shared, "tok512.bin"), "--decode", "1 x"], "--decode"),
+                       (["--tokenizer", os.path.join(shared, "tok512.bin"), "--decode", "512"], "512"),
+                       (["--tokenizer", os.path.join(shared, "tok512.bin")], "usage")]:
+        r = run(exe, *args)
+        checked += 1
+        if r.returncode == 0 or want not in r.stderr.decode():
+            print(f"FAIL {args}: rc {r.returncode} stderr {r.stderr!r}")
+            failures += 1
+    print(f"{checked - failures} passed, {failures} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
