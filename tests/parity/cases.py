@@ -1,0 +1,104 @@
+"""cases.py — the grid of parity test cases: name -> config overrides (and optional B, T).
+
+Every case starts from BASE; each entry changes the keys it is named after, so a failing
+case points at one architecture switch. Sizes are tiny so the whole grid runs in seconds."""
+
+BASE = {
+    "model_type": "tinylm",
+    "vocab_size": 67,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 48,
+    "max_position_embeddings": 16,
+}
+B, T = 2, 12
+STD = 0.3  # std of the random weight matrices (embeddings get twice this)
+
+
+def _grid():
+    cases = []
+    # Every norm type under every placement (layernorm with its bias, so norm biases are covered).
+    for nt in ("layernorm", "rmsnorm", "rmsnorm_1p"):
+        for pl in ("pre", "post", "sandwich", "output", "none"):
+            cfg = {"norm_type": nt, "norm_placement": pl}
+            if nt == "layernorm":
+                cfg["norm_bias"] = True
+            # Without norms the stream grows and softmax saturates: smaller weights keep the
+            # case well-conditioned (gen_cases.py checks float32 headroom).
+            opts = {"std": 0.2} if pl == "none" else {}
+            cases.append(("norm_%s_%s" % (nt, pl), cfg, opts))
+    return cases
+
+
+CASES = _grid() + [
+    ("layernorm_nobias_pre", {"norm_type": "layernorm", "norm_bias": False}),
+    ("layernorm_nobias_sandwich", {"norm_type": "layernorm", "norm_placement": "sandwich"}),
+    # A large eps makes "eps inside the sqrt" visible (1e-5 would hide it under the tolerance).
+    ("rmsnorm_eps_0.1", {"norm_eps": 0.1}),
+    ("layernorm_eps_0.1", {"norm_type": "layernorm", "norm_bias": True, "norm_eps": 0.1}),
+    ("rmsnorm_1p_eps_0.1_qk_norm_head", {"norm_type": "rmsnorm_1p", "norm_eps": 0.1, "qk_norm": "head"}),
+    ("residual_false_pre", {"residual": False}),
+    ("residual_false_post", {"residual": False, "norm_placement": "post"}),
+    ("residual_false_sandwich", {"residual": False, "norm_placement": "sandwich"}),
+    ("post_final_norm_true", {"norm_placement": "post", "final_norm": True}),
+    ("final_norm_false", {"final_norm": False}),
+    ("qk_norm_head_rmsnorm", {"qk_norm": "head"}),
+    ("qk_norm_head_rmsnorm_1p", {"qk_norm": "head", "norm_type": "rmsnorm_1p"}),
+    ("qk_norm_head_layernorm", {"qk_norm": "head", "norm_type": "layernorm"}),
+    ("qk_norm_full_rmsnorm_kv2", {"qk_norm": "full", "num_key_value_heads": 2}),
+    ("qk_norm_full_rmsnorm_1p_kv2", {"qk_norm": "full", "norm_type": "rmsnorm_1p", "num_key_value_heads": 2}),
+    ("qk_norm_full_learned_pos", {"qk_norm": "full", "position_embedding": "learned"}),
+    ("attn_softcap", {"attn_logit_softcapping": 2.0}),
+    ("final_softcap", {"final_logit_softcapping": 4.0}),
+    ("both_softcaps", {"attn_logit_softcapping": 2.0, "final_logit_softcapping": 4.0}),
+    ("gqa_kv2", {"num_key_value_heads": 2}),
+    ("mqa_kv1", {"num_key_value_heads": 1}),
+    ("head_dim_12", {"head_dim": 12}),
+    ("head_dim_16_kv2", {"head_dim": 16, "num_key_value_heads": 2}),
+    ("sliding_mixed_layer_types", {"num_hidden_layers": 3, "sliding_window": 4,
+                                   "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}),
+    ("sliding_all_default_window3", {"sliding_window": 3}),
+    ("sliding_window_ge_T", {"sliding_window": 20}),
+    ("untied_head", {"tie_word_embeddings": False}),
+    ("ffn_geglu", {"ffn_type": "geglu"}),
+    ("ffn_gelu_mlp_bias", {"ffn_type": "gelu", "mlp_bias": True}),
+    ("ffn_swiglu_mlp_bias", {"ffn_type": "swiglu", "mlp_bias": True}),
+    ("ffn_geglu_mlp_bias", {"ffn_type": "geglu", "mlp_bias": True}),
+    ("attention_bias", {"attention_bias": True}),
+    ("attention_bias_no_out_bias", {"attention_bias": True, "attention_out_bias": False}),
+    ("attention_out_bias_only", {"attention_out_bias": True}),
+    ("pos_learned", {"position_embedding": "learned"}),
+    ("pos_learned_full_length", {"position_embedding": "learned"}, {"B": 1, "T": 16}),
+    ("pos_none", {"position_embedding": "none"}),
+    ("rope_theta_500", {"rope_theta": 500.0}),
+    ("embedding_scale", {"embedding_scale": True}),
+    ("embedding_scale_learned_pos", {"embedding_scale": True, "position_embedding": "learned"}),
+    ("query_pre_attn_scalar", {"query_pre_attn_scalar": 24.0}),
+    ("gpt2_like", {"norm_type": "layernorm", "norm_bias": True, "position_embedding": "learned",
+                   "ffn_type": "gelu", "mlp_bias": True, "attention_bias": True,
+                   "intermediate_size": 128}),
+    ("gemma2_like", {"norm_type": "rmsnorm_1p", "norm_placement": "sandwich", "norm_eps": 1e-6,
+                     "attn_logit_softcapping": 3.0, "final_logit_softcapping": 4.0,
+                     "ffn_type": "geglu", "embedding_scale": True, "query_pre_attn_scalar": 20.0,
+                     "num_hidden_layers": 3, "sliding_window": 4,
+                     "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+                     "num_key_value_heads": 2, "head_dim": 16}),
+    ("llama_like", {"num_key_value_heads": 2, "tie_word_embeddings": False, "rope_theta": 500000.0}),
+    ("qwen3_like", {"qk_norm": "head", "num_key_value_heads": 2, "head_dim": 16, "norm_eps": 1e-6}),
+    ("olmo2_like", {"norm_placement": "output", "qk_norm": "full", "tie_word_embeddings": False}),
+]
+
+
+def all_cases():
+    """[(name, config, options)] with BASE merged in; options: B, T and the weight std."""
+    out = []
+    for entry in CASES:
+        name, over = entry[0], entry[1]
+        opts = {"B": B, "T": T, "std": STD}
+        if len(entry) > 2:
+            opts.update(entry[2])
+        cfg = dict(BASE)
+        cfg.update(over)
+        out.append((name, cfg, opts))
+    return out

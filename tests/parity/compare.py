@@ -1,0 +1,109 @@
+"""compare.py — compares one engine output folder against a case's float64 reference.
+
+Relative error of a tensor = max|c - r| / max|r| (one number per tensor, over all its
+elements). Gradients that are zero by mathematics (ref/info.json "structural_zero") use the
+max|r| of the named weight gradient as the denominator instead. Tolerances: logits and loss
+1e-4, every parameter gradient and every block-input gradient (dx) 1e-3.
+"""
+import json
+import os
+
+import numpy as np
+
+TOL_OUT = 1e-4   # logits, loss
+TOL_GRAD = 1e-3  # parameter gradients, dx
+
+RULE = ("relative error of a tensor = max|c - r| / max|r| over its elements; tolerance 1e-4 "
+        "for logits and loss, 1e-3 for parameter gradients and dx")
+
+
+class Check:
+    """One compared tensor: its error, tolerance, and the worst element."""
+
+    def __init__(self, name, tol):
+        self.name, self.tol = name, tol
+        self.err, self.problem, self.worst = None, None, ""
+
+    @property
+    def ok(self):
+        return self.problem is None and self.err is not None and self.err <= self.tol
+
+    def describe(self):
+        if self.problem:
+            return "%s: %s" % (self.name, self.problem)
+        return "%s: rel err %.3g > %g (%s)" % (self.name, self.err, self.tol, self.worst)
+
+
+def _npy_names(folder):
+    if not os.path.isdir(folder):
+        return set()
+    return {f[:-4] for f in os.listdir(folder) if f.endswith(".npy")}
+
+
+def compare_tensor(name, c_path, r, tol, denom=None):
+    """Compares the engine's file c_path with reference array r."""
+    chk = Check(name, tol)
+    if not os.path.isfile(c_path):
+        chk.problem = "missing file %s" % c_path
+        return chk
+    try:
+        c = np.load(c_path, allow_pickle=False)
+    except Exception as e:  # a malformed .npy is a failure of the engine, not of the test
+        chk.problem = "cannot read %s (%s)" % (c_path, e)
+        return chk
+    if c.dtype != np.float32:
+        chk.problem = "dtype %s, expected float32" % c.dtype
+        return chk
+    if list(c.shape) != list(r.shape):
+        chk.problem = "shape %s, expected %s" % (list(c.shape), list(r.shape))
+        return chk
+    if not np.all(np.isfinite(c)):
+        bad = np.unravel_index(np.argmin(np.isfinite(c)), c.shape)
+        chk.problem = "non-finite value %s at %s" % (c[bad], list(bad))
+        return chk
+    diff = np.abs(c.astype(np.float64) - r)
+    scale = float(np.abs(r).max()) if denom is None else denom
+    at = np.unravel_index(np.argmax(diff), diff.shape)
+    chk.err = float(diff[at]) / scale if scale > 0 else float(diff[at])
+    chk.worst = "worst at %s: engine %.9g, reference %.9g" % (list(at), c[at], r[at])
+    return chk
+
+
+def compare_case(case_dir, out_dir):
+    """Returns a list of Check for one case (every tensor, plus the file-set checks)."""
+    rdir = os.path.join(case_dir, "ref")
+    with open(os.path.join(rdir, "info.json")) as f:
+        zeros = json.load(f).get("structural_zero", {})
+    checks = [compare_tensor("logits", os.path.join(out_dir, "logits.npy"),
+                             np.load(os.path.join(rdir, "logits.npy")), TOL_OUT),
+              compare_tensor("loss", os.path.join(out_dir, "loss.npy"),
+                             np.load(os.path.join(rdir, "loss.npy")), TOL_OUT)]
+    for kind in ("grad", "dx"):
+        ref_names = _npy_names(os.path.join(rdir, kind))
+        eng_names = _npy_names(os.path.join(out_dir, kind))
+        for n in sorted(eng_names - ref_names):
+            chk = Check("%s/%s" % (kind, n), TOL_GRAD)
+            chk.problem = "engine wrote a tensor the reference does not have"
+            checks.append(chk)
+        for n in sorted(ref_names):
+            r = np.load(os.path.join(rdir, kind, n + ".npy"))
+            denom = None
+            if kind == "grad" and n in zeros:
+                denom = float(np.abs(np.load(os.path.join(rdir, "grad", zeros[n] + ".npy"))).max())
+            checks.append(compare_tensor("%s/%s" % (kind, n), os.path.join(out_dir, kind, n + ".npy"),
+                                         r, TOL_GRAD, denom))
+    return checks
+
+
+def summary(checks):
+    """'logits 1e-7  loss 2e-8  grad 3e-6 (name)  dx 1e-6 (name)': the worst error per group."""
+    parts = []
+    for label, pick in (("logits", lambda n: n == "logits"), ("loss", lambda n: n == "loss"),
+                        ("grad", lambda n: n.startswith("grad/")), ("dx", lambda n: n.startswith("dx/"))):
+        group = [c for c in checks if pick(c.name) and c.err is not None]
+        if not group:
+            continue
+        w = max(group, key=lambda c: c.err)
+        parts.append("%s %.2e" % (label, w.err) + ("" if label in ("logits", "loss")
+                                                   else " (%s)" % w.name.split("/", 1)[1]))
+    return "  ".join(parts)

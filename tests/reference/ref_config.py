@@ -1,0 +1,156 @@
+"""ref_config.py — the reference's reading of config.json (docs/config.md) and the tensor list
+(docs/tensors.md): fills in defaults, checks values, and lists parameter names and shapes in
+the engine's buffer order. Written from the docs, not from the C engine."""
+import collections
+
+NORM_TYPES = ("layernorm", "rmsnorm", "rmsnorm_1p")
+PLACEMENTS = ("pre", "post", "sandwich", "output", "none")
+POSITIONS = ("rope", "learned", "none")
+FFN_TYPES = ("swiglu", "geglu", "gelu")
+QK_NORMS = ("none", "head", "full")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _bad(key, value, why):
+    return ValueError("config.json: %s = %r %s" % (key, value, why))
+
+
+def resolve_config(raw):
+    """Returns a new dict with every key of docs/config.md set (defaults filled in)."""
+    c = dict(raw)
+
+    def pos_int(key, default=None):
+        v = c.get(key, default)
+        if v is None:
+            raise ValueError("config.json: %s is required" % key)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise _bad(key, v, "must be an int > 0")
+        c[key] = v
+        return v
+
+    def choice(key, options, default):
+        v = c.get(key, default)
+        if v not in options:
+            raise _bad(key, v, "must be one of %s" % (", ".join(options),))
+        c[key] = v
+        return v
+
+    def flag(key, default):
+        v = c.get(key, default)
+        if not isinstance(v, bool):
+            raise _bad(key, v, "must be true or false")
+        c[key] = v
+        return v
+
+    def num(key, default, allow_zero):
+        v = c.get(key, default)
+        if v is None:
+            c[key] = None
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (v == 0 and not allow_zero):
+            raise _bad(key, v, "must be a number %s 0" % (">=" if allow_zero else ">"))
+        c[key] = float(v)
+        return v
+
+    pos_int("vocab_size")
+    d = pos_int("hidden_size")
+    L = pos_int("num_hidden_layers")
+    H = pos_int("num_attention_heads")
+    kv = pos_int("num_key_value_heads", H)
+    if H % kv:
+        raise _bad("num_key_value_heads", kv, "does not divide num_attention_heads = %d" % H)
+    if "head_dim" not in c and d % H:
+        raise _bad("hidden_size", d, "is not a multiple of num_attention_heads = %d (set head_dim)" % H)
+    pos_int("head_dim", d // H)
+    pos_int("intermediate_size", 4 * d)
+    pos_int("max_position_embeddings", 1024)
+
+    choice("norm_type", NORM_TYPES, "rmsnorm")
+    num("norm_eps", 1e-5, allow_zero=False)
+    flag("norm_bias", False)
+    placement = choice("norm_placement", PLACEMENTS, "pre")
+    flag("residual", True)
+    flag("final_norm", placement != "post")
+    pos = choice("position_embedding", POSITIONS, "rope")
+    num("rope_theta", 10000.0, allow_zero=False)
+    if pos == "rope" and c["head_dim"] % 2:
+        raise _bad("head_dim", c["head_dim"], "must be even with rope")
+    flag("embedding_scale", False)
+    ab = flag("attention_bias", False)
+    flag("attention_out_bias", ab)
+    choice("qk_norm", QK_NORMS, "none")
+    num("query_pre_attn_scalar", None, allow_zero=False)
+    num("attn_logit_softcapping", 0.0, allow_zero=True)
+    sw = c.get("sliding_window", 0)
+    if sw is None:
+        sw = 0
+    if isinstance(sw, bool) or not isinstance(sw, int) or sw < 0:
+        raise _bad("sliding_window", sw, "must be an int >= 0")
+    c["sliding_window"] = sw
+    lt = c.get("layer_types")
+    if lt is None:
+        lt = ["sliding_attention" if sw > 0 else "full_attention"] * L
+    if not isinstance(lt, list) or len(lt) != L or any(t not in LAYER_TYPES for t in lt):
+        raise _bad("layer_types", lt, "must be a list of %d of %s" % (L, "/".join(LAYER_TYPES)))
+    c["layer_types"] = list(lt)
+    choice("ffn_type", FFN_TYPES, "swiglu")
+    flag("mlp_bias", False)
+    flag("tie_word_embeddings", True)
+    num("final_logit_softcapping", 0.0, allow_zero=True)
+    num("initializer_range", 0.02, allow_zero=False)
+    flag("scale_residual_init", True)
+    return c
+
+
+def _norm(names, prefix, c):
+    names[prefix + ".weight"] = [c["hidden_size"]]
+    if c["norm_type"] == "layernorm" and c["norm_bias"]:
+        names[prefix + ".bias"] = [c["hidden_size"]]
+
+
+def param_shapes(c):
+    """OrderedDict name -> shape, in the engine's parameter-buffer order (docs/tensors.md)."""
+    d, V, hd = c["hidden_size"], c["vocab_size"], c["head_dim"]
+    H, KV, f = c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]
+    pl = c["norm_placement"]
+    in_norm = pl in ("pre", "post", "sandwich")
+    out_norm = pl in ("sandwich", "output")
+    s = collections.OrderedDict()
+    s["embed.weight"] = [V, d]
+    if c["position_embedding"] == "learned":
+        s["pos_embed.weight"] = [c["max_position_embeddings"], d]
+    for n in range(c["num_hidden_layers"]):
+        p = "layers.%d." % n
+        if in_norm:
+            _norm(s, p + "attn_norm", c)
+        if out_norm:
+            _norm(s, p + "attn_out_norm", c)
+        for proj, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+            s[p + "attn.%s_proj.weight" % proj] = [rows, d]
+            if c["attention_bias"]:
+                s[p + "attn.%s_proj.bias" % proj] = [rows]
+        s[p + "attn.o_proj.weight"] = [d, H * hd]
+        if c["attention_out_bias"]:
+            s[p + "attn.o_proj.bias"] = [d]
+        if c["qk_norm"] == "head":
+            s[p + "attn.q_norm.weight"] = [hd]
+            s[p + "attn.k_norm.weight"] = [hd]
+        elif c["qk_norm"] == "full":
+            s[p + "attn.q_norm.weight"] = [H * hd]
+            s[p + "attn.k_norm.weight"] = [KV * hd]
+        if in_norm:
+            _norm(s, p + "ffn_norm", c)
+        if out_norm:
+            _norm(s, p + "ffn_out_norm", c)
+        projs = (("gate", [f, d]), ("up", [f, d]), ("down", [d, f]))
+        for proj, shape in projs:
+            if proj == "gate" and c["ffn_type"] == "gelu":
+                continue
+            s[p + "ffn.%s_proj.weight" % proj] = shape
+            if c["mlp_bias"]:
+                s[p + "ffn.%s_proj.bias" % proj] = [shape[0]]
+    if c["final_norm"]:
+        _norm(s, "final_norm", c)
+    if not c["tie_word_embeddings"]:
+        s["lm_head.weight"] = [V, d]
+    return s

@@ -1,0 +1,351 @@
+#!/usr/bin/python3
+"""tinylm_ref.py — the PyTorch oracle for tinylm's model (docs/config.md, docs/tensors.md).
+
+Written from the docs only. Parameters live in a dict keyed by the engine's tensor names,
+so gradients come back under the same names. Computes in float64 by default.
+
+    m = load("model_dir")                       # config.json + model.safetensors
+    logits = m.forward(tokens)                  # tokens int [B,T] -> [B,T,V]
+    out = m.loss_and_grads(tokens, targets)     # logits, loss, grads{name}, dx{"layers.N"}
+
+CLI:
+    tinylm_ref.py dump CASE_DIR OUT_DIR [--float32]
+        CASE_DIR holds config.json, model.safetensors, tokens.npy, targets.npy; writes
+        OUT_DIR/logits.npy, loss.npy, grad/<name>.npy, dx/layers.<N>.npy (the tlm_dump contract)
+    tinylm_ref.py init CONFIG_JSON OUT_DIR [--seed S] [--dtype F32|BF16|F16]
+        writes a model initialised as docs/config.md "Init" says
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_config import resolve_config, param_shapes  # noqa: E402
+from safetensors_np import save_safetensors, load_safetensors  # noqa: E402
+
+__all__ = ["resolve_config", "param_shapes", "save_safetensors", "load_safetensors",
+           "init_params", "random_params", "Model", "load", "save", "cross_entropy", "dump"]
+
+
+# ---- building blocks -------------------------------------------------------------------
+
+def layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)  # biased variance, as LayerNorm uses
+    y = w * (x - mean) / torch.sqrt(var + eps)
+    return y + b if b is not None else y
+
+
+def rms_norm(x, w, eps, one_plus):
+    y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+    return y * (1.0 + w) if one_plus else y * w
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def softcap(x, cap):
+    return cap * torch.tanh(x / cap) if cap else x
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope_tables(T, hd, theta, dtype):
+    """cos, sin [T, hd] for the rotate-half layout: dim i pairs with i + hd/2."""
+    inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    ang = torch.cat((ang, ang), dim=-1)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def attention_mask(T, window):
+    """bool [T, T]: query i sees key j iff j <= i and (no window or i - j < window)."""
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    ok = j <= i
+    if window > 0:
+        ok = ok & (i - j < window)
+    return ok
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy over the positions whose target is >= 0 (negative = no target)."""
+    V = logits.shape[-1]
+    lp = torch.log_softmax(logits.reshape(-1, V), dim=-1)
+    t = targets.reshape(-1).long()
+    keep = t >= 0
+    picked = lp[keep].gather(1, t[keep][:, None])[:, 0]
+    return -picked.mean()
+
+
+# ---- the model ---------------------------------------------------------------------------
+
+class Model:
+    def __init__(self, config, params, dtype=torch.float64):
+        self.cfg = resolve_config(config)
+        self.dtype = dtype
+        shapes = param_shapes(self.cfg)
+        missing = [n for n in shapes if n not in params]
+        extra = [n for n in params if n not in shapes]
+        if missing or extra:
+            raise ValueError("model tensors do not match the config: missing %s, unexpected %s"
+                             % (missing, extra))
+        self.params = collections.OrderedDict()
+        for name, shape in shapes.items():
+            a = np.asarray(params[name], dtype=np.float64)
+            if list(a.shape) != list(shape):
+                raise ValueError("tensor %s: shape %s, config wants %s" % (name, list(a.shape), shape))
+            self.params[name] = torch.tensor(a, dtype=dtype, requires_grad=True)
+        self.block_inputs = []
+
+    def p(self, name):
+        return self.params.get(name)
+
+    def norm(self, prefix, x):
+        c = self.cfg
+        w, b = self.p(prefix + ".weight"), self.p(prefix + ".bias")
+        if c["norm_type"] == "layernorm":
+            return layer_norm(x, w, b, c["norm_eps"])
+        return rms_norm(x, w, c["norm_eps"], c["norm_type"] == "rmsnorm_1p")
+
+    def linear(self, prefix, x):
+        y = x @ self.p(prefix + ".weight").t()
+        b = self.p(prefix + ".bias")
+        return y + b if b is not None else y
+
+    def qk_norm(self, name, x):
+        # Always an RMSNorm (docs: "RMSNorm on q and k"), (1+w) only with rmsnorm_1p.
+        c = self.cfg
+        return rms_norm(x, self.p(name), c["norm_eps"], c["norm_type"] == "rmsnorm_1p")
+
+    def attention(self, n, x):
+        c = self.cfg
+        B, T, _ = x.shape
+        H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        p = "layers.%d.attn." % n
+        q, k, v = self.linear(p + "q_proj", x), self.linear(p + "k_proj", x), self.linear(p + "v_proj", x)
+        if c["qk_norm"] == "full":  # over the whole projection (OLMo 2)
+            q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+        q = q.view(B, T, H, hd).transpose(1, 2)   # [B, H, T, hd]
+        k = k.view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
+        v = v.view(B, T, KV, hd).transpose(1, 2)
+        if c["qk_norm"] == "head":  # per head over head_dim (Qwen3)
+            q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+        if c["position_embedding"] == "rope":
+            cos, sin = rope_tables(T, hd, c["rope_theta"], self.dtype)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+        # GQA: query head h reads kv head h // (H / KV) (Hugging Face repeat_kv layout).
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        qpas = c["query_pre_attn_scalar"]
+        scale = (qpas if qpas is not None else hd) ** -0.5
+        scores = softcap((q @ k.transpose(-1, -2)) * scale, c["attn_logit_softcapping"])
+        window = c["sliding_window"] if c["layer_types"][n] == "sliding_attention" else 0
+        scores = scores.masked_fill(~attention_mask(T, window), float("-inf"))
+        o = torch.softmax(scores, dim=-1) @ v  # [B, H, T, hd]
+        o = o.transpose(1, 2).reshape(B, T, H * hd)
+        return self.linear(p + "o_proj", o)
+
+    def ffn(self, n, x):
+        c = self.cfg
+        p = "layers.%d.ffn." % n
+        up = self.linear(p + "up_proj", x)
+        if c["ffn_type"] == "swiglu":
+            g = self.linear(p + "gate_proj", x)
+            h = g * torch.sigmoid(g) * up
+        elif c["ffn_type"] == "geglu":
+            h = gelu_tanh(self.linear(p + "gate_proj", x)) * up
+        else:
+            h = gelu_tanh(up)
+        return self.linear(p + "down_proj", h)
+
+    def sublayer(self, x, f, norm_in, norm_out):
+        """One sublayer under the configured norm placement (docs/config.md table)."""
+        c = self.cfg
+        pl, res = c["norm_placement"], c["residual"]
+        if pl == "post":
+            s = x + f(x) if res else f(x)
+            return self.norm(norm_in, s)
+        if pl == "pre":
+            y = f(self.norm(norm_in, x))
+        elif pl == "sandwich":
+            y = self.norm(norm_out, f(self.norm(norm_in, x)))
+        elif pl == "output":
+            y = self.norm(norm_out, f(x))
+        else:
+            y = f(x)
+        return x + y if res else y
+
+    def forward(self, tokens, block_input_delta=None):
+        """tokens int [B,T] -> logits [B,T,V]. block_input_delta {N: tensor [B,T,d]} is added to
+        the stream entering block N (lets a test check dx by finite differences)."""
+        c = self.cfg
+        tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+        B, T = tokens.shape
+        if tokens.min() < 0 or tokens.max() >= c["vocab_size"]:
+            raise ValueError("token id outside [0, vocab_size)")
+        x = self.p("embed.weight")[tokens]
+        if c["embedding_scale"]:
+            x = x * math.sqrt(c["hidden_size"])  # token embedding only, not the positions
+        if c["position_embedding"] == "learned":
+            if T > c["max_position_embeddings"]:
+                raise ValueError("sequence longer than max_position_embeddings")
+            x = x + self.p("pos_embed.weight")[:T][None, :, :]
+        self.block_inputs = []
+        for n in range(c["num_hidden_layers"]):
+            if block_input_delta and n in block_input_delta:
+                x = x + block_input_delta[n]
+            if x.requires_grad:
+                x.retain_grad()
+            self.block_inputs.append(x)
+            x = self.sublayer(x, lambda h: self.attention(n, h),
+                              "layers.%d.attn_norm" % n, "layers.%d.attn_out_norm" % n)
+            x = self.sublayer(x, lambda h: self.ffn(n, h),
+                              "layers.%d.ffn_norm" % n, "layers.%d.ffn_out_norm" % n)
+        if c["final_norm"]:
+            x = self.norm("final_norm", x)
+        head = self.p("embed.weight") if c["tie_word_embeddings"] else self.p("lm_head.weight")
+        return softcap(x @ head.t(), c["final_logit_softcapping"])
+
+    def loss_and_grads(self, tokens, targets):
+        """Forward + backward. Returns numpy: logits [B,T,V], loss [1], grads {name: array},
+        dx {"layers.N": dL/d(residual stream entering block N) [B,T,d]}."""
+        for t in self.params.values():
+            t.grad = None
+        logits = self.forward(tokens)
+        loss = cross_entropy(logits, torch.as_tensor(np.asarray(targets), dtype=torch.long))
+        loss.backward()
+        grads = collections.OrderedDict(
+            (n, t.grad.detach().numpy().copy() if t.grad is not None else np.zeros(t.shape))
+            for n, t in self.params.items())
+        dx = collections.OrderedDict(("layers.%d" % n, x.grad.detach().numpy().copy())
+                                     for n, x in enumerate(self.block_inputs))
+        return {"logits": logits.detach().numpy().copy(),
+                "loss": np.array([loss.item()]), "grads": grads, "dx": dx}
+
+
+# ---- init --------------------------------------------------------------------------------
+
+def init_params(config, seed=0):
+    """The docs' init: matrices/embeddings ~ N(0, initializer_range), o_proj/down_proj also
+    / sqrt(2 L) with scale_residual_init, biases 0, norm weights identity (0 for rmsnorm_1p)."""
+    c = resolve_config(config)
+    rng = np.random.default_rng(seed)
+    std = c["initializer_range"]
+    out = collections.OrderedDict()
+    for name, shape in param_shapes(c).items():
+        if "norm" in name.split(".")[-2] and name.endswith(".weight"):
+            out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
+        elif name.endswith(".bias"):
+            out[name] = np.zeros(shape)
+        else:
+            s = std
+            if c["scale_residual_init"] and (name.endswith("o_proj.weight") or name.endswith("down_proj.weight")):
+                s = std / math.sqrt(2 * c["num_hidden_layers"])
+            out[name] = rng.normal(0.0, s, size=shape)
+    return out
+
+
+def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std=0.2):
+    """Test-case weights: larger matrices than the init (so outputs are far from uniform),
+    norm weights random around identity, biases random — nothing is left at a value that
+    would hide a bug (a zero bias, a unit gain)."""
+    c = resolve_config(config)
+    rng = np.random.default_rng(seed)
+    out = collections.OrderedDict()
+    for name, shape in param_shapes(c).items():
+        is_norm = "norm" in name.split(".")[-2]
+        if is_norm and name.endswith(".weight"):
+            ident = 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0
+            out[name] = ident + rng.normal(0.0, norm_std, size=shape)
+        elif name.endswith(".bias"):
+            out[name] = rng.normal(0.0, bias_std, size=shape)
+        elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight"):
+            out[name] = rng.normal(0.0, embed_std, size=shape)
+        else:
+            out[name] = rng.normal(0.0, std, size=shape)
+    return out
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+def load(model_dir, dtype=torch.float64):
+    """Reads model_dir/config.json and model_dir/model.safetensors (engine tensor names)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    tensors = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    return Model(config, {k: v.astype(np.float64) for k, v in tensors.items()}, dtype)
+
+
+def save(model_dir, config, params, dtype="F32"):
+    """Writes config.json and model.safetensors (params in the engine's order)."""
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    order = param_shapes(resolve_config(config))
+    save_safetensors(os.path.join(model_dir, "model.safetensors"),
+                     collections.OrderedDict((n, params[n]) for n in order), dtype)
+
+
+def write_outputs(out_dir, result, np_dtype):
+    """Writes a loss_and_grads() result in the tlm_dump layout."""
+    os.makedirs(os.path.join(out_dir, "grad"), exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "dx"), exist_ok=True)
+    np.save(os.path.join(out_dir, "logits.npy"), result["logits"].astype(np_dtype))
+    np.save(os.path.join(out_dir, "loss.npy"), result["loss"].astype(np_dtype))
+    for n, g in result["grads"].items():
+        np.save(os.path.join(out_dir, "grad", n + ".npy"), g.astype(np_dtype))
+    for n, g in result["dx"].items():
+        np.save(os.path.join(out_dir, "dx", n + ".npy"), g.astype(np_dtype))
+
+
+def dump(case_dir, out_dir, dtype=torch.float64):
+    """Runs one case folder and writes its outputs (float32 files for float32 compute)."""
+    m = load(case_dir, dtype)
+    tokens = np.load(os.path.join(case_dir, "tokens.npy"))
+    targets = np.load(os.path.join(case_dir, "targets.npy"))
+    result = m.loss_and_grads(tokens, targets)
+    write_outputs(out_dir, result, np.float32 if dtype == torch.float32 else np.float64)
+    return result
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump", help="run a case folder, write logits/loss/grads/dx")
+    d.add_argument("case_dir")
+    d.add_argument("out_dir")
+    d.add_argument("--float32", action="store_true", help="compute in float32 (default float64)")
+    i = sub.add_parser("init", help="write a freshly initialised model")
+    i.add_argument("config_json")
+    i.add_argument("out_dir")
+    i.add_argument("--seed", type=int, default=0)
+    i.add_argument("--dtype", default="F32", choices=["F32", "BF16", "F16"])
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        if a.cmd == "dump":
+            dump(a.case_dir, a.out_dir, torch.float32 if a.float32 else torch.float64)
+        else:
+            with open(a.config_json) as f:
+                config = json.load(f)
+            save(a.out_dir, config, init_params(config, a.seed), a.dtype)
+    except (OSError, ValueError) as e:
+        print("tinylm_ref: error: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
