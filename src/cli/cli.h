@@ -7,6 +7,10 @@ int cmd_lesson(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* shared helpers (cli_util.c) */
 /* value of --name at argv[*i] (advances *i), or NULL + message when missing */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "formats/llama2c.h"
+#include "model/checkpoint.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/io.h"
@@ -47,10 +49,17 @@ int cmd_info(int argc, char **argv) {
         fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
         return 2;
     }
-    char *path = model_dir ? path_join(model_dir, "config.json") : NULL;
     tlm_config c;
-    int rc = config_load(&c, path ? path : config_path);
-    free(path);
+    int rc;
+    if (model_dir && is_llama2c_file(model_dir)) {
+        rc = llama2c_read_config(model_dir, &c);
+    } else if (model_dir) {
+        char *dir = model_dir_resolve(model_dir), *path = path_join(dir, "config.json");
+        rc = config_load(&c, path);
+        free(dir), free(path);
+    } else {
+        rc = config_load(&c, config_path);
+    }
     if (rc) return cli_fail("info");
     int n;
     size_t total;

@@ -11,9 +11,13 @@ typedef struct {
 } command;
 
 static const command COMMANDS[] = {
+    {"train", cmd_train, "train --data FILE [--preset NAME | --config FILE] [--out DIR] ...   (train --help)"},
+    {"generate", cmd_generate, "generate --model DIR [--prompt TEXT] [-n N] [--temperature T] [--top-k K] [--top-p P]"},
     {"lesson", cmd_lesson, "lesson 15                       the lesson's worked numbers, computed by the engine"},
     {"info", cmd_info, "info --config FILE | --model DIR  parameters by component for any config"},
     {"logits", cmd_logits, "logits --model DIR --ids \"1 5 9\" --out FILE.npy   logits [T, vocab] as .npy"},
+    {"inspect", cmd_inspect, "inspect --model DIR --prompt TEXT | --ids \"1 2\" [--json|--csv] [--plot F.svg]; inspect --grad --data FILE"},
+    {"export", cmd_export, "export --model DIR|FILE.bin --out DIR2   as a Hugging Face directory (llama, gpt2) or tinylm"},
     {"tokenize", cmd_tokenize, "tokenize --tokenizer PATH --text TEXT | --decode \"ids\""},
 };
 

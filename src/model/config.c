@@ -182,7 +182,8 @@ const config_key *config_find_key(const config_key *table, const char *name) {
 /* Derived defaults that depend on other keys; `has` tells whether a key was present. */
 void config_finish(tlm_config *c, const cJSON *root) {
     if (!cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads") || cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads"))) c->n_kv_heads = c->n_heads;
-    if (!c->head_dim && c->n_heads > 0) c->head_dim = c->d_model / c->n_heads;
+    /* head_dim defaults to hidden_size / heads only when that divides; else it must be given */
+    if (!c->head_dim && c->n_heads > 0 && c->d_model % c->n_heads == 0) c->head_dim = c->d_model / c->n_heads;
     if (!cJSON_GetObjectItemCaseSensitive(root, "intermediate_size")) c->d_ff = 4 * c->d_model;
     if (!cJSON_GetObjectItemCaseSensitive(root, "final_norm") && !strcmp(c->model_type, "tinylm"))
         c->final_norm = c->placement != PLACE_POST;

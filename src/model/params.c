@@ -40,20 +40,20 @@ static void add(walk *w, float **slot, const char *name, int rows, int cols, ten
 static void add_norm(walk *w, norm_params *np, const char *name) {
     const tlm_config *c = w->cfg;
     char buf[96];
-    snprintf(buf, sizeof buf, "%s.weight", name);
+    snprintf(buf, sizeof buf, "%.80s.weight", name);
     add(w, &np->w, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
     if (c->norm == NORM_LAYERNORM && c->norm_bias) {
-        snprintf(buf, sizeof buf, "%s.bias", name);
+        snprintf(buf, sizeof buf, "%.80s.bias", name);
         add(w, &np->b, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
     }
 }
 
 static void add_linear(walk *w, linear_params *lp, const char *name, int out, int in, bool bias, tensor_kind kind) {
     char buf[96];
-    snprintf(buf, sizeof buf, "%s.weight", name);
+    snprintf(buf, sizeof buf, "%.80s.weight", name);
     add(w, &lp->w, buf, out, in, kind, 0.0f);
     if (bias) {
-        snprintf(buf, sizeof buf, "%s.bias", name);
+        snprintf(buf, sizeof buf, "%.80s.bias", name);
         add(w, &lp->b, buf, out, 0, TENSOR_BIAS, 0.0f);
     }
 }

@@ -1,53 +1,81 @@
 /* activations.c — SiLU, tanh-GELU, gated units (SwiGLU/GeGLU), soft-capping, small vector ops. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "ops.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
-float act_apply(activation act, float x) {
-    if (act == ACT_SILU) return x / (1.0f + expf(-x));
-    /* GPT-2 gelu_new / PyTorch gelu(approximate="tanh") */
-    return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+/* exp and tanh without libm calls, so that the loops over activations vectorize.
+ * exp: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error
+ * < 2e-7 over the range), times 2^n built in the exponent bits.
+ * tanh(x) = 1 - 2 / (e^{2x} + 1): absolute error < 3e-7 (tested against libm in test_ops). */
+static inline float exp_approx(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    /* n = round(x / ln2) by the 1.5 * 2^23 trick: plain arithmetic, so the loop vectorizes */
+    float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693145752f - n * 1.42860677e-6f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f + r * (0.00833333377f + r * 0.00138888892f)))));
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
-float act_grad(activation act, float x) {
-    if (act == ACT_SILU) {
-        float s = 1.0f / (1.0f + expf(-x));
-        return s * (1.0f + x * (1.0f - s));
-    }
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    float t = tanhf(u);
+static inline float tanh_inline(float x) {
+    x = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x); /* tanh(9) rounds to 1 in float */
+    return 1.0f - 2.0f / (exp_approx(2.0f * x) + 1.0f);
+}
+
+float tanh_approx(float x) { return tanh_inline(x); }
+
+static inline float silu(float x) { return x / (1.0f + exp_approx(-x)); }
+static inline float silu_grad(float x) {
+    float s = 1.0f / (1.0f + exp_approx(-x));
+    return s * (1.0f + x * (1.0f - s));
+}
+static inline float gelu(float x) { return 0.5f * x * (1.0f + tanh_inline(GELU_K * (x + 0.044715f * x * x * x))); }
+static inline float gelu_grad(float x) {
+    float t = tanh_inline(GELU_K * (x + 0.044715f * x * x * x));
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
+float act_apply(activation act, float x) { return act == ACT_SILU ? silu(x) : gelu(x); }
+float act_grad(activation act, float x) { return act == ACT_SILU ? silu_grad(x) : gelu_grad(x); }
+
+/* Each loop below is written once per activation so that the compiler vectorizes it
+ * (a call through `act` inside the loop would not). */
+#define FOR_ACT(act, BODY_SILU, BODY_GELU)                                                                             \
+    do {                                                                                                               \
+        if ((act) == ACT_SILU) {                                                                                       \
+            _Pragma("omp parallel for simd schedule(static)") for (size_t i = 0; i < n; i++) BODY_SILU;               \
+        } else {                                                                                                       \
+            _Pragma("omp parallel for simd schedule(static)") for (size_t i = 0; i < n; i++) BODY_GELU;               \
+        }                                                                                                              \
+    } while (0)
+
 void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = act_apply(act, gate[i]) * up[i];
+    FOR_ACT(act, out[i] = silu(gate[i]) * up[i], out[i] = gelu(gate[i]) * up[i]);
 }
 
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        dgate[i] += dout[i] * up[i] * act_grad(act, gate[i]);
-        dup[i] += dout[i] * act_apply(act, gate[i]);
-    }
+    FOR_ACT(act, (dgate[i] += dout[i] * up[i] * silu_grad(gate[i]), dup[i] += dout[i] * silu(gate[i])),
+            (dgate[i] += dout[i] * up[i] * gelu_grad(gate[i]), dup[i] += dout[i] * gelu(gate[i])));
 }
 
 void act_forward(float *out, const float *inp, size_t n, activation act) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = act_apply(act, inp[i]);
+    FOR_ACT(act, out[i] = silu(inp[i]), out[i] = gelu(inp[i]));
 }
 
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * act_grad(act, inp[i]);
+    FOR_ACT(act, dinp[i] += dout[i] * silu_grad(inp[i]), dinp[i] += dout[i] * gelu_grad(inp[i]));
 }
 
 void softcap_forward(float *out, const float *inp, size_t n, float cap) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = cap * tanhf(inp[i] / cap);
+    for (size_t i = 0; i < n; i++) out[i] = cap * tanh_inline(inp[i] / cap);
 }
 
 void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap) {

@@ -16,7 +16,7 @@ void attention_row(float *out, float *scores, float *probs, const float *q, cons
         float s = 0.0f;
         for (int i = 0; i < head_dim; i++) s += q[i] * kj[i];
         s *= scale;
-        if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
+        if (softcap > 0.0f) s = softcap * tanh_approx(s / softcap);
         scores[j] = s;
         mx = s > mx ? s : mx;
     }
@@ -36,76 +36,86 @@ void attention_row(float *out, float *scores, float *probs, const float *q, cons
 
 static int first_visible(int t, int window) { return (window > 0 && t - window + 1 > 0) ? t - window + 1 : 0; }
 
+/* Full-sequence attention works per (batch row, head) on T x T blocks with GEMMs:
+ * S = scale * Q K^T, soft-cap, causal/window mask, row softmax, O = P V. The masked upper
+ * triangle is computed and thrown away: two small GEMMs beat T^2/2 scalar dot products. */
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec) {
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
-    const size_t q_row = (size_t)H * hd, kv_row = (size_t)KV * hd;
-#pragma omp parallel for collapse(3) schedule(static)
+    const int q_row = H * hd, kv_row = KV * hd;
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
+        for (int h = 0; h < H; h++) {
+            const float *qh = q + (size_t)b * T * q_row + (size_t)h * hd;
+            const float *kg = k + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
+            const float *vg = v + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
+            float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
+            gemm(0, 1, T, T, hd, spec->scale, qh, q_row, kg, kv_row, 0.0f, S, T); /* S = scale Q K^T */
             for (int t = 0; t < T; t++) {
-                const float *qt = q + ((size_t)b * T + t) * q_row + (size_t)h * hd;
-                const float *kb = k + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
-                const float *vb = v + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
-                float *s = scores + (((size_t)b * H + h) * T + t) * T;
-                float *p = probs + (((size_t)b * H + h) * T + t) * T;
+                float *s = S + (size_t)t * T, *p = P + (size_t)t * T;
                 int first = first_visible(t, spec->window);
-                attention_row(out + ((size_t)b * T + t) * q_row + (size_t)h * hd, s, p, qt, kb, vb, kv_row, first,
-                              t + 1, hd, spec->scale, spec->softcap);
-                for (int j = 0; j < T; j++)
+                float mx = -INFINITY, sum = 0.0f;
+                for (int j = first; j <= t; j++) {
+                    if (spec->softcap > 0.0f) s[j] = spec->softcap * tanh_approx(s[j] / spec->softcap);
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                for (int j = 0; j < T; j++) {
                     if (j < first || j > t) {
                         s[j] = -INFINITY;
                         p[j] = 0.0f;
+                    } else {
+                        p[j] = expf(s[j] - mx);
+                        sum += p[j];
                     }
+                }
+                float inv = 1.0f / sum;
+                for (int j = first; j <= t; j++) p[j] *= inv;
             }
+            gemm(0, 0, T, hd, T, 1.0f, P, T, vg, kv_row, 0.0f, out + (size_t)b * T * q_row + (size_t)h * hd, q_row);
+        }
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch) {
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
-    const size_t q_row = (size_t)H * hd, kv_row = (size_t)KV * hd;
+    const int q_row = H * hd, kv_row = KV * hd;
     const float cap = spec->softcap;
     /* one task per (batch row, kv head): it owns the dk/dv of that kv head, so no races */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < KV; g++) {
-            float *dp = scratch + (size_t)omp_get_thread_num() * T;
-            const float *kb = k + (size_t)b * T * kv_row + (size_t)g * hd;
-            const float *vb = v + (size_t)b * T * kv_row + (size_t)g * hd;
-            float *dkb = dk + (size_t)b * T * kv_row + (size_t)g * hd;
-            float *dvb = dv + (size_t)b * T * kv_row + (size_t)g * hd;
-            for (int h = g * group; h < (g + 1) * group; h++)
+            float *dS = scratch + (size_t)omp_get_thread_num() * T * T;
+            const float *kg = k + (size_t)b * T * kv_row + (size_t)g * hd;
+            const float *vg = v + (size_t)b * T * kv_row + (size_t)g * hd;
+            float *dkg = dk + (size_t)b * T * kv_row + (size_t)g * hd;
+            float *dvg = dv + (size_t)b * T * kv_row + (size_t)g * hd;
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                const size_t qo = (size_t)b * T * q_row + (size_t)h * hd;
+                const float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
+                gemm(1, 0, T, hd, T, 1.0f, P, T, dout + qo, q_row, 1.0f, dvg, kv_row); /* dV += P^T dO */
+                gemm(0, 1, T, T, hd, 1.0f, dout + qo, q_row, vg, kv_row, 0.0f, dS, T); /* dP = dO V^T */
                 for (int t = 0; t < T; t++) {
-                    size_t qo = ((size_t)b * T + t) * q_row + (size_t)h * hd;
-                    const float *qt = q + qo, *dot = dout + qo;
-                    float *dqt = dq + qo;
-                    const float *s = scores + (((size_t)b * H + h) * T + t) * T;
-                    const float *p = probs + (((size_t)b * H + h) * T + t) * T;
+                    float *d = dS + (size_t)t * T;
+                    const float *p = P + (size_t)t * T, *s = S + (size_t)t * T;
                     int first = first_visible(t, spec->window);
                     float pdp = 0.0f;
-                    for (int j = first; j <= t; j++) {
-                        const float *vj = vb + (size_t)j * kv_row;
-                        float d = 0.0f;
-                        for (int i = 0; i < hd; i++) d += dot[i] * vj[i];
-                        dp[j] = d;
-                        pdp += p[j] * d;
-                    }
-                    for (int j = first; j <= t; j++) {
-                        float ds = p[j] * (dp[j] - pdp); /* softmax backward */
+                    for (int j = first; j <= t; j++) pdp += p[j] * d[j];
+                    for (int j = 0; j < T; j++) {
+                        if (j < first || j > t) {
+                            d[j] = 0.0f;
+                            continue;
+                        }
+                        float ds = p[j] * (d[j] - pdp); /* softmax backward */
                         if (cap > 0.0f) {
                             float c = s[j] / cap;
                             ds *= 1.0f - c * c; /* soft-cap backward, from the saved capped score */
                         }
-                        ds *= spec->scale;
-                        const float *kj = kb + (size_t)j * kv_row;
-                        float *dkj = dkb + (size_t)j * kv_row, *dvj = dvb + (size_t)j * kv_row;
-                        for (int i = 0; i < hd; i++) {
-                            dqt[i] += ds * kj[i];
-                            dkj[i] += ds * qt[i];
-                            dvj[i] += p[j] * dot[i];
-                        }
+                        d[j] = ds * spec->scale;
                     }
                 }
+                gemm(0, 0, T, hd, T, 1.0f, dS, T, kg, kv_row, 1.0f, dq + qo, q_row); /* dQ += dS K */
+                gemm(1, 0, T, hd, T, 1.0f, dS, T, q + qo, q_row, 1.0f, dkg, kv_row); /* dK += dS^T Q */
+            }
         }
 }

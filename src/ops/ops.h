@@ -76,7 +76,7 @@ typedef struct {
  * (masked entries 0). */
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec);
-/* dq, dk, dv (same shapes as q, k, v) += ...; scratch: T floats per OpenMP thread */
+/* dq, dk, dv (same shapes as q, k, v) += ...; scratch: T*T floats per OpenMP thread */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch);
@@ -93,6 +93,8 @@ void attention_row(float *out, float *scores, float *probs, const float *q, cons
 typedef enum { ACT_SILU, ACT_GELU_TANH } activation;
 
 float act_apply(activation act, float x);
+/* tanh without a libm call (vectorizable); absolute error < 3e-7 */
+float tanh_approx(float x);
 float act_grad(activation act, float x); /* d act / dx */
 
 /* gated: out [n] = act(gate) * up ; dgate, dup [n] += ... */

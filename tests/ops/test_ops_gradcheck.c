@@ -156,7 +156,7 @@ static void test_attention(const char *label, int H, int KV, float softcap, int 
     c.q = rand_vec(nq, 1.5), c.k = rand_vec(nk, 1.5), c.v = rand_vec(nk, 1);
     c.scores = zeros(ns), c.probs = zeros(ns);
     float *R = rand_vec(nq, 1), *out = zeros(nq), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    float *scratch = zeros((size_t)c.T * 64);
+    float *scratch = zeros((size_t)c.T * c.T * 64);
     att_fwd(&c, out);
     attention_backward(dq, dk, dv, R, c.scores, c.probs, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
     char name[80];
@@ -227,8 +227,25 @@ static void test_crossentropy(void) {
     free(c.logits), free(c.probs), free(c.losses), free(dl);
 }
 
+/* the libm-free tanh/exp behind GELU, SiLU and soft-caps, against libm in double */
+static void test_tanh_approx(void) {
+    double worst_tanh = 0, worst_silu = 0;
+    for (int i = -200000; i <= 200000; i++) {
+        float x = i * 1e-4f; /* [-20, 20] */
+        worst_tanh = fmax(worst_tanh, fabs(tanh_approx(x) - tanh((double)x)));
+        double silu = x / (1.0 + exp(-(double)x));
+        worst_silu = fmax(worst_silu, fabs(act_apply(ACT_SILU, x) - silu) / fmax(1.0, fabs(silu)));
+    }
+    checks += 2;
+    failures += worst_tanh > 3e-7;
+    failures += worst_silu > 3e-7;
+    printf("%-44s max abs err %.2e %s\n", "tanh_approx vs libm tanh on [-20, 20]", worst_tanh, worst_tanh <= 3e-7 ? "ok" : "FAIL");
+    printf("%-44s max rel err %.2e %s\n", "silu (exp_approx) vs libm on [-20, 20]", worst_silu, worst_silu <= 3e-7 ? "ok" : "FAIL");
+}
+
 int main(void) {
     rng_seed(&rng, 1234);
+    test_tanh_approx();
     test_matmul();
     test_norm(1, 0.0f, 1);
     test_norm(1, 0.0f, 0);

@@ -1,0 +1,68 @@
+/* tinylm generate — sample text from a model directory (a training run, an HF model, or a
+ * llama2.c .bin with --tokenizer), streaming tokens as they come. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model/checkpoint.h"
+#include "tokenizer/tokenizer.h"
+#include "train/generate.h"
+#include "train/sampler.h"
+#include "util/error.h"
+
+static int usage(void) {
+    fprintf(stderr, "usage: tinylm generate --model DIR [--tokenizer PATH] [--prompt TEXT] [-n N] [--temperature T]\n"
+                    "                       [--top-k K] [--top-p P] [--seed S]\n"
+                    "  -n: new tokens (default 256); temperature 0 = greedy (default 1.0); stops at BOS/EOS\n");
+    return 2;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *model_dir = NULL, *tok_path = NULL, *prompt = "";
+    gen_options g = {.max_new_tokens = 256, .temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .seed = 1337};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!(v = cli_value(argc, argv, &i))) return cli_fail("generate");
+        char *end = NULL;
+        if (!strcmp(a, "--model")) model_dir = v;
+        else if (!strcmp(a, "--tokenizer")) tok_path = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "-n")) g.max_new_tokens = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--temperature")) g.temperature = strtof(v, &end);
+        else if (!strcmp(a, "--top-k")) g.top_k = (int)strtol(v, &end, 10);
+        else if (!strcmp(a, "--top-p")) g.top_p = strtof(v, &end);
+        else if (!strcmp(a, "--seed")) g.seed = strtoull(v, &end, 10);
+        else return usage();
+        if (end && (end == v || *end)) return fprintf(stderr, "tinylm generate: %s \"%s\" is not a number\n", a, v), 1;
+    }
+    if (!model_dir) return usage();
+    if (g.max_new_tokens <= 0) return fprintf(stderr, "tinylm generate: -n must be positive\n"), 1;
+    if (sampler_check(g.temperature, g.top_k, g.top_p)) return cli_fail("generate");
+    tlm_model *m = model_load_dir(model_dir);
+    if (!m) return cli_fail("generate");
+    char *resolved = model_dir_resolve(model_dir);
+    tlm_tokenizer *tok = tlm_tokenizer_load(tok_path ? tok_path : resolved);
+    free(resolved);
+    int *ids = NULL, rc = 1;
+    size_t n = 0;
+    if (!tok) goto done;
+    if (tlm_tokenizer_vocab_size(tok) > m->cfg.vocab_size) {
+        tlm_error("the tokenizer has %d tokens, the model only %d", tlm_tokenizer_vocab_size(tok), m->cfg.vocab_size);
+        goto done;
+    }
+    if (tlm_tokenizer_encode(tok, prompt, strlen(prompt), 1, &ids, &n)) goto done;
+    if (n == 0) { /* no prompt and no BOS token (a character-level model): start a new line */
+        free(ids);
+        ids = NULL;
+        if (tlm_tokenizer_encode(tok, "\n", 1, 0, &ids, &n)) goto done;
+    }
+    rc = generate(m, tok, ids, (int)n, &g, stdout, NULL, NULL) ? 1 : 0;
+    printf("\n");
+done:
+    if (rc) cli_fail("generate");
+    free(ids);
+    tlm_tokenizer_free(tok);
+    model_free(m);
+    return rc;
+}

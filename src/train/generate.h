@@ -1,0 +1,25 @@
+/* generate.h — text generation with a KV cache, streaming each token as it is produced. */
+#ifndef TLM_GENERATE_H
+#define TLM_GENERATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    int max_new_tokens;
+    float temperature; /* 0 = greedy */
+    int top_k;         /* 0 = off */
+    float top_p;       /* 0 or 1 = off */
+    uint64_t seed;
+} gen_options;
+
+/* Prints the prompt's text, then up to max_new_tokens sampled tokens, to `out` (flushed per
+ * token); stops early at the tokenizer's BOS or EOS. Writes the generated ids (without the
+ * prompt) to ids_out when not NULL (room for max_new_tokens) and their count to *n_out. */
+int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
+             FILE *out, int *ids_out, int *n_out);
+
+#endif

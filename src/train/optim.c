@@ -1,0 +1,81 @@
+/* optim.c — AdamW, clipping and the schedule. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+static int applies_decay(const tensor_info *t, bool decay_embeddings) {
+    if (t->kind == TENSOR_MATRIX || t->kind == TENSOR_RESIDUAL_MATRIX) return 1;
+    return t->kind == TENSOR_EMBEDDING && decay_embeddings;
+}
+
+int adamw_init(adamw *o, const tlm_model *m, const optim_config *cfg) {
+    memset(o, 0, sizeof *o);
+    o->cfg = *cfg;
+    o->m = calloc(m->n_params, sizeof(float));
+    o->v = calloc(m->n_params, sizeof(float));
+    o->decays = calloc((size_t)m->n_tensors, 1);
+    if (!o->m || !o->v || !o->decays) {
+        adamw_free(o);
+        return tlm_error("out of memory for the optimizer state (%zu parameters)", m->n_params);
+    }
+    for (int i = 0; i < m->n_tensors; i++) o->decays[i] = (unsigned char)applies_decay(&m->tensors[i], cfg->decay_embeddings);
+    return 0;
+}
+
+void adamw_free(adamw *o) {
+    free(o->m), free(o->v), free(o->decays);
+    o->m = o->v = NULL, o->decays = NULL;
+}
+
+double grad_global_norm(const tlm_model *m) {
+    enum { CHUNKS = 64 };
+    double part[CHUNKS];
+    const size_t n = m->n_params, per = (n + CHUNKS - 1) / CHUNKS;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < CHUNKS; c++) {
+        double s = 0.0;
+        size_t end = (size_t)(c + 1) * per < n ? (size_t)(c + 1) * per : n;
+        for (size_t i = (size_t)c * per; i < end; i++) s += (double)m->grad_mem[i] * m->grad_mem[i];
+        part[c] = s;
+    }
+    double total = 0.0;
+    for (int c = 0; c < CHUNKS; c++) total += part[c];
+    return sqrt(total);
+}
+
+void adamw_step(adamw *o, tlm_model *m, float lr) {
+    const optim_config *c = &o->cfg;
+    float clip = 1.0f;
+    if (c->grad_clip > 0.0f) {
+        double norm = grad_global_norm(m);
+        if (norm > c->grad_clip) clip = (float)(c->grad_clip / (norm + 1e-6));
+    }
+    o->step++;
+    const float bc1 = 1.0f - powf(c->beta1, (float)o->step), bc2 = 1.0f - powf(c->beta2, (float)o->step);
+    const float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
+    for (int t = 0; t < m->n_tensors; t++) {
+        const tensor_info *ti = &m->tensors[t];
+        const float decay = o->decays[t] ? 1.0f - lr * c->weight_decay : 1.0f;
+        float *p = m->param_mem + ti->offset, *g = m->grad_mem + ti->offset;
+        float *mm = o->m + ti->offset, *vv = o->v + ti->offset;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < ti->numel; i++) {
+            float gi = g[i] * clip;
+            mm[i] = c->beta1 * mm[i] + (1.0f - c->beta1) * gi;
+            vv[i] = c->beta2 * vv[i] + (1.0f - c->beta2) * gi * gi;
+            p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + c->eps);
+        }
+    }
+}
+
+float lr_at(const optim_config *c, int step) {
+    if (step < c->warmup_steps) return c->lr * (float)(step + 1) / (float)(c->warmup_steps + 1);
+    if (step >= c->total_steps || c->total_steps <= c->warmup_steps) return c->min_lr;
+    double ratio = (double)(step - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(c->min_lr + coeff * (c->lr - c->min_lr));
+}

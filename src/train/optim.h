@@ -1,0 +1,36 @@
+/* optim.h — AdamW over the model's one parameter buffer, global-norm gradient clipping,
+ * and the learning-rate schedule (linear warmup, cosine decay to min_lr). */
+#ifndef TLM_OPTIM_H
+#define TLM_OPTIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model/model.h"
+
+typedef struct {
+    float lr, min_lr, beta1, beta2, eps, weight_decay, grad_clip;
+    int warmup_steps, total_steps;
+    bool decay_embeddings; /* weight decay on embeddings (and a tied head) too */
+} optim_config;
+
+typedef struct {
+    optim_config cfg;
+    float *m, *v;       /* first/second moments, one float per parameter */
+    unsigned char *decays; /* [n_tensors] 1 = apply weight decay */
+    long step;          /* updates done */
+} adamw;
+
+int adamw_init(adamw *o, const tlm_model *m, const optim_config *cfg);
+void adamw_free(adamw *o);
+/* Clips the gradient to global L2 norm cfg.grad_clip (0 = off) and applies one AdamW update
+ * with learning rate lr (PyTorch AdamW semantics: p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)). */
+void adamw_step(adamw *o, tlm_model *m, float lr);
+
+/* L2 norm of the whole gradient, summed in a fixed order (deterministic for any thread count). */
+double grad_global_norm(const tlm_model *m);
+
+/* nanoGPT's schedule: lr * (step+1)/(warmup+1) during warmup, then cosine to min_lr at total_steps. */
+float lr_at(const optim_config *c, int step);
+
+#endif

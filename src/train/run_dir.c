@@ -1,0 +1,124 @@
+#include "run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/safetensors.h"
+#include "model/checkpoint.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/io.h"
+
+static int fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return tlm_error("%s: cannot open to sync: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    close(fd);
+    return rc ? tlm_error("%s: fsync failed: %s", path, strerror(errno)) : 0;
+}
+
+static int remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = path_join(dir, e->d_name);
+        if (unlink(p) != 0) remove_tree(p);
+        free(p);
+    }
+    closedir(d);
+    return rmdir(dir);
+}
+
+static int write_optimizer(const char *path, const adamw *opt, size_t n_params) {
+    tlm_st_entry e[2] = {{.name = "adam.m", .dtype = TLM_DT_F32, .ndim = 1, .shape = {(int64_t)n_params}, .data = opt->m},
+                         {.name = "adam.v", .dtype = TLM_DT_F32, .ndim = 1, .shape = {(int64_t)n_params}, .data = opt->v}};
+    return tlm_st_write(path, e, 2, NULL);
+}
+
+/* test hook: TLM_TEST_CRASH_IN_SAVE=<step> kills the process halfway through that save */
+static void maybe_crash(int step) {
+    const char *s = getenv("TLM_TEST_CRASH_IN_SAVE");
+    if (s && atoi(s) == step) raise(SIGKILL);
+}
+
+int run_save(const char *out_dir, int step, const tlm_model *m, const tlm_tokenizer *tok, const adamw *opt,
+             const char *trainer_json) {
+    if (make_dirs(out_dir)) return -1;
+    char name[64], tmpl[4096], final_dir[4096], link_tmp[4096], link_path[4096];
+    snprintf(name, sizeof name, "step-%07d", step);
+    snprintf(tmpl, sizeof tmpl, "%s/.%s.tmp-XXXXXX", out_dir, name);
+    snprintf(final_dir, sizeof final_dir, "%s/%s", out_dir, name);
+    snprintf(link_tmp, sizeof link_tmp, "%s/.latest.tmp", out_dir);
+    snprintf(link_path, sizeof link_path, "%s/latest", out_dir);
+    if (!mkdtemp(tmpl)) return tlm_error("%s: cannot create a checkpoint directory: %s", out_dir, strerror(errno));
+    char *tok_path = path_join(tmpl, TLM_TOKENIZER_OWN_FILE), *opt_path = path_join(tmpl, "optimizer.safetensors");
+    char *state_path = path_join(tmpl, "trainer.json");
+    int rc = model_save_dir(m, tmpl);
+    maybe_crash(step);
+    if (!rc) rc = tlm_tokenizer_save(tok, tok_path);
+    if (!rc) rc = write_optimizer(opt_path, opt, m->n_params);
+    if (!rc) rc = tlm_write_file_atomic(state_path, trainer_json, strlen(trainer_json));
+    free(tok_path), free(opt_path), free(state_path);
+    if (!rc) rc = fsync_path(tmpl);
+    if (rc) {
+        remove_tree(tmpl);
+        return tlm_error_prefix("%s: saving the checkpoint of step %d", out_dir, step);
+    }
+    /* a leftover directory of this step (a crash after its rename, before the link switch)
+     * is not what latest points to, so it can go */
+    char *current = run_latest(out_dir);
+    if (current && strcmp(current, final_dir) != 0) remove_tree(final_dir);
+    free(current);
+    tlm_clear_error();
+    if (rename(tmpl, final_dir) != 0) {
+        int e = errno;
+        remove_tree(tmpl);
+        return tlm_error("%s: cannot move the checkpoint into place: %s", final_dir, strerror(e));
+    }
+    unlink(link_tmp);
+    if (symlink(name, link_tmp) != 0 || rename(link_tmp, link_path) != 0)
+        return tlm_error("%s: cannot switch the latest link: %s", link_path, strerror(errno));
+    if (fsync_path(out_dir)) return -1;
+    /* keep only the checkpoint latest names */
+    DIR *d = opendir(out_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "step-", 5) != 0 || !strcmp(e->d_name, name)) continue;
+        char *old = path_join(out_dir, e->d_name);
+        remove_tree(old);
+        free(old);
+    }
+    if (d) closedir(d);
+    return 0;
+}
+
+char *run_latest(const char *out_dir) {
+    char *link = path_join(out_dir, "latest");
+    char target[1024];
+    ssize_t n = link ? readlink(link, target, sizeof target - 1) : -1;
+    free(link);
+    if (n <= 0) return tlm_error("%s: no checkpoint (no \"latest\" link)", out_dir), NULL;
+    target[n] = '\0';
+    if (strchr(target, '/')) return tlm_error("%s/latest: unexpected link target \"%s\"", out_dir, target), NULL;
+    return path_join(out_dir, target);
+}
+
+int run_load_optimizer(const char *ckpt_dir, adamw *opt, size_t n_params) {
+    char *path = path_join(ckpt_dir, "optimizer.safetensors");
+    tlm_safetensors *st = tlm_st_open(path);
+    free(path);
+    if (!st) return -1;
+    int64_t shape[1] = {(int64_t)n_params};
+    int rc = tlm_st_load_f32(st, "adam.m", 1, shape, opt->m) || tlm_st_load_f32(st, "adam.v", 1, shape, opt->v) ? -1 : 0;
+    tlm_st_close(st);
+    return rc;
+}

@@ -1,0 +1,453 @@
+/* trainer.c — the training step, top to bottom:
+ *
+ *   for step in [start, steps):
+ *       zero grads
+ *       for micro in [0, accum):  batch <- data; loss += forward(batch); backward(1/accum)
+ *       stop if loss or gradient is not finite (the last checkpoint stays)
+ *       lr <- schedule(step); clip; AdamW
+ *       every eval_every: validation loss on fixed batches
+ *       metrics.jsonl, progress line; every save_every (and on SIGINT/SIGTERM): checkpoint
+ */
+#include "trainer.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/checkpoint.h"
+#include "tokenizer/tokenizer.h"
+#include "train/data.h"
+#include "train/generate.h"
+#include "train/run_dir.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/io.h"
+
+static volatile sig_atomic_t stop_signal = 0;
+static void on_signal(int sig) { stop_signal = sig; }
+
+typedef struct {
+    train_options o;
+    char *data_path, *out_dir, *tokenizer_kind;
+    tlm_model *m;
+    tlm_tokenizer *tok;
+    int *tokens;
+    size_t n_tokens;
+    uint64_t data_hash;
+    dataset data;
+    adamw opt;
+    rng_state rng;
+    int step; /* steps completed */
+    float last_val;
+    double elapsed; /* seconds of training, summed over resumed sessions */
+    int *inputs, *targets;
+    FILE *metrics;
+} trainer;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t fnv1a(const char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---- trainer state (trainer.json) ----------------------------------------------------------- */
+
+static char *state_json(const trainer *t) {
+    const train_options *o = &t->o;
+    cJSON *j = cJSON_CreateObject();
+    char buf[32];
+    cJSON_AddNumberToObject(j, "step", t->step);
+    cJSON *r = cJSON_AddArrayToObject(j, "rng");
+    for (int i = 0; i < 4; i++) {
+        snprintf(buf, sizeof buf, "%016llx", (unsigned long long)t->rng.s[i]);
+        cJSON_AddItemToArray(r, cJSON_CreateString(buf));
+    }
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)t->data_hash);
+    cJSON_AddStringToObject(j, "data_hash", buf);
+    cJSON_AddNumberToObject(j, "data_tokens", (double)t->n_tokens);
+    cJSON_AddStringToObject(j, "data_path", t->data_path);
+    cJSON_AddStringToObject(j, "tokenizer", t->tokenizer_kind);
+    cJSON_AddNumberToObject(j, "last_val_loss", t->last_val);
+    cJSON_AddNumberToObject(j, "elapsed", t->elapsed);
+    cJSON_AddNumberToObject(j, "optimizer_steps", (double)t->opt.step);
+    cJSON *op = cJSON_AddObjectToObject(j, "options");
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)o->seed);
+    cJSON_AddStringToObject(op, "seed", buf);
+    cJSON_AddNumberToObject(op, "steps", o->steps);
+    cJSON_AddNumberToObject(op, "batch", o->batch);
+    cJSON_AddNumberToObject(op, "seq", o->seq);
+    cJSON_AddNumberToObject(op, "accum", o->accum);
+    cJSON_AddNumberToObject(op, "eval_every", o->eval_every);
+    cJSON_AddNumberToObject(op, "eval_batches", o->eval_batches);
+    cJSON_AddNumberToObject(op, "save_every", o->save_every);
+    cJSON_AddNumberToObject(op, "log_every", o->log_every);
+    cJSON_AddNumberToObject(op, "sample_tokens", o->sample_tokens);
+    cJSON_AddNumberToObject(op, "lr", o->opt.lr);
+    cJSON_AddNumberToObject(op, "min_lr", o->opt.min_lr);
+    cJSON_AddNumberToObject(op, "beta1", o->opt.beta1);
+    cJSON_AddNumberToObject(op, "beta2", o->opt.beta2);
+    cJSON_AddNumberToObject(op, "eps", o->opt.eps);
+    cJSON_AddNumberToObject(op, "weight_decay", o->opt.weight_decay);
+    cJSON_AddNumberToObject(op, "grad_clip", o->opt.grad_clip);
+    cJSON_AddNumberToObject(op, "warmup_steps", o->opt.warmup_steps);
+    cJSON_AddBoolToObject(op, "decay_embeddings", o->opt.decay_embeddings);
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static int json_num(const cJSON *o, const char *key, const char *src, double *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(it)) return tlm_error("%s: field \"%s\" is missing or not a number", src, key);
+    *out = it->valuedouble;
+    return 0;
+}
+
+static int read_state(trainer *t, const char *path) {
+    size_t n;
+    char *text = read_text_file(path, &n);
+    if (!text) return -1;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j) return tlm_error("%s: not valid JSON", path);
+    int rc = -1;
+    train_options *o = &t->o;
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(j, "options"), *r = cJSON_GetObjectItemCaseSensitive(j, "rng");
+    const char *tk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer"));
+    const char *hash = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "data_hash"));
+    const char *seed = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(op, "seed"));
+    if (!cJSON_IsObject(op) || cJSON_GetArraySize(r) != 4 || !tk || !hash || !seed) {
+        tlm_error("%s: options, rng, tokenizer, data_hash or seed missing", path);
+        goto done;
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *h = cJSON_GetStringValue(cJSON_GetArrayItem(r, i));
+        if (!h) goto bad;
+        t->rng.s[i] = strtoull(h, NULL, 16);
+    }
+    t->data_hash = strtoull(hash, NULL, 16);
+    o->seed = strtoull(seed, NULL, 10);
+    t->tokenizer_kind = strdup(tk);
+    double v[20] = {0};
+    const char *keys[] = {"steps", "batch", "seq", "accum", "eval_every", "eval_batches", "save_every", "log_every",
+                          "sample_tokens", "lr", "min_lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip",
+                          "warmup_steps"};
+    for (int i = 0; i < 17; i++)
+        if (json_num(op, keys[i], path, &v[i])) goto done;
+    o->steps = (int)v[0], o->batch = (int)v[1], o->seq = (int)v[2], o->accum = (int)v[3];
+    o->eval_every = (int)v[4], o->eval_batches = (int)v[5], o->save_every = (int)v[6], o->log_every = (int)v[7];
+    o->sample_tokens = (int)v[8];
+    o->opt.lr = (float)v[9], o->opt.min_lr = (float)v[10], o->opt.beta1 = (float)v[11], o->opt.beta2 = (float)v[12];
+    o->opt.eps = (float)v[13], o->opt.weight_decay = (float)v[14], o->opt.grad_clip = (float)v[15];
+    o->opt.warmup_steps = (int)v[16], o->opt.total_steps = o->steps;
+    o->opt.decay_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(op, "decay_embeddings"));
+    double step = 0, val = 0, elapsed = 0, opt_steps = 0;
+    if (json_num(j, "step", path, &step) || json_num(j, "last_val_loss", path, &val) ||
+        json_num(j, "elapsed", path, &elapsed) || json_num(j, "optimizer_steps", path, &opt_steps))
+        goto done;
+    t->step = (int)step, t->last_val = (float)val, t->elapsed = elapsed;
+    t->opt.step = (long)opt_steps; /* set again after adamw_init */
+    rc = 0;
+    goto done;
+bad:
+    tlm_error("%s: field \"rng\" must hold 4 hex strings", path);
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* ---- pieces of a run ----------------------------------------------------------------------- */
+
+static int load_corpus(trainer *t) {
+    char *text = read_text_file(t->data_path, &t->n_tokens);
+    if (!text) return -1;
+    if (t->n_tokens == 0) {
+        free(text);
+        return tlm_error("%s: the data file is empty", t->data_path);
+    }
+    t->data_hash = t->data_hash ? t->data_hash : fnv1a(text, t->n_tokens);
+    if (fnv1a(text, t->n_tokens) != t->data_hash) {
+        free(text);
+        return tlm_error("%s: this is not the data file the run was trained on (its content differs)", t->data_path);
+    }
+    if (!t->tok) {
+        if (!strcmp(t->tokenizer_kind, "bytes"))
+            t->tok = tlm_tokenizer_bytes();
+        else if (!strcmp(t->tokenizer_kind, "chars"))
+            t->tok = tlm_tokenizer_chars(text, t->n_tokens);
+        else
+            tlm_error("--tokenizer \"%s\": expected \"chars\" or \"bytes\"", t->tokenizer_kind);
+        if (!t->tok) {
+            free(text);
+            return tlm_error_prefix("%s", t->data_path);
+        }
+    }
+    size_t n;
+    int rc = tlm_tokenizer_encode(t->tok, text, t->n_tokens, 0, &t->tokens, &n);
+    free(text);
+    if (rc) return tlm_error_prefix("%s", t->data_path);
+    t->n_tokens = n;
+    return 0;
+}
+
+static int check_options(const train_options *o) {
+    if (o->steps <= 0) return tlm_error("--steps %d must be positive", o->steps);
+    if (o->batch <= 0 || o->seq <= 0 || o->accum <= 0)
+        return tlm_error("--batch %d, --seq %d and --accum %d must be positive", o->batch, o->seq, o->accum);
+    if (o->eval_every <= 0 || o->eval_batches <= 0 || o->save_every <= 0 || o->log_every <= 0)
+        return tlm_error("--eval-every, --eval-batches, --save-every and --log-every must be positive");
+    if (!(o->opt.lr > 0) || o->opt.min_lr < 0 || !(o->opt.beta1 >= 0 && o->opt.beta1 < 1) ||
+        !(o->opt.beta2 >= 0 && o->opt.beta2 < 1) || !(o->opt.eps > 0) || o->opt.weight_decay < 0 ||
+        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0)
+        return tlm_error("optimizer settings out of range (lr > 0, min_lr >= 0, 0 <= beta < 1, eps > 0, "
+                         "weight decay, clip and warmup >= 0)");
+    return 0;
+}
+
+static int prepare(trainer *t) {
+    const train_options *o = &t->o;
+    if (t->m->cfg.max_seq < o->seq)
+        return tlm_error("--seq %d is longer than the model's max_position_embeddings %d", o->seq, t->m->cfg.max_seq);
+    if (tlm_tokenizer_vocab_size(t->tok) > t->m->cfg.vocab_size)
+        return tlm_error("the tokenizer has %d tokens but the model's vocab_size is %d",
+                         tlm_tokenizer_vocab_size(t->tok), t->m->cfg.vocab_size);
+    if (dataset_init(&t->data, t->tokens, t->n_tokens, o->seq, o->batch, o->eval_batches, o->seed, t->data_path))
+        return -1;
+    t->inputs = malloc(sizeof(int) * o->batch * o->seq);
+    t->targets = malloc(sizeof(int) * o->batch * o->seq);
+    if (!t->inputs || !t->targets || model_alloc_grads(t->m)) return tlm_error("out of memory");
+    return 0;
+}
+
+static float validation_loss(trainer *t) {
+    double sum = 0.0;
+    for (int k = 0; k < t->o.eval_batches; k++) {
+        float loss = 0.0f;
+        dataset_val_batch(&t->data, k, t->inputs, t->targets);
+        model_forward(t->m, t->inputs, t->targets, t->o.batch, t->o.seq, &loss);
+        sum += loss;
+    }
+    return (float)(sum / t->o.eval_batches);
+}
+
+static int save(trainer *t) {
+    char *state = state_json(t);
+    int rc = run_save(t->out_dir, t->step, t->m, t->tok, &t->opt, state);
+    free(state);
+    return rc;
+}
+
+/* metrics.jsonl keeps the lines of steps <= keep_step (a resumed run rewrites what follows) */
+static int open_metrics(trainer *t, int keep_step) {
+    char *path = path_join(t->out_dir, "metrics.jsonl");
+    size_t n = 0;
+    char *old = keep_step > 0 && file_exists(path) ? read_text_file(path, &n) : NULL;
+    size_t keep = 0;
+    for (char *line = old; line && line < old + n;) {
+        char *end = strchr(line, '\n');
+        if (!end) break;
+        cJSON *j = cJSON_ParseWithLength(line, (size_t)(end - line));
+        int s = j ? (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "step")) : 1 << 30;
+        cJSON_Delete(j);
+        if (s > keep_step) break;
+        keep = (size_t)(end + 1 - old);
+        line = end + 1;
+    }
+    int rc = tlm_write_file_atomic(path, old ? old : "", keep);
+    free(old);
+    t->metrics = rc ? NULL : fopen(path, "a");
+    if (!rc && !t->metrics) rc = tlm_error("%s: cannot open for appending", path);
+    free(path);
+    return rc;
+}
+
+static void fmt_duration(char *buf, size_t n, double s) {
+    if (s >= 3600)
+        snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60)
+        snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else
+        snprintf(buf, n, "%.0fs", s);
+}
+
+static void progress(const trainer *t, float loss, float lr, double tok_s, double step_s, int tty) {
+    char eta[32], val[32] = "-";
+    fmt_duration(eta, sizeof eta, step_s * (t->o.steps - t->step));
+    if (t->last_val > 0) snprintf(val, sizeof val, "%.4f", t->last_val);
+    if (tty) {
+        int width = 24, filled = (int)((double)t->step / t->o.steps * width);
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r[%s] %d/%d  loss %.4f  val %s  lr %.2e  %.0f tok/s  ETA %s   ", bar, t->step, t->o.steps,
+                loss, val, lr, tok_s, eta);
+    } else {
+        fprintf(stderr, "step %d/%d  loss %.4f  val %s  lr %.2e  %.0f tok/s  ETA %s\n", t->step, t->o.steps, loss, val,
+                lr, tok_s, eta);
+    }
+    fflush(stderr);
+}
+
+static int train_loop(trainer *t) {
+    train_options *o = &t->o;
+    const int tty = isatty(STDERR_FILENO);
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    stop_signal = 0;
+    int rc = 0;
+    const double tokens_per_step = (double)o->batch * o->seq * o->accum;
+    double session_start = now_s(), elapsed_before = t->elapsed;
+    while (t->step < o->steps) {
+        double t0 = now_s();
+        model_zero_grads(t->m);
+        double loss_sum = 0.0;
+        for (int micro = 0; micro < o->accum; micro++) {
+            float loss = 0.0f;
+            dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
+            if (model_forward(t->m, t->inputs, t->targets, o->batch, o->seq, &loss) ||
+                model_backward(t->m, 1.0f / o->accum)) {
+                rc = 1;
+                goto out;
+            }
+            loss_sum += loss;
+        }
+        float loss = (float)(loss_sum / o->accum);
+        double gnorm = grad_global_norm(t->m);
+        if (!isfinite(loss) || !isfinite(gnorm)) {
+            tlm_error("step %d: the %s is %s; stopping without saving (the last checkpoint in %s is kept)",
+                      t->step + 1, isfinite(loss) ? "gradient norm" : "loss",
+                      isnan(isfinite(loss) ? gnorm : loss) ? "NaN" : "infinite", t->out_dir);
+            rc = 1;
+            goto out;
+        }
+        float lr = lr_at(&o->opt, t->step);
+        adamw_step(&t->opt, t->m, lr);
+        t->step++;
+        double step_s = now_s() - t0;
+        int evaluated = t->step % o->eval_every == 0 || t->step == o->steps;
+        if (evaluated) t->last_val = validation_loss(t);
+        t->elapsed = elapsed_before + (now_s() - session_start);
+        fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
+        if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
+        fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr, gnorm,
+                tokens_per_step / step_s, t->elapsed);
+        fflush(t->metrics);
+        if (tty || t->step % o->log_every == 0 || evaluated || t->step == o->steps)
+            progress(t, loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
+        int stop_here = stop_signal || (o->stop_at > 0 && t->step == o->stop_at);
+        if (t->step % o->save_every == 0 || t->step == o->steps || stop_here) {
+            if (save(t)) {
+                rc = 1;
+                goto out;
+            }
+        }
+        if (stop_here) {
+            if (tty) fputc('\n', stderr);
+            fprintf(stderr, "stopped after step %d%s; checkpoint saved. Continue with: tinylm train --resume %s --data %s\n",
+                    t->step, stop_signal ? " (signal)" : "", t->out_dir, t->data_path);
+            rc = stop_signal == SIGTERM ? 143 : stop_signal ? 130 : 0;
+            goto out;
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    fprintf(stderr, "done: %d steps, validation loss %.4f, %.1f s; model in %s\n", t->step, t->last_val, t->elapsed,
+            t->out_dir);
+    if (o->sample_tokens > 0) {
+        int bos = tlm_tokenizer_bos(t->tok), start = bos >= 0 ? bos : t->tokens[0];
+        gen_options g = {.max_new_tokens = o->sample_tokens, .temperature = 0.8f, .seed = o->seed};
+        printf("\n--- sample (temperature 0.8) ---\n");
+        if (generate(t->m, t->tok, &start, 1, &g, stdout, NULL, NULL)) rc = 1;
+        printf("\n");
+    }
+out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return rc;
+}
+
+static void trainer_free(trainer *t) {
+    if (t->metrics) fclose(t->metrics);
+    dataset_free(&t->data);
+    adamw_free(&t->opt);
+    model_free(t->m);
+    tlm_tokenizer_free(t->tok);
+    free(t->tokens), free(t->inputs), free(t->targets);
+    free(t->data_path), free(t->out_dir), free(t->tokenizer_kind);
+}
+
+static int finish(trainer *t, int rc) {
+    if (rc == 1) fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
+    trainer_free(t);
+    return rc;
+}
+
+int train_new(const char *model_config_json, const train_options *o) {
+    trainer t = {.o = *o};
+    t.data_path = strdup(o->data_path);
+    t.out_dir = strdup(o->out_dir);
+    t.tokenizer_kind = strdup(o->tokenizer);
+    t.o.opt.total_steps = o->steps;
+    tlm_config cfg;
+    char *latest = run_latest(o->out_dir);
+    if (latest) {
+        free(latest);
+        tlm_error("%s already holds a training run; continue it with --resume %s, or choose another --out",
+                  o->out_dir, o->out_dir);
+        return finish(&t, 1);
+    }
+    if (check_options(&t.o) || load_corpus(&t)) return finish(&t, 1);
+    /* the vocabulary comes from the tokenizer: write it into the config before building */
+    cJSON *j = cJSON_Parse(model_config_json);
+    if (!j) return tlm_error("model config: not valid JSON"), finish(&t, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "vocab_size");
+    cJSON_AddNumberToObject(j, "vocab_size", tlm_tokenizer_vocab_size(t.tok));
+    if (!cJSON_GetObjectItemCaseSensitive(j, "max_position_embeddings"))
+        cJSON_AddNumberToObject(j, "max_position_embeddings", o->seq);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    int rc = config_parse(&cfg, text, "model config");
+    free(text);
+    if (rc || !(t.m = model_create(&cfg))) return finish(&t, 1);
+    model_init_weights(t.m, o->seed);
+    rng_seed(&t.rng, o->seed);
+    if (prepare(&t) || adamw_init(&t.opt, t.m, &t.o.opt) || make_dirs(o->out_dir) || open_metrics(&t, 0))
+        return finish(&t, 1);
+    fprintf(stderr, "training %zu parameters on %zu tokens (%s tokenizer, vocab %d) for %d steps -> %s\n",
+            t.m->n_params, t.n_tokens, t.tokenizer_kind, t.m->cfg.vocab_size, o->steps, o->out_dir);
+    return finish(&t, train_loop(&t));
+}
+
+int train_resume(const char *out_dir, const char *data_path) {
+    trainer t = {0};
+    t.out_dir = strdup(out_dir);
+    char *ckpt = run_latest(out_dir);
+    if (!ckpt) return finish(&t, 1);
+    char *state_path = path_join(ckpt, "trainer.json"), *tok_path = path_join(ckpt, TLM_TOKENIZER_OWN_FILE);
+    int rc = read_state(&t, state_path);
+    long opt_steps = t.opt.step;
+    if (!rc) {
+        t.data_path = strdup(data_path);
+        t.tok = tlm_tokenizer_load(tok_path);
+        t.m = t.tok ? model_load_dir(ckpt) : NULL;
+        rc = !t.m || load_corpus(&t) || prepare(&t) || adamw_init(&t.opt, t.m, &t.o.opt) ||
+             run_load_optimizer(ckpt, &t.opt, t.m->n_params) || open_metrics(&t, t.step);
+    }
+    free(state_path), free(tok_path), free(ckpt);
+    if (rc) return finish(&t, 1);
+    t.opt.step = opt_steps;
+    fprintf(stderr, "resuming %s at step %d of %d\n", out_dir, t.step, t.o.steps);
+    return finish(&t, train_loop(&t));
+}

@@ -1,0 +1,29 @@
+/* trainer.h — the training loop: data -> forward -> backward (with accumulation) -> clip ->
+ * AdamW, periodic validation, metrics, progress, crash-proof checkpoints, exact resume. */
+#ifndef TLM_TRAINER_H
+#define TLM_TRAINER_H
+
+#include <stdint.h>
+
+#include "train/optim.h"
+
+typedef struct {
+    const char *data_path;
+    const char *out_dir;
+    const char *tokenizer; /* "chars" or "bytes" */
+    int steps, batch, seq, accum;
+    int eval_every, eval_batches, save_every, log_every;
+    uint64_t seed;
+    optim_config opt;
+    int stop_at;       /* > 0: stop after this step with a checkpoint, as if interrupted */
+    int sample_tokens; /* > 0: print a sample of this many tokens at the end */
+} train_options;
+
+/* A new run: model_config_json is a model_type "tinylm" config. Refuses an out_dir that
+ * already holds a run. Returns the process exit code (0 done, 1 error, 130/143 interrupted). */
+int train_new(const char *model_config_json, const train_options *o);
+/* Continues the run in out_dir from its latest checkpoint, with its saved options; the data
+ * file must be the one it was trained on. */
+int train_resume(const char *out_dir, const char *data_path);
+
+#endif
