@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/llama2c.h"
 #include "formats/safetensors.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -32,7 +33,32 @@ static int load_engine_tensors(tlm_model *m, const tlm_safetensors *st, const ch
     return 0;
 }
 
-tlm_model *model_load_dir(const char *dir) {
+/* a regular file named *.bin is a llama2.c checkpoint */
+int is_llama2c_file(const char *path) {
+    size_t n = strlen(path);
+    return n > 4 && !strcmp(path + n - 4, ".bin") && file_exists(path);
+}
+
+char *model_dir_resolve(const char *dir) {
+    char *link = path_join(dir, "latest"), *cfg = path_join(dir, "config.json");
+    int run = !file_exists(cfg) && is_directory(link); /* a training run: use its latest checkpoint */
+    free(cfg);
+    if (run) return link;
+    free(link);
+    return strdup(dir);
+}
+
+static tlm_model *load_resolved(const char *dir);
+
+tlm_model *model_load_dir(const char *path) {
+    char *dir = model_dir_resolve(path);
+    tlm_model *m = dir ? load_resolved(dir) : NULL;
+    free(dir);
+    return m;
+}
+
+static tlm_model *load_resolved(const char *dir) {
+    if (is_llama2c_file(dir)) return llama2c_load(dir);
     if (!is_directory(dir)) return tlm_error("%s: not a directory (expected config.json + model.safetensors)", dir), NULL;
     char *cfg_path = path_join(dir, "config.json");
     tlm_config cfg;

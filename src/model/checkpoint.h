@@ -7,6 +7,11 @@
 /* Loads DIR/config.json and the weights; dispatches to the Hugging Face family loaders for
  * any model_type other than "tinylm". NULL + tlm_error naming the file on failure. */
 tlm_model *model_load_dir(const char *dir);
+/* A training run directory (OUT with OUT/latest -> step-N) resolves to its latest
+ * checkpoint; anything else to itself. malloc'd. */
+char *model_dir_resolve(const char *dir);
+/* A path to a regular file ending in ".bin": a llama2.c checkpoint. */
+int is_llama2c_file(const char *path);
 /* Writes DIR/config.json (model_type "tinylm") and DIR/model.safetensors (F32), each atomically. */
 int model_save_dir(const tlm_model *m, const char *dir);
 

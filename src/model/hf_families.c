@@ -1,10 +1,13 @@
 /* hf_families.c — reading Hugging Face config.json files as engine configs.
  *
- * A family is data: its fixed architecture (what its modeling_*.py hard-codes), the config
- * keys that change the numbers, the bookkeeping keys that do not, and a check for the keys
- * that need more than a copy (rope_scaling, hidden_act). Decisions are documented in
- * docs/hf-families.md. */
+ * A family is data: its fixed architecture (what its modeling_*.py hard-codes) together with
+ * the defaults of its configuration_*.py class (config.json files are written as a diff
+ * against those defaults, so a missing key means the class default), the config keys that
+ * change the numbers, the bookkeeping keys that do not, and a check for the keys that need
+ * more than a copy (RoPE, activation, sliding-window layers). Every decision is documented
+ * in docs/hf-families.md. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +16,7 @@
 
 #define F(field) offsetof(tlm_config, field)
 
-/* keys every supported family reads the same way */
+/* keys every RoPE family (all but gpt2) reads the same way */
 static const config_key HF_COMMON_KEYS[] = {
     {"vocab_size", KEY_INT, F(vocab_size), NULL},
     {"hidden_size", KEY_INT, F(d_model), NULL},
@@ -24,101 +27,433 @@ static const config_key HF_COMMON_KEYS[] = {
     {"intermediate_size", KEY_INT, F(d_ff), NULL},
     {"max_position_embeddings", KEY_INT, F(max_seq), NULL},
     {"rope_theta", KEY_FLOAT, F(rope_theta), NULL},
+    {"rms_norm_eps", KEY_FLOAT, F(norm_eps), NULL},
     {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
     {"initializer_range", KEY_FLOAT, F(init_std), NULL},
     {NULL, 0, 0, NULL},
 };
 
-/* keys that never change the logits */
+/* keys that never change the logits, in any family */
 static const char *const HF_IGNORED[] = {
     "model_type", "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype",
     "transformers_version", "use_cache", "_name_or_path", "attention_dropout", "hidden_dropout",
     "output_attentions", "output_hidden_states", "return_dict", "dtype", "auto_map", "max_window_layers",
-    "use_sliding_window", "use_return_dict", "tokenizer_class", "unsloth_fixed", NULL,
+    "use_sliding_window", "use_return_dict", "tokenizer_class", "unsloth_fixed", "initializer_factor",
+    "is_decoder", "chunk_size_feed_forward", "task_specific_params",
+    "problem_type", "id2label", "label2id", NULL,
 };
 
-static void arch_llama(tlm_config *c) {
-    c->norm = NORM_RMSNORM;
-    c->placement = PLACE_PRE;
-    c->position = POS_ROPE;
-    c->ffn = FFN_SWIGLU;
-    c->norm_eps = 1e-6f;
-    c->tie_embeddings = false;
+/* ---- the fixed architecture and class defaults of each family ------------------------------ */
+
+static void sizes(tlm_config *c, int V, int d, int f, int L, int H, int KV, int hd, int max_pos) {
+    c->vocab_size = V, c->d_model = d, c->d_ff = f, c->n_layers = L;
+    c->n_heads = H, c->n_kv_heads = KV, c->head_dim = hd, c->max_seq = max_pos;
 }
 
+/* LlamaConfig: num_key_value_heads None -> heads, head_dim None -> hidden/heads */
+static void arch_llama(tlm_config *c) {
+    sizes(c, 32000, 4096, 11008, 32, 32, 0, 0, 2048);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+}
+
+/* Qwen2Attention: q, k, v with bias, o without (hard-coded, not a config key) */
+static void arch_qwen2(tlm_config *c) {
+    sizes(c, 151936, 4096, 22016, 32, 32, 32, 0, 32768);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+    c->attn_bias = true, c->attn_out_bias = false;
+    c->sliding_window = 4096; /* the class default; only used with use_sliding_window */
+}
+
+/* Qwen3: per-head QK-Norm (plain w), head_dim default 128, attention_bias on q, k, v, o */
+static void arch_qwen3(tlm_config *c) {
+    arch_qwen2(c);
+    c->head_dim = 128;
+    c->attn_bias = c->attn_out_bias = false;
+    c->qk_norm = QK_NORM_HEAD;
+}
+
+static void arch_gemma_common(tlm_config *c) {
+    c->norm = NORM_RMSNORM_1P, c->placement = PLACE_SANDWICH, c->position = POS_ROPE, c->ffn = FFN_GEGLU;
+    c->embed_scale = true;
+    c->norm_eps = 1e-6f, c->tie_embeddings = true;
+    c->query_pre_attn_scalar = 256.0f, c->sliding_window = 4096;
+}
+
+static void arch_gemma2(tlm_config *c) {
+    sizes(c, 256000, 2304, 9216, 26, 8, 4, 256, 8192);
+    arch_gemma_common(c);
+    c->rope_theta = 10000.0f;
+    c->attn_softcap = 50.0f, c->final_softcap = 30.0f;
+}
+
+static void arch_gemma3(tlm_config *c) {
+    sizes(c, 262208, 2304, 9216, 26, 8, 4, 256, 131072);
+    arch_gemma_common(c);
+    c->qk_norm = QK_NORM_HEAD;
+    c->rope_theta = 1000000.0f, c->rope_theta_local = 10000.0f;
+}
+
+/* OLMo 2: a norm after each sublayer's output, no input norm; QK-Norm over the whole projection */
+static void arch_olmo2(tlm_config *c) {
+    sizes(c, 50304, 4096, 11008, 32, 32, 0, 0, 2048);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_OUTPUT, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->qk_norm = QK_NORM_FULL;
+    c->norm_eps = 1e-5f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+}
+
+/* GPT-2: LayerNorm with bias, learned positions, GELU (tanh) MLP, biases everywhere, tied head */
+static void arch_gpt2(tlm_config *c) {
+    sizes(c, 50257, 768, 0, 12, 12, 0, 0, 1024);
+    c->norm = NORM_LAYERNORM, c->norm_bias = true, c->placement = PLACE_PRE;
+    c->position = POS_LEARNED, c->ffn = FFN_GELU;
+    c->attn_bias = c->attn_out_bias = true, c->mlp_bias = true;
+    c->norm_eps = 1e-5f, c->tie_embeddings = true;
+}
+
+/* ---- family keys ---------------------------------------------------------------------------- */
+
 static const config_key LLAMA_KEYS[] = {
-    {"rms_norm_eps", KEY_FLOAT, F(norm_eps), NULL},
     {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
     {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
     {NULL, 0, 0, NULL},
 };
 
-static int check_hidden_act(const cJSON *root, const char *src, const char *expect) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (!it) it = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
-    if (!it) return 0;
-    const char *s = cJSON_GetStringValue(it);
-    if (!s || strcmp(s, expect) != 0)
-        return tlm_error("%s: hidden_act = \"%s\" is not supported for this family (only \"%s\")", src,
-                         s ? s : "(not a string)", expect);
+static const config_key QWEN2_KEYS[] = {
+    {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key QWEN3_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+#define GEMMA_KEY_ROWS                                                                                         \
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},                                                          \
+        {"query_pre_attn_scalar", KEY_FLOAT, F(query_pre_attn_scalar), NULL},                                  \
+        {"attn_logit_softcapping", KEY_FLOAT_OR_NULL, F(attn_softcap), NULL},                                  \
+        {"final_logit_softcapping", KEY_FLOAT_OR_NULL, F(final_softcap), NULL},                                \
+        {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},                                          \
+        {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL}
+
+static const config_key GEMMA2_KEYS[] = {GEMMA_KEY_ROWS, {NULL, 0, 0, NULL}};
+/* Gemma 3 adds the RoPE base of its sliding-window layers */
+static const config_key GEMMA3_KEYS[] = {
+    GEMMA_KEY_ROWS,
+    {"rope_local_base_freq", KEY_FLOAT, F(rope_theta_local), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key OLMO2_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* GPT2Config has its own key names (attribute_map: hidden_size -> n_embd, ...) */
+static const config_key GPT2_KEYS[] = {
+    {"vocab_size", KEY_INT, F(vocab_size), NULL},
+    {"n_embd", KEY_INT, F(d_model), NULL},
+    {"n_layer", KEY_INT, F(n_layers), NULL},
+    {"n_head", KEY_INT, F(n_heads), NULL},
+    {"n_positions", KEY_INT, F(max_seq), NULL},
+    {"n_inner", KEY_INT_OR_NULL, F(d_ff), NULL},
+    {"layer_norm_epsilon", KEY_FLOAT, F(norm_eps), NULL},
+    {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
+    {"initializer_range", KEY_FLOAT, F(init_std), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* ---- helpers for the checks ------------------------------------------------------------------ */
+
+static const cJSON *item(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+
+/* The activation in key `key` (default `dflt` when absent) must be one of `ok` (NULL-ended). */
+static int check_activation(const cJSON *root, const char *src, const char *key, const char *dflt,
+                            const char *const *ok) {
+    const cJSON *it = item(root, key);
+    const char *s = it ? cJSON_GetStringValue(it) : dflt;
+    for (int i = 0; s && ok[i]; i++)
+        if (!strcmp(s, ok[i])) return 0;
+    char list[160] = "";
+    for (int i = 0; ok[i]; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"", i ? ", " : "", ok[i]);
+    return tlm_error("%s: %s = \"%s\" is not supported for this family (the engine implements %s)", src, key,
+                     s ? s : "(not a string)", list);
+}
+
+static const char *const SILU[] = {"silu", "swish", NULL};              /* ACT2FN: both are nn.SiLU */
+static const char *const GELU_TANH[] = {"gelu_pytorch_tanh", "gelu_new", NULL}; /* tanh approximations */
+
+static int read_bool(const cJSON *root, const char *src, const char *key, bool dflt, bool *out) {
+    const cJSON *it = item(root, key);
+    if (!it || cJSON_IsNull(it)) return (*out = dflt), 0;
+    if (!cJSON_IsBool(it)) return tlm_error("%s: key \"%s\" must be true or false", src, key);
+    *out = cJSON_IsTrue(it);
     return 0;
 }
 
-static int read_rope_scaling(tlm_config *c, const cJSON *root, const char *src) {
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (!rs || cJSON_IsNull(rs)) return 0;
-    if (!cJSON_IsObject(rs)) return tlm_error("%s: rope_scaling must be an object or null", src);
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rs, "rope_type"));
-    if (!type) type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rs, "type"));
-    if (!type) return tlm_error("%s: rope_scaling has no \"rope_type\"", src);
-    const cJSON *factor = cJSON_GetObjectItemCaseSensitive(rs, "factor");
-    if (!strcmp(type, "default")) return 0;
-    if (!cJSON_IsNumber(factor)) return tlm_error("%s: rope_scaling.factor must be a number", src);
-    c->rope_factor = (float)factor->valuedouble;
+static int must_be_false(const cJSON *root, const char *src, const char *key, const char *why) {
+    bool v = false;
+    if (read_bool(root, src, key, false, &v)) return -1;
+    if (v) return tlm_error("%s: %s = true is not supported (%s)", src, key, why);
+    return 0;
+}
+
+static int read_number(const cJSON *o, const char *src, const char *where, const char *key, double *out) {
+    const cJSON *it = item(o, key);
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return tlm_error("%s: %s.%s must be a number", src, where, key);
+    *out = it->valuedouble;
+    return 0;
+}
+
+/* ---- RoPE: rope_theta, rope_scaling (transformers 4.x) and rope_parameters (5.x) ------------ */
+
+/* Applies one rope dict ({"rope_type"|"type", "factor", ...}) as the scaling of the global RoPE
+ * (`scalable`) or checks that it is the default (Gemma 3 sliding layers). */
+static int apply_rope_type(tlm_config *c, const cJSON *rs, const char *src, const char *where, bool scalable) {
+    const char *type = cJSON_GetStringValue(item(rs, "rope_type"));
+    if (!type) type = cJSON_GetStringValue(item(rs, "type"));
+    if (!type) type = "default";
+    if (!strcmp(type, "default")) {
+        if (scalable) c->rope_scaling = ROPE_SCALING_NONE;
+        return 0;
+    }
+    if (!scalable)
+        return tlm_error("%s: %s: rope_type \"%s\" on sliding-window layers is not supported (only \"default\")",
+                         src, where, type);
+    double factor = 0;
     if (!strcmp(type, "linear")) {
+        if (read_number(rs, src, where, "factor", &factor)) return -1;
         c->rope_scaling = ROPE_SCALING_LINEAR;
+        c->rope_factor = (float)factor;
         return 0;
     }
     if (!strcmp(type, "llama3")) {
-        const cJSON *lo = cJSON_GetObjectItemCaseSensitive(rs, "low_freq_factor");
-        const cJSON *hi = cJSON_GetObjectItemCaseSensitive(rs, "high_freq_factor");
-        const cJSON *om = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
-        if (!cJSON_IsNumber(lo) || !cJSON_IsNumber(hi) || !cJSON_IsNumber(om))
-            return tlm_error("%s: rope_scaling of type llama3 needs low_freq_factor, high_freq_factor and "
-                             "original_max_position_embeddings",
-                             src);
+        double lo = 0, hi = 0, om = 0;
+        if (read_number(rs, src, where, "factor", &factor) || read_number(rs, src, where, "low_freq_factor", &lo) ||
+            read_number(rs, src, where, "high_freq_factor", &hi) ||
+            read_number(rs, src, where, "original_max_position_embeddings", &om))
+            return -1;
+        if (hi <= lo) return tlm_error("%s: %s.high_freq_factor must exceed low_freq_factor", src, where);
+        if (om <= 0 || om != floor(om) || om > 2147483647.0)
+            return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
         c->rope_scaling = ROPE_SCALING_LLAMA3;
-        c->rope_low_freq_factor = (float)lo->valuedouble;
-        c->rope_high_freq_factor = (float)hi->valuedouble;
-        c->rope_original_max_pos = (int)om->valuedouble;
-        if (c->rope_high_freq_factor <= c->rope_low_freq_factor)
-            return tlm_error("%s: rope_scaling.high_freq_factor must exceed low_freq_factor", src);
+        c->rope_factor = (float)factor;
+        c->rope_low_freq_factor = (float)lo, c->rope_high_freq_factor = (float)hi;
+        c->rope_original_max_pos = (int)om;
         return 0;
     }
-    return tlm_error("%s: rope_scaling type \"%s\" is not supported (supported: linear, llama3)", src, type);
+    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3)", src, where, type);
 }
+
+/* rope_theta inside a rope_parameters dict overrides the top-level key (transformers 5 keeps
+ * it there; 4.x configs have it at the top level). */
+static int apply_rope_theta(const cJSON *rp, const char *src, const char *where, float *theta) {
+    const cJSON *t = item(rp, "rope_theta");
+    if (!t) return 0;
+    if (!cJSON_IsNumber(t) || !(t->valuedouble > 0)) return tlm_error("%s: %s.rope_theta must be a positive number", src, where);
+    *theta = (float)t->valuedouble;
+    return 0;
+}
+
+static int read_rope(tlm_config *c, const cJSON *root, const char *src, bool per_layer_type) {
+    const cJSON *prf = item(root, "partial_rotary_factor");
+    if (prf && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
+        return tlm_error("%s: partial_rotary_factor other than 1 is not supported", src);
+    const cJSON *rp = item(root, "rope_parameters");
+    if (rp && !cJSON_IsNull(rp)) {
+        if (!cJSON_IsObject(rp)) return tlm_error("%s: rope_parameters must be an object or null", src);
+        const cJSON *full = item(rp, "full_attention"), *slide = item(rp, "sliding_attention");
+        if (per_layer_type && (full || slide)) {
+            /* Gemma 3 (transformers 5): one dict per layer type */
+            if (full && (!cJSON_IsObject(full) || apply_rope_theta(full, src, "rope_parameters.full_attention", &c->rope_theta) ||
+                         apply_rope_type(c, full, src, "rope_parameters.full_attention", true)))
+                return cJSON_IsObject(full) ? -1 : tlm_error("%s: rope_parameters.full_attention must be an object", src);
+            if (slide && (!cJSON_IsObject(slide) ||
+                          apply_rope_theta(slide, src, "rope_parameters.sliding_attention", &c->rope_theta_local) ||
+                          apply_rope_type(c, slide, src, "rope_parameters.sliding_attention", false)))
+                return cJSON_IsObject(slide) ? -1 : tlm_error("%s: rope_parameters.sliding_attention must be an object", src);
+        } else {
+            if (apply_rope_theta(rp, src, "rope_parameters", &c->rope_theta) ||
+                apply_rope_type(c, rp, src, "rope_parameters", true))
+                return -1;
+        }
+    }
+    const cJSON *rs = item(root, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        if (!cJSON_IsObject(rs)) return tlm_error("%s: rope_scaling must be an object or null", src);
+        if (apply_rope_type(c, rs, src, "rope_scaling", true)) return -1;
+    }
+    return 0;
+}
+
+/* kv heads null -> heads; head_dim null/absent (when the class default is None) -> hidden/heads */
+static void derive_heads(tlm_config *c) {
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    if (c->head_dim == 0 && c->n_heads > 0) c->head_dim = c->d_model / c->n_heads;
+}
+
+/* Qwen2/Qwen3 (configuration_qwen2.py): sliding_window only counts with use_sliding_window;
+ * without layer_types, layers i >= max_window_layers slide. */
+static int qwen_sliding(tlm_config *c, const cJSON *root, const char *src) {
+    bool use = false;
+    if (read_bool(root, src, "use_sliding_window", false, &use)) return -1;
+    const cJSON *sw = item(root, "sliding_window");
+    int window = c->sliding_window; /* class default 4096 */
+    if (sw) {
+        if (cJSON_IsNull(sw)) window = 0;
+        else if (!cJSON_IsNumber(sw) || sw->valuedouble != floor(sw->valuedouble) || sw->valuedouble < 1 ||
+                 sw->valuedouble > 2147483647.0)
+            return tlm_error("%s: key \"sliding_window\" must be a positive integer or null", src);
+        else window = (int)sw->valuedouble;
+    }
+    if (!use) window = 0;
+    int mwl = 28;
+    const cJSON *m = item(root, "max_window_layers");
+    if (m && !cJSON_IsNull(m)) {
+        if (!cJSON_IsNumber(m) || m->valuedouble != floor(m->valuedouble))
+            return tlm_error("%s: key \"max_window_layers\" must be an integer", src);
+        mwl = (int)fmax(fmin(m->valuedouble, 1e9), -1e9);
+    }
+    c->sliding_window = window;
+    if (c->n_layer_types == 0) {
+        for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = window > 0 && l >= mwl;
+        c->n_layer_types = c->n_layers;
+    }
+    /* sliding layers without a window: transformers' mask builder raises, so do we */
+    for (int l = 0; l < c->n_layer_types; l++)
+        if (c->layer_sliding[l] && window == 0)
+            return tlm_error("%s: layer_types[%d] is \"sliding_attention\" but the sliding window is off "
+                             "(use_sliding_window false or sliding_window null)",
+                             src, l);
+    return 0;
+}
+
+/* ---- per-family checks ----------------------------------------------------------------------- */
 
 static int check_llama(tlm_config *c, const cJSON *root, const char *src) {
     c->attn_out_bias = c->attn_bias; /* LlamaAttention: attention_bias applies to q, k, v and o */
-    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(root, "pretraining_tp");
+    derive_heads(c);
+    const cJSON *tp = item(root, "pretraining_tp");
     if (tp && !(cJSON_IsNumber(tp) && tp->valuedouble == 1.0))
         return tlm_error("%s: pretraining_tp other than 1 is not supported", src);
-    if (check_hidden_act(root, src, "silu")) return -1;
-    return read_rope_scaling(c, root, src);
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    return read_rope(c, root, src, false);
 }
+
+static int check_qwen2(tlm_config *c, const cJSON *root, const char *src) {
+    derive_heads(c);
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    if (qwen_sliding(c, root, src)) return -1;
+    return read_rope(c, root, src, false);
+}
+
+static int check_qwen3(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias;
+    return check_qwen2(c, root, src);
+}
+
+/* Gemma 2 and 3: sliding layers from layer_types, else from the family's pattern */
+static int gemma_layers(tlm_config *c, int pattern, const char *src) {
+    if (c->n_layer_types == 0) {
+        if (pattern < 1) return tlm_error("%s: sliding_window_pattern = %d must be positive", src, pattern);
+        for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = (l + 1) % pattern != 0;
+        c->n_layer_types = c->n_layers;
+    }
+    return 0;
+}
+
+static int check_gemma2(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias;
+    derive_heads(c);
+    if (check_activation(root, src, "hidden_activation", "gelu_pytorch_tanh", GELU_TANH)) return -1;
+    if (must_be_false(root, src, "use_bidirectional_attention", "bidirectional attention")) return -1;
+    if (gemma_layers(c, 2, src)) return -1;
+    return read_rope(c, root, src, false);
+}
+
+static int check_gemma3(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias;
+    derive_heads(c);
+    if (check_activation(root, src, "hidden_activation", "gelu_pytorch_tanh", GELU_TANH)) return -1;
+    if (must_be_false(root, src, "use_bidirectional_attention", "bidirectional attention")) return -1;
+    /* Gemma3Attention keeps attn_logit_softcapping but never passes it to the attention
+     * function; a config that sets it is ambiguous, so refuse rather than guess */
+    if (c->attn_softcap != 0.0f)
+        return tlm_error("%s: attn_logit_softcapping = %g: Gemma 3 does not apply attention soft-capping "
+                         "(transformers ignores the key); refusing an ambiguous config",
+                         src, c->attn_softcap);
+    int pattern = 6;
+    const cJSON *p = item(root, "sliding_window_pattern");
+    if (p && !cJSON_IsNull(p)) {
+        if (!cJSON_IsNumber(p) || p->valuedouble != floor(p->valuedouble) || fabs(p->valuedouble) > 1e6)
+            return tlm_error("%s: key \"sliding_window_pattern\" must be an integer", src);
+        pattern = (int)p->valuedouble;
+    }
+    if (gemma_layers(c, pattern, src)) return -1;
+    if (read_rope(c, root, src, true)) return -1;
+    if (!(c->rope_theta_local > 0.0f)) return tlm_error("%s: rope_local_base_freq must be positive", src);
+    return 0;
+}
+
+static int check_olmo2(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias;
+    derive_heads(c);
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    return read_rope(c, root, src, false);
+}
+
+static int check_gpt2(tlm_config *c, const cJSON *root, const char *src) {
+    if (c->n_heads > 0 && c->d_model % c->n_heads != 0)
+        return tlm_error("%s: n_embd = %d is not a multiple of n_head = %d", src, c->d_model, c->n_heads);
+    c->n_kv_heads = c->n_heads;
+    c->head_dim = c->n_heads > 0 ? c->d_model / c->n_heads : 0;
+    if (c->d_ff == 0) c->d_ff = 4 * c->d_model; /* n_inner None */
+    if (check_activation(root, src, "activation_function", "gelu_new", GELU_TANH)) return -1;
+    bool scale = true;
+    if (read_bool(root, src, "scale_attn_weights", true, &scale)) return -1;
+    if (!scale) c->query_pre_attn_scalar = 1.0f; /* scores not divided by sqrt(head_dim) */
+    if (must_be_false(root, src, "scale_attn_by_inverse_layer_idx", "per-layer attention scaling")) return -1;
+    if (must_be_false(root, src, "add_cross_attention", "cross-attention")) return -1;
+    return 0;
+}
+
+/* ---- the table -------------------------------------------------------------------------------- */
 
 typedef struct {
     const char *model_type;
     void (*arch)(tlm_config *c);
+    const config_key *common; /* HF_COMMON_KEYS, or NULL (gpt2) */
     const config_key *keys;
     int (*check)(tlm_config *c, const cJSON *root, const char *src);
-    const char *const *extra_ignored; /* keys known to this family, read by `check` */
+    const char *const *extra_known; /* keys read by `check`, or known not to change the numbers */
 } hf_family;
 
-static const char *const LLAMA_EXTRA[] = {"hidden_act", "pretraining_tp", "rope_scaling", NULL};
+static const char *const LLAMA_EXTRA[] = {"hidden_act", "pretraining_tp", "rope_scaling", "rope_parameters",
+                                          "partial_rotary_factor", NULL};
+static const char *const QWEN_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                         "sliding_window", "use_sliding_window", "max_window_layers", NULL};
+static const char *const GEMMA_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
+                                          "partial_rotary_factor", "cache_implementation", "sliding_window_pattern",
+                                          "use_bidirectional_attention", NULL};
+static const char *const OLMO2_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                          NULL};
+static const char *const GPT2_EXTRA[] = {"activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+                                         "reorder_and_upcast_attn", "add_cross_attention", "resid_pdrop", "embd_pdrop",
+                                         "attn_pdrop", "summary_type", "summary_use_proj", "summary_activation",
+                                         "summary_proj_to_labels", "summary_first_dropout", "n_ctx", NULL};
 
 static const hf_family FAMILIES[] = {
-    {"llama", arch_llama, LLAMA_KEYS, check_llama, LLAMA_EXTRA},
+    {"llama", arch_llama, HF_COMMON_KEYS, LLAMA_KEYS, check_llama, LLAMA_EXTRA},
+    {"qwen2", arch_qwen2, HF_COMMON_KEYS, QWEN2_KEYS, check_qwen2, QWEN_EXTRA},
+    {"qwen3", arch_qwen3, HF_COMMON_KEYS, QWEN3_KEYS, check_qwen3, QWEN_EXTRA},
+    {"gemma2", arch_gemma2, HF_COMMON_KEYS, GEMMA2_KEYS, check_gemma2, GEMMA_EXTRA},
+    {"gemma3_text", arch_gemma3, HF_COMMON_KEYS, GEMMA3_KEYS, check_gemma3, GEMMA_EXTRA},
+    {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA},
+    {"gpt2", arch_gpt2, NULL, GPT2_KEYS, check_gpt2, GPT2_EXTRA},
 };
 
 static int in_list(const char *const *list, const char *s) {
@@ -137,19 +472,20 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
         return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s)", src, mt, names);
     }
+    if (item(root, "quantization_config"))
+        return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)", src);
     config_defaults(cfg);
     fam->arch(cfg);
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
     for (const cJSON *it = root->child; it; it = it->next) {
-        const config_key *k = config_find_key(HF_COMMON_KEYS, it->string);
+        const config_key *k = fam->common ? config_find_key(fam->common, it->string) : NULL;
         if (!k) k = config_find_key(fam->keys, it->string);
         if (k) {
             if (config_read_key(cfg, k, it, src)) return -1;
-        } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_ignored, it->string)) {
+        } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string)) {
             fprintf(stderr, "tinylm: warning: %s: key \"%s\" is not used by the %s reader\n", src, it->string, mt);
         }
     }
-    config_finish(cfg, root);
     if (fam->check(cfg, root, src)) return -1;
     return config_validate(cfg, src);
 }

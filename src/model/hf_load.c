@@ -1,10 +1,165 @@
 /* hf_load.c — reading Hugging Face checkpoints of the supported families into the engine's
- * parameter buffer: tensor renaming and the layout changes each family needs. */
+ * parameter buffer: every engine tensor is looked up under its HF name (hf_map.c), checked for
+ * shape and dtype, converted to float32 and re-laid out where the family stores it
+ * differently. Afterwards every tensor in the file must have been used, or be one that
+ * transformers itself discards on load; anything else is an error naming the tensor. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "checkpoint.h"
+#include "formats/safetensors.h"
+#include "hf_map.h"
 #include "util/error.h"
 
+typedef struct {
+    const tlm_st_tensor **v;
+    size_t n, cap;
+} used_set;
+
+static int mark_used(used_set *u, const tlm_st_tensor *t) {
+    if (!t) return 0;
+    if (u->n == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 256;
+        const tlm_st_tensor **nv = realloc(u->v, cap * sizeof *nv);
+        if (!nv) return tlm_error("out of memory");
+        u->v = nv, u->cap = cap;
+    }
+    u->v[u->n++] = t;
+    return 0;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int is_used(const used_set *u, const tlm_st_tensor *t) {
+    return bsearch(&t, u->v, u->n, sizeof *u->v, cmp_ptr) != NULL;
+}
+
+/* Buffers transformers registers but never loads (it recomputes them): RoPE inverse
+ * frequencies saved by old Llama-family checkpoints, GPT-2's causal-mask buffers. */
+static int discarded_by_transformers(hf_family_style style, const char *prefix, const char *name) {
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0) return 0;
+    name += n;
+    const char *layer = style == HF_FAMILY_GPT2 ? "h." : "layers.";
+    size_t k = strlen(layer);
+    if (strncmp(name, layer, k) != 0) return 0;
+    const char *p = name + k;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    if (style == HF_FAMILY_GPT2) return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
+    return !strcmp(p, ".self_attn.rotary_emb.inv_freq");
+}
+
+/* Reads one engine tensor from its HF tensor, converting the layout. */
+static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_tensor_ref *ref, float *dst,
+                    float **scratch, size_t *scratch_n) {
+    const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
+    if (ref->layout == HF_COPY) {
+        int64_t shape[2] = {ti->shape[0], ti->shape[1]};
+        return tlm_st_load_f32(st, ref->name, ti->ndim, shape, dst);
+    }
+    int64_t shape[2];
+    int ndim = ti->ndim;
+    if (ref->layout == HF_TRANSPOSE) {
+        shape[0] = cols, shape[1] = rows;
+    } else if (ti->ndim == 2) { /* fused weight [in, q + k + v] */
+        shape[0] = cols, shape[1] = ref->fused_cols;
+    } else { /* fused bias */
+        shape[0] = ref->fused_cols;
+    }
+    size_t need = (size_t)shape[0] * (ndim == 2 ? (size_t)shape[1] : 1);
+    if (need > *scratch_n) {
+        float *s = realloc(*scratch, need * sizeof(float));
+        if (!s) return tlm_error("out of memory reading tensor '%.200s'", ref->name);
+        *scratch = s, *scratch_n = need;
+    }
+    if (tlm_st_load_f32(st, ref->name, ndim, shape, *scratch)) return -1;
+    const float *src = *scratch;
+    if (ref->layout == HF_TRANSPOSE) {
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < cols; k++) dst[(size_t)r * cols + k] = src[(size_t)k * rows + r];
+    } else if (ti->ndim == 2) {
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < cols; k++) dst[(size_t)r * cols + k] = src[(size_t)k * ref->fused_cols + ref->offset + r];
+    } else {
+        memcpy(dst, src + ref->offset, (size_t)rows * sizeof(float));
+    }
+    return 0;
+}
+
+/* A tied model's file may still carry lm_head.weight: transformers ties the head to the
+ * embedding after loading, so the stored copy is never used. Warn when it differs. */
+static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
+    const tlm_config *c = &m->cfg;
+    if (t->ndim != 2 || t->shape[0] != c->vocab_size || t->shape[1] != c->d_model || !tlm_dtype_is_float_weight(t->dtype)) {
+        char s[160];
+        return tlm_error("%s: tensor 'lm_head.weight' has shape %s and dtype %s; with tie_word_embeddings it must "
+                         "match the embedding [%d, %d]",
+                         t->file, tlm_shape_str(s, sizeof s, t->ndim, t->shape), tlm_dtype_name(t->dtype),
+                         c->vocab_size, c->d_model);
+    }
+    float *head = malloc(t->numel * sizeof(float));
+    if (!head) return tlm_error("out of memory");
+    int rc = tlm_st_read_f32(t, head, t->numel);
+    if (!rc && memcmp(head, m->p.embed, t->numel * sizeof(float)) != 0)
+        fprintf(stderr,
+                "tinylm: warning: %s: lm_head.weight differs from the embedding but tie_word_embeddings is true; "
+                "as in transformers, the embedding is used as the head\n",
+                t->file);
+    free(head);
+    return rc;
+}
+
+static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir, hf_family_style style) {
+    const tlm_config *c = &m->cfg;
+    /* *ForCausalLM checkpoints prefix the base model ("model.", "transformer."); a bare base
+     * model checkpoint has no prefix */
+    const char *prefix = hf_default_prefix(style);
+    char probe[160];
+    snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
+    if (!tlm_st_find(st, probe) && tlm_st_find(st, hf_embed_name(style))) prefix = "";
+    used_set used = {0};
+    float *scratch = NULL;
+    size_t scratch_n = 0;
+    int rc = 0;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        hf_tensor_ref ref;
+        rc = hf_map_tensor(c, style, prefix, m->tensors[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
+        if (!rc) rc = load_one(st, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
+        if (!rc) rc = mark_used(&used, tlm_st_find(st, ref.name));
+    }
+    free(scratch);
+    if (!rc && c->tie_embeddings) {
+        const tlm_st_tensor *head = tlm_st_find(st, "lm_head.weight");
+        if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
+    }
+    if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
+    for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
+        const tlm_st_tensor *t = tlm_st_at(st, i);
+        if (is_used(&used, t) || discarded_by_transformers(style, prefix, t->name)) continue;
+        rc = tlm_error("%s: tensor '%.200s' is not part of the %s model that %s/config.json describes", t->file,
+                       t->name, c->model_type, dir);
+    }
+    free(used.v);
+    return rc;
+}
+
 tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
-    return tlm_error("%s: loading weights of model_type \"%s\" is not implemented yet", dir, cfg->model_type), NULL;
+    int style = hf_family_style_of(cfg->model_type);
+    if (style < 0)
+        return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, cfg->model_type), NULL;
+    tlm_model *m = model_create(cfg);
+    if (!m) return NULL;
+    tlm_safetensors *st = tlm_st_open_dir(dir);
+    if (!st || load_tensors(m, st, dir, (hf_family_style)style)) {
+        tlm_st_close(st);
+        model_free(m);
+        return NULL;
+    }
+    tlm_st_close(st);
+    return m;
 }

@@ -5,5 +5,8 @@ target_sources(tinylm PRIVATE
   src/model/model.c
   src/model/checkpoint.c
   src/model/hf_load.c
+  src/model/hf_map.c
+  src/model/hf_export.c
+  src/formats/llama2c.c
   src/model/api.c
   src/model/decode.c)

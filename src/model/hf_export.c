@@ -1,0 +1,314 @@
+/* hf_export.c — an engine model -> a Hugging Face style directory (see hf_export.h).
+ *
+ * The family is chosen from the architecture switches, never from where the model came
+ * from. Tensor names and layouts come from the same map the loader uses (hf_map.c), run
+ * backwards, so an export loads back into the identical parameter buffer. */
+#include "hf_export.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/safetensors.h"
+#include "hf_map.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/io.h"
+
+#define PRODUCER "tinylm export"
+
+/* ---- which family expresses the config -------------------------------------------------------- */
+
+static bool any_sliding(const tlm_config *c) {
+    if (c->sliding_window <= 0) return false;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layer_sliding[l]) return true;
+    return false;
+}
+
+/* features shared by both HF targets; returns the first one that is off, or NULL */
+static const char *common_blocker(const tlm_config *c) {
+    if (c->placement != PLACE_PRE) return "norm placement other than pre";
+    if (!c->residual) return "no residual";
+    if (!c->final_norm) return "no final norm";
+    if (c->embed_scale) return "embedding scale";
+    if (c->qk_norm != QK_NORM_NONE) return "QK-norm";
+    if (c->attn_softcap != 0.0f) return "attention soft-capping";
+    if (c->final_softcap != 0.0f) return "final logit soft-capping";
+    if (any_sliding(c)) return "sliding-window attention";
+    return NULL;
+}
+
+static const char *llama_blocker(const tlm_config *c) {
+    const char *b = common_blocker(c);
+    if (b) return b;
+    if (c->norm != NORM_RMSNORM) return "norm type other than rmsnorm";
+    if (c->position != POS_ROPE) return "positions other than RoPE";
+    if (c->ffn != FFN_SWIGLU) return "FFN other than SwiGLU";
+    if (c->attn_bias != c->attn_out_bias) return "q/k/v biases without the o bias (or the reverse)";
+    if (c->query_pre_attn_scalar != 0.0f && c->query_pre_attn_scalar != (float)c->head_dim)
+        return "attention scale other than head_dim^-0.5";
+    return NULL;
+}
+
+static const char *gpt2_blocker(const tlm_config *c) {
+    const char *b = common_blocker(c);
+    if (b) return b;
+    if (c->norm != NORM_LAYERNORM || !c->norm_bias) return "norm other than LayerNorm with bias";
+    if (c->position != POS_LEARNED) return "positions other than learned";
+    if (c->ffn != FFN_GELU || !c->mlp_bias) return "FFN other than GELU with biases";
+    if (!c->attn_bias || !c->attn_out_bias) return "attention without biases";
+    if (c->n_kv_heads != c->n_heads || c->head_dim * c->n_heads != c->d_model) return "GQA or head_dim != d/H";
+    if (c->query_pre_attn_scalar != 0.0f && c->query_pre_attn_scalar != 1.0f &&
+        c->query_pre_attn_scalar != (float)c->head_dim)
+        return "attention scale other than head_dim^-0.5 or 1";
+    return NULL;
+}
+
+const char *hf_export_family(const tlm_config *c, const char **why) {
+    const char *bl = llama_blocker(c);
+    if (!bl) return "llama";
+    const char *bg = gpt2_blocker(c);
+    if (!bg) return "gpt2";
+    if (why) *why = c->position == POS_LEARNED ? bg : bl;
+    return "tinylm";
+}
+
+/* ---- the target directory ------------------------------------------------------------------------- */
+
+static int is_previous_export(const char *path) {
+    tlm_safetensors *st = tlm_st_open(path);
+    if (!st) return 0;
+    const char *p = tlm_st_metadata(st, "producer");
+    int ok = p && !strcmp(p, PRODUCER);
+    tlm_st_close(st);
+    return ok;
+}
+
+int hf_export_check_target(const char *dir) {
+    if (!is_directory(dir)) {
+        if (file_exists(dir)) return tlm_error("%s: exists and is not a directory; refusing to export there", dir);
+        return 0;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return tlm_error("%s: cannot list the directory", dir);
+    int rc = 0, has_weights = 0;
+    for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, "config.json")) continue;
+        if (!strcmp(e->d_name, "model.safetensors")) {
+            has_weights = 1;
+            continue;
+        }
+        rc = tlm_error("%s: holds \"%s\", so it is not empty and not a previous tinylm export; refusing to write "
+                       "there (choose an empty or new directory)",
+                       dir, e->d_name);
+    }
+    closedir(d);
+    if (rc) return -1;
+    char *w = path_join(dir, "model.safetensors");
+    int prev = has_weights && w && is_previous_export(w);
+    free(w);
+    if (has_weights && !prev)
+        return tlm_error("%s: holds a model.safetensors that tinylm export did not write; refusing to overwrite it",
+                         dir);
+    char *cfg = path_join(dir, "config.json");
+    int cfg_only = cfg && file_exists(cfg) && !has_weights;
+    free(cfg);
+    if (cfg_only) return tlm_error("%s: holds a config.json without an exported model.safetensors; refusing to overwrite it", dir);
+    return 0;
+}
+
+/* ---- config.json ------------------------------------------------------------------------------------ */
+
+/* the shortest decimal that reads back as the same float (1e-05, not 9.99999974737875e-06) */
+static double tidy(float x) {
+    char buf[40];
+    for (int p = 6; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)x);
+        if (strtof(buf, NULL) == x) return strtod(buf, NULL);
+    }
+    return (double)x;
+}
+
+static void add_rope(cJSON *o, const tlm_config *c) {
+    cJSON_AddNumberToObject(o, "rope_theta", tidy(c->rope_theta));
+    if (c->rope_scaling == ROPE_SCALING_NONE) {
+        cJSON_AddNullToObject(o, "rope_scaling");
+        return;
+    }
+    cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+    cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
+    cJSON_AddNumberToObject(rs, "factor", tidy(c->rope_factor));
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3) {
+        cJSON_AddNumberToObject(rs, "low_freq_factor", tidy(c->rope_low_freq_factor));
+        cJSON_AddNumberToObject(rs, "high_freq_factor", tidy(c->rope_high_freq_factor));
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", c->rope_original_max_pos);
+    }
+}
+
+static char *llama_config(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "llama");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->d_ff);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_seq);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
+    add_rope(o, c);
+    cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
+    cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static char *gpt2_config(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(o, "model_type", "gpt2");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
+    cJSON_AddNumberToObject(o, "n_embd", c->d_model);
+    cJSON_AddNumberToObject(o, "n_layer", c->n_layers);
+    cJSON_AddNumberToObject(o, "n_head", c->n_heads);
+    cJSON_AddNumberToObject(o, "n_positions", c->max_seq);
+    cJSON_AddNumberToObject(o, "n_inner", c->d_ff);
+    cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+    cJSON_AddNumberToObject(o, "layer_norm_epsilon", tidy(c->norm_eps));
+    cJSON_AddBoolToObject(o, "scale_attn_weights", c->query_pre_attn_scalar != 1.0f);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* ---- tensors ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    tlm_st_entry *e;
+    float **owned; /* buffers built here (transposed / fused), freed at the end */
+    int n, n_owned;
+} entry_list;
+
+static float *own(entry_list *L, size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (p) L->owned[L->n_owned++] = p;
+    return p;
+}
+
+static int find_entry(const entry_list *L, const char *name) {
+    for (int i = 0; i < L->n; i++)
+        if (!strcmp(L->e[i].name, name)) return i;
+    return -1;
+}
+
+/* Adds engine tensor i under its HF name, inverting the loader's layout change. */
+static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int i, const hf_tensor_ref *ref) {
+    const tensor_info *t = &m->tensors[i];
+    const float *src = model_param(m, i);
+    const int rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
+    if (ref->layout == HF_COPY) {
+        tlm_st_entry *e = &L->e[L->n];
+        snprintf(names[L->n], 160, "%s", ref->name);
+        e->name = names[L->n++];
+        e->dtype = TLM_DT_F32, e->ndim = t->ndim, e->shape[0] = t->shape[0], e->shape[1] = t->shape[1];
+        e->data = src;
+        return 0;
+    }
+    if (ref->layout == HF_TRANSPOSE) {
+        float *dst = own(L, (size_t)rows * cols);
+        if (!dst) return tlm_error("out of memory exporting %s", ref->name);
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < cols; k++) dst[(size_t)k * rows + r] = src[(size_t)r * cols + k];
+        tlm_st_entry *e = &L->e[L->n];
+        snprintf(names[L->n], 160, "%s", ref->name);
+        e->name = names[L->n++];
+        e->dtype = TLM_DT_F32, e->ndim = 2, e->shape[0] = cols, e->shape[1] = rows;
+        e->data = dst;
+        return 0;
+    }
+    /* HF_QKV_SLICE: q, k and v fill parts of one fused tensor */
+    int j = find_entry(L, ref->name);
+    if (j < 0) {
+        size_t n = (size_t)ref->fused_cols * (t->ndim == 2 ? (size_t)cols : 1);
+        float *dst = own(L, n);
+        if (!dst) return tlm_error("out of memory exporting %s", ref->name);
+        j = L->n++;
+        snprintf(names[j], 160, "%s", ref->name);
+        tlm_st_entry *e = &L->e[j];
+        e->name = names[j];
+        e->dtype = TLM_DT_F32, e->ndim = t->ndim;
+        if (t->ndim == 2) e->shape[0] = cols, e->shape[1] = ref->fused_cols;
+        else e->shape[0] = ref->fused_cols;
+        e->data = dst;
+    }
+    float *dst = (float *)L->e[j].data;
+    if (t->ndim == 2) {
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < cols; k++) dst[(size_t)k * ref->fused_cols + ref->offset + r] = src[(size_t)r * cols + k];
+    } else {
+        memcpy(dst + ref->offset, src, (size_t)rows * sizeof(float));
+    }
+    return 0;
+}
+
+static int write_weights(const tlm_model *m, const char *dir, const char *family) {
+    const int style = !strcmp(family, "llama") ? HF_FAMILY_LLAMA : !strcmp(family, "gpt2") ? HF_FAMILY_GPT2 : -1;
+    entry_list L = {calloc((size_t)m->n_tensors, sizeof(tlm_st_entry)), calloc((size_t)m->n_tensors, sizeof(float *)), 0, 0};
+    char(*names)[160] = calloc((size_t)m->n_tensors, sizeof *names);
+    int rc = (!L.e || !L.owned || !names) ? tlm_error("out of memory exporting to %s", dir) : 0;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        hf_tensor_ref ref = {.layout = HF_COPY};
+        if (style < 0)
+            snprintf(ref.name, sizeof ref.name, "%s", m->tensors[i].name); /* engine naming */
+        else
+            rc = hf_map_tensor(&m->cfg, (hf_family_style)style, hf_default_prefix((hf_family_style)style),
+                               m->tensors[i].name, &ref);
+        if (!rc) rc = add_tensor(&L, names, m, i, &ref);
+    }
+    if (!rc) {
+        char *path = path_join(dir, "model.safetensors");
+        rc = path ? tlm_st_write(path, L.e, (size_t)L.n, "{\"format\":\"pt\",\"producer\":\"" PRODUCER "\"}")
+                  : tlm_error("out of memory");
+        free(path);
+    }
+    for (int i = 0; i < L.n_owned; i++) free(L.owned[i]);
+    free(L.owned), free(L.e), free(names);
+    return rc;
+}
+
+int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
+    const char *why = NULL;
+    const char *fam = hf_export_family(&m->cfg, &why);
+    /* the engine's config.json has no rope_scaling key: refuse rather than drop it */
+    if (!strcmp(fam, "tinylm") && m->cfg.position == POS_ROPE && m->cfg.rope_scaling != ROPE_SCALING_NONE)
+        return tlm_error("%s: cannot export: the model needs the tinylm format (%s) but uses rope_scaling, which "
+                         "that format cannot express",
+                         dir, why ? why : "?");
+    if (hf_export_check_target(dir) || make_dirs(dir)) return -1;
+    if (write_weights(m, dir, fam)) return -1;
+    char *json = !strcmp(fam, "llama") ? llama_config(&m->cfg)
+                 : !strcmp(fam, "gpt2") ? gpt2_config(&m->cfg)
+                                        : config_to_json(&m->cfg);
+    char *path = path_join(dir, "config.json");
+    int rc = json && path ? tlm_write_file_atomic(path, json, strlen(json)) : tlm_error("out of memory");
+    free(path), free(json);
+    if (rc) return -1;
+    if (family) *family = fam;
+    return 0;
+}

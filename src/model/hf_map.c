@@ -1,0 +1,101 @@
+/* hf_map.c — engine tensor name -> Hugging Face tensor name (+ layout), per family style.
+ *
+ * Llama-like families keep the engine's [out, in] layout and only name_pair; GPT-2 stores its
+ * linear layers as Conv1D ([in, out], so transposed) and fuses q, k, v into one c_attn. The
+ * names come from each family's modeling_*.py module tree (docs/hf-families.md). */
+#include "hf_map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+int hf_family_style_of(const char *mt) {
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) return HF_FAMILY_LLAMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text")) return HF_FAMILY_GEMMA;
+    if (!strcmp(mt, "olmo2")) return HF_FAMILY_OLMO2;
+    if (!strcmp(mt, "gpt2")) return HF_FAMILY_GPT2;
+    return -1;
+}
+
+const char *hf_default_prefix(hf_family_style style) { return style == HF_FAMILY_GPT2 ? "transformer." : "model."; }
+const char *hf_embed_name(hf_family_style style) { return style == HF_FAMILY_GPT2 ? "wte.weight" : "embed_tokens.weight"; }
+
+typedef struct {
+    const char *engine, *hf; /* component prefixes inside a layer, e.g. "attn_norm." */
+} name_pair;
+
+static const name_pair LLAMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ffn_norm.", "post_attention_layernorm."},
+                                     {"attn.", "self_attn."}, {"ffn.", "mlp."}, {NULL, NULL}};
+static const name_pair GEMMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"attn_out_norm.", "post_attention_layernorm."},
+                                     {"ffn_norm.", "pre_feedforward_layernorm."},
+                                     {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
+                                     {"ffn.", "mlp."}, {NULL, NULL}};
+static const name_pair OLMO2_LAYER[] = {{"attn_out_norm.", "post_attention_layernorm."},
+                                     {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
+                                     {"ffn.", "mlp."}, {NULL, NULL}};
+
+static int set_name(hf_tensor_ref *out, const char *a, const char *b, const char *c) {
+    int n = snprintf(out->name, sizeof out->name, "%s%s%s", a, b, c);
+    if (n < 0 || (size_t)n >= sizeof out->name) return tlm_error("tensor name \"%s%s%s\" is too long", a, b, c);
+    return 0;
+}
+
+static int no_place(hf_family_style style, const char *engine_name) {
+    static const char *const NAMES[] = {"llama", "gemma", "olmo2", "gpt2"};
+    return tlm_error("engine tensor \"%s\" has no place in the %s tensor layout", engine_name, NAMES[style]);
+}
+
+/* GPT-2 tensors inside layer `layer_prefix` ("<prefix>h.N.") */
+static int map_gpt2_layer(const tlm_config *c, const char *lp, const char *rest, hf_tensor_ref *out) {
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    static const char *const PROJ[3] = {"attn.q_proj.", "attn.k_proj.", "attn.v_proj."};
+    for (int p = 0; p < 3; p++) {
+        size_t n = strlen(PROJ[p]);
+        if (!strncmp(rest, PROJ[p], n) && (!strcmp(rest + n, "weight") || !strcmp(rest + n, "bias"))) {
+            out->layout = HF_QKV_SLICE;
+            out->offset = p == 0 ? 0 : p == 1 ? qd : qd + kvd;
+            out->fused_cols = qd + 2 * kvd;
+            return set_name(out, lp, "attn.c_attn.", rest + n);
+        }
+    }
+    static const name_pair SIMPLE[] = {{"attn_norm.", "ln_1."}, {"ffn_norm.", "ln_2."}, {"attn.o_proj.", "attn.c_proj."},
+                                    {"ffn.up_proj.", "mlp.c_fc."}, {"ffn.down_proj.", "mlp.c_proj."}, {NULL, NULL}};
+    for (const name_pair *r = SIMPLE; r->engine; r++) {
+        size_t n = strlen(r->engine);
+        if (strncmp(rest, r->engine, n) != 0) continue;
+        /* Conv1D weights are stored [in, out]; norms and biases are vectors */
+        out->layout = !strcmp(rest + n, "weight") && strstr(r->engine, "norm") == NULL ? HF_TRANSPOSE : HF_COPY;
+        return set_name(out, lp, r->hf, rest + n);
+    }
+    return -1;
+}
+
+int hf_map_tensor(const tlm_config *c, hf_family_style style, const char *prefix, const char *name,
+                  hf_tensor_ref *out) {
+    memset(out, 0, sizeof *out);
+    out->layout = HF_COPY;
+    const bool gpt2 = style == HF_FAMILY_GPT2;
+    if (!strcmp(name, "lm_head.weight")) return set_name(out, "", "", "lm_head.weight");
+    if (!strcmp(name, "embed.weight")) return set_name(out, prefix, hf_embed_name(style), "");
+    if (!strcmp(name, "pos_embed.weight")) return gpt2 ? set_name(out, prefix, "wpe.weight", "") : no_place(style, name);
+    if (!strncmp(name, "final_norm.", 11)) {
+        if (gpt2) return set_name(out, prefix, "ln_f.", name + 11);
+        return !strcmp(name + 11, "weight") ? set_name(out, prefix, "norm.weight", "") : no_place(style, name);
+    }
+    if (strncmp(name, "layers.", 7) != 0) return no_place(style, name);
+    char *end;
+    long layer = strtol(name + 7, &end, 10);
+    if (end == name + 7 || *end != '.' || layer < 0 || layer >= c->n_layers) return no_place(style, name);
+    const char *rest = end + 1;
+    char lp[96];
+    snprintf(lp, sizeof lp, "%s%s%ld.", prefix, gpt2 ? "h." : "layers.", layer);
+    if (gpt2) return map_gpt2_layer(c, lp, rest, out) ? no_place(style, name) : 0;
+    const name_pair *table = style == HF_FAMILY_GEMMA ? GEMMA_LAYER : style == HF_FAMILY_OLMO2 ? OLMO2_LAYER : LLAMA_LAYER;
+    for (const name_pair *r = table; r->engine; r++) {
+        size_t n = strlen(r->engine);
+        if (!strncmp(rest, r->engine, n)) return set_name(out, lp, r->hf, rest + n);
+    }
+    return no_place(style, name);
+}

@@ -1,0 +1,351 @@
+"""hf_ref.py — an independent PyTorch reference of the Hugging Face families' forward pass.
+
+Written from transformers' modeling_<family>.py / configuration_<family>.py semantics (read,
+not copied), with no knowledge of the engine's conventions: it takes a config.json dict and
+a dict of tensors under their HF names, exactly as they are stored, and computes the logits
+of one sequence in float64. One function per family. Missing config keys fall back to the
+defaults of the family's configuration class.
+
+`mut` is a set of deliberate mistakes ("mutants") used by the test to prove that each
+modelling decision is checked: a mutant must disagree with the engine.
+"""
+import math
+
+import torch
+
+DT = torch.float64
+
+
+# ---- shared pieces ----------------------------------------------------------------------------
+
+def rms_norm(x, w, eps, one_plus=False):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * ((1.0 + w) if one_plus else w)
+
+
+def layer_norm(x, w, b, eps):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def silu(x):
+    return x * torch.sigmoid(x)
+
+
+def linear(x, W, name, bias=False):
+    y = x @ W[name + ".weight"].T
+    if bias:
+        y = y + W[name + ".bias"]
+    return y
+
+
+def rope_type_of(rs):
+    if not rs:
+        return "default"
+    return rs.get("rope_type", rs.get("type", "default"))
+
+
+def inv_freq(theta, dim, rope_scaling=None, mut=()):
+    """modeling_rope_utils: default / linear / llama3 inverse frequencies."""
+    inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=DT) / dim))
+    kind = rope_type_of(rope_scaling)
+    if kind == "default" or "no_rope_scaling" in mut:
+        return inv
+    factor = rope_scaling["factor"]
+    if kind == "linear":
+        return inv / factor
+    if kind == "llama3":
+        lo, hi = rope_scaling["low_freq_factor"], rope_scaling["high_freq_factor"]
+        old = rope_scaling["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / lo, old / hi
+        wavelen = 2 * math.pi / inv
+        out = torch.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return torch.where(medium, smoothed, out)
+    raise ValueError("rope type %s" % kind)
+
+
+def rope(x, inv, mut=()):
+    """x [T, n, hd]: rotate-half RoPE at positions 0..T-1 (or interleaved pairs as a mutant)."""
+    T, hd = x.shape[0], x.shape[-1]
+    ang = torch.arange(T, dtype=DT)[:, None] * inv[None, :]
+    cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
+    if "rope_interleaved" in mut:
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = torch.empty_like(x)
+        out[..., 0::2] = a * cos - b * sin
+        out[..., 1::2] = a * sin + b * cos
+        return out
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    cos2, sin2 = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    rot = torch.cat([-x2, x1], -1)
+    return x * cos2 + rot * sin2
+
+
+def attention(q, k, v, scale, window=None, softcap=None, mut=()):
+    """q [T, H, hd], k/v [T, KV, hd] -> [T, H*hd]; causal, optional sliding window
+    (query i sees key j iff 0 <= i - j < window, transformers' sliding_window_overlay)."""
+    T, H, hd = q.shape
+    rep = H // k.shape[1]
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    s = torch.einsum("thd,shd->hts", q, k) * scale
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    allowed = j <= i
+    if window is not None:
+        allowed = allowed & ((i - j <= window) if "window_off_by_one" in mut else (i - j < window))
+    s = s.masked_fill(~allowed[None], float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.einsum("hts,shd->thd", p, v).reshape(T, H * hd)
+
+
+def heads(x, n, hd):
+    return x.reshape(x.shape[0], n, hd)
+
+
+def g(cfg, key, default):
+    v = cfg.get(key, default)
+    return default if v is None and default is not None else v
+
+
+# ---- Llama / Qwen2 / Qwen3 (pre-norm, RMSNorm, SwiGLU) -------------------------------------------
+
+def _llama_like(cfg, W, ids, family, mut):
+    defaults = {
+        "llama": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=None),
+        "qwen2": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=32),
+        "qwen3": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=128, kv=32),
+    }[family]
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = g(cfg, "num_key_value_heads", defaults["kv"]) or H
+    hd = g(cfg, "head_dim", defaults["head_dim"]) or d // H
+    eps = g(cfg, "rms_norm_eps", defaults["eps"])
+    if "eps_default" in mut:
+        eps = 1e-6
+    theta = g(cfg, "rope_theta", defaults["theta"])
+    tie = g(cfg, "tie_word_embeddings", defaults["tie"])
+    if family == "llama":
+        qkv_bias = o_bias = g(cfg, "attention_bias", False)
+        mlp_bias = g(cfg, "mlp_bias", False)
+    elif family == "qwen2":
+        qkv_bias, o_bias, mlp_bias = True, False, False
+    else:
+        qkv_bias = o_bias = g(cfg, "attention_bias", False)
+        mlp_bias = False
+    if "no_o_bias" in mut:
+        o_bias = False
+    if "no_qkv_bias" in mut:
+        qkv_bias = False
+    # sliding window (Qwen2/Qwen3 only): configuration_qwen2.py
+    window = None
+    layer_types = ["full_attention"] * L
+    if family != "llama":
+        if g(cfg, "use_sliding_window", False) and "sliding_off" not in mut:
+            window = g(cfg, "sliding_window", 4096)
+        layer_types = cfg.get("layer_types") or [
+            "sliding_attention" if window is not None and i >= g(cfg, "max_window_layers", 28) else "full_attention"
+            for i in range(L)]
+    inv = inv_freq(theta, hd, cfg.get("rope_scaling"), mut)
+    ids = torch.tensor(ids)
+    P = "model."
+    x = W[P + "embed_tokens.weight"][ids]
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
+        q = heads(linear(h, W, p + "self_attn.q_proj", qkv_bias), H, hd)
+        k = heads(linear(h, W, p + "self_attn.k_proj", qkv_bias), KV, hd)
+        v = heads(linear(h, W, p + "self_attn.v_proj", qkv_bias), KV, hd)
+        if family == "qwen3" and "no_qk_norm" not in mut:
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q, k = rope(q, inv, mut), rope(k, inv, mut)
+        win = window if layer_types[l] == "sliding_attention" else None
+        a = attention(q, k, v, hd ** -0.5, win, None, mut)
+        x = x + linear(a, W, p + "self_attn.o_proj", o_bias)
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        f = silu(linear(h, W, p + "mlp.gate_proj", mlp_bias)) * linear(h, W, p + "mlp.up_proj", mlp_bias)
+        x = x + linear(f, W, p + "mlp.down_proj", mlp_bias)
+    x = rms_norm(x, W[P + "norm.weight"], eps)
+    head = W[P + "embed_tokens.weight"] if tie else W["lm_head.weight"]
+    return x @ head.T
+
+
+def llama(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "llama", mut)
+
+
+def qwen2(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "qwen2", mut)
+
+
+def qwen3(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "qwen3", mut)
+
+
+# ---- OLMo 2 (norms after each sublayer output, QK-Norm over the whole projection) -----------------
+
+def olmo2(cfg, W, ids, mut=()):
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = g(cfg, "num_key_value_heads", None) or H
+    hd = g(cfg, "head_dim", None) or d // H
+    eps = g(cfg, "rms_norm_eps", 1e-5)
+    bias = g(cfg, "attention_bias", False)
+    inv = inv_freq(g(cfg, "rope_theta", 10000.0), hd, cfg.get("rope_scaling"), mut)
+    ids = torch.tensor(ids)
+    P = "model."
+    x = W[P + "embed_tokens.weight"][ids]
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        q = linear(x, W, p + "self_attn.q_proj", bias)
+        k = linear(x, W, p + "self_attn.k_proj", bias)
+        v = heads(linear(x, W, p + "self_attn.v_proj", bias), KV, hd)
+        if "no_qk_norm" in mut:
+            q, k = heads(q, H, hd), heads(k, KV, hd)
+        elif "qk_norm_per_head" in mut:
+            q = rms_norm(heads(q, H, hd), W[p + "self_attn.q_norm.weight"].reshape(H, hd), eps)
+            k = rms_norm(heads(k, KV, hd), W[p + "self_attn.k_norm.weight"].reshape(KV, hd), eps)
+        else:
+            q = heads(rms_norm(q, W[p + "self_attn.q_norm.weight"], eps), H, hd)
+            k = heads(rms_norm(k, W[p + "self_attn.k_norm.weight"], eps), KV, hd)
+        q, k = rope(q, inv, mut), rope(k, inv, mut)
+        a = linear(attention(q, k, v, hd ** -0.5, None, None, mut), W, p + "self_attn.o_proj", bias)
+        x = x + rms_norm(a, W[p + "post_attention_layernorm.weight"], eps)
+        f = silu(linear(x, W, p + "mlp.gate_proj")) * linear(x, W, p + "mlp.up_proj")
+        x = x + rms_norm(linear(f, W, p + "mlp.down_proj"), W[p + "post_feedforward_layernorm.weight"], eps)
+    x = rms_norm(x, W[P + "norm.weight"], eps)
+    head = W[P + "embed_tokens.weight"] if g(cfg, "tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ head.T
+
+
+# ---- Gemma 2 / Gemma 3 text --------------------------------------------------------------------
+
+def _gemma(cfg, W, ids, v3, mut):
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = g(cfg, "num_key_value_heads", 4)
+    hd = g(cfg, "head_dim", 256)
+    eps = g(cfg, "rms_norm_eps", 1e-6)
+    one_plus = "w_not_1p" not in mut
+    scale = g(cfg, "query_pre_attn_scalar", 256) ** -0.5
+    if "scale_head_dim" in mut:
+        scale = hd ** -0.5
+    window = g(cfg, "sliding_window", 4096)
+    bias = g(cfg, "attention_bias", False)
+    if v3:
+        attn_cap = None  # Gemma3Attention does not pass a softcap
+        final_cap = cfg.get("final_logit_softcapping")
+        pattern = g(cfg, "sliding_window_pattern", 6)
+        layer_types = cfg.get("layer_types") or [
+            "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(L)]
+        theta_global = g(cfg, "rope_theta", 1e6)
+        theta_local = g(cfg, "rope_local_base_freq", 10000.0)
+        rs = cfg.get("rope_scaling")
+        rp = cfg.get("rope_parameters")
+        if rp:  # transformers 5: one dict per layer type
+            theta_global = rp["full_attention"].get("rope_theta", theta_global)
+            theta_local = rp["sliding_attention"].get("rope_theta", theta_local)
+            rs = rp["full_attention"]
+        if "local_theta_global" in mut:
+            theta_local = theta_global
+        inv_global = inv_freq(theta_global, hd, rs, mut)
+        inv_local = inv_freq(theta_local, hd, rs if "scaling_on_local" in mut else None, mut)
+    else:
+        attn_cap = cfg.get("attn_logit_softcapping", 50.0)
+        final_cap = cfg.get("final_logit_softcapping", 30.0)
+        layer_types = cfg.get("layer_types") or [
+            "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(L)]
+        inv_global = inv_local = inv_freq(g(cfg, "rope_theta", 10000.0), hd, cfg.get("rope_scaling"), mut)
+    if "no_attn_softcap" in mut:
+        attn_cap = None
+    if "no_final_softcap" in mut:
+        final_cap = None
+    if "swap_sliding" in mut:
+        layer_types = ["full_attention" if t == "sliding_attention" else "sliding_attention" for t in layer_types]
+    act = gelu_erf if "gelu_exact" in mut else gelu_tanh
+    ids = torch.tensor(ids)
+    P = "model."
+    x = W[P + "embed_tokens.weight"][ids]
+    if "no_embed_scale" not in mut:
+        x = x * torch.tensor(d ** 0.5, dtype=DT)
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        sliding = layer_types[l] == "sliding_attention"
+        h = rms_norm(x, W[p + "input_layernorm.weight"], eps, one_plus)
+        q = heads(linear(h, W, p + "self_attn.q_proj", bias), H, hd)
+        k = heads(linear(h, W, p + "self_attn.k_proj", bias), KV, hd)
+        v = heads(linear(h, W, p + "self_attn.v_proj", bias), KV, hd)
+        if v3 and "no_qk_norm" not in mut:
+            qk_1p = one_plus and "qk_norm_plain_w" not in mut
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps, qk_1p)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps, qk_1p)
+        inv = inv_local if sliding else inv_global
+        q, k = rope(q, inv, mut), rope(k, inv, mut)
+        a = attention(q, k, v, scale, window if sliding else None, attn_cap, mut)
+        a = linear(a, W, p + "self_attn.o_proj", bias)
+        x = x + rms_norm(a, W[p + "post_attention_layernorm.weight"], eps, one_plus)
+        h = rms_norm(x, W[p + "pre_feedforward_layernorm.weight"], eps, one_plus)
+        f = act(linear(h, W, p + "mlp.gate_proj")) * linear(h, W, p + "mlp.up_proj")
+        f = linear(f, W, p + "mlp.down_proj")
+        x = x + rms_norm(f, W[p + "post_feedforward_layernorm.weight"], eps, one_plus)
+    x = rms_norm(x, W[P + "norm.weight"], eps, one_plus)
+    head = W[P + "embed_tokens.weight"] if g(cfg, "tie_word_embeddings", True) else W["lm_head.weight"]
+    logits = x @ head.T
+    if final_cap is not None:
+        logits = final_cap * torch.tanh(logits / final_cap)
+    return logits
+
+
+def gemma2(cfg, W, ids, mut=()):
+    return _gemma(cfg, W, ids, False, mut)
+
+
+def gemma3_text(cfg, W, ids, mut=()):
+    return _gemma(cfg, W, ids, True, mut)
+
+
+# ---- GPT-2 (modeling_gpt2.py: Conv1D weights [in, out], fused c_attn) --------------------------------
+
+def gpt2(cfg, W, ids, mut=()):
+    d, H, L = g(cfg, "n_embd", 768), g(cfg, "n_head", 12), g(cfg, "n_layer", 12)
+    hd = d // H
+    eps = g(cfg, "layer_norm_epsilon", 1e-5)
+    scale = hd ** -0.5 if g(cfg, "scale_attn_weights", True) else 1.0
+    act = gelu_erf if "gelu_exact" in mut else gelu_tanh
+    pre = "transformer." if "transformer.wte.weight" in W else ""
+
+    def conv1d(x, name):
+        w = W[name + ".weight"]
+        square = w.shape[0] == w.shape[1]  # only the square c_proj can be misread without a shape error
+        return x @ (w.T if "no_transpose" in mut and square else w) + W[name + ".bias"]
+
+    ids = torch.tensor(ids)
+    T = len(ids)
+    x = W[pre + "wte.weight"][ids] + W[pre + "wpe.weight"][torch.arange(T)]
+    for l in range(L):
+        p = "%sh.%d." % (pre, l)
+        h = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], eps)
+        qkv = conv1d(h, p + "attn.c_attn")
+        q, k, v = qkv.split(d, dim=-1)
+        if "qkv_order" in mut:
+            q, k = k, q
+        a = attention(heads(q, H, hd), heads(k, H, hd), heads(v, H, hd), scale, None, None, mut)
+        x = x + conv1d(a, p + "attn.c_proj")
+        h = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], eps)
+        x = x + conv1d(act(conv1d(h, p + "mlp.c_fc")), p + "mlp.c_proj")
+    x = layer_norm(x, W[pre + "ln_f.weight"], W[pre + "ln_f.bias"], eps)
+    head = W[pre + "wte.weight"] if g(cfg, "tie_word_embeddings", True) else W["lm_head.weight"]
+    return x @ head.T
+
+
+FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "olmo2": olmo2, "gemma2": gemma2,
+           "gemma3_text": gemma3_text, "gpt2": gpt2}
