@@ -236,7 +236,11 @@ static void test_tanh_approx(void) {
         double silu = x / (1.0 + exp(-(double)x));
         worst_silu = fmax(worst_silu, fabs(act_apply(ACT_SILU, x) - silu) / fmax(1.0, fabs(silu)));
     }
-    checks += 2;
+    int nan_ok = isnan(tanh_approx(NAN)) && isnan(act_apply(ACT_SILU, NAN)) && tanh_approx(INFINITY) == 1.0f &&
+                 tanh_approx(-INFINITY) == -1.0f;
+    checks += 3;
+    failures += !nan_ok;
+    printf("%-44s %s\n", "tanh_approx/silu: NaN propagates, +-inf -> +-1", nan_ok ? "ok" : "FAIL");
     failures += worst_tanh > 3e-7;
     failures += worst_silu > 3e-7;
     printf("%-44s max abs err %.2e %s\n", "tanh_approx vs libm tanh on [-20, 20]", worst_tanh, worst_tanh <= 3e-7 ? "ok" : "FAIL");
