@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "probes/probe.h"
 #include "util/error.h"
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
@@ -105,7 +106,7 @@ static void layout_activations(const tlm_config *c, activations *A, arena *a, in
     A->dup = take(a, N * f);
     A->dhid = take(a, N * f);
     A->dlogits = take(a, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
-    A->attn_scratch = take(a, (size_t)T * omp_get_max_threads());
+    A->attn_scratch = take(a, (size_t)T * T * omp_get_max_threads());
 }
 
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
@@ -473,6 +474,10 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
+#ifndef TLM_NO_PROBE_HOOKS /* (a build without the hooks, for bench/probe_overhead.sh) */
+    /* probes copy what they select out of m->acts once the pass is done: the pass itself is untouched */
+    if (m->probe && probe_after_forward(m->probe, m)) return -1;
+#endif
     return 0;
 }
 
@@ -507,5 +512,8 @@ int model_backward(tlm_model *m, float dloss) {
         sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
     }
     embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
+#ifndef TLM_NO_PROBE_HOOKS
+    if (m->probe && probe_after_backward(m->probe, m)) return -1;
+#endif
     return 0;
 }

@@ -113,6 +113,7 @@ typedef struct tlm_model {
     int rope_len;
     activations acts;
     struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
+    struct tlm_probe *probe; /* attached: records selected tensors after each pass (src/probes/probe.h) */
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large

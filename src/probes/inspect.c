@@ -1,0 +1,429 @@
+/* inspect.c — the numbers of `tinylm inspect`, computed from the probes of one pass
+ * (src/probes/probe.h) plus the final norm and LM head for the logit lens and the direct
+ * logit attribution. Norms and sums are accumulated in double. */
+#include "inspect.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "probes/probe.h"
+#include "util/error.h"
+
+/* what the report reads from one forward pass */
+static const char *const FORWARD_PATTERNS[] = {
+    "embed",           "layers.*.resid_*",     "layers.*.attn.out",    "layers.*.ffn.out", "*norm.in_rms",
+    "*norm.out_rms",   "layers.*.attn.scores", "layers.*.attn.probs",  "logits",
+};
+
+static double l2(const float *x, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+static const probe_tensor *need(const tlm_probe *p, const char *name) {
+    const probe_tensor *t = probe_find(p, name);
+    if (!t) tlm_error("inspect: probe \"%s\" was not recorded", name);
+    return t;
+}
+
+/* per-position L2 norm of a [1, T, d] record: at the position, and the mean over positions */
+static inspect_stat norm_stat(const probe_tensor *t, int T, int d, int pos) {
+    inspect_stat s = {0, 0};
+    for (int i = 0; i < T; i++) {
+        double v = l2(t->data + (size_t)i * d, (size_t)d);
+        if (i == pos) s.at = v;
+        s.mean += v / T;
+    }
+    return s;
+}
+
+/* a [1, T] record */
+static inspect_stat value_stat(const probe_tensor *t, int T, int pos) {
+    inspect_stat s = {t->data[pos], 0};
+    for (int i = 0; i < T; i++) s.mean += (double)t->data[i] / T;
+    return s;
+}
+
+/* the name of residual-stream point k: the embedding, then the stream after each sublayer */
+static void point_name(char *out, size_t n, int k) {
+    if (k == 0)
+        snprintf(out, n, "embed");
+    else
+        snprintf(out, n, "layers.%d.%s", (k - 1) / 2, k % 2 ? "resid_mid" : "resid_post");
+}
+
+static int residual_stats(inspect_report *r, const tlm_probe *p, int d) {
+    const int L = r->n_layers, T = r->T, pos = r->position;
+    for (int k = 0; k <= 2 * L; k++) {
+        point_name(r->points[k].name, sizeof r->points[k].name, k);
+        const probe_tensor *t = need(p, r->points[k].name);
+        if (!t) return -1;
+        r->points[k].v = norm_stat(t, T, d, pos);
+    }
+    for (int k = 0; k < 2 * L; k++) {
+        snprintf(r->incr[k].name, sizeof r->incr[k].name, "layers.%d.%s.out", k / 2, k % 2 ? "ffn" : "attn");
+        const probe_tensor *t = need(p, r->incr[k].name);
+        if (!t) return -1;
+        r->incr[k].v = norm_stat(t, T, d, pos);
+    }
+    return 0;
+}
+
+/* every norm the walk recorded, in the order the pass runs them */
+static int norm_stats(inspect_report *r, const tlm_probe *p) {
+    size_t n = probe_count(p);
+    r->norms = calloc(n ? n : 1, sizeof *r->norms);
+    if (!r->norms) return tlm_error("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const probe_tensor *in = probe_at(p, i);
+        size_t len = strlen(in->name);
+        if (len < 7 || strcmp(in->name + len - 7, ".in_rms") != 0) continue;
+        inspect_norm *nm = &r->norms[r->n_norms++];
+        snprintf(nm->name, sizeof nm->name, "%.*s", (int)(len - 7), in->name);
+        char out_name[160];
+        snprintf(out_name, sizeof out_name, "%s.out_rms", nm->name);
+        const probe_tensor *out = need(p, out_name);
+        if (!out) return -1;
+        nm->in_rms = value_stat(in, r->T, r->position);
+        nm->out_rms = value_stat(out, r->T, r->position);
+    }
+    return 0;
+}
+
+static int head_stats(inspect_report *r, const tlm_probe *p) {
+    const int T = r->T, H = r->n_heads;
+    for (int l = 0; l < r->n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "layers.%d.attn.scores", l);
+        const probe_tensor *sc = need(p, name);
+        snprintf(name, sizeof name, "layers.%d.attn.probs", l);
+        const probe_tensor *pr = need(p, name);
+        if (!sc || !pr) return -1;
+        for (int h = 0; h < H; h++) {
+            inspect_head *hd = &r->heads[l * H + h];
+            hd->layer = l, hd->head = h;
+            for (int i = 0; i < T; i++) {
+                const float *srow = sc->data + ((size_t)h * T + i) * T, *prow = pr->data + ((size_t)h * T + i) * T;
+                double mx = -INFINITY, ent = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    if (srow[j] > mx) mx = srow[j]; /* masked keys hold -inf */
+                    if (prow[j] > 0.0f) ent -= (double)prow[j] * log((double)prow[j]);
+                }
+                if (i == r->position) hd->max_logit.at = mx, hd->entropy.at = ent;
+                hd->max_logit.mean += mx / T;
+                hd->entropy.mean += ent / T;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ids of the k largest entries of x[0..n), best first (ties: the lower id) */
+static void top_k(const float *x, int n, int k, int *ids) {
+    int have = 0;
+    for (int i = 0; i < n; i++) {
+        if (have == k && !(x[i] > x[ids[k - 1]])) continue;
+        int j = have < k ? have++ : k - 1;
+        while (j > 0 && x[i] > x[ids[j - 1]]) ids[j] = ids[j - 1], j--;
+        ids[j] = i;
+    }
+}
+
+/* softmax probability of entry `id` of a row of logits */
+static double softmax_prob(const float *x, int n, int id) {
+    double mx = -INFINITY, s = 0.0;
+    for (int i = 0; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    return exp((double)x[id] - mx) / s;
+}
+
+/* The model's own head (final norm, LM head, final soft-cap) applied to rows x [T, d]. */
+static void apply_head(const tlm_model *m, const float *x, int T, float *y, float *mean, float *rstd, float *logits) {
+    const tlm_config *c = &m->cfg;
+    const float *h = x;
+    if (c->final_norm) {
+        norm_acts na = {.y = y, .mean = mean, .rstd = rstd};
+        model_norm_forward(c, y, &na, &m->p.final_norm, x, T);
+        h = y;
+    }
+    matmul_forward(logits, h, m->p.lm_head, NULL, T, c->d_model, c->vocab_size);
+    if (c->final_softcap > 0.0f) softcap_forward(logits, logits, (size_t)T * c->vocab_size, c->final_softcap);
+}
+
+static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p) {
+    const int T = r->T, d = m->cfg.d_model, V = m->cfg.vocab_size, K = r->top_k;
+    float *y = malloc(sizeof(float) * T * d), *mean = malloc(sizeof(float) * T), *rstd = malloc(sizeof(float) * T);
+    float *logits = malloc(sizeof(float) * (size_t)T * V);
+    int *ids = malloc(sizeof(int) * K);
+    int rc = -1;
+    if (!y || !mean || !rstd || !logits || !ids) {
+        tlm_error("out of memory for the logit lens (%d x %d logits)", T, V);
+        goto done;
+    }
+    const probe_tensor *final_logits = need(p, "logits");
+    if (!final_logits) goto done;
+    for (int k = 0; k < r->n_lens; k++) {
+        char name[64];
+        point_name(name, sizeof name, 2 * k);
+        const probe_tensor *x = need(p, name);
+        if (!x) goto done;
+        apply_head(m, x->data, T, y, mean, rstd, logits);
+        for (int i = 0; i < T; i++) {
+            const float *row = logits + (size_t)i * V;
+            top_k(row, V, 1, ids);
+            r->lens_grid[k * T + i] = ids[0];
+            r->lens_grid_prob[k * T + i] = (float)softmax_prob(row, V, ids[0]);
+            if (k == r->n_lens - 1)
+                for (int v = 0; v < V; v++) {
+                    double diff = fabs((double)row[v] - final_logits->data[(size_t)i * V + v]);
+                    if (diff > r->lens_final_diff) r->lens_final_diff = diff;
+                }
+        }
+        const float *row = logits + (size_t)r->position * V;
+        top_k(row, V, K, ids);
+        for (int j = 0; j < K; j++) {
+            r->lens_top[k * K + j] = ids[j];
+            r->lens_top_prob[k * K + j] = (float)softmax_prob(row, V, ids[j]);
+            r->lens_top_logit[k * K + j] = row[ids[j]];
+        }
+    }
+    rc = 0;
+done:
+    free(y), free(mean), free(rstd), free(logits), free(ids);
+    return rc;
+}
+
+/* h_final = embed + sum over layers of (attn.out + ffn.out) when the stream is a plain sum;
+ * each term's direct logit attribution goes through the final norm with the scale of the full
+ * residual (and, for LayerNorm, each term centred), as TransformerLens does. */
+static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe *p) {
+    const tlm_config *c = &m->cfg;
+    const int T = r->T, d = c->d_model, V = c->vocab_size, L = r->n_layers, pos = r->position;
+    const probe_tensor *logits = need(p, "logits");
+    if (!logits) return -1;
+    int pred;
+    top_k(logits->data + (size_t)pos * V, V, 1, &pred);
+    r->predicted = pred;
+    r->predicted_prob = softmax_prob(logits->data + (size_t)pos * V, V, pred);
+    r->logit = logits->data[(size_t)pos * V + pred];
+    r->logit_raw = c->final_softcap > 0.0f ? m->acts.logits_raw[(size_t)pos * V + pred] : r->logit;
+    if (!c->residual) {
+        snprintf(r->decomp_reason, sizeof r->decomp_reason,
+                 "residual: false replaces the stream with each sublayer's output, so the final residual is not a sum");
+        return 0;
+    }
+    if (c->placement == PLACE_POST) {
+        snprintf(r->decomp_reason, sizeof r->decomp_reason,
+                 "Post-Norm renormalizes the stream after every sublayer (h = N(x + F(x))), so it is not a sum");
+        return 0;
+    }
+    r->decomp_applies = 1;
+    r->n_terms = 2 * L + 1;
+    r->terms = calloc((size_t)r->n_terms, sizeof *r->terms);
+    double *sum = calloc((size_t)T * d, sizeof(double));
+    double *g = malloc(sizeof(double) * d);
+    if (!r->terms || !sum || !g) {
+        free(sum), free(g);
+        return tlm_error("out of memory");
+    }
+    /* effective unembedding direction through the norm's gain: u_j * g_j */
+    const float *u = m->p.lm_head + (size_t)pred * d;
+    for (int j = 0; j < d; j++) {
+        double gain = 1.0;
+        if (c->final_norm) gain = m->p.final_norm.w[j] + (c->norm == NORM_RMSNORM_1P ? 1.0 : 0.0);
+        g[j] = (double)u[j] * gain;
+    }
+    const double scale = c->final_norm ? m->acts.final.rstd[pos] : 1.0;
+    const int centre = c->final_norm && c->norm == NORM_LAYERNORM;
+    r->dla_sum = 0.0;
+    for (int k = 0; k < r->n_terms; k++) {
+        inspect_term *t = &r->terms[k];
+        if (k == 0)
+            snprintf(t->name, sizeof t->name, "embed");
+        else
+            snprintf(t->name, sizeof t->name, "layers.%d.%s.out", (k - 1) / 2, k % 2 ? "attn" : "ffn");
+        const probe_tensor *x = need(p, t->name);
+        if (!x) {
+            free(sum), free(g);
+            return -1;
+        }
+        for (size_t i = 0; i < (size_t)T * d; i++) sum[i] += x->data[i];
+        const float *xp = x->data + (size_t)pos * d;
+        double mean = 0.0, dot = 0.0;
+        if (centre) {
+            for (int j = 0; j < d; j++) mean += xp[j];
+            mean /= d;
+        }
+        for (int j = 0; j < d; j++) dot += g[j] * (xp[j] - mean);
+        t->norm = l2(xp, (size_t)d);
+        t->dla = scale * dot;
+        r->dla_sum += t->dla;
+    }
+    if (centre && m->p.final_norm.b) {
+        r->has_dla_bias = 1;
+        for (int j = 0; j < d; j++) r->dla_bias += (double)u[j] * m->p.final_norm.b[j];
+        r->dla_sum += r->dla_bias;
+    }
+    char last[64];
+    point_name(last, sizeof last, 2 * L);
+    const probe_tensor *h = need(p, last);
+    if (!h) {
+        free(sum), free(g);
+        return -1;
+    }
+    for (int i = 0; i < T; i++) {
+        double e2 = 0.0, h2 = 0.0, emax = 0.0;
+        for (int j = 0; j < d; j++) {
+            double hv = h->data[(size_t)i * d + j], e = sum[(size_t)i * d + j] - hv;
+            e2 += e * e, h2 += hv * hv;
+            if (fabs(e) > emax) emax = fabs(e);
+        }
+        double rel = h2 > 0.0 ? sqrt(e2 / h2) : sqrt(e2);
+        if (i == pos) r->sum_err_abs = emax, r->sum_err_rel = rel;
+        if (rel > r->sum_err_rel_max) r->sum_err_rel_max = rel;
+    }
+    free(sum), free(g);
+    return 0;
+}
+
+static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens) {
+    const int L = m->cfg.n_layers, T = r->T, K = r->top_k;
+    r->n_points = 2 * L + 1;
+    r->n_lens = L + 1;
+    r->tokens = malloc(sizeof(int) * T);
+    r->points = calloc((size_t)r->n_points, sizeof *r->points);
+    r->incr = calloc((size_t)2 * L, sizeof *r->incr);
+    r->heads = calloc((size_t)L * r->n_heads, sizeof *r->heads);
+    r->lens_top = malloc(sizeof(int) * r->n_lens * K);
+    r->lens_top_prob = malloc(sizeof(float) * r->n_lens * K);
+    r->lens_top_logit = malloc(sizeof(float) * r->n_lens * K);
+    r->lens_grid = malloc(sizeof(int) * (size_t)r->n_lens * T);
+    r->lens_grid_prob = malloc(sizeof(float) * (size_t)r->n_lens * T);
+    if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob ||
+        !r->lens_top_logit || !r->lens_grid || !r->lens_grid_prob)
+        return tlm_error("out of memory for the inspect report");
+    memcpy(r->tokens, tokens, sizeof(int) * T);
+    return 0;
+}
+
+int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_n, inspect_report *r) {
+    memset(r, 0, sizeof *r);
+    const tlm_config *c = &m->cfg;
+    if (T <= 0) return tlm_error("inspect: no tokens to run");
+    if (position < 0 || position >= T)
+        return tlm_error("inspect: position %d is out of range: the input has %d tokens (0..%d)", position, T, T - 1);
+    if (top_k_n <= 0 || top_k_n > c->vocab_size)
+        return tlm_error("inspect: top %d is out of range (1..vocab_size = %d)", top_k_n, c->vocab_size);
+    if (m->probe) return tlm_error("inspect: the model already has a probe attached");
+    r->T = T, r->position = position, r->top_k = top_k_n, r->n_layers = c->n_layers, r->n_heads = c->n_heads;
+    if (alloc_report(r, m, tokens)) return -1;
+    tlm_probe *p = probe_create();
+    int rc = p ? 0 : -1;
+    for (size_t i = 0; !rc && i < sizeof FORWARD_PATTERNS / sizeof *FORWARD_PATTERNS; i++)
+        rc = probe_select(p, FORWARD_PATTERNS[i]);
+    if (!rc) {
+        probe_attach(p, m);
+        rc = model_forward(m, tokens, NULL, 1, T, NULL);
+        probe_detach(m);
+    }
+    if (!rc) rc = residual_stats(r, p, c->d_model);
+    if (!rc) rc = norm_stats(r, p);
+    if (!rc) rc = head_stats(r, p);
+    if (!rc) rc = logit_lens(r, m, p);
+    if (!rc) rc = decomposition(r, m, p);
+    probe_free(p);
+    return rc;
+}
+
+void inspect_report_free(inspect_report *r) {
+    if (!r) return;
+    free(r->tokens), free(r->points), free(r->incr), free(r->norms), free(r->heads);
+    free(r->lens_top), free(r->lens_top_prob), free(r->lens_top_logit), free(r->lens_grid), free(r->lens_grid_prob);
+    free(r->terms);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- one training batch: gradient norms ------------------------------------------------------- */
+
+static double sq(double x) { return x * x; }
+
+int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int T, inspect_grad_report *r) {
+    memset(r, 0, sizeof *r);
+    const tlm_config *c = &m->cfg;
+    const int L = c->n_layers;
+    if (m->probe) return tlm_error("inspect: the model already has a probe attached");
+    r->B = B, r->T = T, r->n_layers = L, r->n_tensors = m->n_tensors;
+    r->dres = calloc((size_t)2 * L + 1, sizeof *r->dres);
+    r->layer_attn = calloc((size_t)L, sizeof(double));
+    r->layer_ffn = calloc((size_t)L, sizeof(double));
+    r->layer_norms = calloc((size_t)L, sizeof(double));
+    r->layer_total = calloc((size_t)L, sizeof(double));
+    r->tensors = calloc((size_t)m->n_tensors, sizeof *r->tensors);
+    if (!r->dres || !r->layer_attn || !r->layer_ffn || !r->layer_norms || !r->layer_total || !r->tensors)
+        return tlm_error("out of memory for the gradient report");
+    tlm_probe *p = probe_create();
+    if (!p || probe_select(p, "grad.layers.*.resid_*") || model_alloc_grads(m)) return probe_free(p), -1;
+    model_zero_grads(m);
+    probe_attach(p, m);
+    int rc = model_forward(m, tokens, targets, B, T, &r->loss);
+    if (!rc) rc = model_backward(m, 1.0f);
+    probe_detach(m);
+    for (int k = 0; !rc && k <= 2 * L; k++) {
+        char name[96];
+        if (k == 0)
+            snprintf(name, sizeof name, "grad.layers.0.resid_pre");
+        else
+            snprintf(name, sizeof name, "grad.layers.%d.%s", (k - 1) / 2, k % 2 ? "resid_mid" : "resid_post");
+        const probe_tensor *t = need(p, name);
+        if (!t) rc = -1;
+        else {
+            point_name(r->dres[k].name, sizeof r->dres[k].name, k);
+            r->dres[k].v.at = r->dres[k].v.mean = l2(t->data, t->numel);
+        }
+    }
+    probe_free(p);
+    if (rc) return -1;
+    /* parameter gradients, grouped by layer and sublayer (squares summed, then the root) */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        double n = l2(model_grad(m, i), t->numel);
+        snprintf(r->tensors[i].name, sizeof r->tensors[i].name, "%s", t->name);
+        r->tensors[i].v.at = r->tensors[i].v.mean = n;
+        r->total += sq(n);
+        int l, off = 0;
+        if (sscanf(t->name, "layers.%d.%n", &l, &off) == 1 && off > 0 && l >= 0 && l < L) {
+            const char *rest = t->name + off;
+            double *group = !strncmp(rest, "attn.", 5) ? r->layer_attn : !strncmp(rest, "ffn.", 4) ? r->layer_ffn
+                                                                                                    : r->layer_norms;
+            group[l] += sq(n);
+            r->layer_total[l] += sq(n);
+        } else if (!strncmp(t->name, "embed.", 6)) {
+            r->embed += sq(n);
+        } else if (!strncmp(t->name, "pos_embed.", 10)) {
+            r->pos_embed += sq(n), r->has_pos_embed = 1;
+        } else if (!strncmp(t->name, "final_norm.", 11)) {
+            r->final_norm += sq(n), r->has_final_norm = 1;
+        } else if (!strncmp(t->name, "lm_head.", 8)) {
+            r->lm_head += sq(n), r->has_lm_head = 1;
+        }
+    }
+    for (int l = 0; l < L; l++) {
+        r->layer_attn[l] = sqrt(r->layer_attn[l]), r->layer_ffn[l] = sqrt(r->layer_ffn[l]);
+        r->layer_norms[l] = sqrt(r->layer_norms[l]), r->layer_total[l] = sqrt(r->layer_total[l]);
+    }
+    r->embed = sqrt(r->embed), r->pos_embed = sqrt(r->pos_embed), r->final_norm = sqrt(r->final_norm);
+    r->lm_head = sqrt(r->lm_head), r->total = sqrt(r->total);
+    return 0;
+}
+
+void inspect_grad_report_free(inspect_grad_report *r) {
+    if (!r) return;
+    free(r->dres), free(r->layer_attn), free(r->layer_ffn), free(r->layer_norms), free(r->layer_total);
+    free(r->tensors);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,115 @@
+/* inspect.h — the analyses behind `tinylm inspect`, computed from the probes of one pass:
+ * residual-stream norms, sublayer increments, what each norm does to the scale, per-head
+ * attention sharpness, the logit lens, the residual stream as a sum of its terms with each
+ * term's direct logit attribution, and (inspect_grad) the gradient norms of one training
+ * batch. Writers for a terminal table, JSON, CSV and an SVG figure are in inspect_out.c
+ * and inspect_svg.c. */
+#ifndef TLM_INSPECT_H
+#define TLM_INSPECT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct tlm_model;
+struct tlm_tokenizer;
+
+typedef struct {
+    double at, mean; /* at the chosen position; mean over all positions */
+} inspect_stat;
+
+typedef struct {
+    char name[96]; /* a probe or tensor name (tensor_info names are < 96) */
+    inspect_stat v;
+} inspect_value;
+
+typedef struct {
+    char name[64]; /* "layers.0.attn_norm", ..., "final_norm" */
+    inspect_stat in_rms, out_rms;
+} inspect_norm;
+
+typedef struct {
+    int layer, head;
+    inspect_stat max_logit, entropy; /* pre-softmax logit max over visible keys; entropy in nats */
+} inspect_head;
+
+typedef struct {
+    char name[64]; /* "embed", "layers.0.attn.out", "layers.0.ffn.out", ... */
+    double norm;   /* L2 norm at the chosen position */
+    double dla;    /* direct contribution to the predicted token's (pre-soft-cap) logit */
+} inspect_term;
+
+typedef struct {
+    int T, position, top_k, n_layers, n_heads;
+    int *tokens; /* [T] */
+    /* residual stream: embed, then after each sublayer (2L+1); increments: attn.out, ffn.out (2L) */
+    int n_points;
+    inspect_value *points, *incr;
+    int n_norms;
+    inspect_norm *norms;
+    inspect_head *heads; /* [n_layers * n_heads] */
+    /* logit lens: row 0 = the embedding, row k = the output of block k-1 (n_layers + 1 rows) */
+    int n_lens;
+    int *lens_top;         /* [n_lens, top_k] token ids at the position, best first */
+    float *lens_top_prob;  /* [n_lens, top_k] */
+    float *lens_top_logit; /* [n_lens, top_k] */
+    int *lens_grid;        /* [n_lens, T] top-1 id at every position */
+    float *lens_grid_prob; /* [n_lens, T] */
+    double lens_final_diff; /* max |last lens row - model logits|: 0 when the lens is the model's head */
+    /* the prediction at the position */
+    int predicted;
+    double predicted_prob, logit, logit_raw; /* logit after / before the final soft-cap */
+    /* the residual stream as a sum of terms (only when it is one) */
+    int decomp_applies;
+    char decomp_reason[160];
+    int n_terms;
+    inspect_term *terms;
+    int has_dla_bias;
+    double dla_bias;    /* LayerNorm final-norm bias . unembedding row */
+    double dla_sum;     /* sum of the terms' dla (+ bias): equals logit_raw */
+    double sum_err_abs; /* max |sum of terms - final residual| at the position */
+    double sum_err_rel; /* ||sum - final|| / ||final|| at the position */
+    double sum_err_rel_max; /* the same, worst position */
+} inspect_report;
+
+/* Runs the model on tokens [1, T] and fills the report for `position` (0..T-1) with the top
+ * `top_k` tokens of the lens. The model must have no probe attached. */
+int inspect_run(struct tlm_model *m, const int *tokens, int T, int position, int top_k, inspect_report *r);
+void inspect_report_free(inspect_report *r);
+
+typedef struct {
+    int B, T;
+    float loss;
+    int n_layers;
+    inspect_value *dres;  /* [2L+1] ||dL/dx|| over the batch at each residual-stream point */
+    double *layer_attn, *layer_ffn, *layer_norms, *layer_total; /* [L] parameter-gradient norms */
+    double embed, pos_embed, final_norm, lm_head, total;
+    int has_pos_embed, has_final_norm, has_lm_head;
+    int n_tensors;
+    inspect_value *tensors; /* every parameter's gradient norm (.v.at) */
+} inspect_grad_report;
+
+/* One training batch: tokens [B, T], targets [B, T]; zeroes the gradients, runs forward and
+ * backward, fills the report. */
+int inspect_grad(struct tlm_model *m, const int *tokens, const int *targets, int B, int T, inspect_grad_report *r);
+void inspect_grad_report_free(inspect_grad_report *r);
+
+/* ---- writers (inspect_out.c, inspect_svg.c) ---- */
+
+/* The text of token `id` following `prev` (-1 at the start), made printable: control bytes and
+ * invalid UTF-8 become \n, \t, \xNN escapes. "#id" without a tokenizer. */
+void inspect_token_text(const struct tlm_tokenizer *tok, int prev, int id, char *out, size_t n);
+
+int inspect_print_table(FILE *f, const inspect_report *r, const struct tlm_tokenizer *tok);
+int inspect_print_csv(FILE *f, const inspect_report *r, const struct tlm_tokenizer *tok);
+char *inspect_json(const inspect_report *r, const struct tlm_tokenizer *tok); /* malloc'd */
+int inspect_grad_print_table(FILE *f, const inspect_grad_report *r);
+int inspect_grad_print_csv(FILE *f, const inspect_grad_report *r);
+/* `ids` are the n_ids tokens of the batch's windows (inputs, then the last target) */
+char *inspect_grad_json(const inspect_grad_report *r, const int *ids, int n_ids); /* malloc'd */
+
+/* SVG figures, written atomically: residual norms and increments by layer (log axis) beside
+ * the logit-lens grid of layers x positions; for gradients, their norms by layer. */
+int inspect_plot_svg(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok);
+int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r);
+
+#endif
