@@ -8,3 +8,4 @@ if(TLM_PYTHON)
   add_test(NAME test_llama2c_reference COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_llama2c_reference.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${TLM_SHARED_DATA})
 endif()
+tlm_c_test(test_data_sampler tests/train/test_data_sampler.c)
