@@ -486,6 +486,10 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
             fprintf(stderr, "tinylm: warning: %s: key \"%s\" is not used by the %s reader\n", src, it->string, mt);
         }
     }
+    /* per-layer tables (layer_sliding) have TLM_MAX_LAYERS entries: refuse more layers before
+     * any family check fills them */
+    if (cfg->n_layers > TLM_MAX_LAYERS || cfg->n_layers < 0)
+        return tlm_error("%s: num_hidden_layers = %d: between 1 and %d supported", src, cfg->n_layers, TLM_MAX_LAYERS);
     if (fam->check(cfg, root, src)) return -1;
     return config_validate(cfg, src);
 }
