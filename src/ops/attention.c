@@ -5,6 +5,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "fastmath.h"
 #include "ops.h"
 
 void attention_row(float *out, float *scores, float *probs, const float *q, const float *keys,
@@ -16,13 +17,13 @@ void attention_row(float *out, float *scores, float *probs, const float *q, cons
         float s = 0.0f;
         for (int i = 0; i < head_dim; i++) s += q[i] * kj[i];
         s *= scale;
-        if (softcap > 0.0f) s = softcap * tanh_approx(s / softcap);
+        if (softcap > 0.0f) s = softcap * tanh_inline(s / softcap);
         scores[j] = s;
         mx = s > mx ? s : mx;
     }
     float sum = 0.0f;
     for (int j = first_key; j < n_keys; j++) {
-        probs[j] = expf(scores[j] - mx);
+        probs[j] = exp_approx(scores[j] - mx);
         sum += probs[j];
     }
     float inv = 1.0f / sum;
@@ -56,7 +57,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
                 int first = first_visible(t, spec->window);
                 float mx = -INFINITY, sum = 0.0f;
                 for (int j = first; j <= t; j++) {
-                    if (spec->softcap > 0.0f) s[j] = spec->softcap * tanh_approx(s[j] / spec->softcap);
+                    if (spec->softcap > 0.0f) s[j] = spec->softcap * tanh_inline(s[j] / spec->softcap);
                     mx = s[j] > mx ? s[j] : mx;
                 }
                 for (int j = 0; j < T; j++) {
@@ -64,7 +65,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
                         s[j] = -INFINITY;
                         p[j] = 0.0f;
                     } else {
-                        p[j] = expf(s[j] - mx);
+                        p[j] = exp_approx(s[j] - mx);
                         sum += p[j];
                     }
                 }

@@ -1,25 +1,38 @@
 /* norm.c — LayerNorm and RMSNorm (incl. Gemma's 1 + w), forward and backward.
- * Per-row statistics are accumulated in double: for wide rows a float sum drifts. */
+ * Statistics are float32 (as the reference implementations compute them), summed with
+ * OpenMP SIMD reductions so that each row vectorizes. Parameter gradients are reductions
+ * over rows: they run parallel over blocks of columns, each block summing rows in order, so
+ * the result does not depend on the thread count. */
 #include <math.h>
 
 #include "ops.h"
+
+enum { COL_BLOCK = 64 };
+
+static float row_sum(const float *x, int C) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; c++) s += x[c];
+    return s;
+}
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
-        double s = 0.0;
-        for (int c = 0; c < C; c++) s += x[c];
-        float m = (float)(s / C);
-        double v = 0.0;
-        for (int c = 0; c < C; c++) {
-            double d = x[c] - m;
-            v += d * d;
-        }
-        float r = (float)(1.0 / sqrt(v / C + (double)eps));
+        float m = row_sum(x, C) / C, v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        float r = 1.0f / sqrtf(v / C + eps);
         float *y = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + (bias ? bias[c] : 0.0f);
+        if (bias) {
+#pragma omp simd
+            for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c];
+        }
         mean[n] = m;
         rstd[n] = r;
     }
@@ -31,31 +44,34 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
-        float m = mean[n], r = rstd[n];
-        double sum_g = 0.0, sum_gx = 0.0;
+        const float m = mean[n], r = rstd[n];
+        float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
         for (int c = 0; c < C; c++) {
             float g = dy[c] * weight[c];
             sum_g += g;
-            sum_gx += (double)g * ((x[c] - m) * r);
+            sum_gx += g * ((x[c] - m) * r);
         }
-        float mg = (float)(sum_g / C), mgx = (float)(sum_gx / C);
+        const float mg = sum_g / C, mgx = sum_gx / C;
         float *dx = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) {
-            float xhat = (x[c] - m) * r;
-            dx[c] += r * (dy[c] * weight[c] - mg - xhat * mgx);
-        }
+#pragma omp simd
+        for (int c = 0; c < C; c++) dx[c] += r * (dy[c] * weight[c] - mg - (x[c] - m) * r * mgx);
     }
-    /* parameter gradients: a reduction over rows, parallel over columns (no races) */
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        double dw = 0.0, db = 0.0;
+    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        const int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
         for (int n = 0; n < N; n++) {
-            float dy = dout[(size_t)n * C + c];
-            dw += (double)dy * ((inp[(size_t)n * C + c] - mean[n]) * rstd[n]);
-            db += dy;
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            const float m = mean[n], r = rstd[n];
+            if (dweight) {
+#pragma omp simd
+                for (int c = c0; c < c1; c++) dweight[c] += dy[c] * (x[c] - m) * r;
+            }
+            if (dbias) {
+#pragma omp simd
+                for (int c = c0; c < c1; c++) dbias[c] += dy[c];
+            }
         }
-        if (dweight) dweight[c] += (float)dw;
-        if (dbias) dbias[c] += (float)db;
     }
 }
 
@@ -64,10 +80,12 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
-        double ss = 0.0;
-        for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
-        float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+        float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float r = 1.0f / sqrtf(ss / C + eps);
         float *y = out + (size_t)n * C;
+#pragma omp simd
         for (int c = 0; c < C; c++) y[c] = x[c] * r * (weight_offset + weight[c]);
         rstd[n] = r;
     }
@@ -79,18 +97,24 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
-        float r = rstd[n];
-        double s = 0.0;
-        for (int c = 0; c < C; c++) s += (double)dy[c] * (weight_offset + weight[c]) * (x[c] * r);
-        float m = (float)(s / C);
+        const float r = rstd[n];
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += dy[c] * (weight_offset + weight[c]) * (x[c] * r);
+        const float m = s / C;
         float *dx = dinp + (size_t)n * C;
+#pragma omp simd
         for (int c = 0; c < C; c++) dx[c] += r * (dy[c] * (weight_offset + weight[c]) - x[c] * r * m);
     }
     if (!dweight) return;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        double dw = 0.0;
-        for (int n = 0; n < N; n++) dw += (double)dout[(size_t)n * C + c] * (inp[(size_t)n * C + c] * rstd[n]);
-        dweight[c] += (float)dw;
+    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        const int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            const float r = rstd[n];
+#pragma omp simd
+            for (int c = c0; c < c1; c++) dweight[c] += dy[c] * x[c] * r;
+        }
     }
 }

@@ -37,9 +37,10 @@ double grad_global_norm(const tlm_model *m) {
     const size_t n = m->n_params, per = (n + CHUNKS - 1) / CHUNKS;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < CHUNKS; c++) {
-        double s = 0.0;
+        float s = 0.0f; /* float lanes per chunk, double across chunks */
         size_t end = (size_t)(c + 1) * per < n ? (size_t)(c + 1) * per : n;
-        for (size_t i = (size_t)c * per; i < end; i++) s += (double)m->grad_mem[i] * m->grad_mem[i];
+#pragma omp simd reduction(+ : s)
+        for (size_t i = (size_t)c * per; i < end; i++) s += m->grad_mem[i] * m->grad_mem[i];
         part[c] = s;
     }
     double total = 0.0;

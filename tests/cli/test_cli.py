@@ -102,6 +102,7 @@ BAD_CONFIGS = [
     (tiny_config(vocab_size=1.5), "\"vocab_size\" must be an integer"),
     (tiny_config(nrom_type="rmsnorm"), "unknown key \"nrom_type\""),
     ({"vocab_size": 10}, "\"model_type\" is missing"),
+    ({"model_type": "qwen2", "num_hidden_layers": 874}, "num_hidden_layers = 874"),  # found by fuzz_config
 ]
 
 
