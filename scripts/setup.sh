@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One command for a fresh Debian 12 machine: install the build dependencies, build, and
-# run the main job (`tinylm lesson 15` until training lands).
+# One command for a fresh Debian 12 machine: install the build dependencies (apt), build,
+# and run the main job: train nanogpt-baby on TinyShakespeare (character level, 2000 steps,
+# about a minute on 2 cores) and print a sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -9,4 +10,7 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-rec
   build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libpcre2-dev >/dev/null
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-./build/tinylm lesson 15
+data="${TLM_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
+out="runs/shakespeare-$(date +%Y%m%d-%H%M%S)"
+./build/tinylm train --data "$data" --preset nanogpt-baby --out "$out"
+echo "model in $out — try: build/tinylm generate --model $out --prompt 'ROMEO:' -n 300 --temperature 0.8"

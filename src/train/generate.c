@@ -5,6 +5,7 @@
 #include "generate.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/decode.h"
@@ -26,37 +27,47 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     if (n_out) *n_out = 0;
     if (n_prompt <= 0) return tlm_error("generate: the prompt is empty and the tokenizer has no BOS token to start from");
     const tlm_config *c = &m->cfg;
-    if (n_prompt > c->max_seq)
-        return tlm_error("generate: the prompt has %d tokens; the model's context is %d", n_prompt, c->max_seq);
-    /* `total` positions exist at the end; the last sampled token is never fed back, so the
-     * model sees total - 1 positions, at most its context length */
-    int total = n_prompt + o->max_new_tokens;
-    if (total - 1 > c->max_seq) total = c->max_seq + 1;
+    const int context = c->max_seq;
+    if (n_prompt > context)
+        return tlm_error("generate: the prompt has %d tokens; the model's context is %d", n_prompt, context);
     sampler s;
     if (sampler_init(&s, c->vocab_size, o->temperature, o->top_k, o->top_p, o->seed)) return -1;
-    kv_cache *kv = kv_cache_create(m, total - 1 > n_prompt ? total - 1 : n_prompt);
-    if (!kv) return sampler_free(&s), -1;
+    int *history = malloc(sizeof(int) * ((size_t)n_prompt + o->max_new_tokens));
+    kv_cache *kv = history ? kv_cache_create(m, context) : NULL;
+    if (!kv) {
+        free(history);
+        sampler_free(&s);
+        return history ? -1 : tlm_error("out of memory");
+    }
+    memcpy(history, prompt, sizeof(int) * n_prompt);
+    int len = n_prompt, made = 0;
     m->kv = kv;
     const int bos = tlm_tokenizer_bos(tok), eos = tlm_tokenizer_eos(tok);
     if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out);
     for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i], out);
     int rc = model_forward(m, prompt, NULL, 1, n_prompt, NULL);
     const float *logits = m->acts.logits + (size_t)(n_prompt - 1) * c->vocab_size;
-    int prev = prompt[n_prompt - 1], made = 0;
-    for (int pos = n_prompt; !rc && pos < total; pos++) {
+    while (!rc && made < o->max_new_tokens) {
         int next = sampler_next(&s, logits);
         if (next == bos || next == eos) break;
-        print_piece(tok, prev, next, out);
+        print_piece(tok, history[len - 1], next, out);
         if (ids_out) ids_out[made] = next;
-        made++;
-        prev = next;
-        if (pos + 1 < total) {
+        history[len++] = next;
+        if (++made == o->max_new_tokens) break;
+        if (kv_cache_room(kv) > 0) {
             rc = model_forward(m, &next, NULL, 1, 1, NULL);
             logits = m->acts.logits;
+        } else {
+            /* the context is full: as nanoGPT does, continue from the last `context` tokens,
+             * recomputed from scratch (positions restart at 0) */
+            kv_cache_reset(kv);
+            rc = model_forward(m, history + len - context, NULL, 1, context, NULL);
+            logits = m->acts.logits + (size_t)(context - 1) * c->vocab_size;
         }
     }
     m->kv = NULL;
     kv_cache_free(kv);
+    free(history);
     sampler_free(&s);
     if (n_out) *n_out = made;
     return rc;

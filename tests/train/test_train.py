@@ -181,6 +181,9 @@ def main():
     check(r1[0] == 0 and r1[1] == r2[1] and r1[1].startswith("ROMEO:"), "greedy generation is deterministic", r1[2])
     s1, s2, s3 = g("--seed", "7", "--top-k", "10"), g("--seed", "7", "--top-k", "10"), g("--seed", "8", "--top-k", "10")
     check(s1[1] == s2[1] and s1[1] != s3[1], "a seed reproduces a sample; another seed gives another", s1[2])
+    long = run([T, "generate", "--model", os.path.join(W, "learn"), "--prompt", "ROMEO:", "-n", "150", "--seed", "1"])
+    check(long[0] == 0 and len(long[1]) >= len("ROMEO:") + 150,
+          "150 new characters from a model with a 64-token context (the window slides)", long[2])
     rc, _, err = run([T, "generate", "--model", os.path.join(W, "learn"), "--top-p", "1.5"])
     check(rc > 0 and "--top-p" in err, "generate rejects --top-p 1.5", err)
 
