@@ -3,6 +3,8 @@
 #ifndef TLM_CLI_H
 #define TLM_CLI_H
 
+#include <stddef.h>
+
 int cmd_lesson(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
@@ -17,7 +19,8 @@ int cmd_export(int argc, char **argv);
 const char *cli_value(int argc, char **argv, int *i);
 /* prints "tinylm <cmd>: <last error>" to stderr and returns 1 */
 int cli_fail(const char *cmd);
-/* parses a list of integers separated by spaces/commas; malloc'd */
-int cli_parse_ids(const char *text, int **ids, int *n);
+/* parses token ids separated by spaces/commas (any int: range checks belong to the user of
+ * the ids); malloc'd; `option` names the flag in errors */
+int cli_parse_ids(const char *option, const char *text, int allow_empty, int **ids, size_t *n);
 
 #endif

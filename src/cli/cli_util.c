@@ -18,8 +18,8 @@ int cli_fail(const char *cmd) {
     return 1;
 }
 
-int cli_parse_ids(const char *text, int **ids, int *n) {
-    int cap = 16, k = 0;
+int cli_parse_ids(const char *option, const char *text, int allow_empty, int **ids, size_t *n) {
+    size_t cap = 16, k = 0;
     int *v = malloc(sizeof(int) * cap);
     if (!v) return tlm_error("out of memory");
     const char *p = text;
@@ -29,9 +29,9 @@ int cli_parse_ids(const char *text, int **ids, int *n) {
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > 0x7fffffff) {
+        if (end == p || errno || x < -0x7fffffffL || x > 0x7fffffffL) {
             free(v);
-            return tlm_error("--ids: \"%.20s\" is not a non-negative integer", p);
+            return tlm_error("%s: \"%.20s\" is not an integer id", option, p);
         }
         if (k == cap) {
             int *nv = realloc(v, sizeof(int) * (cap *= 2));
@@ -41,9 +41,9 @@ int cli_parse_ids(const char *text, int **ids, int *n) {
         v[k++] = (int)x;
         p = end;
     }
-    if (k == 0) {
+    if (k == 0 && !allow_empty) {
         free(v);
-        return tlm_error("--ids: no token ids given");
+        return tlm_error("%s: no token ids given", option);
     }
     *ids = v;
     *n = k;

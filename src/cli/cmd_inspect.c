@@ -163,7 +163,9 @@ static int run_forward(const options *o, tlm_model *m) {
     inspect_report r = {0};
     if (o->prompt && !tok) goto done;
     if (o->ids) {
-        if (cli_parse_ids(o->ids, &ids, &n)) goto done;
+        size_t n_ids = 0;
+        if (cli_parse_ids("--ids", o->ids, 0, &ids, &n_ids)) goto done;
+        n = (int)n_ids;
     } else if (o->prompt) {
         size_t n_ids = 0;
         if (tlm_tokenizer_encode(tok, o->prompt, strlen(o->prompt), !o->no_bos, &ids, &n_ids)) goto done;

@@ -25,12 +25,13 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "usage: tinylm logits --model DIR --ids \"1 5 9\" --out FILE.npy\n");
         return 2;
     }
-    int *ids, n;
-    if (cli_parse_ids(ids_text, &ids, &n)) return cli_fail("logits");
+    int *ids;
+    size_t n;
+    if (cli_parse_ids("--ids", ids_text, 0, &ids, &n)) return cli_fail("logits");
     tlm_model *m = model_load_dir(model_dir);
     int rc = 1;
-    if (m && !model_forward(m, ids, NULL, 1, n, NULL)) {
-        int64_t shape[2] = {n, m->cfg.vocab_size};
+    if (m && !model_forward(m, ids, NULL, 1, (int)n, NULL)) {
+        int64_t shape[2] = {(int64_t)n, m->cfg.vocab_size};
         rc = tlm_npy_write_f32(out, 2, shape, m->acts.logits) ? 1 : 0;
     }
     if (rc) cli_fail("logits");

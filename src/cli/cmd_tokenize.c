@@ -16,37 +16,6 @@ static const char USAGE[] =
     "usage: tinylm tokenize --tokenizer PATH --text TEXT [--bos]\n"
     "       tinylm tokenize --tokenizer PATH --decode \"ID ID ...\"\n";
 
-/* ids separated by spaces or commas; any int is accepted here, decode checks the range */
-static int parse_ids(const char *s, int **ids, size_t *n) {
-    size_t cap = 16, k = 0;
-    int *v = malloc(cap * sizeof *v);
-    if (!v) return tlm_error("out of memory");
-    for (;;) {
-        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
-        if (!*s) break;
-        char *end;
-        errno = 0;
-        long x = strtol(s, &end, 10);
-        if (end == s || errno || x < -0x7fffffffL || x > 0x7fffffffL) {
-            free(v);
-            return tlm_error("--decode: \"%.20s\" is not an integer id", s);
-        }
-        if (k == cap) {
-            int *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) {
-                free(v);
-                return tlm_error("out of memory");
-            }
-            v = nv;
-        }
-        v[k++] = (int)x;
-        s = end;
-    }
-    *ids = v;
-    *n = k;
-    return 0;
-}
-
 int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL, *text = NULL, *decode = NULL;
     int bos = 0;
@@ -83,7 +52,7 @@ int cmd_tokenize(int argc, char **argv) {
     } else {
         size_t len;
         char *out = NULL;
-        if (parse_ids(decode, &ids, &n) || !(out = tlm_tokenizer_decode_len(t, ids, n, &len))) {
+        if (cli_parse_ids("--decode", decode, 1, &ids, &n) || !(out = tlm_tokenizer_decode_len(t, ids, n, &len))) {
             rc = cli_fail("tokenize");
         } else {
             fwrite(out, 1, len, stdout);

@@ -20,17 +20,9 @@
 #error "safetensors data is little-endian; this reader assumes a little-endian host"
 #endif
 
-static char *dup_string(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 tlm_safetensors *st_new(const char *label) {
     tlm_safetensors *st = calloc(1, sizeof *st);
-    if (st && !(st->label = dup_string(label))) {
+    if (st && !(st->label = strdup(label))) {
         free(st);
         st = NULL;
     }
@@ -165,8 +157,8 @@ static int parse_metadata(tlm_safetensors *st, const char *file, const cJSON *ob
         if (!cJSON_IsString(kv))
             return tlm_error("%s: __metadata__ value of '%.200s' must be a string", file, kv->string);
         st_meta *m = &st->meta[st->n_meta];
-        m->key = dup_string(kv->string);
-        m->value = dup_string(kv->valuestring);
+        m->key = strdup(kv->string);
+        m->value = strdup(kv->valuestring);
         st->n_meta++; /* counted before the check so close frees a half-made entry */
         if (!m->key || !m->value)
             return tlm_error("%s: out of memory", file);
@@ -353,7 +345,7 @@ static int parse_blob(tlm_safetensors *st, size_t b) {
             break;
         }
         t.data = data + begin;
-        t.name = dup_string(e->string);
+        t.name = strdup(e->string);
         if (!t.name || add_tensor(st, &t) != 0) {
             free((char *)t.name);
             rc = tlm_error("%s: out of memory", file);
@@ -372,7 +364,7 @@ done:
 
 static int add_blob(tlm_safetensors *st, const char *label, void *base, size_t len, int mapped) {
     st_blob *p = realloc(st->blobs, (st->n_blobs + 1) * sizeof *p);
-    char *path = dup_string(label);
+    char *path = strdup(label);
     if (!p || !path) {
         if (p)
             st->blobs = p;

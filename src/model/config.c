@@ -288,9 +288,7 @@ float config_attn_scale(const tlm_config *c) {
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
-char *config_to_json(const tlm_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model_type", "tinylm");
+void config_json_add_sizes(cJSON *o, const tlm_config *c) {
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
     cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
@@ -299,6 +297,12 @@ char *config_to_json(const tlm_config *c) {
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
     cJSON_AddNumberToObject(o, "intermediate_size", c->d_ff);
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_seq);
+}
+
+char *config_to_json(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model_type", "tinylm");
+    config_json_add_sizes(o, c);
     cJSON_AddStringToObject(o, "norm_type", norm_type_name(c->norm));
     cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
     cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);

@@ -28,6 +28,8 @@ typedef struct {
 int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const char *src);
 const config_key *config_find_key(const config_key *table, const char *name);
 void config_finish(tlm_config *cfg, const cJSON *root);
+/* The size keys shared by tinylm and Llama-style configs (vocab_size ... max_position_embeddings). */
+void config_json_add_sizes(cJSON *o, const tlm_config *c);
 
 /* Reads a Hugging Face family's config (model_type `mt`). hf_families.c. */
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src);

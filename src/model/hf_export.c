@@ -4,6 +4,7 @@
  * from. Tensor names and layouts come from the same map the loader uses (hf_map.c), run
  * backwards, so an export loads back into the identical parameter buffer. */
 #include "hf_export.h"
+#include "config_keys.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -154,14 +155,7 @@ static char *llama_config(const tlm_config *c) {
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
     cJSON_AddStringToObject(o, "model_type", "llama");
-    cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
-    cJSON_AddNumberToObject(o, "intermediate_size", c->d_ff);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_seq);
+    config_json_add_sizes(o, c);
     cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
     add_rope(o, c);
     cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);

@@ -2,6 +2,7 @@
  * encode to the kind's encoder, and decoding through the per-id decoded texts. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -94,17 +95,6 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-static char *join_path(const char *dir, const char *file) {
-    size_t a = strlen(dir), b = strlen(file);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    size_t o = a;
-    if (a && dir[a - 1] != '/') p[o++] = '/';
-    memcpy(p + o, file, b + 1);
-    return p;
-}
-
 static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return strdup(".");
@@ -139,7 +129,7 @@ static tlm_tokenizer *load_json_doc(cJSON *j, const char *name, const char *dir)
     if (!gpt2 && cJSON_GetObjectItemCaseSensitive(j, "model")) {
         cJSON *config = NULL;
         if (dir) {
-            char *cpath = join_path(dir, "tokenizer_config.json");
+            char *cpath = path_join(dir, "tokenizer_config.json");
             if (cpath && is_file(cpath)) {
                 char *cdata;
                 size_t clen;
@@ -161,7 +151,7 @@ static tlm_tokenizer *load_json_doc(cJSON *j, const char *name, const char *dir)
         return t;
     }
     if (gpt2) {
-        char *bpe = join_path(dir, "vocab.bpe");
+        char *bpe = path_join(dir, "vocab.bpe");
         tlm_tokenizer *t = NULL;
         if (!bpe) tlm_error("%s: out of memory", name);
         else if (!is_file(bpe)) tlm_error("%s: a GPT-2 encoder.json needs vocab.bpe beside it (%s not found)", name, bpe);
@@ -206,7 +196,7 @@ tlm_tokenizer *tlm_tokenizer_load(const char *path) {
     if (!S_ISDIR(st.st_mode)) return load_file(path);
     static const char *const candidates[] = {"tokenizer.json", TLM_TOKENIZER_OWN_FILE, "tokenizer.bin", "encoder.json"};
     for (size_t k = 0; k < sizeof candidates / sizeof *candidates; k++) {
-        char *p = join_path(path, candidates[k]);
+        char *p = path_join(path, candidates[k]);
         if (!p) break;
         if (is_file(p)) {
             tlm_tokenizer *t = load_file(p);

@@ -18,14 +18,6 @@ struct tlm_atomic {
     int failed; /* a write already failed: the message is set, the commit must fail */
 };
 
-static char *dup_string(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 /* Permission bits for a new file: those of the file being replaced, or 0666 minus the
  * umask (what fopen would give), since mkstemp creates the file 0600. */
 static mode_t new_file_mode(const char *path) {
@@ -45,7 +37,7 @@ tlm_atomic *tlm_atomic_open(const char *path) {
     tlm_atomic *f = calloc(1, sizeof *f);
     size_t n = strlen(path);
     if (f) {
-        f->path = dup_string(path);
+        f->path = strdup(path);
         f->tmp = malloc(n + sizeof ".tmp.XXXXXX");
     }
     if (!f || !f->path || !f->tmp) {
@@ -108,9 +100,9 @@ static int sync_directory(const char *path) {
     const char *slash = strrchr(path, '/');
     char *dir;
     if (!slash)
-        dir = dup_string(".");
+        dir = strdup(".");
     else if (slash == path)
-        dir = dup_string("/");
+        dir = strdup("/");
     else {
         size_t n = (size_t)(slash - path);
         dir = malloc(n + 1);
