@@ -107,6 +107,9 @@ static void layout_activations(const tlm_config *c, activations *A, arena *a, in
     A->dhid = take(a, N * f);
     A->dlogits = take(a, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
     A->attn_scratch = take(a, (size_t)T * T * omp_get_max_threads());
+    const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
+    A->fused = take(a, N * fused);
+    A->dfused = take(a, N * fused);
 }
 
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
@@ -234,9 +237,11 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     layer_acts *a = &m->acts.layers[l];
     const int B = m->acts.B, T = m->acts.T, N = B * T, d = c->d_model;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    matmul_forward(a->q, u, P->q.w, P->q.b, N, d, qd);
-    matmul_forward(a->k, u, P->k.w, P->k.b, N, d, kvd);
-    matmul_forward(a->v, u, P->v.w, P->v.b, N, d, kvd);
+    /* q, k, v from one GEMM over their back-to-back weights (params.c), then split */
+    float *qkv_out[3] = {a->q, a->k, a->v};
+    const int qkv_widths[3] = {qd, kvd, kvd};
+    matmul_forward(m->acts.fused, u, P->qkv.w, P->qkv.b, N, d, qd + 2 * kvd);
+    split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
     if (c->qk_norm != QK_NORM_NONE) {
         float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
         int rows, cols;
@@ -301,9 +306,10 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
         rmsnorm_backward(dk_next, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
         dq = dq_next, dk = dk_next;
     }
-    matmul_backward(du, G->q.w, G->q.b, dq, u, P->q.w, N, d, qd);
-    matmul_backward(du, G->k.w, G->k.b, dk, u, P->k.w, N, d, kvd);
-    matmul_backward(du, G->v.w, G->v.b, A->dv, u, P->v.w, N, d, kvd);
+    const float *dqkv[3] = {dq, dk, A->dv};
+    const int qkv_widths[3] = {qd, kvd, kvd};
+    join_columns(A->dfused, dqkv, qkv_widths, 3, N);
+    matmul_backward(du, G->qkv.w, G->qkv.b, A->dfused, u, P->qkv.w, N, d, qd + 2 * kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -315,11 +321,14 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &m->acts.layers[l];
     const int N = m->acts.B * m->acts.T, d = c->d_model, ff = c->d_ff;
-    matmul_forward(a->up, u, P->up.w, P->up.b, N, d, ff);
     if (c->ffn == FFN_GELU) {
+        matmul_forward(a->up, u, P->up.w, P->up.b, N, d, ff);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
-    } else {
-        matmul_forward(a->gate, u, P->gate.w, P->gate.b, N, d, ff);
+    } else { /* gate and up from one GEMM over their back-to-back weights */
+        float *gu_out[2] = {a->gate, a->up};
+        const int gu_widths[2] = {ff, ff};
+        matmul_forward(m->acts.fused, u, P->gate_up.w, P->gate_up.b, N, d, 2 * ff);
+        split_columns(gu_out, gu_widths, 2, m->acts.fused, N);
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
     matmul_forward(f, a->hid, P->down.w, P->down.b, N, ff, d);
@@ -338,12 +347,15 @@ static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const flo
     memset(A->dup, 0, sizeof(float) * n);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
+        matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
     } else {
         memset(A->dgate, 0, sizeof(float) * n);
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
-        matmul_backward(du, G->gate.w, G->gate.b, A->dgate, u, P->gate.w, N, d, ff);
+        const float *dgu[2] = {A->dgate, A->dup};
+        const int gu_widths[2] = {ff, ff};
+        join_columns(A->dfused, dgu, gu_widths, 2, N);
+        matmul_backward(du, G->gate_up.w, G->gate_up.b, A->dfused, u, P->gate_up.w, N, d, 2 * ff);
     }
-    matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
 }
 
 /* ---- one sublayer, whatever the norm placement --------------------------------------------------- */

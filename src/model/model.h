@@ -23,9 +23,11 @@ typedef struct {
 typedef struct {
     norm_params attn_norm, attn_out_norm;
     linear_params q, k, v, o;
+    linear_params qkv; /* q, k, v stored back to back: one [(H + 2 KV) hd, d] matrix */
     float *q_norm, *k_norm;
     norm_params ffn_norm, ffn_out_norm;
     linear_params gate, up, down;
+    linear_params gate_up; /* gated FFNs: gate and up back to back, one [2 f, d] matrix */
 } layer_params;
 
 typedef struct {
@@ -94,6 +96,7 @@ typedef struct {
     float *datt, *dq, *dq2, *dk, *dk2, *dv;         /* [BT, H*hd] / [BT, KV*hd] */
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
+    float *fused, *dfused;   /* output of a fused projection (q|k|v or gate|up) and its gradient */
     float *attn_scratch;                             /* T per thread */
     float *mem;
 } activations;

@@ -58,6 +58,26 @@ static void add_linear(walk *w, linear_params *lp, const char *name, int out, in
     }
 }
 
+/* Several projections of the same input stored back to back: all weights, then all biases,
+ * so that `fused` views them as one [sum(outs), in] matrix (and one bias vector) and the
+ * forward needs one GEMM instead of n (q|k|v, gate|up). */
+static void add_fused(walk *w, linear_params *fused, linear_params *const *parts, const char *const *names,
+                      const int *outs, int n, int in, bool bias, int layer) {
+    char buf[96];
+    for (int i = 0; i < n; i++) {
+        snprintf(buf, sizeof buf, "layers.%d.%s.weight", layer, names[i]);
+        add(w, &parts[i]->w, buf, outs[i], in, TENSOR_MATRIX, 0.0f);
+    }
+    for (int i = 0; bias && i < n; i++) {
+        snprintf(buf, sizeof buf, "layers.%d.%s.bias", layer, names[i]);
+        add(w, &parts[i]->b, buf, outs[i], 0, TENSOR_BIAS, 0.0f);
+    }
+    if (w->base) {
+        fused->w = parts[0]->w;
+        fused->b = bias ? parts[0]->b : NULL;
+    }
+}
+
 static void walk_tensors(walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
     const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
@@ -71,9 +91,12 @@ static void walk_tensors(walk *w, model_params *p) {
             snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm(w, &L->attn_norm, n);
         if (placement_has_output_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.attn_out_norm", l), add_norm(w, &L->attn_out_norm, n);
-        snprintf(n, sizeof n, "layers.%d.attn.q_proj", l), add_linear(w, &L->q, n, qd, d, c->attn_bias, TENSOR_MATRIX);
-        snprintf(n, sizeof n, "layers.%d.attn.k_proj", l), add_linear(w, &L->k, n, kvd, d, c->attn_bias, TENSOR_MATRIX);
-        snprintf(n, sizeof n, "layers.%d.attn.v_proj", l), add_linear(w, &L->v, n, kvd, d, c->attn_bias, TENSOR_MATRIX);
+        {
+            linear_params *parts[3] = {&L->q, &L->k, &L->v};
+            const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
+            const int outs[3] = {qd, kvd, kvd};
+            add_fused(w, &L->qkv, parts, names, outs, 3, d, c->attn_bias, l);
+        }
         snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
         add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
         if (c->qk_norm != QK_NORM_NONE) {
@@ -88,8 +111,15 @@ static void walk_tensors(walk *w, model_params *p) {
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
         if (placement_has_output_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l), add_norm(w, &L->ffn_out_norm, n);
-        if (glu) snprintf(n, sizeof n, "layers.%d.ffn.gate_proj", l), add_linear(w, &L->gate, n, c->d_ff, d, c->mlp_bias, TENSOR_MATRIX);
-        snprintf(n, sizeof n, "layers.%d.ffn.up_proj", l), add_linear(w, &L->up, n, c->d_ff, d, c->mlp_bias, TENSOR_MATRIX);
+        {
+            linear_params *parts[2] = {&L->gate, &L->up};
+            const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
+            const int outs[2] = {c->d_ff, c->d_ff};
+            if (glu)
+                add_fused(w, &L->gate_up, parts, names, outs, 2, d, c->mlp_bias, l);
+            else
+                add_fused(w, &L->up, parts + 1, names + 1, outs + 1, 1, d, c->mlp_bias, l);
+        }
         snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
         add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
     }

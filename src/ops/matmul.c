@@ -2,6 +2,7 @@
  * gemm() is the only function that knows about CBLAS, so a different backend
  * (another BLAS, a hand-written kernel) replaces this one function. */
 #include <cblas.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -31,6 +32,32 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
             float s = 0.0f;
             for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
             dbias[o] += s;
+        }
+    }
+}
+
+void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N) {
+    int total = 0;
+    for (int i = 0; i < parts; i++) total += widths[i];
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *row = src + (size_t)n * total;
+        for (int i = 0; i < parts; i++) {
+            memcpy(dst[i] + (size_t)n * widths[i], row, sizeof(float) * widths[i]);
+            row += widths[i];
+        }
+    }
+}
+
+void join_columns(float *dst, const float *const *src, const int *widths, int parts, int N) {
+    int total = 0;
+    for (int i = 0; i < parts; i++) total += widths[i];
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = dst + (size_t)n * total;
+        for (int i = 0; i < parts; i++) {
+            memcpy(row, src[i] + (size_t)n * widths[i], sizeof(float) * widths[i]);
+            row += widths[i];
         }
     }
 }

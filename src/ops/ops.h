@@ -27,6 +27,11 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC);
 
+/* Fused projections: one GEMM produces [N, sum(widths)] columns that belong to `parts`
+ * tensors. split: dst[i] [N, widths[i]] <- src; join: dst [N, sum(widths)] <- src[i]. */
+void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N);
+void join_columns(float *dst, const float *const *src, const int *widths, int parts, int N);
+
 /* ---- norms -------------------------------------------------------------------------------- */
 
 /* LayerNorm: out [N,C] = (inp - mean) * rstd * weight + bias; rstd = 1/sqrt(var + eps).
