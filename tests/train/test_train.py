@@ -52,6 +52,21 @@ def raw_metric_lines(run_dir):
     return out
 
 
+def step_count(run_dir):
+    """lines in metrics.jsonl so far (0 when there is none yet)"""
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def wait_for(cond, timeout_s):
+    end = time.time() + timeout_s
+    while not cond() and time.time() < end:
+        time.sleep(0.05)
+
+
 def latest_step(run_dir):
     return int(os.readlink(os.path.join(run_dir, "latest")).split("-")[1])
 
@@ -113,13 +128,15 @@ def main():
     # external kill -9 at arbitrary moments while saving every step
     killed = os.path.join(W, "killed")
     ok = True
-    for attempt, delay in enumerate((0.9, 1.3, 1.7)):
+    for attempt, delay in enumerate((0.3, 0.7, 1.1)):
         if attempt == 0:
             args = [T, "train", "--data", data, "--save-every", "1", "--out", killed, "--steps", "400"] + small
         else:
             args = [T, "train", "--resume", killed, "--data", data]
         p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=dict(os.environ, OMP_NUM_THREADS="2"))
+        # kill while it is saving every step: first wait until it trains (slow under sanitizers)
+        wait_for(lambda: step_count(killed) > (0 if attempt == 0 else 1), 120)
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -132,7 +149,7 @@ def main():
     sig = os.path.join(W, "sigint")
     p = subprocess.Popen([T, "train", "--data", data, "--out", sig, "--steps", "100000", "--save-every", "100000"] + small,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ, OMP_NUM_THREADS="2"))
-    time.sleep(3)
+    wait_for(lambda: step_count(sig) >= 3, 120)  # signal it mid-training, not during start-up
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     check(p.returncode == 130 and os.path.islink(os.path.join(sig, "latest")) and latest_step(sig) > 0,
