@@ -41,9 +41,7 @@ int cmd_generate(int argc, char **argv) {
     if (sampler_check(g.temperature, g.top_k, g.top_p)) return cli_fail("generate");
     tlm_model *m = model_load_dir(model_dir);
     if (!m) return cli_fail("generate");
-    char *resolved = model_dir_resolve(model_dir);
-    tlm_tokenizer *tok = tlm_tokenizer_load(tok_path ? tok_path : resolved);
-    free(resolved);
+    tlm_tokenizer *tok = tok_path ? tlm_tokenizer_load(tok_path) : model_load_tokenizer(model_dir);
     int *ids = NULL, rc = 1;
     size_t n = 0;
     if (!tok) goto done;

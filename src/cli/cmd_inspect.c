@@ -104,8 +104,7 @@ static int parse_options(int argc, char **argv, options *o) {
 }
 
 static tlm_tokenizer *load_tokenizer(const options *o, int required) {
-    const char *path = o->tokenizer ? o->tokenizer : o->model;
-    tlm_tokenizer *t = tlm_tokenizer_load(path);
+    tlm_tokenizer *t = o->tokenizer ? tlm_tokenizer_load(o->tokenizer) : model_load_tokenizer(o->model);
     if (!t && required)
         tlm_error_prefix("no tokenizer for %s%s (use --ids with token ids, or --tokenizer PATH)",
                          o->model, o->tokenizer ? "" : " in the model directory");

@@ -10,6 +10,7 @@
 
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/io.h"
@@ -46,6 +47,13 @@ char *model_dir_resolve(const char *dir) {
     if (run) return link;
     free(link);
     return strdup(dir);
+}
+
+tlm_tokenizer *model_load_tokenizer(const char *model_path) {
+    char *dir = model_dir_resolve(model_path);
+    tlm_tokenizer *t = dir ? tlm_tokenizer_load(dir) : NULL;
+    free(dir);
+    return t;
 }
 
 static tlm_model *load_resolved(const char *dir);

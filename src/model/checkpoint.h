@@ -12,6 +12,9 @@ tlm_model *model_load_dir(const char *dir);
 char *model_dir_resolve(const char *dir);
 /* A path to a regular file ending in ".bin": a llama2.c checkpoint. */
 int is_llama2c_file(const char *path);
+/* The tokenizer stored with a model: in the directory (tokenizer.json, tinylm_tokenizer.json,
+ * ...), in a training run's latest checkpoint. NULL + tlm_error when there is none. */
+struct tlm_tokenizer *model_load_tokenizer(const char *model_path);
 /* Writes DIR/config.json (model_type "tinylm") and DIR/model.safetensors (F32), each atomically. */
 int model_save_dir(const tlm_model *m, const char *dir);
 

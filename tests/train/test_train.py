@@ -201,6 +201,8 @@ def main():
     long = run([T, "generate", "--model", os.path.join(W, "learn"), "--prompt", "ROMEO:", "-n", "150", "--seed", "1"])
     check(long[0] == 0 and len(long[1]) >= len("ROMEO:") + 150,
           "150 new characters from a model with a 64-token context (the window slides)", long[2])
+    rc, out, err = run([T, "inspect", "--model", os.path.join(W, "learn"), "--prompt", "ROMEO:", "--json"])
+    check(rc == 0 and json.loads(out), "inspect reads a training run directory and its tokenizer", err)
     rc, _, err = run([T, "generate", "--model", os.path.join(W, "learn"), "--top-p", "1.5"])
     check(rc > 0 and "--top-p" in err, "generate rejects --top-p 1.5", err)
 
