@@ -162,20 +162,28 @@ int model_ensure_rope(tlm_model *m, int len) {
     return 0;
 }
 
+/* Lays the activations out for (B, T). The buffer only grows: a smaller shape (a decoding
+ * step after a prefill, an evaluation batch) reuses it without allocating. */
 static int ensure_activations(tlm_model *m, int B, int T) {
     activations *A = &m->acts;
     if (A->mem && A->B == B && A->T == T) return 0;
-    free(A->mem), free(A->tokens), free(A->targets);
-    if (!A->layers) A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts));
+    if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
+        return tlm_error("out of memory");
     arena count = {0};
     layout_activations(&m->cfg, A, &count, B, T);
-    A->mem = calloc(count.used, sizeof(float));
-    A->tokens = calloc((size_t)B * T, sizeof(int));
-    A->targets = calloc((size_t)B * T, sizeof(int));
-    if (!A->layers || !A->mem || !A->tokens || !A->targets) {
+    const size_t n_tokens = (size_t)B * T;
+    if (count.used > A->capacity || n_tokens > A->token_capacity) {
         free(A->mem), free(A->tokens), free(A->targets);
-        A->mem = NULL, A->tokens = A->targets = NULL;
-        return tlm_error("out of memory: activations for batch %d x %d need %.1f MiB", B, T, count.used * 4.0 / 1048576.0);
+        A->mem = calloc(count.used, sizeof(float));
+        A->tokens = calloc(n_tokens, sizeof(int));
+        A->targets = calloc(n_tokens, sizeof(int));
+        A->capacity = count.used, A->token_capacity = n_tokens;
+        if (!A->mem || !A->tokens || !A->targets) {
+            free(A->mem), free(A->tokens), free(A->targets);
+            A->mem = NULL, A->tokens = A->targets = NULL, A->capacity = A->token_capacity = 0;
+            return tlm_error("out of memory: activations for batch %d x %d need %.1f MiB", B, T,
+                             count.used * 4.0 / 1048576.0);
+        }
     }
     arena a = {.base = A->mem};
     layout_activations(&m->cfg, A, &a, B, T);

@@ -99,6 +99,7 @@ typedef struct {
     float *fused, *dfused;   /* output of a fused projection (q|k|v or gate|up) and its gradient */
     float *attn_scratch;                             /* T per thread */
     float *mem;
+    size_t capacity, token_capacity; /* floats in mem, ints in tokens/targets */
 } activations;
 
 /* ---- the model -------------------------------------------------------------------------------- */
