@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_files.h"
+
 static int check_failures;
 
 #define CHECK(cond)                                                                                                    \
@@ -71,15 +73,5 @@ static inline int remove_entry(const char *path, const struct stat *sb, int flag
 }
 
 static inline void scratch_remove(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-/* Writes bytes to a file (plain, non-atomic: tests build bad files with it). */
-static inline void put_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n) {
-        perror(path);
-        exit(2);
-    }
-    fclose(f);
-}
 
 #endif

@@ -126,7 +126,7 @@ int main(void) {
     CHECK(mkdir(sub, 0755) == 0);
     char inner[4300];
     snprintf(inner, sizeof inner, "%s/keep", sub);
-    put_file(inner, "k", 1);
+    test_write_file(inner, "k", 1);
     CHECK_ERR(tlm_write_file_atomic(sub, new_text, sizeof new_text) != 0, sub, "rename");
     CHECK(same_content(inner, "k", 1));
     CHECK(count_temps(dir) == 0);

@@ -31,7 +31,7 @@ static void make_npy(const char *dict, const void *data, size_t n) {
     memset(buf + 10 + dl, ' ', total - 10 - dl);
     buf[total - 1] = '\n';
     memcpy(buf + total, data, n);
-    put_file(path, buf, total + n);
+    test_write_file(path, buf, total + n);
 }
 
 static void round_trip(tlm_dtype dt, int ndim, const int64_t *shape, const char *want_shape_text) {
@@ -119,13 +119,13 @@ int main(void) {
     CHECK_ERR(tlm_npy_read(path, &a) != 0, "not a dict");
     make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,)} junk", four, 16);
     CHECK_ERR(tlm_npy_read(path, &a) != 0, "after the dict");
-    put_file(path, "PK\x03\x04 this is a zip", sizeof "PK\x03\x04 this is a zip" - 1);
+    test_write_file(path, "PK\x03\x04 this is a zip", sizeof "PK\x03\x04 this is a zip" - 1);
     CHECK_ERR(tlm_npy_read(path, &a) != 0, path, "bad magic");
-    put_file(path, "\x93NUMPY\x09\x00\x10\x00{}", 12);
+    test_write_file(path, "\x93NUMPY\x09\x00\x10\x00{}", 12);
     CHECK_ERR(tlm_npy_read(path, &a) != 0, "version 9.0");
-    put_file(path, "\x93NUMPY\x01\x00\xff\x00{'descr'", 17);
+    test_write_file(path, "\x93NUMPY\x01\x00\xff\x00{'descr'", 17);
     CHECK_ERR(tlm_npy_read(path, &a) != 0, "header length 255 runs past");
-    put_file(path, "\x93NUMPY", 6);
+    test_write_file(path, "\x93NUMPY", 6);
     CHECK_ERR(tlm_npy_read(path, &a) != 0, "bad magic");
     CHECK(a.data == NULL && a.numel == 0);
     snprintf(path, sizeof path, "%s/missing.npy", dir);
@@ -151,7 +151,7 @@ int main(void) {
         int32_t v[2] = {-7, 123456789};
         memcpy(buf + total, v, 8);
         snprintf(path, sizeof path, "%s/v2.npy", dir);
-        put_file(path, buf, total + 8);
+        test_write_file(path, buf, total + 8);
         CHECK(tlm_npy_read(path, &a) == 0 && a.dtype == TLM_DT_I32 && ((int32_t *)a.data)[1] == 123456789);
         tlm_npy_free(&a);
     }

@@ -25,7 +25,7 @@ static void raw_with_len(uint64_t hlen, const char *header, const void *data, si
     memcpy(buf + 8, header, hl);
     if (n)
         memcpy(buf + 8 + hl, data, n);
-    put_file(path, buf, 8 + hl + n);
+    test_write_file(path, buf, 8 + hl + n);
     free(buf);
 }
 
@@ -174,7 +174,7 @@ static void test_writer_errors(void) {
 static void test_malformed(const char *dir) {
     static const unsigned char data[64] = {0};
     /* length field and header framing */
-    put_file(path, "\x05\0\0", 3);
+    test_write_file(path, "\x05\0\0", 3);
     BAD("3 bytes, too short");
     raw_with_len(1000, "{}", NULL, 0);
     BAD("header length 1000 runs past the end");
@@ -193,7 +193,7 @@ static void test_malformed(const char *dir) {
     {
         /* NUL padding is not allowed: only whitespace may follow the JSON object */
         static const unsigned char nul_pad[16] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
-        put_file(path, nul_pad, sizeof nul_pad);
+        test_write_file(path, nul_pad, sizeof nul_pad);
         BAD("bytes after the JSON");
     }
     raw("{\"\xc3\x28\": 1}", NULL, 0);

@@ -30,7 +30,7 @@ static void shard(const char *file, int count, const char *const *names, float b
 static void index_json(const char *text) {
     char p[4300];
     file_in(p, sizeof p, "model.safetensors.index.json");
-    put_file(p, text, strlen(text));
+    test_write_file(p, text, strlen(text));
 }
 
 static void rm(const char *name) {
@@ -47,7 +47,7 @@ int main(void) {
     /* empty directory, not a directory, missing directory */
     CHECK_ERR(tlm_st_open_dir(dir) == NULL, dir, "neither model.safetensors nor model.safetensors.index.json");
     file_in(p, sizeof p, "plain");
-    put_file(p, "x", 1);
+    test_write_file(p, "x", 1);
     CHECK_ERR(tlm_st_open_dir(p) == NULL, "not a directory");
     file_in(p, sizeof p, "absent");
     CHECK_ERR(tlm_st_open_dir(p) == NULL, "cannot open checkpoint directory");

@@ -135,7 +135,7 @@ static void test_llama2c(void) {
             if (p && pl + l < sizeof printed) memcpy(printed + pl, p, l), pl += l;
         }
         size_t rl;
-        char *ref = tt_read(tt_shared(outputs[k]), &rl);
+        char *ref = test_read_file(tt_shared(outputs[k]), &rl);
         CHECK(pl == strlen(prompts[k]) && rl >= pl && memcmp(ref, printed, pl) == 0);
         free(ref);
         free(ids);
@@ -204,10 +204,10 @@ static void test_errors(void) {
 
     /* truncated tokenizer.bin at several points */
     size_t len;
-    char *bin = tt_read(tt_shared("tok512.bin"), &len);
+    char *bin = test_read_file(tt_shared("tok512.bin"), &len);
     const size_t cuts[] = {0, 2, 4 + 3, 4 + 8 + 2, len / 2, len - 1};
     for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
-        tt_write(in_scratch("tokenizer.bin"), bin, cuts[k]);
+        test_write_file(in_scratch("tokenizer.bin"), bin, cuts[k]);
         CHECK_ERR(tlm_tokenizer_load(in_scratch("tokenizer.bin")) == NULL, "tokenizer.bin");
         CHECK_ERR(tlm_tokenizer_load(in_scratch("tokenizer.bin")) == NULL, "truncated");
     }
@@ -231,7 +231,7 @@ static void test_errors(void) {
         {"{\"tinylm_tokenizer\": 1, \"type\": \"chars\", \"code_points\": [98, 97]}", "code_points[1]"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
-        tt_write(in_scratch("tokenizer.json"), bad[k].json, strlen(bad[k].json));
+        test_write_file(in_scratch("tokenizer.json"), bad[k].json, strlen(bad[k].json));
         tlm_tokenizer *t = tlm_tokenizer_load(in_scratch("tokenizer.json"));
         CHECK_ERR(t == NULL, "tokenizer.json");
         CHECK_ERR(t == NULL, bad[k].want);
@@ -240,7 +240,7 @@ static void test_errors(void) {
 
     /* a minimal valid tokenizer.json: with the merge a+b -> ab, "abab" is two "ab" */
     const char *tiny = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}}";
-    tt_write(in_scratch("tokenizer.json"), tiny, strlen(tiny));
+    test_write_file(in_scratch("tokenizer.json"), tiny, strlen(tiny));
     tlm_tokenizer *t = tlm_tokenizer_load(scratch);
     CHECK(t && tlm_tokenizer_vocab_size(t) == 3);
     if (t) {
@@ -256,7 +256,7 @@ static void test_errors(void) {
     /* random and mutated bytes must never crash the loaders */
     uint64_t s = 42;
     size_t base_len;
-    char *base = tt_read(tt_shared("tok512.bin"), &base_len);
+    char *base = test_read_file(tt_shared("tok512.bin"), &base_len);
     unsigned char buf[600];
     for (int k = 0; k < 400; k++) {
         size_t n = 1 + k % sizeof buf;

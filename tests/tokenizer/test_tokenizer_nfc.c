@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 int main(void) {
-    char *data = tt_read(TLM_TOK_TEST_DATA "/nfc_cases.json", NULL);
+    char *data = test_read_file(TLM_TOK_TEST_DATA "/nfc_cases.json", NULL);
     cJSON *j = cJSON_Parse(data);
     free(data);
     if (!j) return 2;

@@ -124,7 +124,7 @@ static void check_case(const cJSON *c) {
 }
 
 static void check_file(const char *path) {
-    char *data = tt_read(path, NULL);
+    char *data = test_read_file(path, NULL);
     cJSON *j = cJSON_Parse(data);
     free(data);
     if (!j) {
@@ -137,7 +137,7 @@ static void check_file(const char *path) {
     cJSON_ArrayForEach(c, corpus) {
         const char *name = cJSON_GetObjectItem(c, "tokenizer")->valuestring;
         size_t bytes = (size_t)cJSON_GetObjectItem(c, "bytes")->valuedouble, len;
-        char *text = tt_read(tt_shared(cJSON_GetObjectItem(c, "file")->valuestring), &len);
+        char *text = test_read_file(tt_shared(cJSON_GetObjectItem(c, "file")->valuestring), &len);
         if (bytes > len) exit(2);
         tlm_tokenizer *t = get_tokenizer(name);
         int *ids;

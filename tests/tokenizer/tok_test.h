@@ -4,6 +4,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "test_files.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,36 +53,6 @@ static inline const char *tt_shared(const char *rel) {
     }
     snprintf(buf, sizeof buf, "%s/%s", d, rel);
     return buf;
-}
-
-/* Whole file, NUL-terminated; exits on failure (test setup). */
-static inline char *tt_read(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *d = malloc((size_t)n + 1);
-    if (!d || fread(d, 1, (size_t)n, f) != (size_t)n) {
-        perror(path);
-        exit(2);
-    }
-    fclose(f);
-    d[n] = '\0';
-    if (len) *len = (size_t)n;
-    return d;
-}
-
-static inline void tt_write(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n) {
-        perror(path);
-        exit(2);
-    }
-    fclose(f);
 }
 
 #endif
