@@ -2,7 +2,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "cli.h"
+#include "model/model.h"
 #include "util/error.h"
 
 const char *cli_value(int argc, char **argv, int *i) {
@@ -48,4 +51,11 @@ int cli_parse_ids(const char *option, const char *text, int allow_empty, int **i
     *ids = v;
     *n = k;
     return 0;
+}
+
+int cli_apply_dtype(tlm_model *m, const char *dtype) {
+    if (!strcmp(dtype, "f32")) return 0;
+    if (!strcmp(dtype, "bf16") || (!strcmp(dtype, "auto") && m->stored_bf16)) return model_weights_to_bf16(m);
+    if (!strcmp(dtype, "auto")) return 0;
+    return tlm_error("--dtype: \"%s\" is not one of auto, f32, bf16", dtype);
 }

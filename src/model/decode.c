@@ -1,5 +1,7 @@
 /* decode.c — the KV cache (see decode.h). Keys are cached after QK-norm and RoPE, exactly
- * as the full forward feeds them to attention, so a step costs one token's work. */
+ * as the full forward feeds them to attention, so a step costs one token's work. One token
+ * attends with a dot product per cached key; a chunk of prompt tokens with two GEMMs per head
+ * and block of KV_QUERY_BLOCK queries, into scratch laid out once with the cache. */
 #include "decode.h"
 
 #include <omp.h>
@@ -12,7 +14,7 @@
 struct kv_cache {
     int n_layers, max_len, len, kv_dim;
     float *k, *v;       /* [L, max_len, KV*hd] */
-    float *scratch;     /* scores + probs rows: 2 * max_len per thread */
+    float *scratch;     /* scores of KV_QUERY_BLOCK queries: KV_QUERY_BLOCK * max_len per thread */
     int n_threads;
 };
 
@@ -28,7 +30,7 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     size_t n = (size_t)c->n_layers * max_len * c->kv_dim;
     c->k = malloc(n * sizeof(float));
     c->v = malloc(n * sizeof(float));
-    c->scratch = malloc((size_t)2 * max_len * c->n_threads * sizeof(float));
+    c->scratch = malloc((size_t)KV_QUERY_BLOCK * max_len * c->n_threads * sizeof(float));
     if (!c->k || !c->v || !c->scratch || model_ensure_rope(m, max_len)) {
         kv_cache_free(c);
         return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
@@ -49,17 +51,35 @@ void kv_cache_advance(kv_cache *c, int n) { c->len += n; }
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec) {
     const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = c->kv_dim;
+    const int qrow = H * hd, len = c->len;
     float *kl = c->k + (size_t)l * c->max_len * kvd, *vl = c->v + (size_t)l * c->max_len * kvd;
-    memcpy(kl + (size_t)c->len * kvd, k, sizeof(float) * T * kvd);
-    memcpy(vl + (size_t)c->len * kvd, v, sizeof(float) * T * kvd);
+    memcpy(kl + (size_t)len * kvd, k, sizeof(float) * T * kvd);
+    memcpy(vl + (size_t)len * kvd, v, sizeof(float) * T * kvd);
+    if (T == 1) { /* one new token: a dot product per cached key, heads in parallel */
+#pragma omp parallel for schedule(static)
+        for (int h = 0; h < H; h++)
+            attention_row(out + (size_t)h * hd, c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * omp_get_thread_num(),
+                          q + (size_t)h * hd, kl + (size_t)(h / group) * hd, vl + (size_t)(h / group) * hd, kvd,
+                          attention_first_key(len, spec.window), len + 1, hd, spec.scale, spec.softcap);
+        return;
+    }
+    /* a chunk of tokens: per (query block, head) S = scale Q K^T over every key up to the block's
+     * last position, masked softmax row by row (in place), O = P V */
+    const int blocks = (T + KV_QUERY_BLOCK - 1) / KV_QUERY_BLOCK;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int t = 0; t < T; t++)
+    for (int b = 0; b < blocks; b++)
         for (int h = 0; h < H; h++) {
-            int pos = c->len + t; /* absolute position of this query */
-            int first = (spec.window > 0 && pos - spec.window + 1 > 0) ? pos - spec.window + 1 : 0;
-            float *scores = c->scratch + (size_t)2 * c->max_len * omp_get_thread_num(), *probs = scores + c->max_len;
-            attention_row(out + ((size_t)t * H + h) * hd, scores, probs, q + ((size_t)t * H + h) * hd,
-                          kl + (size_t)(h / group) * hd, vl + (size_t)(h / group) * hd, kvd, first, pos + 1, hd,
-                          spec.scale, spec.softcap);
+            const int t0 = b * KV_QUERY_BLOCK, rows = T - t0 < KV_QUERY_BLOCK ? T - t0 : KV_QUERY_BLOCK;
+            const int n_keys = len + t0 + rows; /* keys visible to the block's last query */
+            const float *kg = kl + (size_t)(h / group) * hd, *vg = vl + (size_t)(h / group) * hd;
+            float *S = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * omp_get_thread_num();
+            gemm(0, 1, rows, n_keys, hd, spec.scale, q + (size_t)t0 * qrow + (size_t)h * hd, qrow, kg, kvd, 0.0f, S,
+                 n_keys);
+            for (int r = 0; r < rows; r++) {
+                const int pos = len + t0 + r;
+                float *s = S + (size_t)r * n_keys;
+                attention_softmax_row(s, s, n_keys, attention_first_key(pos, spec.window), pos, spec.softcap);
+            }
+            gemm(0, 0, rows, hd, n_keys, 1.0f, S, n_keys, vg, kvd, 0.0f, out + (size_t)t0 * qrow + (size_t)h * hd, qrow);
         }
 }

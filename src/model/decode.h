@@ -11,6 +11,10 @@
 struct tlm_model;
 typedef struct kv_cache kv_cache;
 
+/* queries per block when a chunk of tokens attends through the cache (scratch: this many rows
+ * of max_len scores per thread) */
+#define KV_QUERY_BLOCK 64
+
 /* A cache for up to max_len positions of model m (also sizes m's RoPE tables once). */
 kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
 void kv_cache_free(kv_cache *c);

@@ -125,13 +125,17 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     used_set used = {0};
     float *scratch = NULL;
     size_t scratch_n = 0;
-    int rc = 0;
+    int rc = 0, matrices = 0, bf16_matrices = 0;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         hf_tensor_ref ref;
         rc = hf_map_tensor(c, style, prefix, m->tensors[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
         if (!rc) rc = load_one(st, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
-        if (!rc) rc = mark_used(&used, tlm_st_find(st, ref.name));
+        const tlm_st_tensor *t = rc ? NULL : tlm_st_find(st, ref.name);
+        if (t && t->ndim == 2) matrices++, bf16_matrices += t->dtype == TLM_DT_BF16;
+        if (!rc) rc = mark_used(&used, t);
     }
+    /* every matrix bf16 in the file: --dtype auto keeps them so (the values are exact in bf16) */
+    m->stored_bf16 = matrices > 0 && bf16_matrices == matrices;
     free(scratch);
     if (!rc && c->tie_embeddings) {
         const tlm_st_tensor *head = tlm_st_find(st, "lm_head.weight");

@@ -42,14 +42,32 @@ static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
     na->rstd = take(a, N);
 }
 
-static void layout_activations(const tlm_config *c, activations *A, arena *a, int B, int T) {
+/* widest input of any matrix: the tile of widened bf16 weights holds MATMUL_BF16_TILE rows of it */
+static size_t widest_input(const tlm_config *c) {
+    size_t w = (size_t)c->d_model, qd = (size_t)c->n_heads * c->head_dim;
+    if (qd > w) w = qd;
+    if ((size_t)c->d_ff > w) w = (size_t)c->d_ff;
+    return w;
+}
+
+/* One walk lays out every activation for (B, T) in the model's mode; run once with a NULL
+ * base to count, then with the buffer to bind the pointers. */
+static void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int T) {
+    const tlm_config *c = &m->cfg;
+    const int lean = m->mode != MODEL_TRAIN;
     const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)c->n_heads * c->head_dim,
                  kvd = (size_t)c->n_kv_heads * c->head_dim, f = c->d_ff, V = c->vocab_size;
     const size_t att = (size_t)B * c->n_heads * T * T;
     const norm_placement pl = c->placement;
-    A->res = take(a, (2 * (size_t)c->n_layers + 1) * N * d);
+    A->lean = lean;
+    /* the residual stream: every stage for training and probes; two alternating slots for inference */
+    A->res = take(a, (lean ? 2 : 2 * (size_t)c->n_layers + 1) * N * d);
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *L = &A->layers[l];
+        if (lean && l > 0) { /* inference: every layer reuses layer 0's activations */
+            *L = A->layers[0];
+            continue;
+        }
         sublayer_acts *subs[2] = {&L->attn_s, &L->ffn_s};
         for (int s = 0; s < 2; s++) {
             memset(subs[s], 0, sizeof *subs[s]);
@@ -77,39 +95,47 @@ static void layout_activations(const tlm_config *c, activations *A, arena *a, in
             L->qr = take(a, N * qd);
             L->kr = take(a, N * kvd);
         }
-        L->scores = take(a, att);
-        L->probs = take(a, att);
+        /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
+        const int full_attention = !(lean && m->kv);
+        L->scores = full_attention ? take(a, att) : NULL;
+        L->probs = full_attention ? take(a, att) : NULL;
         L->att = take(a, N * qd);
         L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
         L->up = take(a, N * f);
         L->hid = take(a, N * f);
     }
-    memset(&A->final, 0, sizeof A->final);
-    if (c->final_norm) take_norm(a, &A->final, N, d, 1);
-    A->logits_raw = c->final_softcap > 0.0f ? take(a, N * V) : NULL;
-    A->logits = take(a, N * V);
-    A->probs = take(a, N * V);
-    A->losses = take(a, N);
-    /* backward scratch */
-    A->dres = take(a, (2 * (size_t)c->n_layers + 1) * N * d);
-    A->dsum = take(a, N * d);
-    A->df = take(a, N * d);
-    A->du = take(a, N * d);
-    A->dfinal = take(a, N * d);
-    A->datt = take(a, N * qd);
-    A->dq = take(a, N * qd);
-    A->dq2 = take(a, N * qd);
-    A->dk = take(a, N * kvd);
-    A->dk2 = take(a, N * kvd);
-    A->dv = take(a, N * kvd);
-    A->dgate = take(a, N * f);
-    A->dup = take(a, N * f);
-    A->dhid = take(a, N * f);
-    A->dlogits = take(a, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
-    A->attn_scratch = take(a, (size_t)T * T * omp_get_max_threads());
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
     A->fused = take(a, N * fused);
-    A->dfused = take(a, N * fused);
+    A->w_tile = m->w16_mem ? take(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
+    /* the head: every position, or the last of each row */
+    const size_t R = m->mode == MODEL_INFER_LAST ? (size_t)B : N;
+    A->logits_rows = (int)R;
+    memset(&A->final, 0, sizeof A->final);
+    if (c->final_norm || R != N) take_norm(a, &A->final, R, d, 1); /* (y also gathers the last rows) */
+    A->logits_raw = c->final_softcap > 0.0f ? take(a, R * V) : NULL;
+    A->logits = take(a, R * V);
+    const int with_loss = m->mode != MODEL_INFER_LAST;
+    A->probs = with_loss ? take(a, N * V) : NULL;
+    A->losses = with_loss ? take(a, N) : NULL;
+    /* backward scratch */
+    const int bw = !lean;
+    A->dres = bw ? take(a, (2 * (size_t)c->n_layers + 1) * N * d) : NULL;
+    A->dsum = bw ? take(a, N * d) : NULL;
+    A->df = bw ? take(a, N * d) : NULL;
+    A->du = bw ? take(a, N * d) : NULL;
+    A->dfinal = bw ? take(a, N * d) : NULL;
+    A->datt = bw ? take(a, N * qd) : NULL;
+    A->dq = bw ? take(a, N * qd) : NULL;
+    A->dq2 = bw ? take(a, N * qd) : NULL;
+    A->dk = bw ? take(a, N * kvd) : NULL;
+    A->dk2 = bw ? take(a, N * kvd) : NULL;
+    A->dv = bw ? take(a, N * kvd) : NULL;
+    A->dgate = bw ? take(a, N * f) : NULL;
+    A->dup = bw ? take(a, N * f) : NULL;
+    A->dhid = bw ? take(a, N * f) : NULL;
+    A->dlogits = bw ? take(a, N * V * (c->final_softcap > 0.0f ? 2 : 1)) : NULL; /* + the pre-cap gradient */
+    A->attn_scratch = bw ? take(a, (size_t)T * T * omp_get_max_threads()) : NULL;
+    A->dfused = bw ? take(a, N * fused) : NULL;
 }
 
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
@@ -162,15 +188,17 @@ int model_ensure_rope(tlm_model *m, int len) {
     return 0;
 }
 
-/* Lays the activations out for (B, T). The buffer only grows: a smaller shape (a decoding
- * step after a prefill, an evaluation batch) reuses it without allocating. */
+/* Lays the activations out for (B, T) in the model's mode. The buffer only grows: a smaller
+ * shape (a decoding step after a prefill, an evaluation batch) reuses it without allocating. */
 static int ensure_activations(tlm_model *m, int B, int T) {
     activations *A = &m->acts;
-    if (A->mem && A->B == B && A->T == T) return 0;
+    const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on it) */
+    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem)
+        return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
     arena count = {0};
-    layout_activations(&m->cfg, A, &count, B, T);
+    layout_activations(m, A, &count, B, T);
     const size_t n_tokens = (size_t)B * T;
     if (count.used > A->capacity || n_tokens > A->token_capacity) {
         free(A->mem), free(A->tokens), free(A->targets);
@@ -186,8 +214,8 @@ static int ensure_activations(tlm_model *m, int B, int T) {
         }
     }
     arena a = {.base = A->mem};
-    layout_activations(&m->cfg, A, &a, B, T);
-    A->B = B, A->T = T;
+    layout_activations(m, A, &a, B, T);
+    A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem;
     return model_ensure_rope(m, T);
 }
 
@@ -196,7 +224,19 @@ void model_free(tlm_model *m) {
     free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.layers);
     free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
     free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->param_mem), free(m->grad_mem);
+    free(m->w16_mem);
     free(m);
+}
+
+/* ---- linear layers: f32 or bf16 weights ------------------------------------------------------ */
+
+/* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever type they are kept */
+static void linear_forward(const tlm_model *m, float *out, const float *inp, const linear_params *lp, int N, int IC,
+                           int OC) {
+    if (lp->w16)
+        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, m->acts.w_tile);
+    else
+        matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
 }
 
 /* ---- norms: one call site for the three kinds ------------------------------------------------ */
@@ -248,7 +288,7 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     /* q, k, v from one GEMM over their back-to-back weights (params.c), then split */
     float *qkv_out[3] = {a->q, a->k, a->v};
     const int qkv_widths[3] = {qd, kvd, kvd};
-    matmul_forward(m->acts.fused, u, P->qkv.w, P->qkv.b, N, d, qd + 2 * kvd);
+    linear_forward(m, m->acts.fused, u, &P->qkv, N, d, qd + 2 * kvd);
     split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
     if (c->qk_norm != QK_NORM_NONE) {
         float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
@@ -271,7 +311,7 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
         attention_spec spec = model_layer_attention(c, l);
         attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
     }
-    matmul_forward(f, a->att, P->o.w, P->o.b, N, qd, d);
+    linear_forward(m, f, a->att, &P->o, N, qd, d);
 }
 
 /* du += d(attention sublayer)/du . df */
@@ -330,16 +370,16 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
     layer_acts *a = &m->acts.layers[l];
     const int N = m->acts.B * m->acts.T, d = c->d_model, ff = c->d_ff;
     if (c->ffn == FFN_GELU) {
-        matmul_forward(a->up, u, P->up.w, P->up.b, N, d, ff);
+        linear_forward(m, a->up, u, &P->up, N, d, ff);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else { /* gate and up from one GEMM over their back-to-back weights */
         float *gu_out[2] = {a->gate, a->up};
         const int gu_widths[2] = {ff, ff};
-        matmul_forward(m->acts.fused, u, P->gate_up.w, P->gate_up.b, N, d, 2 * ff);
+        linear_forward(m, m->acts.fused, u, &P->gate_up, N, d, 2 * ff);
         split_columns(gu_out, gu_widths, 2, m->acts.fused, N);
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
-    matmul_forward(f, a->hid, P->down.w, P->down.b, N, ff, d);
+    linear_forward(m, f, a->hid, &P->down, N, ff, d);
 }
 
 static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const float *df, float *du) {
@@ -444,6 +484,10 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
 
 /* ---- the whole model ------------------------------------------------------------------------------- */
 
+/* stage i of the residual stream [N,d]: all 2L+1 are kept for training and probes; inference
+ * alternates between two slots (a sublayer reads one and writes the other) */
+static float *residual_at(const activations *A, int i, size_t Nd) { return A->res + (size_t)(A->lean ? i % 2 : i) * Nd; }
+
 float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
@@ -471,32 +515,41 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
 
-    embedding_forward(A->res, tokens, m->p.embed, m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL,
-                      model_embed_scale(c), B, T, d);
+    const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
+    if (m->p.embed16)
+        embedding_forward_bf16(A->res, tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
+    else
+        embedding_forward(A->res, tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
     for (int l = 0; l < c->n_layers; l++) {
-        float *x = A->res + 2 * l * Nd;
-        sublayer_forward(m, l, SUB_ATTN, x, x + Nd);
-        sublayer_forward(m, l, SUB_FFN, x + Nd, x + 2 * Nd);
+        float *x = residual_at(A, 2 * l, Nd), *mid = residual_at(A, 2 * l + 1, Nd);
+        sublayer_forward(m, l, SUB_ATTN, x, mid);
+        sublayer_forward(m, l, SUB_FFN, mid, residual_at(A, 2 * l + 2, Nd));
     }
-    const float *h = A->res + 2 * (size_t)c->n_layers * Nd;
-    if (c->final_norm) {
-        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, N);
+    const float *h = residual_at(A, 2 * c->n_layers, Nd);
+    const int R = A->logits_rows;
+    if (R != N) { /* the last position of each row only */
+        for (int b = 0; b < B; b++) memcpy(A->final.y + (size_t)b * d, h + ((size_t)b * T + T - 1) * d, sizeof(float) * d);
         h = A->final.y;
     }
-    if (c->final_softcap > 0.0f) {
-        matmul_forward(A->logits_raw, h, m->p.lm_head, NULL, N, d, V);
-        softcap_forward(A->logits, A->logits_raw, (size_t)N * V, c->final_softcap);
-    } else {
-        matmul_forward(A->logits, h, m->p.lm_head, NULL, N, d, V);
+    if (c->final_norm) {
+        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
+        h = A->final.y;
     }
+    float *head_out = c->final_softcap > 0.0f ? A->logits_raw : A->logits;
+    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
+    linear_forward(m, head_out, h, &head, R, d, V);
+    if (c->final_softcap > 0.0f) softcap_forward(A->logits, A->logits_raw, (size_t)R * V, c->final_softcap);
     if (targets) {
+        if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
         float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
 #ifndef TLM_NO_PROBE_HOOKS /* (a build without the hooks, for bench/probe_overhead.sh) */
     /* probes copy what they select out of m->acts once the pass is done: the pass itself is untouched */
-    if (m->probe && probe_after_forward(m->probe, m)) return -1;
+    if (m->probe && (A->lean ? tlm_error("probes need the model in training mode (every layer kept)")
+                                : probe_after_forward(m->probe, m)))
+        return -1;
 #endif
     return 0;
 }
@@ -505,6 +558,8 @@ int model_backward(tlm_model *m, float dloss) {
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
     if (!A->mem || !A->has_targets || m->kv) return tlm_error("backward: no forward pass with targets to differentiate");
+    if (A->lean || !m->p.embed)
+        return tlm_error("backward: the model is set up for inference (model_set_mode or bf16 weights)");
     if (model_alloc_grads(m)) return -1;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
@@ -536,4 +591,10 @@ int model_backward(tlm_model *m, float dloss) {
     if (m->probe && probe_after_backward(m->probe, m)) return -1;
 #endif
     return 0;
+}
+
+void model_set_mode(tlm_model *m, model_mode mode) { m->mode = mode; }
+
+const float *model_last_logits(const tlm_model *m) {
+    return m->acts.logits + (size_t)(m->acts.logits_rows - 1) * m->cfg.vocab_size;
 }

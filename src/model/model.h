@@ -1,5 +1,5 @@
 /* model.h — the engine's model: config -> parameters (one buffer, named views) ->
- * activations (one buffer per batch shape) -> forward / backward. Internal header; the
+ * activations (one buffer, laid out per batch shape, only ever growing) -> forward / backward. Internal header; the
  * public API is include/tinylm.h. */
 #ifndef TLM_MODEL_H
 #define TLM_MODEL_H
@@ -17,7 +17,8 @@ typedef struct {
 } norm_params;
 
 typedef struct {
-    float *w, *b; /* w [out, in]; b [out] or NULL */
+    float *w, *b;        /* w [out, in]; b [out] or NULL */
+    const uint16_t *w16; /* w as bf16 (inference with bf16 weights: then w is NULL) */
 } linear_params;
 
 typedef struct {
@@ -36,6 +37,7 @@ typedef struct {
     layer_params *layers;
     norm_params final_norm;
     float *lm_head; /* [V, d]; == embed when tied */
+    const uint16_t *embed16, *lm_head16; /* bf16 weights (then embed, lm_head are NULL) */
 } model_params;
 
 /* How a tensor is initialised and whether weight decay applies to it. */
@@ -48,7 +50,14 @@ typedef struct {
     size_t offset, numel; /* in floats, into the parameter buffer */
     tensor_kind kind;
     float identity; /* init value of norm weights: 1, or 0 for (1 + w) norms */
+    int bf16;       /* stored in the bf16 buffer (model_weights_to_bf16); offset is into it */
 } tensor_info;
+
+/* What the next forward passes are for. TRAIN (the default) keeps every layer's activations
+ * and lays out the backward's scratch. INFER keeps one layer's worth, reused by every layer,
+ * no backward scratch, and no [B,H,T,T] scores with a KV cache; INFER_LAST also computes the
+ * logits of the last position of each row only (generation). Probes need TRAIN. */
+typedef enum { MODEL_TRAIN, MODEL_INFER, MODEL_INFER_LAST } model_mode;
 
 /* ---- activations ------------------------------------------------------------------------------ */
 
@@ -98,6 +107,11 @@ typedef struct {
     float *dlogits;                                  /* [BT, V] */
     float *fused, *dfused;   /* output of a fused projection (q|k|v or gate|up) and its gradient */
     float *attn_scratch;                             /* T per thread */
+    float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
+    int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
+    model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
+    int kv_layout, w16;
+    int logits_rows;         /* rows of logits computed: B*T, or B (the last position of each row) */
     float *mem;
     size_t capacity, token_capacity; /* floats in mem, ints in tokens/targets */
 } activations;
@@ -111,6 +125,10 @@ typedef struct tlm_model {
     size_t n_params; /* floats in the buffer (a tied head is counted once) */
     float *param_mem;
     model_params p;
+    uint16_t *w16_mem; /* the matrices as bf16 after model_weights_to_bf16 (param_mem keeps the rest) */
+    size_t n_bf16;     /* values in w16_mem */
+    int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
+    model_mode mode;
     float *grad_mem; /* NULL until model_alloc_grads */
     model_params g;
     float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
@@ -138,6 +156,18 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
 /* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). */
 int model_backward(tlm_model *m, float dloss);
+
+/* Sets what the following forwards are for (see model_mode); the activations are laid out
+ * again at the next forward. */
+void model_set_mode(tlm_model *m, model_mode mode);
+/* The logits of the last position of the last forward (of its last row) [V] */
+const float *model_last_logits(const tlm_model *m);
+/* Inference with bf16 weights: every matrix (embedding, projections, head) is rounded to bf16
+ * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
+ * stay f32. Training, probes and export need f32 weights and refuse afterwards. */
+int model_weights_to_bf16(tlm_model *m);
+/* Bytes the weights take in memory */
+size_t model_weight_bytes(const tlm_model *m);
 
 /* Pieces of the block shared by the full forward (model.c), incremental decoding (decode.c)
  * and probes: the norm of the config's type, the attention spec and RoPE tables of layer l,

@@ -9,6 +9,7 @@
 
 #include "model.h"
 #include "util/error.h"
+#include "util/f16.h"
 #include "util/rng.h"
 
 typedef struct {
@@ -17,9 +18,15 @@ typedef struct {
     int count;
     size_t offset;
     float *base; /* NULL: do not bind views */
+    /* binding after model_weights_to_bf16 moved the tensors: each tensor's place comes from
+     * this table (offset into base, or into base16 when bf16) */
+    const tensor_info *placed;
+    const uint16_t *base16;
 } walk;
 
-static void add(walk *w, float **slot, const char *name, int rows, int cols, tensor_kind kind, float identity) {
+/* slot16: where the tensor's bf16 view goes when it is kept as bf16 (NULL: never is) */
+static void add(walk *w, float **slot, const uint16_t **slot16, const char *name, int rows, int cols,
+                tensor_kind kind, float identity) {
     size_t numel = (size_t)rows * (cols ? (size_t)cols : 1);
     if (w->table) {
         tensor_info *t = &w->table[w->count];
@@ -32,7 +39,13 @@ static void add(walk *w, float **slot, const char *name, int rows, int cols, ten
         t->kind = kind;
         t->identity = identity;
     }
-    if (w->base && slot) *slot = w->base + w->offset;
+    if (w->base && w->placed) {
+        const tensor_info *t = &w->placed[w->count];
+        if (slot) *slot = t->bf16 ? NULL : w->base + t->offset;
+        if (slot16) *slot16 = t->bf16 ? w->base16 + t->offset : NULL;
+    } else if (w->base && slot) {
+        *slot = w->base + w->offset;
+    }
     w->count++;
     w->offset += numel;
 }
@@ -41,20 +54,20 @@ static void add_norm(walk *w, norm_params *np, const char *name) {
     const tlm_config *c = w->cfg;
     char buf[96];
     snprintf(buf, sizeof buf, "%.80s.weight", name);
-    add(w, &np->w, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+    add(w, &np->w, NULL, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
     if (c->norm == NORM_LAYERNORM && c->norm_bias) {
         snprintf(buf, sizeof buf, "%.80s.bias", name);
-        add(w, &np->b, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
+        add(w, &np->b, NULL, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
     }
 }
 
 static void add_linear(walk *w, linear_params *lp, const char *name, int out, int in, bool bias, tensor_kind kind) {
     char buf[96];
     snprintf(buf, sizeof buf, "%.80s.weight", name);
-    add(w, &lp->w, buf, out, in, kind, 0.0f);
+    add(w, &lp->w, &lp->w16, buf, out, in, kind, 0.0f);
     if (bias) {
         snprintf(buf, sizeof buf, "%.80s.bias", name);
-        add(w, &lp->b, buf, out, 0, TENSOR_BIAS, 0.0f);
+        add(w, &lp->b, NULL, buf, out, 0, TENSOR_BIAS, 0.0f);
     }
 }
 
@@ -66,14 +79,15 @@ static void add_fused(walk *w, linear_params *fused, linear_params *const *parts
     char buf[96];
     for (int i = 0; i < n; i++) {
         snprintf(buf, sizeof buf, "layers.%d.%s.weight", layer, names[i]);
-        add(w, &parts[i]->w, buf, outs[i], in, TENSOR_MATRIX, 0.0f);
+        add(w, &parts[i]->w, &parts[i]->w16, buf, outs[i], in, TENSOR_MATRIX, 0.0f);
     }
     for (int i = 0; bias && i < n; i++) {
         snprintf(buf, sizeof buf, "layers.%d.%s.bias", layer, names[i]);
-        add(w, &parts[i]->b, buf, outs[i], 0, TENSOR_BIAS, 0.0f);
+        add(w, &parts[i]->b, NULL, buf, outs[i], 0, TENSOR_BIAS, 0.0f);
     }
     if (w->base) {
         fused->w = parts[0]->w;
+        fused->w16 = parts[0]->w16;
         fused->b = bias ? parts[0]->b : NULL;
     }
 }
@@ -83,8 +97,8 @@ static void walk_tensors(walk *w, model_params *p) {
     const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const bool glu = c->ffn != FFN_GELU;
     char n[96];
-    add(w, &p->embed, "embed.weight", c->vocab_size, d, TENSOR_EMBEDDING, 0.0f);
-    if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
+    add(w, &p->embed, &p->embed16, "embed.weight", c->vocab_size, d, TENSOR_EMBEDDING, 0.0f);
+    if (c->position == POS_LEARNED) add(w, &p->pos_embed, NULL, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
     for (int l = 0; l < c->n_layers; l++) {
         layer_params *L = &p->layers[l];
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
@@ -103,9 +117,9 @@ static void walk_tensors(walk *w, model_params *p) {
             float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
             bool full = c->qk_norm == QK_NORM_FULL;
             snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
-            add(w, &L->q_norm, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
+            add(w, &L->q_norm, NULL, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
             snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
-            add(w, &L->k_norm, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
+            add(w, &L->k_norm, NULL, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
         }
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
@@ -124,8 +138,8 @@ static void walk_tensors(walk *w, model_params *p) {
         add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
     }
     if (c->final_norm) add_norm(w, &p->final_norm, "final_norm");
-    if (!c->tie_embeddings) add(w, &p->lm_head, "lm_head.weight", c->vocab_size, d, TENSOR_MATRIX, 0.0f);
-    if (w->base && c->tie_embeddings) p->lm_head = p->embed;
+    if (!c->tie_embeddings) add(w, &p->lm_head, &p->lm_head16, "lm_head.weight", c->vocab_size, d, TENSOR_MATRIX, 0.0f);
+    if (w->base && c->tie_embeddings) p->lm_head = p->embed, p->lm_head16 = p->embed16;
 }
 
 static void bind_views(tlm_model *m, model_params *views, float *base) {
@@ -218,3 +232,42 @@ void model_init_weights(tlm_model *m, uint64_t seed) {
         }
     }
 }
+
+/* ---- bf16 weights for inference ------------------------------------------------------------------ */
+
+/* the matrices: token embedding, projections, head (learned positions are added, not multiplied) */
+static int kept_as_bf16(const tensor_info *t) { return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0; }
+
+int model_weights_to_bf16(tlm_model *m) {
+    if (m->w16_mem) return 0;
+    if (m->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
+    size_t n16 = 0, n32 = 0;
+    for (int i = 0; i < m->n_tensors; i++) *(kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
+    uint16_t *w16 = malloc((n16 ? n16 : 1) * sizeof(uint16_t));
+    float *rest = malloc((n32 ? n32 : 1) * sizeof(float));
+    if (!w16 || !rest) {
+        free(w16), free(rest);
+        return tlm_error("out of memory for %zu bf16 weights", n16);
+    }
+    size_t o16 = 0, o32 = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        tensor_info *t = &m->tensors[i];
+        const float *src = m->param_mem + t->offset;
+        if (kept_as_bf16(t)) {
+            uint16_t *dst = w16 + o16;
+#pragma omp parallel for schedule(static)
+            for (size_t j = 0; j < t->numel; j++) dst[j] = tlm_f32_to_bf16(src[j]);
+            t->offset = o16, t->bf16 = 1, o16 += t->numel;
+        } else {
+            memcpy(rest + o32, src, t->numel * sizeof(float));
+            t->offset = o32, o32 += t->numel;
+        }
+    }
+    free(m->param_mem);
+    m->param_mem = rest, m->n_params = n32, m->w16_mem = w16, m->n_bf16 = n16;
+    walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem};
+    walk_tensors(&bind, &m->p);
+    return 0;
+}
+
+size_t model_weight_bytes(const tlm_model *m) { return m->n_params * sizeof(float) + m->n_bf16 * sizeof(uint16_t); }

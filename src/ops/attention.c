@@ -1,41 +1,50 @@
 /* attention.c — causal multi-head self-attention with GQA, soft-capped logits and an
- * optional sliding window. One inner routine, attention_row(), serves both the full-sequence
- * forward (training, scoring) and incremental decoding with a KV cache, so both compute the
- * same numbers in the same order. */
+ * optional sliding window. The full-sequence pass (training, scoring) and the KV-cache pass
+ * (model/decode.c) share the visibility rule and the capped, masked softmax of one row of
+ * scores (attention_softmax_row); they differ only in how the dot products are batched. */
 #include <math.h>
 #include <omp.h>
 
 #include "fastmath.h"
 #include "ops.h"
 
-void attention_row(float *out, float *scores, float *probs, const float *q, const float *keys,
-                   const float *values, size_t kv_stride, int first_key, int n_keys, int head_dim, float scale,
-                   float softcap) {
-    float mx = -INFINITY;
+int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
+
+void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = first; j <= last; j++) {
+        if (softcap > 0.0f) s[j] = softcap * tanh_inline(s[j] / softcap);
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    for (int j = 0; j < n; j++) {
+        if (j < first || j > last) {
+            s[j] = -INFINITY;
+            p[j] = 0.0f;
+        } else {
+            p[j] = exp_approx(s[j] - mx);
+            sum += p[j];
+        }
+    }
+    const float inv = 1.0f / sum;
+    for (int j = first; j <= last; j++) p[j] *= inv;
+}
+
+void attention_row(float *out, float *scores, const float *q, const float *keys, const float *values,
+                   size_t kv_stride, int first_key, int n_keys, int head_dim, float scale, float softcap) {
     for (int j = first_key; j < n_keys; j++) {
         const float *kj = keys + (size_t)j * kv_stride;
         float s = 0.0f;
         for (int i = 0; i < head_dim; i++) s += q[i] * kj[i];
-        s *= scale;
-        if (softcap > 0.0f) s = softcap * tanh_inline(s / softcap);
-        scores[j] = s;
-        mx = s > mx ? s : mx;
+        scores[j] = s * scale;
     }
-    float sum = 0.0f;
-    for (int j = first_key; j < n_keys; j++) {
-        probs[j] = exp_approx(scores[j] - mx);
-        sum += probs[j];
-    }
-    float inv = 1.0f / sum;
+    /* (in place: the probabilities overwrite the scores) */
+    attention_softmax_row(scores, scores, n_keys, first_key, n_keys - 1, softcap);
     for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
     for (int j = first_key; j < n_keys; j++) {
-        probs[j] *= inv;
         const float *vj = values + (size_t)j * kv_stride;
-        for (int i = 0; i < head_dim; i++) out[i] += probs[j] * vj[i];
+        for (int i = 0; i < head_dim; i++) out[i] += scores[j] * vj[i];
     }
 }
-
-static int first_visible(int t, int window) { return (window > 0 && t - window + 1 > 0) ? t - window + 1 : 0; }
 
 /* Full-sequence attention works per (batch row, head) on T x T blocks with GEMMs:
  * S = scale * Q K^T, soft-cap, causal/window mask, row softmax, O = P V. The masked upper
@@ -52,26 +61,9 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
             const float *vg = v + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
             float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
             gemm(0, 1, T, T, hd, spec->scale, qh, q_row, kg, kv_row, 0.0f, S, T); /* S = scale Q K^T */
-            for (int t = 0; t < T; t++) {
-                float *s = S + (size_t)t * T, *p = P + (size_t)t * T;
-                int first = first_visible(t, spec->window);
-                float mx = -INFINITY, sum = 0.0f;
-                for (int j = first; j <= t; j++) {
-                    if (spec->softcap > 0.0f) s[j] = spec->softcap * tanh_inline(s[j] / spec->softcap);
-                    mx = s[j] > mx ? s[j] : mx;
-                }
-                for (int j = 0; j < T; j++) {
-                    if (j < first || j > t) {
-                        s[j] = -INFINITY;
-                        p[j] = 0.0f;
-                    } else {
-                        p[j] = exp_approx(s[j] - mx);
-                        sum += p[j];
-                    }
-                }
-                float inv = 1.0f / sum;
-                for (int j = first; j <= t; j++) p[j] *= inv;
-            }
+            for (int t = 0; t < T; t++)
+                attention_softmax_row(S + (size_t)t * T, P + (size_t)t * T, T, attention_first_key(t, spec->window), t,
+                                      spec->softcap);
             gemm(0, 0, T, hd, T, 1.0f, P, T, vg, kv_row, 0.0f, out + (size_t)b * T * q_row + (size_t)h * hd, q_row);
         }
 }
@@ -99,7 +91,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                 for (int t = 0; t < T; t++) {
                     float *d = dS + (size_t)t * T;
                     const float *p = P + (size_t)t * T, *s = S + (size_t)t * T;
-                    int first = first_visible(t, spec->window);
+                    int first = attention_first_key(t, spec->window);
                     float pdp = 0.0f;
                     for (int j = first; j <= t; j++) pdp += p[j] * d[j];
                     for (int j = 0; j < T; j++) {

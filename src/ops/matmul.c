@@ -1,25 +1,62 @@
 /* matmul.c — linear layers on top of one GEMM entry point.
- * gemm() is the only function that knows about CBLAS, so a different backend
- * (another BLAS, a hand-written kernel) replaces this one function. */
-#include <cblas.h>
+ * gemm() is the only function that knows about the GEMM library. The backend is chosen at
+ * build time (CMake option TLM_GEMM): oneDNN's dnnl_sgemm, which picks its kernels from the
+ * CPU's feature bits, or OpenBLAS, which picks them from a table of CPU models and falls
+ * back to slow SSE3 kernels on models newer than its release (measured in bench/README.md).
+ * A few rows (decoding) go to matvec.c's bandwidth-bound kernels instead. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ops.h"
+#include "util/cpu.h"
+#include "util/f16.h"
+
+#if defined(TLM_GEMM_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+#else
+#include <cblas.h>
+#endif
 
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
           int ldb, float beta, float *C, int ldc) {
+#if defined(TLM_GEMM_ONEDNN)
+    /* row-major, like CBLAS; the status can only report bad arguments, which the engine's
+     * shapes never are (every call site passes its own consistent leading dimensions) */
+    (void)dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+const char *gemm_backend_name(void) {
+#if defined(TLM_GEMM_ONEDNN)
+    static char name[64];
+    if (!name[0]) {
+        const dnnl_version_t *v = dnnl_version();
+        snprintf(name, sizeof name, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    }
+    return name;
+#else
+    return "OpenBLAS (CBLAS)";
+#endif
+}
+
+/* out [N,OC] += bias [OC] on every row */
+static void add_bias(float *out, const float *bias, int N, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
 
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC) {
     /* out[N,OC] = inp[N,IC] @ weight[OC,IC]^T */
-    gemm(0, 1, N, OC, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
-    if (bias) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+    if (N <= MATVEC_MAX_ROWS) {
+        matvec_f32(out, inp, weight, bias, N, IC, OC);
+        return;
     }
+    gemm(0, 1, N, OC, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
+    if (bias) add_bias(out, bias, N, OC);
 }
 
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -60,4 +97,23 @@ void join_columns(float *dst, const float *const *src, const int *widths, int pa
             row += widths[i];
         }
     }
+}
+
+void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
+                         int OC, float *tile) {
+    if (N <= MATVEC_MAX_ROWS) {
+        matvec_bf16(out, inp, weight, bias, N, IC, OC);
+        return;
+    }
+    /* many rows: widen MATMUL_BF16_TILE weight rows at a time and multiply them with the f32 GEMM;
+     * the widening is O(OC IC) against the GEMM's O(N OC IC) */
+    for (int o0 = 0; o0 < OC; o0 += MATMUL_BF16_TILE) {
+        const int rows = OC - o0 < MATMUL_BF16_TILE ? OC - o0 : MATMUL_BF16_TILE;
+        const uint16_t *w = weight + (size_t)o0 * IC;
+        const size_t n = (size_t)rows * IC;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) tile[i] = tlm_bf16_to_f32(w[i]);
+        gemm(0, 1, N, rows, IC, 1.0f, inp, IC, tile, IC, 0.0f, out + o0, OC);
+    }
+    if (bias) add_bias(out, bias, N, OC);
 }

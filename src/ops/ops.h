@@ -14,15 +14,30 @@
 #define TLM_OPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-/* ---- matmul: the one place GEMMs happen (CBLAS today, swappable later) ----------------- */
+/* ---- matmul: the one place GEMMs happen (backend: CMake option TLM_GEMM, matmul.c) -------- */
 
 /* C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major; trans_a/b: 0 = as stored, 1 = transposed */
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
+/* "oneDNN 2.6.3" / "OpenBLAS (CBLAS)" */
+const char *gemm_backend_name(void);
 
-/* out [N,OC] = inp [N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL) */
+/* out [N,OC] = inp [N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL). Up to
+ * MATVEC_MAX_ROWS rows go through the bandwidth-bound matvec kernels, more through gemm(). */
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC);
+/* The same with bf16 weights [OC,IC], widened to f32 in registers (matvec) or a tile at a time
+ * (tile: MATMUL_BF16_TILE * IC floats of scratch) for the f32 GEMM: the arithmetic is the f32
+ * path's on the bf16 values. */
+#define MATMUL_BF16_TILE 256
+void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
+                         int OC, float *tile);
+/* y [N,OC] = x [N,IC] @ W[OC,IC]^T (+ bias) streaming W once per MATVEC_MAX_ROWS rows (matvec.c:
+ * AVX-512 / AVX2 / C kernels chosen from cpuid) */
+#define MATVEC_MAX_ROWS 4
+void matvec_f32(float *y, const float *x, const float *W, const float *bias, int N, int IC, int OC);
+void matvec_bf16(float *y, const float *x, const uint16_t *W, const float *bias, int N, int IC, int OC);
 /* dinp [N,IC] += dout @ weight; dweight [OC,IC] += dout^T @ inp; dbias [OC] += sum_n dout */
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC);
@@ -35,14 +50,14 @@ void join_columns(float *dst, const float *const *src, const int *widths, int pa
 /* ---- norms -------------------------------------------------------------------------------- */
 
 /* LayerNorm: out [N,C] = (inp - mean) * rstd * weight + bias; rstd = 1/sqrt(var + eps).
- * Saves mean [N] and rstd [N] for backward. bias may be NULL. */
+ * Saves mean [N] and rstd [N] for backward. bias may be NULL; out may equal inp. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C, float eps);
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                         const float *weight, const float *mean, const float *rstd, int N, int C);
 
 /* RMSNorm: out [N,C] = inp * rstd * (weight_offset + weight); rstd = 1/sqrt(mean(inp^2) + eps).
- * weight_offset is 0 for the usual g, 1 for Gemma's (1 + w). Saves rstd [N]. */
+ * weight_offset is 0 for the usual g, 1 for Gemma's (1 + w). Saves rstd [N]; out may equal inp. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset,
                      int N, int C, float eps);
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
@@ -53,6 +68,9 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
 /* token (+ learned position) embedding: out [B,T,C] = scale * wte[tokens[b,t]] + wpe[t] (wpe may be NULL) */
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, float scale, int B,
                        int T, int C);
+/* the same with a bf16 token table [V,C] */
+void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, const float *wpe, float scale, int B,
+                            int T, int C);
 /* dwte [V,C] += scale * dout rows; dwpe [maxT,C] += dout summed over the batch (dwpe may be NULL) */
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B,
                         int T, int C);
@@ -86,12 +104,15 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch);
 
-/* One query row against n_keys cached keys (used by incremental decoding and by
- * attention_forward). q [hd]; keys/values rows of hd floats, kv_stride floats apart;
- * keys first_key..n_keys-1 are visible. out [hd], scores/probs [n_keys] (may be NULL-free scratch). */
-void attention_row(float *out, float *scores, float *probs, const float *q, const float *keys,
-                   const float *values, size_t kv_stride, int first_key, int n_keys, int head_dim, float scale,
-                   float softcap);
+/* The first key position a query at position pos sees (0, or the sliding window's start) */
+int attention_first_key(int pos, int window);
+/* One row of scores s [n] -> probabilities p [n]: soft-cap (when > 0) and softmax over the
+ * visible keys first..last; s outside them becomes -inf, p 0. p may equal s. */
+void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap);
+/* One query row against cached keys first_key..n_keys-1 (decoding one token): q [hd]; keys and
+ * values rows of hd floats, kv_stride floats apart; out [hd]; scores [n_keys] scratch. */
+void attention_row(float *out, float *scores, const float *q, const float *keys, const float *values,
+                   size_t kv_stride, int first_key, int n_keys, int head_dim, float scale, float softcap);
 
 /* ---- feed-forward activations ------------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 target_sources(tinylm PRIVATE
   src/ops/matmul.c
+  src/ops/matvec.c
   src/ops/norm.c
   src/ops/embedding.c
   src/ops/rope.c

@@ -10,6 +10,7 @@
 
 #include "model/decode.h"
 #include "train/sampler.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out) {
@@ -22,9 +23,20 @@ static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out) {
     fflush(out);
 }
 
+/* Feeds n tokens through the KV cache in chunks, so that the activations hold one chunk
+ * (a 2048-token prompt needs the memory of PREFILL_CHUNK tokens, not of 2048) */
+enum { PREFILL_CHUNK = 256 };
+static int prefill(tlm_model *m, const int *ids, int n) {
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i += PREFILL_CHUNK)
+        rc = model_forward(m, ids + i, NULL, 1, n - i < PREFILL_CHUNK ? n - i : PREFILL_CHUNK, NULL);
+    return rc;
+}
+
 int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
-             FILE *out, int *ids_out, int *n_out) {
+             FILE *out, int *ids_out, int *n_out, gen_stats *stats) {
     if (n_out) *n_out = 0;
+    gen_stats st = {.n_prompt = n_prompt};
     if (n_prompt <= 0) return tlm_error("generate: the prompt is empty and the tokenizer has no BOS token to start from");
     const tlm_config *c = &m->cfg;
     const int context = c->max_seq;
@@ -33,7 +45,9 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     sampler s;
     if (sampler_init(&s, c->vocab_size, o->temperature, o->top_k, o->top_p, o->seed)) return -1;
     int *history = malloc(sizeof(int) * ((size_t)n_prompt + o->max_new_tokens));
-    kv_cache *kv = history ? kv_cache_create(m, context) : NULL;
+    /* room for the whole generation, or the context when it is longer */
+    const long want = (long)n_prompt + o->max_new_tokens;
+    kv_cache *kv = history ? kv_cache_create(m, want < context ? (int)want : context) : NULL;
     if (!kv) {
         free(history);
         sampler_free(&s);
@@ -45,8 +59,10 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     const int bos = tlm_tokenizer_bos(tok), eos = tlm_tokenizer_eos(tok);
     if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out);
     for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i], out);
-    int rc = model_forward(m, prompt, NULL, 1, n_prompt, NULL);
-    const float *logits = m->acts.logits + (size_t)(n_prompt - 1) * c->vocab_size;
+    double t0 = tlm_now_s();
+    int rc = prefill(m, prompt, n_prompt);
+    const float *logits = model_last_logits(m);
+    st.prefill_s = tlm_now_s() - t0;
     while (!rc && made < o->max_new_tokens) {
         int next = sampler_next(&s, logits);
         if (next == bos || next == eos) break;
@@ -54,17 +70,21 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
         if (ids_out) ids_out[made] = next;
         history[len++] = next;
         if (++made == o->max_new_tokens) break;
+        t0 = tlm_now_s();
         if (kv_cache_room(kv) > 0) {
             rc = model_forward(m, &next, NULL, 1, 1, NULL);
-            logits = m->acts.logits;
         } else {
             /* the context is full: as nanoGPT does, continue from the last `context` tokens,
              * recomputed from scratch (positions restart at 0) */
             kv_cache_reset(kv);
-            rc = model_forward(m, history + len - context, NULL, 1, context, NULL);
-            logits = m->acts.logits + (size_t)(context - 1) * c->vocab_size;
+            rc = prefill(m, history + len - context, context);
         }
+        logits = model_last_logits(m);
+        st.decode_s += tlm_now_s() - t0;
+        st.n_decoded++;
     }
+    st.n_generated = made;
+    if (stats) *stats = st;
     m->kv = NULL;
     kv_cache_free(kv);
     free(history);

@@ -16,11 +16,21 @@ typedef struct {
     uint64_t seed;
 } gen_options;
 
+/* What a generation measured (seconds; tokens) */
+typedef struct {
+    int n_prompt, n_generated;
+    double prefill_s; /* the prompt's forward pass, up to its logits */
+    double decode_s;  /* every later forward (one per generated token after the first) */
+    int n_decoded;    /* forwards timed in decode_s */
+} gen_stats;
+
 /* Prints the prompt's text, then up to max_new_tokens sampled tokens, to `out` (flushed per
  * token); stops early at the tokenizer's BOS or EOS. Past the model's context
  * (max_position_embeddings) each token is predicted from the last `context` tokens. Writes the generated ids (without the
- * prompt) to ids_out when not NULL (room for max_new_tokens) and their count to *n_out. */
+ * prompt) to ids_out when not NULL (room for max_new_tokens) and their count to *n_out, and the
+ * timings to *stats when not NULL. The KV cache holds prompt + max_new_tokens positions (at most
+ * the context), not the whole context. */
 int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
-             FILE *out, int *ids_out, int *n_out);
+             FILE *out, int *ids_out, int *n_out, gen_stats *stats);
 
 #endif

@@ -25,6 +25,7 @@
 #include "train/generate.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/io.h"
 
@@ -48,12 +49,6 @@ typedef struct {
     int *inputs, *targets;
     FILE *metrics;
 } trainer;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t fnv1a(const char *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -309,9 +304,9 @@ static int train_loop(trainer *t) {
     stop_signal = 0;
     int rc = 0;
     const double tokens_per_step = (double)o->batch * o->seq * o->accum;
-    double session_start = now_s(), elapsed_before = t->elapsed;
+    double session_start = tlm_now_s(), elapsed_before = t->elapsed;
     while (t->step < o->steps) {
-        double t0 = now_s();
+        double t0 = tlm_now_s();
         model_zero_grads(t->m);
         double loss_sum = 0.0;
         for (int micro = 0; micro < o->accum; micro++) {
@@ -336,10 +331,10 @@ static int train_loop(trainer *t) {
         float lr = lr_at(&o->opt, t->step);
         adamw_step(&t->opt, t->m, lr);
         t->step++;
-        double step_s = now_s() - t0;
+        double step_s = tlm_now_s() - t0;
         int evaluated = t->step % o->eval_every == 0 || t->step == o->steps;
         if (evaluated) t->last_val = validation_loss(t);
-        t->elapsed = elapsed_before + (now_s() - session_start);
+        t->elapsed = elapsed_before + (tlm_now_s() - session_start);
         fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
         if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
         fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr, gnorm,
@@ -369,7 +364,7 @@ static int train_loop(trainer *t) {
         int bos = tlm_tokenizer_bos(t->tok), start = bos >= 0 ? bos : t->tokens[0];
         gen_options g = {.max_new_tokens = o->sample_tokens, .temperature = 0.8f, .seed = o->seed};
         printf("\n--- sample (temperature 0.8) ---\n");
-        if (generate(t->m, t->tok, &start, 1, &g, stdout, NULL, NULL)) rc = 1;
+        if (generate(t->m, t->tok, &start, 1, &g, stdout, NULL, NULL, NULL)) rc = 1;
         printf("\n");
     }
 out:
