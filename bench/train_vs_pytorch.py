@@ -1,19 +1,28 @@
 #!/usr/bin/python3
 """train_vs_pytorch.py — ms per training step of tinylm vs PyTorch eager, same model, same
-optimizer, same batch, same thread count, measured in the same run.
+optimizer, same batch, same thread count, measured in the same run, for two models:
 
-    bench/train_vs_pytorch.py --tinylm build/tinylm [--threads 2] [--steps 60] [--preset nanogpt-baby]
+  nanogpt-baby  nanoGPT's CPU Shakespeare model: 4 layers, 4 heads, d 128, T 64, batch 12,
+                character vocabulary, LayerNorm without bias, no linear biases
+  gpt2-small    a small GPT-2: 6 layers, 6 heads, d 384, T 256, batch 8, byte vocabulary (256),
+                LayerNorm and linear biases
 
-The PyTorch side is nanoGPT's model written out here (LayerNorm without bias, Pre-Norm,
-tanh-GELU MLP, learned positions, tied head, no dropout) with torch.optim.AdamW (weight decay
-on matrices only, as tinylm), global-norm clipping 1.0, batch 12 x 64 characters of
-TinyShakespeare. Both sides report the median step time over steps 10..N (the first steps
-warm up caches and allocators).
+Both: Pre-Norm, tanh-GELU MLP (4d), learned positions, tied head, no dropout, AdamW (weight
+decay on matrices only, as tinylm), global-norm clipping 1.0, TinyShakespeare.
+
+    bench/train_vs_pytorch.py --tinylm build/tinylm [--model nanogpt-baby|gpt2-small|all]
+                              [--threads 2] [--steps 60]
+
+Each side reports the median step time over steps 10..N. tinylm's model FLOPs utilisation
+comes from its own --profile report (model FLOPs per step against the FMA peak measured on
+this machine at the end of the run).
 
 Debian's torch calls the system OpenBLAS (pthread build), whose own threads fight torch's
 OpenMP threads on a 2-core machine: torch at 2 threads is then slower than at 1. So PyTorch is
 measured twice, as installed and with OPENBLAS_NUM_THREADS=1 (its BLAS single-threaded, its
-own ops on N threads), and tinylm is compared with the faster of the two."""
+own ops on N threads), and tinylm is compared with the faster of the two. Variables this
+workplace sets for old OpenBLAS builds (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are removed, so
+every program runs as a user would run it."""
 import argparse
 import json
 import math
@@ -30,19 +39,36 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "shared", "data", "tinyshakespeare.txt")
+DATA = os.path.join(HERE, "..", "data", "tinyshakespeare.txt")
+if not os.path.exists(DATA):  # (a checkout from before data/ moved into the repository)
+    DATA = os.path.join(HERE, "..", "..", "shared", "data", "tinyshakespeare.txt")
+
+MODELS = {
+    # d, layers, heads, T, batch, vocab ("chars" or "bytes"), biases (LayerNorm and linear)
+    "nanogpt-baby": dict(d=128, layers=4, heads=4, T=64, batch=12, vocab="chars", bias=False),
+    "gpt2-small": dict(d=384, layers=6, heads=6, T=256, batch=8, vocab="bytes", bias=True),
+}
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+
+
+def layernorm(d, bias):
+    # torch 1.13's LayerNorm has no bias switch: without one, a bias frozen at zero
+    ln = nn.LayerNorm(d)
+    if not bias:
+        ln.bias.requires_grad_(False)
+    return ln
 
 
 class Block(nn.Module):
-    def __init__(self, d, h):
+    def __init__(self, d, h, bias):
         super().__init__()
         self.h = h
-        self.ln1 = nn.LayerNorm(d, bias=False) if "bias" in nn.LayerNorm.__init__.__code__.co_varnames else nn.LayerNorm(d)
-        self.ln2 = nn.LayerNorm(d, bias=False) if "bias" in nn.LayerNorm.__init__.__code__.co_varnames else nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d, bias=False)
-        self.o = nn.Linear(d, d, bias=False)
-        self.up = nn.Linear(d, 4 * d, bias=False)
-        self.down = nn.Linear(4 * d, d, bias=False)
+        self.ln1 = layernorm(d, bias)
+        self.ln2 = layernorm(d, bias)
+        self.qkv = nn.Linear(d, 3 * d, bias=bias)
+        self.o = nn.Linear(d, d, bias=bias)
+        self.up = nn.Linear(d, 4 * d, bias=bias)
+        self.down = nn.Linear(4 * d, d, bias=bias)
 
     def attn(self, x):
         B, T, C = x.shape
@@ -61,12 +87,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, d=128, layers=4, heads=4, T=64):
+    def __init__(self, vocab, d, layers, heads, T, bias):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(T, d)
-        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
-        self.lnf = nn.LayerNorm(d)
+        self.blocks = nn.ModuleList(Block(d, heads, bias) for _ in range(layers))
+        self.lnf = layernorm(d, bias)
 
     def forward(self, idx, targets):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
@@ -76,15 +102,22 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def pytorch_ms_per_step(threads, steps, batch=12, T=64):
+def pytorch_ms_per_step(threads, steps, name):
+    cfg = MODELS[name]
+    T, batch = cfg["T"], cfg["batch"]
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
-    text = open(DATA).read()
-    chars = sorted(set(text))
-    data = torch.tensor([chars.index(c) for c in text[:200000]], dtype=torch.long)
-    model = GPT(len(chars), T=T)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and "wpe" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "wte" not in n and "wpe" not in n)]
+    raw = open(DATA, "rb").read()
+    if cfg["vocab"] == "bytes":
+        vocab, data = 256, torch.tensor(list(raw[:400000]), dtype=torch.long)
+    else:
+        text = raw.decode()
+        chars = sorted(set(text))
+        vocab, data = len(chars), torch.tensor([chars.index(c) for c in text[:200000]], dtype=torch.long)
+    model = GPT(vocab, cfg["d"], cfg["layers"], cfg["heads"], T, cfg["bias"])
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in params if p.dim() >= 2 and "wte" not in n and "wpe" not in n]
+    no_decay = [p for n, p in params if not (p.dim() >= 2 and "wte" not in n and "wpe" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
     times = []
@@ -102,24 +135,39 @@ def pytorch_ms_per_step(threads, steps, batch=12, T=64):
     return 1000 * statistics.median(times[10:])
 
 
-def tinylm_ms_per_step(tinylm, threads, steps, preset):
+def tinylm_args(name):
+    cfg = MODELS[name]
+    b = "true" if cfg["bias"] else "false"
+    sets = {"hidden_size": cfg["d"], "num_hidden_layers": cfg["layers"], "num_attention_heads": cfg["heads"],
+            "intermediate_size": 4 * cfg["d"], "max_position_embeddings": cfg["T"], "norm_bias": b,
+            "attention_bias": b, "attention_out_bias": b, "mlp_bias": b}
+    args = ["--preset", "nanogpt-baby", "--tokenizer", cfg["vocab"], "--batch", str(cfg["batch"]), "--seq", str(cfg["T"])]
+    for k, v in sets.items():
+        args += ["--set", "%s=%s" % (k, v)]
+    return args
+
+
+def tinylm_run(tinylm, threads, steps, name):
+    """median ms/step from metrics.jsonl, and the --profile report (stderr)"""
+    cfg = MODELS[name]
     out = tempfile.mkdtemp(prefix="tlm_bench_")
     try:
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        subprocess.run([tinylm, "train", "--data", DATA, "--preset", preset, "--out", os.path.join(out, "run"),
-                        "--steps", str(steps), "--eval-every", str(10 * steps), "--save-every", str(10 * steps),
-                        "--sample", "0"], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = dict(CLEAN_ENV, OMP_NUM_THREADS=str(threads))
+        p = subprocess.run([tinylm, "train", "--data", DATA, "--out", os.path.join(out, "run"), "--steps", str(steps),
+                            "--eval-every", str(10 * steps), "--save-every", str(10 * steps), "--sample", "0",
+                            "--profile"] + tinylm_args(name),
+                           check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         rows = [json.loads(l) for l in open(os.path.join(out, "run", "metrics.jsonl"))]
-        tokens = 12 * 64
-        return 1000 * statistics.median(tokens / r["tokens_per_s"] for r in rows[10:])
+        tokens = cfg["batch"] * cfg["T"]
+        return 1000 * statistics.median(tokens / r["tokens_per_s"] for r in rows[10:]), p.stderr.decode()
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def pytorch_in_subprocess(threads, steps, env_extra):
-    env = dict(os.environ, **env_extra)
-    out = subprocess.run([sys.executable, __file__, "--pytorch-only", "--threads", str(threads), "--steps", str(steps)],
-                         env=env, check=True, stdout=subprocess.PIPE).stdout
+def pytorch_in_subprocess(threads, steps, name, env_extra):
+    env = dict(CLEAN_ENV, **env_extra)
+    out = subprocess.run([sys.executable, __file__, "--pytorch-only", "--model", name, "--threads", str(threads),
+                          "--steps", str(steps)], env=env, check=True, stdout=subprocess.PIPE).stdout
     return float(out.decode().strip())
 
 
@@ -128,23 +176,31 @@ def main():
     ap.add_argument("--tinylm")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--preset", default="nanogpt-baby")
+    ap.add_argument("--model", default="all", choices=sorted(MODELS) + ["all"])
     ap.add_argument("--pytorch-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.pytorch_only:
-        print(pytorch_ms_per_step(a.threads, a.steps))
+        print(pytorch_ms_per_step(a.threads, a.steps, a.model))
         return
     if not a.tinylm:
         ap.error("--tinylm is required")
-    t = tinylm_ms_per_step(a.tinylm, a.threads, a.steps, a.preset)
-    p_default = pytorch_in_subprocess(a.threads, a.steps, {})
-    p_blas1 = pytorch_in_subprocess(a.threads, a.steps, {"OPENBLAS_NUM_THREADS": "1"})
-    best = min(p_default, p_blas1)
-    print("model: nanoGPT baby (4 layers, 4 heads, d 128, T 64, batch 12), AdamW + clip, %d threads" % a.threads)
-    print("tinylm                              %6.1f ms/step" % t)
-    print("pytorch %s eager, as installed      %6.1f ms/step" % (torch.__version__, p_default))
-    print("pytorch, OPENBLAS_NUM_THREADS=1     %6.1f ms/step" % p_blas1)
-    print("tinylm is %.2fx faster per step than the faster PyTorch setting" % (best / t))
+    for name in sorted(MODELS) if a.model == "all" else [a.model]:
+        cfg = MODELS[name]
+        t, report = tinylm_run(a.tinylm, a.threads, a.steps, name)
+        p_default = pytorch_in_subprocess(a.threads, a.steps, name, {})
+        p_blas1 = pytorch_in_subprocess(a.threads, a.steps, name, {"OPENBLAS_NUM_THREADS": "1"})
+        best = min(p_default, p_blas1)
+        mfu = [l for l in report.splitlines() if l.startswith("model FLOPs")]
+        print("== %s: %d layers, %d heads, d %d, T %d, batch %d, %s vocabulary, biases %s; AdamW + clip, %d threads"
+              % (name, cfg["layers"], cfg["heads"], cfg["d"], cfg["T"], cfg["batch"], cfg["vocab"],
+                 "on" if cfg["bias"] else "off", a.threads))
+        print("tinylm                              %7.1f ms/step" % t)
+        print("pytorch %s eager, as installed  %7.1f ms/step" % (torch.__version__, p_default))
+        print("pytorch, OPENBLAS_NUM_THREADS=1     %7.1f ms/step" % p_blas1)
+        print("tinylm is %.2fx faster per step than the faster PyTorch setting" % (best / t))
+        if mfu:
+            print("tinylm " + mfu[0])
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

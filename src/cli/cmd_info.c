@@ -1,6 +1,7 @@
 /* tinylm info — what a config builds: the architecture switches and the parameter count
  * by component (embeddings, attention, FFN, norms, head) with shares. Shapes only: works
  * for configs far too large to allocate (e.g. Llama-3.1-8B). */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,12 @@
 #include "formats/llama2c.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "ops/ops.h"
 #include "util/error.h"
+#include "util/clock.h"
+#include "util/cpu.h"
 #include "util/io.h"
+#include "util/machine.h"
 
 enum { C_EMBED, C_ATTN, C_FFN, C_NORM, C_HEAD, C_COUNT };
 static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-forward", "norms", "head"};
@@ -33,7 +38,39 @@ static void thousands(char *buf, size_t size, unsigned long long v) {
     buf[k] = '\0';
 }
 
+/* tinylm info --system: what runs the arithmetic on this machine, and what the machine can do */
+static int info_system(void) {
+    printf("cpu: %s\n", tlm_cpu_brand());
+    printf("kernels: %s (chosen from cpuid)%s; AVX512-BF16 %s\n", tlm_isa_name(tlm_cpu_isa()),
+           getenv("TLM_ISA") ? " capped by TLM_ISA" : "", tlm_cpu_has_avx512bf16() ? "present" : "absent");
+    printf("GEMM backend: %s\n", gemm_backend_name());
+    printf("OpenMP threads: %d\n", omp_get_max_threads());
+    fflush(stdout);
+    const double peak = tlm_measure_fma_gflops(0.2);
+    printf("measured FMA peak: %.0f GFLOP/s\n", peak);
+    fflush(stdout);
+    enum { S = 1024 };
+    float *a = calloc((size_t)S * S, sizeof(float)), *b = calloc((size_t)S * S, sizeof(float)),
+          *c = calloc((size_t)S * S, sizeof(float));
+    if (a && b && c) {
+        double best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            double t0 = tlm_now_s();
+            gemm(0, 1, S, S, S, 1.0f, a, S, b, S, 0.0f, c, S);
+            double dt = tlm_now_s() - t0;
+            best = dt < best ? dt : best;
+        }
+        double gf = 2.0 * S * S * S / best / 1e9;
+        printf("measured sgemm %dx%dx%d: %.0f GFLOP/s (%.0f%% of the FMA peak)\n", S, S, S, gf, 100.0 * gf / peak);
+    }
+    free(a), free(b), free(c);
+    fflush(stdout);
+    printf("measured DRAM read bandwidth: %.1f GB/s\n", tlm_measure_read_gbs(1024));
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--system")) return info_system();
     const char *config_path = NULL, *model_dir = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config")) {

@@ -9,6 +9,7 @@
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "util/profile.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -21,7 +22,8 @@ static void usage(FILE *f) {
             "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
             "run:      --out DIR (default runs/PRESET) --seed N --eval-every N --eval-batches N\n"
             "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
-            "          --stop-at N (stop after step N with a checkpoint, as an interruption would)\n\n"
+            "          --stop-at N (stop after step N with a checkpoint, as an interruption would)\n"
+            "          --profile (time per op and model FLOPs utilisation, printed at the end)\n\n"
             "presets:\n");
     for (int i = 0; preset_at(i); i++) fprintf(f, "  %-14s %s\n", preset_at(i)->name, preset_at(i)->about);
 }
@@ -77,6 +79,10 @@ int cmd_train(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         if (!strcmp(a, "--decay-embeddings")) {
             o.opt.decay_embeddings = true, n_overrides++;
+            continue;
+        }
+        if (!strcmp(a, "--profile")) { /* a property of this process, not of the run */
+            tlm_profiling = 1;
             continue;
         }
         if (!(v = cli_value(argc, argv, &i))) return cli_fail("train");

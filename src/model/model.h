@@ -166,6 +166,11 @@ const float *model_last_logits(const tlm_model *m);
  * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
  * stay f32. Training, probes and export need f32 weights and refuse afterwards. */
 int model_weights_to_bf16(tlm_model *m);
+/* Model FLOPs of one token of training (forward + backward) at sequence length T: 6 per
+ * matrix parameter (the head included, the embedding lookup not) plus attention's
+ * 6 * 2 * L * T * H * hd for QK^T and PV over all T keys (the PaLM appendix formula, which
+ * counts the masked half too) */
+double model_train_flops_per_token(const tlm_config *c, int T);
 /* Bytes the weights take in memory */
 size_t model_weight_bytes(const tlm_model *m);
 

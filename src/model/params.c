@@ -271,3 +271,16 @@ int model_weights_to_bf16(tlm_model *m) {
 }
 
 size_t model_weight_bytes(const tlm_model *m) { return m->n_params * sizeof(float) + m->n_bf16 * sizeof(uint16_t); }
+
+double model_train_flops_per_token(const tlm_config *c, int T) {
+    int n;
+    size_t total;
+    tensor_info *t = config_tensor_table(c, &n, &total);
+    double matrix = 0;
+    for (int i = 0; t && i < n; i++)
+        if (t[i].ndim == 2 && strcmp(t[i].name, "embed.weight") != 0 && strcmp(t[i].name, "pos_embed.weight") != 0)
+            matrix += (double)t[i].numel;
+    if (c->tie_embeddings) matrix += (double)c->vocab_size * c->d_model; /* the head is the embedding */
+    free(t);
+    return 6.0 * matrix + 12.0 * c->n_layers * (double)T * c->n_heads * c->head_dim;
+}

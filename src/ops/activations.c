@@ -3,6 +3,7 @@
 
 #include "fastmath.h"
 #include "ops.h"
+#include "util/profile.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
@@ -34,29 +35,35 @@ float act_grad(activation act, float x) { return act == ACT_SILU ? silu_grad(x) 
     } while (0)
 
 void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act) {
+    PROF_SCOPE("glu_forward");
     FOR_ACT(act, out[i] = silu(gate[i]) * up[i], out[i] = gelu(gate[i]) * up[i]);
 }
 
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act) {
+    PROF_SCOPE("glu_backward");
     FOR_ACT(act, (dgate[i] += dout[i] * up[i] * silu_grad(gate[i]), dup[i] += dout[i] * silu(gate[i])),
             (dgate[i] += dout[i] * up[i] * gelu_grad(gate[i]), dup[i] += dout[i] * gelu(gate[i])));
 }
 
 void act_forward(float *out, const float *inp, size_t n, activation act) {
+    PROF_SCOPE("act_forward");
     FOR_ACT(act, out[i] = silu(inp[i]), out[i] = gelu(inp[i]));
 }
 
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act) {
+    PROF_SCOPE("act_backward");
     FOR_ACT(act, dinp[i] += dout[i] * silu_grad(inp[i]), dinp[i] += dout[i] * gelu_grad(inp[i]));
 }
 
 void softcap_forward(float *out, const float *inp, size_t n, float cap) {
+    PROF_SCOPE("softcap_forward");
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = cap * tanh_inline(inp[i] / cap);
 }
 
 void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap) {
+    PROF_SCOPE("softcap_backward");
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float t = out[i] / cap;
@@ -65,11 +72,13 @@ void softcap_backward(float *dinp, const float *dout, const float *out, size_t n
 }
 
 void vec_add(float *out, const float *a, const float *b, size_t n) {
+    PROF_SCOPE("vec_add");
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void vec_acc(float *out, const float *a, size_t n) {
+    PROF_SCOPE("vec_acc");
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] += a[i];
 }

@@ -7,6 +7,7 @@
 
 #include "fastmath.h"
 #include "ops.h"
+#include "util/profile.h"
 
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
@@ -51,6 +52,7 @@ void attention_row(float *out, float *scores, const float *q, const float *keys,
  * triangle is computed and thrown away: two small GEMMs beat T^2/2 scalar dot products. */
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec) {
+    PROF_SCOPE("attention_forward");
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -71,6 +73,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch) {
+    PROF_SCOPE("attention_backward");
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
     const float cap = spec->softcap;

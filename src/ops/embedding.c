@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "util/profile.h"
 #include "util/f16.h"
 
 /* one row: the f32 or the bf16 table (the other is NULL) */
@@ -24,16 +25,19 @@ static void embed_rows(float *out, const int *tokens, const float *wte, const ui
 
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, float scale, int B, int T,
                        int C) {
+    PROF_SCOPE("embedding_forward");
     embed_rows(out, tokens, wte, NULL, wpe, scale, B, T, C);
 }
 
 void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, const float *wpe, float scale, int B,
                             int T, int C) {
+    PROF_SCOPE("embedding_forward_bf16");
     embed_rows(out, tokens, NULL, wte, wpe, scale, B, T, C);
 }
 
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B, int T,
                         int C) {
+    PROF_SCOPE("embedding_backward");
     /* rows of dwte collide when a token repeats: accumulate serially over tokens,
      * parallel over channels */
 #pragma omp parallel for schedule(static)

@@ -2,9 +2,11 @@
 #include <math.h>
 
 #include "ops.h"
+#include "util/profile.h"
 
 float crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets, int N, int V,
                            int *n_counted) {
+    PROF_SCOPE("crossentropy_forward");
     double total = 0.0;
     int count = 0;
 #pragma omp parallel for schedule(static) reduction(+ : total, count)
@@ -35,6 +37,7 @@ float crossentropy_forward(float *losses, float *probs, const float *logits, con
 
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V, float dloss_mean,
                            int n_counted) {
+    PROF_SCOPE("crossentropy_backward");
     if (n_counted <= 0) return;
     float scale = dloss_mean / (float)n_counted;
 #pragma omp parallel for schedule(static)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "util/profile.h"
 #include "util/cpu.h"
 #include "util/f16.h"
 
@@ -50,6 +51,7 @@ static void add_bias(float *out, const float *bias, int N, int OC) {
 }
 
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC) {
+    PROF_SCOPE("matmul_forward");
     /* out[N,OC] = inp[N,IC] @ weight[OC,IC]^T */
     if (N <= MATVEC_MAX_ROWS) {
         matvec_f32(out, inp, weight, bias, N, IC, OC);
@@ -61,6 +63,7 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
 
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC) {
+    PROF_SCOPE("matmul_backward");
     if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, 1.0f, dinp, IC);    /* dout @ W */
     if (dweight) gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC); /* dout^T @ inp */
     if (dbias) {
@@ -74,6 +77,7 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 }
 
 void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N) {
+    PROF_SCOPE("split_columns");
     int total = 0;
     for (int i = 0; i < parts; i++) total += widths[i];
 #pragma omp parallel for schedule(static)
@@ -87,6 +91,7 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
 }
 
 void join_columns(float *dst, const float *const *src, const int *widths, int parts, int N) {
+    PROF_SCOPE("join_columns");
     int total = 0;
     for (int i = 0; i < parts; i++) total += widths[i];
 #pragma omp parallel for schedule(static)
@@ -101,6 +106,7 @@ void join_columns(float *dst, const float *const *src, const int *widths, int pa
 
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
                          int OC, float *tile) {
+    PROF_SCOPE("matmul_forward_bf16");
     if (N <= MATVEC_MAX_ROWS) {
         matvec_bf16(out, inp, weight, bias, N, IC, OC);
         return;

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "ops.h"
+#include "util/profile.h"
 
 enum { COL_BLOCK = 64 };
 
@@ -18,6 +19,7 @@ static float row_sum(const float *x, int C) {
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C, float eps) {
+    PROF_SCOPE("layernorm_forward");
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -40,6 +42,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
 
 void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                         const float *weight, const float *mean, const float *rstd, int N, int C) {
+    PROF_SCOPE("layernorm_backward");
     /* dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * weight */
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -77,6 +80,7 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
 
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset, int N,
                      int C, float eps) {
+    PROF_SCOPE("rmsnorm_forward");
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -93,6 +97,7 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                       float weight_offset, const float *rstd, int N, int C) {
+    PROF_SCOPE("rmsnorm_backward");
     /* y = x r g: dx = r * (dy g - xhat * mean(dy g xhat)), xhat = x r */
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {

@@ -5,6 +5,7 @@
  * (llama2.c and Meta's original code rotate interleaved pairs (2i, 2i+1) instead; loaders
  * of such checkpoints permute the q/k projection rows so this one layout serves both.) */
 #include "ops.h"
+#include "util/profile.h"
 
 static void rotate(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
                    int n_heads, int head_dim, int pos0, float sign) {
@@ -27,11 +28,13 @@ static void rotate(float *out, const float *inp, const float *cos_tab, const flo
 
 void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
                   int n_heads, int head_dim, int pos0) {
+    PROF_SCOPE("rope_forward");
     rotate(out, inp, cos_tab, sin_tab, B, T, n_heads, head_dim, pos0, 1.0f);
 }
 
 void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
                    int n_heads, int head_dim, int pos0) {
+    PROF_SCOPE("rope_backward");
     /* the transpose of a rotation is the rotation by -angle; accumulate into dinp */
     int half = head_dim / 2;
 #pragma omp parallel for schedule(static)

@@ -1,5 +1,6 @@
 /* optim.c — AdamW, clipping and the schedule. */
 #include "optim.h"
+#include "util/profile.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,27 +49,28 @@ double grad_global_norm(const tlm_model *m) {
     return sqrt(total);
 }
 
-void adamw_step(adamw *o, tlm_model *m, float lr) {
+void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) {
+    PROF_SCOPE("adamw_step");
     const optim_config *c = &o->cfg;
-    float clip = 1.0f;
-    if (c->grad_clip > 0.0f) {
-        double norm = grad_global_norm(m);
-        if (norm > c->grad_clip) clip = (float)(c->grad_clip / (norm + 1e-6));
-    }
+    const float clip = c->grad_clip > 0.0f && grad_norm > c->grad_clip ? (float)(c->grad_clip / (grad_norm + 1e-6)) : 1.0f;
     o->step++;
     const float bc1 = 1.0f - powf(c->beta1, (float)o->step), bc2 = 1.0f - powf(c->beta2, (float)o->step);
     const float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
+    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    /* one parallel region for all tensors: each tensor's loop is split among the threads
+     * without a barrier between tensors (they are independent) */
+#pragma omp parallel
     for (int t = 0; t < m->n_tensors; t++) {
         const tensor_info *ti = &m->tensors[t];
         const float decay = o->decays[t] ? 1.0f - lr * c->weight_decay : 1.0f;
         float *p = m->param_mem + ti->offset, *g = m->grad_mem + ti->offset;
         float *mm = o->m + ti->offset, *vv = o->v + ti->offset;
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static) nowait
         for (size_t i = 0; i < ti->numel; i++) {
             float gi = g[i] * clip;
-            mm[i] = c->beta1 * mm[i] + (1.0f - c->beta1) * gi;
-            vv[i] = c->beta2 * vv[i] + (1.0f - c->beta2) * gi * gi;
-            p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + c->eps);
+            mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
+            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
+            p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + eps);
         }
     }
 }

@@ -23,9 +23,10 @@ typedef struct {
 
 int adamw_init(adamw *o, const tlm_model *m, const optim_config *cfg);
 void adamw_free(adamw *o);
-/* Clips the gradient to global L2 norm cfg.grad_clip (0 = off) and applies one AdamW update
+/* Clips the gradient, whose global L2 norm grad_norm the caller computed (once per step, with
+ * grad_global_norm), to cfg.grad_clip (0 = off) and applies one AdamW update
  * with learning rate lr (PyTorch AdamW semantics: p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)). */
-void adamw_step(adamw *o, tlm_model *m, float lr);
+void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm);
 
 /* L2 norm of the whole gradient, summed in a fixed order (deterministic for any thread count). */
 double grad_global_norm(const tlm_model *m);

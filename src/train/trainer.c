@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,9 @@
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
+#include "util/cpu.h"
+#include "util/machine.h"
+#include "util/profile.h"
 #include "util/error.h"
 #include "util/io.h"
 
@@ -294,6 +298,27 @@ static void progress(const trainer *t, float loss, float lr, double tok_s, doubl
     fflush(stderr);
 }
 
+/* the banner's second line: what runs the arithmetic */
+static void print_engine(const tlm_model *m) {
+    fprintf(stderr, "engine: %d threads, %s kernels, GEMM %s; %.1f MFLOP per token (forward + backward)%s\n",
+            omp_get_max_threads(), tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(),
+            model_train_flops_per_token(&m->cfg, m->cfg.max_seq) / 1e6, tlm_profiling ? "; profiling" : "");
+}
+
+/* --profile: time per op over the timed steps, and model FLOPs against this machine's FMA peak */
+static void print_profile(const trainer *t, int steps, double seconds) {
+    if (steps <= 0) return;
+    const double step_s = seconds / steps;
+    const double flops = model_train_flops_per_token(&t->m->cfg, t->o.seq) * t->o.batch * t->o.seq * t->o.accum;
+    fprintf(stderr, "profile over %d steps (after 2 warm-up steps): %.2f ms per step\n", steps, step_s * 1e3);
+    prof_report(stderr, steps, step_s);
+    const double peak = tlm_measure_fma_gflops(0.2);
+    fprintf(stderr, "model FLOPs: %.3f GFLOP per step, %.1f GFLOP/s = %.1f%% of the measured FMA peak (%.0f GFLOP/s, "
+                    "%d threads, %s)\n",
+            flops / 1e9, flops / step_s / 1e9, 100.0 * flops / step_s / 1e9 / peak, peak, omp_get_max_threads(),
+            tlm_isa_name(tlm_cpu_isa()));
+}
+
 static int train_loop(trainer *t) {
     train_options *o = &t->o;
     const int tty = isatty(STDERR_FILENO);
@@ -305,7 +330,11 @@ static int train_loop(trainer *t) {
     int rc = 0;
     const double tokens_per_step = (double)o->batch * o->seq * o->accum;
     double session_start = tlm_now_s(), elapsed_before = t->elapsed;
+    const int first_step = t->step;
+    int profiled_steps = 0;
+    double profiled_s = 0;
     while (t->step < o->steps) {
+        if (tlm_profiling && t->step == first_step + 2) prof_reset(); /* warm-up steps excluded */
         double t0 = tlm_now_s();
         model_zero_grads(t->m);
         double loss_sum = 0.0;
@@ -329,11 +358,17 @@ static int train_loop(trainer *t) {
             goto out;
         }
         float lr = lr_at(&o->opt, t->step);
-        adamw_step(&t->opt, t->m, lr);
+        adamw_step(&t->opt, t->m, lr, gnorm);
         t->step++;
         double step_s = tlm_now_s() - t0;
+        if (t->step > first_step + 2) profiled_steps++, profiled_s += step_s;
         int evaluated = t->step % o->eval_every == 0 || t->step == o->steps;
-        if (evaluated) t->last_val = validation_loss(t);
+        if (evaluated) { /* (not part of the profiled step) */
+            const int profiling = tlm_profiling;
+            tlm_profiling = 0;
+            t->last_val = validation_loss(t);
+            tlm_profiling = profiling;
+        }
         t->elapsed = elapsed_before + (tlm_now_s() - session_start);
         fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
         if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
@@ -360,6 +395,7 @@ static int train_loop(trainer *t) {
     if (tty) fputc('\n', stderr);
     fprintf(stderr, "done: %d steps, validation loss %.4f, %.1f s; model in %s\n", t->step, t->last_val, t->elapsed,
             t->out_dir);
+    if (tlm_profiling) print_profile(t, profiled_steps, profiled_s);
     if (o->sample_tokens > 0) {
         int bos = tlm_tokenizer_bos(t->tok), start = bos >= 0 ? bos : t->tokens[0];
         gen_options g = {.max_new_tokens = o->sample_tokens, .temperature = 0.8f, .seed = o->seed};
@@ -422,6 +458,7 @@ int train_new(const char *model_config_json, const train_options *o) {
         return finish(&t, 1);
     fprintf(stderr, "training %zu parameters on %zu tokens (%s tokenizer, vocab %d) for %d steps -> %s\n",
             t.m->n_params, t.n_tokens, t.tokenizer_kind, t.m->cfg.vocab_size, o->steps, o->out_dir);
+    print_engine(t.m);
     return finish(&t, train_loop(&t));
 }
 
@@ -444,5 +481,6 @@ int train_resume(const char *out_dir, const char *data_path) {
     if (rc) return finish(&t, 1);
     t.opt.step = opt_steps;
     fprintf(stderr, "resuming %s at step %d of %d\n", out_dir, t.step, t.o.steps);
+    print_engine(t.m);
     return finish(&t, train_loop(&t));
 }
