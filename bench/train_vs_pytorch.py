@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "shared", "data", "tinyshakespeare.txt")
+DATA = os.path.join(HERE, "..", "data", "tinyshakespeare.txt")
 
 
 class Block(nn.Module):

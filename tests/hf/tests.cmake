@@ -6,6 +6,6 @@ target_include_directories(hf_tool PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURC
 if(TLM_PYTHON)
   add_test(NAME test_hf_families
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/hf/test_hf.py
-                   --tool $<TARGET_FILE:hf_tool> --work ${CMAKE_BINARY_DIR}/test_hf --shared ${TLM_SHARED_DATA})
+                   --tool $<TARGET_FILE:hf_tool> --work ${CMAKE_BINARY_DIR}/test_hf)
   set_tests_properties(test_hf_families PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
