@@ -1,17 +1,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "util/error.h"
-
-const char *cli_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        tlm_error("option %s needs a value", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
+#include "util/io.h"
 
 int cli_fail(const char *cmd) {
     fprintf(stderr, "tinylm %s: %s\n", cmd, tlm_last_error());
@@ -48,4 +42,20 @@ int cli_parse_ids(const char *option, const char *text, int allow_empty, int **i
     *ids = v;
     *n = k;
     return 0;
+}
+
+char *cli_read_prompt_file(const char *path) {
+    size_t len = 0;
+    char *text = read_text_file(strcmp(path, "-") ? path : "/dev/stdin", &len);
+    if (!text) {
+        if (!strcmp(path, "-")) tlm_error_prefix("--prompt-file - (standard input)");
+        else tlm_error_prefix("--prompt-file");
+        return NULL;
+    }
+    if (strlen(text) != len) {
+        free(text);
+        tlm_error("--prompt-file %s: the file holds a NUL byte (not text)", path);
+        return NULL;
+    }
+    return text;
 }

@@ -33,22 +33,17 @@ static void thousands(char *buf, size_t size, unsigned long long v) {
     buf[k] = '\0';
 }
 
+static const char USAGE[] =
+    "usage: tinylm info --config FILE | --model DIR\n"
+    "  the architecture and the parameters by component (shapes only: no weights are loaded)\n";
+
 int cmd_info(int argc, char **argv) {
     const char *config_path = NULL, *model_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config")) {
-            if (!(config_path = cli_value(argc, argv, &i))) return cli_fail("info");
-        } else if (!strcmp(argv[i], "--model")) {
-            if (!(model_dir = cli_value(argc, argv, &i))) return cli_fail("info");
-        } else {
-            fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
-            return 2;
-        }
-    }
-    if (!config_path == !model_dir) {
-        fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
-        return 2;
-    }
+    cli_opt opts[] = {{"--config", CLI_STR, &config_path, 0, 0, 0}, {"--model", CLI_STR, &model_dir, 0, 0, 0}};
+    cli_command cmd = {"info", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--config", "--model", NULL}))) return prc;
     tlm_config c;
     int rc;
     if (model_dir && is_llama2c_file(model_dir)) {

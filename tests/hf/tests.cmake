@@ -1,6 +1,6 @@
 # tests/hf — Hugging Face families, llama2.c checkpoints and export against independent
 # references (tests/hf/hf_ref.py, tests/hf/ref_llama2c.py). See tests/hf/README.md.
-add_executable(hf_tool tests/hf/hf_tool.c src/cli/cmd_export.c src/cli/cmd_logits.c src/cli/cli_util.c)
+add_executable(hf_tool tests/hf/hf_tool.c src/cli/cmd_export.c src/cli/cmd_logits.c src/cli/cli_util.c src/cli/cli_args.c)
 target_link_libraries(hf_tool PRIVATE tinylm)
 target_include_directories(hf_tool PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/src/cli)
 if(TLM_PYTHON)
