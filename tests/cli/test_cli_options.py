@@ -10,38 +10,21 @@
 - --threads N is accepted by every command that computes and changes no result.
 
     test_cli_options.py --tinylm PATH --work DIR"""
-import argparse
 import os
-import shutil
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import tinylm_ref  # noqa: E402
+from harness import check, main, run  # noqa: E402
 
 STORIES = os.path.join(ROOT, "data", "stories260K.bin")
 TOK512 = os.path.join(ROOT, "data", "tok512.bin")
 COMMANDS = ["train", "generate", "inspect", "logits", "info", "export", "tokenize", "lesson"]
 COMPUTING = ["train", "generate", "inspect", "logits", "lesson"]
 
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%-78s %s%s" % (what, "ok" if ok else "FAIL", ("  " + detail) if (detail and not ok) else ""))
-
-
-def run(tinylm, *args, stdin=None):
-    p = subprocess.run([tinylm, *args], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def test_help(T):
+def test_help(T, work):
     for cmd in COMMANDS:
         for flag in ("--help", "-h"):
             rc, out, err = run(T, cmd, flag)
@@ -220,22 +203,6 @@ def test_threads(T, work):
     check(rc == 0 and out.startswith("{"), "inspect --threads 1 runs", err)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tinylm", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    os.chdir(a.work)  # relative paths in BAD (x.txt, o.npy) never exist and are never written
-    test_help(a.tinylm)
-    test_usage_errors(a.tinylm, a.work)
-    test_seeds(a.tinylm, a.work)
-    test_prompt_file(a.tinylm, a.work)
-    test_threads(a.tinylm, a.work)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # the relative paths in BAD (x.txt, o.npy) are in the fresh work folder: never there, never written
+    sys.exit(main([test_help, test_usage_errors, test_seeds, test_prompt_file, test_threads]))
