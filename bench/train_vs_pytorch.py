@@ -40,8 +40,6 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "tinyshakespeare.txt")
-if not os.path.exists(DATA):  # (a checkout from before data/ moved into the repository)
-    DATA = os.path.join(HERE, "..", "..", "shared", "data", "tinyshakespeare.txt")
 
 MODELS = {
     # d, layers, heads, T, batch, vocab ("chars" or "bytes"), biases (LayerNorm and linear)

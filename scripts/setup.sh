@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install the build dependencies (apt), build,
-# and run the main job: train nanogpt-baby on TinyShakespeare (character level, 2000 steps,
-# about a minute on 2 cores) and print a sample.
+# and run the main job: train llama-baby (RMSNorm, RoPE, SwiGLU, Pre-Norm) on TinyShakespeare
+# (data/tinyshakespeare.txt, character level, 2000 steps, a few minutes on 2 cores) and print
+# a sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -10,7 +11,10 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-rec
   build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libpcre2-dev >/dev/null
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-data="${TLM_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
 out="runs/shakespeare-$(date +%Y%m%d-%H%M%S)"
-./build/tinylm train --data "$data" --preset nanogpt-baby --out "$out"
-echo "model in $out — try: build/tinylm generate --model $out --prompt 'ROMEO:' -n 300 --temperature 0.8"
+./build/tinylm train --data data/tinyshakespeare.txt --preset llama-baby --out "$out" --sample 0
+echo
+echo "== a sample from $out (prompt \"ROMEO:\")"
+./build/tinylm generate --model "$out" --prompt "ROMEO:" -n 300 --temperature 0.8
+echo
+echo "model in $out — try: build/tinylm generate --model $out --prompt 'JULIET:' -n 300 --temperature 0.8"

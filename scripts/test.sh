@@ -4,15 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-shared="${TLM_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 
 echo "== release build + tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTLM_SHARED_DATA="$shared" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== ASan + UBSan build + tests"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTLM_SANITIZE=ON -DTLM_SHARED_DATA="$shared" >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTLM_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 # OpenBLAS keeps thread buffers for the life of the process; everything else must be leak-free
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j"$jobs"

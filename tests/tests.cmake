@@ -4,8 +4,10 @@ function(tlm_c_test name)
   add_executable(${name} ${ARGN})
   target_link_libraries(${name} PRIVATE tinylm)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+  # the repository root, for tests that read data/ or tests/data/
+  target_compile_definitions(${name} PRIVATE TLM_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES ENVIRONMENT "TLM_SHARED_DATA=${TLM_SHARED_DATA};OMP_NUM_THREADS=2")
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2")
 endfunction()
 
 file(GLOB TLM_TEST_AREAS RELATIVE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests/*/tests.cmake)

@@ -1,20 +1,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <string.h>
 
 #include "cli.h"
 #include "model/model.h"
 #include "util/error.h"
-
-const char *cli_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        tlm_error("option %s needs a value", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
+#include "util/io.h"
 
 int cli_fail(const char *cmd) {
     fprintf(stderr, "tinylm %s: %s\n", cmd, tlm_last_error());
@@ -58,4 +50,20 @@ int cli_apply_dtype(tlm_model *m, const char *dtype) {
     if (!strcmp(dtype, "bf16") || (!strcmp(dtype, "auto") && m->stored_bf16)) return model_weights_to_bf16(m);
     if (!strcmp(dtype, "auto")) return 0;
     return tlm_error("--dtype: \"%s\" is not one of auto, f32, bf16", dtype);
+}
+
+char *cli_read_prompt_file(const char *path) {
+    size_t len = 0;
+    char *text = read_text_file(strcmp(path, "-") ? path : "/dev/stdin", &len);
+    if (!text) {
+        if (!strcmp(path, "-")) tlm_error_prefix("--prompt-file - (standard input)");
+        else tlm_error_prefix("--prompt-file");
+        return NULL;
+    }
+    if (strlen(text) != len) {
+        free(text);
+        tlm_error("--prompt-file %s: the file holds a NUL byte (not text)", path);
+        return NULL;
+    }
+    return text;
 }

@@ -11,20 +11,17 @@
 
 int cmd_export(int argc, char **argv);
 
-static int usage(void) {
-    fprintf(stderr, "usage: tinylm export --model DIR|FILE.bin --out DIR2\n"
-                    "  DIR2 must be absent, empty, or a previous export (it is never cleared)\n");
-    return 2;
-}
+static const char USAGE[] =
+    "usage: tinylm export --model DIR|FILE.bin --out DIR2\n"
+    "  DIR2 must be absent, empty, or a previous export (it is never cleared)\n";
 
 int cmd_export(int argc, char **argv) {
     const char *model_dir = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char **slot = !strcmp(argv[i], "--model") ? &model_dir : !strcmp(argv[i], "--out") ? &out : NULL;
-        if (!slot) return usage();
-        if (!(*slot = cli_value(argc, argv, &i))) return cli_fail("export");
-    }
-    if (!model_dir || !out) return usage();
+    cli_opt opts[] = {{"--model", CLI_STR, &model_dir, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}};
+    cli_command cmd = {"export", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if (!model_dir || !out) return cli_usage_error("export", "--model and --out DIR2 are required");
     /* check the target before the (possibly long) load */
     if (hf_export_check_target(out)) return cli_fail("export");
     tlm_model *m = model_load_dir(model_dir);

@@ -26,41 +26,42 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
             tlm_isa_name(tlm_cpu_isa()), gemm_backend_name());
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: tinylm generate --model DIR [--tokenizer PATH] [--prompt TEXT] [-n N] [--temperature T]\n"
-                    "                       [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n"
-                    "  -n: new tokens (default 256); temperature 0 = greedy (default 1.0); stops at BOS/EOS\n"
-                    "  --dtype: weights in memory; bf16 halves the bytes read per token (auto: bf16 when the\n"
-                    "           checkpoint stores bf16, else f32). Timings go to stderr at the end.\n");
-    return 2;
-}
+static const char USAGE[] =
+    "usage: tinylm generate --model DIR [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE] [-n N]\n"
+    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n"
+    "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
+    "  -n N                new tokens, 1..2147483647 (default 256); stops early at BOS/EOS\n"
+    "  --temperature T     0 = greedy, up to 1e6 (default 1.0)\n"
+    "  --top-k K           keep the K most probable tokens (0 = off, the default)\n"
+    "  --top-p P           nucleus sampling, 0..1 (0 or 1 = off, the default)\n"
+    "  --seed S            any integer from -2^63 to 2^64-1 (a negative seed is its two's complement,\n"
+    "                      -1 = 2^64-1); the same seed gives the same sample (default 1337)\n"
+    "  --dtype D           weights in memory: bf16 halves the bytes read per token; auto (default) = bf16\n"
+    "                      when the checkpoint stores bf16, else f32\n"
+    "Timings (load, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *dtype = "auto";
+    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto";
     gen_options g = {.max_new_tokens = 256, .temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .seed = 1337};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!(v = cli_value(argc, argv, &i))) return cli_fail("generate");
-        char *end = NULL;
-        if (!strcmp(a, "--model")) model_dir = v;
-        else if (!strcmp(a, "--tokenizer")) tok_path = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--dtype")) dtype = v;
-        else if (!strcmp(a, "-n")) g.max_new_tokens = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--temperature")) g.temperature = strtof(v, &end);
-        else if (!strcmp(a, "--top-k")) g.top_k = (int)strtol(v, &end, 10);
-        else if (!strcmp(a, "--top-p")) g.top_p = strtof(v, &end);
-        else if (!strcmp(a, "--seed")) g.seed = strtoull(v, &end, 10);
-        else return usage();
-        if (end && (end == v || *end)) return fprintf(stderr, "tinylm generate: %s \"%s\" is not a number\n", a, v), 1;
-    }
-    if (!model_dir) return usage();
-    if (g.max_new_tokens <= 0) return fprintf(stderr, "tinylm generate: -n must be positive\n"), 1;
-    if (sampler_check(g.temperature, g.top_k, g.top_p)) return cli_fail("generate");
+    cli_opt opts[] = {
+        {"--model", CLI_STR, &model_dir, 0, 0, 0},         {"--tokenizer", CLI_STR, &tok_path, 0, 0, 0},
+        {"--prompt", CLI_STR, &prompt, 0, 0, 0},           {"--prompt-file", CLI_STR, &prompt_file, 0, 0, 0},
+        {"-n", CLI_INT, &g.max_new_tokens, 1, 0x7fffffff, 0}, {"--temperature", CLI_FLOAT, &g.temperature, 0, 1e6, 0},
+        {"--top-k", CLI_INT, &g.top_k, 0, 0x7fffffff, 0},  {"--top-p", CLI_FLOAT, &g.top_p, 0, 1, 0},
+        {"--seed", CLI_SEED, &g.seed, 0, 0, 0},          {"--dtype", CLI_STR, &dtype, 0, 0, 0},
+    };
+    cli_command cmd = {"generate", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if (!model_dir) return cli_usage_error("generate", "--model DIR is required");
+    if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--prompt", "--prompt-file", NULL}))) return prc;
+    char *prompt_text = prompt_file ? cli_read_prompt_file(prompt_file) : NULL;
+    if (prompt_file && !prompt_text) return cli_fail("generate");
+    if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
     tlm_model *m = model_load_dir(model_dir);
     if (!m || cli_apply_dtype(m, dtype)) {
-        model_free(m);
+        model_free(m), free(prompt_text);
         return cli_fail("generate");
     }
     model_set_mode(m, MODEL_INFER_LAST);
@@ -85,7 +86,7 @@ int cmd_generate(int argc, char **argv) {
     if (!rc) print_timings(m, &st, t_load);
 done:
     if (rc) cli_fail("generate");
-    free(ids);
+    free(ids), free(prompt_text);
     tlm_tokenizer_free(tok);
     model_free(m);
     return rc;

@@ -38,6 +38,12 @@ static void thousands(char *buf, size_t size, unsigned long long v) {
     buf[k] = '\0';
 }
 
+static const char USAGE[] =
+    "usage: tinylm info --config FILE | --model DIR | --system\n"
+    "  the architecture and the parameters by component (shapes only: no weights are loaded);\n"
+    "  --system: the CPU, the kernels and GEMM backend tinylm runs, and this machine's measured\n"
+    "  FMA peak, sgemm speed and DRAM read bandwidth\n";
+
 /* tinylm info --system: what runs the arithmetic on this machine, and what the machine can do */
 static int info_system(void) {
     printf("cpu: %s\n", tlm_cpu_brand());
@@ -70,22 +76,16 @@ static int info_system(void) {
 }
 
 int cmd_info(int argc, char **argv) {
-    if (argc == 2 && !strcmp(argv[1], "--system")) return info_system();
     const char *config_path = NULL, *model_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config")) {
-            if (!(config_path = cli_value(argc, argv, &i))) return cli_fail("info");
-        } else if (!strcmp(argv[i], "--model")) {
-            if (!(model_dir = cli_value(argc, argv, &i))) return cli_fail("info");
-        } else {
-            fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
-            return 2;
-        }
-    }
-    if (!config_path == !model_dir) {
-        fprintf(stderr, "usage: tinylm info --config FILE | --model DIR\n");
-        return 2;
-    }
+    int system = 0;
+    cli_opt opts[] = {{"--config", CLI_STR, &config_path, 0, 0, 0},
+                      {"--model", CLI_STR, &model_dir, 0, 0, 0},
+                      {"--system", CLI_FLAG, &system, 0, 0, 0}};
+    cli_command cmd = {"info", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--config", "--model", "--system", NULL}))) return prc;
+    if (system) return info_system();
     tlm_config c;
     int rc;
     if (model_dir && is_llama2c_file(model_dir)) {

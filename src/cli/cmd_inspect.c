@@ -16,90 +16,67 @@
 #include "util/error.h"
 #include "util/io.h"
 
-#define USAGE                                                                                                         \
-    "usage: tinylm inspect --model DIR (--prompt TEXT | --ids \"1 2 3\") [--position P] [--top K]\n"                \
-    "                      [--json | --csv] [--plot FILE.svg] [--tokenizer PATH] [--no-bos]\n"                      \
-    "                      [--probe PATTERN ...] [--dump DIR] [--list-probes]\n"                                      \
-    "       tinylm inspect --grad --model DIR --data FILE [--seq N] [--batch B] [--json | --csv] [--plot FILE.svg]\n" \
+static const char USAGE[] =
+    "usage: tinylm inspect --model DIR (--prompt TEXT | --prompt-file FILE | --ids \"1 2 3\") [--position P]\n"
+    "                      [--top K] [--json | --csv] [--plot FILE.svg] [--tokenizer PATH] [--no-bos]\n"
+    "                      [--probe PATTERN ...] [--dump DIR] [--list-probes]\n"
+    "       tinylm inspect --grad --model DIR --data FILE [--seq N] [--batch B] [--json | --csv] [--plot FILE.svg]\n"
     "                      [--tokenizer PATH] [--probe PATTERN ...] [--dump DIR]\n"
+    "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
+    "  --position P        the position to report (default the last; -1 = the last, -2 the one before, ...)\n"
+    "  --top K             logit-lens candidates per layer, at least 1 (default 5)\n";
 
 enum { MAX_PATTERNS = 64 };
 
 typedef struct {
-    const char *model, *prompt, *ids, *tokenizer, *plot, *dump, *data;
+    const char *model, *prompt, *prompt_file, *ids, *tokenizer, *plot, *dump, *data;
+    char *prompt_text; /* --prompt-file's contents (o->prompt points at it) */
+    int *id_list;      /* --ids parsed */
+    size_t n_ids;
     const char *patterns[MAX_PATTERNS];
     int n_patterns;
     int position, has_position, top, seq, batch;
     int json, csv, grad, no_bos, list;
 } options;
 
-static int parse_int(const char *opt, const char *text, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || errno || v < -0x7fffffffL || v > 0x7fffffffL)
-        return tlm_error("%s: \"%s\" is not an integer", opt, text);
-    *out = (int)v;
-    return 0;
-}
-
-/* 0, -1 with an error, or 2 for a usage problem (printed) */
-static int parse_options(int argc, char **argv, options *o) {
+/* 0 to run, -1 with an error, or 1: exit at once with *exit_code (--help done, usage error printed) */
+static int parse_options(int argc, char **argv, options *o, int *exit_code) {
     memset(o, 0, sizeof *o);
     o->top = 5, o->batch = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = !strcmp(a, "--model")       ? &o->model
-                            : !strcmp(a, "--prompt")    ? &o->prompt
-                            : !strcmp(a, "--ids")       ? &o->ids
-                            : !strcmp(a, "--tokenizer") ? &o->tokenizer
-                            : !strcmp(a, "--plot")      ? &o->plot
-                            : !strcmp(a, "--dump")      ? &o->dump
-                            : !strcmp(a, "--data")      ? &o->data
-                                                        : NULL;
-        if (slot) {
-            if (!(*slot = cli_value(argc, argv, &i))) return -1;
-        } else if (!strcmp(a, "--position") || !strcmp(a, "--top") || !strcmp(a, "--seq") || !strcmp(a, "--batch")) {
-            const char *v = cli_value(argc, argv, &i);
-            int *dst = !strcmp(a, "--position") ? &o->position : !strcmp(a, "--top") ? &o->top
-                                                             : !strcmp(a, "--seq")   ? &o->seq
-                                                                                     : &o->batch;
-            if (!v || parse_int(a, v, dst)) return -1;
-            if (dst == &o->position) o->has_position = 1;
-        } else if (!strcmp(a, "--probe")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (!v) return -1;
-            if (o->n_patterns == MAX_PATTERNS) return tlm_error("--probe: at most %d patterns", MAX_PATTERNS);
-            o->patterns[o->n_patterns++] = v;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--csv")) {
-            o->csv = 1;
-        } else if (!strcmp(a, "--grad")) {
-            o->grad = 1;
-        } else if (!strcmp(a, "--no-bos")) {
-            o->no_bos = 1;
-        } else if (!strcmp(a, "--list-probes")) {
-            o->list = 1;
-        } else {
-            fprintf(stderr, "tinylm inspect: unknown option \"%s\"\n" USAGE, a);
-            return 2;
-        }
-    }
-    if (!o->model) return fprintf(stderr, "tinylm inspect: --model is required\n" USAGE), 2;
-    if (o->json && o->csv) return tlm_error("--json and --csv are exclusive: choose one");
+    cli_list patterns = {o->patterns, 0, MAX_PATTERNS};
+    const double I = 0x7fffffff;
+    cli_opt opts[] = {
+        {"--model", CLI_STR, &o->model, 0, 0, 0},     {"--prompt", CLI_STR, &o->prompt, 0, 0, 0},
+        {"--prompt-file", CLI_STR, &o->prompt_file, 0, 0, 0}, {"--ids", CLI_STR, &o->ids, 0, 0, 0},
+        {"--tokenizer", CLI_STR, &o->tokenizer, 0, 0, 0}, {"--plot", CLI_STR, &o->plot, 0, 0, 0},
+        {"--dump", CLI_STR, &o->dump, 0, 0, 0},       {"--data", CLI_STR, &o->data, 0, 0, 0},
+        {"--position", CLI_INT, &o->position, -I, I, 0}, {"--top", CLI_INT, &o->top, 1, I, 0},
+        {"--seq", CLI_INT, &o->seq, 1, I, 0},         {"--batch", CLI_INT, &o->batch, 1, I, 0},
+        {"--probe", CLI_LIST, &patterns, 0, 0, 0},    {"--json", CLI_FLAG, &o->json, 0, 0, 0},
+        {"--csv", CLI_FLAG, &o->csv, 0, 0, 0},        {"--grad", CLI_FLAG, &o->grad, 0, 0, 0},
+        {"--no-bos", CLI_FLAG, &o->no_bos, 0, 0, 0},  {"--list-probes", CLI_FLAG, &o->list, 0, 0, 0},
+    };
+    cli_command cmd = {"inspect", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
+    if ((*exit_code = cli_parse(&cmd, argc, argv)) != CLI_CONTINUE) return 1;
+    o->n_patterns = patterns.n;
+    o->has_position = cli_opt_of(&cmd, "--position")->given > 0;
+    if (!o->model) return *exit_code = cli_usage_error("inspect", "--model DIR is required"), 1;
+    if ((*exit_code = cli_one_of(&cmd, 0, (const char *const[]){"--json", "--csv", NULL}))) return 1;
+    if ((*exit_code = cli_one_of(&cmd, 0, (const char *const[]){"--prompt", "--prompt-file", "--ids", NULL}))) return 1;
+    if (o->ids && cli_parse_ids("--ids", o->ids, 0, &o->id_list, &o->n_ids))
+        return *exit_code = cli_usage_error("inspect", "%s", tlm_last_error()), 1;
+    if (o->prompt_file && !(o->prompt = o->prompt_text = cli_read_prompt_file(o->prompt_file))) return -1;
     if (o->n_patterns && !o->dump) return tlm_error("--probe needs --dump DIR (where the .npy files go)");
     if (o->list) return 0;
     if (o->grad) {
         if (!o->data) return tlm_error("--grad needs --data FILE (a text file to take one batch from)");
-        if (o->prompt || o->ids) return tlm_error("--grad takes its tokens from --data, not --prompt/--ids");
-        if (o->batch <= 0) return tlm_error("--batch %d: must be at least 1", o->batch);
+        if (o->prompt || o->ids) return tlm_error("--grad takes its tokens from --data, not --prompt/--prompt-file/--ids");
         if (o->has_position) return tlm_error("--position applies to a prompt, not to --grad");
         return 0;
     }
-    if (!!o->prompt + !!o->ids != 1) return tlm_error("give exactly one of --prompt TEXT and --ids \"1 2 3\"");
-    if (o->prompt && !*o->prompt) return tlm_error("--prompt is empty: give some text to run");
-    if (o->top <= 0) return tlm_error("--top %d: must be at least 1", o->top);
+    if (!o->prompt && !o->ids) return tlm_error("give one of --prompt TEXT, --prompt-file FILE and --ids \"1 2 3\"");
+    if (o->prompt && !*o->prompt)
+        return tlm_error("%s is empty: give some text to run", o->prompt_file ? o->prompt_file : "--prompt");
     return 0;
 }
 
@@ -162,9 +139,7 @@ static int run_forward(const options *o, tlm_model *m) {
     inspect_report r = {0};
     if (o->prompt && !tok) goto done;
     if (o->ids) {
-        size_t n_ids = 0;
-        if (cli_parse_ids("--ids", o->ids, 0, &ids, &n_ids)) goto done;
-        n = (int)n_ids;
+        ids = o->id_list, n = (int)o->n_ids;
     } else if (o->prompt) {
         size_t n_ids = 0;
         if (tlm_tokenizer_encode(tok, o->prompt, strlen(o->prompt), !o->no_bos, &ids, &n_ids)) goto done;
@@ -202,7 +177,7 @@ static int run_forward(const options *o, tlm_model *m) {
     if (!rc && o->plot) rc = inspect_plot_svg(o->plot, &r, tok);
 done:
     inspect_report_free(&r);
-    free(ids);
+    if (ids != o->id_list) free(ids);
     tlm_tokenizer_free(tok);
     return rc;
 }
@@ -286,12 +261,14 @@ done:
 
 int cmd_inspect(int argc, char **argv) {
     options o;
-    int prc = parse_options(argc, argv, &o);
-    if (prc == 2) return 2;
-    if (prc) return cli_fail("inspect");
+    int exit_code = 0, prc = parse_options(argc, argv, &o, &exit_code);
+    if (prc) {
+        free(o.prompt_text), free(o.id_list);
+        return prc > 0 ? exit_code : cli_fail("inspect");
+    }
     tlm_model *m = model_load_dir(o.model);
-    if (!m) return cli_fail("inspect");
-    int rc = o.grad && !o.list ? run_grad(&o, m) : run_forward(&o, m);
+    int rc = m ? (o.grad && !o.list ? run_grad(&o, m) : run_forward(&o, m)) : -1;
     model_free(m);
+    free(o.prompt_text), free(o.id_list);
     return rc ? cli_fail("inspect") : 0;
 }

@@ -5,11 +5,16 @@
 #include "cli.h"
 #include "lessons/lesson15.h"
 
+static const char USAGE[] = "usage: tinylm lesson 15\n  (lesson 15: residual connections and normalization)\n";
+
 int cmd_lesson(int argc, char **argv) {
-    if (argc != 2 || strcmp(argv[1], "15") != 0) {
-        fprintf(stderr, "usage: tinylm lesson 15\n  (lesson 15: residual connections and normalization)\n");
-        return 2;
-    }
+    const char *lesson[1];
+    cli_command cmd = {"lesson", USAGE, NULL, 0, 1, lesson, 1, 0, NULL};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if (cmd.n_args == 0) return cli_usage_error("lesson", "which lesson? (15)");
+    if (strcmp(lesson[0], "15") != 0) return cli_usage_error("lesson", "there is no lesson \"%s\" (only 15)", lesson[0]);
+
     lesson_check checks[64];
     int n = lesson15_run(checks, 64);
     if (n < 0) return cli_fail("lesson");

@@ -19,29 +19,19 @@ static const char USAGE[] =
 int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL, *text = NULL, *decode = NULL;
     int bos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokenizer")) {
-            if (!(path = cli_value(argc, argv, &i))) return cli_fail("tokenize");
-        } else if (!strcmp(argv[i], "--text")) {
-            if (!(text = cli_value(argc, argv, &i))) return cli_fail("tokenize");
-        } else if (!strcmp(argv[i], "--decode")) {
-            if (!(decode = cli_value(argc, argv, &i))) return cli_fail("tokenize");
-        } else if (!strcmp(argv[i], "--bos")) {
-            bos = 1;
-        } else {
-            fprintf(stderr, "tinylm tokenize: unknown option \"%s\"\n%s", argv[i], USAGE);
-            return 2;
-        }
-    }
-    if (!path || !text == !decode) {
-        fputs(USAGE, stderr);
-        return 2;
-    }
-    tlm_tokenizer *t = tlm_tokenizer_load(path);
-    if (!t) return cli_fail("tokenize");
+    cli_opt opts[] = {{"--tokenizer", CLI_STR, &path, 0, 0, 0}, {"--text", CLI_STR, &text, 0, 0, 0},
+                      {"--decode", CLI_STR, &decode, 0, 0, 0}, {"--bos", CLI_FLAG, &bos, 0, 0, 0}};
+    cli_command cmd = {"tokenize", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if (!path) return cli_usage_error("tokenize", "--tokenizer PATH is required");
+    if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--text", "--decode", NULL}))) return prc;
     int *ids = NULL;
     size_t n = 0;
     int rc = 0;
+    if (decode && cli_parse_ids("--decode", decode, 1, &ids, &n)) return cli_usage_error("tokenize", "%s", tlm_last_error());
+    tlm_tokenizer *t = tlm_tokenizer_load(path);
+    if (!t) return free(ids), cli_fail("tokenize");
     if (text) {
         if (tlm_tokenizer_encode(t, text, strlen(text), bos, &ids, &n)) {
             rc = cli_fail("tokenize");
@@ -52,7 +42,7 @@ int cmd_tokenize(int argc, char **argv) {
     } else {
         size_t len;
         char *out = NULL;
-        if (cli_parse_ids("--decode", decode, 1, &ids, &n) || !(out = tlm_tokenizer_decode_len(t, ids, n, &len))) {
+        if (!(out = tlm_tokenizer_decode_len(t, ids, n, &len))) {
             rc = cli_fail("tokenize");
         } else {
             fwrite(out, 1, len, stdout);

@@ -11,117 +11,94 @@
 #include "util/io.h"
 #include "util/profile.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tinylm train --data FILE [--preset NAME | --config FILE] [--out DIR] [options]\n"
-            "       tinylm train --resume DIR --data FILE\n\n"
-            "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
-            "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
-            "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
-            "optimizer: --steps N --lr X --min-lr X --warmup N --beta1 X --beta2 X --eps X\n"
-            "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
-            "run:      --out DIR (default runs/PRESET) --seed N --eval-every N --eval-batches N\n"
-            "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
-            "          --stop-at N (stop after step N with a checkpoint, as an interruption would)\n"
-            "          --profile (time per op and model FLOPs utilisation, printed at the end)\n\n"
-            "presets:\n");
-    for (int i = 0; preset_at(i); i++) fprintf(f, "  %-14s %s\n", preset_at(i)->name, preset_at(i)->about);
+static const char USAGE[] =
+    "usage: tinylm train --data FILE [--preset NAME | --config FILE] [--out DIR] [options]\n"
+    "       tinylm train --resume DIR --data FILE\n\n"
+    "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
+    "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
+    "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
+    "optimizer: --steps N --lr X --min-lr X --warmup N --beta1 X --beta2 X --eps X\n"
+    "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
+    "run:      --out DIR (default runs/PRESET) --seed N (-2^63..2^64-1; negative = two's complement)\n"
+    "          --eval-every N --eval-batches N\n"
+    "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
+    "          --stop-at N (stop after step N with a checkpoint, as an interruption would)\n"
+    "          --profile (time per op and model FLOPs utilisation, printed at the end)\n\n"
+    "presets (nanogpt-baby is nanoGPT's CPU Shakespeare model, to compare with nanoGPT;\n"
+    "llama-baby the same size with RMSNorm, RoPE and SwiGLU):\n";
+
+static void print_presets(void) {
+    for (int i = 0; preset_at(i); i++) printf("  %-14s %s\n", preset_at(i)->name, preset_at(i)->about);
 }
 
-/* --set KEY=VALUE: VALUE is JSON when it parses as JSON (numbers, true/false), a string otherwise */
+/* --set KEY=VALUE: VALUE is JSON when it parses as JSON (numbers, true/false), a string
+ * otherwise; a number is parsed strictly (finite) */
 static int apply_set(cJSON *cfg, const char *kv) {
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv) return tlm_error("--set \"%s\": expected KEY=VALUE", kv);
-    char key[128];
+    char key[128], name[160];
     snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+    snprintf(name, sizeof name, "--set %s", key);
     cJSON *v = cJSON_Parse(eq + 1);
+    double x;
+    if (v && cJSON_IsNumber(v) && cli_parse_double(name, eq + 1, -1e300, 1e300, &x)) return cJSON_Delete(v), -1;
     if (!v) v = cJSON_CreateString(eq + 1);
     cJSON_DeleteItemFromObjectCaseSensitive(cfg, key);
     cJSON_AddItemToObject(cfg, key, v);
     return 0;
 }
 
-typedef struct {
-    const char *flag;
-    char type; /* i int, f float, u uint64 */
-    void *field;
-} num_flag;
-
 int cmd_train(int argc, char **argv) {
     const char *preset_name = NULL, *config_path = NULL, *resume = NULL, *data = NULL, *out = NULL;
     const char *sets[64];
-    int n_sets = 0;
+    cli_list set_list = {sets, 0, 64};
     train_options o = preset_find("nanogpt-baby")->train;
     /* the preset's training settings apply first, so scan for --preset before the rest */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--preset")) {
             const preset *p = preset_find(argv[i + 1]);
-            if (!p) {
-                fprintf(stderr, "tinylm train: unknown preset \"%s\"\n\n", argv[i + 1]);
-                usage(stderr);
-                return 1;
-            }
+            if (!p) return cli_usage_error("train", "unknown preset \"%s\" (tinylm train --help lists them)", argv[i + 1]);
             preset_name = p->name;
             o = p->train;
         }
-    const num_flag nums[] = {
-        {"--steps", 'i', &o.steps}, {"--batch", 'i', &o.batch}, {"--seq", 'i', &o.seq}, {"--accum", 'i', &o.accum},
-        {"--eval-every", 'i', &o.eval_every}, {"--eval-batches", 'i', &o.eval_batches},
-        {"--save-every", 'i', &o.save_every}, {"--log-every", 'i', &o.log_every}, {"--sample", 'i', &o.sample_tokens},
-        {"--stop-at", 'i', &o.stop_at}, {"--warmup", 'i', &o.opt.warmup_steps}, {"--lr", 'f', &o.opt.lr},
-        {"--min-lr", 'f', &o.opt.min_lr}, {"--beta1", 'f', &o.opt.beta1}, {"--beta2", 'f', &o.opt.beta2},
-        {"--eps", 'f', &o.opt.eps}, {"--weight-decay", 'f', &o.opt.weight_decay}, {"--grad-clip", 'f', &o.opt.grad_clip},
-        {"--seed", 'u', &o.seed},
+    const char *preset_arg = NULL;
+    int decay_embeddings = 0, profile = 0;
+    const double I = 0x7fffffff, F = 1e30;
+    cli_opt opts[] = {
+        /* the training settings first (N_TRAINING of them): none may be combined with --resume */
+        {"--steps", CLI_INT, &o.steps, 1, I, 0}, {"--batch", CLI_INT, &o.batch, 1, I, 0},
+        {"--seq", CLI_INT, &o.seq, 1, I, 0}, {"--accum", CLI_INT, &o.accum, 1, I, 0},
+        {"--eval-every", CLI_INT, &o.eval_every, 1, I, 0}, {"--eval-batches", CLI_INT, &o.eval_batches, 1, I, 0},
+        {"--save-every", CLI_INT, &o.save_every, 1, I, 0}, {"--log-every", CLI_INT, &o.log_every, 1, I, 0},
+        {"--sample", CLI_INT, &o.sample_tokens, 0, I, 0}, {"--warmup", CLI_INT, &o.opt.warmup_steps, 0, I, 0},
+        {"--lr", CLI_FLOAT, &o.opt.lr, 0, F, 0}, {"--min-lr", CLI_FLOAT, &o.opt.min_lr, 0, F, 0},
+        {"--beta1", CLI_FLOAT, &o.opt.beta1, 0, 1, 0}, {"--beta2", CLI_FLOAT, &o.opt.beta2, 0, 1, 0},
+        {"--eps", CLI_FLOAT, &o.opt.eps, 0, F, 0}, {"--weight-decay", CLI_FLOAT, &o.opt.weight_decay, 0, F, 0},
+        {"--grad-clip", CLI_FLOAT, &o.opt.grad_clip, 0, F, 0}, {"--seed", CLI_SEED, &o.seed, 0, 0, 0},
+        {"--tokenizer", CLI_STR, &o.tokenizer, 0, 0, 0}, {"--decay-embeddings", CLI_FLAG, &decay_embeddings, 0, 0, 0},
+        /* the rest */
+        {"--stop-at", CLI_INT, &o.stop_at, 0, I, 0}, {"--preset", CLI_STR, &preset_arg, 0, 0, 0},
+        {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
+        {"--data", CLI_STR, &data, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}, {"--set", CLI_LIST, &set_list, 0, 0, 0},
+        {"--profile", CLI_FLAG, &profile, 0, 0, 0},
     };
-    int n_overrides = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
-        if (!strcmp(a, "--decay-embeddings")) {
-            o.opt.decay_embeddings = true, n_overrides++;
-            continue;
-        }
-        if (!strcmp(a, "--profile")) { /* a property of this process, not of the run */
-            tlm_profiling = 1;
-            continue;
-        }
-        if (!(v = cli_value(argc, argv, &i))) return cli_fail("train");
-        const num_flag *nf = NULL;
-        for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
-            if (!strcmp(a, nums[k].flag)) nf = &nums[k];
-        if (nf) {
-            char *end;
-            if (nf->type == 'i') *(int *)nf->field = (int)strtol(v, &end, 10);
-            else if (nf->type == 'f') *(float *)nf->field = strtof(v, &end);
-            else *(uint64_t *)nf->field = strtoull(v, &end, 10);
-            if (end == v || *end) return fprintf(stderr, "tinylm train: %s \"%s\" is not a number\n", a, v), 1;
-            n_overrides += strcmp(a, "--stop-at") != 0;
-        } else if (!strcmp(a, "--preset")) {
-            /* handled above */
-        } else if (!strcmp(a, "--config")) config_path = v;
-        else if (!strcmp(a, "--resume")) resume = v;
-        else if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--tokenizer")) o.tokenizer = v, n_overrides++;
-        else if (!strcmp(a, "--set")) {
-            if (n_sets == 64) return fprintf(stderr, "tinylm train: too many --set\n"), 1;
-            sets[n_sets++] = v;
-        } else {
-            fprintf(stderr, "tinylm train: unknown option %s\n\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!data) return fprintf(stderr, "tinylm train: --data FILE is required\n\n"), usage(stderr), 2;
+    enum { N_TRAINING = 20 };
+    cli_command cmd = {"train", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, print_presets};
+    int prc = cli_parse(&cmd, argc, argv);
+    if (prc != CLI_CONTINUE) return prc;
+    if (decay_embeddings) o.opt.decay_embeddings = true;
+    tlm_profiling = profile; /* a property of this process, not of the run: allowed with --resume */
+    int n_overrides = 0, n_sets = set_list.n;
+    for (int k = 0; k < N_TRAINING; k++) n_overrides += opts[k].given;
+    if (!data) return cli_usage_error("train", "--data FILE is required");
     if (resume) {
         if (preset_name || config_path || n_sets || n_overrides || out) {
-            fprintf(stderr, "tinylm train: --resume continues with the run's saved config and settings; "
-                            "--preset, --config, --set, --out and training options cannot be combined with it\n");
-            return 1;
+            return cli_usage_error("train", "--resume continues with the run's saved config and settings; "
+                                            "--preset, --config, --set, --out and training options cannot be combined with it");
         }
         return train_resume(resume, data);
     }
-    if (preset_name && config_path) return fprintf(stderr, "tinylm train: give --preset or --config, not both\n"), 2;
+    if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--preset", "--config", NULL}))) return prc;
     char *text = NULL;
     if (config_path && !(text = read_text_file(config_path, NULL))) return cli_fail("train");
     cJSON *cfg = cJSON_Parse(text ? text : preset_find(preset_name ? preset_name : "nanogpt-baby")->model_json);
@@ -134,7 +111,7 @@ int cmd_train(int argc, char **argv) {
     for (int i = 0; i < n_sets && !rc; i++) rc = apply_set(cfg, sets[i]);
     if (rc) {
         cJSON_Delete(cfg);
-        return cli_fail("train");
+        return cli_usage_error("train", "%s", tlm_last_error());
     }
     char default_out[256];
     snprintf(default_out, sizeof default_out, "runs/%s", preset_name ? preset_name : "custom");

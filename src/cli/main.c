@@ -21,19 +21,40 @@ static const command COMMANDS[] = {
     {"tokenize", cmd_tokenize, "tokenize --tokenizer PATH --text TEXT | --decode \"ids\""},
 };
 
+enum { N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
+
 static void usage(FILE *f) {
     fprintf(f, "tinylm — build, train, run and open up small transformer language models\n\nusage:\n");
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) fprintf(f, "  tinylm %s\n", COMMANDS[i].help);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  tinylm %s\n", COMMANDS[i].help);
+    fprintf(f, "\n`tinylm COMMAND --help` (or `tinylm help COMMAND`) prints a command's options.\n"
+               "Commands that compute take --threads N. Exit status: 0 done, 1 error, 2 usage error.\n");
+}
+
+static const command *find(const char *name) {
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, COMMANDS[i].name)) return &COMMANDS[i];
+    return NULL;
+}
+
+static int unknown(const char *name) {
+    fprintf(stderr, "tinylm: unknown command \"%s\"; see tinylm --help\n", name);
+    return 2;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "tinylm: unknown command \"%s\"\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || (!strcmp(argv[1], "help") && argc == 2)) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "help")) { /* help COMMAND = COMMAND --help */
+        const command *c = find(argv[2]);
+        char *help_argv[] = {argv[2], "--help", NULL};
+        return c ? c->run(2, help_argv) : unknown(argv[2]);
+    }
+    const command *c = find(argv[1]);
+    return c ? c->run(argc - 1, argv + 1) : unknown(argv[1]);
 }

@@ -1,6 +1,7 @@
 add_executable(tinylm_cli
   src/cli/main.c
   src/cli/cli_util.c
+  src/cli/cli_args.c
   src/cli/cmd_lesson.c
   src/cli/cmd_info.c
   src/cli/cmd_logits.c

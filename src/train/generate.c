@@ -44,6 +44,8 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
         return tlm_error("generate: the prompt has %d tokens; the model's context is %d", n_prompt, context);
     sampler s;
     if (sampler_init(&s, c->vocab_size, o->temperature, o->top_k, o->top_p, o->seed)) return -1;
+    /* a llama2.c checkpoint samples run.c's stream for a seed, so its outputs can be compared */
+    if (!strcmp(c->model_type, "llama2c")) sampler_seed_runc(&s, o->seed);
     int *history = malloc(sizeof(int) * ((size_t)n_prompt + o->max_new_tokens));
     /* room for the whole generation, or the context when it is longer */
     const long want = (long)n_prompt + o->max_new_tokens;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/rng.h"
 
 typedef struct prob_index prob_index;
 
@@ -15,11 +16,21 @@ int sampler_check(float temperature, int top_k, float top_p) {
     return 0;
 }
 
+/* a nonzero xorshift64* state from any seed */
+static uint64_t mixed_state(uint64_t seed) {
+    uint64_t z;
+    do z = splitmix64(&seed);
+    while (z == 0);
+    return z;
+}
+
+void sampler_seed_runc(sampler *s, uint64_t seed) { s->state = seed ? seed : mixed_state(0); }
+
 int sampler_init(sampler *s, int vocab_size, float temperature, int top_k, float top_p, uint64_t seed) {
     memset(s, 0, sizeof *s);
     if (sampler_check(temperature, top_k, top_p)) return -1;
     s->vocab_size = vocab_size, s->temperature = temperature, s->top_k = top_k, s->top_p = top_p;
-    s->state = seed;
+    s->state = mixed_state(seed);
     s->probs = malloc(sizeof(float) * vocab_size);
     s->candidates = malloc(sizeof(prob_index) * vocab_size);
     s->merge_tmp = malloc(sizeof(prob_index) * vocab_size);

@@ -10,6 +10,8 @@ typedef struct {
     uint64_t s[4];
 } rng_state;
 
+/* splitmix64: advances *x and returns the next output (a bijection of the counter) */
+uint64_t splitmix64(uint64_t *x);
 void rng_seed(rng_state *r, uint64_t seed);
 uint64_t rng_u64(rng_state *r);
 /* uniform in [0, 1) with 24 random bits */

@@ -6,12 +6,10 @@
 `logits` is compared with the PyTorch reference (tests/reference/tinylm_ref.py) on a
 random checkpoint; every bad input must exit non-zero with a message naming the key or
 file, without a crash (no signal) and without touching existing files."""
-import argparse
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -21,25 +19,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 import tinylm_ref  # noqa: E402
-
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    print("%-70s %s%s" % (what, "ok" if ok else "FAIL", ("  " + detail) if (detail and not ok) else ""))
+from harness import check, main, run  # noqa: E402
 
 
-def run(tinylm, *args):
-    p = subprocess.run([tinylm, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def test_lesson(tinylm):
+def test_lesson(tinylm, work):
     rc, out, err = run(tinylm, "lesson", "15")
     m = re.search(r"(\d+) of (\d+) numbers agree", out)
     check(rc == 0 and m and m.group(1) == m.group(2) and int(m.group(2)) >= 20,
@@ -47,7 +30,7 @@ def test_lesson(tinylm):
     check("[0.848528, 1.131370]" in out, "lesson 15 prints RMSNorm([3,4]) = [0.848528, 1.131370]")
 
 
-def test_info(tinylm):
+def test_info(tinylm, work):
     rc, out, err = run(tinylm, "info", "--config", os.path.join(ROOT, "tests/data/llama-3.1-8b/config.json"))
     check(rc == 0, "info Llama-3.1-8B config runs", err)
     check(re.search(r"65 rmsnorms hold 266,240 parameters \(0\.003%", out) is not None,
@@ -166,21 +149,6 @@ def test_bad_input(tinylm, work):
     check(rc == 2 and "unknown command" in err, "unknown command rejected", err.strip())
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tinylm", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
-    torch.set_num_threads(1)
-    test_lesson(a.tinylm)
-    test_info(a.tinylm)
-    test_logits(a.tinylm, a.work)
-    test_bad_input(a.tinylm, a.work)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    torch.set_num_threads(1)
+    sys.exit(main([test_lesson, test_info, test_logits, test_bad_input]))

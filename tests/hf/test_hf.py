@@ -16,7 +16,7 @@ against independent references.
 4. llama2.c: stories260K.bin against ref_llama2c.py (run.c's interleaved RoPE).
 
 Prints "N passed, M failed" last; exits 1 on any failure.
-usage: test_hf.py --tool build/hf_tool --work DIR --shared SHARED_DATA
+usage: test_hf.py --tool build/hf_tool --work DIR [--data DIR (default: the repository's data/)]
 """
 import argparse
 import json
@@ -416,8 +416,8 @@ def error_tests(R):
                                                     make_weights("gemma2", CASES[4][2], 3)), "use_bidirectional_attention")
 
 
-def llama2c_error_tests(R, shared):
-    src = os.path.join(shared, "stories260K.bin")
+def llama2c_error_tests(R, data_dir):
+    src = os.path.join(data_dir, "stories260K.bin")
     raw = open(src, "rb").read()
 
     def bad(tag, data):
@@ -444,7 +444,7 @@ def llama2c_error_tests(R, shared):
 
 # ---- export ---------------------------------------------------------------------------------------------
 
-def export_tests(R, shared):
+def export_tests(R, data_dir):
     def export(src, dst):
         return R.run("export", "--model", src, "--out", dst)
 
@@ -489,7 +489,7 @@ def export_tests(R, shared):
     # llama2.c -> llama
     dst = os.path.join(R.work, "export_stories")
     shutil.rmtree(dst, ignore_errors=True)
-    binp = os.path.join(shared, "stories260K.bin")
+    binp = os.path.join(data_dir, "stories260K.bin")
     r = export(binp, dst)
     ok = r.returncode == 0 and json.load(open(os.path.join(dst, "config.json")))["model_type"] == "llama"
     R.check("export stories260K.bin -> llama", ok, (r.stdout + r.stderr).strip())
@@ -518,8 +518,8 @@ def export_tests(R, shared):
 
 # ---- llama2.c ---------------------------------------------------------------------------------------------
 
-def llama2c_tests(R, shared):
-    path = os.path.join(shared, "stories260K.bin")
+def llama2c_tests(R, data_dir):
+    path = os.path.join(data_dir, "stories260K.bin")
     ids = [1, 403, 407, 261, 378, 410, 263, 1, 77, 300, 511, 0, 259, 265, 42, 7]
     got, err = R.logits(path, ids)
     if got is None:
@@ -537,7 +537,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--shared", default=os.environ.get("TLM_SHARED_DATA", ""))
+    ap.add_argument("--data", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), "data"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.set_num_threads(2)
@@ -545,9 +545,9 @@ def main():
     family_tests(R)
     tied_head_tests(R)
     error_tests(R)
-    llama2c_tests(R, a.shared)
-    llama2c_error_tests(R, a.shared)
-    export_tests(R, a.shared)
+    llama2c_tests(R, a.data)
+    llama2c_error_tests(R, a.data)
+    export_tests(R, a.data)
     print("%d passed, %d failed" % (R.passed, R.failed))
     sys.exit(1 if R.failed else 0)
 

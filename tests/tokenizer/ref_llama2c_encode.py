@@ -16,7 +16,7 @@ It also models run.c's `decode()` (strip the leading space of a piece that follo
 <0xNN> -> that raw byte) for the stories260K cross-check.
 
 Usage:
-  /usr/bin/python3 tests/tokenizer/ref_llama2c_encode.py SHARED_DATA_DIR [--check]
+  /usr/bin/python3 tests/tokenizer/ref_llama2c_encode.py [--check]   (reads data/tok512.bin and tests/data/)
 writes tests/tokenizer/data/reference_ids_llama2c.json and prints the cross-checks; with
 --check it writes nothing and fails (exit 1) unless the recorded file holds exactly the ids
 this script computes (a ctest runs it that way).
@@ -111,15 +111,14 @@ def decode(pieces, ids):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--check"]
     check = "--check" in sys.argv[1:]
-    shared = args[0] if args else os.environ.get("TLM_SHARED_DATA", "")
+    root = os.path.dirname(os.path.dirname(HERE))
     strings = json.load(open(os.path.join(HERE, "data", "strings.json"), encoding="utf-8"))
-    files = {"tok512": "tok512.bin", "llama2": "tokenizers/llama2/tokenizer.bin"}
+    files = {"tok512": "data/tok512.bin", "llama2": "tests/data/tokenizers/llama2/tokenizer.bin"}
     cases = []
     loaded = {}
     for name, rel in files.items():
-        pieces, scores = read_tokenizer_bin(os.path.join(shared, rel))
+        pieces, scores = read_tokenizer_bin(os.path.join(root, rel))
         loaded[name] = (pieces, scores)
         for s in strings:
             ids = encode(pieces, scores, s, bos=True)
@@ -133,7 +132,7 @@ def main():
                         ("Once upon a time", "stories260K_greedy_once.txt")]:
         ids = encode(pieces, scores, prompt)
         text = decode(pieces, ids)
-        head = open(os.path.join(shared, "reference", ref), "rb").read()[:len(text)]
+        head = open(os.path.join(root, "tests", "data", "reference", ref), "rb").read()[:len(text)]
         print(f"stories260K {ref}: prompt ids {ids} decode {text!r} matches output start: {head == text}")
         assert head == text
 

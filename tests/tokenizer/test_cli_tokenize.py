@@ -3,7 +3,7 @@
 (data/reference_ids_js.json, data/reference_ids_llama2c.json) --text must print the reference
 ids and --decode must print the text back; errors must exit non-zero with a message.
 
-usage: test_cli_tokenize.py PATH_TO_TINYLM   (TLM_SHARED_DATA must be set)
+usage: test_cli_tokenize.py PATH_TO_TINYLM   (tokenizer files from tests/data/ and data/)
 """
 import json
 import os
@@ -12,8 +12,12 @@ import sys
 import unicodedata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PATHS = {"gpt2": "tokenizers/gpt2", "qwen3": "tokenizers/qwen3", "mistral": "tokenizers/mistral",
-         "llama2_js": "tokenizers/llama2", "llama2": "tokenizers/llama2/tokenizer.bin", "tok512": "tok512.bin"}
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOK = os.path.join(ROOT, "tests", "data", "tokenizers")
+TOK512 = os.path.join(ROOT, "data", "tok512.bin")
+PATHS = {"gpt2": os.path.join(TOK, "gpt2"), "qwen3": os.path.join(TOK, "qwen3"), "mistral": os.path.join(TOK, "mistral"),
+         "llama2_js": os.path.join(TOK, "llama2"), "llama2": os.path.join(TOK, "llama2", "tokenizer.bin"),
+         "tok512": TOK512}
 
 # a few of the recorded texts: ASCII, accents, CJK, emoji, whitespace runs, empty
 SUBSET = {"Hello world", "café naïve résumé", "年假怎么申请？", "emoji 😀👍🏽 family 👨‍👩‍👧 flag 🇫🇷 done",
@@ -25,7 +29,7 @@ def run(exe, *args):
 
 
 def main():
-    exe, shared = sys.argv[1], os.environ["TLM_SHARED_DATA"]
+    exe = sys.argv[1]
     failures = checked = 0
     cases = []
     for name in ("reference_ids_js.json", "reference_ids_llama2c.json"):
@@ -35,7 +39,7 @@ def main():
             continue  # the same texts are checked without BOS
         if c["text"] not in SUBSET:
             continue  # every process loads the tokenizer again: keep the run short
-        tok = os.path.join(shared, PATHS[c["tokenizer"]])
+        tok = PATHS[c["tokenizer"]]
         args = ["--tokenizer", tok, "--text", c["text"]] + (["--bos"] if c["add_bos"] else [])
         r = run(exe, *args)
         want = " ".join(str(i) for i in c["ids"]) + "\n"
@@ -52,11 +56,11 @@ def main():
         if r.returncode != 0 or (not special and r.stdout != text.encode() + b"\n"):
             print(f"FAIL {c['tokenizer']} --decode of {c['text']!r}: rc {r.returncode} out {r.stdout!r}")
             failures += 1
-    missing = os.path.join(shared, "no_such_tokenizer.bin")
+    missing = os.path.join(ROOT, "tests", "data", "no_such_tokenizer.bin")
     for args, want in [(["--tokenizer", missing, "--text", "a"], "no_such_tokenizer.bin"),
-                       (["--tokenizer", os.path.join(shared, "tok512.bin"), "--decode", "1 x"], "--decode"),
-                       (["--tokenizer", os.path.join(shared, "tok512.bin"), "--decode", "512"], "512"),
-                       (["--tokenizer", os.path.join(shared, "tok512.bin")], "usage")]:
+                       (["--tokenizer", TOK512, "--decode", "1 x"], "--decode"),
+                       (["--tokenizer", TOK512, "--decode", "512"], "512"),
+                       (["--tokenizer", TOK512], "--text")]:
         r = run(exe, *args)
         checked += 1
         if r.returncode == 0 or want not in r.stderr.decode():

@@ -4,7 +4,7 @@
  * Expected values come from the definitions (a byte's id is its value; chars ids are the
  * ranks of the sorted code points; run.c strips a leading space after BOS and prints <0xNN> as
  * that byte), from the tokenizer files themselves (the id of a token's string), or from
- * llama2.c's recorded output in $TLM_SHARED_DATA/reference. */
+ * llama2.c's recorded output in tests/data/reference. */
 #define _XOPEN_SOURCE 700
 #include "tok_test.h"
 
@@ -116,12 +116,13 @@ static void test_chars(void) {
 /* run.c semantics with stories260K's tok512.bin: the prompt run.c printed is the start of its
  * recorded output. */
 static void test_llama2c(void) {
-    tlm_tokenizer *t = tlm_tokenizer_load(tt_shared("tok512.bin"));
+    tlm_tokenizer *t = tlm_tokenizer_load(tt_repo("data/tok512.bin"));
     CHECK(t && tlm_tokenizer_vocab_size(t) == 512);
     if (!t) return;
     CHECK(tlm_tokenizer_bos(t) == 1 && tlm_tokenizer_eos(t) == 2);
     const char *prompts[] = {"The little dog", "Once upon a time"};
-    const char *outputs[] = {"reference/stories260K_greedy_littledog.txt", "reference/stories260K_greedy_once.txt"};
+    const char *outputs[] = {"tests/data/reference/stories260K_greedy_littledog.txt",
+                             "tests/data/reference/stories260K_greedy_once.txt"};
     for (int k = 0; k < 2; k++) {
         int *ids;
         size_t n;
@@ -135,13 +136,13 @@ static void test_llama2c(void) {
             if (p && pl + l < sizeof printed) memcpy(printed + pl, p, l), pl += l;
         }
         size_t rl;
-        char *ref = test_read_file(tt_shared(outputs[k]), &rl);
+        char *ref = test_read_file(tt_repo(outputs[k]), &rl);
         CHECK(pl == strlen(prompts[k]) && rl >= pl && memcmp(ref, printed, pl) == 0);
         free(ref);
         free(ids);
     }
     /* <0xNN> pieces are raw bytes, and run.c does not strip them after BOS ("<0x20>" does not
-     * start with a space); ids 3 + b are the byte tokens (README of the shared data). */
+     * start with a space); ids 3 + b are the byte tokens (data/README.md). */
     size_t l;
     const char *p = tlm_tokenizer_piece(t, 1, 3 + 0x20, &l);
     CHECK(p && l == 1 && p[0] == ' ');
@@ -162,7 +163,7 @@ static void test_llama2c(void) {
 static void test_specials(void) {
     int *ids;
     size_t n;
-    tlm_tokenizer *q = tlm_tokenizer_load(tt_shared("tokenizers/qwen3/tokenizer.json"));
+    tlm_tokenizer *q = tlm_tokenizer_load(tt_repo("tests/data/tokenizers/qwen3/tokenizer.json"));
     CHECK(q != NULL);
     if (q) {
         CHECK(tlm_tokenizer_bos(q) == -1); /* add_bos_token false */
@@ -174,7 +175,7 @@ static void test_specials(void) {
         CHECK_ERR(tlm_tokenizer_decode(q, bad, 2) == NULL, "151669");
         tlm_tokenizer_free(q);
     }
-    tlm_tokenizer *g = tlm_tokenizer_load(tt_shared("tokenizers/gpt2/encoder.json"));
+    tlm_tokenizer *g = tlm_tokenizer_load(tt_repo("tests/data/tokenizers/gpt2/encoder.json"));
     CHECK(g && tlm_tokenizer_bos(g) == -1);
     if (g) {
         CHECK(tlm_tokenizer_encode(g, "a<|endoftext|>", 14, 0, &ids, &n) == 0);
@@ -182,7 +183,7 @@ static void test_specials(void) {
         free(ids);
         tlm_tokenizer_free(g);
     }
-    tlm_tokenizer *m = tlm_tokenizer_load(tt_shared("tokenizers/mistral"));
+    tlm_tokenizer *m = tlm_tokenizer_load(tt_repo("tests/data/tokenizers/mistral"));
     CHECK(m != NULL);
     if (m) {
         CHECK(tlm_tokenizer_encode(m, "<s></s>", 7, 0, &ids, &n) == 0);
@@ -204,7 +205,7 @@ static void test_errors(void) {
 
     /* truncated tokenizer.bin at several points */
     size_t len;
-    char *bin = test_read_file(tt_shared("tok512.bin"), &len);
+    char *bin = test_read_file(tt_repo("data/tok512.bin"), &len);
     const size_t cuts[] = {0, 2, 4 + 3, 4 + 8 + 2, len / 2, len - 1};
     for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
         test_write_file(in_scratch("tokenizer.bin"), bin, cuts[k]);
@@ -256,7 +257,7 @@ static void test_errors(void) {
     /* random and mutated bytes must never crash the loaders */
     uint64_t s = 42;
     size_t base_len;
-    char *base = test_read_file(tt_shared("tok512.bin"), &base_len);
+    char *base = test_read_file(tt_repo("data/tok512.bin"), &base_len);
     unsigned char buf[600];
     for (int k = 0; k < 400; k++) {
         size_t n = 1 + k % sizeof buf;

@@ -17,8 +17,12 @@
 static const struct {
     const char *name, *path;
 } TOKENIZERS[] = {
-    {"gpt2", "tokenizers/gpt2"},     {"qwen3", "tokenizers/qwen3"},        {"mistral", "tokenizers/mistral"},
-    {"llama2_js", "tokenizers/llama2"}, {"llama2", "tokenizers/llama2/tokenizer.bin"}, {"tok512", "tok512.bin"},
+    {"gpt2", "tests/data/tokenizers/gpt2"},
+    {"qwen3", "tests/data/tokenizers/qwen3"},
+    {"mistral", "tests/data/tokenizers/mistral"},
+    {"llama2_js", "tests/data/tokenizers/llama2"},
+    {"llama2", "tests/data/tokenizers/llama2/tokenizer.bin"},
+    {"tok512", "data/tok512.bin"},
 };
 enum { N_TOK = sizeof TOKENIZERS / sizeof TOKENIZERS[0] };
 static tlm_tokenizer *loaded[N_TOK];
@@ -34,7 +38,7 @@ static tlm_tokenizer *get_tokenizer(const char *name) {
         if (strcmp(TOKENIZERS[i].name, name) != 0) continue;
         if (!loaded[i]) {
             double t0 = now();
-            loaded[i] = tlm_tokenizer_load(tt_shared(TOKENIZERS[i].path));
+            loaded[i] = tlm_tokenizer_load(tt_repo(TOKENIZERS[i].path));
             if (!loaded[i]) {
                 fprintf(stderr, "load %s: %s\n", name, tlm_last_error());
                 exit(1);
@@ -137,7 +141,9 @@ static void check_file(const char *path) {
     cJSON_ArrayForEach(c, corpus) {
         const char *name = cJSON_GetObjectItem(c, "tokenizer")->valuestring;
         size_t bytes = (size_t)cJSON_GetObjectItem(c, "bytes")->valuedouble, len;
-        char *text = test_read_file(tt_shared(cJSON_GetObjectItem(c, "file")->valuestring), &len);
+        char rel[256]; /* the corpus is one of the users' files in data/ */
+        snprintf(rel, sizeof rel, "data/%s", cJSON_GetObjectItem(c, "file")->valuestring);
+        char *text = test_read_file(tt_repo(rel), &len);
         if (bytes > len) exit(2);
         tlm_tokenizer *t = get_tokenizer(name);
         int *ids;

@@ -13,10 +13,9 @@ endforeach()
 
 if(TLM_PYTHON)
   add_test(NAME test_ref_llama2c
-           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/ref_llama2c_encode.py ${TLM_SHARED_DATA} --check)
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/ref_llama2c_encode.py --check)
   if(TARGET tinylm_cli)
     add_test(NAME test_cli_tokenize
              COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/test_cli_tokenize.py $<TARGET_FILE:tinylm_cli>)
-    set_tests_properties(test_cli_tokenize PROPERTIES ENVIRONMENT "TLM_SHARED_DATA=${TLM_SHARED_DATA}")
   endif()
 endif()

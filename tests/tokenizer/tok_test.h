@@ -43,15 +43,11 @@ static inline int tt_report(const char *name) {
     return 0;
 }
 
-/* $TLM_SHARED_DATA/rel in a static buffer (one at a time). */
-static inline const char *tt_shared(const char *rel) {
+/* the repository's file `rel` (e.g. "data/tok512.bin", "tests/data/tokenizers/gpt2") in a
+ * static buffer (one at a time); TLM_SOURCE_DIR is defined by tlm_c_test (tests/tests.cmake) */
+static inline const char *tt_repo(const char *rel) {
     static char buf[4096];
-    const char *d = getenv("TLM_SHARED_DATA");
-    if (!d || !*d) {
-        fprintf(stderr, "TLM_SHARED_DATA is not set\n");
-        exit(2);
-    }
-    snprintf(buf, sizeof buf, "%s/%s", d, rel);
+    snprintf(buf, sizeof buf, "%s/%s", TLM_SOURCE_DIR, rel);
     return buf;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_llama2c_reference.py — stories260K through `tinylm generate` gives llama2.c run.c's
-text byte for byte (shared/data/reference/, produced by run.c; see shared/data/README.md).
+text byte for byte (tests/data/reference/, produced by run.c; see tests/data/README.md).
 
 run.c's -n counts positions (BOS and prompt included) and the last sampled token is never fed
 back, so run.c -n 256 with a prompt of k tokens (BOS included) samples 256 - k + 1 tokens:
@@ -9,6 +9,8 @@ import argparse
 import os
 import subprocess
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CASES = [  # reference file, prompt, run.c options
     ("stories260K_greedy_empty.txt", "", ["--temperature", "0"]),
@@ -21,9 +23,8 @@ CASES = [  # reference file, prompt, run.c options
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tinylm", required=True)
-    ap.add_argument("--data", required=True)
     a = ap.parse_args()
-    model, tok = os.path.join(a.data, "stories260K.bin"), os.path.join(a.data, "tok512.bin")
+    model, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
     passed = failed = 0
     for ref_name, prompt, opts in CASES:
         ids = subprocess.run([a.tinylm, "tokenize", "--tokenizer", tok, "--text", prompt, "--bos"],
@@ -31,7 +32,7 @@ def main():
         n_new = 256 - len(ids) + 1
         p = subprocess.run([a.tinylm, "generate", "--model", model, "--tokenizer", tok, "--prompt", prompt,
                             "-n", str(n_new)] + opts, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        want = open(os.path.join(a.data, "reference", ref_name), "rb").read()
+        want = open(os.path.join(ROOT, "tests", "data", "reference", ref_name), "rb").read()
         ok = p.returncode == 0 and p.stdout == want
         passed += ok
         failed += not ok

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# decode_vs_llama2c.sh — tokens per second of `tinylm generate` against llama2.c's run.c on the
+# same llama2.c-format checkpoints (random weights of the stories15M and stories110M shapes),
+# greedy, the same prompt and the same number of tokens, measured in the same run.
+#
+#   bench/decode_vs_llama2c.sh [ROUNDS]          (default 3; the median of the rounds is reported)
+#
+# run.c is built from ../shared/peers/llama2c/run.c (MIT, karpathy/llama2.c; override with
+# LLAMA2C_RUN_C) as its Makefile's `runomp` target does, OUTSIDE the repository, into
+# ${TLM_BENCH_DIR:-/tmp/tinylm-bench}, with the checkpoints (bench/make_llama2c_checkpoint.py).
+# Both programs run with their default thread count (OpenMP: all cores); variables this
+# workplace sets for old OpenBLAS builds are removed so both run as a user would run them.
+# run.c's "achieved tok/s" counts every position after the first (its prompt is fed one token
+# at a time, at decode speed); tinylm's figure is its decode rate (tokens after the first).
+# Also printed: whether the greedy texts are identical (f32; bf16 weights change the numbers,
+# so their text is compared with tinylm's own f32 text only for the length), peak RSS, and the
+# share of the measured DRAM read bandwidth the weights stream takes (bytes of weights per
+# token x tokens/s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-3}"
+dir="${TLM_BENCH_DIR:-/tmp/tinylm-bench}"
+run_c="${LLAMA2C_RUN_C:-../shared/peers/llama2c/run.c}"
+tok="tests/data/tokenizers/llama2/tokenizer.bin"
+tinylm="${TINYLM:-build/tinylm}"
+prompt="Once upon a time"
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+mkdir -p "$dir"
+[ -x "$tinylm" ] || { echo "build tinylm first (cmake -S . -B build && cmake --build build)" >&2; exit 1; }
+[ -f "$run_c" ] || { echo "llama2.c run.c not found at $run_c (set LLAMA2C_RUN_C)" >&2; exit 1; }
+gcc -Ofast -march=native -fopenmp -o "$dir/runomp" "$run_c" -lm
+for shape in stories15M stories110M; do
+  [ -f "$dir/$shape.bin" ] || /usr/bin/python3 bench/make_llama2c_checkpoint.py --shape "$shape" --out "$dir/$shape.bin"
+done
+n_prompt=$("$tinylm" tokenize --tokenizer "$tok" --text "$prompt" --bos | wc -w)
+steps=256                       # run.c -n: positions, BOS and prompt included
+n_new=$((steps - n_prompt + 1)) # tinylm -n: new tokens (run.c never feeds its last token back)
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+bw=$("$tinylm" info --system | sed -n 's/^measured DRAM read bandwidth: \([0-9.]*\).*/\1/p')
+echo "machine: $("$tinylm" info --system | sed -n 's/^cpu: //p'), $(nproc) cores, DRAM read bandwidth measured ${bw} GB/s"
+printf '%-12s %-6s %10s %10s %7s %9s %9s %s\n' shape dtype "run.c" tinylm ratio "RSS MiB" "% of BW" "text"
+for shape in stories15M stories110M; do
+  ckpt="$dir/$shape.bin"
+  declare -A rate=()
+  for ((r = 0; r < rounds; r++)); do
+    rate[runc]+="$("$dir/runomp" "$ckpt" -z "$tok" -t 0 -n $steps -i "$prompt" 2>&1 >"$dir/$shape.runc.txt" |
+      sed -n 's/achieved tok\/s: //p') "
+    for dt in f32 bf16; do
+      /usr/bin/time -f "%M" -o "$dir/$shape.$dt.rss" "$tinylm" generate --model "$ckpt" --tokenizer "$tok" \
+        --prompt "$prompt" -n $n_new --temperature 0 --dtype $dt >"$dir/$shape.$dt.txt" 2>"$dir/$shape.$dt.err"
+      rate[$dt]+="$(sed -n 's/.* (\([0-9.]*\) tok\/s); [0-9]* threads.*/\1/p' "$dir/$shape.$dt.err") "
+    done
+  done
+  runc=$(echo "${rate[runc]}" | tr ' ' '\n' | grep . | median)
+  for dt in f32 bf16; do
+    t=$(echo "${rate[$dt]}" | tr ' ' '\n' | grep . | median)
+    mib=$(sed -n 's/.*(\([0-9.]*\) MiB of.*/\1/p' "$dir/$shape.$dt.err")
+    rss=$(($(cat "$dir/$shape.$dt.rss") / 1024))
+    if [ $dt = f32 ]; then
+      if cmp -s "$dir/$shape.runc.txt" "$dir/$shape.$dt.txt"; then same="identical to run.c"; else same="DIFFERS from run.c"; fi
+    else
+      same="$(wc -c <"$dir/$shape.$dt.txt") bytes (f32: $(wc -c <"$dir/$shape.f32.txt"))"
+    fi
+    awk -v s=$shape -v d=$dt -v a="$runc" -v b="$t" -v rss=$rss -v mib="$mib" -v bw="$bw" -v txt="$same" 'BEGIN {
+      printf "%-12s %-6s %10.1f %10.1f %6.2fx %9d %8.0f%% %s\n", s, d, a, b, b / a, rss, 100 * mib * 1.048576e6 * b / (bw * 1e9), txt }'
+  done
+  unset rate
+done
+echo "(tok/s: median of $rounds rounds; run.c built with -Ofast -march=native -fopenmp; tinylm $("$tinylm" info --system | sed -n 's/^GEMM backend: //p'), $("$tinylm" info --system | sed -n 's/^kernels: \([^ ]*\).*/\1/p') kernels)"

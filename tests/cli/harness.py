@@ -1,0 +1,35 @@
+"""harness.py — what the CLI tests share: check() with a running count, run() a `tinylm`
+command, and main() (--tinylm PATH --work DIR, a fresh work folder, the summary line)."""
+import argparse
+import os
+import shutil
+import subprocess
+
+counts = {"passed": 0, "failed": 0}
+
+
+def check(ok, what, detail=""):
+    counts["passed" if ok else "failed"] += 1
+    print("%-78s %s%s" % (what, "ok" if ok else "FAIL", ("  " + detail) if (detail and not ok) else ""))
+    return ok
+
+
+def run(tinylm, *args, stdin=None):
+    p = subprocess.run([tinylm, *args], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def main(tests):
+    """Runs each test(tinylm, work) in a fresh --work folder; the exit code (1 on any failure)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tinylm", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    tinylm, work = os.path.abspath(a.tinylm), os.path.abspath(a.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    os.chdir(work)
+    for test in tests:
+        test(tinylm, work)
+    print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
+    return 1 if counts["failed"] else 0
