@@ -198,7 +198,7 @@ def test_threads(T, work):
     base = ["generate", "--model", STORIES, "--tokenizer", TOK512, "-n", "30", "--seed", "3"]
     one, two = run(T, *base, "--threads", "1"), run(T, *base, "--threads", "2")
     check(one[0] == 0 and one[:2] == two[:2], "generate --threads 1 and 2 give the same text", one[2] + two[2])
-    check(", 1 threads," in one[2] and ", 2 threads," in two[2], "generate reports the --threads it ran with",
+    check("; 1 threads," in one[2] and "; 2 threads," in two[2], "generate reports the --threads it ran with",
           one[2] + two[2])
     rc, out, err = run(T, "lesson", "15", "--threads", "1")
     check(rc == 0 and "numbers agree" in out, "lesson 15 --threads 1 runs", err)
