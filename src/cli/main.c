@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "util/finite.h"
 
 typedef struct {
     const char *name;
@@ -24,9 +25,20 @@ static const command COMMANDS[] = {
 static void usage(FILE *f) {
     fprintf(f, "tinylm — build, train, run and open up small transformer language models\n\nusage:\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) fprintf(f, "  tinylm %s\n", COMMANDS[i].help);
+    fprintf(f, "\nany command: --allow-nonfinite  load (and export) weights that hold NaN/Inf, with a warning\n"
+               "             (by default such a model is refused, naming the tensor)\n");
 }
 
 int main(int argc, char **argv) {
+    /* --allow-nonfinite, before or after the command: every command that loads or writes a
+     * model accepts NaN/Inf weights with a warning instead of refusing them (util/finite.h) */
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--allow-nonfinite")) tlm_set_allow_nonfinite(1);
+        else argv[n++] = argv[i];
+    }
+    argc = n;
+    argv[argc] = NULL;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
