@@ -13,7 +13,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tinylm train --data FILE [--preset NAME | --config FILE] [--out DIR] [options]\n"
-            "       tinylm train --resume DIR --data FILE\n\n"
+            "       tinylm train --resume DIR --data FILE [--steps N]\n\n"
             "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
             "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
             "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
@@ -71,7 +71,7 @@ int cmd_train(int argc, char **argv) {
         {"--eps", 'f', &o.opt.eps}, {"--weight-decay", 'f', &o.opt.weight_decay}, {"--grad-clip", 'f', &o.opt.grad_clip},
         {"--seed", 'u', &o.seed},
     };
-    int n_overrides = 0;
+    int n_overrides = 0, steps_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
@@ -89,7 +89,8 @@ int cmd_train(int argc, char **argv) {
             else if (nf->type == 'f') *(float *)nf->field = strtof(v, &end);
             else *(uint64_t *)nf->field = strtoull(v, &end, 10);
             if (end == v || *end) return fprintf(stderr, "tinylm train: %s \"%s\" is not a number\n", a, v), 1;
-            n_overrides += strcmp(a, "--stop-at") != 0;
+            steps_given |= !strcmp(a, "--steps");
+            n_overrides += strcmp(a, "--stop-at") != 0 && strcmp(a, "--steps") != 0;
         } else if (!strcmp(a, "--preset")) {
             /* handled above */
         } else if (!strcmp(a, "--config")) config_path = v;
@@ -110,10 +111,12 @@ int cmd_train(int argc, char **argv) {
     if (resume) {
         if (preset_name || config_path || n_sets || n_overrides || out) {
             fprintf(stderr, "tinylm train: --resume continues with the run's saved config and settings; "
-                            "--preset, --config, --set, --out and training options cannot be combined with it\n");
+                            "--preset, --config, --set, --out and training options other than --steps (a new "
+                            "last step) cannot be combined with it\n");
             return 1;
         }
-        return train_resume(resume, data);
+        if (steps_given && o.steps <= 0) return fprintf(stderr, "tinylm train: --steps %d must be positive\n", o.steps), 1;
+        return train_resume(resume, data, steps_given ? o.steps : 0);
     }
     if (preset_name && config_path) return fprintf(stderr, "tinylm train: give --preset or --config, not both\n"), 2;
     char *text = NULL;
