@@ -13,23 +13,17 @@ import os
 import random
 import shutil
 import struct
-import subprocess
 import sys
 
-passed = failed = 0
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "train"))
+import test_train  # noqa: E402  (its check() and run(), and the pass/fail counts they keep)
 
-
-def check(ok, what, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%-76s %s%s" % (what, "ok" if ok else "FAIL", ("  " + str(detail)[-500:]) if (detail and not ok) else ""))
+check = test_train.check
 
 
 def run(*args):
-    p = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
-                       env=dict(os.environ, OMP_NUM_THREADS="2"))
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return test_train.run(list(args))
 
 
 def st_header(path):
@@ -153,8 +147,8 @@ def main():
     b = llama2c_bin(os.path.join(W, "l2c_inf", "m.bin"), ("wq", 64 + 9, float("inf")))
     expect_refused(T, b, b, "wq", 73, "+Inf", "llama2.c .bin, +Inf in wq of layer 1")
 
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (test_train.passed, test_train.failed))
+    return 1 if test_train.failed else 0
 
 
 if __name__ == "__main__":
