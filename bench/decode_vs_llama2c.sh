@@ -67,4 +67,19 @@ for shape in stories15M stories110M; do
   done
   unset rate
 done
+# memory: a ~2048-token prompt on the 110M shape (context 4096 so that it fits), 16 new tokens
+ckpt="$dir/stories110M-ctx4096.bin"
+[ -f "$ckpt" ] || /usr/bin/python3 bench/make_llama2c_checkpoint.py --shape stories110M --seq 4096 --out "$ckpt"
+head -c 8400 data/tinyshakespeare.txt >"$dir/prompt2048.txt"
+for dt in f32 bf16; do
+  /usr/bin/time -f "%M" -o "$dir/mem.$dt.rss" "$tinylm" generate --model "$ckpt" --tokenizer "$tok" \
+    --prompt-file "$dir/prompt2048.txt" -n 16 --temperature 0 --dtype $dt >/dev/null 2>"$dir/mem.$dt.err"
+  n=$(sed -n 's/.*prompt \([0-9]*\) tokens.*/\1/p' "$dir/mem.$dt.err")
+  pf=$(sed -n 's/.*tokens in [0-9.]* ms (\([0-9.]*\) tok\/s).*/\1/p' "$dir/mem.$dt.err")
+  mib=$(sed -n 's/.*(\([0-9.]*\) MiB of.*/\1/p' "$dir/mem.$dt.err")
+  awk -v dt=$dt -v n="$n" -v pf="$pf" -v w="$mib" -v rss=$(($(cat "$dir/mem.$dt.rss") / 1024)) 'BEGIN {
+    kv = 12 * 2 * (n + 16) * 768 * 4 / 1048576
+    printf "110M shape, %s, %d-token prompt (prefill %.0f tok/s): peak RSS %d MiB = weights %.0f + KV cache %.0f + %.0f MiB\n",
+      dt, n, pf, rss, w, kv, rss - w - kv }'
+done
 echo "(tok/s: median of $rounds rounds; run.c built with -Ofast -march=native -fopenmp; tinylm $("$tinylm" info --system | sed -n 's/^GEMM backend: //p'), $("$tinylm" info --system | sed -n 's/^kernels: \([^ ]*\).*/\1/p') kernels)"

@@ -6,7 +6,7 @@ The head is untied (negative vocab_size in the header) and its rows for BOS (1) 
 are zero: their logit is exactly 0 while the other 31998 random logits have a positive maximum,
 so greedy decoding never stops early (run.c stops at BOS, tinylm at BOS or EOS).
 
-  bench/make_llama2c_checkpoint.py --shape stories15M --out /tmp/s15.bin [--seed 1]
+  bench/make_llama2c_checkpoint.py --shape stories15M --out /tmp/s15.bin [--seed 1] [--seq N]
 """
 import argparse
 import struct
@@ -24,8 +24,10 @@ def main():
     ap.add_argument("--shape", choices=sorted(SHAPES), required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seq", type=int, help="context length (default: the shape's)")
     a = ap.parse_args()
     dim, hidden, L, H, KV, V, seq = SHAPES[a.shape]
+    seq = a.seq or seq
     hd = dim // H
     rng = np.random.default_rng(a.seed)
 

@@ -1,12 +1,18 @@
 """make_seeds.py — writes small seed corpora for the fuzzers (stdlib only, no binaries in git).
 
 usage: python3 fuzz/make_seeds.py OUTDIR
-creates OUTDIR/safetensors/*.safetensors and OUTDIR/npy/*.npy
+creates one folder per fuzz target: OUTDIR/safetensors, npy, tokenizer, config, llama2c,
+llama2c_tokenizer (OUTDIR/<name> holds the seeds of fuzz_<name>)
 """
 import json
 import os
+import random
 import struct
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tokenizer"))
+import make_fuzz_seeds as tokenizer_seeds  # noqa: E402  (the fuzz_tokenizer seeds)
 
 
 def safetensors(tensors, metadata=None, pad=True):
@@ -30,6 +36,79 @@ def npy(descr, shape, raw):
     total = (10 + len(d) + 1 + 63) // 64 * 64
     d = d + " " * (total - 10 - len(d) - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode() + raw
+
+
+def llama2c_checkpoint(dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared=True, seed=0):
+    """a llama2.c version-0 .bin: 7 int32 header fields, then every float32 array"""
+    hs = dim // heads
+    n = (vocab * dim + layers * dim + layers * dim * heads * hs + 2 * layers * dim * kv_heads * hs
+         + layers * heads * hs * dim + layers * dim + 3 * layers * hidden * dim + dim + seq_len * hs
+         + (0 if shared else vocab * dim))
+    rnd = random.Random(seed)
+    header = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, vocab if shared else -vocab, seq_len)
+    return header + struct.pack("<%df" % n, *[rnd.uniform(-1, 1) for _ in range(n)])
+
+
+def llama2c_tokenizer(pieces, max_len=None):
+    """llama2.c's tokenizer.bin: int32 max_token_length, then per token float32 score, int32
+    length, bytes"""
+    out = struct.pack("<i", max_len if max_len is not None else max(len(p) for p, _ in pieces))
+    for p, score in pieces:
+        out += struct.pack("<fi", score, len(p)) + p
+    return out
+
+
+def write_all(folder, seeds, ext):
+    os.makedirs(folder, exist_ok=True)
+    for name, raw in seeds.items():
+        with open(os.path.join(folder, name + ext), "wb") as f:
+            f.write(raw)
+    return len(seeds)
+
+
+def more_seeds(out):
+    """config, llama2c and llama2c_tokenizer seeds; the tokenizer seeds come from
+    tests/tokenizer/make_fuzz_seeds.py"""
+    tiny = {"model_type": "tinylm", "vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 16}
+    configs = {
+        "tinylm": tiny,
+        "tinylm_switches": dict(tiny, norm_type="layernorm", norm_placement="sandwich", qk_norm="head",
+                                attn_logit_softcapping=50.0, final_logit_softcapping=30.0, num_key_value_heads=2,
+                                sliding_window=4, ffn_type="geglu", position_embedding="learned", residual=False),
+        "llama": {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64,
+                  "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                  "tie_word_embeddings": False,
+                  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 16}},
+        "gpt2": {"model_type": "gpt2", "vocab_size": 64, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 32,
+                 "layer_norm_epsilon": 1e-5},
+        "gemma2": {"model_type": "gemma2", "vocab_size": 64, "hidden_size": 32, "num_hidden_layers": 2,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64,
+                   "max_position_embeddings": 32, "sliding_window": 8, "attn_logit_softcapping": 50.0,
+                   "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 16},
+    }
+    with open(os.path.join(ROOT, "tests", "data", "llama-3.1-8b", "config.json"), "rb") as f:
+        n = write_all(os.path.join(out, "config"), {"llama-3.1-8b": f.read()}, ".json")
+    n += write_all(os.path.join(out, "config"), {k: json.dumps(v).encode() for k, v in configs.items()}, ".json")
+    n += write_all(os.path.join(out, "llama2c"), {
+        "tied": llama2c_checkpoint(8, 16, 1, 2, 2, 16, 4),
+        "untied_gqa": llama2c_checkpoint(8, 12, 2, 2, 1, 10, 3, shared=False, seed=1),
+        "one_head": llama2c_checkpoint(4, 4, 1, 1, 1, 4, 2, seed=2),
+        "v1_magic": struct.pack("<I", 0x616B3432) + bytes(24),
+        "truncated": llama2c_checkpoint(8, 16, 1, 2, 2, 16, 4)[:-12],
+    }, ".bin")
+    pieces = [(b"<unk>", 0.0), (b"\n<s>\n", 0.0), (b"\n</s>\n", 0.0)] + [(b"<0x%02X>" % b, 0.0) for b in range(4)]
+    pieces += [(p, -float(i)) for i, p in enumerate([b" ", b"a", b"b", b" a", b"ab", b" ab", b"\xc3\xa9"])]
+    n += write_all(os.path.join(out, "llama2c_tokenizer"), {
+        "small": llama2c_tokenizer(pieces),
+        "all_bytes": tokenizer_seeds.llama2c_bin(),
+        "empty_piece": llama2c_tokenizer([(b"", 0.0), (b"x", 1.0)]),
+        "max_len_short": llama2c_tokenizer(pieces, max_len=1),
+    }, ".bin")
+    tokenizer_seeds.main_to(os.path.join(out, "tokenizer"))
+    return n
 
 
 def main(out):
@@ -60,7 +139,9 @@ def main(out):
     }
     for name, raw in npys.items():
         open(os.path.join(npy_dir, name + ".npy"), "wb").write(raw)
-    print(f"wrote {len(seeds)} safetensors and {len(npys)} npy seeds under {out}")
+    n = more_seeds(out)
+    print(f"wrote {len(seeds)} safetensors, {len(npys)} npy and {n} config/llama2c seeds, and the tokenizer seeds, "
+          f"under {out}")
 
 
 if __name__ == "__main__":

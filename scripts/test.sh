@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: a release build with every test, then the same suite built with
-# AddressSanitizer + UndefinedBehaviorSanitizer (leaks included, via LeakSanitizer).
+# AddressSanitizer + UndefinedBehaviorSanitizer (leaks included, via LeakSanitizer), then the
+# libFuzzer targets built with clang, each replaying its seed corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -15,3 +16,31 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTLM_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 # OpenBLAS keeps thread buffers for the life of the process; everything else must be leak-free
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== fuzz targets (clang, libFuzzer + ASan + UBSan): build, replay every seed"
+# Each fuzz/fuzz_*.c is built as in fuzz/README.md and run once over its generated seed
+# corpus (fuzz/make_seeds.py) and the committed reproducers of crashes it once had
+# (fuzz/regressions/<name>/): a parser change that crashes on any of them fails here.
+if ! command -v clang >/dev/null; then
+  echo "clang is needed for the fuzz targets (apt: clang libclang-rt-14-dev, as .ci/run installs)" >&2
+  exit 1
+fi
+targets=$(cd fuzz && ls fuzz_*.c | sed 's/\.c$//')
+CC=clang cmake -S . -B build-fuzz -DTLM_FUZZ=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+# shellcheck disable=SC2086
+cmake --build build-fuzz -j"$jobs" --target $targets
+rm -rf build-fuzz/seeds
+python3 fuzz/make_seeds.py build-fuzz/seeds
+for t in $targets; do
+  name=${t#fuzz_}
+  dirs=("build-fuzz/seeds/$name")
+  [ -d "fuzz/regressions/$name" ] && dirs+=("fuzz/regressions/$name")
+  n=$(find "${dirs[@]}" -type f | wc -l)
+  if [ "$n" -eq 0 ]; then echo "$t: no seeds" >&2; exit 1; fi
+  if ! "build-fuzz/$t" -runs=0 "${dirs[@]}" >"build-fuzz/$t.replay.log" 2>&1; then
+    tail -40 "build-fuzz/$t.replay.log" >&2
+    echo "$t: crashed replaying its seeds (log: build-fuzz/$t.replay.log)" >&2
+    exit 1
+  fi
+  echo "$t: $n seeds replayed, no crash"
+done

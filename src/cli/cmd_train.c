@@ -13,7 +13,7 @@
 
 static const char USAGE[] =
     "usage: tinylm train --data FILE [--preset NAME | --config FILE] [--out DIR] [options]\n"
-    "       tinylm train --resume DIR --data FILE\n\n"
+    "       tinylm train --resume DIR --data FILE [--steps N]\n\n"
     "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
     "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
     "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
@@ -89,14 +89,15 @@ int cmd_train(int argc, char **argv) {
     if (decay_embeddings) o.opt.decay_embeddings = true;
     tlm_profiling = profile; /* a property of this process, not of the run: allowed with --resume */
     int n_overrides = 0, n_sets = set_list.n;
-    for (int k = 0; k < N_TRAINING; k++) n_overrides += opts[k].given;
+    for (int k = 1; k < N_TRAINING; k++) n_overrides += opts[k].given; /* (opts[0], --steps, may extend a run) */
     if (!data) return cli_usage_error("train", "--data FILE is required");
     if (resume) {
         if (preset_name || config_path || n_sets || n_overrides || out) {
             return cli_usage_error("train", "--resume continues with the run's saved config and settings; "
-                                            "--preset, --config, --set, --out and training options cannot be combined with it");
+                                            "--preset, --config, --set, --out and training options other than "
+                                            "--steps (a new last step) cannot be combined with it");
         }
-        return train_resume(resume, data);
+        return train_resume(resume, data, opts[0].given ? o.steps : 0); /* (--steps is checked positive above) */
     }
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--preset", "--config", NULL}))) return prc;
     char *text = NULL;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "util/finite.h"
 
 typedef struct {
     const char *name;
@@ -27,7 +28,9 @@ static void usage(FILE *f) {
     fprintf(f, "tinylm — build, train, run and open up small transformer language models\n\nusage:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  tinylm %s\n", COMMANDS[i].help);
     fprintf(f, "\n`tinylm COMMAND --help` (or `tinylm help COMMAND`) prints a command's options.\n"
-               "Commands that compute take --threads N. Exit status: 0 done, 1 error, 2 usage error.\n");
+               "Commands that compute take --threads N. Exit status: 0 done, 1 error, 2 usage error.\n"
+               "\nany command: --allow-nonfinite  load (and export) weights that hold NaN/Inf, with a warning\n"
+               "             (by default such a model is refused, naming the tensor)\n");
 }
 
 static const command *find(const char *name) {
@@ -42,6 +45,15 @@ static int unknown(const char *name) {
 }
 
 int main(int argc, char **argv) {
+    /* --allow-nonfinite, before or after the command: every command that loads or writes a
+     * model accepts NaN/Inf weights with a warning instead of refusing them (util/finite.h) */
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--allow-nonfinite")) tlm_set_allow_nonfinite(1);
+        else argv[n++] = argv[i];
+    }
+    argc = n;
+    argv[argc] = NULL;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "util/error.h"
+#include "util/finite.h"
 
 #define HEADER_BYTES 28
 #define MAGIC_V1 0x616b3432u /* "ak42": the newer llama2.c export versions 1 and 2 */
@@ -120,8 +121,13 @@ int llama2c_read_config(const char *path, tlm_config *cfg) {
 typedef struct {
     FILE *f;
     const char *path;
+    const char *field; /* the array being read (a layer's slice at a time) */
+    size_t field_off;  /* floats of it read so far: the flat index of the next one */
+    int field_warned;  /* a non-finite value in it was already reported (--allow-nonfinite) */
 } reader;
 
+/* reads n floats of array `what` (consecutive calls with one name read consecutive slices)
+ * and checks them for NaN/Inf, reported with the index in the file's array */
 static int read_floats(reader *r, float *dst, size_t n, const char *what) {
     if (fread(dst, sizeof(float), n, r->f) != n)
         return tlm_error("%s: read error in %s: %s", r->path, what, ferror(r->f) ? strerror(errno) : "unexpected end");
@@ -133,6 +139,13 @@ static int read_floats(reader *r, float *dst, size_t n, const char *what) {
         memcpy(&dst[i], &u, 4);
     }
 #endif
+    if (!r->field || strcmp(r->field, what) != 0) r->field = what, r->field_off = 0, r->field_warned = 0;
+    if (!r->field_warned) {
+        int c = tlm_check_finite(dst, n, r->field_off, r->path, what);
+        if (c < 0) return -1;
+        r->field_warned = c > 0;
+    }
+    r->field_off += n;
     return 0;
 }
 
@@ -190,7 +203,7 @@ tlm_model *llama2c_load(const char *path) {
     if (parse_header(path, f, &h) == 0) {
         header_config(&h, &cfg);
         if (config_validate(&cfg, path) == 0 && (m = model_create(&cfg)) != NULL) {
-            reader r = {f, path};
+            reader r = {.f = f, .path = path};
             if (read_weights(&r, m, &h)) {
                 model_free(m);
                 m = NULL;

@@ -1,6 +1,7 @@
 /* checkpoint.c — a model directory on disk: config.json + model.safetensors (or shards),
  * tensors named as in docs/tensors.md. Loading checks every tensor's name, shape and dtype
- * and refuses files with tensors this config does not use; saving writes each file
+ * and refuses files with tensors this config does not use, or with NaN/Inf weights (util/finite.h);
+ * saving writes each file
  * atomically (temp file, fsync, rename). */
 #include "checkpoint.h"
 
@@ -13,6 +14,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 
 static int load_engine_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir) {
@@ -21,6 +23,7 @@ static int load_engine_tensors(tlm_model *m, const tlm_safetensors *st, const ch
         int64_t shape[2] = {t->shape[0], t->shape[1]};
         if (tlm_st_load_f32(st, t->name, t->ndim, shape, model_param(m, i)))
             return tlm_error_prefix("%s", dir);
+        if (tlm_check_finite(model_param(m, i), t->numel, 0, tlm_st_find(st, t->name)->file, t->name) < 0) return -1;
     }
     /* every tensor in the file must be one the config uses: a leftover tensor means the
      * config and the weights disagree, and running anyway would be silently wrong */

@@ -16,6 +16,7 @@
 #include "hf_map.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 
 #define PRODUCER "tinylm export"
@@ -294,6 +295,10 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
         return tlm_error("%s: cannot export: the model needs the tinylm format (%s) but uses rope_scaling, which "
                          "that format cannot express",
                          dir, why ? why : "?");
+    /* non-finite weights are refused before anything is written */
+    for (int i = 0; i < m->n_tensors; i++)
+        if (tlm_check_finite(model_param(m, i), m->tensors[i].numel, 0, dir, m->tensors[i].name) < 0)
+            return tlm_error_prefix("cannot export");
     if (hf_export_check_target(dir) || make_dirs(dir)) return -1;
     if (write_weights(m, dir, fam)) return -1;
     char *json = !strcmp(fam, "llama") ? llama_config(&m->cfg)

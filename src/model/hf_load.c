@@ -11,6 +11,7 @@
 #include "formats/safetensors.h"
 #include "hf_map.h"
 #include "util/error.h"
+#include "util/finite.h"
 
 typedef struct {
     const tlm_st_tensor **v;
@@ -60,7 +61,8 @@ static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_t
     const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
     if (ref->layout == HF_COPY) {
         int64_t shape[2] = {ti->shape[0], ti->shape[1]};
-        return tlm_st_load_f32(st, ref->name, ti->ndim, shape, dst);
+        if (tlm_st_load_f32(st, ref->name, ti->ndim, shape, dst)) return -1;
+        return tlm_check_finite(dst, ti->numel, 0, tlm_st_find(st, ref->name)->file, ref->name) < 0 ? -1 : 0;
     }
     int64_t shape[2];
     int ndim = ti->ndim;
@@ -78,6 +80,9 @@ static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_t
         *scratch = s, *scratch_n = need;
     }
     if (tlm_st_load_f32(st, ref->name, ndim, shape, *scratch)) return -1;
+    /* checked in the file's layout; a fused q/k/v tensor once, with its first slice */
+    if (ref->offset == 0 && tlm_check_finite(*scratch, need, 0, tlm_st_find(st, ref->name)->file, ref->name) < 0)
+        return -1;
     const float *src = *scratch;
     if (ref->layout == HF_TRANSPOSE) {
         for (int r = 0; r < rows; r++)

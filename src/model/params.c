@@ -243,28 +243,38 @@ int model_weights_to_bf16(tlm_model *m) {
     if (m->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
     size_t n16 = 0, n32 = 0;
     for (int i = 0; i < m->n_tensors; i++) *(kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
-    uint16_t *w16 = malloc((n16 ? n16 : 1) * sizeof(uint16_t));
+    enum { BLOCK = 1 << 16 };
     float *rest = malloc((n32 ? n32 : 1) * sizeof(float));
-    if (!w16 || !rest) {
-        free(w16), free(rest);
-        return tlm_error("out of memory for %zu bf16 weights", n16);
+    uint16_t *block = malloc(BLOCK * sizeof(uint16_t));
+    if (!rest || !block) {
+        free(rest), free(block);
+        return tlm_error("out of memory converting the weights to bf16");
     }
+    /* The bf16 matrices are packed into the front of the f32 buffer itself, which then shrinks:
+     * the peak stays at the f32 size. Going forward a block at a time is safe: a block's bf16
+     * output ends before the next block's f32 input starts (2 bytes per value written, 4 read). */
+    uint16_t *packed = (uint16_t *)m->param_mem;
     size_t o16 = 0, o32 = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         tensor_info *t = &m->tensors[i];
         const float *src = m->param_mem + t->offset;
-        if (kept_as_bf16(t)) {
-            uint16_t *dst = w16 + o16;
-#pragma omp parallel for schedule(static)
-            for (size_t j = 0; j < t->numel; j++) dst[j] = tlm_f32_to_bf16(src[j]);
-            t->offset = o16, t->bf16 = 1, o16 += t->numel;
-        } else {
+        if (!kept_as_bf16(t)) {
             memcpy(rest + o32, src, t->numel * sizeof(float));
             t->offset = o32, o32 += t->numel;
+            continue;
         }
+        for (size_t j0 = 0; j0 < t->numel; j0 += BLOCK) {
+            const size_t n = t->numel - j0 < BLOCK ? t->numel - j0 : BLOCK;
+#pragma omp parallel for schedule(static)
+            for (size_t j = 0; j < n; j++) block[j] = tlm_f32_to_bf16(src[j0 + j]);
+            memcpy(packed + o16 + j0, block, n * sizeof(uint16_t));
+        }
+        t->offset = o16, t->bf16 = 1, o16 += t->numel;
     }
-    free(m->param_mem);
-    m->param_mem = rest, m->n_params = n32, m->w16_mem = w16, m->n_bf16 = n16;
+    free(block);
+    uint16_t *w16 = realloc(packed, (n16 ? n16 : 1) * sizeof(uint16_t));
+    m->w16_mem = w16 ? w16 : packed; /* (a failed shrink keeps the larger block, still valid) */
+    m->param_mem = rest, m->n_params = n32, m->n_bf16 = n16;
     walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem};
     walk_tensors(&bind, &m->p);
     return 0;

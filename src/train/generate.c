@@ -1,25 +1,29 @@
 /* generate.c — prompt -> KV-cache prefill -> sample, decode and print token by token.
  * Output follows llama2.c's run.c: each token is printed as the piece it adds after the
  * previous token, and for llama2.c vocabularies single unprintable bytes are skipped
- * (run.c's safe_printf), so its reference texts can be compared byte for byte. */
+ * (run.c's safe_printf), so its reference texts can be compared byte for byte. On a terminal,
+ * control bytes are printed escaped (\x1b); to a pipe or file they are written as they are. */
 #include "generate.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/decode.h"
 #include "train/sampler.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/text_escape.h"
 
-static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out) {
+/* escape: control bytes shown as \xHH, for a terminal (util/text_escape.h) */
+static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out, int escape) {
     size_t len;
     const char *p = tlm_tokenizer_piece(tok, prev, id, &len);
     if (!p || !len) return;
     if (len == 1 && !strcmp(tlm_tokenizer_kind(tok), "llama2c") && !(isprint((unsigned char)p[0]) || isspace((unsigned char)p[0])))
         return;
-    fwrite(p, 1, len, out);
+    tlm_write_text(out, p, len, escape);
     fflush(out);
 }
 
@@ -59,8 +63,9 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     int len = n_prompt, made = 0;
     m->kv = kv;
     const int bos = tlm_tokenizer_bos(tok), eos = tlm_tokenizer_eos(tok);
-    if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out);
-    for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i], out);
+    const int escape = isatty(fileno(out));
+    if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out, escape);
+    for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i], out, escape);
     double t0 = tlm_now_s();
     int rc = prefill(m, prompt, n_prompt);
     const float *logits = model_last_logits(m);
@@ -68,7 +73,7 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     while (!rc && made < o->max_new_tokens) {
         int next = sampler_next(&s, logits);
         if (next == bos || next == eos) break;
-        print_piece(tok, history[len - 1], next, out);
+        print_piece(tok, history[len - 1], next, out, escape);
         if (ids_out) ids_out[made] = next;
         history[len++] = next;
         if (++made == o->max_new_tokens) break;

@@ -25,7 +25,7 @@ typedef struct {
 } gen_stats;
 
 /* Prints the prompt's text, then up to max_new_tokens sampled tokens, to `out` (flushed per
- * token); stops early at the tokenizer's BOS or EOS. Past the model's context
+ * token; control bytes escaped when `out` is a terminal); stops early at the tokenizer's BOS or EOS. Past the model's context
  * (max_position_embeddings) each token is predicted from the last `context` tokens. Writes the generated ids (without the
  * prompt) to ids_out when not NULL (room for max_new_tokens) and their count to *n_out, and the
  * timings to *stats when not NULL. The KV cache holds prompt + max_new_tokens positions (at most

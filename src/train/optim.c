@@ -3,6 +3,7 @@
 #include "util/profile.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,9 +40,14 @@ double grad_global_norm(const tlm_model *m) {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < CHUNKS; c++) {
         float s = 0.0f; /* float lanes per chunk, double across chunks */
-        size_t end = (size_t)(c + 1) * per < n ? (size_t)(c + 1) * per : n;
+        const size_t begin = (size_t)c * per < n ? (size_t)c * per : n;
+        const ptrdiff_t len = (ptrdiff_t)((size_t)(c + 1) * per < n ? (size_t)(c + 1) * per - begin : n - begin);
+        /* a signed index over a local pointer: with an unsigned one, the pointer-overflow
+         * check of UBSan builds keeps clang from vectorizing as the clause asks, which it
+         * reports as an error (-Wpass-failed) */
+        const float *g = m->grad_mem + begin;
 #pragma omp simd reduction(+ : s)
-        for (size_t i = (size_t)c * per; i < end; i++) s += m->grad_mem[i] * m->grad_mem[i];
+        for (ptrdiff_t i = 0; i < len; i++) s += g[i] * g[i];
         part[c] = s;
     }
     double total = 0.0;

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,4 +123,79 @@ int run_load_optimizer(const char *ckpt_dir, adamw *opt, size_t n_params) {
     int rc = tlm_st_load_f32(st, "adam.m", 1, shape, opt->m) || tlm_st_load_f32(st, "adam.v", 1, shape, opt->v) ? -1 : 0;
     tlm_st_close(st);
     return rc;
+}
+
+/* ---- one owner per run directory -------------------------------------------------------------- */
+
+/* the pid the lock file holds, or 0 (not written yet: the owner writes it right after locking) */
+static long lock_owner(int fd) {
+    for (int attempt = 0; attempt < 50; attempt++) {
+        char buf[32] = {0};
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+        if (pid > 0) return pid;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int run_lock(const char *out_dir) {
+    if (make_dirs(out_dir)) return -1;
+    char *path = path_join(out_dir, RUN_LOCK_FILE);
+    if (!path) return tlm_error("out of memory");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        tlm_error("%s: cannot open the run's lock file: %s", path, strerror(errno));
+        free(path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        long pid = e == EWOULDBLOCK ? lock_owner(fd) : 0;
+        close(fd);
+        if (e != EWOULDBLOCK)
+            tlm_error("%s: cannot lock: %s", path, strerror(e));
+        else if (pid > 0)
+            tlm_error("%s is in use by another tinylm process (pid %ld, recorded in %s); wait for it to finish, or "
+                      "choose another --out",
+                      out_dir, pid, path);
+        else
+            tlm_error("%s is in use by another tinylm process (it holds the lock on %s); wait for it to finish, or "
+                      "choose another --out",
+                      out_dir, path);
+        free(path);
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        tlm_error("%s: cannot write the pid into the lock file: %s", path, strerror(errno));
+        close(fd);
+        free(path);
+        return -1;
+    }
+    free(path);
+    return fd;
+}
+
+int run_remove_stale(const char *out_dir) {
+    DIR *d = opendir(out_dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        /* run_save's temporaries: ".step-NNNNNNN.tmp-XXXXXX" (mkdtemp) and ".latest.tmp" */
+        int tmp_dir = !strncmp(e->d_name, ".step-", 6) && strstr(e->d_name, ".tmp-");
+        int tmp_link = !strcmp(e->d_name, ".latest.tmp");
+        if (!tmp_dir && !tmp_link) continue;
+        char *p = path_join(out_dir, e->d_name);
+        if (p && (tmp_link ? unlink(p) : remove_tree(p)) == 0) {
+            fprintf(stderr, "removed %s, left by a save that was interrupted\n", p);
+            removed++;
+        }
+        free(p);
+    }
+    closedir(d);
+    return removed;
 }

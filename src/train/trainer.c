@@ -52,6 +52,7 @@ typedef struct {
     double elapsed; /* seconds of training, summed over resumed sessions */
     int *inputs, *targets;
     FILE *metrics;
+    int lock_fd; /* holds OUT/.lock for the whole run (run_lock); -1 before */
 } trainer;
 
 static uint64_t fnv1a(const char *p, size_t n) {
@@ -100,6 +101,7 @@ static char *state_json(const trainer *t) {
     cJSON_AddNumberToObject(op, "weight_decay", o->opt.weight_decay);
     cJSON_AddNumberToObject(op, "grad_clip", o->opt.grad_clip);
     cJSON_AddNumberToObject(op, "warmup_steps", o->opt.warmup_steps);
+    cJSON_AddNumberToObject(op, "lr_decay_steps", o->opt.total_steps);
     cJSON_AddBoolToObject(op, "decay_embeddings", o->opt.decay_embeddings);
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
@@ -150,6 +152,17 @@ static int read_state(trainer *t, const char *path) {
     o->opt.lr = (float)v[9], o->opt.min_lr = (float)v[10], o->opt.beta1 = (float)v[11], o->opt.beta2 = (float)v[12];
     o->opt.eps = (float)v[13], o->opt.weight_decay = (float)v[14], o->opt.grad_clip = (float)v[15];
     o->opt.warmup_steps = (int)v[16], o->opt.total_steps = o->steps;
+    /* the end of the cosine decay: the first --steps of the run, kept when a resume extends
+     * it (runs saved before the field existed never were extended) */
+    double decay = 0;
+    if (cJSON_GetObjectItemCaseSensitive(op, "lr_decay_steps")) {
+        if (json_num(op, "lr_decay_steps", path, &decay)) goto done;
+        if (decay < 1 || decay > o->steps) {
+            tlm_error("%s: field \"lr_decay_steps\" = %g must be in [1, steps = %d]", path, decay, o->steps);
+            goto done;
+        }
+        o->opt.total_steps = (int)decay;
+    }
     o->opt.decay_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(op, "decay_embeddings"));
     double step = 0, val = 0, elapsed = 0, opt_steps = 0;
     if (json_num(j, "step", path, &step) || json_num(j, "last_val_loss", path, &val) ||
@@ -351,9 +364,17 @@ static int train_loop(trainer *t) {
         float loss = (float)(loss_sum / o->accum);
         double gnorm = grad_global_norm(t->m);
         if (!isfinite(loss) || !isfinite(gnorm)) {
-            tlm_error("step %d: the %s is %s; stopping without saving (the last checkpoint in %s is kept)",
-                      t->step + 1, isfinite(loss) ? "gradient norm" : "loss",
-                      isnan(isfinite(loss) ? gnorm : loss) ? "NaN" : "infinite", t->out_dir);
+            char *kept = run_latest(t->out_dir);
+            const char *what = isfinite(loss) ? "gradient norm" : "loss";
+            const char *value = isnan(isfinite(loss) ? gnorm : loss) ? "NaN" : "infinite";
+            if (kept)
+                tlm_error("step %d: the %s is %s; stopping without saving (the last checkpoint, %s, is kept)",
+                          t->step + 1, what, value, kept);
+            else
+                tlm_error("step %d: the %s is %s; stopping without saving (no checkpoint of this run has been "
+                          "saved yet, so %s holds none to resume from)",
+                          t->step + 1, what, value, t->out_dir);
+            free(kept);
             rc = 1;
             goto out;
         }
@@ -411,6 +432,7 @@ out:
 
 static void trainer_free(trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    if (t->lock_fd >= 0) close(t->lock_fd);
     dataset_free(&t->data);
     adamw_free(&t->opt);
     model_free(t->m);
@@ -425,13 +447,26 @@ static int finish(trainer *t, int rc) {
     return rc;
 }
 
+/* The learning-rate schedule in one line. A resume that extends the run keeps the cosine's
+ * end where it was (nanoGPT's lr_decay_iters) and trains the extra steps at min-lr. */
+static void print_schedule(const train_options *o) {
+    const optim_config *c = &o->opt;
+    fprintf(stderr, "learning rate: warmup %d steps to %g, cosine to %g at step %d", c->warmup_steps, c->lr, c->min_lr,
+            c->total_steps);
+    if (o->steps > c->total_steps) fprintf(stderr, ", then constant %g to step %d", c->min_lr, o->steps);
+    fprintf(stderr, "\n");
+}
+
 int train_new(const char *model_config_json, const train_options *o) {
-    trainer t = {.o = *o};
+    trainer t = {.o = *o, .lock_fd = -1};
     t.data_path = strdup(o->data_path);
     t.out_dir = strdup(o->out_dir);
     t.tokenizer_kind = strdup(o->tokenizer);
     t.o.opt.total_steps = o->steps;
     tlm_config cfg;
+    if (check_options(&t.o) || load_corpus(&t)) return finish(&t, 1);
+    /* the lock first: another process may be creating a run there right now */
+    if ((t.lock_fd = run_lock(o->out_dir)) < 0) return finish(&t, 1);
     char *latest = run_latest(o->out_dir);
     if (latest) {
         free(latest);
@@ -439,7 +474,7 @@ int train_new(const char *model_config_json, const train_options *o) {
                   o->out_dir, o->out_dir);
         return finish(&t, 1);
     }
-    if (check_options(&t.o) || load_corpus(&t)) return finish(&t, 1);
+    run_remove_stale(o->out_dir);
     /* the vocabulary comes from the tokenizer: write it into the config before building */
     cJSON *j = cJSON_Parse(model_config_json);
     if (!j) return tlm_error("model config: not valid JSON"), finish(&t, 1);
@@ -458,17 +493,28 @@ int train_new(const char *model_config_json, const train_options *o) {
         return finish(&t, 1);
     fprintf(stderr, "training %zu parameters on %zu tokens (%s tokenizer, vocab %d) for %d steps -> %s\n",
             t.m->n_params, t.n_tokens, t.tokenizer_kind, t.m->cfg.vocab_size, o->steps, o->out_dir);
+    print_schedule(&t.o);
     print_engine(t.m);
     return finish(&t, train_loop(&t));
 }
 
-int train_resume(const char *out_dir, const char *data_path) {
-    trainer t = {0};
+int train_resume(const char *out_dir, const char *data_path, int steps) {
+    trainer t = {.lock_fd = -1};
     t.out_dir = strdup(out_dir);
+    if (!is_directory(out_dir)) return tlm_error("%s: no such run directory", out_dir), finish(&t, 1);
+    if ((t.lock_fd = run_lock(out_dir)) < 0) return finish(&t, 1);
+    run_remove_stale(out_dir);
     char *ckpt = run_latest(out_dir);
     if (!ckpt) return finish(&t, 1);
     char *state_path = path_join(ckpt, "trainer.json"), *tok_path = path_join(ckpt, TLM_TOKENIZER_OWN_FILE);
     int rc = read_state(&t, state_path);
+    const int planned = t.o.steps;
+    if (!rc && steps > 0) {
+        if (steps <= t.step)
+            rc = tlm_error("--steps %d: the run in %s is already at step %d (%s); give a larger --steps to continue it",
+                           steps, out_dir, t.step, state_path);
+        t.o.steps = steps; /* the cosine decay keeps its end (o.opt.total_steps): see print_schedule */
+    }
     long opt_steps = t.opt.step;
     if (!rc) {
         t.data_path = strdup(data_path);
@@ -480,7 +526,12 @@ int train_resume(const char *out_dir, const char *data_path) {
     free(state_path), free(tok_path), free(ckpt);
     if (rc) return finish(&t, 1);
     t.opt.step = opt_steps;
-    fprintf(stderr, "resuming %s at step %d of %d\n", out_dir, t.step, t.o.steps);
+    if (t.o.steps != planned)
+        fprintf(stderr, "resuming %s at step %d, now to step %d (the run was planned for %d)\n", out_dir, t.step,
+                t.o.steps, planned);
+    else
+        fprintf(stderr, "resuming %s at step %d of %d\n", out_dir, t.step, t.o.steps);
+    print_schedule(&t.o);
     print_engine(t.m);
     return finish(&t, train_loop(&t));
 }

@@ -23,7 +23,10 @@ typedef struct {
  * already holds a run. Returns the process exit code (0 done, 1 error, 130/143 interrupted). */
 int train_new(const char *model_config_json, const train_options *o);
 /* Continues the run in out_dir from its latest checkpoint, with its saved options; the data
- * file must be the one it was trained on. */
-int train_resume(const char *out_dir, const char *data_path);
+ * file must be the one it was trained on. steps > 0 sets a new last step (it must be after
+ * the saved one): a finished run can be extended. The cosine decay still ends at the step
+ * the run was first planned for, and the steps past it train at min_lr (as nanoGPT's
+ * get_lr past lr_decay_iters). Both train_new and train_resume hold OUT/.lock for the run. */
+int train_resume(const char *out_dir, const char *data_path, int steps);
 
 #endif

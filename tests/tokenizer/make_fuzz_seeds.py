@@ -77,7 +77,10 @@ def llama2c_bin():
 
 
 def main():
-    outdir = sys.argv[1]
+    main_to(sys.argv[1])
+
+
+def main_to(outdir):
     os.makedirs(outdir, exist_ok=True)
     seeds = {
         "bytelevel.json": json.dumps(BYTELEVEL).encode(),

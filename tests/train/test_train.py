@@ -8,7 +8,12 @@
   uninterrupted run's);
 - a process killed (SIGKILL) in the middle of writing a checkpoint leaves the previous one
   loadable, and resuming from it still reproduces the uninterrupted run exactly;
-- SIGINT saves at the next step boundary and exits 130; a NaN stops the run naming the step;
+- one owner per run directory: a second train or --resume on a directory in use fails at once
+  naming it and the owner's pid, and the first run completes unaffected;
+- temp folders an interrupted save left behind are removed on the next start;
+- --resume --steps N extends a finished run (the extra steps at min-lr);
+- SIGINT saves at the next step boundary and exits 130; a NaN stops the run naming the step,
+  and says truthfully whether a checkpoint is kept;
 - bad input: clear message, non-zero exit, nothing existing overwritten;
 - generate: greedy is deterministic, a seed reproduces a sample, different seeds differ."""
 import argparse
@@ -118,10 +123,24 @@ def main():
                      env={"TLM_TEST_CRASH_IN_SAVE": "20"})
     check(rc == -signal.SIGKILL, "the process dies (SIGKILL) while writing the step-20 checkpoint", rc)
     check(latest_step(crash) == 10, "after the crash, latest still names the step-10 checkpoint")
+    stale = [n for n in os.listdir(crash) if n.startswith(".step-0000020.tmp-")]
+    check(len(stale) == 1 and os.path.isdir(os.path.join(crash, stale[0])),
+          "the crash left the half-written temp folder .step-0000020.tmp-*", os.listdir(crash))
     rc, out, err = run([T, "generate", "--model", crash, "-n", "20", "--temperature", "0"])
     check(rc == 0 and len(out) > 5, "the surviving checkpoint loads and generates", err)
     rc, _, err = run([T, "train", "--resume", crash, "--data", data])
     check(rc == 0, "resuming after the crash runs to the end", err)
+    check(stale and not os.path.exists(os.path.join(crash, stale[0])) and "removed " + os.path.join(crash, stale[0]) in err
+          and not [n for n in os.listdir(crash) if ".tmp" in n],
+          "the resume removed the stale temp folder (and said so)", err[-300:])
+    # a new run on a directory holding only leftovers of an interrupted first save
+    leftover = os.path.join(W, "leftover")
+    os.makedirs(os.path.join(leftover, ".step-0000005.tmp-Ab12Cd"))
+    open(os.path.join(leftover, ".step-0000005.tmp-Ab12Cd", "model.safetensors"), "w").write("half")
+    os.symlink("step-0000005", os.path.join(leftover, ".latest.tmp"))
+    rc, _, err = run([T, "train", "--data", data, "--out", leftover, "--steps", "3"] + small)
+    check(rc == 0 and sorted(n for n in os.listdir(leftover) if "tmp" in n) == [] and latest_step(leftover) == 3,
+          "a new run removes .step-*.tmp-* and .latest.tmp leftovers of its directory", err[-300:])
     if rc == 0 and rc1 == 0:
         A, C = raw_metric_lines(full), raw_metric_lines(crash)
         check(all(A[s] == C.get(s) for s in range(1, 31)), "…and reproduces the uninterrupted run exactly")
@@ -145,6 +164,46 @@ def main():
             ok &= rc == 0
     check(ok and os.path.islink(os.path.join(killed, "latest")), "kill -9 at random moments: latest always loads")
 
+    # ---- one owner per run directory --------------------------------------------------------------
+    own = os.path.join(W, "owner")
+    p = subprocess.Popen([T, "train", "--data", data, "--out", own, "--steps", "300", "--save-every", "50"] + small,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    wait_for(lambda: step_count(own) >= 1, 120)
+    still_running = p.poll() is None
+    rc, _, err = run([T, "train", "--data", data, "--out", own, "--steps", "10"] + small)
+    check(still_running and rc == 1 and own in err and "pid %d" % p.pid in err,
+          "a second train on a run directory in use fails, naming it and the owner's pid", err.strip())
+    rc, _, err2 = run([T, "train", "--resume", own, "--data", data])
+    check(rc == 1 and "pid %d" % p.pid in err2, "…and so does a --resume of it", err2.strip())
+    _, err = p.communicate(timeout=600)
+    steps = [m["step"] for m in metrics(own)]
+    check(p.returncode == 0 and steps == list(range(1, 301)) and latest_step(own) == 300,
+          "the first run is unaffected and completes its 300 steps", err.decode()[-300:])
+
+    # ---- --resume --steps N extends a finished run ----------------------------------------------------
+    ext = os.path.join(W, "extended")
+    rc, _, err = run([T, "train", "--data", data, "--out", ext, "--steps", "20"] + small + ["--warmup", "5"])
+    before = raw_metric_lines(ext) if rc == 0 else {}
+    check(rc == 0 and sorted(before) == list(range(1, 21)), "a 20-step run (warmup 5) finishes", err)
+    rc, _, err = run([T, "train", "--resume", ext, "--data", data, "--steps", "20"])
+    check(rc == 1 and "--steps 20" in err and "already at step 20" in err, "--resume --steps 20 of a finished 20-step run: refused",
+          err)
+    rc, _, err = run([T, "train", "--resume", ext, "--data", data, "--steps", "30"])
+    check(rc == 0 and "at step 20, now to step 30" in err and "cosine to 0.0001 at step 20, then constant 0.0001 to step 30" in err,
+          "--resume --steps 30 extends it; the banner gives the schedule", err[-400:])
+    if rc == 0:
+        E = raw_metric_lines(ext)
+        check(sorted(E) == list(range(1, 31)) and all(before[s] == E[s] for s in range(1, 21)) and latest_step(ext) == 30,
+              "…it continues from the saved step 20 and ends at step 30, the first 20 untouched")
+        check(all(abs(E[s]["lr"] - 1e-4) < 1e-9 for s in range(21, 31)), "…the added steps run at min-lr 1e-4",
+              [E[s]["lr"] for s in range(21, 31)])
+        state = json.load(open(os.path.join(ext, "latest", "trainer.json")))
+        check(state["options"]["steps"] == 30 and state["options"]["lr_decay_steps"] == 20,
+              "…trainer.json keeps the new total and where the cosine ended", state["options"])
+        rc, _, err = run([T, "train", "--resume", ext, "--data", data, "--steps", "32"])
+        check(rc == 0 and "cosine to 0.0001 at step 20, then constant 0.0001 to step 32" in err and latest_step(ext) == 32,
+              "…and a second extension keeps the cosine's end at step 20", err[-300:])
+
     # ---- SIGINT saves and exits ---------------------------------------------------------------------
     sig = os.path.join(W, "sigint")
     p = subprocess.Popen([T, "train", "--data", data, "--out", sig, "--steps", "100000", "--save-every", "100000"] + small,
@@ -161,6 +220,15 @@ def main():
                       "--warmup", "0", "--grad-clip", "0"] + small)
     check(rc == 1 and "step" in err and ("NaN" in err or "infinite" in err), "a NaN/Inf loss stops the run naming the step",
           err)
+    has_ckpt = os.path.islink(os.path.join(nan, "latest"))
+    check(("the last checkpoint, %s" % os.path.join(nan, "step-") in err) == has_ckpt and ("no checkpoint" in err) != has_ckpt,
+          "the NaN message says whether a checkpoint is kept, truthfully", err)
+    nan0 = os.path.join(W, "nan_first")
+    rc, _, err = run([T, "train", "--data", data, "--out", nan0, "--steps", "50", "--save-every", "1000", "--lr", "1e30",
+                      "--warmup", "0", "--grad-clip", "0"] + small)
+    check(rc == 1 and "no checkpoint of this run has been saved yet" in err and "kept" not in err
+          and not os.path.exists(os.path.join(nan0, "latest")),
+          "a NaN before the first checkpoint says that none exists", err)
     if os.path.islink(os.path.join(nan, "latest")):
         rc2, _, err2 = run([T, "generate", "--model", nan, "-n", "3", "--temperature", "0"])
         check(rc2 == 0, "the last good checkpoint stays loadable", err2)

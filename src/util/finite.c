@@ -1,0 +1,55 @@
+#include "finite.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+static int allow_nonfinite = 0;
+
+void tlm_set_allow_nonfinite(int allow) { allow_nonfinite = allow != 0; }
+int tlm_get_allow_nonfinite(void) { return allow_nonfinite; }
+
+#define EXP_MASK 0x7f800000u /* all exponent bits set: Inf or NaN */
+
+static int bad_bits(const float *p) {
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return (u & EXP_MASK) == EXP_MASK;
+}
+
+size_t tlm_first_nonfinite(const float *x, size_t n, size_t *count) {
+    if (count) *count = 0;
+    int any = 0;
+    /* a plain loop the compiler vectorizes: bit tests, an OR, no branch; threads only when
+     * the buffer is large enough to pay for them */
+#pragma omp parallel for schedule(static) reduction(| : any) if (n >= (1u << 18))
+    for (size_t i = 0; i < n; i++) any |= bad_bits(x + i);
+    if (!any) return n;
+    size_t first = n, k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (bad_bits(x + i)) {
+            if (first == n) first = i;
+            k++;
+        }
+    if (count) *count = k;
+    return first;
+}
+
+int tlm_check_finite(const float *x, size_t n, size_t base, const char *file, const char *tensor) {
+    size_t count;
+    size_t i = tlm_first_nonfinite(x, n, &count);
+    if (i == n) return 0;
+    const char *what = x[i] != x[i] ? "NaN" : x[i] > 0 ? "+Inf" : "-Inf";
+    if (allow_nonfinite) {
+        fprintf(stderr,
+                "tinylm: warning: %s: tensor '%s' holds %zu non-finite value%s (the first, at flat index %zu, is %s); "
+                "used anyway (--allow-nonfinite)\n",
+                file, tensor, count, count == 1 ? "" : "s", base + i, what);
+        return 1;
+    }
+    return tlm_error("%s: tensor '%s' holds %zu non-finite value%s (the first, at flat index %zu, is %s); "
+                     "refused (--allow-nonfinite accepts it)",
+                     file, tensor, count, count == 1 ? "" : "s", base + i, what);
+}
