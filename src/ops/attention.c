@@ -12,22 +12,34 @@
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
 void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap) {
+    /* separate loops, each without branches, so that every one vectorizes */
+    if (softcap > 0.0f)
+        for (int j = first; j <= last; j++) s[j] = softcap * tanh_inline(s[j] / softcap);
     float mx = -INFINITY, sum = 0.0f;
-    for (int j = first; j <= last; j++) {
-        if (softcap > 0.0f) s[j] = softcap * tanh_inline(s[j] / softcap);
-        mx = s[j] > mx ? s[j] : mx;
-    }
-    for (int j = 0; j < n; j++) {
-        if (j < first || j > last) {
-            s[j] = -INFINITY;
-            p[j] = 0.0f;
-        } else {
-            p[j] = exp_approx(s[j] - mx);
-            sum += p[j];
-        }
-    }
+#pragma omp simd reduction(max : mx)
+    for (int j = first; j <= last; j++) mx = s[j] > mx ? s[j] : mx;
+    for (int j = first; j <= last; j++) p[j] = exp_approx(s[j] - mx);
+#pragma omp simd reduction(+ : sum)
+    for (int j = first; j <= last; j++) sum += p[j];
     const float inv = 1.0f / sum;
     for (int j = first; j <= last; j++) p[j] *= inv;
+    for (int j = 0; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f; /* (p may be s: p last) */
+    for (int j = last + 1; j < n; j++) s[j] = -INFINITY, p[j] = 0.0f;
+}
+
+/* One row of dP [n] -> d(scaled q.k) in place: softmax backward over the visible keys
+ * first..last, then the soft-cap's (from the saved capped scores s), times the q.k scale;
+ * 0 elsewhere. Branch-free loops, so that they vectorize. */
+static void softmax_row_backward(float *d, const float *p, const float *s, int n, int first, int last, float cap,
+                                 float scale) {
+    float pdp = 0.0f;
+#pragma omp simd reduction(+ : pdp)
+    for (int j = first; j <= last; j++) pdp += p[j] * d[j];
+    for (int j = first; j <= last; j++) d[j] = p[j] * (d[j] - pdp) * scale;
+    if (cap > 0.0f)
+        for (int j = first; j <= last; j++) d[j] *= 1.0f - (s[j] / cap) * (s[j] / cap);
+    for (int j = 0; j < first; j++) d[j] = 0.0f;
+    for (int j = last + 1; j < n; j++) d[j] = 0.0f;
 }
 
 void attention_row(float *out, float *scores, const float *q, const float *keys, const float *values,
@@ -91,25 +103,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                 const float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
                 gemm(1, 0, T, hd, T, 1.0f, P, T, dout + qo, q_row, 1.0f, dvg, kv_row); /* dV += P^T dO */
                 gemm(0, 1, T, T, hd, 1.0f, dout + qo, q_row, vg, kv_row, 0.0f, dS, T); /* dP = dO V^T */
-                for (int t = 0; t < T; t++) {
-                    float *d = dS + (size_t)t * T;
-                    const float *p = P + (size_t)t * T, *s = S + (size_t)t * T;
-                    int first = attention_first_key(t, spec->window);
-                    float pdp = 0.0f;
-                    for (int j = first; j <= t; j++) pdp += p[j] * d[j];
-                    for (int j = 0; j < T; j++) {
-                        if (j < first || j > t) {
-                            d[j] = 0.0f;
-                            continue;
-                        }
-                        float ds = p[j] * (d[j] - pdp); /* softmax backward */
-                        if (cap > 0.0f) {
-                            float c = s[j] / cap;
-                            ds *= 1.0f - c * c; /* soft-cap backward, from the saved capped score */
-                        }
-                        d[j] = ds * spec->scale;
-                    }
-                }
+                for (int t = 0; t < T; t++)
+                    softmax_row_backward(dS + (size_t)t * T, P + (size_t)t * T, S + (size_t)t * T, T,
+                                         attention_first_key(t, spec->window), t, cap, spec->scale);
                 gemm(0, 0, T, hd, T, 1.0f, dS, T, kg, kv_row, 1.0f, dq + qo, q_row); /* dQ += dS K */
                 gemm(1, 0, T, hd, T, 1.0f, dS, T, q + qo, q_row, 1.0f, dkg, kv_row); /* dK += dS^T Q */
             }

@@ -7,11 +7,26 @@
 #include <stdint.h>
 #include <string.h>
 
+/* cond ? a : b on the bit patterns: no branch, so that gcc and clang vectorize the loops
+ * around it (a ternary on a NaN test becomes control flow that neither vectorizes) */
+static inline float select_bits(int cond, float a, float b) {
+    uint32_t ua, ub, mask = 0u - (uint32_t)(cond != 0);
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & mask) | (ub & ~mask);
+    float r;
+    memcpy(&r, &ua, sizeof r);
+    return r;
+}
+
 /* exp: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6 Taylor polynomial, times 2^n built
  * in the exponent bits. */
 static inline float exp_approx(float x_in) {
     /* NaN in, NaN out; the integer part below is computed from a clamped, non-NaN value */
-    float x = x_in != x_in ? 0.0f : (x_in < -87.0f ? -87.0f : (x_in > 88.0f ? 88.0f : x_in));
+    const int nan = x_in != x_in;
+    float x = x_in < -87.0f ? -87.0f : x_in;
+    x = x > 88.0f ? 88.0f : x;
+    x = select_bits(nan, 0.0f, x);
     /* n = round(x / ln2) by the 1.5 * 2^23 trick: plain arithmetic, so the loop vectorizes */
     float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693145752f - n * 1.42860677e-6f;
@@ -19,12 +34,13 @@ static inline float exp_approx(float x_in) {
     uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return x_in != x_in ? x_in : p * scale;
+    return select_bits(nan, x_in, p * scale);
 }
 
 /* tanh(x) = 1 - 2 / (e^{2x} + 1) */
 static inline float tanh_inline(float x) {
-    x = x < -10.0f ? -10.0f : (x > 10.0f ? 10.0f : x); /* tanh(10) rounds to 1 in float */
+    x = x < -10.0f ? -10.0f : x; /* tanh(10) rounds to 1 in float */
+    x = x > 10.0f ? 10.0f : x;
     return 1.0f - 2.0f / (exp_approx(2.0f * x) + 1.0f);
 }
 

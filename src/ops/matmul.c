@@ -67,11 +67,18 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
     if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, 1.0f, dinp, IC);    /* dout @ W */
     if (dweight) gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC); /* dout^T @ inp */
     if (dbias) {
+        /* column sums, a block of columns per task walking the rows in order: contiguous reads,
+         * and each column summed in row order whatever the thread count */
+        enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; o++) {
-            float s = 0.0f;
-            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-            dbias[o] += s;
+        for (int o0 = 0; o0 < OC; o0 += COLS) {
+            const int w = OC - o0 < COLS ? OC - o0 : COLS;
+            float acc[COLS] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *row = dout + (size_t)n * OC + o0;
+                for (int j = 0; j < w; j++) acc[j] += row[j];
+            }
+            for (int j = 0; j < w; j++) dbias[o0 + j] += acc[j];
         }
     }
 }

@@ -20,8 +20,6 @@
 #define TLM_X86_KERNELS 1
 #endif
 
-#define OB 4 /* output columns per step: OB * rows accumulators in flight */
-
 /* ---- plain C ---------------------------------------------------------------------------------- */
 
 static inline float w_at(const void *W, int bf16, size_t i) {
@@ -50,36 +48,34 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) static inline __m512 lo
     return _mm512_maskz_loadu_ps(m, (const float *)W + i);
 }
 
-/* rows is a compile-time constant at each call site below, so the accumulators stay in registers */
+/* One output at a time, reading its weight row front to back: each thread streams one
+ * contiguous range of W (its share of the output rows), which the hardware prefetcher follows
+ * at full bandwidth; reading several rows side by side makes several short streams (a row of
+ * bf16 weights is 1.5 KB for d = 768) that it does not. Two accumulators per input row hide
+ * the FMA latency. rows is a compile-time constant at each call site below, so the
+ * accumulators stay in registers. */
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) static inline void
 rows_avx512_n(float *y, const float *x, const void *W, int bf16, const int rows, int IC, int OC, int o0, int o1) {
-    int o = o0;
-    for (; o + OB <= o1; o += OB) {
-        __m512 acc[OB][MATVEC_MAX_ROWS];
-        for (int j = 0; j < OB; j++)
-            for (int n = 0; n < rows; n++) acc[j][n] = _mm512_setzero_ps();
-        for (int k = 0; k < IC; k += 16) {
-            __mmask16 m = IC - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (IC - k)) - 1);
-            __m512 xv[MATVEC_MAX_ROWS];
-            for (int n = 0; n < rows; n++) xv[n] = _mm512_maskz_loadu_ps(m, x + (size_t)n * IC + k);
-            for (int j = 0; j < OB; j++) {
-                __m512 w = load16(W, bf16, (size_t)(o + j) * IC + k, m);
-                for (int n = 0; n < rows; n++) acc[j][n] = _mm512_fmadd_ps(w, xv[n], acc[j][n]);
+    const int K32 = IC & ~31;
+    for (int o = o0; o < o1; o++) {
+        const size_t w0 = (size_t)o * IC;
+        __m512 acc[MATVEC_MAX_ROWS][2];
+        for (int n = 0; n < rows; n++) acc[n][0] = acc[n][1] = _mm512_setzero_ps();
+        int k = 0;
+        for (; k < K32; k += 32) {
+            const __m512 wa = load16(W, bf16, w0 + k, 0xffff), wb = load16(W, bf16, w0 + k + 16, 0xffff);
+            for (int n = 0; n < rows; n++) {
+                acc[n][0] = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x + (size_t)n * IC + k), acc[n][0]);
+                acc[n][1] = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x + (size_t)n * IC + k + 16), acc[n][1]);
             }
         }
-        for (int j = 0; j < OB; j++)
-            for (int n = 0; n < rows; n++) y[(size_t)n * OC + o + j] = _mm512_reduce_add_ps(acc[j][n]);
-    }
-    for (; o < o1; o++) {
-        __m512 acc[MATVEC_MAX_ROWS];
-        for (int n = 0; n < rows; n++) acc[n] = _mm512_setzero_ps();
-        for (int k = 0; k < IC; k += 16) {
-            __mmask16 m = IC - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (IC - k)) - 1);
-            __m512 w = load16(W, bf16, (size_t)o * IC + k, m);
+        for (; k < IC; k += 16) {
+            const __mmask16 m = IC - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (IC - k)) - 1);
+            const __m512 w = load16(W, bf16, w0 + k, m);
             for (int n = 0; n < rows; n++)
-                acc[n] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + (size_t)n * IC + k), acc[n]);
+                acc[n][0] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + (size_t)n * IC + k), acc[n][0]);
         }
-        for (int n = 0; n < rows; n++) y[(size_t)n * OC + o] = _mm512_reduce_add_ps(acc[n]);
+        for (int n = 0; n < rows; n++) y[(size_t)n * OC + o] = _mm512_reduce_add_ps(_mm512_add_ps(acc[n][0], acc[n][1]));
     }
 }
 
@@ -112,17 +108,26 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v) {
 
 __attribute__((target("avx2,fma"))) static inline void rows_avx2_n(float *y, const float *x, const void *W, int bf16,
                                                                    const int rows, int IC, int OC, int o0, int o1) {
-    const int K8 = IC & ~7;
+    const int K16 = IC & ~15, K8 = IC & ~7;
     for (int o = o0; o < o1; o++) {
-        __m256 acc[MATVEC_MAX_ROWS];
-        for (int n = 0; n < rows; n++) acc[n] = _mm256_setzero_ps();
-        for (int k = 0; k < K8; k += 8) {
-            __m256 w = load8(W, bf16, (size_t)o * IC + k);
-            for (int n = 0; n < rows; n++) acc[n] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + (size_t)n * IC + k), acc[n]);
+        const size_t w0 = (size_t)o * IC;
+        __m256 acc[MATVEC_MAX_ROWS][2];
+        for (int n = 0; n < rows; n++) acc[n][0] = acc[n][1] = _mm256_setzero_ps();
+        int k = 0;
+        for (; k < K16; k += 16) {
+            const __m256 wa = load8(W, bf16, w0 + k), wb = load8(W, bf16, w0 + k + 8);
+            for (int n = 0; n < rows; n++) {
+                acc[n][0] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x + (size_t)n * IC + k), acc[n][0]);
+                acc[n][1] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(x + (size_t)n * IC + k + 8), acc[n][1]);
+            }
+        }
+        for (; k < K8; k += 8) {
+            const __m256 w = load8(W, bf16, w0 + k);
+            for (int n = 0; n < rows; n++) acc[n][0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + (size_t)n * IC + k), acc[n][0]);
         }
         for (int n = 0; n < rows; n++) {
-            float s = hsum8(acc[n]);
-            for (int k = K8; k < IC; k++) s += x[(size_t)n * IC + k] * w_at(W, bf16, (size_t)o * IC + k);
+            float s = hsum8(_mm256_add_ps(acc[n][0], acc[n][1]));
+            for (int j = K8; j < IC; j++) s += x[(size_t)n * IC + j] * w_at(W, bf16, w0 + j);
             y[(size_t)n * OC + o] = s;
         }
     }
