@@ -14,8 +14,9 @@
 # at a time, at decode speed); tinylm's figure is its decode rate (tokens after the first).
 # Also printed: whether the greedy texts are identical (f32; bf16 weights change the numbers,
 # so their text is compared with tinylm's own f32 text only for the length), peak RSS, and the
-# share of the measured DRAM read bandwidth the weights stream takes (bytes of weights per
-# token x tokens/s).
+# share of the measured DRAM read bandwidth the weights stream takes (bytes of weights read
+# per token, as generate reports it, x tokens/s; above 100% part of the weights stayed in
+# the caches between tokens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -55,7 +56,7 @@ for shape in stories15M stories110M; do
   runc=$(echo "${rate[runc]}" | tr ' ' '\n' | grep . | median)
   for dt in f32 bf16; do
     t=$(echo "${rate[$dt]}" | tr ' ' '\n' | grep . | median)
-    mib=$(sed -n 's/.*(\([0-9.]*\) MiB of.*/\1/p' "$dir/$shape.$dt.err")
+    mib=$(sed -n 's/.*, \([0-9.]*\) MiB read per token.*/\1/p' "$dir/$shape.$dt.err")
     rss=$(($(cat "$dir/$shape.$dt.rss") / 1024))
     if [ $dt = f32 ]; then
       if cmp -s "$dir/$shape.runc.txt" "$dir/$shape.$dt.txt"; then same="identical to run.c"; else same="DIFFERS from run.c"; fi

@@ -17,10 +17,12 @@
 /* like run.c and llama.cpp: what the run took, on stderr so stdout stays the text */
 static void print_timings(const tlm_model *m, const gen_stats *st, double load_s) {
     fflush(stdout);
-    fprintf(stderr, "tinylm generate: load %.0f ms (%.1f MiB of %s weights); prompt %d tokens in %.1f ms (%.1f tok/s); "
-                    "generated %d tokens, %.2f ms per token after the first (%.2f tok/s); %d threads, %s, %s\n",
-            load_s * 1e3, model_weight_bytes(m) / 1048576.0, m->w16_mem ? "bf16" : "f32", st->n_prompt,
-            st->prefill_s * 1e3, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->n_generated,
+    fprintf(stderr,
+            "tinylm generate: load %.0f ms (%.1f MiB of %s weights, %.1f MiB read per token); prompt %d tokens in "
+            "%.1f ms (%.1f tok/s); generated %d tokens, %.2f ms per token after the first (%.2f tok/s); %d threads, "
+            "%s, %s\n",
+            load_s * 1e3, model_weight_bytes(m) / 1048576.0, m->w16_mem ? "bf16" : "f32", model_decode_bytes(m) / 1048576.0,
+            st->n_prompt, st->prefill_s * 1e3, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->n_generated,
             st->n_decoded ? st->decode_s * 1e3 / st->n_decoded : 0.0,
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()), gemm_backend_name());
@@ -59,7 +61,7 @@ int cmd_generate(int argc, char **argv) {
     if (prompt_file && !prompt_text) return cli_fail("generate");
     if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
-    tlm_model *m = model_load_dir(model_dir);
+    tlm_model *m = model_load_dir_mapped(model_dir);
     if (!m || cli_apply_dtype(m, dtype)) {
         model_free(m), free(prompt_text);
         return cli_fail("generate");

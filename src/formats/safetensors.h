@@ -68,6 +68,11 @@ const char *tlm_st_metadata(const tlm_safetensors *st, const char *key);
 size_t tlm_st_metadata_count(const tlm_safetensors *st);
 int tlm_st_metadata_at(const tlm_safetensors *st, size_t i, const char **key, const char **value);
 
+/* Hands the file mapping of a checkpoint that is one mapped file over to the caller, who
+ * must munmap(*base, *len) it; tensor data pointers into it stay valid after tlm_st_close.
+ * Returns 0, or -1 (nothing changes) for shards or an image held in memory. */
+int tlm_st_detach_mapping(tlm_safetensors *st, void **base, size_t *len);
+
 /* Converts an F32, F16 or BF16 tensor to float32 into dst[0 .. n_elems). Fails (with
  * the file, tensor and dtype in the message) for other dtypes or when n_elems is not
  * the tensor's element count. Conversions are exact. */

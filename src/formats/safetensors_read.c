@@ -503,6 +503,13 @@ int tlm_st_metadata_at(const tlm_safetensors *st, size_t i, const char **key, co
     return 0;
 }
 
+int tlm_st_detach_mapping(tlm_safetensors *st, void **base, size_t *len) {
+    if (!st || st->n_blobs != 1 || !st->blobs[0].mapped) return -1;
+    *base = st->blobs[0].base, *len = st->blobs[0].len;
+    st->blobs[0].mapped = 0, st->blobs[0].base = NULL; /* (free(NULL) at close) */
+    return 0;
+}
+
 int tlm_st_read_f32(const tlm_st_tensor *t, float *dst, size_t n_elems) {
     if (!tlm_dtype_is_float_weight(t->dtype))
         return tlm_error("%s: tensor '%.200s' has dtype %s, which cannot be read as float weights (need F32, F16 or "

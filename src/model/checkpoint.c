@@ -5,6 +5,7 @@
  * atomically (temp file, fsync, rename). */
 #include "checkpoint.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,33 @@
 #include "util/finite.h"
 #include "util/io.h"
 
-static int load_engine_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir) {
+/* The parameter buffer as it lies in the file, when it does: one file, every tensor F32 with
+ * its table shape, back to back in table order from a 4-byte aligned start (what
+ * model_save_dir writes). NULL otherwise. */
+static float *params_in_file(const tlm_model *m, const tlm_safetensors *st) {
+    const char *first = NULL;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *ti = &m->tensors[i];
+        const tlm_st_tensor *t = tlm_st_find(st, ti->name);
+        if (!t || t->dtype != TLM_DT_F32 || t->numel != ti->numel || t->ndim != ti->ndim ||
+            t->shape[0] != ti->shape[0] || (ti->ndim == 2 && t->shape[1] != ti->shape[1]))
+            return NULL;
+        if (i == 0) first = t->data;
+        if ((const char *)t->data != first + ti->offset * sizeof(float)) return NULL;
+    }
+    return first && (uintptr_t)first % sizeof(float) == 0 ? (float *)first : NULL;
+}
+
+/* mapped: use the file's pages as the parameters where params_in_file allows */
+static int load_engine_tensors(tlm_model *m, tlm_safetensors *st, const char *dir, int mapped) {
+    float *in_file = mapped ? params_in_file(m, st) : NULL;
+    void *base;
+    size_t len;
+    if (in_file && tlm_st_detach_mapping(st, &base, &len) == 0) model_use_mapped_params(m, in_file, base, len);
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
         int64_t shape[2] = {t->shape[0], t->shape[1]};
-        if (tlm_st_load_f32(st, t->name, t->ndim, shape, model_param(m, i)))
+        if (!m->file_map && tlm_st_load_f32(st, t->name, t->ndim, shape, model_param(m, i)))
             return tlm_error_prefix("%s", dir);
         if (tlm_check_finite(model_param(m, i), t->numel, 0, tlm_st_find(st, t->name)->file, t->name) < 0) return -1;
     }
@@ -59,16 +82,23 @@ tlm_tokenizer *model_load_tokenizer(const char *model_path) {
     return t;
 }
 
-static tlm_model *load_resolved(const char *dir);
+static tlm_model *load_resolved(const char *dir, int mapped);
 
 tlm_model *model_load_dir(const char *path) {
     char *dir = model_dir_resolve(path);
-    tlm_model *m = dir ? load_resolved(dir) : NULL;
+    tlm_model *m = dir ? load_resolved(dir, 0) : NULL;
     free(dir);
     return m;
 }
 
-static tlm_model *load_resolved(const char *dir) {
+tlm_model *model_load_dir_mapped(const char *path) {
+    char *dir = model_dir_resolve(path);
+    tlm_model *m = dir ? load_resolved(dir, 1) : NULL;
+    free(dir);
+    return m;
+}
+
+static tlm_model *load_resolved(const char *dir, int mapped) {
     if (is_llama2c_file(dir)) return llama2c_load(dir);
     if (!is_directory(dir)) return tlm_error("%s: not a directory (expected config.json + model.safetensors)", dir), NULL;
     char *cfg_path = path_join(dir, "config.json");
@@ -80,7 +110,7 @@ static tlm_model *load_resolved(const char *dir) {
     tlm_model *m = model_create(&cfg);
     if (!m) return NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
-    if (!st || load_engine_tensors(m, st, dir)) {
+    if (!st || load_engine_tensors(m, st, dir, mapped)) {
         tlm_st_close(st);
         model_free(m);
         return NULL;

@@ -7,6 +7,11 @@
 /* Loads DIR/config.json and the weights; dispatches to the Hugging Face family loaders for
  * any model_type other than "tinylm". NULL + tlm_error naming the file on failure. */
 tlm_model *model_load_dir(const char *dir);
+/* The same for inference: where the checkpoint file lays the parameters out exactly as the
+ * engine does (a tinylm checkpoint: one F32 safetensors file in table order), they stay in
+ * the read-only file mapping, shared with the page cache, instead of being copied. The model
+ * cannot be trained (model_alloc_grads refuses). Other formats load as model_load_dir. */
+tlm_model *model_load_dir_mapped(const char *dir);
 /* A training run directory (OUT with OUT/latest -> step-N) resolves to its latest
  * checkpoint; anything else to itself. malloc'd. */
 char *model_dir_resolve(const char *dir);

@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,7 +224,11 @@ void model_free(tlm_model *m) {
     if (!m) return;
     free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.layers);
     free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
-    free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->param_mem), free(m->grad_mem);
+    free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->grad_mem);
+    if (m->file_map)
+        munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
+    else
+        free(m->param_mem);
     free(m->w16_mem);
     free(m);
 }

@@ -125,6 +125,8 @@ typedef struct tlm_model {
     size_t n_params; /* floats in the buffer (a tied head is counted once) */
     float *param_mem;
     model_params p;
+    void *file_map;    /* param_mem points into this read-only file mapping (model_load_dir_mapped) */
+    size_t file_map_len;
     uint16_t *w16_mem; /* the matrices as bf16 after model_weights_to_bf16 (param_mem keeps the rest) */
     size_t n_bf16;     /* values in w16_mem */
     int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
@@ -173,6 +175,9 @@ int model_weights_to_bf16(tlm_model *m);
 double model_train_flops_per_token(const tlm_config *c, int T);
 /* Bytes the weights take in memory */
 size_t model_weight_bytes(const tlm_model *m);
+/* Bytes of weights one decoding step reads: all of them but the rows of the embedding table
+ * it does not look up (the whole table when it is also the head) and the learned positions */
+size_t model_decode_bytes(const tlm_model *m);
 
 /* Pieces of the block shared by the full forward (model.c), incremental decoding (decode.c)
  * and probes: the norm of the config's type, the attention spec and RoPE tables of layer l,
@@ -187,6 +192,11 @@ activation model_ffn_activation(const tlm_config *c);
 float model_embed_scale(const tlm_config *c);
 /* Makes the RoPE tables cover positions [0, len). */
 int model_ensure_rope(tlm_model *m, int len);
+
+/* Points param_mem at `params` (n_params floats laid out as the tensor table says), which
+ * lives in the read-only file mapping base[0..len) the model now owns, and frees the buffer
+ * it had. For inference: nothing may write the parameters afterwards. */
+void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len);
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }

@@ -3,6 +3,7 @@
  * the one contiguous buffer and points the named views (model_params) into it — for the
  * parameters and, with another base, for their gradients. */
 #include <math.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,7 +172,14 @@ tlm_model *model_create(const tlm_config *cfg) {
     return m;
 }
 
+void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len) {
+    free(m->param_mem);
+    m->param_mem = params, m->file_map = base, m->file_map_len = len;
+    bind_views(m, &m->p, m->param_mem);
+}
+
 int model_alloc_grads(tlm_model *m) {
+    if (m->file_map) return tlm_error("the model's weights are a read-only file mapping (inference only)");
     if (m->grad_mem) return 0;
     m->grad_mem = calloc(m->n_params, sizeof(float));
     if (!m->grad_mem) return tlm_error("out of memory allocating gradients (%zu floats)", m->n_params);
@@ -253,7 +261,11 @@ int model_weights_to_bf16(tlm_model *m) {
     /* The bf16 matrices are packed into the front of the f32 buffer itself, which then shrinks:
      * the peak stays at the f32 size. Going forward a block at a time is safe: a block's bf16
      * output ends before the next block's f32 input starts (2 bytes per value written, 4 read). */
-    uint16_t *packed = (uint16_t *)m->param_mem;
+    uint16_t *packed = m->file_map ? malloc((n16 ? n16 : 1) * sizeof(uint16_t)) : (uint16_t *)m->param_mem;
+    if (!packed) {
+        free(rest), free(block);
+        return tlm_error("out of memory converting the weights to bf16");
+    }
     size_t o16 = 0, o32 = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         tensor_info *t = &m->tensors[i];
@@ -272,8 +284,9 @@ int model_weights_to_bf16(tlm_model *m) {
         t->offset = o16, t->bf16 = 1, o16 += t->numel;
     }
     free(block);
-    uint16_t *w16 = realloc(packed, (n16 ? n16 : 1) * sizeof(uint16_t));
+    uint16_t *w16 = m->file_map ? packed : realloc(packed, (n16 ? n16 : 1) * sizeof(uint16_t));
     m->w16_mem = w16 ? w16 : packed; /* (a failed shrink keeps the larger block, still valid) */
+    if (m->file_map) munmap(m->file_map, m->file_map_len), m->file_map = NULL;
     m->param_mem = rest, m->n_params = n32, m->n_bf16 = n16;
     walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem};
     walk_tensors(&bind, &m->p);
@@ -281,6 +294,18 @@ int model_weights_to_bf16(tlm_model *m) {
 }
 
 size_t model_weight_bytes(const tlm_model *m) { return m->n_params * sizeof(float) + m->n_bf16 * sizeof(uint16_t); }
+
+size_t model_decode_bytes(const tlm_model *m) {
+    const tlm_config *c = &m->cfg;
+    size_t skipped = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        const size_t bytes = t->numel * (t->bf16 ? sizeof(uint16_t) : sizeof(float));
+        if (!strcmp(t->name, "pos_embed.weight") || (!strcmp(t->name, "embed.weight") && !c->tie_embeddings))
+            skipped += bytes;
+    }
+    return model_weight_bytes(m) - skipped;
+}
 
 double model_train_flops_per_token(const tlm_config *c, int T) {
     int n;

@@ -31,9 +31,9 @@ float act_grad(activation act, float x) { return act == ACT_SILU ? silu_grad(x) 
 #define FOR_ACT(act, BODY_SILU, BODY_GELU)                                                                             \
     do {                                                                                                               \
         if ((act) == ACT_SILU) {                                                                                       \
-            _Pragma("omp parallel for schedule(static)") for (size_t i = 0; i < n; i++) BODY_SILU;                    \
+            _Pragma("omp parallel for schedule(static) if(n > OMP_MIN_WORK)") for (size_t i = 0; i < n; i++) BODY_SILU;                    \
         } else {                                                                                                       \
-            _Pragma("omp parallel for schedule(static)") for (size_t i = 0; i < n; i++) BODY_GELU;                    \
+            _Pragma("omp parallel for schedule(static) if(n > OMP_MIN_WORK)") for (size_t i = 0; i < n; i++) BODY_GELU;                    \
         }                                                                                                              \
     } while (0)
 
@@ -61,13 +61,13 @@ void act_backward(float *dinp, const float *dout, const float *inp, size_t n, ac
 
 void softcap_forward(float *out, const float *inp, size_t n, float cap) {
     PROF_SCOPE("softcap_forward");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
     for (size_t i = 0; i < n; i++) out[i] = cap * tanh_inline(inp[i] / cap);
 }
 
 void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap) {
     PROF_SCOPE("softcap_backward");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
     for (size_t i = 0; i < n; i++) {
         float t = out[i] / cap;
         dinp[i] += dout[i] * (1.0f - t * t);
@@ -76,12 +76,12 @@ void softcap_backward(float *dinp, const float *dout, const float *out, size_t n
 
 void vec_add(float *out, const float *a, const float *b, size_t n) {
     PROF_SCOPE("vec_add");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void vec_acc(float *out, const float *a, size_t n) {
     PROF_SCOPE("vec_acc");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
     for (size_t i = 0; i < n; i++) out[i] += a[i];
 }

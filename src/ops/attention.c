@@ -47,6 +47,7 @@ void attention_row(float *out, float *scores, const float *q, const float *keys,
     for (int j = first_key; j < n_keys; j++) {
         const float *kj = keys + (size_t)j * kv_stride;
         float s = 0.0f;
+#pragma omp simd reduction(+ : s)
         for (int i = 0; i < head_dim; i++) s += q[i] * kj[i];
         scores[j] = s * scale;
     }

@@ -18,7 +18,7 @@ static void embed_row(float *o, const float *wte, const uint16_t *wte16, int tok
 
 static void embed_rows(float *out, const int *tokens, const float *wte, const uint16_t *wte16, const float *wpe,
                        float scale, int B, int T, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)B * T * C > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++)
         embed_row(out + (size_t)bt * C, wte, wte16, tokens[bt], wpe ? wpe + (size_t)(bt % T) * C : NULL, scale, C);
 }

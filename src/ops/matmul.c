@@ -45,7 +45,7 @@ const char *gemm_backend_name(void) {
 
 /* out [N,OC] += bias [OC] on every row */
 static void add_bias(float *out, const float *bias, int N, int OC) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * OC > OMP_MIN_WORK)
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
@@ -87,7 +87,7 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
     PROF_SCOPE("split_columns");
     int total = 0;
     for (int i = 0; i < parts; i++) total += widths[i];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * total > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *row = src + (size_t)n * total;
         for (int i = 0; i < parts; i++) {
@@ -101,7 +101,7 @@ void join_columns(float *dst, const float *const *src, const int *widths, int pa
     PROF_SCOPE("join_columns");
     int total = 0;
     for (int i = 0; i < parts; i++) total += widths[i];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * total > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float *row = dst + (size_t)n * total;
         for (int i = 0; i < parts; i++) {

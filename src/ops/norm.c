@@ -23,7 +23,7 @@ static float row_sum(const float *x, int C) {
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C, float eps) {
     PROF_SCOPE("layernorm_forward");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = row_sum(x, C) / C, v = 0.0f;
@@ -45,7 +45,7 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
                         const float *weight, const float *mean, const float *rstd, int N, int C) {
     PROF_SCOPE("layernorm_backward");
     /* dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * weight */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
         const float m = mean[n], r = rstd[n];
@@ -79,7 +79,7 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset, int N,
                      int C, float eps) {
     PROF_SCOPE("rmsnorm_forward");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float ss = 0.0f;
@@ -96,7 +96,7 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
                       float weight_offset, const float *rstd, int N, int C) {
     PROF_SCOPE("rmsnorm_backward");
     /* y = x r g: dx = r * (dy g - xhat * mean(dy g xhat)), xhat = x r */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
         const float r = rstd[n];

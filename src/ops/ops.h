@@ -9,12 +9,16 @@
  * - Statistics of norms are computed in float32 (and summed in double where a long sum
  *   would lose precision), eps is always inside the sqrt.
  * - No op allocates memory; scratch space comes from the caller.
+ * - Element-wise and row loops run on the OpenMP threads only above OMP_MIN_WORK elements:
+ *   below it (one decoding token) starting the team costs more than the work.
  */
 #ifndef TLM_OPS_H
 #define TLM_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define OMP_MIN_WORK 16384
 
 /* ---- matmul: the one place GEMMs happen (backend: CMake option TLM_GEMM, matmul.c) -------- */
 

@@ -10,7 +10,7 @@
 static void rotate(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
                    int n_heads, int head_dim, int pos0, float sign) {
     int half = head_dim / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)B * T * n_heads * head_dim > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
         int pos = pos0 + bt % T;
         const float *cs = cos_tab + (size_t)pos * half, *sn = sin_tab + (size_t)pos * half;
@@ -37,7 +37,7 @@ void rope_backward(float *dinp, const float *dout, const float *cos_tab, const f
     PROF_SCOPE("rope_backward");
     /* the transpose of a rotation is the rotation by -angle; accumulate into dinp */
     int half = head_dim / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if((size_t)B * T * n_heads * head_dim > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
         int pos = pos0 + bt % T;
         const float *cs = cos_tab + (size_t)pos * half, *sn = sin_tab + (size_t)pos * half;
