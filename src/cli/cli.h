@@ -96,5 +96,7 @@ char *cli_read_prompt_file(const char *path);
 /* --dtype auto|f32|bf16 for inference: bf16 keeps the matrices as bf16 (auto: when the
  * checkpoint stores them so). Returns 0, or -1 + tlm_error naming the value. */
 int cli_apply_dtype(struct tlm_model *m, const char *dtype);
+/* CLI_CONTINUE when dtype is auto, f32 or bf16; else a usage error of cmd (exit code 2) */
+int cli_check_dtype(const char *cmd, const char *dtype);
 
 #endif

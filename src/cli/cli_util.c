@@ -45,6 +45,11 @@ int cli_parse_ids(const char *option, const char *text, int allow_empty, int **i
     return 0;
 }
 
+int cli_check_dtype(const char *cmd, const char *dtype) {
+    if (!strcmp(dtype, "auto") || !strcmp(dtype, "f32") || !strcmp(dtype, "bf16")) return CLI_CONTINUE;
+    return cli_usage_error(cmd, "--dtype \"%s\" is not one of auto, f32, bf16", dtype);
+}
+
 int cli_apply_dtype(tlm_model *m, const char *dtype) {
     if (!strcmp(dtype, "f32")) return 0;
     if (!strcmp(dtype, "bf16") || (!strcmp(dtype, "auto") && m->stored_bf16)) return model_weights_to_bf16(m);

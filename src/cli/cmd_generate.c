@@ -56,6 +56,7 @@ int cmd_generate(int argc, char **argv) {
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir) return cli_usage_error("generate", "--model DIR is required");
+    if ((prc = cli_check_dtype("generate", dtype)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--prompt", "--prompt-file", NULL}))) return prc;
     char *prompt_text = prompt_file ? cli_read_prompt_file(prompt_file) : NULL;
     if (prompt_file && !prompt_text) return cli_fail("generate");

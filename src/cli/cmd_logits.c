@@ -42,6 +42,7 @@ int cmd_logits(int argc, char **argv) {
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir || !out) return cli_usage_error("logits", "--model DIR and --out FILE.npy are required");
+    if ((prc = cli_check_dtype("logits", dtype)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--ids", "--prompt", "--prompt-file", NULL}))) return prc;
     int *ids = NULL, rc = 0;
     size_t n = 0;

@@ -2,7 +2,10 @@
  * recomputation, for every architecture variant (placements, norms, GQA/MQA, sliding
  * window, learned positions, soft-caps): a prefill of 5 tokens, then one token at a time up
  * to 14, compared position by position with one forward over all 14.
- * Tolerance 1e-5 relative: BLAS may sum a 1-row product in another order than a 14-row one. */
+ * Tolerance 5e-5 relative to the largest logit: a 1-row product (matvec kernels) and a 14-row
+ * one (the GEMM library) sum in different orders, and these deliberately large weights (x10)
+ * amplify float32 rounding through the layers (measured worst: 4e-6 with oneDNN, 2e-5 with
+ * OpenBLAS 0.3.21). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +47,7 @@ int main(void) {
             max_err = fmax(max_err, fabs(full[j] - inc[j]));
             max_ref = fmax(max_ref, fabs(full[j]));
         }
-        int ok = !rc && refused && max_err <= 1e-5 * max_ref;
+        int ok = !rc && refused && max_err <= 5e-5 * max_ref;
         failures += !ok;
         printf("%-44s rel err %.1e %s\n", VARIANTS[i].name, max_err / max_ref, ok ? "ok" : "FAIL");
         kv_cache_free(kv);

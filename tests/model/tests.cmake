@@ -9,3 +9,7 @@ if(TLM_PYTHON)
   add_test(NAME test_nonfinite COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/model/test_nonfinite.py
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_nonfinite)
 endif()
+if(TLM_PYTHON)
+  add_test(NAME test_dtype COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/model/test_dtype.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_dtype)
+endif()
