@@ -10,6 +10,15 @@ function(tlm_c_test name)
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2")
 endfunction()
 
+# Helper for the Python tests of the `tinylm` program: SCRIPT --tinylm <program> --work <a fresh
+# folder in the build tree> (tests/cli/harness.py); nothing without /usr/bin/python3.
+function(tlm_cli_test name script)
+  if(TLM_PYTHON)
+    add_test(NAME ${name} COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/${script}
+             --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/${name})
+  endif()
+endfunction()
+
 file(GLOB TLM_TEST_AREAS RELATIVE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests/*/tests.cmake)
 list(SORT TLM_TEST_AREAS)
 foreach(part ${TLM_TEST_AREAS})

@@ -118,25 +118,26 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     const int with_loss = m->mode != MODEL_INFER_LAST;
     A->probs = with_loss ? take(a, N * V) : NULL;
     A->losses = with_loss ? take(a, N) : NULL;
-    /* backward scratch */
-    const int bw = !lean;
-    A->dres = bw ? take(a, (2 * (size_t)c->n_layers + 1) * N * d) : NULL;
-    A->dsum = bw ? take(a, N * d) : NULL;
-    A->df = bw ? take(a, N * d) : NULL;
-    A->du = bw ? take(a, N * d) : NULL;
-    A->dfinal = bw ? take(a, N * d) : NULL;
-    A->datt = bw ? take(a, N * qd) : NULL;
-    A->dq = bw ? take(a, N * qd) : NULL;
-    A->dq2 = bw ? take(a, N * qd) : NULL;
-    A->dk = bw ? take(a, N * kvd) : NULL;
-    A->dk2 = bw ? take(a, N * kvd) : NULL;
-    A->dv = bw ? take(a, N * kvd) : NULL;
-    A->dgate = bw ? take(a, N * f) : NULL;
-    A->dup = bw ? take(a, N * f) : NULL;
-    A->dhid = bw ? take(a, N * f) : NULL;
-    A->dlogits = bw ? take(a, N * V * (c->final_softcap > 0.0f ? 2 : 1)) : NULL; /* + the pre-cap gradient */
-    A->attn_scratch = bw ? take(a, (size_t)T * T * omp_get_max_threads()) : NULL;
-    A->dfused = bw ? take(a, N * fused) : NULL;
+    /* backward scratch: training layout only (an arena without memory hands out NULLs) */
+    arena none = {0};
+    arena *b = lean ? &none : a;
+    A->dres = take(b, (2 * (size_t)c->n_layers + 1) * N * d);
+    A->dsum = take(b, N * d);
+    A->df = take(b, N * d);
+    A->du = take(b, N * d);
+    A->dfinal = take(b, N * d);
+    A->datt = take(b, N * qd);
+    A->dq = take(b, N * qd);
+    A->dq2 = take(b, N * qd);
+    A->dk = take(b, N * kvd);
+    A->dk2 = take(b, N * kvd);
+    A->dv = take(b, N * kvd);
+    A->dgate = take(b, N * f);
+    A->dup = take(b, N * f);
+    A->dhid = take(b, N * f);
+    A->dlogits = take(b, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
+    A->attn_scratch = take(b, (size_t)T * T * omp_get_max_threads());
+    A->dfused = take(b, N * fused);
 }
 
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
