@@ -12,32 +12,32 @@
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
 void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap) {
-    /* separate loops, each without branches, so that every one vectorizes */
+    /* separate loops, each without branches and counting from 0 over the visible keys, so that
+     * gcc and clang vectorize every one */
+    float *vs = s + first, *vp = p + first;
+    const int m = last + 1 - first;
     if (softcap > 0.0f)
-        for (int j = first; j <= last; j++) s[j] = softcap * tanh_inline(s[j] / softcap);
-    float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-    for (int j = first; j <= last; j++) mx = s[j] > mx ? s[j] : mx;
-    for (int j = first; j <= last; j++) p[j] = exp_approx(s[j] - mx);
-#pragma omp simd reduction(+ : sum)
-    for (int j = first; j <= last; j++) sum += p[j];
-    const float inv = 1.0f / sum;
-    for (int j = first; j <= last; j++) p[j] *= inv;
+        for (int j = 0; j < m; j++) vs[j] = softcap * tanh_inline(vs[j] / softcap);
+    const float mx = max_lanes(vs, m);
+    for (int j = 0; j < m; j++) vp[j] = exp_approx(vs[j] - mx);
+    const float inv = 1.0f / dot_lanes(vp, NULL, m);
+    for (int j = 0; j < m; j++) vp[j] *= inv;
     for (int j = 0; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f; /* (p may be s: p last) */
     for (int j = last + 1; j < n; j++) s[j] = -INFINITY, p[j] = 0.0f;
 }
 
 /* One row of dP [n] -> d(scaled q.k) in place: softmax backward over the visible keys
  * first..last, then the soft-cap's (from the saved capped scores s), times the q.k scale;
- * 0 elsewhere. Branch-free loops, so that they vectorize. */
+ * 0 elsewhere. Branch-free loops from 0, so that they vectorize (as above). */
 static void softmax_row_backward(float *d, const float *p, const float *s, int n, int first, int last, float cap,
                                  float scale) {
-    float pdp = 0.0f;
-#pragma omp simd reduction(+ : pdp)
-    for (int j = first; j <= last; j++) pdp += p[j] * d[j];
-    for (int j = first; j <= last; j++) d[j] = p[j] * (d[j] - pdp) * scale;
+    float *vd = d + first;
+    const float *vp = p + first, *vs = s + first;
+    const int m = last + 1 - first;
+    const float pdp = dot_lanes(vp, vd, m);
+    for (int j = 0; j < m; j++) vd[j] = vp[j] * (vd[j] - pdp) * scale;
     if (cap > 0.0f)
-        for (int j = first; j <= last; j++) d[j] *= 1.0f - (s[j] / cap) * (s[j] / cap);
+        for (int j = 0; j < m; j++) vd[j] *= 1.0f - (vs[j] / cap) * (vs[j] / cap);
     for (int j = 0; j < first; j++) d[j] = 0.0f;
     for (int j = last + 1; j < n; j++) d[j] = 0.0f;
 }
@@ -46,10 +46,7 @@ void attention_row(float *out, float *scores, const float *q, const float *keys,
                    size_t kv_stride, int first_key, int n_keys, int head_dim, float scale, float softcap) {
     for (int j = first_key; j < n_keys; j++) {
         const float *kj = keys + (size_t)j * kv_stride;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int i = 0; i < head_dim; i++) s += q[i] * kj[i];
-        scores[j] = s * scale;
+        scores[j] = dot_lanes(q, kj, head_dim) * scale;
     }
     /* (in place: the probabilities overwrite the scores) */
     attention_softmax_row(scores, scores, n_keys, first_key, n_keys - 1, softcap);

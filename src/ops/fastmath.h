@@ -4,6 +4,7 @@
 #ifndef TLM_FASTMATH_H
 #define TLM_FASTMATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -42,6 +43,42 @@ static inline float tanh_inline(float x) {
     x = x < -10.0f ? -10.0f : x; /* tanh(10) rounds to 1 in float */
     x = x > 10.0f ? 10.0f : x;
     return 1.0f - 2.0f / (exp_approx(2.0f * x) + 1.0f);
+}
+
+/* Reductions over x[0..n) in 16 independent lanes, combined at the end: plain loops that gcc
+ * and clang both vectorize without an `omp simd` request (which clang must report as failed
+ * when it cannot honour it, as under the sanitizers). The order of the additions is fixed by n
+ * alone, so results do not depend on the thread count. */
+enum { FM_LANES = 16 };
+
+static inline float max_lanes(const float *x, int n) {
+    float lane[FM_LANES];
+    for (int k = 0; k < FM_LANES; k++) lane[k] = -INFINITY;
+    int j = 0;
+    for (; j + FM_LANES <= n; j += FM_LANES)
+        for (int k = 0; k < FM_LANES; k++) lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+    for (int k = 0; j + k < n; k++) lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+    float m = lane[0];
+    for (int k = 1; k < FM_LANES; k++) m = lane[k] > m ? lane[k] : m;
+    return m;
+}
+
+/* sum of a[i] * b[i] (b NULL: sum of a[i]) */
+static inline float dot_lanes(const float *a, const float *b, int n) {
+    float lane[FM_LANES] = {0};
+    int j = 0;
+    if (b) {
+        for (; j + FM_LANES <= n; j += FM_LANES)
+            for (int k = 0; k < FM_LANES; k++) lane[k] += a[j + k] * b[j + k];
+        for (int k = 0; j + k < n; k++) lane[k] += a[j + k] * b[j + k];
+    } else {
+        for (; j + FM_LANES <= n; j += FM_LANES)
+            for (int k = 0; k < FM_LANES; k++) lane[k] += a[j + k];
+        for (int k = 0; j + k < n; k++) lane[k] += a[j + k];
+    }
+    float s = 0.0f;
+    for (int k = 0; k < FM_LANES; k++) s += lane[k];
+    return s;
 }
 
 #endif
