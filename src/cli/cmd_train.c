@@ -23,7 +23,9 @@ static const char USAGE[] =
     "          --eval-every N --eval-batches N\n"
     "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
     "          --stop-at N (stop after step N with a checkpoint, as an interruption would)\n"
-    "          --profile (time per op and model FLOPs utilisation, printed at the end)\n\n"
+    "          --profile (time per op and model FLOPs utilisation, printed at the end)\n"
+    "parallel: mpirun -np N tinylm train ... trains data-parallel (each rank 1/N of every batch;\n"
+    "          --batch must be a multiple of N); --zero1 shards the AdamW moments across the ranks\n\n"
     "presets (nanogpt-baby is nanoGPT's CPU Shakespeare model, to compare with nanoGPT;\n"
     "llama-baby the same size with RMSNorm, RoPE and SwiGLU):\n";
 
@@ -62,7 +64,7 @@ int cmd_train(int argc, char **argv) {
             o = p->train;
         }
     const char *preset_arg = NULL;
-    int decay_embeddings = 0, profile = 0;
+    int decay_embeddings = 0, profile = 0, zero1 = 0;
     const double I = 0x7fffffff, F = 1e30;
     cli_opt opts[] = {
         /* the training settings first (N_TRAINING of them): none may be combined with --resume */
@@ -80,7 +82,7 @@ int cmd_train(int argc, char **argv) {
         {"--stop-at", CLI_INT, &o.stop_at, 0, I, 0}, {"--preset", CLI_STR, &preset_arg, 0, 0, 0},
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
         {"--data", CLI_STR, &data, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}, {"--set", CLI_LIST, &set_list, 0, 0, 0},
-        {"--profile", CLI_FLAG, &profile, 0, 0, 0},
+        {"--profile", CLI_FLAG, &profile, 0, 0, 0},      {"--zero1", CLI_FLAG, &zero1, 0, 0, 0},
     };
     enum { N_TRAINING = 20 };
     cli_command cmd = {"train", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, print_presets};
@@ -97,7 +99,7 @@ int cmd_train(int argc, char **argv) {
                                             "--preset, --config, --set, --out and training options other than "
                                             "--steps (a new last step) cannot be combined with it");
         }
-        return train_resume(resume, data, opts[0].given ? o.steps : 0); /* (--steps is checked positive above) */
+        return train_resume(resume, data, opts[0].given ? o.steps : 0, zero1); /* (--steps: checked positive) */
     }
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--preset", "--config", NULL}))) return prc;
     char *text = NULL;
@@ -120,6 +122,7 @@ int cmd_train(int argc, char **argv) {
     o.out_dir = out ? out : default_out;
     char *json = cJSON_PrintUnformatted(cfg);
     cJSON_Delete(cfg);
+    o.zero1 = zero1;
     rc = train_new(json, &o);
     free(json);
     return rc;

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "train/dist.h"
+#include "util/error.h"
 #include "util/finite.h"
 
 typedef struct {
@@ -68,5 +70,15 @@ int main(int argc, char **argv) {
         return c ? c->run(2, help_argv) : unknown(argv[2]);
     }
     const command *c = find(argv[1]);
-    return c ? c->run(argc - 1, argv + 1) : unknown(argv[1]);
+    if (!c) return unknown(argv[1]);
+    /* under mpirun: MPI is started once, here, for the commands that use the ranks */
+    if (dist_init(&argc, &argv)) return fprintf(stderr, "tinylm: %s\n", tlm_last_error()), 1;
+    if (dist_size() > 1 && strcmp(c->name, "train") != 0) {
+        if (dist_rank() == 0) fprintf(stderr, "tinylm %s: runs as one process; under mpirun only train uses the ranks\n", c->name);
+        dist_finalize();
+        return 2;
+    }
+    int rc = c->run(argc - 1, argv + 1);
+    dist_finalize();
+    return rc;
 }

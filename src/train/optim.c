@@ -25,6 +25,18 @@ int adamw_init(adamw *o, const tlm_model *m, const optim_config *cfg) {
         return tlm_error("out of memory for the optimizer state (%zu parameters)", m->n_params);
     }
     for (int i = 0; i < m->n_tensors; i++) o->decays[i] = (unsigned char)applies_decay(&m->tensors[i], cfg->decay_embeddings);
+    o->lo = 0, o->hi = m->n_params;
+    return 0;
+}
+
+int adamw_shard(adamw *o, size_t lo, size_t hi) {
+    const size_t n = hi - lo;
+    memmove(o->m, o->m + (lo - o->lo), n * sizeof(float));
+    memmove(o->v, o->v + (lo - o->lo), n * sizeof(float));
+    float *m = realloc(o->m, (n ? n : 1) * sizeof(float)), *v = realloc(o->v, (n ? n : 1) * sizeof(float));
+    if (m) o->m = m; /* (a failed shrink keeps the larger block, still valid) */
+    if (v) o->v = v;
+    o->lo = lo, o->hi = hi;
     return 0;
 }
 
@@ -68,11 +80,15 @@ void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) {
 #pragma omp parallel
     for (int t = 0; t < m->n_tensors; t++) {
         const tensor_info *ti = &m->tensors[t];
+        /* the part of the tensor in [lo, hi) */
+        const size_t a = ti->offset > o->lo ? ti->offset : o->lo;
+        const size_t b = ti->offset + ti->numel < o->hi ? ti->offset + ti->numel : o->hi;
+        if (a >= b) continue;
         const float decay = o->decays[t] ? 1.0f - lr * c->weight_decay : 1.0f;
-        float *p = m->param_mem + ti->offset, *g = m->grad_mem + ti->offset;
-        float *mm = o->m + ti->offset, *vv = o->v + ti->offset;
+        float *p = m->param_mem + a, *g = m->grad_mem + a, *mm = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
+        const size_t n = b - a;
 #pragma omp for schedule(static) nowait
-        for (size_t i = 0; i < ti->numel; i++) {
+        for (size_t i = 0; i < n; i++) {
             float gi = g[i] * clip;
             mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
             vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;

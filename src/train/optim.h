@@ -16,13 +16,18 @@ typedef struct {
 
 typedef struct {
     optim_config cfg;
-    float *m, *v;       /* first/second moments, one float per parameter */
+    float *m, *v;       /* first/second moments, one float per parameter of [lo, hi) */
+    size_t lo, hi;      /* the parameters this process updates: all, or its ZeRO-1 shard */
     unsigned char *decays; /* [n_tensors] 1 = apply weight decay */
     long step;          /* updates done */
 } adamw;
 
 int adamw_init(adamw *o, const tlm_model *m, const optim_config *cfg);
 void adamw_free(adamw *o);
+/* ZeRO-1: keep the moments of parameters [lo, hi) only (the caller's shard of the flat buffer;
+ * moments already loaded for all parameters are cut down to it). adamw_step then updates only
+ * those parameters; the caller gathers the others from their owners. */
+int adamw_shard(adamw *o, size_t lo, size_t hi);
 /* Clips the gradient, whose global L2 norm grad_norm the caller computed (once per step, with
  * grad_global_norm), to cfg.grad_clip (0 = off) and applies one AdamW update
  * with learning rate lr (PyTorch AdamW semantics: p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)). */

@@ -5,4 +5,5 @@ target_sources(tinylm PRIVATE
   src/train/generate.c
   src/train/run_dir.c
   src/train/presets.c
-  src/train/trainer.c)
+  src/train/trainer.c
+  src/train/dist.c)

@@ -7,6 +7,13 @@
  *       lr <- schedule(step); clip; AdamW
  *       every eval_every: validation loss on fixed batches
  *       metrics.jsonl, progress line; every save_every (and on SIGINT/SIGTERM): checkpoint
+ *
+ * Under mpirun (train/dist.h) each of the N ranks runs this same loop on 1/N of every global
+ * batch (the batch, its order and the data are the same for any N): the gradients (and the
+ * loss) are summed over the ranks before clipping, so every rank applies the same update —
+ * or, with ZeRO-1, updates its shard of the parameters and gathers the others. Rank 0 alone
+ * owns the run directory: the lock, metrics, progress and checkpoints (with the optimizer
+ * state gathered, so any N can resume any run).
  */
 #include "trainer.h"
 
@@ -23,6 +30,7 @@
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
+#include "train/dist.h"
 #include "train/generate.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
@@ -51,8 +59,12 @@ typedef struct {
     float last_val;
     double elapsed; /* seconds of training, summed over resumed sessions */
     int *inputs, *targets;
+    int quiet; /* another rank failed: this one exits without a message of its own */
     FILE *metrics;
     int lock_fd; /* holds OUT/.lock for the whole run (run_lock); -1 before */
+    int rank, size;  /* data parallel: this rank of N (0 of 1 without mpirun) */
+    int local_batch; /* rows of each global batch this rank computes */
+    size_t *shard;   /* ZeRO-1: rank r updates parameters [shard[r], shard[r+1]); NULL: all */
 } trainer;
 
 static uint64_t fnv1a(const char *p, size_t n) {
@@ -239,7 +251,28 @@ static int prepare(trainer *t) {
     t->inputs = malloc(sizeof(int) * o->batch * o->seq);
     t->targets = malloc(sizeof(int) * o->batch * o->seq);
     if (!t->inputs || !t->targets || model_alloc_grads(t->m)) return tlm_error("out of memory");
+    if (o->batch % t->size)
+        return tlm_error("--batch %d does not split over %d ranks: give a batch that is a multiple of the ranks",
+                         o->batch, t->size);
+    t->local_batch = o->batch / t->size;
+    if (o->zero1 && t->size > 1) {
+        if (!(t->shard = malloc(sizeof(size_t) * (t->size + 1)))) return tlm_error("out of memory");
+        for (int r = 0; r <= t->size; r++) t->shard[r] = t->m->n_params * (size_t)r / (size_t)t->size;
+    }
     return 0;
+}
+
+/* every rank learns whether any rank failed; a rank that did not fail itself stays quiet
+ * (the one that failed says why) */
+static int agree(trainer *t, int failed) {
+    int any = dist_max_int(failed != 0);
+    if (any && !failed) t->quiet = 1;
+    return any;
+}
+
+/* the rows of the global batch this rank computes */
+static const int *local_rows(const trainer *t, const int *batch) {
+    return batch + (size_t)t->rank * t->local_batch * t->o.seq;
 }
 
 static float validation_loss(trainer *t) {
@@ -247,17 +280,35 @@ static float validation_loss(trainer *t) {
     for (int k = 0; k < t->o.eval_batches; k++) {
         float loss = 0.0f;
         dataset_val_batch(&t->data, k, t->inputs, t->targets);
-        model_forward(t->m, t->inputs, t->targets, t->o.batch, t->o.seq, &loss);
+        model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, t->o.seq, &loss);
         sum += loss;
     }
-    return (float)(sum / t->o.eval_batches);
+    return (float)(dist_sum_double(sum) / t->size / t->o.eval_batches);
 }
 
+/* Every rank calls it: with ZeRO-1 the moments are gathered to rank 0 first, so the checkpoint
+ * holds the whole optimizer state whatever N saved it. Rank 0 writes. */
 static int save(trainer *t) {
-    char *state = state_json(t);
-    int rc = run_save(t->out_dir, t->step, t->m, t->tok, &t->opt, state);
-    free(state);
-    return rc;
+    adamw whole = t->opt;
+    int rc = 0;
+    if (t->shard) {
+        const size_t n = t->m->n_params;
+        whole.m = t->rank == 0 ? malloc(n * sizeof(float)) : NULL;
+        whole.v = t->rank == 0 ? malloc(n * sizeof(float)) : NULL;
+        rc = t->rank == 0 && (!whole.m || !whole.v) ? tlm_error("out of memory gathering the optimizer state") : 0;
+        if (!agree(t, rc)) {
+            dist_gather_shards(t->opt.m, whole.m, t->shard, 0);
+            dist_gather_shards(t->opt.v, whole.v, t->shard, 0);
+        }
+        whole.lo = 0, whole.hi = n;
+    }
+    if (!rc && t->rank == 0) {
+        char *state = state_json(t);
+        rc = run_save(t->out_dir, t->step, t->m, t->tok, &whole, state);
+        free(state);
+    }
+    if (t->shard) free(whole.m), free(whole.v);
+    return agree(t, rc);
 }
 
 /* metrics.jsonl keeps the lines of steps <= keep_step (a resumed run rewrites what follows) */
@@ -332,6 +383,18 @@ static void print_profile(const trainer *t, int steps, double seconds) {
             tlm_isa_name(tlm_cpu_isa()));
 }
 
+/* the gradient of the global batch: each rank's (already scaled by 1/N), summed over the ranks */
+static void allreduce_gradients(trainer *t) {
+    PROF_SCOPE("allreduce_gradients");
+    dist_sum_floats(t->m->grad_mem, t->m->n_params);
+}
+
+/* ZeRO-1: every rank updated its shard; each gets the others' */
+static void gather_parameters(trainer *t) {
+    PROF_SCOPE("allgather_parameters");
+    dist_allgather_shards(t->m->param_mem, t->shard);
+}
+
 static int train_loop(trainer *t) {
     train_options *o = &t->o;
     const int tty = isatty(STDERR_FILENO);
@@ -353,15 +416,19 @@ static int train_loop(trainer *t) {
         double loss_sum = 0.0;
         for (int micro = 0; micro < o->accum; micro++) {
             float loss = 0.0f;
+            /* every rank draws the same global batch and computes its rows of it */
             dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
-            if (model_forward(t->m, t->inputs, t->targets, o->batch, o->seq, &loss) ||
-                model_backward(t->m, 1.0f / o->accum)) {
+            if (agree(t, model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch,
+                                       o->seq, &loss) ||
+                             model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) {
                 rc = 1;
                 goto out;
             }
             loss_sum += loss;
         }
-        float loss = (float)(loss_sum / o->accum);
+        /* the mean over the global batch: sums over the ranks of per-rank means / N */
+        allreduce_gradients(t);
+        float loss = (float)(dist_sum_double(loss_sum) / t->size / o->accum);
         double gnorm = grad_global_norm(t->m);
         if (!isfinite(loss) || !isfinite(gnorm)) {
             char *kept = run_latest(t->out_dir);
@@ -380,6 +447,7 @@ static int train_loop(trainer *t) {
         }
         float lr = lr_at(&o->opt, t->step);
         adamw_step(&t->opt, t->m, lr, gnorm);
+        if (t->shard) gather_parameters(t);
         t->step++;
         double step_s = tlm_now_s() - t0;
         if (t->step > first_step + 2) profiled_steps++, profiled_s += step_s;
@@ -391,13 +459,17 @@ static int train_loop(trainer *t) {
             tlm_profiling = profiling;
         }
         t->elapsed = elapsed_before + (tlm_now_s() - session_start);
-        fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
-        if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
-        fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr, gnorm,
-                tokens_per_step / step_s, t->elapsed);
-        fflush(t->metrics);
-        if (tty || t->step % o->log_every == 0 || evaluated || t->step == o->steps)
-            progress(t, loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
+        if (t->rank == 0) {
+            fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
+            if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
+            fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr,
+                    gnorm, tokens_per_step / step_s, t->elapsed);
+            fflush(t->metrics);
+            if (tty || t->step % o->log_every == 0 || evaluated || t->step == o->steps)
+                progress(t, loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
+        }
+        /* a signal may reach the ranks at different steps: all stop at the first rank's */
+        stop_signal = dist_max_int(stop_signal);
         int stop_here = stop_signal || (o->stop_at > 0 && t->step == o->stop_at);
         if (t->step % o->save_every == 0 || t->step == o->steps || stop_here) {
             if (save(t)) {
@@ -406,13 +478,16 @@ static int train_loop(trainer *t) {
             }
         }
         if (stop_here) {
-            if (tty) fputc('\n', stderr);
-            fprintf(stderr, "stopped after step %d%s; checkpoint saved. Continue with: tinylm train --resume %s --data %s\n",
-                    t->step, stop_signal ? " (signal)" : "", t->out_dir, t->data_path);
+            if (tty && t->rank == 0) fputc('\n', stderr);
+            if (t->rank == 0)
+                fprintf(stderr,
+                        "stopped after step %d%s; checkpoint saved. Continue with: tinylm train --resume %s --data %s\n",
+                        t->step, stop_signal ? " (signal)" : "", t->out_dir, t->data_path);
             rc = stop_signal == SIGTERM ? 143 : stop_signal ? 130 : 0;
             goto out;
         }
     }
+    if (t->rank != 0) goto out;
     if (tty) fputc('\n', stderr);
     fprintf(stderr, "done: %d steps, validation loss %.4f, %.1f s; model in %s\n", t->step, t->last_val, t->elapsed,
             t->out_dir);
@@ -431,6 +506,7 @@ out:
 }
 
 static void trainer_free(trainer *t) {
+    free(t->shard);
     if (t->metrics) fclose(t->metrics);
     if (t->lock_fd >= 0) close(t->lock_fd);
     dataset_free(&t->data);
@@ -442,7 +518,12 @@ static void trainer_free(trainer *t) {
 }
 
 static int finish(trainer *t, int rc) {
-    if (rc == 1) fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
+    if (rc == 1 && !t->quiet) {
+        if (t->size > 1)
+            fprintf(stderr, "tinylm train (rank %d of %d): %s\n", t->rank, t->size, tlm_last_error());
+        else
+            fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
+    }
     trainer_free(t);
     return rc;
 }
@@ -457,24 +538,41 @@ static void print_schedule(const train_options *o) {
     fprintf(stderr, "\n");
 }
 
+/* Rank 0 owns the run directory: the lock first (another process may be creating a run there
+ * right now), then the check that it holds no run yet, and the cleanup of stale temp folders. */
+static int claim_new_run(trainer *t) {
+    if (t->rank != 0) return 0;
+    if ((t->lock_fd = run_lock(t->out_dir)) < 0) return -1;
+    char *latest = run_latest(t->out_dir);
+    if (latest) {
+        free(latest);
+        return tlm_error("%s already holds a training run; continue it with --resume %s, or choose another --out",
+                         t->out_dir, t->out_dir);
+    }
+    run_remove_stale(t->out_dir);
+    return 0;
+}
+
+/* the banner's data-parallel line (rank 0) */
+static void print_ranks(const trainer *t) {
+    if (t->size == 1 || t->rank != 0) return;
+    fprintf(stderr, "data parallel: %d ranks x %d threads, %d of the %d rows of each batch per rank", t->size,
+            omp_get_max_threads(), t->local_batch, t->o.batch);
+    if (t->shard)
+        fprintf(stderr, "; ZeRO-1: %.1f MiB of AdamW moments per rank instead of %.1f",
+                2.0 * (t->shard[1] - t->shard[0]) * sizeof(float) / 1048576.0,
+                2.0 * t->m->n_params * sizeof(float) / 1048576.0);
+    fprintf(stderr, "\n");
+}
+
 int train_new(const char *model_config_json, const train_options *o) {
-    trainer t = {.o = *o, .lock_fd = -1};
+    trainer t = {.o = *o, .lock_fd = -1, .rank = dist_rank(), .size = dist_size()};
     t.data_path = strdup(o->data_path);
     t.out_dir = strdup(o->out_dir);
     t.tokenizer_kind = strdup(o->tokenizer);
     t.o.opt.total_steps = o->steps;
     tlm_config cfg;
-    if (check_options(&t.o) || load_corpus(&t)) return finish(&t, 1);
-    /* the lock first: another process may be creating a run there right now */
-    if ((t.lock_fd = run_lock(o->out_dir)) < 0) return finish(&t, 1);
-    char *latest = run_latest(o->out_dir);
-    if (latest) {
-        free(latest);
-        tlm_error("%s already holds a training run; continue it with --resume %s, or choose another --out",
-                  o->out_dir, o->out_dir);
-        return finish(&t, 1);
-    }
-    run_remove_stale(o->out_dir);
+    if (agree(&t, check_options(&t.o) || load_corpus(&t)) || agree(&t, claim_new_run(&t))) return finish(&t, 1);
     /* the vocabulary comes from the tokenizer: write it into the config before building */
     cJSON *j = cJSON_Parse(model_config_json);
     if (!j) return tlm_error("model config: not valid JSON"), finish(&t, 1);
@@ -489,23 +587,31 @@ int train_new(const char *model_config_json, const train_options *o) {
     if (rc || !(t.m = model_create(&cfg))) return finish(&t, 1);
     model_init_weights(t.m, o->seed);
     rng_seed(&t.rng, o->seed);
-    if (prepare(&t) || adamw_init(&t.opt, t.m, &t.o.opt) || make_dirs(o->out_dir) || open_metrics(&t, 0))
-        return finish(&t, 1);
-    fprintf(stderr, "training %zu parameters on %zu tokens (%s tokenizer, vocab %d) for %d steps -> %s\n",
-            t.m->n_params, t.n_tokens, t.tokenizer_kind, t.m->cfg.vocab_size, o->steps, o->out_dir);
-    print_schedule(&t.o);
-    print_engine(t.m);
+    rc = prepare(&t) || adamw_init(&t.opt, t.m, &t.o.opt) ||
+         (t.shard && adamw_shard(&t.opt, t.shard[t.rank], t.shard[t.rank + 1])) ||
+         (t.rank == 0 && (make_dirs(o->out_dir) || open_metrics(&t, 0)));
+    if (agree(&t, rc)) return finish(&t, 1);
+    if (t.rank == 0) {
+        fprintf(stderr, "training %zu parameters on %zu tokens (%s tokenizer, vocab %d) for %d steps -> %s\n",
+                t.m->n_params, t.n_tokens, t.tokenizer_kind, t.m->cfg.vocab_size, o->steps, o->out_dir);
+        print_schedule(&t.o);
+        print_engine(t.m);
+        print_ranks(&t);
+    }
     return finish(&t, train_loop(&t));
 }
 
-int train_resume(const char *out_dir, const char *data_path, int steps) {
-    trainer t = {.lock_fd = -1};
+int train_resume(const char *out_dir, const char *data_path, int steps, int zero1) {
+    trainer t = {.lock_fd = -1, .rank = dist_rank(), .size = dist_size()};
     t.out_dir = strdup(out_dir);
-    if (!is_directory(out_dir)) return tlm_error("%s: no such run directory", out_dir), finish(&t, 1);
-    if ((t.lock_fd = run_lock(out_dir)) < 0) return finish(&t, 1);
-    run_remove_stale(out_dir);
+    int claimed = !is_directory(out_dir) ? tlm_error("%s: no such run directory", out_dir) : 0;
+    if (!claimed && t.rank == 0) { /* rank 0 owns the run directory */
+        claimed = (t.lock_fd = run_lock(out_dir)) < 0 ? -1 : 0;
+        if (!claimed) run_remove_stale(out_dir);
+    }
+    if (agree(&t, claimed)) return finish(&t, 1);
     char *ckpt = run_latest(out_dir);
-    if (!ckpt) return finish(&t, 1);
+    if (agree(&t, !ckpt)) return free(ckpt), finish(&t, 1);
     char *state_path = path_join(ckpt, "trainer.json"), *tok_path = path_join(ckpt, TLM_TOKENIZER_OWN_FILE);
     int rc = read_state(&t, state_path);
     const int planned = t.o.steps;
@@ -516,22 +622,29 @@ int train_resume(const char *out_dir, const char *data_path, int steps) {
         t.o.steps = steps; /* the cosine decay keeps its end (o.opt.total_steps): see print_schedule */
     }
     long opt_steps = t.opt.step;
+    t.o.zero1 = zero1; /* (a property of this session, not of the run) */
     if (!rc) {
         t.data_path = strdup(data_path);
         t.tok = tlm_tokenizer_load(tok_path);
         t.m = t.tok ? model_load_dir(ckpt) : NULL;
+        /* the checkpoint holds every moment: each rank keeps its shard of them */
         rc = !t.m || load_corpus(&t) || prepare(&t) || adamw_init(&t.opt, t.m, &t.o.opt) ||
-             run_load_optimizer(ckpt, &t.opt, t.m->n_params) || open_metrics(&t, t.step);
+             run_load_optimizer(ckpt, &t.opt, t.m->n_params) ||
+             (t.shard && adamw_shard(&t.opt, t.shard[t.rank], t.shard[t.rank + 1])) ||
+             (t.rank == 0 && open_metrics(&t, t.step));
     }
     free(state_path), free(tok_path), free(ckpt);
-    if (rc) return finish(&t, 1);
+    if (agree(&t, rc)) return finish(&t, 1);
     t.opt.step = opt_steps;
-    if (t.o.steps != planned)
-        fprintf(stderr, "resuming %s at step %d, now to step %d (the run was planned for %d)\n", out_dir, t.step,
-                t.o.steps, planned);
-    else
-        fprintf(stderr, "resuming %s at step %d of %d\n", out_dir, t.step, t.o.steps);
-    print_schedule(&t.o);
-    print_engine(t.m);
+    if (t.rank == 0) {
+        if (t.o.steps != planned)
+            fprintf(stderr, "resuming %s at step %d, now to step %d (the run was planned for %d)\n", out_dir, t.step,
+                    t.o.steps, planned);
+        else
+            fprintf(stderr, "resuming %s at step %d of %d\n", out_dir, t.step, t.o.steps);
+        print_schedule(&t.o);
+        print_engine(t.m);
+        print_ranks(&t);
+    }
     return finish(&t, train_loop(&t));
 }

@@ -17,6 +17,7 @@ typedef struct {
     optim_config opt;
     int stop_at;       /* > 0: stop after this step with a checkpoint, as if interrupted */
     int sample_tokens; /* > 0: print a sample of this many tokens at the end */
+    int zero1;         /* under mpirun: shard the AdamW moments across the ranks (ZeRO-1) */
 } train_options;
 
 /* A new run: model_config_json is a model_type "tinylm" config. Refuses an out_dir that
@@ -27,6 +28,6 @@ int train_new(const char *model_config_json, const train_options *o);
  * the saved one): a finished run can be extended. The cosine decay still ends at the step
  * the run was first planned for, and the steps past it train at min_lr (as nanoGPT's
  * get_lr past lr_decay_iters). Both train_new and train_resume hold OUT/.lock for the run. */
-int train_resume(const char *out_dir, const char *data_path, int steps);
+int train_resume(const char *out_dir, const char *data_path, int steps, int zero1);
 
 #endif

@@ -9,3 +9,13 @@ if(TLM_PYTHON)
            --tinylm $<TARGET_FILE:tinylm_cli>)
 endif()
 tlm_c_test(test_data_sampler tests/train/test_data_sampler.c)
+# data-parallel training: only where tinylm was built with MPI and mpirun is installed
+find_program(TLM_MPIRUN mpirun)
+if(TLM_PYTHON AND TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
+  add_test(NAME test_mpi COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_mpi.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
+           --work ${CMAKE_BINARY_DIR}/test_mpi)
+  # OpenMPI keeps its own allocations for the life of the process (LeakSanitizer would list them)
+  set_tests_properties(test_mpi PROPERTIES TIMEOUT 900
+                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/train/lsan-openmpi.supp")
+endif()
