@@ -22,6 +22,7 @@ static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "inspect --model DIR --prompt TEXT | --ids \"1 2\" [--json|--csv] [--plot F.svg]; inspect --grad --data FILE"},
     {"export", cmd_export, "export --model DIR|FILE.bin --out DIR2   as a Hugging Face directory (llama, gpt2) or tinylm"},
     {"tokenize", cmd_tokenize, "tokenize --tokenizer PATH --text TEXT | --decode \"ids\""},
+    {"sweep", cmd_sweep, "sweep --grid GRID.json --data FILE --out DIR   a grid of training runs (mpirun: one per rank)"},
 };
 
 enum { N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
@@ -73,8 +74,9 @@ int main(int argc, char **argv) {
     if (!c) return unknown(argv[1]);
     /* under mpirun: MPI is started once, here, for the commands that use the ranks */
     if (dist_init(&argc, &argv)) return fprintf(stderr, "tinylm: %s\n", tlm_last_error()), 1;
-    if (dist_size() > 1 && strcmp(c->name, "train") != 0) {
-        if (dist_rank() == 0) fprintf(stderr, "tinylm %s: runs as one process; under mpirun only train uses the ranks\n", c->name);
+    if (dist_size() > 1 && strcmp(c->name, "train") != 0 && strcmp(c->name, "sweep") != 0) {
+        if (dist_rank() == 0)
+            fprintf(stderr, "tinylm %s: runs as one process; under mpirun only train and sweep use the ranks\n", c->name);
         dist_finalize();
         return 2;
     }

@@ -12,17 +12,30 @@
 #include <mpi.h>
 #include <omp.h>
 
-static int initialised, rank, size = 1;
+static int initialised, world_rank, world_size = 1, rank, size = 1;
 
 int dist_available(void) { return 1; }
+
+void dist_solo(int on) {
+    rank = on ? 0 : world_rank;
+    size = on ? 1 : world_size;
+}
+
+void dist_barrier(void) {
+    if (world_size > 1) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int dist_world_rank(void) { return world_rank; }
+int dist_world_size(void) { return world_size; }
 
 int dist_init(int *argc, char ***argv) {
     /* only under mpirun: a plain run never touches MPI (no singleton start-up, no daemons) */
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")) return 0;
     if (MPI_Init(argc, argv) != MPI_SUCCESS) return tlm_error("MPI_Init failed");
     initialised = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    rank = world_rank, size = world_size;
     /* the ranks on one machine share its cores: without an explicit OMP_NUM_THREADS each takes
      * its share instead of all of them (N ranks x all cores threads would spin against each other) */
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -88,10 +101,6 @@ void dist_gather_shards(const float *mine, float *full, const size_t *lo, int ro
     free(counts);
 }
 
-void dist_abort(int code) {
-    if (initialised && size > 1) MPI_Abort(MPI_COMM_WORLD, code);
-}
-
 #else /* a build without MPI: one process */
 
 int dist_available(void) { return 0; }
@@ -115,5 +124,8 @@ void dist_gather_shards(const float *mine, float *full, const size_t *lo, int ro
     (void)root;
     memcpy(full, mine, sizeof(float) * lo[1]);
 }
-void dist_abort(int code) { (void)code; }
+void dist_solo(int on) { (void)on; }
+void dist_barrier(void) {}
+int dist_world_rank(void) { return 0; }
+int dist_world_size(void) { return 1; }
 #endif

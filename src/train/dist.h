@@ -30,7 +30,13 @@ void dist_broadcast(void *buf, size_t bytes, int root);
 void dist_allgather_shards(float *x, const size_t *lo);
 /* root receives every rank's shard x_r (floats lo[r]..lo[r+1]) into full [lo[size]] */
 void dist_gather_shards(const float *mine, float *full, const size_t *lo, int root);
-/* ends every rank (after a fatal error on one) */
-void dist_abort(int code);
+/* solo on: every rank behaves as a single process (rank 0 of 1) until solo off — how `sweep`
+ * gives each rank a training run of its own */
+void dist_solo(int on);
+/* waits for every rank (ignores solo) */
+void dist_barrier(void);
+/* this rank's number and the number of ranks, ignoring solo */
+int dist_world_rank(void);
+int dist_world_size(void);
 
 #endif

@@ -11,6 +11,17 @@ endif()
 tlm_c_test(test_data_sampler tests/train/test_data_sampler.c)
 # data-parallel training: only where tinylm was built with MPI and mpirun is installed
 find_program(TLM_MPIRUN mpirun)
+if(TLM_PYTHON)
+  set(_tlm_sweep_mpi "")
+  if(TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
+    set(_tlm_sweep_mpi --mpi)
+  endif()
+  add_test(NAME test_sweep COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_sweep.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
+           --work ${CMAKE_BINARY_DIR}/test_sweep ${_tlm_sweep_mpi})
+  set_tests_properties(test_sweep PROPERTIES TIMEOUT 600
+                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/train/lsan-openmpi.supp")
+endif()
 if(TLM_PYTHON AND TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
   add_test(NAME test_mpi COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_mpi.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
