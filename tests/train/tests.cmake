@@ -19,14 +19,11 @@ if(TLM_PYTHON)
   add_test(NAME test_sweep COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_sweep.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
            --work ${CMAKE_BINARY_DIR}/test_sweep ${_tlm_sweep_mpi})
-  set_tests_properties(test_sweep PROPERTIES TIMEOUT 600
-                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/train/lsan-openmpi.supp")
+  set_tests_properties(test_sweep PROPERTIES TIMEOUT 600)
 endif()
 if(TLM_PYTHON AND TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
   add_test(NAME test_mpi COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_mpi.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
            --work ${CMAKE_BINARY_DIR}/test_mpi)
-  # OpenMPI keeps its own allocations for the life of the process (LeakSanitizer would list them)
-  set_tests_properties(test_mpi PROPERTIES TIMEOUT 900
-                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/train/lsan-openmpi.supp")
+  set_tests_properties(test_mpi PROPERTIES TIMEOUT 900)
 endif()
