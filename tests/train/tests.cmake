@@ -22,8 +22,12 @@ if(TLM_PYTHON)
   set_tests_properties(test_sweep PROPERTIES TIMEOUT 600)
 endif()
 if(TLM_PYTHON AND TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
+  set(_tlm_mpi_quick "")
+  if(TLM_SANITIZE)
+    set(_tlm_mpi_quick --quick) # the same checks on fewer steps and ranks: instrumented runs are slow
+  endif()
   add_test(NAME test_mpi COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_mpi.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
-           --work ${CMAKE_BINARY_DIR}/test_mpi)
+           --work ${CMAKE_BINARY_DIR}/test_mpi ${_tlm_mpi_quick})
   set_tests_properties(test_mpi PROPERTIES TIMEOUT 900)
 endif()
