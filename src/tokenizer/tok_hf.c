@@ -197,7 +197,7 @@ static int load_merges(tlm_tokenizer *t, const cJSON *merges, const char *name) 
 
 /* ---- normalizer ------------------------------------------------------------------------------------ */
 
-static int add_norm(tlm_tokenizer *t, norm_type type, const char *a, const char *b, const char *name) {
+static int add_norm(tlm_tokenizer *t, tok_norm_kind type, const char *a, const char *b, const char *name) {
     tok_norm *p = realloc(t->norms, (size_t)(t->n_norms + 1) * sizeof *p);
     if (!p) return tlm_error("%s: out of memory", name);
     t->norms = p;
@@ -220,17 +220,17 @@ static int load_normalizer(tlm_tokenizer *t, const cJSON *n, const char *name, i
         cJSON_ArrayForEach(e, list) if (load_normalizer(t, e, name, depth + 1)) return -1;
         return 0;
     }
-    if (strcmp(type, "NFC") == 0) return add_norm(t, NORM_NFC, NULL, NULL, name);
+    if (strcmp(type, "NFC") == 0) return add_norm(t, TOK_NORM_NFC, NULL, NULL, name);
     if (strcmp(type, "Prepend") == 0) {
         const char *p = get_str(n, "prepend");
         if (!p || !is_utf8(p)) return tlm_error("%s: normalizer Prepend: \"prepend\" missing or not UTF-8", name);
-        return add_norm(t, NORM_PREPEND, p, NULL, name);
+        return add_norm(t, TOK_NORM_PREPEND, p, NULL, name);
     }
     if (strcmp(type, "Replace") == 0) {
         const char *pat = get_str(get(n, "pattern"), "String"), *content = get_str(n, "content");
         if (!pat || !content || !is_utf8(pat) || !is_utf8(content))
             return tlm_error("%s: normalizer Replace: only {\"String\": ...} patterns with a string \"content\" are supported", name);
-        return add_norm(t, NORM_REPLACE, pat, content, name);
+        return add_norm(t, TOK_NORM_REPLACE, pat, content, name);
     }
     return tlm_error("%s: normalizer type \"%s\" is not supported (NFC, Prepend, Replace, Sequence are)", name, type);
 }

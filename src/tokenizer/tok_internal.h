@@ -56,9 +56,10 @@ int tok_read_file(const char *path, char **data, size_t *len);
 /* ---- the tokenizer --------------------------------------------------------------------------- */
 typedef enum { TOK_BYTES, TOK_CHARS, TOK_LLAMA2C, TOK_BPE } tok_kind;
 
-/* Normalizer steps (tokenizer.json "normalizer"), applied in order. */
-typedef enum { NORM_NFC, NORM_PREPEND, NORM_REPLACE } norm_type;
-typedef struct { norm_type type; char *a, *b; size_t a_len, b_len; } tok_norm;
+/* Normalizer steps (tokenizer.json "normalizer"), applied in order (tok_norm_kind: unrelated to
+ * the model's norm_type). */
+typedef enum { TOK_NORM_NFC, TOK_NORM_PREPEND, TOK_NORM_REPLACE } tok_norm_kind;
+typedef struct { tok_norm_kind type; char *a, *b; size_t a_len, b_len; } tok_norm;
 
 /* Pre-tokenizer steps (tokenizer.json "pre_tokenizer"), applied in order to every piece. */
 typedef enum { PRE_SPLIT, PRE_BYTELEVEL, PRE_METASPACE } pre_type;

@@ -169,12 +169,12 @@ static int normalize(const tlm_tokenizer *t, const char *s, size_t n, tok_buf *o
         const tok_norm *st = &t->norms[k];
         tok_buf next = {0};
         int rc = 0;
-        if (st->type == NORM_NFC) {
+        if (st->type == TOK_NORM_NFC) {
             size_t l;
             char *r = tlm_nfc(cur.data, cur.len, &l);
             rc = !r || tok_buf_put(&next, r, l);
             free(r);
-        } else if (st->type == NORM_PREPEND) {
+        } else if (st->type == TOK_NORM_PREPEND) {
             rc = cur.len > 0 ? (tok_buf_put(&next, st->a, st->a_len) || tok_buf_put(&next, cur.data, cur.len))
                              : tok_buf_put(&next, "", 0);
         } else {
