@@ -189,6 +189,11 @@ attention_spec model_layer_attention(const tlm_config *c, int l);
 void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
 void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols);
 activation model_ffn_activation(const tlm_config *c);
+/* The head over rows h [R, d]: final norm (output and statistics in *fn) -> LM head -> final
+ * soft-cap into logits [R, V]; the logits before the cap go to logits_raw (NULL: capped in
+ * place). The forward's last step, and the logit lens's on any stage of the stream. */
+void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
+                        int R);
 float model_embed_scale(const tlm_config *c);
 /* Makes the RoPE tables cover positions [0, len). */
 int model_ensure_rope(tlm_model *m, int len);

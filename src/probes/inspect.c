@@ -142,19 +142,6 @@ static double softmax_prob(const float *x, int n, int id) {
     return exp((double)x[id] - mx) / s;
 }
 
-/* The model's own head (final norm, LM head, final soft-cap) applied to rows x [T, d]. */
-static void apply_head(const tlm_model *m, const float *x, int T, float *y, float *mean, float *rstd, float *logits) {
-    const tlm_config *c = &m->cfg;
-    const float *h = x;
-    if (c->final_norm) {
-        norm_acts na = {.y = y, .mean = mean, .rstd = rstd};
-        model_norm_forward(c, y, &na, &m->p.final_norm, x, T);
-        h = y;
-    }
-    matmul_forward(logits, h, m->p.lm_head, NULL, T, c->d_model, c->vocab_size);
-    if (c->final_softcap > 0.0f) softcap_forward(logits, logits, (size_t)T * c->vocab_size, c->final_softcap);
-}
-
 static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p) {
     const int T = r->T, d = m->cfg.d_model, V = m->cfg.vocab_size, K = r->top_k;
     float *y = malloc(sizeof(float) * T * d), *mean = malloc(sizeof(float) * T), *rstd = malloc(sizeof(float) * T);
@@ -172,7 +159,7 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p)
         point_name(name, sizeof name, 2 * k);
         const probe_tensor *x = need(p, name);
         if (!x) goto done;
-        apply_head(m, x->data, T, y, mean, rstd, logits);
+        model_head_forward(m, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, x->data, T);
         for (int i = 0; i < T; i++) {
             const float *row = logits + (size_t)i * V;
             top_k(row, V, 1, ids);
@@ -235,7 +222,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     const float *u = m->p.lm_head + (size_t)pred * d;
     for (int j = 0; j < d; j++) {
         double gain = 1.0;
-        if (c->final_norm) gain = m->p.final_norm.w[j] + (c->norm == NORM_RMSNORM_1P ? 1.0 : 0.0);
+        if (c->final_norm) gain = m->p.final_norm.w[j] + config_norm_offset(c);
         g[j] = (double)u[j] * gain;
     }
     const double scale = c->final_norm ? m->acts.final.rstd[pos] : 1.0;
