@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "decode.h"
-#include "probes/probe.h"
 #include "util/error.h"
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
@@ -556,12 +555,8 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
-#ifndef TLM_NO_PROBE_HOOKS /* (a build without the hooks, for bench/probe_overhead.sh) */
-    /* probes copy what they select out of m->acts once the pass is done: the pass itself is untouched */
-    if (m->probe && (A->lean ? tlm_error("probes need the model in training mode (every layer kept)")
-                                : probe_after_forward(m->probe, m)))
-        return -1;
-#endif
+    /* (a probe copies what it selects out of m->acts here: the pass itself is untouched) */
+    if (m->after_pass && m->after_pass(m->after_pass_user, m, 0)) return -1;
     return 0;
 }
 
@@ -598,9 +593,7 @@ int model_backward(tlm_model *m, float dloss) {
         sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
     }
     embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
-#ifndef TLM_NO_PROBE_HOOKS
-    if (m->probe && probe_after_backward(m->probe, m)) return -1;
-#endif
+    if (m->after_pass && m->after_pass(m->after_pass_user, m, 1)) return -1;
     return 0;
 }
 

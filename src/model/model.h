@@ -137,7 +137,11 @@ typedef struct tlm_model {
     int rope_len;
     activations acts;
     struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
-    struct tlm_probe *probe; /* attached: records selected tensors after each pass (src/probes/probe.h) */
+    /* attached (NULL = none): called when a forward (is_backward 0) or a backward (1) has finished,
+     * with everything it computed in acts / grad_mem; non-zero fails the pass. Probes attach here
+     * (src/probes/probe.h). */
+    int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
+    void *after_pass_user;
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large

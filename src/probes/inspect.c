@@ -306,7 +306,7 @@ int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_
         return tlm_error("inspect: position %d is out of range: the input has %d tokens (0..%d)", position, T, T - 1);
     if (top_k_n <= 0 || top_k_n > c->vocab_size)
         return tlm_error("inspect: top %d is out of range (1..vocab_size = %d)", top_k_n, c->vocab_size);
-    if (m->probe) return tlm_error("inspect: the model already has a probe attached");
+    if (m->after_pass) return tlm_error("inspect: the model already has a probe (an after-pass hook) attached");
     r->T = T, r->position = position, r->top_k = top_k_n, r->n_layers = c->n_layers, r->n_heads = c->n_heads;
     if (alloc_report(r, m, tokens)) return -1;
     tlm_probe *p = probe_create();
@@ -343,7 +343,7 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     memset(r, 0, sizeof *r);
     const tlm_config *c = &m->cfg;
     const int L = c->n_layers;
-    if (m->probe) return tlm_error("inspect: the model already has a probe attached");
+    if (m->after_pass) return tlm_error("inspect: the model already has a probe (an after-pass hook) attached");
     r->B = B, r->T = T, r->n_layers = L, r->n_tensors = m->n_tensors;
     r->dres = calloc((size_t)2 * L + 1, sizeof *r->dres);
     r->layer_attn = calloc((size_t)L, sizeof(double));
