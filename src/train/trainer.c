@@ -23,7 +23,7 @@
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
-#include "train/generate.h"
+#include "infer/generate.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
