@@ -9,6 +9,8 @@
  *   OUT_DIR/loss.npy [steps] (the mean over the micro-batches, as the trainer logs it),
  *   OUT_DIR/grad_norm.npy [steps] (before clipping), OUT_DIR/lr.npy [steps],
  *   OUT_DIR/params/<tensor>.npy (the weights after the last step). */
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,27 +21,39 @@
 #include "util/error.h"
 #include "util/io.h"
 
+/* the optimizer settings KEY=VALUE may set */
+static const struct {
+    const char *key;
+    size_t offset;
+    char type; /* f float, i int, b bool */
+} OPTIONS[] = {
+    {"lr", offsetof(optim_config, lr), 'f'},
+    {"min_lr", offsetof(optim_config, min_lr), 'f'},
+    {"beta1", offsetof(optim_config, beta1), 'f'},
+    {"beta2", offsetof(optim_config, beta2), 'f'},
+    {"eps", offsetof(optim_config, eps), 'f'},
+    {"weight_decay", offsetof(optim_config, weight_decay), 'f'},
+    {"grad_clip", offsetof(optim_config, grad_clip), 'f'},
+    {"warmup_steps", offsetof(optim_config, warmup_steps), 'i'},
+    {"total_steps", offsetof(optim_config, total_steps), 'i'},
+    {"decay_embeddings", offsetof(optim_config, decay_embeddings), 'b'},
+};
+
 static int set_option(optim_config *c, const char *arg) {
     const char *eq = strchr(arg, '=');
     char *end = NULL;
     if (!eq) return tlm_error("option %s: want KEY=VALUE", arg);
     const double v = strtod(eq + 1, &end);
     if (end == eq + 1 || *end) return tlm_error("option %s: not a number", arg);
-    const size_t n = (size_t)(eq - arg);
-#define KEY(k) (n == strlen(k) && !strncmp(arg, k, n))
-    if (KEY("lr")) c->lr = (float)v;
-    else if (KEY("min_lr")) c->min_lr = (float)v;
-    else if (KEY("beta1")) c->beta1 = (float)v;
-    else if (KEY("beta2")) c->beta2 = (float)v;
-    else if (KEY("eps")) c->eps = (float)v;
-    else if (KEY("weight_decay")) c->weight_decay = (float)v;
-    else if (KEY("grad_clip")) c->grad_clip = (float)v;
-    else if (KEY("warmup_steps")) c->warmup_steps = (int)v;
-    else if (KEY("total_steps")) c->total_steps = (int)v;
-    else if (KEY("decay_embeddings")) c->decay_embeddings = v != 0;
-    else return tlm_error("option %s: unknown key", arg);
-#undef KEY
-    return 0;
+    for (size_t i = 0; i < sizeof OPTIONS / sizeof OPTIONS[0]; i++) {
+        if (strlen(OPTIONS[i].key) != (size_t)(eq - arg) || strncmp(arg, OPTIONS[i].key, (size_t)(eq - arg))) continue;
+        char *field = (char *)c + OPTIONS[i].offset;
+        if (OPTIONS[i].type == 'f') *(float *)field = (float)v;
+        if (OPTIONS[i].type == 'i') *(int *)field = (int)v;
+        if (OPTIONS[i].type == 'b') *(bool *)field = v != 0;
+        return 0;
+    }
+    return tlm_error("option %s: unknown key", arg);
 }
 
 int main(int argc, char **argv) {
