@@ -1,6 +1,6 @@
-/* model.h — the engine's model: config -> parameters (one buffer, named views) ->
- * activations (one buffer, laid out per batch shape, only ever growing) -> forward / backward. Internal header; the
- * public API is include/tinylm.h. */
+/* model.h — the engine's model: config -> parameters (one buffer, named views) -> activations
+ * (one buffer, laid out again when the batch shape or the mode changes, reallocated only to
+ * grow) -> forward / backward. Internal header; the public API is include/tinylm.h. */
 #ifndef TLM_MODEL_H
 #define TLM_MODEL_H
 
