@@ -49,10 +49,6 @@ size_t tlm_utf8_encode(uint32_t cp, char *out); /* writes 1..4 bytes */
 /* Offset of the first invalid byte, or n when all of s is valid UTF-8. */
 size_t tlm_utf8_check(const char *s, size_t n);
 
-/* ---- file helpers ---------------------------------------------------------------------------- */
-/* Reads a whole file (NUL-terminated copy in *data). -1 + tlm_error naming the path. */
-int tok_read_file(const char *path, char **data, size_t *len);
-
 /* ---- the tokenizer --------------------------------------------------------------------------- */
 typedef enum { TOK_BYTES, TOK_CHARS, TOK_LLAMA2C, TOK_BPE } tok_kind;
 

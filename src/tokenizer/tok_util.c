@@ -1,10 +1,8 @@
-/* tok_util.c — small containers (byte buffer, int array, hash maps), UTF-8 helpers, file
- * reading and the GPT-2 byte <-> code point table used by the tokenizers. */
+/* tok_util.c — small containers (byte buffer, int array, hash maps), UTF-8 helpers and
+ * the GPT-2 byte <-> code point table used by the tokenizers. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,35 +269,6 @@ size_t tlm_utf8_check(const char *s, size_t n) {
         i += l;
     }
     return n;
-}
-
-/* ---- files -------------------------------------------------------------------------------------- */
-
-int tok_read_file(const char *path, char **data, size_t *len) {
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
-    tok_buf b = {0};
-    char chunk[1 << 16];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (tok_buf_put(&b, chunk, got)) {
-            fclose(f);
-            tok_buf_free(&b);
-            return tlm_error("%s: out of memory reading the file", path);
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        tok_buf_free(&b);
-        return tlm_error("%s: read error", path);
-    }
-    if (!b.data && tok_buf_put(&b, "", 0)) return tlm_error("%s: out of memory", path);
-    *data = b.data;
-    *len = b.len;
-    return 0;
 }
 
 /* ---- GPT-2 byte-level table ------------------------------------------------------------------ */

@@ -102,11 +102,6 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 static cJSON *parse_json(const char *data, size_t len, const char *name) {
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
@@ -130,10 +125,10 @@ static tlm_tokenizer *load_json_doc(cJSON *j, const char *name, const char *dir)
         cJSON *config = NULL;
         if (dir) {
             char *cpath = path_join(dir, "tokenizer_config.json");
-            if (cpath && is_file(cpath)) {
+            if (cpath && file_exists(cpath)) {
                 char *cdata;
                 size_t clen;
-                if (tok_read_file(cpath, &cdata, &clen)) {
+                if (!(cdata = read_text_file(cpath, &clen))) {
                     free(cpath);
                     return NULL;
                 }
@@ -154,7 +149,7 @@ static tlm_tokenizer *load_json_doc(cJSON *j, const char *name, const char *dir)
         char *bpe = path_join(dir, "vocab.bpe");
         tlm_tokenizer *t = NULL;
         if (!bpe) tlm_error("%s: out of memory", name);
-        else if (!is_file(bpe)) tlm_error("%s: a GPT-2 encoder.json needs vocab.bpe beside it (%s not found)", name, bpe);
+        else if (!file_exists(bpe)) tlm_error("%s: a GPT-2 encoder.json needs vocab.bpe beside it (%s not found)", name, bpe);
         else t = tok_load_gpt2(name, bpe);
         free(bpe);
         return t;
@@ -178,7 +173,7 @@ static tlm_tokenizer *load_bytes(const char *data, size_t len, const char *name,
 static tlm_tokenizer *load_file(const char *path) {
     char *data;
     size_t len;
-    if (tok_read_file(path, &data, &len)) return NULL;
+    if (!(data = read_text_file(path, &len))) return NULL;
     char *dir = dir_of(path);
     tlm_tokenizer *t = dir ? load_bytes(data, len, path, dir) : NULL;
     if (!dir) tlm_error("%s: out of memory", path);
@@ -198,7 +193,7 @@ tlm_tokenizer *tlm_tokenizer_load(const char *path) {
     for (size_t k = 0; k < sizeof candidates / sizeof *candidates; k++) {
         char *p = path_join(path, candidates[k]);
         if (!p) break;
-        if (is_file(p)) {
+        if (file_exists(p)) {
             tlm_tokenizer *t = load_file(p);
             free(p);
             return t;
