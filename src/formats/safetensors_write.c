@@ -5,6 +5,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/f16.h"
+#include "util/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -78,8 +79,8 @@ static int put_metadata(sbuf *b, const char *path, const char *metadata_json) {
             return -1;
         }
         size_t kl = strlen(kv->string), vl = strlen(kv->valuestring);
-        if (st_utf8_bad_offset((const unsigned char *)kv->string, kl) != kl ||
-            st_utf8_bad_offset((const unsigned char *)kv->valuestring, vl) != vl) {
+        if (tlm_utf8_check(kv->string, kl) != kl ||
+            tlm_utf8_check(kv->valuestring, vl) != vl) {
             tlm_error("%s: metadata entry '%.200s' is not valid UTF-8", path, kv->string);
             cJSON_Delete(m);
             return -1;
@@ -104,7 +105,7 @@ static int check_entry(const char *path, size_t i, const tlm_st_entry *e, size_t
     if (!e->name || !*e->name)
         return tlm_error("%s: tensor #%zu has no name", path, i);
     size_t len = strlen(e->name);
-    if (st_utf8_bad_offset((const unsigned char *)e->name, len) != len)
+    if (tlm_utf8_check(e->name, len) != len)
         return tlm_error("%s: tensor #%zu: name is not valid UTF-8", path, i);
     if (strcmp(e->name, "__metadata__") == 0)
         return tlm_error("%s: '__metadata__' is reserved and cannot name a tensor", path);

@@ -4,6 +4,7 @@
 #define TLM_TOK_INTERNAL_H
 
 #include "tokenizer/tokenizer.h"
+#include "util/utf8.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -38,16 +39,6 @@ int tok_pairmap_init(tok_pairmap *m, size_t expected);
 int tok_pairmap_put(tok_pairmap *m, int a, int b, int rank, int id); /* 0 new, 1 existed, -1 OOM */
 const tok_pairmap_slot *tok_pairmap_get(const tok_pairmap *m, int a, int b);
 void tok_pairmap_free(tok_pairmap *m);
-
-/* ---- UTF-8 ----------------------------------------------------------------------------------- */
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is invalid/truncated
- * (overlongs, surrogates and code points above U+10FFFF are invalid). */
-size_t tlm_utf8_valid_len(const char *s, size_t n);
-/* Decodes one code point from valid UTF-8; returns its length. */
-size_t tlm_utf8_decode(const char *s, size_t n, uint32_t *cp);
-size_t tlm_utf8_encode(uint32_t cp, char *out); /* writes 1..4 bytes */
-/* Offset of the first invalid byte, or n when all of s is valid UTF-8. */
-size_t tlm_utf8_check(const char *s, size_t n);
 
 /* ---- the tokenizer --------------------------------------------------------------------------- */
 typedef enum { TOK_BYTES, TOK_CHARS, TOK_LLAMA2C, TOK_BPE } tok_kind;
