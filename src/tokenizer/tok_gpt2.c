@@ -57,7 +57,7 @@ static int load_bpe(tlm_tokenizer *t, const char *path) {
     size_t lines = 1;
     for (size_t i = 0; i < len; i++) lines += data[i] == '\n';
     int rc = tok_pairmap_init(&t->merges, lines) ? tlm_error("%s: out of memory", path) : 0;
-    tok_buf tmp = {0};
+    tlm_buf tmp = {0};
     int rank = 0, line_no = 0;
     for (size_t i = 0; rc == 0 && i < len;) {
         size_t e = i;
@@ -77,7 +77,7 @@ static int load_bpe(tlm_tokenizer *t, const char *path) {
         }
         i = e + 1;
     }
-    tok_buf_free(&tmp);
+    tlm_buf_free(&tmp);
     free(data);
     return rc;
 }

@@ -4,15 +4,11 @@
 #define TLM_TOK_INTERNAL_H
 
 #include "tokenizer/tokenizer.h"
+#include "util/buf.h"
 #include "util/utf8.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* ---- growable byte buffer ---------------------------------------------------------------- */
-typedef struct { char *data; size_t len, cap; } tok_buf;
-int tok_buf_put(tok_buf *b, const void *p, size_t n); /* -1 when out of memory */
-void tok_buf_free(tok_buf *b);
 
 /* ---- growable int array --------------------------------------------------------------------- */
 typedef struct { int *data; size_t len, cap; } tok_ints;
@@ -20,7 +16,7 @@ int tok_ints_push(tok_ints *v, int x);
 int tok_ints_put(tok_ints *v, const int *p, size_t n);
 
 /* Appends s with every occurrence of a replaced by b (a empty: s unchanged). -1 on OOM. */
-int tok_replace_all(tok_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl);
+int tok_replace_all(tlm_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl);
 
 /* ---- string -> int hash map (keys are not copied: they must outlive the map) ------------- */
 typedef struct { const char *key; uint32_t len, hash; int32_t value; } tok_strmap_slot;
@@ -74,7 +70,7 @@ struct tlm_tokenizer {
     int bos, eos;              /* bos = what encode(add_bos=1) prepends; -1 = none */
     /* per id: the vocabulary string (what merges/lookups use) and the decoded bytes, each kept
      * in its own arena; t->vocab points into form_arena, so all forms are set before it is built */
-    tok_buf form_arena, text_arena;
+    tlm_buf form_arena, text_arena;
     size_t *form_off, *text_off;
     uint32_t *form_len, *text_len;
     tok_strmap vocab;          /* form -> id */
@@ -135,7 +131,7 @@ void tok_byte_tables(uint32_t byte_to_cp[256], int cp_to_byte[TOK_BYTE_CP_LIMIT]
 
 /* Shared by the tokenizer.json and GPT-2 loaders (tok_hf.c). */
 /* Adds the merge (a, b) with `rank`: a, b and a+b must be vocabulary forms. */
-int tok_add_merge(tlm_tokenizer *t, const char *a, size_t al, const char *b, size_t bl, int rank, tok_buf *tmp,
+int tok_add_merge(tlm_tokenizer *t, const char *a, size_t al, const char *b, size_t bl, int rank, tlm_buf *tmp,
                   const char *name, int index);
 /* Fills byte_id (byte-level) and fallback_id (<0xNN>) from the vocabulary. */
 void tok_setup_byte_ids(tlm_tokenizer *t);

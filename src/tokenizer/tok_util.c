@@ -1,4 +1,4 @@
-/* tok_util.c — small containers (byte buffer, int array, hash maps) and the GPT-2 byte <-> code point table used by the tokenizers. */
+/* tok_util.c — small containers (int array, hash maps, replace-all) and the GPT-2 byte <-> code point table used by the tokenizers. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
 
@@ -7,60 +7,32 @@
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 
-static int grow(void **data, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) {
-        if (c > ((size_t)-1) / 2 / elem) return -1;
-        c *= 2;
-    }
-    void *p = realloc(*data, c * elem);
-    if (!p) return -1;
-    *data = p;
-    *cap = c;
-    return 0;
-}
-
-int tok_buf_put(tok_buf *b, const void *p, size_t n) {
-    if (grow((void **)&b->data, &b->cap, b->len + n + 1, 1)) return -1;
-    if (n) memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-void tok_buf_free(tok_buf *b) {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
 int tok_ints_push(tok_ints *v, int x) {
-    if (grow((void **)&v->data, &v->cap, v->len + 1, sizeof(int))) return -1;
+    if (tlm_grow_array((void **)&v->data, &v->cap, v->len + 1, sizeof(int))) return -1;
     v->data[v->len++] = x;
     return 0;
 }
 
 int tok_ints_put(tok_ints *v, const int *p, size_t n) {
-    if (grow((void **)&v->data, &v->cap, v->len + n, sizeof(int))) return -1;
+    if (tlm_grow_array((void **)&v->data, &v->cap, v->len + n, sizeof(int))) return -1;
     if (n) memcpy(v->data + v->len, p, n * sizeof(int));
     v->len += n;
     return 0;
 }
 
-int tok_replace_all(tok_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl) {
+int tok_replace_all(tlm_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl) {
     size_t i = 0, from = 0;
-    if (al == 0) return tok_buf_put(out, s, n);
+    if (al == 0) return tlm_buf_put(out, s, n);
     while (i + al <= n) {
         if (memcmp(s + i, a, al) == 0) {
-            if (tok_buf_put(out, s + from, i - from) || tok_buf_put(out, b, bl)) return -1;
+            if (tlm_buf_put(out, s + from, i - from) || tlm_buf_put(out, b, bl)) return -1;
             i += al;
             from = i;
         } else {
             i++;
         }
     }
-    return tok_buf_put(out, s + from, n - from);
+    return tlm_buf_put(out, s + from, n - from);
 }
 
 /* ---- string map: open addressing, linear probing, FNV-1a ----------------------------------- */

@@ -26,20 +26,20 @@ tlm_tokenizer *tok_new(tok_kind kind, const char *kind_name, int vocab_size) {
     t->text_off = calloc(n, sizeof *t->text_off);
     t->form_len = calloc(n, sizeof *t->form_len);
     t->text_len = calloc(n, sizeof *t->text_len);
-    if (!t->form_off || !t->text_off || !t->form_len || !t->text_len || tok_buf_put(&t->form_arena, "", 0) ||
-        tok_buf_put(&t->text_arena, "", 0)) {
+    if (!t->form_off || !t->text_off || !t->form_len || !t->text_len || tlm_buf_put(&t->form_arena, "", 0) ||
+        tlm_buf_put(&t->text_arena, "", 0)) {
         tlm_tokenizer_free(t);
         return NULL;
     }
     return t;
 }
 
-static int put_arena(tok_buf *arena, const char *s, size_t n, size_t *off, uint32_t *len) {
+static int put_arena(tlm_buf *arena, const char *s, size_t n, size_t *off, uint32_t *len) {
     if (n > UINT32_MAX) return -1;
     *off = arena->len;
     *len = (uint32_t)n;
     /* keep a NUL after every string so a form can be printed in error messages */
-    if (tok_buf_put(arena, s, n) || tok_buf_put(arena, "", 1)) return -1;
+    if (tlm_buf_put(arena, s, n) || tlm_buf_put(arena, "", 1)) return -1;
     return 0;
 }
 
@@ -64,8 +64,8 @@ int tok_build_vocab(tlm_tokenizer *t, const char *name) {
 
 void tlm_tokenizer_free(tlm_tokenizer *t) {
     if (!t) return;
-    tok_buf_free(&t->form_arena);
-    tok_buf_free(&t->text_arena);
+    tlm_buf_free(&t->form_arena);
+    tlm_buf_free(&t->text_arena);
     free(t->form_off);
     free(t->text_off);
     free(t->form_len);
@@ -281,27 +281,27 @@ const char *tlm_tokenizer_piece(const tlm_tokenizer *t, int prev, int id, size_t
 }
 
 char *tlm_tokenizer_decode_len(const tlm_tokenizer *t, const int *ids, size_t n, size_t *out_len) {
-    tok_buf b = {0};
-    if (tok_buf_put(&b, "", 0)) goto oom;
+    tlm_buf b = {0};
+    if (tlm_buf_put(&b, "", 0)) goto oom;
     int prev = -1;
     for (size_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= t->vocab_size) {
             tlm_error("tokenizer: decode: id %d at position %zu is outside the vocabulary (size %d)", id, i, t->vocab_size);
-            tok_buf_free(&b);
+            tlm_buf_free(&b);
             return NULL;
         }
         if (id != t->bos && id != t->eos) {
             size_t pl;
             const char *p = tlm_tokenizer_piece(t, prev, id, &pl);
-            if (tok_buf_put(&b, p, pl)) goto oom;
+            if (tlm_buf_put(&b, p, pl)) goto oom;
         }
         prev = id;
     }
     if (out_len) *out_len = b.len;
     return b.data;
 oom:
-    tok_buf_free(&b);
+    tlm_buf_free(&b);
     tlm_error("tokenizer: decode: out of memory");
     return NULL;
 }
