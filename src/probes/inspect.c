@@ -343,7 +343,6 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     memset(r, 0, sizeof *r);
     const tlm_config *c = &m->cfg;
     const int L = c->n_layers;
-    if (m->after_pass) return tlm_error("inspect: the model already has a probe (an after-pass hook) attached");
     r->B = B, r->T = T, r->n_layers = L, r->n_tensors = m->n_tensors;
     r->dres = calloc((size_t)2 * L + 1, sizeof *r->dres);
     r->layer_attn = calloc((size_t)L, sizeof(double));
@@ -353,28 +352,15 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     r->tensors = calloc((size_t)m->n_tensors, sizeof *r->tensors);
     if (!r->dres || !r->layer_attn || !r->layer_ffn || !r->layer_norms || !r->layer_total || !r->tensors)
         return tlm_error("out of memory for the gradient report");
-    tlm_probe *p = probe_create();
-    if (!p || probe_select(p, "grad.layers.*.resid_*") || model_alloc_grads(m)) return probe_free(p), -1;
+    if (model_alloc_grads(m)) return -1;
     model_zero_grads(m);
-    probe_attach(p, m);
-    int rc = model_forward(m, tokens, targets, B, T, &r->loss);
-    if (!rc) rc = model_backward(m, 1.0f);
-    probe_detach(m);
-    for (int k = 0; !rc && k <= 2 * L; k++) {
-        char name[96];
-        if (k == 0)
-            snprintf(name, sizeof name, "grad.layers.0.resid_pre");
-        else
-            snprintf(name, sizeof name, "grad.layers.%d.%s", (k - 1) / 2, k % 2 ? "resid_mid" : "resid_post");
-        const probe_tensor *t = need(p, name);
-        if (!t) rc = -1;
-        else {
-            point_name(r->dres[k].name, sizeof r->dres[k].name, k);
-            r->dres[k].v.at = r->dres[k].v.mean = l2(t->data, t->numel);
-        }
+    if (model_forward(m, tokens, targets, B, T, &r->loss) || model_backward(m, 1.0f)) return -1;
+    /* the gradient at each point of the residual stream: the backward's own buffer, stage k */
+    const size_t Nd = (size_t)B * T * c->d_model;
+    for (int k = 0; k <= 2 * L; k++) {
+        point_name(r->dres[k].name, sizeof r->dres[k].name, k);
+        r->dres[k].v.at = r->dres[k].v.mean = l2(m->acts.dres + (size_t)k * Nd, Nd);
     }
-    probe_free(p);
-    if (rc) return -1;
     /* parameter gradients, grouped by layer and sublayer (squares summed, then the root) */
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
