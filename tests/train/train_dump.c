@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../case_io.h"
 #include "formats/npy.h"
 #include "model/checkpoint.h"
 #include "train/optim.h"
@@ -56,30 +57,19 @@ static int set_option(optim_config *c, const char *arg) {
     return tlm_error("option %s: unknown key", arg);
 }
 
-int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: train_dump CASE_DIR OUT_DIR KEY=VALUE...\n");
-        return 2;
-    }
-    const char *case_dir = argv[1], *out = argv[2];
+/* the whole run; 0, or -1 + tlm_error */
+static int train_dump(const char *case_dir, const char *out, int n_options, char **options) {
     char path[4096];
     tlm_npy tok = {0}, tgt = {0};
     adamw opt = {0};
     float *losses = NULL, *lrs = NULL, *norms = NULL;
     optim_config oc = {0};
-    int rc = 1;
+    int rc = -1;
     tlm_model *m = model_load_dir(case_dir);
     if (!m) goto fail;
-    for (int i = 3; i < argc; i++)
-        if (set_option(&oc, argv[i])) goto fail;
-    snprintf(path, sizeof path, "%s/tokens.npy", case_dir);
-    if (tlm_npy_read_as(path, TLM_DT_I32, &tok)) goto fail;
-    snprintf(path, sizeof path, "%s/targets.npy", case_dir);
-    if (tlm_npy_read_as(path, TLM_DT_I32, &tgt)) goto fail;
-    if (tok.ndim != 4 || tgt.ndim != 4 || memcmp(tok.shape, tgt.shape, 4 * sizeof tok.shape[0])) {
-        tlm_error("%s: tokens.npy and targets.npy must both be [steps, accum, B, T]", case_dir);
-        goto fail;
-    }
+    for (int i = 0; i < n_options; i++)
+        if (set_option(&oc, options[i])) goto fail;
+    if (case_read_batches(case_dir, 4, "[steps, accum, B, T]", &tok, &tgt)) goto fail;
     const int steps = (int)tok.shape[0], accum = (int)tok.shape[1], B = (int)tok.shape[2], T = (int)tok.shape[3];
     losses = calloc((size_t)steps, sizeof *losses);
     lrs = calloc((size_t)steps, sizeof *lrs);
@@ -119,11 +109,20 @@ int main(int argc, char **argv) {
     }
     rc = 0;
 fail:
-    if (rc) fprintf(stderr, "train_dump: %s\n", tlm_last_error());
     adamw_free(&opt);
     free(losses), free(lrs), free(norms);
     tlm_npy_free(&tok);
     tlm_npy_free(&tgt);
     model_free(m);
     return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: train_dump CASE_DIR OUT_DIR KEY=VALUE...\n");
+        return 2;
+    }
+    if (train_dump(argv[1], argv[2], argc - 3, argv + 3) == 0) return 0;
+    fprintf(stderr, "train_dump: %s\n", tlm_last_error());
+    return 1;
 }
