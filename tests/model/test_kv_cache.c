@@ -2,7 +2,10 @@
  * recomputation, for every architecture variant (placements, norms, GQA/MQA, sliding
  * window, learned positions, soft-caps): a prefill of 5 tokens, then one token at a time up
  * to 14, compared position by position with one forward over all 14.
- * Tolerance 1e-5 relative: BLAS may sum a 1-row product in another order than a 14-row one. */
+ * Tolerance 5e-5 relative (of the largest logit): a 1-row product (matvec kernels) sums in
+ * another order than a 14-row one (the GEMM backend); with weights x10 the norms amplify it:
+ * measured up to 5.1e-6 with oneDNN and 2.0e-5 with OpenBLAS (three variants over 1e-5: post
+ * norms, output norms, sliding window). A wrong position, cache slot or mask is off by O(1). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +47,7 @@ int main(void) {
             max_err = fmax(max_err, fabs(full[j] - inc[j]));
             max_ref = fmax(max_ref, fabs(full[j]));
         }
-        int ok = !rc && refused && max_err <= 1e-5 * max_ref;
+        int ok = !rc && refused && max_err <= 5e-5 * max_ref;
         failures += !ok;
         printf("%-44s rel err %.1e %s\n", VARIANTS[i].name, max_err / max_ref, ok ? "ok" : "FAIL");
         kv_cache_free(kv);
