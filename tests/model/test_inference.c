@@ -3,7 +3,8 @@
  *  - MODEL_INFER (one layer's activations reused, no backward scratch): logits bit-identical
  *    to MODEL_TRAIN, in less memory; backward refused afterwards.
  *  - MODEL_INFER_LAST + KV cache, prompt fed in two chunks (blocked attention through the cache)
- *    then one token at a time: each step's logits equal the full pass's row (1e-5 relative).
+ *    then one token at a time: each step's logits equal the full pass's row (5e-5 relative, as
+ *    test_kv_cache: another summation order; the unoptimised sanitizer build reaches 2.1e-5).
  *  - bf16 weights (model_weights_to_bf16) against the f32 path on the same bf16-rounded values:
  *    equal up to summation order (1e-5 relative for the full pass, which widens tiles for the
  *    same GEMM; 5e-5 for cached decoding, whose matvec and blocked attention sum in another
@@ -93,7 +94,7 @@ int main(void) {
         int rc = cached_logits(m, tok, got);
         double e2 = 0;
         for (int t = PREFILL - 1; t < T; t++) e2 = fmax(e2, rel_diff(got + (size_t)t * V, train + (size_t)t * V, V));
-        int ok2 = !rc && e2 <= 1e-5;
+        int ok2 = !rc && e2 <= 5e-5;
         printf("%-42s cached (chunked prefill, last logits): rel err %.1e %s\n", "", e2, ok2 ? "ok" : "FAIL");
 
         /* 3. bf16 weights vs the f32 path on the same rounded values */
