@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "formats/llama2c.h"
+#include "model/checkpoint.h"
 #include "model/model.h"
 #include "util/finite.h"
 

@@ -1,6 +1,7 @@
-/* llama2c.c — loading llama2.c version-0 checkpoints (layout in llama2c.h). The header is
- * untrusted: every field is range-checked and the file size must equal what the header
- * implies, computed without overflow, before anything is allocated. */
+/* llama2c.c — reading llama2.c version-0 checkpoints (layout in llama2c.h): the header as a
+ * config and the float arrays in file order (src/model/llama2c_load.c puts them into a
+ * model). The header is untrusted: every field is range-checked and the file size must equal
+ * what the header implies, computed without overflow, before anything is allocated. */
 #include "llama2c.h"
 
 #include <errno.h>
@@ -105,32 +106,29 @@ static void header_config(const l2c_header *h, tlm_config *c) {
     c->tie_embeddings = h->shared;
 }
 
-int llama2c_read_config(const char *path, tlm_config *cfg) {
+/* ---- reading the arrays --------------------------------------------------------------------- */
+
+int llama2c_open(llama2c_file *lf, const char *path, tlm_config *cfg) {
+    memset(lf, 0, sizeof *lf);
     FILE *f = fopen(path, "rb");
     if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
-    l2c_header h;
-    int rc = parse_header(path, f, &h);
-    fclose(f);
-    if (rc) return -1;
+    l2c_header h = {0};
+    if (parse_header(path, f, &h)) {
+        fclose(f);
+        return -1;
+    }
     header_config(&h, cfg);
-    return config_validate(cfg, path);
+    if (config_validate(cfg, path)) {
+        fclose(f);
+        return -1;
+    }
+    lf->f = f, lf->path = path;
+    return 0;
 }
 
-/* ---- reading the weights ------------------------------------------------------------------ */
-
-typedef struct {
-    FILE *f;
-    const char *path;
-    const char *field; /* the array being read (a layer's slice at a time) */
-    size_t field_off;  /* floats of it read so far: the flat index of the next one */
-    int field_warned;  /* a non-finite value in it was already reported (--allow-nonfinite) */
-} reader;
-
-/* reads n floats of array `what` (consecutive calls with one name read consecutive slices)
- * and checks them for NaN/Inf, reported with the index in the file's array */
-static int read_floats(reader *r, float *dst, size_t n, const char *what) {
-    if (fread(dst, sizeof(float), n, r->f) != n)
-        return tlm_error("%s: read error in %s: %s", r->path, what, ferror(r->f) ? strerror(errno) : "unexpected end");
+int llama2c_read_floats(llama2c_file *lf, float *dst, size_t n, const char *what) {
+    if (fread(dst, sizeof(float), n, lf->f) != n)
+        return tlm_error("%s: read error in %s: %s", lf->path, what, ferror(lf->f) ? strerror(errno) : "unexpected end");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -139,77 +137,30 @@ static int read_floats(reader *r, float *dst, size_t n, const char *what) {
         memcpy(&dst[i], &u, 4);
     }
 #endif
-    if (!r->field || strcmp(r->field, what) != 0) r->field = what, r->field_off = 0, r->field_warned = 0;
-    if (!r->field_warned) {
-        int c = tlm_check_finite(dst, n, r->field_off, r->path, what);
+    if (!lf->field || strcmp(lf->field, what) != 0) lf->field = what, lf->field_off = 0, lf->field_warned = 0;
+    if (!lf->field_warned) {
+        int c = tlm_check_finite(dst, n, lf->field_off, lf->path, what);
         if (c < 0) return -1;
-        r->field_warned = c > 0;
+        lf->field_warned = c > 0;
     }
-    r->field_off += n;
+    lf->field_off += n;
     return 0;
 }
 
-/* rows of one head: interleaved pairs (2b, 2b+1) -> halves (b, b + hs/2) */
-static void interleaved_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
-    const size_t row = (size_t)cols * sizeof(float);
-    for (int h = 0; h < n_heads; h++)
-        for (int b = 0; b < hs / 2; b++)
-            for (int a = 0; a < 2; a++)
-                memcpy(dst + ((size_t)h * hs + a * (hs / 2) + b) * cols, src + ((size_t)h * hs + 2 * b + a) * cols, row);
-}
-
-static int read_weights(reader *r, tlm_model *m, const l2c_header *h) {
-    model_params *p = &m->p;
-    const int d = h->dim, f = h->hidden, L = h->layers, hs = h->head_size;
-    const size_t qd = (size_t)h->heads * hs, kvd = (size_t)h->kv_heads * hs;
-    if (read_floats(r, p->embed, (size_t)h->vocab * d, "token_embedding_table")) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].attn_norm.w, d, "rms_att_weight")) return -1;
-    float *tmp = malloc(qd * d * sizeof(float));
-    if (!tmp) return tlm_error("%s: out of memory", r->path);
-    int rc = 0;
-    for (int l = 0; l < L && !rc; l++)
-        if (!(rc = read_floats(r, tmp, qd * d, "wq"))) interleaved_to_halves(p->layers[l].q.w, tmp, h->heads, hs, d);
-    for (int l = 0; l < L && !rc; l++)
-        if (!(rc = read_floats(r, tmp, kvd * d, "wk"))) interleaved_to_halves(p->layers[l].k.w, tmp, h->kv_heads, hs, d);
-    free(tmp);
-    if (rc) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].v.w, kvd * d, "wv")) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].o.w, (size_t)d * qd, "wo")) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].ffn_norm.w, d, "rms_ffn_weight")) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].gate.w, (size_t)f * d, "w1")) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].down.w, (size_t)d * f, "w2")) return -1;
-    for (int l = 0; l < L; l++)
-        if (read_floats(r, p->layers[l].up.w, (size_t)f * d, "w3")) return -1;
-    if (read_floats(r, p->final_norm.w, d, "rms_final_weight")) return -1;
-    /* freq_cis_real / freq_cis_imag: RoPE tables the engine recomputes */
-    if (fseeko(r->f, (off_t)h->seq_len * hs * (off_t)sizeof(float), SEEK_CUR) != 0)
-        return tlm_error("%s: seek past freq_cis failed: %s", r->path, strerror(errno));
-    if (!h->shared && read_floats(r, p->lm_head, (size_t)h->vocab * d, "wcls")) return -1;
+int llama2c_skip_floats(llama2c_file *lf, size_t n, const char *what) {
+    if (fseeko(lf->f, (off_t)n * (off_t)sizeof(float), SEEK_CUR) != 0)
+        return tlm_error("%s: seek past %s failed: %s", lf->path, what, strerror(errno));
     return 0;
 }
 
-tlm_model *llama2c_load(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno)), NULL;
-    l2c_header h;
-    tlm_config cfg;
-    tlm_model *m = NULL;
-    if (parse_header(path, f, &h) == 0) {
-        header_config(&h, &cfg);
-        if (config_validate(&cfg, path) == 0 && (m = model_create(&cfg)) != NULL) {
-            reader r = {.f = f, .path = path};
-            if (read_weights(&r, m, &h)) {
-                model_free(m);
-                m = NULL;
-            }
-        }
-    }
-    fclose(f);
-    return m;
+void llama2c_close(llama2c_file *lf) {
+    if (lf->f) fclose(lf->f);
+    lf->f = NULL;
+}
+
+int llama2c_read_config(const char *path, tlm_config *cfg) {
+    llama2c_file lf;
+    if (llama2c_open(&lf, path, cfg)) return -1;
+    llama2c_close(&lf);
+    return 0;
 }

@@ -9,20 +9,35 @@
  * [seq_len, hs/2] each (unused: RoPE is recomputed), and wcls [V, dim] when untied.
  * hs = dim / n_heads. The file size must match the header exactly.
  *
- * The model is a Llama: RMSNorm (eps 1e-5), RoPE (theta 10000), SwiGLU with w1 = gate,
- * w3 = up, w2 = down. llama2.c rotates interleaved pairs (2i, 2i+1) of each head while the
- * engine rotates halves (i, i + hs/2), so the rows of wq and wk are permuted within each head
- * at load time (the permutation Hugging Face's Llama conversion applies); the attention
- * scores are then exactly those of run.c. */
+ * This file reads the format; src/model/llama2c_load.c (llama2c_load, model/checkpoint.h)
+ * builds the model from it. */
 #ifndef TLM_LLAMA2C_H
 #define TLM_LLAMA2C_H
 
-#include "model/model.h"
+#include <stddef.h>
+#include <stdio.h>
+
+#include "model/config.h"
 
 /* Reads and validates only the header (and the file size) as an engine config. */
 int llama2c_read_config(const char *path, tlm_config *cfg);
 
-/* Loads the checkpoint. NULL + tlm_error naming the file and the field on failure. */
-tlm_model *llama2c_load(const char *path);
+/* An open checkpoint, read array by array in file order. */
+typedef struct {
+    FILE *f;
+    const char *path;
+    const char *field; /* the array being read (a layer's slice at a time) */
+    size_t field_off;  /* floats of it read so far: the flat index of the next one */
+    int field_warned;  /* a non-finite value in it was already reported (--allow-nonfinite) */
+} llama2c_file;
+
+/* Opens path and reads its header as *cfg (validated, file size checked). -1 + tlm_error. */
+int llama2c_open(llama2c_file *lf, const char *path, tlm_config *cfg);
+/* Reads the next n floats, of array `what` (consecutive calls with one name read consecutive
+ * slices of it), checked for NaN/Inf, reported with the index in that array. */
+int llama2c_read_floats(llama2c_file *lf, float *dst, size_t n, const char *what);
+/* Skips the next n floats (of array `what`, for the message). */
+int llama2c_skip_floats(llama2c_file *lf, size_t n, const char *what);
+void llama2c_close(llama2c_file *lf);
 
 #endif

@@ -35,7 +35,4 @@ int st_add_file(tlm_safetensors *st, const char *path);
 /* Sorts the name index and rejects a name that occurs twice (in one file or two). */
 int st_finish(tlm_safetensors *st);
 
-/* Offset of the first byte of s[0..n) that is not valid UTF-8, or n. */
-size_t st_utf8_bad_offset(const unsigned char *s, size_t n);
-
 #endif

@@ -4,6 +4,7 @@
 
 #include "util/error.h"
 #include "util/f16.h"
+#include "util/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -56,40 +57,6 @@ void tlm_st_close(tlm_safetensors *st) {
 }
 
 /* ---- small checks ------------------------------------------------------------------ */
-
-/* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code points
- * above U+10FFFF included), or n when all is well. */
-size_t st_utf8_bad_offset(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        unsigned cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xc2 && c <= 0xdf) {
-            len = 2, cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            len = 3, cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            len = 4, cp = c & 0x07;
-        } else {
-            return i;
-        }
-        if (n - i < len)
-            return i;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-            return i;
-        i += len;
-    }
-    return n;
-}
 
 /* A JSON number that is a non-negative integer small enough to be exact in a double. */
 static int json_uint(const cJSON *v, uint64_t *out) {
@@ -294,7 +261,7 @@ static int parse_blob(tlm_safetensors *st, size_t b) {
     const char *json = (const char *)bytes + 8;
     if (hlen < 2 || json[0] != '{')
         return tlm_error("%s: header does not start with '{'", file);
-    size_t bad = st_utf8_bad_offset((const unsigned char *)json, (size_t)hlen);
+    size_t bad = tlm_utf8_check(json, (size_t)hlen);
     if (bad != hlen)
         return tlm_error("%s: header is not valid UTF-8 (byte %zu)", file, bad);
     const char *end = NULL;

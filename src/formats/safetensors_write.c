@@ -5,72 +5,45 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/f16.h"
+#include "util/buf.h"
+#include "util/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A growing text buffer; `oom` makes every later append a no-op. */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n) {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void put_u64(sbuf *b, unsigned long long v) {
+static void put_u64(tlm_buf *b, unsigned long long v) {
     char tmp[32];
-    put(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "%llu", v));
+    tlm_buf_put(b, tmp, (size_t)snprintf(tmp, sizeof tmp, "%llu", v));
 }
 
 /* A JSON string literal: quotes, backslashes and control characters escaped. */
-static void put_json_string(sbuf *b, const char *s) {
-    put(b, "\"", 1);
+static void put_json_string(tlm_buf *b, const char *s) {
+    tlm_buf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') {
             char esc[2] = {'\\', (char)c};
-            put(b, esc, 2);
+            tlm_buf_put(b, esc, 2);
         } else if (c < 0x20) {
             char esc[8];
-            put(b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
+            tlm_buf_put(b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
         } else {
-            put(b, (const char *)&c, 1);
+            tlm_buf_put(b, (const char *)&c, 1);
         }
     }
-    put(b, "\"", 1);
+    tlm_buf_put(b, "\"", 1);
 }
 
 /* Appends "__metadata__":{...} from the caller's JSON text after checking it. */
-static int put_metadata(sbuf *b, const char *path, const char *metadata_json) {
+static int put_metadata(tlm_buf *b, const char *path, const char *metadata_json) {
     cJSON *m = cJSON_Parse(metadata_json);
     if (!m || !cJSON_IsObject(m)) {
         cJSON_Delete(m);
         return tlm_error("%s: metadata must be a JSON object of strings", path);
     }
-    put(b, "\"__metadata__\":{", 16);
+    tlm_buf_put(b, "\"__metadata__\":{", 16);
     for (const cJSON *kv = m->child; kv; kv = kv->next) {
         if (!cJSON_IsString(kv)) {
             tlm_error("%s: metadata value of '%.200s' must be a string", path, kv->string);
@@ -78,19 +51,19 @@ static int put_metadata(sbuf *b, const char *path, const char *metadata_json) {
             return -1;
         }
         size_t kl = strlen(kv->string), vl = strlen(kv->valuestring);
-        if (st_utf8_bad_offset((const unsigned char *)kv->string, kl) != kl ||
-            st_utf8_bad_offset((const unsigned char *)kv->valuestring, vl) != vl) {
+        if (tlm_utf8_check(kv->string, kl) != kl ||
+            tlm_utf8_check(kv->valuestring, vl) != vl) {
             tlm_error("%s: metadata entry '%.200s' is not valid UTF-8", path, kv->string);
             cJSON_Delete(m);
             return -1;
         }
         if (kv != m->child)
-            put(b, ",", 1);
+            tlm_buf_put(b, ",", 1);
         put_json_string(b, kv->string);
-        put(b, ":", 1);
+        tlm_buf_put(b, ":", 1);
         put_json_string(b, kv->valuestring);
     }
-    put(b, "}", 1);
+    tlm_buf_put(b, "}", 1);
     cJSON_Delete(m);
     return 0;
 }
@@ -104,7 +77,7 @@ static int check_entry(const char *path, size_t i, const tlm_st_entry *e, size_t
     if (!e->name || !*e->name)
         return tlm_error("%s: tensor #%zu has no name", path, i);
     size_t len = strlen(e->name);
-    if (st_utf8_bad_offset((const unsigned char *)e->name, len) != len)
+    if (tlm_utf8_check(e->name, len) != len)
         return tlm_error("%s: tensor #%zu: name is not valid UTF-8", path, i);
     if (strcmp(e->name, "__metadata__") == 0)
         return tlm_error("%s: '__metadata__' is reserved and cannot name a tensor", path);
@@ -137,14 +110,14 @@ static int check_entry(const char *path, size_t i, const tlm_st_entry *e, size_t
 }
 
 /* Builds the padded JSON header; also returns each tensor's byte count. */
-static int build_header(sbuf *b, const char *path, const tlm_st_entry *entries, size_t n, const char *metadata_json,
+static int build_header(tlm_buf *b, const char *path, const tlm_st_entry *entries, size_t n, const char *metadata_json,
                         size_t *nbytes) {
-    put(b, "{", 1);
+    tlm_buf_put(b, "{", 1);
     if (metadata_json) {
         if (put_metadata(b, path, metadata_json) != 0)
             return -1;
         if (n)
-            put(b, ",", 1);
+            tlm_buf_put(b, ",", 1);
     }
     unsigned long long offset = 0;
     for (size_t i = 0; i < n; i++) {
@@ -152,32 +125,32 @@ static int build_header(sbuf *b, const char *path, const tlm_st_entry *entries, 
         if (check_entry(path, i, e, &nbytes[i]) != 0)
             return -1;
         if (i)
-            put(b, ",", 1);
+            tlm_buf_put(b, ",", 1);
         put_json_string(b, e->name);
-        puts_(b, ":{\"dtype\":\"");
-        puts_(b, tlm_dtype_name(e->dtype));
-        puts_(b, "\",\"shape\":[");
+        tlm_buf_puts(b, ":{\"dtype\":\"");
+        tlm_buf_puts(b, tlm_dtype_name(e->dtype));
+        tlm_buf_puts(b, "\",\"shape\":[");
         for (int d = 0; d < e->ndim; d++) {
             if (d)
-                put(b, ",", 1);
+                tlm_buf_put(b, ",", 1);
             put_u64(b, (unsigned long long)e->shape[d]);
         }
-        puts_(b, "],\"data_offsets\":[");
+        tlm_buf_puts(b, "],\"data_offsets\":[");
         put_u64(b, offset);
-        put(b, ",", 1);
+        tlm_buf_put(b, ",", 1);
         if (nbytes[i] > (unsigned long long)-1 - offset)
             return tlm_error("%s: total tensor size overflows", path);
         offset += nbytes[i];
         put_u64(b, offset);
-        puts_(b, "]}");
+        tlm_buf_puts(b, "]}");
     }
-    put(b, "}", 1);
-    while (b->n % 8) /* the spec allows trailing spaces; they align the data to 8 bytes */
-        put(b, " ", 1);
+    tlm_buf_put(b, "}", 1);
+    while (b->len % 8) /* the spec allows trailing spaces; they align the data to 8 bytes */
+        tlm_buf_put(b, " ", 1);
     if (b->oom)
         return tlm_error("%s: out of memory", path);
-    if ((uint64_t)b->n > TLM_ST_MAX_HEADER)
-        return tlm_error("%s: header of %zu bytes exceeds the %llu-byte limit", path, b->n,
+    if ((uint64_t)b->len > TLM_ST_MAX_HEADER)
+        return tlm_error("%s: header of %zu bytes exceeds the %llu-byte limit", path, b->len,
                          (unsigned long long)TLM_ST_MAX_HEADER);
     return 0;
 }
@@ -187,7 +160,7 @@ int tlm_st_write(const char *path, const tlm_st_entry *entries, size_t n, const 
         return tlm_error("%s: no tensor list", path);
     size_t *nbytes = malloc((n + 1) * sizeof *nbytes);
     const char **names = malloc((n + 1) * sizeof *names);
-    sbuf b = {0};
+    tlm_buf b = {0};
     int rc = 0;
     if (!nbytes || !names) {
         rc = tlm_error("%s: out of memory", path);
@@ -208,21 +181,21 @@ int tlm_st_write(const char *path, const tlm_st_entry *entries, size_t n, const 
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)b.n >> (8 * i));
+        len8[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
     tlm_atomic *f = tlm_atomic_open(path);
     if (!f) {
         rc = -1;
         goto done;
     }
     tlm_atomic_write(f, len8, 8);
-    tlm_atomic_write(f, b.p, b.n);
+    tlm_atomic_write(f, b.data, b.len);
     for (size_t i = 0; i < n; i++)
         tlm_atomic_write(f, entries[i].data, nbytes[i]);
     rc = tlm_atomic_commit(f); /* reports any write error above */
 done:
     free(nbytes);
     free(names);
-    free(b.p);
+    free(b.data);
     return rc;
 }
 

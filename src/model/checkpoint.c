@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/llama2c.h"
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"

@@ -25,5 +25,8 @@ int model_save_dir(const tlm_model *m, const char *dir);
 
 /* hf_load.c: builds the engine model for a Hugging Face family config and reads its tensors. */
 tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
+/* llama2c_load.c: a llama2.c checkpoint .bin (src/formats/llama2c.h). NULL + tlm_error naming
+ * the file and the field on failure. */
+tlm_model *llama2c_load(const char *path);
 
 #endif

@@ -74,6 +74,9 @@ void config_defaults(tlm_config *cfg);
 
 /* derived helpers */
 float config_attn_scale(const tlm_config *cfg);
+/* What every RMSNorm gain of the model (block norms, final norm, QK-norm) is offset by: 1 for
+ * Gemma's (1 + w) norms, whose stored weight starts at 0; else 0. */
+static inline float config_norm_offset(const tlm_config *c) { return c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f; }
 static inline bool placement_has_input_norm(norm_placement p) { return p == PLACE_PRE || p == PLACE_SANDWICH; }
 static inline bool placement_has_output_norm(norm_placement p) { return p == PLACE_SANDWICH || p == PLACE_OUTPUT; }
 static inline bool placement_has_post_norm(norm_placement p) { return p == PLACE_POST; }

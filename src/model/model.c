@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "decode.h"
-#include "probes/probe.h"
 #include "util/error.h"
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
@@ -252,7 +251,7 @@ void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const
     if (c->norm == NORM_LAYERNORM)
         layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
     else
-        rmsnorm_forward(y, a->rstd, x, p->w, c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f, N, c->d_model, c->norm_eps);
+        rmsnorm_forward(y, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
 }
 
 void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
@@ -260,7 +259,7 @@ void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const f
     if (c->norm == NORM_LAYERNORM)
         layernorm_backward(dx, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
     else
-        rmsnorm_backward(dx, g->w, dy, x, p->w, c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f, a->rstd, N, c->d_model);
+        rmsnorm_backward(dx, g->w, dy, x, p->w, config_norm_offset(c), a->rstd, N, c->d_model);
 }
 
 /* ---- attention sublayer ------------------------------------------------------------------------ */
@@ -297,7 +296,7 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     linear_forward(m, m->acts.fused, u, &P->qkv, N, d, qd + 2 * kvd);
     split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
     if (c->qk_norm != QK_NORM_NONE) {
-        float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
+        float off = config_norm_offset(c);
         int rows, cols;
         model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
         rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
@@ -350,7 +349,7 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
         t = dk, dk = dk_next, dk_next = t;
     }
     if (c->qk_norm != QK_NORM_NONE) {
-        float off = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
+        float off = config_norm_offset(c);
         int rows, cols;
         memset(dq_next, 0, sizeof(float) * N * qd);
         memset(dk_next, 0, sizeof(float) * N * kvd);
@@ -496,6 +495,19 @@ static float *residual_at(const activations *A, int i, size_t Nd) { return A->re
 
 float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
+void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
+                        int R) {
+    const tlm_config *c = &m->cfg;
+    if (c->final_norm) {
+        model_norm_forward(c, fn->y, fn, &m->p.final_norm, h, R);
+        h = fn->y;
+    }
+    float *head_out = c->final_softcap > 0.0f && logits_raw ? logits_raw : logits;
+    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
+    linear_forward(m, head_out, h, &head, R, c->d_model, c->vocab_size);
+    if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
+}
+
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
     const tlm_config *c = &m->cfg;
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
@@ -537,26 +549,15 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         for (int b = 0; b < B; b++) memcpy(A->final.y + (size_t)b * d, h + ((size_t)b * T + T - 1) * d, sizeof(float) * d);
         h = A->final.y;
     }
-    if (c->final_norm) {
-        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
-        h = A->final.y;
-    }
-    float *head_out = c->final_softcap > 0.0f ? A->logits_raw : A->logits;
-    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
-    linear_forward(m, head_out, h, &head, R, d, V);
-    if (c->final_softcap > 0.0f) softcap_forward(A->logits, A->logits_raw, (size_t)R * V, c->final_softcap);
+    model_head_forward(m, A->logits, A->logits_raw, &A->final, h, R);
     if (targets) {
         if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
         float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
-#ifndef TLM_NO_PROBE_HOOKS /* (a build without the hooks, for bench/probe_overhead.sh) */
-    /* probes copy what they select out of m->acts once the pass is done: the pass itself is untouched */
-    if (m->probe && (A->lean ? tlm_error("probes need the model in training mode (every layer kept)")
-                                : probe_after_forward(m->probe, m)))
-        return -1;
-#endif
+    /* (a probe copies what it selects out of m->acts here: the pass itself is untouched) */
+    if (m->after_pass && m->after_pass(m->after_pass_user, m, 0)) return -1;
     return 0;
 }
 
@@ -593,9 +594,7 @@ int model_backward(tlm_model *m, float dloss) {
         sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
     }
     embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
-#ifndef TLM_NO_PROBE_HOOKS
-    if (m->probe && probe_after_backward(m->probe, m)) return -1;
-#endif
+    if (m->after_pass && m->after_pass(m->after_pass_user, m, 1)) return -1;
     return 0;
 }
 

@@ -1,6 +1,6 @@
-/* model.h — the engine's model: config -> parameters (one buffer, named views) ->
- * activations (one buffer, laid out per batch shape, only ever growing) -> forward / backward. Internal header; the
- * public API is include/tinylm.h. */
+/* model.h — the engine's model: config -> parameters (one buffer, named views) -> activations
+ * (one buffer, laid out again when the batch shape or the mode changes, reallocated only to
+ * grow) -> forward / backward. Internal header; the public API is include/tinylm.h. */
 #ifndef TLM_MODEL_H
 #define TLM_MODEL_H
 
@@ -137,7 +137,11 @@ typedef struct tlm_model {
     int rope_len;
     activations acts;
     struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
-    struct tlm_probe *probe; /* attached: records selected tensors after each pass (src/probes/probe.h) */
+    /* attached (NULL = none): called when a forward (is_backward 0) or a backward (1) has finished,
+     * with everything it computed in acts / grad_mem; non-zero fails the pass. Probes attach here
+     * (src/probes/probe.h). */
+    int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
+    void *after_pass_user;
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
@@ -189,6 +193,11 @@ attention_spec model_layer_attention(const tlm_config *c, int l);
 void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
 void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols);
 activation model_ffn_activation(const tlm_config *c);
+/* The head over rows h [R, d]: final norm (output and statistics in *fn) -> LM head -> final
+ * soft-cap into logits [R, V]; the logits before the cap go to logits_raw (NULL: capped in
+ * place). The forward's last step, and the logit lens's on any stage of the stream. */
+void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
+                        int R);
 float model_embed_scale(const tlm_config *c);
 /* Makes the RoPE tables cover positions [0, len). */
 int model_ensure_rope(tlm_model *m, int len);

@@ -8,5 +8,6 @@ target_sources(tinylm PRIVATE
   src/model/hf_map.c
   src/model/hf_export.c
   src/formats/llama2c.c
+  src/model/llama2c_load.c
   src/model/api.c
   src/model/decode.c)

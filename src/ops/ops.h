@@ -1,4 +1,5 @@
-/* ops.h — the layers of the transformer as forward/backward pairs (llm.c style).
+/* ops.h — the layers of the transformer as forward/backward pairs (llm.c style); each
+ * backward is derived in docs/ops.md.
  *
  * Conventions, shared by every op:
  * - Tensors are row-major float32. N is the number of rows (B*T tokens), C the row width.

@@ -142,19 +142,6 @@ static double softmax_prob(const float *x, int n, int id) {
     return exp((double)x[id] - mx) / s;
 }
 
-/* The model's own head (final norm, LM head, final soft-cap) applied to rows x [T, d]. */
-static void apply_head(const tlm_model *m, const float *x, int T, float *y, float *mean, float *rstd, float *logits) {
-    const tlm_config *c = &m->cfg;
-    const float *h = x;
-    if (c->final_norm) {
-        norm_acts na = {.y = y, .mean = mean, .rstd = rstd};
-        model_norm_forward(c, y, &na, &m->p.final_norm, x, T);
-        h = y;
-    }
-    matmul_forward(logits, h, m->p.lm_head, NULL, T, c->d_model, c->vocab_size);
-    if (c->final_softcap > 0.0f) softcap_forward(logits, logits, (size_t)T * c->vocab_size, c->final_softcap);
-}
-
 static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p) {
     const int T = r->T, d = m->cfg.d_model, V = m->cfg.vocab_size, K = r->top_k;
     float *y = malloc(sizeof(float) * T * d), *mean = malloc(sizeof(float) * T), *rstd = malloc(sizeof(float) * T);
@@ -172,7 +159,7 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p)
         point_name(name, sizeof name, 2 * k);
         const probe_tensor *x = need(p, name);
         if (!x) goto done;
-        apply_head(m, x->data, T, y, mean, rstd, logits);
+        model_head_forward(m, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, x->data, T);
         for (int i = 0; i < T; i++) {
             const float *row = logits + (size_t)i * V;
             top_k(row, V, 1, ids);
@@ -235,7 +222,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     const float *u = m->p.lm_head + (size_t)pred * d;
     for (int j = 0; j < d; j++) {
         double gain = 1.0;
-        if (c->final_norm) gain = m->p.final_norm.w[j] + (c->norm == NORM_RMSNORM_1P ? 1.0 : 0.0);
+        if (c->final_norm) gain = m->p.final_norm.w[j] + config_norm_offset(c);
         g[j] = (double)u[j] * gain;
     }
     const double scale = c->final_norm ? m->acts.final.rstd[pos] : 1.0;
@@ -319,7 +306,7 @@ int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_
         return tlm_error("inspect: position %d is out of range: the input has %d tokens (0..%d)", position, T, T - 1);
     if (top_k_n <= 0 || top_k_n > c->vocab_size)
         return tlm_error("inspect: top %d is out of range (1..vocab_size = %d)", top_k_n, c->vocab_size);
-    if (m->probe) return tlm_error("inspect: the model already has a probe attached");
+    if (m->after_pass) return tlm_error("inspect: the model already has a probe (an after-pass hook) attached");
     r->T = T, r->position = position, r->top_k = top_k_n, r->n_layers = c->n_layers, r->n_heads = c->n_heads;
     if (alloc_report(r, m, tokens)) return -1;
     tlm_probe *p = probe_create();
@@ -356,7 +343,6 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     memset(r, 0, sizeof *r);
     const tlm_config *c = &m->cfg;
     const int L = c->n_layers;
-    if (m->probe) return tlm_error("inspect: the model already has a probe attached");
     r->B = B, r->T = T, r->n_layers = L, r->n_tensors = m->n_tensors;
     r->dres = calloc((size_t)2 * L + 1, sizeof *r->dres);
     r->layer_attn = calloc((size_t)L, sizeof(double));
@@ -366,28 +352,15 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     r->tensors = calloc((size_t)m->n_tensors, sizeof *r->tensors);
     if (!r->dres || !r->layer_attn || !r->layer_ffn || !r->layer_norms || !r->layer_total || !r->tensors)
         return tlm_error("out of memory for the gradient report");
-    tlm_probe *p = probe_create();
-    if (!p || probe_select(p, "grad.layers.*.resid_*") || model_alloc_grads(m)) return probe_free(p), -1;
+    if (model_alloc_grads(m)) return -1;
     model_zero_grads(m);
-    probe_attach(p, m);
-    int rc = model_forward(m, tokens, targets, B, T, &r->loss);
-    if (!rc) rc = model_backward(m, 1.0f);
-    probe_detach(m);
-    for (int k = 0; !rc && k <= 2 * L; k++) {
-        char name[96];
-        if (k == 0)
-            snprintf(name, sizeof name, "grad.layers.0.resid_pre");
-        else
-            snprintf(name, sizeof name, "grad.layers.%d.%s", (k - 1) / 2, k % 2 ? "resid_mid" : "resid_post");
-        const probe_tensor *t = need(p, name);
-        if (!t) rc = -1;
-        else {
-            point_name(r->dres[k].name, sizeof r->dres[k].name, k);
-            r->dres[k].v.at = r->dres[k].v.mean = l2(t->data, t->numel);
-        }
+    if (model_forward(m, tokens, targets, B, T, &r->loss) || model_backward(m, 1.0f)) return -1;
+    /* the gradient at each point of the residual stream: the backward's own buffer, stage k */
+    const size_t Nd = (size_t)B * T * c->d_model;
+    for (int k = 0; k <= 2 * L; k++) {
+        point_name(r->dres[k].name, sizeof r->dres[k].name, k);
+        r->dres[k].v.at = r->dres[k].v.mean = l2(m->acts.dres + (size_t)k * Nd, Nd);
     }
-    probe_free(p);
-    if (rc) return -1;
     /* parameter gradients, grouped by layer and sublayer (squares summed, then the root) */
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];

@@ -11,31 +11,18 @@
 #include "inspect.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 /* ---- printable token text ---------------------------------------------------------------------- */
-
-/* length of the valid UTF-8 sequence at s (1..4), or 0; *cp receives the code point */
-static int utf8_seq(const unsigned char *s, size_t n, unsigned *cp) {
-    if (s[0] < 0x80) return *cp = s[0], 1;
-    int len = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
-    if (!len || (size_t)len > n || (len == 3 && s[0] > 0xEF)) return 0;
-    unsigned v = s[0] & (0x7F >> len);
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min_cp[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    return *cp = v, len;
-}
 
 static void printable(const char *text, size_t len, char *out, size_t n) {
     const unsigned char *s = (const unsigned char *)text;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         char esc[8] = "";
-        unsigned cp;
-        int k = utf8_seq(s + i, len - i, &cp);
+        uint32_t cp = s[i];
+        const int k = (int)tlm_utf8_valid_len(text + i, len - i);
+        if (k) tlm_utf8_decode(text + i, len - i, &cp);
         if (k && cp >= 0x20 && cp != 0x7F && !(cp >= 0x80 && cp < 0xA0)) {
             if (o + (size_t)k >= n) break;
             memcpy(out + o, s + i, (size_t)k);

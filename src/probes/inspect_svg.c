@@ -5,59 +5,25 @@
  *   --grad:  gradient norms reaching the residual stream and parameter-gradient norms by layer.
  * Written atomically; text is XML-escaped (token text is made printable UTF-8 first). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "inspect.h"
 #include "util/atomic_file.h"
+#include "util/buf.h"
 #include "util/error.h"
 
-/* ---- a growing text buffer ----------------------------------------------------------------------- */
-
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) TLM_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s, b->cap = cap;
-    }
-}
-
 /* XML-escaped text; spaces shown as a middle dot when `show_spaces` (token boundaries matter) */
-static void sb_text(sbuf *b, const char *t, int show_spaces) {
+static void sb_text(tlm_buf *b, const char *t, int show_spaces) {
     for (; *t; t++) {
         switch (*t) {
-        case '&': sb_printf(b, "&amp;"); break;
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
-        case ' ': sb_printf(b, show_spaces ? "\xC2\xB7" : " "); break;
-        default: sb_printf(b, "%c", *t);
+        case '&': tlm_buf_printf(b, "&amp;"); break;
+        case '<': tlm_buf_printf(b, "&lt;"); break;
+        case '>': tlm_buf_printf(b, "&gt;"); break;
+        case '"': tlm_buf_printf(b, "&quot;"); break;
+        case ' ': tlm_buf_printf(b, show_spaces ? "\xC2\xB7" : " "); break;
+        default: tlm_buf_printf(b, "%c", *t);
         }
     }
 }
@@ -77,9 +43,9 @@ static void clip_chars(const char *t, int max_chars, char *out, size_t n) {
     out[o] = '\0';
 }
 
-static int sb_save(sbuf *b, const char *path) {
-    int rc = b->oom ? tlm_error("out of memory writing %s", path) : tlm_write_file_atomic(path, b->s, b->len);
-    free(b->s);
+static int sb_save(tlm_buf *b, const char *path) {
+    int rc = b->oom ? tlm_error("out of memory writing %s", path) : tlm_write_file_atomic(path, b->data, b->len);
+    free(b->data);
     return rc;
 }
 
@@ -99,7 +65,7 @@ typedef struct {
     const char *const *ticks;
 } chart;
 
-static void log_chart(sbuf *b, const chart *c, const series *s, int ns) {
+static void log_chart(tlm_buf *b, const chart *c, const series *s, int ns) {
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < ns; i++)
         for (int j = 0; j < s[i].n; j++)
@@ -111,50 +77,50 @@ static void log_chart(sbuf *b, const chart *c, const series *s, int ns) {
     const double span = c->n_ticks > 1 ? c->n_ticks - 1 : 1;
 #define XP(v) (px + 10 + ((v) / span) * (pw - 20))
 #define YP(v) (py + ph - (log10(v) - elo) / (ehi - elo) * ph)
-    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">", c->x + 10, c->y + 20);
+    tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">", c->x + 10, c->y + 20);
     sb_text(b, c->title, 0);
-    sb_printf(b, "</text>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#444\"/>\n",
+    tlm_buf_printf(b, "</text>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"#444\"/>\n",
               px, py, pw, ph);
     int step = (int)ceil((ehi - elo) / 8.0);
     for (double e = elo; e <= ehi + 1e-9; e += step) {
         double yy = py + ph - (e - elo) / (ehi - elo) * ph;
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ccc\"/>\n", px, yy, px + pw, yy);
-        sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">1e%d</text>\n", px - 4, yy + 4,
+        tlm_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ccc\"/>\n", px, yy, px + pw, yy);
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">1e%d</text>\n", px - 4, yy + 4,
                   (int)e);
     }
     int every = c->n_ticks > 24 ? (c->n_ticks + 23) / 24 : 1;
     for (int i = 0; i < c->n_ticks; i += every) {
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", XP(i), py + ph, XP(i),
+        tlm_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", XP(i), py + ph, XP(i),
                   py + ph + 4);
-        sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">", XP(i), py + ph + 15);
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">", XP(i), py + ph + 15);
         sb_text(b, c->ticks[i], 0);
-        sb_printf(b, "</text>\n");
+        tlm_buf_printf(b, "</text>\n");
     }
-    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">", px + pw / 2, py + ph + 32);
+    tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">", px + pw / 2, py + ph + 32);
     sb_text(b, c->xlabel, 0);
-    sb_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" "
+    tlm_buf_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" "
                  "transform=\"rotate(-90 %.1f %.1f)\">",
               c->x + 14, py + ph / 2, c->x + 14, py + ph / 2);
     sb_text(b, c->ylabel, 0);
-    sb_printf(b, "</text>\n");
+    tlm_buf_printf(b, "</text>\n");
     for (int i = 0; i < ns; i++) {
         const series *se = &s[i];
-        sb_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", se->color,
+        tlm_buf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", se->color,
                   se->dashed ? " stroke-dasharray=\"6 4\"" : "");
         for (int j = 0; j < se->n; j++)
-            if (se->y[j] > 0 && isfinite(se->y[j])) sb_printf(b, "%.1f,%.1f ", XP(se->x[j]), YP(se->y[j]));
-        sb_printf(b, "\"/>\n");
+            if (se->y[j] > 0 && isfinite(se->y[j])) tlm_buf_printf(b, "%.1f,%.1f ", XP(se->x[j]), YP(se->y[j]));
+        tlm_buf_printf(b, "\"/>\n");
         for (int j = 0; j < se->n && !se->dashed; j++)
             if (se->y[j] > 0 && isfinite(se->y[j]))
-                sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", XP(se->x[j]), YP(se->y[j]),
+                tlm_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", XP(se->x[j]), YP(se->y[j]),
                           se->color);
         /* legend: two columns under the title */
         double lx = px + 4 + (pw / 2) * (i % 2), ly = c->y + 40 + 14 * (i / 2);
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n", lx,
+        tlm_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n", lx,
                   ly - 4, lx + 18, ly - 4, se->color, se->dashed ? " stroke-dasharray=\"6 4\"" : "");
-        sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">", lx + 22, ly);
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">", lx + 22, ly);
         sb_text(b, se->label, 0);
-        sb_printf(b, "</text>\n");
+        tlm_buf_printf(b, "</text>\n");
     }
 #undef XP
 #undef YP
@@ -185,8 +151,8 @@ static int ticks_ok(char **t, int n) {
     return t != NULL;
 }
 
-static void svg_open(sbuf *b, double w, double h) {
-    sb_printf(b,
+static void svg_open(tlm_buf *b, double w, double h) {
+    tlm_buf_printf(b,
               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
               "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
@@ -198,13 +164,13 @@ static void svg_open(sbuf *b, double w, double h) {
 
 enum { CELL_W = 54, CELL_H = 22, MAX_COLS = 32 };
 
-static void lens_grid(sbuf *b, double x0, double y0, const inspect_report *r, const struct tlm_tokenizer *tok) {
+static void lens_grid(tlm_buf *b, double x0, double y0, const inspect_report *r, const struct tlm_tokenizer *tok) {
     const int T = r->T, cols = T < MAX_COLS ? T : MAX_COLS;
     int first = r->position - cols / 2;
     if (first > T - cols) first = T - cols;
     if (first < 0) first = 0;
     char t[128], clip[64];
-    sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">Logit lens: top-1 token of each "
+    tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">Logit lens: top-1 token of each "
                  "layer's residual stream (shade = probability)</text>\n",
               x0, y0 + 20);
     const double gx = x0 + 70, gy = y0 + 110;
@@ -213,10 +179,10 @@ static void lens_grid(sbuf *b, double x0, double y0, const inspect_report *r, co
         double cx = gx + c * CELL_W + CELL_W / 2.0;
         inspect_token_text(tok, i > 0 ? r->tokens[i - 1] : -1, r->tokens[i], t, sizeof t);
         clip_chars(t, 8, clip, sizeof clip);
-        sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" transform=\"rotate(-45 %.1f %.1f)\"%s>", cx, gy - 20,
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" transform=\"rotate(-45 %.1f %.1f)\"%s>", cx, gy - 20,
                   cx, gy - 20, i == r->position ? " fill=\"#c00\" font-weight=\"bold\"" : "");
         sb_text(b, clip, 1);
-        sb_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\" fill=\"#666\">%d</text>\n",
+        tlm_buf_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\" fill=\"#666\">%d</text>\n",
                   cx, gy - 6, i);
     }
     for (int k = 0; k < r->n_lens; k++) {
@@ -225,7 +191,7 @@ static void lens_grid(sbuf *b, double x0, double y0, const inspect_report *r, co
             snprintf(t, sizeof t, "embed");
         else
             snprintf(t, sizeof t, "layer %d", k - 1);
-        sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", gx - 6,
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", gx - 6,
                   ry + CELL_H - 7, t);
         for (int c = 0; c < cols; c++) {
             int i = first + c;
@@ -233,18 +199,18 @@ static void lens_grid(sbuf *b, double x0, double y0, const inspect_report *r, co
             if (!(q >= 0)) q = 0;
             if (q > 1) q = 1;
             int R = (int)(255 - 215 * q), G = (int)(255 - 135 * q), B = (int)(255 - 20 * q);
-            sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" stroke=\"#ddd\"/>\n",
+            tlm_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" stroke=\"#ddd\"/>\n",
                       gx + c * CELL_W, ry, CELL_W, CELL_H, R, G, B);
             inspect_token_text(tok, r->tokens[i], r->lens_grid[k * T + i], t, sizeof t);
             clip_chars(t, 6, clip, sizeof clip);
-            sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" fill=\"%s\">",
+            tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" fill=\"%s\">",
                       gx + c * CELL_W + CELL_W / 2.0, ry + CELL_H - 7, q > 0.55 ? "white" : "black");
             sb_text(b, clip, 1);
-            sb_printf(b, "</text>\n");
+            tlm_buf_printf(b, "</text>\n");
         }
     }
     /* the chosen position */
-    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#c00\" stroke-width=\"2\"/>\n",
+    tlm_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#c00\" stroke-width=\"2\"/>\n",
               gx + (r->position - first) * CELL_W, gy, CELL_W, r->n_lens * CELL_H);
 }
 
@@ -276,11 +242,11 @@ int inspect_plot_svg(const char *path, const inspect_report *r, const struct tlm
     const double grid_x = chart_w + 20;
     const double W = grid_x + fmax(70 + cols * CELL_W + 30, 640); /* room for the grid's title */
     const double H = fmax(chart_h + 10, 110 + r->n_lens * CELL_H + 40);
-    sbuf b = {0};
+    tlm_buf b = {0};
     svg_open(&b, W, H);
     log_chart(&b, &c, s, 4);
     lens_grid(&b, grid_x, 0, r, tok);
-    sb_printf(&b, "</svg>\n");
+    tlm_buf_printf(&b, "</svg>\n");
     free(x), free(y), free_ticks(ticks, n);
     return sb_save(&b, path);
 }
@@ -308,10 +274,10 @@ int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r) {
                    {"|FFN param grads|", "#2ca02c", 0, L, x2, y2}};
     chart c = {0, 0, 640, 420, title, "residual stream point (layer + a: after attention, f: after FFN)",
                "L2 norm (log scale)", n, (const char *const *)ticks};
-    sbuf b = {0};
+    tlm_buf b = {0};
     svg_open(&b, 640, 420);
     log_chart(&b, &c, s, 3);
-    sb_printf(&b, "</svg>\n");
+    tlm_buf_printf(&b, "</svg>\n");
     free(x), free(y), free_ticks(ticks, n);
     return sb_save(&b, path);
 }

@@ -56,8 +56,13 @@ int probe_wants(const tlm_probe *p, const char *name) {
     return 0;
 }
 
-void probe_attach(tlm_probe *p, tlm_model *m) { m->probe = p; }
-void probe_detach(tlm_model *m) { m->probe = NULL; }
+/* the model's after-pass hook */
+static int probe_after_pass(void *p, const tlm_model *m, int is_backward) {
+    return is_backward ? probe_after_backward(p, m) : probe_after_forward(p, m);
+}
+
+void probe_attach(tlm_probe *p, tlm_model *m) { m->after_pass = probe_after_pass, m->after_pass_user = p; }
+void probe_detach(tlm_model *m) { m->after_pass = NULL, m->after_pass_user = NULL; }
 
 size_t probe_count(const tlm_probe *p) { return p->n_rec; }
 const probe_tensor *probe_at(const tlm_probe *p, size_t i) { return i < p->n_rec ? &p->rec[i] : NULL; }
@@ -300,6 +305,7 @@ int probe_list(const tlm_model *m, int B, int T, int with_backward, probe_name_f
 }
 
 int probe_after_forward(tlm_probe *p, const tlm_model *m) {
+    if (m->acts.lean) return tlm_error("probes need the model in training mode (every layer kept)");
     if (p->n_patterns == 0) return 0;
     walker w = {.m = m, .B = m->acts.B, .T = m->acts.T, .p = p};
     walk_forward(&w);

@@ -10,8 +10,9 @@
  *   probe_detach(m);  probe_free(p);
  *
  * The model keeps every intermediate value in m->acts, so a probe reads them once a pass is
- * done instead of hooking inside it: the pass computes exactly the same numbers with or
- * without a probe, and costs one NULL test when none is attached (m->probe == NULL).
+ * done, from the model's after-pass hook (tlm_model.after_pass), instead of hooking inside
+ * it: the pass computes exactly the same numbers with or without a probe, and costs one NULL
+ * test when no hook is attached. One hook at a time: probe_attach replaces any other.
  * Names are produced only while a probe is attached. Patterns are fnmatch(3) globs:
  * `*` matches any run of characters (dots included), `?` one character, `[...]` a class.
  * Every fallible function returns -1 (or NULL) with tlm_error() set. */
@@ -53,8 +54,8 @@ void probe_detach(struct tlm_model *m);
  * replaces it). For code that wants to record a value of its own. */
 int probe_record(tlm_probe *p, const char *name, const float *data, int ndim, const int64_t *shape);
 
-/* Called by model_forward / model_backward when a probe is attached: records every selected
- * forward (backward) tensor of the pass that just finished. */
+/* What the attached probe's hook calls after model_forward / model_backward: records every
+ * selected forward (backward) tensor of the pass that just finished. */
 int probe_after_forward(tlm_probe *p, const struct tlm_model *m);
 int probe_after_backward(tlm_probe *p, const struct tlm_model *m);
 

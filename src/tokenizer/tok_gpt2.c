@@ -5,6 +5,7 @@
  * encoder.py would spell it out); it is also the EOS. There is no BOS. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 static int load_encoder(tlm_tokenizer **out, const char *path) {
     char *data;
     size_t len;
-    if (tok_read_file(path, &data, &len)) return -1;
+    if (!(data = read_text_file(path, &len))) return -1;
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
     free(data);
@@ -52,11 +53,11 @@ static int load_encoder(tlm_tokenizer **out, const char *path) {
 static int load_bpe(tlm_tokenizer *t, const char *path) {
     char *data;
     size_t len;
-    if (tok_read_file(path, &data, &len)) return -1;
+    if (!(data = read_text_file(path, &len))) return -1;
     size_t lines = 1;
     for (size_t i = 0; i < len; i++) lines += data[i] == '\n';
     int rc = tok_pairmap_init(&t->merges, lines) ? tlm_error("%s: out of memory", path) : 0;
-    tok_buf tmp = {0};
+    tlm_buf tmp = {0};
     int rank = 0, line_no = 0;
     for (size_t i = 0; rc == 0 && i < len;) {
         size_t e = i;
@@ -76,7 +77,7 @@ static int load_bpe(tlm_tokenizer *t, const char *path) {
         }
         i = e + 1;
     }
-    tok_buf_free(&tmp);
+    tlm_buf_free(&tmp);
     free(data);
     return rc;
 }

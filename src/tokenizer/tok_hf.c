@@ -38,11 +38,11 @@ static int is_utf8(const char *s) { return tlm_utf8_check(s, strlen(s)) == strle
 
 /* ---- helpers shared with the GPT-2 loader ----------------------------------------------------- */
 
-int tok_add_merge(tlm_tokenizer *t, const char *a, size_t al, const char *b, size_t bl, int rank, tok_buf *tmp,
+int tok_add_merge(tlm_tokenizer *t, const char *a, size_t al, const char *b, size_t bl, int rank, tlm_buf *tmp,
                   const char *name, int index) {
     int ia = tok_strmap_get(&t->vocab, a, al), ib = tok_strmap_get(&t->vocab, b, bl);
     tmp->len = 0;
-    if (tok_buf_put(tmp, a, al) || tok_buf_put(tmp, b, bl)) return tlm_error("%s: out of memory", name);
+    if (tlm_buf_put(tmp, a, al) || tlm_buf_put(tmp, b, bl)) return tlm_error("%s: out of memory", name);
     int im = tok_strmap_get(&t->vocab, tmp->data, tmp->len);
     if (ia < 0 || ib < 0 || im < 0)
         return tlm_error("%s: merges[%d]: \"%.*s\" + \"%.*s\": %s is not in the vocabulary", name, index, (int)al, a,
@@ -68,7 +68,7 @@ int tok_bytelevel_texts(tlm_tokenizer *t, const char *name) {
     uint32_t b2c[256];
     int c2b[TOK_BYTE_CP_LIMIT];
     tok_byte_tables(b2c, c2b);
-    tok_buf tmp = {0};
+    tlm_buf tmp = {0};
     for (int id = 0; id < t->vocab_size; id++) {
         size_t n;
         const char *s = tok_form(t, id, &n);
@@ -81,22 +81,22 @@ int tok_bytelevel_texts(tlm_tokenizer *t, const char *name) {
             tlm_utf8_decode(s + i, l, &cp);
             ok = cp < TOK_BYTE_CP_LIMIT && c2b[cp] >= 0;
             char c = ok ? (char)c2b[cp] : 0;
-            if (ok && tok_buf_put(&tmp, &c, 1)) goto oom;
+            if (ok && tlm_buf_put(&tmp, &c, 1)) goto oom;
             i += l;
         }
         /* a form that is not byte-level text (e.g. an added token) decodes to itself */
         if (!ok) {
             tmp.len = 0;
-            if (tok_buf_put(&tmp, s, n)) goto oom;
+            if (tlm_buf_put(&tmp, s, n)) goto oom;
         }
         if (tok_set_text(t, id, tmp.data ? tmp.data : "", tmp.len)) goto oom;
     }
     for (int k = 0; k < t->n_added; k++)
         if (tok_set_text(t, t->added[k].id, t->added[k].content, t->added[k].len)) goto oom;
-    tok_buf_free(&tmp);
+    tlm_buf_free(&tmp);
     return 0;
 oom:
-    tok_buf_free(&tmp);
+    tlm_buf_free(&tmp);
     return tlm_error("%s: out of memory", name);
 }
 
@@ -163,7 +163,7 @@ static int load_merges(tlm_tokenizer *t, const cJSON *merges, const char *name) 
     if (!cJSON_IsArray(merges)) return tlm_error("%s: model.merges: missing or not an array", name);
     int n = cJSON_GetArraySize(merges);
     if (tok_pairmap_init(&t->merges, (size_t)n)) return tlm_error("%s: out of memory", name);
-    tok_buf tmp = {0};
+    tlm_buf tmp = {0};
     int i = 0, rc = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, merges) {
@@ -191,13 +191,13 @@ static int load_merges(tlm_tokenizer *t, const cJSON *merges, const char *name) 
         if ((rc = tok_add_merge(t, a, al, b, bl, i, &tmp, name, i))) break;
         i++;
     }
-    tok_buf_free(&tmp);
+    tlm_buf_free(&tmp);
     return rc;
 }
 
 /* ---- normalizer ------------------------------------------------------------------------------------ */
 
-static int add_norm(tlm_tokenizer *t, norm_type type, const char *a, const char *b, const char *name) {
+static int add_norm(tlm_tokenizer *t, tok_norm_kind type, const char *a, const char *b, const char *name) {
     tok_norm *p = realloc(t->norms, (size_t)(t->n_norms + 1) * sizeof *p);
     if (!p) return tlm_error("%s: out of memory", name);
     t->norms = p;
@@ -220,17 +220,17 @@ static int load_normalizer(tlm_tokenizer *t, const cJSON *n, const char *name, i
         cJSON_ArrayForEach(e, list) if (load_normalizer(t, e, name, depth + 1)) return -1;
         return 0;
     }
-    if (strcmp(type, "NFC") == 0) return add_norm(t, NORM_NFC, NULL, NULL, name);
+    if (strcmp(type, "NFC") == 0) return add_norm(t, TOK_NORM_NFC, NULL, NULL, name);
     if (strcmp(type, "Prepend") == 0) {
         const char *p = get_str(n, "prepend");
         if (!p || !is_utf8(p)) return tlm_error("%s: normalizer Prepend: \"prepend\" missing or not UTF-8", name);
-        return add_norm(t, NORM_PREPEND, p, NULL, name);
+        return add_norm(t, TOK_NORM_PREPEND, p, NULL, name);
     }
     if (strcmp(type, "Replace") == 0) {
         const char *pat = get_str(get(n, "pattern"), "String"), *content = get_str(n, "content");
         if (!pat || !content || !is_utf8(pat) || !is_utf8(content))
             return tlm_error("%s: normalizer Replace: only {\"String\": ...} patterns with a string \"content\" are supported", name);
-        return add_norm(t, NORM_REPLACE, pat, content, name);
+        return add_norm(t, TOK_NORM_REPLACE, pat, content, name);
     }
     return tlm_error("%s: normalizer type \"%s\" is not supported (NFC, Prepend, Replace, Sequence are)", name, type);
 }
@@ -370,19 +370,19 @@ static int decoded_texts(tlm_tokenizer *t, const dec_step *steps, int n, const c
             if (n != 1) return tlm_error("%s: decoder: ByteLevel combined with other decoders is not supported", name);
             return tok_bytelevel_texts(t, name);
         }
-    tok_buf cur = {0}, next = {0};
+    tlm_buf cur = {0}, next = {0};
     for (int id = 0; id < t->vocab_size; id++) {
         size_t len;
         const char *s = tok_form(t, id, &len);
         cur.len = 0;
-        if (tok_buf_put(&cur, s, len)) goto oom;
+        if (tlm_buf_put(&cur, s, len)) goto oom;
         for (int k = 0; k < n; k++) {
             const dec_step *st = &steps[k];
             if (st->type == DEC_REPLACE || st->type == DEC_METASPACE) {
                 const char *a = st->a, *b = st->type == DEC_REPLACE ? st->b : " ";
                 next.len = 0;
                 if (tok_replace_all(&next, cur.data, cur.len, a, strlen(a), b, strlen(b))) goto oom;
-                tok_buf swap = cur;
+                tlm_buf swap = cur;
                 cur = next;
                 next = swap;
             } else if (st->type == DEC_BYTEFALLBACK) {
@@ -397,12 +397,12 @@ static int decoded_texts(tlm_tokenizer *t, const dec_step *steps, int n, const c
     }
     for (int k = 0; k < t->n_added; k++)
         if (tok_set_text(t, t->added[k].id, t->added[k].content, t->added[k].len)) goto oom;
-    tok_buf_free(&cur);
-    tok_buf_free(&next);
+    tlm_buf_free(&cur);
+    tlm_buf_free(&next);
     return 0;
 oom:
-    tok_buf_free(&cur);
-    tok_buf_free(&next);
+    tlm_buf_free(&cur);
+    tlm_buf_free(&next);
     return tlm_error("%s: out of memory", name);
 }
 

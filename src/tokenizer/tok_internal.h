@@ -4,14 +4,11 @@
 #define TLM_TOK_INTERNAL_H
 
 #include "tokenizer/tokenizer.h"
+#include "util/buf.h"
+#include "util/utf8.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* ---- growable byte buffer ---------------------------------------------------------------- */
-typedef struct { char *data; size_t len, cap; } tok_buf;
-int tok_buf_put(tok_buf *b, const void *p, size_t n); /* -1 when out of memory */
-void tok_buf_free(tok_buf *b);
 
 /* ---- growable int array --------------------------------------------------------------------- */
 typedef struct { int *data; size_t len, cap; } tok_ints;
@@ -19,7 +16,7 @@ int tok_ints_push(tok_ints *v, int x);
 int tok_ints_put(tok_ints *v, const int *p, size_t n);
 
 /* Appends s with every occurrence of a replaced by b (a empty: s unchanged). -1 on OOM. */
-int tok_replace_all(tok_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl);
+int tok_replace_all(tlm_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl);
 
 /* ---- string -> int hash map (keys are not copied: they must outlive the map) ------------- */
 typedef struct { const char *key; uint32_t len, hash; int32_t value; } tok_strmap_slot;
@@ -39,26 +36,13 @@ int tok_pairmap_put(tok_pairmap *m, int a, int b, int rank, int id); /* 0 new, 1
 const tok_pairmap_slot *tok_pairmap_get(const tok_pairmap *m, int a, int b);
 void tok_pairmap_free(tok_pairmap *m);
 
-/* ---- UTF-8 ----------------------------------------------------------------------------------- */
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is invalid/truncated
- * (overlongs, surrogates and code points above U+10FFFF are invalid). */
-size_t tlm_utf8_valid_len(const char *s, size_t n);
-/* Decodes one code point from valid UTF-8; returns its length. */
-size_t tlm_utf8_decode(const char *s, size_t n, uint32_t *cp);
-size_t tlm_utf8_encode(uint32_t cp, char *out); /* writes 1..4 bytes */
-/* Offset of the first invalid byte, or n when all of s is valid UTF-8. */
-size_t tlm_utf8_check(const char *s, size_t n);
-
-/* ---- file helpers ---------------------------------------------------------------------------- */
-/* Reads a whole file (NUL-terminated copy in *data). -1 + tlm_error naming the path. */
-int tok_read_file(const char *path, char **data, size_t *len);
-
 /* ---- the tokenizer --------------------------------------------------------------------------- */
 typedef enum { TOK_BYTES, TOK_CHARS, TOK_LLAMA2C, TOK_BPE } tok_kind;
 
-/* Normalizer steps (tokenizer.json "normalizer"), applied in order. */
-typedef enum { NORM_NFC, NORM_PREPEND, NORM_REPLACE } norm_type;
-typedef struct { norm_type type; char *a, *b; size_t a_len, b_len; } tok_norm;
+/* Normalizer steps (tokenizer.json "normalizer"), applied in order (tok_norm_kind: unrelated to
+ * the model's norm_type). */
+typedef enum { TOK_NORM_NFC, TOK_NORM_PREPEND, TOK_NORM_REPLACE } tok_norm_kind;
+typedef struct { tok_norm_kind type; char *a, *b; size_t a_len, b_len; } tok_norm;
 
 /* Pre-tokenizer steps (tokenizer.json "pre_tokenizer"), applied in order to every piece. */
 typedef enum { PRE_SPLIT, PRE_BYTELEVEL, PRE_METASPACE } pre_type;
@@ -86,7 +70,7 @@ struct tlm_tokenizer {
     int bos, eos;              /* bos = what encode(add_bos=1) prepends; -1 = none */
     /* per id: the vocabulary string (what merges/lookups use) and the decoded bytes, each kept
      * in its own arena; t->vocab points into form_arena, so all forms are set before it is built */
-    tok_buf form_arena, text_arena;
+    tlm_buf form_arena, text_arena;
     size_t *form_off, *text_off;
     uint32_t *form_len, *text_len;
     tok_strmap vocab;          /* form -> id */
@@ -147,7 +131,7 @@ void tok_byte_tables(uint32_t byte_to_cp[256], int cp_to_byte[TOK_BYTE_CP_LIMIT]
 
 /* Shared by the tokenizer.json and GPT-2 loaders (tok_hf.c). */
 /* Adds the merge (a, b) with `rank`: a, b and a+b must be vocabulary forms. */
-int tok_add_merge(tlm_tokenizer *t, const char *a, size_t al, const char *b, size_t bl, int rank, tok_buf *tmp,
+int tok_add_merge(tlm_tokenizer *t, const char *a, size_t al, const char *b, size_t bl, int rank, tlm_buf *tmp,
                   const char *name, int index);
 /* Fills byte_id (byte-level) and fallback_id (<0xNN>) from the vocabulary. */
 void tok_setup_byte_ids(tlm_tokenizer *t);

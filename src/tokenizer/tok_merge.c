@@ -55,7 +55,7 @@ static uint64_t heap_pop(heap *h) {
 typedef struct {
     const tlm_tokenizer *t;
     int use_scores;
-    tok_buf concat;
+    tlm_buf concat;
 } merger;
 
 static uint32_t score_key(float s) {
@@ -80,7 +80,7 @@ static int pair_candidate(merger *m, int a, int b, uint32_t *key, int *new_id) {
     size_t la, lb;
     const char *sa = tok_form(t, a, &la), *sb = tok_form(t, b, &lb);
     m->concat.len = 0;
-    if (tok_buf_put(&m->concat, sa, la) || tok_buf_put(&m->concat, sb, lb)) return -1;
+    if (tlm_buf_put(&m->concat, sa, la) || tlm_buf_put(&m->concat, sb, lb)) return -1;
     int id = tok_strmap_get(&t->vocab, m->concat.data, m->concat.len);
     if (id < 0 || !(t->scores[id] > -1e10f)) return 0; /* run.c's starting best score; NaN never wins */
     *key = score_key(t->scores[id]);
@@ -133,7 +133,7 @@ done:
     free(next);
     free(prev);
     free(h.a);
-    tok_buf_free(&m.concat);
+    tlm_buf_free(&m.concat);
     return result;
 }
 

@@ -41,7 +41,7 @@ void tok_regex_free(void *re) { pcre2_code_free(re); }
 /* ---- a list of text pieces ------------------------------------------------------------------ */
 
 typedef struct {
-    tok_buf buf;
+    tlm_buf buf;
     size_t *off, *len;
     size_t n, cap;
 } pieces;
@@ -60,7 +60,7 @@ static int pieces_add(pieces *p, const char *s, size_t n) {
     }
     p->off[p->n] = p->buf.len;
     p->len[p->n] = n;
-    if (tok_buf_put(&p->buf, s, n)) return -1;
+    if (tlm_buf_put(&p->buf, s, n)) return -1;
     p->n++;
     return 0;
 }
@@ -68,13 +68,13 @@ static int pieces_add(pieces *p, const char *s, size_t n) {
 /* Appends bytes to the last piece (MergedWithPrevious); starts one when there is none. */
 static int pieces_extend_last(pieces *p, const char *s, size_t n) {
     if (p->n == 0) return pieces_add(p, s, n);
-    if (tok_buf_put(&p->buf, s, n)) return -1;
+    if (tlm_buf_put(&p->buf, s, n)) return -1;
     p->len[p->n - 1] += n;
     return 0;
 }
 
 static void pieces_free(pieces *p) {
-    tok_buf_free(&p->buf);
+    tlm_buf_free(&p->buf);
     free(p->off);
     free(p->len);
     memset(p, 0, sizeof *p);
@@ -162,39 +162,39 @@ static int split_regex(matcher *m, const pcre2_code *re, split_behavior behavior
 /* ---- normalizers ---------------------------------------------------------------------------- */
 
 /* Normalizes s into *out (malloc'd). */
-static int normalize(const tlm_tokenizer *t, const char *s, size_t n, tok_buf *out) {
-    tok_buf cur = {0};
-    if (tok_buf_put(&cur, s, n)) goto oom;
+static int normalize(const tlm_tokenizer *t, const char *s, size_t n, tlm_buf *out) {
+    tlm_buf cur = {0};
+    if (tlm_buf_put(&cur, s, n)) goto oom;
     for (int k = 0; k < t->n_norms; k++) {
         const tok_norm *st = &t->norms[k];
-        tok_buf next = {0};
+        tlm_buf next = {0};
         int rc = 0;
-        if (st->type == NORM_NFC) {
+        if (st->type == TOK_NORM_NFC) {
             size_t l;
             char *r = tlm_nfc(cur.data, cur.len, &l);
-            rc = !r || tok_buf_put(&next, r, l);
+            rc = !r || tlm_buf_put(&next, r, l);
             free(r);
-        } else if (st->type == NORM_PREPEND) {
-            rc = cur.len > 0 ? (tok_buf_put(&next, st->a, st->a_len) || tok_buf_put(&next, cur.data, cur.len))
-                             : tok_buf_put(&next, "", 0);
+        } else if (st->type == TOK_NORM_PREPEND) {
+            rc = cur.len > 0 ? (tlm_buf_put(&next, st->a, st->a_len) || tlm_buf_put(&next, cur.data, cur.len))
+                             : tlm_buf_put(&next, "", 0);
         } else {
             rc = tok_replace_all(&next, cur.data, cur.len, st->a, st->a_len, st->b, st->b_len);
         }
-        tok_buf_free(&cur);
+        tlm_buf_free(&cur);
         cur = next;
         if (rc) goto oom;
     }
     *out = cur;
     return 0;
 oom:
-    tok_buf_free(&cur);
+    tlm_buf_free(&cur);
     return tlm_error("tokenizer: out of memory");
 }
 
 /* ---- pre-tokenizers --------------------------------------------------------------------------- */
 
 static int pre_step(const tok_pre *st, matcher *m, const pieces *in, int at_text_start, pieces *out) {
-    tok_buf tmp = {0};
+    tlm_buf tmp = {0};
     int rc = 0;
     for (size_t i = 0; i < in->n && rc == 0; i++) {
         const char *s = in->buf.data + in->off[i];
@@ -203,8 +203,8 @@ static int pre_step(const tok_pre *st, matcher *m, const pieces *in, int at_text
             rc = split_regex(m, st->re, st->behavior, s, n, out);
         } else if (st->type == PRE_BYTELEVEL) {
             tmp.len = 0;
-            if (st->add_prefix_space && s[0] != ' ') rc = tok_buf_put(&tmp, " ", 1);
-            if (rc == 0) rc = tok_buf_put(&tmp, s, n);
+            if (st->add_prefix_space && s[0] != ' ') rc = tlm_buf_put(&tmp, " ", 1);
+            if (rc == 0) rc = tlm_buf_put(&tmp, s, n);
             if (rc) rc = tlm_error("tokenizer: out of memory");
             else if (st->re) rc = split_regex(m, st->re, SPLIT_ISOLATED, tmp.data, tmp.len, out);
             else if (pieces_add(out, tmp.data, tmp.len)) rc = tlm_error("tokenizer: out of memory");
@@ -213,7 +213,7 @@ static int pre_step(const tok_pre *st, matcher *m, const pieces *in, int at_text
             const char *r = st->replacement;
             size_t rl = st->replacement_len;
             int prepend = st->prepend == 1 || (st->prepend == 2 && at_text_start && i == 0);
-            if (prepend && !(n >= rl && memcmp(s, r, rl) == 0)) rc = tok_buf_put(&tmp, r, rl);
+            if (prepend && !(n >= rl && memcmp(s, r, rl) == 0)) rc = tlm_buf_put(&tmp, r, rl);
             if (rc == 0) rc = tok_replace_all(&tmp, s, n, " ", 1, r, rl);
             if (rc) {
                 rc = tlm_error("tokenizer: out of memory");
@@ -234,7 +234,7 @@ static int pre_step(const tok_pre *st, matcher *m, const pieces *in, int at_text
             if (rc == 0 && pieces_add(out, tmp.data + from, tmp.len - from)) rc = tlm_error("tokenizer: out of memory");
         }
     }
-    tok_buf_free(&tmp);
+    tlm_buf_free(&tmp);
     return rc;
 }
 
@@ -246,15 +246,15 @@ static int bpe_piece(const tlm_tokenizer *t, const char *s, size_t n, tok_ints *
     if (t->ignore_merges) { /* the whole piece is a vocabulary entry: take it as is */
         int id;
         if (t->byte_level) {
-            tok_buf form = {0};
+            tlm_buf form = {0};
             int rc = 0;
             for (size_t i = 0; i < n && rc == 0; i++) {
                 size_t l;
                 const char *f = tok_form(t, t->byte_id[(unsigned char)s[i]] >= 0 ? t->byte_id[(unsigned char)s[i]] : 0, &l);
-                rc = t->byte_id[(unsigned char)s[i]] < 0 || tok_buf_put(&form, f, l);
+                rc = t->byte_id[(unsigned char)s[i]] < 0 || tlm_buf_put(&form, f, l);
             }
             id = rc == 0 ? tok_strmap_get(&t->vocab, form.data, form.len) : -1;
-            tok_buf_free(&form);
+            tlm_buf_free(&form);
         } else {
             id = tok_strmap_get(&t->vocab, s, n);
         }
@@ -305,7 +305,7 @@ oom:
 /* ---- one stretch of text between added tokens -------------------------------------------------- */
 
 static int encode_section(const tlm_tokenizer *t, matcher *m, const char *s, size_t n, int at_text_start, tok_ints *out) {
-    tok_buf norm = {0};
+    tlm_buf norm = {0};
     pieces cur = {0}, next = {0};
     int rc = normalize(t, s, n, &norm);
     if (rc == 0 && norm.len > 0) {
@@ -318,7 +318,7 @@ static int encode_section(const tlm_tokenizer *t, matcher *m, const char *s, siz
         }
         for (size_t i = 0; rc == 0 && i < cur.n; i++) rc = bpe_piece(t, cur.buf.data + cur.off[i], cur.len[i], out);
     }
-    tok_buf_free(&norm);
+    tlm_buf_free(&norm);
     pieces_free(&cur);
     pieces_free(&next);
     return rc;

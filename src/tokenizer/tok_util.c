@@ -1,69 +1,38 @@
-/* tok_util.c — small containers (byte buffer, int array, hash maps), UTF-8 helpers, file
- * reading and the GPT-2 byte <-> code point table used by the tokenizers. */
+/* tok_util.c — small containers (int array, hash maps, replace-all) and the GPT-2 byte <-> code point table used by the tokenizers. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- buffers ------------------------------------------------------------------------------- */
 
-static int grow(void **data, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) {
-        if (c > ((size_t)-1) / 2 / elem) return -1;
-        c *= 2;
-    }
-    void *p = realloc(*data, c * elem);
-    if (!p) return -1;
-    *data = p;
-    *cap = c;
-    return 0;
-}
-
-int tok_buf_put(tok_buf *b, const void *p, size_t n) {
-    if (grow((void **)&b->data, &b->cap, b->len + n + 1, 1)) return -1;
-    if (n) memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
-void tok_buf_free(tok_buf *b) {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
 int tok_ints_push(tok_ints *v, int x) {
-    if (grow((void **)&v->data, &v->cap, v->len + 1, sizeof(int))) return -1;
+    if (tlm_grow_array((void **)&v->data, &v->cap, v->len + 1, sizeof(int))) return -1;
     v->data[v->len++] = x;
     return 0;
 }
 
 int tok_ints_put(tok_ints *v, const int *p, size_t n) {
-    if (grow((void **)&v->data, &v->cap, v->len + n, sizeof(int))) return -1;
+    if (tlm_grow_array((void **)&v->data, &v->cap, v->len + n, sizeof(int))) return -1;
     if (n) memcpy(v->data + v->len, p, n * sizeof(int));
     v->len += n;
     return 0;
 }
 
-int tok_replace_all(tok_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl) {
+int tok_replace_all(tlm_buf *out, const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl) {
     size_t i = 0, from = 0;
-    if (al == 0) return tok_buf_put(out, s, n);
+    if (al == 0) return tlm_buf_put(out, s, n);
     while (i + al <= n) {
         if (memcmp(s + i, a, al) == 0) {
-            if (tok_buf_put(out, s + from, i - from) || tok_buf_put(out, b, bl)) return -1;
+            if (tlm_buf_put(out, s + from, i - from) || tlm_buf_put(out, b, bl)) return -1;
             i += al;
             from = i;
         } else {
             i++;
         }
     }
-    return tok_buf_put(out, s + from, n - from);
+    return tlm_buf_put(out, s + from, n - from);
 }
 
 /* ---- string map: open addressing, linear probing, FNV-1a ----------------------------------- */
@@ -210,96 +179,6 @@ void tok_pairmap_free(tok_pairmap *m) {
     free(m->slots);
     m->slots = NULL;
     m->cap = m->count = 0;
-}
-
-/* ---- UTF-8 ------------------------------------------------------------------------------------ */
-
-size_t tlm_utf8_valid_len(const char *str, size_t n) {
-    const unsigned char *s = (const unsigned char *)str;
-    if (n == 0) return 0;
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp, min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; min = 0x10000; }
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
-size_t tlm_utf8_decode(const char *str, size_t n, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t len = tlm_utf8_valid_len(str, n);
-    if (len == 0) { *cp = s[0]; return 1; } /* callers validate first; be safe anyway */
-    if (len == 1) { *cp = s[0]; return 1; }
-    uint32_t v = s[0] & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-    for (size_t i = 1; i < len; i++) v = (v << 6) | (s[i] & 0x3F);
-    *cp = v;
-    return len;
-}
-
-size_t tlm_utf8_encode(uint32_t cp, char *out) {
-    unsigned char *o = (unsigned char *)out;
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | (cp >> 6)); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-size_t tlm_utf8_check(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if ((unsigned char)s[i] < 0x80) { i++; continue; }
-        size_t l = tlm_utf8_valid_len(s + i, n - i);
-        if (!l) return i;
-        i += l;
-    }
-    return n;
-}
-
-/* ---- files -------------------------------------------------------------------------------------- */
-
-int tok_read_file(const char *path, char **data, size_t *len) {
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
-    tok_buf b = {0};
-    char chunk[1 << 16];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (tok_buf_put(&b, chunk, got)) {
-            fclose(f);
-            tok_buf_free(&b);
-            return tlm_error("%s: out of memory reading the file", path);
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        tok_buf_free(&b);
-        return tlm_error("%s: read error", path);
-    }
-    if (!b.data && tok_buf_put(&b, "", 0)) return tlm_error("%s: out of memory", path);
-    *data = b.data;
-    *len = b.len;
-    return 0;
 }
 
 /* ---- GPT-2 byte-level table ------------------------------------------------------------------ */

@@ -26,20 +26,20 @@ tlm_tokenizer *tok_new(tok_kind kind, const char *kind_name, int vocab_size) {
     t->text_off = calloc(n, sizeof *t->text_off);
     t->form_len = calloc(n, sizeof *t->form_len);
     t->text_len = calloc(n, sizeof *t->text_len);
-    if (!t->form_off || !t->text_off || !t->form_len || !t->text_len || tok_buf_put(&t->form_arena, "", 0) ||
-        tok_buf_put(&t->text_arena, "", 0)) {
+    if (!t->form_off || !t->text_off || !t->form_len || !t->text_len || tlm_buf_put(&t->form_arena, "", 0) ||
+        tlm_buf_put(&t->text_arena, "", 0)) {
         tlm_tokenizer_free(t);
         return NULL;
     }
     return t;
 }
 
-static int put_arena(tok_buf *arena, const char *s, size_t n, size_t *off, uint32_t *len) {
+static int put_arena(tlm_buf *arena, const char *s, size_t n, size_t *off, uint32_t *len) {
     if (n > UINT32_MAX) return -1;
     *off = arena->len;
     *len = (uint32_t)n;
     /* keep a NUL after every string so a form can be printed in error messages */
-    if (tok_buf_put(arena, s, n) || tok_buf_put(arena, "", 1)) return -1;
+    if (tlm_buf_put(arena, s, n) || tlm_buf_put(arena, "", 1)) return -1;
     return 0;
 }
 
@@ -64,8 +64,8 @@ int tok_build_vocab(tlm_tokenizer *t, const char *name) {
 
 void tlm_tokenizer_free(tlm_tokenizer *t) {
     if (!t) return;
-    tok_buf_free(&t->form_arena);
-    tok_buf_free(&t->text_arena);
+    tlm_buf_free(&t->form_arena);
+    tlm_buf_free(&t->text_arena);
     free(t->form_off);
     free(t->text_off);
     free(t->form_len);
@@ -102,11 +102,6 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 static cJSON *parse_json(const char *data, size_t len, const char *name) {
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
@@ -130,10 +125,10 @@ static tlm_tokenizer *load_json_doc(cJSON *j, const char *name, const char *dir)
         cJSON *config = NULL;
         if (dir) {
             char *cpath = path_join(dir, "tokenizer_config.json");
-            if (cpath && is_file(cpath)) {
+            if (cpath && file_exists(cpath)) {
                 char *cdata;
                 size_t clen;
-                if (tok_read_file(cpath, &cdata, &clen)) {
+                if (!(cdata = read_text_file(cpath, &clen))) {
                     free(cpath);
                     return NULL;
                 }
@@ -154,7 +149,7 @@ static tlm_tokenizer *load_json_doc(cJSON *j, const char *name, const char *dir)
         char *bpe = path_join(dir, "vocab.bpe");
         tlm_tokenizer *t = NULL;
         if (!bpe) tlm_error("%s: out of memory", name);
-        else if (!is_file(bpe)) tlm_error("%s: a GPT-2 encoder.json needs vocab.bpe beside it (%s not found)", name, bpe);
+        else if (!file_exists(bpe)) tlm_error("%s: a GPT-2 encoder.json needs vocab.bpe beside it (%s not found)", name, bpe);
         else t = tok_load_gpt2(name, bpe);
         free(bpe);
         return t;
@@ -178,7 +173,7 @@ static tlm_tokenizer *load_bytes(const char *data, size_t len, const char *name,
 static tlm_tokenizer *load_file(const char *path) {
     char *data;
     size_t len;
-    if (tok_read_file(path, &data, &len)) return NULL;
+    if (!(data = read_text_file(path, &len))) return NULL;
     char *dir = dir_of(path);
     tlm_tokenizer *t = dir ? load_bytes(data, len, path, dir) : NULL;
     if (!dir) tlm_error("%s: out of memory", path);
@@ -198,7 +193,7 @@ tlm_tokenizer *tlm_tokenizer_load(const char *path) {
     for (size_t k = 0; k < sizeof candidates / sizeof *candidates; k++) {
         char *p = path_join(path, candidates[k]);
         if (!p) break;
-        if (is_file(p)) {
+        if (file_exists(p)) {
             tlm_tokenizer *t = load_file(p);
             free(p);
             return t;
@@ -286,27 +281,27 @@ const char *tlm_tokenizer_piece(const tlm_tokenizer *t, int prev, int id, size_t
 }
 
 char *tlm_tokenizer_decode_len(const tlm_tokenizer *t, const int *ids, size_t n, size_t *out_len) {
-    tok_buf b = {0};
-    if (tok_buf_put(&b, "", 0)) goto oom;
+    tlm_buf b = {0};
+    if (tlm_buf_put(&b, "", 0)) goto oom;
     int prev = -1;
     for (size_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= t->vocab_size) {
             tlm_error("tokenizer: decode: id %d at position %zu is outside the vocabulary (size %d)", id, i, t->vocab_size);
-            tok_buf_free(&b);
+            tlm_buf_free(&b);
             return NULL;
         }
         if (id != t->bos && id != t->eos) {
             size_t pl;
             const char *p = tlm_tokenizer_piece(t, prev, id, &pl);
-            if (tok_buf_put(&b, p, pl)) goto oom;
+            if (tlm_buf_put(&b, p, pl)) goto oom;
         }
         prev = id;
     }
     if (out_len) *out_len = b.len;
     return b.data;
 oom:
-    tok_buf_free(&b);
+    tlm_buf_free(&b);
     tlm_error("tokenizer: decode: out of memory");
     return NULL;
 }

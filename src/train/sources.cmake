@@ -1,8 +1,6 @@
 target_sources(tinylm PRIVATE
   src/train/data.c
   src/train/optim.c
-  src/train/sampler.c
-  src/train/generate.c
   src/train/run_dir.c
   src/train/presets.c
   src/train/trainer.c

@@ -19,6 +19,8 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,8 +32,8 @@
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "train/data.h"
+#include "infer/generate.h"
 #include "train/dist.h"
-#include "train/generate.h"
 #include "train/run_dir.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
@@ -75,6 +77,35 @@ static uint64_t fnv1a(const char *p, size_t n) {
 
 /* ---- trainer state (trainer.json) ----------------------------------------------------------- */
 
+/* The options trainer.json saves under "options" and a resume reads back (besides the seed,
+ * a decimal string, and lr_decay_steps, optional): key, type, where in train_options. */
+typedef enum { SAVED_INT, SAVED_FLOAT, SAVED_BOOL } saved_type;
+static const struct {
+    const char *key;
+    saved_type type;
+    size_t offset;
+} SAVED_OPTIONS[] = {
+    {"steps", SAVED_INT, offsetof(train_options, steps)},
+    {"batch", SAVED_INT, offsetof(train_options, batch)},
+    {"seq", SAVED_INT, offsetof(train_options, seq)},
+    {"accum", SAVED_INT, offsetof(train_options, accum)},
+    {"eval_every", SAVED_INT, offsetof(train_options, eval_every)},
+    {"eval_batches", SAVED_INT, offsetof(train_options, eval_batches)},
+    {"save_every", SAVED_INT, offsetof(train_options, save_every)},
+    {"log_every", SAVED_INT, offsetof(train_options, log_every)},
+    {"sample_tokens", SAVED_INT, offsetof(train_options, sample_tokens)},
+    {"lr", SAVED_FLOAT, offsetof(train_options, opt.lr)},
+    {"min_lr", SAVED_FLOAT, offsetof(train_options, opt.min_lr)},
+    {"beta1", SAVED_FLOAT, offsetof(train_options, opt.beta1)},
+    {"beta2", SAVED_FLOAT, offsetof(train_options, opt.beta2)},
+    {"eps", SAVED_FLOAT, offsetof(train_options, opt.eps)},
+    {"weight_decay", SAVED_FLOAT, offsetof(train_options, opt.weight_decay)},
+    {"grad_clip", SAVED_FLOAT, offsetof(train_options, opt.grad_clip)},
+    {"warmup_steps", SAVED_INT, offsetof(train_options, opt.warmup_steps)},
+    {"decay_embeddings", SAVED_BOOL, offsetof(train_options, opt.decay_embeddings)},
+};
+enum { N_SAVED_OPTIONS = sizeof SAVED_OPTIONS / sizeof SAVED_OPTIONS[0] };
+
 static char *state_json(const trainer *t) {
     const train_options *o = &t->o;
     cJSON *j = cJSON_CreateObject();
@@ -96,25 +127,15 @@ static char *state_json(const trainer *t) {
     cJSON *op = cJSON_AddObjectToObject(j, "options");
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)o->seed);
     cJSON_AddStringToObject(op, "seed", buf);
-    cJSON_AddNumberToObject(op, "steps", o->steps);
-    cJSON_AddNumberToObject(op, "batch", o->batch);
-    cJSON_AddNumberToObject(op, "seq", o->seq);
-    cJSON_AddNumberToObject(op, "accum", o->accum);
-    cJSON_AddNumberToObject(op, "eval_every", o->eval_every);
-    cJSON_AddNumberToObject(op, "eval_batches", o->eval_batches);
-    cJSON_AddNumberToObject(op, "save_every", o->save_every);
-    cJSON_AddNumberToObject(op, "log_every", o->log_every);
-    cJSON_AddNumberToObject(op, "sample_tokens", o->sample_tokens);
-    cJSON_AddNumberToObject(op, "lr", o->opt.lr);
-    cJSON_AddNumberToObject(op, "min_lr", o->opt.min_lr);
-    cJSON_AddNumberToObject(op, "beta1", o->opt.beta1);
-    cJSON_AddNumberToObject(op, "beta2", o->opt.beta2);
-    cJSON_AddNumberToObject(op, "eps", o->opt.eps);
-    cJSON_AddNumberToObject(op, "weight_decay", o->opt.weight_decay);
-    cJSON_AddNumberToObject(op, "grad_clip", o->opt.grad_clip);
-    cJSON_AddNumberToObject(op, "warmup_steps", o->opt.warmup_steps);
+    for (size_t i = 0; i < N_SAVED_OPTIONS; i++) {
+        const void *field = (const char *)o + SAVED_OPTIONS[i].offset;
+        if (SAVED_OPTIONS[i].type == SAVED_BOOL)
+            cJSON_AddBoolToObject(op, SAVED_OPTIONS[i].key, *(const bool *)field);
+        else
+            cJSON_AddNumberToObject(op, SAVED_OPTIONS[i].key,
+                                    SAVED_OPTIONS[i].type == SAVED_INT ? *(const int *)field : *(const float *)field);
+    }
     cJSON_AddNumberToObject(op, "lr_decay_steps", o->opt.total_steps);
-    cJSON_AddBoolToObject(op, "decay_embeddings", o->opt.decay_embeddings);
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     return s;
@@ -152,18 +173,19 @@ static int read_state(trainer *t, const char *path) {
     t->data_hash = strtoull(hash, NULL, 16);
     o->seed = strtoull(seed, NULL, 10);
     t->tokenizer_kind = strdup(tk);
-    double v[20] = {0};
-    const char *keys[] = {"steps", "batch", "seq", "accum", "eval_every", "eval_batches", "save_every", "log_every",
-                          "sample_tokens", "lr", "min_lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip",
-                          "warmup_steps"};
-    for (int i = 0; i < 17; i++)
-        if (json_num(op, keys[i], path, &v[i])) goto done;
-    o->steps = (int)v[0], o->batch = (int)v[1], o->seq = (int)v[2], o->accum = (int)v[3];
-    o->eval_every = (int)v[4], o->eval_batches = (int)v[5], o->save_every = (int)v[6], o->log_every = (int)v[7];
-    o->sample_tokens = (int)v[8];
-    o->opt.lr = (float)v[9], o->opt.min_lr = (float)v[10], o->opt.beta1 = (float)v[11], o->opt.beta2 = (float)v[12];
-    o->opt.eps = (float)v[13], o->opt.weight_decay = (float)v[14], o->opt.grad_clip = (float)v[15];
-    o->opt.warmup_steps = (int)v[16], o->opt.total_steps = o->steps;
+    for (size_t i = 0; i < N_SAVED_OPTIONS; i++) {
+        void *field = (char *)o + SAVED_OPTIONS[i].offset;
+        double v = 0;
+        if (SAVED_OPTIONS[i].type == SAVED_BOOL) /* (absent in runs saved before it existed: false) */
+            *(bool *)field = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(op, SAVED_OPTIONS[i].key));
+        else if (json_num(op, SAVED_OPTIONS[i].key, path, &v))
+            goto done;
+        else if (SAVED_OPTIONS[i].type == SAVED_INT)
+            *(int *)field = (int)v;
+        else
+            *(float *)field = (float)v;
+    }
+    o->opt.total_steps = o->steps;
     /* the end of the cosine decay: the first --steps of the run, kept when a resume extends
      * it (runs saved before the field existed never were extended) */
     double decay = 0;
@@ -175,7 +197,6 @@ static int read_state(trainer *t, const char *path) {
         }
         o->opt.total_steps = (int)decay;
     }
-    o->opt.decay_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(op, "decay_embeddings"));
     double step = 0, val = 0, elapsed = 0, opt_steps = 0;
     if (json_num(j, "step", path, &step) || json_num(j, "last_val_loss", path, &val) ||
         json_num(j, "elapsed", path, &elapsed) || json_num(j, "optimizer_steps", path, &opt_steps))

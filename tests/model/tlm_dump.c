@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../case_io.h"
 #include "formats/npy.h"
 #include "model/checkpoint.h"
 #include "util/error.h"
@@ -24,19 +25,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *case_dir = argv[1], *out = argv[2];
-    char path[4096], sub[4096];
+    char sub[4096];
     tlm_npy tok = {0}, tgt = {0};
     tlm_model *m = model_load_dir(case_dir);
     int rc = 1;
     if (!m) goto fail;
-    snprintf(path, sizeof path, "%s/tokens.npy", case_dir);
-    if (tlm_npy_read_as(path, TLM_DT_I32, &tok)) goto fail;
-    snprintf(path, sizeof path, "%s/targets.npy", case_dir);
-    if (tlm_npy_read_as(path, TLM_DT_I32, &tgt)) goto fail;
-    if (tok.ndim != 2 || tgt.ndim != 2 || tok.numel != tgt.numel) {
-        tlm_error("%s: tokens.npy and targets.npy must both be [B, T]", case_dir);
-        goto fail;
-    }
+    if (case_read_batches(case_dir, 2, "[B, T]", &tok, &tgt)) goto fail;
     const int B = (int)tok.shape[0], T = (int)tok.shape[1], V = m->cfg.vocab_size, d = m->cfg.d_model;
     float loss;
     if (model_forward(m, tok.data, tgt.data, B, T, &loss) || model_backward(m, 1.0f)) goto fail;

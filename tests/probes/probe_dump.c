@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../case_io.h"
 #include "formats/npy.h"
 #include "model/checkpoint.h"
 #include "probes/probe.h"
@@ -66,14 +67,7 @@ int main(int argc, char **argv) {
     int rc = 1;
     tlm_model *m = model_load_dir(case_dir);
     if (!m || model_alloc_grads(m) || make_dirs(out)) goto fail;
-    snprintf(path, sizeof path, "%s/tokens.npy", case_dir);
-    if (tlm_npy_read_as(path, TLM_DT_I32, &tok)) goto fail;
-    snprintf(path, sizeof path, "%s/targets.npy", case_dir);
-    if (tlm_npy_read_as(path, TLM_DT_I32, &tgt)) goto fail;
-    if (tok.ndim != 2 || tgt.ndim != 2 || tok.numel != tgt.numel) {
-        tlm_error("%s: tokens.npy and targets.npy must both be [B, T]", case_dir);
-        goto fail;
-    }
+    if (case_read_batches(case_dir, 2, "[B, T]", &tok, &tgt)) goto fail;
     snprintf(path, sizeof path, "%s/tensors.f32", out);
     w.data = fopen(path, "wb");
     snprintf(path, sizeof path, "%s/tensors.json", out);

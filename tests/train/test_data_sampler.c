@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "train/data.h"
-#include "train/sampler.h"
+#include "infer/sampler.h"
 
 static int failures = 0, checks = 0;
 static void expect(int ok, const char *what) {

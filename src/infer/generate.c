@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "model/decode.h"
-#include "train/sampler.h"
+#include "infer/sampler.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/text_escape.h"
