@@ -18,6 +18,7 @@ if(TLM_PYTHON)
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_train_parity.py
                    --dump-bin $<TARGET_FILE:train_dump> --work ${CMAKE_BINARY_DIR}/train_parity)
   set_tests_properties(train_parity_pytorch PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+endif()
 # data-parallel training: only where tinylm was built with MPI and mpirun is installed
 find_program(TLM_MPIRUN mpirun)
 if(TLM_PYTHON)
