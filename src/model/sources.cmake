@@ -9,4 +9,5 @@ target_sources(tinylm PRIVATE
   src/model/hf_export.c
   src/formats/llama2c.c
   src/model/api.c
+  src/model/hooks.c
   src/model/decode.c)
