@@ -56,7 +56,8 @@ int tlm_abi_version(void);
  * dimensions, or 0 when this model's config has no such point. With a callback attached, every
  * forward (training mode: the default) calls it at each point whose byte in `fwd` is set, with
  * the activation in place (the callback may rewrite it; the pass continues from the new values),
- * and every backward at each point set in `bwd`, with the gradient there. A callback returning
+ * and every backward at each point set in `bwd`, with the gradient there. A `fwd` byte of 2 says
+ * the callback may rewrite the attention pattern: z is then computed again from it. A callback returning
  * non-zero makes the pass fail with the hook's name. fn = NULL detaches. */
 enum {
     TLM_HOOK_RSTD = 1,     /* data hold 1/scale per row (the norm's reciprocal std), shape [B,T,1] */

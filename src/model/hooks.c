@@ -173,7 +173,7 @@ int model_hooks_end(tlm_model *m) {
 
 /* When the pattern hook of layer l may have rewritten probs: att = probs @ v again. */
 void model_hook_attention_from_probs(tlm_model *m, int l, float *att, const float *probs, const float *v) {
-    if (!m->hooks || !m->hooks->fwd[model_hook_id(l, HL_PATTERN)]) return;
+    if (!m->hooks || m->hooks->fwd[model_hook_id(l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
     const tlm_config *c = &m->cfg;
     const int B = m->acts.B, T = m->acts.T, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     const int qd = H * hd, kvd = KV * hd, group = H / KV;
