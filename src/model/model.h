@@ -223,8 +223,12 @@ void model_hooks_begin(tlm_model *m);
 int model_hooks_end(tlm_model *m);
 void model_hook_attention_from_probs(tlm_model *m, int l, float *att, const float *probs, const float *v);
 /* fires hook `id` (forward: may rewrite data in place; backward: data is the gradient there) */
+#ifdef TLM_NO_PROBE_HOOKS /* (the build without hooks of bench/probe_overhead.sh) */
+#define MODEL_HOOK(m, id, data, is_grad) ((void)(m), (void)(id), (void)(data), (void)(is_grad))
+#else
 #define MODEL_HOOK(m, id, data, is_grad) \
     do { if ((m)->hooks) model_hook_fire((m), (id), (data), (is_grad)); } while (0)
+#endif
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }
