@@ -112,9 +112,10 @@ class Model:
 
     def __del__(self):
         h = getattr(self, "_h", None)
-        if h:
+        if h and _L is not None:
             if getattr(self, "_tok", None):
                 _L.tlm_tok_close(self._tok)
+                self._tok = None
             _L.tlm_free(h)
             self._h = None
 
