@@ -47,6 +47,50 @@ const float *tlm_grad(const tlm_model *m, const char *tensor_name, size_t *numel
 void tlm_zero_grad(tlm_model *m);
 
 const char *tlm_error_message(void);
+/* 1: the interface below (bindings check it) */
+int tlm_abi_version(void);
+
+/* ---- hooks: a callback at each named activation point (docs/python.md) ---------------------
+ * Hook ids 0 .. tlm_hook_count()-1; tlm_hook_info gives one's name (TransformerLens names where
+ * the concept is the same), its shape for a batch [B, T] and flags; it returns the number of
+ * dimensions, or 0 when this model's config has no such point. With a callback attached, every
+ * forward (training mode: the default) calls it at each point whose byte in `fwd` is set, with
+ * the activation in place (the callback may rewrite it; the pass continues from the new values),
+ * and every backward at each point set in `bwd`, with the gradient there. A `fwd` byte of 2 says
+ * the callback may rewrite the attention pattern: z is then computed again from it. A callback returning
+ * non-zero makes the pass fail with the hook's name. fn = NULL detaches. */
+enum {
+    TLM_HOOK_RSTD = 1,     /* data hold 1/scale per row (the norm's reciprocal std), shape [B,T,1] */
+    TLM_HOOK_MASKED = 2,   /* attention scores: entries of keys a query does not see are undefined */
+    TLM_HOOK_NO_GRAD = 4,  /* no gradient is reported here */
+    TLM_HOOK_READONLY = 8  /* rewriting the data does not change the rest of the pass */
+};
+typedef int (*tlm_hook_fn)(void *user, int hook_id, float *data, int ndim, const int64_t *shape, int is_grad);
+int tlm_hook_count(const tlm_model *m);
+int tlm_hook_info(const tlm_model *m, int id, char *name, size_t name_cap, int B, int T, int64_t shape[5],
+                  int *flags);
+int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd);
+/* Backward of the last forward from a gradient of its logits [B, T, vocab] (a metric's), not the loss's. */
+int tlm_backward_logits(tlm_model *m, const float *dlogits);
+
+/* ---- more for bindings (python/tinylm) --------------------------------------------------------- */
+/* Any path `--model` takes: a checkpoint or run directory, a Hugging Face directory, a llama2.c .bin. */
+tlm_model *tlm_load_any(const char *path);
+/* The model's config as a tinylm config.json text (malloc'd: tlm_free_mem). */
+char *tlm_config_json(const tlm_model *m);
+void tlm_free_mem(void *p);
+void tlm_set_threads(int n);
+/* Tokenizers: a path (tokenizer.json, llama2.c .bin, a directory), or NULL + the model's path for
+ * the one stored with the model. Encode returns malloc'd ids (tlm_free_mem). */
+typedef struct tlm_tokenizer tlm_tokenizer;
+tlm_tokenizer *tlm_tok_open(const char *path, const char *model_path);
+void tlm_tok_close(tlm_tokenizer *t);
+int *tlm_tok_encode(const tlm_tokenizer *t, const char *text, size_t len, int bos, size_t *n);
+char *tlm_tok_decode(const tlm_tokenizer *t, const int *ids, size_t n, size_t *len);
+const char *tlm_tok_piece(const tlm_tokenizer *t, int prev, int id, size_t *len);
+int tlm_tok_bos(const tlm_tokenizer *t);
+int tlm_tok_eos(const tlm_tokenizer *t);
+int tlm_tok_vocab_size(const tlm_tokenizer *t);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,11 @@
 /* api.c — include/tinylm.h on top of the internal model. */
 #include "tinylm.h"
 
+#include <omp.h>
+#include <stdlib.h>
+
 #include "model/checkpoint.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 tlm_model *tlm_load(const char *dir) { return model_load_dir(dir); }
@@ -35,3 +39,33 @@ const float *tlm_grad(const tlm_model *m, const char *name, size_t *numel) {
 
 void tlm_zero_grad(tlm_model *m) { model_zero_grads(m); }
 const char *tlm_error_message(void) { return tlm_last_error(); }
+
+/* ---- for bindings (python/tinylm) ------------------------------------------------------------ */
+
+int tlm_backward_logits(tlm_model *m, const float *dlogits) { return model_backward_from_logits(m, dlogits); }
+tlm_model *tlm_load_any(const char *path) { return model_load_dir(path); }
+char *tlm_config_json(const tlm_model *m) { return config_to_json(&m->cfg); }
+void tlm_free_mem(void *p) { free(p); }
+void tlm_set_threads(int n) {
+    if (n > 0) omp_set_num_threads(n);
+}
+
+tlm_tokenizer *tlm_tok_open(const char *path, const char *model_path) {
+    return path ? tlm_tokenizer_load(path) : model_load_tokenizer(model_path);
+}
+void tlm_tok_close(tlm_tokenizer *t) { tlm_tokenizer_free(t); }
+int *tlm_tok_encode(const tlm_tokenizer *t, const char *text, size_t len, int bos, size_t *n) {
+    int *ids = NULL;
+    if (tlm_tokenizer_encode(t, text, len, bos, &ids, n)) return NULL;
+    if (!ids) ids = malloc(sizeof(int)); /* (no tokens: still a pointer to free) */
+    return ids;
+}
+char *tlm_tok_decode(const tlm_tokenizer *t, const int *ids, size_t n, size_t *len) {
+    return tlm_tokenizer_decode_len(t, ids, n, len);
+}
+const char *tlm_tok_piece(const tlm_tokenizer *t, int prev, int id, size_t *len) {
+    return tlm_tokenizer_piece(t, prev, id, len);
+}
+int tlm_tok_bos(const tlm_tokenizer *t) { return tlm_tokenizer_bos(t); }
+int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
+int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }

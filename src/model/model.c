@@ -224,6 +224,7 @@ void model_free(tlm_model *m) {
     if (!m) return;
     free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.layers);
     free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
+    model_hooks_free(m);
     free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->grad_mem);
     if (m->file_map)
         munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
@@ -295,6 +296,9 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     const int qkv_widths[3] = {qd, kvd, kvd};
     linear_forward(m, m->acts.fused, u, &P->qkv, N, d, qd + 2 * kvd);
     split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
+    MODEL_HOOK(m, model_hook_id(l, HL_Q), a->q, 0);
+    MODEL_HOOK(m, model_hook_id(l, HL_K), a->k, 0);
+    MODEL_HOOK(m, model_hook_id(l, HL_V), a->v, 0);
     if (c->qk_norm != QK_NORM_NONE) {
         float off = config_norm_offset(c);
         int rows, cols;
@@ -302,6 +306,8 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
         rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
         model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
         rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
+        MODEL_HOOK(m, model_hook_id(l, HL_Q_NORMED), a->qn, 0);
+        MODEL_HOOK(m, model_hook_id(l, HL_K_NORMED), a->kn, 0);
     }
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     if (c->position == POS_ROPE) {
@@ -309,13 +315,21 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
         model_layer_rope(m, l, &cs, &sn);
         rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, pos0);
         rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, pos0);
+        MODEL_HOOK(m, model_hook_id(l, HL_ROT_Q), a->qr, 0);
+        MODEL_HOOK(m, model_hook_id(l, HL_ROT_K), a->kr, 0);
     }
     if (m->kv) { /* incremental decoding: append k, v to the cache and attend over all of it */
         kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
     } else {
         attention_spec spec = model_layer_attention(c, l);
         attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
+        if (m->hooks) {
+            model_hook_fire(m, model_hook_id(l, HL_ATTN_SCORES), a->scores, 0);
+            model_hook_fire(m, model_hook_id(l, HL_PATTERN), a->probs, 0);
+            model_hook_attention_from_probs(m, l, a->att, a->probs, a->v);
+        }
     }
+    MODEL_HOOK(m, model_hook_id(l, HL_Z), a->att, 0);
     linear_forward(m, f, a->att, &P->o, N, qd, d);
 }
 
@@ -330,12 +344,18 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     memset(A->datt, 0, sizeof(float) * N * qd);
     matmul_backward(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
+    MODEL_HOOK(m, model_hook_id(l, HL_Z), A->datt, 1);
     memset(A->dq, 0, sizeof(float) * N * qd);
     memset(A->dk, 0, sizeof(float) * N * kvd);
     memset(A->dv, 0, sizeof(float) * N * kvd);
     attention_spec spec = model_layer_attention(c, l);
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
                        A->attn_scratch);
+    MODEL_HOOK(m, model_hook_id(l, HL_V), A->dv, 1);
+    if (c->position == POS_ROPE) {
+        MODEL_HOOK(m, model_hook_id(l, HL_ROT_Q), A->dq, 1);
+        MODEL_HOOK(m, model_hook_id(l, HL_ROT_K), A->dk, 1);
+    }
     /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
     float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
     if (c->position == POS_ROPE) {
@@ -351,6 +371,8 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     if (c->qk_norm != QK_NORM_NONE) {
         float off = config_norm_offset(c);
         int rows, cols;
+        MODEL_HOOK(m, model_hook_id(l, HL_Q_NORMED), dq, 1);
+        MODEL_HOOK(m, model_hook_id(l, HL_K_NORMED), dk, 1);
         memset(dq_next, 0, sizeof(float) * N * qd);
         memset(dk_next, 0, sizeof(float) * N * kvd);
         model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
@@ -359,6 +381,8 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
         rmsnorm_backward(dk_next, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
         dq = dq_next, dk = dk_next;
     }
+    MODEL_HOOK(m, model_hook_id(l, HL_Q), dq, 1);
+    MODEL_HOOK(m, model_hook_id(l, HL_K), dk, 1);
     const float *dqkv[3] = {dq, dk, A->dv};
     const int qkv_widths[3] = {qd, kvd, kvd};
     join_columns(A->dfused, dqkv, qkv_widths, 3, N);
@@ -376,14 +400,18 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
     const int N = m->acts.B * m->acts.T, d = c->d_model, ff = c->d_ff;
     if (c->ffn == FFN_GELU) {
         linear_forward(m, a->up, u, &P->up, N, d, ff);
+        MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), a->up, 0);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else { /* gate and up from one GEMM over their back-to-back weights */
         float *gu_out[2] = {a->gate, a->up};
         const int gu_widths[2] = {ff, ff};
         linear_forward(m, m->acts.fused, u, &P->gate_up, N, d, 2 * ff);
         split_columns(gu_out, gu_widths, 2, m->acts.fused, N);
+        MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), a->gate, 0);
+        MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), a->up, 0);
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
+    MODEL_HOOK(m, model_hook_id(l, HL_MLP_POST), a->hid, 0);
     linear_forward(m, f, a->hid, &P->down, N, ff, d);
 }
 
@@ -397,13 +425,17 @@ static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const flo
     const size_t n = (size_t)N * ff;
     memset(A->dhid, 0, sizeof(float) * n);
     matmul_backward(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
+    MODEL_HOOK(m, model_hook_id(l, HL_MLP_POST), A->dhid, 1);
     memset(A->dup, 0, sizeof(float) * n);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
+        MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dup, 1);
         matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
     } else {
         memset(A->dgate, 0, sizeof(float) * n);
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
+        MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dgate, 1);
+        MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), A->dup, 1);
         const float *dgu[2] = {A->dgate, A->dup};
         const int gu_widths[2] = {ff, ff};
         join_columns(A->dfused, dgu, gu_widths, 2, N);
@@ -425,6 +457,14 @@ static norm_params *out_norm(model_params *p, int l, sublayer_kind k) {
     return k == SUB_ATTN ? &p->layers[l].attn_out_norm : &p->layers[l].ffn_out_norm;
 }
 
+/* hook points of a sublayer: input norm scale, its output, F before the output norm, the output
+ * norm's scale, what is added to the stream, the sum before a post norm, its scale, the stream after */
+static const int SUB_HOOKS[2][8] = {
+    {HL_LN1_SCALE, HL_LN1_NORMALIZED, HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE,
+     HL_RESID_MID},
+    {HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE,
+     HL_RESID_POST}};
+
 /* h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... as the placement says */
 static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *x, float *h) {
     const tlm_config *c = &m->cfg;
@@ -435,23 +475,33 @@ static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *
     if (placement_has_input_norm(c->placement)) {
         model_norm_forward(c, s->in.y, &s->in, first_norm(&m->p, l, k), x, N);
         u = s->in.y;
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][0]), s->in.rstd, 0);
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][1]), s->in.y, 0);
     }
     if (k == SUB_ATTN)
         attention_sublayer_forward(m, l, u, s->f);
     else
         ffn_sublayer_forward(m, l, u, s->f);
-    const float *fo = s->f;
+    float *fo = s->f;
     if (placement_has_output_norm(c->placement)) {
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][2]), s->f, 0);
         model_norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
         fo = s->out.y;
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][3]), s->out.rstd, 0);
     }
+    MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][4]), fo, 0);
     int post = placement_has_post_norm(c->placement);
     float *sum = post ? s->sum : h;
     if (c->residual)
         vec_add(sum, x, fo, Nd);
     else
         memcpy(sum, fo, Nd * sizeof(float));
-    if (post) model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
+    if (post) {
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][5]), sum, 0);
+        model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][6]), s->post.rstd, 0);
+    }
+    MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][7]), h, 0);
 }
 
 /* dx += d(sublayer)/dx . dh  (dx was zeroed by the caller) */
@@ -466,13 +516,16 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
         memset(A->dsum, 0, Nd * sizeof(float));
         model_norm_backward(c, A->dsum, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum, N);
         dsum = A->dsum;
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][5]), A->dsum, 1);
     }
+    MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][4]), (float *)dsum, 1);
     if (c->residual) vec_acc(dx, dsum, Nd);
     const float *df = dsum;
     if (placement_has_output_norm(c->placement)) {
         memset(A->df, 0, Nd * sizeof(float));
         model_norm_backward(c, A->df, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
         df = A->df;
+        MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][2]), A->df, 1);
     }
     const int has_in = placement_has_input_norm(c->placement);
     const float *u = has_in ? s->in.y : x;
@@ -481,6 +534,7 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
         attention_sublayer_backward(m, l, u, df, A->du);
     else
         ffn_sublayer_backward(m, l, u, df, A->du);
+    if (has_in) MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][1]), A->du, 1);
     if (has_in)
         model_norm_backward(c, dx, first_norm(&m->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
     else
@@ -495,17 +549,21 @@ static float *residual_at(const activations *A, int i, size_t Nd) { return A->re
 
 float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
-void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
-                        int R) {
+void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R) {
     const tlm_config *c = &m->cfg;
-    if (c->final_norm) {
-        model_norm_forward(c, fn->y, fn, &m->p.final_norm, h, R);
-        h = fn->y;
-    }
     float *head_out = c->final_softcap > 0.0f && logits_raw ? logits_raw : logits;
     const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
     linear_forward(m, head_out, h, &head, R, c->d_model, c->vocab_size);
     if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
+}
+
+void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
+                        int R) {
+    if (m->cfg.final_norm) {
+        model_norm_forward(&m->cfg, fn->y, fn, &m->p.final_norm, h, R);
+        h = fn->y;
+    }
+    model_head_logits(m, logits, logits_raw, h, R);
 }
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
@@ -525,7 +583,10 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
             return tlm_error("forward: target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i,
                              c->vocab_size);
     }
+    if (m->hooks && (m->mode != MODEL_TRAIN || m->kv))
+        return tlm_error("forward: hooks need the model in training mode without a KV cache");
     if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
+    model_hooks_begin(m);
     activations *A = &m->acts;
     const int N = B * T, d = c->d_model, V = c->vocab_size;
     const size_t Nd = (size_t)N * d;
@@ -538,8 +599,10 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         embedding_forward_bf16(A->res, tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
     else
         embedding_forward(A->res, tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
+    MODEL_HOOK(m, 0, A->res, 0);
     for (int l = 0; l < c->n_layers; l++) {
         float *x = residual_at(A, 2 * l, Nd), *mid = residual_at(A, 2 * l + 1, Nd);
+        MODEL_HOOK(m, model_hook_id(l, HL_RESID_PRE), x, 0);
         sublayer_forward(m, l, SUB_ATTN, x, mid);
         sublayer_forward(m, l, SUB_FFN, mid, residual_at(A, 2 * l + 2, Nd));
     }
@@ -549,31 +612,62 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         for (int b = 0; b < B; b++) memcpy(A->final.y + (size_t)b * d, h + ((size_t)b * T + T - 1) * d, sizeof(float) * d);
         h = A->final.y;
     }
-    model_head_forward(m, A->logits, A->logits_raw, &A->final, h, R);
+    if (c->final_norm) { /* (the hooks see, and may rewrite, the final norm's output) */
+        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
+        h = A->final.y;
+        MODEL_HOOK(m, model_hook_count(c) - 2, A->final.rstd, 0);
+        MODEL_HOOK(m, model_hook_count(c) - 1, A->final.y, 0);
+    }
+    model_head_logits(m, A->logits, A->logits_raw, h, R);
     if (targets) {
         if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
         float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
+    if (m->hooks && model_hooks_end(m)) return -1;
     /* (a probe copies what it selects out of m->acts here: the pass itself is untouched) */
     if (m->after_pass && m->after_pass(m->after_pass_user, m, 0)) return -1;
     return 0;
 }
 
-int model_backward(tlm_model *m, float dloss) {
-    const tlm_config *c = &m->cfg;
+static int backward_check(tlm_model *m, int need_targets) {
     activations *A = &m->acts;
-    if (!A->mem || !A->has_targets || m->kv) return tlm_error("backward: no forward pass with targets to differentiate");
+    if (!A->mem || (need_targets && !A->has_targets) || m->kv)
+        return tlm_error("backward: no forward pass with targets to differentiate");
     if (A->lean || !m->p.embed)
         return tlm_error("backward: the model is set up for inference (model_set_mode or bf16 weights)");
-    if (model_alloc_grads(m)) return -1;
+    return model_alloc_grads(m);
+}
+
+static int backward_from_dlogits(tlm_model *m);
+
+int model_backward(tlm_model *m, float dloss) {
+    activations *A = &m->acts;
+    if (backward_check(m, 1)) return -1;
+    const int N = A->B * A->T, V = m->cfg.vocab_size;
+    memset(A->dlogits, 0, (size_t)N * V * sizeof(float) * (m->cfg.final_softcap > 0.0f ? 2 : 1));
+    crossentropy_backward(A->dlogits, A->probs, A->targets, N, V, dloss, A->n_counted);
+    return backward_from_dlogits(m);
+}
+
+int model_backward_from_logits(tlm_model *m, const float *dlogits) {
+    activations *A = &m->acts;
+    if (backward_check(m, 0)) return -1;
+    const size_t NV = (size_t)A->B * A->T * m->cfg.vocab_size;
+    memset(A->dlogits, 0, NV * sizeof(float) * (m->cfg.final_softcap > 0.0f ? 2 : 1));
+    memcpy(A->dlogits, dlogits, NV * sizeof(float));
+    return backward_from_dlogits(m);
+}
+
+/* the backward from A->dlogits (the gradient of the logits) down */
+static int backward_from_dlogits(tlm_model *m) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
-
+    model_hooks_begin(m);
     memset(A->dres, 0, (2 * (size_t)L + 1) * Nd * sizeof(float));
-    memset(A->dlogits, 0, NV * sizeof(float) * (c->final_softcap > 0.0f ? 2 : 1));
-    crossentropy_backward(A->dlogits, A->probs, A->targets, N, V, dloss, A->n_counted);
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
         softcap_backward(A->dlogits + NV, A->dlogits, A->logits, NV, c->final_softcap);
@@ -582,6 +676,7 @@ int model_backward(tlm_model *m, float dloss) {
     const float *hL = A->res + 2 * (size_t)L * Nd;
     memset(A->dfinal, 0, Nd * sizeof(float));
     matmul_backward(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
+    if (c->final_norm) MODEL_HOOK(m, model_hook_count(c) - 1, A->dfinal, 1);
     float *dhL = A->dres + 2 * (size_t)L * Nd;
     if (c->final_norm)
         model_norm_backward(c, dhL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
@@ -594,6 +689,15 @@ int model_backward(tlm_model *m, float dloss) {
         sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
     }
     embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
+    if (m->hooks) { /* the residual stream's gradients are complete only now */
+        model_hook_fire(m, 0, A->dres, 1);
+        for (int l = 0; l < L; l++) {
+            model_hook_fire(m, model_hook_id(l, HL_RESID_PRE), A->dres + 2 * l * Nd, 1);
+            model_hook_fire(m, model_hook_id(l, HL_RESID_MID), A->dres + (2 * l + 1) * Nd, 1);
+            model_hook_fire(m, model_hook_id(l, HL_RESID_POST), A->dres + (2 * l + 2) * Nd, 1);
+        }
+        if (model_hooks_end(m)) return -1;
+    }
     if (m->after_pass && m->after_pass(m->after_pass_user, m, 1)) return -1;
     return 0;
 }

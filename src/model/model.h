@@ -142,6 +142,7 @@ typedef struct tlm_model {
      * (src/probes/probe.h). */
     int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
     void *after_pass_user;
+    struct model_hooks *hooks; /* attached: a callback at each named activation (hooks.c); NULL = none */
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
@@ -162,6 +163,9 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
 /* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). */
 int model_backward(tlm_model *m, float dloss);
+/* Backward of the last forward (with or without targets) from a given gradient of the logits
+ * [B, T, V] instead of the loss's (hooks: gradients of a chosen metric). */
+int model_backward_from_logits(tlm_model *m, const float *dlogits);
 
 /* Sets what the following forwards are for (see model_mode); the activations are laid out
  * again at the next forward. */
@@ -198,6 +202,8 @@ activation model_ffn_activation(const tlm_config *c);
  * place). The forward's last step, and the logit lens's on any stage of the stream. */
 void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
                         int R);
+/* The head's second half alone: LM head -> final soft-cap over rows h [R, d] already normed */
+void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R);
 float model_embed_scale(const tlm_config *c);
 /* Makes the RoPE tables cover positions [0, len). */
 int model_ensure_rope(tlm_model *m, int len);
@@ -206,6 +212,34 @@ int model_ensure_rope(tlm_model *m, int len);
  * lives in the read-only file mapping base[0..len) the model now owns, and frees the buffer
  * it had. For inference: nothing may write the parameters afterwards. */
 void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len);
+
+/* ---- hooks (hooks.c): a callback at each named activation point of forward and backward ------- */
+
+/* Hook points of one layer. Which exist depends on the config (model_hook_name). */
+enum {
+    HL_RESID_PRE,
+    HL_LN1_SCALE, HL_LN1_NORMALIZED, /* the attention sublayer's input norm (pre, sandwich) */
+    HL_Q, HL_K, HL_V, HL_Q_NORMED, HL_K_NORMED, HL_ROT_Q, HL_ROT_K, HL_ATTN_SCORES, HL_PATTERN, HL_Z,
+    HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE, HL_RESID_MID,
+    HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_PRE, HL_MLP_PRE_LINEAR, HL_MLP_POST,
+    HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
+    HL_COUNT
+};
+/* ids: 0 = the embedding, 1 + l * HL_COUNT + kind, then the final norm's two */
+static inline int model_hook_id(int l, int kind) { return 1 + l * HL_COUNT + kind; }
+int model_hook_count(const tlm_config *c);
+int model_hook_fire(tlm_model *m, int id, float *data, int is_grad);
+void model_hooks_free(tlm_model *m);
+void model_hooks_begin(tlm_model *m);
+int model_hooks_end(tlm_model *m);
+void model_hook_attention_from_probs(tlm_model *m, int l, float *att, const float *probs, const float *v);
+/* fires hook `id` (forward: may rewrite data in place; backward: data is the gradient there) */
+#ifdef TLM_NO_PROBE_HOOKS /* (the build without hooks of bench/probe_overhead.sh) */
+#define MODEL_HOOK(m, id, data, is_grad) ((void)(m), (void)(id), (void)(data), (void)(is_grad))
+#else
+#define MODEL_HOOK(m, id, data, is_grad) \
+    do { if ((m)->hooks) model_hook_fire((m), (id), (data), (is_grad)); } while (0)
+#endif
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }

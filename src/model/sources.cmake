@@ -10,4 +10,5 @@ target_sources(tinylm PRIVATE
   src/formats/llama2c.c
   src/model/llama2c_load.c
   src/model/api.c
+  src/model/hooks.c
   src/model/decode.c)

@@ -107,6 +107,21 @@ class Model:
                 raise ValueError("tensor %s: shape %s, config wants %s" % (name, list(a.shape), shape))
             self.params[name] = torch.tensor(a, dtype=dtype, requires_grad=True)
         self.block_inputs = []
+        self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
+
+    def _hook(self, name, x):
+        return self.hook_fn(name, x) if self.hook_fn is not None else x
+
+    def norm_hooked(self, prefix, x, hook_prefix):
+        """self.norm, with its scale (sqrt(mean square or variance + eps), [..., 1]) at hook_prefix.hook_scale"""
+        if self.hook_fn is not None:
+            c = self.cfg
+            if c["norm_type"] == "layernorm":
+                var = ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
+            else:
+                var = (x * x).mean(-1, keepdim=True)
+            self._hook(hook_prefix + ".hook_scale", torch.sqrt(var + c["norm_eps"]).detach())
+        return self.norm(prefix, x)
 
     def p(self, name):
         return self.params.get(name)
@@ -133,18 +148,31 @@ class Model:
         B, T, _ = x.shape
         H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         p = "layers.%d.attn." % n
+
+        def hk(name, t):  # hooks see [B, T, heads, hd]
+            return self._hook("blocks.%d.attn.%s" % (n, name), t)
+
         q, k, v = self.linear(p + "q_proj", x), self.linear(p + "k_proj", x), self.linear(p + "v_proj", x)
+        q = hk("hook_q", q.view(B, T, H, hd)).reshape(B, T, H * hd)
+        k = hk("hook_k", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
+        v = hk("hook_v", v.view(B, T, KV, hd)).reshape(B, T, KV * hd)
         if c["qk_norm"] == "full":  # over the whole projection (OLMo 2)
             q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+            q = hk("hook_q_normed", q.view(B, T, H, hd)).reshape(B, T, H * hd)
+            k = hk("hook_k_normed", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
         q = q.view(B, T, H, hd).transpose(1, 2)   # [B, H, T, hd]
         k = k.view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
         v = v.view(B, T, KV, hd).transpose(1, 2)
         if c["qk_norm"] == "head":  # per head over head_dim (Qwen3)
             q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+            q = hk("hook_q_normed", q.transpose(1, 2)).transpose(1, 2)
+            k = hk("hook_k_normed", k.transpose(1, 2)).transpose(1, 2)
         if c["position_embedding"] == "rope":
             cos, sin = rope_tables(T, hd, c["rope_theta"], self.dtype)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
+            q = hk("hook_rot_q", q.transpose(1, 2)).transpose(1, 2)
+            k = hk("hook_rot_k", k.transpose(1, 2)).transpose(1, 2)
         # GQA: query head h reads kv head h // (H / KV) (Hugging Face repeat_kv layout).
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
@@ -153,38 +181,49 @@ class Model:
         scores = softcap((q @ k.transpose(-1, -2)) * scale, c["attn_logit_softcapping"])
         window = c["sliding_window"] if c["layer_types"][n] == "sliding_attention" else 0
         scores = scores.masked_fill(~attention_mask(T, window), float("-inf"))
-        o = torch.softmax(scores, dim=-1) @ v  # [B, H, T, hd]
-        o = o.transpose(1, 2).reshape(B, T, H * hd)
+        scores = hk("hook_attn_scores", scores)
+        o = hk("hook_pattern", torch.softmax(scores, dim=-1)) @ v  # [B, H, T, hd]
+        o = hk("hook_z", o.transpose(1, 2)).reshape(B, T, H * hd)
         return self.linear(p + "o_proj", o)
 
     def ffn(self, n, x):
         c = self.cfg
         p = "layers.%d.ffn." % n
+        hk = lambda name, t: self._hook("blocks.%d.mlp.%s" % (n, name), t)  # noqa: E731
         up = self.linear(p + "up_proj", x)
         if c["ffn_type"] == "swiglu":
-            g = self.linear(p + "gate_proj", x)
-            h = g * torch.sigmoid(g) * up
+            g = hk("hook_pre", self.linear(p + "gate_proj", x))
+            h = g * torch.sigmoid(g) * hk("hook_pre_linear", up)
         elif c["ffn_type"] == "geglu":
-            h = gelu_tanh(self.linear(p + "gate_proj", x)) * up
+            h = gelu_tanh(hk("hook_pre", self.linear(p + "gate_proj", x))) * hk("hook_pre_linear", up)
         else:
-            h = gelu_tanh(up)
-        return self.linear(p + "down_proj", h)
+            h = gelu_tanh(hk("hook_pre", up))
+        return self.linear(p + "down_proj", hk("hook_post", h))
 
-    def sublayer(self, x, f, norm_in, norm_out):
-        """One sublayer under the configured norm placement (docs/config.md table)."""
+    def sublayer(self, x, f, norm_in, norm_out, hooks=None):
+        """One sublayer under the configured norm placement (docs/config.md table). hooks: the
+        names (layer, "attn" or "mlp") of its hook points (docs/python.md)."""
         c = self.cfg
         pl, res = c["norm_placement"], c["residual"]
+        n, kind = hooks if hooks else (0, "attn")
+        ln = "blocks.%d.%s" % (n, "ln1" if kind == "attn" else "ln2")
+        out = "blocks.%d.hook_%s_out" % (n, kind)
+        hk = self._hook
         if pl == "post":
-            s = x + f(x) if res else f(x)
-            return self.norm(norm_in, s)
+            s = x + hk(out, f(x)) if res else hk(out, f(x))
+            s = hk("blocks.%d.hook_resid_%s_pre_norm" % (n, "mid" if kind == "attn" else "post"), s)
+            return self.norm_hooked(norm_in, s, ln + "_post")
+        if pl in ("pre", "sandwich"):
+            u = hk(ln + ".hook_normalized", self.norm_hooked(norm_in, x, ln))
         if pl == "pre":
-            y = f(self.norm(norm_in, x))
+            y = f(u)
         elif pl == "sandwich":
-            y = self.norm(norm_out, f(self.norm(norm_in, x)))
+            y = self.norm_hooked(norm_out, hk(out + "_pre_norm", f(u)), ln + "_out")
         elif pl == "output":
-            y = self.norm(norm_out, f(x))
+            y = self.norm_hooked(norm_out, hk(out + "_pre_norm", f(x)), ln + "_out")
         else:
             y = f(x)
+        y = hk(out, y)
         return x + y if res else y
 
     def forward(self, tokens, block_input_delta=None):
@@ -202,19 +241,23 @@ class Model:
             if T > c["max_position_embeddings"]:
                 raise ValueError("sequence longer than max_position_embeddings")
             x = x + self.p("pos_embed.weight")[:T][None, :, :]
+        x = self._hook("hook_embed", x)
         self.block_inputs = []
         for n in range(c["num_hidden_layers"]):
             if block_input_delta and n in block_input_delta:
                 x = x + block_input_delta[n]
+            x = self._hook("blocks.%d.hook_resid_pre" % n, x)
             if x.requires_grad:
                 x.retain_grad()
             self.block_inputs.append(x)
             x = self.sublayer(x, lambda h: self.attention(n, h),
-                              "layers.%d.attn_norm" % n, "layers.%d.attn_out_norm" % n)
+                              "layers.%d.attn_norm" % n, "layers.%d.attn_out_norm" % n, (n, "attn"))
+            x = self._hook("blocks.%d.hook_resid_mid" % n, x)
             x = self.sublayer(x, lambda h: self.ffn(n, h),
-                              "layers.%d.ffn_norm" % n, "layers.%d.ffn_out_norm" % n)
+                              "layers.%d.ffn_norm" % n, "layers.%d.ffn_out_norm" % n, (n, "mlp"))
+            x = self._hook("blocks.%d.hook_resid_post" % n, x)
         if c["final_norm"]:
-            x = self.norm("final_norm", x)
+            x = self._hook("ln_final.hook_normalized", self.norm_hooked("final_norm", x, "ln_final"))
         head = self.p("embed.weight") if c["tie_word_embeddings"] else self.p("lm_head.weight")
         return softcap(x @ head.t(), c["final_logit_softcapping"])
 
@@ -233,6 +276,46 @@ class Model:
                                      for n, x in enumerate(self.block_inputs))
         return {"logits": logits.detach().numpy().copy(),
                 "loss": np.array([loss.item()]), "grads": grads, "dx": dx}
+
+
+    def run_hooked(self, tokens, names=None, replace=None, backward=None):
+        """Forward with hook points: returns (logits, cache {name: array}); replace {name: fn(tensor)
+        -> tensor} rewrites activations; backward: None, "loss" (next-token mean cross-entropy)
+        or a function logits -> scalar metric; then cache also holds name + "_grad".
+        names: None (all) or a collection."""
+        seen = {}
+
+        def fn(name, t):
+            if replace and name in replace:
+                t = replace[name](t)
+            if names is None or name in names:
+                if t.requires_grad:
+                    t.retain_grad()
+                seen[name] = t
+            return t
+
+        for t in self.params.values():
+            t.grad = None
+        self.hook_fn = fn
+        try:
+            logits = self.forward(tokens)
+            if backward is not None:
+                if backward == "loss":
+                    tok = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+                    tg = torch.full_like(tok, -1)
+                    tg[..., :-1] = tok[..., 1:]
+                    metric = cross_entropy(logits, tg)
+                else:
+                    metric = backward(logits)
+                metric.backward()
+        finally:
+            self.hook_fn = None
+        cache = {}
+        for name, t in seen.items():
+            cache[name] = t.detach().numpy().copy()
+            if backward is not None and t.grad is not None:
+                cache[name + "_grad"] = t.grad.detach().numpy().copy()
+        return logits.detach().numpy().copy(), cache
 
 
 # ---- init --------------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""_lib.py — finds libtinylm.so and declares its C interface (include/tinylm.h) for ctypes."""
+import ctypes
+import os
+
+ABI_VERSION = 1
+
+HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
+                           ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
+
+# flags of tlm_hook_info
+HOOK_RSTD, HOOK_MASKED, HOOK_NO_GRAD, HOOK_READONLY = 1, 2, 4, 8
+
+
+def _candidates():
+    env = os.environ.get("TINYLM_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libtinylm.so")                       # installed next to the package
+    root = os.path.dirname(os.path.dirname(here))                  # python/tinylm -> the repository
+    build = os.environ.get("TINYLM_BUILD_DIR")
+    if build:
+        yield os.path.join(build, "libtinylm.so")
+    yield os.path.join(root, "build", "libtinylm.so")
+
+
+def load_library():
+    tried = []
+    for path in _candidates():
+        tried.append(path)
+        if os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+            if lib.tlm_abi_version() != ABI_VERSION:
+                raise ImportError("%s: interface version %d, this package wants %d"
+                                  % (path, lib.tlm_abi_version(), ABI_VERSION))
+            lib.path = path
+            return lib
+    raise ImportError("libtinylm.so not found (tried %s); build it (cmake --build build) or set TINYLM_LIB"
+                      % ", ".join(tried))
+
+
+def _declare(lib):
+    P, I, S, F, V = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_float, None
+    IP = ctypes.POINTER(ctypes.c_int)
+    FP = ctypes.POINTER(ctypes.c_float)
+    sig = {
+        "tlm_abi_version": (I, []),
+        "tlm_load_any": (P, [ctypes.c_char_p]),
+        "tlm_free": (V, [P]),
+        "tlm_error_message": (ctypes.c_char_p, []),
+        "tlm_config_json": (P, [P]),
+        "tlm_free_mem": (V, [P]),
+        "tlm_set_threads": (V, [I]),
+        "tlm_vocab_size": (I, [P]),
+        "tlm_forward": (I, [P, IP, IP, I, I, FP]),
+        "tlm_logits": (FP, [P]),
+        "tlm_backward": (I, [P, F]),
+        "tlm_backward_logits": (I, [P, FP]),
+        "tlm_zero_grad": (V, [P]),
+        "tlm_hook_count": (I, [P]),
+        "tlm_hook_info": (I, [P, I, ctypes.c_char_p, S, I, I, ctypes.POINTER(ctypes.c_int64), IP]),
+        "tlm_set_hooks": (I, [P, HOOK_FN, P, ctypes.c_char_p, ctypes.c_char_p]),
+        "tlm_tok_open": (P, [ctypes.c_char_p, ctypes.c_char_p]),
+        "tlm_tok_close": (V, [P]),
+        "tlm_tok_encode": (P, [P, ctypes.c_char_p, S, I, ctypes.POINTER(S)]),
+        "tlm_tok_decode": (P, [P, IP, S, ctypes.POINTER(S)]),
+        "tlm_tok_piece": (P, [P, I, I, ctypes.POINTER(S)]),
+        "tlm_tok_bos": (I, [P]),
+        "tlm_tok_eos": (I, [P]),
+        "tlm_tok_vocab_size": (I, [P]),
+    }
+    for name, (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args

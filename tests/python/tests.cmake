@@ -1,0 +1,16 @@
+# tests/python — the Python package (python/tinylm) over libtinylm.so, against the PyTorch reference.
+if(TLM_PYTHON)
+  set(_tlm_py_env "OMP_NUM_THREADS=1")
+  if(TLM_SANITIZE)
+    # libtinylm.so is instrumented: the sanitizer runtime must be loaded before Python itself;
+    # Python's own allocations are never freed at exit, so leak reports are off for this one.
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                    OUTPUT_VARIABLE _tlm_asan OUTPUT_STRIP_TRAILING_WHITESPACE)
+    list(APPEND _tlm_py_env "LD_PRELOAD=${_tlm_asan}" "ASAN_OPTIONS=detect_leaks=0")
+  endif()
+  add_test(NAME test_python_api
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_api.py
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_python_api)
+  set_tests_properties(test_python_api PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
+endif()
