@@ -12,6 +12,7 @@
 
 #include "util/error.h"
 #include "util/finite.h"
+#include "util/io.h"
 
 #define HEADER_BYTES 28
 #define MAGIC_V1 0x616b3432u /* "ak42": the newer llama2.c export versions 1 and 2 */
@@ -35,12 +36,33 @@ static int add_product(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c) {
     return 0;
 }
 
+/* the header `raw` of a file of `size` bytes */
+static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h);
+
 static int parse_header(const char *path, FILE *f, l2c_header *h) {
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0) return tlm_error("%s: cannot stat: %s", path, strerror(errno));
     unsigned char raw[HEADER_BYTES];
     if ((uint64_t)sb.st_size < HEADER_BYTES || fread(raw, 1, HEADER_BYTES, f) != HEADER_BYTES)
         return tlm_error("%s: file is %lld bytes, too short for the 28-byte llama2.c header", path, (long long)sb.st_size);
+    return parse_fields(path, raw, (uint64_t)sb.st_size, h);
+}
+
+int llama2c_is_checkpoint(const void *data, size_t len) {
+    if (len < HEADER_BYTES) return 0;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", tlm_last_error()); /* a "no" leaves the caller's message */
+    l2c_header h;
+    int yes = parse_fields("", data, len, &h) == 0;
+    if (saved[0]) tlm_error("%s", saved);
+    else tlm_clear_error();
+    return yes;
+}
+
+static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h) {
+    struct {
+        uint64_t st_size;
+    } sb = {size};
     if ((uint32_t)le_i32(raw) == MAGIC_V1)
         return tlm_error("%s: starts with the magic \"ak42\" of llama2.c export version 1/2; only the legacy "
                          "version-0 format is supported",
@@ -106,8 +128,8 @@ static void header_config(const l2c_header *h, tlm_config *c) {
 }
 
 int llama2c_read_config(const char *path, tlm_config *cfg) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
+    FILE *f = tlm_fopen_input(path);
+    if (!f) return -1;
     l2c_header h;
     int rc = parse_header(path, f, &h);
     fclose(f);
@@ -195,8 +217,8 @@ static int read_weights(reader *r, tlm_model *m, const l2c_header *h) {
 }
 
 tlm_model *llama2c_load(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno)), NULL;
+    FILE *f = tlm_fopen_input(path);
+    if (!f) return NULL;
     l2c_header h;
     tlm_config cfg;
     tlm_model *m = NULL;

@@ -25,4 +25,8 @@ int llama2c_read_config(const char *path, tlm_config *cfg);
 /* Loads the checkpoint. NULL + tlm_error naming the file and the field on failure. */
 tlm_model *llama2c_load(const char *path);
 
+/* 1 when data[0..len) is a whole llama2.c checkpoint (a header whose implied size is len):
+ * to tell a model given where a tokenizer.bin belongs. Leaves the last error as it was. */
+int llama2c_is_checkpoint(const void *data, size_t len);
+
 #endif

@@ -3,6 +3,7 @@
 #include "safetensors_internal.h"
 
 #include "util/error.h"
+#include "util/io.h"
 #include "util/f16.h"
 
 #include <cjson/cJSON.h>
@@ -377,9 +378,9 @@ static int add_blob(tlm_safetensors *st, const char *label, void *base, size_t l
 }
 
 int st_add_file(tlm_safetensors *st, const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = tlm_open_input(path);
     if (fd < 0)
-        return tlm_error("%s: cannot open: %s", path, strerror(errno));
+        return -1;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int err = errno;

@@ -5,10 +5,13 @@
  * atomically (temp file, fsync, rename). */
 #include "checkpoint.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/llama2c.h"
 #include "formats/safetensors.h"
@@ -66,16 +69,54 @@ int is_llama2c_file(const char *path) {
     return n > 4 && !strcmp(path + n - 4, ".bin") && file_exists(path);
 }
 
+/* "PATH: why" for a path that stat() refused */
+static char *path_error(const char *path, int err) {
+    char why[1200];
+    tlm_error("%s: %s", path, tlm_path_problem(path, err, why, sizeof why));
+    return NULL;
+}
+
 char *model_dir_resolve(const char *dir) {
+    struct stat st, lst;
+    if (stat(dir, &st) != 0) return path_error(dir, errno);
+    if (S_ISREG(st.st_mode)) return strdup(dir); /* a llama2.c .bin (load_resolved checks) */
+    if (!S_ISDIR(st.st_mode))
+        return tlm_error("%s: is not a directory or a regular file (expected a model directory, a training run "
+                         "directory or a llama2.c .bin)", dir),
+               NULL;
     char *link = path_join(dir, "latest"), *cfg = path_join(dir, "config.json");
-    int run = !file_exists(cfg) && is_directory(link); /* a training run: use its latest checkpoint */
-    free(cfg);
-    if (run) return link;
-    free(link);
-    return strdup(dir);
+    if (!link || !cfg) return free(link), free(cfg), tlm_error("out of memory"), NULL;
+    char *out = NULL;
+    if (lstat(cfg, &lst) == 0) {
+        out = strdup(dir); /* a model directory (config.json problems are the loader's to report) */
+    } else if (lstat(link, &lst) != 0) {
+        tlm_error("%s: not a model directory: it has no config.json (a model) and no latest (a training run)", dir);
+    } else if (stat(link, &st) != 0) {
+        int err = errno;
+        char target[1024];
+        ssize_t k = S_ISLNK(lst.st_mode) ? readlink(link, target, sizeof target - 1) : -1;
+        target[k > 0 ? k : 0] = '\0';
+        if (err == ENOENT && k > 0)
+            tlm_error("%s: a training run whose latest points to %s, which does not exist (the run has no "
+                      "checkpoint there; its checkpoints are the step-* directories)", dir, target);
+        else if (err == ELOOP)
+            tlm_error("%s: a training run whose latest is a symbolic link loop", link);
+        else
+            path_error(link, err);
+    } else if (!S_ISDIR(st.st_mode)) {
+        tlm_error("%s: is not a directory (a training run's latest names its last checkpoint directory)", link);
+    } else {
+        out = link, link = NULL; /* a training run: its latest checkpoint */
+    }
+    free(link), free(cfg);
+    return out;
 }
 
 tlm_tokenizer *model_load_tokenizer(const char *model_path) {
+    if (is_llama2c_file(model_path))
+        return tlm_error("%s is a llama2.c checkpoint, which holds no tokenizer; give its tokenizer with --tokenizer "
+                         "tok.bin", model_path),
+               NULL;
     char *dir = model_dir_resolve(model_path);
     tlm_tokenizer *t = dir ? tlm_tokenizer_load(dir) : NULL;
     free(dir);
@@ -100,7 +141,10 @@ tlm_model *model_load_dir_mapped(const char *path) {
 
 static tlm_model *load_resolved(const char *dir, int mapped) {
     if (is_llama2c_file(dir)) return llama2c_load(dir);
-    if (!is_directory(dir)) return tlm_error("%s: not a directory (expected config.json + model.safetensors)", dir), NULL;
+    if (!is_directory(dir))
+        return tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "
+                         "training run directory, or a llama2.c checkpoint named *.bin", dir),
+               NULL;
     char *cfg_path = path_join(dir, "config.json");
     tlm_config cfg;
     int rc = config_load(&cfg, cfg_path);

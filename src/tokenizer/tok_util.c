@@ -2,6 +2,7 @@
  * reading and the GPT-2 byte <-> code point table used by the tokenizers. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -278,8 +279,8 @@ size_t tlm_utf8_check(const char *s, size_t n) {
 int tok_read_file(const char *path, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
+    FILE *f = tlm_fopen_input(path);
+    if (!f) return -1;
     tok_buf b = {0};
     char chunk[1 << 16];
     size_t got;

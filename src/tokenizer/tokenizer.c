@@ -88,6 +88,9 @@ void tlm_tokenizer_free(tlm_tokenizer *t) {
     free(t);
 }
 
+/* formats/llama2c.h (its model.h clashes with tok_internal.h's names) */
+int llama2c_is_checkpoint(const void *data, size_t len);
+
 /* ---- loading ------------------------------------------------------------------------------------ */
 
 static int ends_with(const char *s, const char *suffix) {
@@ -167,7 +170,13 @@ static tlm_tokenizer *load_bytes(const char *data, size_t len, const char *name,
     size_t i = 0;
     while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) i++;
     int json = ends_with(name, ".json") || (!ends_with(name, ".bin") && i < len && data[i] == '{');
-    if (!json) return tok_load_llama2c(data, len, name);
+    if (!json) {
+        tlm_tokenizer *t = tok_load_llama2c(data, len, name);
+        if (!t && llama2c_is_checkpoint(data, len))
+            tlm_error("%s is a llama2.c model checkpoint, not a tokenizer; give its tokenizer with --tokenizer "
+                      "tok.bin", name);
+        return t;
+    }
     cJSON *j = parse_json(data, len, name);
     if (!j) return NULL;
     tlm_tokenizer *t = load_json_doc(j, name, dir);
