@@ -63,6 +63,24 @@ static int load_engine_tensors(tlm_model *m, tlm_safetensors *st, const char *di
     return 0;
 }
 
+/* Every tensor the config needs is in the file with the config's shape, checked before the
+ * parameters are allocated (a wrong vocab_size is a shape mismatch, not an out-of-memory). */
+static int check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *dir) {
+    int n;
+    size_t total;
+    tensor_info *t = config_tensor_table(c, &n, &total);
+    if (!t) return -1;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int64_t shape[2] = {t[i].shape[0], t[i].shape[1]};
+        if (tlm_st_check_shape(st, t[i].name, t[i].ndim, shape))
+            rc = tlm_error_prefix("%s/config.json (vocab_size %d, d_model %d, %d layers) does not match the weights",
+                                  dir, c->vocab_size, c->d_model, c->n_layers);
+    }
+    free(t);
+    return rc;
+}
+
 /* a regular file named *.bin is a llama2.c checkpoint */
 int is_llama2c_file(const char *path) {
     size_t n = strlen(path);
@@ -97,8 +115,7 @@ char *model_dir_resolve(const char *dir) {
         ssize_t k = S_ISLNK(lst.st_mode) ? readlink(link, target, sizeof target - 1) : -1;
         target[k > 0 ? k : 0] = '\0';
         if (err == ENOENT && k > 0)
-            tlm_error("%s: a training run whose latest points to %s, which does not exist (the run has no "
-                      "checkpoint there; its checkpoints are the step-* directories)", dir, target);
+            tlm_error("%s: a training run whose latest points to %s, which does not exist", dir, target);
         else if (err == ELOOP)
             tlm_error("%s: a training run whose latest is a symbolic link loop", link);
         else
@@ -151,10 +168,13 @@ static tlm_model *load_resolved(const char *dir, int mapped) {
     free(cfg_path);
     if (rc) return NULL;
     if (strcmp(cfg.model_type, "tinylm") != 0) return hf_model_load(dir, &cfg);
-    tlm_model *m = model_create(&cfg);
-    if (!m) return NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
-    if (!st || load_engine_tensors(m, st, dir, mapped)) {
+    if (!st || check_shapes(&cfg, st, dir)) {
+        tlm_st_close(st);
+        return NULL;
+    }
+    tlm_model *m = model_create(&cfg);
+    if (!m || load_engine_tensors(m, st, dir, mapped)) {
         tlm_st_close(st);
         model_free(m);
         return NULL;
