@@ -91,8 +91,12 @@ int cmd_info(int argc, char **argv) {
     if (model_dir && is_llama2c_file(model_dir)) {
         rc = llama2c_read_config(model_dir, &c);
     } else if (model_dir) {
-        char *dir = model_dir_resolve(model_dir), *path = path_join(dir, "config.json");
-        rc = config_load(&c, path);
+        char *dir = model_dir_resolve(model_dir), *path = dir ? path_join(dir, "config.json") : NULL;
+        if (dir && !is_directory(dir))
+            rc = tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "
+                           "training run directory, or a llama2.c checkpoint named *.bin", dir);
+        else
+            rc = !path || config_load(&c, path) || model_check_weights(dir, &c) ? -1 : 0;
         free(dir), free(path);
     } else {
         rc = config_load(&c, config_path);

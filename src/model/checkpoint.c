@@ -81,6 +81,13 @@ static int check_shapes(const tlm_config *c, const tlm_safetensors *st, const ch
     return rc;
 }
 
+int model_check_weights(const char *dir, const tlm_config *cfg) {
+    tlm_safetensors *st = tlm_st_open_dir(dir);
+    int rc = !st ? -1 : strcmp(cfg->model_type, "tinylm") ? hf_check_shapes(cfg, st, dir) : check_shapes(cfg, st, dir);
+    tlm_st_close(st);
+    return rc;
+}
+
 /* a regular file named *.bin is a llama2.c checkpoint */
 int is_llama2c_file(const char *path) {
     size_t n = strlen(path);

@@ -139,17 +139,19 @@ static const char *name_prefix(const tlm_safetensors *st, hf_family_style style)
 /* Every tensor the config needs is in the file with the shape the config implies: checked
  * from the shapes alone, before the parameters are allocated (a wrong vocab_size must be a
  * shape mismatch, not an out-of-memory). */
-static int check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *dir, hf_family_style style) {
+int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *dir) {
+    int style = hf_family_style_of(c->model_type);
+    if (style < 0) return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, c->model_type);
     int n;
     size_t total;
     tensor_info *t = config_tensor_table(c, &n, &total);
     if (!t) return -1;
-    const char *prefix = name_prefix(st, style);
+    const char *prefix = name_prefix(st, (hf_family_style)style);
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         hf_tensor_ref ref;
         int64_t shape[2];
-        rc = hf_map_tensor(c, style, prefix, t[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
+        rc = hf_map_tensor(c, (hf_family_style)style, prefix, t[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
         if (!rc && tlm_st_check_shape(st, ref.name, file_shape(&t[i], &ref, shape), shape))
             rc = tlm_error_prefix("%s/config.json (vocab_size %d, hidden_size %d, %d layers) does not match the "
                                   "weights",
@@ -197,7 +199,7 @@ tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
     if (style < 0)
         return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, cfg->model_type), NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
-    if (!st || check_shapes(cfg, st, dir, (hf_family_style)style)) {
+    if (!st || hf_check_shapes(cfg, st, dir)) {
         tlm_st_close(st);
         return NULL;
     }

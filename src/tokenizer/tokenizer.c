@@ -199,7 +199,8 @@ static tlm_tokenizer *load_file(const char *path) {
 tlm_tokenizer *tlm_tokenizer_load(const char *path) {
     struct stat st;
     if (!path || stat(path, &st) != 0) {
-        tlm_error("%s: cannot open tokenizer: %s", path ? path : "(null)", strerror(errno));
+        char why[1200];
+        tlm_error("%s: %s", path ? path : "(null)", path ? tlm_path_problem(path, errno, why, sizeof why) : "no path");
         return NULL;
     }
     if (!S_ISDIR(st.st_mode)) return load_file(path);

@@ -501,7 +501,14 @@ int train_new(const char *model_config_json, const train_options *o) {
 int train_resume(const char *out_dir, const char *data_path, int steps) {
     trainer t = {.lock_fd = -1};
     t.out_dir = strdup(out_dir);
-    if (!is_directory(out_dir)) return tlm_error("%s: no such run directory", out_dir), finish(&t, 1);
+    /* a run directory with a latest checkpoint, checked before the lock file is made in it:
+     * a missing path, a dangling or looping latest, or a directory that is no run say so */
+    char *resolved = model_dir_resolve(out_dir);
+    const int is_run = resolved && strcmp(resolved, out_dir) != 0;
+    free(resolved);
+    if (!resolved) return finish(&t, 1);
+    if (!is_run)
+        return tlm_error("%s: not a training run directory (it has no latest checkpoint link)", out_dir), finish(&t, 1);
     if ((t.lock_fd = run_lock(out_dir)) < 0) return finish(&t, 1);
     run_remove_stale(out_dir);
     char *ckpt = run_latest(out_dir);
