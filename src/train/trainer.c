@@ -501,12 +501,16 @@ int train_new(const char *model_config_json, const train_options *o) {
 int train_resume(const char *out_dir, const char *data_path, int steps) {
     trainer t = {.lock_fd = -1};
     t.out_dir = strdup(out_dir);
-    /* a run directory with a latest checkpoint, checked before the lock file is made in it:
-     * a missing path, a dangling or looping latest, or a directory that is no run say so */
-    char *resolved = model_dir_resolve(out_dir);
-    const int is_run = resolved && strcmp(resolved, out_dir) != 0;
+    /* a run directory (a latest checkpoint, or the lock of a run being made), checked before a
+     * lock file is made in it: a missing path, a dangling or looping latest, or a directory that
+     * is no run say so and leave it as it was */
+    char *lock = path_join(out_dir, ".lock");
+    const int locked = lock && is_directory(out_dir) && file_exists(lock);
+    free(lock);
+    char *resolved = locked ? NULL : model_dir_resolve(out_dir);
+    const int is_run = locked || (resolved && strcmp(resolved, out_dir) != 0), found = resolved != NULL;
     free(resolved);
-    if (!resolved) return finish(&t, 1);
+    if (!is_run && !found) return finish(&t, 1);
     if (!is_run)
         return tlm_error("%s: not a training run directory (it has no latest checkpoint link)", out_dir), finish(&t, 1);
     if ((t.lock_fd = run_lock(out_dir)) < 0) return finish(&t, 1);

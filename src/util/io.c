@@ -24,13 +24,12 @@ const char *tlm_path_problem(const char *path, int err, char *buf, size_t n) {
         return buf;
     }
     if (err == ELOOP) snprintf(buf, n, "symbolic link loop (too many levels of symbolic links)");
-    else if (err == ENOENT) snprintf(buf, n, "no such file or directory");
     else snprintf(buf, n, "%s", strerror(err));
     return buf;
 }
 
 static const char *kind_of(mode_t m) {
-    if (S_ISDIR(m)) return "is a directory, not a file";
+    if (S_ISDIR(m)) return "is a directory, not a regular file";
     if (S_ISFIFO(m)) return "is a FIFO (named pipe), not a regular file";
     if (S_ISSOCK(m)) return "is a socket, not a regular file";
     if (S_ISCHR(m)) return "is a character device, not a regular file";
@@ -45,7 +44,7 @@ int tlm_open_input(const char *path) {
     if (fd < 0) {
         int err = errno;
         char why[1200];
-        return tlm_error("%s: %s", path, tlm_path_problem(path, err, why, sizeof why));
+        return tlm_error("%s: cannot open: %s", path, tlm_path_problem(path, err, why, sizeof why));
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {

@@ -8,7 +8,7 @@
 /* Opens an input file for reading: the one way every input file (checkpoint, tokenizer, config,
  * data, prompt) is opened. Refuses what is not a regular file without blocking (a FIFO would
  * wait forever for a writer: it is opened non-blocking, then checked), and says what is
- * wrong: "no such file or directory", "is a directory", "is a FIFO (named pipe), not a regular
+ * wrong: "No such file or directory", "is a directory", "is a FIFO (named pipe), not a regular
  * file", "is a symbolic link to X, which does not exist", "symbolic link loop", ... Returns a
  * file descriptor (O_CLOEXEC, blocking) or -1 + tlm_error naming the path. */
 int tlm_open_input(const char *path);
