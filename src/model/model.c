@@ -525,10 +525,12 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
         embedding_forward_bf16(A->res, tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
     else
         embedding_forward(A->res, tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
+    if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, -1)) return -1;
     for (int l = 0; l < c->n_layers; l++) {
         float *x = residual_at(A, 2 * l, Nd), *mid = residual_at(A, 2 * l + 1, Nd);
         sublayer_forward(m, l, SUB_ATTN, x, mid);
         sublayer_forward(m, l, SUB_FFN, mid, residual_at(A, 2 * l + 2, Nd));
+        if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, l)) return -1;
     }
     const float *h = residual_at(A, 2 * c->n_layers, Nd);
     const int R = A->logits_rows;

@@ -138,6 +138,11 @@ typedef struct tlm_model {
     activations acts;
     struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
     struct tlm_probe *probe; /* attached: records selected tensors after each pass (src/probes/probe.h) */
+    /* set: model_forward calls it after the embedding (layer -1) and after each layer l, while
+     * that layer's activations are still there (MODEL_INFER keeps only one layer's): analyses of
+     * long inputs (inspect) take per-layer numbers as the pass goes. Non-zero stops the pass. */
+    int (*layer_hook)(void *ctx, const struct tlm_model *m, int layer);
+    void *layer_hook_ctx;
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
