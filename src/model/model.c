@@ -139,6 +139,16 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     A->dfused = bw ? take(a, N * fused) : NULL;
 }
 
+size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
+    tlm_model m = {.cfg = *cfg, .mode = mode}; /* f32 weights, no KV cache: the layout's inputs */
+    activations A = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts))};
+    if (!A.layers) return 0;
+    arena count = {0};
+    layout_activations(&m, &A, &count, B, T);
+    free(A.layers);
+    return count.used;
+}
+
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
  * Hugging Face's rotary embedding does (inv_freq, then the product, then cos/sin). */
 static void rope_tables(const tlm_config *c, float theta, int scaled, float *cos_tab, float *sin_tab, int len) {

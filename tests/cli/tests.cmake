@@ -13,3 +13,7 @@ if(TLM_PYTHON)
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_bad_paths)
   set_tests_properties(test_bad_paths PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 600)
 endif()
+if(TLM_PYTHON)
+  add_test(NAME test_info_memory COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_info_memory.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_info_memory)
+endif()

@@ -5,6 +5,7 @@ tlm_c_test(test_causal tests/model/test_causal.c)
 tlm_c_test(test_public_api tests/model/test_public_api.c)
 tlm_c_test(test_kv_cache tests/model/test_kv_cache.c)
 tlm_c_test(test_inference tests/model/test_inference.c)
+tlm_c_test(test_memory_estimate tests/model/test_memory_estimate.c)
 if(TLM_PYTHON)
   add_test(NAME test_nonfinite COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/model/test_nonfinite.py
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_nonfinite)
