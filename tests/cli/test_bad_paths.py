@@ -54,7 +54,7 @@ def snapshot(top):
 class Fixtures:
     """the bad things, made once in work/bad; each maker returns a path (or None: not applicable)"""
 
-    def __init__(self, work):
+    def __init__(self, T, work):
         self.d = os.path.join(work, "bad")
         os.makedirs(self.d)
         # a good tinylm model (to truncate and to mis-configure)
@@ -62,6 +62,14 @@ class Fixtures:
                "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
         self.model = os.path.join(work, "model")
         tinylm_ref.save(self.model, cfg, tinylm_ref.random_params(cfg, seed=3))
+        # the same as a Hugging Face llama directory whose config.json says vocab_size 2^30
+        self.hf = os.path.join(self.d, "hf-vocab-mismatch")
+        rc, _, err = run(T, ["export", "--model", self.model, "--out", self.hf])
+        assert rc == 0, err
+        cp = os.path.join(self.hf, "config.json")
+        hf_cfg = json.load(open(cp))
+        hf_cfg["vocab_size"] = 1 << 30
+        json.dump(hf_cfg, open(cp, "w"))
         self.text = os.path.join(work, "text.txt")
         with open(self.text, "w") as f:
             f.write(open(TEXT).read()[:20000])
@@ -166,6 +174,7 @@ def bad_things(fx, kind):
             ("run dir, latest loop", fx.model_dir("run-loop", latest="latest"), "loop"),
             ("config vocab_size != weights", fx.model_dir("vocab-mismatch", edit=lambda c: c.update(vocab_size=1 << 30)),
              "does not match the weights"),
+            ("HF config vocab_size != weights", fx.hf, "does not match the weights"),
             ("config.json not JSON", fx.model_dir("bad-json", edit=None), "JSON"),
             ("model.safetensors truncated", fx.model_dir("st-truncated"), "model.safetensors"),
         ]
@@ -242,7 +251,7 @@ def one_row(T, work, what, args, path, words):
 def test_bad_inputs(T, work):
     if ROOT_USER:
         print("(running as root: chmod 000 does not prevent reading, so the unreadable-file rows are skipped)")
-    fx = Fixtures(work)
+    fx = Fixtures(T, work)
     for label, kind, template in slots(fx, work):
         for what, path, words in bad_things(fx, kind):
             args = [path if a == "{}" else a for a in template]
@@ -251,7 +260,7 @@ def test_bad_inputs(T, work):
 
 def test_existing_out(T, work):
     """export --out / train --out / logits --out that exist as something else are left intact"""
-    fx = Fixtures(os.path.join(work, "out-case"))
+    fx = Fixtures(T, os.path.join(work, "out-case"))
     file_out = fx.text_file("precious.txt", b"keep me\n")
     full = fx.p("full-dir")
     os.makedirs(full)
