@@ -19,14 +19,9 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-import tinylm_ref  # noqa: E402
-from harness import check, main  # noqa: E402
+from harness import ROOT, STORIES, TOK512, check, main
+import tinylm_ref  # (harness puts tests/reference on the path)
 
-STORIES = os.path.join(ROOT, "data", "stories260K.bin")
-TOK512 = os.path.join(ROOT, "data", "tok512.bin")
 TEXT = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 TIMEOUT = 30
 ROOT_USER = os.geteuid() == 0

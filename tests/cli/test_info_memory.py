@@ -14,11 +14,8 @@ import re
 import struct
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-import tinylm_ref  # noqa: E402
-from harness import check, main, run  # noqa: E402
+from harness import check, main, run
+import tinylm_ref  # (harness puts tests/reference on the path)
 
 
 def memory(out):
