@@ -60,9 +60,6 @@ int llama2c_is_checkpoint(const void *data, size_t len) {
 }
 
 static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h) {
-    struct {
-        uint64_t st_size;
-    } sb = {size};
     if ((uint32_t)le_i32(raw) == MAGIC_V1)
         return tlm_error("%s: starts with the magic \"ak42\" of llama2.c export version 1/2; only the legacy "
                          "version-0 format is supported",
@@ -106,12 +103,12 @@ static int parse_fields(const char *path, const unsigned char *raw, uint64_t siz
     if (bad || __builtin_mul_overflow(n, 4, &bytes) || __builtin_add_overflow(bytes, HEADER_BYTES, &bytes))
         return tlm_error("%s: header (dim %d, hidden_dim %d, n_layers %d, vocab_size %d) implies an impossible size",
                          path, h->dim, h->hidden, h->layers, v[5]);
-    if ((uint64_t)sb.st_size != bytes)
+    if (size != bytes)
         return tlm_error("%s: file is %lld bytes but the header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, "
                          "n_kv_heads %d, vocab_size %d, seq_len %d) implies %llu bytes (%s)",
-                         path, (long long)sb.st_size, h->dim, h->hidden, h->layers, h->heads, h->kv_heads, v[5],
+                         path, (long long)size, h->dim, h->hidden, h->layers, h->heads, h->kv_heads, v[5],
                          h->seq_len, (unsigned long long)bytes,
-                         (uint64_t)sb.st_size < bytes ? "truncated" : "extra data after the weights");
+                         size < bytes ? "truncated" : "extra data after the weights");
     h->n_floats = n;
     return 0;
 }
