@@ -31,6 +31,6 @@ void prof_report(FILE *f, int steps, double step_s);
 
 #define PROF_SCOPE(label)                                                                                      \
     static prof_slot prof_slot_ = {label, 0.0, 0, 0, 0};                                                      \
-    __attribute__((cleanup(prof_end))) prof_timer prof_timer_ = prof_begin(&prof_slot_)
+    __attribute__((cleanup(prof_end), unused)) prof_timer prof_timer_ = prof_begin(&prof_slot_)
 
 #endif
