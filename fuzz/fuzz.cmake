@@ -26,7 +26,10 @@ if(TLM_FUZZ)
   if(_tlm_links)
     target_link_libraries(tinylm_fuzz PUBLIC ${_tlm_links})
   endif()
-  target_compile_options(tinylm_fuzz PRIVATE -fsanitize=fuzzer-no-link ${TLM_FUZZ_FLAGS})
+  # (-Wno-pass-failed: the sanitizers' instrumentation keeps some `omp simd` loops from
+  # vectorizing, which clang reports as an error under -Werror; a speed note, not a fault, in a
+  # build made to find crashes)
+  target_compile_options(tinylm_fuzz PRIVATE -fsanitize=fuzzer-no-link ${TLM_FUZZ_FLAGS} -Wno-pass-failed)
 
   file(GLOB _tlm_fuzzers CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_*.c)
   foreach(_src ${_tlm_fuzzers})

@@ -59,7 +59,7 @@ int cli_apply_dtype(tlm_model *m, const char *dtype) {
 
 char *cli_read_prompt_file(const char *path) {
     size_t len = 0;
-    char *text = read_text_file(strcmp(path, "-") ? path : "/dev/stdin", &len);
+    char *text = strcmp(path, "-") ? read_text_file(path, &len) : read_text_stream(stdin, "standard input", &len);
     if (!text) {
         if (!strcmp(path, "-")) tlm_error_prefix("--prompt-file - (standard input)");
         else tlm_error_prefix("--prompt-file");

@@ -39,8 +39,11 @@ static void thousands(char *buf, size_t size, unsigned long long v) {
 }
 
 static const char USAGE[] =
-    "usage: tinylm info --config FILE | --model DIR | --system\n"
-    "  the architecture and the parameters by component (shapes only: no weights are loaded);\n"
+    "usage: tinylm info --config FILE | --model DIR | --system  [--context N] [--batch B --seq T]\n"
+    "  the architecture, the parameters by component and the memory they need (shapes only: no\n"
+    "  weights are loaded): the weights in f32 and bf16, the KV cache of a --context N generation\n"
+    "  (default max_position_embeddings), the activations of a training batch --batch B (default 1)\n"
+    "  x --seq T (default max_position_embeddings) as the engine lays them out;\n"
     "  --system: the CPU, the kernels and GEMM backend tinylm runs, and this machine's measured\n"
     "  FMA peak, sgemm speed and DRAM read bandwidth\n";
 
@@ -75,12 +78,42 @@ static int info_system(void) {
     return 0;
 }
 
+static double mib(double bytes) { return bytes / 1048576.0; }
+
+/* what the config needs in memory, from the shapes alone */
+static void print_memory(const tlm_config *c, const tensor_info *t, int n, int context, int batch, int seq) {
+    unsigned long long f32 = 0, bf16 = 0;
+    for (int i = 0; i < n; i++) {
+        f32 += 4ull * t[i].numel;
+        /* model_weights_to_bf16 keeps every matrix but the learned positions as bf16 (params.c) */
+        bf16 += (t[i].ndim == 2 && strcmp(t[i].name, "pos_embed.weight") != 0 ? 2ull : 4ull) * t[i].numel;
+    }
+    const unsigned long long kv_dim = (unsigned long long)c->n_kv_heads * c->head_dim;
+    const unsigned long long kv = 2ull * c->n_layers * (unsigned long long)context * kv_dim * 4ull;
+    const size_t acts = model_activation_floats(c, MODEL_TRAIN, batch, seq);
+    char kv_label[64];
+    snprintf(kv_label, sizeof kv_label, "KV cache, %d positions", context);
+    printf("\nmemory (from the shapes):\n");
+    printf("  %-28s %16llu bytes %11.1f MiB\n", "weights f32", f32, mib((double)f32));
+    printf("  %-28s %16llu bytes %11.1f MiB  (matrices bf16; norms, biases f32)\n", "weights bf16", bf16,
+           mib((double)bf16));
+    printf("  %-28s %16llu bytes %11.1f MiB  (%d layers x K and V x %d x kv_dim %llu x 4 bytes)\n", kv_label, kv,
+           mib((double)kv), c->n_layers, context, kv_dim);
+    printf("  %-28s %16llu bytes %11.1f MiB  (batch %d x %d tokens, %d threads; gradients and Adam's m, v:\n"
+           "  %-28s 3 x the f32 weights more)\n",
+           "training activations", 4ull * acts, mib(4.0 * acts), batch, seq, omp_get_max_threads(), "");
+}
+
 int cmd_info(int argc, char **argv) {
     const char *config_path = NULL, *model_dir = NULL;
-    int system = 0;
+    int system = 0, context = 0, batch = 1, seq = 0;
+    const double MAXLEN = 1 << 24;
     cli_opt opts[] = {{"--config", CLI_STR, &config_path, 0, 0, 0},
                       {"--model", CLI_STR, &model_dir, 0, 0, 0},
-                      {"--system", CLI_FLAG, &system, 0, 0, 0}};
+                      {"--system", CLI_FLAG, &system, 0, 0, 0},
+                      {"--context", CLI_INT, &context, 1, MAXLEN, 0},
+                      {"--batch", CLI_INT, &batch, 1, 65536, 0},
+                      {"--seq", CLI_INT, &seq, 1, MAXLEN, 0}};
     cli_command cmd = {"info", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
@@ -91,8 +124,12 @@ int cmd_info(int argc, char **argv) {
     if (model_dir && is_llama2c_file(model_dir)) {
         rc = llama2c_read_config(model_dir, &c);
     } else if (model_dir) {
-        char *dir = model_dir_resolve(model_dir), *path = path_join(dir, "config.json");
-        rc = config_load(&c, path);
+        char *dir = model_dir_resolve(model_dir), *path = dir ? path_join(dir, "config.json") : NULL;
+        if (dir && !is_directory(dir))
+            rc = tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "
+                           "training run directory, or a llama2.c checkpoint named *.bin", dir);
+        else
+            rc = !path || config_load(&c, path) || model_check_weights(dir, &c) ? -1 : 0;
         free(dir), free(path);
     } else {
         rc = config_load(&c, config_path);
@@ -128,6 +165,7 @@ int cmd_info(int argc, char **argv) {
     thousands(num, sizeof num, sum[C_NORM]);
     printf("\n%d %s%s hold %s parameters (%.3f%% of the model).\n", norms, norm_type_name(c.norm),
            norms == 1 ? "" : "s", num, 100.0 * sum[C_NORM] / total);
+    print_memory(&c, t, n, context ? context : c.max_seq, batch, seq ? seq : c.max_seq);
     free(t);
     return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "util/error.h"
 #include "util/finite.h"
+#include "util/io.h"
 
 #define HEADER_BYTES 28
 #define MAGIC_V1 0x616b3432u /* "ak42": the newer llama2.c export versions 1 and 2 */
@@ -36,12 +37,30 @@ static int add_product(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c) {
     return 0;
 }
 
+/* the header `raw` of a file of `size` bytes */
+static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h);
+
 static int parse_header(const char *path, FILE *f, l2c_header *h) {
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0) return tlm_error("%s: cannot stat: %s", path, strerror(errno));
     unsigned char raw[HEADER_BYTES];
     if ((uint64_t)sb.st_size < HEADER_BYTES || fread(raw, 1, HEADER_BYTES, f) != HEADER_BYTES)
         return tlm_error("%s: file is %lld bytes, too short for the 28-byte llama2.c header", path, (long long)sb.st_size);
+    return parse_fields(path, raw, (uint64_t)sb.st_size, h);
+}
+
+int llama2c_is_checkpoint(const void *data, size_t len) {
+    if (len < HEADER_BYTES) return 0;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", tlm_last_error()); /* a "no" leaves the caller's message */
+    l2c_header h;
+    int yes = parse_fields("", data, len, &h) == 0;
+    if (saved[0]) tlm_error("%s", saved);
+    else tlm_clear_error();
+    return yes;
+}
+
+static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h) {
     if ((uint32_t)le_i32(raw) == MAGIC_V1)
         return tlm_error("%s: starts with the magic \"ak42\" of llama2.c export version 1/2; only the legacy "
                          "version-0 format is supported",
@@ -85,12 +104,12 @@ static int parse_header(const char *path, FILE *f, l2c_header *h) {
     if (bad || __builtin_mul_overflow(n, 4, &bytes) || __builtin_add_overflow(bytes, HEADER_BYTES, &bytes))
         return tlm_error("%s: header (dim %d, hidden_dim %d, n_layers %d, vocab_size %d) implies an impossible size",
                          path, h->dim, h->hidden, h->layers, v[5]);
-    if ((uint64_t)sb.st_size != bytes)
+    if (size != bytes)
         return tlm_error("%s: file is %lld bytes but the header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, "
                          "n_kv_heads %d, vocab_size %d, seq_len %d) implies %llu bytes (%s)",
-                         path, (long long)sb.st_size, h->dim, h->hidden, h->layers, h->heads, h->kv_heads, v[5],
+                         path, (long long)size, h->dim, h->hidden, h->layers, h->heads, h->kv_heads, v[5],
                          h->seq_len, (unsigned long long)bytes,
-                         (uint64_t)sb.st_size < bytes ? "truncated" : "extra data after the weights");
+                         size < bytes ? "truncated" : "extra data after the weights");
     h->n_floats = n;
     return 0;
 }
@@ -110,8 +129,8 @@ static void header_config(const l2c_header *h, tlm_config *c) {
 
 int llama2c_open(llama2c_file *lf, const char *path, tlm_config *cfg) {
     memset(lf, 0, sizeof *lf);
-    FILE *f = fopen(path, "rb");
-    if (!f) return tlm_error("%s: cannot open: %s", path, strerror(errno));
+    FILE *f = tlm_fopen_input(path); /* (a regular file: names a FIFO, a directory, a dangling link) */
+    if (!f) return -1;
     l2c_header h = {0};
     if (parse_header(path, f, &h)) {
         fclose(f);

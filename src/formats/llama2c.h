@@ -40,4 +40,8 @@ int llama2c_read_floats(llama2c_file *lf, float *dst, size_t n, const char *what
 int llama2c_skip_floats(llama2c_file *lf, size_t n, const char *what);
 void llama2c_close(llama2c_file *lf);
 
+/* 1 when data[0..len) is a whole llama2.c checkpoint (a header whose implied size is len):
+ * to tell a model given where a tokenizer.bin belongs. Leaves the last error as it was. */
+int llama2c_is_checkpoint(const void *data, size_t len);
+
 #endif

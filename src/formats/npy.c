@@ -5,6 +5,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -189,9 +190,9 @@ int tlm_npy_parse(const void *bytes, size_t n, const char *label, tlm_npy *out) 
 
 int tlm_npy_read(const char *path, tlm_npy *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
+    FILE *f = tlm_fopen_input(path);
     if (!f)
-        return tlm_error("%s: cannot open: %s", path, strerror(errno));
+        return -1;
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);

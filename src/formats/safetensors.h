@@ -81,6 +81,8 @@ int tlm_st_read_f32(const tlm_st_tensor *t, float *dst, size_t n_elems);
 /* Finds `name`, checks its shape is exactly shape[0..ndim), and reads it as float32.
  * Errors: missing tensor, wrong shape (both shapes in the message), non-float dtype. */
 int tlm_st_load_f32(const tlm_safetensors *st, const char *name, int ndim, const int64_t *shape, float *dst);
+/* The checks of tlm_st_load_f32 without reading: the tensor exists with exactly this shape. */
+int tlm_st_check_shape(const tlm_safetensors *st, const char *name, int ndim, const int64_t *shape);
 
 /* Writes "[2, 3]" into buf (always NUL-terminated); returns buf. For messages. */
 char *tlm_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);

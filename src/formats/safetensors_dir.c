@@ -3,6 +3,7 @@
 #include "safetensors_internal.h"
 
 #include "util/error.h"
+#include "util/io.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -29,11 +30,8 @@ static char *join(const char *dir, const char *name) {
 
 /* Reads a whole (small) text file; NULL + tlm_error on failure. */
 static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tlm_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = tlm_fopen_input(path);
+    if (!f) return NULL;
     struct stat sb;
     char *buf = NULL;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -3,6 +3,7 @@
 #include "safetensors_internal.h"
 
 #include "util/error.h"
+#include "util/io.h"
 #include "util/f16.h"
 #include "util/utf8.h"
 
@@ -344,18 +345,14 @@ static int add_blob(tlm_safetensors *st, const char *label, void *base, size_t l
 }
 
 int st_add_file(tlm_safetensors *st, const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = tlm_open_input(path);
     if (fd < 0)
-        return tlm_error("%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
+        return -1;
+    struct stat sb; /* (a regular file: tlm_open_input refuses anything else) */
     if (fstat(fd, &sb) != 0) {
         int err = errno;
         close(fd);
         return tlm_error("%s: cannot stat: %s", path, strerror(err));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return tlm_error("%s: not a regular file", path);
     }
     size_t len = (size_t)sb.st_size;
     if (len < 8) { /* also avoids mmap of length 0, which fails */
@@ -502,6 +499,12 @@ int tlm_st_read_f32(const tlm_st_tensor *t, float *dst, size_t n_elems) {
 }
 
 int tlm_st_load_f32(const tlm_safetensors *st, const char *name, int ndim, const int64_t *shape, float *dst) {
+    if (tlm_st_check_shape(st, name, ndim, shape)) return -1;
+    const tlm_st_tensor *t = tlm_st_find(st, name);
+    return tlm_st_read_f32(t, dst, t->numel);
+}
+
+int tlm_st_check_shape(const tlm_safetensors *st, const char *name, int ndim, const int64_t *shape) {
     const tlm_st_tensor *t = tlm_st_find(st, name);
     if (!t)
         return tlm_error("%s: no tensor named '%.200s'", st->label, name);
@@ -514,5 +517,5 @@ int tlm_st_load_f32(const tlm_safetensors *st, const char *name, int ndim, const
                          tlm_shape_str(have, sizeof have, t->ndim, t->shape),
                          tlm_shape_str(want, sizeof want, ndim, shape));
     }
-    return tlm_st_read_f32(t, dst, t->numel);
+    return 0;
 }

@@ -5,10 +5,13 @@
  * atomically (temp file, fsync, rename). */
 #include "checkpoint.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
@@ -59,22 +62,84 @@ static int load_engine_tensors(tlm_model *m, tlm_safetensors *st, const char *di
     return 0;
 }
 
+/* Every tensor the config needs is in the file with the config's shape, checked before the
+ * parameters are allocated (a wrong vocab_size is a shape mismatch, not an out-of-memory). */
+static int check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *dir) {
+    int n;
+    size_t total;
+    tensor_info *t = config_tensor_table(c, &n, &total);
+    if (!t) return -1;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int64_t shape[2] = {t[i].shape[0], t[i].shape[1]};
+        if (tlm_st_check_shape(st, t[i].name, t[i].ndim, shape))
+            rc = tlm_error_prefix("%s/config.json (vocab_size %d, d_model %d, %d layers) does not match the weights",
+                                  dir, c->vocab_size, c->d_model, c->n_layers);
+    }
+    free(t);
+    return rc;
+}
+
+int model_check_weights(const char *dir, const tlm_config *cfg) {
+    tlm_safetensors *st = tlm_st_open_dir(dir);
+    int rc = !st ? -1 : strcmp(cfg->model_type, "tinylm") ? hf_check_shapes(cfg, st, dir) : check_shapes(cfg, st, dir);
+    tlm_st_close(st);
+    return rc;
+}
+
 /* a regular file named *.bin is a llama2.c checkpoint */
 int is_llama2c_file(const char *path) {
     size_t n = strlen(path);
     return n > 4 && !strcmp(path + n - 4, ".bin") && file_exists(path);
 }
 
+/* "PATH: why" for a path that stat() refused */
+static char *path_error(const char *path, int err) {
+    char why[1200];
+    tlm_error("%s: %s", path, tlm_path_problem(path, err, why, sizeof why));
+    return NULL;
+}
+
 char *model_dir_resolve(const char *dir) {
+    struct stat st, lst;
+    if (stat(dir, &st) != 0) return path_error(dir, errno);
+    if (S_ISREG(st.st_mode)) return strdup(dir); /* a llama2.c .bin (load_resolved checks) */
+    if (!S_ISDIR(st.st_mode))
+        return tlm_error("%s: is not a directory or a regular file (expected a model directory, a training run "
+                         "directory or a llama2.c .bin)", dir),
+               NULL;
     char *link = path_join(dir, "latest"), *cfg = path_join(dir, "config.json");
-    int run = !file_exists(cfg) && is_directory(link); /* a training run: use its latest checkpoint */
-    free(cfg);
-    if (run) return link;
-    free(link);
-    return strdup(dir);
+    if (!link || !cfg) return free(link), free(cfg), tlm_error("out of memory"), NULL;
+    char *out = NULL;
+    if (lstat(cfg, &lst) == 0) {
+        out = strdup(dir); /* a model directory (config.json problems are the loader's to report) */
+    } else if (lstat(link, &lst) != 0) {
+        tlm_error("%s: not a model directory: it has no config.json (a model) and no latest (a training run)", dir);
+    } else if (stat(link, &st) != 0) {
+        int err = errno;
+        char target[1024];
+        ssize_t k = S_ISLNK(lst.st_mode) ? readlink(link, target, sizeof target - 1) : -1;
+        target[k > 0 ? k : 0] = '\0';
+        if (err == ENOENT && k > 0)
+            tlm_error("%s: a training run whose latest points to %s, which does not exist", dir, target);
+        else if (err == ELOOP)
+            tlm_error("%s: a training run whose latest is a symbolic link loop", link);
+        else
+            path_error(link, err);
+    } else if (!S_ISDIR(st.st_mode)) {
+        tlm_error("%s: is not a directory (a training run's latest names its last checkpoint directory)", link);
+    } else {
+        out = link, link = NULL; /* a training run: its latest checkpoint */
+    }
+    free(link), free(cfg);
+    return out;
 }
 
 tlm_tokenizer *model_load_tokenizer(const char *model_path) {
+    if (is_llama2c_file(model_path))
+        return tlm_error("%s is a llama2.c checkpoint, which holds no tokenizer; give its tokenizer with --tokenizer "
+                         "tok.bin", model_path),
+               NULL;
     char *dir = model_dir_resolve(model_path);
     tlm_tokenizer *t = dir ? tlm_tokenizer_load(dir) : NULL;
     free(dir);
@@ -99,17 +164,23 @@ tlm_model *model_load_dir_mapped(const char *path) {
 
 static tlm_model *load_resolved(const char *dir, int mapped) {
     if (is_llama2c_file(dir)) return llama2c_load(dir);
-    if (!is_directory(dir)) return tlm_error("%s: not a directory (expected config.json + model.safetensors)", dir), NULL;
+    if (!is_directory(dir))
+        return tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "
+                         "training run directory, or a llama2.c checkpoint named *.bin", dir),
+               NULL;
     char *cfg_path = path_join(dir, "config.json");
     tlm_config cfg;
     int rc = config_load(&cfg, cfg_path);
     free(cfg_path);
     if (rc) return NULL;
     if (strcmp(cfg.model_type, "tinylm") != 0) return hf_model_load(dir, &cfg);
-    tlm_model *m = model_create(&cfg);
-    if (!m) return NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
-    if (!st || load_engine_tensors(m, st, dir, mapped)) {
+    if (!st || check_shapes(&cfg, st, dir)) {
+        tlm_st_close(st);
+        return NULL;
+    }
+    tlm_model *m = model_create(&cfg);
+    if (!m || load_engine_tensors(m, st, dir, mapped)) {
         tlm_st_close(st);
         model_free(m);
         return NULL;

@@ -4,6 +4,8 @@
 
 #include "model.h"
 
+struct tlm_safetensors;
+
 /* Loads DIR/config.json and the weights; dispatches to the Hugging Face family loaders for
  * any model_type other than "tinylm". NULL + tlm_error naming the file on failure. */
 tlm_model *model_load_dir(const char *dir);
@@ -23,10 +25,17 @@ struct tlm_tokenizer *model_load_tokenizer(const char *model_path);
 /* Writes DIR/config.json (model_type "tinylm") and DIR/model.safetensors (F32), each atomically. */
 int model_save_dir(const tlm_model *m, const char *dir);
 
+/* The weights in model directory DIR (its safetensors headers only: nothing is read or
+ * allocated) hold every tensor cfg needs with cfg's shape; for `tinylm info`. 0, or -1 +
+ * tlm_error naming the file, the tensor and both shapes. */
+int model_check_weights(const char *dir, const tlm_config *cfg);
+
 /* hf_load.c: builds the engine model for a Hugging Face family config and reads its tensors. */
 tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
 /* llama2c_load.c: a llama2.c checkpoint .bin (src/formats/llama2c.h). NULL + tlm_error naming
  * the file and the field on failure. */
 tlm_model *llama2c_load(const char *path);
+/* hf_load.c: the same check as model_check_weights for a Hugging Face family directory. */
+int hf_check_shapes(const tlm_config *c, const struct tlm_safetensors *st, const char *dir);
 
 #endif

@@ -55,23 +55,30 @@ static int discarded_by_transformers(hf_family_style style, const char *prefix, 
     return !strcmp(p, ".self_attn.rotary_emb.inv_freq");
 }
 
-/* Reads one engine tensor from its HF tensor, converting the layout. */
-static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_tensor_ref *ref, float *dst,
-                    float **scratch, size_t *scratch_n) {
+/* the shape of the HF tensor that holds engine tensor ti */
+static int file_shape(const tensor_info *ti, const hf_tensor_ref *ref, int64_t shape[2]) {
     const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
     if (ref->layout == HF_COPY) {
-        int64_t shape[2] = {ti->shape[0], ti->shape[1]};
-        if (tlm_st_load_f32(st, ref->name, ti->ndim, shape, dst)) return -1;
-        return tlm_check_finite(dst, ti->numel, 0, tlm_st_find(st, ref->name)->file, ref->name) < 0 ? -1 : 0;
-    }
-    int64_t shape[2];
-    int ndim = ti->ndim;
-    if (ref->layout == HF_TRANSPOSE) {
+        shape[0] = ti->shape[0], shape[1] = ti->shape[1];
+    } else if (ref->layout == HF_TRANSPOSE) {
         shape[0] = cols, shape[1] = rows;
     } else if (ti->ndim == 2) { /* fused weight [in, q + k + v] */
         shape[0] = cols, shape[1] = ref->fused_cols;
     } else { /* fused bias */
         shape[0] = ref->fused_cols;
+    }
+    return ti->ndim;
+}
+
+/* Reads one engine tensor from its HF tensor, converting the layout. */
+static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_tensor_ref *ref, float *dst,
+                    float **scratch, size_t *scratch_n) {
+    const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
+    int64_t shape[2];
+    const int ndim = file_shape(ti, ref, shape);
+    if (ref->layout == HF_COPY) {
+        if (tlm_st_load_f32(st, ref->name, ti->ndim, shape, dst)) return -1;
+        return tlm_check_finite(dst, ti->numel, 0, tlm_st_find(st, ref->name)->file, ref->name) < 0 ? -1 : 0;
     }
     size_t need = (size_t)shape[0] * (ndim == 2 ? (size_t)shape[1] : 1);
     if (need > *scratch_n) {
@@ -119,14 +126,44 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
     return rc;
 }
 
-static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir, hf_family_style style) {
-    const tlm_config *c = &m->cfg;
-    /* *ForCausalLM checkpoints prefix the base model ("model.", "transformer."); a bare base
-     * model checkpoint has no prefix */
+/* *ForCausalLM checkpoints prefix the base model ("model.", "transformer."); a bare base
+ * model checkpoint has no prefix */
+static const char *name_prefix(const tlm_safetensors *st, hf_family_style style) {
     const char *prefix = hf_default_prefix(style);
     char probe[160];
     snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
     if (!tlm_st_find(st, probe) && tlm_st_find(st, hf_embed_name(style))) prefix = "";
+    return prefix;
+}
+
+/* Every tensor the config needs is in the file with the shape the config implies: checked
+ * from the shapes alone, before the parameters are allocated (a wrong vocab_size must be a
+ * shape mismatch, not an out-of-memory). */
+int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *dir) {
+    int style = hf_family_style_of(c->model_type);
+    if (style < 0) return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, c->model_type);
+    int n;
+    size_t total;
+    tensor_info *t = config_tensor_table(c, &n, &total);
+    if (!t) return -1;
+    const char *prefix = name_prefix(st, (hf_family_style)style);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        hf_tensor_ref ref;
+        int64_t shape[2];
+        rc = hf_map_tensor(c, (hf_family_style)style, prefix, t[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
+        if (!rc && tlm_st_check_shape(st, ref.name, file_shape(&t[i], &ref, shape), shape))
+            rc = tlm_error_prefix("%s/config.json (vocab_size %d, hidden_size %d, %d layers) does not match the "
+                                  "weights",
+                                  dir, c->vocab_size, c->d_model, c->n_layers);
+    }
+    free(t);
+    return rc;
+}
+
+static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir, hf_family_style style) {
+    const tlm_config *c = &m->cfg;
+    const char *prefix = name_prefix(st, style);
     used_set used = {0};
     float *scratch = NULL;
     size_t scratch_n = 0;
@@ -161,10 +198,13 @@ tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
     int style = hf_family_style_of(cfg->model_type);
     if (style < 0)
         return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, cfg->model_type), NULL;
-    tlm_model *m = model_create(cfg);
-    if (!m) return NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
-    if (!st || load_tensors(m, st, dir, (hf_family_style)style)) {
+    if (!st || hf_check_shapes(cfg, st, dir)) {
+        tlm_st_close(st);
+        return NULL;
+    }
+    tlm_model *m = model_create(cfg);
+    if (!m || load_tensors(m, st, dir, (hf_family_style)style)) {
         tlm_st_close(st);
         model_free(m);
         return NULL;

@@ -139,6 +139,16 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     A->dfused = take(b, N * fused);
 }
 
+size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
+    tlm_model m = {.cfg = *cfg, .mode = mode}; /* f32 weights, no KV cache: the layout's inputs */
+    activations A = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts))};
+    if (!A.layers) return 0;
+    arena count = {0};
+    layout_activations(&m, &A, &count, B, T);
+    free(A.layers);
+    return count.used;
+}
+
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
  * Hugging Face's rotary embedding does (inv_freq, then the product, then cos/sin). */
 static void rope_tables(const tlm_config *c, float theta, int scaled, float *cos_tab, float *sin_tab, int len) {
@@ -600,11 +610,13 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     else
         embedding_forward(A->res, tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
     MODEL_HOOK(m, 0, A->res, 0);
+    if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, -1)) return -1;
     for (int l = 0; l < c->n_layers; l++) {
         float *x = residual_at(A, 2 * l, Nd), *mid = residual_at(A, 2 * l + 1, Nd);
         MODEL_HOOK(m, model_hook_id(l, HL_RESID_PRE), x, 0);
         sublayer_forward(m, l, SUB_ATTN, x, mid);
         sublayer_forward(m, l, SUB_FFN, mid, residual_at(A, 2 * l + 2, Nd));
+        if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, l)) return -1;
     }
     const float *h = residual_at(A, 2 * c->n_layers, Nd);
     const int R = A->logits_rows;

@@ -143,6 +143,11 @@ typedef struct tlm_model {
     int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
     void *after_pass_user;
     struct model_hooks *hooks; /* attached: a callback at each named activation (hooks.c); NULL = none */
+    /* set: model_forward calls it after the embedding (layer -1) and after each layer l, while
+     * that layer's activations are still there (MODEL_INFER keeps only one layer's): analyses of
+     * long inputs (inspect) take per-layer numbers as the pass goes. Non-zero stops the pass. */
+    int (*layer_hook)(void *ctx, const struct tlm_model *m, int layer);
+    void *layer_hook_ctx;
 } tlm_model;
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
@@ -157,6 +162,10 @@ int model_alloc_grads(tlm_model *m);
 void model_zero_grads(tlm_model *m);
 const tensor_info *model_find_tensor(const tlm_model *m, const char *name);
 
+/* Floats the activations of a forward over [B, T] take in `mode` (f32 weights, no KV cache,
+ * omp_get_max_threads() threads): the buffer model_forward lays out, computed from the config
+ * alone (for `tinylm info`); 0 when out of memory. */
+size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T);
 /* Forward over tokens [B,T]; targets [B,T] (may be NULL: no loss). Returns 0 and the mean loss
  * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->acts.logits. */
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);

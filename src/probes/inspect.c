@@ -7,15 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/model.h"
 #include "probes/probe.h"
+#include "util/clock.h"
 #include "util/error.h"
 
-/* what the report reads from one forward pass */
+/* what the report keeps of one forward pass: [T, d] rows per layer, no [H, T, T] matrices (the
+ * attention statistics are taken from each layer as the pass goes: head_stats) */
 static const char *const FORWARD_PATTERNS[] = {
-    "embed",           "layers.*.resid_*",     "layers.*.attn.out",    "layers.*.ffn.out", "*norm.in_rms",
-    "*norm.out_rms",   "layers.*.attn.scores", "layers.*.attn.probs",  "logits",
+    "embed", "layers.*.resid_*", "layers.*.attn.out", "layers.*.ffn.out", "*norm.in_rms", "*norm.out_rms", "logits",
 };
 
 static double l2(const float *x, size_t n) {
@@ -94,30 +96,51 @@ static int norm_stats(inspect_report *r, const tlm_probe *p) {
     return 0;
 }
 
-static int head_stats(inspect_report *r, const tlm_probe *p) {
-    const int T = r->T, H = r->n_heads;
-    for (int l = 0; l < r->n_layers; l++) {
-        char name[64];
-        snprintf(name, sizeof name, "layers.%d.attn.scores", l);
-        const probe_tensor *sc = need(p, name);
-        snprintf(name, sizeof name, "layers.%d.attn.probs", l);
-        const probe_tensor *pr = need(p, name);
-        if (!sc || !pr) return -1;
-        for (int h = 0; h < H; h++) {
-            inspect_head *hd = &r->heads[l * H + h];
-            hd->layer = l, hd->head = h;
-            for (int i = 0; i < T; i++) {
-                const float *srow = sc->data + ((size_t)h * T + i) * T, *prow = pr->data + ((size_t)h * T + i) * T;
-                double mx = -INFINITY, ent = 0.0;
-                for (int j = 0; j <= i; j++) {
-                    if (srow[j] > mx) mx = srow[j]; /* masked keys hold -inf */
-                    if (prow[j] > 0.0f) ent -= (double)prow[j] * log((double)prow[j]);
-                }
-                if (i == r->position) hd->max_logit.at = mx, hd->entropy.at = ent;
-                hd->max_logit.mean += mx / T;
-                hd->entropy.mean += ent / T;
+/* layer l's attention sharpness per head, from the pass's own [H, T, T] scores and probabilities
+ * while they are there (one sequence): the max over the keys a query sees (causal, within the
+ * layer's window) and the entropy of its probabilities */
+static void head_stats(inspect_report *r, const tlm_model *m, int l) {
+    const int T = r->T, H = r->n_heads, window = model_layer_attention(&m->cfg, l).window;
+    const layer_acts *a = &m->acts.layers[l];
+#pragma omp parallel for schedule(dynamic)
+    for (int h = 0; h < H; h++) {
+        inspect_head *hd = &r->heads[l * H + h];
+        hd->layer = l, hd->head = h;
+        double mx_mean = 0.0, ent_mean = 0.0;
+        for (int i = 0; i < T; i++) {
+            const float *srow = a->scores + ((size_t)h * T + i) * T, *prow = a->probs + ((size_t)h * T + i) * T;
+            double mx = -INFINITY, ent = 0.0;
+            for (int j = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; j <= i; j++) {
+                if (srow[j] > mx) mx = srow[j];
+                if (prow[j] > 0.0f) ent -= (double)prow[j] * log((double)prow[j]);
             }
+            if (i == r->position) hd->max_logit.at = mx, hd->entropy.at = ent;
+            mx_mean += mx / T;
+            ent_mean += ent / T;
         }
+        hd->max_logit.mean = mx_mean, hd->entropy.mean = ent_mean;
+    }
+}
+
+/* the pass, one layer at a time (model.h layer_hook) */
+typedef struct {
+    inspect_report *r;
+    tlm_probe *p;
+    double t0;
+    int tty, shown; /* progress on stderr: a line per layer on a terminal, else a line per layer of a long pass */
+} pass_ctx;
+
+static int after_layer(void *ctx, const tlm_model *m, int l) {
+    pass_ctx *pc = ctx;
+    if (probe_after_layer(pc->p, m, l)) return -1;
+    if (l < 0) return 0;
+    head_stats(pc->r, m, l);
+    const double dt = tlm_now_s() - pc->t0;
+    if (pc->tty ? pc->r->T >= 1024 || dt > 1.0 : dt > 5.0) {
+        fprintf(stderr, pc->tty ? "\rinspect: layer %d of %d done (%d tokens, %.1f s)" : "inspect: layer %d of %d done (%d tokens, %.1f s)\n",
+                l + 1, m->cfg.n_layers, pc->r->T, dt);
+        fflush(stderr);
+        pc->shown = 1;
     }
     return 0;
 }
@@ -314,15 +337,22 @@ int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_
     for (size_t i = 0; !rc && i < sizeof FORWARD_PATTERNS / sizeof *FORWARD_PATTERNS; i++)
         rc = probe_select(p, FORWARD_PATTERNS[i]);
     if (!rc) {
-        probe_attach(p, m);
+        /* inference layout: one layer's activations (its [H, T, T] attention included) at a time;
+         * the hook takes each layer's numbers before the next layer reuses the memory */
+        const model_mode mode = m->mode;
+        pass_ctx pc = {.r = r, .p = p, .t0 = tlm_now_s(), .tty = isatty(2)};
+        model_set_mode(m, MODEL_INFER);
+        m->layer_hook = after_layer, m->layer_hook_ctx = &pc;
         rc = model_forward(m, tokens, NULL, 1, T, NULL);
-        probe_detach(m);
+        m->layer_hook = NULL, m->layer_hook_ctx = NULL;
+        if (!rc) rc = probe_after_layer(p, m, c->n_layers); /* the final norm and the logits */
+        if (pc.shown && pc.tty) fputc('\n', stderr);
+        if (!rc) rc = residual_stats(r, p, c->d_model);
+        if (!rc) rc = norm_stats(r, p);
+        if (!rc) rc = logit_lens(r, m, p);
+        if (!rc) rc = decomposition(r, m, p);
+        model_set_mode(m, mode);
     }
-    if (!rc) rc = residual_stats(r, p, c->d_model);
-    if (!rc) rc = norm_stats(r, p);
-    if (!rc) rc = head_stats(r, p);
-    if (!rc) rc = logit_lens(r, m, p);
-    if (!rc) rc = decomposition(r, m, p);
     probe_free(p);
     return rc;
 }

@@ -23,6 +23,8 @@ struct tlm_probe {
     int n_patterns;
     probe_tensor *rec;
     size_t n_rec, cap_rec;
+    float *prev; /* probe_after_layer: the input of the next layer (the model may keep no copy) */
+    size_t prev_n;
 };
 
 tlm_probe *probe_create(void) {
@@ -37,6 +39,7 @@ void probe_free(tlm_probe *p) {
     free(p->patterns);
     probe_clear(p);
     free(p->rec);
+    free(p->prev);
     free(p);
 }
 
@@ -253,26 +256,43 @@ static void sublayer_items(walker *w, int l, int is_attn, const layer_acts *La, 
     item(w, h, SRC_COPY, 3, btd, is_attn ? "layers.%d.resid_mid" : "layers.%d.resid_post", l);
 }
 
-static void walk_forward(walker *w) {
+/* residual-stream point k (0 the embedding, 2l+1 after layer l's attention, 2l+2 after its
+ * FFN) as model.c lays it out: every point for training, two alternating slots for inference */
+static const float *res_at(const walker *w, int k) {
+    const activations *A = &w->m->acts;
+    if (!w->p) return NULL;
+    return A->res + (size_t)(A->lean ? k % 2 : k) * ((size_t)w->B * w->T * w->m->cfg.d_model);
+}
+
+static void walk_embed(walker *w) {
+    int64_t btd[3] = {w->B, w->T, w->m->cfg.d_model};
+    item(w, res_at(w, 0), SRC_COPY, 3, btd, "embed");
+}
+
+/* layer l, whose input stream is x */
+static void walk_layer(walker *w, int l, const float *x) {
     static const layer_acts no_acts; /* while listing: every pointer NULL */
-    const tlm_model *m = w->m;
-    const tlm_config *c = &m->cfg;
-    const activations *A = &m->acts;
-    const int listing = w->p == NULL;
-    const size_t Nd = (size_t)w->B * w->T * c->d_model;
-    int64_t btd[3] = {w->B, w->T, c->d_model}, btv[3] = {w->B, w->T, c->vocab_size};
-    const float *res[2 * TLM_MAX_LAYERS + 1] = {0};
-    for (int k = 0; !listing && k <= 2 * c->n_layers; k++) res[k] = A->res + (size_t)k * Nd;
-    item(w, res[0], SRC_COPY, 3, btd, "embed");
-    for (int l = 0; l < c->n_layers && !w->rc; l++) {
-        const layer_acts *La = listing ? &no_acts : &A->layers[l];
-        w->layer = l;
-        item(w, res[2 * l], SRC_COPY, 3, btd, "layers.%d.resid_pre", l);
-        sublayer_items(w, l, 1, La, res[2 * l], res[2 * l + 1]);
-        sublayer_items(w, l, 0, La, res[2 * l + 1], res[2 * l + 2]);
-    }
-    if (c->final_norm) norm_items(w, "final_norm", res[2 * c->n_layers], listing ? NULL : A->final.y);
-    item(w, listing ? NULL : A->logits, SRC_COPY, 3, btv, "logits");
+    const layer_acts *La = w->p ? &w->m->acts.layers[l] : &no_acts;
+    int64_t btd[3] = {w->B, w->T, w->m->cfg.d_model};
+    w->layer = l;
+    item(w, x, SRC_COPY, 3, btd, "layers.%d.resid_pre", l);
+    sublayer_items(w, l, 1, La, x, res_at(w, 2 * l + 1));
+    sublayer_items(w, l, 0, La, res_at(w, 2 * l + 1), res_at(w, 2 * l + 2));
+}
+
+/* the final norm of stream h, and the logits */
+static void walk_head(walker *w, const float *h) {
+    const tlm_config *c = &w->m->cfg;
+    int64_t btv[3] = {w->B, w->T, c->vocab_size};
+    if (c->final_norm) norm_items(w, "final_norm", h, w->p ? w->m->acts.final.y : NULL);
+    item(w, w->p ? w->m->acts.logits : NULL, SRC_COPY, 3, btv, "logits");
+}
+
+static void walk_forward(walker *w) {
+    const int L = w->m->cfg.n_layers;
+    walk_embed(w);
+    for (int l = 0; l < L && !w->rc; l++) walk_layer(w, l, res_at(w, 2 * l));
+    walk_head(w, res_at(w, 2 * L));
 }
 
 static void walk_backward(walker *w) {
@@ -309,6 +329,31 @@ int probe_after_forward(tlm_probe *p, const tlm_model *m) {
     if (p->n_patterns == 0) return 0;
     walker w = {.m = m, .B = m->acts.B, .T = m->acts.T, .p = p};
     walk_forward(&w);
+    return w.rc;
+}
+
+int probe_after_layer(tlm_probe *p, const tlm_model *m, int layer) {
+    const tlm_config *c = &m->cfg;
+    walker w = {.m = m, .B = m->acts.B, .T = m->acts.T, .p = p};
+    const size_t Nd = (size_t)w.B * w.T * c->d_model;
+    if (layer < -1 || layer > c->n_layers) return tlm_error("probe: no layer %d", layer);
+    if (layer == c->n_layers) {
+        walk_head(&w, res_at(&w, 2 * layer));
+        return w.rc;
+    }
+    if (layer >= 0) {
+        if (!p->prev || p->prev_n != Nd) return tlm_error("probe: layer %d recorded before the embedding", layer);
+        walk_layer(&w, layer, p->prev);
+    } else {
+        walk_embed(&w);
+        if (p->prev_n != Nd) {
+            free(p->prev);
+            p->prev_n = 0;
+            if (!(p->prev = malloc(Nd * sizeof(float)))) return tlm_error("out of memory recording probes");
+            p->prev_n = Nd;
+        }
+    }
+    if (!w.rc) memcpy(p->prev, res_at(&w, 2 * layer + 2), Nd * sizeof(float)); /* the next layer's input */
     return w.rc;
 }
 

@@ -58,6 +58,11 @@ int probe_record(tlm_probe *p, const char *name, const float *data, int ndim, co
  * selected forward (backward) tensor of the pass that just finished. */
 int probe_after_forward(tlm_probe *p, const struct tlm_model *m);
 int probe_after_backward(tlm_probe *p, const struct tlm_model *m);
+/* The same one part of the forward at a time, from the model's layer_hook (model.h): layer -1
+ * the embedding, 0..L-1 each layer right after it ran, L the final norm and logits (after the
+ * pass). Works in MODEL_INFER too, which keeps one layer's activations: the probe keeps the
+ * input of the next layer itself. Parts must come in order, starting at -1. */
+int probe_after_layer(tlm_probe *p, const struct tlm_model *m, int layer);
 
 size_t probe_count(const tlm_probe *p);
 const probe_tensor *probe_at(const tlm_probe *p, size_t i);

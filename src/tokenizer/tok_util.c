@@ -1,6 +1,7 @@
 /* tok_util.c — small containers (int array, hash maps, replace-all) and the GPT-2 byte <-> code point table used by the tokenizers. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
+#include "util/io.h"
 
 #include <stdlib.h>
 #include <string.h>

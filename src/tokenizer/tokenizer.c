@@ -88,6 +88,9 @@ void tlm_tokenizer_free(tlm_tokenizer *t) {
     free(t);
 }
 
+/* formats/llama2c.h (its model.h clashes with tok_internal.h's names) */
+int llama2c_is_checkpoint(const void *data, size_t len);
+
 /* ---- loading ------------------------------------------------------------------------------------ */
 
 static int ends_with(const char *s, const char *suffix) {
@@ -162,7 +165,13 @@ static tlm_tokenizer *load_bytes(const char *data, size_t len, const char *name,
     size_t i = 0;
     while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) i++;
     int json = ends_with(name, ".json") || (!ends_with(name, ".bin") && i < len && data[i] == '{');
-    if (!json) return tok_load_llama2c(data, len, name);
+    if (!json) {
+        tlm_tokenizer *t = tok_load_llama2c(data, len, name);
+        if (!t && llama2c_is_checkpoint(data, len))
+            tlm_error("%s is a llama2.c model checkpoint, not a tokenizer; give its tokenizer with --tokenizer "
+                      "tok.bin", name);
+        return t;
+    }
     cJSON *j = parse_json(data, len, name);
     if (!j) return NULL;
     tlm_tokenizer *t = load_json_doc(j, name, dir);
@@ -185,7 +194,8 @@ static tlm_tokenizer *load_file(const char *path) {
 tlm_tokenizer *tlm_tokenizer_load(const char *path) {
     struct stat st;
     if (!path || stat(path, &st) != 0) {
-        tlm_error("%s: cannot open tokenizer: %s", path ? path : "(null)", strerror(errno));
+        char why[1200];
+        tlm_error("%s: %s", path ? path : "(null)", path ? tlm_path_problem(path, errno, why, sizeof why) : "no path");
         return NULL;
     }
     if (!S_ISDIR(st.st_mode)) return load_file(path);

@@ -625,7 +625,18 @@ int train_new(const char *model_config_json, const train_options *o) {
 int train_resume(const char *out_dir, const char *data_path, int steps, int zero1) {
     trainer t = {.lock_fd = -1, .rank = dist_rank(), .size = dist_size()};
     t.out_dir = strdup(out_dir);
-    int claimed = !is_directory(out_dir) ? tlm_error("%s: no such run directory", out_dir) : 0;
+    /* a run directory (a latest checkpoint, or the lock of a run being made), checked before a
+     * lock file is made in it: a missing path, a dangling or looping latest, or a directory that
+     * is no run say so and leave it as it was */
+    char *lock = path_join(out_dir, ".lock");
+    const int locked = lock && is_directory(out_dir) && file_exists(lock);
+    free(lock);
+    char *resolved = locked ? NULL : model_dir_resolve(out_dir);
+    const int is_run = locked || (resolved && strcmp(resolved, out_dir) != 0), found = resolved != NULL;
+    free(resolved);
+    int claimed = !is_run && !found ? -1
+                  : !is_run ? tlm_error("%s: not a training run directory (it has no latest checkpoint link)", out_dir)
+                            : 0;
     if (!claimed && t.rank == 0) { /* rank 0 owns the run directory */
         claimed = (t.lock_fd = run_lock(out_dir)) < 0 ? -1 : 0;
         if (!claimed) run_remove_stale(out_dir);

@@ -4,6 +4,12 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STORIES = os.path.join(ROOT, "data", "stories260K.bin")  # llama2.c stories260K and its tokenizer
+TOK512 = os.path.join(ROOT, "data", "tok512.bin")
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))  # tinylm_ref, the PyTorch reference
 
 counts = {"passed": 0, "failed": 0}
 

@@ -3,3 +3,13 @@ tlm_cli_test(test_cli_options tests/cli/test_cli_options.py)
 if(TEST test_cli_options)
   set_tests_properties(test_cli_options PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # every path option given a missing path, a directory, a FIFO, a dangling link, a loop, ...
+  add_test(NAME test_bad_paths COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_bad_paths.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_bad_paths)
+  set_tests_properties(test_bad_paths PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 600)
+endif()
+if(TLM_PYTHON)
+  add_test(NAME test_info_memory COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_info_memory.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_info_memory)
+endif()

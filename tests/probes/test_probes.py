@@ -445,6 +445,50 @@ def test_inspect(args):
           err or str(sorted(listed ^ set(rec))[:6]))
 
 
+def test_long_prompt(args):
+    """inspect takes each layer's attention statistics as the pass goes (one layer's [H, T, T] at a
+    time): on a 300-token prompt they equal the statistics of the full matrices the training-mode
+    pass dumps (--probe/--dump, every layer kept), and every number equals the reference's"""
+    text = (b"First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: "
+            b"You are all resolved rather to die than to famish? All: Resolved. resolved. First Citizen: First, "
+            b"you know Caius Marcius is chief enemy to the people. All: We know't, we know't. First Citizen: "
+            b"Let us kill him, and we'll have corn at our own price.")[:300]
+    tokens = list(text)
+    T = len(tokens)
+    for name, over in (INSPECT_CASES[0], INSPECT_CASES[2]):  # plain; GQA + sliding windows + soft-caps
+        d, cfg = make_model("long_" + name, dict(over, max_position_embeddings=512))
+        dump = os.path.join(args.work, "long_dump_" + name)
+        shutil.rmtree(dump, ignore_errors=True)
+        P = 200
+        rc, out, err = run(args.tinylm, "inspect", "--model", d, "--ids", " ".join(map(str, tokens)), "--json",
+                           "--top", "3", "--position", str(P), "--probe", "layers.*.attn.scores", "--probe",
+                           "layers.*.attn.probs", "--dump", dump)
+        if not check(rc == 0, "%s: inspect on %d tokens runs" % (name, T), err):
+            continue
+        j = json.loads(out)
+        worst = 0.0
+        for hd in j["heads"]:
+            s = np.load(os.path.join(dump, "layers.%d.attn.scores.npy" % hd["layer"]))[0, hd["head"]].astype(np.float64)
+            pr = np.load(os.path.join(dump, "layers.%d.attn.probs.npy" % hd["layer"]))[0, hd["head"]].astype(np.float64)
+            mx = s.max(-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ent = -np.where(pr > 0, pr * np.log(pr), 0.0).sum(-1)
+            for got, want in ((hd["max_logit"]["at"], mx[P]), (hd["max_logit"]["mean"], mx.mean()),
+                              (hd["entropy"]["at"], ent[P]), (hd["entropy"]["mean"], ent.mean())):
+                worst = max(worst, abs(got - want) / max(abs(want), 1e-3))
+        check(len(j["heads"]) == cfg["num_hidden_layers"] * cfg["num_attention_heads"] and worst < 1e-9,
+              "%s: %d-token per-layer head statistics = those of the full matrices (worst rel %.2g)"
+              % (name, T, worst))
+        spread = [hd["entropy"]["mean"] for hd in j["heads"]]
+        check(max(spread) - min(spread) > 1e-3 and min(spread) > 0.0, "%s: the entropies are real values (%.3f..%.3f)"
+              % (name, min(spread), max(spread)))
+        m = ProbeModel.load(d)
+        with torch.no_grad():
+            rec = m.capture(np.array([tokens]))
+        bad = check_report(name, j, m, rec, tokens, P, 3)
+        check(not bad, "%s: %d tokens: every reported number = the reference's" % (name, T), "; ".join(bad[:5]))
+
+
 # ---- 3. inspect --grad -----------------------------------------------------------------------------
 
 def test_grad(args):
@@ -573,6 +617,7 @@ def main():
     t0 = time.time()
     test_variants(args)
     test_inspect(args)
+    test_long_prompt(args)
     test_grad(args)
     test_errors(args)
     test_stories(args)
