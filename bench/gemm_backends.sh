@@ -11,6 +11,6 @@ arch=$(gcc -print-multiarch)
 gcc -O2 -fopenmp bench/gemm_backends.c -o "$out/gemm_backends" -I"/usr/include/$arch/openblas-openmp" \
   -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -ldnnl
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
-echo "OpenBLAS: $(OPENBLAS_VERBOSE=2 "$out/gemm_backends" 2>&1 | grep -m1 -i 'core' || echo 'core not reported')"
-"$out/gemm_backends" | sed 's/^/  /'
+OPENBLAS_VERBOSE=2 "$out/gemm_backends" 2>"$out/openblas.err" | sed 's/^/  /'
+echo "OpenBLAS's kernels for this CPU: $(grep -i -m1 'core' "$out/openblas.err" || echo 'not reported')"
 echo "(GFLOP/s, best of 5 rounds; $(nproc) threads; tinylm info --system gives this machine's FMA peak)"
