@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install the build dependencies (apt), build,
 # and run the main job: train llama-baby (RMSNorm, RoPE, SwiGLU, Pre-Norm) on TinyShakespeare
-# (data/tinyshakespeare.txt, character level, 2000 steps, a few minutes on 2 cores) and print
+# (data/tinyshakespeare.txt, character level, 2000 steps, about half a minute of training on 2 cores after the build) and print
 # a sample.
 set -euo pipefail
 cd "$(dirname "$0")/.."
