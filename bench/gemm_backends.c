@@ -27,7 +27,7 @@ int main(void) {
         {1, 2048, 768, 0, 1, "decode, one token, FFN"},
         {1, 32000, 768, 0, 1, "decode, one token, LM head"},
     };
-    printf("%-34s %-16s %10s %10s\n", "shape (M x N x K)", "what", "OpenBLAS", "oneDNN");
+    printf("%-26s %-34s %10s %10s\n", "shape (M x N x K)", "what", "OpenBLAS", "oneDNN");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K, ta = shapes[s].ta, tb = shapes[s].tb;
         float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * M * N);
@@ -54,7 +54,7 @@ int main(void) {
         }
         char shape[40];
         snprintf(shape, sizeof shape, "%d x %d x %d %s%s", M, N, K, ta ? "T" : "N", tb ? "T" : "N");
-        printf("%-34s %-16.16s %10.1f %10.1f\n", shape, shapes[s].what, gflops[0], gflops[1]);
+        printf("%-26s %-34s %10.1f %10.1f\n", shape, shapes[s].what, gflops[0], gflops[1]);
         free(A), free(B), free(C);
     }
     return 0;
