@@ -2,7 +2,7 @@
  * gemm() is the only function that knows about the GEMM library. The backend is chosen at
  * build time (CMake option TLM_GEMM): oneDNN's dnnl_sgemm, which picks its kernels from the
  * CPU's feature bits, or OpenBLAS, which picks them from a table of CPU models and falls
- * back to slow SSE3 kernels on models newer than its release (measured in bench/README.md).
+ * back to slow SSE3 kernels on models newer than its release (measured in docs/performance.md).
  * A few rows (decoding) go to matvec.c's bandwidth-bound kernels instead. */
 #include <stdio.h>
 #include <string.h>
