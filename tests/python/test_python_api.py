@@ -36,9 +36,9 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import tinylm_ref  # noqa: E402
 import llama2c_ref  # noqa: E402
 from cases import all_cases  # noqa: E402
+import test_probes  # noqa: E402
 
 TOL_FWD, TOL_GRAD = 2e-4, 2e-3
-passed = failed = 0
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 VARIANTS = ["norm_rmsnorm_pre", "norm_layernorm_post", "norm_rmsnorm_sandwich", "norm_rmsnorm_1p_output",
@@ -47,14 +47,7 @@ VARIANTS = ["norm_rmsnorm_pre", "norm_layernorm_post", "norm_rmsnorm_sandwich", 
             "ffn_geglu", "ffn_gelu_mlp_bias", "residual_false_pre", "post_final_norm_true", "final_norm_false"]
 
 
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    print("%-78s %s%s" % (what[:78], "ok" if ok else "FAIL", ("  " + detail) if (detail and not ok) else ""))
-    return ok
+check = test_probes.check  # (one checker with running counts, shared with the probes' test)
 
 
 def rel_err(c, r):
@@ -300,8 +293,8 @@ def main():
 
 
 def finish():
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (test_probes.passed, test_probes.failed))
+    return 1 if test_probes.failed else 0
 
 
 if __name__ == "__main__":
