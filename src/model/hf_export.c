@@ -69,10 +69,19 @@ static const char *gpt2_blocker(const tlm_config *c) {
     return NULL;
 }
 
+/* GPT-2 has every bias; a model without some of them is the same function as GPT-2 with those
+ * biases zero (the nanogpt-baby preset: LayerNorm without bias, linear layers without) */
+static tlm_config with_all_biases(const tlm_config *c) {
+    tlm_config b = *c;
+    b.norm_bias = b.attn_bias = b.attn_out_bias = b.mlp_bias = true;
+    return b;
+}
+
 const char *hf_export_family(const tlm_config *c, const char **why) {
     const char *bl = llama_blocker(c);
     if (!bl) return "llama";
-    const char *bg = gpt2_blocker(c);
+    const tlm_config biased = with_all_biases(c);
+    const char *bg = c->norm == NORM_LAYERNORM ? gpt2_blocker(&biased) : gpt2_blocker(c);
     if (!bg) return "gpt2";
     if (why) *why = c->position == POS_LEARNED ? bg : bl;
     return "tinylm";
@@ -300,10 +309,24 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
         if (tlm_check_finite(model_param(m, i), m->tensors[i].numel, 0, dir, m->tensors[i].name) < 0)
             return tlm_error_prefix("cannot export");
     if (hf_export_check_target(dir) || make_dirs(dir)) return -1;
-    if (write_weights(m, dir, fam)) return -1;
-    char *json = !strcmp(fam, "llama") ? llama_config(&m->cfg)
-                 : !strcmp(fam, "gpt2") ? gpt2_config(&m->cfg)
-                                        : config_to_json(&m->cfg);
+    /* a GPT-2 export of a model without some biases writes them as zeros */
+    tlm_model *biased = NULL;
+    if (!strcmp(fam, "gpt2")) {
+        const tlm_config c = with_all_biases(&m->cfg);
+        if (!(biased = model_create(&c))) return -1; /* (zeroed: the biases it adds stay 0) */
+        for (int i = 0; i < m->n_tensors; i++) {
+            const tensor_info *t = model_find_tensor(biased, m->tensors[i].name);
+            memcpy(biased->param_mem + t->offset, model_param(m, i), m->tensors[i].numel * sizeof(float));
+        }
+        m = biased;
+    }
+    int written = write_weights(m, dir, fam);
+    char *json = written ? NULL
+                 : !strcmp(fam, "llama") ? llama_config(&m->cfg)
+                 : !strcmp(fam, "gpt2")  ? gpt2_config(&m->cfg)
+                                         : config_to_json(&m->cfg);
+    model_free(biased);
+    if (written) return -1;
     char *path = path_join(dir, "config.json");
     int rc = json && path ? tlm_write_file_atomic(path, json, strlen(json)) : tlm_error("out of memory");
     free(path), free(json);

@@ -468,6 +468,42 @@ def export_tests(R, data_dir):
         ref = reference(conf["model_type"], conf, W, IDS)
         e = rel_err(orig, ref)
         R.check("export %s runs in the HF reference" % name, e <= TOL, "rel err %.2e" % e)
+    # the default preset (nanogpt-baby: LayerNorm without bias, no linear biases) is GPT-2 with
+    # those biases zero: it exports as gpt2, and the HF reference gives its logits
+    src = os.path.join(R.work, "nanogpt_baby_shape")
+    d, L, V, T, ff = 32, 2, 65, 16, 128
+    rng = np.random.default_rng(7)
+    W = {"embed.weight": rng.normal(0, 0.5, (V, d)), "pos_embed.weight": rng.normal(0, 0.5, (T, d)),
+         "final_norm.weight": 1 + rng.normal(0, 0.1, d)}
+    for l in range(L):
+        p = "layers.%d." % l
+        W.update({p + "attn_norm.weight": 1 + rng.normal(0, 0.1, d), p + "ffn_norm.weight": 1 + rng.normal(0, 0.1, d)})
+        for n, shape in (("attn.q_proj", (d, d)), ("attn.k_proj", (d, d)), ("attn.v_proj", (d, d)),
+                         ("attn.o_proj", (d, d)), ("ffn.up_proj", (ff, d)), ("ffn.down_proj", (d, ff))):
+            W[p + n + ".weight"] = rng.normal(0, 0.2, shape)
+    write_model(src, {"model_type": "tinylm", "hidden_size": d, "num_hidden_layers": L, "num_attention_heads": 4,
+                      "intermediate_size": ff, "max_position_embeddings": T, "norm_type": "layernorm",
+                      "norm_bias": False, "norm_placement": "pre", "position_embedding": "learned",
+                      "ffn_type": "gelu", "tie_word_embeddings": True, "vocab_size": V},
+                {k: v.astype(np.float32) for k, v in W.items()})
+    dst = os.path.join(R.work, "export_nanogpt_baby")
+    shutil.rmtree(dst, ignore_errors=True)
+    r = export(src, dst)
+    if r.returncode != 0:
+        R.check("export nanogpt-baby", False, r.stderr.strip())
+    else:
+        conf = json.load(open(os.path.join(dst, "config.json")))
+        R.check("export nanogpt-baby as gpt2", conf["model_type"] == "gpt2", conf["model_type"])
+        orig, _ = R.logits(src, IDS)
+        again, err = R.logits(dst, IDS)
+        e = rel_err(again, orig) if again is not None else 1.0
+        R.check("export nanogpt-baby reloads with the same logits", e <= 1e-6, "rel err %.2e %s" % (e, err))
+        W, meta = read_safetensors(os.path.join(dst, "model.safetensors"))
+        biases = [n for n in W if n.endswith(".bias") and ("ln_" in n or "attn" in n or "mlp" in n)]
+        R.check("its added biases are zero", bool(biases) and all(not W[n].any() for n in biases),
+                "%d biases" % len(biases))
+        e = rel_err(orig, reference("gpt2", conf, W, IDS))
+        R.check("export nanogpt-baby runs in the HF GPT-2 reference", e <= TOL, "rel err %.2e" % e)
     # a variant no HF family expresses keeps the engine's format
     src = os.path.join(R.work, "gemma2_sandwich_f32")
     dst = os.path.join(R.work, "export_gemma2")
