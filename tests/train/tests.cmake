@@ -19,25 +19,29 @@ if(TLM_PYTHON)
                    --dump-bin $<TARGET_FILE:train_dump> --work ${CMAKE_BINARY_DIR}/train_parity)
   set_tests_properties(train_parity_pytorch PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
-# data-parallel training: only where tinylm was built with MPI and mpirun is installed
+# Python training tests on TinyShakespeare: SCRIPT --tinylm <program> --data <corpus> --work <folder> ARGS
+function(tlm_train_test name script timeout)
+  add_test(NAME ${name} COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/${script} --tinylm $<TARGET_FILE:tinylm_cli>
+           --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt --work ${CMAKE_BINARY_DIR}/${name} ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout})
+endfunction()
+# data-parallel training and sweeps over ranks: only where tinylm was built with MPI and mpirun is installed
 find_program(TLM_MPIRUN mpirun)
+set(_tlm_has_mpi OFF)
+if(TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
+  set(_tlm_has_mpi ON)
+endif()
 if(TLM_PYTHON)
   set(_tlm_sweep_mpi "")
-  if(TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
+  if(_tlm_has_mpi)
     set(_tlm_sweep_mpi --mpi)
   endif()
-  add_test(NAME test_sweep COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_sweep.py
-           --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
-           --work ${CMAKE_BINARY_DIR}/test_sweep ${_tlm_sweep_mpi})
-  set_tests_properties(test_sweep PROPERTIES TIMEOUT 600)
+  tlm_train_test(test_sweep tests/train/test_sweep.py 600 ${_tlm_sweep_mpi})
 endif()
-if(TLM_PYTHON AND TLM_MPI AND MPI_C_FOUND AND TLM_MPIRUN)
+if(TLM_PYTHON AND _tlm_has_mpi)
   set(_tlm_mpi_quick "")
   if(TLM_SANITIZE)
     set(_tlm_mpi_quick --quick) # the same checks on fewer steps and ranks: instrumented runs are slow
   endif()
-  add_test(NAME test_mpi COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_mpi.py
-           --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
-           --work ${CMAKE_BINARY_DIR}/test_mpi ${_tlm_mpi_quick})
-  set_tests_properties(test_mpi PROPERTIES TIMEOUT 900)
+  tlm_train_test(test_mpi tests/train/test_mpi.py 900 ${_tlm_mpi_quick})
 endif()
