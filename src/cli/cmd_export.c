@@ -1,38 +1,114 @@
 /* tinylm export — writes a model (any directory or llama2.c .bin that `tinylm logits` loads)
  * as a Hugging Face style directory in the family its architecture matches (llama, gpt2),
- * or in the engine's own format when no family expresses it. See src/model/hf_export.h. */
+ * or in the engine's own format when no family expresses it (src/model/hf_export.h); with
+ * --format llama2c as a llama2.c checkpoint DIR2/model.bin (src/model/llama2c_export.h).
+ * The tokenizer goes with it, so the exported folder runs with `generate` as it is. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "tokenizer/tokenizer.h"
 
 #include "cli.h"
 #include "model/checkpoint.h"
 #include "model/hf_export.h"
+#include "model/llama2c_export.h"
 #include "util/error.h"
+#include "util/io.h"
 
 int cmd_export(int argc, char **argv);
 
 static const char USAGE[] =
-    "usage: tinylm export --model DIR|FILE.bin --out DIR2\n"
+    "usage: tinylm export --model DIR|FILE.bin --out DIR2 [--format auto|llama2c] [--tokenizer PATH]\n"
+    "                     [--no-tokenizer]\n"
+    "  --format auto     a Hugging Face directory (model_type llama or gpt2) when a family expresses\n"
+    "                    the model, else the engine's own format (default)\n"
+    "  --format llama2c  DIR2/model.bin, a llama2.c (run.c) checkpoint, + the tokenizer beside it;\n"
+    "                    --model DIR2 loads it back\n"
+    "  --tokenizer PATH  the tokenizer to write with the model (default: the model's own; a llama2.c\n"
+    "                    .bin holds none, so it needs this)\n"
+    "  --no-tokenizer    export the weights alone\n"
     "  DIR2 must be absent, empty, or a previous export (it is never cleared)\n";
 
+/* The tokenizer to write with the model: the one given, else the model's own (in its
+ * directory, a run's latest checkpoint, beside a llama2.c export's model.bin). Checked before
+ * anything is written: it loads and fits the model's vocabulary. Its path (malloc'd), or NULL. */
+static char *tokenizer_to_export(const char *model_dir, const char *given, int vocab_size) {
+    char *src = NULL;
+    if (given) {
+        src = strdup(given);
+    } else if (is_llama2c_file(model_dir)) {
+        return tlm_error("%s is a llama2.c checkpoint, which holds no tokenizer: give the one to export with it "
+                         "with --tokenizer tok.bin (or --no-tokenizer to export the weights alone)", model_dir),
+               NULL;
+    } else {
+        char *resolved = model_dir_resolve(model_dir);
+        src = resolved && is_llama2c_file(resolved) ? strdup(model_dir) : resolved;
+        if (src != resolved) free(resolved);
+    }
+    tlm_tokenizer *t = src ? tlm_tokenizer_load(src) : NULL;
+    if (!t) {
+        if (src && !given)
+            tlm_error_prefix("the model has no tokenizer to export with it (give one with --tokenizer PATH, or "
+                             "--no-tokenizer)");
+        return free(src), NULL;
+    }
+    const int n = tlm_tokenizer_vocab_size(t);
+    tlm_tokenizer_free(t);
+    if (n > vocab_size)
+        return tlm_error("%s: the tokenizer has %d tokens but the model's vocab_size is %d; they do not belong together",
+                         src, n, vocab_size),
+               free(src), NULL;
+    return src;
+}
+
 int cmd_export(int argc, char **argv) {
-    const char *model_dir = NULL, *out = NULL;
-    cli_opt opts[] = {{"--model", CLI_STR, &model_dir, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}};
+    const char *model_dir = NULL, *out = NULL, *format = "auto", *tokenizer = NULL;
+    int no_tokenizer = 0;
+    cli_opt opts[] = {{"--model", CLI_STR, &model_dir, 0, 0, 0},
+                      {"--out", CLI_STR, &out, 0, 0, 0},
+                      {"--format", CLI_STR, &format, 0, 0, 0},
+                      {"--tokenizer", CLI_STR, &tokenizer, 0, 0, 0},
+                      {"--no-tokenizer", CLI_FLAG, &no_tokenizer, 0, 0, 0}};
     cli_command cmd = {"export", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir || !out) return cli_usage_error("export", "--model and --out DIR2 are required");
+    const int llama2c = !strcmp(format, "llama2c");
+    if (!llama2c && strcmp(format, "auto")) return cli_usage_error("export", "--format must be auto or llama2c, not \"%s\"", format);
+    if (no_tokenizer && tokenizer) return cli_usage_error("export", "--tokenizer and --no-tokenizer exclude each other");
     /* check the target before the (possibly long) load */
     if (hf_export_check_target(out)) return cli_fail("export");
+    if (llama2c && is_directory(out) && !dir_is_empty(out)) {
+        tlm_error("%s: a llama2.c export goes into an absent or empty directory", out);
+        return cli_fail("export");
+    }
     tlm_model *m = model_load_dir(model_dir);
     if (!m) return cli_fail("export");
-    const char *family = NULL, *why = NULL;
-    hf_export_family(&m->cfg, &why);
-    int rc = hf_export_dir(m, out, &family);
+    char *tok_src = NULL;
+    if (!no_tokenizer && !(tok_src = tokenizer_to_export(model_dir, tokenizer, m->cfg.vocab_size))) {
+        model_free(m);
+        return cli_fail("export");
+    }
+    const char *family = "llama2c", *why = NULL, *kind = NULL;
+    int rc;
+    if (llama2c) {
+        char *bin = path_join(out, LLAMA2C_EXPORT_FILE);
+        const char *blocker = llama2c_export_blocker(&m->cfg);
+        rc = blocker ? tlm_error("%s: cannot export as a llama2.c checkpoint (run.c computes a Llama without biases): %s", model_dir, blocker)
+             : !bin  ? tlm_error("out of memory")
+                     : make_dirs(out) || llama2c_export_file(m, bin);
+        free(bin);
+    } else {
+        hf_export_family(&m->cfg, &why);
+        rc = hf_export_dir(m, out, &family);
+    }
+    if (rc == 0 && tok_src) rc = model_export_tokenizer(tok_src, out, m->cfg.vocab_size, &kind);
+    free(tok_src);
     if (rc == 0) {
-        printf("exported %s as model_type \"%s\" to %s", model_dir, family, out);
+        printf("exported %s as %s \"%s\" to %s", model_dir, llama2c ? "format" : "model_type", family, out);
         if (!strcmp(family, "tinylm")) printf(" (no Hugging Face family expresses it: %s)", why ? why : "?");
-        printf("\n");
+        printf(kind ? ", with its %s tokenizer\n" : ", without a tokenizer\n", kind);
     }
     model_free(m);
     return rc ? cli_fail("export") : 0;

@@ -114,7 +114,13 @@ char *model_dir_resolve(const char *dir) {
     if (lstat(cfg, &lst) == 0) {
         out = strdup(dir); /* a model directory (config.json problems are the loader's to report) */
     } else if (lstat(link, &lst) != 0) {
-        tlm_error("%s: not a model directory: it has no config.json (a model) and no latest (a training run)", dir);
+        char *bin = path_join(dir, LLAMA2C_EXPORT_FILE); /* a llama2.c export: model.bin + its tokenizer */
+        if (bin && is_llama2c_file(bin))
+            out = bin, bin = NULL;
+        else
+            tlm_error("%s: not a model directory: it has no config.json (a model), no latest (a training run) and "
+                      "no " LLAMA2C_EXPORT_FILE " (a llama2.c export)", dir);
+        free(bin);
     } else if (stat(link, &st) != 0) {
         int err = errno;
         char target[1024];
@@ -136,6 +142,12 @@ char *model_dir_resolve(const char *dir) {
 }
 
 tlm_tokenizer *model_load_tokenizer(const char *model_path) {
+    if (is_directory(model_path)) { /* a llama2.c export keeps its tokenizer beside model.bin */
+        char *bin = path_join(model_path, LLAMA2C_EXPORT_FILE), *cfg = path_join(model_path, "config.json");
+        const int l2c = bin && cfg && is_llama2c_file(bin) && !file_exists(cfg);
+        free(bin), free(cfg);
+        if (l2c) return tlm_tokenizer_load(model_path);
+    }
     if (is_llama2c_file(model_path))
         return tlm_error("%s is a llama2.c checkpoint, which holds no tokenizer; give its tokenizer with --tokenizer "
                          "tok.bin", model_path),
@@ -144,6 +156,54 @@ tlm_tokenizer *model_load_tokenizer(const char *model_path) {
     tlm_tokenizer *t = dir ? tlm_tokenizer_load(dir) : NULL;
     free(dir);
     return t;
+}
+
+/* copies src to dir/name atomically (dir/name == src: nothing to do) */
+static int copy_file_into(const char *src, const char *dir, const char *name) {
+    char *dst = path_join(dir, name);
+    size_t len = 0;
+    char *data = dst ? read_text_file(src, &len) : NULL;
+    int rc = !dst ? tlm_error("out of memory") : !data ? -1 : tlm_write_file_atomic(dst, data, len);
+    free(dst), free(data);
+    return rc;
+}
+
+int model_export_tokenizer(const char *tokenizer_path, const char *dir, int vocab_size, const char **kind) {
+    char *file = tlm_tokenizer_locate(tokenizer_path);
+    tlm_tokenizer *t = file ? tlm_tokenizer_load(file) : NULL;
+    if (!t) return free(file), tlm_error_prefix("cannot export the tokenizer");
+    const char *k = tlm_tokenizer_kind(t);
+    const int n = tlm_tokenizer_vocab_size(t);
+    tlm_tokenizer_free(t);
+    if (n > vocab_size) {
+        int rc = tlm_error("%s: the tokenizer has %d tokens but the model's vocab_size is %d; not exporting it with "
+                           "this model", file, n, vocab_size);
+        return free(file), rc;
+    }
+    /* the names tlm_tokenizer_load finds in a directory, with the files each kind reads beside it */
+    char *src_dir = strdup(file);
+    char *slash = src_dir ? strrchr(src_dir, '/') : NULL;
+    if (slash) *slash = '\0';
+    const char *base = !src_dir ? NULL : slash ? src_dir : ".";
+    int rc = !base ? tlm_error("out of memory") : 0;
+    if (rc) {
+    } else if (!strcmp(k, "llama2c")) {
+        rc = copy_file_into(file, dir, "tokenizer.bin");
+    } else if (!strcmp(k, "bytes") || !strcmp(k, "chars")) {
+        rc = copy_file_into(file, dir, TLM_TOKENIZER_OWN_FILE);
+    } else if (!strcmp(k, "gpt2")) {
+        char *bpe = path_join(base, "vocab.bpe");
+        rc = bpe ? copy_file_into(file, dir, "encoder.json") || copy_file_into(bpe, dir, "vocab.bpe")
+                 : tlm_error("out of memory");
+        free(bpe);
+    } else {
+        char *tc = path_join(base, "tokenizer_config.json"); /* bos/eos and add_bos_token */
+        rc = copy_file_into(file, dir, "tokenizer.json") || (tc && file_exists(tc) && copy_file_into(tc, dir, "tokenizer_config.json"));
+        free(tc);
+    }
+    free(src_dir), free(file);
+    if (!rc && kind) *kind = k; /* (a static name, valid after the free) */
+    return rc ? -1 : 0;
 }
 
 static tlm_model *load_resolved(const char *dir, int mapped);

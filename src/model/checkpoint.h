@@ -14,14 +14,24 @@ tlm_model *model_load_dir(const char *dir);
  * the read-only file mapping, shared with the page cache, instead of being copied. The model
  * cannot be trained (model_alloc_grads refuses). Other formats load as model_load_dir. */
 tlm_model *model_load_dir_mapped(const char *dir);
+/* The checkpoint file of a llama2.c export directory (`tinylm export --format llama2c`), with
+ * the tokenizer beside it. */
+#define LLAMA2C_EXPORT_FILE "model.bin"
 /* A training run directory (OUT with OUT/latest -> step-N) resolves to its latest
- * checkpoint; anything else to itself. malloc'd. */
+ * checkpoint, a directory holding only a llama2.c export to its model.bin; anything else to
+ * itself. malloc'd. */
 char *model_dir_resolve(const char *dir);
 /* A path to a regular file ending in ".bin": a llama2.c checkpoint. */
 int is_llama2c_file(const char *path);
 /* The tokenizer stored with a model: in the directory (tokenizer.json, tinylm_tokenizer.json,
  * ...), in a training run's latest checkpoint. NULL + tlm_error when there is none. */
 struct tlm_tokenizer *model_load_tokenizer(const char *model_path);
+/* Copies the tokenizer at tokenizer_path (a file, or a directory tlm_tokenizer_load searches)
+ * into export directory dir under the name tlm_tokenizer_load looks for (tokenizer.bin,
+ * tokenizer.json + its tokenizer_config.json, tinylm_tokenizer.json, encoder.json + vocab.bpe),
+ * each file atomically, after checking that it loads and fits the model's vocab_size. *kind
+ * (optional) receives the tokenizer kind. -1 + tlm_error naming the file. */
+int model_export_tokenizer(const char *tokenizer_path, const char *dir, int vocab_size, const char **kind);
 /* Writes DIR/config.json (model_type "tinylm") and DIR/model.safetensors (F32), each atomically. */
 int model_save_dir(const tlm_model *m, const char *dir);
 

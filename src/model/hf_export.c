@@ -43,7 +43,7 @@ static const char *common_blocker(const tlm_config *c) {
     return NULL;
 }
 
-static const char *llama_blocker(const tlm_config *c) {
+const char *hf_llama_blocker(const tlm_config *c) {
     const char *b = common_blocker(c);
     if (b) return b;
     if (c->norm != NORM_RMSNORM) return "norm type other than rmsnorm";
@@ -78,7 +78,7 @@ static tlm_config with_all_biases(const tlm_config *c) {
 }
 
 const char *hf_export_family(const tlm_config *c, const char **why) {
-    const char *bl = llama_blocker(c);
+    const char *bl = hf_llama_blocker(c);
     if (!bl) return "llama";
     const tlm_config biased = with_all_biases(c);
     const char *bg = c->norm == NORM_LAYERNORM ? gpt2_blocker(&biased) : gpt2_blocker(c);
@@ -98,6 +98,15 @@ static int is_previous_export(const char *path) {
     return ok;
 }
 
+/* the files an export writes beside the weights (model_export_tokenizer) */
+static int is_exported_tokenizer_file(const char *name) {
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "tinylm_tokenizer.json",
+                                        "tokenizer.bin", "encoder.json", "vocab.bpe"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i])) return 1;
+    return 0;
+}
+
 int hf_export_check_target(const char *dir) {
     if (!is_directory(dir)) {
         if (file_exists(dir)) return tlm_error("%s: exists and is not a directory; refusing to export there", dir);
@@ -108,7 +117,7 @@ int hf_export_check_target(const char *dir) {
     int rc = 0, has_weights = 0;
     for (struct dirent *e; !rc && (e = readdir(d)) != NULL;) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!strcmp(e->d_name, "config.json")) continue;
+        if (!strcmp(e->d_name, "config.json") || is_exported_tokenizer_file(e->d_name)) continue;
         if (!strcmp(e->d_name, "model.safetensors")) {
             has_weights = 1;
             continue;
@@ -125,10 +134,9 @@ int hf_export_check_target(const char *dir) {
     if (has_weights && !prev)
         return tlm_error("%s: holds a model.safetensors that tinylm export did not write; refusing to overwrite it",
                          dir);
-    char *cfg = path_join(dir, "config.json");
-    int cfg_only = cfg && file_exists(cfg) && !has_weights;
-    free(cfg);
-    if (cfg_only) return tlm_error("%s: holds a config.json without an exported model.safetensors; refusing to overwrite it", dir);
+    if (!has_weights && !dir_is_empty(dir))
+        return tlm_error("%s: holds a config.json or tokenizer without an exported model.safetensors; refusing to "
+                         "overwrite it", dir);
     return 0;
 }
 

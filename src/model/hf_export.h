@@ -15,8 +15,12 @@
  * not NULL) names the first feature that rules out the HF families. */
 const char *hf_export_family(const tlm_config *c, const char **why);
 
+/* NULL when the "llama" family expresses `c` exactly, else the first feature that rules it out. */
+const char *hf_llama_blocker(const tlm_config *c);
+
 /* Checks that `dir` may be written: absent, empty, or holding only a previous export
- * (config.json + model.safetensors whose metadata says producer "tinylm export"). Never
+ * (config.json + model.safetensors whose metadata says producer "tinylm export", and the
+ * tokenizer files an export writes). Never
  * touches anything else. -1 + tlm_error naming the offending file. */
 int hf_export_check_target(const char *dir);
 

@@ -9,6 +9,7 @@ target_sources(tinylm PRIVATE
   src/model/hf_export.c
   src/formats/llama2c.c
   src/model/llama2c_load.c
+  src/model/llama2c_export.c
   src/model/api.c
   src/model/hooks.c
   src/model/decode.c)

@@ -191,28 +191,35 @@ static tlm_tokenizer *load_file(const char *path) {
     return t;
 }
 
-tlm_tokenizer *tlm_tokenizer_load(const char *path) {
+char *tlm_tokenizer_locate(const char *path) {
     struct stat st;
     if (!path || stat(path, &st) != 0) {
         char why[1200];
         tlm_error("%s: %s", path ? path : "(null)", path ? tlm_path_problem(path, errno, why, sizeof why) : "no path");
         return NULL;
     }
-    if (!S_ISDIR(st.st_mode)) return load_file(path);
+    if (!S_ISDIR(st.st_mode)) {
+        char *p = strdup(path);
+        if (!p) tlm_error("%s: out of memory", path);
+        return p;
+    }
     static const char *const candidates[] = {"tokenizer.json", TLM_TOKENIZER_OWN_FILE, "tokenizer.bin", "encoder.json"};
     for (size_t k = 0; k < sizeof candidates / sizeof *candidates; k++) {
         char *p = path_join(path, candidates[k]);
         if (!p) break;
-        if (file_exists(p)) {
-            tlm_tokenizer *t = load_file(p);
-            free(p);
-            return t;
-        }
+        if (file_exists(p)) return p;
         free(p);
     }
     tlm_error("%s: no tokenizer in this directory (looked for tokenizer.json, %s, tokenizer.bin, "
               "encoder.json + vocab.bpe)", path, TLM_TOKENIZER_OWN_FILE);
     return NULL;
+}
+
+tlm_tokenizer *tlm_tokenizer_load(const char *path) {
+    char *file = tlm_tokenizer_locate(path);
+    tlm_tokenizer *t = file ? load_file(file) : NULL;
+    free(file);
+    return t;
 }
 
 tlm_tokenizer *tlm_tokenizer_load_memory(const void *data, size_t len, const char *name) {

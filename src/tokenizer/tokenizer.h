@@ -31,6 +31,9 @@ tlm_tokenizer *tlm_tokenizer_chars(const char *text, size_t len);
  * tokenizer.bin, encoder.json + vocab.bpe (probed in that order). For tokenizer.json, a
  * tokenizer_config.json in the same directory supplies bos/eos and add_bos_token. */
 tlm_tokenizer *tlm_tokenizer_load(const char *path);
+/* The file tlm_tokenizer_load(path) reads: path itself, or for a directory the first of the
+ * candidates above that exists (malloc'd). NULL + tlm_error when there is none. */
+char *tlm_tokenizer_locate(const char *path);
 /* The same from bytes in memory (no tokenizer_config.json, no GPT-2 pair); `name` is used in
  * error messages. Formats: JSON (tokenizer.json or the engine's own) or llama2.c .bin. */
 tlm_tokenizer *tlm_tokenizer_load_memory(const void *data, size_t len, const char *name);

@@ -1,5 +1,6 @@
 #include "io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -131,6 +132,16 @@ int file_exists(const char *path) {
 int is_directory(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int dir_is_empty(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d)) != NULL;)
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    return empty;
 }
 
 int make_dirs(const char *path) {

@@ -28,6 +28,8 @@ char *read_text_stream(FILE *f, const char *name, size_t *len);
 char *path_join(const char *dir, const char *name);
 int file_exists(const char *path);
 int is_directory(const char *path);
+/* 1 when path is a directory with no entries (0 when it has some, or cannot be listed) */
+int dir_is_empty(const char *path);
 /* Creates a directory (and parents) if missing; error names the path. */
 int make_dirs(const char *path);
 

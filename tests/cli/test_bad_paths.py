@@ -59,7 +59,7 @@ class Fixtures:
         tinylm_ref.save(self.model, cfg, tinylm_ref.random_params(cfg, seed=3))
         # the same as a Hugging Face llama directory whose config.json says vocab_size 2^30
         self.hf = os.path.join(self.d, "hf-vocab-mismatch")
-        rc, _, err = run(T, ["export", "--model", self.model, "--out", self.hf])
+        rc, _, err = run(T, ["export", "--model", self.model, "--out", self.hf, "--no-tokenizer"])
         assert rc == 0, err
         cp = os.path.join(self.hf, "config.json")
         hf_cfg = json.load(open(cp))
@@ -262,10 +262,10 @@ def test_existing_out(T, work):
     with open(os.path.join(full, "notes.txt"), "w") as f:
         f.write("mine\n")
     rows = [
-        ("export --out an existing file", ["export", "--model", fx.model, "--out", file_out], file_out),
-        ("export --out a non-empty directory", ["export", "--model", fx.model, "--out", full], full),
-        ("export --out a FIFO", ["export", "--model", fx.model, "--out", fx.fifo("")], fx.p("fifo")),
-        ("export --out a dangling link", ["export", "--model", fx.model, "--out", fx.dangling("")], fx.p("dangling")),
+        ("export --out an existing file", ["export", "--model", fx.model, "--out", file_out, "--no-tokenizer"], file_out),
+        ("export --out a non-empty directory", ["export", "--model", fx.model, "--out", full, "--no-tokenizer"], full),
+        ("export --out a FIFO", ["export", "--model", fx.model, "--out", fx.fifo(""), "--no-tokenizer"], fx.p("fifo")),
+        ("export --out a dangling link", ["export", "--model", fx.model, "--out", fx.dangling(""), "--no-tokenizer"], fx.p("dangling")),
         ("export with a bad --model creates no --out", ["export", "--model", fx.missing(".bin"), "--out",
                                                         fx.p("new-out")], fx.missing(".bin")),
         ("train --out an existing file", ["train", "--data", fx.text, "--preset", "lesson15", "--steps", "1",

@@ -13,3 +13,9 @@ if(TLM_PYTHON)
   add_test(NAME test_info_memory COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_info_memory.py
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_info_memory)
 endif()
+if(TLM_PYTHON)
+  # every export carries its tokenizer and generates as the original; --format llama2c
+  add_test(NAME test_export COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_export.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_export)
+  set_tests_properties(test_export PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+endif()

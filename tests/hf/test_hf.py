@@ -446,7 +446,10 @@ def llama2c_error_tests(R, data_dir):
 
 def export_tests(R, data_dir):
     def export(src, dst):
-        return R.run("export", "--model", src, "--out", dst)
+        # (the test models have no tokenizer; stories260K's is data/tok512.bin: tests/cli/test_export.py
+        # checks that every export carries its tokenizer)
+        tok = ["--tokenizer", os.path.join(data_dir, "tok512.bin")] if src.endswith(".bin") else ["--no-tokenizer"]
+        return R.run("export", "--model", src, "--out", dst, *tok)
 
     # llama and gpt2 shaped models: HF export, readable by the HF reference under HF names
     for name in ("llama_gqa_llama3", "llama_tied_linear", "gpt2_plain", "gpt2_untied_noscale"):

@@ -1,0 +1,16 @@
+/* llama2c_export.h — writing a model as a llama2.c checkpoint (.bin, legacy version 0), the
+ * format run.c reads and llama2c_load reads back bit-identically. */
+#ifndef TLM_LLAMA2C_EXPORT_H
+#define TLM_LLAMA2C_EXPORT_H
+
+#include "model.h"
+
+/* NULL when run.c computes `c` exactly (a Llama without biases: RMSNorm eps 1e-5, RoPE theta
+ * 10000 unscaled, SwiGLU, head_dim = d_model / n_heads); otherwise the first feature that
+ * rules the format out, for the message. */
+const char *llama2c_export_blocker(const tlm_config *c);
+
+/* Writes `path` atomically. -1 + tlm_error naming the path (and the blocker) on failure. */
+int llama2c_export_file(const tlm_model *m, const char *path);
+
+#endif
