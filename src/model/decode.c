@@ -10,6 +10,7 @@
 
 #include "model.h"
 #include "util/error.h"
+#include "util/hugepage.h"
 
 struct kv_cache {
     int n_layers, max_len, len, kv_dim;
@@ -30,6 +31,8 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     size_t n = (size_t)c->n_layers * max_len * c->kv_dim;
     c->k = malloc(n * sizeof(float));
     c->v = malloc(n * sizeof(float));
+    tlm_advise_huge(c->k, n * sizeof(float));
+    tlm_advise_huge(c->v, n * sizeof(float));
     c->scratch = malloc((size_t)KV_QUERY_BLOCK * max_len * c->n_threads * sizeof(float));
     if (!c->k || !c->v || !c->scratch || model_ensure_rope(m, max_len)) {
         kv_cache_free(c);

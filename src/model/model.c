@@ -20,6 +20,7 @@
 
 #include "decode.h"
 #include "util/error.h"
+#include "util/hugepage.h"
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
 
@@ -214,6 +215,7 @@ static int ensure_activations(tlm_model *m, int B, int T) {
     if (count.used > A->capacity || n_tokens > A->token_capacity) {
         free(A->mem), free(A->tokens), free(A->targets);
         A->mem = calloc(count.used, sizeof(float));
+        tlm_advise_huge(A->mem, count.used * sizeof(float));
         A->tokens = calloc(n_tokens, sizeof(int));
         A->targets = calloc(n_tokens, sizeof(int));
         A->capacity = count.used, A->token_capacity = n_tokens;

@@ -12,6 +12,7 @@
 #include "util/error.h"
 #include "util/f16.h"
 #include "util/rng.h"
+#include "util/hugepage.h"
 
 typedef struct {
     const tlm_config *cfg;
@@ -161,6 +162,7 @@ tlm_model *model_create(const tlm_config *cfg) {
     m->n_params = count.offset;
     m->tensors = calloc((size_t)m->n_tensors, sizeof(tensor_info));
     m->param_mem = calloc(m->n_params, sizeof(float));
+    tlm_advise_huge(m->param_mem, m->n_params * sizeof(float));
     if (!m->p.layers || !m->g.layers || !m->tensors || !m->param_mem) {
         model_free(m);
         return tlm_error("out of memory: the model needs %zu parameters (%.1f MiB)", count.offset,
@@ -182,6 +184,7 @@ int model_alloc_grads(tlm_model *m) {
     if (m->file_map) return tlm_error("the model's weights are a read-only file mapping (inference only)");
     if (m->grad_mem) return 0;
     m->grad_mem = calloc(m->n_params, sizeof(float));
+    tlm_advise_huge(m->grad_mem, m->n_params * sizeof(float));
     if (!m->grad_mem) return tlm_error("out of memory allocating gradients (%zu floats)", m->n_params);
     bind_views(m, &m->g, m->grad_mem);
     return 0;
@@ -253,6 +256,7 @@ int model_weights_to_bf16(tlm_model *m) {
     for (int i = 0; i < m->n_tensors; i++) *(kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
     enum { BLOCK = 1 << 16 };
     float *rest = malloc((n32 ? n32 : 1) * sizeof(float));
+    tlm_advise_huge(rest, n32 * sizeof(float));
     uint16_t *block = malloc(BLOCK * sizeof(uint16_t));
     if (!rest || !block) {
         free(rest), free(block);
@@ -262,6 +266,7 @@ int model_weights_to_bf16(tlm_model *m) {
      * the peak stays at the f32 size. Going forward a block at a time is safe: a block's bf16
      * output ends before the next block's f32 input starts (2 bytes per value written, 4 read). */
     uint16_t *packed = m->file_map ? malloc((n16 ? n16 : 1) * sizeof(uint16_t)) : (uint16_t *)m->param_mem;
+    if (m->file_map) tlm_advise_huge(packed, n16 * sizeof(uint16_t));
     if (!packed) {
         free(rest), free(block);
         return tlm_error("out of memory converting the weights to bf16");

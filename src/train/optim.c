@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/hugepage.h"
 
 static int applies_decay(const tensor_info *t, bool decay_embeddings) {
     if (t->kind == TENSOR_MATRIX || t->kind == TENSOR_RESIDUAL_MATRIX) return 1;
@@ -19,6 +20,8 @@ int adamw_init(adamw *o, const tlm_model *m, const optim_config *cfg) {
     o->cfg = *cfg;
     o->m = calloc(m->n_params, sizeof(float));
     o->v = calloc(m->n_params, sizeof(float));
+    tlm_advise_huge(o->m, m->n_params * sizeof(float));
+    tlm_advise_huge(o->v, m->n_params * sizeof(float));
     o->decays = calloc((size_t)m->n_tensors, 1);
     if (!o->m || !o->v || !o->decays) {
         adamw_free(o);
