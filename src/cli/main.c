@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "train/dist.h"
+#include "train/trainer.h"
 #include "util/error.h"
 #include "util/finite.h"
 
@@ -72,6 +73,8 @@ int main(int argc, char **argv) {
     }
     const command *c = find(argv[1]);
     if (!c) return unknown(argv[1]);
+    /* a run takes Ctrl-C / SIGTERM at a step boundary: blocked before MPI or OpenMP start threads */
+    if (!strcmp(c->name, "train")) train_defer_stop_signals();
     /* under mpirun: MPI is started once, here, for the commands that use the ranks */
     if (dist_init(&argc, &argv)) return fprintf(stderr, "tinylm: %s\n", tlm_last_error()), 1;
     if (dist_size() > 1 && strcmp(c->name, "train") != 0 && strcmp(c->name, "sweep") != 0) {

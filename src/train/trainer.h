@@ -20,6 +20,11 @@ typedef struct {
     int zero1;         /* under mpirun: shard the AdamW moments across the ranks (ZeRO-1) */
 } train_options;
 
+/* Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards:
+ * a run takes them at its next step boundary (saves, exits 130 / 143) instead of being
+ * interrupted. Call it before any thread exists (tinylm's main does, for train, before MPI). */
+void train_defer_stop_signals(void);
+
 /* A new run: model_config_json is a model_type "tinylm" config. Refuses an out_dir that
  * already holds a run. Returns the process exit code (0 done, 1 error, 130/143 interrupted). */
 int train_new(const char *model_config_json, const train_options *o);
