@@ -85,7 +85,7 @@ typedef struct {
 
 enum { INSPECT_KEEP_ATTENTION = 1 };
 /* the most attention values (L * H * T(T+1)/2) INSPECT_KEEP_ATTENTION keeps; past it attn_q stays NULL */
-#define INSPECT_ATTENTION_LIMIT (16LL << 20)
+#define INSPECT_ATTENTION_LIMIT (4LL << 20)
 
 /* Runs the model on tokens [1, T] and fills the report for `position` (0..T-1) with the top
  * `top_k` tokens of the lens. The model must have no probe attached. */

@@ -49,6 +49,12 @@
     return x.toPrecision(4);
   }
 
+  function tickText(t) {
+    var a = Math.abs(t);
+    if (a !== 0 && (a >= 1e5 || a < 1e-3)) return t.toExponential(0);
+    return String(+t.toPrecision(3));
+  }
+
   // ---- colour ramps -----------------------------------------------------------------------------
   var VIRIDIS = [[68, 1, 84], [72, 36, 117], [65, 68, 135], [53, 95, 141], [42, 120, 142], [33, 145, 140],
                  [34, 168, 132], [68, 191, 112], [122, 209, 81], [189, 223, 38], [253, 231, 37]];
@@ -115,7 +121,7 @@
     ticks.forEach(function (t) {
       var y = Y(t);
       svg.appendChild(s("line", { class: "grid", x1: ml, x2: W - mr, y1: y, y2: y }));
-      svg.appendChild(s("text", { x: ml - 6, y: y + 4, "text-anchor": "end" }, fmtG(t)));
+      svg.appendChild(s("text", { x: ml - 6, y: y + 4, "text-anchor": "end" }, tickText(t)));
     });
     svg.appendChild(s("line", { class: "axis", x1: ml, x2: ml, y1: mt, y2: mt + ph }));
     svg.appendChild(s("line", { class: "axis", x1: ml, x2: W - mr, y1: mt + ph, y2: mt + ph }));
@@ -148,7 +154,7 @@
       });
       // legend below the plot
       var lx = ml + (si % 3) * Math.floor(pw / 3), ly = H - legendH + 4 + 18 * Math.floor(si / 3);
-      svg.appendChild(s("line", { x1: lx, x2: lx + 22, y1: ly, y2: ly, stroke: se.color, "stroke-width": 2.5, "stroke-dasharray": se.dash || null }));
+      svg.appendChild(s("line", { x1: lx, x2: lx + 22, y1: ly, y2: ly, stroke: se.color, "stroke-width": se.width || 2.5, "stroke-dasharray": se.dash || null }));
       svg.appendChild(s("text", { x: lx + 28, y: ly + 4 }, se.name));
     });
     return svg;
@@ -329,7 +335,6 @@
     add(app, h("p", { class: "hint", text: "Each block boundary of the stream through the model's own final norm and LM head: the top-1 token at every position, shaded by its probability. Click a cell to select its position." }));
     add(app, legend("p = 0", "1", viridis));
     var lensWin = Math.min(T, 40), lensBox = h("div", { class: "scroll", id: "lens-grid" }), lensStart = 0;
-    var lensPager = null;
     function drawLens(a, b) {
       lensStart = a;
       lensBox.textContent = "";
@@ -365,15 +370,25 @@
       var td = ev.target.closest ? ev.target.closest("td[data-pos]") : null;
       if (td) select(+td.getAttribute("data-pos"));
     });
+    // a window of lensWin positions, centred on the selected one; the buttons move it by half a window
+    function centred(i) { return Math.max(0, Math.min(T - lensWin, i - Math.floor(lensWin / 2))); }
+    var lensInfo = h("span");
+    function moveLens(a) {
+      a = Math.max(0, Math.min(T - lensWin, a));
+      lensInfo.textContent = "positions " + a + "–" + (a + lensWin - 1) + " of " + T + " (0–" + (T - 1) + ")";
+      drawLens(a, a + lensWin);
+    }
     if (T > lensWin) {
-      lensPager = pager(T, lensWin, drawLens, "positions");
-      add(app, lensPager);
-      lensPager.go(lensPager.pageOf(state.sel));
-    } else drawLens(0, T);
+      var half = Math.max(1, Math.floor(lensWin / 2));
+      add(app, h("div", { class: "pager", id: "lens-pager" },
+        h("button", { type: "button", text: "◀ earlier", onclick: function () { moveLens(lensStart - half); } }), lensInfo,
+        h("button", { type: "button", text: "later ▶", onclick: function () { moveLens(lensStart + half); } })));
+    }
+    moveLens(centred(state.sel));
     add(app, lensBox);
     listeners.push(function (i) {
-      if (lensPager && state.hov === null && lensPager.pageOf(i) !== lensPager.current()) lensPager.go(lensPager.pageOf(i));
-      else drawLens(lensStart, Math.min(T, lensStart + lensWin));
+      if (state.hov === null && (i < lensStart || i >= lensStart + lensWin)) moveLens(centred(i));
+      else moveLens(lensStart);
     });
 
     renderAttention(app, D, toks, function () { return cur(); }, listeners);
@@ -441,7 +456,7 @@
       ctx.putImageData(img, 0, 0);
     }
     function drawCaps(i) {
-      for (var k = 0; k < L * NH; k++) caps[k].textContent = "max " + fmtG(P.head_max_logit[k][i]) + " · H " + fmt(P.head_entropy[k][i], 2);
+      for (var k = 0; k < L * NH; k++) caps[k].textContent = "max " + fmt(P.head_max_logit[k][i], 2) + " · H " + fmt(P.head_entropy[k][i], 2);
     }
     listeners.push(drawCaps);
 
@@ -503,6 +518,7 @@
       for (var r2 = 0; r2 < T; r2++) { var sm = 0; for (var c3 = 0; c3 <= r2; c3++) sm += at(p, r2, c3); sums.push(+sm.toFixed(6)); }
       var values = h("pre", { id: "attn-rows", hidden: true, "data-row-sums": JSON.stringify(sums), text: T <= 256 ? JSON.stringify(rows) : "" });
       add(detail, h("div", { class: "detail-wrap" }, box, values));
+      if (detail.getBoundingClientRect().top > window.innerHeight) detail.scrollIntoView({ block: "start" });
       add(detail, h("p", { class: "hint", text: "Rows: destination (query) tokens; columns: source (key) tokens. Each row sums to 1 (stored as 16-bit fractions). Hover for the weight." }));
     }
     function clip(t) { return t.length > 10 ? t.slice(0, 9) + "…" : t; }
@@ -541,7 +557,7 @@
     var box = h("div", { id: "dla" });
     add(app, box);
     if (!dec.applies) {
-      add(box, h("p", { class: "notice dla-unsupported", text: "Not available for this model: " + dec.reason + ". The final residual is not a sum of the sublayers' outputs, so their contributions to the logit do not add up." }));
+      add(box, h("p", { class: "notice dla-unsupported", text: "Direct logit attribution is not available for this model: " + dec.reason + "." }));
       return;
     }
     add(box, h("p", {}, "How much each term of the residual stream (the embedding and every sublayer's increment) adds directly to the logit of the predicted token ",
@@ -570,10 +586,10 @@
     add(box, h("h2", { text: "Parameter gradients by layer" }));
     var layers = R.grad_layers.map(function (g) { return String(g.layer); });
     add(box, lineChart({ width: 640, log: true, xLabels: layers, xTitle: "layer", yLabel: "L2 norm",
-      series: [{ name: "attention", values: R.grad_layers.map(function (g) { return g.attention; }), color: "#e08a1e", marker: "diamond" },
+      series: [{ name: "all", values: R.grad_layers.map(function (g) { return g.all; }), color: "#9dbbe0", width: 6 },
+               { name: "attention", values: R.grad_layers.map(function (g) { return g.attention; }), color: "#e08a1e", marker: "diamond" },
                { name: "FFN", values: R.grad_layers.map(function (g) { return g.ffn; }), color: "#4a9a8a", marker: "square" },
-               { name: "norms", values: R.grad_layers.map(function (g) { return g.norms; }), color: "#8a8a94", dash: "4 3" },
-               { name: "all", values: R.grad_layers.map(function (g) { return g.all; }), color: "#1f5fa8" }] }));
+               { name: "norms", values: R.grad_layers.map(function (g) { return g.norms; }), color: "#5a5a66", dash: "4 3" }] }));
     var tb = h("table", { class: "data", id: "grad-table" }, h("tr", {}, h("th", { class: "l", text: "layer" }), h("th", { text: "attention" }), h("th", { text: "FFN" }), h("th", { text: "norms" }), h("th", { text: "all" })));
     R.grad_layers.forEach(function (g) {
       tb.appendChild(h("tr", { "data-layer": g.layer }, h("td", { class: "l", text: String(g.layer) }), h("td", { text: fmtG(g.attention) }), h("td", { text: fmtG(g.ffn) }), h("td", { text: fmtG(g.norms) }), h("td", { text: fmtG(g.all) })));
@@ -581,7 +597,7 @@
     add(box, tb);
     var pt = h("table", { class: "data" }, h("tr", {}, h("th", { class: "l", text: "parameter" }), h("th", { text: "gradient L2 norm" })));
     Object.keys(R.grad_params).forEach(function (k) { pt.appendChild(h("tr", {}, h("td", { class: "l mono", text: k }), h("td", { text: fmtG(R.grad_params[k]) }))); });
-    add(box, h("h3", { text: "Every parameter (all: " + fmtG(R.grad_total) + ")" }), h("div", { class: "scroll", style: "max-height:420px" }, pt));
+    add(box, [h("h3", { text: "Every parameter (all: " + fmtG(R.grad_total) + ")" }), h("div", { class: "scroll", style: "max-height:420px" }, pt)]);
   }
 
   // ---- experiment pages ------------------------------------------------------------------------------------
@@ -598,11 +614,16 @@
     (D.tables || []).forEach(function (t) {
       if (t.title) add(app, h("h2", { text: t.title }));
       var tb = h("table", { class: "data experiment-table" });
-      tb.appendChild(h("tr", {}, t.columns.map(function (c, i) { return h("th", { class: i === 0 ? "l" : "", text: c }); })));
+      // a column is numeric (right-aligned) when every cell that is not null is a number
+      var numeric = t.columns.map(function (c, i) {
+        return t.rows.every(function (r) { return r[i] === null || typeof r[i] === "number"; });
+      });
+      tb.appendChild(h("tr", {}, t.columns.map(function (c, i) { return h("th", { class: numeric[i] ? "" : "l", text: c }); })));
       t.rows.forEach(function (r) {
         tb.appendChild(h("tr", {}, r.map(function (c, i) {
-          var txt = c === null ? "—" : typeof c === "number" ? (Number.isInteger(c) ? String(c) : fmtG(c)) : String(c);
-          return h("td", { class: typeof c === "number" ? "" : "l", title: typeof c === "number" ? String(c) : null, text: txt });
+          var txt = c === null ? "—" : String(c);
+          if (typeof c === "number" && txt.length > 9) txt = String(+c.toPrecision(6));
+          return h("td", { class: numeric[i] ? "" : "l", title: typeof c === "number" ? String(c) : null, text: txt });
         })));
       });
       add(app, h("div", { class: "scroll" }, tb));
