@@ -55,12 +55,13 @@ static int parse_options(int argc, char **argv, options *o, int *exit_code) {
         {"--model", CLI_STR, &o->model, 0, 0, 0},     {"--prompt", CLI_STR, &o->prompt, 0, 0, 0},
         {"--prompt-file", CLI_STR, &o->prompt_file, 0, 0, 0}, {"--ids", CLI_STR, &o->ids, 0, 0, 0},
         {"--tokenizer", CLI_STR, &o->tokenizer, 0, 0, 0}, {"--plot", CLI_STR, &o->plot, 0, 0, 0},
-        {"--dump", CLI_STR, &o->dump, 0, 0, 0},       {"--html", CLI_STR, &o->html, 0, 0, 0},       {"--data", CLI_STR, &o->data, 0, 0, 0},
+        {"--dump", CLI_STR, &o->dump, 0, 0, 0},       {"--data", CLI_STR, &o->data, 0, 0, 0},
         {"--position", CLI_INT, &o->position, -I, I, 0}, {"--top", CLI_INT, &o->top, 1, I, 0},
         {"--seq", CLI_INT, &o->seq, 1, I, 0},         {"--batch", CLI_INT, &o->batch, 1, I, 0},
         {"--probe", CLI_LIST, &patterns, 0, 0, 0},    {"--json", CLI_FLAG, &o->json, 0, 0, 0},
         {"--csv", CLI_FLAG, &o->csv, 0, 0, 0},        {"--grad", CLI_FLAG, &o->grad, 0, 0, 0},
         {"--no-bos", CLI_FLAG, &o->no_bos, 0, 0, 0},  {"--list-probes", CLI_FLAG, &o->list, 0, 0, 0},
+        {"--html", CLI_STR, &o->html, 0, 0, 0},
     };
     cli_command cmd = {"inspect", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     if ((*exit_code = cli_parse(&cmd, argc, argv)) != CLI_CONTINUE) return 1;

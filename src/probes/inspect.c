@@ -378,9 +378,9 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
     r->pred_top = malloc(sizeof(int) * (size_t)T * K);
     r->pred_top_prob = malloc(sizeof(float) * (size_t)T * K);
     r->pred_top_logit = malloc(sizeof(float) * (size_t)T * K);
-    if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob ||
-        !r->lens_top_logit || !r->lens_grid || !r->lens_grid_prob || !r->point_norm_pos || !r->incr_norm_pos ||
-        !r->head_max_pos || !r->head_ent_pos || !r->pred_top || !r->pred_top_prob || !r->pred_top_logit)
+    if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob || !r->lens_top_logit ||
+        !r->lens_grid || !r->lens_grid_prob || !r->point_norm_pos || !r->incr_norm_pos || !r->head_max_pos ||
+        !r->head_ent_pos || !r->pred_top || !r->pred_top_prob || !r->pred_top_logit)
         return tlm_error("out of memory for the inspect report");
     const long long n_attn = (long long)LH * T * (T + 1) / 2;
     if ((flags & INSPECT_KEEP_ATTENTION) && n_attn <= INSPECT_ATTENTION_LIMIT) {
@@ -395,8 +395,7 @@ int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_
     return inspect_run_flags(m, tokens, T, position, top_k_n, 0, r);
 }
 
-int inspect_run_flags(tlm_model *m, const int *tokens, int T, int position, int top_k_n, int flags,
-                      inspect_report *r) {
+int inspect_run_flags(tlm_model *m, const int *tokens, int T, int position, int top_k_n, int flags, inspect_report *r) {
     memset(r, 0, sizeof *r);
     const tlm_config *c = &m->cfg;
     if (T <= 0) return tlm_error("inspect: no tokens to run");

@@ -71,11 +71,11 @@ typedef struct {
     double sum_err_rel; /* ||sum - final|| / ||final|| at the position */
     double sum_err_rel_max; /* the same, worst position */
     /* every position (for the HTML report): [rows, T] each */
-    float *point_norm_pos;           /* [n_points, T] L2 norm of the stream */
-    float *incr_norm_pos;            /* [2L, T] L2 norm of each increment */
-    float *norm_in_pos, *norm_out_pos; /* [n_norms, T] RMS in / out */
-    float *head_max_pos, *head_ent_pos; /* [L * H, T] */
-    int *pred_top;                   /* [T, top_k] the model's top tokens at every position (the last lens row) */
+    float *point_norm_pos;                 /* [n_points, T] L2 norm of the stream */
+    float *incr_norm_pos;                  /* [2L, T] L2 norm of each increment */
+    float *norm_in_pos, *norm_out_pos;     /* [n_norms, T] RMS in / out */
+    float *head_max_pos, *head_ent_pos;    /* [L * H, T] */
+    int *pred_top;                         /* [T, top_k] the model's top tokens at every position (the last lens row) */
     float *pred_top_prob, *pred_top_logit; /* [T, top_k] */
     /* with INSPECT_KEEP_ATTENTION: each head's causal lower triangle, row i holding keys 0..i, as
      * uint16 (p * 65535, rounded so that each row sums to 65535 exactly); [L * H, T(T+1)/2] */
@@ -139,7 +139,7 @@ int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r);
  * per-position array (inspect_run fills them) and, for the attention heatmaps, attn_q. */
 int inspect_html(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok, const char *model,
                  const struct tlm_model *m);
-int inspect_grad_html(const char *path, const inspect_grad_report *r, const struct tlm_tokenizer *tok,
-                      const int *ids, int n_ids, const char *model, const struct tlm_model *m);
+int inspect_grad_html(const char *path, const inspect_grad_report *r, const struct tlm_tokenizer *tok, const int *ids,
+                      int n_ids, const char *model, const struct tlm_model *m);
 
 #endif

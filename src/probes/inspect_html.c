@@ -32,9 +32,7 @@ static cJSON *rows_json(const float *x, int rows, int T) {
     return a;
 }
 
-static const char *norm_name(const tlm_config *c) {
-    return norm_type_name(c->norm);
-}
+static const char *norm_name(const tlm_config *c) { return norm_type_name(c->norm); }
 
 static cJSON *model_json(const char *model, const tlm_model *m) {
     const tlm_config *c = &m->cfg;
@@ -111,7 +109,8 @@ int inspect_html(const char *path, const inspect_report *r, const struct tlm_tok
         unsigned char *bytes = malloc(per * 2);
         for (int h = 0; bytes && h < L * H; h++) {
             const uint16_t *q = r->attn_q + (size_t)h * per;
-            for (size_t i = 0; i < per; i++) bytes[2 * i] = (unsigned char)(q[i] & 0xFF), bytes[2 * i + 1] = (unsigned char)(q[i] >> 8);
+            for (size_t i = 0; i < per; i++)
+                bytes[2 * i] = (unsigned char)(q[i] & 0xFF), bytes[2 * i + 1] = (unsigned char)(q[i] >> 8);
             char *b64 = report_base64(bytes, per * 2);
             if (!b64) break;
             cJSON_AddItemToArray(heads, cJSON_CreateString(b64));
@@ -126,7 +125,8 @@ int inspect_html(const char *path, const inspect_report *r, const struct tlm_tok
         char why[400];
         snprintf(why, sizeof why,
                  "%lld attention weights (%d layers x %d heads x %d positions) exceed the page's limit of %lld; "
-                 "the per-head numbers are complete, the full patterns are available with --probe 'layers.*.attn.probs' --dump DIR",
+                 "the per-head numbers are complete, the full patterns are available with --probe "
+                 "'layers.*.attn.probs' --dump DIR",
                  n_attn, L, H, T, (long long)INSPECT_ATTENTION_LIMIT);
         cJSON_AddStringToObject(att, "omitted", why);
     }
@@ -135,8 +135,8 @@ int inspect_html(const char *path, const inspect_report *r, const struct tlm_tok
     return write_page(path, root, title);
 }
 
-int inspect_grad_html(const char *path, const inspect_grad_report *r, const struct tlm_tokenizer *tok,
-                      const int *ids, int n_ids, const char *model, const tlm_model *m) {
+int inspect_grad_html(const char *path, const inspect_grad_report *r, const struct tlm_tokenizer *tok, const int *ids,
+                      int n_ids, const char *model, const tlm_model *m) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "kind", "grad");
     cJSON_AddItemToObject(root, "model", model_json(model, m));

@@ -179,15 +179,20 @@ static int lens_cell_h(const inspect_report *r) {
 static void lens_grid(tlm_buf *b, double x0, double y0, const inspect_report *r, const struct tlm_tokenizer *tok) {
     const int T = r->T, cols = T < MAX_COLS ? T : MAX_COLS, first = lens_first(r, cols), CELL_H = lens_cell_h(r);
     char t[128], clip[64];
-    tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">Logit lens: top-1 token by "
-                      "layer</text>\n", x0, y0 + 18);
+    tlm_buf_printf(b,
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">Logit lens: top-1 token by "
+                   "layer</text>\n",
+                   x0, y0 + 18);
     if (cols < T)
-        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">shade = probability; positions "
-                          "%d\xE2\x80\x93%d of %d (a window around position %d)</text>\n",
+        tlm_buf_printf(b,
+                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">shade = probability; positions "
+                       "%d\xE2\x80\x93%d of %d (a window around position %d)</text>\n",
                        x0, y0 + 36, first, first + cols - 1, T, r->position);
     else
-        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">shade = probability; positions "
-                          "0\xE2\x80\x93%d of %d</text>\n", x0, y0 + 36, T - 1, T);
+        tlm_buf_printf(b,
+                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">shade = probability; positions "
+                       "0\xE2\x80\x93%d of %d</text>\n",
+                       x0, y0 + 36, T - 1, T);
     const double gx = x0 + 64, gy = y0 + GRID_TOP;
     for (int c = 0; c < cols; c++) {
         int i = first + c;
@@ -197,8 +202,9 @@ static void lens_grid(tlm_buf *b, double x0, double y0, const inspect_report *r,
         tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\"%s>", cx, gy - 20,
                        i == r->position ? " fill=\"#c00\" font-weight=\"bold\"" : "");
         sb_text(b, clip, 1);
-        tlm_buf_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" fill=\"#666\">%d</text>\n",
-                       cx, gy - 6, i);
+        tlm_buf_printf(
+            b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" fill=\"#666\">%d</text>\n",
+            cx, gy - 6, i);
     }
     for (int k = 0; k < r->n_lens; k++) {
         /* the last layer on top, as the stream flows upwards */
@@ -215,8 +221,9 @@ static void lens_grid(tlm_buf *b, double x0, double y0, const inspect_report *r,
             if (!(q >= 0)) q = 0;
             if (q > 1) q = 1;
             int R = (int)(255 - 215 * q), G = (int)(255 - 135 * q), B = (int)(255 - 20 * q);
-            tlm_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" stroke=\"#ddd\"/>\n",
-                           gx + c * CELL_W, ry, CELL_W, CELL_H, R, G, B);
+            tlm_buf_printf(
+                b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" stroke=\"#ddd\"/>\n",
+                gx + c * CELL_W, ry, CELL_W, CELL_H, R, G, B);
             inspect_token_text(tok, r->tokens[i], r->lens_grid[k * T + i], t, sizeof t);
             clip_chars(t, 7, clip, sizeof clip);
             tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" fill=\"%s\">",
@@ -226,8 +233,10 @@ static void lens_grid(tlm_buf *b, double x0, double y0, const inspect_report *r,
         }
     }
     /* the chosen position */
-    tlm_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#c00\" stroke-width=\"2\"/>\n",
-                   gx + (r->position - first) * CELL_W, gy, CELL_W, r->n_lens * CELL_H);
+    tlm_buf_printf(
+        b,
+        "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#c00\" stroke-width=\"2\"/>\n",
+        gx + (r->position - first) * CELL_W, gy, CELL_W, r->n_lens * CELL_H);
 }
 
 int inspect_plot_svg(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok) {
@@ -290,8 +299,15 @@ int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r) {
     series s[3] = {{"|dL/d stream|", "#1f77b4", 0, n, x0, y0},
                    {"|attention param grads|", "#ff7f0e", 0, L, x1, y1},
                    {"|FFN param grads|", "#2ca02c", 0, L, x2, y2}};
-    chart c = {0, 0, 640, 400, title, "residual stream point (layer + a: after attention, f: after FFN)",
-               "L2 norm (log scale)", n, (const char *const *)ticks};
+    chart c = {0,
+               0,
+               640,
+               400,
+               title,
+               "residual stream point (layer + a: after attention, f: after FFN)",
+               "L2 norm (log scale)",
+               n,
+               (const char *const *)ticks};
     tlm_buf b = {0};
     svg_open(&b, 640, 400);
     log_chart(&b, &c, s, 3);

@@ -106,9 +106,11 @@ static int check_experiment(const char *name, const cJSON *root) {
         return -1;
     const cJSON *verdict = cJSON_GetObjectItemCaseSensitive(root, "verdict");
     if (verdict) {
-        if (!cJSON_IsObject(verdict)) return bad(name, "verdict", "must be an object {\"supported\": ..., \"text\": ...}");
+        if (!cJSON_IsObject(verdict))
+            return bad(name, "verdict", "must be an object {\"supported\": ..., \"text\": ...}");
         const cJSON *sup = cJSON_GetObjectItemCaseSensitive(verdict, "supported");
-        if (sup && !cJSON_IsBool(sup) && !cJSON_IsNull(sup)) return bad(name, "verdict.supported", "must be true, false or null");
+        if (sup && !cJSON_IsBool(sup) && !cJSON_IsNull(sup))
+            return bad(name, "verdict.supported", "must be true, false or null");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(verdict, "text");
         if (text && !cJSON_IsString(text)) return bad(name, "verdict.text", "must be a string");
     }
@@ -140,8 +142,8 @@ static int check_experiment(const char *name, const cJSON *root) {
                 snprintf(what, sizeof what, "has %d cells; columns has %d", cJSON_GetArraySize(row), nc);
                 return bad(name, field, what);
             }
-            cJSON_ArrayForEach(c, row) if (cJSON_IsObject(c) || cJSON_IsArray(c))
-                return bad(name, field, "cells must be strings, numbers, booleans or null");
+            cJSON_ArrayForEach(c, row) if (cJSON_IsObject(c) || cJSON_IsArray(c)) return bad(
+                name, field, "cells must be strings, numbers, booleans or null");
             j++;
         }
         i++;
@@ -152,7 +154,8 @@ static int check_experiment(const char *name, const cJSON *root) {
     cJSON_ArrayForEach(t, figs) {
         snprintf(field, sizeof field, "figures[%d]", i);
         if (!cJSON_IsObject(t)) return bad(name, field, "must be an object {\"title\", \"svg\"}");
-        const cJSON *title = cJSON_GetObjectItemCaseSensitive(t, "title"), *svg = cJSON_GetObjectItemCaseSensitive(t, "svg");
+        const cJSON *title = cJSON_GetObjectItemCaseSensitive(t, "title"),
+                    *svg = cJSON_GetObjectItemCaseSensitive(t, "svg");
         snprintf(field, sizeof field, "figures[%d].title", i);
         if (title && !cJSON_IsString(title)) return bad(name, field, "must be a string");
         snprintf(field, sizeof field, "figures[%d].svg", i);
@@ -176,8 +179,10 @@ int report_experiment_html(const char *name, const char *text, size_t n, const c
     if (!root) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
         for (size_t i = 0; i < off && i < n; i++) {
-            if (text[i] == '\n') line++, col = 1;
-            else col++;
+            if (text[i] == '\n')
+                line++, col = 1;
+            else
+                col++;
         }
         return tlm_error("%s: not valid JSON (near line %zu, column %zu)", name, line, col);
     }
