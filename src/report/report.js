@@ -221,7 +221,7 @@
 
     // tokens
     add(app, h("h2", { text: "Tokens" }));
-    add(app, h("p", { class: "hint", text: "Hover a token to see its prediction, logit-lens column and norm profile; click to keep it selected. " +
+    add(app, h("p", { class: "hint", text: "Hover a token to see its prediction, logit-lens column and norm profile; click to keep it selected (← → move the selection). " +
       "The underlined token is the report's position (--position)." }));
     var PAGE = 400, tokBox = h("div", { class: "tokens", id: "tokens" }), chips = {};
     var tokPager = null;
@@ -261,6 +261,15 @@
     if (tokPager) tokPager.go(tokPager.pageOf(state.sel)); else drawTokens(0, T);
     listeners.push(function (i) {
       Object.keys(chips).forEach(function (k) { chips[k].classList.toggle("hov", +k === state.hov); });
+    });
+    // the arrow keys move the selection by one token (Home / End: the first / last)
+    document.addEventListener("keydown", function (ev) {
+      if (ev.target && /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(ev.target.tagName)) return;
+      var to = ev.key === "ArrowLeft" ? state.sel - 1 : ev.key === "ArrowRight" ? state.sel + 1 : ev.key === "Home" ? 0 : ev.key === "End" ? T - 1 : null;
+      if (to === null || to < 0 || to >= T) return;
+      ev.preventDefault();
+      state.hov = null;
+      select(to);
     });
 
     // the position's panel
@@ -460,22 +469,28 @@
     }
     listeners.push(drawCaps);
 
+    var drawHeadStats = null;
+    listeners.push(function (i) { if (drawHeadStats) drawHeadStats(i); });
     var detail = h("div", { id: "head-detail" });
     add(app, detail);
-    var opened = null;
     function openHead(l, hh, cell) {
       Array.prototype.forEach.call(grid.querySelectorAll(".head-cell.open"), function (c) { c.classList.remove("open"); });
       cell.classList.add("open");
-      opened = [l, hh];
       detail.textContent = "";
       detail.setAttribute("data-layer", l);
       detail.setAttribute("data-head", hh);
       var idx = l * NH + hh, hs = R.heads[idx];
       add(detail, h("h3", { text: "Layer " + l + ", head " + hh }));
-      add(detail, h("table", { class: "data" },
-        h("tr", {}, h("th", { class: "l", text: "" }), h("th", { text: "at position " + R.position }), h("th", { text: "mean over positions" })),
-        h("tr", {}, h("td", { class: "l", text: "max pre-softmax logit" }), h("td", { text: fmt(hs.max_logit.at, 3) }), h("td", { text: fmt(hs.max_logit.mean, 3) })),
-        h("tr", {}, h("td", { class: "l", text: "entropy (nats)" }), h("td", { text: fmt(hs.entropy.at, 3) }), h("td", { text: fmt(hs.entropy.mean, 3) }))));
+      var statBox = h("div", { id: "head-stats" });
+      add(detail, statBox);
+      drawHeadStats = function (i) {
+        statBox.textContent = "";
+        add(statBox, h("table", { class: "data" },
+          h("tr", {}, h("th", { class: "l", text: "" }), h("th", { text: "at position " + i }), h("th", { text: "mean over positions" })),
+          h("tr", {}, h("td", { class: "l", text: "max pre-softmax logit" }), h("td", { text: fmt(P.head_max_logit[idx][i], 3) }), h("td", { text: fmt(hs.max_logit.mean, 3) })),
+          h("tr", {}, h("td", { class: "l", text: "entropy (nats)" }), h("td", { text: fmt(P.head_entropy[idx][i], 3) }), h("td", { text: fmt(hs.entropy.mean, 3) }))));
+      };
+      drawHeadStats(cur());
       if (!have) return;
       var p = pattern(idx), cellPx = Math.max(1, Math.min(14, Math.floor(720 / T))), lab = T <= 96 ? 110 : 0;
       var size = T * cellPx;

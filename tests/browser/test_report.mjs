@@ -151,6 +151,12 @@ async function pngStats(png) {
     if (j.prediction.text !== want[0].text) bad.push("prediction != lens top-1");
     check(bad.length === 0, `stories260K: hover token ${i}: top-${want.length} = inspect --json --position ${i}`, bad.join("; "));
   }
+  // click selects a token; the arrow keys move the selection
+  await page.click('.tok[data-pos="10"]');
+  await page.keyboard.press("ArrowRight");
+  await page.keyboard.press("ArrowRight");
+  const sel = await page.evaluate(() => [document.getElementById("pred").getAttribute("data-pos"), document.querySelector(".tok.sel")?.getAttribute("data-pos")]);
+  check(sel[0] === "12" && sel[1] === "12", "stories260K: click token 10, then → → selects token 12", JSON.stringify(sel));
   // a head opened: its rows sum to 1 and equal the engine's probabilities (--probe ... --dump)
   for (const [l, hh] of [[0, 0], [2, 5], [4, 7]]) {
     await page.click(`.head-cell[data-layer="${l}"][data-head="${hh}"]`);
