@@ -89,6 +89,51 @@ def test_inspect(T, work):
           "inspect --html to an unwritable path: exit 1, names the file", err)
 
 
+def test_variants(T, work):
+    """random models of other shapes: the page's data is complete and its attention rows sum to 1 (with
+    sliding windows: zero outside the window), its report = --json (DLA refused without a residual)"""
+    import zlib
+    import tinylm_ref  # (harness puts tests/reference on the path)
+    base = {"model_type": "tinylm", "vocab_size": 260, "hidden_size": 32, "num_hidden_layers": 3,
+            "num_attention_heads": 4, "intermediate_size": 48, "max_position_embeddings": 64}
+    cases = [
+        ("gemma_like", {"norm_type": "rmsnorm_1p", "norm_placement": "sandwich", "attn_logit_softcapping": 3.0,
+                        "final_logit_softcapping": 5.0, "ffn_type": "geglu", "sliding_window": 3,
+                        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+                        "num_key_value_heads": 2}, [3, 0, 3]),
+        ("no_residual", {"residual": False}, [0, 0, 0]),
+        ("layernorm_learned_gelu", {"norm_type": "layernorm", "norm_bias": True, "position_embedding": "learned",
+                                    "ffn_type": "gelu"}, [0, 0, 0]),
+    ]
+    for name, over, windows in cases:
+        cfg = dict(base)
+        cfg.update(over)
+        d = os.path.join(work, name)
+        tinylm_ref.save(d, cfg, tinylm_ref.random_params(cfg, zlib.crc32(name.encode()), std=0.3, embed_std=0.6))
+        html = os.path.join(work, name + ".html")
+        ids = "5 66 77 88 99 3 17 42 250 7 9 1"
+        rc, out, err = run(T, "inspect", "--model", d, "--ids", ids, "--json", "--html", html)
+        if not check(rc == 0, "%s: inspect --html runs" % name, err):
+            continue
+        j = json.loads(out)
+        dd, _ = blob(html)
+        n, H = 12, 4
+        bad = []
+        for idx, b64 in enumerate(dd["attention"]["heads"]):
+            q = np.frombuffer(base64.b64decode(b64), "<u2")
+            w = windows[idx // H]
+            for i in range(n):
+                row = q[i * (i + 1) // 2:(i + 1) * (i + 2) // 2]
+                if int(row.sum()) != 65535:
+                    bad.append("head %d row %d sums to %d" % (idx, i, int(row.sum())))
+                if w and row[:max(0, i - w + 1)].any():
+                    bad.append("head %d row %d: weight outside the window" % (idx, i))
+        ok = dd["report"] == j and len(dd["attention"]["heads"]) == 3 * H and not bad
+        ok = ok and dd["report"]["decomposition"]["applies"] == (name != "no_residual")
+        check(ok, "%s: report = --json, %d heads, rows sum to 1%s" % (name, 3 * H, ", window respected" if any(windows) else ""),
+              "; ".join(bad[:4]))
+
+
 def test_plot_window(T, work):
     """--plot on a long prompt: the logit-lens grid is a window around --position and says which"""
     text = open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), encoding="utf-8").read()[:600]
@@ -154,4 +199,4 @@ def test_experiment(T, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_inspect, test_plot_window, test_experiment]))
+    sys.exit(main([test_inspect, test_variants, test_plot_window, test_experiment]))
