@@ -173,7 +173,7 @@ static int run_forward(const options *o, tlm_model *m) {
         goto done;
     }
     if (o->dump && dump_probes(o, m, ids, NULL, 1, n)) goto done;
-    if (inspect_run_flags(m, ids, n, pos, o->top, o->html ? INSPECT_KEEP_ATTENTION : 0, &r)) goto done;
+    if (inspect_run_flags(m, ids, n, pos, o->top, o->html ? INSPECT_FOR_HTML : 0, &r)) goto done;
     if (o->json)
         rc = finish_output(inspect_json(&r, tok));
     else if (o->csv)

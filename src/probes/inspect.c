@@ -202,12 +202,19 @@ static void top_k(const float *x, int n, int k, int *ids) {
     }
 }
 
-/* softmax probability of entry `id` of a row of logits */
-static double softmax_prob(const float *x, int n, int id) {
+/* a row of logits' softmax normalizer: its max and sum(exp(x - max)) */
+static void softmax_norm(const float *x, int n, double *mx_out, double *s_out) {
     double mx = -INFINITY, s = 0.0;
     for (int i = 0; i < n; i++)
         if (x[i] > mx) mx = x[i];
     for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    *mx_out = mx, *s_out = s;
+}
+
+/* softmax probability of entry `id` of a row of logits */
+static double softmax_prob(const float *x, int n, int id) {
+    double mx, s;
+    softmax_norm(x, n, &mx, &s);
     return exp((double)x[id] - mx) / s;
 }
 
@@ -240,13 +247,15 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p)
                     if (diff > r->lens_final_diff) r->lens_final_diff = diff;
                 }
         }
-        if (k == r->n_lens - 1) /* the model's own top tokens at every position */
+        if (k == r->n_lens - 1 && r->pred_top) /* the model's own top tokens at every position */
             for (int i = 0; i < T; i++) {
                 const float *row = logits + (size_t)i * V;
+                double mx, s;
                 top_k(row, V, K, ids);
+                softmax_norm(row, V, &mx, &s); /* (the same arithmetic as softmax_prob) */
                 for (int j = 0; j < K; j++) {
                     r->pred_top[(size_t)i * K + j] = ids[j];
-                    r->pred_top_prob[(size_t)i * K + j] = (float)softmax_prob(row, V, ids[j]);
+                    r->pred_top_prob[(size_t)i * K + j] = (float)(exp((double)row[ids[j]] - mx) / s);
                     r->pred_top_logit[(size_t)i * K + j] = row[ids[j]];
                 }
             }
@@ -375,12 +384,16 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
     r->incr_norm_pos = malloc(sizeof(float) * (size_t)2 * L * T + 1);
     r->head_max_pos = malloc(sizeof(float) * LH * T + 1);
     r->head_ent_pos = malloc(sizeof(float) * LH * T + 1);
-    r->pred_top = malloc(sizeof(int) * (size_t)T * K);
-    r->pred_top_prob = malloc(sizeof(float) * (size_t)T * K);
-    r->pred_top_logit = malloc(sizeof(float) * (size_t)T * K);
+    if (flags & INSPECT_EVERY_POSITION_TOP) {
+        r->pred_top = malloc(sizeof(int) * (size_t)T * K);
+        r->pred_top_prob = malloc(sizeof(float) * (size_t)T * K);
+        r->pred_top_logit = malloc(sizeof(float) * (size_t)T * K);
+        if (!r->pred_top || !r->pred_top_prob || !r->pred_top_logit)
+            return tlm_error("out of memory for the inspect report");
+    }
     if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob || !r->lens_top_logit ||
         !r->lens_grid || !r->lens_grid_prob || !r->point_norm_pos || !r->incr_norm_pos || !r->head_max_pos ||
-        !r->head_ent_pos || !r->pred_top || !r->pred_top_prob || !r->pred_top_logit)
+        !r->head_ent_pos)
         return tlm_error("out of memory for the inspect report");
     const long long n_attn = (long long)LH * T * (T + 1) / 2;
     if ((flags & INSPECT_KEEP_ATTENTION) && n_attn <= INSPECT_ATTENTION_LIMIT) {

@@ -75,7 +75,8 @@ typedef struct {
     float *incr_norm_pos;                  /* [2L, T] L2 norm of each increment */
     float *norm_in_pos, *norm_out_pos;     /* [n_norms, T] RMS in / out */
     float *head_max_pos, *head_ent_pos;    /* [L * H, T] */
-    int *pred_top;                         /* [T, top_k] the model's top tokens at every position (the last lens row) */
+    int *pred_top; /* [T, top_k] the model's top tokens at every position (the last lens row); with
+                      INSPECT_EVERY_POSITION_TOP, else NULL */
     float *pred_top_prob, *pred_top_logit; /* [T, top_k] */
     /* with INSPECT_KEEP_ATTENTION: each head's causal lower triangle, row i holding keys 0..i, as
      * uint16 (p * 65535, rounded so that each row sums to 65535 exactly); [L * H, T(T+1)/2] */
@@ -83,14 +84,14 @@ typedef struct {
     int attn_oom; /* (internal: a head ran out of scratch memory) */
 } inspect_report;
 
-enum { INSPECT_KEEP_ATTENTION = 1 };
+enum { INSPECT_KEEP_ATTENTION = 1, INSPECT_EVERY_POSITION_TOP = 2, INSPECT_FOR_HTML = 3 };
 /* the most attention values (L * H * T(T+1)/2) INSPECT_KEEP_ATTENTION keeps; past it attn_q stays NULL */
 #define INSPECT_ATTENTION_LIMIT (4LL << 20)
 
 /* Runs the model on tokens [1, T] and fills the report for `position` (0..T-1) with the top
  * `top_k` tokens of the lens. The model must have no probe attached. */
 int inspect_run(struct tlm_model *m, const int *tokens, int T, int position, int top_k, inspect_report *r);
-/* the same with flags (INSPECT_KEEP_ATTENTION) */
+/* the same with flags: INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both (INSPECT_FOR_HTML) */
 int inspect_run_flags(struct tlm_model *m, const int *tokens, int T, int position, int top_k, int flags,
                       inspect_report *r);
 void inspect_report_free(inspect_report *r);

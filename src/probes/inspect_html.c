@@ -59,6 +59,7 @@ static int write_page(const char *path, cJSON *root, const char *title) {
 int inspect_html(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok, const char *model,
                  const tlm_model *m) {
     const int T = r->T, K = r->top_k, L = r->n_layers, H = r->n_heads;
+    if (!r->pred_top) return tlm_error("inspect_html: the report was run without INSPECT_EVERY_POSITION_TOP");
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "kind", "inspect");
     cJSON_AddItemToObject(root, "model", model_json(model, m));
