@@ -304,7 +304,7 @@
       profCard.textContent = "";
       add(profCard, h("h3", { text: "Residual-stream norm at position " + i }));
       add(profCard, lineChart({
-        width: 420, height: 240, log: true, xLabels: pointLabels, yLabel: "L2 norm",
+        width: 370, height: 240, log: true, xLabels: pointLabels, yLabel: "L2 norm",
         series: [{ name: "position " + i, values: P.residual.map(function (r) { return r[i]; }), color: "#1f5fa8" },
                  { name: "mean over positions", values: R.residual.map(function (p) { return p.norm.mean; }), color: "#8a8a94", dash: "5 4", marker: "none" }]
       }));
