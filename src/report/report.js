@@ -469,6 +469,43 @@
     }
     listeners.push(drawCaps);
 
+    // every head's sharpness at the selected position as two layer x head tables, shaded
+    var statsBox = h("div", { class: "charts", id: "head-tables" });
+    add(app, h("h3", { text: "Per head, at the selected position: largest pre-softmax logit and entropy" }));
+    add(app, statsBox);
+    function headTable(title, rows, lo, hi, digits) {
+      var tb = h("table", { class: "lens head-table" });
+      var hr = h("tr", {}, h("th", { text: title }));
+      for (var hh = 0; hh < NH; hh++) hr.appendChild(h("th", { text: "H" + hh }));
+      tb.appendChild(hr);
+      for (var l = 0; l < L; l++) {
+        var tr = h("tr", {}, h("th", { text: "layer " + l }));
+        for (var hh2 = 0; hh2 < NH; hh2++) {
+          var v = rows[l * NH + hh2], c = viridis(hi > lo ? (v - lo) / (hi - lo) : 0.5);
+          tr.appendChild(h("td", { "data-layer": l, "data-head": hh2, style: "background:" + rgb(c) + ";color:" + textOn(c), text: fmt(v, digits) }));
+        }
+        tb.appendChild(tr);
+      }
+      tb.addEventListener("click", function (ev) {
+        var td = ev.target.closest ? ev.target.closest("td[data-layer]") : null;
+        if (!td) return;
+        var cell = grid.querySelector('.head-cell[data-layer="' + td.getAttribute("data-layer") + '"][data-head="' + td.getAttribute("data-head") + '"]');
+        if (cell) cell.click();
+      });
+      return tb;
+    }
+    function drawHeadTables(i) {
+      var mx = [], en = [];
+      for (var k = 0; k < L * NH; k++) { mx.push(P.head_max_logit[k][i]); en.push(P.head_entropy[k][i]); }
+      var fin = function (a) { return a.filter(function (x) { return x !== null && isFinite(x); }); };
+      var m1 = fin(mx), e1 = fin(en);
+      statsBox.textContent = "";
+      add(statsBox, [headTable("max logit", mx, Math.min.apply(null, m1.concat([0])), Math.max.apply(null, m1.concat([0])), 2),
+                     headTable("entropy", en, 0, Math.max(Math.log(i + 1), 1e-9), 2)]);
+    }
+    listeners.push(drawHeadTables);
+    add(app, h("p", { class: "hint", text: "Entropy is shaded from 0 (all weight on one key) to log(i + 1), the entropy of uniform attention over the i + 1 visible keys. Click a cell to open the head." }));
+
     var drawHeadStats = null;
     listeners.push(function (i) { if (drawHeadStats) drawHeadStats(i); });
     var detail = h("div", { id: "head-detail" });
