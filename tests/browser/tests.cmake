@@ -12,3 +12,5 @@ endif()
 # the pages' data without a browser: the --json report, per-position top-k, attention rows that sum
 # to 1 and equal the engine's probabilities, experiment schema errors, the --plot window
 tlm_cli_test(test_report_cli tests/browser/test_report_cli.py)
+# the page writer in C: base64, escaping, the page's structure (src/report/report.h)
+tlm_c_test(test_report_writer tests/browser/test_report_writer.c)
