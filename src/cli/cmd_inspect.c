@@ -18,18 +18,24 @@
 
 static const char USAGE[] =
     "usage: tinylm inspect --model DIR (--prompt TEXT | --prompt-file FILE | --ids \"1 2 3\") [--position P]\n"
-    "                      [--top K] [--json | --csv] [--plot FILE.svg] [--tokenizer PATH] [--no-bos]\n"
-    "                      [--probe PATTERN ...] [--dump DIR] [--list-probes]\n"
+    "                      [--top K] [--json | --csv] [--plot FILE.svg] [--html FILE.html] [--tokenizer PATH]\n"
+    "                      [--no-bos] [--probe PATTERN ...] [--dump DIR] [--list-probes]\n"
     "       tinylm inspect --grad --model DIR --data FILE [--seq N] [--batch B] [--json | --csv] [--plot FILE.svg]\n"
-    "                      [--tokenizer PATH] [--probe PATTERN ...] [--dump DIR]\n"
+    "                      [--html FILE.html] [--tokenizer PATH] [--probe PATTERN ...] [--dump DIR]\n"
     "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
     "  --position P        the position to report (default the last; -1 = the last, -2 the one before, ...)\n"
-    "  --top K             logit-lens candidates per layer, at least 1 (default 5)\n";
+    "  --top K             logit-lens candidates per layer, at least 1 (default 5)\n"
+    "  --plot FILE.svg     a static figure: residual norms by layer beside the logit-lens grid (a window of\n"
+    "                      at most 32 positions around P for long prompts)\n"
+    "  --html FILE.html    an interactive page, one self-contained file (no network): every token's\n"
+    "                      prediction, logit lens and norm profile on hover, the residual stream by layer,\n"
+    "                      every head's attention pattern, norms, direct logit attribution; with --grad,\n"
+    "                      the gradient norms (docs/probes.md)\n";
 
 enum { MAX_PATTERNS = 64 };
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *ids, *tokenizer, *plot, *dump, *data;
+    const char *model, *prompt, *prompt_file, *ids, *tokenizer, *plot, *html, *dump, *data;
     char *prompt_text; /* --prompt-file's contents (o->prompt points at it) */
     int *id_list;      /* --ids parsed */
     size_t n_ids;
@@ -55,6 +61,7 @@ static int parse_options(int argc, char **argv, options *o, int *exit_code) {
         {"--probe", CLI_LIST, &patterns, 0, 0, 0},    {"--json", CLI_FLAG, &o->json, 0, 0, 0},
         {"--csv", CLI_FLAG, &o->csv, 0, 0, 0},        {"--grad", CLI_FLAG, &o->grad, 0, 0, 0},
         {"--no-bos", CLI_FLAG, &o->no_bos, 0, 0, 0},  {"--list-probes", CLI_FLAG, &o->list, 0, 0, 0},
+        {"--html", CLI_STR, &o->html, 0, 0, 0},
     };
     cli_command cmd = {"inspect", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     if ((*exit_code = cli_parse(&cmd, argc, argv)) != CLI_CONTINUE) return 1;
@@ -166,7 +173,7 @@ static int run_forward(const options *o, tlm_model *m) {
         goto done;
     }
     if (o->dump && dump_probes(o, m, ids, NULL, 1, n)) goto done;
-    if (inspect_run(m, ids, n, pos, o->top, &r)) goto done;
+    if (inspect_run_flags(m, ids, n, pos, o->top, o->html ? INSPECT_FOR_HTML : 0, &r)) goto done;
     if (o->json)
         rc = finish_output(inspect_json(&r, tok));
     else if (o->csv)
@@ -175,6 +182,7 @@ static int run_forward(const options *o, tlm_model *m) {
         rc = inspect_print_table(stdout, &r, tok);
     if (!rc) rc = flush_stdout();
     if (!rc && o->plot) rc = inspect_plot_svg(o->plot, &r, tok);
+    if (!rc && o->html) rc = inspect_html(o->html, &r, tok, o->model, m);
 done:
     inspect_report_free(&r);
     if (ids != o->id_list) free(ids);
@@ -252,6 +260,7 @@ static int run_grad(const options *o, tlm_model *m) {
         rc = inspect_grad_print_table(stdout, &r);
     if (!rc) rc = flush_stdout();
     if (!rc && o->plot) rc = inspect_grad_plot_svg(o->plot, &r);
+    if (!rc && o->html) rc = inspect_grad_html(o->html, &r, tok, ids, need, o->model, m);
 done:
     inspect_grad_report_free(&r);
     free(text), free(ids), free(tokens), free(targets);

@@ -32,21 +32,24 @@ static const probe_tensor *need(const tlm_probe *p, const char *name) {
     return t;
 }
 
-/* per-position L2 norm of a [1, T, d] record: at the position, and the mean over positions */
-static inspect_stat norm_stat(const probe_tensor *t, int T, int d, int pos) {
+/* per-position L2 norm of a [1, T, d] record: at the position, and the mean over positions;
+ * every position's into each[T] */
+static inspect_stat norm_stat(const probe_tensor *t, int T, int d, int pos, float *each) {
     inspect_stat s = {0, 0};
     for (int i = 0; i < T; i++) {
         double v = l2(t->data + (size_t)i * d, (size_t)d);
         if (i == pos) s.at = v;
         s.mean += v / T;
+        each[i] = (float)v;
     }
     return s;
 }
 
 /* a [1, T] record */
-static inspect_stat value_stat(const probe_tensor *t, int T, int pos) {
+static inspect_stat value_stat(const probe_tensor *t, int T, int pos, float *each) {
     inspect_stat s = {t->data[pos], 0};
     for (int i = 0; i < T; i++) s.mean += (double)t->data[i] / T;
+    memcpy(each, t->data, sizeof(float) * (size_t)T);
     return s;
 }
 
@@ -64,13 +67,13 @@ static int residual_stats(inspect_report *r, const tlm_probe *p, int d) {
         point_name(r->points[k].name, sizeof r->points[k].name, k);
         const probe_tensor *t = need(p, r->points[k].name);
         if (!t) return -1;
-        r->points[k].v = norm_stat(t, T, d, pos);
+        r->points[k].v = norm_stat(t, T, d, pos, r->point_norm_pos + (size_t)k * T);
     }
     for (int k = 0; k < 2 * L; k++) {
         snprintf(r->incr[k].name, sizeof r->incr[k].name, "layers.%d.%s.out", k / 2, k % 2 ? "ffn" : "attn");
         const probe_tensor *t = need(p, r->incr[k].name);
         if (!t) return -1;
-        r->incr[k].v = norm_stat(t, T, d, pos);
+        r->incr[k].v = norm_stat(t, T, d, pos, r->incr_norm_pos + (size_t)k * T);
     }
     return 0;
 }
@@ -79,7 +82,9 @@ static int residual_stats(inspect_report *r, const tlm_probe *p, int d) {
 static int norm_stats(inspect_report *r, const tlm_probe *p) {
     size_t n = probe_count(p);
     r->norms = calloc(n ? n : 1, sizeof *r->norms);
-    if (!r->norms) return tlm_error("out of memory");
+    r->norm_in_pos = malloc(sizeof(float) * (n ? n : 1) * (size_t)r->T);
+    r->norm_out_pos = malloc(sizeof(float) * (n ? n : 1) * (size_t)r->T);
+    if (!r->norms || !r->norm_in_pos || !r->norm_out_pos) return tlm_error("out of memory");
     for (size_t i = 0; i < n; i++) {
         const probe_tensor *in = probe_at(p, i);
         size_t len = strlen(in->name);
@@ -90,10 +95,44 @@ static int norm_stats(inspect_report *r, const tlm_probe *p) {
         snprintf(out_name, sizeof out_name, "%s.out_rms", nm->name);
         const probe_tensor *out = need(p, out_name);
         if (!out) return -1;
-        nm->in_rms = value_stat(in, r->T, r->position);
-        nm->out_rms = value_stat(out, r->T, r->position);
+        const size_t row = (size_t)(nm - r->norms) * r->T;
+        nm->in_rms = value_stat(in, r->T, r->position, r->norm_in_pos + row);
+        nm->out_rms = value_stat(out, r->T, r->position, r->norm_out_pos + row);
     }
     return 0;
+}
+
+/* one attention row p[0..n) as uint16 that sum to 65535 exactly: each p * 65535 rounded down, then
+ * the units left over go to the largest remainders; rk[n] is scratch */
+typedef struct {
+    float rem;
+    int idx;
+} rank_item;
+
+static int by_rem_desc(const void *a, const void *b) {
+    const rank_item *x = a, *y = b;
+    if (x->rem != y->rem) return x->rem > y->rem ? -1 : 1;
+    return x->idx - y->idx;
+}
+
+static void quantize_row(const float *p, int n, uint16_t *q, rank_item *rk) {
+    long sum = 0;
+    int best = 0;
+    for (int j = 0; j < n; j++) {
+        double v = (double)p[j] * 65535.0;
+        if (!(v > 0)) v = 0;
+        if (v > 65535.0) v = 65535.0;
+        double f = floor(v);
+        q[j] = (uint16_t)f;
+        rk[j].rem = (float)(v - f), rk[j].idx = j;
+        sum += q[j];
+        if (p[j] > p[best]) best = j;
+    }
+    long need = 65535 - sum;
+    if (need > 0) qsort(rk, (size_t)n, sizeof *rk, by_rem_desc);
+    for (long u = 0; u < need && u < n; u++) q[rk[u].idx]++;
+    if (need > n) q[best] = (uint16_t)(q[best] + (need - n));
+    if (need < 0) q[best] = (uint16_t)(q[best] + need > 0 ? q[best] + need : 0);
 }
 
 /* layer l's attention sharpness per head, from the pass's own [H, T, T] scores and probabilities
@@ -107,6 +146,9 @@ static void head_stats(inspect_report *r, const tlm_model *m, int l) {
         inspect_head *hd = &r->heads[l * H + h];
         hd->layer = l, hd->head = h;
         double mx_mean = 0.0, ent_mean = 0.0;
+        float *mx_pos = r->head_max_pos + (size_t)(l * H + h) * T, *ent_pos = r->head_ent_pos + (size_t)(l * H + h) * T;
+        uint16_t *q = r->attn_q ? r->attn_q + (size_t)(l * H + h) * ((size_t)T * (T + 1) / 2) : NULL;
+        rank_item *rk = q ? malloc(sizeof(rank_item) * T) : NULL;
         for (int i = 0; i < T; i++) {
             const float *srow = a->scores + ((size_t)h * T + i) * T, *prow = a->probs + ((size_t)h * T + i) * T;
             double mx = -INFINITY, ent = 0.0;
@@ -115,10 +157,14 @@ static void head_stats(inspect_report *r, const tlm_model *m, int l) {
                 if (prow[j] > 0.0f) ent -= (double)prow[j] * log((double)prow[j]);
             }
             if (i == r->position) hd->max_logit.at = mx, hd->entropy.at = ent;
+            mx_pos[i] = (float)mx, ent_pos[i] = (float)ent;
+            if (rk) quantize_row(prow, i + 1, q + (size_t)i * (i + 1) / 2, rk);
             mx_mean += mx / T;
             ent_mean += ent / T;
         }
         hd->max_logit.mean = mx_mean, hd->entropy.mean = ent_mean;
+        if (q && !rk) r->attn_oom = 1;
+        free(rk);
     }
 }
 
@@ -156,12 +202,19 @@ static void top_k(const float *x, int n, int k, int *ids) {
     }
 }
 
-/* softmax probability of entry `id` of a row of logits */
-static double softmax_prob(const float *x, int n, int id) {
+/* a row of logits' softmax normalizer: its max and sum(exp(x - max)) */
+static void softmax_norm(const float *x, int n, double *mx_out, double *s_out) {
     double mx = -INFINITY, s = 0.0;
     for (int i = 0; i < n; i++)
         if (x[i] > mx) mx = x[i];
     for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    *mx_out = mx, *s_out = s;
+}
+
+/* softmax probability of entry `id` of a row of logits */
+static double softmax_prob(const float *x, int n, int id) {
+    double mx, s;
+    softmax_norm(x, n, &mx, &s);
     return exp((double)x[id] - mx) / s;
 }
 
@@ -194,6 +247,18 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p)
                     if (diff > r->lens_final_diff) r->lens_final_diff = diff;
                 }
         }
+        if (k == r->n_lens - 1 && r->pred_top) /* the model's own top tokens at every position */
+            for (int i = 0; i < T; i++) {
+                const float *row = logits + (size_t)i * V;
+                double mx, s;
+                top_k(row, V, K, ids);
+                softmax_norm(row, V, &mx, &s); /* (the same arithmetic as softmax_prob) */
+                for (int j = 0; j < K; j++) {
+                    r->pred_top[(size_t)i * K + j] = ids[j];
+                    r->pred_top_prob[(size_t)i * K + j] = (float)(exp((double)row[ids[j]] - mx) / s);
+                    r->pred_top_logit[(size_t)i * K + j] = row[ids[j]];
+                }
+            }
         const float *row = logits + (size_t)r->position * V;
         top_k(row, V, K, ids);
         for (int j = 0; j < K; j++) {
@@ -301,7 +366,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     return 0;
 }
 
-static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens) {
+static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens, int flags) {
     const int L = m->cfg.n_layers, T = r->T, K = r->top_k;
     r->n_points = 2 * L + 1;
     r->n_lens = L + 1;
@@ -314,14 +379,36 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
     r->lens_top_logit = malloc(sizeof(float) * r->n_lens * K);
     r->lens_grid = malloc(sizeof(int) * (size_t)r->n_lens * T);
     r->lens_grid_prob = malloc(sizeof(float) * (size_t)r->n_lens * T);
-    if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob ||
-        !r->lens_top_logit || !r->lens_grid || !r->lens_grid_prob)
+    const size_t LH = (size_t)L * r->n_heads;
+    r->point_norm_pos = malloc(sizeof(float) * (size_t)r->n_points * T);
+    r->incr_norm_pos = malloc(sizeof(float) * (size_t)2 * L * T + 1);
+    r->head_max_pos = malloc(sizeof(float) * LH * T + 1);
+    r->head_ent_pos = malloc(sizeof(float) * LH * T + 1);
+    if (flags & INSPECT_EVERY_POSITION_TOP) {
+        r->pred_top = malloc(sizeof(int) * (size_t)T * K);
+        r->pred_top_prob = malloc(sizeof(float) * (size_t)T * K);
+        r->pred_top_logit = malloc(sizeof(float) * (size_t)T * K);
+        if (!r->pred_top || !r->pred_top_prob || !r->pred_top_logit)
+            return tlm_error("out of memory for the inspect report");
+    }
+    if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob || !r->lens_top_logit ||
+        !r->lens_grid || !r->lens_grid_prob || !r->point_norm_pos || !r->incr_norm_pos || !r->head_max_pos ||
+        !r->head_ent_pos)
         return tlm_error("out of memory for the inspect report");
+    const long long n_attn = (long long)LH * T * (T + 1) / 2;
+    if ((flags & INSPECT_KEEP_ATTENTION) && n_attn <= INSPECT_ATTENTION_LIMIT) {
+        r->attn_q = malloc(sizeof(uint16_t) * (size_t)n_attn + 1);
+        if (!r->attn_q) return tlm_error("out of memory for the attention patterns (%lld values)", n_attn);
+    }
     memcpy(r->tokens, tokens, sizeof(int) * T);
     return 0;
 }
 
 int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_n, inspect_report *r) {
+    return inspect_run_flags(m, tokens, T, position, top_k_n, 0, r);
+}
+
+int inspect_run_flags(tlm_model *m, const int *tokens, int T, int position, int top_k_n, int flags, inspect_report *r) {
     memset(r, 0, sizeof *r);
     const tlm_config *c = &m->cfg;
     if (T <= 0) return tlm_error("inspect: no tokens to run");
@@ -331,7 +418,7 @@ int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_
         return tlm_error("inspect: top %d is out of range (1..vocab_size = %d)", top_k_n, c->vocab_size);
     if (m->after_pass) return tlm_error("inspect: the model already has a probe (an after-pass hook) attached");
     r->T = T, r->position = position, r->top_k = top_k_n, r->n_layers = c->n_layers, r->n_heads = c->n_heads;
-    if (alloc_report(r, m, tokens)) return -1;
+    if (alloc_report(r, m, tokens, flags)) return -1;
     tlm_probe *p = probe_create();
     int rc = p ? 0 : -1;
     for (size_t i = 0; !rc && i < sizeof FORWARD_PATTERNS / sizeof *FORWARD_PATTERNS; i++)
@@ -345,6 +432,7 @@ int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_
         m->layer_hook = after_layer, m->layer_hook_ctx = &pc;
         rc = model_forward(m, tokens, NULL, 1, T, NULL);
         m->layer_hook = NULL, m->layer_hook_ctx = NULL;
+        if (!rc && r->attn_oom) rc = tlm_error("out of memory keeping the attention patterns");
         if (!rc) rc = probe_after_layer(p, m, c->n_layers); /* the final norm and the logits */
         if (pc.shown && pc.tty) fputc('\n', stderr);
         if (!rc) rc = residual_stats(r, p, c->d_model);
@@ -362,6 +450,9 @@ void inspect_report_free(inspect_report *r) {
     free(r->tokens), free(r->points), free(r->incr), free(r->norms), free(r->heads);
     free(r->lens_top), free(r->lens_top_prob), free(r->lens_top_logit), free(r->lens_grid), free(r->lens_grid_prob);
     free(r->terms);
+    free(r->point_norm_pos), free(r->incr_norm_pos), free(r->norm_in_pos), free(r->norm_out_pos);
+    free(r->head_max_pos), free(r->head_ent_pos), free(r->pred_top), free(r->pred_top_prob), free(r->pred_top_logit);
+    free(r->attn_q);
     memset(r, 0, sizeof *r);
 }
 

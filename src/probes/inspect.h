@@ -8,6 +8,7 @@
 #define TLM_INSPECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct tlm_model;
@@ -69,11 +70,30 @@ typedef struct {
     double sum_err_abs; /* max |sum of terms - final residual| at the position */
     double sum_err_rel; /* ||sum - final|| / ||final|| at the position */
     double sum_err_rel_max; /* the same, worst position */
+    /* every position (for the HTML report): [rows, T] each */
+    float *point_norm_pos;                 /* [n_points, T] L2 norm of the stream */
+    float *incr_norm_pos;                  /* [2L, T] L2 norm of each increment */
+    float *norm_in_pos, *norm_out_pos;     /* [n_norms, T] RMS in / out */
+    float *head_max_pos, *head_ent_pos;    /* [L * H, T] */
+    int *pred_top; /* [T, top_k] the model's top tokens at every position (the last lens row); with
+                      INSPECT_EVERY_POSITION_TOP, else NULL */
+    float *pred_top_prob, *pred_top_logit; /* [T, top_k] */
+    /* with INSPECT_KEEP_ATTENTION: each head's causal lower triangle, row i holding keys 0..i, as
+     * uint16 (p * 65535, rounded so that each row sums to 65535 exactly); [L * H, T(T+1)/2] */
+    uint16_t *attn_q;
+    int attn_oom; /* (internal: a head ran out of scratch memory) */
 } inspect_report;
+
+enum { INSPECT_KEEP_ATTENTION = 1, INSPECT_EVERY_POSITION_TOP = 2, INSPECT_FOR_HTML = 3 };
+/* the most attention values (L * H * T(T+1)/2) INSPECT_KEEP_ATTENTION keeps; past it attn_q stays NULL */
+#define INSPECT_ATTENTION_LIMIT (4LL << 20)
 
 /* Runs the model on tokens [1, T] and fills the report for `position` (0..T-1) with the top
  * `top_k` tokens of the lens. The model must have no probe attached. */
 int inspect_run(struct tlm_model *m, const int *tokens, int T, int position, int top_k, inspect_report *r);
+/* the same with flags: INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both (INSPECT_FOR_HTML) */
+int inspect_run_flags(struct tlm_model *m, const int *tokens, int T, int position, int top_k, int flags,
+                      inspect_report *r);
 void inspect_report_free(inspect_report *r);
 
 typedef struct {
@@ -102,6 +122,9 @@ void inspect_token_text(const struct tlm_tokenizer *tok, int prev, int id, char 
 int inspect_print_table(FILE *f, const inspect_report *r, const struct tlm_tokenizer *tok);
 int inspect_print_csv(FILE *f, const inspect_report *r, const struct tlm_tokenizer *tok);
 char *inspect_json(const inspect_report *r, const struct tlm_tokenizer *tok); /* malloc'd */
+/* the same as a cJSON object (the caller deletes it), and the grad report's */
+struct cJSON *inspect_json_object(const inspect_report *r, const struct tlm_tokenizer *tok);
+struct cJSON *inspect_grad_json_object(const inspect_grad_report *r, const int *ids, int n_ids);
 int inspect_grad_print_table(FILE *f, const inspect_grad_report *r);
 int inspect_grad_print_csv(FILE *f, const inspect_grad_report *r);
 /* `ids` are the n_ids tokens of the batch's windows (inputs, then the last target) */
@@ -111,5 +134,13 @@ char *inspect_grad_json(const inspect_grad_report *r, const int *ids, int n_ids)
  * the logit-lens grid of layers x positions; for gradients, their norms by layer. */
 int inspect_plot_svg(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok);
 int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r);
+
+/* The interactive HTML report (inspect_html.c, through src/report): one self-contained page,
+ * written atomically. `model` names the model on the page. The forward report needs every
+ * per-position array (inspect_run fills them) and, for the attention heatmaps, attn_q. */
+int inspect_html(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok, const char *model,
+                 const struct tlm_model *m);
+int inspect_grad_html(const char *path, const inspect_grad_report *r, const struct tlm_tokenizer *tok, const int *ids,
+                      int n_ids, const char *model, const struct tlm_model *m);
 
 #endif

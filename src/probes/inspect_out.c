@@ -264,7 +264,7 @@ static cJSON *token_json(const struct tlm_tokenizer *tok, int prev, int id, doub
 }
 
 /* cJSON writes non-finite numbers as null; the masked-out cases never reach here */
-char *inspect_json(const inspect_report *r, const struct tlm_tokenizer *tok) {
+cJSON *inspect_json_object(const inspect_report *r, const struct tlm_tokenizer *tok) {
     const int P = r->position, K = r->top_k, T = r->T;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "position", P);
@@ -343,7 +343,12 @@ char *inspect_json(const inspect_report *r, const struct tlm_tokenizer *tok) {
         cJSON_AddNumberToObject(dec, "sum_rel_error", r->sum_err_rel);
         cJSON_AddNumberToObject(dec, "sum_rel_error_worst_position", r->sum_err_rel_max);
     }
-    char *s = cJSON_Print(root);
+    return root;
+}
+
+char *inspect_json(const inspect_report *r, const struct tlm_tokenizer *tok) {
+    cJSON *root = inspect_json_object(r, tok);
+    char *s = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!s) tlm_error("out of memory writing JSON");
     return s;
@@ -393,7 +398,7 @@ int inspect_grad_print_csv(FILE *f, const inspect_grad_report *r) {
     return ferror(f) ? tlm_error("writing the CSV failed") : 0;
 }
 
-char *inspect_grad_json(const inspect_grad_report *r, const int *ids, int n_ids) {
+cJSON *inspect_grad_json_object(const inspect_grad_report *r, const int *ids, int n_ids) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "batch", r->B);
     cJSON_AddNumberToObject(root, "seq", r->T);
@@ -420,7 +425,12 @@ char *inspect_grad_json(const inspect_grad_report *r, const int *ids, int n_ids)
     cJSON *params = cJSON_AddObjectToObject(root, "grad_params");
     for (int i = 0; i < r->n_tensors; i++) cJSON_AddNumberToObject(params, r->tensors[i].name, r->tensors[i].v.at);
     cJSON_AddNumberToObject(root, "grad_total", r->total);
-    char *s = cJSON_Print(root);
+    return root;
+}
+
+char *inspect_grad_json(const inspect_grad_report *r, const int *ids, int n_ids) {
+    cJSON *root = inspect_grad_json_object(r, ids, n_ids);
+    char *s = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!s) tlm_error("out of memory writing JSON");
     return s;

@@ -73,7 +73,7 @@ static void log_chart(tlm_buf *b, const chart *c, const series *s, int ns) {
     if (!(lo <= hi)) lo = hi = 1.0;
     double elo = floor(log10(lo)), ehi = ceil(log10(hi));
     if (ehi <= elo) ehi = elo + 1;
-    const double px = c->x + 64, py = c->y + 30 + 14 * ((ns + 1) / 2) + 8, pw = c->w - 80, ph = c->y + c->h - 48 - py;
+    const double px = c->x + 64, py = c->y + 30 + 16 * ((ns + 1) / 2) + 22, pw = c->w - 80, ph = c->y + c->h - 44 - py;
     const double span = c->n_ticks > 1 ? c->n_ticks - 1 : 1;
 #define XP(v) (px + 10 + ((v) / span) * (pw - 20))
 #define YP(v) (py + ph - (log10(v) - elo) / (ehi - elo) * ph)
@@ -92,15 +92,14 @@ static void log_chart(tlm_buf *b, const chart *c, const series *s, int ns) {
     for (int i = 0; i < c->n_ticks; i += every) {
         tlm_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", XP(i), py + ph, XP(i),
                   py + ph + 4);
-        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">", XP(i), py + ph + 15);
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">", XP(i), py + ph + 15);
         sb_text(b, c->ticks[i], 0);
         tlm_buf_printf(b, "</text>\n");
     }
     tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">", px + pw / 2, py + ph + 32);
     sb_text(b, c->xlabel, 0);
-    tlm_buf_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" "
-                 "transform=\"rotate(-90 %.1f %.1f)\">",
-              c->x + 14, py + ph / 2, c->x + 14, py + ph / 2);
+    /* the y axis's title: horizontal, above the plot */
+    tlm_buf_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">", px - 40, py - 8);
     sb_text(b, c->ylabel, 0);
     tlm_buf_printf(b, "</text>\n");
     for (int i = 0; i < ns; i++) {
@@ -115,10 +114,10 @@ static void log_chart(tlm_buf *b, const chart *c, const series *s, int ns) {
                 tlm_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", XP(se->x[j]), YP(se->y[j]),
                           se->color);
         /* legend: two columns under the title */
-        double lx = px + 4 + (pw / 2) * (i % 2), ly = c->y + 40 + 14 * (i / 2);
+        double lx = px + 4 + (pw / 2) * (i % 2), ly = c->y + 42 + 16 * (i / 2);
         tlm_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>\n", lx,
                   ly - 4, lx + 18, ly - 4, se->color, se->dashed ? " stroke-dasharray=\"6 4\"" : "");
-        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">", lx + 22, ly);
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">", lx + 22, ly);
         sb_text(b, se->label, 0);
         tlm_buf_printf(b, "</text>\n");
     }
@@ -162,56 +161,82 @@ static void svg_open(tlm_buf *b, double w, double h) {
 
 /* ---- the forward figure --------------------------------------------------------------------------- */
 
-enum { CELL_W = 54, CELL_H = 22, MAX_COLS = 32 };
+/* the logit-lens grid: at most MAX_COLS positions, a window around the report's position (which
+ * the grid's subtitle names); horizontal labels of at least 11px; rows as tall as fills the figure */
+enum { CELL_W = 60, MAX_COLS = 32, GRID_TOP = 76, GRID_BOTTOM = 14, MIN_H = 300 };
+
+static int lens_first(const inspect_report *r, int cols) {
+    int first = r->position - cols / 2;
+    if (first > r->T - cols) first = r->T - cols;
+    return first < 0 ? 0 : first;
+}
+
+static int lens_cell_h(const inspect_report *r) {
+    int h = (MIN_H - GRID_TOP - GRID_BOTTOM) / (r->n_lens > 0 ? r->n_lens : 1);
+    return h < 22 ? 22 : h > 34 ? 34 : h;
+}
 
 static void lens_grid(tlm_buf *b, double x0, double y0, const inspect_report *r, const struct tlm_tokenizer *tok) {
-    const int T = r->T, cols = T < MAX_COLS ? T : MAX_COLS;
-    int first = r->position - cols / 2;
-    if (first > T - cols) first = T - cols;
-    if (first < 0) first = 0;
+    const int T = r->T, cols = T < MAX_COLS ? T : MAX_COLS, first = lens_first(r, cols), CELL_H = lens_cell_h(r);
     char t[128], clip[64];
-    tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">Logit lens: top-1 token of each "
-                 "layer's residual stream (shade = probability)</text>\n",
-              x0, y0 + 20);
-    const double gx = x0 + 70, gy = y0 + 110;
+    tlm_buf_printf(b,
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">Logit lens: top-1 token by "
+                   "layer</text>\n",
+                   x0, y0 + 18);
+    if (cols < T)
+        tlm_buf_printf(b,
+                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">shade = probability; positions "
+                       "%d\xE2\x80\x93%d of %d (a window around position %d)</text>\n",
+                       x0, y0 + 36, first, first + cols - 1, T, r->position);
+    else
+        tlm_buf_printf(b,
+                       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#444\">shade = probability; positions "
+                       "0\xE2\x80\x93%d of %d</text>\n",
+                       x0, y0 + 36, T - 1, T);
+    const double gx = x0 + 64, gy = y0 + GRID_TOP;
     for (int c = 0; c < cols; c++) {
         int i = first + c;
         double cx = gx + c * CELL_W + CELL_W / 2.0;
         inspect_token_text(tok, i > 0 ? r->tokens[i - 1] : -1, r->tokens[i], t, sizeof t);
-        clip_chars(t, 8, clip, sizeof clip);
-        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" transform=\"rotate(-45 %.1f %.1f)\"%s>", cx, gy - 20,
-                  cx, gy - 20, i == r->position ? " fill=\"#c00\" font-weight=\"bold\"" : "");
+        clip_chars(t, 7, clip, sizeof clip);
+        tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\"%s>", cx, gy - 20,
+                       i == r->position ? " fill=\"#c00\" font-weight=\"bold\"" : "");
         sb_text(b, clip, 1);
-        tlm_buf_printf(b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\" fill=\"#666\">%d</text>\n",
-                  cx, gy - 6, i);
+        tlm_buf_printf(
+            b, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" fill=\"#666\">%d</text>\n",
+            cx, gy - 6, i);
     }
     for (int k = 0; k < r->n_lens; k++) {
-        double ry = gy + k * CELL_H;
+        /* the last layer on top, as the stream flows upwards */
+        double ry = gy + (r->n_lens - 1 - k) * CELL_H;
         if (k == 0)
             snprintf(t, sizeof t, "embed");
         else
             snprintf(t, sizeof t, "layer %d", k - 1);
         tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", gx - 6,
-                  ry + CELL_H - 7, t);
+                       ry + CELL_H / 2.0 + 4, t);
         for (int c = 0; c < cols; c++) {
             int i = first + c;
             double q = r->lens_grid_prob[k * T + i];
             if (!(q >= 0)) q = 0;
             if (q > 1) q = 1;
             int R = (int)(255 - 215 * q), G = (int)(255 - 135 * q), B = (int)(255 - 20 * q);
-            tlm_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" stroke=\"#ddd\"/>\n",
-                      gx + c * CELL_W, ry, CELL_W, CELL_H, R, G, B);
+            tlm_buf_printf(
+                b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" stroke=\"#ddd\"/>\n",
+                gx + c * CELL_W, ry, CELL_W, CELL_H, R, G, B);
             inspect_token_text(tok, r->tokens[i], r->lens_grid[k * T + i], t, sizeof t);
-            clip_chars(t, 6, clip, sizeof clip);
-            tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" fill=\"%s\">",
-                      gx + c * CELL_W + CELL_W / 2.0, ry + CELL_H - 7, q > 0.55 ? "white" : "black");
+            clip_chars(t, 7, clip, sizeof clip);
+            tlm_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\" fill=\"%s\">",
+                           gx + c * CELL_W + CELL_W / 2.0, ry + CELL_H / 2.0 + 4, q > 0.55 ? "white" : "black");
             sb_text(b, clip, 1);
             tlm_buf_printf(b, "</text>\n");
         }
     }
     /* the chosen position */
-    tlm_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#c00\" stroke-width=\"2\"/>\n",
-              gx + (r->position - first) * CELL_W, gy, CELL_W, r->n_lens * CELL_H);
+    tlm_buf_printf(
+        b,
+        "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#c00\" stroke-width=\"2\"/>\n",
+        gx + (r->position - first) * CELL_W, gy, CELL_W, r->n_lens * CELL_H);
 }
 
 int inspect_plot_svg(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok) {
@@ -236,12 +261,14 @@ int inspect_plot_svg(const char *path, const inspect_report *r, const struct tlm
                    {"|stream|, mean over positions", "#6baed6", 1, n, x0, y1},
                    {"|attention output|", "#ff7f0e", 0, L, x2, y2},
                    {"|FFN output|", "#2ca02c", 0, L, x3, y3}};
-    const double chart_w = 560, chart_h = 400;
+    /* the figure is as tall as the grid (at least MIN_H), the chart fills that height */
+    const double grid_h = GRID_TOP + r->n_lens * lens_cell_h(r) + GRID_BOTTOM;
+    const double chart_w = 560, chart_h = fmax(grid_h, MIN_H);
     chart c = {0, 0, chart_w, chart_h, title, "residual stream point (layer + a: after attention, f: after FFN)",
                "L2 norm (log scale)", n, (const char *const *)ticks};
     const double grid_x = chart_w + 20;
-    const double W = grid_x + fmax(70 + cols * CELL_W + 30, 640); /* room for the grid's title */
-    const double H = fmax(chart_h + 10, 110 + r->n_lens * CELL_H + 40);
+    const double W = grid_x + fmax(64 + cols * CELL_W + 16, 440); /* room for the grid's subtitle */
+    const double H = chart_h;
     tlm_buf b = {0};
     svg_open(&b, W, H);
     log_chart(&b, &c, s, 4);
@@ -272,10 +299,17 @@ int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r) {
     series s[3] = {{"|dL/d stream|", "#1f77b4", 0, n, x0, y0},
                    {"|attention param grads|", "#ff7f0e", 0, L, x1, y1},
                    {"|FFN param grads|", "#2ca02c", 0, L, x2, y2}};
-    chart c = {0, 0, 640, 420, title, "residual stream point (layer + a: after attention, f: after FFN)",
-               "L2 norm (log scale)", n, (const char *const *)ticks};
+    chart c = {0,
+               0,
+               640,
+               400,
+               title,
+               "residual stream point (layer + a: after attention, f: after FFN)",
+               "L2 norm (log scale)",
+               n,
+               (const char *const *)ticks};
     tlm_buf b = {0};
-    svg_open(&b, 640, 420);
+    svg_open(&b, 640, 400);
     log_chart(&b, &c, s, 3);
     tlm_buf_printf(&b, "</svg>\n");
     free(x), free(y), free_ticks(ticks, n);

@@ -227,6 +227,7 @@ def slots(fx, work):
         ("logits --prompt-file", "text", ["logits", *model, "--prompt-file", "{}", "--out", npy]),
         ("inspect --grad --data", "text", ["inspect", "--grad", *model, "--data", "{}"]),
         ("info --config", "config", ["info", "--config", "{}"]),
+        ("report DATA.json", "config", ["report", "{}", "--html", os.path.join(work, "never.html")]),
     ]
 
 

@@ -375,7 +375,7 @@ def check_svg(path, what, colours):
         a = img[..., 3:4].astype(int)
         rgb = (rgb * a + 255 * (255 - a)) // 255
     inked = float((rgb.sum(-1) < 600).mean())
-    check(w >= 600 and h >= 400 and 0.01 < inked < 0.6, what + ": PNG %dx%d, %.1f%% inked" % (w, h, 100 * inked))
+    check(w >= 600 and h >= 300 and 0.01 < inked < 0.6, what + ": PNG %dx%d, %.1f%% inked" % (w, h, 100 * inked))
     for cname, (r, g, b) in colours.items():
         near = (np.abs(rgb - np.array([r, g, b])).sum(-1) < 60).sum()
         check(near > 30, what + ": %s pixels present (%d)" % (cname, near))

@@ -1,0 +1,198 @@
+/* html_report.c — writes a self-contained HTML page: template + embedded CSS and JS + a JSON
+ * data blob (report.h); and checks `tinylm report`'s experiment descriptions. */
+#include "report.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+char *report_base64(const void *data, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *s = data;
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out) return NULL;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
+        *o++ = A[v >> 18], *o++ = A[v >> 12 & 63], *o++ = A[v >> 6 & 63], *o++ = A[v & 63];
+    }
+    if (i < n) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0);
+        *o++ = A[v >> 18], *o++ = A[v >> 12 & 63];
+        *o++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *o++ = '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+/* text with &, <, >, " as entities (for the <title>) */
+static int write_escaped_html(tlm_atomic *f, const char *s) {
+    int rc = 0;
+    for (const char *p = s; *p && !rc; p++) {
+        const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : *p == '"' ? "&quot;" : NULL;
+        rc = e ? tlm_atomic_write(f, e, strlen(e)) : tlm_atomic_write(f, p, 1);
+    }
+    return rc;
+}
+
+/* JSON with every '<' written as \u003c: '<' only occurs inside JSON strings, where the escape
+ * means the same character, and no "</script>" or "<!--" can then end or confuse the element */
+static int write_json_for_script(tlm_atomic *f, const char *s) {
+    const char *p = s;
+    int rc = 0;
+    while (*p && !rc) {
+        const char *lt = strchr(p, '<');
+        size_t n = lt ? (size_t)(lt - p) : strlen(p);
+        rc = tlm_atomic_write(f, p, n);
+        if (!rc && lt) rc = tlm_atomic_write(f, "\\u003c", 6);
+        p += n + (lt ? 1 : 0);
+    }
+    return rc;
+}
+
+static int put(tlm_atomic *f, const char *s) { return tlm_atomic_write(f, s, strlen(s)); }
+
+int report_write_html(const char *path, const char *title, const char *data_json) {
+    /* the script and stylesheet are ours; a stray closing tag in them would cut the page */
+    if (strstr(tlm_report_js, "</script") || strstr(tlm_report_css, "</style"))
+        return tlm_error("%s: the embedded report.js/report.css hold a closing tag (a build error)", path);
+    tlm_atomic *f = tlm_atomic_open(path);
+    if (!f) return tlm_error_prefix("cannot write the HTML report");
+    put(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+           "script-src 'unsafe-inline'; img-src data:\">\n"
+           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+    write_escaped_html(f, title);
+    put(f, "</title>\n<style>\n");
+    put(f, tlm_report_css);
+    put(f, "</style>\n</head>\n<body>\n<main id=\"app\"><noscript>This report is drawn by JavaScript: enable it to "
+           "see the page.</noscript></main>\n<script type=\"application/json\" id=\"tlm-data\">");
+    write_json_for_script(f, data_json);
+    put(f, "</script>\n<script>\n");
+    put(f, tlm_report_js);
+    if (put(f, "</script>\n</body>\n</html>\n")) {
+        tlm_atomic_abort(f);
+        return tlm_error_prefix("writing the HTML report");
+    }
+    return tlm_atomic_commit(f) ? tlm_error_prefix("writing the HTML report") : 0;
+}
+
+/* ---- experiment pages ---------------------------------------------------------------------------- */
+
+static int bad(const char *name, const char *field, const char *what) {
+    return tlm_error("%s: field \"%s\": %s", name, field, what);
+}
+
+static int opt_string(const char *name, const cJSON *o, const char *key, int required) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return required ? bad(name, key, "missing (a string is required)") : 0;
+    if (!cJSON_IsString(v)) return bad(name, key, "must be a string");
+    return 0;
+}
+
+static int check_experiment(const char *name, const cJSON *root) {
+    if (!cJSON_IsObject(root)) return tlm_error("%s: the top level must be a JSON object", name);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    if (!kind) return bad(name, "kind", "missing (must be \"experiment\")");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "experiment") != 0)
+        return bad(name, "kind", "must be \"experiment\" (tinylm report renders experiment descriptions)");
+    if (opt_string(name, root, "title", 1) || opt_string(name, root, "name", 0) || opt_string(name, root, "claim", 0) ||
+        opt_string(name, root, "command", 0))
+        return -1;
+    const cJSON *verdict = cJSON_GetObjectItemCaseSensitive(root, "verdict");
+    if (verdict) {
+        if (!cJSON_IsObject(verdict))
+            return bad(name, "verdict", "must be an object {\"supported\": ..., \"text\": ...}");
+        const cJSON *sup = cJSON_GetObjectItemCaseSensitive(verdict, "supported");
+        if (sup && !cJSON_IsBool(sup) && !cJSON_IsNull(sup))
+            return bad(name, "verdict.supported", "must be true, false or null");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(verdict, "text");
+        if (text && !cJSON_IsString(text)) return bad(name, "verdict.text", "must be a string");
+    }
+    char field[96];
+    const cJSON *tables = cJSON_GetObjectItemCaseSensitive(root, "tables");
+    if (tables && !cJSON_IsArray(tables)) return bad(name, "tables", "must be an array of tables");
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tables) {
+        snprintf(field, sizeof field, "tables[%d]", i);
+        if (!cJSON_IsObject(t)) return bad(name, field, "must be an object {\"title\", \"columns\", \"rows\"}");
+        const cJSON *title = cJSON_GetObjectItemCaseSensitive(t, "title");
+        snprintf(field, sizeof field, "tables[%d].title", i);
+        if (title && !cJSON_IsString(title)) return bad(name, field, "must be a string");
+        const cJSON *cols = cJSON_GetObjectItemCaseSensitive(t, "columns"), *c;
+        snprintf(field, sizeof field, "tables[%d].columns", i);
+        if (!cols || !cJSON_IsArray(cols)) return bad(name, field, "must be an array of strings");
+        cJSON_ArrayForEach(c, cols) if (!cJSON_IsString(c)) return bad(name, field, "must be an array of strings");
+        const int nc = cJSON_GetArraySize(cols);
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(t, "rows"), *row;
+        snprintf(field, sizeof field, "tables[%d].rows", i);
+        if (!rows || !cJSON_IsArray(rows)) return bad(name, field, "must be an array of rows (arrays)");
+        int j = 0;
+        cJSON_ArrayForEach(row, rows) {
+            snprintf(field, sizeof field, "tables[%d].rows[%d]", i, j);
+            if (!cJSON_IsArray(row)) return bad(name, field, "must be an array of cells");
+            if (cJSON_GetArraySize(row) != nc) {
+                char what[96];
+                snprintf(what, sizeof what, "has %d cells; columns has %d", cJSON_GetArraySize(row), nc);
+                return bad(name, field, what);
+            }
+            cJSON_ArrayForEach(c, row) if (cJSON_IsObject(c) || cJSON_IsArray(c)) return bad(
+                name, field, "cells must be strings, numbers, booleans or null");
+            j++;
+        }
+        i++;
+    }
+    const cJSON *figs = cJSON_GetObjectItemCaseSensitive(root, "figures");
+    if (figs && !cJSON_IsArray(figs)) return bad(name, "figures", "must be an array of figures");
+    i = 0;
+    cJSON_ArrayForEach(t, figs) {
+        snprintf(field, sizeof field, "figures[%d]", i);
+        if (!cJSON_IsObject(t)) return bad(name, field, "must be an object {\"title\", \"svg\"}");
+        const cJSON *title = cJSON_GetObjectItemCaseSensitive(t, "title"),
+                    *svg = cJSON_GetObjectItemCaseSensitive(t, "svg");
+        snprintf(field, sizeof field, "figures[%d].title", i);
+        if (title && !cJSON_IsString(title)) return bad(name, field, "must be a string");
+        snprintf(field, sizeof field, "figures[%d].svg", i);
+        if (!svg || !cJSON_IsString(svg) || !strstr(svg->valuestring, "<svg"))
+            return bad(name, field, "must be a string holding an <svg> element");
+        i++;
+    }
+    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes");
+    if (notes && !cJSON_IsArray(notes)) return bad(name, "notes", "must be an array of strings");
+    i = 0;
+    cJSON_ArrayForEach(t, notes) {
+        snprintf(field, sizeof field, "notes[%d]", i++);
+        if (!cJSON_IsString(t)) return bad(name, field, "must be a string");
+    }
+    return 0;
+}
+
+int report_experiment_html(const char *name, const char *text, size_t n, const char *out) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
+    if (!root) {
+        size_t off = end && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
+        for (size_t i = 0; i < off && i < n; i++) {
+            if (text[i] == '\n')
+                line++, col = 1;
+            else
+                col++;
+        }
+        return tlm_error("%s: not valid JSON (near line %zu, column %zu)", name, line, col);
+    }
+    int rc = check_experiment(name, root);
+    if (!rc) {
+        char *data = cJSON_PrintUnformatted(root);
+        const cJSON *title = cJSON_GetObjectItemCaseSensitive(root, "title");
+        rc = data ? report_write_html(out, title->valuestring, data) : tlm_error("out of memory");
+        free(data);
+    }
+    cJSON_Delete(root);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* report.h — self-contained HTML pages: one page = a fixed template + the stylesheet and script
+ * (src/report/report.css, report.js, embedded into the program at build time by embed.cmake) +
+ * one JSON data blob in a <script type="application/json"> that the script renders. No network:
+ * everything is inline, and the page's Content-Security-Policy forbids any fetch.
+ *
+ * Pages: `tinylm inspect --html` (kind "inspect" / "grad", src/probes/inspect_html.c) and
+ * `tinylm report DATA.json --html OUT.html` (kind "experiment", the schema below). */
+#ifndef TLM_REPORT_H
+#define TLM_REPORT_H
+
+#include <stddef.h>
+
+/* Writes the page atomically (src/util/atomic_file.h). `data_json` is one JSON value (its '<'
+ * are escaped here so that no string can end the script element). -1 + tlm_error naming `path`. */
+int report_write_html(const char *path, const char *title, const char *data_json);
+
+/* Checks an experiment description (text of `n` bytes read from `name`) against the schema
+ *   {"kind":"experiment","name":"...","title":"...","claim":"...","command":"...",
+ *    "verdict":{"supported":true|false|null,"text":"..."},
+ *    "tables":[{"title":"...","columns":["a","b"],"rows":[[1,"x"],[2,"y"]]}],
+ *    "figures":[{"title":"...","svg":"<svg ...>...</svg>"}],"notes":["..."]}
+ * (kind and title required, the rest optional; unknown fields are kept and ignored) and writes
+ * its page to `out`. -1 + tlm_error "NAME: field F: what is wrong" on a bad description. */
+int report_experiment_html(const char *name, const char *text, size_t n, const char *out);
+
+/* base64 (RFC 4648, padded) of n bytes; malloc'd, NUL-terminated */
+char *report_base64(const void *data, size_t n);
+
+/* the embedded assets (generated report_assets.c) */
+extern const char tlm_report_css[];
+extern const char tlm_report_js[];
+
+#endif
