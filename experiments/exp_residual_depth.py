@@ -84,7 +84,9 @@ def run(ctx):
     deep = max(depths)
     ratio_res = rows[depths.index(deep)][4]
     ratio_nores = rows[len(depths) + depths.index(deep)][4]
-    f_nores = geo_factor(list(reversed(grads[(False, deep)])))
+    finite = [(L, geo_factor(list(reversed(grads[(False, L)])))) for L in depths
+              if all(v > 0 for v in grads[(False, L)])]
+    collapsed = [L for L in depths if any(v == 0 for v in grads[(False, L)])]
     Ld = max(train_depths)
     v_res, v_nores = losses[(True, Ld)].val_loss, losses[(False, Ld)].val_loss
     vanishes = ratio_nores < 1e-2 or ratio_nores > 1e2
@@ -94,9 +96,15 @@ def run(ctx):
     ok = vanishes and flat and learns and stuck
     ctx.verdict(ok if (vanishes or flat) else None,
                 "At depth %d the gradient at layer 0's input is %s of the last layer's with the residual and "
-                "%s without it (fitted factor %s per layer; 0.8^32 = 8e-4, 1.2^32 = 342). After %d steps at depth "
-                "%d: val loss %s with the residual, %s without (unigram entropy %.2f). %s"
-                % (deep, fmt(ratio_res) + "x", fmt(ratio_nores) + "x", fmt(f_nores), steps, Ld, fmt(v_res),
+                "%s without it. With the residual the fitted factor per layer is %s at depth %d (^32 = %s). Without "
+                "it the gradient grows toward the input by a factor %s per layer (0.8^32 = 8e-4, 1.2^32 = 342), "
+                "and at depths %s the forward signal itself underflows, so the gradient is exactly 0. After %d "
+                "steps at depth %d: val loss %s with the residual, %s without (unigram entropy %.2f). %s"
+                % (deep, fmt(ratio_res) + "x", fmt(ratio_nores) + "x",
+                   fmt(geo_factor(list(reversed(grads[(True, deep)])))), deep,
+                   fmt(geo_factor(list(reversed(grads[(True, deep)]))) ** 32),
+                   ", ".join("%s (%d layers)" % (fmt(f), L) for L, f in finite) or "-",
+                   ", ".join(str(L) for L in collapsed) or "none", steps, Ld, fmt(v_res),
                    fmt(v_nores), UNIGRAM,
                    "The measurements support the claim." if ok else
                    "Not every part of the claim holds here (see the tables)."))

@@ -16,7 +16,7 @@ CAPS = [("none", 0, 0), ("Gemma 2: 50 / 30", 50, 30), ("tight: 5 / 5", 5, 5)]
 
 
 def run(ctx):
-    lrs = [3e-2] if ctx.quick else [3e-3, 3e-2, 1e-1]
+    lrs = [3e-3, 3e-2] if ctx.quick else [3e-3, 3e-2, 1e-1]
     steps = 60 if ctx.quick else 300
     tl = ctx.py()
     rows, curves = [], {}
@@ -54,15 +54,27 @@ def run(ctx):
     g = [by[("Gemma 2: 50 / 30", lr)] for lr in lrs]
     n = [by[("none", lr)] for lr in lrs]
     reached = max(r[2] for r in n)
-    same_loss = all(abs(a[4] - b[4]) < 0.05 for a, b in zip(g, n) if isinstance(a[4], float) and isinstance(b[4], float))
-    ok = within and same_loss
-    ctx.verdict(ok, "Every capped run stayed within its caps (%s). Without caps the largest attention logit reached "
-                    "%s and the largest final logit %s; with Gemma 2's caps the val loss differs from no cap by %s "
-                    "(lr %s); the tight 5 / 5 caps: val loss %s. %s"
+    # where training without caps never reaches them, the capped run must match it; where it does, report
+    unreached = [i for i, r in enumerate(n) if r[2] < 50 and (not isinstance(r[3], float) or r[3] < 30)]
+    diffs = [g[i][4] - n[i][4] for i in range(len(lrs))]
+    same_loss = all(abs(diffs[i]) < 0.05 for i in unreached)
+    ok = within and same_loss and bool(unreached)
+    ctx.verdict(ok if unreached else None,
+                "Every capped run stayed within its caps (%s). Without caps the largest attention logit reached %s "
+                "and the largest final logit %s (the final cap 30 is never reached here). Val loss with Gemma 2's "
+                "caps minus without: %s at lr %s; at the learning rates where uncapped training stays below the "
+                "caps (%s) the difference is %s; where the attention logits exceed 50 without the cap (%s) the cap "
+                "changes the loss by %s. The tight 5 / 5 caps: val loss %s vs %s uncapped. %s"
                 % ("yes" if within else "NO", fmt(reached), fmt(max(r[3] for r in n)),
-                   ", ".join(fmt(a[4] - b[4]) for a, b in zip(g, n)), ", ".join("%g" % lr for lr in lrs),
-                   ", ".join(fmt(by[("tight: 5 / 5", lr)][4]) for lr in lrs),
-                   "Supports the claim." if ok else "Does not fully support the claim (see the table)."))
+                   ", ".join(fmt(d) for d in diffs), ", ".join("%g" % lr for lr in lrs),
+                   ", ".join("%g" % lrs[i] for i in unreached) or "none",
+                   ", ".join(fmt(diffs[i]) for i in unreached) or "-",
+                   ", ".join("%g" % lrs[i] for i in range(len(lrs)) if i not in unreached) or "none",
+                   ", ".join(fmt(diffs[i]) for i in range(len(lrs)) if i not in unreached) or "-",
+                   ", ".join(fmt(by[("tight: 5 / 5", lr)][4]) for lr in lrs), ", ".join(fmt(r[4]) for r in n),
+                   "Supports the claim." if ok else
+                   ("No learning rate here stays below the caps without them, so the 'unchanged loss' half is "
+                    "not tested." if not unreached else "Does not support the claim (see the table).")))
     ctx.note("A cap of 0 is off (docs/config.md). With caps this small model's logits rarely approach 50 / 30, "
              "so the Gemma 2 caps mostly act as the identity here; the tight caps show the bound at work.")
 
