@@ -119,6 +119,28 @@ def run(ctx):
                                                          ("Post-Norm did not need warmup in this grid."
                                                           if not post_needs else
                                                           "Pre-Norm also lost from no warmup here."))))
+    if not ctx.quick:
+        # the same question at llama-baby's size (d 128, 4 layers), where Post-Norm does learn (docs/training.md)
+        brows, bp = [], {}
+        for p in ("post", "pre"):
+            for lr in (1e-3, 1e-2):
+                for w in (0, 100):
+                    r = ctx.train("llama-baby", {"norm_placement": p}, steps=400,
+                                  opts={"lr": lr, "warmup": w, "grad-clip": 0, "eval-batches": 10, "min-lr": 1e-4})
+                    bp[(p, lr, w)] = r
+                    dv = r.divergence_step()
+                    brows.append([p, lr, w, r.val_loss, dv if dv is not None else "-",
+                                  max((m["grad_norm"] for m in r.metrics[:50]), default=float("nan"))])
+        ctx.table("llama-baby size (d 128, 4 layers, batch 12 x 64), 400 steps, no clipping",
+                  ["placement", "lr", "warmup", "val loss", "diverged at step", "max grad norm, steps 1-50"], brows)
+        pen = {(p, lr): bp[(p, lr, 0)].val_loss - bp[(p, lr, 100)].val_loss for p in ("post", "pre")
+               for lr in (1e-3, 1e-2)}
+        v = self_verdict = ctx._verdict
+        ctx.verdict(v["supported"], v["text"] + " At llama-baby size (d 128, 4 layers, 400 steps) the warmup "
+                    "penalty is %s (lr 1e-3) and %s (lr 1e-2) for Post-Norm, %s and %s for Pre-Norm."
+                    % (fmt(pen[("post", 1e-3)]), fmt(pen[("post", 1e-2)]), fmt(pen[("pre", 1e-3)]),
+                       fmt(pen[("pre", 1e-2)])))
+        del self_verdict
     ctx.note("Gradient clipping is off (the presets clip at 1.0, which hides part of the instability). The "
              "first loss is the loss of step 1; the divergence step is the first step (after 10) whose loss is "
              "above it, or the step the trainer stopped at a non-finite loss.")
