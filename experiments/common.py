@@ -99,6 +99,7 @@ class Context:
         self._verdict = {"supported": None, "text": "no verdict"}
         self._py = None
         self.t0 = time.time()
+        self.trainings = []  # (from the cache?, training seconds) of every ctx.train call
 
     # ---- output
     def log(self, msg):
@@ -154,6 +155,7 @@ class Context:
         if os.path.isfile(done):
             with open(done) as f:
                 info = json.load(f)
+            self.trainings.append((True, info["seconds"]))
             return TrainRun(d, _read_metrics(d), info["rc"], info["stderr_tail"], info["seconds"])
         if os.path.exists(d):
             shutil.rmtree(d)
@@ -166,6 +168,7 @@ class Context:
         tail = p.stderr[-600:]
         with open(done, "w") as f:
             json.dump({"rc": p.returncode, "stderr_tail": tail, "seconds": secs, "args": args}, f)
+        self.trainings.append((False, secs))
         self.log("trained %s %s %d steps: rc %d, %.1fs" % (preset, " ".join("%s=%s" % kv for kv in sorted(sets.items())),
                                                           steps, p.returncode, secs))
         return TrainRun(d, _read_metrics(d), p.returncode, tail, secs)
