@@ -17,7 +17,7 @@ SMALL = {"hidden_size": 64, "intermediate_size": 176}
 
 def run(ctx):
     if ctx.quick:
-        depths, lrs, steps, warm = [8], [1e-2], 40, 20
+        depths, lrs, steps, warm = [6], [1e-2], 30, 10
     else:
         depths, lrs, steps, warm = [6, 12, 24], [3e-3, 3e-2], 120, 40
     base_opts = {"batch": 8, "grad-clip": 0, "eval-batches": 10, "min-lr": 1e-4}

@@ -97,9 +97,9 @@ def run(ctx):
     # time per norm op, from train --profile (1 thread)
     prow = []
     times = {}
-    reps = 2 if ctx.quick else 3
+    reps = 1 if ctx.quick else 3
     for nt in ("rmsnorm", "layernorm"):
-        got = [profile_norm(ctx, nt, 20 if ctx.quick else 60) for _ in range(reps)]
+        got = [profile_norm(ctx, nt, 10 if ctx.quick else 60) for _ in range(reps)]
         got = [g for g in got if g[0] and g[1]]
         if got:  # the fastest of the repeats, op by op (the machine is shared: noise only adds time)
             f, b = min(g[0][1] for g in got), min(g[1][1] for g in got)

@@ -17,7 +17,7 @@ CAPS = [("none", 0, 0), ("Gemma 2: 50 / 30", 50, 30), ("tight: 5 / 5", 5, 5)]
 
 def run(ctx):
     lrs = [3e-3, 3e-2] if ctx.quick else [3e-3, 3e-2, 1e-1]
-    steps = 60 if ctx.quick else 300
+    steps = 40 if ctx.quick else 300
     tl = ctx.py()
     rows, curves = [], {}
     for label, ac, fc in CAPS:
