@@ -166,6 +166,10 @@ class Context:
         if p.returncode not in (0, 1) or not os.path.isfile(os.path.join(d, "metrics.jsonl")):
             raise RuntimeError("tinylm train %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
         tail = p.stderr[-600:]
+        # the cache keeps the weights only: the AdamW moments (twice the weights) are not needed again
+        for root, _, files in os.walk(d):
+            if "optimizer.safetensors" in files:
+                os.remove(os.path.join(root, "optimizer.safetensors"))
         with open(done, "w") as f:
             json.dump({"rc": p.returncode, "stderr_tail": tail, "seconds": secs, "args": args}, f)
         self.trainings.append((False, secs))
