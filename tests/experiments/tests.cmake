@@ -17,3 +17,9 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
                          LABELS experiments RESOURCE_LOCK tlm_experiments_models)
   endforeach()
 endif()
+# the shared code (svgplot, common, run.py's Markdown, bf16 rounding): seconds, no training
+if(TLM_PYTHON)
+  add_test(NAME experiments_framework
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/experiments/test_framework.py
+                   --work ${CMAKE_BINARY_DIR}/experiments_framework)
+endif()
