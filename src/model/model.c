@@ -255,11 +255,15 @@ static void linear_forward(const tlm_model *m, float *out, const float *inp, con
         matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
 }
 
-/* ---- norms: one call site for the three kinds ------------------------------------------------ */
+/* ---- norms: one call site for the four kinds ------------------------------------------------ */
 
 void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
                          int N) {
-    if (c->norm == NORM_LAYERNORM)
+    if (c->norm == NORM_DYT) {
+        dyt_forward(y, x, p->a, p->w, p->b, N, c->d_model);
+        /* no per-row statistics: the saved "rstd" is alpha (the scale before the tanh) */
+        for (int n = 0; a->rstd && n < N; n++) a->rstd[n] = p->a[0];
+    } else if (c->norm == NORM_LAYERNORM)
         layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
     else
         rmsnorm_forward(y, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
@@ -267,7 +271,9 @@ void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const
 
 void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
                           const norm_params *p, const float *x, int N) {
-    if (c->norm == NORM_LAYERNORM)
+    if (c->norm == NORM_DYT)
+        dyt_backward(dx, g->a, g->w, g->b, dy, x, p->a, p->w, N, c->d_model);
+    else if (c->norm == NORM_LAYERNORM)
         layernorm_backward(dx, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
     else
         rmsnorm_backward(dx, g->w, dy, x, p->w, config_norm_offset(c), a->rstd, N, c->d_model);

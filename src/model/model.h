@@ -13,7 +13,8 @@
 /* ---- parameters ------------------------------------------------------------------------------ */
 
 typedef struct {
-    float *w, *b; /* b only for LayerNorm with a bias */
+    float *w, *b; /* b: LayerNorm with a bias, and DyT */
+    float *a;     /* DyT's alpha [1] */
 } norm_params;
 
 typedef struct {

@@ -68,6 +68,16 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                       float weight_offset, const float *rstd, int N, int C);
 
+/* DyT (Dynamic Tanh, Zhu et al. 2025): out [N,C] = weight * tanh(alpha * inp) + bias, alpha a
+ * learnable scalar [1] (one per norm), weight/bias [C] (bias may be NULL). No statistics: the
+ * backward recomputes tanh from inp (so keep inp). Element-wise: out may equal inp. */
+void dyt_forward(float *out, const float *inp, const float *alpha, const float *weight, const float *bias, int N,
+                 int C);
+/* t = tanh(alpha x): dinp += dout * weight * alpha * (1 - t^2); dalpha [1] += sum dout * weight * x * (1 - t^2);
+ * dweight [C] += sum_n dout * t; dbias [C] += sum_n dout (any of the parameter gradients may be NULL) */
+void dyt_backward(float *dinp, float *dalpha, float *dweight, float *dbias, const float *dout, const float *inp,
+                  const float *alpha, const float *weight, int N, int C);
+
 /* ---- position ----------------------------------------------------------------------------- */
 
 /* token (+ learned position) embedding: out [B,T,C] = scale * wte[tokens[b,t]] + wpe[t] (wpe may be NULL) */

@@ -232,6 +232,12 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
                  "Post-Norm renormalizes the stream after every sublayer (h = N(x + F(x))), so it is not a sum");
         return 0;
     }
+    if (c->final_norm && c->norm == NORM_DYT) {
+        snprintf(r->decomp_reason, sizeof r->decomp_reason,
+                 "the final norm is DyT, g tanh(alpha x) + b: not linear in the stream, so no term has a direct logit "
+                 "attribution");
+        return 0;
+    }
     r->decomp_applies = 1;
     r->n_terms = 2 * L + 1;
     r->terms = calloc((size_t)r->n_terms, sizeof *r->terms);

@@ -103,6 +103,31 @@ static void test_norm(int layer, float offset, int with_bias) {
     free(c.inp), free(c.w), free(c.b), free(c.mean), free(c.rstd), free(R), free(out), free(di), free(dw), free(db);
 }
 
+/* DyT: y = g tanh(alpha x) + b; a row wide enough (C = 150) for several column blocks of dalpha */
+typedef struct { float *inp, *a, *w, *b; int N, C; } dyt_ctx;
+static void dyt_fwd(void *c, float *out) {
+    dyt_ctx *n = c;
+    dyt_forward(out, n->inp, n->a, n->w, n->b, n->N, n->C);
+}
+static void test_dyt(int with_bias) {
+    dyt_ctx c = {.N = 3, .C = 150};
+    size_t n = (size_t)c.N * c.C;
+    float alpha = 0.7f;
+    c.inp = rand_vec(n, 2), c.a = &alpha, c.w = rand_vec((size_t)c.C, 1), c.b = with_bias ? rand_vec((size_t)c.C, 1) : NULL;
+    float *R = rand_vec(n, 1), *di = zeros(n), *dw = zeros((size_t)c.C), *db = zeros((size_t)c.C), da = 0.0f;
+    dyt_backward(di, &da, dw, with_bias ? db : NULL, R, c.inp, c.a, c.w, c.N, c.C);
+    const char *kind = with_bias ? "dyt" : "dyt (no bias)";
+    char name[64];
+    snprintf(name, sizeof name, "%s dinp", kind);
+    check(name, c.inp, n, di, dyt_fwd, &c, n, R, 1e-2f, 2e-3);
+    snprintf(name, sizeof name, "%s dalpha", kind);
+    check(name, c.a, 1, &da, dyt_fwd, &c, n, R, 1e-3f, 2e-3);
+    snprintf(name, sizeof name, "%s dweight", kind);
+    check(name, c.w, (size_t)c.C, dw, dyt_fwd, &c, n, R, 1e-2f, 2e-3);
+    if (with_bias) check("dyt dbias", c.b, (size_t)c.C, db, dyt_fwd, &c, n, R, 1e-2f, 2e-3);
+    free(c.inp), free(c.w), free(c.b), free(R), free(di), free(dw), free(db);
+}
+
 /* ---- embedding ---------------------------------------------------------------------------------- */
 typedef struct { float *wte, *wpe; int *tok; int B, T, C; float scale; } emb_ctx;
 static void emb_fwd(void *c, float *out) {
@@ -255,6 +280,8 @@ int main(void) {
     test_norm(1, 0.0f, 0);
     test_norm(0, 0.0f, 0);
     test_norm(0, 1.0f, 0);
+    test_dyt(1);
+    test_dyt(0);
     test_embedding();
     test_rope();
     test_attention("MHA", 2, 2, 0.0f, 0);

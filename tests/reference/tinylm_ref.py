@@ -47,6 +47,11 @@ def rms_norm(x, w, eps, one_plus):
     return y * (1.0 + w) if one_plus else y * w
 
 
+def dyt(x, alpha, w, b):
+    """DyT (Zhu et al. 2025): w * tanh(alpha * x) + b, alpha a scalar"""
+    return w * torch.tanh(alpha * x) + b
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
@@ -114,7 +119,7 @@ class Model:
 
     def norm_hooked(self, prefix, x, hook_prefix):
         """self.norm, with its scale (sqrt(mean square or variance + eps), [..., 1]) at hook_prefix.hook_scale"""
-        if self.hook_fn is not None:
+        if self.hook_fn is not None and self.cfg["norm_type"] != "dyt":  # (DyT has no scale)
             c = self.cfg
             if c["norm_type"] == "layernorm":
                 var = ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
@@ -129,6 +134,8 @@ class Model:
     def norm(self, prefix, x):
         c = self.cfg
         w, b = self.p(prefix + ".weight"), self.p(prefix + ".bias")
+        if c["norm_type"] == "dyt":
+            return dyt(x, self.p(prefix + ".alpha"), w, b)
         if c["norm_type"] == "layernorm":
             return layer_norm(x, w, b, c["norm_eps"])
         return rms_norm(x, w, c["norm_eps"], c["norm_type"] == "rmsnorm_1p")
@@ -330,6 +337,8 @@ def init_params(config, seed=0):
     for name, shape in param_shapes(c).items():
         if "norm" in name.split(".")[-2] and name.endswith(".weight"):
             out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
+        elif name.endswith(".alpha"):  # DyT
+            out[name] = np.full(shape, c["dyt_alpha_init"])
         elif name.endswith(".bias"):
             out[name] = np.zeros(shape)
         else:
@@ -352,6 +361,8 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
         if is_norm and name.endswith(".weight"):
             ident = 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0
             out[name] = ident + rng.normal(0.0, norm_std, size=shape)
+        elif name.endswith(".alpha"):  # DyT's scalar, around its init
+            out[name] = c["dyt_alpha_init"] * (1.0 + rng.normal(0.0, norm_std, size=shape))
         elif name.endswith(".bias"):
             out[name] = rng.normal(0.0, bias_std, size=shape)
         elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight"):
