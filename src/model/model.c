@@ -117,6 +117,7 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     const int with_loss = m->mode != MODEL_INFER_LAST;
     A->probs = with_loss ? take(a, N * V) : NULL;
     A->losses = with_loss ? take(a, N) : NULL;
+    A->lse = with_loss ? take(a, N) : NULL;
     /* backward scratch: training layout only (an arena without memory hands out NULLs) */
     arena none = {0};
     arena *b = lean ? &none : a;
@@ -639,7 +640,8 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     model_head_logits(m, A->logits, A->logits_raw, h, R);
     if (targets) {
         if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
-        float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
+        float l = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, targets, N, V, &A->n_counted,
+                                       &A->lse_sq_mean);
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
@@ -665,7 +667,7 @@ int model_backward(tlm_model *m, float dloss) {
     if (backward_check(m, 1)) return -1;
     const int N = A->B * A->T, V = m->cfg.vocab_size;
     memset(A->dlogits, 0, (size_t)N * V * sizeof(float) * (m->cfg.final_softcap > 0.0f ? 2 : 1));
-    crossentropy_backward(A->dlogits, A->probs, A->targets, N, V, dloss, A->n_counted);
+    crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, A->n_counted, m->z_loss);
     return backward_from_dlogits(m);
 }
 

@@ -234,22 +234,27 @@ static void test_activations(void) {
 }
 
 /* ---- cross-entropy ---------------------------------------------------------------------------------------- */
-typedef struct { float *logits, *probs, *losses; int *targets; int N, V; } ce_ctx;
+/* the loss mean CE + z * mean(lse^2) over the counted rows (z = 0: plain cross-entropy) */
+typedef struct { float *logits, *probs, *losses, *lse; int *targets; int N, V; float z; } ce_ctx;
 static void ce_fwd(void *c, float *out) {
     ce_ctx *e = c;
-    out[0] = crossentropy_forward(e->losses, e->probs, e->logits, e->targets, e->N, e->V, NULL);
+    float sq;
+    out[0] = crossentropy_forward(e->losses, e->lse, e->probs, e->logits, e->targets, e->N, e->V, NULL, &sq);
+    out[0] += e->z * sq;
 }
-static void test_crossentropy(void) {
+static void test_crossentropy(float z, float shift) {
     int targets[4] = {2, -1, 0, 4}; /* -1: no loss at that row */
-    ce_ctx c = {.targets = targets, .N = 4, .V = 5};
-    c.logits = rand_vec(20, 2), c.probs = zeros(20), c.losses = zeros(4);
-    float R = 1.0f, out, *dl = zeros(20);
+    ce_ctx c = {.targets = targets, .N = 4, .V = 5, .z = z};
+    c.logits = rand_vec(20, 2), c.probs = zeros(20), c.losses = zeros(4), c.lse = zeros(4);
+    for (int i = 0; i < 20; i++) c.logits[i] += shift; /* lse far from 0: the z-loss's gradient is large */
+    float R = 1.0f, *dl = zeros(20), sq;
     int counted;
-    crossentropy_forward(c.losses, c.probs, c.logits, targets, 4, 5, &counted);
-    crossentropy_backward(dl, c.probs, targets, 4, 5, 1.0f, counted);
-    (void)out;
-    check("crossentropy dlogits", c.logits, 20, dl, ce_fwd, &c, 1, &R, 1e-2f, 1e-3);
-    free(c.logits), free(c.probs), free(c.losses), free(dl);
+    crossentropy_forward(c.losses, c.lse, c.probs, c.logits, targets, 4, 5, &counted, &sq);
+    crossentropy_backward(dl, c.probs, c.lse, targets, 4, 5, 1.0f, counted, z);
+    char name[64];
+    snprintf(name, sizeof name, z ? "crossentropy + z-loss %g dlogits" : "crossentropy dlogits", z);
+    check(name, c.logits, 20, dl, ce_fwd, &c, 1, &R, 1e-2f, 1e-3);
+    free(c.logits), free(c.probs), free(c.losses), free(c.lse), free(dl);
 }
 
 /* the libm-free tanh/exp behind GELU, SiLU and soft-caps, against libm in double */
@@ -288,7 +293,9 @@ int main(void) {
     test_attention("GQA softcap", 4, 2, 2.0f, 0);
     test_attention("MQA window", 3, 1, 0.0f, 2);
     test_activations();
-    test_crossentropy();
+    test_crossentropy(0.0f, 0.0f);
+    test_crossentropy(1e-2f, 3.0f);
+    test_crossentropy(0.5f, -2.0f);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures != 0;
 }

@@ -30,7 +30,7 @@ from ref_config import resolve_config, param_shapes  # noqa: E402
 from safetensors_np import save_safetensors, load_safetensors  # noqa: E402
 
 __all__ = ["resolve_config", "param_shapes", "save_safetensors", "load_safetensors",
-           "init_params", "random_params", "Model", "load", "save", "cross_entropy", "dump"]
+           "init_params", "random_params", "Model", "load", "save", "cross_entropy", "z_loss_term", "dump"]
 
 
 # ---- building blocks -------------------------------------------------------------------
@@ -91,6 +91,15 @@ def cross_entropy(logits, targets):
     keep = t >= 0
     picked = lp[keep].gather(1, t[keep][:, None])[:, 0]
     return -picked.mean()
+
+
+def z_loss_term(logits, targets):
+    """mean over the positions with a target of logsumexp(logits)^2 (the z-loss is z times this:
+    PaLM, Wortsman et al. 2023)"""
+    V = logits.shape[-1]
+    lse = torch.logsumexp(logits.reshape(-1, V), dim=-1)
+    keep = targets.reshape(-1) >= 0
+    return (lse[keep] ** 2).mean()
 
 
 # ---- the model ---------------------------------------------------------------------------
