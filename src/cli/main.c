@@ -20,6 +20,7 @@ static const command COMMANDS[] = {
     {"info", cmd_info, "info --config FILE | --model DIR  parameters by component for any config"},
     {"logits", cmd_logits, "logits --model DIR --ids \"1 5 9\" --out FILE.npy   logits [T, vocab] as .npy"},
     {"inspect", cmd_inspect, "inspect --model DIR --prompt TEXT | --ids \"1 2\" [--json|--csv] [--plot F.svg]; inspect --grad --data FILE"},
+    {"lens", cmd_lens, "lens train --model M --data FILE --out LENS | lens eval ...   tuned lens: per-layer translators"},
     {"export", cmd_export, "export --model DIR|FILE.bin --out DIR2   as a Hugging Face directory (llama, gpt2) or tinylm"},
     {"tokenize", cmd_tokenize, "tokenize --tokenizer PATH --text TEXT | --decode \"ids\""},
     {"sweep", cmd_sweep, "sweep --grid GRID.json --data FILE --out DIR   a grid of training runs (mpirun: one per rank)"},

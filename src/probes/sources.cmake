@@ -4,4 +4,5 @@ target_sources(tinylm PRIVATE
   src/probes/probe.c
   src/probes/inspect.c
   src/probes/inspect_out.c
-  src/probes/inspect_svg.c)
+  src/probes/inspect_svg.c
+  src/probes/lens.c)
