@@ -32,7 +32,8 @@ static const char USAGE[] =
 
 static tlm_tokenizer *load_tok(const char *model, const char *path) {
     tlm_tokenizer *t = path ? tlm_tokenizer_load(path) : model_load_tokenizer(model);
-    if (!t) tlm_error_prefix("no tokenizer for %s%s (give --tokenizer PATH)", model, path ? "" : " in the model directory");
+    if (!t)
+        tlm_error_prefix("no tokenizer for %s%s (give --tokenizer PATH)", model, path ? "" : " in the model directory");
     return t;
 }
 
@@ -64,8 +65,10 @@ static void print_report(const tlm_model *m, const double *logit, const double *
         for (int k = 0; k <= L; k++) {
             cJSON *s = cJSON_CreateObject();
             char name[64];
-            if (k == 0) snprintf(name, sizeof name, "embed");
-            else snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
+            if (k == 0)
+                snprintf(name, sizeof name, "embed");
+            else
+                snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
             cJSON_AddNumberToObject(s, "stage", k);
             cJSON_AddStringToObject(s, "name", name);
             cJSON_AddNumberToObject(s, "logit_lens_kl", logit[k]);
@@ -82,8 +85,10 @@ static void print_report(const tlm_model *m, const double *logit, const double *
     printf("%-24s %14s%s\n", "stage", "logit lens", tuned ? "     tuned lens" : "");
     for (int k = 0; k <= L; k++) {
         char name[64];
-        if (k == 0) snprintf(name, sizeof name, "embed");
-        else snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
+        if (k == 0)
+            snprintf(name, sizeof name, "embed");
+        else
+            snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
         printf("%-24s %14.4f", name, logit[k]);
         if (tuned) printf(" %14.4f", tuned[k]);
         printf("\n");
@@ -92,19 +97,33 @@ static void print_report(const tlm_model *m, const double *logit, const double *
 
 int cmd_lens(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *out = NULL, *lens_file = NULL, *tokenizer = NULL, *args[1];
-    lens_train_options o = {.steps = 300, .batch = 8, .seq = 0, .eval_batches = 8, .warmup = 20, .lr = 1e-3f,
-                            .weight_decay = 0.0f, .grad_clip = 1.0f, .seed = 1, .log_every = 50};
+    lens_train_options o = {.steps = 300,
+                            .batch = 8,
+                            .seq = 0,
+                            .eval_batches = 8,
+                            .warmup = 20,
+                            .lr = 1e-3f,
+                            .weight_decay = 0.0f,
+                            .grad_clip = 1.0f,
+                            .seed = 1,
+                            .log_every = 50};
     int json = 0, max_chars = 2000000;
     const double I = 0x7fffffff;
     cli_opt opts[] = {
-        {"--model", CLI_STR, &model, 0, 0, 0},          {"--data", CLI_STR, &data, 0, 0, 0},
-        {"--out", CLI_STR, &out, 0, 0, 0},              {"--lens-file", CLI_STR, &lens_file, 0, 0, 0},
-        {"--tokenizer", CLI_STR, &tokenizer, 0, 0, 0},  {"--steps", CLI_INT, &o.steps, 1, I, 0},
-        {"--lr", CLI_FLOAT, &o.lr, 0, 1e3, 0},          {"--batch", CLI_INT, &o.batch, 1, 1 << 16, 0},
-        {"--seq", CLI_INT, &o.seq, 1, 1 << 20, 0},      {"--warmup", CLI_INT, &o.warmup, 0, I, 0},
+        {"--model", CLI_STR, &model, 0, 0, 0},
+        {"--data", CLI_STR, &data, 0, 0, 0},
+        {"--out", CLI_STR, &out, 0, 0, 0},
+        {"--lens-file", CLI_STR, &lens_file, 0, 0, 0},
+        {"--tokenizer", CLI_STR, &tokenizer, 0, 0, 0},
+        {"--steps", CLI_INT, &o.steps, 1, I, 0},
+        {"--lr", CLI_FLOAT, &o.lr, 0, 1e3, 0},
+        {"--batch", CLI_INT, &o.batch, 1, 1 << 16, 0},
+        {"--seq", CLI_INT, &o.seq, 1, 1 << 20, 0},
+        {"--warmup", CLI_INT, &o.warmup, 0, I, 0},
         {"--weight-decay", CLI_FLOAT, &o.weight_decay, 0, 1e3, 0},
         {"--eval-batches", CLI_INT, &o.eval_batches, 1, 1 << 16, 0},
-        {"--seed", CLI_SEED, &o.seed, 0, 0, 0},         {"--max-chars", CLI_INT, &max_chars, 1, I, 0},
+        {"--seed", CLI_SEED, &o.seed, 0, 0, 0},
+        {"--max-chars", CLI_INT, &max_chars, 1, I, 0},
         {"--json", CLI_FLAG, &json, 0, 0, 0},
     };
     cli_command cmd = {"lens", USAGE, opts, sizeof opts / sizeof opts[0], 1, args, 1, 0, NULL};

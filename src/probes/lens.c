@@ -47,7 +47,8 @@ static tlm_lens *lens_alloc(int L, int d, int V) {
     for (int k = 0; k < L; k++) {
         tensor_info *a = &pm->tensors[2 * k], *b = &pm->tensors[2 * k + 1];
         snprintf(a->name, sizeof a->name, "translators.%d.weight", k);
-        a->ndim = 2, a->shape[0] = d, a->shape[1] = d, a->offset = off, a->numel = (size_t)d * d, a->kind = TENSOR_MATRIX;
+        a->ndim = 2, a->shape[0] = d, a->shape[1] = d, a->offset = off, a->numel = (size_t)d * d,
+        a->kind = TENSOR_MATRIX;
         off += a->numel;
         snprintf(b->name, sizeof b->name, "translators.%d.bias", k);
         b->ndim = 1, b->shape[0] = d, b->offset = off, b->numel = (size_t)d, b->kind = TENSOR_BIAS;
@@ -154,9 +155,12 @@ int lens_save(const tlm_lens *l, const char *path, const char *model_path) {
     size_t k = 0;
     for (const char *p = model_path ? model_path : ""; *p && k + 8 < sizeof esc; p++) {
         unsigned char ch = (unsigned char)*p;
-        if (ch == '"' || ch == '\\') esc[k++] = '\\', esc[k++] = (char)ch;
-        else if (ch < 0x20) k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", ch);
-        else esc[k++] = (char)ch;
+        if (ch == '"' || ch == '\\')
+            esc[k++] = '\\', esc[k++] = (char)ch;
+        else if (ch < 0x20)
+            k += (size_t)snprintf(esc + k, sizeof esc - k, "\\u%04x", ch);
+        else
+            esc[k++] = (char)ch;
     }
     esc[k] = '\0';
     char meta[1400];
@@ -280,8 +284,14 @@ int lens_train(tlm_lens *lens, tlm_model *m, const int *tokens, size_t n_tokens,
         return -1;
     dataset ds;
     if (dataset_init(&ds, tokens, n_tokens, o->seq, o->batch, o->eval_batches, o->seed, source)) return -1;
-    optim_config oc = {.lr = o->lr, .min_lr = o->lr / 10.0f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                       .weight_decay = o->weight_decay, .grad_clip = o->grad_clip, .warmup_steps = o->warmup,
+    optim_config oc = {.lr = o->lr,
+                       .min_lr = o->lr / 10.0f,
+                       .beta1 = 0.9f,
+                       .beta2 = 0.999f,
+                       .eps = 1e-8f,
+                       .weight_decay = o->weight_decay,
+                       .grad_clip = o->grad_clip,
+                       .warmup_steps = o->warmup,
                        .total_steps = o->steps};
     adamw opt;
     rng_state rng;
@@ -303,8 +313,8 @@ int lens_train(tlm_lens *lens, tlm_model *m, const int *tokens, size_t n_tokens,
         if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || step + 1 == o->steps)) {
             double mean = 0.0;
             for (int k = 0; k < L; k++) mean += kl[k] / L;
-            fprintf(stderr, "lens step %d/%d  training KL, mean over stages %.4f nats (stage 0 %.4f, stage %d %.4f)\n", step + 1,
-                    o->steps, mean, kl[0], L - 1, kl[L - 1]);
+            fprintf(stderr, "lens step %d/%d  training KL, mean over stages %.4f nats (stage 0 %.4f, stage %d %.4f)\n",
+                    step + 1, o->steps, mean, kl[0], L - 1, kl[L - 1]);
         }
     }
     if (have_opt) adamw_free(&opt);
