@@ -9,6 +9,7 @@
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "train/attn_log.h"
 #include "util/profile.h"
 
 static const char USAGE[] =
@@ -25,6 +26,8 @@ static const char USAGE[] =
     "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
     "          --stop-at N (stop after step N with a checkpoint, as an interruption would)\n"
     "          --profile (time per op and model FLOPs utilisation, printed at the end)\n"
+    "          --log-attn (metrics.jsonl: each step's largest |attention logit| per layer and head,\n"
+    "          attn_max, and the QK-norm gains, qk_gain_max)\n"
     "parallel: mpirun -np N tinylm train ... trains data-parallel (each rank 1/N of every batch;\n"
     "          --batch must be a multiple of N); --zero1 shards the AdamW moments across the ranks\n\n"
     "presets (nanogpt-baby is nanoGPT's CPU Shakespeare model, to compare with nanoGPT;\n"
@@ -85,6 +88,7 @@ int cmd_train(int argc, char **argv) {
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
         {"--data", CLI_STR, &data, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}, {"--set", CLI_LIST, &set_list, 0, 0, 0},
         {"--profile", CLI_FLAG, &profile, 0, 0, 0},      {"--zero1", CLI_FLAG, &zero1, 0, 0, 0},
+        {"--log-attn", CLI_FLAG, &train_log_attn, 0, 0, 0},
     };
     enum { N_TRAINING = 21 };
     cli_command cmd = {"train", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, print_presets};

@@ -4,4 +4,5 @@ target_sources(tinylm PRIVATE
   src/train/run_dir.c
   src/train/presets.c
   src/train/trainer.c
-  src/train/dist.c)
+  src/train/dist.c
+  src/train/attn_log.c)

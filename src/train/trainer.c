@@ -31,6 +31,7 @@
 
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
+#include "train/attn_log.h"
 #include "train/data.h"
 #include "infer/generate.h"
 #include "train/dist.h"
@@ -65,6 +66,7 @@ typedef struct {
     FILE *metrics;
     int lock_fd; /* holds OUT/.lock for the whole run (run_lock); -1 before */
     int rank, size;  /* data parallel: this rank of N (0 of 1 without mpirun) */
+    attn_log *alog;  /* --log-attn (attn_log.h), else NULL */
     int local_batch; /* rows of each global batch this rank computes */
     size_t *shard;   /* ZeRO-1: rank r updates parameters [shard[r], shard[r+1]); NULL: all */
 } trainer;
@@ -441,7 +443,12 @@ static int train_loop(trainer *t) {
     const int first_step = t->step;
     int profiled_steps = 0;
     double profiled_s = 0;
+    if (train_log_attn && t->rank == 0 && !t->alog && !(t->alog = attn_log_new(t->m))) {
+        rc = tlm_error("--log-attn: out of memory");
+        goto out;
+    }
     while (t->step < o->steps) {
+        if (t->alog) attn_log_reset(t->alog);
         if (tlm_profiling && t->step == first_step + 2) prof_reset(); /* warm-up steps excluded */
         double t0 = tlm_now_s();
         model_zero_grads(t->m);
@@ -450,9 +457,10 @@ static int train_loop(trainer *t) {
             float loss = 0.0f;
             /* every rank draws the same global batch and computes its rows of it */
             dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
-            if (agree(t, model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch,
-                                       o->seq, &loss) ||
-                             model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) {
+            int frc = model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch,
+                                    o->seq, &loss);
+            if (!frc && t->alog) attn_log_after_forward(t->alog, t->m);
+            if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) {
                 rc = 1;
                 goto out;
             }
@@ -498,8 +506,10 @@ static int train_loop(trainer *t) {
             fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
             if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
             if (o->z_loss > 0.0f) fprintf(t->metrics, ", \"z_loss\": %.9g", z_term);
-            fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr,
+            fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr,
                     gnorm, tokens_per_step / step_s, t->elapsed);
+            if (t->alog) attn_log_write(t->alog, t->m, t->metrics);
+            fputs("}\n", t->metrics);
             fflush(t->metrics);
             if (tty || t->step % o->log_every == 0 || evaluated || t->step == o->steps)
                 progress(t, loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
@@ -543,6 +553,7 @@ out:
 
 static void trainer_free(trainer *t) {
     free(t->shard);
+    attn_log_free(t->alog);
     if (t->metrics) fclose(t->metrics);
     if (t->lock_fd >= 0) close(t->lock_fd);
     dataset_free(&t->data);

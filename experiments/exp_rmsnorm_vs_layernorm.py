@@ -1,0 +1,188 @@
+"""rmsnorm_vs_layernorm — RMSNorm trains as well as LayerNorm, costs less, and its statistics
+must still be computed in fp32."""
+import re
+
+import numpy as np
+
+import svgplot
+import trained
+from common import fmt
+
+NAME = "rmsnorm_vs_layernorm"
+TITLE = "RMSNorm vs LayerNorm: quality, time per norm op, and statistics in bf16"
+CLAIM = ("RMSNorm (no mean, no bias) reaches the same quality as LayerNorm after the same number of steps while "
+         "doing less work per norm (one reduction instead of two), and the normalization statistics must be "
+         "computed in fp32: in bf16 (8 significant bits) the mean of squares, and LayerNorm's variance above all "
+         "on rows with a large common offset, lose precision.")
+
+
+def bf16(x):
+    """round float32 to the nearest bfloat16 (ties to even), returned as float32"""
+    x = np.asarray(x, np.float32)
+    b = x.view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
+
+
+def acc_bf16(v):
+    """sum over the last axis with a bf16 accumulator (every partial sum rounded)"""
+    s = np.zeros(v.shape[:-1], np.float32)
+    for i in range(v.shape[-1]):
+        s = bf16(s + bf16(v[..., i]))
+    return s
+
+
+def norms(x, mode, eps=1e-5):
+    """(RMSNorm output, LayerNorm output) of rows x with statistics in fp32 (mode 'fp32'), with a bf16
+    accumulator ('bf16 accumulate'), or computed in fp32 and then stored in bf16 ('bf16 stored');
+    LayerNorm's variance as E[x^2] - E[x]^2 (one pass) and as E[(x - mean)^2] (two passes)"""
+    d = x.shape[-1]
+    x = x.astype(np.float32)
+    if mode == "fp32":
+        ms = (x.astype(np.float64) ** 2).mean(-1)
+        mu = x.astype(np.float64).mean(-1)
+        var2 = ((x - mu[:, None]) ** 2).mean(-1)
+        var1 = var2
+    elif mode == "bf16 accumulate":
+        ms = acc_bf16(x * x) / d
+        mu = acc_bf16(x) / d
+        var1 = bf16(ms - bf16(mu * mu))
+        c = bf16(x - mu[:, None])
+        var2 = acc_bf16(c * c) / d
+    else:
+        ms = bf16((x.astype(np.float64) ** 2).mean(-1))
+        mu = bf16(x.astype(np.float64).mean(-1))
+        var1 = bf16(bf16(ms) - bf16(mu * mu))
+        var2 = bf16(((x - mu[:, None]) ** 2).mean(-1))
+    rms = x / np.sqrt(np.maximum(ms, 0) + eps)[:, None]
+    ln1 = (x - mu[:, None]) / np.sqrt(np.maximum(var1, 0) + eps)[:, None]
+    ln2 = (x - mu[:, None]) / np.sqrt(np.maximum(var2, 0) + eps)[:, None]
+    return rms, ln1, ln2
+
+
+def rel_err(a, b):
+    return np.linalg.norm(a - b, axis=-1) / np.linalg.norm(b, axis=-1)
+
+
+def profile_norm(ctx, norm_type, steps):
+    r = ctx.tinylm("train", "--data", ctx.data, "--preset", "llama-baby", "--set", "norm_type=%s" % norm_type,
+                   "--steps", steps, "--profile", "--sample", "0", "--eval-batches", "1", "--save-every", steps,
+                   "--out", ctx.out + "/profile-%s" % norm_type, "--threads", 1, check=False)
+    import shutil
+    shutil.rmtree(ctx.out + "/profile-%s" % norm_type, ignore_errors=True)
+    fwd = bwd = None
+    for line in (r.stderr + r.stdout).splitlines():
+        m = re.match(r"(\w*norm\w*)_(forward|backward)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)", line.strip())
+        if m:
+            per_call_us = 1000 * float(m.group(3)) / float(m.group(5))
+            if m.group(2) == "forward":
+                fwd = (m.group(1), per_call_us)
+            else:
+                bwd = (m.group(1), per_call_us)
+    return fwd, bwd
+
+
+def run(ctx):
+    steps = 40 if ctx.quick else 800
+    seeds = [1337] if ctx.quick else [1337, 1]
+    qrows, q = [], {}
+    for nt in ("rmsnorm", "layernorm"):
+        for s in seeds:
+            r = ctx.train("llama-baby", {"norm_type": nt}, steps=steps, opts={"seed": s, "eval-batches": 20})
+            q[(nt, s)] = r.val_loss
+            qrows.append([nt, s, steps, r.val_loss, r.seconds])
+    ctx.table("Quality after equal steps (llama-baby, d 128, 4 layers; the norm type is the only change)",
+              ["norm_type", "seed", "steps", "val loss", "wall s (shared machine)"], qrows)
+
+    # time per norm op, from train --profile (1 thread)
+    prow = []
+    times = {}
+    reps = 2 if ctx.quick else 3
+    for nt in ("rmsnorm", "layernorm"):
+        got = [profile_norm(ctx, nt, 20 if ctx.quick else 60) for _ in range(reps)]
+        got = [g for g in got if g[0] and g[1]]
+        if got:  # the fastest of the repeats, op by op (the machine is shared: noise only adds time)
+            f, b = min(g[0][1] for g in got), min(g[1][1] for g in got)
+            times[nt] = f + b
+            prow.append([nt, got[0][0][0], f, b, f + b])
+    ctx.table("Time per norm call from `tinylm train --profile` (llama-baby, batch 12 x 64 = 768 rows of 128, "
+              "1 thread; the fastest of %d runs)" % reps,
+              ["norm_type", "op", "forward us/call", "backward us/call", "fwd + bwd us/call"], prow)
+
+    # bf16 statistics on real activations (the norm inputs: the residual stream entering each block)
+    tl = ctx.py()
+    sources = []
+    r = trained.model(ctx, "pre", 4)
+    m = tl.load(r.model)
+    _, c = m.run_with_cache(trained.windows(ctx, m, 8, 64), names=lambda n: n.endswith("hook_resid_pre"))
+    xs = np.concatenate([v.reshape(-1, v.shape[-1]) for v in c.values()])
+    sources.append(("TinyShakespeare pre-norm model, block inputs", xs))
+    ms = tl.load(ctx.stories, tokenizer=ctx.stories_tok)
+    _, c = ms.run_with_cache(trained.stories_windows(ctx, ms, 4, 48), names=lambda n: n.endswith("hook_resid_pre"))
+    xs2 = np.concatenate([v.reshape(-1, v.shape[-1]) for v in c.values()])
+    sources.append(("stories260K, block inputs", xs2))
+    std = float(xs2.std())
+    sources.append(("stories260K rows + offset 10x their std", xs2 + 10 * std))
+    sources.append(("stories260K rows + offset 100x their std", xs2 + 100 * std))
+    brows = []
+    worst = {}
+    for name, x in sources:
+        ref = norms(x, "fp32")
+        for mode in ("bf16 stored", "bf16 accumulate"):
+            got = norms(x, mode)
+            e = [rel_err(g, f) for g, f in zip(got, ref)]
+            brows.append([name, mode, x.shape[0], float(np.median(e[0])), float(e[0].max()), float(np.median(e[2])),
+                          float(e[2].max()), float(np.median(e[1])), float(e[1].max())])
+            worst[(name, mode)] = (float(e[0].max()), float(e[2].max()), float(e[1].max()))
+    ctx.table("Relative error ||y - y_fp32|| / ||y_fp32|| of the normalized rows when the statistics are bf16 "
+              "(bf16 has 8 significant bits: rounding alone is up to 2^-9 = 0.2%)",
+              ["rows", "statistics", "n rows", "RMSNorm median", "RMSNorm max", "LayerNorm 2-pass median",
+               "LayerNorm 2-pass max", "LayerNorm 1-pass median", "LayerNorm 1-pass max"], brows)
+    cats = ["%s" % n.replace("stories260K", "s260K").replace(", block inputs", "").replace("TinyShakespeare pre-norm model", "Shakespeare")
+            .replace("rows + offset ", "+").replace(" their std", " std") for n, _ in sources]
+    ctx.figure("Worst relative error with a bf16 accumulator", "bf16_error.svg",
+               svgplot.bar_plot(cats, [svgplot.Series("RMSNorm", None, [worst[(n, "bf16 accumulate")][0] for n, _ in sources]),
+                                       svgplot.Series("LayerNorm 2-pass", None,
+                                                      [worst[(n, "bf16 accumulate")][1] for n, _ in sources]),
+                                       svgplot.Series("LayerNorm 1-pass", None,
+                                                      [worst[(n, "bf16 accumulate")][2] for n, _ in sources])],
+                                title="Max relative error of the normalized row, bf16 accumulator",
+                                ylabel="relative error (log)", ylog=True))
+    if times:
+        ctx.figure("Norm time per call", "norm_time.svg",
+                   svgplot.bar_plot(list(times), [svgplot.Series("fwd + bwd us/call", None, list(times.values()))],
+                                    title="Norm op time per call (train --profile)", ylabel="microseconds"))
+    dq = [q[("layernorm", s)] - q[("rmsnorm", s)] for s in seeds]
+    same_quality = all(abs(d) < 0.05 for d in dq)
+    faster = "rmsnorm" in times and "layernorm" in times and times["rmsnorm"] < times["layernorm"]
+    off = worst[(sources[3][0], "bf16 accumulate")]
+    big = off[2] > 0.01 or off[0] > 0.01
+    ok = same_quality and faster and big
+    ctx.verdict(ok if (same_quality or faster) else False,
+                "Val loss LayerNorm - RMSNorm after %d steps: %s (seeds %s). Norm fwd+bwd per call: RMSNorm %s us, "
+                "LayerNorm %s us (%s). bf16 statistics: on the real block inputs the worst RMSNorm error is %s "
+                "(accumulate) / %s (stored); with a 100-std offset the one-pass LayerNorm variance gives %s and "
+                "RMSNorm %s. %s"
+                % (steps, ", ".join(fmt(d) for d in dq), seeds, fmt(times.get("rmsnorm", float("nan"))),
+                   fmt(times.get("layernorm", float("nan"))),
+                   "RMSNorm faster" if faster else "RMSNorm not faster here",
+                   fmt(worst[(sources[1][0], "bf16 accumulate")][0]), fmt(worst[(sources[1][0], "bf16 stored")][0]),
+                   fmt(off[2]), fmt(off[0]),
+                   "Supports the claim." if ok else "Only partly supports the claim (see the tables)."))
+    ctx.note("bf16 emulated in NumPy (round to nearest even of the float32 bits). 'bf16 stored': statistics "
+             "computed in fp64/fp32 then rounded to bf16; 'bf16 accumulate': every partial sum rounded to bf16 "
+             "(the worst case of a bf16 reduction). The normalized output is x / rms (RMSNorm) and (x - mean) / "
+             "std (LayerNorm), without gains.")
+
+
+def check(res):
+    bad = []
+    rows = res["tables"][2]["rows"]
+    for r in rows:
+        if not all(isinstance(v, (int, float)) and v >= 0 for v in r[3:]):
+            bad.append("negative or missing error in %s" % r[:2])
+    off = [r for r in rows if "100x" in r[0] and r[1] == "bf16 accumulate"][0]
+    real = [r for r in rows if r[0].startswith("stories260K, block") and r[1] == "bf16 accumulate"][0]
+    if not off[8] > real[8]:
+        bad.append("the one-pass LayerNorm variance is not worse on offset rows")
+    return bad

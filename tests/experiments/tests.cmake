@@ -1,0 +1,16 @@
+# tests/experiments — each experiment of experiments/ in its --quick form (experiments/run.py):
+# result.json's schema, README.md, every figure rendered by rsvg-convert, and the experiment's own
+# qualitative checks. Minutes of training in all, so not in the sanitizer build (the engine's
+# code is the same that the other tests run instrumented).
+if(TLM_PYTHON AND NOT TLM_SANITIZE)
+  file(GLOB _tlm_exps CONFIGURE_DEPENDS RELATIVE ${CMAKE_SOURCE_DIR}/experiments ${CMAKE_SOURCE_DIR}/experiments/exp_*.py)
+  list(SORT _tlm_exps)
+  foreach(_f ${_tlm_exps})
+    string(REGEX REPLACE "^exp_(.*)\\.py$" "\\1" _name ${_f})
+    add_test(NAME experiment_${_name}
+             COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/experiments/test_experiment.py ${_name}
+                     --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/experiment_${_name})
+    set_tests_properties(experiment_${_name} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 600
+                         LABELS experiments)
+  endforeach()
+endif()
