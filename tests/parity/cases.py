@@ -38,7 +38,8 @@ CASES = _grid() + [
     # at a symmetric point); with learned positions and no final norm.
     ("dyt_alpha_init_1.5_sandwich", {"norm_type": "dyt", "dyt_alpha_init": 1.5, "norm_placement": "sandwich"}),
     ("dyt_final_norm_false", {"norm_type": "dyt", "final_norm": False}),
-    ("dyt_gpt2_like", {"norm_type": "dyt", "position_embedding": "learned", "ffn_type": "gelu", "mlp_bias": True}),
+    ("dyt_learned_pos_gelu_mlp_bias", {"norm_type": "dyt", "position_embedding": "learned", "ffn_type": "gelu",
+                                       "mlp_bias": True}),
     ("layernorm_nobias_pre", {"norm_type": "layernorm", "norm_bias": False}),
     ("layernorm_nobias_sandwich", {"norm_type": "layernorm", "norm_placement": "sandwich"}),
     # A large eps makes "eps inside the sqrt" visible (1e-5 would hide it under the tolerance).
