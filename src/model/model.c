@@ -640,8 +640,8 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     model_head_logits(m, A->logits, A->logits_raw, h, R);
     if (targets) {
         if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
-        float l = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, targets, N, V, &A->n_counted,
-                                       &A->lse_sq_mean);
+        float l =
+            crossentropy_forward(A->losses, A->lse, A->probs, A->logits, targets, N, V, &A->n_counted, &A->lse_sq_mean);
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);

@@ -134,7 +134,7 @@ typedef struct tlm_model {
     size_t n_bf16;     /* values in w16_mem */
     int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
     model_mode mode;
-    float z_loss; /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
+    float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
     float *grad_mem; /* NULL until model_alloc_grads */
     model_params g;
     float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */

@@ -236,8 +236,8 @@ done:
 }
 
 static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p, const tlm_lens *lens) {
-    lens_out lo = {r->lens_top, r->lens_grid, r->lens_top_prob, r->lens_top_logit, r->lens_grid_prob, r->lens_kl,
-                   r->lens_kl_at};
+    lens_out lo = {r->lens_top,       r->lens_grid, r->lens_top_prob, r->lens_top_logit,
+                   r->lens_grid_prob, r->lens_kl,   r->lens_kl_at};
     if (read_lens(r, m, p, NULL, lo)) return -1;
     if (!lens) return 0;
     const int n = r->n_lens, K = r->top_k, T = r->T;
@@ -252,8 +252,8 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p,
         !r->tuned_kl || !r->tuned_kl_at)
         return tlm_error("out of memory for the tuned lens");
     r->has_tuned = 1;
-    lens_out to = {r->tuned_top, r->tuned_grid, r->tuned_top_prob, r->tuned_top_logit, r->tuned_grid_prob, r->tuned_kl,
-                   r->tuned_kl_at};
+    lens_out to = {r->tuned_top,       r->tuned_grid, r->tuned_top_prob, r->tuned_top_logit,
+                   r->tuned_grid_prob, r->tuned_kl,   r->tuned_kl_at};
     return read_lens(r, m, p, lens, to);
 }
 
@@ -371,8 +371,8 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
     r->lens_grid_prob = malloc(sizeof(float) * (size_t)r->n_lens * T);
     r->lens_kl = calloc((size_t)r->n_lens, sizeof(double));
     r->lens_kl_at = calloc((size_t)r->n_lens, sizeof(double));
-    if (!r->lens_kl || !r->lens_kl_at || !r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob ||
-        !r->lens_top_logit || !r->lens_grid || !r->lens_grid_prob)
+    if (!r->lens_kl || !r->lens_kl_at || !r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top ||
+        !r->lens_top_prob || !r->lens_top_logit || !r->lens_grid || !r->lens_grid_prob)
         return tlm_error("out of memory for the inspect report");
     memcpy(r->tokens, tokens, sizeof(int) * T);
     return 0;
@@ -424,7 +424,8 @@ void inspect_report_free(inspect_report *r) {
     free(r->tokens), free(r->points), free(r->incr), free(r->norms), free(r->heads);
     free(r->lens_top), free(r->lens_top_prob), free(r->lens_top_logit), free(r->lens_grid), free(r->lens_grid_prob);
     free(r->terms), free(r->lens_kl), free(r->lens_kl_at);
-    free(r->tuned_top), free(r->tuned_top_prob), free(r->tuned_top_logit), free(r->tuned_grid), free(r->tuned_grid_prob);
+    free(r->tuned_top), free(r->tuned_top_prob), free(r->tuned_top_logit), free(r->tuned_grid),
+        free(r->tuned_grid_prob);
     free(r->tuned_kl), free(r->tuned_kl_at);
     memset(r, 0, sizeof *r);
 }

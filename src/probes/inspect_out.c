@@ -381,8 +381,8 @@ char *inspect_json(const inspect_report *r, const struct tlm_tokenizer *tok) {
                                                      r->tuned_top_prob[k * K + j], r->tuned_top_logit[k * K + j]));
             cJSON *grid = cJSON_AddArrayToObject(o, "top1_by_position");
             for (int i = 0; i < T; i++)
-                cJSON_AddItemToArray(grid, token_json(tok, r->tokens[i], r->tuned_grid[k * T + i],
-                                                      r->tuned_grid_prob[k * T + i], NAN));
+                cJSON_AddItemToArray(
+                    grid, token_json(tok, r->tokens[i], r->tuned_grid[k * T + i], r->tuned_grid_prob[k * T + i], NAN));
             cJSON_AddItemToObject(o, "kl_to_final", stat_json((inspect_stat){r->tuned_kl_at[k], r->tuned_kl[k]}));
             cJSON_AddItemToArray(tl, o);
         }
