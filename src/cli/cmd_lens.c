@@ -137,7 +137,7 @@ int cmd_lens(int argc, char **argv) {
     if (train && !out) return cli_usage_error("lens", "lens train needs --out LENS (the file to write)");
     if (train && lens_file) return cli_usage_error("lens", "--lens-file is for lens eval (lens train writes --out)");
     if (!train && out) return cli_usage_error("lens", "--out is for lens train");
-    if (!train && o.steps != 300) return cli_usage_error("lens", "--steps is for lens train");
+    if (!train && cli_opt_of(&cmd, "--steps")->given) return cli_usage_error("lens", "--steps is for lens train");
 
     tlm_model *m = model_load_dir(model);
     tlm_tokenizer *tok = NULL;
