@@ -99,6 +99,7 @@ class Context:
         self._verdict = {"supported": None, "text": "no verdict"}
         self._py = None
         self.t0 = time.time()
+        self.trainings = []  # (from the cache?, training seconds) of every ctx.train call
 
     # ---- output
     def log(self, msg):
@@ -154,6 +155,7 @@ class Context:
         if os.path.isfile(done):
             with open(done) as f:
                 info = json.load(f)
+            self.trainings.append((True, info["seconds"]))
             return TrainRun(d, _read_metrics(d), info["rc"], info["stderr_tail"], info["seconds"])
         if os.path.exists(d):
             shutil.rmtree(d)
@@ -164,8 +166,13 @@ class Context:
         if p.returncode not in (0, 1) or not os.path.isfile(os.path.join(d, "metrics.jsonl")):
             raise RuntimeError("tinylm train %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
         tail = p.stderr[-600:]
+        # the cache keeps the weights only: the AdamW moments (twice the weights) are not needed again
+        for root, _, files in os.walk(d):
+            if "optimizer.safetensors" in files:
+                os.remove(os.path.join(root, "optimizer.safetensors"))
         with open(done, "w") as f:
             json.dump({"rc": p.returncode, "stderr_tail": tail, "seconds": secs, "args": args}, f)
+        self.trainings.append((False, secs))
         self.log("trained %s %s %d steps: rc %d, %.1fs" % (preset, " ".join("%s=%s" % kv for kv in sorted(sets.items())),
                                                           steps, p.returncode, secs))
         return TrainRun(d, _read_metrics(d), p.returncode, tail, secs)

@@ -47,6 +47,21 @@ def run(ctx):
               ["residual", "layers", "|grad| at last layer's input", "|grad| at layer 0's input",
                "ratio first/last", "fitted factor per layer", "factor^32", "layers with gradient exactly 0"], rows)
 
+    # the forward signal at init (why the deep no-residual gradients are exactly 0)
+    with open(ctx.data, encoding="utf-8") as f:
+        prompt = f.read()[5000:5064]
+    frows = []
+    for res in (True, False):
+        for L in depths:
+            m = ctx.init_model("llama-baby", dict(gsize, num_hidden_layers=L, residual=res))
+            j = ctx.inspect(m.model, "--prompt", prompt)
+            by = {r["name"]: r["norm"]["mean"] for r in j["residual"]}
+            post = [by["layers.%d.resid_post" % l] for l in range(L)]
+            frows.append([res, L, by["embed"], post[0], post[L // 2], post[-1]])
+    ctx.table("Forward: mean L2 norm of the stream at initialization (a 64-character prompt)",
+              ["residual", "layers", "after embedding", "after block 0", "after the middle block",
+               "after the last block"], frows)
+
     losses = {}
     trows = []
     for res in (True, False):
@@ -124,7 +139,7 @@ def check(res):
     rn = by[(False, D)][4]
     if isinstance(rn, str) or not (rn < 1e-2 or rn > 1e2):
         bad.append("without the residual, depth %d: ratio %s is not two orders of magnitude from 1" % (D, rn))
-    t = {(r[0], r[1]): r for r in res["tables"][1]["rows"]}
+    t = {(r[0], r[1]): r for r in res["tables"][2]["rows"]}
     L = max(k[1] for k in t)
     if not (isinstance(t[(False, L)][5], str) or t[(True, L)][5] < t[(False, L)][5]):
         bad.append("depth %d: the residual model's val loss is not below the no-residual one" % L)

@@ -17,7 +17,7 @@ CAPS = [("none", 0, 0), ("Gemma 2: 50 / 30", 50, 30), ("tight: 5 / 5", 5, 5)]
 
 def run(ctx):
     lrs = [3e-3, 3e-2] if ctx.quick else [3e-3, 3e-2, 1e-1]
-    steps = 60 if ctx.quick else 300
+    steps = 40 if ctx.quick else 300
     tl = ctx.py()
     rows, curves = [], {}
     for label, ac, fc in CAPS:
@@ -42,7 +42,7 @@ def run(ctx):
                svgplot.line_plot([svgplot.Series("%s, lr %g" % k, *v) for k, v in curves.items()],
                                  title="max |attention logit| per step (after the cap)", xlabel="step",
                                  ylabel="max |logit| (log)", ylog=True, hlines=[(50, "cap 50"), (5, "cap 5")]))
-    cats = ["%s lr %g" % (r[0].split(":")[0], r[1]) for r in rows]
+    cats = ["%s lr %g" % (r[0].split(":")[0].replace("Gemma 2", "Gemma2"), r[1]) for r in rows]
     ctx.figure("Largest final logit and validation loss", "final_logit.svg",
                svgplot.bar_plot(cats, [svgplot.Series("max |final logit|", None, [r[3] for r in rows]),
                                        svgplot.Series("val loss", None, [r[4] for r in rows])],

@@ -47,7 +47,8 @@ def run(ctx):
     prof[("stories260K", m.config["num_hidden_layers"])] = (norms, rel)
     rows.append(["stories260K (pre, %d layers)" % m.config["num_hidden_layers"], norms[0], norms[len(norms) // 2],
                  max(norms[:-1]), norms[-1], norms[-1] / norms[0], rel[0], rel[-1]])
-    rows.append(["Qwen2.5-0.5B (the lesson's numbers)", QWEN[0], QWEN[2], QWEN[3], QWEN[4], QWEN[4] / QWEN[0],
+    rows.append(["Qwen2.5-0.5B (the lesson's numbers; middle: 15-20)", QWEN[0], QWEN[2], QWEN[3], QWEN[4],
+                 QWEN[4] / QWEN[0],
                  "-", "-"])
     ctx.table("Residual-stream L2 norm (mean over tokens, BOS excluded) and |block increment| / |stream|",
               ["model", "after embedding", "middle", "largest before the last block", "after the last block",
@@ -76,13 +77,14 @@ def run(ctx):
     ok = grows and rel_falls
     ctx.verdict(ok if grows else False,
                 "Pre-Norm stream norm last/embedding: %s for depths %s (%s with depth); the relative increment "
-                "%s from block 0 to the last block. Sandwich: %s (%s than Pre-Norm: its output norms start at gain 1, so "
-                "every increment enters at RMS ~1 and the stream grows faster). stories260K: %s. The "
+                "%s from block 0 to the last block. Sandwich: %s (%s than Pre-Norm; its output norms start at gain 1, so "
+                "every increment enters the stream at RMS ~1). stories260K: %s. The "
                 "lesson's Qwen2.5-0.5B: %s with a drop in the last block (%s here for Pre-Norm: %s). %s"
                 % (", ".join(fmt(g) for g in grow_pre), trained.depths(ctx),
                    "growing" if deeper_more else "not monotone",
                    "falls" if rel_falls else "does not always fall", ", ".join(fmt(g) for g in grow_sand),
-                   "less" if sand_less else "not always less",
+                   "less" if sand_less else ("more" if all(a > b for a, b in zip(grow_sand, grow_pre))
+                                             else "not always less"),
                    fmt(prof[[k for k in prof if k[0] == "stories260K"][0]][0][-1] /
                        prof[[k for k in prof if k[0] == "stories260K"][0]][0][0]),
                    fmt(QWEN[4] / QWEN[0]), "drop" if any(n[-1] < max(n[:-1]) for n, _ in pre) else "no drop",

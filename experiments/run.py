@@ -40,14 +40,19 @@ def verdict_word(supported):
     return {True: "supported", False: "not supported", None: "inconclusive"}[supported]
 
 
+def cell(v):
+    """a value as the text of a Markdown table cell (a | in it would end the cell)"""
+    return common.fmt(v).replace("|", "\\|")
+
+
 def markdown(res, figure_files):
     md = ["# %s" % res["title"], "", "**Claim.** %s" % res["claim"], "", "**Command.** `%s`" % res["command"], ""]
     md += ["**Verdict: %s.** %s" % (verdict_word(res["verdict"]["supported"]), res["verdict"]["text"]), ""]
     for t in res["tables"]:
-        md += ["## %s" % t["title"], "", "| " + " | ".join(str(c) for c in t["columns"]) + " |",
+        md += ["## %s" % t["title"], "", "| " + " | ".join(cell(str(c)) for c in t["columns"]) + " |",
                "| " + " | ".join("---" for _ in t["columns"]) + " |"]
         for r in t["rows"]:
-            md.append("| " + " | ".join(common.fmt(v) for v in r) + " |")
+            md.append("| " + " | ".join(cell(v) for v in r) + " |")
         md.append("")
     for fig, fn in zip(res["figures"], figure_files):
         md += ["## %s" % fig["title"], "", "![%s](%s)" % (fig["title"], fn), ""]
@@ -62,8 +67,11 @@ def run_one(name, mod, out, args, command):
     t = time.time()
     mod.run(ctx)
     secs = time.time() - t
-    ctx.note("%s form, %d thread(s), %.0f s on %s." % ("quick" if args.quick else "full", args.threads, secs,
-                                                      machine()))
+    cached = [t for c, t in ctx.trainings if c]
+    ctx.note("%s form, %d thread(s), %.0f s on %s%s." % (
+        "quick" if args.quick else "full", args.threads, secs, machine(),
+        "; %d of its %d trained models came from the cache (%.0f s of training when they were trained)"
+        % (len(cached), len(ctx.trainings), sum(cached)) if cached else ""))
     res = ctx.result(mod, command)
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(res, f, indent=1, allow_nan=False)

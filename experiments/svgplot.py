@@ -137,8 +137,12 @@ def _legend(out, series_styles, x, y):
     x = x - 4
     for i, (label, colour, dash, marker) in enumerate(series_styles):
         yy = y + 18 * i
-        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2.2"%s/>'
-                   % (x, yy, x + 30, yy, colour, ' stroke-dasharray="%s"' % dash if dash else ""))
+        if marker is None:  # a bar: a filled swatch with the bar's outline
+            out.append('<rect x="%d" y="%d" width="26" height="11" fill="%s" stroke="#000000"%s/>'
+                       % (x + 2, yy - 6, colour, ' stroke-dasharray="%s"' % dash if dash else ""))
+        else:
+            out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2.2"%s/>'
+                       % (x, yy, x + 30, yy, colour, ' stroke-dasharray="%s"' % dash if dash else ""))
         if marker:
             out.append(_marker(marker, x + 15, yy, colour))
         label = str(label)
@@ -186,9 +190,10 @@ def line_plot(series, title="", xlabel="", ylabel="", xlog=False, ylog=False, wi
                        % (right - 4, py - 4, escape(lab)))
     styles = []
     for i, s in enumerate(series):
+        # past 8 series the colours repeat: the marker and dash shift, so no two series look alike
         colour = PALETTE[i % len(PALETTE)]
-        dash = DASHES[i % len(DASHES)]
-        marker = MARKERS[i % len(MARKERS)]
+        dash = DASHES[(i + 3 * (i // len(PALETTE))) % len(DASHES)]
+        marker = MARKERS[(i + i // len(PALETTE)) % len(MARKERS)]
         styles.append((s.label, colour, dash, marker))
         pts, segs = [], []
         for x, y in zip(s.xs, s.ys):
@@ -219,7 +224,7 @@ def bar_plot(categories, series, title="", xlabel="", ylabel="", ylog=False, wid
     """grouped bars: categories along x, one bar per Series in each group (Series.ys[i] = value of
     category i). Bars get a colour and a hatch-free outline pattern (dashed outline per series)."""
     legend_w = 215
-    left, top, right, bottom = 78, 62, width - legend_w, height - 50
+    left, top, right, bottom = 78, 62, width - legend_w, height - 72
     vals = [v for s in series for v in s.ys] + [h[0] for h in hlines]
     if not ylog:
         vals = vals + [0.0]
@@ -246,11 +251,18 @@ def bar_plot(categories, series, title="", xlabel="", ylabel="", ylog=False, wid
             out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" stroke="#000000" '
                        'stroke-width="1"%s/>' % (x0, y0, bw - 2, max(h, 0.5), colour,
                                                  ' stroke-dasharray="%s"' % dash if dash else ""))
-    step = max(1, int(math.ceil(n / 14)))
+    # horizontal labels, wrapped at spaces to the group's width (about 7 px per character at 11 px)
+    per_line = max(3, int(gw / 7.0))
     for i, c in enumerate(categories):
-        if i % step == 0:
-            out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="12">%s</text>'
-                       % (left + gw * (i + 0.5), bottom + 18, escape(str(c))))
+        words, lines = str(c).split(), [""]
+        for w in words:
+            if lines[-1] and len(lines[-1]) + 1 + len(w) > per_line:
+                lines.append(w)
+            else:
+                lines[-1] = (lines[-1] + " " + w).strip()
+        for k, line in enumerate(lines[:3]):
+            out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="11">%s</text>'
+                       % (left + gw * (i + 0.5), bottom + 15 + 12 * k, escape(line)))
     for yv, lab in hlines:
         if Y.ok(yv):
             py = Y(yv)

@@ -11,7 +11,7 @@ def depths(ctx):
 
 
 def steps(ctx):
-    return 100 if ctx.quick else 600
+    return 60 if ctx.quick else 600
 
 
 def model(ctx, placement, L):

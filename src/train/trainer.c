@@ -457,8 +457,8 @@ static int train_loop(trainer *t) {
             float loss = 0.0f;
             /* every rank draws the same global batch and computes its rows of it */
             dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
-            int frc = model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch,
-                                    o->seq, &loss);
+            int frc =
+                model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, o->seq, &loss);
             if (!frc && t->alog) attn_log_after_forward(t->alog, t->m);
             if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) {
                 rc = 1;

@@ -87,13 +87,14 @@ def main():
     ap.add_argument("name")
     ap.add_argument("--tinylm", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--cache", help="trained-model cache shared by the experiment tests (default WORK/models)")
     args = ap.parse_args()
     out = os.path.join(args.work, "out")
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(args.work, exist_ok=True)
     cmd = [sys.executable, os.path.join(REPO, "experiments", "run.py"), args.name, "--quick", "--out", out,
-           "--tinylm", args.tinylm, "--cache", os.path.join(args.work, "models"), "--threads", "2", "--silent"]
+           "--tinylm", args.tinylm, "--cache", args.cache or os.path.join(args.work, "models"), "--threads", "2", "--silent"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     print(p.stdout)
     if not check(p.returncode == 0, "run.py %s --quick exits 0" % args.name):

@@ -9,8 +9,17 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
     string(REGEX REPLACE "^exp_(.*)\\.py$" "\\1" _name ${_f})
     add_test(NAME experiment_${_name}
              COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/experiments/test_experiment.py ${_name}
-                     --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/experiment_${_name})
+                     --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/experiment_${_name}
+                     --cache ${CMAKE_BINARY_DIR}/experiments_models)
+    # one model cache for all of them (stream_growth, layer_deletion, attention_sinks and
+    # rmsnorm_vs_layernorm share trained models): the lock runs them one at a time under ctest -j
     set_tests_properties(experiment_${_name} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 600
-                         LABELS experiments)
+                         LABELS experiments RESOURCE_LOCK tlm_experiments_models)
   endforeach()
+endif()
+# the shared code (svgplot, common, run.py's Markdown, bf16 rounding): seconds, no training
+if(TLM_PYTHON)
+  add_test(NAME experiments_framework
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/experiments/test_framework.py
+                   --work ${CMAKE_BINARY_DIR}/experiments_framework)
 endif()
