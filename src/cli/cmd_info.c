@@ -146,7 +146,7 @@ int cmd_info(int argc, char **argv) {
         int k = component_of(&t[i]);
         sum[k] += t[i].numel;
         count[k]++;
-        norms += t[i].kind == TENSOR_NORM;
+        norms += t[i].kind == TENSOR_NORM && !strstr(t[i].name, ".alpha"); /* (DyT: one alpha per norm) */
     }
     printf("model_type %s: %d layers, d_model %d, %d heads (%d kv, head_dim %d), d_ff %d, vocab %d\n", c.model_type,
            c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size);

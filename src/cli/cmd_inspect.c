@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "model/checkpoint.h"
 #include "probes/inspect.h"
+#include "probes/lens.h"
 #include "probes/probe.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -20,6 +21,7 @@ static const char USAGE[] =
     "usage: tinylm inspect --model DIR (--prompt TEXT | --prompt-file FILE | --ids \"1 2 3\") [--position P]\n"
     "                      [--top K] [--json | --csv] [--plot FILE.svg] [--html FILE.html] [--tokenizer PATH]\n"
     "                      [--no-bos] [--probe PATTERN ...] [--dump DIR] [--list-probes]\n"
+    "                      [--lens logit|tuned --lens-file LENS]\n"
     "       tinylm inspect --grad --model DIR --data FILE [--seq N] [--batch B] [--json | --csv] [--plot FILE.svg]\n"
     "                      [--html FILE.html] [--tokenizer PATH] [--probe PATTERN ...] [--dump DIR]\n"
     "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
@@ -30,12 +32,14 @@ static const char USAGE[] =
     "  --html FILE.html    an interactive page, one self-contained file (no network): every token's\n"
     "                      prediction, logit lens and norm profile on hover, the residual stream by layer,\n"
     "                      every head's attention pattern, norms, direct logit attribution; with --grad,\n"
-    "                      the gradient norms (docs/probes.md)\n";
+    "                      the gradient norms (docs/probes.md)\n"
+    "  --lens tuned --lens-file LENS  the tuned lens (tinylm lens train) beside the logit lens: its top tokens,\n"
+    "                      grid and KL(final || lens) per layer (--lens logit, the default: the logit lens alone)\n";
 
 enum { MAX_PATTERNS = 64 };
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *ids, *tokenizer, *plot, *html, *dump, *data;
+    const char *model, *prompt, *prompt_file, *ids, *tokenizer, *plot, *html, *dump, *data, *lens, *lens_file;
     char *prompt_text; /* --prompt-file's contents (o->prompt points at it) */
     int *id_list;      /* --ids parsed */
     size_t n_ids;
@@ -62,6 +66,7 @@ static int parse_options(int argc, char **argv, options *o, int *exit_code) {
         {"--csv", CLI_FLAG, &o->csv, 0, 0, 0},        {"--grad", CLI_FLAG, &o->grad, 0, 0, 0},
         {"--no-bos", CLI_FLAG, &o->no_bos, 0, 0, 0},  {"--list-probes", CLI_FLAG, &o->list, 0, 0, 0},
         {"--html", CLI_STR, &o->html, 0, 0, 0},
+        {"--lens", CLI_STR, &o->lens, 0, 0, 0},       {"--lens-file", CLI_STR, &o->lens_file, 0, 0, 0},
     };
     cli_command cmd = {"inspect", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     if ((*exit_code = cli_parse(&cmd, argc, argv)) != CLI_CONTINUE) return 1;
@@ -73,6 +78,13 @@ static int parse_options(int argc, char **argv, options *o, int *exit_code) {
     if (o->ids && cli_parse_ids("--ids", o->ids, 0, &o->id_list, &o->n_ids))
         return *exit_code = cli_usage_error("inspect", "%s", tlm_last_error()), 1;
     if (o->prompt_file && !(o->prompt = o->prompt_text = cli_read_prompt_file(o->prompt_file))) return -1;
+    if (o->lens && strcmp(o->lens, "logit") != 0 && strcmp(o->lens, "tuned") != 0)
+        return *exit_code = cli_usage_error("inspect", "--lens \"%s\": expected logit or tuned", o->lens), 1;
+    if (o->lens && !strcmp(o->lens, "tuned") && !o->lens_file)
+        return *exit_code = cli_usage_error("inspect", "--lens tuned needs --lens-file LENS (from tinylm lens train)"), 1;
+    if (o->lens_file && !(o->lens && !strcmp(o->lens, "tuned")))
+        return *exit_code = cli_usage_error("inspect", "--lens-file goes with --lens tuned"), 1;
+    if (o->lens_file && o->grad) return *exit_code = cli_usage_error("inspect", "--lens applies to a prompt, not to --grad"), 1;
     if (o->n_patterns && !o->dump) return tlm_error("--probe needs --dump DIR (where the .npy files go)");
     if (o->list) return 0;
     if (o->grad) {
@@ -144,6 +156,7 @@ static int run_forward(const options *o, tlm_model *m) {
     tlm_tokenizer *tok = load_tokenizer(o, o->prompt != NULL);
     int *ids = NULL, n = 0, rc = -1;
     inspect_report r = {0};
+    tlm_lens *lens = NULL;
     if (o->prompt && !tok) goto done;
     if (o->ids) {
         ids = o->id_list, n = (int)o->n_ids;
@@ -173,7 +186,8 @@ static int run_forward(const options *o, tlm_model *m) {
         goto done;
     }
     if (o->dump && dump_probes(o, m, ids, NULL, 1, n)) goto done;
-    if (inspect_run_flags(m, ids, n, pos, o->top, o->html ? INSPECT_FOR_HTML : 0, &r)) goto done;
+    if (o->lens_file && !(lens = lens_load(o->lens_file, m))) goto done;
+    if (inspect_run_ex(m, ids, n, pos, o->top, o->html ? INSPECT_FOR_HTML : 0, lens, &r)) goto done;
     if (o->json)
         rc = finish_output(inspect_json(&r, tok));
     else if (o->csv)
@@ -185,6 +199,7 @@ static int run_forward(const options *o, tlm_model *m) {
     if (!rc && o->html) rc = inspect_html(o->html, &r, tok, o->model, m);
 done:
     inspect_report_free(&r);
+    lens_free(lens);
     if (ids != o->id_list) free(ids);
     tlm_tokenizer_free(tok);
     return rc;

@@ -32,7 +32,7 @@ static const char USAGE[] =
 /* train options a grid may set (the rest of its keys are config switches, passed as --set) */
 static const char *const TRAIN_OPTIONS[] = {"steps", "batch", "seq", "accum", "lr", "min-lr", "warmup", "beta1",
                                             "beta2", "eps", "weight-decay", "grad-clip", "seed", "eval-every",
-                                            "eval-batches", "save-every", "log-every", "tokenizer", NULL};
+                                            "eval-batches", "save-every", "log-every", "tokenizer", "z-loss", NULL};
 
 static int is_train_option(const char *k) {
     for (int i = 0; TRAIN_OPTIONS[i]; i++)

@@ -20,6 +20,7 @@ static const char USAGE[] =
     "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
     "optimizer: --steps N --lr X --min-lr X --warmup N --beta1 X --beta2 X --eps X\n"
     "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
+    "          --z-loss X (adds X * mean(logsumexp(logits)^2) to the loss; 0 = off, the default)\n"
     "run:      --out DIR (default runs/PRESET) --seed N (-2^63..2^64-1; negative = two's complement)\n"
     "          --eval-every N --eval-batches N\n"
     "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
@@ -81,6 +82,7 @@ int cmd_train(int argc, char **argv) {
         {"--eps", CLI_FLOAT, &o.opt.eps, 0, F, 0}, {"--weight-decay", CLI_FLOAT, &o.opt.weight_decay, 0, F, 0},
         {"--grad-clip", CLI_FLOAT, &o.opt.grad_clip, 0, F, 0}, {"--seed", CLI_SEED, &o.seed, 0, 0, 0},
         {"--tokenizer", CLI_STR, &o.tokenizer, 0, 0, 0}, {"--decay-embeddings", CLI_FLAG, &decay_embeddings, 0, 0, 0},
+        {"--z-loss", CLI_FLOAT, &o.z_loss, 0, F, 0},
         /* the rest */
         {"--stop-at", CLI_INT, &o.stop_at, 0, I, 0}, {"--preset", CLI_STR, &preset_arg, 0, 0, 0},
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
@@ -88,7 +90,7 @@ int cmd_train(int argc, char **argv) {
         {"--profile", CLI_FLAG, &profile, 0, 0, 0},      {"--zero1", CLI_FLAG, &zero1, 0, 0, 0},
         {"--log-attn", CLI_FLAG, &train_log_attn, 0, 0, 0},
     };
-    enum { N_TRAINING = 20 };
+    enum { N_TRAINING = 21 };
     cli_command cmd = {"train", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, print_presets};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;

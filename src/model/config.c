@@ -20,7 +20,7 @@
 
 /* ---- enum names (the values accepted in config.json) -------------------------------------- */
 
-static const char *const NORM_NAMES[] = {"layernorm", "rmsnorm", "rmsnorm_1p", NULL};
+static const char *const NORM_NAMES[] = {"layernorm", "rmsnorm", "rmsnorm_1p", "dyt", NULL};
 static const char *const PLACEMENT_NAMES[] = {"pre", "post", "sandwich", "output", "none", NULL};
 static const char *const POSITION_NAMES[] = {"rope", "learned", "none", NULL};
 static const char *const QK_NORM_NAMES[] = {"none", "head", "full", NULL};
@@ -47,6 +47,7 @@ static const config_key TINYLM_KEYS[] = {
     {"norm_type", KEY_ENUM, F(norm), NORM_NAMES},
     {"norm_eps", KEY_FLOAT, F(norm_eps), NULL},
     {"norm_bias", KEY_BOOL, F(norm_bias), NULL},
+    {"dyt_alpha_init", KEY_FLOAT, F(dyt_alpha_init), NULL},
     {"norm_placement", KEY_ENUM, F(placement), PLACEMENT_NAMES},
     {"residual", KEY_BOOL, F(residual), NULL},
     {"final_norm", KEY_BOOL, F(final_norm), NULL},
@@ -78,6 +79,7 @@ void config_defaults(tlm_config *c) {
     c->max_seq = 1024;
     c->norm = NORM_RMSNORM;
     c->norm_eps = 1e-5f;
+    c->dyt_alpha_init = 0.5f;
     c->placement = PLACE_PRE;
     c->residual = true;
     c->final_norm = true;
@@ -261,6 +263,11 @@ int config_validate(const tlm_config *c, const char *src) {
     REQUIRE(c->init_std > 0.0f, "%s: initializer_range = %g must be positive", src, c->init_std);
     REQUIRE(!c->norm_bias || c->norm == NORM_LAYERNORM, "%s: norm_bias = true needs norm_type \"layernorm\" (got \"%s\")",
             src, norm_type_name(c->norm));
+    REQUIRE(c->dyt_alpha_init > 0.0f, "%s: dyt_alpha_init = %g must be positive", src, c->dyt_alpha_init);
+    REQUIRE(c->norm != NORM_DYT || c->qk_norm == QK_NORM_NONE,
+            "%s: qk_norm = \"%s\" with norm_type \"dyt\": QK-norm is always an RMSNorm of q and k (a bounded "
+            "scale is what it is for); use qk_norm \"none\" with dyt, or another norm_type",
+            src, qk_norm_name(c->qk_norm));
     REQUIRE(c->position != POS_ROPE || c->head_dim % 2 == 0, "%s: head_dim = %d must be even for RoPE", src, c->head_dim);
     REQUIRE(c->rope_theta > 0.0f, "%s: rope_theta = %g must be positive", src, c->rope_theta);
     REQUIRE(c->rope_theta_local >= 0.0f, "%s: rope_local_base_freq = %g must be positive", src, c->rope_theta_local);
@@ -306,6 +313,7 @@ char *config_to_json(const tlm_config *c) {
     cJSON_AddStringToObject(o, "norm_type", norm_type_name(c->norm));
     cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
     cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);
+    if (c->norm == NORM_DYT) cJSON_AddNumberToObject(o, "dyt_alpha_init", c->dyt_alpha_init);
     cJSON_AddStringToObject(o, "norm_placement", placement_name(c->placement));
     cJSON_AddBoolToObject(o, "residual", c->residual);
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);

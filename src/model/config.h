@@ -9,7 +9,7 @@
 
 #define TLM_MAX_LAYERS 512
 
-typedef enum { NORM_LAYERNORM, NORM_RMSNORM, NORM_RMSNORM_1P } norm_type;
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM, NORM_RMSNORM_1P, NORM_DYT } norm_type;
 typedef enum { PLACE_PRE, PLACE_POST, PLACE_SANDWICH, PLACE_OUTPUT, PLACE_NONE } norm_placement;
 typedef enum { POS_ROPE, POS_LEARNED, POS_NONE } position_type;
 typedef enum { QK_NORM_NONE, QK_NORM_HEAD, QK_NORM_FULL } qk_norm_type;
@@ -26,6 +26,7 @@ typedef struct {
     norm_type norm;
     float norm_eps;
     bool norm_bias; /* LayerNorm beta */
+    float dyt_alpha_init; /* DyT: initial alpha of each norm (y = g tanh(alpha x) + b) */
     norm_placement placement;
     bool residual;
     bool final_norm;

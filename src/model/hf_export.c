@@ -32,6 +32,7 @@ static bool any_sliding(const tlm_config *c) {
 
 /* features shared by both HF targets; returns the first one that is off, or NULL */
 static const char *common_blocker(const tlm_config *c) {
+    if (c->norm == NORM_DYT) return "norm_type \"dyt\" (Dynamic Tanh: no Hugging Face family has it)";
     if (c->placement != PLACE_PRE) return "norm placement other than pre";
     if (!c->residual) return "no residual";
     if (!c->final_norm) return "no final norm";

@@ -39,6 +39,7 @@ static int hook_describe(const tlm_config *c, int id, int B, int T, char *name, 
     if (id >= n - 2) {
         if (!c->final_norm) return 0;
         if (id == n - 2) {
+            if (c->norm == NORM_DYT) return 0; /* DyT has no per-row scale */
             snprintf(name, cap, "ln_final.hook_scale");
             shape[2] = 1, *flags = TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD;
         } else {
@@ -56,7 +57,7 @@ static int hook_describe(const tlm_config *c, int id, int B, int T, char *name, 
     case HL_RESID_MID: fmt = "blocks.%d.hook_resid_mid"; break;
     case HL_RESID_POST: fmt = "blocks.%d.hook_resid_post"; break;
     case HL_LN1_SCALE: case HL_LN2_SCALE:
-        if (!in_norm) return 0;
+        if (!in_norm || c->norm == NORM_DYT) return 0;
         fmt = k == HL_LN1_SCALE ? "blocks.%d.ln1.hook_scale" : "blocks.%d.ln2.hook_scale";
         shape[2] = 1, *flags = TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD;
         break;
@@ -82,6 +83,7 @@ static int hook_describe(const tlm_config *c, int id, int B, int T, char *name, 
     case HL_ATTN_RAW: case HL_MLP_RAW: case HL_LN1_OUT_SCALE: case HL_LN2_OUT_SCALE:
         if (!out_norm) return 0;
         if (k == HL_LN1_OUT_SCALE || k == HL_LN2_OUT_SCALE) {
+            if (c->norm == NORM_DYT) return 0;
             fmt = k == HL_LN1_OUT_SCALE ? "blocks.%d.ln1_out.hook_scale" : "blocks.%d.ln2_out.hook_scale";
             shape[2] = 1, *flags = TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD;
         } else {
@@ -93,6 +95,7 @@ static int hook_describe(const tlm_config *c, int id, int B, int T, char *name, 
     case HL_ATTN_SUM: case HL_MLP_SUM: case HL_LN1_POST_SCALE: case HL_LN2_POST_SCALE:
         if (!post_norm) return 0;
         if (k == HL_LN1_POST_SCALE || k == HL_LN2_POST_SCALE) {
+            if (c->norm == NORM_DYT) return 0;
             fmt = k == HL_LN1_POST_SCALE ? "blocks.%d.ln1_post.hook_scale" : "blocks.%d.ln2_post.hook_scale";
             shape[2] = 1, *flags = TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD;
         } else {

@@ -118,6 +118,7 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     const int with_loss = m->mode != MODEL_INFER_LAST;
     A->probs = with_loss ? take(a, N * V) : NULL;
     A->losses = with_loss ? take(a, N) : NULL;
+    A->lse = with_loss ? take(a, N) : NULL;
     /* backward scratch: training layout only (an arena without memory hands out NULLs) */
     arena none = {0};
     arena *b = lean ? &none : a;
@@ -257,11 +258,15 @@ static void linear_forward(const tlm_model *m, float *out, const float *inp, con
         matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
 }
 
-/* ---- norms: one call site for the three kinds ------------------------------------------------ */
+/* ---- norms: one call site for the four kinds ------------------------------------------------ */
 
 void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
                          int N) {
-    if (c->norm == NORM_LAYERNORM)
+    if (c->norm == NORM_DYT) {
+        dyt_forward(y, x, p->a, p->w, p->b, N, c->d_model);
+        /* no per-row statistics: the saved "rstd" is alpha (the scale before the tanh) */
+        for (int n = 0; a->rstd && n < N; n++) a->rstd[n] = p->a[0];
+    } else if (c->norm == NORM_LAYERNORM)
         layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
     else
         rmsnorm_forward(y, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
@@ -269,7 +274,9 @@ void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const
 
 void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
                           const norm_params *p, const float *x, int N) {
-    if (c->norm == NORM_LAYERNORM)
+    if (c->norm == NORM_DYT)
+        dyt_backward(dx, g->a, g->w, g->b, dy, x, p->a, p->w, N, c->d_model);
+    else if (c->norm == NORM_LAYERNORM)
         layernorm_backward(dx, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
     else
         rmsnorm_backward(dx, g->w, dy, x, p->w, config_norm_offset(c), a->rstd, N, c->d_model);
@@ -635,7 +642,8 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     model_head_logits(m, A->logits, A->logits_raw, h, R);
     if (targets) {
         if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
-        float l = crossentropy_forward(A->losses, A->probs, A->logits, targets, N, V, &A->n_counted);
+        float l =
+            crossentropy_forward(A->losses, A->lse, A->probs, A->logits, targets, N, V, &A->n_counted, &A->lse_sq_mean);
         if (loss) *loss = l;
     }
     if (m->kv) kv_cache_advance(m->kv, T);
@@ -661,7 +669,7 @@ int model_backward(tlm_model *m, float dloss) {
     if (backward_check(m, 1)) return -1;
     const int N = A->B * A->T, V = m->cfg.vocab_size;
     memset(A->dlogits, 0, (size_t)N * V * sizeof(float) * (m->cfg.final_softcap > 0.0f ? 2 : 1));
-    crossentropy_backward(A->dlogits, A->probs, A->targets, N, V, dloss, A->n_counted);
+    crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, A->n_counted, m->z_loss);
     return backward_from_dlogits(m);
 }
 

@@ -13,7 +13,8 @@
 /* ---- parameters ------------------------------------------------------------------------------ */
 
 typedef struct {
-    float *w, *b; /* b only for LayerNorm with a bias */
+    float *w, *b; /* b: LayerNorm with a bias, and DyT */
+    float *a;     /* DyT's alpha [1] */
 } norm_params;
 
 typedef struct {
@@ -96,6 +97,8 @@ typedef struct {
     float *logits;       /* [BT, V] */
     float *probs;        /* softmax [BT, V] */
     float *losses;       /* [BT] */
+    float *lse;          /* [BT] logsumexp of each row of logits (the z-loss's) */
+    float lse_sq_mean;   /* mean of lse^2 over the rows with a target (the last forward with targets) */
     int *tokens, *targets; /* [BT] */
     int n_counted;
     int has_targets;
@@ -131,6 +134,7 @@ typedef struct tlm_model {
     size_t n_bf16;     /* values in w16_mem */
     int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
     model_mode mode;
+    float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
     float *grad_mem; /* NULL until model_alloc_grads */
     model_params g;
     float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
@@ -170,7 +174,9 @@ size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, in
  * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->acts.logits. */
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
 /* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
- * dloss (1 for one batch; 1/k for k accumulated micro-batches). */
+ * dloss (1 for one batch; 1/k for k accumulated micro-batches). The loss differentiated is the
+ * mean cross-entropy plus m->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
+ * the cross-entropy alone). */
 int model_backward(tlm_model *m, float dloss);
 /* Backward of the last forward (with or without targets) from a given gradient of the logits
  * [B, T, V] instead of the loss's (hooks: gradients of a chosen metric). */

@@ -57,9 +57,13 @@ static void add_norm(walk *w, norm_params *np, const char *name) {
     char buf[96];
     snprintf(buf, sizeof buf, "%.80s.weight", name);
     add(w, &np->w, NULL, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
-    if (c->norm == NORM_LAYERNORM && c->norm_bias) {
+    if ((c->norm == NORM_LAYERNORM && c->norm_bias) || c->norm == NORM_DYT) {
         snprintf(buf, sizeof buf, "%.80s.bias", name);
         add(w, &np->b, NULL, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
+    }
+    if (c->norm == NORM_DYT) { /* the scalar alpha: a norm parameter (no weight decay), init dyt_alpha_init */
+        snprintf(buf, sizeof buf, "%.80s.alpha", name);
+        add(w, &np->a, NULL, buf, 1, 0, TENSOR_NORM, c->dyt_alpha_init);
     }
 }
 

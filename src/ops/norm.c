@@ -1,4 +1,4 @@
-/* norm.c — LayerNorm and RMSNorm (incl. Gemma's 1 + w), forward and backward.
+/* norm.c — LayerNorm, RMSNorm (incl. Gemma's 1 + w) and DyT, forward and backward.
  * Statistics are float32 (as the reference implementations compute them), summed with
  * OpenMP SIMD reductions so that each row vectorizes (the clause allows reordering the float
  * sum; element-wise loops need no hint: -O3 vectorizes them, and an explicit `omp simd` there
@@ -8,6 +8,7 @@
  * the result does not depend on the thread count. */
 #include <math.h>
 
+#include "fastmath.h"
 #include "ops.h"
 #include "util/profile.h"
 
@@ -116,5 +117,71 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
             const float r = rstd[n];
             for (int c = c0; c < c1; c++) dweight[c] += dy[c] * x[c] * r;
         }
+    }
+}
+
+/* ---- DyT: y = g * tanh(a x) + b, no statistics ------------------------------------------------ */
+
+void dyt_forward(float *out, const float *inp, const float *alpha, const float *weight, const float *bias, int N,
+                 int C) {
+    PROF_SCOPE("dyt_forward");
+    const float a = alpha[0];
+#pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        if (bias) {
+            for (int c = 0; c < C; c++) y[c] = weight[c] * tanh_inline(a * x[c]) + bias[c];
+        } else {
+            for (int c = 0; c < C; c++) y[c] = weight[c] * tanh_inline(a * x[c]);
+        }
+    }
+}
+
+/* dalpha is one sum over all N*C elements: each column block sums its share over the rows in
+ * order into part[block], and the blocks are added in order, so the result does not depend on
+ * the thread count. At most DYT_BLOCKS blocks (wider rows get wider blocks). */
+enum { DYT_BLOCKS = 256 };
+
+void dyt_backward(float *dinp, float *dalpha, float *dweight, float *dbias, const float *dout, const float *inp,
+                  const float *alpha, const float *weight, int N, int C) {
+    PROF_SCOPE("dyt_backward");
+    const float a = alpha[0];
+    if (dinp) {
+#pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float *dx = dinp + (size_t)n * C;
+            for (int c = 0; c < C; c++) {
+                const float t = tanh_inline(a * x[c]);
+                dx[c] += dy[c] * weight[c] * a * (1.0f - t * t);
+            }
+        }
+    }
+    int width = COL_BLOCK;
+    if ((C + width - 1) / width > DYT_BLOCKS) width = (C + DYT_BLOCKS - 1) / DYT_BLOCKS;
+    const int nb = (C + width - 1) / width;
+    double part[DYT_BLOCKS];
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nb; blk++) {
+        const int c0 = blk * width, c1 = c0 + width < C ? c0 + width : C;
+        double s = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            float sa = 0.0f;
+            for (int c = c0; c < c1; c++) {
+                const float t = tanh_inline(a * x[c]);
+                if (dweight) dweight[c] += dy[c] * t;
+                if (dbias) dbias[c] += dy[c];
+                sa += dy[c] * weight[c] * x[c] * (1.0f - t * t);
+            }
+            s += sa;
+        }
+        part[blk] = s;
+    }
+    if (dalpha) {
+        double s = 0.0;
+        for (int blk = 0; blk < nb; blk++) s += part[blk];
+        dalpha[0] += (float)s;
     }
 }

@@ -68,6 +68,16 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                       float weight_offset, const float *rstd, int N, int C);
 
+/* DyT (Dynamic Tanh, Zhu et al. 2025): out [N,C] = weight * tanh(alpha * inp) + bias, alpha a
+ * learnable scalar [1] (one per norm), weight/bias [C] (bias may be NULL). No statistics: the
+ * backward recomputes tanh from inp (so keep inp). Element-wise: out may equal inp. */
+void dyt_forward(float *out, const float *inp, const float *alpha, const float *weight, const float *bias, int N,
+                 int C);
+/* t = tanh(alpha x): dinp += dout * weight * alpha * (1 - t^2); dalpha [1] += sum dout * weight * x * (1 - t^2);
+ * dweight [C] += sum_n dout * t; dbias [C] += sum_n dout (any of the parameter gradients may be NULL) */
+void dyt_backward(float *dinp, float *dalpha, float *dweight, float *dbias, const float *dout, const float *inp,
+                  const float *alpha, const float *weight, int N, int C);
+
 /* ---- position ----------------------------------------------------------------------------- */
 
 /* token (+ learned position) embedding: out [B,T,C] = scale * wte[tokens[b,t]] + wpe[t] (wpe may be NULL) */
@@ -145,12 +155,16 @@ void softcap_backward(float *dinp, const float *dout, const float *out, size_t n
 
 /* Next-token cross-entropy. logits [N,V], targets [N] (a negative target = no loss there).
  * Writes probs [N,V] (softmax) and losses [N]; returns the mean loss over counted rows
- * (and the count in *n_counted). */
-float crossentropy_forward(float *losses, float *probs, const float *logits, const int *targets, int N, int V,
-                           int *n_counted);
-/* dlogits [N,V] += (probs - onehot(target)) * dloss / n_counted */
-void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int N, int V, float dloss_mean,
-                           int n_counted);
+ * (and the count in *n_counted). lse [N] (may be NULL) receives logsumexp of each row, and
+ * *lse_sq_mean (may be NULL) the mean of lse^2 over the counted rows: the z-loss (PaLM,
+ * Wortsman et al. 2023) is z * that mean, computed in the same pass over the row. */
+float crossentropy_forward(float *losses, float *lse, float *probs, const float *logits, const int *targets, int N,
+                           int V, int *n_counted, float *lse_sq_mean);
+/* dlogits [N,V] += (probs - onehot(target) + 2 z lse probs) * dloss / n_counted: the gradient of
+ * mean CE + z * mean(lse^2) over the counted rows (z = 0: plain cross-entropy; lse then unused,
+ * may be NULL) */
+void crossentropy_backward(float *dlogits, const float *probs, const float *lse, const int *targets, int N, int V,
+                           float dloss_mean, int n_counted, float z);
 
 /* ---- small vector helpers ----------------------------------------------------------------- */
 void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a + b (out may alias) */

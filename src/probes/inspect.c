@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "probes/lens.h"
 #include "probes/probe.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -218,13 +219,33 @@ static double softmax_prob(const float *x, int n, int id) {
     return exp((double)x[id] - mx) / s;
 }
 
-static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p) {
+/* KL(p || q) of two rows of logits (nats), in double */
+static double kl_rows(const float *zp, const float *zq, int V) {
+    double mp = -INFINITY, mq = -INFINITY, sp = 0.0, sq = 0.0, kl = 0.0;
+    for (int v = 0; v < V; v++) mp = zp[v] > mp ? zp[v] : mp, mq = zq[v] > mq ? zq[v] : mq;
+    for (int v = 0; v < V; v++) sp += exp((double)zp[v] - mp), sq += exp((double)zq[v] - mq);
+    const double lp0 = mp + log(sp), lq0 = mq + log(sq);
+    for (int v = 0; v < V; v++) {
+        const double lp = zp[v] - lp0, lq = zq[v] - lq0;
+        kl += exp(lp) * (lp - lq);
+    }
+    return kl > 0.0 ? kl : 0.0;
+}
+
+/* The lens rows (logit lens with lens NULL; else the tuned lens's translators first) */
+typedef struct {
+    int *top, *grid;
+    float *top_prob, *top_logit, *grid_prob;
+    double *kl, *kl_at;
+} lens_out;
+
+static int read_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p, const tlm_lens *lens, lens_out o) {
     const int T = r->T, d = m->cfg.d_model, V = m->cfg.vocab_size, K = r->top_k;
     float *y = malloc(sizeof(float) * T * d), *mean = malloc(sizeof(float) * T), *rstd = malloc(sizeof(float) * T);
-    float *logits = malloc(sizeof(float) * (size_t)T * V);
+    float *logits = malloc(sizeof(float) * (size_t)T * V), *u = lens ? malloc(sizeof(float) * T * d) : NULL;
     int *ids = malloc(sizeof(int) * K);
     int rc = -1;
-    if (!y || !mean || !rstd || !logits || !ids) {
+    if (!y || !mean || !rstd || !logits || !ids || (lens && !u)) {
         tlm_error("out of memory for the logit lens (%d x %d logits)", T, V);
         goto done;
     }
@@ -235,13 +256,19 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p)
         point_name(name, sizeof name, 2 * k);
         const probe_tensor *x = need(p, name);
         if (!x) goto done;
-        model_head_forward(m, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, x->data, T);
+        const float *h = x->data;
+        if (lens) lens_apply(lens, k, u, h, T), h = u;
+        model_head_forward(m, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, h, T);
+        o.kl[k] = 0.0;
         for (int i = 0; i < T; i++) {
             const float *row = logits + (size_t)i * V;
             top_k(row, V, 1, ids);
-            r->lens_grid[k * T + i] = ids[0];
-            r->lens_grid_prob[k * T + i] = (float)softmax_prob(row, V, ids[0]);
-            if (k == r->n_lens - 1)
+            o.grid[k * T + i] = ids[0];
+            o.grid_prob[k * T + i] = (float)softmax_prob(row, V, ids[0]);
+            const double kl = kl_rows(final_logits->data + (size_t)i * V, row, V);
+            o.kl[k] += kl / T;
+            if (i == r->position) o.kl_at[k] = kl;
+            if (k == r->n_lens - 1 && !lens)
                 for (int v = 0; v < V; v++) {
                     double diff = fabs((double)row[v] - final_logits->data[(size_t)i * V + v]);
                     if (diff > r->lens_final_diff) r->lens_final_diff = diff;
@@ -262,15 +289,37 @@ static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p)
         const float *row = logits + (size_t)r->position * V;
         top_k(row, V, K, ids);
         for (int j = 0; j < K; j++) {
-            r->lens_top[k * K + j] = ids[j];
-            r->lens_top_prob[k * K + j] = (float)softmax_prob(row, V, ids[j]);
-            r->lens_top_logit[k * K + j] = row[ids[j]];
+            o.top[k * K + j] = ids[j];
+            o.top_prob[k * K + j] = (float)softmax_prob(row, V, ids[j]);
+            o.top_logit[k * K + j] = row[ids[j]];
         }
     }
     rc = 0;
 done:
-    free(y), free(mean), free(rstd), free(logits), free(ids);
+    free(y), free(mean), free(rstd), free(logits), free(ids), free(u);
     return rc;
+}
+
+static int logit_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p, const tlm_lens *lens) {
+    lens_out lo = {r->lens_top,       r->lens_grid, r->lens_top_prob, r->lens_top_logit,
+                   r->lens_grid_prob, r->lens_kl,   r->lens_kl_at};
+    if (read_lens(r, m, p, NULL, lo)) return -1;
+    if (!lens) return 0;
+    const int n = r->n_lens, K = r->top_k, T = r->T;
+    r->tuned_top = malloc(sizeof(int) * n * K);
+    r->tuned_top_prob = malloc(sizeof(float) * n * K);
+    r->tuned_top_logit = malloc(sizeof(float) * n * K);
+    r->tuned_grid = malloc(sizeof(int) * (size_t)n * T);
+    r->tuned_grid_prob = malloc(sizeof(float) * (size_t)n * T);
+    r->tuned_kl = calloc((size_t)n, sizeof(double));
+    r->tuned_kl_at = calloc((size_t)n, sizeof(double));
+    if (!r->tuned_top || !r->tuned_top_prob || !r->tuned_top_logit || !r->tuned_grid || !r->tuned_grid_prob ||
+        !r->tuned_kl || !r->tuned_kl_at)
+        return tlm_error("out of memory for the tuned lens");
+    r->has_tuned = 1;
+    lens_out to = {r->tuned_top,       r->tuned_grid, r->tuned_top_prob, r->tuned_top_logit,
+                   r->tuned_grid_prob, r->tuned_kl,   r->tuned_kl_at};
+    return read_lens(r, m, p, lens, to);
 }
 
 /* h_final = embed + sum over layers of (attn.out + ffn.out) when the stream is a plain sum;
@@ -295,6 +344,12 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     if (c->placement == PLACE_POST) {
         snprintf(r->decomp_reason, sizeof r->decomp_reason,
                  "Post-Norm renormalizes the stream after every sublayer (h = N(x + F(x))), so it is not a sum");
+        return 0;
+    }
+    if (c->final_norm && c->norm == NORM_DYT) {
+        snprintf(r->decomp_reason, sizeof r->decomp_reason,
+                 "the final norm is DyT, g tanh(alpha x) + b: not linear in the stream, so no term has a direct logit "
+                 "attribution");
         return 0;
     }
     r->decomp_applies = 1;
@@ -379,6 +434,8 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
     r->lens_top_logit = malloc(sizeof(float) * r->n_lens * K);
     r->lens_grid = malloc(sizeof(int) * (size_t)r->n_lens * T);
     r->lens_grid_prob = malloc(sizeof(float) * (size_t)r->n_lens * T);
+    r->lens_kl = calloc((size_t)r->n_lens, sizeof(double));
+    r->lens_kl_at = calloc((size_t)r->n_lens, sizeof(double));
     const size_t LH = (size_t)L * r->n_heads;
     r->point_norm_pos = malloc(sizeof(float) * (size_t)r->n_points * T);
     r->incr_norm_pos = malloc(sizeof(float) * (size_t)2 * L * T + 1);
@@ -391,7 +448,7 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
         if (!r->pred_top || !r->pred_top_prob || !r->pred_top_logit)
             return tlm_error("out of memory for the inspect report");
     }
-    if (!r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob || !r->lens_top_logit ||
+    if (!r->lens_kl || !r->lens_kl_at || !r->tokens || !r->points || !r->incr || !r->heads || !r->lens_top || !r->lens_top_prob || !r->lens_top_logit ||
         !r->lens_grid || !r->lens_grid_prob || !r->point_norm_pos || !r->incr_norm_pos || !r->head_max_pos ||
         !r->head_ent_pos)
         return tlm_error("out of memory for the inspect report");
@@ -405,10 +462,11 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
 }
 
 int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_n, inspect_report *r) {
-    return inspect_run_flags(m, tokens, T, position, top_k_n, 0, r);
+    return inspect_run_ex(m, tokens, T, position, top_k_n, 0, NULL, r);
 }
 
-int inspect_run_flags(tlm_model *m, const int *tokens, int T, int position, int top_k_n, int flags, inspect_report *r) {
+int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top_k_n, int flags, const tlm_lens *lens,
+                   inspect_report *r) {
     memset(r, 0, sizeof *r);
     const tlm_config *c = &m->cfg;
     if (T <= 0) return tlm_error("inspect: no tokens to run");
@@ -437,7 +495,7 @@ int inspect_run_flags(tlm_model *m, const int *tokens, int T, int position, int 
         if (pc.shown && pc.tty) fputc('\n', stderr);
         if (!rc) rc = residual_stats(r, p, c->d_model);
         if (!rc) rc = norm_stats(r, p);
-        if (!rc) rc = logit_lens(r, m, p);
+        if (!rc) rc = logit_lens(r, m, p, lens);
         if (!rc) rc = decomposition(r, m, p);
         model_set_mode(m, mode);
     }
@@ -449,10 +507,13 @@ void inspect_report_free(inspect_report *r) {
     if (!r) return;
     free(r->tokens), free(r->points), free(r->incr), free(r->norms), free(r->heads);
     free(r->lens_top), free(r->lens_top_prob), free(r->lens_top_logit), free(r->lens_grid), free(r->lens_grid_prob);
-    free(r->terms);
     free(r->point_norm_pos), free(r->incr_norm_pos), free(r->norm_in_pos), free(r->norm_out_pos);
     free(r->head_max_pos), free(r->head_ent_pos), free(r->pred_top), free(r->pred_top_prob), free(r->pred_top_logit);
     free(r->attn_q);
+    free(r->terms), free(r->lens_kl), free(r->lens_kl_at);
+    free(r->tuned_top), free(r->tuned_top_prob), free(r->tuned_top_logit), free(r->tuned_grid),
+        free(r->tuned_grid_prob);
+    free(r->tuned_kl), free(r->tuned_kl_at);
     memset(r, 0, sizeof *r);
 }
 

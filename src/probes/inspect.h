@@ -56,6 +56,14 @@ typedef struct {
     int *lens_grid;        /* [n_lens, T] top-1 id at every position */
     float *lens_grid_prob; /* [n_lens, T] */
     double lens_final_diff; /* max |last lens row - model logits|: 0 when the lens is the model's head */
+    double *lens_kl, *lens_kl_at; /* [n_lens] KL(final || lens row) in nats: mean over positions, at the position */
+    /* the tuned lens (inspect_run_ex with a lens): the same rows read through its translators */
+    int has_tuned;
+    int *tuned_top;
+    float *tuned_top_prob, *tuned_top_logit;
+    int *tuned_grid;
+    float *tuned_grid_prob;
+    double *tuned_kl, *tuned_kl_at;
     /* the prediction at the position */
     int predicted;
     double predicted_prob, logit, logit_raw; /* logit after / before the final soft-cap */
@@ -91,9 +99,11 @@ enum { INSPECT_KEEP_ATTENTION = 1, INSPECT_EVERY_POSITION_TOP = 2, INSPECT_FOR_H
 /* Runs the model on tokens [1, T] and fills the report for `position` (0..T-1) with the top
  * `top_k` tokens of the lens. The model must have no probe attached. */
 int inspect_run(struct tlm_model *m, const int *tokens, int T, int position, int top_k, inspect_report *r);
-/* the same with flags: INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both (INSPECT_FOR_HTML) */
-int inspect_run_flags(struct tlm_model *m, const int *tokens, int T, int position, int top_k, int flags,
-                      inspect_report *r);
+/* The same with flags (INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both:
+ * INSPECT_FOR_HTML) and a tuned lens (src/probes/lens.h; NULL: none) read beside the logit lens */
+struct tlm_lens;
+int inspect_run_ex(struct tlm_model *m, const int *tokens, int T, int position, int top_k, int flags,
+                   const struct tlm_lens *lens, inspect_report *r);
 void inspect_report_free(inspect_report *r);
 
 typedef struct {

@@ -119,6 +119,31 @@ int inspect_print_table(FILE *f, const inspect_report *r, const struct tlm_token
         }
         fprintf(f, "\n");
     }
+    if (r->has_tuned) {
+        fprintf(f, "\nTuned lens at position %d: the same rows through each layer's translator h + A h + b first\n", P);
+        for (int k = 0; k < r->n_lens; k++) {
+            if (k == 0)
+                fprintf(f, "  %-10s", "embed");
+            else
+                fprintf(f, "  layer %-4d", k - 1);
+            for (int j = 0; j < K; j++) {
+                predicted_text(tok, r, r->tuned_top[k * K + j], a, 24);
+                fprintf(f, "  \"%s\" %.3f", a, r->tuned_top_prob[k * K + j]);
+            }
+            fprintf(f, "\n");
+        }
+    }
+    fprintf(f, "\nKL(final || lens) in nats, at position %d and the mean over positions\n", P);
+    fprintf(f, "  %-10s %12s %12s%s\n", "", "logit at", "logit mean", r->has_tuned ? "     tuned at   tuned mean" : "");
+    for (int k = 0; k < r->n_lens; k++) {
+        if (k == 0)
+            fprintf(f, "  %-10s", "embed");
+        else
+            fprintf(f, "  layer %-4d", k - 1);
+        fprintf(f, " %12.4f %12.4f", r->lens_kl_at[k], r->lens_kl[k]);
+        if (r->has_tuned) fprintf(f, " %12.4f %12.4f", r->tuned_kl_at[k], r->tuned_kl[k]);
+        fprintf(f, "\n");
+    }
 
     predicted_text(tok, r, r->predicted, b, sizeof b);
     fprintf(f, "\nResidual stream as a sum at position %d: h_final = embed + attn_0 + ffn_0 + ... + ffn_%d\n", P, L - 1);
@@ -221,6 +246,23 @@ int inspect_print_csv(FILE *f, const inspect_report *r, const struct tlm_tokeniz
             inspect_token_text(tok, r->tokens[i], r->lens_grid[k * r->T + i], t, sizeof t);
             csv_row(f, "logit_lens_grid", k - 1, name, -1, i, "top1_prob", r->lens_grid_prob[k * r->T + i], t);
         }
+        csv_row(f, "logit_lens", k - 1, name, -1, P, "kl_to_final", r->lens_kl_at[k], NULL);
+        csv_row(f, "logit_lens", k - 1, name, -1, -1, "kl_to_final", r->lens_kl[k], NULL);
+        if (!r->has_tuned) continue;
+        for (int j = 0; j < K; j++) {
+            char metric[32];
+            predicted_text(tok, r, r->tuned_top[k * K + j], t, sizeof t);
+            snprintf(metric, sizeof metric, "top%d_prob", j + 1);
+            csv_row(f, "tuned_lens", k - 1, name, -1, P, metric, r->tuned_top_prob[k * K + j], t);
+            snprintf(metric, sizeof metric, "top%d_id", j + 1);
+            csv_row(f, "tuned_lens", k - 1, name, -1, P, metric, r->tuned_top[k * K + j], t);
+        }
+        for (int i = 0; i < r->T; i++) {
+            inspect_token_text(tok, r->tokens[i], r->tuned_grid[k * r->T + i], t, sizeof t);
+            csv_row(f, "tuned_lens_grid", k - 1, name, -1, i, "top1_prob", r->tuned_grid_prob[k * r->T + i], t);
+        }
+        csv_row(f, "tuned_lens", k - 1, name, -1, P, "kl_to_final", r->tuned_kl_at[k], NULL);
+        csv_row(f, "tuned_lens", k - 1, name, -1, -1, "kl_to_final", r->tuned_kl[k], NULL);
     }
     predicted_text(tok, r, r->predicted, t, sizeof t);
     csv_row(f, "prediction", -1, "logits", -1, P, "id", r->predicted, t);
@@ -320,7 +362,30 @@ cJSON *inspect_json_object(const inspect_report *r, const struct tlm_tokenizer *
         cJSON *grid = cJSON_AddArrayToObject(o, "top1_by_position");
         for (int i = 0; i < T; i++)
             cJSON_AddItemToArray(grid, token_json(tok, r->tokens[i], r->lens_grid[k * T + i], r->lens_grid_prob[k * T + i], NAN));
+        cJSON_AddItemToObject(o, "kl_to_final", stat_json((inspect_stat){r->lens_kl_at[k], r->lens_kl[k]}));
         cJSON_AddItemToArray(lens, o);
+    }
+    if (r->has_tuned) {
+        cJSON *tl = cJSON_AddArrayToObject(root, "tuned_lens");
+        for (int k = 0; k < r->n_lens; k++) {
+            cJSON *o = cJSON_CreateObject();
+            char name[64];
+            if (k == 0)
+                snprintf(name, sizeof name, "embed");
+            else
+                snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
+            cJSON_AddStringToObject(o, "name", name);
+            cJSON *top = cJSON_AddArrayToObject(o, "top");
+            for (int j = 0; j < K; j++)
+                cJSON_AddItemToArray(top, token_json(tok, r->tokens[P], r->tuned_top[k * K + j],
+                                                     r->tuned_top_prob[k * K + j], r->tuned_top_logit[k * K + j]));
+            cJSON *grid = cJSON_AddArrayToObject(o, "top1_by_position");
+            for (int i = 0; i < T; i++)
+                cJSON_AddItemToArray(
+                    grid, token_json(tok, r->tokens[i], r->tuned_grid[k * T + i], r->tuned_grid_prob[k * T + i], NAN));
+            cJSON_AddItemToObject(o, "kl_to_final", stat_json((inspect_stat){r->tuned_kl_at[k], r->tuned_kl[k]}));
+            cJSON_AddItemToArray(tl, o);
+        }
     }
     cJSON_AddNumberToObject(root, "logit_lens_last_row_vs_logits", r->lens_final_diff);
     cJSON *dec = cJSON_AddObjectToObject(root, "decomposition");

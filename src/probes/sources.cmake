@@ -5,4 +5,5 @@ target_sources(tinylm PRIVATE
   src/probes/inspect.c
   src/probes/inspect_out.c
   src/probes/inspect_svg.c
-  src/probes/inspect_html.c)
+  src/probes/inspect_html.c
+  src/probes/lens.c)

@@ -164,6 +164,7 @@ static char *state_json(const trainer *t) {
                                     SAVED_OPTIONS[i].type == SAVED_INT ? *(const int *)field : *(const float *)field);
     }
     cJSON_AddNumberToObject(op, "lr_decay_steps", o->opt.total_steps);
+    cJSON_AddNumberToObject(op, "z_loss", o->z_loss);
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     return s;
@@ -214,6 +215,15 @@ static int read_state(trainer *t, const char *path) {
             *(float *)field = (float)v;
     }
     o->opt.total_steps = o->steps;
+    double z = 0; /* (absent in runs saved before the z-loss existed: off) */
+    if (cJSON_GetObjectItemCaseSensitive(op, "z_loss")) {
+        if (json_num(op, "z_loss", path, &z)) goto done;
+        if (!(z >= 0)) {
+            tlm_error("%s: field \"z_loss\" = %g must be >= 0", path, z);
+            goto done;
+        }
+    }
+    o->z_loss = (float)z;
     /* the end of the cosine decay: the first --steps of the run, kept when a resume extends
      * it (runs saved before the field existed never were extended) */
     double decay = 0;
@@ -282,9 +292,9 @@ static int check_options(const train_options *o) {
         return tlm_error("--eval-every, --eval-batches, --save-every and --log-every must be positive");
     if (!(o->opt.lr > 0) || o->opt.min_lr < 0 || !(o->opt.beta1 >= 0 && o->opt.beta1 < 1) ||
         !(o->opt.beta2 >= 0 && o->opt.beta2 < 1) || !(o->opt.eps > 0) || o->opt.weight_decay < 0 ||
-        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0)
+        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0 || !(o->z_loss >= 0))
         return tlm_error("optimizer settings out of range (lr > 0, min_lr >= 0, 0 <= beta < 1, eps > 0, "
-                         "weight decay, clip and warmup >= 0)");
+                         "weight decay, clip, warmup and z-loss >= 0)");
     return 0;
 }
 
@@ -304,6 +314,7 @@ static int prepare(trainer *t) {
         return tlm_error("--batch %d does not split over %d ranks: give a batch that is a multiple of the ranks",
                          o->batch, t->size);
     t->local_batch = o->batch / t->size;
+    t->m->z_loss = o->z_loss;
     if (o->zero1 && t->size > 1) {
         if (!(t->shard = malloc(sizeof(size_t) * (t->size + 1)))) return tlm_error("out of memory");
         for (int r = 0; r <= t->size; r++) t->shard[r] = t->m->n_params * (size_t)r / (size_t)t->size;
@@ -464,7 +475,7 @@ static int train_loop(trainer *t) {
         if (tlm_profiling && t->step == first_step + 2) prof_reset(); /* warm-up steps excluded */
         double t0 = tlm_now_s();
         model_zero_grads(t->m);
-        double loss_sum = 0.0;
+        double loss_sum = 0.0, lse_sq_sum = 0.0;
         for (int micro = 0; micro < o->accum; micro++) {
             float loss = 0.0f;
             /* every rank draws the same global batch and computes its rows of it */
@@ -477,10 +488,13 @@ static int train_loop(trainer *t) {
                 goto out;
             }
             loss_sum += loss;
+            lse_sq_sum += t->m->acts.lse_sq_mean;
         }
         /* the mean over the global batch: sums over the ranks of per-rank means / N */
         allreduce_gradients(t);
         float loss = (float)(dist_sum_double(loss_sum) / t->size / o->accum);
+        /* the z-loss term z * mean(lse^2), logged beside the cross-entropy (not added to "loss") */
+        const double z_term = o->z_loss > 0.0f ? o->z_loss * dist_sum_double(lse_sq_sum) / t->size / o->accum : 0.0;
         double gnorm = grad_global_norm(t->m);
         if (!isfinite(loss) || !isfinite(gnorm)) {
             char *kept = run_latest(t->out_dir);
@@ -514,6 +528,7 @@ static int train_loop(trainer *t) {
         if (t->rank == 0) {
             fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
             if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
+            if (o->z_loss > 0.0f) fprintf(t->metrics, ", \"z_loss\": %.9g", z_term);
             fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr,
                     gnorm, tokens_per_step / step_s, t->elapsed);
             if (t->alog) attn_log_write(t->alog, t->m, t->metrics);

@@ -18,6 +18,7 @@ typedef struct {
     int stop_at;       /* > 0: stop after this step with a checkpoint, as if interrupted */
     int sample_tokens; /* > 0: print a sample of this many tokens at the end */
     int zero1;         /* under mpirun: shard the AdamW moments across the ranks (ZeRO-1) */
+    float z_loss;      /* z-loss coefficient: the objective adds z_loss * mean(logsumexp(logits)^2); 0 = off */
 } train_options;
 
 /* Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards:

@@ -55,7 +55,8 @@ def test_logits(tinylm, work):
                                                    ffn_type="geglu", embedding_scale=True, attn_logit_softcapping=50.0,
                                                    final_logit_softcapping=30.0, query_pre_attn_scalar=16,
                                                    sliding_window=4, layer_types=["sliding_attention",
-                                                                                  "full_attention"]))]:
+                                                                                  "full_attention"])),
+                       ("dyt", tiny_config(norm_type="dyt", dyt_alpha_init=0.8, norm_placement="sandwich"))]:
         d = os.path.join(work, "model-" + label)
         tinylm_ref.save(d, cfg, tinylm_ref.random_params(cfg, seed=3))
         ids = [1, 5, 9, 13, 2, 7, 7, 0]
@@ -78,6 +79,8 @@ BAD_CONFIGS = [
     (tiny_config(norm_type="batchnorm"), "\"norm_type\" = \"batchnorm\" is not one of"),
     (tiny_config(norm_placement="middle"), "\"norm_placement\" = \"middle\""),
     (tiny_config(norm_bias=True), "norm_bias = true needs norm_type \"layernorm\""),
+    (tiny_config(norm_type="dyt", qk_norm="head"), "qk_norm = \"head\" with norm_type \"dyt\""),
+    (tiny_config(norm_type="dyt", dyt_alpha_init=0), "dyt_alpha_init = 0 must be positive"),
     (tiny_config(layer_types=["full_attention"]), "layer_types has 1 entries but num_hidden_layers = 2"),
     (tiny_config(layer_types=["sliding_attention", "full_attention"]), "sliding_window = 0"),
     (tiny_config(hidden_size=30, num_attention_heads=4, head_dim=7), "head_dim = 7 must be even for RoPE"),
@@ -145,6 +148,12 @@ def test_bad_input(tinylm, work):
         check(f.read() == b"precious", "failed runs left the existing output file untouched")
     rc, _, err = run(tinylm, "logits", "--model", good, "--ids", "1 2", "--out", "/nonexistent-dir/x.npy")
     check(rc > 0 and "/nonexistent-dir/x.npy" in err, "unwritable output path named", err.strip())
+    # a DyT model: no Hugging Face family has it; export writes the tinylm format and names DyT
+    dyt_out = os.path.join(work, "export-dyt")
+    shutil.rmtree(dyt_out, ignore_errors=True)
+    rc, sout, err = run(tinylm, "export", "--model", os.path.join(work, "model-dyt"), "--out", dyt_out)
+    check(rc == 0 and "model_type \"tinylm\"" in sout and "norm_type \"dyt\"" in sout,
+          "export of a DyT model: tinylm format, the reason names norm_type dyt", (sout + err).strip())
     rc, _, err = run(tinylm, "frobnicate")
     check(rc == 2 and "unknown command" in err, "unknown command rejected", err.strip())
 

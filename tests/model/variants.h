@@ -20,6 +20,7 @@ static void v_learned(tlm_config *c) {
 static void v_sliding(tlm_config *c) { c->sliding_window = 3, c->layer_sliding[0] = 1, c->rope_theta_local = 500; }
 static void v_mqa(tlm_config *c) { c->n_kv_heads = 1, c->tie_embeddings = false; }
 static void v_no_residual(tlm_config *c) { c->residual = false, c->qk_norm = QK_NORM_HEAD; }
+static void v_dyt(tlm_config *c) { c->norm = NORM_DYT, c->placement = PLACE_SANDWICH, c->dyt_alpha_init = 0.7f; }
 
 typedef struct {
     const char *name;
@@ -36,6 +37,7 @@ static const variant VARIANTS[] = {
     {"sliding window 3 on layer 0, local rope", v_sliding},
     {"mqa, untied head", v_mqa},
     {"no residual, per-head qk-norm", v_no_residual},
+    {"dyt sandwich", v_dyt},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

@@ -103,6 +103,31 @@ static void test_norm(int layer, float offset, int with_bias) {
     free(c.inp), free(c.w), free(c.b), free(c.mean), free(c.rstd), free(R), free(out), free(di), free(dw), free(db);
 }
 
+/* DyT: y = g tanh(alpha x) + b; a row wide enough (C = 150) for several column blocks of dalpha */
+typedef struct { float *inp, *a, *w, *b; int N, C; } dyt_ctx;
+static void dyt_fwd(void *c, float *out) {
+    dyt_ctx *n = c;
+    dyt_forward(out, n->inp, n->a, n->w, n->b, n->N, n->C);
+}
+static void test_dyt(int with_bias) {
+    dyt_ctx c = {.N = 3, .C = 150};
+    size_t n = (size_t)c.N * c.C;
+    float alpha = 0.7f;
+    c.inp = rand_vec(n, 2), c.a = &alpha, c.w = rand_vec((size_t)c.C, 1), c.b = with_bias ? rand_vec((size_t)c.C, 1) : NULL;
+    float *R = rand_vec(n, 1), *di = zeros(n), *dw = zeros((size_t)c.C), *db = zeros((size_t)c.C), da = 0.0f;
+    dyt_backward(di, &da, dw, with_bias ? db : NULL, R, c.inp, c.a, c.w, c.N, c.C);
+    const char *kind = with_bias ? "dyt" : "dyt (no bias)";
+    char name[64];
+    snprintf(name, sizeof name, "%s dinp", kind);
+    check(name, c.inp, n, di, dyt_fwd, &c, n, R, 1e-2f, 2e-3);
+    snprintf(name, sizeof name, "%s dalpha", kind);
+    check(name, c.a, 1, &da, dyt_fwd, &c, n, R, 1e-3f, 2e-3);
+    snprintf(name, sizeof name, "%s dweight", kind);
+    check(name, c.w, (size_t)c.C, dw, dyt_fwd, &c, n, R, 1e-2f, 2e-3);
+    if (with_bias) check("dyt dbias", c.b, (size_t)c.C, db, dyt_fwd, &c, n, R, 1e-2f, 2e-3);
+    free(c.inp), free(c.w), free(c.b), free(R), free(di), free(dw), free(db);
+}
+
 /* ---- embedding ---------------------------------------------------------------------------------- */
 typedef struct { float *wte, *wpe; int *tok; int B, T, C; float scale; } emb_ctx;
 static void emb_fwd(void *c, float *out) {
@@ -209,22 +234,27 @@ static void test_activations(void) {
 }
 
 /* ---- cross-entropy ---------------------------------------------------------------------------------------- */
-typedef struct { float *logits, *probs, *losses; int *targets; int N, V; } ce_ctx;
+/* the loss mean CE + z * mean(lse^2) over the counted rows (z = 0: plain cross-entropy) */
+typedef struct { float *logits, *probs, *losses, *lse; int *targets; int N, V; float z; } ce_ctx;
 static void ce_fwd(void *c, float *out) {
     ce_ctx *e = c;
-    out[0] = crossentropy_forward(e->losses, e->probs, e->logits, e->targets, e->N, e->V, NULL);
+    float sq;
+    out[0] = crossentropy_forward(e->losses, e->lse, e->probs, e->logits, e->targets, e->N, e->V, NULL, &sq);
+    out[0] += e->z * sq;
 }
-static void test_crossentropy(void) {
+static void test_crossentropy(float z, float shift) {
     int targets[4] = {2, -1, 0, 4}; /* -1: no loss at that row */
-    ce_ctx c = {.targets = targets, .N = 4, .V = 5};
-    c.logits = rand_vec(20, 2), c.probs = zeros(20), c.losses = zeros(4);
-    float R = 1.0f, out, *dl = zeros(20);
+    ce_ctx c = {.targets = targets, .N = 4, .V = 5, .z = z};
+    c.logits = rand_vec(20, 2), c.probs = zeros(20), c.losses = zeros(4), c.lse = zeros(4);
+    for (int i = 0; i < 20; i++) c.logits[i] += shift; /* lse far from 0: the z-loss's gradient is large */
+    float R = 1.0f, *dl = zeros(20), sq;
     int counted;
-    crossentropy_forward(c.losses, c.probs, c.logits, targets, 4, 5, &counted);
-    crossentropy_backward(dl, c.probs, targets, 4, 5, 1.0f, counted);
-    (void)out;
-    check("crossentropy dlogits", c.logits, 20, dl, ce_fwd, &c, 1, &R, 1e-2f, 1e-3);
-    free(c.logits), free(c.probs), free(c.losses), free(dl);
+    crossentropy_forward(c.losses, c.lse, c.probs, c.logits, targets, 4, 5, &counted, &sq);
+    crossentropy_backward(dl, c.probs, c.lse, targets, 4, 5, 1.0f, counted, z);
+    char name[64];
+    snprintf(name, sizeof name, z ? "crossentropy + z-loss %g dlogits" : "crossentropy dlogits", z);
+    check(name, c.logits, 20, dl, ce_fwd, &c, 1, &R, 1e-2f, 1e-3);
+    free(c.logits), free(c.probs), free(c.losses), free(c.lse), free(dl);
 }
 
 /* the libm-free tanh/exp behind GELU, SiLU and soft-caps, against libm in double */
@@ -255,13 +285,17 @@ int main(void) {
     test_norm(1, 0.0f, 0);
     test_norm(0, 0.0f, 0);
     test_norm(0, 1.0f, 0);
+    test_dyt(1);
+    test_dyt(0);
     test_embedding();
     test_rope();
     test_attention("MHA", 2, 2, 0.0f, 0);
     test_attention("GQA softcap", 4, 2, 2.0f, 0);
     test_attention("MQA window", 3, 1, 0.0f, 2);
     test_activations();
-    test_crossentropy();
+    test_crossentropy(0.0f, 0.0f);
+    test_crossentropy(1e-2f, 3.0f);
+    test_crossentropy(0.5f, -2.0f);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures != 0;
 }

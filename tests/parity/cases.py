@@ -19,7 +19,7 @@ STD = 0.3  # std of the random weight matrices (embeddings get twice this)
 def _grid():
     cases = []
     # Every norm type under every placement (layernorm with its bias, so norm biases are covered).
-    for nt in ("layernorm", "rmsnorm", "rmsnorm_1p"):
+    for nt in ("layernorm", "rmsnorm", "rmsnorm_1p", "dyt"):
         for pl in ("pre", "post", "sandwich", "output", "none"):
             cfg = {"norm_type": nt, "norm_placement": pl}
             if nt == "layernorm":
@@ -27,11 +27,19 @@ def _grid():
             # Without norms the stream grows and softmax saturates: smaller weights keep the
             # case well-conditioned (gen_cases.py checks float32 headroom).
             opts = {"std": 0.2} if pl == "none" else {}
+            if nt == "dyt" and pl == "none":
+                cfg["dyt_alpha_init"] = 2.0  # (the small stream would leave tanh(0.5 x) near-linear, logits flat)
             cases.append(("norm_%s_%s" % (nt, pl), cfg, opts))
     return cases
 
 
 CASES = _grid() + [
+    # DyT: alpha away from its default, so that the key is read (and alpha's gradient is not
+    # at a symmetric point); with learned positions and no final norm.
+    ("dyt_alpha_init_1.5_sandwich", {"norm_type": "dyt", "dyt_alpha_init": 1.5, "norm_placement": "sandwich"}),
+    ("dyt_final_norm_false", {"norm_type": "dyt", "final_norm": False}),
+    ("dyt_learned_pos_gelu_mlp_bias", {"norm_type": "dyt", "position_embedding": "learned", "ffn_type": "gelu",
+                                       "mlp_bias": True}),
     ("layernorm_nobias_pre", {"norm_type": "layernorm", "norm_bias": False}),
     ("layernorm_nobias_sandwich", {"norm_type": "layernorm", "norm_placement": "sandwich"}),
     # A large eps makes "eps inside the sqrt" visible (1e-5 would hide it under the tolerance).

@@ -19,3 +19,15 @@ if(TLM_PYTHON)
   set_tests_properties(test_probes PROPERTIES
                        ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+
+# lens_dump: the tuned lens's loss and translator gradient on a case folder (for test_lens.py)
+add_executable(lens_dump tests/probes/lens_dump.c)
+target_link_libraries(lens_dump PRIVATE tinylm)
+target_include_directories(lens_dump PRIVATE ${CMAKE_SOURCE_DIR}/src)
+if(TLM_PYTHON)
+  add_test(NAME test_lens
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/probes/test_lens.py
+                   --tinylm $<TARGET_FILE:tinylm_cli> --lens-dump $<TARGET_FILE:lens_dump>
+                   --work ${CMAKE_BINARY_DIR}/test_lens)
+  set_tests_properties(test_lens PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 600)
+endif()

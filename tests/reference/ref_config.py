@@ -3,7 +3,7 @@
 the engine's buffer order. Written from the docs, not from the C engine."""
 import collections
 
-NORM_TYPES = ("layernorm", "rmsnorm", "rmsnorm_1p")
+NORM_TYPES = ("layernorm", "rmsnorm", "rmsnorm_1p", "dyt")
 PLACEMENTS = ("pre", "post", "sandwich", "output", "none")
 POSITIONS = ("rope", "learned", "none")
 FFN_TYPES = ("swiglu", "geglu", "gelu")
@@ -68,6 +68,7 @@ def resolve_config(raw):
     choice("norm_type", NORM_TYPES, "rmsnorm")
     num("norm_eps", 1e-5, allow_zero=False)
     flag("norm_bias", False)
+    num("dyt_alpha_init", 0.5, allow_zero=False)
     placement = choice("norm_placement", PLACEMENTS, "pre")
     flag("residual", True)
     flag("final_norm", placement != "post")
@@ -78,7 +79,9 @@ def resolve_config(raw):
     flag("embedding_scale", False)
     ab = flag("attention_bias", False)
     flag("attention_out_bias", ab)
-    choice("qk_norm", QK_NORMS, "none")
+    qk = choice("qk_norm", QK_NORMS, "none")
+    if qk != "none" and c["norm_type"] == "dyt":
+        raise _bad("qk_norm", qk, "is an RMSNorm of q and k; not with norm_type dyt")
     num("query_pre_attn_scalar", None, allow_zero=False)
     num("attn_logit_softcapping", 0.0, allow_zero=True)
     sw = c.get("sliding_window", 0)
@@ -104,8 +107,10 @@ def resolve_config(raw):
 
 def _norm(names, prefix, c):
     names[prefix + ".weight"] = [c["hidden_size"]]
-    if c["norm_type"] == "layernorm" and c["norm_bias"]:
+    if (c["norm_type"] == "layernorm" and c["norm_bias"]) or c["norm_type"] == "dyt":
         names[prefix + ".bias"] = [c["hidden_size"]]
+    if c["norm_type"] == "dyt":  # DyT: gamma, beta, then the scalar alpha
+        names[prefix + ".alpha"] = [1]
 
 
 def param_shapes(c):

@@ -30,7 +30,7 @@ from ref_config import resolve_config, param_shapes  # noqa: E402
 from safetensors_np import save_safetensors, load_safetensors  # noqa: E402
 
 __all__ = ["resolve_config", "param_shapes", "save_safetensors", "load_safetensors",
-           "init_params", "random_params", "Model", "load", "save", "cross_entropy", "dump"]
+           "init_params", "random_params", "Model", "load", "save", "cross_entropy", "z_loss_term", "dump"]
 
 
 # ---- building blocks -------------------------------------------------------------------
@@ -45,6 +45,11 @@ def layer_norm(x, w, b, eps):
 def rms_norm(x, w, eps, one_plus):
     y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
     return y * (1.0 + w) if one_plus else y * w
+
+
+def dyt(x, alpha, w, b):
+    """DyT (Zhu et al. 2025): w * tanh(alpha * x) + b, alpha a scalar"""
+    return w * torch.tanh(alpha * x) + b
 
 
 def gelu_tanh(x):
@@ -88,6 +93,15 @@ def cross_entropy(logits, targets):
     return -picked.mean()
 
 
+def z_loss_term(logits, targets):
+    """mean over the positions with a target of logsumexp(logits)^2 (the z-loss is z times this:
+    PaLM, Wortsman et al. 2023)"""
+    V = logits.shape[-1]
+    lse = torch.logsumexp(logits.reshape(-1, V), dim=-1)
+    keep = targets.reshape(-1) >= 0
+    return (lse[keep] ** 2).mean()
+
+
 # ---- the model ---------------------------------------------------------------------------
 
 class Model:
@@ -114,7 +128,7 @@ class Model:
 
     def norm_hooked(self, prefix, x, hook_prefix):
         """self.norm, with its scale (sqrt(mean square or variance + eps), [..., 1]) at hook_prefix.hook_scale"""
-        if self.hook_fn is not None:
+        if self.hook_fn is not None and self.cfg["norm_type"] != "dyt":  # (DyT has no scale)
             c = self.cfg
             if c["norm_type"] == "layernorm":
                 var = ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
@@ -129,6 +143,8 @@ class Model:
     def norm(self, prefix, x):
         c = self.cfg
         w, b = self.p(prefix + ".weight"), self.p(prefix + ".bias")
+        if c["norm_type"] == "dyt":
+            return dyt(x, self.p(prefix + ".alpha"), w, b)
         if c["norm_type"] == "layernorm":
             return layer_norm(x, w, b, c["norm_eps"])
         return rms_norm(x, w, c["norm_eps"], c["norm_type"] == "rmsnorm_1p")
@@ -330,6 +346,8 @@ def init_params(config, seed=0):
     for name, shape in param_shapes(c).items():
         if "norm" in name.split(".")[-2] and name.endswith(".weight"):
             out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
+        elif name.endswith(".alpha"):  # DyT
+            out[name] = np.full(shape, c["dyt_alpha_init"])
         elif name.endswith(".bias"):
             out[name] = np.zeros(shape)
         else:
@@ -352,6 +370,8 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
         if is_norm and name.endswith(".weight"):
             ident = 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0
             out[name] = ident + rng.normal(0.0, norm_std, size=shape)
+        elif name.endswith(".alpha"):  # DyT's scalar, around its init
+            out[name] = c["dyt_alpha_init"] * (1.0 + rng.normal(0.0, norm_std, size=shape))
         elif name.endswith(".bias"):
             out[name] = rng.normal(0.0, bias_std, size=shape)
         elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight"):

@@ -103,6 +103,26 @@ def main():
         check(len(m) == 200 and all(keys <= set(r) for r in m) and "val_loss" in m[99],
               "metrics.jsonl: one line per step with step, loss, val_loss, lr, grad_norm, tokens_per_s, elapsed")
 
+    # ---- z-loss: logged separately, off (and absent) by default, kept by a resume ----------------
+    zrun = os.path.join(W, "zloss")
+    rc, _, err = run([T, "train", "--data", data, "--out", zrun, "--steps", "12", "--save-every", "6",
+                      "--stop-at", "6", "--z-loss", "1e-3"] + small)
+    rc2, _, err2 = run([T, "train", "--resume", zrun, "--data", data]) if rc == 130 or rc == 0 else (1, "", "")
+    check(rc in (0, 130) and rc2 == 0, "a run with --z-loss 1e-3 stops at 6 and resumes to 12", err + err2)
+    if rc2 == 0:
+        zm = metrics(zrun)
+        ckpts = sorted(d for d in os.listdir(zrun) if d.startswith("step-"))
+        state = json.load(open(os.path.join(zrun, ckpts[-1], "trainer.json")))
+        check(len(zm) == 12 and all(r.get("z_loss", 0) > 0 for r in zm),
+              "metrics.jsonl logs z_loss (> 0) on every step, the resumed ones included", zm[-1])
+        # at init the logits are near 0, lse ~ log V, so z * lse^2 is small beside the cross-entropy
+        check(all(r["z_loss"] < 0.1 * r["loss"] for r in zm), "z_loss is the small term z * mean(lse^2) (< 0.1 x the loss at z = 1e-3)", zm[0])
+        check(abs(state["options"].get("z_loss", 0) - 1e-3) < 1e-9, "trainer.json keeps z_loss for the resume",
+              state["options"])
+    if os.path.isdir(os.path.join(W, "learn")):
+        check(all("z_loss" not in r for r in metrics(os.path.join(W, "learn"))),
+              "without --z-loss no z_loss is logged (off by default)")
+
     # ---- resume is bit-identical ----------------------------------------------------------------
     full, part = os.path.join(W, "full"), os.path.join(W, "part")
     rc1, _, e1 = run([T, "train", "--data", data, "--out", full, "--steps", "30", "--save-every", "10"] + small)

@@ -54,7 +54,7 @@ from gen_cases import structural_zeros  # noqa: E402
 TOL_LR, TOL_LOSS, TOL_NORM, TOL_W = 1e-6, 1e-4, 1e-3, 1e-2
 
 OPT = {"lr": 1e-2, "min_lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
-       "warmup_steps": 3, "total_steps": 10, "decay_embeddings": 0}
+       "warmup_steps": 3, "total_steps": 10, "decay_embeddings": 0, "z_loss": 0.0}
 STEPS, ACCUM, B, T = 12, 2, 2, 8  # 12 steps: warmup 3, cosine to step 10, two steps at min_lr
 
 SMALL = {"model_type": "tinylm", "vocab_size": 41, "hidden_size": 32, "num_hidden_layers": 2,
@@ -74,8 +74,11 @@ CASES = [
      dict(SMALL, norm_type="rmsnorm_1p", norm_placement="sandwich", ffn_type="geglu", num_key_value_heads=2,
           attn_logit_softcapping=2.0, final_logit_softcapping=4.0, embedding_scale=True,
           tie_word_embeddings=True), 2.8),
+    # DyT in every norm, with the z-loss (its value and gradient against PyTorch over a trajectory)
+    ("dyt_prenorm_z_loss",
+     dict(SMALL, norm_type="dyt", dyt_alpha_init=0.8, norm_placement="pre", tie_word_embeddings=False), 3.5),
 ]
-OPT_OVERRIDES = {"gemma_1p_sandwich_softcaps_gqa": {"decay_embeddings": 1}}
+OPT_OVERRIDES = {"gemma_1p_sandwich_softcaps_gqa": {"decay_embeddings": 1}, "dyt_prenorm_z_loss": {"z_loss": 0.05}}
 
 
 def lr_schedule(o, step):
@@ -101,17 +104,21 @@ def train_reference(cfg, params, tokens, targets, o, dtype):
     groups = [{"params": [m.params[n] for n in names if decays(n, cfg, o)], "weight_decay": o["weight_decay"]},
               {"params": [m.params[n] for n in names if not decays(n, cfg, o)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
-    losses, norms, lrs = [], [], []
+    losses, norms, lrs, lse_sqs = [], [], [], []
     steps, accum = tokens.shape[:2]
     for s in range(steps):
         opt.zero_grad(set_to_none=False)
-        total = 0.0
+        total = total_sq = 0.0
         for a in range(accum):
             logits = m.forward(tokens[s, a])
-            loss = ref.cross_entropy(logits, torch.as_tensor(targets[s, a], dtype=torch.long))
-            (loss / accum).backward()
+            tgt = torch.as_tensor(targets[s, a], dtype=torch.long)
+            loss = ref.cross_entropy(logits, tgt)
+            sq = ref.z_loss_term(logits, tgt)  # the objective adds z * mean(lse^2); the logged loss is CE
+            ((loss + o["z_loss"] * sq) / accum).backward()
             total += loss.item()
+            total_sq += sq.item()
         losses.append(total / accum)
+        lse_sqs.append(total_sq / accum)
         norms.append(float(torch.nn.utils.clip_grad_norm_(list(m.params.values()), o["grad_clip"])))
         lr = lr_schedule(o, s)
         lrs.append(lr)
@@ -119,7 +126,7 @@ def train_reference(cfg, params, tokens, targets, o, dtype):
             g["lr"] = lr
         opt.step()
     final = {n: t.detach().numpy().astype(np.float64) for n, t in m.params.items()}
-    return np.array(losses), np.array(norms), np.array(lrs), final
+    return np.array(losses), np.array(norms), np.array(lrs), final, np.array(lse_sqs)
 
 
 def rel(a, b):
@@ -166,12 +173,17 @@ def run_case(name, cfg, clip, dump_bin, work, verbose):
     c_lr = np.load(os.path.join(out_dir, "lr.npy"))
     c_final = {n: np.load(os.path.join(out_dir, "params", n + ".npy")) for n in w0}
 
-    r_loss, r_norm, r_lr, r_final = train_reference(cfg, w0, tokens, targets, o, torch.float64)
-    _, _, _, f32_final = train_reference(cfg, w0, tokens, targets, o, torch.float32)
+    r_loss, r_norm, r_lr, r_final, r_sq = train_reference(cfg, w0, tokens, targets, o, torch.float64)
+    _, _, _, f32_final, _ = train_reference(cfg, w0, tokens, targets, o, torch.float32)
+    c_sq = np.load(os.path.join(out_dir, "lse_sq.npy"))
     skip = set(structural_zeros(cfg))
 
     problems = []
     e_lr = rel(c_lr, r_lr)
+    e_sq = rel(c_sq, r_sq)
+    if not e_sq <= TOL_LOSS:
+        problems.append("mean logsumexp^2 (the z-loss term) rel err %.3g > %g: engine %s, reference %s"
+                        % (e_sq, TOL_LOSS, c_sq, r_sq))
     if not e_lr <= TOL_LR:
         problems.append("lr rel err %.3g > %g: engine %s, formula %s" % (e_lr, TOL_LR, c_lr, r_lr))
     for s in range(STEPS):

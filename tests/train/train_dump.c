@@ -5,9 +5,11 @@
  * step does (src/train/trainer.c: zero the gradients; per micro-batch forward + backward
  * scaled by 1/accum; global gradient norm; adamw_step with lr_at(step)). The optimizer
  * settings come as KEY=VALUE: lr, min_lr, beta1, beta2, eps, weight_decay, grad_clip,
- * warmup_steps, total_steps, decay_embeddings (0/1). Writes float32 .npy files:
+ * warmup_steps, total_steps, decay_embeddings (0/1), and z_loss (the model's z-loss coefficient).
+ * Writes float32 .npy files:
  *   OUT_DIR/loss.npy [steps] (the mean over the micro-batches, as the trainer logs it),
  *   OUT_DIR/grad_norm.npy [steps] (before clipping), OUT_DIR/lr.npy [steps],
+ *   OUT_DIR/lse_sq.npy [steps] (mean logsumexp^2, averaged over the micro-batches),
  *   OUT_DIR/params/<tensor>.npy (the weights after the last step). */
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,12 +42,13 @@ static const struct {
     {"decay_embeddings", offsetof(optim_config, decay_embeddings), 'b'},
 };
 
-static int set_option(optim_config *c, const char *arg) {
+static int set_option(optim_config *c, float *z_loss, const char *arg) {
     const char *eq = strchr(arg, '=');
     char *end = NULL;
     if (!eq) return tlm_error("option %s: want KEY=VALUE", arg);
     const double v = strtod(eq + 1, &end);
     if (end == eq + 1 || *end) return tlm_error("option %s: not a number", arg);
+    if (!strncmp(arg, "z_loss=", 7)) return (*z_loss = (float)v), 0;
     for (size_t i = 0; i < sizeof OPTIONS / sizeof OPTIONS[0]; i++) {
         if (strlen(OPTIONS[i].key) != (size_t)(eq - arg) || strncmp(arg, OPTIONS[i].key, (size_t)(eq - arg))) continue;
         char *field = (char *)c + OPTIONS[i].offset;
@@ -62,19 +65,20 @@ static int train_dump(const char *case_dir, const char *out, int n_options, char
     char path[4096];
     tlm_npy tok = {0}, tgt = {0};
     adamw opt = {0};
-    float *losses = NULL, *lrs = NULL, *norms = NULL;
+    float *losses = NULL, *lrs = NULL, *norms = NULL, *lse_sq = NULL;
     optim_config oc = {0};
     int rc = -1;
     tlm_model *m = model_load_dir(case_dir);
     if (!m) goto fail;
     for (int i = 0; i < n_options; i++)
-        if (set_option(&oc, options[i])) goto fail;
+        if (set_option(&oc, &m->z_loss, options[i])) goto fail;
     if (case_read_batches(case_dir, 4, "[steps, accum, B, T]", &tok, &tgt)) goto fail;
     const int steps = (int)tok.shape[0], accum = (int)tok.shape[1], B = (int)tok.shape[2], T = (int)tok.shape[3];
     losses = calloc((size_t)steps, sizeof *losses);
     lrs = calloc((size_t)steps, sizeof *lrs);
     norms = calloc((size_t)steps, sizeof *norms);
-    if (!losses || !lrs || !norms || model_alloc_grads(m) || adamw_init(&opt, m, &oc)) goto fail;
+    lse_sq = calloc((size_t)steps, sizeof *lse_sq);
+    if (!losses || !lrs || !norms || !lse_sq || model_alloc_grads(m) || adamw_init(&opt, m, &oc)) goto fail;
     const int *tokens = tok.data, *targets = tgt.data;
     for (int s = 0; s < steps; s++) {
         model_zero_grads(m);
@@ -84,6 +88,7 @@ static int train_dump(const char *case_dir, const char *out, int n_options, char
             float loss = 0.0f;
             if (model_forward(m, tokens + at, targets + at, B, T, &loss) || model_backward(m, 1.0f / accum)) goto fail;
             loss_sum += loss;
+            lse_sq[s] += m->acts.lse_sq_mean / accum;
         }
         losses[s] = (float)(loss_sum / accum);
         const double norm = grad_global_norm(m);
@@ -99,6 +104,8 @@ static int train_dump(const char *case_dir, const char *out, int n_options, char
     if (tlm_npy_write_f32(path, 1, &n, losses)) goto fail;
     snprintf(path, sizeof path, "%s/lr.npy", out);
     if (tlm_npy_write_f32(path, 1, &n, lrs)) goto fail;
+    snprintf(path, sizeof path, "%s/lse_sq.npy", out);
+    if (tlm_npy_write_f32(path, 1, &n, lse_sq)) goto fail;
     snprintf(path, sizeof path, "%s/grad_norm.npy", out);
     if (tlm_npy_write_f32(path, 1, &n, norms)) goto fail;
     for (int i = 0; i < m->n_tensors; i++) {
@@ -110,7 +117,7 @@ static int train_dump(const char *case_dir, const char *out, int n_options, char
     rc = 0;
 fail:
     adamw_free(&opt);
-    free(losses), free(lrs), free(norms);
+    free(losses), free(lrs), free(norms), free(lse_sq);
     tlm_npy_free(&tok);
     tlm_npy_free(&tgt);
     model_free(m);
