@@ -258,7 +258,7 @@ def main():
         except tinylm.TinylmError as e:
             check(False, "load(run directory) = load(checkpoint)", str(e))
         hf = os.path.join(args.work, "hf_export")
-        rc, out, err = run(args.tinylm, "export", "--model", base, "--out", hf)
+        rc, out, err = run(args.tinylm, "export", "--model", base, "--out", hf, "--no-tokenizer")
         if check(rc == 0, "tinylm export (for the Hugging Face load)", err[-200:]):
             mh = tinylm.load(hf)
             check(rel_err(mh(ids0), l0) < 1e-5, "load(Hugging Face directory) = load(checkpoint)")
