@@ -81,7 +81,8 @@ def run_one(name, mod, out, args, command):
         p = ctx.tinylm("report", os.path.join(out, "result.json"), "--html", os.path.join(out, "report.html"),
                        check=False)
         if p.returncode != 0:
-            print("note: tinylm report failed: %s" % p.stderr.strip()[-300:])
+            raise SystemExit("tinylm report failed on %s: %s" % (os.path.join(out, "result.json"),
+                                                                  p.stderr.strip()[-300:]))
     else:
         print("note: this build has no `tinylm report`; report.html skipped")
     print("== %s: %s" % (name, res["title"]))

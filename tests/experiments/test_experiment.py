@@ -144,6 +144,16 @@ def main():
                       "%s: PNG %dx%d, %.1f%% inked, %d colours (not blank)" % (s, w, h, 100 * inked, colours))
     else:
         print("note: no rsvg-convert; the figures are not rendered")
+    # the page `tinylm report` makes of result.json (tests/browser opens such pages in Chromium)
+    page = os.path.join(out, "report.html")
+    html = open(page, encoding="utf-8").read() if os.path.exists(page) else ""
+    check(bool(html), "report.html written beside the Markdown table")
+    if html:
+        blob = html[html.index('id="tlm-data">') + len('id="tlm-data">'):] if 'id="tlm-data">' in html else ""
+        check('"kind":"experiment"' in blob.replace(" ", "") and json.dumps(res["title"], ensure_ascii=False)[1:-1][:40] in blob,
+              "report.html holds the experiment's data (kind, title)")
+        check("http://" not in html.split('id="tlm-data">')[0] and "https://" not in html.split('id="tlm-data">')[0]
+              and "<script src" not in html, "report.html is self-contained (no external script or URL)")
     import importlib
     sys.path.insert(0, os.path.join(REPO, "experiments"))
     mods = {getattr(m, "NAME", None): m for m in
