@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "probes/inspect.h"
 #include "probes/lens.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -65,10 +66,7 @@ static void print_report(const tlm_model *m, const double *logit, const double *
         for (int k = 0; k <= L; k++) {
             cJSON *s = cJSON_CreateObject();
             char name[64];
-            if (k == 0)
-                snprintf(name, sizeof name, "embed");
-            else
-                snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
+            inspect_stage_name(name, sizeof name, k);
             cJSON_AddNumberToObject(s, "stage", k);
             cJSON_AddStringToObject(s, "name", name);
             cJSON_AddNumberToObject(s, "logit_lens_kl", logit[k]);
@@ -85,10 +83,7 @@ static void print_report(const tlm_model *m, const double *logit, const double *
     printf("%-24s %14s%s\n", "stage", "logit lens", tuned ? "     tuned lens" : "");
     for (int k = 0; k <= L; k++) {
         char name[64];
-        if (k == 0)
-            snprintf(name, sizeof name, "embed");
-        else
-            snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
+        inspect_stage_name(name, sizeof name, k);
         printf("%-24s %14.4f", name, logit[k]);
         if (tuned) printf(" %14.4f", tuned[k]);
         printf("\n");

@@ -461,6 +461,13 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
     return 0;
 }
 
+void inspect_stage_name(char *buf, size_t n, int k) {
+    if (k == 0)
+        snprintf(buf, n, "embed");
+    else
+        snprintf(buf, n, "layers.%d.resid_post", k - 1);
+}
+
 int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_n, inspect_report *r) {
     return inspect_run_ex(m, tokens, T, position, top_k_n, 0, NULL, r);
 }

@@ -101,6 +101,10 @@ enum { INSPECT_KEEP_ATTENTION = 1, INSPECT_EVERY_POSITION_TOP = 2, INSPECT_FOR_H
 int inspect_run(struct tlm_model *m, const int *tokens, int T, int position, int top_k, inspect_report *r);
 /* The same with flags (INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both:
  * INSPECT_FOR_HTML) and a tuned lens (src/probes/lens.h; NULL: none) read beside the logit lens */
+/* The name of lens stage k (0 = "embed", k = "layers.<k-1>.resid_post", the stream after block
+ * k-1), as the tables, JSON, CSV and `tinylm lens` print it. */
+void inspect_stage_name(char *buf, size_t n, int k);
+
 struct tlm_lens;
 int inspect_run_ex(struct tlm_model *m, const int *tokens, int T, int position, int top_k, int flags,
                    const struct tlm_lens *lens, inspect_report *r);

@@ -189,13 +189,51 @@ static void csv_row(FILE *f, const char *section, int layer, const char *name, i
     fputc('\n', f);
 }
 
+/* one lens's readings (the logit lens, or the tuned lens beside it): same shapes, two outputs */
+typedef struct {
+    const int *top, *grid;                         /* [n_lens, K], [n_lens, T] */
+    const float *top_prob, *top_logit, *grid_prob; /* likewise */
+    const double *kl_at, *kl;                      /* [n_lens] */
+} lens_view;
+
+static lens_view lens_view_of(const inspect_report *r, int tuned) {
+    return tuned ? (lens_view){r->tuned_top, r->tuned_grid, r->tuned_top_prob, r->tuned_top_logit, r->tuned_grid_prob,
+                               r->tuned_kl_at, r->tuned_kl}
+                 : (lens_view){r->lens_top, r->lens_grid, r->lens_top_prob, r->lens_top_logit, r->lens_grid_prob,
+                               r->lens_kl_at, r->lens_kl};
+}
+
+static void lens_csv(FILE *f, const struct tlm_tokenizer *tok, const inspect_report *r, lens_view v,
+                     const char *section, const char *grid_section) {
+    const int K = r->top_k, P = r->position;
+    char t[64];
+    for (int k = 0; k < r->n_lens; k++) {
+        char name[64];
+        inspect_stage_name(name, sizeof name, k);
+        for (int j = 0; j < K; j++) {
+            char metric[32];
+            predicted_text(tok, r, v.top[k * K + j], t, sizeof t);
+            snprintf(metric, sizeof metric, "top%d_prob", j + 1);
+            csv_row(f, section, k - 1, name, -1, P, metric, v.top_prob[k * K + j], t);
+            snprintf(metric, sizeof metric, "top%d_id", j + 1);
+            csv_row(f, section, k - 1, name, -1, P, metric, v.top[k * K + j], t);
+        }
+        for (int i = 0; i < r->T; i++) {
+            inspect_token_text(tok, r->tokens[i], v.grid[k * r->T + i], t, sizeof t);
+            csv_row(f, grid_section, k - 1, name, -1, i, "top1_prob", v.grid_prob[k * r->T + i], t);
+        }
+        csv_row(f, section, k - 1, name, -1, P, "kl_to_final", v.kl_at[k], NULL);
+        csv_row(f, section, k - 1, name, -1, -1, "kl_to_final", v.kl[k], NULL);
+    }
+}
+
 static int layer_of(const char *name) {
     int l;
     return sscanf(name, "layers.%d.", &l) == 1 ? l : -1;
 }
 
 int inspect_print_csv(FILE *f, const inspect_report *r, const struct tlm_tokenizer *tok) {
-    const int P = r->position, K = r->top_k;
+    const int P = r->position;
     char t[128];
     fprintf(f, "section,layer,name,head,position,metric,value,text\n");
     for (int i = 0; i < r->T; i++) {
@@ -228,42 +266,8 @@ int inspect_print_csv(FILE *f, const inspect_report *r, const struct tlm_tokeniz
         csv_row(f, "head", h->layer, name, h->head, P, "entropy", h->entropy.at, NULL);
         csv_row(f, "head", h->layer, name, h->head, -1, "entropy", h->entropy.mean, NULL);
     }
-    for (int k = 0; k < r->n_lens; k++) {
-        char name[64];
-        if (k == 0)
-            snprintf(name, sizeof name, "embed");
-        else
-            snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
-        for (int j = 0; j < K; j++) {
-            char metric[32];
-            predicted_text(tok, r, r->lens_top[k * K + j], t, sizeof t);
-            snprintf(metric, sizeof metric, "top%d_prob", j + 1);
-            csv_row(f, "logit_lens", k - 1, name, -1, P, metric, r->lens_top_prob[k * K + j], t);
-            snprintf(metric, sizeof metric, "top%d_id", j + 1);
-            csv_row(f, "logit_lens", k - 1, name, -1, P, metric, r->lens_top[k * K + j], t);
-        }
-        for (int i = 0; i < r->T; i++) {
-            inspect_token_text(tok, r->tokens[i], r->lens_grid[k * r->T + i], t, sizeof t);
-            csv_row(f, "logit_lens_grid", k - 1, name, -1, i, "top1_prob", r->lens_grid_prob[k * r->T + i], t);
-        }
-        csv_row(f, "logit_lens", k - 1, name, -1, P, "kl_to_final", r->lens_kl_at[k], NULL);
-        csv_row(f, "logit_lens", k - 1, name, -1, -1, "kl_to_final", r->lens_kl[k], NULL);
-        if (!r->has_tuned) continue;
-        for (int j = 0; j < K; j++) {
-            char metric[32];
-            predicted_text(tok, r, r->tuned_top[k * K + j], t, sizeof t);
-            snprintf(metric, sizeof metric, "top%d_prob", j + 1);
-            csv_row(f, "tuned_lens", k - 1, name, -1, P, metric, r->tuned_top_prob[k * K + j], t);
-            snprintf(metric, sizeof metric, "top%d_id", j + 1);
-            csv_row(f, "tuned_lens", k - 1, name, -1, P, metric, r->tuned_top[k * K + j], t);
-        }
-        for (int i = 0; i < r->T; i++) {
-            inspect_token_text(tok, r->tokens[i], r->tuned_grid[k * r->T + i], t, sizeof t);
-            csv_row(f, "tuned_lens_grid", k - 1, name, -1, i, "top1_prob", r->tuned_grid_prob[k * r->T + i], t);
-        }
-        csv_row(f, "tuned_lens", k - 1, name, -1, P, "kl_to_final", r->tuned_kl_at[k], NULL);
-        csv_row(f, "tuned_lens", k - 1, name, -1, -1, "kl_to_final", r->tuned_kl[k], NULL);
-    }
+    lens_csv(f, tok, r, lens_view_of(r, 0), "logit_lens", "logit_lens_grid");
+    if (r->has_tuned) lens_csv(f, tok, r, lens_view_of(r, 1), "tuned_lens", "tuned_lens_grid");
     predicted_text(tok, r, r->predicted, t, sizeof t);
     csv_row(f, "prediction", -1, "logits", -1, P, "id", r->predicted, t);
     csv_row(f, "prediction", -1, "logits", -1, P, "prob", r->predicted_prob, t);
@@ -305,9 +309,28 @@ static cJSON *token_json(const struct tlm_tokenizer *tok, int prev, int id, doub
     return o;
 }
 
+static void lens_json(cJSON *arr, const struct tlm_tokenizer *tok, const inspect_report *r, lens_view v) {
+    const int K = r->top_k, P = r->position, T = r->T;
+    for (int k = 0; k < r->n_lens; k++) {
+        cJSON *o = cJSON_CreateObject();
+        char name[64];
+        inspect_stage_name(name, sizeof name, k);
+        cJSON_AddStringToObject(o, "name", name);
+        cJSON *top = cJSON_AddArrayToObject(o, "top");
+        for (int j = 0; j < K; j++)
+            cJSON_AddItemToArray(top, token_json(tok, r->tokens[P], v.top[k * K + j], v.top_prob[k * K + j],
+                                                 v.top_logit[k * K + j]));
+        cJSON *grid = cJSON_AddArrayToObject(o, "top1_by_position");
+        for (int i = 0; i < T; i++)
+            cJSON_AddItemToArray(grid, token_json(tok, r->tokens[i], v.grid[k * T + i], v.grid_prob[k * T + i], NAN));
+        cJSON_AddItemToObject(o, "kl_to_final", stat_json((inspect_stat){v.kl_at[k], v.kl[k]}));
+        cJSON_AddItemToArray(arr, o);
+    }
+}
+
 /* cJSON writes non-finite numbers as null; the masked-out cases never reach here */
 cJSON *inspect_json_object(const inspect_report *r, const struct tlm_tokenizer *tok) {
-    const int P = r->position, K = r->top_k, T = r->T;
+    const int P = r->position, T = r->T;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "position", P);
     cJSON *toks = cJSON_AddArrayToObject(root, "tokens");
@@ -346,47 +369,8 @@ cJSON *inspect_json_object(const inspect_report *r, const struct tlm_tokenizer *
         cJSON_AddItemToObject(o, "entropy", stat_json(r->heads[i].entropy));
         cJSON_AddItemToArray(heads, o);
     }
-    cJSON *lens = cJSON_AddArrayToObject(root, "logit_lens");
-    for (int k = 0; k < r->n_lens; k++) {
-        cJSON *o = cJSON_CreateObject();
-        char name[64];
-        if (k == 0)
-            snprintf(name, sizeof name, "embed");
-        else
-            snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
-        cJSON_AddStringToObject(o, "name", name);
-        cJSON *top = cJSON_AddArrayToObject(o, "top");
-        for (int j = 0; j < K; j++)
-            cJSON_AddItemToArray(top, token_json(tok, r->tokens[P], r->lens_top[k * K + j], r->lens_top_prob[k * K + j],
-                                                 r->lens_top_logit[k * K + j]));
-        cJSON *grid = cJSON_AddArrayToObject(o, "top1_by_position");
-        for (int i = 0; i < T; i++)
-            cJSON_AddItemToArray(grid, token_json(tok, r->tokens[i], r->lens_grid[k * T + i], r->lens_grid_prob[k * T + i], NAN));
-        cJSON_AddItemToObject(o, "kl_to_final", stat_json((inspect_stat){r->lens_kl_at[k], r->lens_kl[k]}));
-        cJSON_AddItemToArray(lens, o);
-    }
-    if (r->has_tuned) {
-        cJSON *tl = cJSON_AddArrayToObject(root, "tuned_lens");
-        for (int k = 0; k < r->n_lens; k++) {
-            cJSON *o = cJSON_CreateObject();
-            char name[64];
-            if (k == 0)
-                snprintf(name, sizeof name, "embed");
-            else
-                snprintf(name, sizeof name, "layers.%d.resid_post", k - 1);
-            cJSON_AddStringToObject(o, "name", name);
-            cJSON *top = cJSON_AddArrayToObject(o, "top");
-            for (int j = 0; j < K; j++)
-                cJSON_AddItemToArray(top, token_json(tok, r->tokens[P], r->tuned_top[k * K + j],
-                                                     r->tuned_top_prob[k * K + j], r->tuned_top_logit[k * K + j]));
-            cJSON *grid = cJSON_AddArrayToObject(o, "top1_by_position");
-            for (int i = 0; i < T; i++)
-                cJSON_AddItemToArray(
-                    grid, token_json(tok, r->tokens[i], r->tuned_grid[k * T + i], r->tuned_grid_prob[k * T + i], NAN));
-            cJSON_AddItemToObject(o, "kl_to_final", stat_json((inspect_stat){r->tuned_kl_at[k], r->tuned_kl[k]}));
-            cJSON_AddItemToArray(tl, o);
-        }
-    }
+    lens_json(cJSON_AddArrayToObject(root, "logit_lens"), tok, r, lens_view_of(r, 0));
+    if (r->has_tuned) lens_json(cJSON_AddArrayToObject(root, "tuned_lens"), tok, r, lens_view_of(r, 1));
     cJSON_AddNumberToObject(root, "logit_lens_last_row_vs_logits", r->lens_final_diff);
     cJSON *dec = cJSON_AddObjectToObject(root, "decomposition");
     cJSON_AddBoolToObject(dec, "applies", r->decomp_applies);
