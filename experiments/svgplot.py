@@ -23,6 +23,17 @@ class Series:
         self.label, self.xs, self.ys, self.style = label, xs, list(ys), style
 
 
+
+def _hlines(out, Y, hlines, left, right):
+    """labelled dotted reference lines at the given y values (those on the axis)"""
+    for yv, lab in hlines:
+        if Y.ok(yv):
+            py = Y(yv)
+            out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555555" stroke-dasharray="1,4" '
+                       'stroke-width="1.5"/>' % (left, py, right, py))
+            out.append('<text x="%d" y="%.1f" text-anchor="end" fill="#333333" font-size="11">%s</text>'
+                       % (right - 4, py - 4, escape(lab)))
+
 def _finite(v):
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
@@ -181,13 +192,7 @@ def line_plot(series, title="", xlabel="", ylabel="", xlog=False, ylog=False, wi
         out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (left - 6, py + 4, _fmt(t)))
     out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333333"/>'
                % (left, top, right - left, bottom - top))
-    for yv, lab in hlines:
-        if Y.ok(yv):
-            py = Y(yv)
-            out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555555" stroke-dasharray="1,4" '
-                       'stroke-width="1.5"/>' % (left, py, right, py))
-            out.append('<text x="%d" y="%.1f" text-anchor="end" fill="#333333" font-size="11">%s</text>'
-                       % (right - 4, py - 4, escape(lab)))
+    _hlines(out, Y, hlines, left, right)
     styles = []
     for i, s in enumerate(series):
         # past 8 series the colours repeat: the marker and dash shift, so no two series look alike
@@ -263,13 +268,7 @@ def bar_plot(categories, series, title="", xlabel="", ylabel="", ylog=False, wid
         for k, line in enumerate(lines[:3]):
             out.append('<text x="%.1f" y="%d" text-anchor="middle" font-size="11">%s</text>'
                        % (left + gw * (i + 0.5), bottom + 15 + 12 * k, escape(line)))
-    for yv, lab in hlines:
-        if Y.ok(yv):
-            py = Y(yv)
-            out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#555555" stroke-dasharray="1,4" '
-                       'stroke-width="1.5"/>' % (left, py, right, py))
-            out.append('<text x="%d" y="%.1f" text-anchor="end" fill="#333333" font-size="11">%s</text>'
-                       % (right - 4, py - 4, escape(lab)))
+    _hlines(out, Y, hlines, left, right)
     out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333333"/>'
                % (left, top, right - left, bottom - top))
     if k > 1 or series[0].label:
