@@ -65,6 +65,36 @@ static void predicted_text(const struct tlm_tokenizer *tok, const inspect_report
     inspect_token_text(tok, r->tokens[r->position], id, out, n);
 }
 
+/* one lens's readings (the logit lens, or the tuned lens beside it): same shapes, two outputs */
+typedef struct {
+    const int *top, *grid;                         /* [n_lens, K], [n_lens, T] */
+    const float *top_prob, *top_logit, *grid_prob; /* likewise */
+    const double *kl_at, *kl;                      /* [n_lens] */
+} lens_view;
+
+static lens_view lens_view_of(const inspect_report *r, int tuned) {
+    return tuned ? (lens_view){r->tuned_top, r->tuned_grid, r->tuned_top_prob, r->tuned_top_logit, r->tuned_grid_prob,
+                               r->tuned_kl_at, r->tuned_kl}
+                 : (lens_view){r->lens_top, r->lens_grid, r->lens_top_prob, r->lens_top_logit, r->lens_grid_prob,
+                               r->lens_kl_at, r->lens_kl};
+}
+
+static void lens_table(FILE *f, const struct tlm_tokenizer *tok, const inspect_report *r, lens_view v) {
+    const int K = r->top_k;
+    char a[32];
+    for (int k = 0; k < r->n_lens; k++) {
+        if (k == 0)
+            fprintf(f, "  %-10s", "embed");
+        else
+            fprintf(f, "  layer %-4d", k - 1);
+        for (int j = 0; j < K; j++) {
+            predicted_text(tok, r, v.top[k * K + j], a, 24);
+            fprintf(f, "  \"%s\" %.3f", a, v.top_prob[k * K + j]);
+        }
+        fprintf(f, "\n");
+    }
+}
+
 /* ---- terminal table ---------------------------------------------------------------------------- */
 
 int inspect_print_table(FILE *f, const inspect_report *r, const struct tlm_tokenizer *tok) {
@@ -108,30 +138,10 @@ int inspect_print_table(FILE *f, const inspect_report *r, const struct tlm_token
     fprintf(f, "\nLogit lens at position %d: top %d tokens of each layer's residual stream through the final norm "
                "and the LM head\n",
             P, K);
-    for (int k = 0; k < r->n_lens; k++) {
-        if (k == 0)
-            fprintf(f, "  %-10s", "embed");
-        else
-            fprintf(f, "  layer %-4d", k - 1);
-        for (int j = 0; j < K; j++) {
-            predicted_text(tok, r, r->lens_top[k * K + j], a, 24);
-            fprintf(f, "  \"%s\" %.3f", a, r->lens_top_prob[k * K + j]);
-        }
-        fprintf(f, "\n");
-    }
+    lens_table(f, tok, r, lens_view_of(r, 0));
     if (r->has_tuned) {
         fprintf(f, "\nTuned lens at position %d: the same rows through each layer's translator h + A h + b first\n", P);
-        for (int k = 0; k < r->n_lens; k++) {
-            if (k == 0)
-                fprintf(f, "  %-10s", "embed");
-            else
-                fprintf(f, "  layer %-4d", k - 1);
-            for (int j = 0; j < K; j++) {
-                predicted_text(tok, r, r->tuned_top[k * K + j], a, 24);
-                fprintf(f, "  \"%s\" %.3f", a, r->tuned_top_prob[k * K + j]);
-            }
-            fprintf(f, "\n");
-        }
+        lens_table(f, tok, r, lens_view_of(r, 1));
     }
     fprintf(f, "\nKL(final || lens) in nats, at position %d and the mean over positions\n", P);
     fprintf(f, "  %-10s %12s %12s%s\n", "", "logit at", "logit mean", r->has_tuned ? "     tuned at   tuned mean" : "");
@@ -187,20 +197,6 @@ static void csv_row(FILE *f, const char *section, int layer, const char *name, i
     fprintf(f, "%s,%.9g,", metric, value);
     if (text) csv_text(f, text);
     fputc('\n', f);
-}
-
-/* one lens's readings (the logit lens, or the tuned lens beside it): same shapes, two outputs */
-typedef struct {
-    const int *top, *grid;                         /* [n_lens, K], [n_lens, T] */
-    const float *top_prob, *top_logit, *grid_prob; /* likewise */
-    const double *kl_at, *kl;                      /* [n_lens] */
-} lens_view;
-
-static lens_view lens_view_of(const inspect_report *r, int tuned) {
-    return tuned ? (lens_view){r->tuned_top, r->tuned_grid, r->tuned_top_prob, r->tuned_top_logit, r->tuned_grid_prob,
-                               r->tuned_kl_at, r->tuned_kl}
-                 : (lens_view){r->lens_top, r->lens_grid, r->lens_top_prob, r->lens_top_logit, r->lens_grid_prob,
-                               r->lens_kl_at, r->lens_kl};
 }
 
 static void lens_csv(FILE *f, const struct tlm_tokenizer *tok, const inspect_report *r, lens_view v,
