@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "ops.h"
 #include "util/cpu.h"
 #include "util/f16.h"
@@ -161,19 +163,24 @@ static rows_kernel pick(void) {
 
 static void matvec(float *y, const float *x, const void *W, int bf16, const float *bias, int N, int IC, int OC) {
     const rows_kernel kernel = pick();
-    /* column blocks of 64 outputs: enough work per task, and each thread streams its own rows of W */
-    const int blocks = (OC + 63) / 64;
     for (int n0 = 0; n0 < N; n0 += MATVEC_MAX_ROWS) {
         const int rows = N - n0 < MATVEC_MAX_ROWS ? N - n0 : MATVEC_MAX_ROWS;
         float *yn = y + (size_t)n0 * OC;
         const float *xn = x + (size_t)n0 * IC;
-#pragma omp parallel for schedule(static)
-        for (int b = 0; b < blocks; b++) {
-            const int o0 = b * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
-            kernel(yn, xn, W, bf16, rows, IC, OC, o0, o1);
-            if (bias)
-                for (int n = 0; n < rows; n++)
-                    for (int o = o0; o < o1; o++) yn[(size_t)n * OC + o] += bias[o];
+        /* each thread one contiguous, equal share of the output rows (a multiple of 16), so that it
+         * streams its own range of W and all finish together: the time of a memory-bound call is
+         * its slowest thread's (64-row blocks split d = 288 as 192 + 96) */
+#pragma omp parallel
+        {
+            const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            const int per = ((OC + nt - 1) / nt + 15) & ~15;
+            const int o0 = id * per < OC ? id * per : OC, o1 = o0 + per < OC ? o0 + per : OC;
+            if (o1 > o0) {
+                kernel(yn, xn, W, bf16, rows, IC, OC, o0, o1);
+                if (bias)
+                    for (int n = 0; n < rows; n++)
+                        for (int o = o0; o < o1; o++) yn[(size_t)n * OC + o] += bias[o];
+            }
         }
     }
 }
