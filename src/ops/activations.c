@@ -9,15 +9,19 @@
 
 float tanh_approx(float x) { return tanh_inline(x); }
 
-static inline float silu(float x) { return x / (1.0f + exp_approx(-x)); }
+/* SiLU and tanh-GELU as x * sigmoid(z): 0.5 x (1 + tanh(u)) = x / (1 + e^{-2u}), one exp and
+ * one division, and no cancellation in 1 + tanh(u) for negative x. A NaN x stays NaN through
+ * the factor x, so the exp needs no NaN test. */
+static inline float silu(float x) { return x / (1.0f + exp_clamped(-x)); }
 static inline float silu_grad(float x) {
-    float s = 1.0f / (1.0f + exp_approx(-x));
+    float s = 1.0f / (1.0f + exp_clamped(-x));
     return s * (1.0f + x * (1.0f - s));
 }
-static inline float gelu(float x) { return 0.5f * x * (1.0f + tanh_inline(GELU_K * (x + 0.044715f * x * x * x))); }
+static inline float gelu(float x) { return x / (1.0f + exp_clamped(-2.0f * GELU_K * (x + 0.044715f * x * x * x))); }
+/* d/dx [x s(2u)] = s + 2 x s (1 - s) u'(x), u' = K (1 + 3 * 0.044715 x^2) */
 static inline float gelu_grad(float x) {
-    float t = tanh_inline(GELU_K * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    float s = 1.0f / (1.0f + exp_clamped(-2.0f * GELU_K * (x + 0.044715f * x * x * x)));
+    return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
 float act_apply(activation act, float x) { return act == ACT_SILU ? silu(x) : gelu(x); }

@@ -21,13 +21,12 @@ static inline float select_bits(int cond, float a, float b) {
 }
 
 /* exp: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-6 Taylor polynomial, times 2^n built
- * in the exponent bits. */
-static inline float exp_approx(float x_in) {
-    /* NaN in, NaN out; the integer part below is computed from a clamped, non-NaN value */
-    const int nan = x_in != x_in;
-    float x = x_in < -87.0f ? -87.0f : x_in;
-    x = x > 88.0f ? 88.0f : x;
-    x = select_bits(nan, 0.0f, x);
+ * in the exponent bits. The input is clamped to [-87, 88] first, NaN to -87 (the comparisons
+ * are false for NaN), so the float-to-int conversion is always defined: for callers whose
+ * result carries a NaN input through another factor (x * sigmoid(x)), this is all they need. */
+static inline float exp_clamped(float x) {
+    x = x > -87.0f ? x : -87.0f;
+    x = x < 88.0f ? x : 88.0f;
     /* n = round(x / ln2) by the 1.5 * 2^23 trick: plain arithmetic, so the loop vectorizes */
     float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693145752f - n * 1.42860677e-6f;
@@ -35,8 +34,11 @@ static inline float exp_approx(float x_in) {
     uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return select_bits(nan, x_in, p * scale);
+    return p * scale;
 }
+
+/* exp with NaN in, NaN out */
+static inline float exp_approx(float x) { return select_bits(x != x, x, exp_clamped(x)); }
 
 /* tanh(x) = 1 - 2 / (e^{2x} + 1) */
 static inline float tanh_inline(float x) {
