@@ -9,11 +9,18 @@
 
 #include "fastmath.h"
 #include "ops.h"
+#include "util/cpu.h"
 #include "util/profile.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
-void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap) {
+/* ---- one row of the softmax, forward and backward: portable C and AVX-512 ----------------------- */
+
+static void softmax_row_c(float *s, float *p, int n, int first, int last, float softcap) {
     /* separate loops, each without branches and counting from 0 over the visible keys, so that
      * gcc and clang vectorize every one */
     float *vs = s + first, *vp = p + first;
@@ -31,8 +38,8 @@ void attention_softmax_row(float *s, float *p, int n, int first, int last, float
 /* One row of dP [n] -> d(scaled q.k) in place: softmax backward over the visible keys
  * first..last, then the soft-cap's (from the saved capped scores s), times the q.k scale;
  * 0 elsewhere. Branch-free loops from 0, so that they vectorize (as above). */
-static void softmax_row_backward(float *d, const float *p, const float *s, int n, int first, int last, float cap,
-                                 float scale) {
+static void softmax_row_backward_c(float *d, const float *p, const float *s, int n, int first, int last, float cap,
+                                   float scale) {
     float *vd = d + first;
     const float *vp = p + first, *vs = s + first;
     const int m = last + 1 - first;
@@ -42,6 +49,102 @@ static void softmax_row_backward(float *d, const float *p, const float *s, int n
         for (int j = 0; j < m; j++) vd[j] *= 1.0f - (vs[j] / cap) * (vs[j] / cap);
     for (int j = 0; j < first; j++) d[j] = 0.0f;
     for (int j = last + 1; j < n; j++) d[j] = 0.0f;
+}
+
+#if defined(__x86_64__)
+/* The same rows 16 keys at a time with masked loads and stores: a row of a short causal
+ * attention (T = 64) is mostly tail, which the compiler's vector loops leave to scalar code. */
+#define TLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+TLM_AVX512 static inline __mmask16 tail16(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* exp_approx of fastmath.h on 16 lanes: the same clamps, reduction and polynomial; NaN in, NaN out */
+TLM_AVX512 static inline __m512 exp16(__m512 x_in) {
+    __m512 x = _mm512_min_ps(_mm512_max_ps(x_in, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 q = _mm512_set1_ps(0.00138888892f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.00833333377f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.0416666679f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.166666672f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    const __m512 e = _mm512_scalef_ps(q, n); /* q * 2^n */
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x_in, x_in, _CMP_UNORD_Q), e, x_in);
+}
+
+TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int first, int last, float softcap) {
+    float *vs = s + first, *vp = p + first;
+    const int m = last + 1 - first;
+    if (softcap > 0.0f)
+        for (int j = 0; j < m; j++) vs[j] = softcap * tanh_inline(vs[j] / softcap);
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < m; j += 16) /* (x > max ? x : max: a NaN score never wins, as in max_lanes) */
+        vmax = _mm512_mask_max_ps(vmax, tail16(m - j), _mm512_maskz_loadu_ps(tail16(m - j), vs + j), vmax);
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < m; j += 16) {
+        const __mmask16 k = tail16(m - j);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, vs + j), mx));
+        _mm512_mask_storeu_ps(vp + j, k, e);
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int j = 0; j < m; j += 16)
+        _mm512_mask_storeu_ps(vp + j, tail16(m - j), _mm512_mul_ps(_mm512_maskz_loadu_ps(tail16(m - j), vp + j), inv));
+    for (int j = 0; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f;
+    for (int j = last + 1; j < n; j++) s[j] = -INFINITY, p[j] = 0.0f;
+}
+
+TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, const float *s, int n, int first,
+                                                   int last, float cap, float scale) {
+    float *vd = d + first;
+    const float *vp = p + first, *vs = s + first;
+    const int m = last + 1 - first;
+    __m512 acc = _mm512_setzero_ps();
+    for (int j = 0; j < m; j += 16) {
+        const __mmask16 k = tail16(m - j);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, vp + j), _mm512_maskz_loadu_ps(k, vd + j), acc);
+    }
+    const __m512 pdp = _mm512_set1_ps(_mm512_reduce_add_ps(acc)), sc = _mm512_set1_ps(scale);
+    const __m512 one = _mm512_set1_ps(1.0f), inv_cap = _mm512_set1_ps(cap > 0.0f ? 1.0f / cap : 0.0f);
+    for (int j = 0; j < m; j += 16) {
+        const __mmask16 k = tail16(m - j);
+        __m512 g = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, vp + j),
+                                               _mm512_sub_ps(_mm512_maskz_loadu_ps(k, vd + j), pdp)), sc);
+        if (cap > 0.0f) {
+            const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, vs + j), inv_cap);
+            g = _mm512_mul_ps(g, _mm512_fnmadd_ps(t, t, one));
+        }
+        _mm512_mask_storeu_ps(vd + j, k, g);
+    }
+    for (int j = 0; j < first; j++) d[j] = 0.0f;
+    for (int j = last + 1; j < n; j++) d[j] = 0.0f;
+}
+#endif
+
+typedef void (*softmax_row_fn)(float *, float *, int, int, int, float);
+typedef void (*softmax_row_backward_fn)(float *, const float *, const float *, int, int, int, float, float);
+
+static softmax_row_fn pick_softmax_row(void) {
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) return softmax_row_avx512;
+#endif
+    return softmax_row_c;
+}
+
+static softmax_row_backward_fn pick_softmax_row_backward(void) {
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) return softmax_row_backward_avx512;
+#endif
+    return softmax_row_backward_c;
+}
+
+void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap) {
+    pick_softmax_row()(s, p, n, first, last, softcap);
 }
 
 void attention_row(float *out, float *scores, const float *q, const float *keys, const float *values,
@@ -67,6 +170,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
     PROF_SCOPE("attention_forward");
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
+    const softmax_row_fn softmax_row = pick_softmax_row();
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -76,8 +180,8 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
             float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
             gemm(0, 1, T, T, hd, spec->scale, qh, q_row, kg, kv_row, 0.0f, S, T); /* S = scale Q K^T */
             for (int t = 0; t < T; t++)
-                attention_softmax_row(S + (size_t)t * T, P + (size_t)t * T, T, attention_first_key(t, spec->window), t,
-                                      spec->softcap);
+                softmax_row(S + (size_t)t * T, P + (size_t)t * T, T, attention_first_key(t, spec->window), t,
+                            spec->softcap);
             gemm(0, 0, T, hd, T, 1.0f, P, T, vg, kv_row, 0.0f, out + (size_t)b * T * q_row + (size_t)h * hd, q_row);
         }
 }
@@ -89,6 +193,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
     const float cap = spec->softcap;
+    const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
     /* one task per (batch row, kv head): it owns the dk/dv of that kv head, so no races */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
