@@ -11,7 +11,8 @@
 # Both programs run with their default thread count (OpenMP: all cores); variables this
 # workplace sets for old OpenBLAS builds are removed so both run as a user would run them.
 # run.c's "achieved tok/s" counts every position after the first (its prompt is fed one token
-# at a time, at decode speed); tinylm's figure is its decode rate (tokens after the first).
+# at a time, at decode speed) and times, like tinylm's decode rate (tokens after the first),
+# the whole step: sampling, printing and the forward pass.
 # Also printed: whether the greedy texts are identical (f32; bf16 weights change the numbers,
 # so their text is compared with tinylm's own f32 text only for the length), peak RSS, and the
 # share of the measured DRAM read bandwidth the weights stream takes (bytes of weights read

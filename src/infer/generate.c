@@ -71,13 +71,14 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     const float *logits = model_last_logits(m);
     st.prefill_s = tlm_now_s() - t0;
     while (!rc && made < o->max_new_tokens) {
+        /* a decode step, as run.c times it: sample, print, one forward */
+        t0 = tlm_now_s();
         int next = sampler_next(&s, logits);
         if (next == bos || next == eos) break;
         print_piece(tok, history[len - 1], next, out, escape);
         if (ids_out) ids_out[made] = next;
         history[len++] = next;
         if (++made == o->max_new_tokens) break;
-        t0 = tlm_now_s();
         if (kv_cache_room(kv) > 0) {
             rc = model_forward(m, &next, NULL, 1, 1, NULL);
         } else {

@@ -20,7 +20,7 @@ typedef struct {
 typedef struct {
     int n_prompt, n_generated;
     double prefill_s; /* the prompt's forward pass, up to its logits */
-    double decode_s;  /* every later forward (one per generated token after the first) */
+    double decode_s;  /* every later step: sample, print, forward (one per generated token after the first) */
     int n_decoded;    /* forwards timed in decode_s */
 } gen_stats;
 

@@ -147,19 +147,63 @@ void attention_softmax_row(float *s, float *p, int n, int first, int last, float
     pick_softmax_row()(s, p, n, first, last, softcap);
 }
 
-void attention_row(float *out, float *scores, const float *q, const float *keys, const float *values,
-                   size_t kv_stride, int first_key, int n_keys, int head_dim, float scale, float softcap) {
+static void attention_row_c(float *out, float *scores, const float *q, const float *keys, const float *values,
+                            size_t kv_stride, int first_key, int n_keys, int head_dim, float scale, float softcap) {
     for (int j = first_key; j < n_keys; j++) {
         const float *kj = keys + (size_t)j * kv_stride;
         scores[j] = dot_lanes(q, kj, head_dim) * scale;
     }
     /* (in place: the probabilities overwrite the scores) */
-    attention_softmax_row(scores, scores, n_keys, first_key, n_keys - 1, softcap);
+    softmax_row_c(scores, scores, n_keys, first_key, n_keys - 1, softcap);
     for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
     for (int j = first_key; j < n_keys; j++) {
         const float *vj = values + (size_t)j * kv_stride;
         for (int i = 0; i < head_dim; i++) out[i] += scores[j] * vj[i];
     }
+}
+
+#if defined(__x86_64__)
+/* The same with 16-lane chunks of head_dim (masked at the end, any head_dim): a tree reduction
+ * per key instead of 16 dependent scalar adds, and the output chunk held in registers while
+ * the keys stream past. */
+TLM_AVX512 static void attention_row_avx512(float *out, float *scores, const float *q, const float *keys,
+                                            const float *values, size_t kv_stride, int first_key, int n_keys,
+                                            int head_dim, float scale, float softcap) {
+    for (int j = first_key; j < n_keys; j++) {
+        const float *kj = keys + (size_t)j * kv_stride;
+        __m512 acc = _mm512_setzero_ps();
+        for (int i = 0; i < head_dim; i += 16) {
+            const __mmask16 k = tail16(head_dim - i);
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, q + i), _mm512_maskz_loadu_ps(k, kj + i), acc);
+        }
+        scores[j] = _mm512_reduce_add_ps(acc) * scale;
+    }
+    softmax_row_avx512(scores, scores, n_keys, first_key, n_keys - 1, softcap);
+    for (int i = 0; i < head_dim; i += 16) {
+        const __mmask16 k = tail16(head_dim - i);
+        const float *vi = values + i;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(); /* two chains: FMA latency */
+        int j = first_key;
+        for (; j + 1 < n_keys; j += 2) {
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_maskz_loadu_ps(k, vi + (size_t)j * kv_stride), a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j + 1]), _mm512_maskz_loadu_ps(k, vi + (size_t)(j + 1) * kv_stride),
+                                 a1);
+        }
+        if (j < n_keys) a0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_maskz_loadu_ps(k, vi + (size_t)j * kv_stride), a0);
+        _mm512_mask_storeu_ps(out + i, k, _mm512_add_ps(a0, a1));
+    }
+}
+#endif
+
+void attention_row(float *out, float *scores, const float *q, const float *keys, const float *values,
+                   size_t kv_stride, int first_key, int n_keys, int head_dim, float scale, float softcap) {
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        attention_row_avx512(out, scores, q, keys, values, kv_stride, first_key, n_keys, head_dim, scale, softcap);
+        return;
+    }
+#endif
+    attention_row_c(out, scores, q, keys, values, kv_stride, first_key, n_keys, head_dim, scale, softcap);
 }
 
 /* Full-sequence attention works per (batch row, head) on T x T blocks with GEMMs:
