@@ -4,7 +4,7 @@ tlm_c_test(test_ops_gradcheck tests/ops/test_ops_gradcheck.c)
 tlm_c_test(test_softmax_row tests/ops/test_softmax_row.c)
 foreach(t test_softmax_row test_ops_gradcheck)
   add_test(NAME ${t}_avx2 COMMAND ${t})
-  set_tests_properties(${t}_avx2 PROPERTIES ENVIRONMENT "TLM_ISA=avx2")
+  set_tests_properties(${t}_avx2 PROPERTIES ENVIRONMENT "TLM_ISA=avx2;OMP_NUM_THREADS=2")
 endforeach()
 # the matvec kernels: natively, and capped to AVX2 and to plain C (each set runs on any x86-64
 # CPU that has it; the test checks that the set asked for ran)
