@@ -206,9 +206,21 @@ void attention_row(float *out, float *scores, const float *q, const float *keys,
     attention_row_c(out, scores, q, keys, values, kv_stride, first_key, n_keys, head_dim, scale, softcap);
 }
 
-/* Full-sequence attention works per (batch row, head) on T x T blocks with GEMMs:
- * S = scale * Q K^T, soft-cap, causal/window mask, row softmax, O = P V. The masked upper
- * triangle is computed and thrown away: two small GEMMs beat T^2/2 scalar dot products. */
+/* Full-sequence attention works per (batch row, head) with GEMMs, a block of ATTN_QUERY_BLOCK
+ * queries at a time: S = scale Q K^T over the keys the block can see (up to its last query, from
+ * the window start of its first), soft-cap, causal/window mask, row softmax, O = P V over the
+ * same keys. Inside a block the masked upper triangle is computed and thrown away (small GEMMs
+ * beat T^2/2 scalar dot products); above the diagonal blocks nothing is computed, which halves
+ * the work of long sequences. The row softmax writes every column of its row (-inf / 0 where
+ * masked), including those no GEMM touched. */
+enum { ATTN_QUERY_BLOCK = 64 };
+
+/* the keys [*k0, *k1) the queries [q0, q0 + rows) can see */
+static void block_keys(int q0, int rows, int window, int *k0, int *k1) {
+    *k0 = attention_first_key(q0, window);
+    *k1 = q0 + rows;
+}
+
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec) {
     PROF_SCOPE("attention_forward");
@@ -221,12 +233,23 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
             const float *qh = q + (size_t)b * T * q_row + (size_t)h * hd;
             const float *kg = k + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
             const float *vg = v + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
+            float *oh = out + (size_t)b * T * q_row + (size_t)h * hd;
             float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
-            gemm(0, 1, T, T, hd, spec->scale, qh, q_row, kg, kv_row, 0.0f, S, T); /* S = scale Q K^T */
-            for (int t = 0; t < T; t++)
-                softmax_row(S + (size_t)t * T, P + (size_t)t * T, T, attention_first_key(t, spec->window), t,
-                            spec->softcap);
-            gemm(0, 0, T, hd, T, 1.0f, P, T, vg, kv_row, 0.0f, out + (size_t)b * T * q_row + (size_t)h * hd, q_row);
+            for (int q0 = 0; q0 < T; q0 += ATTN_QUERY_BLOCK) {
+                const int rows = T - q0 < ATTN_QUERY_BLOCK ? T - q0 : ATTN_QUERY_BLOCK;
+                int k0, k1;
+                block_keys(q0, rows, spec->window, &k0, &k1);
+                float *Sb = S + (size_t)q0 * T + k0, *Pb = P + (size_t)q0 * T + k0;
+                /* S = scale Q K^T */
+                gemm(0, 1, rows, k1 - k0, hd, spec->scale, qh + (size_t)q0 * q_row, q_row, kg + (size_t)k0 * kv_row,
+                     kv_row, 0.0f, Sb, T);
+                for (int t = q0; t < q0 + rows; t++)
+                    softmax_row(S + (size_t)t * T, P + (size_t)t * T, T, attention_first_key(t, spec->window), t,
+                                spec->softcap);
+                /* O = P V */
+                gemm(0, 0, rows, hd, k1 - k0, 1.0f, Pb, T, vg + (size_t)k0 * kv_row, kv_row, 0.0f, oh + (size_t)q0 * q_row,
+                     q_row);
+            }
         }
 }
 
@@ -238,7 +261,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     const int q_row = H * hd, kv_row = KV * hd;
     const float cap = spec->softcap;
     const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
-    /* one task per (batch row, kv head): it owns the dk/dv of that kv head, so no races */
+    /* one task per (batch row, kv head): it owns the dk/dv of that kv head, so no races; query
+     * blocks and visible keys as in the forward pass */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < KV; g++) {
@@ -250,13 +274,27 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
             for (int h = g * group; h < (g + 1) * group; h++) {
                 const size_t qo = (size_t)b * T * q_row + (size_t)h * hd;
                 const float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
-                gemm(1, 0, T, hd, T, 1.0f, P, T, dout + qo, q_row, 1.0f, dvg, kv_row); /* dV += P^T dO */
-                gemm(0, 1, T, T, hd, 1.0f, dout + qo, q_row, vg, kv_row, 0.0f, dS, T); /* dP = dO V^T */
-                for (int t = 0; t < T; t++)
-                    softmax_row_backward(dS + (size_t)t * T, P + (size_t)t * T, S + (size_t)t * T, T,
-                                         attention_first_key(t, spec->window), t, cap, spec->scale);
-                gemm(0, 0, T, hd, T, 1.0f, dS, T, kg, kv_row, 1.0f, dq + qo, q_row); /* dQ += dS K */
-                gemm(1, 0, T, hd, T, 1.0f, dS, T, q + qo, q_row, 1.0f, dkg, kv_row); /* dK += dS^T Q */
+                for (int q0 = 0; q0 < T; q0 += ATTN_QUERY_BLOCK) {
+                    const int rows = T - q0 < ATTN_QUERY_BLOCK ? T - q0 : ATTN_QUERY_BLOCK;
+                    int k0, k1;
+                    block_keys(q0, rows, spec->window, &k0, &k1);
+                    const size_t qb = qo + (size_t)q0 * q_row, blk = (size_t)q0 * T + k0;
+                    /* dV += P^T dO */
+                    gemm(1, 0, k1 - k0, hd, rows, 1.0f, P + blk, T, dout + qb, q_row, 1.0f, dvg + (size_t)k0 * kv_row,
+                         kv_row);
+                    /* dP = dO V^T */
+                    gemm(0, 1, rows, k1 - k0, hd, 1.0f, dout + qb, q_row, vg + (size_t)k0 * kv_row, kv_row, 0.0f,
+                         dS + blk, T);
+                    for (int t = q0; t < q0 + rows; t++)
+                        softmax_row_backward(dS + (size_t)t * T, P + (size_t)t * T, S + (size_t)t * T, T,
+                                             attention_first_key(t, spec->window), t, cap, spec->scale);
+                    /* dQ += dS K */
+                    gemm(0, 0, rows, hd, k1 - k0, 1.0f, dS + blk, T, kg + (size_t)k0 * kv_row, kv_row, 1.0f, dq + qb,
+                         q_row);
+                    /* dK += dS^T Q */
+                    gemm(1, 0, k1 - k0, hd, rows, 1.0f, dS + blk, T, q + qb, q_row, 1.0f, dkg + (size_t)k0 * kv_row,
+                         kv_row);
+                }
             }
         }
 }

@@ -174,15 +174,63 @@ static void att_fwd(void *c, float *out) {
     att_ctx *a = c;
     attention_forward(out, a->scores, a->probs, a->q, a->k, a->v, a->B, a->T, &a->spec);
 }
-static void test_attention(const char *label, int H, int KV, float softcap, int window) {
-    att_ctx c = {.B = 2, .T = 5, .spec = {.n_heads = H, .n_kv_heads = KV, .head_dim = 4, .scale = 0.5f,
+/* out against a float64 evaluation of the definition, and every row of probs defined: it sums
+ * to 1 over the visible keys and is exactly 0 elsewhere (T > 64 spans several query blocks,
+ * whose keys above the diagonal blocks no GEMM computes) */
+static void check_attention_forward(const char *label, const att_ctx *c, const float *out) {
+    const attention_spec *sp = &c->spec;
+    const int H = sp->n_heads, KV = sp->n_kv_heads, hd = sp->head_dim, T = c->T;
+    double worst = 0.0, worst_row = 0.0;
+    double *w = malloc(sizeof(double) * T);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const int g = h / (H / KV), first = attention_first_key(t, sp->window);
+                const float *qt = c->q + ((size_t)(b * T + t) * H + h) * hd;
+                double mx = -INFINITY, sum = 0.0;
+                for (int j = first; j <= t; j++) {
+                    const float *kj = c->k + ((size_t)(b * T + j) * KV + g) * hd;
+                    double s = 0.0;
+                    for (int i = 0; i < hd; i++) s += (double)qt[i] * kj[i];
+                    s *= sp->scale;
+                    if (sp->softcap > 0.0f) s = sp->softcap * tanh(s / sp->softcap);
+                    w[j] = s;
+                    if (s > mx) mx = s;
+                }
+                for (int j = first; j <= t; j++) sum += w[j] = exp(w[j] - mx);
+                for (int i = 0; i < hd; i++) {
+                    double o = 0.0;
+                    for (int j = first; j <= t; j++) o += w[j] / sum * c->v[((size_t)(b * T + j) * KV + g) * hd + i];
+                    double e = fabs(o - out[((size_t)(b * T + t) * H + h) * hd + i]);
+                    if (!(e <= worst)) worst = e;
+                }
+                const float *pr = c->probs + (((size_t)b * H + h) * T + t) * T;
+                double row = 0.0, outside = 0.0;
+                for (int j = 0; j < T; j++) {
+                    if (j < first || j > t) outside += fabs(pr[j]);
+                    else row += pr[j];
+                }
+                double e = fabs(row - 1.0) + (outside != 0.0 ? 1.0 : 0.0);
+                if (!(e <= worst_row)) worst_row = e;
+            }
+    free(w);
+    checks++;
+    int ok = worst <= 1e-5 && worst_row <= 1e-5;
+    if (!ok) failures++;
+    printf("attention %-34s forward err %.2e, prob rows %.2e %s\n", label, worst, worst_row, ok ? "ok" : "FAIL");
+}
+
+static void test_attention(const char *label, int T, int H, int KV, float softcap, int window) {
+    att_ctx c = {.B = 2, .T = T, .spec = {.n_heads = H, .n_kv_heads = KV, .head_dim = 4, .scale = 0.5f,
                                           .softcap = softcap, .window = window}};
     size_t nq = (size_t)c.B * c.T * H * 4, nk = (size_t)c.B * c.T * KV * 4, ns = (size_t)c.B * H * c.T * c.T;
     c.q = rand_vec(nq, 1.5), c.k = rand_vec(nk, 1.5), c.v = rand_vec(nk, 1);
-    c.scores = zeros(ns), c.probs = zeros(ns);
+    c.scores = malloc(ns * sizeof(float)), c.probs = malloc(ns * sizeof(float));
+    for (size_t i = 0; i < ns; i++) c.scores[i] = c.probs[i] = NAN; /* whatever the forward leaves is seen */
     float *R = rand_vec(nq, 1), *out = zeros(nq), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
     float *scratch = zeros((size_t)c.T * c.T * 64);
     att_fwd(&c, out);
+    check_attention_forward(label, &c, out);
     attention_backward(dq, dk, dv, R, c.scores, c.probs, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
     char name[80];
     snprintf(name, sizeof name, "attention %s dq", label);
@@ -289,9 +337,13 @@ int main(void) {
     test_dyt(0);
     test_embedding();
     test_rope();
-    test_attention("MHA", 2, 2, 0.0f, 0);
-    test_attention("GQA softcap", 4, 2, 2.0f, 0);
-    test_attention("MQA window", 3, 1, 0.0f, 2);
+    test_attention("MHA", 5, 2, 2, 0.0f, 0);
+    test_attention("GQA softcap", 5, 4, 2, 2.0f, 0);
+    test_attention("MQA window", 5, 3, 1, 0.0f, 2);
+    /* three query blocks of 64 (the last partial): keys above the diagonal blocks are skipped,
+     * and with a window the blocks also start past key 0 */
+    test_attention("T 150 MHA", 150, 2, 2, 0.0f, 0);
+    test_attention("T 150 GQA softcap window", 150, 4, 2, 2.0f, 70);
     test_activations();
     test_crossentropy(0.0f, 0.0f);
     test_crossentropy(1e-2f, 3.0f);
