@@ -361,12 +361,12 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     activations *A = &m->acts;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    memset(A->datt, 0, sizeof(float) * N * qd);
+    vec_zero(A->datt, (size_t)N * qd);
     matmul_backward(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
     MODEL_HOOK(m, model_hook_id(l, HL_Z), A->datt, 1);
-    memset(A->dq, 0, sizeof(float) * N * qd);
-    memset(A->dk, 0, sizeof(float) * N * kvd);
-    memset(A->dv, 0, sizeof(float) * N * kvd);
+    vec_zero(A->dq, (size_t)N * qd);
+    vec_zero(A->dk, (size_t)N * kvd);
+    vec_zero(A->dv, (size_t)N * kvd);
     attention_spec spec = model_layer_attention(c, l);
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
                        A->attn_scratch);
@@ -380,8 +380,8 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        memset(dq_next, 0, sizeof(float) * N * qd);
-        memset(dk_next, 0, sizeof(float) * N * kvd);
+        vec_zero(dq_next, (size_t)N * qd);
+        vec_zero(dk_next, (size_t)N * kvd);
         rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
         rope_backward(dk_next, dk, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
         t = dq, dq = dq_next, dq_next = t;
@@ -392,8 +392,8 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
         int rows, cols;
         MODEL_HOOK(m, model_hook_id(l, HL_Q_NORMED), dq, 1);
         MODEL_HOOK(m, model_hook_id(l, HL_K_NORMED), dk, 1);
-        memset(dq_next, 0, sizeof(float) * N * qd);
-        memset(dk_next, 0, sizeof(float) * N * kvd);
+        vec_zero(dq_next, (size_t)N * qd);
+        vec_zero(dk_next, (size_t)N * kvd);
         model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
         rmsnorm_backward(dq_next, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
         model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
@@ -442,16 +442,16 @@ static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const flo
     activations *A = &m->acts;
     const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
     const size_t n = (size_t)N * ff;
-    memset(A->dhid, 0, sizeof(float) * n);
+    vec_zero(A->dhid, n);
     matmul_backward(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
     MODEL_HOOK(m, model_hook_id(l, HL_MLP_POST), A->dhid, 1);
-    memset(A->dup, 0, sizeof(float) * n);
+    vec_zero(A->dup, n);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dup, 1);
         matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
     } else {
-        memset(A->dgate, 0, sizeof(float) * n);
+        vec_zero(A->dgate, n);
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dgate, 1);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), A->dup, 1);
@@ -532,7 +532,7 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     const size_t Nd = (size_t)N * c->d_model;
     const float *dsum = dh;
     if (placement_has_post_norm(c->placement)) {
-        memset(A->dsum, 0, Nd * sizeof(float));
+        vec_zero(A->dsum, Nd);
         model_norm_backward(c, A->dsum, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum, N);
         dsum = A->dsum;
         MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][5]), A->dsum, 1);
@@ -541,14 +541,14 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     if (c->residual) vec_acc(dx, dsum, Nd);
     const float *df = dsum;
     if (placement_has_output_norm(c->placement)) {
-        memset(A->df, 0, Nd * sizeof(float));
+        vec_zero(A->df, Nd);
         model_norm_backward(c, A->df, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
         df = A->df;
         MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][2]), A->df, 1);
     }
     const int has_in = placement_has_input_norm(c->placement);
     const float *u = has_in ? s->in.y : x;
-    memset(A->du, 0, Nd * sizeof(float));
+    vec_zero(A->du, Nd);
     if (k == SUB_ATTN)
         attention_sublayer_backward(m, l, u, df, A->du);
     else
@@ -668,7 +668,7 @@ int model_backward(tlm_model *m, float dloss) {
     activations *A = &m->acts;
     if (backward_check(m, 1)) return -1;
     const int N = A->B * A->T, V = m->cfg.vocab_size;
-    memset(A->dlogits, 0, (size_t)N * V * sizeof(float) * (m->cfg.final_softcap > 0.0f ? 2 : 1));
+    vec_zero(A->dlogits, (size_t)N * V * (m->cfg.final_softcap > 0.0f ? 2 : 1));
     crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, A->n_counted, m->z_loss);
     return backward_from_dlogits(m);
 }
@@ -677,7 +677,7 @@ int model_backward_from_logits(tlm_model *m, const float *dlogits) {
     activations *A = &m->acts;
     if (backward_check(m, 0)) return -1;
     const size_t NV = (size_t)A->B * A->T * m->cfg.vocab_size;
-    memset(A->dlogits, 0, NV * sizeof(float) * (m->cfg.final_softcap > 0.0f ? 2 : 1));
+    vec_zero(A->dlogits, NV * (m->cfg.final_softcap > 0.0f ? 2 : 1));
     memcpy(A->dlogits, dlogits, NV * sizeof(float));
     return backward_from_dlogits(m);
 }
@@ -689,14 +689,14 @@ static int backward_from_dlogits(tlm_model *m) {
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
     model_hooks_begin(m);
-    memset(A->dres, 0, (2 * (size_t)L + 1) * Nd * sizeof(float));
+    vec_zero(A->dres, (2 * (size_t)L + 1) * Nd);
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
         softcap_backward(A->dlogits + NV, A->dlogits, A->logits, NV, c->final_softcap);
         dz = A->dlogits + NV;
     }
     const float *hL = A->res + 2 * (size_t)L * Nd;
-    memset(A->dfinal, 0, Nd * sizeof(float));
+    vec_zero(A->dfinal, Nd);
     matmul_backward(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
     if (c->final_norm) MODEL_HOOK(m, model_hook_count(c) - 1, A->dfinal, 1);
     float *dhL = A->dres + 2 * (size_t)L * Nd;

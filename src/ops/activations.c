@@ -84,6 +84,12 @@ void vec_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void vec_zero(float *out, size_t n) {
+    PROF_SCOPE("vec_zero");
+#pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
+    for (size_t i = 0; i < n; i++) out[i] = 0.0f;
+}
+
 void vec_acc(float *out, const float *a, size_t n) {
     PROF_SCOPE("vec_acc");
 #pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)

@@ -169,5 +169,6 @@ void crossentropy_backward(float *dlogits, const float *probs, const float *lse,
 /* ---- small vector helpers ----------------------------------------------------------------- */
 void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a + b (out may alias) */
 void vec_acc(float *out, const float *a, size_t n);                 /* out += a */
+void vec_zero(float *out, size_t n); /* out = 0, on the OpenMP threads (a gradient buffer before it accumulates) */
 
 #endif
