@@ -15,7 +15,9 @@
 # the whole step: sampling, printing and the forward pass.
 # Also printed: whether the greedy texts are identical (f32; bf16 weights change the numbers,
 # so their text is compared with tinylm's own f32 text only for the length), peak RSS, and the
-# share of the measured DRAM read bandwidth the weights stream takes (bytes of weights read
+# share of the measured DRAM read bandwidth (`tinylm info --system`'s probe, run before every
+# round because the host's bandwidth moves from one minute to the next; their median) the
+# weights stream takes (bytes of weights read
 # per token, as generate reports it, x tokens/s; above 100% part of the weights stayed in
 # the caches between tokens), for tinylm and for run.c (which reads the f32 weights): when
 # both are near 100%, the f32 ratio is bounded by the bandwidth both share, not by either.
@@ -40,13 +42,15 @@ steps=256                       # run.c -n: positions, BOS and prompt included
 n_new=$((steps - n_prompt + 1)) # tinylm -n: new tokens (run.c never feeds its last token back)
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-bw=$("$tinylm" info --system | sed -n 's/^measured DRAM read bandwidth: \([0-9.]*\).*/\1/p')
-echo "machine: $("$tinylm" info --system | sed -n 's/^cpu: //p'), $(nproc) cores, DRAM read bandwidth measured ${bw} GB/s"
+probe_bw() { "$tinylm" info --system | sed -n 's/^measured DRAM read bandwidth: \([0-9.]*\).*/\1/p'; }
+echo "machine: $("$tinylm" info --system | sed -n 's/^cpu: //p'), $(nproc) cores"
 printf '%-12s %-6s %10s %10s %7s %9s %9s %11s %s\n' shape dtype "run.c" tinylm ratio "RSS MiB" "% of BW" "run.c % BW" "text"
 for shape in stories15M stories110M; do
   ckpt="$dir/$shape.bin"
   declare -A rate=()
+  bws=""
   for ((r = 0; r < rounds; r++)); do
+    bws+="$(probe_bw) " # the host's bandwidth moves: probed every round, the median used below
     rate[runc]+="$("$dir/runomp" "$ckpt" -z "$tok" -t 0 -n $steps -i "$prompt" 2>&1 >"$dir/$shape.runc.txt" |
       sed -n 's/achieved tok\/s: //p') "
     for dt in f32 bf16; do
@@ -56,6 +60,8 @@ for shape in stories15M stories110M; do
     done
   done
   runc=$(echo "${rate[runc]}" | tr ' ' '\n' | grep . | median)
+  bw=$(echo "$bws" | tr ' ' '\n' | grep . | median)
+  echo "  ($shape: DRAM read bandwidth probed before each round: ${bws% }GB/s; median $bw)"
   for dt in f32 bf16; do
     t=$(echo "${rate[$dt]}" | tr ' ' '\n' | grep . | median)
     mib=$(sed -n 's/.*, \([0-9.]*\) MiB read per token.*/\1/p' "$dir/$shape.$dt.err")

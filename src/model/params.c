@@ -195,7 +195,7 @@ int model_alloc_grads(tlm_model *m) {
 }
 
 void model_zero_grads(tlm_model *m) {
-    if (m->grad_mem) memset(m->grad_mem, 0, m->n_params * sizeof(float));
+    if (m->grad_mem) vec_zero(m->grad_mem, m->n_params); /* on the OpenMP threads: 44 MB for a small GPT-2 */
 }
 
 tensor_info *config_tensor_table(const tlm_config *cfg, int *n_tensors, size_t *n_floats) {
