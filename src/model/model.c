@@ -352,7 +352,7 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     linear_forward(m, f, a->att, &P->o, N, qd, d);
 }
 
-/* du += d(attention sublayer)/du . df */
+/* du = d(attention sublayer)/du . df (set) */
 static void attention_sublayer_backward(tlm_model *m, int l, const float *u, const float *df, float *du) {
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -361,8 +361,7 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     activations *A = &m->acts;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    vec_zero(A->datt, (size_t)N * qd);
-    matmul_backward(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
+    matmul_backward_into(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
     MODEL_HOOK(m, model_hook_id(l, HL_Z), A->datt, 1);
     vec_zero(A->dq, (size_t)N * qd);
     vec_zero(A->dk, (size_t)N * kvd);
@@ -405,7 +404,7 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     const float *dqkv[3] = {dq, dk, A->dv};
     const int qkv_widths[3] = {qd, kvd, kvd};
     join_columns(A->dfused, dqkv, qkv_widths, 3, N);
-    matmul_backward(du, G->qkv.w, G->qkv.b, A->dfused, u, P->qkv.w, N, d, qd + 2 * kvd);
+    matmul_backward_into(du, G->qkv.w, G->qkv.b, A->dfused, u, P->qkv.w, N, d, qd + 2 * kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -434,6 +433,7 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
     linear_forward(m, f, a->hid, &P->down, N, ff, d);
 }
 
+/* du = d(feed-forward sublayer)/du . df (set) */
 static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const float *df, float *du) {
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -442,23 +442,20 @@ static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const flo
     activations *A = &m->acts;
     const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
     const size_t n = (size_t)N * ff;
-    vec_zero(A->dhid, n);
-    matmul_backward(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
+    matmul_backward_into(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
     MODEL_HOOK(m, model_hook_id(l, HL_MLP_POST), A->dhid, 1);
-    vec_zero(A->dup, n);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dup, 1);
-        matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
+        matmul_backward_into(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
     } else {
-        vec_zero(A->dgate, n);
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dgate, 1);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), A->dup, 1);
         const float *dgu[2] = {A->dgate, A->dup};
         const int gu_widths[2] = {ff, ff};
         join_columns(A->dfused, dgu, gu_widths, 2, N);
-        matmul_backward(du, G->gate_up.w, G->gate_up.b, A->dfused, u, P->gate_up.w, N, d, 2 * ff);
+        matmul_backward_into(du, G->gate_up.w, G->gate_up.b, A->dfused, u, P->gate_up.w, N, d, 2 * ff);
     }
 }
 
@@ -548,8 +545,7 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     }
     const int has_in = placement_has_input_norm(c->placement);
     const float *u = has_in ? s->in.y : x;
-    vec_zero(A->du, Nd);
-    if (k == SUB_ATTN)
+    if (k == SUB_ATTN) /* (each sets du: its input projection is du's only contributor) */
         attention_sublayer_backward(m, l, u, df, A->du);
     else
         ffn_sublayer_backward(m, l, u, df, A->du);
@@ -696,8 +692,7 @@ static int backward_from_dlogits(tlm_model *m) {
         dz = A->dlogits + NV;
     }
     const float *hL = A->res + 2 * (size_t)L * Nd;
-    vec_zero(A->dfinal, Nd);
-    matmul_backward(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
+    matmul_backward_into(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
     if (c->final_norm) MODEL_HOOK(m, model_hook_count(c) - 1, A->dfinal, 1);
     float *dhL = A->dres + 2 * (size_t)L * Nd;
     if (c->final_norm)

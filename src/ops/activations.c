@@ -49,8 +49,8 @@ void glu_forward(float *out, const float *gate, const float *up, size_t n, activ
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act) {
     PROF_SCOPE("glu_backward");
-    FOR_ACT(act, (dgate[i] += dout[i] * up[i] * silu_grad(gate[i]), dup[i] += dout[i] * silu(gate[i])),
-            (dgate[i] += dout[i] * up[i] * gelu_grad(gate[i]), dup[i] += dout[i] * gelu(gate[i])));
+    FOR_ACT(act, (dgate[i] = dout[i] * up[i] * silu_grad(gate[i]), dup[i] = dout[i] * silu(gate[i])),
+            (dgate[i] = dout[i] * up[i] * gelu_grad(gate[i]), dup[i] = dout[i] * gelu(gate[i])));
 }
 
 void act_forward(float *out, const float *inp, size_t n, activation act) {
@@ -60,7 +60,7 @@ void act_forward(float *out, const float *inp, size_t n, activation act) {
 
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_backward");
-    FOR_ACT(act, dinp[i] += dout[i] * silu_grad(inp[i]), dinp[i] += dout[i] * gelu_grad(inp[i]));
+    FOR_ACT(act, dinp[i] = dout[i] * silu_grad(inp[i]), dinp[i] = dout[i] * gelu_grad(inp[i]));
 }
 
 void softcap_forward(float *out, const float *inp, size_t n, float cap) {

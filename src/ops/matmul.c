@@ -61,10 +61,11 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     if (bias) add_bias(out, bias, N, OC);
 }
 
-void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+/* dinp_beta 1: dinp += dout @ W; 0: dinp = dout @ W (then dinp is neither read nor zeroed first) */
+static void backward(float dinp_beta, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC) {
     PROF_SCOPE("matmul_backward");
-    if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, 1.0f, dinp, IC);    /* dout @ W */
+    if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC); /* dout @ W */
     if (dweight) gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC); /* dout^T @ inp */
     if (dbias) {
         /* column sums, a block of columns per task walking the rows in order: contiguous reads,
@@ -81,6 +82,16 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
             for (int j = 0; j < w; j++) dbias[o0 + j] += acc[j];
         }
     }
+}
+
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                     const float *weight, int N, int IC, int OC) {
+    backward(1.0f, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+
+void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const float *weight, int N, int IC, int OC) {
+    backward(0.0f, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 
 void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N) {

@@ -46,6 +46,10 @@ void matvec_bf16(float *y, const float *x, const uint16_t *W, const float *bias,
 /* dinp [N,IC] += dout @ weight; dweight [OC,IC] += dout^T @ inp; dbias [OC] += sum_n dout */
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC);
+/* the same with dinp [N,IC] = dout @ weight: for a gradient buffer this layer is the only
+ * contributor to (no zeroing pass before, and the GEMM does not read it) */
+void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const float *weight, int N, int IC, int OC);
 
 /* Fused projections: one GEMM produces [N, sum(widths)] columns that belong to `parts`
  * tensors. split: dst[i] [N, widths[i]] <- src; join: dst [N, sum(widths)] <- src[i]. */
@@ -138,11 +142,11 @@ float act_apply(activation act, float x);
 float tanh_approx(float x);
 float act_grad(activation act, float x); /* d act / dx */
 
-/* gated: out [n] = act(gate) * up ; dgate, dup [n] += ... */
+/* gated: out [n] = act(gate) * up ; dgate, dup [n] = their gradients (set, not accumulated) */
 void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act);
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act);
-/* plain: out [n] = act(inp); dinp [n] += dout * act'(inp) */
+/* plain: out [n] = act(inp); dinp [n] = dout * act'(inp) (set, not accumulated) */
 void act_forward(float *out, const float *inp, size_t n, activation act);
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act);
 
