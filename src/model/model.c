@@ -310,11 +310,20 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     layer_acts *a = &m->acts.layers[l];
     const int B = m->acts.B, T = m->acts.T, N = B * T, d = c->d_model;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    /* q, k, v from one GEMM over their back-to-back weights (params.c), then split */
-    float *qkv_out[3] = {a->q, a->k, a->v};
-    const int qkv_widths[3] = {qd, kvd, kvd};
-    linear_forward(m, m->acts.fused, u, &P->qkv, N, d, qd + 2 * kvd);
-    split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
+    if (N > MATVEC_MAX_ROWS) {
+        /* many rows (training, prompts): q, k and v each by its own GEMM over its rows of the
+         * back-to-back weights, straight into its buffer; three GEMMs cost about what the one
+         * does, and no pass copies the columns apart */
+        linear_forward(m, a->q, u, &P->q, N, d, qd);
+        linear_forward(m, a->k, u, &P->k, N, d, kvd);
+        linear_forward(m, a->v, u, &P->v, N, d, kvd);
+    } else {
+        /* decoding: one matrix-vector stream over all of q|k|v (params.c), then split */
+        float *qkv_out[3] = {a->q, a->k, a->v};
+        const int qkv_widths[3] = {qd, kvd, kvd};
+        linear_forward(m, m->acts.fused, u, &P->qkv, N, d, qd + 2 * kvd);
+        split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
+    }
     MODEL_HOOK(m, model_hook_id(l, HL_Q), a->q, 0);
     MODEL_HOOK(m, model_hook_id(l, HL_K), a->k, 0);
     MODEL_HOOK(m, model_hook_id(l, HL_V), a->v, 0);
@@ -401,10 +410,10 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     }
     MODEL_HOOK(m, model_hook_id(l, HL_Q), dq, 1);
     MODEL_HOOK(m, model_hook_id(l, HL_K), dk, 1);
-    const float *dqkv[3] = {dq, dk, A->dv};
-    const int qkv_widths[3] = {qd, kvd, kvd};
-    join_columns(A->dfused, dqkv, qkv_widths, 3, N);
-    matmul_backward_into(du, G->qkv.w, G->qkv.b, A->dfused, u, P->qkv.w, N, d, qd + 2 * kvd);
+    /* the three input projections, each into its rows of the fused gradient (no join pass) */
+    matmul_backward_into(du, G->q.w, G->q.b, dq, u, P->q.w, N, d, qd);
+    matmul_backward(du, G->k.w, G->k.b, dk, u, P->k.w, N, d, kvd);
+    matmul_backward(du, G->v.w, G->v.b, A->dv, u, P->v.w, N, d, kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
