@@ -106,7 +106,7 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
         L->hid = take(a, N * f);
     }
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
-    A->fused = take(a, N * fused);
+    A->fused = take(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
     A->w_tile = m->w16_mem ? take(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
     /* the head: every position, or the last of each row */
     const size_t R = m->mode == MODEL_INFER_LAST ? (size_t)B : N;
@@ -138,7 +138,6 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     A->dhid = take(b, N * f);
     A->dlogits = take(b, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
     A->attn_scratch = take(b, (size_t)T * T * omp_get_max_threads());
-    A->dfused = take(b, N * fused);
 }
 
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
@@ -429,11 +428,16 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
         linear_forward(m, a->up, u, &P->up, N, d, ff);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), a->up, 0);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
-    } else { /* gate and up from one GEMM over their back-to-back weights */
-        float *gu_out[2] = {a->gate, a->up};
-        const int gu_widths[2] = {ff, ff};
-        linear_forward(m, m->acts.fused, u, &P->gate_up, N, d, 2 * ff);
-        split_columns(gu_out, gu_widths, 2, m->acts.fused, N);
+    } else {
+        if (N > MATVEC_MAX_ROWS) { /* as q, k, v above: a GEMM each, no split pass */
+            linear_forward(m, a->gate, u, &P->gate, N, d, ff);
+            linear_forward(m, a->up, u, &P->up, N, d, ff);
+        } else { /* decoding: one stream over gate|up, then split */
+            float *gu_out[2] = {a->gate, a->up};
+            const int gu_widths[2] = {ff, ff};
+            linear_forward(m, m->acts.fused, u, &P->gate_up, N, d, 2 * ff);
+            split_columns(gu_out, gu_widths, 2, m->acts.fused, N);
+        }
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), a->gate, 0);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), a->up, 0);
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
@@ -461,10 +465,8 @@ static void ffn_sublayer_backward(tlm_model *m, int l, const float *u, const flo
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), A->dgate, 1);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), A->dup, 1);
-        const float *dgu[2] = {A->dgate, A->dup};
-        const int gu_widths[2] = {ff, ff};
-        join_columns(A->dfused, dgu, gu_widths, 2, N);
-        matmul_backward_into(du, G->gate_up.w, G->gate_up.b, A->dfused, u, P->gate_up.w, N, d, 2 * ff);
+        matmul_backward_into(du, G->gate.w, G->gate.b, A->dgate, u, P->gate.w, N, d, ff);
+        matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
     }
 }
 

@@ -108,7 +108,7 @@ typedef struct {
     float *datt, *dq, *dq2, *dk, *dk2, *dv;         /* [BT, H*hd] / [BT, KV*hd] */
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
-    float *fused, *dfused;   /* output of a fused projection (q|k|v or gate|up) and its gradient */
+    float *fused;            /* output of a fused projection (q|k|v or gate|up) when decoding */
     float *attn_scratch;                             /* T per thread */
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
     int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */

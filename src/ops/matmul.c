@@ -108,20 +108,6 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
     }
 }
 
-void join_columns(float *dst, const float *const *src, const int *widths, int parts, int N) {
-    PROF_SCOPE("join_columns");
-    int total = 0;
-    for (int i = 0; i < parts; i++) total += widths[i];
-#pragma omp parallel for schedule(static) if((size_t)N * total > OMP_MIN_WORK)
-    for (int n = 0; n < N; n++) {
-        float *row = dst + (size_t)n * total;
-        for (int i = 0; i < parts; i++) {
-            memcpy(row, src[i] + (size_t)n * widths[i], sizeof(float) * widths[i]);
-            row += widths[i];
-        }
-    }
-}
-
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
                          int OC, float *tile) {
     PROF_SCOPE("matmul_forward_bf16");

@@ -51,10 +51,9 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const float *weight, int N, int IC, int OC);
 
-/* Fused projections: one GEMM produces [N, sum(widths)] columns that belong to `parts`
- * tensors. split: dst[i] [N, widths[i]] <- src; join: dst [N, sum(widths)] <- src[i]. */
+/* Fused projections (decoding: one matrix-vector stream over q|k|v or gate|up) produce
+ * [N, sum(widths)] columns that belong to `parts` tensors: dst[i] [N, widths[i]] <- src. */
 void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N);
-void join_columns(float *dst, const float *const *src, const int *widths, int parts, int N);
 
 /* ---- norms -------------------------------------------------------------------------------- */
 
