@@ -1,8 +1,12 @@
 /* activations.c — SiLU, tanh-GELU, gated units (SwiGLU/GeGLU), soft-capping, small vector ops. */
 #include <math.h>
 
+#include <omp.h>
+
 #include "fastmath.h"
 #include "ops.h"
+#include "simd_avx512.h"
+#include "util/cpu.h"
 #include "util/profile.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
@@ -41,25 +45,155 @@ float act_grad(activation act, float x) { return act == ACT_SILU ? silu_grad(x) 
         }                                                                                                              \
     } while (0)
 
+#if defined(__x86_64__)
+/* The same two activations 16 at a time with AVX-512: the sigmoid's division as a reciprocal
+ * estimate and one Newton step (recip16), which the compiler may not do for a plain C division.
+ * z = -x (SiLU) or -2u (GELU); s = 1 / (1 + e^z); act = x s. */
+TLM_AVX512 static inline __m512 act_z16(__m512 x, int gelu_act) {
+    if (!gelu_act) return _mm512_sub_ps(_mm512_setzero_ps(), x);
+    const __m512 x2 = _mm512_mul_ps(x, x); /* -2K (x + 0.044715 x^3) = x (-2K + (-2K 0.044715) x^2) */
+    return _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_set1_ps(-2.0f * GELU_K * 0.044715f), x2,
+                                            _mm512_set1_ps(-2.0f * GELU_K)));
+}
+
+TLM_AVX512 static inline __m512 sigmoid16(__m512 z) {
+    return recip16(_mm512_add_ps(_mm512_set1_ps(1.0f), exp16_clamped(z)));
+}
+
+/* act(x) = x s */
+TLM_AVX512 static inline __m512 act16(__m512 x, int gelu_act) { return _mm512_mul_ps(x, sigmoid16(act_z16(x, gelu_act))); }
+
+/* d act/dx: SiLU s (1 + x (1 - s)); GELU s + x s (1 - s) 2K (1 + 3 * 0.044715 x^2). *a = act(x). */
+TLM_AVX512 static inline __m512 act_grad16(__m512 x, int gelu_act, __m512 *a) {
+    const __m512 one = _mm512_set1_ps(1.0f), s = sigmoid16(act_z16(x, gelu_act)), xs = _mm512_mul_ps(x, s);
+    const __m512 f = gelu_act ? _mm512_fmadd_ps(_mm512_set1_ps(6.0f * GELU_K * 0.044715f), _mm512_mul_ps(x, x),
+                                                _mm512_set1_ps(2.0f * GELU_K))
+                              : one; /* the factor on x s (1 - s) */
+    *a = xs;
+    return _mm512_fmadd_ps(_mm512_mul_ps(xs, _mm512_sub_ps(one, s)), f, s);
+}
+
+/* Each kernel below runs over [i0, i1): whole vectors with plain loads and stores, then the
+ * last partial vector masked (masked stores in the main loop cost this CPU's write stream) */
+TLM_AVX512 static void act_forward_avx512(float *out, const float *inp, size_t i0, size_t i1, int gelu_act) {
+    size_t i = i0;
+    for (; i + 16 <= i1; i += 16) _mm512_storeu_ps(out + i, act16(_mm512_loadu_ps(inp + i), gelu_act));
+    if (i < i1) {
+        const __mmask16 k = tail16((int)(i1 - i));
+        _mm512_mask_storeu_ps(out + i, k, act16(_mm512_maskz_loadu_ps(k, inp + i), gelu_act));
+    }
+}
+
+TLM_AVX512 static void act_backward_avx512(float *dinp, const float *dout, const float *inp, size_t i0, size_t i1,
+                                           int gelu_act) {
+    __m512 a;
+    size_t i = i0;
+    for (; i + 16 <= i1; i += 16)
+        _mm512_storeu_ps(dinp + i, _mm512_mul_ps(_mm512_loadu_ps(dout + i), act_grad16(_mm512_loadu_ps(inp + i), gelu_act, &a)));
+    if (i < i1) {
+        const __mmask16 k = tail16((int)(i1 - i));
+        const __m512 g = act_grad16(_mm512_maskz_loadu_ps(k, inp + i), gelu_act, &a);
+        _mm512_mask_storeu_ps(dinp + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dout + i), g));
+    }
+}
+
+/* one contiguous share of [0, n) per thread, a multiple of 16 elements */
+#define FOR_SHARES(n, CALL)                                                                                           \
+    _Pragma("omp parallel if(n > OMP_MIN_WORK)") {                                                                   \
+        const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();                          \
+        const size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;                                                    \
+        const size_t i0 = id * per < n ? id * per : n, i1 = i0 + per < n ? i0 + per : n;                              \
+        CALL;                                                                                                         \
+    }
+
+/* gated: out = act(gate) up; dgate = dout up act'(gate), dup = dout act(gate) */
+TLM_AVX512 static void glu_forward_avx512(float *out, const float *gate, const float *up, size_t i0, size_t i1,
+                                          int gelu_act) {
+    size_t i = i0;
+    for (; i + 16 <= i1; i += 16)
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(act16(_mm512_loadu_ps(gate + i), gelu_act), _mm512_loadu_ps(up + i)));
+    if (i < i1) {
+        const __mmask16 k = tail16((int)(i1 - i));
+        _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(act16(_mm512_maskz_loadu_ps(k, gate + i), gelu_act),
+                                                        _mm512_maskz_loadu_ps(k, up + i)));
+    }
+}
+
+TLM_AVX512 static inline void glu_backward16(float *dgate, float *dup, __m512 x, __m512 d, __m512 u, int gelu_act,
+                                             size_t i, __mmask16 k) {
+    __m512 a;
+    const __m512 g = act_grad16(x, gelu_act, &a);
+    const __m512 dg = _mm512_mul_ps(_mm512_mul_ps(d, u), g), du = _mm512_mul_ps(d, a);
+    if (k == 0xffff) {
+        _mm512_storeu_ps(dgate + i, dg);
+        _mm512_storeu_ps(dup + i, du);
+    } else {
+        _mm512_mask_storeu_ps(dgate + i, k, dg);
+        _mm512_mask_storeu_ps(dup + i, k, du);
+    }
+}
+
+TLM_AVX512 static void glu_backward_avx512(float *dgate, float *dup, const float *dout, const float *gate,
+                                           const float *up, size_t i0, size_t i1, int gelu_act) {
+    size_t i = i0;
+    for (; i + 16 <= i1; i += 16)
+        glu_backward16(dgate, dup, _mm512_loadu_ps(gate + i), _mm512_loadu_ps(dout + i), _mm512_loadu_ps(up + i),
+                       gelu_act, i, 0xffff);
+    if (i < i1) {
+        const __mmask16 k = tail16((int)(i1 - i));
+        glu_backward16(dgate, dup, _mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, dout + i),
+                       _mm512_maskz_loadu_ps(k, up + i), gelu_act, i, k);
+    }
+}
+#endif
+
 void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act) {
     PROF_SCOPE("glu_forward");
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        const int g = act == ACT_GELU_TANH;
+        FOR_SHARES(n, glu_forward_avx512(out, gate, up, i0, i1, g));
+        return;
+    }
+#endif
     FOR_ACT(act, out[i] = silu(gate[i]) * up[i], out[i] = gelu(gate[i]) * up[i]);
 }
 
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act) {
     PROF_SCOPE("glu_backward");
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        const int g = act == ACT_GELU_TANH;
+        FOR_SHARES(n, glu_backward_avx512(dgate, dup, dout, gate, up, i0, i1, g));
+        return;
+    }
+#endif
     FOR_ACT(act, (dgate[i] = dout[i] * up[i] * silu_grad(gate[i]), dup[i] = dout[i] * silu(gate[i])),
             (dgate[i] = dout[i] * up[i] * gelu_grad(gate[i]), dup[i] = dout[i] * gelu(gate[i])));
 }
 
 void act_forward(float *out, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_forward");
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        const int g = act == ACT_GELU_TANH;
+        FOR_SHARES(n, act_forward_avx512(out, inp, i0, i1, g));
+        return;
+    }
+#endif
     FOR_ACT(act, out[i] = silu(inp[i]), out[i] = gelu(inp[i]));
 }
 
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_backward");
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        const int g = act == ACT_GELU_TANH;
+        FOR_SHARES(n, act_backward_avx512(dinp, dout, inp, i0, i1, g));
+        return;
+    }
+#endif
     FOR_ACT(act, dinp[i] = dout[i] * silu_grad(inp[i]), dinp[i] = dout[i] * gelu_grad(inp[i]));
 }
 

@@ -9,12 +9,9 @@
 
 #include "fastmath.h"
 #include "ops.h"
+#include "simd_avx512.h"
 #include "util/cpu.h"
 #include "util/profile.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
@@ -54,28 +51,6 @@ static void softmax_row_backward_c(float *d, const float *p, const float *s, int
 #if defined(__x86_64__)
 /* The same rows 16 keys at a time with masked loads and stores: a row of a short causal
  * attention (T = 64) is mostly tail, which the compiler's vector loops leave to scalar code. */
-#define TLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-
-TLM_AVX512 static inline __mmask16 tail16(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
-
-/* exp_approx of fastmath.h on 16 lanes: the same clamps, reduction and polynomial; NaN in, NaN out */
-TLM_AVX512 static inline __m512 exp16(__m512 x_in) {
-    __m512 x = _mm512_min_ps(_mm512_max_ps(x_in, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-    __m512 q = _mm512_set1_ps(0.00138888892f);
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.00833333377f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.0416666679f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.166666672f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-    const __m512 e = _mm512_scalef_ps(q, n); /* q * 2^n */
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x_in, x_in, _CMP_UNORD_Q), e, x_in);
-}
-
 TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int first, int last, float softcap) {
     float *vs = s + first, *vp = p + first;
     const int m = last + 1 - first;

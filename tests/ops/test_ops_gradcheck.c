@@ -338,9 +338,61 @@ static void test_tanh_approx(void) {
     printf("%-44s max rel err %.2e %s\n", "silu (exp_approx) vs libm on [-20, 20]", worst_silu, worst_silu <= 3e-7 ? "ok" : "FAIL");
 }
 
+/* act_forward / act_backward over an array (the kernels the model runs: AVX-512 where the CPU
+ * has it, the portable loops under TLM_ISA=avx2), against float64 GELU-tanh and SiLU and their
+ * derivatives on [-20, 20] (1e-6 and, for the derivative's longer float formula, 5e-6 relative),
+ * 400001 values (several threads' shares and a partial vector), and
+ * NaN through both */
+static void test_act_arrays(void) {
+    const size_t n = 400001;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)), *dy = malloc(n * sizeof(float));
+    float *ones = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = -20.0f + 1e-4f * (float)i, ones[i] = 1.0f;
+    x[n / 3] = NAN;
+    const activation acts[2] = {ACT_GELU_TANH, ACT_SILU};
+    const char *names[2] = {"gelu_tanh", "silu"};
+    float *du = malloc(n * sizeof(float));
+    for (int a = 0; a < 4; a++) {
+        const int gated = a >= 2; /* glu with up = 1: out = act(gate), dgate = act'(gate), dup = act(gate) */
+        if (gated) {
+            glu_forward(y, x, ones, n, acts[a - 2]);
+            glu_backward(dy, du, ones, x, ones, n, acts[a - 2]);
+            for (size_t i = 0; i < n; i++) /* dup must equal the forward */
+                if (!(du[i] == y[i]) && !(isnan(du[i]) && isnan(y[i]))) dy[i] = NAN, y[i] = 0.0f;
+        } else {
+            act_forward(y, x, n, acts[a]);
+            act_backward(dy, ones, x, n, acts[a]);
+        }
+        double worst = 0, worst_grad = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i == n / 3) continue;
+            const double v = x[i];
+            double f, g;
+            if (acts[a % 2] == ACT_GELU_TANH) {
+                const double k = sqrt(2.0 / M_PI), t = tanh(k * (v + 0.044715 * v * v * v));
+                f = 0.5 * v * (1.0 + t);
+                g = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v);
+            } else {
+                const double sg = 1.0 / (1.0 + exp(-v));
+                f = v * sg;
+                g = sg * (1.0 + v * (1.0 - sg));
+            }
+            worst = fmax(worst, fabs(y[i] - f) / fmax(1.0, fabs(f)));
+            worst_grad = fmax(worst_grad, fabs(dy[i] - g) / fmax(1.0, fabs(g)));
+        }
+        const int ok = worst <= 1e-6 && worst_grad <= 5e-6 && isnan(y[n / 3]) && isnan(dy[n / 3]);
+        checks++;
+        failures += !ok;
+        printf("%s%-*s err %.2e, grad err %.2e, NaN kept %s\n", gated ? "glu " : "", gated ? 40 : 44, names[a % 2],
+               worst, worst_grad, ok ? "ok" : "FAIL");
+    }
+    free(x), free(y), free(dy), free(ones), free(du);
+}
+
 int main(void) {
     rng_seed(&rng, 1234);
     test_tanh_approx();
+    test_act_arrays();
     test_matmul();
     test_norm(1, 0.0f, 1);
     test_norm(1, 0.0f, 0);

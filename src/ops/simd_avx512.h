@@ -1,0 +1,48 @@
+/* simd_avx512.h — the AVX-512 pieces the ops' kernels share: the target attribute (kernels are
+ * compiled into every build and chosen at run time from cpuid, util/cpu.h), the mask of a
+ * row's last, partial vector, and fastmath.h's exp on 16 lanes. x86-64 only. */
+#ifndef TLM_SIMD_AVX512_H
+#define TLM_SIMD_AVX512_H
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define TLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+/* lanes [0, min(left, 16)) */
+TLM_AVX512 static inline __mmask16 tail16(int left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* exp_clamped of fastmath.h on 16 lanes: the same clamps (NaN to -87), reduction and polynomial */
+TLM_AVX512 static inline __m512 exp16_clamped(__m512 x_in) {
+    /* (max(x, lo) returns lo for a NaN x: the second operand) */
+    const __m512 x = _mm512_min_ps(_mm512_max_ps(x_in, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 q = _mm512_set1_ps(0.00138888892f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.00833333377f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.0416666679f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.166666672f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(q, n); /* q * 2^n */
+}
+
+/* exp_approx of fastmath.h on 16 lanes: NaN in, NaN out */
+TLM_AVX512 static inline __m512 exp16(__m512 x) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), exp16_clamped(x), x);
+}
+
+/* 1 / d for d >= 1: the 14-bit reciprocal estimate and one Newton step (relative error
+ * about 2^-28, below float's rounding) instead of a division */
+TLM_AVX512 static inline __m512 recip16(__m512 d) {
+    const __m512 r = _mm512_rcp14_ps(d);
+    return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
+#endif
+
+#endif
