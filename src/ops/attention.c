@@ -49,7 +49,7 @@ static void softmax_row_backward_c(float *d, const float *p, const float *s, int
 }
 
 #if defined(__x86_64__)
-/* The same rows 16 keys at a time with masked loads and stores: a row of a short causal
+/* The same rows 16 keys at a time, the last partial vector masked: a row of a short causal
  * attention (T = 64) is mostly tail, which the compiler's vector loops leave to scalar code. */
 TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int first, int last, float softcap) {
     float *vs = s + first, *vp = p + first;
@@ -58,18 +58,16 @@ TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int first, 
         for (int j = 0; j < m; j++) vs[j] = softcap * tanh_inline(vs[j] / softcap);
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int j = 0; j < m; j += 16) /* (x > max ? x : max: a NaN score never wins, as in max_lanes) */
-        vmax = _mm512_mask_max_ps(vmax, tail16(m - j), _mm512_maskz_loadu_ps(tail16(m - j), vs + j), vmax);
+        vmax = _mm512_mask_max_ps(vmax, tail16(m - j), load16(vs + j, m - j), vmax);
     const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
     __m512 sum = _mm512_setzero_ps();
     for (int j = 0; j < m; j += 16) {
-        const __mmask16 k = tail16(m - j);
-        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, vs + j), mx));
-        _mm512_mask_storeu_ps(vp + j, k, e);
-        sum = _mm512_mask_add_ps(sum, k, sum, e);
+        const __m512 e = exp16(_mm512_sub_ps(load16(vs + j, m - j), mx));
+        store16(vp + j, e, m - j);
+        sum = _mm512_mask_add_ps(sum, tail16(m - j), sum, e);
     }
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int j = 0; j < m; j += 16)
-        _mm512_mask_storeu_ps(vp + j, tail16(m - j), _mm512_mul_ps(_mm512_maskz_loadu_ps(tail16(m - j), vp + j), inv));
+    for (int j = 0; j < m; j += 16) store16(vp + j, _mm512_mul_ps(load16(vp + j, m - j), inv), m - j);
     for (int j = 0; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f;
     for (int j = last + 1; j < n; j++) s[j] = -INFINITY, p[j] = 0.0f;
 }
@@ -80,21 +78,16 @@ TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, con
     const float *vp = p + first, *vs = s + first;
     const int m = last + 1 - first;
     __m512 acc = _mm512_setzero_ps();
-    for (int j = 0; j < m; j += 16) {
-        const __mmask16 k = tail16(m - j);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, vp + j), _mm512_maskz_loadu_ps(k, vd + j), acc);
-    }
+    for (int j = 0; j < m; j += 16) acc = _mm512_fmadd_ps(load16(vp + j, m - j), load16(vd + j, m - j), acc);
     const __m512 pdp = _mm512_set1_ps(_mm512_reduce_add_ps(acc)), sc = _mm512_set1_ps(scale);
     const __m512 one = _mm512_set1_ps(1.0f), inv_cap = _mm512_set1_ps(cap > 0.0f ? 1.0f / cap : 0.0f);
     for (int j = 0; j < m; j += 16) {
-        const __mmask16 k = tail16(m - j);
-        __m512 g = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, vp + j),
-                                               _mm512_sub_ps(_mm512_maskz_loadu_ps(k, vd + j), pdp)), sc);
+        __m512 g = _mm512_mul_ps(_mm512_mul_ps(load16(vp + j, m - j), _mm512_sub_ps(load16(vd + j, m - j), pdp)), sc);
         if (cap > 0.0f) {
-            const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, vs + j), inv_cap);
+            const __m512 t = _mm512_mul_ps(load16(vs + j, m - j), inv_cap);
             g = _mm512_mul_ps(g, _mm512_fnmadd_ps(t, t, one));
         }
-        _mm512_mask_storeu_ps(vd + j, k, g);
+        store16(vd + j, g, m - j);
     }
     for (int j = 0; j < first; j++) d[j] = 0.0f;
     for (int j = last + 1; j < n; j++) d[j] = 0.0f;
@@ -147,25 +140,22 @@ TLM_AVX512 static void attention_row_avx512(float *out, float *scores, const flo
     for (int j = first_key; j < n_keys; j++) {
         const float *kj = keys + (size_t)j * kv_stride;
         __m512 acc = _mm512_setzero_ps();
-        for (int i = 0; i < head_dim; i += 16) {
-            const __mmask16 k = tail16(head_dim - i);
-            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, q + i), _mm512_maskz_loadu_ps(k, kj + i), acc);
-        }
+        for (int i = 0; i < head_dim; i += 16)
+            acc = _mm512_fmadd_ps(load16(q + i, head_dim - i), load16(kj + i, head_dim - i), acc);
         scores[j] = _mm512_reduce_add_ps(acc) * scale;
     }
     softmax_row_avx512(scores, scores, n_keys, first_key, n_keys - 1, softcap);
     for (int i = 0; i < head_dim; i += 16) {
-        const __mmask16 k = tail16(head_dim - i);
+        const int left = head_dim - i;
         const float *vi = values + i;
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(); /* two chains: FMA latency */
         int j = first_key;
         for (; j + 1 < n_keys; j += 2) {
-            a0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_maskz_loadu_ps(k, vi + (size_t)j * kv_stride), a0);
-            a1 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j + 1]), _mm512_maskz_loadu_ps(k, vi + (size_t)(j + 1) * kv_stride),
-                                 a1);
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), load16(vi + (size_t)j * kv_stride, left), a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j + 1]), load16(vi + (size_t)(j + 1) * kv_stride, left), a1);
         }
-        if (j < n_keys) a0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), _mm512_maskz_loadu_ps(k, vi + (size_t)j * kv_stride), a0);
-        _mm512_mask_storeu_ps(out + i, k, _mm512_add_ps(a0, a1));
+        if (j < n_keys) a0 = _mm512_fmadd_ps(_mm512_set1_ps(scores[j]), load16(vi + (size_t)j * kv_stride, left), a0);
+        store16(out + i, _mm512_add_ps(a0, a1), left);
     }
 }
 #endif
