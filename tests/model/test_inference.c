@@ -7,8 +7,9 @@
  *    logit, as test_kv_cache: other summation orders, amplified by these x10 weights).
  *  - bf16 weights (model_weights_to_bf16) against the f32 path on the same bf16-rounded values:
  *    equal up to summation order (1e-5 relative for the full pass, which widens tiles for the
- *    same GEMM; 5e-5 for cached decoding, whose matvec and blocked attention sum in another
- *    order, on these deliberately large weights).
+ *    same GEMM; for cached decoding, whose matvec and blocked attention sum in another order,
+ *    5e-5 or 1e-3 of what the bf16 rounding itself moved, whichever is larger: these
+ *    deliberately large weights amplify any perturbation, some variants 250-fold).
  *  - a saved tinylm checkpoint loaded with model_load_dir_mapped uses the file's pages as its
  *    parameters (no copy): the same logits bit for bit, training refused, bf16 conversion works. */
 #include <math.h>
@@ -134,7 +135,13 @@ int main(void) {
         rc = cached_logits(m, tok, got);
         double e4 = 0;
         for (int t = PREFILL - 1; t < T; t++) e4 = fmax(e4, rel_diff(got + (size_t)t * V, rounded + (size_t)t * V, V));
-        ok3 = ok3 && !rc && e4 <= 5e-5 && model_forward(m, tok, tgt, 1, T, &loss) == 0 && model_backward(m, 1.0f) != 0;
+        /* the cached path sums in another order (matvec, blocked attention); how far that moves the
+         * logits grows with how much the model amplifies a perturbation, which the rounding just
+         * measured: these random x10 weights turn bf16's 2^-9 into up to 0.5 of the largest logit,
+         * so float32's order differences (about 2^-9 x 1e-3 of that) are held to 1e-3 of it
+         * (seen: 1.6e-05 with oneDNN, 1.7e-04 with OpenBLAS on "dyt sandwich") */
+        const double tol4 = fmax(5e-5, 1e-3 * rounding);
+        ok3 = ok3 && !rc && e4 <= tol4 && model_forward(m, tok, tgt, 1, T, &loss) == 0 && model_backward(m, 1.0f) != 0;
         /* the rounding did happen (how much it moves a real model's logits: tests/cli, docs) */
         ok3 = ok3 && rounding > 0;
         printf("%-42s bf16 weights: full %.1e, cached %.1e vs f32 on rounded weights; rounding moved logits %.1e: %s\n",
