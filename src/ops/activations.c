@@ -145,55 +145,42 @@ TLM_AVX512 static void glu_backward_avx512(float *dgate, float *dup, const float
                        _mm512_maskz_loadu_ps(k, up + i), gelu_act, i, k);
     }
 }
+
+/* on a CPU with AVX-512, the kernel CALL over each thread's share [i0, i1) of [0, n), with
+ * g = 1 for GELU, 0 for SiLU, and return; elsewhere nothing (the portable loop follows) */
+#define AVX512_KERNEL(n, CALL)                                                                                        \
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {                                                                            \
+        const int g = act == ACT_GELU_TANH;                                                                           \
+        FOR_SHARES(n, CALL);                                                                                          \
+        return;                                                                                                       \
+    }
+#else
+#define AVX512_KERNEL(n, CALL)
 #endif
 
 void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act) {
     PROF_SCOPE("glu_forward");
-#if defined(__x86_64__)
-    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
-        const int g = act == ACT_GELU_TANH;
-        FOR_SHARES(n, glu_forward_avx512(out, gate, up, i0, i1, g));
-        return;
-    }
-#endif
+    AVX512_KERNEL(n, glu_forward_avx512(out, gate, up, i0, i1, g));
     FOR_ACT(act, out[i] = silu(gate[i]) * up[i], out[i] = gelu(gate[i]) * up[i]);
 }
 
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act) {
     PROF_SCOPE("glu_backward");
-#if defined(__x86_64__)
-    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
-        const int g = act == ACT_GELU_TANH;
-        FOR_SHARES(n, glu_backward_avx512(dgate, dup, dout, gate, up, i0, i1, g));
-        return;
-    }
-#endif
+    AVX512_KERNEL(n, glu_backward_avx512(dgate, dup, dout, gate, up, i0, i1, g));
     FOR_ACT(act, (dgate[i] = dout[i] * up[i] * silu_grad(gate[i]), dup[i] = dout[i] * silu(gate[i])),
             (dgate[i] = dout[i] * up[i] * gelu_grad(gate[i]), dup[i] = dout[i] * gelu(gate[i])));
 }
 
 void act_forward(float *out, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_forward");
-#if defined(__x86_64__)
-    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
-        const int g = act == ACT_GELU_TANH;
-        FOR_SHARES(n, act_forward_avx512(out, inp, i0, i1, g));
-        return;
-    }
-#endif
+    AVX512_KERNEL(n, act_forward_avx512(out, inp, i0, i1, g));
     FOR_ACT(act, out[i] = silu(inp[i]), out[i] = gelu(inp[i]));
 }
 
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_backward");
-#if defined(__x86_64__)
-    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
-        const int g = act == ACT_GELU_TANH;
-        FOR_SHARES(n, act_backward_avx512(dinp, dout, inp, i0, i1, g));
-        return;
-    }
-#endif
+    AVX512_KERNEL(n, act_backward_avx512(dinp, dout, inp, i0, i1, g));
     FOR_ACT(act, dinp[i] = dout[i] * silu_grad(inp[i]), dinp[i] = dout[i] * gelu_grad(inp[i]));
 }
 
