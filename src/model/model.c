@@ -15,6 +15,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sys/mman.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,11 +32,20 @@ typedef struct {
     size_t used;
 } arena;
 
+/* every buffer starts on a 64-byte line (the base is aligned, ARENA_ALIGN floats each): a
+ * matrix-vector product re-reads its input row per output, and an input row off the line
+ * makes every 16-float load touch two lines (measured: the 110M shape's decode 17% slower) */
+enum { ARENA_ALIGN = 16 };
+
 static float *take(arena *a, size_t n) {
+    a->used = (a->used + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     float *p = a->base ? a->base + a->used : NULL;
     a->used += n;
     return p;
 }
+
+/* the first 64-byte boundary in a block allocated ARENA_ALIGN floats larger */
+static float *arena_base(float *mem) { return (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63); }
 
 static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
     na->y = with_y ? take(a, N * C) : NULL;
@@ -214,8 +224,8 @@ static int ensure_activations(tlm_model *m, int B, int T) {
     const size_t n_tokens = (size_t)B * T;
     if (count.used > A->capacity || n_tokens > A->token_capacity) {
         free(A->mem), free(A->tokens), free(A->targets);
-        A->mem = calloc(count.used, sizeof(float));
-        tlm_advise_huge(A->mem, count.used * sizeof(float));
+        A->mem = calloc(count.used + ARENA_ALIGN, sizeof(float));
+        tlm_advise_huge(A->mem, (count.used + ARENA_ALIGN) * sizeof(float));
         A->tokens = calloc(n_tokens, sizeof(int));
         A->targets = calloc(n_tokens, sizeof(int));
         A->capacity = count.used, A->token_capacity = n_tokens;
@@ -226,7 +236,7 @@ static int ensure_activations(tlm_model *m, int B, int T) {
                              count.used * 4.0 / 1048576.0);
         }
     }
-    arena a = {.base = A->mem};
+    arena a = {.base = arena_base(A->mem)};
     layout_activations(m, A, &a, B, T);
     A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem;
     return model_ensure_rope(m, T);
