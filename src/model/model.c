@@ -44,8 +44,11 @@ static float *take(arena *a, size_t n) {
     return p;
 }
 
-/* the first 64-byte boundary in a block allocated ARENA_ALIGN floats larger */
-static float *arena_base(float *mem) { return (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63); }
+/* the first ARENA_ALIGN-float boundary in a block allocated ARENA_ALIGN floats larger */
+static float *arena_base(float *mem) {
+    const uintptr_t line = ARENA_ALIGN * sizeof(float);
+    return (float *)(((uintptr_t)mem + line - 1) & ~(line - 1));
+}
 
 static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
     na->y = with_y ? take(a, N * C) : NULL;
@@ -267,6 +270,23 @@ static void linear_forward(const tlm_model *m, float *out, const float *inp, con
         matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
 }
 
+/* Projections of one input stored back to back (q|k|v, gate|up; params.c), each into its own
+ * buffer. Many rows (training, prompts): a GEMM per part over its rows of the weights, straight
+ * into its buffer (the parts' GEMMs cost about what the fused one does, and no pass copies the
+ * columns apart). A few rows (decoding): one matrix-vector stream over the fused weights, then
+ * the columns split. */
+static void project_parts(const tlm_model *m, float *const *outs, const linear_params *const *parts,
+                          const int *widths, int n_parts, const linear_params *fused, const float *u, int N, int d) {
+    if (N > MATVEC_MAX_ROWS) {
+        for (int i = 0; i < n_parts; i++) linear_forward(m, outs[i], u, parts[i], N, d, widths[i]);
+        return;
+    }
+    int total = 0;
+    for (int i = 0; i < n_parts; i++) total += widths[i];
+    linear_forward(m, m->acts.fused, u, fused, N, d, total);
+    split_columns(outs, widths, n_parts, m->acts.fused, N);
+}
+
 /* ---- norms: one call site for the four kinds ------------------------------------------------ */
 
 void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
@@ -319,20 +339,10 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
     layer_acts *a = &m->acts.layers[l];
     const int B = m->acts.B, T = m->acts.T, N = B * T, d = c->d_model;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    if (N > MATVEC_MAX_ROWS) {
-        /* many rows (training, prompts): q, k and v each by its own GEMM over its rows of the
-         * back-to-back weights, straight into its buffer; three GEMMs cost about what the one
-         * does, and no pass copies the columns apart */
-        linear_forward(m, a->q, u, &P->q, N, d, qd);
-        linear_forward(m, a->k, u, &P->k, N, d, kvd);
-        linear_forward(m, a->v, u, &P->v, N, d, kvd);
-    } else {
-        /* decoding: one matrix-vector stream over all of q|k|v (params.c), then split */
-        float *qkv_out[3] = {a->q, a->k, a->v};
-        const int qkv_widths[3] = {qd, kvd, kvd};
-        linear_forward(m, m->acts.fused, u, &P->qkv, N, d, qd + 2 * kvd);
-        split_columns(qkv_out, qkv_widths, 3, m->acts.fused, N);
-    }
+    float *qkv_out[3] = {a->q, a->k, a->v};
+    const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
+    const int qkv_widths[3] = {qd, kvd, kvd};
+    project_parts(m, qkv_out, qkv_parts, qkv_widths, 3, &P->qkv, u, N, d);
     MODEL_HOOK(m, model_hook_id(l, HL_Q), a->q, 0);
     MODEL_HOOK(m, model_hook_id(l, HL_K), a->k, 0);
     MODEL_HOOK(m, model_hook_id(l, HL_V), a->v, 0);
@@ -439,15 +449,10 @@ static void ffn_sublayer_forward(tlm_model *m, int l, const float *u, float *f) 
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), a->up, 0);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
-        if (N > MATVEC_MAX_ROWS) { /* as q, k, v above: a GEMM each, no split pass */
-            linear_forward(m, a->gate, u, &P->gate, N, d, ff);
-            linear_forward(m, a->up, u, &P->up, N, d, ff);
-        } else { /* decoding: one stream over gate|up, then split */
-            float *gu_out[2] = {a->gate, a->up};
-            const int gu_widths[2] = {ff, ff};
-            linear_forward(m, m->acts.fused, u, &P->gate_up, N, d, 2 * ff);
-            split_columns(gu_out, gu_widths, 2, m->acts.fused, N);
-        }
+        float *gu_out[2] = {a->gate, a->up};
+        const linear_params *gu_parts[2] = {&P->gate, &P->up};
+        const int gu_widths[2] = {ff, ff};
+        project_parts(m, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, N, d);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE), a->gate, 0);
         MODEL_HOOK(m, model_hook_id(l, HL_MLP_PRE_LINEAR), a->up, 0);
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
@@ -694,8 +699,8 @@ int model_backward_from_logits(tlm_model *m, const float *dlogits) {
     activations *A = &m->acts;
     if (backward_check(m, 0)) return -1;
     const size_t NV = (size_t)A->B * A->T * m->cfg.vocab_size;
-    vec_zero(A->dlogits, NV * (m->cfg.final_softcap > 0.0f ? 2 : 1));
     memcpy(A->dlogits, dlogits, NV * sizeof(float));
+    if (m->cfg.final_softcap > 0.0f) vec_zero(A->dlogits + NV, NV); /* the pre-cap gradient accumulates */
     return backward_from_dlogits(m);
 }
 
