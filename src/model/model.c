@@ -73,7 +73,9 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
                  kvd = (size_t)c->n_kv_heads * c->head_dim, f = c->d_ff, V = c->vocab_size;
     const size_t att = (size_t)B * c->n_heads * T * T;
     const norm_placement pl = c->placement;
-    A->lean = lean;
+    /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
+    const int full_attention = !(lean && m->kv), maps = full_attention && model_keeps_attention_maps(m);
+    A->lean = lean, A->maps = maps;
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
     A->res = take(a, (lean ? 2 : 2 * (size_t)c->n_layers + 1) * N * d);
     for (int l = 0; l < c->n_layers; l++) {
@@ -109,10 +111,9 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
             L->qr = take(a, N * qd);
             L->kr = take(a, N * kvd);
         }
-        /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
-        const int full_attention = !(lean && m->kv);
-        L->scores = full_attention ? take(a, att) : NULL;
-        L->probs = full_attention ? take(a, att) : NULL;
+        /* [B,H,T,T] maps only for those who look at them (attention.c) */
+        L->scores = maps ? take(a, att) : NULL;
+        L->probs = maps ? take(a, att) : NULL;
         L->att = take(a, N * qd);
         L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
         L->up = take(a, N * f);
@@ -150,7 +151,9 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     A->dup = take(b, N * f);
     A->dhid = take(b, N * f);
     A->dlogits = take(b, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
-    A->attn_scratch = take(b, (size_t)T * T * omp_get_max_threads());
+    /* per thread: a query block's S, P, dS and the tile kernels' keys (attention.c) */
+    A->attn_scratch = take(full_attention ? a : &none,
+                           attention_scratch_floats(T, c->head_dim) * (size_t)omp_get_max_threads());
 }
 
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
@@ -161,6 +164,10 @@ size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, in
     layout_activations(&m, &A, &count, B, T);
     free(A.layers);
     return count.used;
+}
+
+int model_keeps_attention_maps(const tlm_model *m) {
+    return m->hooks || m->after_pass || m->layer_hook || m->keep_attention_maps;
 }
 
 /* RoPE tables for positions [0, len): cos/sin of pos * inv_freq[i], computed in float32 as
@@ -217,8 +224,10 @@ int model_ensure_rope(tlm_model *m, int len) {
  * shape (a decoding step after a prefill, an evaluation batch) reuses it without allocating. */
 static int ensure_activations(tlm_model *m, int B, int T) {
     activations *A = &m->acts;
-    const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on it) */
-    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem)
+    const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on these) */
+    const int maps = !(kv_layout) && model_keeps_attention_maps(m);
+    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem &&
+        A->maps == maps)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
@@ -369,7 +378,7 @@ static void attention_sublayer_forward(tlm_model *m, int l, const float *u, floa
         kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
     } else {
         attention_spec spec = model_layer_attention(c, l);
-        attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec);
+        attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec, m->acts.attn_scratch);
         if (m->hooks) {
             model_hook_fire(m, model_hook_id(l, HL_ATTN_SCORES), a->scores, 0);
             model_hook_fire(m, model_hook_id(l, HL_PATTERN), a->probs, 0);

@@ -82,7 +82,7 @@ typedef struct {
     float *q_rstd, *k_rstd;   /* QK-norm statistics */
     float *qn, *kn;           /* after QK-norm (alias q, k when off) */
     float *qr, *kr;           /* after RoPE (alias qn, kn when off) */
-    float *scores, *probs;    /* [B, H, T, T] */
+    float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
     float *gate, *up, *hid;   /* [BT, f] */
@@ -109,11 +109,12 @@ typedef struct {
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
     float *fused;            /* output of a fused projection (q|k|v or gate|up) when decoding */
-    float *attn_scratch;                             /* T per thread */
+    float *attn_scratch;     /* attention_scratch_floats(T) per thread */
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
     int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
     model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
     int kv_layout, w16;
+    int maps;                /* laid out with [B,H,T,T] attention maps */
     int logits_rows;         /* rows of logits computed: B*T, or B (the last position of each row) */
     float *mem;
     size_t capacity, token_capacity; /* floats in mem, ints in tokens/targets */
@@ -152,7 +153,14 @@ typedef struct tlm_model {
      * long inputs (inspect) take per-layer numbers as the pass goes. Non-zero stops the pass. */
     int (*layer_hook)(void *ctx, const struct tlm_model *m, int layer);
     void *layer_hook_ctx;
+    int keep_attention_maps; /* set: forwards keep [B,H,T,T] scores and probs for a reader other
+                                than hooks, probes and layer_hook (which imply it) */
 } tlm_model;
+
+/* Whether full-sequence forwards keep every layer's attention scores and probabilities
+ * [B,H,T,T] in acts (for hooks, probes, a layer_hook or keep_attention_maps); otherwise the
+ * attention works block by block in scratch and its backward computes the blocks again. */
+int model_keeps_attention_maps(const tlm_model *m);
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
  * configs). malloc'd; NULL + tlm_error on failure. */

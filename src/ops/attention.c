@@ -9,6 +9,7 @@
 
 #include "fastmath.h"
 #include "ops.h"
+#include "attention_tiles.h"
 #include "simd_avx512.h"
 #include "util/cpu.h"
 #include "util/profile.h"
@@ -49,48 +50,65 @@ static void softmax_row_backward_c(float *d, const float *p, const float *s, int
 }
 
 #if defined(__x86_64__)
-/* The same rows 16 keys at a time, the last partial vector masked: a row of a short causal
- * attention (T = 64) is mostly tail, which the compiler's vector loops leave to scalar code. */
+/* The same rows in vectors of 16 columns aligned to the row's start: the lanes outside the
+ * visible keys take their constant (-inf, 0) in the same full-vector stores, so that neither
+ * the masked half of a causal row nor a partial vector needs a masked store (slow on Zen 5:
+ * measured 1.4x on the whole attention with them); only a row length not a multiple of 16 ends
+ * in one. */
+TLM_AVX512 static inline __mmask16 visible16(int j, int first, int last) {
+    const int lo = first - j > 0 ? first - j : 0, hi = last - j < 15 ? last - j : 15;
+    return lo > hi ? 0 : (__mmask16)(((1u << (hi + 1)) - 1) & ~((1u << lo) - 1));
+}
+
 TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int first, int last, float softcap) {
-    float *vs = s + first, *vp = p + first;
-    const int m = last + 1 - first;
     if (softcap > 0.0f)
-        for (int j = 0; j < m; j++) vs[j] = softcap * tanh_inline(vs[j] / softcap);
+        for (int j = first; j <= last; j++) s[j] = softcap * tanh_inline(s[j] / softcap);
+    const int j_first = first & ~15;
     __m512 vmax = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < m; j += 16) /* (x > max ? x : max: a NaN score never wins, as in max_lanes) */
-        vmax = _mm512_mask_max_ps(vmax, tail16(m - j), load16(vs + j, m - j), vmax);
-    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    for (int j = j_first; j <= last; j += 16) /* (x > max ? x : max: a NaN score never wins, as in max_lanes) */
+        vmax = _mm512_mask_max_ps(vmax, visible16(j, first, last), load16(s + j, n - j), vmax);
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax)), minus_inf = _mm512_set1_ps(-INFINITY);
     __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < m; j += 16) {
-        const __m512 e = exp16(_mm512_sub_ps(load16(vs + j, m - j), mx));
-        store16(vp + j, e, m - j);
-        sum = _mm512_mask_add_ps(sum, tail16(m - j), sum, e);
+    for (int j = j_first; j <= last; j += 16) {
+        const __mmask16 vis = visible16(j, first, last);
+        const __m512 x = load16(s + j, n - j);
+        const __m512 e = _mm512_maskz_mov_ps(vis, exp16(_mm512_sub_ps(x, mx)));
+        if (p != s) store16(s + j, _mm512_mask_blend_ps(vis, minus_inf, x), n - j);
+        store16(p + j, e, n - j);
+        sum = _mm512_add_ps(sum, e);
     }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-    for (int j = 0; j < m; j += 16) store16(vp + j, _mm512_mul_ps(load16(vp + j, m - j), inv), m - j);
-    for (int j = 0; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f;
-    for (int j = last + 1; j < n; j++) s[j] = -INFINITY, p[j] = 0.0f;
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum)), zero = _mm512_setzero_ps();
+    for (int j = j_first; j <= last; j += 16) store16(p + j, _mm512_mul_ps(load16(p + j, n - j), inv), n - j);
+    /* the vectors wholly outside the visible keys (p may be s: p last) */
+    for (int j = 0; j < j_first; j += 16) {
+        if (p != s) store16(s + j, minus_inf, n - j);
+        store16(p + j, zero, n - j);
+    }
+    for (int j = j_first + ((last - j_first) / 16 + 1) * 16; j < n; j += 16) {
+        if (p != s) store16(s + j, minus_inf, n - j);
+        store16(p + j, zero, n - j);
+    }
 }
 
 TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, const float *s, int n, int first,
                                                    int last, float cap, float scale) {
-    float *vd = d + first;
-    const float *vp = p + first, *vs = s + first;
-    const int m = last + 1 - first;
+    const int j_first = first & ~15;
     __m512 acc = _mm512_setzero_ps();
-    for (int j = 0; j < m; j += 16) acc = _mm512_fmadd_ps(load16(vp + j, m - j), load16(vd + j, m - j), acc);
+    for (int j = j_first; j <= last; j += 16)
+        acc = _mm512_mask3_fmadd_ps(load16(p + j, n - j), load16(d + j, n - j), acc, visible16(j, first, last));
     const __m512 pdp = _mm512_set1_ps(_mm512_reduce_add_ps(acc)), sc = _mm512_set1_ps(scale);
     const __m512 one = _mm512_set1_ps(1.0f), inv_cap = _mm512_set1_ps(cap > 0.0f ? 1.0f / cap : 0.0f);
-    for (int j = 0; j < m; j += 16) {
-        __m512 g = _mm512_mul_ps(_mm512_mul_ps(load16(vp + j, m - j), _mm512_sub_ps(load16(vd + j, m - j), pdp)), sc);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int j = j_first; j <= last; j += 16) {
+        __m512 g = _mm512_mul_ps(_mm512_mul_ps(load16(p + j, n - j), _mm512_sub_ps(load16(d + j, n - j), pdp)), sc);
         if (cap > 0.0f) {
-            const __m512 t = _mm512_mul_ps(load16(vs + j, m - j), inv_cap);
+            const __m512 t = _mm512_mul_ps(load16(s + j, n - j), inv_cap);
             g = _mm512_mul_ps(g, _mm512_fnmadd_ps(t, t, one));
         }
-        store16(vd + j, g, m - j);
+        store16(d + j, _mm512_maskz_mov_ps(visible16(j, first, last), g), n - j);
     }
-    for (int j = 0; j < first; j++) d[j] = 0.0f;
-    for (int j = last + 1; j < n; j++) d[j] = 0.0f;
+    for (int j = 0; j < j_first; j += 16) store16(d + j, zero, n - j);
+    for (int j = j_first + ((last - j_first) / 16 + 1) * 16; j < n; j += 16) store16(d + j, zero, n - j);
 }
 #endif
 
@@ -177,8 +195,19 @@ void attention_row(float *out, float *scores, const float *q, const float *keys,
  * same keys. Inside a block the masked upper triangle is computed and thrown away (small GEMMs
  * beat T^2/2 scalar dot products); above the diagonal blocks nothing is computed, which halves
  * the work of long sequences. The row softmax writes every column of its row (-inf / 0 where
- * masked), including those no GEMM touched. */
+ * masked), including those no GEMM touched.
+ *
+ * Without [B,H,T,T] maps to keep (training without probes or hooks) a block's S and P live in
+ * the thread's scratch, and the backward computes them again (the same GEMM and row softmax, so
+ * the same bits): two more small products per block instead of writing and re-reading two
+ * B*H*T*T tensors, which at nanoGPT's shape are a sixth of the step's activations and evict the
+ * rest from the cache. */
 enum { ATTN_QUERY_BLOCK = 64 };
+
+/* floats of one block's [rows, T] matrix, and of a thread's scratch: S, P, dS of one block and
+ * the tile kernels' transposed keys */
+static size_t block_floats(int T) { return (size_t)(T < ATTN_QUERY_BLOCK ? T : ATTN_QUERY_BLOCK) * T; }
+size_t attention_scratch_floats(int T, int head_dim) { return 3 * block_floats(T) + (size_t)64 * head_dim; }
 
 /* the keys [*k0, *k1) the queries [q0, q0 + rows) can see */
 static void block_keys(int q0, int rows, int window, int *k0, int *k1) {
@@ -186,34 +215,111 @@ static void block_keys(int q0, int rows, int window, int *k0, int *k1) {
     *k1 = q0 + rows;
 }
 
+/* A block's three kinds of product, by the AVX-512 tile kernels (attention_tiles.c: heads of
+ * 16k floats) or by gemm(). Rows of S, P, dS [rows, T] are the block's, columns absolute keys;
+ * keys, values and their gradients are passed from key 0. */
+typedef struct {
+    int tiles, hd;
+    float *kt; /* the tile kernels' transposed keys */
+} block_products;
+
+static block_products products_for(const attention_spec *spec, float *kt) {
+    block_products bp = {0, spec->head_dim, kt};
+#if defined(__x86_64__)
+    bp.tiles = tlm_cpu_isa() == TLM_ISA_AVX512 && spec->head_dim % 16 == 0;
+#endif
+    return bp;
+}
+
+/* S [rows, k0..] = scale a [rows, hd] keys^T */
+static void block_dots(const block_products *bp, float *S, int T, const float *a, int lda, const float *keys, int ldk,
+                       int rows, int q0, int k0, int k1, float scale) {
+#if defined(__x86_64__)
+    if (bp->tiles) {
+        attn_tile_dots(S, T, a, lda, keys, ldk, rows, q0, k0, k1, bp->hd, scale, bp->kt);
+        return;
+    }
+#endif
+    gemm(0, 1, rows, k1 - k0, bp->hd, scale, a, lda, keys + (size_t)k0 * ldk, ldk, 0.0f, S + k0, T);
+}
+
+/* out [rows, hd] = (accumulate: +=) P [rows, k0..k1) x [k0..k1, hd] */
+static void block_rows(const block_products *bp, float *out, int ldo, const float *P, int T, const float *x, int ldx,
+                       int rows, int q0, int k0, int k1, int accumulate) {
+#if defined(__x86_64__)
+    if (bp->tiles) {
+        attn_tile_rows(out, ldo, P, T, x, ldx, rows, q0, k0, k1, bp->hd, accumulate);
+        return;
+    }
+#endif
+    gemm(0, 0, rows, bp->hd, k1 - k0, 1.0f, P + k0, T, x + (size_t)k0 * ldx, ldx, accumulate ? 1.0f : 0.0f, out, ldo);
+}
+
+/* out [k0..k1, hd] += P [rows, k0..k1)^T x [rows, hd] */
+static void block_cols(const block_products *bp, float *out, int ldo, const float *P, int T, const float *x, int ldx,
+                       int rows, int q0, int k0, int k1) {
+#if defined(__x86_64__)
+    if (bp->tiles) {
+        attn_tile_cols(out, ldo, P, T, x, ldx, rows, q0, k0, k1, bp->hd);
+        return;
+    }
+#endif
+    gemm(1, 0, k1 - k0, bp->hd, rows, 1.0f, P + k0, T, x, ldx, 1.0f, out + (size_t)k0 * ldo, ldo);
+}
+
+/* one (batch row, head)'s operands: q, k, v rows (q_row / kv_row floats apart) of head h */
+typedef struct {
+    const float *q, *k, *v;
+    int q_row, kv_row;
+} head_view;
+
+static head_view head_at(const float *q, const float *k, const float *v, int b, int h, int T,
+                         const attention_spec *spec) {
+    const int q_row = spec->n_heads * spec->head_dim, kv_row = spec->n_kv_heads * spec->head_dim;
+    const int g = h / (spec->n_heads / spec->n_kv_heads);
+    head_view hv = {q + (size_t)b * T * q_row + (size_t)h * spec->head_dim,
+                    k + (size_t)b * T * kv_row + (size_t)g * spec->head_dim,
+                    v + (size_t)b * T * kv_row + (size_t)g * spec->head_dim, q_row, kv_row};
+    return hv;
+}
+
+/* S [rows, T] = capped, masked scale Q K^T of queries q0.. and P its row softmax (P may be S):
+ * the forward's block, and the backward's when no maps were kept */
+static void block_probs(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
+                        const attention_spec *spec, softmax_row_fn softmax_row) {
+    int k0, k1;
+    block_keys(q0, rows, spec->window, &k0, &k1);
+    block_dots(bp, S, T, hv->q + (size_t)q0 * hv->q_row, hv->q_row, hv->k, hv->kv_row, rows, q0, k0, k1, spec->scale);
+    for (int r = 0; r < rows; r++)
+        softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, attention_first_key(q0 + r, spec->window), q0 + r,
+                    spec->softcap);
+}
+
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
-                       int B, int T, const attention_spec *spec) {
+                       int B, int T, const attention_spec *spec, float *scratch) {
     PROF_SCOPE("attention_forward");
-    const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
-    const int q_row = H * hd, kv_row = KV * hd;
+    const int H = spec->n_heads, hd = spec->head_dim;
+    const int q_row = H * hd;
     const softmax_row_fn softmax_row = pick_softmax_row();
+    const size_t own_floats = attention_scratch_floats(T, hd);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *qh = q + (size_t)b * T * q_row + (size_t)h * hd;
-            const float *kg = k + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
-            const float *vg = v + (size_t)b * T * kv_row + (size_t)(h / group) * hd;
+            float *own = scratch + (size_t)omp_get_thread_num() * own_floats;
+            const block_products bp = products_for(spec, own + 3 * block_floats(T));
+            const head_view hv = head_at(q, k, v, b, h, T, spec);
             float *oh = out + (size_t)b * T * q_row + (size_t)h * hd;
-            float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
+            const size_t map = ((size_t)b * H + h) * T * T;
             for (int q0 = 0; q0 < T; q0 += ATTN_QUERY_BLOCK) {
                 const int rows = T - q0 < ATTN_QUERY_BLOCK ? T - q0 : ATTN_QUERY_BLOCK;
                 int k0, k1;
                 block_keys(q0, rows, spec->window, &k0, &k1);
-                float *Sb = S + (size_t)q0 * T + k0, *Pb = P + (size_t)q0 * T + k0;
-                /* S = scale Q K^T */
-                gemm(0, 1, rows, k1 - k0, hd, spec->scale, qh + (size_t)q0 * q_row, q_row, kg + (size_t)k0 * kv_row,
-                     kv_row, 0.0f, Sb, T);
-                for (int t = q0; t < q0 + rows; t++)
-                    softmax_row(S + (size_t)t * T, P + (size_t)t * T, T, attention_first_key(t, spec->window), t,
-                                spec->softcap);
+                /* S and P: the kept maps' rows, or the thread's scratch (P over S in place) */
+                float *S = scores ? scores + map + (size_t)q0 * T : own;
+                float *P = probs ? probs + map + (size_t)q0 * T : S;
+                block_probs(&bp, S, P, &hv, q0, rows, T, spec, softmax_row);
                 /* O = P V */
-                gemm(0, 0, rows, hd, k1 - k0, 1.0f, Pb, T, vg + (size_t)k0 * kv_row, kv_row, 0.0f, oh + (size_t)q0 * q_row,
-                     q_row);
+                block_rows(&bp, oh + (size_t)q0 * q_row, q_row, P, T, hv.v, hv.kv_row, rows, q0, k0, k1, 0);
             }
         }
 }
@@ -225,40 +331,45 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
     const float cap = spec->softcap;
+    const softmax_row_fn softmax_row = pick_softmax_row();
     const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
+    const size_t blk = block_floats(T), own_floats = attention_scratch_floats(T, hd);
     /* one task per (batch row, kv head): it owns the dk/dv of that kv head, so no races; query
      * blocks and visible keys as in the forward pass */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < KV; g++) {
-            float *dS = scratch + (size_t)omp_get_thread_num() * T * T;
-            const float *kg = k + (size_t)b * T * kv_row + (size_t)g * hd;
-            const float *vg = v + (size_t)b * T * kv_row + (size_t)g * hd;
+            float *own = scratch + (size_t)omp_get_thread_num() * own_floats;
+            float *dS = own + 2 * blk;
+            const block_products bp = products_for(spec, own + 3 * blk);
             float *dkg = dk + (size_t)b * T * kv_row + (size_t)g * hd;
             float *dvg = dv + (size_t)b * T * kv_row + (size_t)g * hd;
             for (int h = g * group; h < (g + 1) * group; h++) {
-                const size_t qo = (size_t)b * T * q_row + (size_t)h * hd;
-                const float *S = scores + ((size_t)b * H + h) * T * T, *P = probs + ((size_t)b * H + h) * T * T;
+                const head_view hv = head_at(q, k, v, b, h, T, spec);
+                const size_t qo = (size_t)b * T * q_row + (size_t)h * hd, map = ((size_t)b * H + h) * T * T;
                 for (int q0 = 0; q0 < T; q0 += ATTN_QUERY_BLOCK) {
                     const int rows = T - q0 < ATTN_QUERY_BLOCK ? T - q0 : ATTN_QUERY_BLOCK;
                     int k0, k1;
                     block_keys(q0, rows, spec->window, &k0, &k1);
-                    const size_t qb = qo + (size_t)q0 * q_row, blk = (size_t)q0 * T + k0;
+                    const float *S, *P;
+                    if (probs) { /* the maps the forward kept (a hook may have rewritten them) */
+                        S = scores + map + (size_t)q0 * T, P = probs + map + (size_t)q0 * T;
+                    } else { /* the forward's block again */
+                        block_probs(&bp, own, own + blk, &hv, q0, rows, T, spec, softmax_row);
+                        S = own, P = own + blk;
+                    }
+                    const size_t qb = qo + (size_t)q0 * q_row;
                     /* dV += P^T dO */
-                    gemm(1, 0, k1 - k0, hd, rows, 1.0f, P + blk, T, dout + qb, q_row, 1.0f, dvg + (size_t)k0 * kv_row,
-                         kv_row);
+                    block_cols(&bp, dvg, kv_row, P, T, dout + qb, q_row, rows, q0, k0, k1);
                     /* dP = dO V^T */
-                    gemm(0, 1, rows, k1 - k0, hd, 1.0f, dout + qb, q_row, vg + (size_t)k0 * kv_row, kv_row, 0.0f,
-                         dS + blk, T);
-                    for (int t = q0; t < q0 + rows; t++)
-                        softmax_row_backward(dS + (size_t)t * T, P + (size_t)t * T, S + (size_t)t * T, T,
-                                             attention_first_key(t, spec->window), t, cap, spec->scale);
+                    block_dots(&bp, dS, T, dout + qb, q_row, hv.v, kv_row, rows, q0, k0, k1, 1.0f);
+                    for (int r = 0; r < rows; r++)
+                        softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
+                                             attention_first_key(q0 + r, spec->window), q0 + r, cap, spec->scale);
                     /* dQ += dS K */
-                    gemm(0, 0, rows, hd, k1 - k0, 1.0f, dS + blk, T, kg + (size_t)k0 * kv_row, kv_row, 1.0f, dq + qb,
-                         q_row);
+                    block_rows(&bp, dq + qb, q_row, dS, T, hv.k, kv_row, rows, q0, k0, k1, 1);
                     /* dK += dS^T Q */
-                    gemm(1, 0, k1 - k0, hd, rows, 1.0f, dS + blk, T, q + qb, q_row, 1.0f, dkg + (size_t)k0 * kv_row,
-                         kv_row);
+                    block_cols(&bp, dkg, kv_row, dS, T, q + qb, q_row, rows, q0, k0, k1);
                 }
             }
         }

@@ -113,14 +113,17 @@ typedef struct {
 
 /* Causal self-attention over one sequence batch.
  * q [B,T,H*hd], k/v [B,T,KV*hd] (query head h reads kv head h / (H/KV)) -> out [B,T,H*hd].
- * Saves scores [B,H,T,T] (scaled, capped logits; masked entries untouched) and probs [B,H,T,T]
- * (masked entries 0). */
+ * With scores and probs [B,H,T,T] (both or neither) it keeps the scaled, capped logits (-inf
+ * where masked) and the probabilities (0 where masked) there; without them a block's live in
+ * scratch. scratch: attention_scratch_floats(T, head_dim) floats per OpenMP thread, never NULL. */
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
-                       int B, int T, const attention_spec *spec);
-/* dq, dk, dv (same shapes as q, k, v) += ...; scratch: T*T floats per OpenMP thread */
+                       int B, int T, const attention_spec *spec, float *scratch);
+/* dq, dk, dv (same shapes as q, k, v) += ...; from the forward's scores and probs when it kept
+ * them (NULL: computed again, bit for bit as the forward did); scratch as above, never NULL */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch);
+size_t attention_scratch_floats(int T, int head_dim);
 
 /* The first key position a query at position pos sees (0, or the sliding window's start) */
 int attention_first_key(int pos, int window);

@@ -5,5 +5,6 @@ target_sources(tinylm PRIVATE
   src/ops/embedding.c
   src/ops/rope.c
   src/ops/attention.c
+  src/ops/attention_tiles.c
   src/ops/activations.c
   src/ops/loss.c)

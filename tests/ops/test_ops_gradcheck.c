@@ -189,10 +189,10 @@ static void test_rope(void) {
 }
 
 /* ---- attention ---------------------------------------------------------------------------------------- */
-typedef struct { float *q, *k, *v, *scores, *probs; int B, T; attention_spec spec; } att_ctx;
+typedef struct { float *q, *k, *v, *scores, *probs, *scratch; int B, T; attention_spec spec; } att_ctx;
 static void att_fwd(void *c, float *out) {
     att_ctx *a = c;
-    attention_forward(out, a->scores, a->probs, a->q, a->k, a->v, a->B, a->T, &a->spec);
+    attention_forward(out, a->scores, a->probs, a->q, a->k, a->v, a->B, a->T, &a->spec, a->scratch);
 }
 /* out against a float64 evaluation of the definition, and every row of probs defined: it sums
  * to 1 over the visible keys and is exactly 0 elsewhere (T > 64 spans several query blocks,
@@ -240,18 +240,32 @@ static void check_attention_forward(const char *label, const att_ctx *c, const f
     printf("attention %-34s forward err %.2e, prob rows %.2e %s\n", label, worst, worst_row, ok ? "ok" : "FAIL");
 }
 
-static void test_attention(const char *label, int B, int T, int H, int KV, float softcap, int window) {
-    att_ctx c = {.B = B, .T = T, .spec = {.n_heads = H, .n_kv_heads = KV, .head_dim = 4, .scale = 0.5f,
+static void test_attention(const char *label, int B, int T, int H, int KV, int hd, float softcap, int window) {
+    att_ctx c = {.B = B, .T = T, .spec = {.n_heads = H, .n_kv_heads = KV, .head_dim = hd, .scale = 1.0f / sqrtf(hd),
                                           .softcap = softcap, .window = window}};
-    size_t nq = (size_t)c.B * c.T * H * 4, nk = (size_t)c.B * c.T * KV * 4, ns = (size_t)c.B * H * c.T * c.T;
+    size_t nq = (size_t)c.B * c.T * H * hd, nk = (size_t)c.B * c.T * KV * hd, ns = (size_t)c.B * H * c.T * c.T;
     c.q = rand_vec(nq, 1.5), c.k = rand_vec(nk, 1.5), c.v = rand_vec(nk, 1);
     c.scores = malloc(ns * sizeof(float)), c.probs = malloc(ns * sizeof(float));
     for (size_t i = 0; i < ns; i++) c.scores[i] = c.probs[i] = NAN; /* whatever the forward leaves is seen */
     float *R = rand_vec(nq, 1), *out = zeros(nq), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    float *scratch = zeros((size_t)c.T * c.T * 64);
+    const size_t n_scratch = attention_scratch_floats(c.T, c.spec.head_dim) * (size_t)omp_get_max_threads();
+    float *scratch = c.scratch = unset(n_scratch);
     att_fwd(&c, out);
     check_attention_forward(label, &c, out);
     attention_backward(dq, dk, dv, R, c.scores, c.probs, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
+    /* without the maps (training without probes): the blocks in scratch, the backward computing
+     * them again: the same bits */
+    float *out2 = zeros(nq), *dq2 = zeros(nq), *dk2 = zeros(nk), *dv2 = zeros(nk);
+    for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
+    attention_forward(out2, NULL, NULL, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
+    for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
+    attention_backward(dq2, dk2, dv2, R, NULL, NULL, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
+    int same = !memcmp(out, out2, nq * sizeof(float)) && !memcmp(dq, dq2, nq * sizeof(float)) &&
+               !memcmp(dk, dk2, nk * sizeof(float)) && !memcmp(dv, dv2, nk * sizeof(float));
+    checks++;
+    if (!same) failures++;
+    printf("attention %-34s without maps: out, dq, dk, dv bit-identical %s\n", label, same ? "ok" : "FAIL");
+    free(out2), free(dq2), free(dk2), free(dv2);
     char name[80];
     snprintf(name, sizeof name, "attention %s dq", label);
     check(name, c.q, nq, dq, att_fwd, &c, nq, R, 1e-2f, 2e-3);
@@ -409,13 +423,18 @@ int main(void) {
     test_dyt(0);
     test_embedding();
     test_rope();
-    test_attention("MHA", 2, 5, 2, 2, 0.0f, 0);
-    test_attention("GQA softcap", 2, 5, 4, 2, 2.0f, 0);
-    test_attention("MQA window", 2, 5, 3, 1, 0.0f, 2);
+    test_attention("MHA", 2, 5, 2, 2, 4, 0.0f, 0);
+    test_attention("GQA softcap", 2, 5, 4, 2, 4, 2.0f, 0);
+    test_attention("MQA window", 2, 5, 3, 1, 4, 0.0f, 2);
     /* three query blocks of 64 (the last partial): keys above the diagonal blocks are skipped,
      * and with a window the blocks also start past key 0 */
-    test_attention("T 150 MHA", 1, 150, 2, 2, 0.0f, 0);
-    test_attention("T 150 GQA softcap window", 1, 150, 4, 2, 2.0f, 70);
+    test_attention("T 150 MHA", 1, 150, 2, 2, 4, 0.0f, 0);
+    test_attention("T 150 GQA softcap window", 1, 150, 4, 2, 4, 2.0f, 70);
+    /* heads of 16k floats: with AVX-512 the register-tile kernels (attention_tiles.c), partial
+     * 8-row and 8-key tiles, 32-float column chunks (80 = 2 x 32 + 16), windows starting mid-chunk */
+    test_attention("hd 32 MHA", 2, 23, 2, 2, 32, 0.0f, 0);
+    test_attention("hd 80 MQA window", 1, 70, 2, 1, 80, 0.0f, 29);
+    test_attention("hd 16 T 150 GQA softcap window", 1, 150, 4, 2, 16, 2.0f, 53);
     test_activations();
     test_crossentropy(0.0f, 0.0f);
     test_crossentropy(1e-2f, 3.0f);
