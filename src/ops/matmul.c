@@ -4,7 +4,6 @@
  * CPU's feature bits, or OpenBLAS, which picks them from a table of CPU models and falls
  * back to slow SSE3 kernels on models newer than its release (measured in docs/performance.md).
  * A few rows (decoding) go to matvec.c's bandwidth-bound kernels instead. */
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,24 +50,6 @@ static void add_bias(float *out, const float *bias, int N, int OC) {
         for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
 }
 
-/* The engine splits a layer's GEMMs over its OpenMP threads itself, each part a gemm() call
- * on one thread (the libraries run sequentially inside a parallel region): an equal share of
- * rows each, and in the backward dX and dW side by side (the same multiply-adds), half the
- * threads on each. Left to itself, oneDNN splits a 768-row GEMM of nanoGPT's shape unevenly:
- * a tenth of a training step went to a thread waiting at the library's barrier (perf). */
-
-/* [*lo, *hi) of n rows for part i of parts, in multiples of 16 */
-static void share(int n, int i, int parts, int *lo, int *hi) {
-    const int chunk = ((n + parts - 1) / parts + 15) / 16 * 16;
-    *lo = i * chunk < n ? i * chunk : n;
-    *hi = (i + 1) * chunk < n ? (i + 1) * chunk : n;
-}
-
-/* out [N,OC] rows lo..hi = inp @ weight^T */
-static void forward_rows(float *out, const float *inp, const float *weight, int lo, int hi, int IC, int OC) {
-    if (hi > lo) gemm(0, 1, hi - lo, OC, IC, 1.0f, inp + (size_t)lo * IC, IC, weight, IC, 0.0f, out + (size_t)lo * OC, OC);
-}
-
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC) {
     PROF_SCOPE("matmul_forward");
     /* out[N,OC] = inp[N,IC] @ weight[OC,IC]^T */
@@ -76,12 +57,7 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
         matvec_f32(out, inp, weight, bias, N, IC, OC);
         return;
     }
-#pragma omp parallel
-    {
-        int lo, hi;
-        share(N, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        forward_rows(out, inp, weight, lo, hi, IC, OC);
-    }
+    gemm(0, 1, N, OC, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
     if (bias) add_bias(out, bias, N, OC);
 }
 
@@ -89,25 +65,8 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
 static void backward(float dinp_beta, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC) {
     PROF_SCOPE("matmul_backward");
-#pragma omp parallel
-    {
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        /* threads [0, nx) on dX's rows, the rest on dW's (all on one when the other is not wanted) */
-        const int nx = !dweight ? nt : !dinp ? 0 : nt > 1 ? nt / 2 : 1;
-        int lo, hi;
-        if (t < nx) {
-            share(N, t, nx, &lo, &hi);
-            if (hi > lo) /* dout @ W */
-                gemm(0, 0, hi - lo, IC, OC, 1.0f, dout + (size_t)lo * OC, OC, weight, IC, dinp_beta,
-                     dinp + (size_t)lo * IC, IC);
-        }
-        if (dweight && (t >= nx || nt == 1)) {
-            const int nw = nt == 1 ? 1 : nt - nx;
-            share(OC, nt == 1 ? 0 : t - nx, nw, &lo, &hi);
-            if (hi > lo) /* dout^T @ inp */
-                gemm(1, 0, hi - lo, IC, N, 1.0f, dout + lo, OC, inp, IC, 1.0f, dweight + (size_t)lo * IC, IC);
-        }
-    }
+    if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC); /* dout @ W */
+    if (dweight) gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC); /* dout^T @ inp */
     if (dbias) {
         /* column sums, a block of columns per task walking the rows in order: contiguous reads,
          * and each column summed in row order whatever the thread count */
