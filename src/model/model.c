@@ -400,9 +400,6 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     matmul_backward_into(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
     MODEL_HOOK(m, model_hook_id(l, HL_Z), A->datt, 1);
-    vec_zero(A->dq, (size_t)N * qd);
-    vec_zero(A->dk, (size_t)N * kvd);
-    vec_zero(A->dv, (size_t)N * kvd);
     attention_spec spec = model_layer_attention(c, l);
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
                        A->attn_scratch);
@@ -555,7 +552,8 @@ static void sublayer_forward(tlm_model *m, int l, sublayer_kind k, const float *
     MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][7]), h, 0);
 }
 
-/* dx += d(sublayer)/dx . dh  (dx was zeroed by the caller) */
+/* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that
+ * reads it) */
 static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float *x, const float *dh, float *dx) {
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
@@ -570,7 +568,10 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
         MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][5]), A->dsum, 1);
     }
     MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][4]), (float *)dsum, 1);
-    if (c->residual) vec_acc(dx, dsum, Nd);
+    if (c->residual)
+        vec_copy(dx, dsum, Nd);
+    else
+        vec_zero(dx, Nd);
     const float *df = dsum;
     if (placement_has_output_norm(c->placement)) {
         vec_zero(A->df, Nd);
@@ -720,7 +721,6 @@ static int backward_from_dlogits(tlm_model *m) {
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
     model_hooks_begin(m);
-    vec_zero(A->dres, (2 * (size_t)L + 1) * Nd);
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
         softcap_backward(A->dlogits + NV, A->dlogits, A->logits, NV, c->final_softcap);
@@ -730,10 +730,12 @@ static int backward_from_dlogits(tlm_model *m) {
     matmul_backward_into(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
     if (c->final_norm) MODEL_HOOK(m, model_hook_count(c) - 1, A->dfinal, 1);
     float *dhL = A->dres + 2 * (size_t)L * Nd;
-    if (c->final_norm)
+    if (c->final_norm) {
+        vec_zero(dhL, Nd); /* (the norm's backward accumulates) */
         model_norm_backward(c, dhL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
-    else
-        vec_acc(dhL, A->dfinal, Nd);
+    } else {
+        vec_copy(dhL, A->dfinal, Nd);
+    }
     for (int l = L - 1; l >= 0; l--) {
         const float *x = A->res + 2 * l * Nd;
         float *dx = A->dres + 2 * l * Nd;

@@ -211,6 +211,12 @@ void vec_zero(float *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = 0.0f;
 }
 
+void vec_copy(float *out, const float *a, size_t n) {
+    PROF_SCOPE("vec_copy");
+#pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
+    for (size_t i = 0; i < n; i++) out[i] = a[i];
+}
+
 void vec_acc(float *out, const float *a, size_t n) {
     PROF_SCOPE("vec_acc");
 #pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)

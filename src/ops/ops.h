@@ -118,7 +118,7 @@ typedef struct {
  * scratch. scratch: attention_scratch_floats(T, head_dim) floats per OpenMP thread, never NULL. */
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec, float *scratch);
-/* dq, dk, dv (same shapes as q, k, v) += ...; from the forward's scores and probs when it kept
+/* dq, dk, dv (same shapes as q, k, v) = ... (set, not accumulated); from the forward's scores and probs when it kept
  * them (NULL: computed again, bit for bit as the forward did); scratch as above, never NULL */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
@@ -175,6 +175,7 @@ void crossentropy_backward(float *dlogits, const float *probs, const float *lse,
 /* ---- small vector helpers ----------------------------------------------------------------- */
 void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a + b (out may alias) */
 void vec_acc(float *out, const float *a, size_t n);                 /* out += a */
+void vec_copy(float *out, const float *a, size_t n);                /* out = a, on the OpenMP threads */
 void vec_zero(float *out, size_t n); /* out = 0, on the OpenMP threads (a gradient buffer before it accumulates) */
 
 #endif

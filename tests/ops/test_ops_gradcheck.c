@@ -247,7 +247,7 @@ static void test_attention(const char *label, int B, int T, int H, int KV, int h
     c.q = rand_vec(nq, 1.5), c.k = rand_vec(nk, 1.5), c.v = rand_vec(nk, 1);
     c.scores = malloc(ns * sizeof(float)), c.probs = malloc(ns * sizeof(float));
     for (size_t i = 0; i < ns; i++) c.scores[i] = c.probs[i] = NAN; /* whatever the forward leaves is seen */
-    float *R = rand_vec(nq, 1), *out = zeros(nq), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
+    float *R = rand_vec(nq, 1), *out = zeros(nq), *dq = unset(nq), *dk = unset(nk), *dv = unset(nk); /* set */
     const size_t n_scratch = attention_scratch_floats(c.T, c.spec.head_dim) * (size_t)omp_get_max_threads();
     float *scratch = c.scratch = unset(n_scratch);
     att_fwd(&c, out);
@@ -255,7 +255,7 @@ static void test_attention(const char *label, int B, int T, int H, int KV, int h
     attention_backward(dq, dk, dv, R, c.scores, c.probs, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
     /* without the maps (training without probes): the blocks in scratch, the backward computing
      * them again: the same bits */
-    float *out2 = zeros(nq), *dq2 = zeros(nq), *dk2 = zeros(nk), *dv2 = zeros(nk);
+    float *out2 = zeros(nq), *dq2 = unset(nq), *dk2 = unset(nk), *dv2 = unset(nk);
     for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
     attention_forward(out2, NULL, NULL, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
     for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
