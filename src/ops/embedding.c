@@ -38,14 +38,21 @@ void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, 
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B, int T,
                         int C) {
     PROF_SCOPE("embedding_backward");
-    /* rows of dwte collide when a token repeats: accumulate serially over tokens,
-     * parallel over channels */
+    /* rows of dwte collide when a token repeats: accumulate serially over tokens, parallel
+     * over blocks of 16 channels (one cache line of each row: a loop over one channel at a
+     * time read dout a float per line, 2.3 ms at a small GPT-2's shape against 0.1 now) */
+    enum { CH = 16 };
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
+    for (int c0 = 0; c0 < C; c0 += CH) {
+        const int w = c0 + CH < C ? CH : C - c0;
         for (int bt = 0; bt < B * T; bt++) {
-            float d = dout[(size_t)bt * C + c];
-            dwte[(size_t)tokens[bt] * C + c] += scale * d;
-            if (dwpe) dwpe[(size_t)(bt % T) * C + c] += d;
+            const float *d = dout + (size_t)bt * C + c0;
+            float *e = dwte + (size_t)tokens[bt] * C + c0;
+            for (int j = 0; j < w; j++) e[j] += scale * d[j];
+            if (dwpe) {
+                float *p = dwpe + (size_t)(bt % T) * C + c0;
+                for (int j = 0; j < w; j++) p[j] += d[j];
+            }
         }
     }
 }

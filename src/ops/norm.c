@@ -61,18 +61,26 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
         float *dx = dinp + (size_t)n * C;
         for (int c = 0; c < C; c++) dx[c] += r * (dy[c] * weight[c] - mg - (x[c] - m) * r * mgx);
     }
+    if (!dweight && !dbias) return;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
-        const int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        const int w = c0 + COL_BLOCK < C ? COL_BLOCK : C - c0;
+        /* the block's sums in locals, which the compiler keeps in registers (through the
+         * output pointers, which may alias the inputs, it would load and store them per row);
+         * the same additions in the same order */
+        float gw[COL_BLOCK], gb[COL_BLOCK];
+        for (int j = 0; j < w; j++) gw[j] = dweight ? dweight[c0 + j] : 0.0f, gb[j] = dbias ? dbias[c0 + j] : 0.0f;
         for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
             const float m = mean[n], r = rstd[n];
-            if (dweight) {
-                for (int c = c0; c < c1; c++) dweight[c] += dy[c] * (x[c] - m) * r;
+            for (int j = 0; j < w; j++) {
+                gw[j] += dy[j] * (x[j] - m) * r;
+                gb[j] += dy[j];
             }
-            if (dbias) {
-                for (int c = c0; c < c1; c++) dbias[c] += dy[c];
-            }
+        }
+        for (int j = 0; j < w; j++) {
+            if (dweight) dweight[c0 + j] = gw[j];
+            if (dbias) dbias[c0 + j] = gb[j];
         }
     }
 }
@@ -111,12 +119,15 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
     if (!dweight) return;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
-        const int c1 = c0 + COL_BLOCK < C ? c0 + COL_BLOCK : C;
+        const int w = c0 + COL_BLOCK < C ? COL_BLOCK : C - c0;
+        float gw[COL_BLOCK]; /* (in registers: as in layernorm_backward) */
+        for (int j = 0; j < w; j++) gw[j] = dweight[c0 + j];
         for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
+            const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
             const float r = rstd[n];
-            for (int c = c0; c < c1; c++) dweight[c] += dy[c] * x[c] * r;
+            for (int j = 0; j < w; j++) gw[j] += dy[j] * x[j] * r;
         }
+        for (int j = 0; j < w; j++) dweight[c0 + j] = gw[j];
     }
 }
 

@@ -339,6 +339,42 @@ static void test_crossentropy(float z, float shift) {
     free(c.logits), free(c.probs), free(c.losses), free(c.lse), free(dl);
 }
 
+/* the loss, the probabilities and lse against float64, for vocabularies of 1..70 (the lanes'
+ * tails) and 1000, logits far from 0; a NaN logit gives a NaN loss and NaN probabilities */
+static void test_crossentropy_values(void) {
+    double worst = 0.0;
+    int nan_ok = 1;
+    for (int V = 1; V <= 1000; V = V < 70 ? V + 1 : 1000) {
+        const int N = 3;
+        float *lg = rand_vec((size_t)N * V, 8), *pr = unset((size_t)N * V), *ls = unset(N), *lse = unset(N);
+        for (int i = 0; i < N * V; i++) lg[i] += 30.0f;
+        int targets[3] = {0, V - 1, V / 2}, counted;
+        float sq, mean = crossentropy_forward(ls, lse, pr, lg, targets, N, V, &counted, &sq);
+        double total = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *z = lg + (size_t)n * V;
+            double mx = z[0], sum = 0.0;
+            for (int v = 1; v < V; v++) mx = fmax(mx, z[v]);
+            for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
+            const double l = mx + log(sum), loss = l - z[targets[n]];
+            total += loss;
+            worst = fmax(worst, fabs(ls[n] - loss) / fmax(1.0, fabs(loss)));
+            worst = fmax(worst, fabs(lse[n] - l) / fabs(l));
+            for (int v = 0; v < V; v++) worst = fmax(worst, fabs(pr[(size_t)n * V + v] - exp(z[v] - l)));
+        }
+        worst = fmax(worst, fabs(mean - total / N) / fmax(1.0, total / N));
+        lg[V / 2] = NAN; /* row 0 */
+        crossentropy_forward(ls, lse, pr, lg, targets, N, V, &counted, &sq);
+        nan_ok &= isnan(ls[0]) && isnan(pr[0]) && !isnan(ls[1]);
+        free(lg), free(pr), free(ls), free(lse);
+        if (V == 1000) break;
+    }
+    checks += 2;
+    failures += !(worst <= 2e-6) + !nan_ok;
+    printf("%-44s max err %.2e %s\n", "crossentropy vs float64, V 1..70 and 1000", worst, worst <= 2e-6 ? "ok" : "FAIL");
+    printf("%-44s %s\n", "crossentropy: a NaN logit gives a NaN loss", nan_ok ? "ok" : "FAIL");
+}
+
 /* the libm-free tanh/exp behind GELU, SiLU and soft-caps, against libm in double */
 static void test_tanh_approx(void) {
     double worst_tanh = 0, worst_silu = 0;
@@ -436,6 +472,7 @@ int main(void) {
     test_attention("hd 80 MQA window", 1, 70, 2, 1, 80, 0.0f, 29);
     test_attention("hd 16 T 150 GQA softcap window", 1, 150, 4, 2, 16, 2.0f, 53);
     test_activations();
+    test_crossentropy_values();
     test_crossentropy(0.0f, 0.0f);
     test_crossentropy(1e-2f, 3.0f);
     test_crossentropy(0.5f, -2.0f);
