@@ -356,8 +356,10 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     int k0, k1;
                     block_keys(q0, rows, spec->window, &k0, &k1);
                     const float *S, *P;
-                    if (probs) { /* the maps the forward kept (a hook may have rewritten them) */
-                        S = scores + map + (size_t)q0 * T, P = probs + map + (size_t)q0 * T;
+                    if (probs) { /* the maps the forward kept (a hook may have rewritten them);
+                                  * the scores are read only under a soft-cap */
+                        P = probs + map + (size_t)q0 * T;
+                        S = scores ? scores + map + (size_t)q0 * T : P;
                     } else { /* the forward's block again */
                         block_probs(&bp, own, own + blk, &hv, q0, rows, T, spec, softmax_row);
                         S = own, P = own + blk;

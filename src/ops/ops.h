@@ -113,13 +113,14 @@ typedef struct {
 
 /* Causal self-attention over one sequence batch.
  * q [B,T,H*hd], k/v [B,T,KV*hd] (query head h reads kv head h / (H/KV)) -> out [B,T,H*hd].
- * With scores and probs [B,H,T,T] (both or neither) it keeps the scaled, capped logits (-inf
- * where masked) and the probabilities (0 where masked) there; without them a block's live in
- * scratch. scratch: attention_scratch_floats(T, head_dim) floats per OpenMP thread, never NULL. */
+ * With scores and probs [B,H,T,T] it keeps the scaled, capped logits (-inf where masked) and
+ * the probabilities (0 where masked) there; either may be NULL (a block's then lives in
+ * scratch). scratch: attention_scratch_floats(T, head_dim) floats per OpenMP thread, never NULL. */
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec, float *scratch);
-/* dq, dk, dv (same shapes as q, k, v) = ... (set, not accumulated); from the forward's scores and probs when it kept
- * them (NULL: computed again, bit for bit as the forward did); scratch as above, never NULL */
+/* dq, dk, dv (same shapes as q, k, v) = ... (set, not accumulated); from the probabilities the
+ * forward kept, and its scores if softcap > 0 (probs NULL: both computed again, bit for bit as
+ * the forward did; scores may be NULL without a soft-cap); scratch as above, never NULL */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *scores,
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch);

@@ -265,6 +265,22 @@ static void test_attention(const char *label, int B, int T, int H, int KV, int h
     checks++;
     if (!same) failures++;
     printf("attention %-34s without maps: out, dq, dk, dv bit-identical %s\n", label, same ? "ok" : "FAIL");
+    /* the probabilities alone (training without a soft-cap) and, under one, both again */
+    float *probs2 = unset(ns), *scores2 = softcap > 0.0f ? unset(ns) : NULL;
+    for (size_t i = 0; i < nq; i++) out2[i] = dq2[i] = NAN;
+    for (size_t i = 0; i < nk; i++) dk2[i] = dv2[i] = NAN;
+    for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
+    attention_forward(out2, scores2, probs2, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
+    for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
+    attention_backward(dq2, dk2, dv2, R, scores2, probs2, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
+    same = !memcmp(out, out2, nq * sizeof(float)) && !memcmp(dq, dq2, nq * sizeof(float)) &&
+           !memcmp(dk, dk2, nk * sizeof(float)) && !memcmp(dv, dv2, nk * sizeof(float)) &&
+           !memcmp(probs2, c.probs, ns * sizeof(float));
+    checks++;
+    if (!same) failures++;
+    printf("attention %-34s %s: bit-identical %s\n", label, scores2 ? "both maps again" : "probabilities only",
+           same ? "ok" : "FAIL");
+    free(probs2), free(scores2);
     free(out2), free(dq2), free(dk2), free(dv2);
     char name[80];
     snprintf(name, sizeof name, "attention %s dq", label);
