@@ -53,14 +53,14 @@ typedef struct {
     const char *usage; /* printed by --help (the options shared by all commands are added) */
     cli_opt *opts;
     int n_opts;
-    int threads;        /* 1: the command computes and takes --threads N (omp_set_num_threads) */
+    int threads;        /* 1: the command computes on --threads N threads (every command takes the option) */
     const char **args;  /* positional arguments (room for max_args), or NULL for none */
     int max_args, n_args;
     void (*more_help)(void); /* prints more of the usage (e.g. the list of presets), or NULL */
 } cli_command;
 
 /* Parses argv[1..] by the command's table plus the shared options: -h/--help (usage on stdout)
- * and, for commands that compute, --threads N (1..1024; set before any work). Returns
+ * and --threads N (1..1024; omp_set_num_threads before any work; every command takes it). Returns
  * CLI_CONTINUE when the command should run, or the exit code to return at once: 0 after
  * --help, CLI_EXIT_USAGE after a usage error (one line on stderr naming the option). */
 int cli_parse(cli_command *c, int argc, char **argv);

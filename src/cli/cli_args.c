@@ -120,6 +120,8 @@ static void print_help(const cli_command *c) {
     if (c->threads)
         printf("  --threads N   OpenMP threads for the computation, 1..%d (default: OMP_NUM_THREADS, else all cores)\n",
                MAX_THREADS);
+    else
+        printf("  --threads N   accepted as by every command (1..%d); this one does no parallel work\n", MAX_THREADS);
     printf("  -h, --help    this help\n");
     printf("exit status: 0 done, 1 error, 2 usage error\n");
 }
@@ -152,7 +154,7 @@ int cli_parse(cli_command *c, int argc, char **argv) {
             return fflush(stdout) ? CLI_EXIT_ERROR : 0;
         }
         cli_opt *o = cli_opt_of(c, a);
-        const int is_threads = c->threads && !strcmp(a, "--threads");
+        const int is_threads = !strcmp(a, "--threads"); /* (every command: scripts pass it to all) */
         if (!o && !is_threads) {
             if (a[0] == '-' && a[1]) return cli_usage_error(c->name, "unknown option %s", a);
             if (c->n_args == c->max_args) return cli_usage_error(c->name, "unexpected argument \"%s\"", a);

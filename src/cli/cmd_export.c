@@ -70,7 +70,7 @@ int cmd_export(int argc, char **argv) {
                       {"--format", CLI_STR, &format, 0, 0, 0},
                       {"--tokenizer", CLI_STR, &tokenizer, 0, 0, 0},
                       {"--no-tokenizer", CLI_FLAG, &no_tokenizer, 0, 0, 0}};
-    cli_command cmd = {"export", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
+    cli_command cmd = {"export", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir || !out) return cli_usage_error("export", "--model and --out DIR2 are required");

@@ -114,7 +114,7 @@ int cmd_info(int argc, char **argv) {
                       {"--context", CLI_INT, &context, 1, MAXLEN, 0},
                       {"--batch", CLI_INT, &batch, 1, 65536, 0},
                       {"--seq", CLI_INT, &seq, 1, MAXLEN, 0}};
-    cli_command cmd = {"info", USAGE, opts, sizeof opts / sizeof opts[0], 0, NULL, 0, 0, NULL};
+    cli_command cmd = {"info", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--config", "--model", "--system", NULL}))) return prc;

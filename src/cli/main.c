@@ -36,7 +36,7 @@ static void usage(FILE *f) {
     fprintf(f, "tinylm — build, train, run and open up small transformer language models\n\nusage:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  tinylm %s\n", COMMANDS[i].help);
     fprintf(f, "\n`tinylm COMMAND --help` (or `tinylm help COMMAND`) prints a command's options.\n"
-               "Commands that compute take --threads N. Exit status: 0 done, 1 error, 2 usage error.\n"
+               "Every command takes --threads N (OpenMP threads). Exit status: 0 done, 1 error, 2 usage error.\n"
                "\nany command: --allow-nonfinite  load (and export) weights that hold NaN/Inf, with a warning\n"
                "             (by default such a model is refused, naming the tensor)\n");
 }

@@ -7,7 +7,8 @@
 - seeds: every seed (0, 1, 2^32, 2^64-1, -1 = 2^64-1, ...) gives a non-degenerate sample, and
   different seeds different samples, for a tinylm model and for a llama2.c checkpoint;
 - --prompt-file FILE and --prompt-file - (stdin) give the same output as --prompt;
-- --threads N is accepted by every command that computes and changes no result.
+- --threads N is accepted by every command and changes no result; the help of a command that
+  does no parallel work says so.
 
     test_cli_options.py --tinylm PATH --work DIR"""
 import os
@@ -22,7 +23,7 @@ from harness import check, main, run  # noqa: E402
 STORIES = os.path.join(ROOT, "data", "stories260K.bin")
 TOK512 = os.path.join(ROOT, "data", "tok512.bin")
 COMMANDS = ["train", "generate", "inspect", "logits", "info", "export", "tokenize", "lesson"]
-COMPUTING = ["train", "generate", "inspect", "logits", "lesson"]
+COMPUTING = ["train", "generate", "inspect", "logits", "info", "export", "lesson"]
 
 def test_help(T, work):
     for cmd in COMMANDS:
@@ -31,7 +32,8 @@ def test_help(T, work):
             check(rc == 0 and out.startswith("usage: tinylm " + cmd) and err == "",
                   "%s %s: exit 0, its usage on stdout" % (cmd, flag), "rc %d err %r" % (rc, err))
         rc, out, err = run(T, cmd, "--help")
-        check(("--threads" in out) == (cmd in COMPUTING), "%s --help lists --threads iff it computes" % cmd)
+        check("--threads N" in out and ("no parallel work" in out) == (cmd not in COMPUTING),
+              "%s --help lists --threads (saying whether it computes)" % cmd)
         rc2, out2, _ = run(T, "help", cmd)
         check(rc2 == 0 and out2 == out, "tinylm help %s = tinylm %s --help" % (cmd, cmd))
     # --help wins over missing required options, even after other options
@@ -99,7 +101,7 @@ BAD = [  # args, the text the one line must hold
     (["logits", "--model", STORIES, "--ids", "1", "--prompt", "a", "--out", "o.npy"], "--prompt"),
     (["logits", "--model", STORIES, "--ids", "1", "--out", "o.npy", "--threads", "1.5"], "--threads"),
     (["info", "--model", STORIES, "--config", "c.json"], "--config"),
-    (["info", "--threads", "2", "--model", STORIES], "--threads"),
+    (["info", "--threads", "0", "--model", STORIES], "--threads"),
     (["info"], "--config"),
     (["export", "--model", STORIES], "--out"),
     (["tokenize", "--tokenizer", TOK512], "--text"),
@@ -200,6 +202,11 @@ def test_threads(T, work):
     check(one[0] == 0 and one[:2] == two[:2], "generate --threads 1 and 2 give the same text", one[2] + two[2])
     check("; 1 threads," in one[2] and "; 2 threads," in two[2], "generate reports the --threads it ran with",
           one[2] + two[2])
+    rc, out, err = run(T, "info", "--model", STORIES, "--threads", "1")
+    check(rc == 0 and "OpenMP" not in err, "info --threads 1 runs", err)
+    rc, out, err = run(T, "tokenize", "--tokenizer", TOK512, "--text", "Once upon a time", "--threads", "2")
+    rc1, out1, _ = run(T, "tokenize", "--tokenizer", TOK512, "--text", "Once upon a time")
+    check(rc == 0 and out == out1 and out.strip(), "tokenize --threads 2: accepted, the same ids", err)
     rc, out, err = run(T, "lesson", "15", "--threads", "1")
     check(rc == 0 and "numbers agree" in out, "lesson 15 --threads 1 runs", err)
     rc, out, err = run(T, "inspect", "--model", STORIES, "--ids", "1 2 3", "--threads", "1", "--json")
