@@ -315,14 +315,14 @@ void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const
         rmsnorm_forward(y, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
 }
 
-void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
-                          const norm_params *p, const float *x, int N) {
+void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
+                         const norm_acts *a, const norm_params *p, const float *x, int N) {
     if (c->norm == NORM_DYT)
-        dyt_backward(dx, g->a, g->w, g->b, dy, x, p->a, p->w, N, c->d_model);
+        dyt_backward(dx, dadd, g->a, g->w, g->b, dy, x, p->a, p->w, N, c->d_model);
     else if (c->norm == NORM_LAYERNORM)
-        layernorm_backward(dx, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
+        layernorm_backward(dx, dadd, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
     else
-        rmsnorm_backward(dx, g->w, dy, x, p->w, config_norm_offset(c), a->rstd, N, c->d_model);
+        rmsnorm_backward(dx, dadd, g->w, dy, x, p->w, config_norm_offset(c), a->rstd, N, c->d_model);
 }
 
 /* ---- attention sublayer ------------------------------------------------------------------------ */
@@ -430,12 +430,10 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
         int rows, cols;
         MODEL_HOOK(m, model_hook_id(l, HL_Q_NORMED), dq, 1);
         MODEL_HOOK(m, model_hook_id(l, HL_K_NORMED), dk, 1);
-        vec_zero(dq_next, (size_t)N * qd);
-        vec_zero(dk_next, (size_t)N * kvd);
         model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
-        rmsnorm_backward(dq_next, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
+        rmsnorm_backward(dq_next, NULL, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
         model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
-        rmsnorm_backward(dk_next, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
+        rmsnorm_backward(dk_next, NULL, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
         dq = dq_next, dk = dk_next;
     }
     MODEL_HOOK(m, model_hook_id(l, HL_Q), dq, 1);
@@ -567,20 +565,15 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     const size_t Nd = (size_t)N * c->d_model;
     const float *dsum = dh;
     if (placement_has_post_norm(c->placement)) {
-        vec_zero(A->dsum, Nd);
-        model_norm_backward(c, A->dsum, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum, N);
+        model_norm_backward(c, A->dsum, NULL, first_norm(&m->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum,
+                            N);
         dsum = A->dsum;
         MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][5]), A->dsum, 1);
     }
     MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][4]), (float *)dsum, 1);
-    if (c->residual)
-        vec_copy(dx, dsum, Nd);
-    else
-        vec_zero(dx, Nd);
     const float *df = dsum;
     if (placement_has_output_norm(c->placement)) {
-        vec_zero(A->df, Nd);
-        model_norm_backward(c, A->df, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
+        model_norm_backward(c, A->df, NULL, out_norm(&m->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
         df = A->df;
         MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][2]), A->df, 1);
     }
@@ -591,10 +584,14 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
     else
         ffn_sublayer_backward(m, l, u, df, A->du);
     if (has_in) MODEL_HOOK(m, model_hook_id(l, SUB_HOOKS[k][1]), A->du, 1);
+    /* dx = the residual's dsum (if any) + the sublayer's path, in one pass */
+    const float *residual = c->residual ? dsum : NULL;
     if (has_in)
-        model_norm_backward(c, dx, first_norm(&m->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
+        model_norm_backward(c, dx, residual, first_norm(&m->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
+    else if (residual)
+        vec_add(dx, residual, A->du, Nd);
     else
-        vec_acc(dx, A->du, Nd);
+        vec_copy(dx, A->du, Nd);
 }
 
 /* ---- the whole model ------------------------------------------------------------------------------- */
@@ -736,8 +733,7 @@ static int backward_from_dlogits(tlm_model *m) {
     if (c->final_norm) MODEL_HOOK(m, model_hook_count(c) - 1, A->dfinal, 1);
     float *dhL = A->dres + 2 * (size_t)L * Nd;
     if (c->final_norm) {
-        vec_zero(dhL, Nd); /* (the norm's backward accumulates) */
-        model_norm_backward(c, dhL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
+        model_norm_backward(c, dhL, NULL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
     } else {
         vec_copy(dhL, A->dfinal, Nd);
     }

@@ -214,8 +214,9 @@ size_t model_decode_bytes(const tlm_model *m);
  * and probes: the norm of the config's type, the attention spec and RoPE tables of layer l,
  * the QK-norm row shape, the FFN activation, the embedding scale. */
 void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x, int N);
-void model_norm_backward(const tlm_config *c, float *dx, norm_params *g, const float *dy, const norm_acts *a,
-                         const norm_params *p, const float *x, int N);
+/* dx = dadd (NULL: none; dx: accumulate) + d(norm)/dx . dy; the norm's parameter gradients += into g */
+void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
+                         const norm_acts *a, const norm_params *p, const float *x, int N);
 attention_spec model_layer_attention(const tlm_config *c, int l);
 void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
 void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols);

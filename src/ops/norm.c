@@ -42,8 +42,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
-void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                        const float *weight, const float *mean, const float *rstd, int N, int C) {
+void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean, const float *rstd, int N, int C) {
     PROF_SCOPE("layernorm_backward");
     /* dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * weight */
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
@@ -59,7 +59,12 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
         }
         const float mg = sum_g / C, mgx = sum_gx / C;
         float *dx = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) dx[c] += r * (dy[c] * weight[c] - mg - (x[c] - m) * r * mgx);
+        if (dadd) {
+            const float *add = dadd + (size_t)n * C;
+            for (int c = 0; c < C; c++) dx[c] = add[c] + r * (dy[c] * weight[c] - mg - (x[c] - m) * r * mgx);
+        } else {
+            for (int c = 0; c < C; c++) dx[c] = r * (dy[c] * weight[c] - mg - (x[c] - m) * r * mgx);
+        }
     }
     if (!dweight && !dbias) return;
 #pragma omp parallel for schedule(static)
@@ -101,8 +106,8 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
     }
 }
 
-void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                      float weight_offset, const float *rstd, int N, int C) {
+void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,
+                      const float *weight, float weight_offset, const float *rstd, int N, int C) {
     PROF_SCOPE("rmsnorm_backward");
     /* y = x r g: dx = r * (dy g - xhat * mean(dy g xhat)), xhat = x r */
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
@@ -114,7 +119,12 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
         for (int c = 0; c < C; c++) s += dy[c] * (weight_offset + weight[c]) * (x[c] * r);
         const float m = s / C;
         float *dx = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) dx[c] += r * (dy[c] * (weight_offset + weight[c]) - x[c] * r * m);
+        if (dadd) {
+            const float *add = dadd + (size_t)n * C;
+            for (int c = 0; c < C; c++) dx[c] = add[c] + r * (dy[c] * (weight_offset + weight[c]) - x[c] * r * m);
+        } else {
+            for (int c = 0; c < C; c++) dx[c] = r * (dy[c] * (weight_offset + weight[c]) - x[c] * r * m);
+        }
     }
     if (!dweight) return;
 #pragma omp parallel for schedule(static)
@@ -154,8 +164,8 @@ void dyt_forward(float *out, const float *inp, const float *alpha, const float *
  * the thread count. At most DYT_BLOCKS blocks (wider rows get wider blocks). */
 enum { DYT_BLOCKS = 256 };
 
-void dyt_backward(float *dinp, float *dalpha, float *dweight, float *dbias, const float *dout, const float *inp,
-                  const float *alpha, const float *weight, int N, int C) {
+void dyt_backward(float *dinp, const float *dadd, float *dalpha, float *dweight, float *dbias, const float *dout,
+                  const float *inp, const float *alpha, const float *weight, int N, int C) {
     PROF_SCOPE("dyt_backward");
     const float a = alpha[0];
     if (dinp) {
@@ -163,9 +173,10 @@ void dyt_backward(float *dinp, float *dalpha, float *dweight, float *dbias, cons
         for (int n = 0; n < N; n++) {
             const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
             float *dx = dinp + (size_t)n * C;
+            const float *add = dadd ? dadd + (size_t)n * C : NULL;
             for (int c = 0; c < C; c++) {
                 const float t = tanh_inline(a * x[c]);
-                dx[c] += dy[c] * weight[c] * a * (1.0f - t * t);
+                dx[c] = (add ? add[c] : 0.0f) + dy[c] * weight[c] * a * (1.0f - t * t);
             }
         }
     }

@@ -61,25 +61,30 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
  * Saves mean [N] and rstd [N] for backward. bias may be NULL; out may equal inp. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C, float eps);
-void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                        const float *weight, const float *mean, const float *rstd, int N, int C);
+/* The norms' backward passes set dinp [N,C] = dadd + d(norm)/dinp . dout, dadd [N,C] a gradient
+ * that arrives by another path (the residual stream's: added in the same pass instead of by a
+ * copy or a zeroing before); NULL for none, or dinp itself to accumulate. The parameter
+ * gradients accumulate (+=). */
+void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean, const float *rstd, int N, int C);
 
 /* RMSNorm: out [N,C] = inp * rstd * (weight_offset + weight); rstd = 1/sqrt(mean(inp^2) + eps).
  * weight_offset is 0 for the usual g, 1 for Gemma's (1 + w). Saves rstd [N]; out may equal inp. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset,
                      int N, int C, float eps);
-void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                      float weight_offset, const float *rstd, int N, int C);
+void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,
+                      const float *weight, float weight_offset, const float *rstd, int N, int C);
 
 /* DyT (Dynamic Tanh, Zhu et al. 2025): out [N,C] = weight * tanh(alpha * inp) + bias, alpha a
  * learnable scalar [1] (one per norm), weight/bias [C] (bias may be NULL). No statistics: the
  * backward recomputes tanh from inp (so keep inp). Element-wise: out may equal inp. */
 void dyt_forward(float *out, const float *inp, const float *alpha, const float *weight, const float *bias, int N,
                  int C);
-/* t = tanh(alpha x): dinp += dout * weight * alpha * (1 - t^2); dalpha [1] += sum dout * weight * x * (1 - t^2);
- * dweight [C] += sum_n dout * t; dbias [C] += sum_n dout (any of the parameter gradients may be NULL) */
-void dyt_backward(float *dinp, float *dalpha, float *dweight, float *dbias, const float *dout, const float *inp,
-                  const float *alpha, const float *weight, int N, int C);
+/* t = tanh(alpha x): dinp = dadd + dout * weight * alpha * (1 - t^2) (dinp NULL: not computed);
+ * dalpha [1] += sum dout * weight * x * (1 - t^2); dweight [C] += sum_n dout * t;
+ * dbias [C] += sum_n dout (any of the parameter gradients may be NULL) */
+void dyt_backward(float *dinp, const float *dadd, float *dalpha, float *dweight, float *dbias, const float *dout,
+                  const float *inp, const float *alpha, const float *weight, int N, int C);
 
 /* ---- position ----------------------------------------------------------------------------- */
 

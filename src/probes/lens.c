@@ -242,9 +242,8 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
         }
         memset(dy, 0, Nd * sizeof(float));
         matmul_backward(dy, NULL, NULL, dz, c->final_norm ? y : u, m->p.lm_head, N, d, V);
-        memset(du, 0, Nd * sizeof(float));
         if (c->final_norm)
-            model_norm_backward(c, du, &no_grad, dy, &fn, &m->p.final_norm, u, N);
+            model_norm_backward(c, du, NULL, &no_grad, dy, &fn, &m->p.final_norm, u, N);
         else
             memcpy(du, dy, Nd * sizeof(float));
         tlm_model *pm = lens->pm;

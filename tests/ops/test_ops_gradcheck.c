@@ -107,12 +107,31 @@ static void test_norm(int layer, float offset, int with_bias) {
     size_t n = 36;
     c.inp = rand_vec(n, 2), c.w = rand_vec(9, 1), c.b = with_bias ? rand_vec(9, 1) : NULL;
     c.mean = zeros(4), c.rstd = zeros(4);
-    float *R = rand_vec(n, 1), *out = zeros(n), *di = zeros(n), *dw = zeros(9), *db = zeros(9);
+    float *R = rand_vec(n, 1), *out = zeros(n), *di = unset(n), *dw = zeros(9), *db = zeros(9); /* dinp: set */
     norm_fwd(&c, out);
     if (layer)
-        layernorm_backward(di, dw, with_bias ? db : NULL, R, c.inp, c.w, c.mean, c.rstd, c.N, c.C);
+        layernorm_backward(di, NULL, dw, with_bias ? db : NULL, R, c.inp, c.w, c.mean, c.rstd, c.N, c.C);
     else
-        rmsnorm_backward(di, dw, R, c.inp, c.w, offset, c.rstd, c.N, c.C);
+        rmsnorm_backward(di, NULL, dw, R, c.inp, c.w, offset, c.rstd, c.N, c.C);
+    /* dinp = dadd + the norm's gradient, dadd apart or dinp itself (accumulate): the same sums */
+    float *add = rand_vec(n, 1), *d2 = unset(n), *d3 = malloc(n * sizeof(float)), *scratch = zeros(9);
+    memcpy(d3, add, n * sizeof(float));
+    if (layer) {
+        layernorm_backward(d2, add, scratch, NULL, R, c.inp, c.w, c.mean, c.rstd, c.N, c.C);
+        layernorm_backward(d3, d3, scratch, NULL, R, c.inp, c.w, c.mean, c.rstd, c.N, c.C);
+    } else {
+        rmsnorm_backward(d2, add, scratch, R, c.inp, c.w, offset, c.rstd, c.N, c.C);
+        rmsnorm_backward(d3, d3, scratch, R, c.inp, c.w, offset, c.rstd, c.N, c.C);
+    }
+    int sums = 1;
+    /* (d2 against add + di within rounding: a compiler may fuse the kernel's add into an FMA) */
+    for (size_t i = 0; i < n; i++)
+        sums &= fabsf(d2[i] - (add[i] + di[i])) <= 1e-6f * (1.0f + fabsf(d2[i])) && d3[i] == d2[i];
+    checks++;
+    failures += !sums;
+    printf("%-44s %s\n", layer ? "layernorm: dinp = dadd + its gradient" : "rmsnorm: dinp = dadd + its gradient",
+           sums ? "ok" : "FAIL");
+    free(add), free(d2), free(d3), free(scratch);
     char name[64];
     const char *kind = layer ? (with_bias ? "layernorm" : "layernorm (no bias)") : (offset ? "rmsnorm(1+w)" : "rmsnorm");
     snprintf(name, sizeof name, "%s dinp", kind);
@@ -134,8 +153,16 @@ static void test_dyt(int with_bias) {
     size_t n = (size_t)c.N * c.C;
     float alpha = 0.7f;
     c.inp = rand_vec(n, 2), c.a = &alpha, c.w = rand_vec((size_t)c.C, 1), c.b = with_bias ? rand_vec((size_t)c.C, 1) : NULL;
-    float *R = rand_vec(n, 1), *di = zeros(n), *dw = zeros((size_t)c.C), *db = zeros((size_t)c.C), da = 0.0f;
-    dyt_backward(di, &da, dw, with_bias ? db : NULL, R, c.inp, c.a, c.w, c.N, c.C);
+    float *R = rand_vec(n, 1), *di = unset(n), *dw = zeros((size_t)c.C), *db = zeros((size_t)c.C), da = 0.0f;
+    dyt_backward(di, NULL, &da, dw, with_bias ? db : NULL, R, c.inp, c.a, c.w, c.N, c.C);
+    float *add = rand_vec(n, 1), *d2 = unset(n), unused = 0.0f;
+    dyt_backward(d2, add, &unused, NULL, NULL, R, c.inp, c.a, c.w, c.N, c.C);
+    int sums = 1;
+    for (size_t i = 0; i < n; i++) sums &= fabsf(d2[i] - (add[i] + di[i])) <= 1e-6f * (1.0f + fabsf(d2[i]));
+    checks++;
+    failures += !sums;
+    printf("%-44s %s\n", "dyt: dinp = dadd + its gradient", sums ? "ok" : "FAIL");
+    free(add), free(d2);
     const char *kind = with_bias ? "dyt" : "dyt (no bias)";
     char name[64];
     snprintf(name, sizeof name, "%s dinp", kind);
