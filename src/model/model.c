@@ -418,8 +418,6 @@ static void attention_sublayer_backward(tlm_model *m, int l, const float *u, con
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        vec_zero(dq_next, (size_t)N * qd);
-        vec_zero(dk_next, (size_t)N * kvd);
         rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
         rope_backward(dk_next, dk, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
         t = dq, dq = dq_next, dq_next = t;

@@ -103,7 +103,7 @@ void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *
  * out may equal inp. */
 void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
                   int n_heads, int head_dim, int pos0);
-/* dinp += R^T dout (the inverse rotation) */
+/* dinp = R^T dout (the inverse rotation; set) */
 void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
                    int n_heads, int head_dim, int pos0);
 

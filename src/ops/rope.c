@@ -35,7 +35,7 @@ void rope_forward(float *out, const float *inp, const float *cos_tab, const floa
 void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
                    int n_heads, int head_dim, int pos0) {
     PROF_SCOPE("rope_backward");
-    /* the transpose of a rotation is the rotation by -angle; accumulate into dinp */
+    /* the transpose of a rotation is the rotation by -angle; dinp is set */
     int half = head_dim / 2;
 #pragma omp parallel for schedule(static) if((size_t)B * T * n_heads * head_dim > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
@@ -46,8 +46,8 @@ void rope_backward(float *dinp, const float *dout, const float *cos_tab, const f
             float *dx = dinp + ((size_t)bt * n_heads + h) * head_dim;
             for (int i = 0; i < half; i++) {
                 float a = dy[i], b = dy[i + half];
-                dx[i] += a * cs[i] + b * sn[i];
-                dx[i + half] += b * cs[i] - a * sn[i];
+                dx[i] = a * cs[i] + b * sn[i];
+                dx[i + half] = b * cs[i] - a * sn[i];
             }
         }
     }

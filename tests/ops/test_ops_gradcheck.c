@@ -209,7 +209,7 @@ static void test_rope(void) {
         }
     size_t n = 2 * 3 * 2 * 6;
     c.x = rand_vec(n, 1);
-    float *R = rand_vec(n, 1), *dx = zeros(n);
+    float *R = rand_vec(n, 1), *dx = unset(n); /* set */
     rope_backward(dx, R, c.cs, c.sn, c.B, c.T, c.H, c.hd, c.pos0);
     check("rope dinp", c.x, n, dx, rope_fwd, &c, n, R, 1e-2f, 1e-3);
     free(c.cs), free(c.sn), free(c.x), free(R), free(dx);
