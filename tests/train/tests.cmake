@@ -2,7 +2,10 @@ if(TLM_PYTHON)
   add_test(NAME test_train COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_train.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
            --work ${CMAKE_BINARY_DIR}/test_train)
-  set_tests_properties(test_train PROPERTIES TIMEOUT 900)
+  # PROCESSORS 2: its runs use both cores (two OpenMP threads, sometimes two runs at once), so
+  # ctest -j2 starts nothing beside it; sharing the cores made it 6x slower under ASan (226 s
+  # in the suite, 37 s alone), its spinning OpenMP barriers waiting on the other test's threads
+  set_tests_properties(test_train PROPERTIES TIMEOUT 900 PROCESSORS 2)
 endif()
 if(TLM_PYTHON)
   add_test(NAME test_llama2c_reference COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_llama2c_reference.py
@@ -37,6 +40,7 @@ if(TLM_PYTHON)
     set(_tlm_sweep_mpi --mpi)
   endif()
   tlm_train_test(test_sweep tests/train/test_sweep.py 600 ${_tlm_sweep_mpi})
+  set_tests_properties(test_sweep PROPERTIES PROCESSORS 2) # (ranks or threads on both cores, as test_train)
 endif()
 if(TLM_PYTHON AND _tlm_has_mpi)
   set(_tlm_mpi_quick "")
@@ -44,6 +48,7 @@ if(TLM_PYTHON AND _tlm_has_mpi)
     set(_tlm_mpi_quick --quick) # the same checks on fewer steps and ranks: instrumented runs are slow
   endif()
   tlm_train_test(test_mpi tests/train/test_mpi.py 900 ${_tlm_mpi_quick})
+  set_tests_properties(test_mpi PROPERTIES PROCESSORS 2) # (two ranks on both cores, as test_train)
 endif()
 # train --log-attn: attention-logit maxima and QK-norm gains per step (src/train/attn_log.c)
 if(TLM_PYTHON)
