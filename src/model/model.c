@@ -22,14 +22,20 @@
 #include "decode.h"
 #include "util/error.h"
 #include "util/hugepage.h"
+#include "util/profile.h"
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
 
 /* ---- activation memory: one buffer per (B, T), laid out by one walk -------------------------- */
 
+/* An arena hands out the buffers of one layout in order. Every buffer but the shared scratch
+ * is the whole batch's, sequence after sequence, so the rows of sequences [b0, b0 + nb) of any
+ * of them sit at (its floats / B) * b0: an arena with b0 set binds the same layout's pointers to
+ * those rows (a part of a split batch, batch_split below) instead of to the whole. */
 typedef struct {
     float *base;
     size_t used;
+    int B, b0; /* B 0: bind the whole batch */
 } arena;
 
 /* every buffer starts on a 64-byte line (the base is aligned, ARENA_ALIGN floats each): a
@@ -37,12 +43,23 @@ typedef struct {
  * makes every 16-float load touch two lines (measured: the 110M shape's decode 17% slower) */
 enum { ARENA_ALIGN = 16 };
 
-static float *take(arena *a, size_t n) {
+static float *take_at(arena *a, size_t n, size_t offset) {
     a->used = (a->used + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-    float *p = a->base ? a->base + a->used : NULL;
+    float *p = a->base ? a->base + a->used + offset : NULL;
     a->used += n;
     return p;
 }
+
+/* a buffer of the batch: n floats, B sequences' rows after each other */
+static float *take(arena *a, size_t n) { return take_at(a, n, a->B ? n / (size_t)a->B * (size_t)a->b0 : 0); }
+
+/* `stages` buffers of the batch of n floats each, back to back (the residual stream's stages) */
+static float *take_stages(arena *a, size_t stages, size_t n) {
+    return take_at(a, stages * n, a->B ? n / (size_t)a->B * (size_t)a->b0 : 0);
+}
+
+/* scratch that is not the batch's rows (shared by the parts of a split batch) */
+static float *take_shared(arena *a, size_t n) { return take_at(a, n, 0); }
 
 /* the first ARENA_ALIGN-float boundary in a block allocated ARENA_ALIGN floats larger */
 static float *arena_base(float *mem) {
@@ -77,7 +94,8 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     const int full_attention = !(lean && m->kv), maps = full_attention && model_keeps_attention_maps(m);
     A->lean = lean, A->maps = maps;
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
-    A->res = take(a, (lean ? 2 : 2 * (size_t)c->n_layers + 1) * N * d);
+    A->res = take_stages(a, lean ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
+    A->stage = N * d;
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *L = &A->layers[l];
         if (lean && l > 0) { /* inference: every layer reuses layer 0's activations */
@@ -125,8 +143,8 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
         L->hid = take(a, N * f);
     }
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
-    A->fused = take(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
-    A->w_tile = m->w16_mem ? take(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
+    A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
+    A->w_tile = m->w16_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
     /* the head: every position, or the last of each row */
     const size_t R = m->mode == MODEL_INFER_LAST ? (size_t)B : N;
     A->logits_rows = (int)R;
@@ -141,7 +159,7 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     /* backward scratch: training layout only (an arena without memory hands out NULLs) */
     arena none = {0};
     arena *b = lean ? &none : a;
-    A->dres = take(b, (2 * (size_t)c->n_layers + 1) * N * d);
+    A->dres = take_stages(b, 2 * (size_t)c->n_layers + 1, N * d);
     A->dsum = take(b, N * d);
     A->df = take(b, N * d);
     A->du = take(b, N * d);
@@ -155,10 +173,11 @@ static void layout_activations(const tlm_model *m, activations *A, arena *a, int
     A->dgate = take(b, N * f);
     A->dup = take(b, N * f);
     A->dhid = take(b, N * f);
-    A->dlogits = take(b, N * V * (c->final_softcap > 0.0f ? 2 : 1)); /* + the pre-cap gradient */
+    A->dlogits = take(b, N * V);
+    A->dlogits_raw = c->final_softcap > 0.0f ? take(b, N * V) : NULL; /* the pre-cap gradient */
     /* per thread: a query block's S, P, dS and the tile kernels' keys (attention.c) */
-    A->attn_scratch = take(full_attention ? a : &none,
-                           attention_scratch_floats(T, c->head_dim) * (size_t)omp_get_max_threads());
+    A->attn_slots = (size_t)omp_get_max_threads();
+    A->attn_scratch = take_shared(full_attention ? a : &none, attention_scratch_floats(T, c->head_dim) * A->attn_slots);
 }
 
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
@@ -259,6 +278,8 @@ static int ensure_activations(tlm_model *m, int B, int T) {
     return model_ensure_rope(m, T);
 }
 
+static void split_free(struct batch_split *s);
+
 void model_free(tlm_model *m) {
     if (!m) return;
     free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.layers);
@@ -270,6 +291,7 @@ void model_free(tlm_model *m) {
     else
         free(m->param_mem);
     free(m->w16_mem);
+    split_free(m->split);
     free(m);
 }
 
@@ -596,7 +618,7 @@ static void sublayer_backward(tlm_model *m, int l, sublayer_kind k, const float 
 
 /* stage i of the residual stream [N,d]: all 2L+1 are kept for training and probes; inference
  * alternates between two slots (a sublayer reads one and writes the other) */
-static float *residual_at(const activations *A, int i, size_t Nd) { return A->res + (size_t)(A->lean ? i % 2 : i) * Nd; }
+static float *residual_at(const activations *A, int i) { return A->res + (size_t)(A->lean ? i % 2 : i) * A->stage; }
 
 float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
@@ -615,6 +637,166 @@ void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, co
         h = fn->y;
     }
     model_head_logits(m, logits, logits_raw, h, R);
+}
+
+/* ---- splitting a batch across the threads ------------------------------------------------------ */
+
+/* A batch of B sequences on P threads: either every op splits its own loop among the threads
+ * (a fork and a join per op, each GEMM cut in P), or each thread runs the whole pass over its
+ * B/P sequences with single-threaded ops, on views of its rows of the one activation layout,
+ * and the threads meet once per pass. The second measured 6-7% faster on nanoGPT's GEMMs alone
+ * (every operand of a thread stays in its own core's caches, and no GEMM is cut small), and
+ * removes the ~150 forks and joins of a training step. The sequences are independent in every
+ * op but the weight gradients, which are sums over all rows: each part sums its rows into its
+ * own gradient buffer, and the parts are added in order at the end, so a run is reproducible
+ * for a given thread count (not across thread counts, as the GEMM library's is not either). */
+typedef struct batch_split {
+    int parts, n_layers;
+    activations *views;  /* [parts] */
+    layer_acts *layers;  /* [parts * n_layers] */
+    model_params *g;     /* [parts] the weight gradients of each part; g[0] is the model's own */
+    layer_params *g_layers;
+    float *grad_mem;     /* [(parts - 1) * n_params], zero between passes */
+} batch_split;
+
+static void split_free(batch_split *s) {
+    if (!s) return;
+    free(s->views), free(s->layers), free(s->g), free(s->g_layers), free(s->grad_mem);
+    free(s);
+}
+
+/* how many parts this pass splits into: 1 (the ops split themselves) unless there are several
+ * threads, B divides evenly among them, every part has more rows than decoding's
+ * matrix-vector path takes, and nothing watches the pass from inside (hooks, a layer hook,
+ * a KV cache, the bf16 weights' shared tile of widened rows) */
+static int split_parts(const tlm_model *m, int B, int T) {
+    const int P = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (P < 2 || m->no_batch_split || B % P || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
+    if (m->hooks || m->layer_hook || m->kv || m->w16_mem) return 1;
+    const activations *A = &m->acts;
+    if (A->attn_scratch && (size_t)P > A->attn_slots) return 1;
+    return P;
+}
+
+/* binds part `part`'s views of the current layout (a walk of pointer arithmetic, no memory) and,
+ * with_grads, its gradient buffer; 0 on success */
+static int split_prepare(tlm_model *m, int parts, int with_grads) {
+    batch_split *s = m->split;
+    const int L = m->cfg.n_layers;
+    if (s && (s->parts != parts || s->n_layers != L)) split_free(s), s = m->split = NULL;
+    if (!s) {
+        s = m->split = calloc(1, sizeof *s);
+        if (!s) return -1;
+        s->parts = parts, s->n_layers = L;
+        s->views = calloc((size_t)parts, sizeof *s->views);
+        s->layers = calloc((size_t)parts * L, sizeof *s->layers);
+        if (!s->views || !s->layers) return split_free(s), m->split = NULL, -1;
+    }
+    activations *A = &m->acts;
+    const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, m->cfg.head_dim);
+    for (int p = 0; p < parts; p++) {
+        activations *v = &s->views[p];
+        const int nb = A->B / parts, b0 = p * nb;
+        *v = *A;
+        v->layers = s->layers + (size_t)p * L;
+        arena a = {.base = arena_base(A->mem), .B = A->B, .b0 = b0};
+        layout_activations(m, v, &a, A->B, A->T);
+        v->B = nb;
+        v->logits_rows = A->logits_rows / parts;
+        v->tokens = A->tokens + (size_t)b0 * per_seq;
+        v->targets = A->targets + (size_t)b0 * per_seq;
+        if (v->attn_scratch) v->attn_scratch += (size_t)p * scratch;
+    }
+    if (!with_grads) return 0;
+    /* the parts' own gradients cost (P-1) copies of the parameters: taken while that is no more
+     * than the activations themselves, else the backward splits its ops instead */
+    if ((size_t)(parts - 1) * m->n_params > A->capacity) return -1;
+    if (!s->grad_mem) {
+        s->g = calloc((size_t)parts, sizeof *s->g);
+        s->g_layers = calloc((size_t)parts * L, sizeof *s->g_layers);
+        s->grad_mem = calloc((size_t)(parts - 1) * m->n_params, sizeof(float));
+        if (!s->g || !s->g_layers || !s->grad_mem) {
+            free(s->g), free(s->g_layers), free(s->grad_mem);
+            s->g = NULL, s->g_layers = NULL, s->grad_mem = NULL;
+            return -1;
+        }
+        for (int p = 1; p < parts; p++) {
+            s->g[p].layers = s->g_layers + (size_t)p * L;
+            model_bind_params(m, &s->g[p], s->grad_mem + (size_t)(p - 1) * m->n_params);
+        }
+    }
+    s->g[0] = m->g;
+    return 0;
+}
+
+/* part p's model: the same weights, its rows of the activations, its gradients */
+static tlm_model split_part(const tlm_model *m, int p, int with_grads) {
+    tlm_model v = *m;
+    v.acts = m->split->views[p];
+    if (with_grads) v.g = m->split->g[p];
+    return v;
+}
+
+/* on a thread of the split: the ops it calls run on it alone (their own loops and the GEMM
+ * library see one thread), and only part 0's thread times them for --profile */
+static void split_enter(int thread) {
+    omp_set_num_threads(1);
+    tlm_prof_quiet = thread != 0;
+}
+
+/* the gradients of parts 1.. added into the model's (in part order) and zeroed again; every
+ * thread of the team takes its chunk */
+static void split_reduce_grads(tlm_model *m, int thread, int threads) {
+    const batch_split *s = m->split;
+    const size_t n = m->n_params, per = (n + (size_t)threads - 1) / (size_t)threads;
+    const size_t lo = (size_t)thread * per < n ? (size_t)thread * per : n, hi = lo + per < n ? lo + per : n;
+    float *g = m->grad_mem;
+    for (int p = 1; p < s->parts; p++) {
+        float *gp = s->grad_mem + (size_t)(p - 1) * n;
+        for (size_t i = lo; i < hi; i++) g[i] += gp[i], gp[i] = 0.0f;
+    }
+}
+
+/* ---- the whole model ------------------------------------------------------------------------------- */
+
+/* the pass over the rows of m->acts (the whole batch's, or a part's); with targets the mean loss
+ * over its counted rows (and their count, lse^2 mean) */
+static int forward_rows(tlm_model *m, float *loss) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
+    if (m->p.embed16)
+        embedding_forward_bf16(A->res, A->tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
+    else
+        embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
+    MODEL_HOOK(m, 0, A->res, 0);
+    if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, -1)) return -1;
+    for (int l = 0; l < c->n_layers; l++) {
+        float *x = residual_at(A, 2 * l), *mid = residual_at(A, 2 * l + 1);
+        MODEL_HOOK(m, model_hook_id(l, HL_RESID_PRE), x, 0);
+        sublayer_forward(m, l, SUB_ATTN, x, mid);
+        sublayer_forward(m, l, SUB_FFN, mid, residual_at(A, 2 * l + 2));
+        if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, l)) return -1;
+    }
+    const float *h = residual_at(A, 2 * c->n_layers);
+    const int R = A->logits_rows;
+    if (R != N) { /* the last position of each row only */
+        for (int b = 0; b < B; b++) memcpy(A->final.y + (size_t)b * d, h + ((size_t)b * T + T - 1) * d, sizeof(float) * d);
+        h = A->final.y;
+    }
+    if (c->final_norm) { /* (the hooks see, and may rewrite, the final norm's output) */
+        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
+        h = A->final.y;
+        MODEL_HOOK(m, model_hook_count(c) - 2, A->final.rstd, 0);
+        MODEL_HOOK(m, model_hook_count(c) - 1, A->final.y, 0);
+    }
+    model_head_logits(m, A->logits, A->logits_raw, h, R);
+    if (A->has_targets)
+        *loss = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, A->targets, N, V, &A->n_counted,
+                                     &A->lse_sq_mean);
+    return 0;
 }
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
@@ -637,47 +819,44 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     if (m->hooks && (m->mode != MODEL_TRAIN || m->kv))
         return tlm_error("forward: hooks need the model in training mode without a KV cache");
     if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
-    model_hooks_begin(m);
     activations *A = &m->acts;
-    const int N = B * T, d = c->d_model, V = c->vocab_size;
-    const size_t Nd = (size_t)N * d;
+    if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
+    model_hooks_begin(m);
+    const int N = B * T;
     memcpy(A->tokens, tokens, sizeof(int) * N);
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
-
-    const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
-    if (m->p.embed16)
-        embedding_forward_bf16(A->res, tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
-    else
-        embedding_forward(A->res, tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
-    MODEL_HOOK(m, 0, A->res, 0);
-    if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, -1)) return -1;
-    for (int l = 0; l < c->n_layers; l++) {
-        float *x = residual_at(A, 2 * l, Nd), *mid = residual_at(A, 2 * l + 1, Nd);
-        MODEL_HOOK(m, model_hook_id(l, HL_RESID_PRE), x, 0);
-        sublayer_forward(m, l, SUB_ATTN, x, mid);
-        sublayer_forward(m, l, SUB_FFN, mid, residual_at(A, 2 * l + 2, Nd));
-        if (m->layer_hook && m->layer_hook(m->layer_hook_ctx, m, l)) return -1;
+    float l = 0.0f;
+    const int parts = split_parts(m, B, T);
+    if (parts > 1 && !split_prepare(m, parts, 0)) {
+        float part_loss[parts];
+#pragma omp parallel num_threads(parts)
+        {
+            split_enter(omp_get_thread_num());
+            for (int p = omp_get_thread_num(); p < parts; p += omp_get_num_threads()) {
+                tlm_model v = split_part(m, p, 0);
+                part_loss[p] = 0.0f;
+                (void)forward_rows(&v, &part_loss[p]); /* (no hooks in a split pass: it cannot fail) */
+                m->split->views[p].n_counted = v.acts.n_counted, m->split->views[p].lse_sq_mean = v.acts.lse_sq_mean;
+            }
+            tlm_prof_quiet = 0;
+        }
+        if (targets) { /* the means over all counted rows, from the parts' */
+            double total = 0.0, total_sq = 0.0;
+            int count = 0;
+            for (int p = 0; p < parts; p++) {
+                const activations *v = &m->split->views[p];
+                total += (double)part_loss[p] * v->n_counted, total_sq += (double)v->lse_sq_mean * v->n_counted;
+                count += v->n_counted;
+            }
+            A->n_counted = count;
+            l = count ? (float)(total / count) : 0.0f;
+            A->lse_sq_mean = count ? (float)(total_sq / count) : 0.0f;
+        }
+    } else if (forward_rows(m, &l)) {
+        return -1;
     }
-    const float *h = residual_at(A, 2 * c->n_layers, Nd);
-    const int R = A->logits_rows;
-    if (R != N) { /* the last position of each row only */
-        for (int b = 0; b < B; b++) memcpy(A->final.y + (size_t)b * d, h + ((size_t)b * T + T - 1) * d, sizeof(float) * d);
-        h = A->final.y;
-    }
-    if (c->final_norm) { /* (the hooks see, and may rewrite, the final norm's output) */
-        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
-        h = A->final.y;
-        MODEL_HOOK(m, model_hook_count(c) - 2, A->final.rstd, 0);
-        MODEL_HOOK(m, model_hook_count(c) - 1, A->final.y, 0);
-    }
-    model_head_logits(m, A->logits, A->logits_raw, h, R);
-    if (targets) {
-        if (!A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
-        float l =
-            crossentropy_forward(A->losses, A->lse, A->probs, A->logits, targets, N, V, &A->n_counted, &A->lse_sq_mean);
-        if (loss) *loss = l;
-    }
+    if (targets && loss) *loss = l;
     if (m->kv) kv_cache_advance(m->kv, T);
     if (m->hooks && model_hooks_end(m)) return -1;
     /* (a probe copies what it selects out of m->acts here: the pass itself is untouched) */
@@ -694,65 +873,88 @@ static int backward_check(tlm_model *m, int need_targets) {
     return model_alloc_grads(m);
 }
 
-static int backward_from_dlogits(tlm_model *m);
-
-int model_backward(tlm_model *m, float dloss) {
-    activations *A = &m->acts;
-    if (backward_check(m, 1)) return -1;
-    const int N = A->B * A->T, V = m->cfg.vocab_size;
-    vec_zero(A->dlogits, (size_t)N * V * (m->cfg.final_softcap > 0.0f ? 2 : 1));
-    crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, A->n_counted, m->z_loss);
-    return backward_from_dlogits(m);
-}
-
-int model_backward_from_logits(tlm_model *m, const float *dlogits) {
-    activations *A = &m->acts;
-    if (backward_check(m, 0)) return -1;
-    const size_t NV = (size_t)A->B * A->T * m->cfg.vocab_size;
-    memcpy(A->dlogits, dlogits, NV * sizeof(float));
-    if (m->cfg.final_softcap > 0.0f) vec_zero(A->dlogits + NV, NV); /* the pre-cap gradient accumulates */
-    return backward_from_dlogits(m);
-}
-
-/* the backward from A->dlogits (the gradient of the logits) down */
-static int backward_from_dlogits(tlm_model *m) {
+/* the backward over the rows of m->acts (the whole batch's, or a part's), from the gradient of
+ * its logits: dlogits_in's rows when given, else the loss's (dloss, over global_count rows),
+ * into m->g (added to what it holds) */
+static void backward_rows(tlm_model *m, const float *dlogits_in, float dloss, int global_count) {
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
-    model_hooks_begin(m);
+    if (dlogits_in) {
+        memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
+    } else {
+        vec_zero(A->dlogits, NV);
+        crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+    }
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
-        softcap_backward(A->dlogits + NV, A->dlogits, A->logits, NV, c->final_softcap);
-        dz = A->dlogits + NV;
+        vec_zero(A->dlogits_raw, NV); /* (softcap_backward accumulates) */
+        softcap_backward(A->dlogits_raw, A->dlogits, A->logits, NV, c->final_softcap);
+        dz = A->dlogits_raw;
     }
-    const float *hL = A->res + 2 * (size_t)L * Nd;
+    const float *hL = residual_at(A, 2 * L);
     matmul_backward_into(A->dfinal, m->g.lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
     if (c->final_norm) MODEL_HOOK(m, model_hook_count(c) - 1, A->dfinal, 1);
-    float *dhL = A->dres + 2 * (size_t)L * Nd;
+    float *dhL = A->dres + 2 * (size_t)L * A->stage;
     if (c->final_norm) {
         model_norm_backward(c, dhL, NULL, &m->g.final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
     } else {
         vec_copy(dhL, A->dfinal, Nd);
     }
     for (int l = L - 1; l >= 0; l--) {
-        const float *x = A->res + 2 * l * Nd;
-        float *dx = A->dres + 2 * l * Nd;
-        sublayer_backward(m, l, SUB_FFN, x + Nd, dx + 2 * Nd, dx + Nd);
-        sublayer_backward(m, l, SUB_ATTN, x, dx + Nd, dx);
+        const float *x = residual_at(A, 2 * l);
+        float *dx = A->dres + 2 * (size_t)l * A->stage;
+        sublayer_backward(m, l, SUB_FFN, x + A->stage, dx + 2 * A->stage, dx + A->stage);
+        sublayer_backward(m, l, SUB_ATTN, x, dx + A->stage, dx);
     }
     embedding_backward(m->g.embed, m->g.pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
+}
+
+static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
+    const int L = c->n_layers;
+    model_hooks_begin(m);
+    const int parts = split_parts(m, A->B, A->T);
+    if (parts > 1 && !split_prepare(m, parts, 1)) {
+        const size_t part_logits = (size_t)A->B / parts * A->T * c->vocab_size;
+#pragma omp parallel num_threads(parts)
+        {
+            const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+            split_enter(thread);
+            for (int p = thread; p < parts; p += threads) {
+                tlm_model v = split_part(m, p, 1);
+                backward_rows(&v, dlogits_in ? dlogits_in + p * part_logits : NULL, dloss, A->n_counted);
+            }
+#pragma omp barrier
+            split_reduce_grads(m, thread, threads);
+            tlm_prof_quiet = 0;
+        }
+    } else {
+        backward_rows(m, dlogits_in, dloss, A->n_counted);
+    }
     if (m->hooks) { /* the residual stream's gradients are complete only now */
         model_hook_fire(m, 0, A->dres, 1);
         for (int l = 0; l < L; l++) {
-            model_hook_fire(m, model_hook_id(l, HL_RESID_PRE), A->dres + 2 * l * Nd, 1);
-            model_hook_fire(m, model_hook_id(l, HL_RESID_MID), A->dres + (2 * l + 1) * Nd, 1);
-            model_hook_fire(m, model_hook_id(l, HL_RESID_POST), A->dres + (2 * l + 2) * Nd, 1);
+            model_hook_fire(m, model_hook_id(l, HL_RESID_PRE), A->dres + 2 * l * A->stage, 1);
+            model_hook_fire(m, model_hook_id(l, HL_RESID_MID), A->dres + (2 * l + 1) * A->stage, 1);
+            model_hook_fire(m, model_hook_id(l, HL_RESID_POST), A->dres + (2 * l + 2) * A->stage, 1);
         }
         if (model_hooks_end(m)) return -1;
     }
     if (m->after_pass && m->after_pass(m->after_pass_user, m, 1)) return -1;
     return 0;
+}
+
+int model_backward(tlm_model *m, float dloss) {
+    if (backward_check(m, 1)) return -1;
+    return backward_run(m, NULL, dloss);
+}
+
+int model_backward_from_logits(tlm_model *m, const float *dlogits) {
+    if (backward_check(m, 0)) return -1;
+    return backward_run(m, dlogits, 0.0f);
 }
 
 void model_set_mode(tlm_model *m, model_mode mode) { m->mode = mode; }

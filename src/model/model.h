@@ -91,6 +91,7 @@ typedef struct {
 typedef struct {
     int B, T;
     float *res;          /* residual stream [(2L+1), BT, d]: after the embedding and after each sublayer */
+    size_t stage;        /* floats from one stage of res (and dres) to the next: the whole batch's BT*d */
     layer_acts *layers;
     norm_acts final;
     float *logits_raw;   /* before the final soft-cap [BT, V] (only with a cap) */
@@ -108,8 +109,10 @@ typedef struct {
     float *datt, *dq, *dq2, *dk, *dk2, *dv;         /* [BT, H*hd] / [BT, KV*hd] */
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
+    float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
     float *fused;            /* output of a fused projection (q|k|v or gate|up) when decoding */
     float *attn_scratch;     /* attention_scratch_floats(T) per thread */
+    size_t attn_slots;       /* threads attn_scratch has room for */
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
     int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
     model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
@@ -155,6 +158,8 @@ typedef struct tlm_model {
     void *layer_hook_ctx;
     int keep_attention_maps; /* set: forwards keep [B,H,T,T] scores and probs for a reader other
                                 than hooks, probes and layer_hook (which imply it) */
+    int no_batch_split;      /* set: never split a batch's sequences across the threads (model.c) */
+    struct batch_split *split; /* the per-thread views of a split batch; NULL until one is split */
 } tlm_model;
 
 /* Whether full-sequence forwards keep every layer's attention scores and probabilities
@@ -171,6 +176,9 @@ void model_free(tlm_model *m);
 /* normal(0, std) matrices, scaled residual projections, zero biases, identity norms */
 void model_init_weights(tlm_model *m, uint64_t seed);
 int model_alloc_grads(tlm_model *m);
+/* points `views` (its layers array allocated by the caller) at the tensors of a buffer laid out
+ * as the parameters are */
+void model_bind_params(const tlm_model *m, model_params *views, float *base);
 void model_zero_grads(tlm_model *m);
 const tensor_info *model_find_tensor(const tlm_model *m, const char *name);
 

@@ -148,7 +148,7 @@ static void walk_tensors(walk *w, model_params *p) {
     if (w->base && c->tie_embeddings) p->lm_head = p->embed, p->lm_head16 = p->embed16;
 }
 
-static void bind_views(tlm_model *m, model_params *views, float *base) {
+void model_bind_params(const tlm_model *m, model_params *views, float *base) {
     walk w = {.cfg = &m->cfg, .base = base};
     walk_tensors(&w, views);
 }
@@ -181,7 +181,7 @@ tlm_model *model_create(const tlm_config *cfg) {
 void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len) {
     free(m->param_mem);
     m->param_mem = params, m->file_map = base, m->file_map_len = len;
-    bind_views(m, &m->p, m->param_mem);
+    model_bind_params(m, &m->p, m->param_mem);
 }
 
 int model_alloc_grads(tlm_model *m) {
@@ -190,7 +190,7 @@ int model_alloc_grads(tlm_model *m) {
     m->grad_mem = calloc(m->n_params, sizeof(float));
     tlm_advise_huge(m->grad_mem, m->n_params * sizeof(float));
     if (!m->grad_mem) return tlm_error("out of memory allocating gradients (%zu floats)", m->n_params);
-    bind_views(m, &m->g, m->grad_mem);
+    model_bind_params(m, &m->g, m->grad_mem);
     return 0;
 }
 

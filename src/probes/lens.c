@@ -198,7 +198,13 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
         return tlm_error("tuned lens: the model's head must be float32 (not bf16 weights)");
     if (grad && !lens) return tlm_error("tuned lens: no lens to differentiate");
     model_set_mode(m, MODEL_TRAIN); /* keeps every stage of the residual stream */
-    if (model_forward(m, tokens, NULL, B, T, NULL)) return -1;
+    /* the whole batch's head GEMM, as each stage's below: the last stage's KL is then exactly 0
+     * (a batch split across the threads computes the head in parts, which rounds differently) */
+    const int was_split = !m->no_batch_split;
+    m->no_batch_split = 1;
+    const int frc = model_forward(m, tokens, NULL, B, T, NULL);
+    m->no_batch_split = !was_split;
+    if (frc) return -1;
     const activations *A = &m->acts;
     float *logp = malloc(NV * sizeof(float)), *logq = malloc(NV * sizeof(float)), *z = malloc(NV * sizeof(float));
     float *u = malloc(Nd * sizeof(float)), *y = malloc(Nd * sizeof(float)), *du = malloc(Nd * sizeof(float));

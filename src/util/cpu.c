@@ -3,6 +3,7 @@
 #include "cpu.h"
 
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,15 +22,19 @@ static tlm_isa detect(void) {
 }
 
 tlm_isa tlm_cpu_isa(void) {
-    static int cached = -1;
-    if (cached < 0) {
+    /* atomic: the ops ask from every thread (the first callers may race to fill it, all with
+     * the same value) */
+    static _Atomic int cached = -1;
+    int isa_now = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (isa_now < 0) {
         tlm_isa isa = detect();
         const char *cap = getenv("TLM_ISA");
         if (cap && !strcmp(cap, "scalar")) isa = TLM_ISA_SCALAR;
         if (cap && !strcmp(cap, "avx2") && isa > TLM_ISA_AVX2) isa = TLM_ISA_AVX2;
-        cached = (int)isa;
+        isa_now = (int)isa;
+        atomic_store_explicit(&cached, isa_now, memory_order_relaxed);
     }
-    return (tlm_isa)cached;
+    return (tlm_isa)isa_now;
 }
 
 const char *tlm_isa_name(tlm_isa isa) {

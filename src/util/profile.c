@@ -4,10 +4,11 @@
 #include "clock.h"
 
 int tlm_profiling;
+_Thread_local int tlm_prof_quiet;
 static prof_slot *first, **last = &first;
 
 prof_timer prof_begin(prof_slot *slot) {
-    if (!tlm_profiling) return (prof_timer){0};
+    if (!tlm_profiling || tlm_prof_quiet) return (prof_timer){0};
     if (!slot->registered) {
         slot->registered = 1;
         *last = slot;

@@ -1,7 +1,8 @@
 /* profile.h — time per op, summed over a run, when profiling is on (`tinylm train --profile`).
  * An op marks its body with PROF_SCOPE("name"); when profiling is off that costs one branch.
- * Ops are called from one thread (their OpenMP loops are inside them), so the slots need no
- * locking; do not put a scope inside a parallel region. */
+ * Ops are called from one thread (their OpenMP loops are inside them), or from several that
+ * each run a part of a split batch with only the first timed (tlm_prof_quiet), so the slots
+ * need no locking; do not put a scope inside an op's parallel loop. */
 #ifndef TLM_PROFILE_H
 #define TLM_PROFILE_H
 
@@ -21,6 +22,9 @@ typedef struct {
 } prof_timer;
 
 extern int tlm_profiling;
+/* set on a thread: its scopes are not timed (the threads of a split batch other than the first,
+ * which run the same ops at the same time: model.c) */
+extern _Thread_local int tlm_prof_quiet;
 
 prof_timer prof_begin(prof_slot *slot);
 void prof_end(prof_timer *t);
