@@ -11,11 +11,16 @@ Both: Pre-Norm, tanh-GELU MLP (4d), learned positions, tied head, no dropout, Ad
 decay on matrices only, as tinylm), global-norm clipping 1.0, TinyShakespeare.
 
     bench/train_vs_pytorch.py --tinylm build/tinylm [--model nanogpt-baby|gpt2-small|all]
-                              [--threads 2] [--steps 60]
+                              [--threads 2] [--steps N] [--rounds 3]
 
-Each side reports the median step time over steps 10..N. tinylm's model FLOPs utilisation
-comes from its own --profile report (model FLOPs per step against the FMA peak measured on
-this machine at the end of the run).
+Each side reports the median step time over steps 10..N (N: 60 for nanogpt-baby, 30 for
+gpt2-small). A round times tinylm, then PyTorch as installed, then PyTorch with a
+single-threaded BLAS (below), one after the other; the rounds repeat that, so that each
+round's ratio compares runs minutes apart at most, and the figure is the median of the rounds'
+ratios (a shared VM's speed drifts by up to 2x over minutes: docs/performance.md). The timed
+tinylm runs have no --profile; one more run with it gives the model FLOPs utilisation (model
+FLOPs per step against the FMA peak measured on this machine at its end) and the GEMMs'
+share.
 
 Debian's torch calls the system OpenBLAS (pthread build), whose own threads fight torch's
 OpenMP threads on a 2-core machine: torch at 2 threads is then slower than at 1. So PyTorch is
@@ -44,8 +49,8 @@ DATA = os.path.join(HERE, "..", "data", "tinyshakespeare.txt")
 MODELS = {
     # d, layers, heads, T, batch, vocab ("chars" or "bytes"), biases (LayerNorm and linear), and the
     # speed-up over PyTorch the project aims at (issue 8)
-    "nanogpt-baby": dict(d=128, layers=4, heads=4, T=64, batch=12, vocab="chars", bias=False, target=3),
-    "gpt2-small": dict(d=384, layers=6, heads=6, T=256, batch=8, vocab="bytes", bias=True, target=2),
+    "nanogpt-baby": dict(d=128, layers=4, heads=4, T=64, batch=12, vocab="chars", bias=False, target=3, steps=60),
+    "gpt2-small": dict(d=384, layers=6, heads=6, T=256, batch=8, vocab="bytes", bias=True, target=2, steps=30),
 }
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
 
@@ -146,15 +151,15 @@ def tinylm_args(name):
     return args
 
 
-def tinylm_run(tinylm, threads, steps, name):
-    """median ms/step from metrics.jsonl, and the --profile report (stderr)"""
+def tinylm_run(tinylm, threads, steps, name, profile):
+    """median ms/step from metrics.jsonl, and the --profile report (stderr) when profiling"""
     cfg = MODELS[name]
     out = tempfile.mkdtemp(prefix="tlm_bench_")
     try:
         env = dict(CLEAN_ENV, OMP_NUM_THREADS=str(threads))
         p = subprocess.run([tinylm, "train", "--data", DATA, "--out", os.path.join(out, "run"), "--steps", str(steps),
-                            "--eval-every", str(10 * steps), "--save-every", str(10 * steps), "--sample", "0",
-                            "--profile"] + tinylm_args(name),
+                            "--eval-every", str(10 * steps), "--save-every", str(10 * steps), "--sample", "0"]
+                           + (["--profile"] if profile else []) + tinylm_args(name),
                            check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         rows = [json.loads(l) for l in open(os.path.join(out, "run", "metrics.jsonl"))]
         tokens = cfg["batch"] * cfg["T"]
@@ -186,7 +191,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tinylm")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, help="steps per run (default: 60 for nanogpt-baby, 30 for gpt2-small)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median ratio is reported")
     ap.add_argument("--model", default="all", choices=sorted(MODELS) + ["all"])
     ap.add_argument("--pytorch-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -197,27 +203,34 @@ def main():
         ap.error("--tinylm is required")
     for name in sorted(MODELS) if a.model == "all" else [a.model]:
         cfg = MODELS[name]
-        t, report = tinylm_run(a.tinylm, a.threads, a.steps, name)
-        p_default = pytorch_in_subprocess(a.threads, a.steps, name, {})
-        p_blas1 = pytorch_in_subprocess(a.threads, a.steps, name, {"OPENBLAS_NUM_THREADS": "1"})
-        best = min(p_default, p_blas1)
-        mfu = [l for l in report.splitlines() if l.startswith("model FLOPs")]
-        print("== %s: %d layers, %d heads, d %d, T %d, batch %d, %s vocabulary, biases %s; AdamW + clip, %d threads"
+        steps = a.steps or cfg["steps"]
+        print("== %s: %d layers, %d heads, d %d, T %d, batch %d, %s vocabulary, biases %s; AdamW + clip, %d threads, "
+              "%d steps per run, %d rounds"
               % (name, cfg["layers"], cfg["heads"], cfg["d"], cfg["T"], cfg["batch"], cfg["vocab"],
-                 "on" if cfg["bias"] else "off", a.threads))
-        print("tinylm                              %7.1f ms/step" % t)
-        print("pytorch %s eager, as installed  %7.1f ms/step" % (torch.__version__, p_default))
-        print("pytorch, OPENBLAS_NUM_THREADS=1     %7.1f ms/step" % p_blas1)
-        print("tinylm is %.2fx faster per step than the faster PyTorch setting" % (best / t))
+                 "on" if cfg["bias"] else "off", a.threads, steps, a.rounds))
+        ratios = []
+        for r in range(a.rounds):
+            t, _ = tinylm_run(a.tinylm, a.threads, steps, name, False)
+            p_default = pytorch_in_subprocess(a.threads, steps, name, {})
+            p_blas1 = pytorch_in_subprocess(a.threads, steps, name, {"OPENBLAS_NUM_THREADS": "1"})
+            best = min(p_default, p_blas1)
+            ratios.append(best / t)
+            print("round %d: tinylm %7.1f ms/step; pytorch %s eager as installed %7.1f, OPENBLAS_NUM_THREADS=1 %7.1f; "
+                  "%.2fx" % (r + 1, t, torch.__version__, p_default, p_blas1, best / t))
+            sys.stdout.flush()
+        print("tinylm is %.2fx faster per step than the faster PyTorch setting (median of %d rounds: %s)"
+              % (statistics.median(ratios), len(ratios), ", ".join("%.2f" % x for x in ratios)))
+        t, report = tinylm_run(a.tinylm, a.threads, steps, name, True)
+        mfu = [l for l in report.splitlines() if l.startswith("model FLOPs")]
         if mfu:
-            print("tinylm " + mfu[0])
+            print("tinylm --profile: %.1f ms/step; %s" % (t, mfu[0]))
         gemm_ms, prof_ms = gemm_share(report)
         if gemm_ms:
             # what the target leaves for everything else: the weight GEMMs alone are a floor no other work lowers
-            x = cfg["target"]
-            print("tinylm GEMMs (matmul forward + backward, --profile): %.2f of %.2f ms/step; at %dx PyTorch the whole "
-                  "step takes %.2f ms, leaving %.2f ms for attention, norms, activations and AdamW (now %.2f)"
-                  % (gemm_ms, prof_ms, x, best / x, best / x - gemm_ms, prof_ms - gemm_ms))
+            x, best = cfg["target"], min(p_default, p_blas1)
+            print("tinylm GEMMs (matmul forward + backward, --profile): %.2f of %.2f ms/step; at %dx PyTorch (last "
+                  "round) the whole step takes %.2f ms, leaving %.2f ms for attention, norms, activations and AdamW "
+                  "(now %.2f)" % (gemm_ms, prof_ms, x, best / x, best / x - gemm_ms, prof_ms - gemm_ms))
         sys.stdout.flush()
 
 
