@@ -747,6 +747,7 @@ static void split_enter(int thread) {
 /* the gradients of parts 1.. added into the model's (in part order) and zeroed again; every
  * thread of the team takes its chunk */
 static void split_reduce_grads(tlm_model *m, int thread, int threads) {
+    PROF_SCOPE("split_grad_reduce"); /* (part 0's thread's chunk: the others are quiet) */
     const batch_split *s = m->split;
     const size_t n = m->n_params, per = (n + (size_t)threads - 1) / (size_t)threads;
     const size_t lo = (size_t)thread * per < n ? (size_t)thread * per : n, hi = lo + per < n ? lo + per : n;

@@ -8,7 +8,8 @@
  *   - gradients accumulate over two backward passes (gradient accumulation) as unsplit;
  *   - the backward from given logit gradients, and the inference layouts (every position, the
  *     last of each row) agree too;
- *   - a batch that does not divide among the threads is not split. */
+ *   - a batch that does not divide among the threads is not split, and the caller's thread
+ *     count is the same after a split pass. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -66,6 +67,7 @@ static pass run(const tlm_config *c, int split, const int *tok, const int *tgt, 
     memcpy(r.grads, m->grad_mem, m->n_params * sizeof(float));
     memcpy(r.dres, m->acts.dres, (2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
     check((m->split != NULL) == split, "", split ? "the pass was not split" : "the pass was split");
+    check(omp_get_max_threads() == 2, "", "the split left the caller's thread count changed");
     model_free(m);
     return r;
 }
