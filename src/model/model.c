@@ -649,7 +649,9 @@ void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, co
  * removes the ~150 forks and joins of a training step. The sequences are independent in every
  * op but the weight gradients, which are sums over all rows: each part sums its rows into its
  * own gradient buffer, and the parts are added in order at the end, so a run is reproducible
- * for a given thread count (not across thread counts, as the GEMM library's is not either). */
+ * for a given thread count (not across thread counts, as the GEMM library's is not either).
+ * The GEMM library is then called from several threads at once: oneDNN and OpenBLAS's OpenMP
+ * build (the one CMake links) run such a call on the calling thread. */
 typedef struct batch_split {
     int parts, n_layers;
     activations *views;  /* [parts] */

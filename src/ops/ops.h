@@ -12,6 +12,9 @@
  * - No op allocates memory; scratch space comes from the caller.
  * - Element-wise and row loops run on the OpenMP threads only above OMP_MIN_WORK elements:
  *   below it (one decoding token) starting the team costs more than the work.
+ * - An op may also be called on each thread of a batch split across the threads (model.c),
+ *   each call with its own rows and scratch: its loops and GEMMs then run on that thread alone
+ *   (the per-thread scratch is indexed by omp_get_thread_num(), 0 there).
  */
 #ifndef TLM_OPS_H
 #define TLM_OPS_H
