@@ -643,10 +643,10 @@ void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, co
 
 /* A batch of B sequences on P threads: either every op splits its own loop among the threads
  * (a fork and a join per op, each GEMM cut in P), or each thread runs the whole pass over its
- * B/P sequences with single-threaded ops, on views of its rows of the one activation layout,
- * and the threads meet once per pass. The second measured 6-7% faster on nanoGPT's GEMMs alone
- * (every operand of a thread stays in its own core's caches, and no GEMM is cut small), and
- * removes the ~150 forks and joins of a training step. The sequences are independent in every
+ * B/P sequences (or one more) with single-threaded ops, on views of its rows of the one
+ * activation layout, and the threads meet once per pass. The second measured 6-7% faster on
+ * nanoGPT's GEMMs alone (every operand of a thread stays in its own core's caches, and no GEMM
+ * is cut small), and removes the ~150 forks and joins of a training step (8% per step). The sequences are independent in every
  * op but the weight gradients, which are sums over all rows: each part sums its rows into its
  * own gradient buffer, and the parts are added in order at the end, so a run is reproducible
  * for a given thread count (not across thread counts, as the GEMM library's is not either).
@@ -667,13 +667,17 @@ static void split_free(batch_split *s) {
     free(s);
 }
 
+/* part p's sequences: [split_first(p), split_first(p + 1)), B/P each or one more */
+static int split_first(int B, int parts, int p) { return (int)((long long)p * B / parts); }
+
 /* how many parts this pass splits into: 1 (the ops split themselves) unless there are several
- * threads, B divides evenly among them, every part has more rows than decoding's
- * matrix-vector path takes, and nothing watches the pass from inside (hooks, a layer hook,
- * a KV cache, the bf16 weights' shared tile of widened rows) */
+ * threads, B divides among them evenly or nearly (B >= 8 P: the largest part at most 1/8 above
+ * the mean; the pass waits for it), every part has more rows than decoding's matrix-vector
+ * path takes, and nothing watches the pass from inside (hooks, a layer hook, a KV cache, the
+ * bf16 weights' shared tile of widened rows) */
 static int split_parts(const tlm_model *m, int B, int T) {
     const int P = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (P < 2 || m->no_batch_split || B % P || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
+    if (P < 2 || m->no_batch_split || (B % P && B < 8 * P) || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
     if (m->hooks || m->layer_hook || m->kv || m->w16_mem) return 1;
     const activations *A = &m->acts;
     if (A->attn_scratch && (size_t)P > A->attn_slots) return 1;
@@ -698,13 +702,13 @@ static int split_prepare(tlm_model *m, int parts, int with_grads) {
     const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, m->cfg.head_dim);
     for (int p = 0; p < parts; p++) {
         activations *v = &s->views[p];
-        const int nb = A->B / parts, b0 = p * nb;
+        const int b0 = split_first(A->B, parts, p), nb = split_first(A->B, parts, p + 1) - b0;
         *v = *A;
         v->layers = s->layers + (size_t)p * L;
         arena a = {.base = arena_base(A->mem), .B = A->B, .b0 = b0};
         layout_activations(m, v, &a, A->B, A->T);
         v->B = nb;
-        v->logits_rows = A->logits_rows / parts;
+        v->logits_rows = A->logits_rows / A->B * nb; /* (T or 1 per sequence) */
         v->tokens = A->tokens + (size_t)b0 * per_seq;
         v->targets = A->targets + (size_t)b0 * per_seq;
         if (v->attn_scratch) v->attn_scratch += (size_t)p * scratch;
@@ -921,14 +925,15 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
     model_hooks_begin(m);
     const int parts = split_parts(m, A->B, A->T);
     if (parts > 1 && !split_prepare(m, parts, 1)) {
-        const size_t part_logits = (size_t)A->B / parts * A->T * c->vocab_size;
+        const size_t seq_logits = (size_t)A->T * c->vocab_size;
 #pragma omp parallel num_threads(parts)
         {
             const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
             split_enter(thread);
             for (int p = thread; p < parts; p += threads) {
                 tlm_model v = split_part(m, p, 1);
-                backward_rows(&v, dlogits_in ? dlogits_in + p * part_logits : NULL, dloss, A->n_counted);
+                const size_t first = (size_t)split_first(A->B, parts, p);
+                backward_rows(&v, dlogits_in ? dlogits_in + first * seq_logits : NULL, dloss, A->n_counted);
             }
 #pragma omp barrier
             split_reduce_grads(m, thread, threads);
