@@ -646,10 +646,11 @@ void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, co
  * B/P sequences (or one more) with single-threaded ops, on views of its rows of the one
  * activation layout, and the threads meet once per pass. The second measured 6-7% faster on
  * nanoGPT's GEMMs alone (every operand of a thread stays in its own core's caches, and no GEMM
- * is cut small), and removes the ~150 forks and joins of a training step (8% per step). The sequences are independent in every
- * op but the weight gradients, which are sums over all rows: each part sums its rows into its
- * own gradient buffer, and the parts are added in order at the end, so a run is reproducible
- * for a given thread count (not across thread counts, as the GEMM library's is not either).
+ * is cut small) and 8% per training step, whose ~150 forks and joins it removes. The sequences
+ * are independent in every op but the weight gradients, which are sums over all rows: each
+ * part sums its rows into its own gradient buffer, and the parts are added in order at the
+ * end, so a run is reproducible for a given thread count (not across thread counts, as the
+ * GEMM library's is not either).
  * The GEMM library is then called from several threads at once: oneDNN and OpenBLAS's OpenMP
  * build (the one CMake links) run such a call on the calling thread. */
 typedef struct batch_split {
@@ -750,6 +751,9 @@ static void split_enter(int thread) {
     tlm_prof_quiet = thread != 0;
 }
 
+/* (the team's end: the thread's own OpenMP settings end with its implicit task) */
+static void split_leave(void) { tlm_prof_quiet = 0; }
+
 /* the gradients of parts 1.. added into the model's (in part order) and zeroed again; every
  * thread of the team takes its chunk */
 static void split_reduce_grads(tlm_model *m, int thread, int threads) {
@@ -846,7 +850,7 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
                 (void)forward_rows(&v, &part_loss[p]); /* (no hooks in a split pass: it cannot fail) */
                 m->split->views[p].n_counted = v.acts.n_counted, m->split->views[p].lse_sq_mean = v.acts.lse_sq_mean;
             }
-            tlm_prof_quiet = 0;
+            split_leave();
         }
         if (targets) { /* the means over all counted rows, from the parts' */
             double total = 0.0, total_sq = 0.0;
@@ -937,7 +941,7 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
             }
 #pragma omp barrier
             split_reduce_grads(m, thread, threads);
-            tlm_prof_quiet = 0;
+            split_leave();
         }
     } else {
         backward_rows(m, dlogits_in, dloss, A->n_counted);
