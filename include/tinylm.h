@@ -21,34 +21,42 @@
 extern "C" {
 #endif
 
+/* Only what this header declares is exported from libtinylm.so; everything else in the library
+ * is built with hidden visibility (CMakeLists.txt). */
+#if defined(TLM_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TLM_API __attribute__((visibility("default")))
+#else
+#define TLM_API
+#endif
+
 typedef struct tlm_model tlm_model;
 
 /* A model directory: config.json (model_type "tinylm" or a supported Hugging Face family)
  * plus model.safetensors (or shards with model.safetensors.index.json). */
-tlm_model *tlm_load(const char *dir);
+TLM_API tlm_model *tlm_load(const char *dir);
 /* A new model from a config.json file, weights initialised from `seed` (docs/config.md). */
-tlm_model *tlm_create(const char *config_path, uint64_t seed);
+TLM_API tlm_model *tlm_create(const char *config_path, uint64_t seed);
 /* Writes config.json + model.safetensors into dir, each file atomically. */
-int tlm_save(const tlm_model *m, const char *dir);
-void tlm_free(tlm_model *m);
+TLM_API int tlm_save(const tlm_model *m, const char *dir);
+TLM_API void tlm_free(tlm_model *m);
 
-size_t tlm_num_params(const tlm_model *m);
-int tlm_vocab_size(const tlm_model *m);
+TLM_API size_t tlm_num_params(const tlm_model *m);
+TLM_API int tlm_vocab_size(const tlm_model *m);
 
 /* Runs tokens [B, T]; with targets [B, T] (a negative target = no loss there) also the mean
  * cross-entropy into *loss. */
-int tlm_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
+TLM_API int tlm_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
 /* Logits [B, T, vocab] of the last forward; valid until the next call. */
-const float *tlm_logits(const tlm_model *m);
+TLM_API const float *tlm_logits(const tlm_model *m);
 /* Gradients of the last forward's loss * dloss, accumulated into the model's gradient buffer. */
-int tlm_backward(tlm_model *m, float dloss);
+TLM_API int tlm_backward(tlm_model *m, float dloss);
 /* The gradient of a named parameter (docs/tensors.md), or NULL; *numel receives its size. */
-const float *tlm_grad(const tlm_model *m, const char *tensor_name, size_t *numel);
-void tlm_zero_grad(tlm_model *m);
+TLM_API const float *tlm_grad(const tlm_model *m, const char *tensor_name, size_t *numel);
+TLM_API void tlm_zero_grad(tlm_model *m);
 
-const char *tlm_error_message(void);
+TLM_API const char *tlm_error_message(void);
 /* 1: the interface below (bindings check it) */
-int tlm_abi_version(void);
+TLM_API int tlm_abi_version(void);
 
 /* ---- hooks: a callback at each named activation point (docs/python.md) ---------------------
  * Hook ids 0 .. tlm_hook_count()-1; tlm_hook_info gives one's name (TransformerLens names where
@@ -66,31 +74,31 @@ enum {
     TLM_HOOK_READONLY = 8  /* rewriting the data does not change the rest of the pass */
 };
 typedef int (*tlm_hook_fn)(void *user, int hook_id, float *data, int ndim, const int64_t *shape, int is_grad);
-int tlm_hook_count(const tlm_model *m);
-int tlm_hook_info(const tlm_model *m, int id, char *name, size_t name_cap, int B, int T, int64_t shape[5],
+TLM_API int tlm_hook_count(const tlm_model *m);
+TLM_API int tlm_hook_info(const tlm_model *m, int id, char *name, size_t name_cap, int B, int T, int64_t shape[5],
                   int *flags);
-int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd);
+TLM_API int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd);
 /* Backward of the last forward from a gradient of its logits [B, T, vocab] (a metric's), not the loss's. */
-int tlm_backward_logits(tlm_model *m, const float *dlogits);
+TLM_API int tlm_backward_logits(tlm_model *m, const float *dlogits);
 
 /* ---- more for bindings (python/tinylm) --------------------------------------------------------- */
 /* Any path `--model` takes: a checkpoint or run directory, a Hugging Face directory, a llama2.c .bin. */
-tlm_model *tlm_load_any(const char *path);
+TLM_API tlm_model *tlm_load_any(const char *path);
 /* The model's config as a tinylm config.json text (malloc'd: tlm_free_mem). */
-char *tlm_config_json(const tlm_model *m);
-void tlm_free_mem(void *p);
-void tlm_set_threads(int n);
+TLM_API char *tlm_config_json(const tlm_model *m);
+TLM_API void tlm_free_mem(void *p);
+TLM_API void tlm_set_threads(int n);
 /* Tokenizers: a path (tokenizer.json, llama2.c .bin, a directory), or NULL + the model's path for
  * the one stored with the model. Encode returns malloc'd ids (tlm_free_mem). */
 typedef struct tlm_tokenizer tlm_tokenizer;
-tlm_tokenizer *tlm_tok_open(const char *path, const char *model_path);
-void tlm_tok_close(tlm_tokenizer *t);
-int *tlm_tok_encode(const tlm_tokenizer *t, const char *text, size_t len, int bos, size_t *n);
-char *tlm_tok_decode(const tlm_tokenizer *t, const int *ids, size_t n, size_t *len);
-const char *tlm_tok_piece(const tlm_tokenizer *t, int prev, int id, size_t *len);
-int tlm_tok_bos(const tlm_tokenizer *t);
-int tlm_tok_eos(const tlm_tokenizer *t);
-int tlm_tok_vocab_size(const tlm_tokenizer *t);
+TLM_API tlm_tokenizer *tlm_tok_open(const char *path, const char *model_path);
+TLM_API void tlm_tok_close(tlm_tokenizer *t);
+TLM_API int *tlm_tok_encode(const tlm_tokenizer *t, const char *text, size_t len, int bos, size_t *n);
+TLM_API char *tlm_tok_decode(const tlm_tokenizer *t, const int *ids, size_t n, size_t *len);
+TLM_API const char *tlm_tok_piece(const tlm_tokenizer *t, int prev, int id, size_t *len);
+TLM_API int tlm_tok_bos(const tlm_tokenizer *t);
+TLM_API int tlm_tok_eos(const tlm_tokenizer *t);
+TLM_API int tlm_tok_vocab_size(const tlm_tokenizer *t);
 
 #ifdef __cplusplus
 }
