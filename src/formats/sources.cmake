@@ -1,5 +1,5 @@
 # File formats: safetensors checkpoints, NumPy .npy arrays, tensor element types.
-target_sources(tinylm PRIVATE
+target_sources(tinylm_objects PRIVATE
   src/formats/dtype.c
   src/formats/npy.c
   src/formats/safetensors_read.c

@@ -1,1 +1,1 @@
-target_sources(tinylm PRIVATE src/lessons/lesson15.c)
+target_sources(tinylm_objects PRIVATE src/lessons/lesson15.c)

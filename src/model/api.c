@@ -69,3 +69,6 @@ const char *tlm_tok_piece(const tlm_tokenizer *t, int prev, int id, size_t *len)
 int tlm_tok_bos(const tlm_tokenizer *t) { return tlm_tokenizer_bos(t); }
 int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
+
+/* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
+int tlm_abi_version(void) { return 1; }

@@ -1,4 +1,4 @@
-target_sources(tinylm PRIVATE
+target_sources(tinylm_objects PRIVATE
   src/model/config.c
   src/model/hf_families.c
   src/model/params.c

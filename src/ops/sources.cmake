@@ -1,4 +1,4 @@
-target_sources(tinylm PRIVATE
+target_sources(tinylm_objects PRIVATE
   src/ops/matmul.c
   src/ops/matvec.c
   src/ops/norm.c

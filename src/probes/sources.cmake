@@ -1,6 +1,6 @@
 # Probes: named intermediate tensors of a pass (probe.c) and the analyses, reports and
 # figures of `tinylm inspect` (inspect*.c).
-target_sources(tinylm PRIVATE
+target_sources(tinylm_objects PRIVATE
   src/probes/probe.c
   src/probes/inspect.c
   src/probes/inspect_out.c

@@ -13,5 +13,5 @@ add_custom_command(
 # one target generates the file; every library built from these sources depends on it, so
 # parallel builds never run the command twice at once (CMake's rule for a shared output)
 add_custom_target(tlm_report_assets DEPENDS ${TLM_REPORT_ASSETS_C})
-add_dependencies(tinylm tlm_report_assets)
-target_sources(tinylm PRIVATE src/report/html_report.c ${TLM_REPORT_ASSETS_C})
+add_dependencies(tinylm_objects tlm_report_assets)
+target_sources(tinylm_objects PRIVATE src/report/html_report.c ${TLM_REPORT_ASSETS_C})

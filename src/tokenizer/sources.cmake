@@ -1,5 +1,5 @@
 # Tokenizers: bytes/chars (training), llama2.c tokenizer.bin, HF tokenizer.json (BPE), GPT-2 encoder.json+vocab.bpe.
-target_sources(tinylm PRIVATE
+target_sources(tinylm_objects PRIVATE
   src/tokenizer/tokenizer.c
   src/tokenizer/tok_util.c
   src/tokenizer/tok_simple.c

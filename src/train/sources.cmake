@@ -1,4 +1,4 @@
-target_sources(tinylm PRIVATE
+target_sources(tinylm_objects PRIVATE
   src/train/data.c
   src/train/optim.c
   src/train/run_dir.c
