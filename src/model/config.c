@@ -62,6 +62,7 @@ static const config_key TINYLM_KEYS[] = {
     {"attn_logit_softcapping", KEY_FLOAT_OR_NULL, F(attn_softcap), NULL},
     {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
     {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {"rope_scaling", KEY_ROPE_SCALING, F(rope_scaling), NULL},
     {"ffn_type", KEY_ENUM, F(ffn), FFN_NAMES},
     {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
     {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
@@ -169,6 +170,11 @@ int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const
         cfg->n_layer_types = n;
         return 0;
     }
+    case KEY_ROPE_SCALING:
+        cfg->rope_scaling = ROPE_SCALING_NONE;
+        if (cJSON_IsNull(it)) return 0;
+        if (!cJSON_IsObject(it)) return tlm_error("%s: key \"%s\" must be an object or null", src, k->key);
+        return config_read_rope_dict(cfg, it, src, k->key, true);
     case KEY_IGNORE:
         return 0;
     }
@@ -181,7 +187,8 @@ const config_key *config_find_key(const config_key *table, const char *name) {
     return NULL;
 }
 
-/* Derived defaults that depend on other keys; `has` tells whether a key was present. */
+/* Derived defaults that depend on other keys (root: the parsed file, to tell whether a key was
+ * present). */
 void config_finish(tlm_config *c, const cJSON *root) {
     if (!cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads") || cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads"))) c->n_kv_heads = c->n_heads;
     /* head_dim defaults to hidden_size / heads only when that divides; else it must be given */
@@ -295,6 +302,24 @@ float config_attn_scale(const tlm_config *c) {
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
+static double exact(float x) { return (double)x; }
+
+void config_json_add_rope_scaling(cJSON *o, const tlm_config *c, double (*tidy)(float)) {
+    if (!tidy) tidy = exact;
+    if (c->rope_scaling == ROPE_SCALING_NONE) {
+        cJSON_AddNullToObject(o, "rope_scaling");
+        return;
+    }
+    cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+    cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
+    cJSON_AddNumberToObject(rs, "factor", tidy(c->rope_factor));
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3) {
+        cJSON_AddNumberToObject(rs, "low_freq_factor", tidy(c->rope_low_freq_factor));
+        cJSON_AddNumberToObject(rs, "high_freq_factor", tidy(c->rope_high_freq_factor));
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", c->rope_original_max_pos);
+    }
+}
+
 void config_json_add_sizes(cJSON *o, const tlm_config *c) {
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
@@ -313,13 +338,14 @@ char *config_to_json(const tlm_config *c) {
     cJSON_AddStringToObject(o, "norm_type", norm_type_name(c->norm));
     cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
     cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);
-    if (c->norm == NORM_DYT) cJSON_AddNumberToObject(o, "dyt_alpha_init", c->dyt_alpha_init);
+    cJSON_AddNumberToObject(o, "dyt_alpha_init", c->dyt_alpha_init);
     cJSON_AddStringToObject(o, "norm_placement", placement_name(c->placement));
     cJSON_AddBoolToObject(o, "residual", c->residual);
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
     cJSON_AddStringToObject(o, "position_embedding", position_name(c->position));
     cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
     if (c->rope_theta_local > 0.0f) cJSON_AddNumberToObject(o, "rope_local_base_freq", c->rope_theta_local);
+    config_json_add_rope_scaling(o, c, NULL);
     cJSON_AddBoolToObject(o, "embedding_scale", c->embed_scale);
     cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
     cJSON_AddBoolToObject(o, "attention_out_bias", c->attn_out_bias);
@@ -327,7 +353,7 @@ char *config_to_json(const tlm_config *c) {
     if (c->query_pre_attn_scalar > 0.0f) cJSON_AddNumberToObject(o, "query_pre_attn_scalar", c->query_pre_attn_scalar);
     cJSON_AddNumberToObject(o, "attn_logit_softcapping", c->attn_softcap);
     cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
-    if (c->sliding_window > 0) {
+    if (c->sliding_window > 0 || c->n_layer_types > 0) {
         cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
         for (int l = 0; l < c->n_layers; l++)
             cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_sliding[l] ? "sliding_attention" : "full_attention"));

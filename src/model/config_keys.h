@@ -15,6 +15,7 @@ typedef enum {
     KEY_BOOL,
     KEY_ENUM,        /* a string from `names`, stored as its index */
     KEY_LAYER_TYPES, /* ["full_attention" | "sliding_attention", ...] */
+    KEY_ROPE_SCALING, /* null or {"rope_type": "linear" | "llama3", "factor", ...} as Hugging Face writes it */
     KEY_IGNORE,      /* known, does not change the numbers */
 } key_kind;
 
@@ -30,6 +31,13 @@ const config_key *config_find_key(const config_key *table, const char *name);
 void config_finish(tlm_config *cfg, const cJSON *root);
 /* The size keys shared by tinylm and Llama-style configs (vocab_size ... max_position_embeddings). */
 void config_json_add_sizes(cJSON *o, const tlm_config *c);
+
+/* One RoPE dict ({"rope_type", "factor", ...}) into cfg's rope_scaling fields (`scalable`), or a
+ * check that it is the default. `where` names the key in messages. hf_families.c. */
+int config_read_rope_dict(tlm_config *cfg, const cJSON *rs, const char *src, const char *where, bool scalable);
+/* Adds "rope_scaling": null or the dict config_read_rope_dict reads back, values exact (`tidy`:
+ * each float as the shortest decimal that reads back as the same float). */
+void config_json_add_rope_scaling(cJSON *o, const tlm_config *c, double (*tidy)(float));
 
 /* Reads a Hugging Face family's config (model_type `mt`). hf_families.c. */
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src);

@@ -155,18 +155,7 @@ static double tidy(float x) {
 
 static void add_rope(cJSON *o, const tlm_config *c) {
     cJSON_AddNumberToObject(o, "rope_theta", tidy(c->rope_theta));
-    if (c->rope_scaling == ROPE_SCALING_NONE) {
-        cJSON_AddNullToObject(o, "rope_scaling");
-        return;
-    }
-    cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
-    cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
-    cJSON_AddNumberToObject(rs, "factor", tidy(c->rope_factor));
-    if (c->rope_scaling == ROPE_SCALING_LLAMA3) {
-        cJSON_AddNumberToObject(rs, "low_freq_factor", tidy(c->rope_low_freq_factor));
-        cJSON_AddNumberToObject(rs, "high_freq_factor", tidy(c->rope_high_freq_factor));
-        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", c->rope_original_max_pos);
-    }
+    config_json_add_rope_scaling(o, c, tidy);
 }
 
 static char *llama_config(const tlm_config *c) {

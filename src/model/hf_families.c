@@ -212,8 +212,9 @@ static int read_number(const cJSON *o, const char *src, const char *where, const
 /* ---- RoPE: rope_theta, rope_scaling (transformers 4.x) and rope_parameters (5.x) ------------ */
 
 /* Applies one rope dict ({"rope_type"|"type", "factor", ...}) as the scaling of the global RoPE
- * (`scalable`) or checks that it is the default (Gemma 3 sliding layers). */
-static int apply_rope_type(tlm_config *c, const cJSON *rs, const char *src, const char *where, bool scalable) {
+ * (`scalable`) or checks that it is the default (Gemma 3 sliding layers). The tinylm format's
+ * rope_scaling key is read with it too (config.c). */
+int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const char *where, bool scalable) {
     const char *type = cJSON_GetStringValue(item(rs, "rope_type"));
     if (!type) type = cJSON_GetStringValue(item(rs, "type"));
     if (!type) type = "default";
@@ -270,22 +271,22 @@ static int read_rope(tlm_config *c, const cJSON *root, const char *src, bool per
         if (per_layer_type && (full || slide)) {
             /* Gemma 3 (transformers 5): one dict per layer type */
             if (full && (!cJSON_IsObject(full) || apply_rope_theta(full, src, "rope_parameters.full_attention", &c->rope_theta) ||
-                         apply_rope_type(c, full, src, "rope_parameters.full_attention", true)))
+                         config_read_rope_dict(c, full, src, "rope_parameters.full_attention", true)))
                 return cJSON_IsObject(full) ? -1 : tlm_error("%s: rope_parameters.full_attention must be an object", src);
             if (slide && (!cJSON_IsObject(slide) ||
                           apply_rope_theta(slide, src, "rope_parameters.sliding_attention", &c->rope_theta_local) ||
-                          apply_rope_type(c, slide, src, "rope_parameters.sliding_attention", false)))
+                          config_read_rope_dict(c, slide, src, "rope_parameters.sliding_attention", false)))
                 return cJSON_IsObject(slide) ? -1 : tlm_error("%s: rope_parameters.sliding_attention must be an object", src);
         } else {
             if (apply_rope_theta(rp, src, "rope_parameters", &c->rope_theta) ||
-                apply_rope_type(c, rp, src, "rope_parameters", true))
+                config_read_rope_dict(c, rp, src, "rope_parameters", true))
                 return -1;
         }
     }
     const cJSON *rs = item(root, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) {
         if (!cJSON_IsObject(rs)) return tlm_error("%s: rope_scaling must be an object or null", src);
-        if (apply_rope_type(c, rs, src, "rope_scaling", true)) return -1;
+        if (config_read_rope_dict(c, rs, src, "rope_scaling", true)) return -1;
     }
     return 0;
 }

@@ -1,0 +1,175 @@
+/* test_config_roundtrip — every config field survives a save and a load.
+ *
+ * 1. A tinylm config with every key set to a value other than its default (one row per key
+ *    below) is written by config_to_json and read back: the two tlm_config structs must be
+ *    equal field for field (memcmp: both start from config_defaults' memset, so padding is 0).
+ *    Every key the tinylm reader accepts must appear in what the writer writes, so a key added
+ *    to the reader without the writer fails here.
+ * 2. A Hugging Face llama config with Llama-3.x rope_scaling is built, saved with model_save_dir
+ *    (the tinylm format) and loaded again: the config must be equal and the logits identical
+ *    bit for bit (before rope_scaling was part of the format, the reload ran plain RoPE). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "util/error.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                                           \
+    do {                                                                                                           \
+        if (!(cond)) {                                                                                             \
+            failures++;                                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                            \
+            printf(__VA_ARGS__);                                                                                   \
+            printf("\n");                                                                                          \
+        }                                                                                                          \
+    } while (0)
+
+/* Every key of model_type "tinylm" (docs/config.md), each with a value other than its default,
+ * chosen so that the whole config still validates. */
+static const char *EVERY_KEY =
+    "{\"model_type\": \"tinylm\", \"vocab_size\": 37, \"hidden_size\": 24, \"num_hidden_layers\": 3,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, \"intermediate_size\": 40,"
+    " \"max_position_embeddings\": 96, \"norm_type\": \"rmsnorm_1p\", \"norm_eps\": 3.5e-6, \"norm_bias\": false,"
+    " \"dyt_alpha_init\": 0.75, \"norm_placement\": \"sandwich\", \"residual\": true, \"final_norm\": false,"
+    " \"position_embedding\": \"rope\", \"rope_theta\": 50000.5, \"rope_local_base_freq\": 1234.25,"
+    " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.5,"
+    "   \"high_freq_factor\": 4.25, \"original_max_position_embeddings\": 48},"
+    " \"embedding_scale\": true, \"attention_bias\": true, \"attention_out_bias\": false, \"qk_norm\": \"head\","
+    " \"query_pre_attn_scalar\": 12.5, \"attn_logit_softcapping\": 33.0, \"sliding_window\": 5,"
+    " \"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\"], \"ffn_type\": \"geglu\","
+    " \"mlp_bias\": true, \"tie_word_embeddings\": false, \"final_logit_softcapping\": 21.5,"
+    " \"initializer_range\": 0.031, \"scale_residual_init\": false}";
+
+/* The keys the tinylm reader accepts (config.c's table), each of which the file above sets. */
+static const char *const KEYS[] = {
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "intermediate_size", "max_position_embeddings", "norm_type", "norm_eps", "norm_bias", "dyt_alpha_init",
+    "norm_placement", "residual", "final_norm", "position_embedding", "rope_theta", "rope_local_base_freq",
+    "rope_scaling", "embedding_scale", "attention_bias", "attention_out_bias", "qk_norm", "query_pre_attn_scalar",
+    "attn_logit_softcapping", "sliding_window", "layer_types", "ffn_type", "mlp_bias", "tie_word_embeddings",
+    "final_logit_softcapping", "initializer_range", "scale_residual_init", NULL};
+
+static int same_config(const tlm_config *a, const tlm_config *b) {
+    tlm_config x = *a, y = *b;
+    /* the family a config was read as is not part of the numbers, and "layer_types absent" and
+     * "every layer listed" mean the same */
+    memcpy(y.model_type, x.model_type, sizeof x.model_type);
+    y.n_layer_types = x.n_layer_types;
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+static void test_every_key(void) {
+    tlm_config a, b;
+    CHECK(config_parse(&a, EVERY_KEY, "every_key.json") == 0, "every-key config refused: %s", tlm_last_error());
+    tlm_config d;
+    config_defaults(&d);
+    /* each key really is set to a non-default value (else the round trip would prove nothing) */
+    CHECK(a.rope_scaling == ROPE_SCALING_LLAMA3 && a.rope_original_max_pos == 48, "rope_scaling not read");
+    CHECK(a.vocab_size != d.vocab_size && a.norm != d.norm && a.placement != d.placement &&
+              a.norm_eps != d.norm_eps && a.dyt_alpha_init != d.dyt_alpha_init && a.final_norm != d.final_norm &&
+              a.rope_theta != d.rope_theta && a.embed_scale != d.embed_scale && a.qk_norm != d.qk_norm &&
+              a.ffn != d.ffn && a.mlp_bias != d.mlp_bias && a.tie_embeddings != d.tie_embeddings &&
+              a.init_std != d.init_std && a.scale_residual_init != d.scale_residual_init && a.max_seq != d.max_seq,
+          "the every-key config leaves a field at its default");
+    char *json = config_to_json(&a);
+    CHECK(json != NULL, "config_to_json failed");
+    if (!json) return;
+    cJSON *root = cJSON_Parse(json);
+    for (int i = 0; KEYS[i]; i++)
+        CHECK(cJSON_GetObjectItemCaseSensitive(root, KEYS[i]) != NULL, "config_to_json does not write \"%s\"", KEYS[i]);
+    for (const cJSON *it = root ? root->child : NULL; it; it = it->next) {
+        int known = !strcmp(it->string, "model_type");
+        for (int i = 0; KEYS[i] && !known; i++) known = !strcmp(KEYS[i], it->string);
+        CHECK(known, "config_to_json writes \"%s\", which this test's key list lacks", it->string);
+    }
+    cJSON_Delete(root);
+    CHECK(config_parse(&b, json, "written.json") == 0, "the written config is refused: %s\n%s", tlm_last_error(), json);
+    CHECK(same_config(&a, &b), "a field changed in the round trip:\n%s", json);
+    free(json);
+
+    /* one key at a time from the defaults: each key alone survives too (rope_scaling linear here) */
+    const char *single[] = {
+        "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+        " \"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.5}}",
+        "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 2,"
+        " \"num_attention_heads\": 2, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
+        "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+        " \"num_attention_heads\": 2, \"norm_type\": \"dyt\", \"dyt_alpha_init\": 0.25, \"position_embedding\": \"learned\"}",
+        NULL};
+    for (int i = 0; single[i]; i++) {
+        tlm_config x, y;
+        CHECK(config_parse(&x, single[i], "single.json") == 0, "case %d refused: %s", i, tlm_last_error());
+        char *j = config_to_json(&x);
+        CHECK(j && config_parse(&y, j, "single_written.json") == 0, "case %d: written config refused: %s", i,
+              tlm_last_error());
+        CHECK(same_config(&x, &y), "case %d changed in the round trip:\n%s", i, j ? j : "");
+        free(j);
+    }
+}
+
+/* A Llama-3.x-style config (the family reader), saved in the tinylm format and loaded again. */
+static const char *LLAMA3 =
+    "{\"model_type\": \"llama\", \"vocab_size\": 53, \"hidden_size\": 32, \"num_hidden_layers\": 2,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"intermediate_size\": 48,"
+    " \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-5, \"rope_theta\": 500000.0,"
+    " \"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+    " \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 16}}";
+
+static void test_llama3_save_load(void) {
+    tlm_config cfg;
+    if (config_parse(&cfg, LLAMA3, "llama3.json")) {
+        CHECK(0, "llama3 config refused: %s", tlm_last_error());
+        return;
+    }
+    CHECK(cfg.rope_scaling == ROPE_SCALING_LLAMA3, "the llama config's rope_scaling not read");
+    tlm_model *m = model_create(&cfg);
+    CHECK(m != NULL, "model_create: %s", tlm_last_error());
+    if (!m) return;
+    model_init_weights(m, 7);
+    enum { T = 40 }; /* past original_max_position_embeddings: where the scaling changes the angles */
+    int ids[T];
+    for (int t = 0; t < T; t++) ids[t] = (t * 17 + 3) % cfg.vocab_size;
+    CHECK(model_forward(m, ids, NULL, 1, T, NULL) == 0, "forward: %s", tlm_last_error());
+    size_t n = (size_t)T * cfg.vocab_size;
+    float *before = malloc(n * sizeof *before);
+    memcpy(before, m->acts.logits, n * sizeof *before);
+
+    char dir[] = "/tmp/tlm_cfg_rt_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char out[64];
+    snprintf(out, sizeof out, "%s/model", dir);
+    CHECK(model_save_dir(m, out) == 0, "save: %s", tlm_last_error());
+    tlm_model *r = model_load_dir(out);
+    CHECK(r != NULL, "load: %s", tlm_last_error());
+    if (r) {
+        CHECK(same_config(&m->cfg, &r->cfg), "the saved llama-3 config comes back different");
+        CHECK(r->cfg.rope_scaling == ROPE_SCALING_LLAMA3 && r->cfg.rope_factor == 8.0f &&
+                  r->cfg.rope_original_max_pos == 16,
+              "rope_scaling lost in save/load (type %d factor %g)", (int)r->cfg.rope_scaling, r->cfg.rope_factor);
+        CHECK(model_forward(r, ids, NULL, 1, T, NULL) == 0, "forward after load: %s", tlm_last_error());
+        size_t differ = 0;
+        for (size_t i = 0; i < n; i++) differ += memcmp(&before[i], &r->acts.logits[i], sizeof(float)) != 0;
+        CHECK(differ == 0, "%zu of %zu logits differ after save/load", differ, n);
+        model_free(r);
+    }
+    char path[96];
+    snprintf(path, sizeof path, "%s/config.json", out), unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", out), unlink(path);
+    rmdir(out), rmdir(dir);
+    free(before);
+    model_free(m);
+}
+
+int main(void) {
+    test_every_key();
+    test_llama3_save_load();
+    printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
+    return failures ? 1 : 0;
+}
