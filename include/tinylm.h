@@ -55,7 +55,7 @@ TLM_API const float *tlm_grad(const tlm_model *m, const char *tensor_name, size_
 TLM_API void tlm_zero_grad(tlm_model *m);
 
 TLM_API const char *tlm_error_message(void);
-/* 1: the interface below (bindings check it) */
+/* 2: the interface below (bindings check it) */
 TLM_API int tlm_abi_version(void);
 
 /* ---- hooks: a callback at each named activation point (docs/python.md) ---------------------
@@ -99,6 +99,32 @@ TLM_API const char *tlm_tok_piece(const tlm_tokenizer *t, int prev, int id, size
 TLM_API int tlm_tok_bos(const tlm_tokenizer *t);
 TLM_API int tlm_tok_eos(const tlm_tokenizer *t);
 TLM_API int tlm_tok_vocab_size(const tlm_tokenizer *t);
+
+/* ---- added with interface version 2 (python/tinylm) ------------------------------------------ */
+/* Threads 1..1024 (else -1 and a message); in a forked child always 1 (libgomp's threads do not
+ * survive fork). tlm_set_threads ignores a value out of range (the message is set). */
+TLM_API int tlm_set_threads_checked(int n);
+TLM_API int tlm_threads(void);
+/* 1 in a child forked from a process that had loaded the library */
+TLM_API int tlm_is_forked_child(void);
+/* max_position_embeddings: no forward takes a longer sequence */
+TLM_API int tlm_max_positions(const tlm_model *m);
+/* Process-wide: loading accepts weights holding NaN/Inf (with a warning) — the CLI's --allow-nonfinite */
+TLM_API void tlm_allow_nonfinite(int allow);
+/* Called by a forward hook callback that left the data as it was: the pass then goes on as if
+ * no callback had run there (for hook_pattern: z is not computed again from the pattern, so a
+ * no-op rewrite keeps the logits bit-identical). */
+TLM_API void tlm_hook_unchanged(tlm_model *m);
+/* The sampler of `tinylm generate` (src/infer/sampler.c): the same settings and seed give the same
+ * tokens (llama2.c checkpoints: run.c's stream). NULL + message on a setting out of range. */
+typedef struct tlm_sampler tlm_sampler;
+TLM_API tlm_sampler *tlm_sampler_new(const tlm_model *m, float temperature, int top_k, float top_p, uint64_t seed);
+TLM_API int tlm_sampler_next(tlm_sampler *s, const float *logits);
+TLM_API void tlm_sampler_free(tlm_sampler *s);
+/* `tinylm generate` itself (KV cache; stops at the tokenizer's BOS or EOS, which are not
+ * returned): up to max_new ids into ids_out, their count in *n_out. No hooks may be attached. */
+TLM_API int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
+                         float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out);
 
 #ifdef __cplusplus
 }

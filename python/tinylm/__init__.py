@@ -1,18 +1,27 @@
 """tinylm — the engine from Python: run, cache, patch, steer and differentiate a model.
 
     import tinylm
-    model = tinylm.load("data/stories260K.bin", tokenizer="data/tok512.bin")
-    ids = model.tokenize("Once upon a time")
-    logits, cache = model.run_with_cache(ids)          # cache["blocks.0.attn.hook_pattern"] ...
-    logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.2.hook_resid_post", fn)])
+    with tinylm.load("data/stories260K.bin", tokenizer="data/tok512.bin") as model:
+        ids = model.tokenize("Once upon a time")
+        logits, cache = model.run_with_cache(ids)      # cache["blocks.0.attn.hook_pattern"] ...
+        logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.2.hook_resid_post", fn)])
 
 Hook names, shapes and what tinylm adds to TransformerLens' set: docs/python.md.
 Only ctypes and NumPy: activations reach hook functions as NumPy views of the engine's own
 buffers (no copy); the cache and returned logits are copies (the next pass reuses the buffers).
+
+Threads: one Model runs one call at a time (calls from several threads wait for each other, in
+turn); several models run in parallel. A call on a model from inside one of its own hooks is
+refused (TinylmError). docs/python.md ("Threads, processes, lifetime").
 """
+import contextlib
 import ctypes
 import json
-import math
+import numbers
+import os
+import signal
+import threading
+import weakref
 
 import numpy as np
 
@@ -21,27 +30,82 @@ from . import _lib
 __all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError"]
 
 _L = _lib.load_library()
+_MAX_THREADS = 1024
 
 
 class TinylmError(RuntimeError):
     pass
 
 
-def _err(what):
+def _c_message():
     msg = _L.tlm_error_message()
-    return TinylmError("%s: %s" % (what, msg.decode("utf-8", "replace") if msg else "failed"))
+    return msg.decode("utf-8", "replace") if msg else ""
+
+
+def _err(what, msg=None):
+    """TinylmError 'what: <the library's message>', each prefix once (the library's message often
+    starts with the same word)."""
+    msg = _c_message() if msg is None else msg
+    while msg.startswith(what + ": "):
+        msg = msg[len(what) + 2:]
+    msg = msg.replace("(--allow-nonfinite accepts it)", "(tinylm.load(..., allow_nonfinite=True) accepts it)")
+    return TinylmError("%s: %s" % (what, msg or "failed"))
+
+
+# ---- threads ------------------------------------------------------------------------------------
+# OpenMP keeps its thread count per calling thread: the count set here is applied on whichever
+# Python thread runs a pass (Model._using).
+_threads = None
 
 
 def set_threads(n):
-    """OpenMP threads of the engine's kernels."""
-    _L.tlm_set_threads(int(n))
+    """OpenMP threads of the engine's kernels, 1..1024, for every later call from any thread (a
+    process forked from one that loaded tinylm runs on one thread)."""
+    global _threads
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 1 <= n <= _MAX_THREADS:
+        raise ValueError("set_threads: n = %r; must be an integer in 1..%d" % (n, _MAX_THREADS))
+    if _L.tlm_set_threads_checked(int(n)):
+        raise _err("set_threads")
+    _threads = int(n)
 
 
-def load(path, tokenizer=None):
+def _apply_threads():
+    if _threads is not None and _L.tlm_threads() != _threads and not _L.tlm_is_forked_child():
+        _L.tlm_set_threads_checked(_threads)
+
+
+# ---- processes ----------------------------------------------------------------------------------
+_models = weakref.WeakSet()
+_load_lock = threading.Lock()  # (allow_nonfinite is a process-wide switch of the library)
+
+
+def _after_fork_in_child():
+    """The child has only the forking thread: a model another thread was using is mid-pass here
+    (its buffers half written), and its lock would never be released."""
+    global _load_lock
+    _load_lock = threading.Lock()
+    for m in list(_models):
+        if m._owner is not None:
+            m._broken = "the process forked while another thread was running this model"
+        m._lock, m._tok_lock, m._owner = threading.Lock(), threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def load(path, tokenizer=None, allow_nonfinite=False):
     """Any model `tinylm --model` takes: a tinylm checkpoint or training run directory, a Hugging
     Face directory, or a llama2.c .bin (with tokenizer= its tokenizer .bin). tokenizer= a path
-    overrides the one stored with the model."""
-    h = _L.tlm_load_any(str(path).encode())
+    overrides the one stored with the model (it must not have more tokens than the model).
+    allow_nonfinite=True loads weights holding NaN/Inf (a warning on stderr), as the CLI's
+    --allow-nonfinite. Returns a Model (a context manager: `with tinylm.load(...) as m:`)."""
+    with _load_lock:
+        _L.tlm_allow_nonfinite(1 if allow_nonfinite else 0)
+        try:
+            h = _L.tlm_load_any(str(path).encode())
+        finally:
+            _L.tlm_allow_nonfinite(0)
     if not h:
         raise _err("load %s" % path)
     return Model(h, str(path), tokenizer)
@@ -64,33 +128,75 @@ class HookPoint:
         return "HookPoint(%r)" % self.name
 
 
+def _is_int(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _int_array(ids, what, vocab):
+    """ids as an int32 array, refused (not cast) when they are not integers or not in [0, vocab)"""
+    a = np.asarray(ids)
+    if a.size == 0:
+        raise ValueError("%s: no token ids (an empty array)" % what)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iu":
+        raise TypeError("%s: token ids must be integers, got an array of %s (nothing is cast)"
+                        % (what, a.dtype))
+    lo, hi = a.min(), a.max()
+    if lo < 0 or hi >= vocab:
+        bad = lo if lo < 0 else hi
+        at = int(np.flatnonzero(a.reshape(-1) == bad)[0])
+        raise ValueError("%s: token id %d at position %d is outside the vocabulary [0, %d)" % (what, int(bad), at, vocab))
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
 def _metric_dlogits(metric, logits):
     """d metric / d logits for metric= : (pos, good, bad) = logits[pos, good] - logits[pos, bad]
     (a logit difference), or an array like logits (the gradient itself), or a callable
     logits -> such an array."""
     if callable(metric):
         g = metric(logits)
+        if g is None:
+            raise TypeError("metric: the metric function returned None; it must return d metric / d logits, "
+                            "an array shaped like the logits %s" % (logits.shape,))
+        if np.ndim(g) == 0:
+            raise TypeError("metric: the metric function returned a scalar (%r); it must return d metric / d logits, "
+                            "an array shaped like the logits %s (for a logit difference pass metric=(pos, good, bad))"
+                            % (g, logits.shape))
     elif isinstance(metric, tuple):
+        if len(metric) != 3 or not all(_is_int(v) for v in metric):
+            raise TypeError("metric: a tuple must be (pos, good, bad), three integers; got %r" % (metric,))
         pos, good, bad = metric
+        T, V = logits.shape[-2], logits.shape[-1]
+        if not -T <= pos < T or not 0 <= good < V or not 0 <= bad < V:
+            raise ValueError("metric: (pos, good, bad) = %r is outside the logits [T = %d, vocab = %d]" % (metric, T, V))
         g = np.zeros_like(logits)
         g[..., pos, good] += 1.0
         g[..., pos, bad] -= 1.0
     else:
         g = metric
+    g = np.asarray(g)
+    if g.dtype.kind not in "fiu" or g.dtype == np.bool_:
+        raise TypeError("metric: the gradient must be numbers, got %s" % g.dtype)
     g = np.ascontiguousarray(g, dtype=np.float32)
     if g.shape != logits.shape:
-        raise ValueError("metric gradient has shape %s, logits %s" % (g.shape, logits.shape))
+        raise ValueError("metric: the gradient has shape %s, the logits %s" % (g.shape, logits.shape))
     return g
 
 
 class Model:
+    """A loaded model. One call at a time (threads take turns); close() or `with` frees it."""
+
     def __init__(self, handle, path, tokenizer=None):
         self._h = ctypes.c_void_p(handle)
+        self._tok = None
+        self._lock, self._tok_lock = threading.Lock(), threading.Lock()
+        self._owner = None      # the thread whose call is running (re-entrancy from its hooks)
+        self._broken = None
         self.path = path
         p = _L.tlm_config_json(self._h)
         self.config = json.loads(ctypes.string_at(p).decode())
         _L.tlm_free_mem(p)
         self.vocab_size = _L.tlm_vocab_size(self._h)
+        self.max_positions = _L.tlm_max_positions(self._h)
         self.n_layers = self.config.get("num_hidden_layers")
         # the hook table: every point this config has
         self.hook_points = {}
@@ -104,20 +210,87 @@ class Model:
                 hp = HookPoint(name.value.decode(), i, flags.value)
                 self.hook_points[hp.name] = hp
                 self._by_id[i] = hp
+        self._pattern_ids = {hp.id for n, hp in self.hook_points.items() if n.endswith("attn.hook_pattern")}
         self._tok = _L.tlm_tok_open(str(tokenizer).encode() if tokenizer else None, path.encode())
-        self._tok_error = None if self._tok else _L.tlm_error_message().decode("utf-8", "replace")
+        self._tok_error = None if self._tok else _c_message()
         self._cb = _lib.HOOK_FN(self._callback)  # (kept alive as long as the model)
         self._active = None
         self._exc = None
+        self._interrupted = False
+        _models.add(self)
+        if tokenizer and not self._tok:
+            self.close()
+            raise _err("load %s: tokenizer %s" % (path, tokenizer), self._tok_error)
+        if self._tok and _L.tlm_tok_vocab_size(self._tok) > self.vocab_size:
+            n = _L.tlm_tok_vocab_size(self._tok)
+            self.close()
+            raise TinylmError("load %s: the tokenizer%s has %d tokens, the model only %d (not this model's tokenizer)"
+                              % (path, " " + str(tokenizer) if tokenizer else "", n, self.vocab_size))
+
+    # ---- lifetime ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _using(self, what):
+        """The model for one call: waits for a call from another thread to finish; refuses a call
+        from inside this model's own hooks and a closed model."""
+        me = threading.get_ident()
+        if self._owner == me:
+            raise TinylmError("%s: called from inside a hook of a pass running on this same model (a re-entrant "
+                              "call would overwrite the buffers that pass is using); use another Model "
+                              "(tinylm.load again) inside a hook" % what)
+        with self._lock:
+            if self._broken:
+                raise TinylmError("%s: this model is unusable: %s" % (what, self._broken))
+            if self._h is None:
+                raise TinylmError("%s: the model is closed" % what)
+            self._owner = me
+            try:
+                _apply_threads()
+                yield self._h
+            finally:
+                self._owner = None
+
+    def close(self):
+        """Frees the model and its tokenizer now (waits for a call in progress); any later call
+        raises TinylmError. Calling it again does nothing."""
+        if threading.get_ident() == getattr(self, "_owner", None):
+            raise TinylmError("close: called from inside a hook of a pass running on this model")
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock, self._tok_lock:
+            h, tok = self._h, self._tok
+            self._h, self._tok = None, None
+            if _L is not None:
+                if tok:
+                    _L.tlm_tok_close(tok)
+                if h:
+                    _L.tlm_free(h)
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __enter__(self):
+        if self._h is None:
+            raise TinylmError("with: the model is closed")
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def __del__(self):
-        h = getattr(self, "_h", None)
-        if h and _L is not None:
-            if getattr(self, "_tok", None):
-                _L.tlm_tok_close(self._tok)
-                self._tok = None
-            _L.tlm_free(h)
-            self._h = None
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown, or deleted inside its own hook)
+            pass
+
+    def _no_copy(self, *args):
+        raise TypeError("a tinylm.Model cannot be copied or pickled (it owns the engine's buffers); "
+                        "load the model again: tinylm.load(%r)" % self.path)
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = __getstate__ = _no_copy
 
     @property
     def hook_names(self):
@@ -125,51 +298,69 @@ class Model:
 
     # ---- tokenizer ------------------------------------------------------------------------
 
+    @contextlib.contextmanager
     def _tokenizer(self):
-        if not self._tok:
-            raise TinylmError("no tokenizer: %s (pass tokenizer= to tinylm.load)" % self._tok_error)
-        return self._tok
+        with self._tok_lock:
+            if self._h is None:
+                raise TinylmError("tokenizer: the model is closed")
+            if not self._tok:
+                raise TinylmError("no tokenizer: %s (pass tokenizer= to tinylm.load)" % self._tok_error)
+            yield self._tok
 
     def tokenize(self, text, bos=True):
         """text -> token ids (int32 [T]); with bos, the tokenizer's BOS first when it has one."""
+        if not isinstance(text, str):
+            raise TypeError("tokenize: text must be a str, got %s" % type(text).__name__)
         b = text.encode("utf-8")
         n = ctypes.c_size_t()
-        p = _L.tlm_tok_encode(self._tokenizer(), b, len(b), 1 if bos else 0, ctypes.byref(n))
-        if not p:
-            raise _err("tokenize")
+        with self._tokenizer() as tok:
+            p = _L.tlm_tok_encode(tok, b, len(b), 1 if bos else 0, ctypes.byref(n))
+            if not p:
+                raise _err("tokenize")
         ids = np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_int)), shape=(n.value,)).copy() \
             if n.value else np.zeros(0, np.int32)
         _L.tlm_free_mem(p)
         return ids.astype(np.int32)
 
+    def _tok_ids(self, ids, what):
+        with self._tokenizer() as tok:
+            V = _L.tlm_tok_vocab_size(tok)
+        a = np.asarray(ids).reshape(-1)
+        return np.zeros(0, np.int32) if a.size == 0 and a.dtype.kind in "iuf" else _int_array(a, what, V)
+
     def decode(self, ids):
-        ids = np.ascontiguousarray(np.asarray(ids).reshape(-1), dtype=np.int32)
+        """The text of ids, as `tinylm tokenize --decode` (BOS and EOS give no text)."""
+        ids = self._tok_ids(ids, "decode")
         n = ctypes.c_size_t()
-        p = _L.tlm_tok_decode(self._tokenizer(), ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int)), ids.size,
-                              ctypes.byref(n))
-        if not p:
-            raise _err("decode")
+        with self._tokenizer() as tok:
+            p = _L.tlm_tok_decode(tok, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int)), ids.size, ctypes.byref(n))
+            if not p:
+                raise _err("decode")
         s = ctypes.string_at(p, n.value).decode("utf-8", "replace")
         _L.tlm_free_mem(p)
         return s
 
     def to_str_tokens(self, text_or_ids, bos=True):
         """The text of each token (as the tokenizer's piece after the previous token)."""
-        ids = self.tokenize(text_or_ids, bos) if isinstance(text_or_ids, str) else np.asarray(text_or_ids).reshape(-1)
+        ids = self.tokenize(text_or_ids, bos) if isinstance(text_or_ids, str) \
+            else self._tok_ids(text_or_ids, "to_str_tokens")
         out, prev, n = [], -1, ctypes.c_size_t()
-        for t in ids:
-            p = _L.tlm_tok_piece(self._tokenizer(), prev, int(t), ctypes.byref(n))
-            out.append(ctypes.string_at(p, n.value).decode("utf-8", "replace") if p else "")
-            prev = int(t)
+        with self._tokenizer() as tok:
+            for t in ids:
+                p = _L.tlm_tok_piece(tok, prev, int(t), ctypes.byref(n))
+                out.append(ctypes.string_at(p, n.value).decode("utf-8", "replace") if p else "")
+                prev = int(t)
         return out
 
     @property
     def bos(self):
-        return _L.tlm_tok_bos(self._tokenizer())
+        with self._tokenizer() as tok:
+            return _L.tlm_tok_bos(tok)
 
     @property
     def eos(self):
-        return _L.tlm_tok_eos(self._tokenizer())
+        with self._tokenizer() as tok:
+            return _L.tlm_tok_eos(tok)
 
     # ---- hooks ------------------------------------------------------------------------------
 
@@ -189,14 +380,19 @@ class Model:
         return out
 
     def _callback(self, user, hook_id, data, ndim, shape, is_grad):
+        # (a pending Ctrl-C cannot raise here: _run's SIGINT handler only sets _interrupted; and a
+        # callback that never got into this try is caught by the counts _run compares)
         try:
+            act = self._active
+            act["calls"][1 if is_grad else 0] += 1
+            if self._interrupted:
+                return 1  # (ends the pass; _run raises KeyboardInterrupt)
             hp = self._by_id[hook_id]
             shp = tuple(shape[i] for i in range(ndim))
-            view = np.ctypeslib.as_array(data, shape=shp)  # the engine's buffer itself
-            act = self._active
-            if act["squeeze"]:
-                view = view[0]
+            full = np.ctypeslib.as_array(data, shape=shp)  # the engine's buffer itself
+            view = full[0] if act["squeeze"] else full
             if is_grad:
+                view.flags.writeable = False  # (a gradient is reported, not an input of anything)
                 for fn in act["bwd"].get(hook_id, ()):
                     fn(view, hp)
                 return 0
@@ -205,6 +401,9 @@ class Model:
                 shown = 1.0 / view  # the norm's scale: sqrt(mean square (+ eps)); [.., T, 1]
             elif hp.flags & _lib.HOOK_MASKED:
                 shown = np.where(act["masks"][hook_id], view, -np.inf).astype(np.float32)
+            if not hp.writable:
+                shown.flags.writeable = False  # (an in-place edit raises instead of being ignored)
+            before = full.copy() if hook_id in act["pattern_writes"] else None
             for fn in act["fwd"].get(hook_id, ()):
                 r = fn(shown, hp)
                 if r is not None:
@@ -216,6 +415,8 @@ class Model:
                                          % (hp.name, r.shape, view.shape))
                     if r is not view:
                         np.copyto(view, r)
+            if before is not None and np.array_equal(before, full):
+                _L.tlm_hook_unchanged(self._h)  # (z stays the kernel's: bit-identical logits)
             return 0
         except BaseException as e:  # noqa: B902 (reported after the pass)
             if self._exc is None:
@@ -238,71 +439,111 @@ class Model:
                 out[hp.id] = ok
         return out
 
-    def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None):
+    def _ids2(self, ids, what):
+        ids = _int_array(ids, what, self.vocab_size)
+        squeeze = ids.ndim == 1
+        ids2 = ids.reshape(1, -1) if squeeze else ids
+        if ids2.ndim != 2:
+            raise ValueError("%s: ids must be a [T] or [B, T] array of token ids, got shape %s" % (what, ids.shape))
+        return ids2, squeeze
+
+    @contextlib.contextmanager
+    def _sigint_flag(self, on):
+        """During a hooked pass on the main thread: Ctrl-C sets a flag (the next callback ends the
+        pass) instead of raising wherever Python code runs next — which can be inside ctypes'
+        callback machinery, where the exception is printed and dropped and the pass goes on."""
+        prev = None
+        if on and threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            def flag(signum, frame):
+                self._interrupted = True
+            prev = signal.signal(signal.SIGINT, flag)
+        try:
+            yield
+        finally:
+            if prev is not None:
+                signal.signal(signal.SIGINT, prev)
+
+    def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward"):
         """One forward (and backward) with hook functions attached: fwd/bwd {hook id: [fn(view, hook)]}.
         backward: None, "loss", or a dlogits callable(logits) -> array. Returns (logits copy, loss)."""
-        ids = np.asarray(ids)
-        squeeze = ids.ndim == 1
-        ids2 = np.ascontiguousarray(ids.reshape(1, -1) if squeeze else ids, dtype=np.int32)
-        if ids2.ndim != 2 or ids2.size == 0:
-            raise ValueError("ids must be a non-empty [T] or [B, T] array of token ids")
+        ids2, squeeze = self._ids2(ids, what)
         B, T = ids2.shape
+        if (targets is not None or backward == "loss") and T < 2:
+            raise ValueError("%s: the loss needs at least 2 tokens (a sequence of %d has nothing to predict)"
+                             % (what, T))
         IP = ctypes.POINTER(ctypes.c_int)
         tg = None
         if targets is not None:
             tg = np.ascontiguousarray(np.asarray(targets).reshape(B, T), dtype=np.int32)
         fwd, bwd = fwd or {}, bwd or {}
         hooked = bool(fwd or bwd)
-        if hooked:
-            fm = bytearray(self._n_hooks)
-            bm = bytearray(self._n_hooks)
-            for i in fwd:
-                fm[i] = 2 if i in writes else 1
-            for i in bwd:
-                bm[i] = 1
-            self._active = {"fwd": fwd, "bwd": bwd, "squeeze": squeeze,
-                            "masks": self._attention_masks(T) if any(
-                                self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
-            self._exc = None
-            if _L.tlm_set_hooks(self._h, self._cb, None, bytes(fm), bytes(bm)):
-                raise _err("set hooks")
-        try:
-            loss = ctypes.c_float(float("nan"))
-            rc = _L.tlm_forward(self._h, ids2.ctypes.data_as(IP), tg.ctypes.data_as(IP) if tg is not None else None,
-                                B, T, ctypes.byref(loss))
-            if self._exc is not None:
-                raise self._exc
-            if rc:
-                raise _err("forward")
-            logits = np.ctypeslib.as_array(_L.tlm_logits(self._h), shape=(B, T, self.vocab_size)).copy()
-            if backward is not None:
-                _L.tlm_zero_grad(self._h)
-                if backward == "loss":
-                    rc = _L.tlm_backward(self._h, 1.0)
-                else:
-                    g = backward(logits[0] if squeeze else logits).reshape(B, T, self.vocab_size)
-                    g = np.ascontiguousarray(g, dtype=np.float32)
-                    rc = _L.tlm_backward_logits(self._h, g.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-                if self._exc is not None:
-                    raise self._exc
-                if rc:
-                    raise _err("backward")
-        finally:
+        with self._using(what) as h, self._sigint_flag(hooked):
             if hooked:
-                _L.tlm_set_hooks(self._h, _lib.HOOK_FN(), None, None, None)
-                self._active, self._exc = None, None
+                fm = bytearray(self._n_hooks)
+                bm = bytearray(self._n_hooks)
+                for i in fwd:
+                    fm[i] = 2 if i in writes else 1
+                for i in bwd:
+                    bm[i] = 1
+                self._active = {"fwd": fwd, "bwd": bwd, "squeeze": squeeze, "calls": [0, 0],
+                                "pattern_writes": self._pattern_ids & set(writes),
+                                "masks": self._attention_masks(T) if any(
+                                    self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
+                self._exc, self._interrupted = None, False
+                if _L.tlm_set_hooks(h, self._cb, None, bytes(fm), bytes(bm)):
+                    raise _err("set hooks")
+            try:
+                loss = ctypes.c_float(float("nan"))
+                rc = _L.tlm_forward(h, ids2.ctypes.data_as(IP), tg.ctypes.data_as(IP) if tg is not None else None,
+                                    B, T, ctypes.byref(loss))
+                self._raise_after(rc, what, "forward", len(fwd), 0)
+                logits = np.ctypeslib.as_array(_L.tlm_logits(h), shape=(B, T, self.vocab_size)).copy()
+                if backward is not None:
+                    _L.tlm_zero_grad(h)
+                    if backward == "loss":
+                        rc = _L.tlm_backward(h, 1.0)
+                    else:
+                        g = backward(logits[0] if squeeze else logits).reshape(B, T, self.vocab_size)
+                        g = np.ascontiguousarray(g, dtype=np.float32)
+                        rc = _L.tlm_backward_logits(h, g.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+                    self._raise_after(rc, what, "backward", len(fwd), len(bwd))
+            finally:
+                if hooked:
+                    _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
+                    self._active, self._exc = None, None
+                    interrupted, self._interrupted = self._interrupted, False
+                    if interrupted:
+                        raise KeyboardInterrupt
         return (logits[0] if squeeze else logits), loss.value
+
+    def _raise_after(self, rc, what, stage, n_fwd, n_bwd):
+        """After a pass: a Ctrl-C, a hook's exception, the library's error, or callbacks missing."""
+        if self._interrupted:
+            raise KeyboardInterrupt
+        if self._exc is not None:
+            raise self._exc
+        if rc:
+            raise _err(what if what == stage else "%s: %s" % (what, stage))
+        if self._active is not None and self._active["calls"] != [n_fwd, n_bwd]:
+            raise TinylmError("%s: %d of %d forward and %d of %d backward hook callbacks ran (an exception "
+                              "was raised outside a hook function, e.g. by a signal handler): the result would "
+                              "be incomplete" % (what, self._active["calls"][0], n_fwd, self._active["calls"][1],
+                                                 n_bwd))
 
     def _fwd_table(self, fwd_hooks):
         table, writes = {}, set()
-        for name, fn in fwd_hooks or ():
+        for item in fwd_hooks or ():
+            if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
+                raise TypeError("fwd_hooks: each entry must be (name or name -> bool, fn(activation, hook)), got %r"
+                                % (item,))
+            name, fn = item
             for hp in self._resolve(name):
                 table.setdefault(hp.id, []).append(fn)
                 writes.add(hp.id)
         return table, writes
 
-    @staticmethod
-    def _next_targets(ids):
+    def _next_targets(self, ids):
         ids = np.asarray(ids)
         t = np.full(ids.shape, -1, dtype=np.int32)
         t[..., :-1] = ids[..., 1:]
@@ -318,17 +559,18 @@ class Model:
     forward = __call__
 
     def loss(self, ids, fwd_hooks=None):
-        """Mean next-token cross-entropy of ids (each position predicts the next)."""
+        """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens)."""
         fwd, writes = self._fwd_table(fwd_hooks)
-        return self._run(ids, targets=self._next_targets(ids), fwd=fwd, writes=writes)[1]
+        ids2, _ = self._ids2(ids, "loss")
+        return self._run(ids, targets=self._next_targets(ids2), fwd=fwd, writes=writes, what="loss")[1]
 
     def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False):
         """Logits with fwd_hooks = [(name or name -> bool, fn(activation, hook))] attached: fn sees
         the activation (a NumPy view of the engine's buffer) and may return a replacement of the
         same shape (or change it in place); the pass continues from it."""
         fwd, writes = self._fwd_table(fwd_hooks)
-        targets = self._next_targets(ids) if return_loss else None
-        logits, loss = self._run(ids, targets=targets, fwd=fwd, writes=writes)
+        targets = self._next_targets(self._ids2(ids, "run_with_hooks")[0]) if return_loss else None
+        logits, loss = self._run(ids, targets=targets, fwd=fwd, writes=writes, what="run_with_hooks")
         return (logits, loss) if return_loss else logits
 
     def run_with_cache(self, ids, names=None, backward=False, metric=None, fwd_hooks=()):
@@ -358,10 +600,13 @@ class Model:
                     bwd[hp.id] = [keep_grad]
             if metric is None:
                 how = "loss"
-                targets = self._next_targets(ids)
+                targets = self._next_targets(self._ids2(ids, "run_with_cache")[0])
             else:
                 how = lambda logits: _metric_dlogits(metric, logits)  # noqa: E731
-        logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how)
+        elif metric is not None:
+            raise ValueError("run_with_cache: metric= needs backward=True")
+        logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
+                                 what="run_with_cache")
         ordered = {}
         for hp in sel:  # forward order, gradients after their activation
             for k in (hp.name, hp.name + "_grad"):
@@ -371,38 +616,85 @@ class Model:
 
     # ---- generation --------------------------------------------------------------------------
 
+    @staticmethod
+    def _sampling(temperature, top_k, top_p, seed):
+        """the C sampler's settings, checked (ValueError naming the argument)"""
+        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+                or not (0 <= float(temperature) < float("inf")):
+            raise ValueError("generate: temperature = %r; must be a finite number >= 0 (0 = greedy)" % (temperature,))
+        if top_k is None:
+            top_k = 0
+        if not _is_int(top_k) or not 0 <= top_k <= 0x7fffffff:
+            raise ValueError("generate: top_k = %r; must be None or an integer >= 0 (0 = off)" % (top_k,))
+        if top_p is None:
+            top_p = 0.0
+        if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0.0 <= float(top_p) <= 1.0:
+            raise ValueError("generate: top_p = %r; must be None or a number in [0, 1] (0 or 1 = off)" % (top_p,))
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        if not _is_int(seed) or not -2 ** 63 <= seed < 2 ** 64:
+            raise ValueError("generate: seed = %r; must be an integer in [-2^63, 2^64) (as `tinylm generate --seed`)"
+                             % (seed,))
+        return float(temperature), int(top_k), float(top_p), int(seed) % 2 ** 64
+
     def generate(self, prompt, n=50, temperature=1.0, top_k=None, top_p=None, seed=None, fwd_hooks=(),
                  stop_at_eos=True, return_ids=False):
-        """Samples n tokens after prompt (text, or ids) with fwd_hooks attached at every step
-        (each step runs the whole sequence: hooks see every position every time). temperature 0 =
-        greedy. Returns the continuation's text (or ids with return_ids=True)."""
-        ids = list(self.tokenize(prompt) if isinstance(prompt, str) else np.asarray(prompt).reshape(-1))
-        start = len(ids)
-        rng = np.random.default_rng(seed)
+        """Samples up to n tokens after prompt (text, or ids) as `tinylm generate` does: the same
+        sampler (temperature 0 = greedy, top-k, top-p, the engine's RNG: the same seed gives the
+        CLI's text), stopping at the tokenizer's BOS or EOS (not returned; stop_at_eos=False goes
+        on). Without fwd_hooks it runs the CLI's KV-cache loop; with fwd_hooks every step runs the
+        whole sequence, so hooks see every position every time. The prompt plus n must fit in
+        max_position_embeddings. Returns the continuation's text (or ids with return_ids=True)."""
+        if not _is_int(n) or n < 1:
+            raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
+        temperature, top_k, top_p, seed = self._sampling(temperature, top_k, top_p, seed)
+        if isinstance(prompt, str):
+            ids = self.tokenize(prompt)
+            if ids.size == 0:  # no prompt and no BOS token: a new line, as the CLI starts
+                ids = self.tokenize("\n", bos=False)
+        else:
+            ids = _int_array(np.asarray(prompt).reshape(-1), "generate", self.vocab_size)
+        P = int(ids.size)
+        if P + n > self.max_positions:
+            raise ValueError("generate: the prompt's %d tokens + n = %d new ones exceed the model's "
+                             "max_position_embeddings = %d" % (P, n, self.max_positions))
         fwd, writes = self._fwd_table(fwd_hooks)
-        limit = self.config.get("max_position_embeddings") or 0
-        eos = _L.tlm_tok_eos(self._tok) if self._tok else -1
-        for _ in range(n):
-            ctx = ids[-limit:] if limit else ids
-            logits = self._run(np.array(ctx, np.int32), fwd=dict(fwd), writes=writes)[0][-1].astype(np.float64)
-            if temperature <= 0:
-                nxt = int(np.argmax(logits))
-            else:
-                z = logits / temperature
-                if top_k:
-                    kth = np.sort(z)[-min(int(top_k), z.size)]
-                    z = np.where(z < kth, -np.inf, z)
-                p = np.exp(z - z.max())
-                p /= p.sum()
-                if top_p is not None and top_p < 1.0:
-                    order = np.argsort(-p)
-                    cum = np.cumsum(p[order])
-                    cut = order[np.searchsorted(cum, top_p) + 1:]
-                    p[cut] = 0.0
-                    p /= p.sum()
-                nxt = int(rng.choice(p.size, p=p))
-            ids.append(nxt)
-            if stop_at_eos and nxt == eos:
-                break
-        out = np.array(ids[start:], np.int32)
+        if not fwd and stop_at_eos and self._tok:
+            out = self._generate_cached(ids, n, temperature, top_k, top_p, seed)
+        else:
+            out = self._generate_recompute(ids, n, temperature, top_k, top_p, seed, fwd, writes, stop_at_eos)
         return out if return_ids else self.decode(out)
+
+    def _generate_cached(self, ids, n, temperature, top_k, top_p, seed):
+        IP = ctypes.POINTER(ctypes.c_int)
+        out = np.zeros(n, np.int32)
+        made = ctypes.c_int()
+        with self._using("generate") as h, self._tokenizer() as tok:
+            if _L.tlm_generate(h, tok, ids.ctypes.data_as(IP), ids.size, n, temperature, top_k, top_p, seed,
+                               out.ctypes.data_as(IP), ctypes.byref(made)):
+                raise _err("generate")
+        return out[:made.value].copy()
+
+    def _generate_recompute(self, ids, n, temperature, top_k, top_p, seed, fwd, writes, stop_at_eos):
+        with self._using("generate") as h:
+            s = _L.tlm_sampler_new(h, temperature, top_k, top_p, seed)
+            if not s:
+                raise _err("generate")
+        stop = set()
+        if stop_at_eos and self._tok:
+            stop = {self.bos, self.eos} - {-1}
+        seq = list(int(i) for i in ids)
+        out = []
+        try:
+            for _ in range(n):
+                logits = self._run(np.array(seq, np.int32), fwd=dict(fwd), writes=writes, what="generate")[0]
+                last = np.ascontiguousarray(logits[-1], dtype=np.float32)
+                with self._using("generate"):
+                    nxt = _L.tlm_sampler_next(s, last.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+                if nxt in stop:
+                    break
+                seq.append(nxt)
+                out.append(nxt)
+        finally:
+            _L.tlm_sampler_free(s)
+        return np.array(out, np.int32)

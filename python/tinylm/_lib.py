@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
@@ -31,10 +31,11 @@ def load_library():
         tried.append(path)
         if os.path.exists(path):
             lib = ctypes.CDLL(path)
-            _declare(lib)
-            if lib.tlm_abi_version() != ABI_VERSION:
+            lib.tlm_abi_version.restype, lib.tlm_abi_version.argtypes = ctypes.c_int, []
+            if lib.tlm_abi_version() != ABI_VERSION:  # (before declaring: an older library lacks names)
                 raise ImportError("%s: interface version %d, this package wants %d"
                                   % (path, lib.tlm_abi_version(), ABI_VERSION))
+            _declare(lib)
             lib.path = path
             return lib
     raise ImportError("libtinylm.so not found (tried %s); build it (cmake --build build) or set TINYLM_LIB"
@@ -70,6 +71,17 @@ def _declare(lib):
         "tlm_tok_bos": (I, [P]),
         "tlm_tok_eos": (I, [P]),
         "tlm_tok_vocab_size": (I, [P]),
+        # interface version 2
+        "tlm_set_threads_checked": (I, [I]),
+        "tlm_threads": (I, []),
+        "tlm_is_forked_child": (I, []),
+        "tlm_max_positions": (I, [P]),
+        "tlm_allow_nonfinite": (V, [I]),
+        "tlm_hook_unchanged": (V, [P]),
+        "tlm_sampler_new": (P, [P, F, I, F, ctypes.c_uint64]),
+        "tlm_sampler_next": (I, [P, FP]),
+        "tlm_sampler_free": (V, [P]),
+        "tlm_generate": (I, [P, P, IP, I, I, F, I, F, ctypes.c_uint64, IP, IP]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

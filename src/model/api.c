@@ -2,11 +2,17 @@
 #include "tinylm.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "infer/generate.h"
+#include "infer/sampler.h"
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/finite.h"
 
 tlm_model *tlm_load(const char *dir) { return model_load_dir(dir); }
 
@@ -46,9 +52,7 @@ int tlm_backward_logits(tlm_model *m, const float *dlogits) { return model_backw
 tlm_model *tlm_load_any(const char *path) { return model_load_dir(path); }
 char *tlm_config_json(const tlm_model *m) { return config_to_json(&m->cfg); }
 void tlm_free_mem(void *p) { free(p); }
-void tlm_set_threads(int n) {
-    if (n > 0) omp_set_num_threads(n);
-}
+void tlm_set_threads(int n) { (void)tlm_set_threads_checked(n); } /* (out of 1..1024: ignored, the message set) */
 
 tlm_tokenizer *tlm_tok_open(const char *path, const char *model_path) {
     return path ? tlm_tokenizer_load(path) : model_load_tokenizer(model_path);
@@ -71,4 +75,66 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 1; }
+int tlm_abi_version(void) { return 2; }
+
+/* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
+
+/* Forked children: libgomp's thread pool does not survive fork() (the child has only the forking
+ * thread, and the next parallel region waits for the parent's threads forever), so a child runs
+ * on one thread; tlm_set_threads keeps it there. */
+static int forked_child;
+static void after_fork_in_child(void) {
+    forked_child = 1;
+    omp_set_num_threads(1);
+}
+__attribute__((constructor)) static void register_fork_handler(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }
+
+int tlm_set_threads_checked(int n) {
+    if (n < 1 || n > 1024) return tlm_error("set_threads: %d threads; must be 1..1024", n);
+    omp_set_num_threads(forked_child ? 1 : n);
+    return 0;
+}
+int tlm_threads(void) { return omp_get_max_threads(); }
+int tlm_is_forked_child(void) { return forked_child; }
+
+int tlm_max_positions(const tlm_model *m) { return m->cfg.max_seq; }
+
+void tlm_allow_nonfinite(int allow) { tlm_set_allow_nonfinite(allow); }
+
+struct tlm_sampler {
+    sampler s;
+};
+
+tlm_sampler *tlm_sampler_new(const tlm_model *m, float temperature, int top_k, float top_p, uint64_t seed) {
+    tlm_sampler *t = malloc(sizeof *t);
+    if (!t) return tlm_error("out of memory"), NULL;
+    if (sampler_init(&t->s, m->cfg.vocab_size, temperature, top_k, top_p, seed)) {
+        free(t);
+        return NULL;
+    }
+    /* as generate.c: a llama2.c checkpoint samples run.c's stream for a seed */
+    if (!strcmp(m->cfg.model_type, "llama2c")) sampler_seed_runc(&t->s, seed);
+    return t;
+}
+int tlm_sampler_next(tlm_sampler *s, const float *logits) { return sampler_next(&s->s, logits); }
+void tlm_sampler_free(tlm_sampler *s) {
+    if (s) sampler_free(&s->s), free(s);
+}
+
+int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
+                 float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out) {
+    *n_out = 0;
+    if (m->hooks) return tlm_error("generate: detach the hooks first (a KV cache has no hook points)");
+    if (max_new < 1) return tlm_error("generate: n = %d new tokens; must be >= 1", max_new);
+    /* the text generate() prints is not wanted here: only the ids */
+    FILE *sink = fopen("/dev/null", "w");
+    if (!sink) return tlm_error("generate: cannot open /dev/null");
+    gen_options g = {.max_new_tokens = max_new, .temperature = temperature, .top_k = top_k, .top_p = top_p,
+                     .seed = seed};
+    const model_mode mode = m->mode;
+    model_set_mode(m, MODEL_INFER_LAST); /* as `tinylm generate` runs it */
+    int rc = generate(m, tok, prompt, n_prompt, &g, sink, ids_out, n_out, NULL);
+    model_set_mode(m, mode);
+    fclose(sink);
+    return rc;
+}

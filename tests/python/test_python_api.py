@@ -116,7 +116,8 @@ def check_model(label, model, ref, ids, rng):
           ", ".join(bad[:4]))
     # patching with its own value: bit-identical
     names = ["hook_embed", "blocks.0.hook_resid_pre", "blocks.0.attn.hook_z", "blocks.0.attn.hook_q",
-             "blocks.%d.hook_resid_mid" % (model.n_layers - 1), "blocks.0.mlp.hook_post", "blocks.0.hook_attn_out"]
+             "blocks.%d.hook_resid_mid" % (model.n_layers - 1), "blocks.0.mlp.hook_post", "blocks.0.hook_attn_out",
+             "blocks.0.attn.hook_pattern"]
     same = model.run_with_hooks(ids, fwd_hooks=[(n, lambda a, h: a.copy()) for n in names])
     check(np.array_equal(same, lg), "%s: patching hooks with their own values: bit-identical logits" % label)
     # zero-ablate head 1 of layer 0 via hook_z
