@@ -125,6 +125,8 @@ typedef struct {
 
 /* ---- the model -------------------------------------------------------------------------------- */
 
+#define MODEL_MAX_OBSERVERS 4
+
 typedef struct tlm_model {
     tlm_config cfg;
     tensor_info *tensors;
@@ -145,27 +147,47 @@ typedef struct tlm_model {
     int rope_len;
     activations acts;
     struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
-    /* attached (NULL = none): called when a forward (is_backward 0) or a backward (1) has finished,
-     * with everything it computed in acts / grad_mem; non-zero fails the pass. Probes attach here
-     * (src/probes/probe.h). */
-    int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
-    void *after_pass_user;
-    struct model_hooks *hooks; /* attached: a callback at each named activation (hooks.c); NULL = none */
-    /* set: model_forward calls it after the embedding (layer -1) and after each layer l, while
-     * that layer's activations are still there (MODEL_INFER keeps only one layer's): analyses of
-     * long inputs (inspect) take per-layer numbers as the pass goes. Non-zero stops the pass. */
-    int (*layer_hook)(void *ctx, const struct tlm_model *m, int layer);
-    void *layer_hook_ctx;
-    int keep_attention_maps; /* set: forwards keep [B,H,T,T] scores and probs for a reader other
-                                than hooks, probes and layer_hook (which imply it) */
-    int no_batch_split;      /* set: never split a batch's sequences across the threads (model.c) */
+    /* attached observers of every pass (model_observe), in attach order; what they need decides
+     * what the pass keeps (attention maps) and whether it may split the batch */
+    const struct model_observer *observers[MODEL_MAX_OBSERVERS];
+    int n_observers;
+    struct model_hooks *hooks; /* tlm_set_hooks's state (hooks.c), one of the observers when set */
     struct batch_split *split; /* the per-thread views of a split batch; NULL until one is split */
 } tlm_model;
 
-/* Whether full-sequence forwards keep every layer's attention scores and probabilities
- * [B,H,T,T] in acts (for hooks, probes, a layer_hook or keep_attention_maps); otherwise the
- * attention works block by block in scratch and its backward computes the blocks again. */
+/* ---- observers: the one way to watch a pass (hooks.c) ------------------------------------------
+ * Python hooks, probes, inspect, the lens and the trainer's attention log attach an observer;
+ * the pass derives from the attached ones what it must keep and whether it may split. The
+ * observer is the caller's and must outlive its attachment. Every callback may be NULL. */
+enum {
+    OBSERVE_MAPS = 1,        /* keep every layer's [B,H,T,T] scores and probabilities in acts */
+    OBSERVE_WHOLE_BATCH = 2, /* run the pass unsplit (the whole batch's GEMMs, as one rounding) */
+};
+typedef struct model_observer {
+    unsigned needs; /* OBSERVE_*; a callback below adds what it implies */
+    /* at each activation point (points.c's id) while the pass runs: forward, data may be
+     * rewritten in place; backward, data is the gradient there. Non-zero fails the pass (the
+     * error names the point). Implies MAPS and WHOLE_BATCH, and the training layout. */
+    int (*at_point)(void *user, const struct tlm_model *m, int id, float *data, int B, int T, int is_grad);
+    /* after the embedding (layer -1) and after each layer l of a forward, while that layer's
+     * activations are there (MODEL_INFER keeps one layer's). Non-zero stops the pass. Implies
+     * MAPS and WHOLE_BATCH. */
+    int (*after_layer)(void *user, const struct tlm_model *m, int layer);
+    /* when a forward (is_backward 0) or backward (1) has finished, everything it computed in
+     * acts / grad_mem. Non-zero fails the pass. Implies MAPS. */
+    int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
+    void *user;
+} model_observer;
+/* attaches o (again: nothing); -1 with tlm_error when MODEL_MAX_OBSERVERS are attached */
+int model_observe(tlm_model *m, const model_observer *o);
+void model_unobserve(tlm_model *m, const model_observer *o);
+/* what the attached observers need: forwards keep [B,H,T,T] maps (else attention works block
+ * by block in scratch and its backward computes them again); the pass runs unsplit; points fire */
 int model_keeps_attention_maps(const tlm_model *m);
+int model_needs_whole_batch(const tlm_model *m);
+int model_observes_points(const tlm_model *m);
+/* every observer's after_pass, in attach order */
+int model_after_pass(tlm_model *m, int is_backward);
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
  * configs). malloc'd; NULL + tlm_error on failure. */
@@ -237,6 +259,19 @@ void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, co
 /* The head's second half alone: LM head -> final soft-cap over rows h [R, d] already normed */
 void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R);
 float model_embed_scale(const tlm_config *c);
+
+/* ---- the engine's rules, for every caller (probes, inspect, the lens, the log, Python) ----- */
+
+/* whether the query at position `query` of layer l sees the key at `key` (causal, the layer's
+ * sliding window): attention_key_visible with the layer's window */
+int model_key_visible(const tlm_config *c, int l, int query, int key);
+/* the gain a norm weight w applies: w, or 1 + w for Gemma's (1 + w) RMSNorm */
+float model_norm_gain(const tlm_config *c, float w);
+/* stage i of the residual stream [BT, d] (0 the embedding, 2l+1 after layer l's attention,
+ * 2l+2 after its FFN): every stage is kept for training; inference alternates two slots */
+float *model_residual(const activations *A, int stage);
+/* the backward's gradient at stage i (NULL in an inference layout) */
+float *model_residual_grad(const activations *A, int stage);
 /* Makes the RoPE tables cover positions [0, len). */
 int model_ensure_rope(tlm_model *m, int len);
 
@@ -245,9 +280,10 @@ int model_ensure_rope(tlm_model *m, int len);
  * it had. For inference: nothing may write the parameters afterwards. */
 void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len);
 
-/* ---- hooks (hooks.c): a callback at each named activation point of forward and backward ------- */
+/* ---- activation points (points.c): the one table of named tensors of a pass ----------------- */
 
-/* Hook points of one layer. Which exist depends on the config (model_hook_name). */
+/* Point kinds of one layer, then the model's own (the embedding, the final norm). Which exist
+ * depends on the config (model_point_describe). */
 enum {
     HL_RESID_PRE,
     HL_LN1_SCALE, HL_LN1_NORMALIZED, /* the attention sublayer's input norm (pre, sandwich) */
@@ -255,23 +291,21 @@ enum {
     HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE, HL_RESID_MID,
     HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_PRE, HL_MLP_PRE_LINEAR, HL_MLP_POST,
     HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
-    HL_COUNT
+    HL_COUNT, /* per layer */
+    HL_EMBED = HL_COUNT, HL_FINAL_SCALE, HL_FINAL_NORMALIZED /* (layer -1) */
 };
-/* ids: 0 = the embedding, 1 + l * HL_COUNT + kind, then the final norm's two */
-static inline int model_hook_id(int l, int kind) { return 1 + l * HL_COUNT + kind; }
-int model_hook_count(const tlm_config *c);
-int model_hook_fire(tlm_model *m, int id, float *data, int is_grad);
+/* ids: 0 the embedding, 1 + l * HL_COUNT + kind for layer l, then the final norm's two */
+static inline int model_point_id(const tlm_config *c, int layer, int kind) {
+    if (kind == HL_EMBED) return 0;
+    if (kind > HL_EMBED) return 1 + c->n_layers * HL_COUNT + kind - HL_FINAL_SCALE;
+    return 1 + layer * HL_COUNT + kind;
+}
+int model_point_count(const tlm_config *c);
+/* name, shape [B,T,...] and TLM_HOOK_* flags of point id; the number of dimensions, 0 when the
+ * config has no such point */
+int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, size_t cap, int64_t shape[5],
+                         int *flags);
 void model_hooks_free(tlm_model *m);
-void model_hooks_begin(tlm_model *m);
-int model_hooks_end(tlm_model *m);
-void model_hook_attention_from_probs(tlm_model *m, int l, float *att, const float *probs, const float *v);
-/* fires hook `id` (forward: may rewrite data in place; backward: data is the gradient there) */
-#ifdef TLM_NO_PROBE_HOOKS /* (the build without hooks of bench/probe_overhead.sh) */
-#define MODEL_HOOK(m, id, data, is_grad) ((void)(m), (void)(id), (void)(data), (void)(is_grad))
-#else
-#define MODEL_HOOK(m, id, data, is_grad) \
-    do { if ((m)->hooks) model_hook_fire((m), (id), (data), (is_grad)); } while (0)
-#endif
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }

@@ -3,6 +3,12 @@ target_sources(tinylm_objects PRIVATE
   src/model/hf_families.c
   src/model/params.c
   src/model/model.c
+  src/model/layout.c
+  src/model/rope_tables.c
+  src/model/sublayers.c
+  src/model/pass.c
+  src/model/split.c
+  src/model/points.c
   src/model/checkpoint.c
   src/model/hf_load.c
   src/model/hf_map.c

@@ -14,6 +14,11 @@
 #include "util/cpu.h"
 #include "util/profile.h"
 
+int attention_key_visible(int query, int key, int window) {
+    return key >= 0 && key <= query && (window <= 0 || query - key < window);
+}
+
+/* (the same rule as a range: keys attention_first_key(pos) .. pos) */
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
 /* ---- one row of the softmax, forward and backward: portable C and AVX-512 ----------------------- */

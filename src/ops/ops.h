@@ -134,6 +134,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const attention_spec *spec, float *scratch);
 size_t attention_scratch_floats(int T, int head_dim);
 
+/* The visibility rule, the one place it is written: a query at position `query` sees the key at
+ * `key` iff key <= query (causal) and, with a window, query - key < window. */
+int attention_key_visible(int query, int key, int window);
 /* The first key position a query at position pos sees (0, or the sliding window's start) */
 int attention_first_key(int pos, int window);
 /* One row of scores s [n] -> probabilities p [n]: soft-cap (when > 0) and softmax over the

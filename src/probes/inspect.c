@@ -140,7 +140,7 @@ static void quantize_row(const float *p, int n, uint16_t *q, rank_item *rk) {
  * while they are there (one sequence): the max over the keys a query sees (causal, within the
  * layer's window) and the entropy of its probabilities */
 static void head_stats(inspect_report *r, const tlm_model *m, int l) {
-    const int T = r->T, H = r->n_heads, window = model_layer_attention(&m->cfg, l).window;
+    const int T = r->T, H = r->n_heads;
     const layer_acts *a = &m->acts.layers[l];
 #pragma omp parallel for schedule(dynamic)
     for (int h = 0; h < H; h++) {
@@ -153,7 +153,8 @@ static void head_stats(inspect_report *r, const tlm_model *m, int l) {
         for (int i = 0; i < T; i++) {
             const float *srow = a->scores + ((size_t)h * T + i) * T, *prow = a->probs + ((size_t)h * T + i) * T;
             double mx = -INFINITY, ent = 0.0;
-            for (int j = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; j <= i; j++) {
+            for (int j = 0; j <= i; j++) {
+                if (!model_key_visible(&m->cfg, l, i, j)) continue;
                 if (srow[j] > mx) mx = srow[j];
                 if (prow[j] > 0.0f) ent -= (double)prow[j] * log((double)prow[j]);
             }
@@ -169,7 +170,7 @@ static void head_stats(inspect_report *r, const tlm_model *m, int l) {
     }
 }
 
-/* the pass, one layer at a time (model.h layer_hook) */
+/* the pass, one layer at a time (an observer's after_layer, model.h) */
 typedef struct {
     inspect_report *r;
     tlm_probe *p;
@@ -365,7 +366,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     const float *u = m->p.lm_head + (size_t)pred * d;
     for (int j = 0; j < d; j++) {
         double gain = 1.0;
-        if (c->final_norm) gain = m->p.final_norm.w[j] + config_norm_offset(c);
+        if (c->final_norm) gain = model_norm_gain(c, m->p.final_norm.w[j]);
         g[j] = (double)u[j] * gain;
     }
     const double scale = c->final_norm ? m->acts.final.rstd[pos] : 1.0;
@@ -468,10 +469,6 @@ void inspect_stage_name(char *buf, size_t n, int k) {
         snprintf(buf, n, "layers.%d.resid_post", k - 1);
 }
 
-int inspect_run(tlm_model *m, const int *tokens, int T, int position, int top_k_n, inspect_report *r) {
-    return inspect_run_ex(m, tokens, T, position, top_k_n, 0, NULL, r);
-}
-
 int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top_k_n, int flags, const tlm_lens *lens,
                    inspect_report *r) {
     memset(r, 0, sizeof *r);
@@ -481,7 +478,7 @@ int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top
         return tlm_error("inspect: position %d is out of range: the input has %d tokens (0..%d)", position, T, T - 1);
     if (top_k_n <= 0 || top_k_n > c->vocab_size)
         return tlm_error("inspect: top %d is out of range (1..vocab_size = %d)", top_k_n, c->vocab_size);
-    if (m->after_pass) return tlm_error("inspect: the model already has a probe (an after-pass hook) attached");
+    if (m->n_observers) return tlm_error("inspect: the model already has an observer (a probe or hooks) attached");
     r->T = T, r->position = position, r->top_k = top_k_n, r->n_layers = c->n_layers, r->n_heads = c->n_heads;
     if (alloc_report(r, m, tokens, flags)) return -1;
     tlm_probe *p = probe_create();
@@ -493,10 +490,11 @@ int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top
          * the hook takes each layer's numbers before the next layer reuses the memory */
         const model_mode mode = m->mode;
         pass_ctx pc = {.r = r, .p = p, .t0 = tlm_now_s(), .tty = isatty(2)};
+        const model_observer obs = {.after_layer = after_layer, .user = &pc};
         model_set_mode(m, MODEL_INFER);
-        m->layer_hook = after_layer, m->layer_hook_ctx = &pc;
-        rc = model_forward(m, tokens, NULL, 1, T, NULL);
-        m->layer_hook = NULL, m->layer_hook_ctx = NULL;
+        rc = model_observe(m, &obs);
+        if (!rc) rc = model_forward(m, tokens, NULL, 1, T, NULL);
+        model_unobserve(m, &obs);
         if (!rc && r->attn_oom) rc = tlm_error("out of memory keeping the attention patterns");
         if (!rc) rc = probe_after_layer(p, m, c->n_layers); /* the final norm and the logits */
         if (pc.shown && pc.tty) fputc('\n', stderr);
@@ -548,7 +546,7 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     const size_t Nd = (size_t)B * T * c->d_model;
     for (int k = 0; k <= 2 * L; k++) {
         point_name(r->dres[k].name, sizeof r->dres[k].name, k);
-        r->dres[k].v.at = r->dres[k].v.mean = l2(m->acts.dres + (size_t)k * Nd, Nd);
+        r->dres[k].v.at = r->dres[k].v.mean = l2(model_residual_grad(&m->acts, k), Nd);
     }
     /* parameter gradients, grouped by layer and sublayer (squares summed, then the root) */
     for (int i = 0; i < m->n_tensors; i++) {

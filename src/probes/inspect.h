@@ -97,10 +97,8 @@ enum { INSPECT_KEEP_ATTENTION = 1, INSPECT_EVERY_POSITION_TOP = 2, INSPECT_FOR_H
 #define INSPECT_ATTENTION_LIMIT (4LL << 20)
 
 /* Runs the model on tokens [1, T] and fills the report for `position` (0..T-1) with the top
- * `top_k` tokens of the lens. The model must have no probe attached. */
-int inspect_run(struct tlm_model *m, const int *tokens, int T, int position, int top_k, inspect_report *r);
-/* The same with flags (INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both:
- * INSPECT_FOR_HTML) and a tuned lens (src/probes/lens.h; NULL: none) read beside the logit lens */
+ * `top_k` tokens of the lens. The model must have no observer attached. With flags
+ * (INSPECT_KEEP_ATTENTION, INSPECT_EVERY_POSITION_TOP, or both: INSPECT_FOR_HTML) and a tuned lens (src/probes/lens.h; NULL: none) read beside the logit lens */
 /* The name of lens stage k (0 = "embed", k = "layers.<k-1>.resid_post", the stream after block
  * k-1), as the tables, JSON, CSV and `tinylm lens` print it. */
 void inspect_stage_name(char *buf, size_t n, int k);
@@ -151,7 +149,7 @@ int inspect_grad_plot_svg(const char *path, const inspect_grad_report *r);
 
 /* The interactive HTML report (inspect_html.c, through src/report): one self-contained page,
  * written atomically. `model` names the model on the page. The forward report needs every
- * per-position array (inspect_run fills them) and, for the attention heatmaps, attn_q. */
+ * per-position array (inspect_run_ex fills them) and, for the attention heatmaps, attn_q. */
 int inspect_html(const char *path, const inspect_report *r, const struct tlm_tokenizer *tok, const char *model,
                  const struct tlm_model *m);
 int inspect_grad_html(const char *path, const inspect_grad_report *r, const struct tlm_tokenizer *tok, const int *ids,

@@ -200,10 +200,10 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     model_set_mode(m, MODEL_TRAIN); /* keeps every stage of the residual stream */
     /* the whole batch's head GEMM, as each stage's below: the last stage's KL is then exactly 0
      * (a batch split across the threads computes the head in parts, which rounds differently) */
-    const int was_split = !m->no_batch_split;
-    m->no_batch_split = 1;
-    const int frc = model_forward(m, tokens, NULL, B, T, NULL);
-    m->no_batch_split = !was_split;
+    static const model_observer whole = {.needs = OBSERVE_WHOLE_BATCH};
+    int frc = model_observe(m, &whole);
+    if (!frc) frc = model_forward(m, tokens, NULL, B, T, NULL);
+    model_unobserve(m, &whole);
     if (frc) return -1;
     const activations *A = &m->acts;
     float *logp = malloc(NV * sizeof(float)), *logq = malloc(NV * sizeof(float)), *z = malloc(NV * sizeof(float));
@@ -219,7 +219,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     const norm_acts fn = {.y = y, .mean = mean, .rstd = rstd};
     norm_params no_grad = {0};
     for (int k = 0; k <= L; k++) {
-        const float *h = A->res + (size_t)2 * k * Nd;
+        const float *h = model_residual(A, 2 * k);
         if (lens)
             lens_apply(lens, k, u, h, N);
         else

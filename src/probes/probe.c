@@ -25,6 +25,7 @@ struct tlm_probe {
     size_t n_rec, cap_rec;
     float *prev; /* probe_after_layer: the input of the next layer (the model may keep no copy) */
     size_t prev_n;
+    model_observer obs; /* what probe_attach attaches: records after each pass */
 };
 
 tlm_probe *probe_create(void) {
@@ -64,8 +65,15 @@ static int probe_after_pass(void *p, const tlm_model *m, int is_backward) {
     return is_backward ? probe_after_backward(p, m) : probe_after_forward(p, m);
 }
 
-void probe_attach(tlm_probe *p, tlm_model *m) { m->after_pass = probe_after_pass, m->after_pass_user = p; }
-void probe_detach(tlm_model *m) { m->after_pass = NULL, m->after_pass_user = NULL; }
+int probe_attach(tlm_probe *p, tlm_model *m) {
+    p->obs = (model_observer){.after_pass = probe_after_pass, .user = p};
+    return model_observe(m, &p->obs);
+}
+
+void probe_detach(tlm_model *m) {
+    for (int i = m->n_observers - 1; i >= 0; i--)
+        if (m->observers[i]->after_pass == probe_after_pass) model_unobserve(m, m->observers[i]);
+}
 
 size_t probe_count(const tlm_probe *p) { return p->n_rec; }
 const probe_tensor *probe_at(const tlm_probe *p, size_t i) { return i < p->n_rec ? &p->rec[i] : NULL; }
@@ -165,12 +173,12 @@ static void fill(const walker *w, probe_tensor *t, const float *src, source_kind
             t->data[r] = (float)sqrt(ss / c->d_model);
         }
     } else {
-        const int T = w->T, window = model_layer_attention(c, w->layer).window;
+        const int T = w->T;
         memcpy(t->data, src, t->numel * sizeof(float));
         for (size_t bh = 0; bh < t->numel / ((size_t)T * T); bh++)
             for (int i = 0; i < T; i++)
                 for (int j = 0; j < T; j++)
-                    if (j > i || (window > 0 && i - j >= window)) t->data[(bh * T + i) * T + j] = -INFINITY;
+                    if (!model_key_visible(c, w->layer, i, j)) t->data[(bh * T + i) * T + j] = -INFINITY;
     }
 }
 
@@ -210,9 +218,18 @@ static void attention_items(walker *w, int l, const layer_acts *La) {
     const int B = w->B, T = w->T;
     int64_t q[4] = {B, T, c->n_heads, c->head_dim}, kv[4] = {B, T, c->n_kv_heads, c->head_dim};
     int64_t att[4] = {B, c->n_heads, T, T};
-    item(w, La->qr, SRC_COPY, 4, q, "layers.%d.attn.q", l);
-    item(w, La->kr, SRC_COPY, 4, kv, "layers.%d.attn.k", l);
+    /* the names and tensors of points.c's hook_q, hook_k, hook_v, hook_q_normed, hook_rot_q, ... */
+    item(w, La->q, SRC_COPY, 4, q, "layers.%d.attn.q", l);
+    item(w, La->k, SRC_COPY, 4, kv, "layers.%d.attn.k", l);
     item(w, La->v, SRC_COPY, 4, kv, "layers.%d.attn.v", l);
+    if (c->qk_norm != QK_NORM_NONE) {
+        item(w, La->qn, SRC_COPY, 4, q, "layers.%d.attn.q_normed", l);
+        item(w, La->kn, SRC_COPY, 4, kv, "layers.%d.attn.k_normed", l);
+    }
+    if (c->position == POS_ROPE) {
+        item(w, La->qr, SRC_COPY, 4, q, "layers.%d.attn.rot_q", l);
+        item(w, La->kr, SRC_COPY, 4, kv, "layers.%d.attn.rot_k", l);
+    }
     if (!w->m->kv) { /* incremental decoding attends from the cache and keeps no score matrix */
         item(w, La->scores, SRC_SCORES, 4, att, "layers.%d.attn.scores", l);
         item(w, La->probs, SRC_COPY, 4, att, "layers.%d.attn.probs", l);
@@ -256,13 +273,8 @@ static void sublayer_items(walker *w, int l, int is_attn, const layer_acts *La, 
     item(w, h, SRC_COPY, 3, btd, is_attn ? "layers.%d.resid_mid" : "layers.%d.resid_post", l);
 }
 
-/* residual-stream point k (0 the embedding, 2l+1 after layer l's attention, 2l+2 after its
- * FFN) as model.c lays it out: every point for training, two alternating slots for inference */
-static const float *res_at(const walker *w, int k) {
-    const activations *A = &w->m->acts;
-    if (!w->p) return NULL;
-    return A->res + (size_t)(A->lean ? k % 2 : k) * ((size_t)w->B * w->T * w->m->cfg.d_model);
-}
+/* residual-stream stage k (model_residual); NULL while listing */
+static const float *res_at(const walker *w, int k) { return w->p ? model_residual(&w->m->acts, k) : NULL; }
 
 static void walk_embed(walker *w) {
     int64_t btd[3] = {w->B, w->T, w->m->cfg.d_model};
@@ -300,9 +312,8 @@ static void walk_backward(walker *w) {
     const tlm_config *c = &m->cfg;
     const activations *A = &m->acts;
     const int listing = w->p == NULL;
-    const size_t Nd = (size_t)w->B * w->T * c->d_model;
     int64_t btd[3] = {w->B, w->T, c->d_model}, btv[3] = {w->B, w->T, c->vocab_size};
-#define DRES(k) (listing ? NULL : A->dres + (size_t)(k) * Nd)
+#define DRES(k) (listing ? NULL : model_residual_grad(A, k))
     item(w, listing ? NULL : A->dlogits, SRC_COPY, 3, btv, "grad.logits");
     for (int l = 0; l < c->n_layers; l++) {
         item(w, DRES(2 * l), SRC_COPY, 3, btd, "grad.layers.%d.resid_pre", l);

@@ -10,9 +10,8 @@
  *   probe_detach(m);  probe_free(p);
  *
  * The model keeps every intermediate value in m->acts, so a probe reads them once a pass is
- * done, from the model's after-pass hook (tlm_model.after_pass), instead of hooking inside
- * it: the pass computes exactly the same numbers with or without a probe, and costs one NULL
- * test when no hook is attached. One hook at a time: probe_attach replaces any other.
+ * done, as an observer with an after_pass callback (model.h model_observer), instead of
+ * hooking inside it: the pass computes exactly the same numbers with or without a probe.
  * Names are produced only while a probe is attached. Patterns are fnmatch(3) globs:
  * `*` matches any run of characters (dots included), `?` one character, `[...]` a class.
  * Every fallible function returns -1 (or NULL) with tlm_error() set. */
@@ -47,7 +46,9 @@ int probe_wants(const tlm_probe *p, const char *name);
  * names when with_backward); the error names the first pattern that matches nothing. */
 int probe_check(const tlm_probe *p, const struct tlm_model *m, int with_backward);
 
-void probe_attach(tlm_probe *p, struct tlm_model *m);
+/* attaches p as an observer of m's passes (model_observe; -1 when too many are attached);
+ * probe_detach detaches every probe from m */
+int probe_attach(tlm_probe *p, struct tlm_model *m);
 void probe_detach(struct tlm_model *m);
 
 /* Copies `data` under `name` when the name is selected (a later record of the same name
@@ -58,7 +59,7 @@ int probe_record(tlm_probe *p, const char *name, const float *data, int ndim, co
  * selected forward (backward) tensor of the pass that just finished. */
 int probe_after_forward(tlm_probe *p, const struct tlm_model *m);
 int probe_after_backward(tlm_probe *p, const struct tlm_model *m);
-/* The same one part of the forward at a time, from the model's layer_hook (model.h): layer -1
+/* The same one part of the forward at a time, from an observer's after_layer (model.h): layer -1
  * the embedding, 0..L-1 each layer right after it ran, L the final norm and logits (after the
  * pass). Works in MODEL_INFER too, which keeps one layer's activations: the probe keeps the
  * input of the next layer itself. Parts must come in order, starting at -1. */

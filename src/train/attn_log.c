@@ -20,6 +20,11 @@ void attn_log_free(attn_log *a) {
     if (a) free(a->amax), free(a->gain), free(a);
 }
 
+int attn_log_attach(tlm_model *m) {
+    static const model_observer keeps_scores = {.needs = OBSERVE_MAPS}; /* (it reads every layer's scores) */
+    return model_observe(m, &keeps_scores);
+}
+
 void attn_log_reset(attn_log *a) {
     for (int i = 0; i < a->L * a->H; i++) a->amax[i] = 0.0f;
 }
@@ -53,10 +58,9 @@ float attn_log_qk_gain(const tlm_model *m, int layer, int head, int is_k) {
     int slice = is_k ? head / (c->n_heads / c->n_kv_heads) : head;
     if (c->qk_norm == QK_NORM_HEAD) slice = 0; /* one weight of head_dim shared by the heads */
     const float *g = w + (size_t)slice * c->head_dim;
-    const float one = c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f;
     float mx = 0.0f;
     for (int i = 0; i < c->head_dim; i++) {
-        float v = fabsf(one + g[i]);
+        float v = fabsf(model_norm_gain(c, g[i]));
         if (v > mx) mx = v;
     }
     return mx;

@@ -25,6 +25,8 @@ extern int train_log_attn;
 
 attn_log *attn_log_new(const tlm_model *m);
 void attn_log_free(attn_log *a);
+/* makes m's forwards keep every layer's scores for the log (an observer that needs the maps) */
+int attn_log_attach(tlm_model *m);
 void attn_log_reset(attn_log *a);
 /* after a training-layout forward: fold this pass's per-head max |score| into the step's */
 void attn_log_after_forward(attn_log *a, const tlm_model *m);

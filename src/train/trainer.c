@@ -470,7 +470,10 @@ static int train_loop(trainer *t) {
         rc = tlm_error("--log-attn: out of memory");
         goto out;
     }
-    if (t->alog) t->m->keep_attention_maps = 1; /* (it reads every layer's scores) */
+    if (t->alog && attn_log_attach(t->m)) {
+        rc = -1;
+        goto out;
+    }
     while (t->step < o->steps) {
         if (t->alog) attn_log_reset(t->alog);
         if (tlm_profiling && t->step == first_step + 2) prof_reset(); /* warm-up steps excluded */

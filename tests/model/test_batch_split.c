@@ -45,11 +45,14 @@ typedef struct {
     float *logits, *grads, *dres;
 } pass;
 
+/* the unsplit pass: an observer that needs the whole batch */
+static const model_observer WHOLE = {.needs = OBSERVE_WHOLE_BATCH};
+
 /* forward with targets and two backward passes into zeroed gradients (accumulation) */
 static pass run(const tlm_config *c, int B, int split, const int *tok, const int *tgt, const float *dlogits) {
     tlm_model *m = model_create(c);
     model_init_weights(m, 11);
-    m->no_batch_split = !split;
+    if (!split) model_observe(m, &WHOLE);
     model_alloc_grads(m);
     model_zero_grads(m);
     pass r = {0};
@@ -79,7 +82,7 @@ static void pass_free(pass *p) { free(p->logits), free(p->grads), free(p->dres);
 static float *infer(const tlm_config *c, int split, model_mode mode, const int *tok, int batch, int expect_split) {
     tlm_model *m = model_create(c);
     model_init_weights(m, 11);
-    m->no_batch_split = !split;
+    if (!split) model_observe(m, &WHOLE);
     model_set_mode(m, mode);
     model_forward(m, tok, NULL, batch, T, NULL);
     const size_t n = (size_t)m->acts.logits_rows * c->vocab_size;

@@ -57,6 +57,8 @@ class ProbeModel(tinylm_ref.Model):
         H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         p = "layers.%d.attn." % n
         q, k, v = self.linear(p + "q_proj", x), self.linear(p + "k_proj", x), self.linear(p + "v_proj", x)
+        self.put(p + "q", q.view(B, T, H, hd))  # the projections, before QK-norm and RoPE
+        self.put(p + "k", k.view(B, T, KV, hd))
         self.put(p + "v", v.view(B, T, KV, hd))
         if c["qk_norm"] == "full":
             q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
@@ -65,12 +67,15 @@ class ProbeModel(tinylm_ref.Model):
         v = v.view(B, T, KV, hd).transpose(1, 2)
         if c["qk_norm"] == "head":
             q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+        if c["qk_norm"] in ("full", "head"):
+            self.put(p + "q_normed", q.transpose(1, 2))  # [B, T, H, hd]
+            self.put(p + "k_normed", k.transpose(1, 2))
         if c["position_embedding"] == "rope":
             cos, sin = rope_tables(T, hd, c["rope_theta"], self.dtype)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
-        self.put(p + "q", q.transpose(1, 2))  # [B, T, H, hd]: as it enters the dot product
-        self.put(p + "k", k.transpose(1, 2))  # [B, T, KV, hd]
+            self.put(p + "rot_q", q.transpose(1, 2))  # [B, T, H, hd]: as it enters the dot product
+            self.put(p + "rot_k", k.transpose(1, 2))  # [B, T, KV, hd]
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
         qpas = c["query_pre_attn_scalar"]

@@ -77,9 +77,9 @@ int main(void) {
     int n_fwd = 0, n_all = 0;
     probe_list(m, 1, T, 0, count_names, &n_fwd);
     probe_list(m, 1, T, 1, count_names, &n_all);
-    /* per layer: resid_pre/mid/post 3, two input norms x 3, q k v scores probs heads o_proj out 8,
-     * gate up hidden down_proj out 5; plus embed, final_norm x 3, logits */
-    CHECK(n_fwd == 1 + L * (3 + 6 + 8 + 5) + 3 + 1, "forward names: %d\n", n_fwd);
+    /* per layer: resid_pre/mid/post 3, two input norms x 3, q k v rot_q rot_k (RoPE) scores probs
+     * heads o_proj out 10, gate up hidden down_proj out 5; plus embed, final_norm x 3, logits */
+    CHECK(n_fwd == 1 + L * (3 + 6 + 10 + 5) + 3 + 1, "forward names: %d\n", n_fwd);
     CHECK(n_all == n_fwd + 1 + 3 * L + m->n_tensors, "forward + backward names: %d\n", n_all);
 
     /* zero cost when detached: nothing recorded */

@@ -1,0 +1,204 @@
+/* layout.c — the activation memory: one buffer per (B, T) and mode, laid out by one walk
+ * (layout_activations) that counts with a NULL base and binds with the buffer; a part of a
+ * split batch binds the same walk to its rows (split.c). */
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+#include "util/error.h"
+#include "util/hugepage.h"
+
+/* ---- activation memory: one buffer per (B, T), laid out by one walk -------------------------- */
+
+/* An arena hands out the buffers of one layout in order. Every buffer but the shared scratch
+ * is the whole batch's, sequence after sequence, so the rows of sequences [b0, b0 + nb) of any
+ * of them sit at (its floats / B) * b0: an arena with b0 set binds the same layout's pointers to
+ * those rows (a part of a split batch, batch_split below) instead of to the whole. */
+/* every buffer starts on a 64-byte line (the base is aligned, ARENA_ALIGN floats each): a
+ * matrix-vector product re-reads its input row per output, and an input row off the line
+ * makes every 16-float load touch two lines (measured: the 110M shape's decode 17% slower) */
+enum { ARENA_ALIGN = 16 };
+
+static float *take_at(arena *a, size_t n, size_t offset) {
+    a->used = (a->used + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    float *p = a->base ? a->base + a->used + offset : NULL;
+    a->used += n;
+    return p;
+}
+
+/* a buffer of the batch: n floats, B sequences' rows after each other */
+static float *take(arena *a, size_t n) { return take_at(a, n, a->B ? n / (size_t)a->B * (size_t)a->b0 : 0); }
+
+/* `stages` buffers of the batch of n floats each, back to back (the residual stream's stages) */
+static float *take_stages(arena *a, size_t stages, size_t n) {
+    return take_at(a, stages * n, a->B ? n / (size_t)a->B * (size_t)a->b0 : 0);
+}
+
+/* scratch that is not the batch's rows (shared by the parts of a split batch) */
+static float *take_shared(arena *a, size_t n) { return take_at(a, n, 0); }
+
+/* the first ARENA_ALIGN-float boundary in a block allocated ARENA_ALIGN floats larger */
+float *arena_base(float *mem) {
+    const uintptr_t line = ARENA_ALIGN * sizeof(float);
+    return (float *)(((uintptr_t)mem + line - 1) & ~(line - 1));
+}
+
+static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
+    na->y = with_y ? take(a, N * C) : NULL;
+    na->mean = take(a, N);
+    na->rstd = take(a, N);
+}
+
+/* widest input of any matrix: the tile of widened bf16 weights holds MATMUL_BF16_TILE rows of it */
+static size_t widest_input(const tlm_config *c) {
+    size_t w = (size_t)c->d_model, qd = (size_t)c->n_heads * c->head_dim;
+    if (qd > w) w = qd;
+    if ((size_t)c->d_ff > w) w = (size_t)c->d_ff;
+    return w;
+}
+
+/* One walk lays out every activation for (B, T) in the model's mode; run once with a NULL
+ * base to count, then with the buffer to bind the pointers. */
+void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int T) {
+    const tlm_config *c = &m->cfg;
+    const int lean = m->mode != MODEL_TRAIN;
+    const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)c->n_heads * c->head_dim,
+                 kvd = (size_t)c->n_kv_heads * c->head_dim, f = c->d_ff, V = c->vocab_size;
+    const size_t att = (size_t)B * c->n_heads * T * T;
+    const norm_placement pl = c->placement;
+    /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
+    const int full_attention = !(lean && m->kv), maps = full_attention && model_keeps_attention_maps(m);
+    A->lean = lean, A->maps = maps;
+    /* the residual stream: every stage for training and probes; two alternating slots for inference */
+    A->res = take_stages(a, lean ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
+    A->stage = N * d;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer_acts *L = &A->layers[l];
+        if (lean && l > 0) { /* inference: every layer reuses layer 0's activations */
+            *L = A->layers[0];
+            continue;
+        }
+        sublayer_acts *subs[2] = {&L->attn_s, &L->ffn_s};
+        for (int s = 0; s < 2; s++) {
+            memset(subs[s], 0, sizeof *subs[s]);
+            if (placement_has_input_norm(pl)) take_norm(a, &subs[s]->in, N, d, 1);
+            subs[s]->f = take(a, N * d);
+            if (placement_has_output_norm(pl)) take_norm(a, &subs[s]->out, N, d, 1);
+            if (placement_has_post_norm(pl)) {
+                subs[s]->sum = take(a, N * d);
+                take_norm(a, &subs[s]->post, N, d, 0); /* its output is the residual stream itself */
+            }
+        }
+        L->q = take(a, N * qd);
+        L->k = take(a, N * kvd);
+        L->v = take(a, N * kvd);
+        L->qn = L->q, L->kn = L->k, L->q_rstd = L->k_rstd = NULL;
+        if (c->qk_norm != QK_NORM_NONE) {
+            int per_head = c->qk_norm == QK_NORM_HEAD;
+            L->q_rstd = take(a, per_head ? N * c->n_heads : N);
+            L->k_rstd = take(a, per_head ? N * c->n_kv_heads : N);
+            L->qn = take(a, N * qd);
+            L->kn = take(a, N * kvd);
+        }
+        L->qr = L->qn, L->kr = L->kn;
+        if (c->position == POS_ROPE) {
+            L->qr = take(a, N * qd);
+            L->kr = take(a, N * kvd);
+        }
+        /* [B,H,T,T] maps: both for those who look at them (attention.c); in training also the
+         * probabilities alone (and the scores under a soft-cap, whose backward reads them) while
+         * they take no more than the layer's FFN activations, so that the backward does not
+         * compute them again: nanoGPT's shape -0.35 ms of attention backward per step (of 1.6),
+         * the small GPT-2's -11 ms (of 33). Past that size (long T) they are computed again. */
+        const int keep_probs = maps || (!lean && full_attention && att <= 2 * N * f);
+        L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
+        L->probs = keep_probs ? take(a, att) : NULL;
+        L->att = take(a, N * qd);
+        L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
+        L->up = take(a, N * f);
+        L->hid = take(a, N * f);
+    }
+    const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
+    A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
+    A->w_tile = m->w16_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
+    /* the head: every position, or the last of each row */
+    const size_t R = m->mode == MODEL_INFER_LAST ? (size_t)B : N;
+    A->logits_rows = (int)R;
+    memset(&A->final, 0, sizeof A->final);
+    if (c->final_norm || R != N) take_norm(a, &A->final, R, d, 1); /* (y also gathers the last rows) */
+    A->logits_raw = c->final_softcap > 0.0f ? take(a, R * V) : NULL;
+    A->logits = take(a, R * V);
+    const int with_loss = m->mode != MODEL_INFER_LAST;
+    A->probs = with_loss ? take(a, N * V) : NULL;
+    A->losses = with_loss ? take(a, N) : NULL;
+    A->lse = with_loss ? take(a, N) : NULL;
+    /* backward scratch: training layout only (an arena without memory hands out NULLs) */
+    arena none = {0};
+    arena *b = lean ? &none : a;
+    A->dres = take_stages(b, 2 * (size_t)c->n_layers + 1, N * d);
+    A->dsum = take(b, N * d);
+    A->df = take(b, N * d);
+    A->du = take(b, N * d);
+    A->dfinal = take(b, N * d);
+    A->datt = take(b, N * qd);
+    A->dq = take(b, N * qd);
+    A->dq2 = take(b, N * qd);
+    A->dk = take(b, N * kvd);
+    A->dk2 = take(b, N * kvd);
+    A->dv = take(b, N * kvd);
+    A->dgate = take(b, N * f);
+    A->dup = take(b, N * f);
+    A->dhid = take(b, N * f);
+    A->dlogits = take(b, N * V);
+    A->dlogits_raw = c->final_softcap > 0.0f ? take(b, N * V) : NULL; /* the pre-cap gradient */
+    /* per thread: a query block's S, P, dS and the tile kernels' keys (attention.c) */
+    A->attn_slots = (size_t)omp_get_max_threads();
+    A->attn_scratch = take_shared(full_attention ? a : &none, attention_scratch_floats(T, c->head_dim) * A->attn_slots);
+}
+
+size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
+    tlm_model m = {.cfg = *cfg, .mode = mode}; /* f32 weights, no KV cache: the layout's inputs */
+    activations A = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts))};
+    if (!A.layers) return 0;
+    arena count = {0};
+    layout_activations(&m, &A, &count, B, T);
+    free(A.layers);
+    return count.used;
+}
+
+/* Lays the activations out for (B, T) in the model's mode. The buffer only grows: a smaller
+ * shape (a decoding step after a prefill, an evaluation batch) reuses it without allocating. */
+int ensure_activations(tlm_model *m, int B, int T) {
+    activations *A = &m->acts;
+    const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on these) */
+    const int maps = !(kv_layout) && model_keeps_attention_maps(m);
+    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem &&
+        A->maps == maps)
+        return 0;
+    if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
+        return tlm_error("out of memory");
+    arena count = {0};
+    layout_activations(m, A, &count, B, T);
+    const size_t n_tokens = (size_t)B * T;
+    if (count.used > A->capacity || n_tokens > A->token_capacity) {
+        free(A->mem), free(A->tokens), free(A->targets);
+        A->mem = calloc(count.used + ARENA_ALIGN, sizeof(float));
+        tlm_advise_huge(A->mem, (count.used + ARENA_ALIGN) * sizeof(float));
+        A->tokens = calloc(n_tokens, sizeof(int));
+        A->targets = calloc(n_tokens, sizeof(int));
+        A->capacity = count.used, A->token_capacity = n_tokens;
+        if (!A->mem || !A->tokens || !A->targets) {
+            free(A->mem), free(A->tokens), free(A->targets);
+            A->mem = NULL, A->tokens = A->targets = NULL, A->capacity = A->token_capacity = 0;
+            return tlm_error("out of memory: activations for batch %d x %d need %.1f MiB", B, T,
+                             count.used * 4.0 / 1048576.0);
+        }
+    }
+    arena a = {.base = arena_base(A->mem)};
+    layout_activations(m, A, &a, B, T);
+    A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem;
+    return model_ensure_rope(m, T);
+}
+

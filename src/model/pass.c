@@ -1,0 +1,190 @@
+/* pass.c — the forward and backward drivers of one decoder-only transformer, for every
+ * architecture variant in tlm_config. The forward over the rows of a pass context, as a flat
+ * op list with the shapes (N = B*T rows, d = d_model, V = vocab, L layers):
+ *
+ *   res[0]    = embed(tokens) (* sqrt(d) for Gemma) (+ learned positions)   [N,d]
+ *   res[2l+1] = sublayer(res[2l],   attention)      for each layer l           [N,d]
+ *   res[2l+2] = sublayer(res[2l+1], feed-forward)                              [N,d]
+ *   h         = final_norm(res[2L])   (the last row of each sequence only when generating)
+ *   logits    = softcap(h lm_head^T)                                           [N or B, V]
+ *   loss      = crossentropy(logits, targets)  (+ probs [N,V], lse [N])
+ *
+ * and the backward the same list in reverse (the residual stream's gradients in dres, a stage
+ * each). The sublayers are sublayers.c's; a batch may run split across the threads (split.c),
+ * each part through this same code with a context of its own. */
+#include <math.h>
+#include <string.h>
+
+#include "decode.h"
+#include "pass.h"
+#include "util/error.h"
+
+float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
+
+/* head_out = h lm_head^T; logits = softcap(head_out) (in place without logits_raw) */
+static void head_logits(const tlm_model *m, float *w_tile, float *logits, float *logits_raw, const float *h, int R) {
+    const tlm_config *c = &m->cfg;
+    float *head_out = c->final_softcap > 0.0f && logits_raw ? logits_raw : logits;
+    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
+    linear_forward(w_tile, head_out, h, &head, R, c->d_model, c->vocab_size);
+    if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
+}
+
+void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R) {
+    head_logits(m, m->acts.w_tile, logits, logits_raw, h, R);
+}
+
+void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
+                        int R) {
+    if (m->cfg.final_norm) {
+        model_norm_forward(&m->cfg, fn->y, fn, &m->p.final_norm, h, R);
+        h = fn->y;
+    }
+    model_head_logits(m, logits, logits_raw, h, R);
+}
+
+int forward_rows(pass_ctx *ctx, float *loss) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
+    if (m->p.embed16)
+        embedding_forward_bf16(A->res, A->tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
+    else
+        embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
+    PASS_POINT(ctx, model_point_id(c, -1, HL_EMBED), A->res, 0);
+    if (pass_after_layer(ctx, -1)) return -1;
+    for (int l = 0; l < c->n_layers; l++) {
+        float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
+        PASS_POINT(ctx, model_point_id(c, l, HL_RESID_PRE), x, 0);
+        sublayer_forward(ctx, l, SUB_ATTN, x, mid);
+        sublayer_forward(ctx, l, SUB_FFN, mid, model_residual(A, 2 * l + 2));
+        if (pass_after_layer(ctx, l)) return -1;
+    }
+    const float *h = model_residual(A, 2 * c->n_layers);
+    const int R = A->logits_rows;
+    if (R != N) { /* the last position of each row only */
+        for (int b = 0; b < B; b++) memcpy(A->final.y + (size_t)b * d, h + ((size_t)b * T + T - 1) * d, sizeof(float) * d);
+        h = A->final.y;
+    }
+    if (c->final_norm) { /* (the hooks see, and may rewrite, the final norm's output) */
+        model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
+        h = A->final.y;
+        PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_SCALE), A->final.rstd, 0);
+        PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->final.y, 0);
+    }
+    head_logits(m, A->w_tile, A->logits, A->logits_raw, h, R);
+    if (A->has_targets)
+        *loss = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, A->targets, N, V, &A->n_counted,
+                                     &A->lse_sq_mean);
+    return 0;
+}
+
+int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
+    const tlm_config *c = &m->cfg;
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
+    if (pos0 + T > c->max_seq) /* (any position type: past it a model with RoPE runs on untrained positions) */
+        return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos0 + T, c->max_seq);
+    if (m->kv && (B != 1 || targets || kv_cache_room(m->kv) < T))
+        return tlm_error("forward: with a KV cache, feed one sequence without targets within the cache's %d positions",
+                         kv_cache_length(m->kv) + kv_cache_room(m->kv));
+    for (int i = 0; i < B * T; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return tlm_error("forward: token id %d at position %d is outside the vocabulary [0, %d)", tokens[i], i,
+                             c->vocab_size);
+        if (targets && targets[i] >= c->vocab_size)
+            return tlm_error("forward: target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i,
+                             c->vocab_size);
+    }
+    if (model_observes_points(m) && (m->mode != MODEL_TRAIN || m->kv))
+        return tlm_error("forward: hooks need the model in training mode without a KV cache");
+    if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
+    activations *A = &m->acts;
+    if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
+    const int N = B * T;
+    memcpy(A->tokens, tokens, sizeof(int) * N);
+    A->has_targets = targets != NULL;
+    if (targets) memcpy(A->targets, targets, sizeof(int) * N);
+    float l = 0.0f;
+    pass_ctx ctx = pass_whole(m);
+    if (split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx))) return -1;
+    if (targets && loss) *loss = l;
+    if (m->kv) kv_cache_advance(m->kv, T);
+    /* (a probe copies what it selects out of m->acts here: the pass itself is untouched) */
+    return model_after_pass(m, 0);
+}
+
+static int backward_check(tlm_model *m, int need_targets) {
+    activations *A = &m->acts;
+    if (!A->mem || (need_targets && !A->has_targets) || m->kv)
+        return tlm_error("backward: no forward pass with targets to differentiate");
+    if (A->lean || !m->p.embed)
+        return tlm_error("backward: the model is set up for inference (model_set_mode or bf16 weights)");
+    return model_alloc_grads(m);
+}
+
+void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int global_count) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    model_params *g = ctx->g;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
+    const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
+    if (dlogits_in) {
+        memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
+    } else {
+        vec_zero(A->dlogits, NV);
+        crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+    }
+    const float *dz = A->dlogits;
+    if (c->final_softcap > 0.0f) {
+        vec_zero(A->dlogits_raw, NV); /* (softcap_backward accumulates) */
+        softcap_backward(A->dlogits_raw, A->dlogits, A->logits, NV, c->final_softcap);
+        dz = A->dlogits_raw;
+    }
+    const float *hL = model_residual(A, 2 * L);
+    matmul_backward_into(A->dfinal, g->lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
+    if (c->final_norm) PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->dfinal, 1);
+    float *dhL = model_residual_grad(A, 2 * L);
+    if (c->final_norm) {
+        model_norm_backward(c, dhL, NULL, &g->final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
+    } else {
+        vec_copy(dhL, A->dfinal, Nd);
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
+        sublayer_backward(ctx, l, SUB_FFN, mid, model_residual_grad(A, 2 * l + 2), model_residual_grad(A, 2 * l + 1));
+        sublayer_backward(ctx, l, SUB_ATTN, x, model_residual_grad(A, 2 * l + 1), model_residual_grad(A, 2 * l));
+    }
+    embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
+}
+
+static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
+    pass_ctx ctx = pass_whole(m);
+    if (split_backward(m, dlogits_in, dloss)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
+    if (ctx.watched) { /* the residual stream's gradients are complete only now */
+        pass_fire(&ctx, model_point_id(c, -1, HL_EMBED), model_residual_grad(A, 0), 1);
+        for (int l = 0; l < c->n_layers; l++) {
+            pass_fire(&ctx, model_point_id(c, l, HL_RESID_PRE), model_residual_grad(A, 2 * l), 1);
+            pass_fire(&ctx, model_point_id(c, l, HL_RESID_MID), model_residual_grad(A, 2 * l + 1), 1);
+            pass_fire(&ctx, model_point_id(c, l, HL_RESID_POST), model_residual_grad(A, 2 * l + 2), 1);
+        }
+    }
+    if (pass_check_points(&ctx)) return -1;
+    return model_after_pass(m, 1);
+}
+
+int model_backward(tlm_model *m, float dloss) {
+    if (backward_check(m, 1)) return -1;
+    return backward_run(m, NULL, dloss);
+}
+
+int model_backward_from_logits(tlm_model *m, const float *dlogits) {
+    if (backward_check(m, 0)) return -1;
+    return backward_run(m, dlogits, 0.0f);
+}

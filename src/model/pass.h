@@ -1,0 +1,84 @@
+/* pass.h — the per-pass state of a forward or backward, apart from the model it runs.
+ *
+ * A tlm_model is the immutable part (config, weights, RoPE tables, an attached KV cache) plus
+ * a default activation buffer; everything one pass writes goes through a pass_ctx: the rows of
+ * activations it runs over, where its weight gradients go, and whether observers watch it.
+ * A batch split across the threads (model_split.c) gives each thread its own context over its
+ * rows and its own gradient view: no thread copies or writes the model itself.
+ * Internal to src/model (the row-level drivers, the sublayers, the split, hooks.c). */
+#ifndef TLM_MODEL_PASS_H
+#define TLM_MODEL_PASS_H
+
+#include "model.h"
+
+typedef struct pass_ctx {
+    const tlm_model *m; /* config, weights (m->p), RoPE tables, m->kv */
+    activations *A;     /* the rows this pass runs over: the model's whole batch, or a part's */
+    model_params *g;    /* weight gradients (added to): the model's, or a part's own */
+    int watched;        /* an observer takes activation points (model_observer.at_point) */
+    int failed;         /* the first point whose observer failed, + 1 (later points are skipped) */
+} pass_ctx;
+
+/* the context of an unsplit pass over the model's own activations and gradients */
+pass_ctx pass_whole(tlm_model *m);
+
+/* fires activation point `id` (model_point_id) at every observer that takes points: forward,
+ * data may be rewritten in place and the pass continues from it; backward, data is the
+ * gradient there. One pointer test when nothing watches. */
+void pass_fire(pass_ctx *x, int id, float *data, int is_grad);
+#ifdef TLM_NO_PROBE_HOOKS /* (the build without hooks of bench/probe_overhead.sh) */
+#define PASS_POINT(x, id, data, is_grad) ((void)(x), (void)(id), (void)(data), (void)(is_grad))
+#else
+#define PASS_POINT(x, id, data, is_grad) \
+    do { if ((x)->watched) pass_fire((x), (id), (data), (is_grad)); } while (0)
+#endif
+/* after a pass: -1 naming the point whose observer failed */
+int pass_check_points(const pass_ctx *x);
+
+/* when the pattern hook of layer l may have rewritten probs: att = probs @ v again (hooks.c) */
+void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const float *probs, const float *v);
+
+/* every observer's after_layer, in attach order; non-zero stops the pass */
+int pass_after_layer(const pass_ctx *x, int layer);
+
+/* ---- the row-level pass (model_forward.c, model_backward.c) and its sublayers (sublayers.c) --- */
+
+typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
+
+/* forward over the rows of x->A; with targets the mean loss over its counted rows */
+int forward_rows(pass_ctx *x, float *loss);
+/* backward over the rows of x->A from dlogits_in's rows (or the loss's, dloss over global_count
+ * rows), into x->g */
+void backward_rows(pass_ctx *x, const float *dlogits_in, float dloss, int global_count);
+
+/* h = the sublayer of kind k of layer l applied to stream x_in (any norm placement) */
+void sublayer_forward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, float *h);
+/* dx = d(sublayer)/dx . dh (set) */
+void sublayer_backward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, const float *dh, float *dx);
+
+/* out [N,OC] = inp [N,IC] @ W^T + b, with f32 or bf16 weights (w_tile: the bf16 path's scratch) */
+void linear_forward(float *w_tile, float *out, const float *inp, const linear_params *lp, int N, int IC, int OC);
+
+/* ---- the activation layout (layout.c) ------------------------------------------------------- */
+
+/* An arena hands out the buffers of one layout in order (layout.c). */
+typedef struct {
+    float *base;
+    size_t used;
+    int B, b0; /* B 0: bind the whole batch; else the rows of sequences from b0 on */
+} arena;
+float *arena_base(float *mem);
+void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int T);
+/* lays the model's own activations out for (B, T) in its mode (grows the buffer when needed) */
+int ensure_activations(tlm_model *m, int B, int T);
+
+/* ---- the batch split (split.c) -------------------------------------------------------------- */
+
+struct batch_split;
+void split_free(struct batch_split *s);
+/* runs the forward split across the threads; 1 when this pass is not split (run it whole) */
+int split_forward(tlm_model *m, int has_targets, float *loss);
+/* runs the backward split across the threads; 1 when not split */
+int split_backward(tlm_model *m, const float *dlogits_in, float dloss);
+
+#endif

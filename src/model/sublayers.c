@@ -1,0 +1,324 @@
+/* sublayers.c — one transformer sublayer (attention or feed-forward) forward and backward,
+ * whatever the norm placement, over the rows of a pass context (pass.h). Flat op lists, the
+ * shapes beside each op, for N = B*T rows, d = d_model, H heads, KV kv heads, hd head_dim:
+ *
+ *   attention (u [N,d] -> f [N,d])          feed-forward (u [N,d] -> f [N,d])
+ *     q|k|v = u W_qkv^T     [N,H hd|KV hd]    gelu:  up = u W_up^T          [N,f]
+ *     qn,kn = rmsnorm(q,k)  (QK-norm)                hid = gelu(up)         [N,f]
+ *     qr,kr = rope(qn,kn)   (RoPE)            gated: gate|up = u W_gu^T     [N,f|f]
+ *     att   = softmax(qr kr^T) v  [N,H hd]           hid = act(gate) * up   [N,f]
+ *     f     = att W_o^T     [N,d]             f = hid W_down^T              [N,d]
+ *
+ *   a sublayer with F (pre: x + F(N(x)); post: N(x + F(x)); sandwich: x + N2(F(N1(x)));
+ *   output: x + N(F(x))): the placement is data, asked of the config; one block, not five.
+ *
+ * Each op's activation point fires (PASS_POINT) right after it, with the id of points.c's
+ * table. */
+#include <string.h>
+
+#include "decode.h"
+#include "pass.h"
+#include "util/profile.h"
+
+/* ---- linear layers: f32 or bf16 weights ------------------------------------------------------ */
+
+/* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever type they are kept */
+void linear_forward(float *w_tile, float *out, const float *inp, const linear_params *lp, int N, int IC, int OC) {
+    if (lp->w16)
+        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile);
+    else
+        matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
+}
+
+/* Projections of one input stored back to back (q|k|v, gate|up; params.c), each into its own
+ * buffer. Many rows (training, prompts): a GEMM per part over its rows of the weights, straight
+ * into its buffer (the parts' GEMMs cost about what the fused one does, and no pass copies the
+ * columns apart). A few rows (decoding): one matrix-vector stream over the fused weights, then
+ * the columns split. */
+static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const *parts,
+                          const int *widths, int n_parts, const linear_params *fused, const float *u, int N, int d) {
+    if (N > MATVEC_MAX_ROWS) {
+        for (int i = 0; i < n_parts; i++) linear_forward(ctx->A->w_tile, outs[i], u, parts[i], N, d, widths[i]);
+        return;
+    }
+    int total = 0;
+    for (int i = 0; i < n_parts; i++) total += widths[i];
+    linear_forward(ctx->A->w_tile, ctx->A->fused, u, fused, N, d, total);
+    split_columns(outs, widths, n_parts, ctx->A->fused, N);
+}
+
+/* ---- norms: one call site for the four kinds ------------------------------------------------ */
+
+void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
+                         int N) {
+    if (c->norm == NORM_DYT) {
+        dyt_forward(y, x, p->a, p->w, p->b, N, c->d_model);
+        /* no per-row statistics: the saved "rstd" is alpha (the scale before the tanh) */
+        for (int n = 0; a->rstd && n < N; n++) a->rstd[n] = p->a[0];
+    } else if (c->norm == NORM_LAYERNORM)
+        layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
+    else
+        rmsnorm_forward(y, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
+}
+
+void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
+                         const norm_acts *a, const norm_params *p, const float *x, int N) {
+    if (c->norm == NORM_DYT)
+        dyt_backward(dx, dadd, g->a, g->w, g->b, dy, x, p->a, p->w, N, c->d_model);
+    else if (c->norm == NORM_LAYERNORM)
+        layernorm_backward(dx, dadd, g->w, g->b, dy, x, p->w, a->mean, a->rstd, N, c->d_model);
+    else
+        rmsnorm_backward(dx, dadd, g->w, dy, x, p->w, config_norm_offset(c), a->rstd, N, c->d_model);
+}
+
+/* ---- attention sublayer ------------------------------------------------------------------------ */
+
+static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model;
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    float *qkv_out[3] = {a->q, a->k, a->v};
+    const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
+    const int qkv_widths[3] = {qd, kvd, kvd};
+    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, 3, &P->qkv, u, N, d);
+    PASS_POINT(ctx, model_point_id(c, l, HL_Q), a->q, 0);
+    PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
+    PASS_POINT(ctx, model_point_id(c, l, HL_V), a->v, 0);
+    if (c->qk_norm != QK_NORM_NONE) {
+        float off = config_norm_offset(c);
+        int rows, cols;
+        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
+        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
+        rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
+        PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), a->qn, 0);
+        PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), a->kn, 0);
+    }
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    if (c->position == POS_ROPE) {
+        const float *cs, *sn;
+        model_layer_rope(m, l, &cs, &sn);
+        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, pos0);
+        rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, pos0);
+        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
+        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+    }
+    if (m->kv) { /* incremental decoding: append k, v to the cache and attend over all of it */
+        kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
+    } else {
+        attention_spec spec = model_layer_attention(c, l);
+        attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec, ctx->A->attn_scratch);
+        if (ctx->watched) {
+            pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
+            pass_fire(ctx, model_point_id(c, l, HL_PATTERN), a->probs, 0);
+            model_hook_attention_from_probs(ctx, l, a->att, a->probs, a->v);
+        }
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
+    linear_forward(ctx->A->w_tile, f, a->att, &P->o, N, qd, d);
+}
+
+/* du = d(attention sublayer)/du . df (set) */
+static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model;
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    matmul_backward_into(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
+    PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
+    attention_spec spec = model_layer_attention(c, l);
+    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
+                       A->attn_scratch);
+    PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);
+    if (c->position == POS_ROPE) {
+        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), A->dq, 1);
+        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
+    }
+    /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
+    float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
+    if (c->position == POS_ROPE) {
+        const float *cs, *sn;
+        model_layer_rope(m, l, &cs, &sn);
+        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
+        rope_backward(dk_next, dk, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
+        t = dq, dq = dq_next, dq_next = t;
+        t = dk, dk = dk_next, dk_next = t;
+    }
+    if (c->qk_norm != QK_NORM_NONE) {
+        float off = config_norm_offset(c);
+        int rows, cols;
+        PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), dq, 1);
+        PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), dk, 1);
+        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        rmsnorm_backward(dq_next, NULL, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
+        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
+        rmsnorm_backward(dk_next, NULL, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
+        dq = dq_next, dk = dk_next;
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
+    PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
+    /* the three input projections, each into its rows of the fused gradient (no join pass) */
+    matmul_backward_into(du, G->q.w, G->q.b, dq, u, P->q.w, N, d, qd);
+    matmul_backward(du, G->k.w, G->k.b, dk, u, P->k.w, N, d, kvd);
+    matmul_backward(du, G->v.w, G->v.b, A->dv, u, P->v.w, N, d, kvd);
+}
+
+/* ---- feed-forward sublayer --------------------------------------------------------------------- */
+
+static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = c->d_ff;
+    if (c->ffn == FFN_GELU) {
+        linear_forward(ctx->A->w_tile, a->up, u, &P->up, N, d, ff);
+        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
+        act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
+    } else {
+        float *gu_out[2] = {a->gate, a->up};
+        const linear_params *gu_parts[2] = {&P->gate, &P->up};
+        const int gu_widths[2] = {ff, ff};
+        project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, N, d);
+        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->gate, 0);
+        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), a->up, 0);
+        glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), a->hid, 0);
+    linear_forward(ctx->A->w_tile, f, a->hid, &P->down, N, ff, d);
+}
+
+/* du = d(feed-forward sublayer)/du . df (set) */
+static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
+    const size_t n = (size_t)N * ff;
+    matmul_backward_into(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
+    PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);
+    if (c->ffn == FFN_GELU) {
+        act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
+        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dup, 1);
+        matmul_backward_into(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
+    } else {
+        glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
+        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dgate, 1);
+        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), A->dup, 1);
+        matmul_backward_into(du, G->gate.w, G->gate.b, A->dgate, u, P->gate.w, N, d, ff);
+        matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
+    }
+}
+
+/* ---- one sublayer, whatever the norm placement --------------------------------------------------- */
+
+static sublayer_acts *sublayer_of(pass_ctx *ctx, int l, sublayer_kind k) {
+    return k == SUB_ATTN ? &ctx->A->layers[l].attn_s : &ctx->A->layers[l].ffn_s;
+}
+
+/* first norm (input, or post for Post-Norm) and output norm of a sublayer */
+static norm_params *first_norm(const model_params *p, int l, sublayer_kind k) {
+    return k == SUB_ATTN ? &p->layers[l].attn_norm : &p->layers[l].ffn_norm;
+}
+static norm_params *out_norm(const model_params *p, int l, sublayer_kind k) {
+    return k == SUB_ATTN ? &p->layers[l].attn_out_norm : &p->layers[l].ffn_out_norm;
+}
+
+/* hook points of a sublayer: input norm scale, its output, F before the output norm, the output
+ * norm's scale, what is added to the stream, the sum before a post norm, its scale, the stream after */
+static const int SUB_HOOKS[2][8] = {
+    {HL_LN1_SCALE, HL_LN1_NORMALIZED, HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE,
+     HL_RESID_MID},
+    {HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE,
+     HL_RESID_POST}};
+
+/* h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... as the placement says */
+void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, float *h) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    sublayer_acts *s = sublayer_of(ctx, l, k);
+    const int N = ctx->A->B * ctx->A->T;
+    const size_t Nd = (size_t)N * c->d_model;
+    const float *u = x;
+    if (placement_has_input_norm(c->placement)) {
+        model_norm_forward(c, s->in.y, &s->in, first_norm(&m->p, l, k), x, N);
+        u = s->in.y;
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][0]), s->in.rstd, 0);
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), s->in.y, 0);
+    }
+    if (k == SUB_ATTN)
+        attention_sublayer_forward(ctx, l, u, s->f);
+    else
+        ffn_sublayer_forward(ctx, l, u, s->f);
+    float *fo = s->f;
+    if (placement_has_output_norm(c->placement)) {
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), s->f, 0);
+        model_norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
+        fo = s->out.y;
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][3]), s->out.rstd, 0);
+    }
+    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), fo, 0);
+    int post = placement_has_post_norm(c->placement);
+    float *sum = post ? s->sum : h;
+    if (c->residual)
+        vec_add(sum, x, fo, Nd);
+    else
+        memcpy(sum, fo, Nd * sizeof(float));
+    if (post) {
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][5]), sum, 0);
+        model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][6]), s->post.rstd, 0);
+    }
+    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][7]), h, 0);
+}
+
+/* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that
+ * reads it) */
+void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, const float *dh, float *dx) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    sublayer_acts *s = sublayer_of(ctx, l, k);
+    const int N = A->B * A->T;
+    const size_t Nd = (size_t)N * c->d_model;
+    const float *dsum = dh;
+    if (placement_has_post_norm(c->placement)) {
+        model_norm_backward(c, A->dsum, NULL, first_norm(ctx->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum,
+                            N);
+        dsum = A->dsum;
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][5]), A->dsum, 1);
+    }
+    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), (float *)dsum, 1);
+    const float *df = dsum;
+    if (placement_has_output_norm(c->placement)) {
+        model_norm_backward(c, A->df, NULL, out_norm(ctx->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
+        df = A->df;
+        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), A->df, 1);
+    }
+    const int has_in = placement_has_input_norm(c->placement);
+    const float *u = has_in ? s->in.y : x;
+    if (k == SUB_ATTN) /* (each sets du: its input projection is du's only contributor) */
+        attention_sublayer_backward(ctx, l, u, df, A->du);
+    else
+        ffn_sublayer_backward(ctx, l, u, df, A->du);
+    if (has_in) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), A->du, 1);
+    /* dx = the residual's dsum (if any) + the sublayer's path, in one pass */
+    const float *residual = c->residual ? dsum : NULL;
+    if (has_in)
+        model_norm_backward(c, dx, residual, first_norm(ctx->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
+    else if (residual)
+        vec_add(dx, residual, A->du, Nd);
+    else
+        vec_copy(dx, A->du, Nd);
+}
+
