@@ -108,6 +108,7 @@ struct model_hooks {
     void *user;
     unsigned char *fwd, *bwd; /* [count]: which ids call fn (fwd 2: the callback may rewrite it) */
     int count;
+    int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
 };
 
 static int hooks_at_point(void *user, const tlm_model *m, int id, float *data, int B, int T, int is_grad) {
@@ -117,6 +118,7 @@ static int hooks_at_point(void *user, const tlm_model *m, int id, float *data, i
     int64_t shape[5];
     int flags;
     int nd = model_point_describe(&m->cfg, id, B, T, name, sizeof name, shape, &flags);
+    h->unchanged = 0;
     return nd ? h->fn(h->user, id, data, nd, shape, is_grad) : 0;
 }
 
@@ -159,6 +161,10 @@ int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char 
     return 0;
 }
 
+void tlm_hook_unchanged(tlm_model *m) {
+    if (m->hooks) m->hooks->unchanged = 1;
+}
+
 void model_hooks_free(tlm_model *m) { tlm_set_hooks(m, NULL, NULL, NULL, NULL); }
 
 /* When the pattern hook of layer l may have rewritten probs: att = probs @ v again. */
@@ -166,6 +172,7 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
     const tlm_model *m = x->m;
     const tlm_config *c = &m->cfg;
     if (!m->hooks || m->hooks->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
+    if (m->hooks->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
     const int B = x->A->B, T = x->A->T, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     const int qd = H * hd, kvd = KV * hd, group = H / KV;
     for (int b = 0; b < B; b++)
