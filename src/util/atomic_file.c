@@ -2,6 +2,7 @@
 #include "atomic_file.h"
 
 #include "error.h"
+#include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,8 @@
 #include <unistd.h>
 
 struct tlm_atomic {
-    char *path;
+    char *path;   /* as given (messages, the checks at commit) */
+    char *target; /* what the rename replaces: path, or the regular file a symbolic link at path names */
     char *tmp;
     FILE *fp;
     int failed; /* a write already failed: the message is set, the commit must fail */
@@ -29,29 +31,48 @@ static mode_t new_file_mode(const char *path) {
     return 0666 & ~mask;
 }
 
+/* The file the rename replaces: a symbolic link to a regular file (tlm_output_check allows no
+ * other) is written through, to its target, in the target's directory, so the link stays. */
+static char *rename_target(const char *path) {
+    struct stat ls;
+    if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real) tlm_error("%s: cannot resolve the symbolic link: %s", path, strerror(errno));
+        return real;
+    }
+    char *p = strdup(path);
+    if (!p) tlm_error("%s: out of memory", path);
+    return p;
+}
+
 tlm_atomic *tlm_atomic_open(const char *path) {
     if (!path || !*path) {
         tlm_error("atomic write: empty file name");
         return NULL;
     }
+    /* not a FIFO, device, directory or dangling link; not one of the command's inputs (io.h) */
+    if (tlm_output_check(path)) return NULL;
     tlm_atomic *f = calloc(1, sizeof *f);
-    size_t n = strlen(path);
-    if (f) {
-        f->path = strdup(path);
-        f->tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    if (!f) {
+        tlm_error("%s: out of memory", path);
+        return NULL;
     }
-    if (!f || !f->path || !f->tmp) {
+    if (!(f->target = rename_target(path))) goto fail;
+    size_t n = strlen(f->target);
+    f->path = strdup(path);
+    f->tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    if (!f->path || !f->tmp) {
         tlm_error("%s: out of memory", path);
         goto fail;
     }
-    memcpy(f->tmp, path, n);
+    memcpy(f->tmp, f->target, n);
     memcpy(f->tmp + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
     int fd = mkstemp(f->tmp);
     if (fd < 0) {
         tlm_error("%s: cannot create temporary file %s: %s", path, f->tmp, strerror(errno));
         goto fail;
     }
-    if (fchmod(fd, new_file_mode(path)) != 0 || !(f->fp = fdopen(fd, "wb"))) {
+    if (fchmod(fd, new_file_mode(f->target)) != 0 || !(f->fp = fdopen(fd, "wb"))) {
         tlm_error("%s: cannot set up temporary file %s: %s", path, f->tmp, strerror(errno));
         close(fd);
         unlink(f->tmp);
@@ -59,11 +80,10 @@ tlm_atomic *tlm_atomic_open(const char *path) {
     }
     return f;
 fail:
-    if (f) {
-        free(f->path);
-        free(f->tmp);
-        free(f);
-    }
+    free(f->path);
+    free(f->target);
+    free(f->tmp);
+    free(f);
     return NULL;
 }
 
@@ -81,6 +101,7 @@ int tlm_atomic_write(tlm_atomic *f, const void *data, size_t n) {
 
 static void free_handle(tlm_atomic *f) {
     free(f->path);
+    free(f->target);
     free(f->tmp);
     free(f);
 }
@@ -143,12 +164,18 @@ int tlm_atomic_commit(tlm_atomic *f) {
         tlm_atomic_abort(f);
         return -1;
     }
-    if (rename(f->tmp, f->path) != 0) {
+    /* again, just before the rename: something may have taken the name since the open (a FIFO),
+     * or the command may have opened the file as an input since */
+    if (tlm_output_check(f->path)) {
+        tlm_atomic_abort(f);
+        return -1;
+    }
+    if (rename(f->tmp, f->target) != 0) {
         tlm_error("%s: cannot rename %s over it: %s", f->path, f->tmp, strerror(errno));
         tlm_atomic_abort(f);
         return -1;
     }
-    int rc = sync_directory(f->path);
+    int rc = sync_directory(f->target);
     free_handle(f);
     return rc;
 }

@@ -6,7 +6,15 @@
  * Until commit succeeds the file at PATH is untouched. A crash (SIGKILL) mid-write can
  * leave a stray "PATH.tmp.*" file behind, but never a damaged PATH.
  * The new file gets the permission bits of the file it replaces (0666 minus the umask
- * for a new one). If PATH is a symbolic link, the link itself is replaced.
+ * for a new one).
+ *
+ * What PATH may be (tlm_output_check in io.h, checked at open and again before the rename):
+ * absent, or a regular file; a symbolic link to a regular file is written THROUGH: the link's
+ * target is replaced (atomically, in its own directory) and the link stays a link. Anything
+ * else is refused before a byte is written, and left as it was: a directory, a FIFO, a device
+ * node, a socket, a dangling symbolic link (no file is created where it points), a link loop,
+ * a link to any of those; and, while input tracking is on (the CLI), any file the command has
+ * opened as an input, however it is named (a symbolic or hard link to it too).
  *
  * Typical use:
  *     tlm_atomic *f = tlm_atomic_open(path);
