@@ -21,12 +21,18 @@ int cli_parse_ids(const char *option, const char *text, int allow_empty, int **i
     for (;;) {
         while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
         if (!*p) break;
+        /* one id: the text up to the next separator, all of it a number ("1e3" is not 1) */
+        size_t len = strcspn(p, " ,\t\n");
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (end == p || errno || x < -0x7fffffffL || x > 0x7fffffffL) {
+        if (end != p + len || errno || x < -0x7fffffffL || x > 0x7fffffffL) {
             free(v);
-            return tlm_error("%s: \"%.20s\" is not an integer id", option, p);
+            if (end == p + len && len) /* a number, too large for an id */
+                return tlm_error("%s: %.*s%s is out of range for a token id (%d..%d)", option,
+                                 len > 60 ? 60 : (int)len, p, len > 60 ? "..." : "", -0x7fffffff, 0x7fffffff);
+            return tlm_error("%s: \"%.*s%s\" is not an integer", option, len > 60 ? 60 : (int)len, p,
+                             len > 60 ? "..." : "");
         }
         if (k == cap) {
             int *nv = realloc(v, sizeof(int) * (cap *= 2));

@@ -90,6 +90,12 @@ int cmd_export(int argc, char **argv) {
         model_free(m);
         return cli_fail("export");
     }
+    /* nothing in DIR2 may be one of the inputs just loaded (--out the model's own directory):
+     * checked before the first file is written */
+    if (tlm_output_check_dir(out)) {
+        free(tok_src), model_free(m);
+        return cli_fail("export");
+    }
     const char *family = "llama2c", *why = NULL, *kind = NULL;
     int rc;
     if (llama2c) {

@@ -49,6 +49,16 @@ typedef struct {
     int json, csv, grad, no_bos, list;
 } options;
 
+/* --plot and --html may be written (util/io.h: regular files or new names, no input of this
+ * command), and nothing in --dump DIR is an input. Called before the load, and again once the
+ * inputs are open, before the first output is written. */
+static int check_outputs(const options *o) {
+    if (o->plot && tlm_output_check(o->plot)) return -1;
+    if (o->html && tlm_output_check(o->html)) return -1;
+    if (o->dump && tlm_output_check_dir(o->dump)) return -1;
+    return 0;
+}
+
 /* 0 to run, -1 with an error, or 1: exit at once with *exit_code (--help done, usage error printed) */
 static int parse_options(int argc, char **argv, options *o, int *exit_code) {
     memset(o, 0, sizeof *o);
@@ -86,6 +96,7 @@ static int parse_options(int argc, char **argv, options *o, int *exit_code) {
         return *exit_code = cli_usage_error("inspect", "--lens-file goes with --lens tuned"), 1;
     if (o->lens_file && o->grad) return *exit_code = cli_usage_error("inspect", "--lens applies to a prompt, not to --grad"), 1;
     if (o->n_patterns && !o->dump) return tlm_error("--probe needs --dump DIR (where the .npy files go)");
+    if (check_outputs(o)) return -1; /* (a FIFO, device, directory, dangling link: before the load) */
     if (o->list) return 0;
     if (o->grad) {
         if (!o->data) return tlm_error("--grad needs --data FILE (a text file to take one batch from)");
@@ -185,8 +196,9 @@ static int run_forward(const options *o, tlm_model *m) {
         tlm_error("--top %d is larger than the vocabulary (%d)", o->top, m->cfg.vocab_size);
         goto done;
     }
-    if (o->dump && dump_probes(o, m, ids, NULL, 1, n)) goto done;
     if (o->lens_file && !(lens = lens_load(o->lens_file, m))) goto done;
+    if (check_outputs(o)) goto done; /* every input is open now */
+    if (o->dump && dump_probes(o, m, ids, NULL, 1, n)) goto done;
     if (inspect_run_ex(m, ids, n, pos, o->top, o->html ? INSPECT_FOR_HTML : 0, lens, &r)) goto done;
     if (o->json)
         rc = finish_output(inspect_json(&r, tok));
@@ -240,7 +252,7 @@ static int run_grad(const options *o, tlm_model *m) {
     const tlm_config *c = &m->cfg;
     int seq = o->seq ? o->seq : (c->max_seq < 64 ? c->max_seq : 64);
     if (seq <= 0) return tlm_error("--seq %d: must be at least 1", seq);
-    if (c->position == POS_LEARNED && seq > c->max_seq)
+    if (seq > c->max_seq)
         return tlm_error("--seq %d exceeds the model's max_position_embeddings = %d", seq, c->max_seq);
     if ((long long)o->batch * seq + 1 > 0x7fffffffLL) return tlm_error("--batch x --seq is too large");
     tlm_tokenizer *tok = load_tokenizer(o, 1);
@@ -265,6 +277,7 @@ static int run_grad(const options *o, tlm_model *m) {
     }
     /* window b: tokens ids[b*seq .. b*seq+seq), each predicting the next one */
     for (int i = 0; i < B * seq; i++) tokens[i] = ids[i], targets[i] = ids[i + 1];
+    if (check_outputs(o)) goto done; /* every input is open now */
     if (o->dump && dump_probes(o, m, tokens, targets, B, seq)) goto done;
     if (inspect_grad(m, tokens, targets, B, seq, &r)) goto done;
     if (o->json)

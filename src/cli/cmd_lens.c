@@ -133,6 +133,9 @@ int cmd_lens(int argc, char **argv) {
     if (train && lens_file) return cli_usage_error("lens", "--lens-file is for lens eval (lens train writes --out)");
     if (!train && out) return cli_usage_error("lens", "--out is for lens train");
     if (!train && cli_opt_of(&cmd, "--steps")->given) return cli_usage_error("lens", "--steps is for lens train");
+    /* before the training: --out is no FIFO, device, directory or dangling link (lens_save's
+     * write checks again, and against the inputs: the model, the data, the tokenizer) */
+    if (train && tlm_output_check(out)) return cli_fail("lens");
 
     tlm_model *m = model_load_dir(model);
     tlm_tokenizer *tok = NULL;
@@ -142,7 +145,7 @@ int cmd_lens(int argc, char **argv) {
     double *before = NULL, *after = NULL;
     if (!m) goto done;
     if (!o.seq) o.seq = m->cfg.max_seq < 64 ? m->cfg.max_seq : 64;
-    if (o.seq > m->cfg.max_seq && m->cfg.position == POS_LEARNED) {
+    if (o.seq > m->cfg.max_seq) {
         tlm_error("--seq %d exceeds the model's max_position_embeddings = %d", o.seq, m->cfg.max_seq);
         goto done;
     }
@@ -154,7 +157,7 @@ int cmd_lens(int argc, char **argv) {
         goto done;
     }
     if (train) {
-        if (!(lens = lens_create(m))) goto done;
+        if (tlm_output_check(out) || !(lens = lens_create(m))) goto done; /* (now the inputs are known) */
         if (lens_train(lens, m, ids, n, &o, data, before, after) || lens_save(lens, out, model)) goto done;
         fprintf(stderr, "tuned lens: %d steps; written to %s\n", o.steps, out);
         print_report(m, before, after, json, out, o.steps);

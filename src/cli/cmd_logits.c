@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/io.h"
 
 static const char USAGE[] =
     "usage: tinylm logits --model DIR (--ids \"1 5 9\" | --prompt TEXT | --prompt-file FILE) --out FILE.npy\n"
@@ -44,6 +45,9 @@ int cmd_logits(int argc, char **argv) {
     if (!model_dir || !out) return cli_usage_error("logits", "--model DIR and --out FILE.npy are required");
     if ((prc = cli_check_dtype("logits", dtype)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--ids", "--prompt", "--prompt-file", NULL}))) return prc;
+    /* a FIFO, device, directory or dangling link: refused before the load (the write checks
+     * again, then against the inputs too) */
+    if (tlm_output_check(out)) return cli_fail("logits");
     int *ids = NULL, rc = 0;
     size_t n = 0;
     if (ids_text && cli_parse_ids("--ids", ids_text, 0, &ids, &n))

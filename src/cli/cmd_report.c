@@ -23,6 +23,7 @@ int cmd_report(int argc, char **argv) {
     if (prc != CLI_CONTINUE) return prc;
     if (cmd.n_args != 1) return cli_usage_error("report", "give one DATA.json (an experiment description)");
     if (!html) return cli_usage_error("report", "--html OUT.html is required");
+    if (tlm_output_check(html)) return cli_fail("report");
     size_t n = 0;
     char *text = read_text_file(args[0], &n);
     if (!text) return cli_fail("report");

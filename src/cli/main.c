@@ -7,6 +7,7 @@
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/finite.h"
+#include "util/io.h"
 
 typedef struct {
     const char *name;
@@ -87,7 +88,12 @@ int main(int argc, char **argv) {
         dist_finalize();
         return 2;
     }
+    /* an output never replaces one of the command's inputs (util/io.h: tlm_open_input records each
+     * input, tlm_atomic_open refuses to write over one). train and sweep are left out here: a
+     * resumed run rewrites its own files (metrics.jsonl), so cmd_train.c / cmd_sweep.c opt in. */
+    if (strcmp(c->name, "train") != 0 && strcmp(c->name, "sweep") != 0) tlm_inputs_track(1);
     int rc = c->run(argc - 1, argv + 1);
+    tlm_inputs_track(0);
     dist_finalize();
     return rc;
 }

@@ -134,9 +134,26 @@ static int parse_metadata(tlm_safetensors *st, const char *file, const cJSON *ob
     return 0;
 }
 
-/* Fills t (except name) from one header entry; `begin`/`end` are data offsets. */
+/* Why a JSON value is not a usable size or offset (json_uint failed): "is a string, not an
+ * integer", "= -1 is negative", "= 1.5 is not an integer", or "= 4e+18 is out of range". */
+static const char *uint_problem(const cJSON *v, char *buf, size_t size) {
+    char k[64];
+    json_kind(v, k, sizeof k);
+    if (!cJSON_IsNumber(v))
+        snprintf(buf, size, "is %s, not an integer", k);
+    else if (!(v->valuedouble >= 0.0))
+        snprintf(buf, size, "= %s is negative", k);
+    else if (v->valuedouble != floor(v->valuedouble))
+        snprintf(buf, size, "= %s is not an integer", k);
+    else
+        snprintf(buf, size, "= %s is out of range (above 2^53)", k);
+    return buf;
+}
+
+/* Fills t (except name) from one header entry; `begin`/`end` are data offsets; `data_len`, the
+ * bytes after the header, only for messages. */
 static int parse_entry(const char *file, const char *name, const cJSON *e, tlm_st_tensor *t, uint64_t *begin,
-                       uint64_t *end) {
+                       uint64_t *end, uint64_t data_len) {
     char kind[64];
     if (!cJSON_IsObject(e))
         return tlm_error("%s: tensor '%.200s': entry must be an object, not %s", file, name,
@@ -189,8 +206,20 @@ static int parse_entry(const char *file, const char *name, const cJSON *e, tlm_s
         return tlm_error("%s: tensor '%.200s': missing field 'data_offsets'", file, name);
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
         return tlm_error("%s: tensor '%.200s': field 'data_offsets' must be an array [begin, end]", file, name);
-    if (json_uint(off->child, begin) != 0 || json_uint(off->child->next, end) != 0)
-        return tlm_error("%s: tensor '%.200s': data_offsets must be non-negative integers", file, name);
+    const cJSON *field[2] = {off->child, off->child->next};
+    uint64_t *value[2] = {begin, end};
+    for (int k = 0; k < 2; k++) {
+        if (json_uint(field[k], value[k]) == 0) continue;
+        char why[128];
+        uint_problem(field[k], why, sizeof why);
+        const double d = cJSON_IsNumber(field[k]) ? field[k]->valuedouble : -1.0;
+        if (d > (double)data_len && d == floor(d)) /* a whole number too large to be exact: past any file */
+            return tlm_error("%s: tensor '%.200s': data_offsets[%d] (%s) = %.17g is past the end of the file (its "
+                             "data is %llu bytes after the header)", file, name, k, k ? "end" : "begin",
+                             field[k]->valuedouble, (unsigned long long)data_len);
+        return tlm_error("%s: tensor '%.200s': data_offsets[%d] (%s) %s; offsets are non-negative integers", file,
+                         name, k, k ? "end" : "begin", why);
+    }
     if (*begin > *end)
         return tlm_error("%s: tensor '%.200s': data_offsets [%llu, %llu] has begin > end", file, name,
                          (unsigned long long)*begin, (unsigned long long)*end);
@@ -267,6 +296,8 @@ static int parse_blob(tlm_safetensors *st, size_t b) {
         return tlm_error("%s: header is not valid UTF-8 (byte %zu)", file, bad);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &end, 0);
+    if (!root && tlm_json_nesting_error(file, json, (size_t)hlen)) /* the header: cJSON's depth limit */
+        return -1;
     if (!root) {
         size_t at = end && end >= json && end <= json + hlen ? (size_t)(end - json) : 0;
         return tlm_error("%s: header is not valid JSON (near byte %zu of %llu)", file, at, (unsigned long long)hlen);
@@ -302,7 +333,7 @@ static int parse_blob(tlm_safetensors *st, size_t b) {
         tlm_st_tensor t = {0};
         uint64_t begin = 0, stop = 0;
         t.file = file;
-        if (parse_entry(file, e->string, e, &t, &begin, &stop) != 0) {
+        if (parse_entry(file, e->string, e, &t, &begin, &stop, data_len) != 0) {
             rc = -1;
             break;
         }

@@ -204,6 +204,7 @@ void config_finish(tlm_config *c, const cJSON *root) {
 
 int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
     cJSON *root = cJSON_Parse(json_text);
+    if (!root && tlm_json_nesting_error(src, json_text, strlen(json_text))) return -1; /* (cJSON's depth limit) */
     if (!root) return tlm_error("%s: not valid JSON (near \"%.20s\")", src, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     int rc = -1;
     if (!cJSON_IsObject(root)) {

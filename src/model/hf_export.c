@@ -91,7 +91,9 @@ const char *hf_export_family(const tlm_config *c, const char **why) {
 /* ---- the target directory ------------------------------------------------------------------------- */
 
 static int is_previous_export(const char *path) {
+    const int paused = tlm_inputs_pause(1); /* the export's target, not an input (util/io.h) */
     tlm_safetensors *st = tlm_st_open(path);
+    tlm_inputs_pause(paused);
     if (!st) return 0;
     const char *p = tlm_st_metadata(st, "producer");
     int ok = p && !strcmp(p, PRODUCER);

@@ -9,6 +9,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/io.h"
 
 char *report_base64(const void *data, size_t n) {
     static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -176,6 +177,7 @@ static int check_experiment(const char *name, const cJSON *root) {
 int report_experiment_html(const char *name, const char *text, size_t n, const char *out) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
+    if (!root && tlm_json_nesting_error(name, text, n)) return -1; /* (cJSON's depth limit) */
     if (!root) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
         for (size_t i = 0; i < off && i < n; i++) {

@@ -108,6 +108,7 @@ static char *dir_of(const char *path) {
 static cJSON *parse_json(const char *data, size_t len, const char *name) {
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
+    if (!j && tlm_json_nesting_error(name, data, len)) return NULL; /* (cJSON's depth limit) */
     if (!j) {
         size_t at = end && end >= data && end <= data + len ? (size_t)(end - data) : 0;
         tlm_error("%s: not valid JSON (parse error near byte %zu)", name, at);

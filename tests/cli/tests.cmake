@@ -19,3 +19,10 @@ if(TLM_PYTHON)
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_export)
   set_tests_properties(test_export PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # every output option given each kind of target (links, FIFOs, directories, devices), and every
+  # output made to be each of the command's inputs (by name, symbolic and hard link): refused
+  add_test(NAME test_output_paths COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_output_paths.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_output_paths)
+  set_tests_properties(test_output_paths PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 300)
+endif()
