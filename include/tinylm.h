@@ -78,6 +78,9 @@ TLM_API int tlm_hook_count(const tlm_model *m);
 TLM_API int tlm_hook_info(const tlm_model *m, int id, char *name, size_t name_cap, int B, int T, int64_t shape[5],
                   int *flags);
 TLM_API int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd);
+/* The engine's attention visibility rule for layer `layer` (causal, its sliding window): fills
+ * mask [T, T] with 1 where query i sees key j, else 0. -1 (tlm_error) for a layer or T out of range. */
+TLM_API int tlm_attention_mask(const tlm_model *m, int layer, int T, unsigned char *mask);
 /* Backward of the last forward from a gradient of its logits [B, T, vocab] (a metric's), not the loss's. */
 TLM_API int tlm_backward_logits(tlm_model *m, const float *dlogits);
 

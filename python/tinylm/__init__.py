@@ -424,19 +424,17 @@ class Model:
             return 1
 
     def _attention_masks(self, T):
-        """bool [T, T] per layer: which keys each query sees (causal, sliding windows)."""
-        c = self.config
-        types = c.get("layer_types") or []
-        win = c.get("sliding_window") or 0
-        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        """bool [T, T] per layer: which keys each query sees, by the engine's own rule (tlm_attention_mask)."""
+        f = _L.tlm_attention_mask
+        f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         out = {}
         for l in range(self.n_layers):
-            ok = j <= i
-            if win and l < len(types) and types[l] == "sliding_attention":
-                ok = ok & (i - j < win)
             hp = self.hook_points.get("blocks.%d.attn.hook_attn_scores" % l)
             if hp:
-                out[hp.id] = ok
+                ok = np.zeros((T, T), dtype=np.uint8)
+                if f(self._h, l, T, ok.ctypes.data):
+                    raise _err("attention mask")
+                out[hp.id] = ok.astype(bool)
         return out
 
     def _ids2(self, ids, what):

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 
 #include "pass.h"
+#include "tinylm.h"
+#include "util/error.h"
 
 void model_free(tlm_model *m) {
     if (!m) return;
@@ -51,6 +53,16 @@ activation model_ffn_activation(const tlm_config *c) { return c->ffn == FFN_SWIG
 
 int model_key_visible(const tlm_config *c, int l, int query, int key) {
     return attention_key_visible(query, key, model_layer_attention(c, l).window);
+}
+
+int tlm_attention_mask(const tlm_model *m, int layer, int T, unsigned char *mask) {
+    const tlm_config *c = &m->cfg;
+    if (layer < 0 || layer >= c->n_layers)
+        return tlm_error("attention mask: layer %d is out of range (0..%d)", layer, c->n_layers - 1);
+    if (T <= 0 || !mask) return tlm_error("attention mask: T = %d must be positive, mask non-NULL", T);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) mask[(size_t)i * T + j] = (unsigned char)model_key_visible(c, layer, i, j);
+    return 0;
 }
 
 float model_norm_gain(const tlm_config *c, float w) { return w + config_norm_offset(c); }
