@@ -58,23 +58,55 @@ static int write_json_for_script(tlm_atomic *f, const char *s) {
 
 static int put(tlm_atomic *f, const char *s) { return tlm_atomic_write(f, s, strlen(s)); }
 
+/* the CSP source 'sha256-BASE64' of the embedded report.js (its hex digest is computed at build
+ * time by embed.cmake): the page runs that script and no other, so nothing in the data blob can
+ * run even if a bug ever put it into the page as markup (no 'unsafe-inline' for scripts) */
+static int js_hash_source(char out[64]) {
+    unsigned char digest[32];
+    const char *hex = tlm_report_js_sha256;
+    if (strlen(hex) != 64) return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            const char c = hex[2 * i + k];
+            const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (d < 0) return -1;
+            v = v << 4 | (unsigned)d;
+        }
+        digest[i] = (unsigned char)v;
+    }
+    char *b64 = report_base64(digest, sizeof digest);
+    if (!b64) return -1;
+    snprintf(out, 64, "'sha256-%s'", b64);
+    free(b64);
+    return 0;
+}
+
 int report_write_html(const char *path, const char *title, const char *data_json) {
     /* the script and stylesheet are ours; a stray closing tag in them would cut the page */
     if (strstr(tlm_report_js, "</script") || strstr(tlm_report_css, "</style"))
         return tlm_error("%s: the embedded report.js/report.css hold a closing tag (a build error)", path);
+    char js_hash[64];
+    if (js_hash_source(js_hash)) return tlm_error("%s: the embedded report.js has no valid SHA-256 (a build error)", path);
     tlm_atomic *f = tlm_atomic_open(path);
     if (!f) return tlm_error_prefix("cannot write the HTML report");
+    /* default-src 'none': no fetch, frame, font, media or object; images only from data: URLs (the
+     * experiment figures, themselves images that run nothing); styles inline (the page's own and
+     * the style attributes report.js sets); scripts: report.js by its hash, nothing else */
     put(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-           "script-src 'unsafe-inline'; img-src data:\">\n"
-           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+           "img-src data:; base-uri 'none'; form-action 'none'; script-src ");
+    put(f, js_hash);
+    put(f, "\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
     write_escaped_html(f, title);
     put(f, "</title>\n<style>\n");
     put(f, tlm_report_css);
     put(f, "</style>\n</head>\n<body>\n<main id=\"app\"><noscript>This report is drawn by JavaScript: enable it to "
            "see the page.</noscript></main>\n<script type=\"application/json\" id=\"tlm-data\">");
     write_json_for_script(f, data_json);
-    put(f, "</script>\n<script>\n");
+    /* the script element's text is exactly report.js's bytes: the hash above is of them */
+    put(f, "</script>\n<script>");
     put(f, tlm_report_js);
     if (put(f, "</script>\n</body>\n</html>\n")) {
         tlm_atomic_abort(f);
@@ -94,6 +126,18 @@ static int opt_string(const char *name, const cJSON *o, const char *key, int req
     if (!v) return required ? bad(name, key, "missing (a string is required)") : 0;
     if (!cJSON_IsString(v)) return bad(name, key, "must be a string");
     return 0;
+}
+
+/* an SVG document: after whitespace, an optional XML declaration and comments, the root element
+ * <svg (the page shows a figure as an SVG image, which anything before the root would break) */
+static int is_svg_document(const char *s) {
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+        const char *end = strncmp(s, "<?xml", 5) == 0 ? strstr(s, "?>") : strncmp(s, "<!--", 4) == 0 ? strstr(s + 4, "-->") : NULL;
+        if (!end) break;
+        s = end + (end[0] == '?' ? 2 : 3);
+    }
+    return strncmp(s, "<svg", 4) == 0 && (s[4] == ' ' || s[4] == '\t' || s[4] == '\n' || s[4] == '\r' || s[4] == '>' || s[4] == '/');
 }
 
 static int check_experiment(const char *name, const cJSON *root) {
@@ -160,8 +204,9 @@ static int check_experiment(const char *name, const cJSON *root) {
         snprintf(field, sizeof field, "figures[%d].title", i);
         if (title && !cJSON_IsString(title)) return bad(name, field, "must be a string");
         snprintf(field, sizeof field, "figures[%d].svg", i);
-        if (!svg || !cJSON_IsString(svg) || !strstr(svg->valuestring, "<svg"))
-            return bad(name, field, "must be a string holding an <svg> element");
+        if (!svg || !cJSON_IsString(svg) || !is_svg_document(svg->valuestring))
+            return bad(name, field, "must be a string holding an SVG document (<svg ...>...</svg>, nothing before it "
+                                    "but an <?xml ...?> declaration or comments)");
         i++;
     }
     const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes");

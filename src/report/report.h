@@ -1,7 +1,10 @@
 /* report.h — self-contained HTML pages: one page = a fixed template + the stylesheet and script
  * (src/report/report.css, report.js, embedded into the program at build time by embed.cmake) +
  * one JSON data blob in a <script type="application/json"> that the script renders. No network:
- * everything is inline, and the page's Content-Security-Policy forbids any fetch.
+ * everything is inline, and the page's Content-Security-Policy forbids any fetch and runs no
+ * script but report.js (allowed by its SHA-256). Data never becomes markup: report.js writes
+ * every string as text and shows an experiment's SVG figures as <img> of data: URLs (an SVG
+ * image runs no script, loads nothing and takes no events).
  *
  * Pages: `tinylm inspect --html` (kind "inspect" / "grad", src/probes/inspect_html.c) and
  * `tinylm report DATA.json --html OUT.html` (kind "experiment", the schema below). */
@@ -29,5 +32,6 @@ char *report_base64(const void *data, size_t n);
 /* the embedded assets (generated report_assets.c) */
 extern const char tlm_report_css[];
 extern const char tlm_report_js[];
+extern const char tlm_report_js_sha256[]; /* report.js's SHA-256, 64 hex digits (its CSP hash) */
 
 #endif

@@ -653,6 +653,30 @@
   }
 
   // ---- experiment pages ------------------------------------------------------------------------------------
+  // An experiment's SVG figure as an <img> of a data: URL, never as markup in the page: a report is
+  // a file people share, and an SVG image runs no script, loads nothing external and takes no
+  // events, whatever the string holds (handlers, <script>, javascript: links, <foreignObject>,
+  // external href / url()). The string is not parsed here (a parse in the page would meet its
+  // handler attributes under the page's CSP); only its root tag gets the SVG namespace when it has
+  // none (SVG written for inline HTML) and the page's font when it names none (an image does not
+  // inherit it). A string that is not a well-formed SVG image shows a notice instead.
+  function figureImage(text, title) {
+    var t = String(text), i = t.search(/<svg[\s>\/]/);
+    if (i < 0) return null;
+    var tag = t.slice(i, t.indexOf(">", i) + 1 || t.length), extra = "";
+    if (!/\sxmlns\s*=\s*["']http:\/\/www\.w3\.org\/2000\/svg["']/.test(tag)) extra += ' xmlns="http://www.w3.org/2000/svg"';
+    if (!/\sfont-family\s*=/.test(tag)) extra += " font-family=\"system-ui, -apple-system, 'Segoe UI', sans-serif\"";
+    t = t.slice(0, i + 4) + extra + t.slice(i + 4);
+    var img = h("img", { class: "figure-img", alt: title || "figure" });
+    img.addEventListener("error", function () {
+      if (img.parentNode) img.parentNode.replaceChild(h("p", { class: "notice figure-error", text: "This figure is not a well-formed SVG image and is not shown." }), img);
+    });
+    // an SVG of no size of its own is as wide as the page (as inline SVG was)
+    if (!/\swidth\s*=/.test(tag)) img.classList.add("fill");
+    img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(t);
+    return img;
+  }
+
   function renderExperiment(app, D) {
     add(app, h("h1", { text: D.title }));
     if (D.name) add(app, h("div", { class: "meta" }, h("span", {}, "experiment ", h("b", { class: "mono", text: D.name }))));
@@ -681,8 +705,8 @@
       add(app, h("div", { class: "scroll" }, tb));
     });
     (D.figures || []).forEach(function (f) {
-      var box = h("div", { class: "svg-box" });
-      box.innerHTML = f.svg; // the experiment's own figure
+      var img = figureImage(f.svg, f.title);
+      var box = h("div", { class: "svg-box" }, img || h("p", { class: "notice", text: "(this figure holds no <svg> element)" }));
       add(app, h("figure", { class: "experiment-figure" }, f.title ? h("figcaption", { text: f.title }) : null, box));
     });
     if (D.notes && D.notes.length) {

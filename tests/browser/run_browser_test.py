@@ -42,7 +42,8 @@ def main():
             print(p.stdout, file=sys.stderr)
             return fail("`npm ci --prefix tests/browser` failed (needs the npm registry or npm's cache)")
     p = subprocess.run([node, os.path.join(HERE, "test_report.mjs"), "--tinylm", os.path.abspath(a.tinylm),
-                        "--work", os.path.abspath(a.work), "--chromium", chromium], timeout=300)
+                        "--work", os.path.abspath(a.work), "--chromium", chromium,
+                        "--python", sys.executable], timeout=300)
     return p.returncode
 
 

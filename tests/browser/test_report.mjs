@@ -1,6 +1,6 @@
 // test_report.mjs — tinylm's HTML reports in a real browser (headless Chromium via puppeteer-core).
 //
-//   node test_report.mjs --tinylm PATH --work DIR [--chromium /usr/bin/chromium]
+//   node test_report.mjs --tinylm PATH --work DIR [--chromium /usr/bin/chromium] [--python python3]
 //
 // Launched by run_browser_test.py (which checks that node, npm and Chromium are there). Every page is
 // opened from file:// with request interception: only the page's own file:// URL and data: URLs may
@@ -9,7 +9,9 @@
 // attention rows sum to 1 and equal the engine's probabilities dumped with --probe, a non-blank
 // screenshot, < 1 MB), a long prompt (attention omitted, pagers), tiny trained tinylm models
 // (Pre-Norm, Post-Norm: DLA unsupported), a Hugging Face export, --grad, and `tinylm report`
-// (experiment page; malformed input and bad paths give messages naming the file and field).
+// (experiment page; malformed input and bad paths give messages naming the file and field; the
+// experiments' svgplot figures; a hostile description whose every field and figure tries to run
+// script or load something: nothing runs, nothing is requested, the figures are SVG images).
 import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -23,6 +25,7 @@ const args = Object.fromEntries(
 const TINYLM = path.resolve(args.tinylm);
 const WORK = path.resolve(args.work);
 const CHROMIUM = args.chromium || "/usr/bin/chromium";
+const PYTHON = args.python || "python3";
 const STORIES = path.join(ROOT, "data", "stories260K.bin"), TOK512 = path.join(ROOT, "data", "tok512.bin");
 const t0 = Date.now();
 
@@ -193,10 +196,13 @@ async function pngStats(png) {
 
 // ---- 2. a long prompt: pagers, attention omitted past the page's limit --------------------------------------
 {
+  // 480 tokens: past the token pager (400) and the page's attention limit (5 x 8 heads x T(T+1)/2 > 4M
+  // weights from T = 458), within stories260K's 512 positions
   const text = fs.readFileSync(path.join(ROOT, "data", "tinyshakespeare.txt"), "utf8").slice(0, 2400);
+  const ids = must(tinylm("tokenize", "--tokenizer", TOK512, "--text", text), "tokenize").trim().split(/\s+/).slice(0, 480);
   const html = path.join(WORK, "long.html");
-  const r = tinylm("inspect", "--model", STORIES, "--tokenizer", TOK512, "--prompt", text, "--html", html);
-  check(r.rc === 0, "long prompt: inspect --html runs", r.err);
+  const r = tinylm("inspect", "--model", STORIES, "--tokenizer", TOK512, "--ids", ids.join(" "), "--html", html);
+  check(r.rc === 0 && ids.length === 480, "long prompt: inspect --html runs (480 tokens)", r.err);
   const o = await open(html, "long prompt");
   const info = await o.page.evaluate(() => ({
     T: document.querySelectorAll(".tok").length, omitted: !!document.getElementById("attn-omitted"),
@@ -271,13 +277,20 @@ for (const [name, model, L, H, dlaOk] of [["Pre-Norm (tinylm dir)", pre, 3, 4, t
     const info = await o.page.evaluate(() => ({
       h1: document.querySelector("h1")?.textContent, verdict: document.querySelector(".verdict")?.className,
       verdictText: document.querySelector(".verdict")?.textContent, rows: document.querySelectorAll("table.experiment-table tr").length,
-      bold: document.querySelectorAll("table.experiment-table b").length, svg: document.querySelectorAll("figure svg polyline").length,
+      bold: document.querySelectorAll("table.experiment-table b").length,
+      figs: [...document.querySelectorAll("figure img.figure-img")].map((i) => [i.complete, i.naturalWidth, i.naturalHeight, i.width]),
       notes: document.querySelectorAll("ul.notes li").length, command: document.querySelector("pre.command")?.textContent,
       claim: document.querySelector(".claim")?.textContent }));
     check(info.h1 === d.title, "experiment page: the title", info.h1);
     check(info.verdict === "verdict yes" && info.verdictText.includes(d.verdict.text), "experiment page: the verdict (supported) and its text", info.verdictText);
     check(info.rows === 1 + d.tables[0].rows.length && info.bold === 0, "experiment page: the table (header + 5 rows, cell text escaped)", JSON.stringify(info));
-    check(info.svg === 2 && info.notes === 2 && info.command === d.command && info.claim.includes(d.claim), "experiment page: figure (inline SVG), notes, command, claim");
+    check(info.notes === 2 && info.command === d.command && info.claim.includes(d.claim), "experiment page: notes, command, claim");
+    // the figure is an SVG image of its own size, and draws: its blue and orange lines are on screen
+    const figImg = await o.page.$("figure.experiment-figure img");
+    const fst = figImg ? await pngStats(await figImg.screenshot()) : { colours: 0, nonWhite: 0 };
+    check(info.figs.length === 1 && info.figs[0][0] && info.figs[0][1] === 320 && info.figs[0][2] === 160 && info.figs[0][3] === 320 &&
+          fst.colours > 8 && fst.nonWhite > 0.02,
+          `experiment page: the figure drawn (320x160 SVG image, ${fst.colours} colours on screen)`, JSON.stringify([info.figs, fst]));
     const png = await o.page.screenshot({ fullPage: true });
     fs.writeFileSync(path.join(WORK, "experiment.png"), png);
     clean(o);
@@ -299,6 +312,120 @@ for (const [name, model, L, H, dlaOk] of [["Pre-Norm (tinylm dir)", pre, 3, 4, t
   check(u.rc === 1 && /\/nonexistent-dir\/x\.html/.test(u.err), "tinylm report to an unwritable path: exit 1 naming it", u.err);
   const u2 = tinylm("inspect", "--model", pre, "--prompt", "hi", "--html", "/nonexistent-dir/y.html");
   check(u2.rc === 1 && /\/nonexistent-dir\/y\.html/.test(u2.err), "inspect --html to an unwritable path: exit 1 naming it", u2.err);
+}
+
+// ---- 4b. the experiments' own figures (experiments/svgplot.py) drawn on an experiment page ---------------------
+{
+  const py = `import json, sys; sys.path.insert(0, sys.argv[1]); import svgplot as p
+xs = list(range(1, 9))
+line = p.line_plot([p.Series("pre-norm", xs, [2 ** (x / 2) for x in xs]), p.Series("post-norm", xs, [8.0] * 8),
+                    p.Series("nan", xs, [1.0, float("nan"), 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])],
+                   title="Norm by layer", xlabel="layer", ylabel="norm", ylog=True)
+bar = p.bar_plot(["a", "b", "c"], [p.Series("loss", None, [1.2, 3.4, 2.2]), p.Series("val", None, [1.5, 3.0, 2.0])],
+                 title="Loss", ylabel="loss")
+print(json.dumps({"kind": "experiment", "title": "svgplot figures", "figures": [{"title": "line", "svg": line}, {"title": "bar", "svg": bar}]}))`;
+  const p = spawnSync(PYTHON, ["-c", py, path.join(ROOT, "experiments")], { encoding: "utf8" });
+  const json = path.join(WORK, "svgplot.json"), html = path.join(WORK, "svgplot.html");
+  if (check(p.status === 0, "svgplot figures: experiments/svgplot.py draws a line and a bar plot", p.stderr)) {
+    fs.writeFileSync(json, p.stdout);
+    const r = tinylm("report", json, "--html", html);
+    if (check(r.rc === 0, "svgplot figures: tinylm report writes the page", r.err)) {
+      const o = await open(html, "svgplot figures");
+      const imgs = await o.page.$$("figure img.figure-img");
+      const sizes = await o.page.$$eval("figure img.figure-img", (a) => a.map((i) => [i.complete, i.naturalWidth, i.naturalHeight]));
+      const stats = [];
+      for (const im of imgs) stats.push(await pngStats(await im.screenshot()));
+      check(sizes.length === 2 && stats.length === 2 && sizes.every((z) => z[0] && z[1] === 760 && z[2] === 460) && stats.every((st) => st.colours > 20 && st.nonWhite > 0.03),
+            "svgplot figures: both drawn as 760x460 SVG images, not blank", JSON.stringify([sizes, stats]));
+      fs.writeFileSync(path.join(WORK, "svgplot.png"), await o.page.screenshot({ fullPage: true }));
+      clean(o);
+      await o.page.close();
+    }
+  }
+}
+
+// ---- 5. a hostile experiment description: nothing in it may run or fetch ---------------------------------------
+// Every field that reaches the page carries markup; the figures carry every way an SVG string can run
+// script or load something. Each payload that runs records itself in top.__pwned (a global of the
+// page); each load goes to http://127.0.0.1:9/ (aborted, and recorded by open()). The page must
+// draw, show the fields as text and the figures as pictures, run none of it and request nothing.
+{
+  const RUN = (tag) => `(top.__pwned=top.__pwned||[]).push('${tag}')`;
+  const EVIL = "http://127.0.0.1:9/";
+  const NS = 'xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"';
+  const box = (inner, extra = "") => `<svg ${NS} width="200" height="80" ${extra}><rect width="200" height="80" fill="#1f5fa8"/>${inner}</svg>`;
+  const markup = (tag) => `<img src="${EVIL}${tag}.png" onerror="${RUN(tag)}"><script>${RUN(tag + "-script")}</script><b>bold?</b>`;
+  const esc = (t) => t.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/"/g, "&quot;"); // for an XML attribute
+  const XHTML = (inner) => `<foreignObject width="200" height="80"><div xmlns="http://www.w3.org/1999/xhtml">${inner}</div></foreignObject>`;
+  const figures = [ // each is well-formed XML (so that it is drawn), bar the last
+    ["img onerror", box(XHTML(`<img src="x" onerror="${RUN("img-onerror")}"/><img src="${EVIL}fo.png" onerror="${RUN("foreign-onerror")}"/>`) +
+      `<img src="x" onerror="${RUN("svg-img-onerror")}"/>`)],
+    ["svg onload", box("", `onload="${RUN("svg-onload")}"`)],
+    ["script element", box(`<script>${RUN("svg-script")}</script><script href="${EVIL}s.js"/><script xlink:href="${EVIL}x.js"/>` +
+      `<script type="text/javascript"><![CDATA[${RUN("cdata-script")}]]></script>`)],
+    ["animate onbegin", box(`<animate onbegin="${RUN("animate-onbegin")}" attributeName="x" dur="1ms"/>` +
+      `<rect width="10" height="10"><animate attributeName="width" from="10" to="20" dur="1ms" onend="${RUN("animate-onend")}"/></rect>`)],
+    ["set onbegin / set href", box(`<set onbegin="${RUN("set-onbegin")}" attributeName="fill" to="red" dur="1ms"/>` +
+      `<a id="setlink"><set attributeName="href" to="javascript:${RUN("set-href")}"/><rect width="200" height="80" fill-opacity="0"/></a>`)],
+    ["iframe srcdoc", box(XHTML(`<iframe srcdoc="${esc(`<script>${RUN("iframe-srcdoc")}</script><img src="${EVIL}iframe.png">`)}"></iframe>` +
+      `<iframe src="javascript:${RUN("iframe-js")}"></iframe>`))],
+    ["javascript: links", box(`<a href="javascript:${RUN("a-href")}"><rect width="200" height="80" fill-opacity="0"/></a>` +
+      `<a xlink:href="javascript:${RUN("a-xlink")}"><text x="10" y="40">click</text></a>`)],
+    ["external references", box(`<image href="${EVIL}image.png" width="10" height="10"/><image xlink:href="${EVIL}ximage.png" width="10" height="10"/>` +
+      `<use href="${EVIL}sprite.svg#a"/><use xlink:href="${EVIL}xsprite.svg#a"/>` +
+      `<filter id="f"><feImage href="${EVIL}fe.png"/></filter><rect width="5" height="5" filter="url(#f)"/>`)],
+    ["foreignObject", box(XHTML(`<object data="${EVIL}o.svg"></object><embed src="${EVIL}e.svg"/><link rel="stylesheet" href="${EVIL}l.css"/>` +
+      `<details open="" ontoggle="${RUN("details-ontoggle")}"><summary>s</summary></details><base href="${EVIL}"/>` +
+      `<meta http-equiv="refresh" content="0;url=javascript:${RUN("meta-refresh")}"/><form action="${EVIL}"><button>go</button></form>` +
+      `<video src="${EVIL}v.mp4" onerror="${RUN("video-onerror")}"></video>`))],
+    ["CSS url()", box(`<style>@import url(${EVIL}import.css); rect { fill: url(${EVIL}fill.svg#p); } @font-face { font-family: x; src: url(${EVIL}f.woff); }</style>` +
+      `<rect width="50" height="50" style="fill:url(${EVIL}style.svg#p); background-image:url(${EVIL}bg.png); cursor:url(${EVIL}c.cur), auto"/>` +
+      `<text x="5" y="70" style="font-family: x">font</text>`)],
+    ["not XML", box(`<img src=x onerror="${RUN("malformed-onerror")}"><br>`)],
+  ];
+  const d = {
+    kind: "experiment", name: markup("name"), title: "</title><script>" + RUN("title") + "</script>" + markup("title"),
+    claim: markup("claim"), command: markup("command"), verdict: { supported: false, text: markup("verdict") },
+    tables: [{ title: markup("table-title"), columns: [markup("column"), "n"], rows: [[markup("cell"), 1], ["</script><!--", 2]] }],
+    figures: figures.map(([title, svg]) => ({ title: markup("fig-title") + " " + title, svg })),
+    notes: [markup("note"), "javascript:" + RUN("note-js")],
+  };
+  const json = path.join(WORK, "hostile.json"), html = path.join(WORK, "hostile.html");
+  fs.writeFileSync(json, JSON.stringify(d));
+  const r = tinylm("report", json, "--html", html);
+  if (check(r.rc === 0, "hostile experiment: tinylm report writes the page", r.err)) {
+    const o = await open(html, "hostile experiment");
+    const { page } = o;
+    // hover and click every figure (event handlers, links), then give timers and animations time to fire
+    for (const f of await page.$$("figure.experiment-figure")) {
+      await f.scrollIntoView().catch(() => {});
+      const b = await f.boundingBox();
+      if (b) { await page.mouse.move(b.x + b.width / 2, b.y + b.height - 20); await page.mouse.click(b.x + b.width / 2, b.y + b.height - 20); }
+    }
+    await new Promise((res) => setTimeout(res, 300));
+    const info = await page.evaluate(() => ({
+      pwned: window.__pwned || [], url: location.href, frames: window.frames.length, ready: document.body.getAttribute("data-ready"),
+      h1: document.querySelector("h1")?.textContent, title: document.title, figures: document.querySelectorAll("figure.experiment-figure").length,
+      images: [...document.querySelectorAll("figure.experiment-figure img")].map((i) => ({ ok: i.complete && i.naturalWidth > 0, src: i.src.slice(0, 30) })),
+      live: document.querySelectorAll("#app script, #app iframe, #app object, #app embed, #app img:not(figure img), #app svg, #app foreignObject, #app a, #app form, #app base, #app meta, #app link").length,
+      cell: document.querySelector("table.experiment-table td")?.textContent, notices: document.querySelectorAll("figure .figure-error").length,
+      notes: [...document.querySelectorAll("ul.notes li")].map((li) => li.textContent), command: document.querySelector("pre.command")?.textContent,
+    }));
+    const frames = page.frames().length;
+    check(info.pwned.length === 0, "hostile experiment: no script of the description ran", info.pwned.join(", "));
+    check(info.ready === "1" && info.url === pathToFileURL(html).href && info.frames === 0 && frames === 1,
+          "hostile experiment: the page drew and stayed itself (no navigation, no frame)", JSON.stringify({ ...info, frames }));
+    check(info.h1 === d.title && info.title === d.title && info.cell === d.tables[0].rows[0][0] && info.command === d.command &&
+          info.notes[0] === d.notes[0] && info.notes[1] === d.notes[1],
+          "hostile experiment: title, table cell, notes and command are shown as text", JSON.stringify(info));
+    check(info.live === 0, "hostile experiment: no element of the description is live in the page", info.live);
+    const n = figures.length - 1;
+    check(info.figures === figures.length && info.images.length === n && info.images.every((i) => i.ok && i.src.startsWith("data:image/svg+xml")) &&
+          info.notices === 1, `hostile experiment: ${n} figures drawn as SVG images, the one that is not XML replaced by a notice`, JSON.stringify(info));
+    fs.writeFileSync(path.join(WORK, "hostile.png"), await page.screenshot({ fullPage: true }));
+    clean(o);
+    await page.close();
+  }
 }
 
 await browser.close();

@@ -9,6 +9,7 @@ file and leave nothing behind; `--plot` on a long prompt shows a window around -
 
     test_report_cli.py --tinylm PATH --work DIR"""
 import base64
+import hashlib
 import json
 import os
 import re
@@ -170,6 +171,20 @@ def test_experiment(T, work):
     d, page = blob(html) if rc == 0 else (None, "")
     check(rc == 0 and d == evil and page.count("</script>") == 2 and "<title>a &lt;/script&gt;" in page,
           "strings holding </script> stay inside the data (escaped as \\u003c)", err)
+    # the CSP runs the page's own script only, by its hash: no 'unsafe-inline' script, no fetch
+    m = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    csp = dict((p.strip().split(" ", 1) + [""])[:2] for p in m.group(1).split(";")) if m else {}
+    code = re.search(r"<script>(.*?)</script>", page, re.S)
+    want = "'sha256-%s'" % base64.b64encode(hashlib.sha256(code.group(1).encode()).digest()).decode() if code else None
+    check(csp.get("script-src") == want and csp.get("default-src") == "'none'" and csp.get("img-src") == "data:"
+          and "unsafe" not in csp.get("script-src", "unsafe") and csp.get("base-uri") == "'none'",
+          "the CSP allows one script, the page's own, by its SHA-256 (no 'unsafe-inline'); nothing is fetched", str(csp))
+    ok = {"kind": "experiment", "title": "x", "figures": [
+        {"svg": "<?xml version='1.0'?>\n<!-- by hand -->\n<svg xmlns='http://www.w3.org/2000/svg'/>"}, {"svg": " <svg>\n</svg>"}]}
+    f = os.path.join(work, "prolog.json")
+    json.dump(ok, open(f, "w"))
+    rc, _, err = run(T, "report", f, "--html", html)
+    check(rc == 0, "report: a figure may start with whitespace, an XML declaration and comments", err)
     cases = [
         ("malformed", '{"kind": "experiment",\n "title": }', "not valid JSON (near line 2"),
         ("empty", "", "not valid JSON"),
@@ -183,6 +198,9 @@ def test_experiment(T, work):
          'field "tables[0].rows[1]"'),
         ("cell", '{"kind": "experiment", "title": "x", "tables": [{"columns": ["a"], "rows": [[{}]]}]}', 'field "tables[0].rows[0]"'),
         ("figure", '{"kind": "experiment", "title": "x", "figures": [{"title": "t", "svg": "<div>"}]}', 'field "figures[0].svg"'),
+        ("markup before the svg", '{"kind": "experiment", "title": "x", "figures": [{"svg": "<img src=x onerror=alert(1)><svg></svg>"}]}',
+         'field "figures[0].svg"'),
+        ("svg not the root", '{"kind": "experiment", "title": "x", "figures": [{"svg": "<!-- c --> <svgx/>"}]}', 'field "figures[0].svg"'),
         ("notes", '{"kind": "experiment", "title": "x", "notes": [1]}', 'field "notes[0]"'),
     ]
     out = os.path.join(work, "never.html")
