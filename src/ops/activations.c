@@ -10,6 +10,7 @@
 #include "util/profile.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f            /* the cubic term's coefficient of the tanh approximation */
 
 float tanh_approx(float x) { return tanh_inline(x); }
 
@@ -21,11 +22,11 @@ static inline float silu_grad(float x) {
     float s = 1.0f / (1.0f + exp_clamped(-x));
     return s * (1.0f + x * (1.0f - s));
 }
-static inline float gelu(float x) { return x / (1.0f + exp_clamped(-2.0f * GELU_K * (x + 0.044715f * x * x * x))); }
+static inline float gelu(float x) { return x / (1.0f + exp_clamped(-2.0f * GELU_K * (x + GELU_C * x * x * x))); }
 /* d/dx [x s(2u)] = s + 2 x s (1 - s) u'(x), u' = K (1 + 3 * 0.044715 x^2) */
 static inline float gelu_grad(float x) {
-    float s = 1.0f / (1.0f + exp_clamped(-2.0f * GELU_K * (x + 0.044715f * x * x * x)));
-    return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+    float s = 1.0f / (1.0f + exp_clamped(-2.0f * GELU_K * (x + GELU_C * x * x * x)));
+    return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
 }
 
 float act_apply(activation act, float x) { return act == ACT_SILU ? silu(x) : gelu(x); }
@@ -52,7 +53,7 @@ float act_grad(activation act, float x) { return act == ACT_SILU ? silu_grad(x) 
 TLM_AVX512 static inline __m512 act_z16(__m512 x, int gelu_act) {
     if (!gelu_act) return _mm512_sub_ps(_mm512_setzero_ps(), x);
     const __m512 x2 = _mm512_mul_ps(x, x); /* -2K (x + 0.044715 x^3) = x (-2K + (-2K 0.044715) x^2) */
-    return _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_set1_ps(-2.0f * GELU_K * 0.044715f), x2,
+    return _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_set1_ps(-2.0f * GELU_K * GELU_C), x2,
                                             _mm512_set1_ps(-2.0f * GELU_K)));
 }
 
@@ -66,7 +67,7 @@ TLM_AVX512 static inline __m512 act16(__m512 x, int gelu_act) { return _mm512_mu
 /* d act/dx: SiLU s (1 + x (1 - s)); GELU s + x s (1 - s) 2K (1 + 3 * 0.044715 x^2). *a = act(x). */
 TLM_AVX512 static inline __m512 act_grad16(__m512 x, int gelu_act, __m512 *a) {
     const __m512 one = _mm512_set1_ps(1.0f), s = sigmoid16(act_z16(x, gelu_act)), xs = _mm512_mul_ps(x, s);
-    const __m512 f = gelu_act ? _mm512_fmadd_ps(_mm512_set1_ps(6.0f * GELU_K * 0.044715f), _mm512_mul_ps(x, x),
+    const __m512 f = gelu_act ? _mm512_fmadd_ps(_mm512_set1_ps(6.0f * GELU_K * GELU_C), _mm512_mul_ps(x, x),
                                                 _mm512_set1_ps(2.0f * GELU_K))
                               : one; /* the factor on x s (1 - s) */
     *a = xs;

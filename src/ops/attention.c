@@ -212,7 +212,7 @@ enum { ATTN_QUERY_BLOCK = 64 };
 /* floats of one block's [rows, T] matrix, and of a thread's scratch: S, P, dS of one block and
  * the tile kernels' transposed keys */
 static size_t block_floats(int T) { return (size_t)(T < ATTN_QUERY_BLOCK ? T : ATTN_QUERY_BLOCK) * T; }
-size_t attention_scratch_floats(int T, int head_dim) { return 3 * block_floats(T) + (size_t)64 * head_dim; }
+size_t attention_scratch_floats(int T, int head_dim) { return 3 * block_floats(T) + (size_t)ATTN_KEY_CHUNK * head_dim; }
 
 /* the keys [*k0, *k1) the queries [q0, q0 + rows) can see */
 static void block_keys(int q0, int rows, int window, int *k0, int *k1) {

@@ -15,7 +15,7 @@
 
 #define TILE_INLINE TLM_AVX512 static inline __attribute__((always_inline))
 
-enum { TILE_ROWS = 8, TILE_VECS = 2, KEY_CHUNK = 64 };
+enum { TILE_ROWS = 8, TILE_VECS = 2, KEY_CHUNK = ATTN_KEY_CHUNK };
 
 /* 16 x 16 transpose in registers: r[i] lane j -> r[j] lane i */
 TILE_INLINE void transpose16(__m512 r[16]) {

@@ -6,9 +6,12 @@
 #ifndef TLM_ATTENTION_TILES_H
 #define TLM_ATTENTION_TILES_H
 
+/* keys per chunk of the transposed-keys scratch kt (attention_scratch_floats sizes it) */
+#define ATTN_KEY_CHUNK 64
+
 /* S [rows, keys] = scale a [rows, hd] . keys [k1, hd]^T for the keys each 8-row tile can see
  * (the masked entries of a tile's earlier rows are written too, the softmax overwrites them);
- * kt: scratch of 64 * hd floats */
+ * kt: scratch of ATTN_KEY_CHUNK * hd floats */
 void attn_tile_dots(float *S, int ldS, const float *a, int lda, const float *keys, int ldk, int rows, int q0, int k0,
                     int k1, int hd, float scale, float *kt);
 /* out [rows, hd] = (or += with accumulate) P [rows, keys] . x [keys, hd] over the visible keys */

@@ -4,9 +4,11 @@
  * Conventions, shared by every op:
  * - Tensors are row-major float32. N is the number of rows (B*T tokens), C the row width.
  * - A linear weight is [OC, IC] (PyTorch nn.Linear layout): out = inp @ W^T + b.
- * - Backward functions ACCUMULATE (+=) into dinp and into parameter gradients, so the
- *   caller zeroes them once per step and several paths (residual + sublayer) can add up.
- *   A NULL gradient pointer means "not wanted" (e.g. an absent bias).
+ * - Parameter gradients ACCUMULATE (+=), so the caller zeroes them once per step (and micro-
+ *   batches add up). The input gradient dinp is SET by norms, RoPE, attention and the
+ *   activations (each says so; a norm adds a second path's dadd in the same pass), and
+ *   accumulated by matmul_backward / embedding / softcap / cross-entropy, as each op's comment
+ *   says. A NULL gradient pointer means "not wanted" (e.g. an absent bias).
  * - Statistics of norms are computed in float32 (and summed in double where a long sum
  *   would lose precision), eps is always inside the sqrt.
  * - No op allocates memory; scratch space comes from the caller.
