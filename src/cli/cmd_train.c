@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_train.h"
 #include "train/presets.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -14,7 +15,7 @@
 
 static const char USAGE[] =
     "usage: tinylm train --data FILE [--preset NAME | --config FILE] [--out DIR] [options]\n"
-    "       tinylm train --resume DIR --data FILE [--steps N]\n\n"
+    "       tinylm train --resume DIR --data FILE [--steps N] [--stop-at N]\n\n"
     "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
     "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
     "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
@@ -54,11 +55,16 @@ static int apply_set(cJSON *cfg, const char *kv) {
     return 0;
 }
 
-int cmd_train(int argc, char **argv) {
+/* Parses a train command line. A new run: *config_json (malloc'd) and *o are what train_new
+ * takes (o's strings point into argv). A resume (--resume): *resume_dir is set, and *o holds
+ * --data, --steps (0 when not given), --stop-at and --zero1. Returns CLI_CONTINUE, or the exit
+ * code to return (--help, a usage or input error, already reported). */
+static int parse_train(int argc, char **argv, char **config_json, train_options *o_out, const char **resume_dir) {
     const char *preset_name = NULL, *config_path = NULL, *resume = NULL, *data = NULL, *out = NULL;
     const char *sets[64];
     cli_list set_list = {sets, 0, 64};
     train_options o = preset_find("nanogpt-baby")->train;
+    *config_json = NULL, *resume_dir = NULL;
     /* the preset's training settings apply first, so scan for --preset before the rest */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--preset")) {
@@ -99,13 +105,18 @@ int cmd_train(int argc, char **argv) {
     int n_overrides = 0, n_sets = set_list.n;
     for (int k = 1; k < N_TRAINING; k++) n_overrides += opts[k].given; /* (opts[0], --steps, may extend a run) */
     if (!data) return cli_usage_error("train", "--data FILE is required");
+    o.data_path = data;
+    o.zero1 = zero1;
     if (resume) {
         if (preset_name || config_path || n_sets || n_overrides || out) {
             return cli_usage_error("train", "--resume continues with the run's saved config and settings; "
                                             "--preset, --config, --set, --out and training options other than "
                                             "--steps (a new last step) cannot be combined with it");
         }
-        return train_resume(resume, data, opts[0].given ? o.steps : 0, zero1); /* (--steps: checked positive) */
+        if (!opts[0].given) o.steps = 0; /* (given: checked positive) */
+        *resume_dir = resume;
+        *o_out = o;
+        return CLI_CONTINUE;
     }
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--preset", "--config", NULL}))) return prc;
     char *text = NULL;
@@ -122,13 +133,30 @@ int cmd_train(int argc, char **argv) {
         cJSON_Delete(cfg);
         return cli_usage_error("train", "%s", tlm_last_error());
     }
-    char default_out[256];
+    static char default_out[256];
     snprintf(default_out, sizeof default_out, "runs/%s", preset_name ? preset_name : "custom");
-    o.data_path = data;
     o.out_dir = out ? out : default_out;
-    char *json = cJSON_PrintUnformatted(cfg);
+    *config_json = cJSON_PrintUnformatted(cfg);
     cJSON_Delete(cfg);
-    o.zero1 = zero1;
+    if (!*config_json) return fprintf(stderr, "tinylm train: out of memory\n"), 1;
+    *o_out = o;
+    return CLI_CONTINUE;
+}
+
+int cmd_train_plan(int argc, char **argv, char **config_json, train_options *o) {
+    const char *resume = NULL;
+    int rc = parse_train(argc, argv, config_json, o, &resume);
+    if (rc == CLI_CONTINUE && resume) rc = cli_usage_error("train", "a plan is a new run, not --resume");
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    char *json = NULL;
+    const char *resume = NULL;
+    train_options o;
+    int rc = parse_train(argc, argv, &json, &o, &resume);
+    if (rc != CLI_CONTINUE) return rc;
+    if (resume) return train_resume(resume, o.data_path, o.steps, o.stop_at, o.zero1);
     rc = train_new(json, &o);
     free(json);
     return rc;

@@ -250,6 +250,138 @@ done:
     return rc;
 }
 
+/* ---- what makes two runs the same run ------------------------------------------------------ */
+
+/* One training setting as a 64-bit word (ints and bools by value, floats by their bits), so
+ * that two runs - a checkpoint and a new plan, or two MPI ranks - compare setting by setting
+ * and a difference can be named. */
+typedef enum { ITEM_INT, ITEM_FLOAT, ITEM_U64, ITEM_TOKENIZER } item_type;
+typedef struct {
+    const char *name; /* as on the command line: "--lr" */
+    item_type type;
+    uint64_t word;
+} run_item;
+enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 6 };
+
+/* the command-line name of a saved option ("eval_every" -> "--eval-every") */
+static const char *option_flag(const char *key) {
+    static const char *const FLAGS[][2] = {
+        {"steps", "--steps"},          {"batch", "--batch"},
+        {"seq", "--seq"},              {"accum", "--accum"},
+        {"eval_every", "--eval-every"}, {"eval_batches", "--eval-batches"},
+        {"save_every", "--save-every"}, {"log_every", "--log-every"},
+        {"sample_tokens", "--sample"}, {"lr", "--lr"},
+        {"min_lr", "--min-lr"},        {"beta1", "--beta1"},
+        {"beta2", "--beta2"},          {"eps", "--eps"},
+        {"weight_decay", "--weight-decay"}, {"grad_clip", "--grad-clip"},
+        {"warmup_steps", "--warmup"},  {"decay_embeddings", "--decay-embeddings"}};
+    for (size_t i = 0; i < sizeof FLAGS / sizeof FLAGS[0]; i++)
+        if (!strcmp(FLAGS[i][0], key)) return FLAGS[i][1];
+    return key;
+}
+
+static uint64_t float_word(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+/* the options of a run as items: the saved ones (trainer.json), then the seed, the z-loss, the
+ * end of the cosine decay and the tokenizer; n_extra more slots stay for the caller */
+static int run_items(const train_options *o, const char *tokenizer_kind, run_item *it) {
+    int n = 0;
+    for (size_t i = 0; i < N_SAVED_OPTIONS; i++, n++) {
+        const void *field = (const char *)o + SAVED_OPTIONS[i].offset;
+        it[n].name = option_flag(SAVED_OPTIONS[i].key);
+        it[n].type = SAVED_OPTIONS[i].type == SAVED_FLOAT ? ITEM_FLOAT : ITEM_INT;
+        it[n].word = SAVED_OPTIONS[i].type == SAVED_BOOL    ? (uint64_t) * (const bool *)field
+                     : SAVED_OPTIONS[i].type == SAVED_FLOAT ? float_word(*(const float *)field)
+                                                            : (uint64_t)(int64_t) * (const int *)field;
+    }
+    it[n++] = (run_item){"--seed", ITEM_U64, o->seed};
+    it[n++] = (run_item){"--z-loss", ITEM_FLOAT, float_word(o->z_loss)};
+    it[n++] = (run_item){"the end of the cosine decay (lr_decay_steps)", ITEM_INT, (uint64_t)(int64_t)o->opt.total_steps};
+    it[n++] = (run_item){"--tokenizer", ITEM_TOKENIZER,
+                         !strcmp(tokenizer_kind, "chars") ? 0u : !strcmp(tokenizer_kind, "bytes") ? 1u : 2u};
+    return n;
+}
+
+/* an item's value as text: floats as the shortest decimal that reads back as the same float */
+static void item_text(const run_item *it, uint64_t word, char *buf, size_t n) {
+    if (it->type == ITEM_FLOAT) {
+        float x;
+        uint32_t b = (uint32_t)word;
+        memcpy(&x, &b, sizeof x);
+        for (int digits = 6; digits <= 9; digits++) {
+            snprintf(buf, n, "%.*g", digits, x);
+            if (strtof(buf, NULL) == x) break;
+        }
+    } else if (it->type == ITEM_TOKENIZER) {
+        snprintf(buf, n, "%s", word == 0 ? "chars" : word == 1 ? "bytes" : "another tokenizer");
+    } else if (it->type == ITEM_U64) {
+        snprintf(buf, n, "%llu", (unsigned long long)word);
+    } else {
+        snprintf(buf, n, "%lld", (long long)(int64_t)word);
+    }
+}
+
+/* The first key whose value differs between two config.json texts (both as config_to_json
+ * writes them), written as "KEY = A <a_where>, B <b_where>"; 0 when they are the same. */
+static int config_difference(const char *a, const char *b, const char *a_where, const char *b_where, char *out,
+                             size_t n) {
+    cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);
+    int differs = 0;
+    for (int pass = 0; pass < 2 && !differs; pass++) { /* keys of a, then keys only b has */
+        const cJSON *from = pass ? jb : ja, *other = pass ? ja : jb;
+        for (const cJSON *it = from ? from->child : NULL; it && !differs; it = it->next) {
+            const cJSON *o = cJSON_GetObjectItemCaseSensitive(other, it->string);
+            if (o && cJSON_Compare(it, o, 1)) continue;
+            char *va = cJSON_PrintUnformatted(pass ? o : it), *vb = cJSON_PrintUnformatted(pass ? it : o);
+            snprintf(out, n, "%s = %s %s, %s %s", it->string, va ? va : "(absent)", a_where, vb ? vb : "(absent)",
+                     b_where);
+            free(va), free(vb);
+            differs = 1;
+        }
+    }
+    if ((!ja || !jb) && strcmp(a, b) != 0) differs = 1, snprintf(out, n, "the config differs (%s, %s)", a_where, b_where);
+    cJSON_Delete(ja), cJSON_Delete(jb);
+    return differs;
+}
+
+/* The config a run trains: model_config_json with the vocabulary of the data's tokenizer and,
+ * when it gives none, a context of --seq positions; parsed into cfg. A vocab_size that is not
+ * the tokenizer's is refused, naming both (the model would have rows no token reaches, or
+ * tokens without a row). vocab <= 0: not known yet (checking a plan before the data is read;
+ * the config's own vocab_size, or 1, stands in). Returns 0, or -1 + error. */
+static int run_config(const char *model_config_json, int vocab, int seq, const char *data_path, tlm_config *cfg) {
+    cJSON *j = cJSON_Parse(model_config_json);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return tlm_error("model config: not a JSON object");
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "vocab_size");
+    if (v && vocab > 0 && !(cJSON_IsNumber(v) && v->valuedouble == vocab)) {
+        char *s = cJSON_PrintUnformatted(v);
+        tlm_error("model config: vocab_size = %s, but the tokenizer of %s has %d tokens (the vocabulary comes from "
+                  "the data's tokenizer: leave vocab_size out, or give %d)",
+                  s ? s : "?", data_path, vocab, vocab);
+        free(s);
+        cJSON_Delete(j);
+        return -1;
+    }
+    if (vocab > 0 || !v) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "vocab_size");
+        cJSON_AddNumberToObject(j, "vocab_size", vocab > 0 ? vocab : 1);
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(j, "max_position_embeddings"))
+        cJSON_AddNumberToObject(j, "max_position_embeddings", seq);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    int rc = text ? config_parse(cfg, text, "model config") : tlm_error("out of memory");
+    free(text);
+    return rc;
+}
+
 /* ---- pieces of a run ----------------------------------------------------------------------- */
 
 static int load_corpus(trainer *t) {
@@ -328,6 +460,61 @@ static int agree(trainer *t, int failed) {
     int any = dist_max_int(failed != 0);
     if (any && !failed) t->quiet = 1;
     return any;
+}
+
+/* Before the first step: every rank must train the same run. Rank 0 broadcasts its data (hash,
+ * tokens, vocabulary), options and model config; the first rank that differs names the first
+ * difference, the others stay quiet, and all stop. Unchecked, ranks started with other
+ * arguments (an MPMD mpirun) corrupted memory in the first all-reduce (other sizes), hung at
+ * the end (other --steps) or trained silently (another --lr, other data). Only collectives of
+ * fixed size (or of rank 0's size, broadcast first) run before it. */
+static int ranks_agree(trainer *t) {
+    if (t->size == 1) return 0;
+    run_item it[N_RUN_ITEMS];
+    int n = run_items(&t->o, t->tokenizer_kind, it);
+    it[n++] = (run_item){"--stop-at", ITEM_INT, (uint64_t)(int64_t)t->o.stop_at};
+    it[n++] = (run_item){"--zero1", ITEM_INT, (uint64_t)t->o.zero1};
+    char *cfg = config_to_json(&t->m->cfg);
+    enum { HEAD = 5 };
+    uint64_t mine[HEAD + N_RUN_ITEMS], root[HEAD + N_RUN_ITEMS];
+    mine[0] = cfg ? strlen(cfg) : 0, mine[1] = t->data_hash, mine[2] = t->n_tokens;
+    mine[3] = (uint64_t)tlm_tokenizer_vocab_size(t->tok), mine[4] = (uint64_t)n;
+    for (int i = 0; i < n; i++) mine[HEAD + i] = it[i].word;
+    memcpy(root, mine, sizeof root);
+    dist_broadcast(root, sizeof root, 0);
+    char *root_cfg = malloc(root[0] + 1); /* (rank 0's length: every rank broadcasts as many bytes) */
+    if (root_cfg && t->rank == 0) memcpy(root_cfg, cfg ? cfg : "", root[0] + 1);
+    if (root_cfg) dist_broadcast(root_cfg, root[0] + 1, 0);
+    char what[1024] = "";
+    if (!cfg || !root_cfg) {
+        snprintf(what, sizeof what, "out of memory comparing the ranks' configs");
+    } else if (root[1] != mine[1] || root[2] != mine[2] || root[3] != mine[3]) {
+        snprintf(what, sizeof what,
+                 "the data differs: --data %s holds %llu tokens here (vocab %llu, content hash %016llx), on rank 0 "
+                 "%llu tokens (vocab %llu, content hash %016llx)",
+                 t->data_path, (unsigned long long)mine[2], (unsigned long long)mine[3], (unsigned long long)mine[1],
+                 (unsigned long long)root[2], (unsigned long long)root[3], (unsigned long long)root[1]);
+    } else {
+        for (int i = 0; i < n && !what[0]; i++)
+            if (root[HEAD + i] != mine[HEAD + i]) {
+                char a[64], b[64];
+                item_text(&it[i], mine[HEAD + i], a, sizeof a);
+                item_text(&it[i], root[HEAD + i], b, sizeof b);
+                snprintf(what, sizeof what, "%s is %s here, %s on rank 0", it[i].name, a, b);
+            }
+        char diff[900];
+        if (!what[0] && config_difference(cfg, root_cfg, "here", "on rank 0", diff, sizeof diff))
+            snprintf(what, sizeof what, "the model config differs: %s", diff);
+    }
+    free(cfg), free(root_cfg);
+    const int first = dist_max_int(what[0] ? t->size - t->rank : 0); /* the lowest rank that differs */
+    if (!first) return 0;
+    if (t->rank == t->size - first)
+        tlm_error("the ranks were not started alike (every rank must run the same command on the same data): %s",
+                  what);
+    else
+        t->quiet = 1;
+    return 1;
 }
 
 /* the rows of the global batch this rank computes */
@@ -648,18 +835,9 @@ int train_new(const char *model_config_json, const train_options *o) {
     t.o.opt.total_steps = o->steps;
     tlm_config cfg;
     if (agree(&t, check_options(&t.o) || load_corpus(&t)) || agree(&t, claim_new_run(&t))) return finish(&t, 1);
-    /* the vocabulary comes from the tokenizer: write it into the config before building */
-    cJSON *j = cJSON_Parse(model_config_json);
-    if (!j) return tlm_error("model config: not valid JSON"), finish(&t, 1);
-    cJSON_DeleteItemFromObjectCaseSensitive(j, "vocab_size");
-    cJSON_AddNumberToObject(j, "vocab_size", tlm_tokenizer_vocab_size(t.tok));
-    if (!cJSON_GetObjectItemCaseSensitive(j, "max_position_embeddings"))
-        cJSON_AddNumberToObject(j, "max_position_embeddings", o->seq);
-    char *text = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    int rc = config_parse(&cfg, text, "model config");
-    free(text);
-    if (rc || !(t.m = model_create(&cfg))) return finish(&t, 1);
+    /* the vocabulary comes from the tokenizer (a config's own vocab_size must be the same) */
+    int rc = run_config(model_config_json, tlm_tokenizer_vocab_size(t.tok), o->seq, t.data_path, &cfg);
+    if (agree(&t, rc || !(t.m = model_create(&cfg))) || ranks_agree(&t)) return finish(&t, 1);
     model_init_weights(t.m, o->seed);
     rng_seed(&t.rng, o->seed);
     rc = prepare(&t) || adamw_init(&t.opt, t.m, &t.o.opt) ||
@@ -676,7 +854,7 @@ int train_new(const char *model_config_json, const train_options *o) {
     return finish(&t, train_loop(&t));
 }
 
-int train_resume(const char *out_dir, const char *data_path, int steps, int zero1) {
+int train_resume(const char *out_dir, const char *data_path, int steps, int stop_at, int zero1) {
     trainer t = {.lock_fd = -1, .rank = dist_rank(), .size = dist_size()};
     t.out_dir = strdup(out_dir);
     /* a run directory (a latest checkpoint, or the lock of a run being made), checked before a
@@ -705,8 +883,18 @@ int train_resume(const char *out_dir, const char *data_path, int steps, int zero
         if (steps <= t.step)
             rc = tlm_error("--steps %d: the run in %s is already at step %d (%s); give a larger --steps to continue it",
                            steps, out_dir, t.step, state_path);
-        t.o.steps = steps; /* the cosine decay keeps its end (o.opt.total_steps): see print_schedule */
+        /* a resume keeps the cosine decay's end (o.opt.total_steps, see print_schedule): a last
+         * step before it would save a schedule that ends after the run (no loader accepts that) */
+        else if (steps < t.o.opt.total_steps)
+            rc = tlm_error("--steps %d: the learning-rate schedule of the run in %s ends at step %d (its cosine decay, "
+                           "which a resume keeps), so a resume can end the run there or later, not before; to stop "
+                           "earlier, add --stop-at %d instead (it saves a checkpoint there, and the run can continue)",
+                           steps, out_dir, t.o.opt.total_steps, steps);
+        t.o.steps = steps;
     }
+    if (!rc && stop_at > 0 && stop_at <= t.step)
+        rc = tlm_error("--stop-at %d: the run in %s is already at step %d", stop_at, out_dir, t.step);
+    t.o.stop_at = stop_at;
     long opt_steps = t.opt.step;
     t.o.zero1 = zero1; /* (a property of this session, not of the run) */
     if (!rc) {
@@ -720,7 +908,7 @@ int train_resume(const char *out_dir, const char *data_path, int steps, int zero
              (t.rank == 0 && open_metrics(&t, t.step));
     }
     free(state_path), free(tok_path), free(ckpt);
-    if (agree(&t, rc)) return finish(&t, 1);
+    if (agree(&t, rc) || ranks_agree(&t)) return finish(&t, 1);
     t.opt.step = opt_steps;
     if (t.rank == 0) {
         if (t.o.steps != planned)
@@ -733,4 +921,67 @@ int train_resume(const char *out_dir, const char *data_path, int steps, int zero
         print_ranks(&t);
     }
     return finish(&t, train_loop(&t));
+}
+
+/* ---- a planned run against the one on disk (tinylm sweep) ---------------------------------- */
+
+int train_data_hash(const char *data_path, uint64_t *hash) {
+    size_t n;
+    char *text = read_text_file(data_path, &n);
+    if (!text) return -1;
+    *hash = fnv1a(text, n);
+    free(text);
+    return 0;
+}
+
+int train_check_plan(const char *model_config_json, const train_options *o) {
+    tlm_config cfg;
+    if (check_options(o)) return -1;
+    if (strcmp(o->tokenizer, "chars") != 0 && strcmp(o->tokenizer, "bytes") != 0)
+        return tlm_error("--tokenizer \"%s\": expected \"chars\" or \"bytes\"", o->tokenizer);
+    return run_config(model_config_json, 0, o->seq, o->data_path, &cfg);
+}
+
+int train_run_matches(const char *out_dir, const char *model_config_json, const train_options *o, uint64_t data_hash,
+                      int *step, int *steps) {
+    char *ckpt = run_latest(out_dir);
+    if (!ckpt) return -1;
+    trainer t = {.lock_fd = -1};
+    char *state = path_join(ckpt, "trainer.json"), *config = path_join(ckpt, "config.json");
+    char *saved_json = NULL, *planned_json = NULL, what[1024] = "";
+    tlm_config saved, planned;
+    int rc = read_state(&t, state) || config_load(&saved, config) ? -1 : 0;
+    if (!rc && t.data_hash != data_hash)
+        snprintf(what, sizeof what, "it was trained on other data (content hash %016llx; %s has %016llx)",
+                 (unsigned long long)t.data_hash, o->data_path, (unsigned long long)data_hash);
+    if (!rc && !what[0]) {
+        train_options plan = *o;
+        plan.opt.total_steps = plan.steps; /* (a new run's decay ends at its last step) */
+        run_item a[N_RUN_ITEMS], b[N_RUN_ITEMS];
+        const int n = run_items(&t.o, t.tokenizer_kind, a);
+        run_items(&plan, plan.tokenizer, b);
+        for (int i = 0; i < n && !what[0]; i++)
+            if (a[i].word != b[i].word) {
+                char va[64], vb[64];
+                item_text(&a[i], a[i].word, va, sizeof va);
+                item_text(&b[i], b[i].word, vb, sizeof vb);
+                snprintf(what, sizeof what, "%s is %s in the run, %s now", a[i].name, va, vb);
+            }
+    }
+    if (!rc && !what[0]) {
+        /* the same data and tokenizer: the same vocabulary as the checkpoint's */
+        if (run_config(model_config_json, saved.vocab_size, o->seq, o->data_path, &planned))
+            snprintf(what, sizeof what, "%s", tlm_last_error());
+        else if (!(saved_json = config_to_json(&saved)) || !(planned_json = config_to_json(&planned)))
+            rc = tlm_error("out of memory");
+        else {
+            char diff[900];
+            if (config_difference(saved_json, planned_json, "in the run", "now", diff, sizeof diff))
+                snprintf(what, sizeof what, "the model config differs: %s", diff);
+        }
+    }
+    if (!rc) *step = t.step, *steps = t.o.steps;
+    if (!rc && what[0]) rc = 1, tlm_error("%s: %s", out_dir, what);
+    free(saved_json), free(planned_json), free(state), free(config), free(ckpt), free(t.tokenizer_kind);
+    return rc;
 }

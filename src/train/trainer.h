@@ -34,6 +34,23 @@ int train_new(const char *model_config_json, const train_options *o);
  * the saved one): a finished run can be extended. The cosine decay still ends at the step
  * the run was first planned for, and the steps past it train at min_lr (as nanoGPT's
  * get_lr past lr_decay_iters). Both train_new and train_resume hold OUT/.lock for the run. */
-int train_resume(const char *out_dir, const char *data_path, int steps, int zero1);
+int train_resume(const char *out_dir, const char *data_path, int steps, int stop_at, int zero1);
+/* (a last step before the end of the cosine decay is refused: the schedule is the run's
+ * first plan; stop_at > 0 stops after that step with a checkpoint, as train_options.stop_at) */
+
+/* ---- for tinylm sweep: a planned run against the run directory that may hold it ---- */
+
+/* The FNV-1a hash of a data file's bytes (the data_hash a checkpoint records). 0 or -1 + error. */
+int train_data_hash(const char *data_path, uint64_t *hash);
+/* Checks a plan before anything is trained: the options' ranges, the tokenizer name, and that
+ * the model config parses (its keys and values). 0, or -1 + an error naming the setting. */
+int train_check_plan(const char *model_config_json, const train_options *o);
+/* Whether out_dir's latest checkpoint is the run train_new(model_config_json, o) would train
+ * on data whose hash is data_hash: the same data, every saved option, the same model config.
+ * 0: the same run, *step = its steps done, *steps = its last step. 1: it differs, the error
+ * names the first difference ("--lr is 0.001 in the run, 0.003 now"). -1: no checkpoint, or
+ * it cannot be read (error). */
+int train_run_matches(const char *out_dir, const char *model_config_json, const train_options *o, uint64_t data_hash,
+                      int *step, int *steps);
 
 #endif

@@ -13,7 +13,11 @@
 - a rank killed with SIGKILL brings the job down with a message naming the rank and the
   signal, and the last checkpoint stays loadable; a NaN stops every rank with the step named;
 - a batch that does not split over the ranks, and a command other than train under mpirun,
-  are refused with a clear message.
+  are refused with a clear message;
+- ranks started with different arguments (MPMD: mpirun -np 1 A : -np 1 B), table-driven
+  (MISMATCHES): another hidden_size, --steps, --lr, data of the same size with other content,
+  data with another vocabulary, another --steps on a resume: every case ends within a timeout,
+  exit != 0, with one message naming what differs, before any step.
 As root, mpirun needs --allow-run-as-root: the test sets OpenMPI's two variables for it."""
 import argparse
 import json
@@ -49,6 +53,71 @@ def run(args, timeout=600, env=ENV):
 
 def mpirun(n, args, timeout=600):
     return run(["mpirun", "-np", str(n), "--bind-to", "none"] + args, timeout, env=MPI_ENV)
+
+
+def mpmd(rank0, rank1, timeout):
+    """mpirun -np 1 RANK0 : -np 1 RANK1; (rc, output, seconds), rc None when it ran past the timeout
+    (the whole process group is killed then)"""
+    t0 = time.time()
+    p = subprocess.Popen(["mpirun", "--bind-to", "none", "-np", "1"] + rank0 + [":", "-np", "1"] + rank1,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=MPI_ENV, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        rc = None
+    return rc, out.decode("utf-8", "replace"), time.time() - t0
+
+
+# (case, rank 1's arguments after the shared ones (rank 0 has none), its --data ("same", "reversed":
+#  the same bytes reversed, so the same size and vocabulary; "vocab": one more character), texts the
+#  message must hold). Unchecked, the first corrupted the heap in MPI_Allreduce, the second hung,
+#  the third and fourth trained silently, the fifth died with only ORTE_ERROR_LOG.
+MISMATCHES = [
+    ("hidden_size 48 on rank 1", ["--set", "hidden_size=48"], "same",
+     ["the model config differs", "hidden_size = 48 here, 32 on rank 0"]),
+    ("--steps 7 on rank 1", ["--steps", "7"], "same", ["--steps is 7 here, 5 on rank 0"]),
+    ("--lr 0.002 on rank 1", ["--lr", "0.002"], "same", ["--lr is 0.002 here, 0.001 on rank 0"]),
+    ("data of the same size, other content", [], "reversed", ["the data differs", "content hash"]),
+    ("data with another vocabulary", [], "vocab", ["the data differs", "vocab"]),
+]
+
+
+def rank_mismatches(tl, data, work):
+    d = os.path.join(work, "mismatch")
+    os.makedirs(d)
+    text = open(data, "rb").read()[:200000]
+    files = {"same": os.path.join(d, "a.txt"), "reversed": os.path.join(d, "b.txt"), "vocab": os.path.join(d, "c.txt")}
+    for k, content in (("same", text), ("reversed", text[::-1]), ("vocab", text + b"\x01")):
+        with open(files[k], "wb") as f:
+            f.write(content)
+    tiny = ["--preset", "nanogpt-baby", "--set", "hidden_size=32", "--set", "num_hidden_layers=1", "--set",
+            "num_attention_heads=2", "--set", "intermediate_size=64", "--batch", "4", "--seq", "32", "--steps", "5",
+            "--eval-every", "5", "--eval-batches", "1", "--sample", "0"]
+    cases = list(MISMATCHES)
+    # a resume too: the ranks of one run given another --steps
+    resumed = os.path.join(d, "resumed")
+    rc, _, e = run([tl, "train", "--data", files["same"], "--out", resumed] + tiny)
+    check(rc == 0, "a 5-step run to resume", e)
+    for i, (what, extra, which, texts) in enumerate(cases + [("--resume with --steps 9 on rank 1", None, "same",
+                                                                 ["--steps is 9 here, 8 on rank 0"])]):
+        if extra is None:
+            rank0 = [tl, "train", "--resume", resumed, "--data", files["same"], "--steps", "8"]
+            rank1 = [tl, "train", "--resume", resumed, "--data", files["same"], "--steps", "9"]
+            out = resumed
+        else:
+            out = os.path.join(d, "run%d" % i)
+            rank0 = [tl, "train", "--data", files["same"], "--out", out] + tiny
+            rank1 = [tl, "train", "--data", files[which], "--out", out] + tiny + extra
+        rc, output, secs = mpmd(rank0, rank1, timeout=90)
+        missing = [t for t in texts if t not in output]
+        n_messages = output.count("were not started alike")
+        trained = os.path.exists(os.path.join(out, "metrics.jsonl")) and extra is not None
+        check(rc not in (None, 0) and not missing and n_messages == 1 and "rank 1 of 2" in output and not trained,
+              "ranks that disagree, %s: exit %s in %.0f s, one message" % (what, rc, secs),
+              "missing %s, %d messages, trained %s: %s" % (missing, n_messages, trained, output[-1500:]))
 
 
 def losses(run_dir):
@@ -142,6 +211,8 @@ def main():
     rc, _, e = mpirun(2, core + ["--steps", "20", "--lr", "1e30", "--warmup", "0", "--out", os.path.join(work, "nan")])
     check(rc != 0 and e.count("is NaN") + e.count("is infinite") == 2,
           "a NaN (or Inf) stops both ranks, each naming the step", e)
+
+    rank_mismatches(tl, a.data, work)
 
     rc, _, e = mpirun(2, core + ["--batch", "7", "--steps", "5", "--out", os.path.join(work, "odd")])
     check(rc != 0 and "--batch 7" in e and "2 ranks" in e, "a batch that does not split over the ranks is refused", e)

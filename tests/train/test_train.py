@@ -11,7 +11,10 @@
 - one owner per run directory: a second train or --resume on a directory in use fails at once
   naming it and the owner's pid, and the first run completes unaffected;
 - temp folders an interrupted save left behind are removed on the next start;
-- --resume --steps N extends a finished run (the extra steps at min-lr);
+- --resume --steps N extends a finished run (the extra steps at min-lr); a --steps before the
+  end of the run's schedule is refused (the run stays resumable), --resume --stop-at N stops
+  early instead and the run still continues bit-identically;
+- a --config whose vocab_size is not the tokenizer's is refused, naming both;
 - SIGINT saves at the next step boundary and exits 130; a NaN stops the run naming the step,
   and says truthfully whether a checkpoint is kept;
 - bad input: clear message, non-zero exit, nothing existing overwritten;
@@ -35,6 +38,7 @@ def check(ok, what, detail=""):
     passed += bool(ok)
     failed += not ok
     print("%-72s %s%s" % (what, "ok" if ok else "FAIL", ("  " + str(detail)[-600:]) if (detail and not ok) else ""))
+    return ok
 
 
 def run(args, env=None, timeout=300):
@@ -223,6 +227,46 @@ def main():
         rc, _, err = run([T, "train", "--resume", ext, "--data", data, "--steps", "32"])
         check(rc == 0 and "cosine to 0.0001 at step 20, then constant 0.0001 to step 32" in err and latest_step(ext) == 32,
               "…and a second extension keeps the cosine's end at step 20", err[-300:])
+
+    # ---- --resume --steps N before the end of the schedule: refused; --stop-at stops early instead --
+    # (a resume keeps the cosine's end; a shorter last step wrote a trainer.json its own loader refused)
+    cut = os.path.join(W, "shortened")
+    rc, _, err = run([T, "train", "--data", data, "--out", cut, "--steps", "30", "--save-every", "10", "--stop-at", "10"]
+                     + small)
+    rc2, _, err2 = run([T, "train", "--resume", cut, "--data", data, "--steps", "20"])
+    check(rc == 0 and rc2 == 1 and "--steps 20" in err2 and "ends at step 30" in err2 and "--stop-at 20" in err2,
+          "--resume --steps 20 of a run planned for 30: refused, naming the schedule's end and --stop-at", err + err2)
+    rc3, _, err3 = run([T, "train", "--resume", cut, "--data", data])
+    rc3b, _, err3b = (1, "", "") if rc3 else run([T, "train", "--resume", cut, "--data", data])
+    check(rc3 == 0 and latest_step(cut) == 30 and rc3b == 0 and "at step 30 of 30" in err3b,
+          "…the run stays resumable: a plain --resume finishes it, and its checkpoint loads again", err3 + err3b)
+    cut2 = os.path.join(W, "shortened2")
+    rc, _, err = run([T, "train", "--data", data, "--out", cut2, "--steps", "30", "--save-every", "10", "--stop-at", "10"]
+                     + small)
+    rc2, _, err2 = run([T, "train", "--resume", cut2, "--data", data, "--stop-at", "20"])
+    check(rc == 0 and rc2 == 0 and latest_step(cut2) == 20, "--resume --stop-at 20 stops there with a checkpoint", err2)
+    rc2, _, err2 = run([T, "train", "--resume", cut2, "--data", data, "--stop-at", "20"])
+    check(rc2 == 1 and "--stop-at 20" in err2 and "already at step 20" in err2, "…a --stop-at not after the saved step: refused",
+          err2)
+    rc3, _, err3 = run([T, "train", "--resume", cut2, "--data", data])
+    if check(rc3 == 0 and latest_step(cut2) == 30, "…and a plain --resume continues it to step 30", err3):
+        A, C = raw_metric_lines(full), raw_metric_lines(cut2)
+        check(all(A[s] == C.get(s) for s in range(1, 31)) and len(C) == 30,
+              "…bit-identical to the uninterrupted run (every logged number)",
+              [(s, A[s], C.get(s)) for s in range(1, 31) if A[s] != C.get(s)][:2])
+
+    # ---- a config's vocab_size must be the tokenizer's ----------------------------------------------
+    lesson_cfg = json.load(open(os.path.join(full, "latest", "config.json")))
+    for vocab, want in ((1000000000, 1), (len(counts), 0)):
+        cfg_path = os.path.join(W, "vocab%d.json" % vocab)
+        json.dump(dict(lesson_cfg, vocab_size=vocab), open(cfg_path, "w"))
+        rc, _, err = run([T, "train", "--data", data, "--config", cfg_path, "--steps", "2", "--out",
+                          os.path.join(W, "vocab%d" % vocab)] + small[2:])
+        if want:
+            check(rc == 1 and "vocab_size = %d" % vocab in err and "has %d tokens" % len(counts) in err,
+                  "--config with vocab_size %d: refused, naming it and the tokenizer's %d" % (vocab, len(counts)), err)
+        else:
+            check(rc == 0, "--config with the tokenizer's vocab_size %d trains" % vocab, err)
 
     # ---- SIGINT saves and exits ---------------------------------------------------------------------
     sig = os.path.join(W, "sigint")
