@@ -332,6 +332,11 @@ def test_output_is_input(T, work):
     rc, _, err = run(T, ["logits", "--model", fx.model, "--ids", "1 2", "--out", new])
     check(rc == 0 and os.path.isfile(new), "logits --out a new file inside the --model directory is written",
           err.strip()[:300])
+    before = open(fx.st, "rb").read()
+    rc, _, err = run(T, ["inspect", "--model", fx.model, "--tokenizer", fx.tok, "--ids", "1 2", "--dump", fx.model,
+                         "--probe", "logits"])
+    check(rc == 0 and os.path.isfile(os.path.join(fx.model, "logits.npy")) and open(fx.st, "rb").read() == before,
+          "inspect --dump into the --model directory writes its probes beside the inputs", err.strip()[:300])
 
 
 # ---- messages ---------------------------------------------------------------------------------------
