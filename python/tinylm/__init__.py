@@ -449,8 +449,11 @@ class Model:
     def _sigint_flag(self, on):
         """During a hooked pass on the main thread: Ctrl-C sets a flag (the next callback ends the
         pass) instead of raising wherever Python code runs next — which can be inside ctypes'
-        callback machinery, where the exception is printed and dropped and the pass goes on."""
+        callback machinery, where the exception is printed and dropped and the pass goes on.
+        The flag is turned into KeyboardInterrupt here, after the old handler is back (so one
+        that comes at any moment of the scope is never lost)."""
         prev = None
+        self._interrupted = False
         if on and threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             def flag(signum, frame):
@@ -458,9 +461,20 @@ class Model:
             prev = signal.signal(signal.SIGINT, flag)
         try:
             yield
-        finally:
+        except BaseException as e:  # noqa: B902
             if prev is not None:
                 signal.signal(signal.SIGINT, prev)
+            if self._interrupted:
+                self._interrupted = False
+                if not isinstance(e, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
+            raise
+        else:
+            if prev is not None:
+                signal.signal(signal.SIGINT, prev)
+            if self._interrupted:
+                self._interrupted = False
+                raise KeyboardInterrupt
 
     def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward"):
         """One forward (and backward) with hook functions attached: fwd/bwd {hook id: [fn(view, hook)]}.
@@ -488,7 +502,7 @@ class Model:
                                 "pattern_writes": self._pattern_ids & set(writes),
                                 "masks": self._attention_masks(T) if any(
                                     self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
-                self._exc, self._interrupted = None, False
+                self._exc = None
                 if _L.tlm_set_hooks(h, self._cb, None, bytes(fm), bytes(bm)):
                     raise _err("set hooks")
             try:
@@ -510,9 +524,6 @@ class Model:
                 if hooked:
                     _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
                     self._active, self._exc = None, None
-                    interrupted, self._interrupted = self._interrupted, False
-                    if interrupted:
-                        raise KeyboardInterrupt
         return (logits[0] if squeeze else logits), loss.value
 
     def _raise_after(self, rc, what, stage, n_fwd, n_bwd):

@@ -24,7 +24,21 @@
 struct tlm_lens {
     int L, d, V;
     tlm_model *pm; /* the translators: tensors 2k (A_k [d, d]) and 2k + 1 (b_k [d]) */
+    uint64_t model_hash; /* model_fingerprint of the model it is for (metadata "model_hash") */
 };
+
+/* FNV-1a over the model's f32 parameters: a lens is refused for any other model, also one of the
+ * same shape (the same weights in another format, e.g. an export, are the same model) */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+static uint64_t model_fingerprint(const tlm_model *m) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (m->param_mem) h = fnv1a(h, m->param_mem, m->n_params * sizeof(float));
+    return h;
+}
 
 int lens_stages(const tlm_lens *l) { return l->L; }
 tlm_model *lens_params(tlm_lens *l) { return l->pm; }
@@ -57,7 +71,11 @@ static tlm_lens *lens_alloc(int L, int d, int V) {
     return l;
 }
 
-tlm_lens *lens_create(const tlm_model *m) { return lens_alloc(m->cfg.n_layers, m->cfg.d_model, m->cfg.vocab_size); }
+tlm_lens *lens_create(const tlm_model *m) {
+    tlm_lens *l = lens_alloc(m->cfg.n_layers, m->cfg.d_model, m->cfg.vocab_size);
+    if (l) l->model_hash = model_fingerprint(m);
+    return l;
+}
 
 void lens_free(tlm_lens *l) {
     if (!l) return;
@@ -109,6 +127,16 @@ tlm_lens *lens_load(const char *path, const tlm_model *m) {
         meta_int(st, path, "vocab_size", c->vocab_size))
         goto done;
     if (!(l = lens_create(m))) goto done;
+    const char *hash = tlm_st_metadata(st, "model_hash"); /* (files written before it: shape checks only) */
+    char mine[24];
+    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)l->model_hash);
+    if (hash && strcmp(hash, mine) != 0) {
+        tlm_error("%s: the lens was trained on another model (model_hash %s; this model's weights "
+                  "hash to %s): a lens fits only the model it was trained on",
+                  path, hash, mine);
+        lens_free(l), l = NULL;
+        goto done;
+    }
     for (int i = 0; i < l->pm->n_tensors; i++) {
         const tensor_info *t = &l->pm->tensors[i];
         const int64_t shape[2] = {t->shape[0], t->shape[1]};
@@ -166,8 +194,8 @@ int lens_save(const tlm_lens *l, const char *path, const char *model_path) {
     char meta[1400];
     snprintf(meta, sizeof meta,
              "{\"format\": \"" LENS_FORMAT "\", \"d_model\": \"%d\", \"num_hidden_layers\": \"%d\", "
-             "\"vocab_size\": \"%d\", \"model\": \"%s\"}",
-             l->d, l->L, l->V, esc);
+             "\"vocab_size\": \"%d\", \"model\": \"%s\", \"model_hash\": \"%016llx\"}",
+             l->d, l->L, l->V, esc, (unsigned long long)l->model_hash);
     int rc = tlm_st_write(path, e, (size_t)l->pm->n_tensors, meta);
     free(e);
     return rc;
