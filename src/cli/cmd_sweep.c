@@ -36,8 +36,10 @@
 static const char USAGE[] =
     "usage: tinylm sweep --grid GRID.json --data FILE --out DIR [--threads N]\n"
     "  one training run per combination of the grid's axes, each in DIR/<index>-<key=value,...>;\n"
-    "  complete runs are skipped and interrupted ones resumed; DIR/summary.md and summary.svg\n"
-    "  hold the final losses. Under mpirun the runs are dealt out to the ranks.\n"
+    "  complete runs (their checkpoint at their own last step) are skipped and interrupted ones\n"
+    "  resumed; a run whose checkpoint differs from the grid (config, options, data: the grid was\n"
+    "  edited) refuses the sweep before anything trains. DIR/summary.md and summary.svg hold the\n"
+    "  final losses. Under mpirun the runs are dealt out to the ranks.\n"
     "  GRID.json: {\"preset\": NAME, \"set\": {KEY: VALUE}, \"train\": {OPTION: VALUE},\n"
     "              \"axes\": {KEY or OPTION: [VALUES]}}  (OPTION: a train option without --, e.g. lr)\n";
 
