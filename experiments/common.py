@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,11 +35,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 
-class TrainRun:
-    """one finished (or stopped) training run: its directory and metrics.jsonl"""
+# the engine's own report of a run it stopped because the loss or the gradient norm was not
+# finite (src/train/trainer.c): "step N: the loss is NaN; stopping without saving (...)"
+DIVERGED = re.compile(r"step (\d+): the (loss|gradient norm) is (NaN|infinite); stopping without saving")
 
-    def __init__(self, path, metrics, rc, stderr_tail, seconds):
+
+class TrainRun:
+    """one training run that finished (status "finished", rc 0) or that the engine stopped on a
+    non-finite loss or gradient (status "diverged", rc 1, diverged_at = the step it reported)"""
+
+    def __init__(self, path, metrics, rc, stderr_tail, seconds, status=None, diverged_at=None):
         self.path, self.metrics, self.rc, self.stderr_tail, self.seconds = path, metrics, rc, stderr_tail, seconds
+        self.status = status or ("finished" if rc == 0 else "diverged")
+        self.diverged_at = diverged_at
 
     @property
     def ok(self):
@@ -75,6 +84,8 @@ class TrainRun:
             if loss is None or not math.isfinite(loss) or (m["step"] > 10 and loss > factor * init):
                 return m["step"]
         if not self.ok:
+            if self.diverged_at is not None:
+                return self.diverged_at
             return (self.metrics[-1]["step"] + 1) if self.metrics else 1
         return None
 
@@ -137,7 +148,10 @@ class Context:
     def train(self, preset="llama-baby", sets=None, steps=200, opts=None, data=None, tag=None, flags=()):
         """tinylm train with --set KEY=VALUE for sets and --OPTION VALUE for opts; cached under
         ctx.cache by a hash of the arguments (training is deterministic for a given seed).
-        A run the trainer stops (NaN) is returned with ok False, not raised."""
+        A run the engine stops on a non-finite loss or gradient is returned (and cached) with ok
+        False and status "diverged"; a run that fails for any other reason (a non-zero exit
+        without that report, killed, missing output: a full disk, an unwritable folder) raises
+        RuntimeError and is not cached."""
         sets, opts = dict(sets or {}), dict(opts or {})
         data = data or self.data
         args = ["--data", data, "--preset", preset, "--steps", str(steps), "--sample", "0"]
@@ -155,27 +169,35 @@ class Context:
         if os.path.isfile(done):
             with open(done) as f:
                 info = json.load(f)
-            self.trainings.append((True, info["seconds"]))
-            return TrainRun(d, _read_metrics(d), info["rc"], info["stderr_tail"], info["seconds"])
+            # a record says how its run ended; one written before records did (any exit 0 or 1
+            # was kept) is judged again from its exit status and stderr
+            outcome = _outcome(d, info.get("rc"), info.get("stderr_tail", ""), steps)
+            if isinstance(outcome, dict) and info.get("status", outcome["status"]) == outcome["status"]:
+                self.trainings.append((True, info["seconds"]))
+                return TrainRun(d, _read_metrics(d), info["rc"], info["stderr_tail"], info["seconds"],
+                                outcome["status"], outcome.get("diverged_at"))
+            self.log("cached run %s is not a finished or diverged run (%s): training it again" % (d, outcome))
         if os.path.exists(d):
             shutil.rmtree(d)
         t = time.time()
-        p = subprocess.run([self.tinylm_path, "train"] + args + ["--out", d, "--threads", str(self.threads)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd = [self.tinylm_path, "train"] + args + ["--out", d, "--threads", str(self.threads)]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         secs = time.time() - t
-        if p.returncode not in (0, 1) or not os.path.isfile(os.path.join(d, "metrics.jsonl")):
-            raise RuntimeError("tinylm train %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
         tail = p.stderr[-600:]
+        outcome = _outcome(d, p.returncode, p.stderr, steps)
+        if not isinstance(outcome, dict):
+            raise RuntimeError("tinylm train failed (%s); the run is not cached, %s is left to look at\n"
+                               "  command: %s\n  stderr: %s" % (outcome, d, " ".join(cmd), p.stderr[-2000:].strip() or "(none)"))
         # the cache keeps the weights only: the AdamW moments (twice the weights) are not needed again
         for root, _, files in os.walk(d):
             if "optimizer.safetensors" in files:
                 os.remove(os.path.join(root, "optimizer.safetensors"))
         with open(done, "w") as f:
-            json.dump({"rc": p.returncode, "stderr_tail": tail, "seconds": secs, "args": args}, f)
+            json.dump(dict(outcome, rc=p.returncode, stderr_tail=tail, seconds=secs, args=args), f)
         self.trainings.append((False, secs))
-        self.log("trained %s %s %d steps: rc %d, %.1fs" % (preset, " ".join("%s=%s" % kv for kv in sorted(sets.items())),
-                                                          steps, p.returncode, secs))
-        return TrainRun(d, _read_metrics(d), p.returncode, tail, secs)
+        self.log("trained %s %s %d steps: %s, %.1fs" % (preset, " ".join("%s=%s" % kv for kv in sorted(sets.items())),
+                                                       steps, outcome["status"], secs))
+        return TrainRun(d, _read_metrics(d), p.returncode, tail, secs, outcome["status"], outcome.get("diverged_at"))
 
     def init_model(self, preset="llama-baby", sets=None, data=None):
         """a checkpoint at initialization: one step at learning rate 1e-12 (the weights move by
@@ -214,6 +236,32 @@ class Context:
         return {"kind": "experiment", "name": self.name, "title": module.TITLE, "claim": module.CLAIM,
                 "command": command, "verdict": dict(self._verdict), "tables": self.tables,
                 "figures": self.figures, "notes": self.notes}
+
+
+def _outcome(d, rc, stderr, steps):
+    """how a training run into d ended: {"status": "finished"} (exit 0, every step's metrics and a
+    checkpoint), {"status": "diverged", "diverged_at": N, "diverged": "the loss is NaN"} (exit 1
+    with the engine's own report of a non-finite loss or gradient), or else a string saying what
+    is wrong (the run failed: it must not be cached)"""
+    metrics = os.path.join(d, "metrics.jsonl")
+    if rc == 0:
+        m = _read_metrics(d)
+        if not m:
+            return "it exited 0 but wrote no %s" % metrics
+        if m[-1].get("step") != steps:
+            return "it exited 0 but %s ends at step %s of %d" % (metrics, m[-1].get("step"), steps)
+        if not os.path.exists(os.path.join(d, "latest")):
+            return "it exited 0 but %s holds no checkpoint (no 'latest')" % d
+        return {"status": "finished"}
+    hits = DIVERGED.findall(stderr or "") if rc == 1 else []
+    if hits:
+        if not os.path.isfile(metrics):
+            return "it stopped on a non-finite value but wrote no %s" % metrics
+        step, what, value = hits[-1]
+        return {"status": "diverged", "diverged_at": int(step), "diverged": "the %s is %s" % (what, value)}
+    if rc is None:
+        return "its record has no exit status"
+    return "killed by signal %d" % -rc if rc < 0 else "exit status %d without a divergence report" % rc
 
 
 def _read_metrics(d):

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""test_framework.py --work DIR — the experiments' shared code without training anything:
+"""test_framework.py --work DIR [--tinylm PATH] — the experiments' shared code without training anything:
 - svgplot: line plots (log axes, NaN and zero values left out of a log axis, more series than
   colours) and grouped bar plots are well-formed SVG, render with rsvg-convert to non-blank PNGs,
   and give every series a distinct (colour, marker, dash) style;
 - common: geo_factor recovers the ratio of a geometric sequence (and ignores zeros), table values
   become strict JSON (NaN / inf as strings), TrainRun.divergence_step finds the first step above
   the first loss (after step 10) or the step a stopped run ended at, fmt formats cells;
+- common.Context.train's cache, with a fake tinylm (and the real one with --tinylm): a run that
+  finished or that the engine stopped on a non-finite loss is cached, its record saying which; a
+  run that failed otherwise (exit 1 without that report, no output, killed) raises and is not
+  cached; records from before the status field and runs whose files are gone are re-checked;
 - run.py: Markdown cells escape '|', and the experiment modules all have NAME, TITLE, CLAIM, run;
 - exp_rmsnorm_vs_layernorm.bf16 rounds to nearest even as bfloat16 does."""
 import argparse
@@ -52,10 +56,142 @@ def render(svg, work, name):
     return png_inked_fraction(png)
 
 
+FAKE_TINYLM = r"""#!%s
+# a stand-in for `tinylm train`: TLM_FAKE_MODE says how the run ends; every call is logged
+import json, os, sys
+a = sys.argv[1:]
+out, steps, mode = a[a.index("--out") + 1], int(a[a.index("--steps") + 1]), os.environ["TLM_FAKE_MODE"]
+with open(os.environ["TLM_FAKE_LOG"], "a") as f:
+    f.write(mode + "\n")
+def metrics(n):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+        for i in range(n):
+            f.write(json.dumps({"step": i + 1, "loss": 4.0 - 0.1 * i}) + "\n")
+if mode == "finished":
+    metrics(steps)
+    os.makedirs(os.path.join(out, "step-%%07d" %% steps))
+    with open(os.path.join(out, "latest"), "w") as f:
+        f.write("step-%%07d\n" %% steps)
+    sys.exit(0)
+if mode == "diverged":
+    metrics(3)
+    sys.exit("tinylm train: step 4: the loss is NaN; stopping without saving (no checkpoint of this run has been "
+             "saved yet, so %%s holds none to resume from)" %% out)
+if mode == "disk-full":  # exit 1, as every failed command does
+    metrics(2)
+    sys.exit("tinylm train: writing %%s/metrics.jsonl: No space left on device" %% out)
+if mode == "no-output":
+    sys.exit(0)
+if mode == "killed":
+    metrics(2)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_train_cache(work, tinylm):
+    """Context.train caches runs that finished or that the engine stopped on a non-finite loss
+    (saying which), and raises on any other failure without caching it"""
+    root = os.path.join(work, "cache_test")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    fake, log = os.path.join(root, "fake_tinylm"), os.path.join(root, "calls.log")
+    with open(fake, "w") as f:
+        f.write(FAKE_TINYLM % sys.executable)
+    os.chmod(fake, 0o755)
+    os.environ["TLM_FAKE_LOG"] = log
+    cache = os.path.join(root, "models")
+    ctx = common.Context("cache", os.path.join(root, "out"), tinylm=fake, cache=cache, verbose=False)
+
+    def calls():
+        return len(open(log).read().split()) if os.path.exists(log) else 0
+
+    def train(mode, steps):
+        os.environ["TLM_FAKE_MODE"] = mode
+        before = calls()
+        try:
+            r, err = ctx.train(preset="lesson15", steps=steps), None
+        except RuntimeError as e:
+            r, err = None, str(e)
+        return r, err, calls() - before
+
+    def records():
+        out = {}
+        for d in os.listdir(cache):
+            p = os.path.join(cache, d, "experiment_done.json")
+            if os.path.isfile(p):
+                out[d] = json.load(open(p))
+        return out
+
+    for mode, steps, words in (("disk-full", 11, "No space left on device"), ("no-output", 12, "metrics.jsonl"),
+                               ("killed", 13, "killed by signal 9")):
+        r, err, n = train(mode, steps)
+        check(r is None and err and words in err and "not cached" in err and n == 1,
+              "cache: a run that fails (%s) raises, naming the failure: %s" % (mode, err))
+        r, err, n = train(mode, steps)
+        check(r is None and n == 1, "cache: ... and is not cached (the next call runs it again)")
+    check(not records(), "cache: no record of the failed runs")
+    r, err, n = train("diverged", 21)
+    check(r is not None and not r.ok and r.status == "diverged" and r.divergence_step() == 4 and n == 1,
+          "cache: a run the engine stopped on a NaN loss is returned as diverged at step 4 (%s)" % err)
+    r, err, n = train("diverged", 21)
+    check(r is not None and r.status == "diverged" and r.divergence_step() == 4 and n == 0, "cache: ... and cached")
+    r, err, n = train("finished", 22)
+    check(r is not None and r.ok and r.status == "finished" and len(r.metrics) == 22 and n == 1, "cache: a finished run (%s)" % err)
+    r, err, n = train("finished", 22)
+    check(r is not None and r.status == "finished" and n == 0, "cache: ... is cached")
+    recs = records()
+    check(sorted(v.get("status") for v in recs.values()) == ["diverged", "finished"] and
+          all("No space" not in v.get("stderr_tail", "") for v in recs.values()),
+          "cache: the records say finished / diverged: %s" % sorted(v.get("status") for v in recs.values()))
+    # records written before the status field: a failed run is dropped and run again, a stopped one kept
+    for d, v in recs.items():
+        v.pop("status")
+        if v["rc"] == 0:
+            v["rc"], v["stderr_tail"] = 1, "tinylm train: writing metrics.jsonl: No space left on device\n"
+        json.dump(v, open(os.path.join(cache, d, "experiment_done.json"), "w"))
+    r, err, n = train("finished", 22)
+    check(r is not None and r.status == "finished" and n == 1, "cache: an old record of a failed run is run again (%s)" % err)
+    r, err, n = train("diverged", 21)
+    check(r is not None and r.status == "diverged" and n == 0, "cache: an old record of a run stopped on NaN is kept")
+    # a cached run whose files went missing is run again
+    for d in os.listdir(cache):
+        if os.path.isfile(os.path.join(cache, d, "latest")):
+            os.remove(os.path.join(cache, d, "latest"))
+    r, err, n = train("finished", 22)
+    check(r is not None and r.status == "finished" and n == 1, "cache: a finished run whose checkpoint is gone is run again")
+
+    if not tinylm:
+        print("note: no --tinylm; the cache's real runs are skipped")
+        return
+    small = os.path.join(root, "small.txt")
+    with open(os.path.join(REPO, "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
+        open(small, "w").write(f.read(20000))
+    real = common.Context("cache", os.path.join(root, "out"), tinylm=tinylm, cache=cache, verbose=False)
+    opts = {"tokenizer": "chars", "seq": 16, "batch": 2}
+    sets = {"num_hidden_layers": 1, "num_attention_heads": 2}
+    r = real.train(preset="lesson15", sets=sets, steps=30, data=small, opts=dict(opts, lr=1e6))
+    check(r.status == "diverged" and not r.ok and r.divergence_step() == len(r.metrics) + 1,
+          "cache, the engine: lr 1e6 stops on a non-finite loss, recorded as diverged at step %s" % r.divergence_step())
+    r = real.train(preset="lesson15", sets=sets, steps=3, data=small, opts=opts)
+    check(r.status == "finished" and r.ok and len(r.metrics) == 3, "cache, the engine: a 3-step run finished")
+    # a real failure that is not a divergence: the engine exits 1 naming the missing file
+    try:
+        real.train(preset="lesson15", sets=sets, steps=2, data=os.path.join(root, "no-such-data.txt"), opts=opts)
+        err = None
+    except RuntimeError as e:
+        err = str(e)
+    check(err is not None and "no-such-data.txt" in err and "not cached" in err and not any(
+          "no-such-data" in json.dumps(v) for v in records().values()),
+          "cache, the engine: a run that cannot start (missing data) raises and is not cached: %s" % err)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
-    work = ap.parse_args().work
+    ap.add_argument("--tinylm", help="the engine, for the training cache's real runs (skipped without it)")
+    a = ap.parse_args()
+    work, tinylm = a.work, a.tinylm
     os.makedirs(work, exist_ok=True)
 
     # --- svgplot
@@ -104,6 +240,9 @@ def main():
     check(mk([4.0, 3.0], rc=1).val_loss != mk([4.0, 3.0], rc=1).val_loss, "a stopped run's val loss is NaN")
     check(common.fmt(1234567.0) == "1.23e+06" and common.fmt(0.5) == "0.5" and common.fmt(float("nan")) == "NaN"
           and common.fmt(True) == "yes", "fmt")
+
+    # --- the training cache (Context.train): a fake tinylm, then the real one
+    test_train_cache(work, tinylm)
 
     # --- run.py
     check(runpy_.cell("|grad|") == "\\|grad\\|", "Markdown cells escape |")

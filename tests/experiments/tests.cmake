@@ -17,9 +17,11 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
                          LABELS experiments RESOURCE_LOCK tlm_experiments_models)
   endforeach()
 endif()
-# the shared code (svgplot, common, run.py's Markdown, bf16 rounding): seconds, no training
+# the shared code (svgplot, common, run.py's Markdown, bf16 rounding, the training cache with a
+# fake tinylm and three tiny real runs): seconds
 if(TLM_PYTHON)
   add_test(NAME experiments_framework
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/experiments/test_framework.py
-                   --work ${CMAKE_BINARY_DIR}/experiments_framework)
+                   --work ${CMAKE_BINARY_DIR}/experiments_framework --tinylm $<TARGET_FILE:tinylm_cli>)
+  set_tests_properties(experiments_framework PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2")
 endif()
