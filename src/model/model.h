@@ -167,7 +167,7 @@ typedef struct model_observer {
     unsigned needs; /* OBSERVE_*; a callback below adds what it implies */
     /* at each activation point (points.c's id) while the pass runs: forward, data may be
      * rewritten in place; backward, data is the gradient there. Non-zero fails the pass (the
-     * error names the point). Implies MAPS and WHOLE_BATCH, and the training layout. */
+     * error names the point). Implies MAPS and WHOLE_BATCH (the hooks also the training layout). */
     int (*at_point)(void *user, const struct tlm_model *m, int id, float *data, int B, int T, int is_grad);
     /* after the embedding (layer -1) and after each layer l of a forward, while that layer's
      * activations are there (MODEL_INFER keeps one layer's). Non-zero stops the pass. Implies
@@ -292,9 +292,9 @@ enum {
     HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_PRE, HL_MLP_PRE_LINEAR, HL_MLP_POST,
     HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
     HL_COUNT, /* per layer */
-    HL_EMBED = HL_COUNT, HL_FINAL_SCALE, HL_FINAL_NORMALIZED /* (layer -1) */
+    HL_EMBED = HL_COUNT, HL_FINAL_SCALE, HL_FINAL_NORMALIZED, HL_LOGITS /* (layer -1) */
 };
-/* ids: 0 the embedding, 1 + l * HL_COUNT + kind for layer l, then the final norm's two */
+/* ids: 0 the embedding, 1 + l * HL_COUNT + kind for layer l, then the final norm's two, the logits */
 static inline int model_point_id(const tlm_config *c, int layer, int kind) {
     if (kind == HL_EMBED) return 0;
     if (kind > HL_EMBED) return 1 + c->n_layers * HL_COUNT + kind - HL_FINAL_SCALE;
@@ -305,6 +305,7 @@ int model_point_count(const tlm_config *c);
  * config has no such point */
 int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, size_t cap, int64_t shape[5],
                          int *flags);
+/* the probe names of the same points: points.h */
 void model_hooks_free(tlm_model *m);
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */

@@ -72,10 +72,13 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     if (c->final_norm) { /* (the hooks see, and may rewrite, the final norm's output) */
         model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
         h = A->final.y;
-        PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_SCALE), A->final.rstd, 0);
-        PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->final.y, 0);
+        if (R == N) { /* (the points are [B, T, ...]: not fired for the last rows alone) */
+            PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_SCALE), A->final.rstd, 0);
+            PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->final.y, 0);
+        }
     }
     head_logits(m, A->w_tile, A->logits, A->logits_raw, h, R);
+    if (R == N) PASS_POINT(ctx, model_point_id(c, -1, HL_LOGITS), A->logits, 0);
     if (A->has_targets)
         *loss = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, A->targets, N, V, &A->n_counted,
                                      &A->lse_sq_mean);
@@ -99,7 +102,9 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
             return tlm_error("forward: target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i,
                              c->vocab_size);
     }
-    if (model_observes_points(m) && (m->mode != MODEL_TRAIN || m->kv))
+    /* (the hooks may rewrite what the pass goes on from, which the inference layouts and the cache do
+     * not keep; a probe only reads each point as it fires, in any mode) */
+    if (m->hooks && (m->mode != MODEL_TRAIN || m->kv))
         return tlm_error("forward: hooks need the model in training mode without a KV cache");
     if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
     activations *A = &m->acts;
@@ -113,7 +118,6 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     if (split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx))) return -1;
     if (targets && loss) *loss = l;
     if (m->kv) kv_cache_advance(m->kv, T);
-    /* (a probe copies what it selects out of m->acts here: the pass itself is untouched) */
     return model_after_pass(m, 0);
 }
 
@@ -168,6 +172,7 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
     pass_ctx ctx = pass_whole(m);
     if (split_backward(m, dlogits_in, dloss)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
     if (ctx.watched) { /* the residual stream's gradients are complete only now */
+        pass_fire(&ctx, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
         pass_fire(&ctx, model_point_id(c, -1, HL_EMBED), model_residual_grad(A, 0), 1);
         for (int l = 0; l < c->n_layers; l++) {
             pass_fire(&ctx, model_point_id(c, l, HL_RESID_PRE), model_residual_grad(A, 2 * l), 1);

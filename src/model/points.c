@@ -1,80 +1,133 @@
 /* points.c — the one table of a pass's activation points: id, TransformerLens name, shape for a
- * batch [B, T], flags, and where in the pass the tensor lives. Hooks (hooks.c, Python through
- * tlm_hook_info), the pass's firing (PASS_POINT in pass.c / sublayers.c) and the docs
- * (docs/python.md) all read it; one name is one tensor everywhere. Where both are useful, q
+ * batch [B, T], flags, where in the pass the tensor lives, and its probe names (points.h). Hooks
+ * (hooks.c, Python through tlm_hook_info), probes (src/probes/probe.c: they record when a point
+ * fires), the pass's firing (PASS_POINT in pass.c / sublayers.c) and the docs (docs/python.md,
+ * docs/probes.md) all read it; one name is one tensor everywhere. Where both are useful, q
  * before and after RoPE are two points (hook_q, hook_rot_q), as TransformerLens names them. */
 #include <stdio.h>
 #include <string.h>
 
 #include "model.h"
+#include "points.h"
 #include "tinylm.h"
 
 /* the shape after [B, T]: */
-enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF };
-/* what the config must have for the point to exist */
+enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB };
+/* what the config must have for a name of the point to exist */
 enum {
     REQ_IN_NORM = 1, REQ_OUT_NORM = 2, REQ_POST_NORM = 4, REQ_STATS = 8 /* a per-row scale: not DyT */,
-    REQ_QK_NORM = 16, REQ_ROPE = 32, REQ_GATED = 64, REQ_FINAL_NORM = 128
+    REQ_QK_NORM = 16, REQ_ROPE = 32, REQ_GATED = 64, REQ_FINAL_NORM = 128, REQ_GELU = 256 /* not gated */,
+    REQ_LAST_LAYER = 512 /* (only the last layer's point) */
 };
 #define SCALE_FLAGS (TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD)
 
+/* a probe name of a point: P_TOP names it without the "layers.<l>." prefix, P_GRAD is also
+ * recorded in backward (as "grad.<name>"), P_RMS is the RMS of each row */
+enum { P_TOP = 1, P_GRAD = 2, P_RMS = 4 };
 typedef struct {
-    const char *name; /* a layer's points after "blocks.<l>." */
-    unsigned char shape, req;
+    const char *name;
+    unsigned short req, kind;
+} probe_name;
+#define PROBE_NAMES 4
+
+typedef struct {
+    const char *name; /* the TransformerLens name (a layer's after "blocks.<l>."); NULL: probes only */
+    unsigned char shape;
+    unsigned short req; /* of the TransformerLens name (the probe names have their own) */
     int flags;
     const char *lives; /* where the pass keeps it (activations / layer_acts; backward: its gradient buffer) */
+    probe_name probe[PROBE_NAMES]; /* (docs/probes.md) in the order they are listed */
 } point_desc;
 
-static const point_desc POINTS[HL_COUNT + 3] = {
-    [HL_RESID_PRE] = {"hook_resid_pre", SH_D, 0, 0, "res[2l]"},
-    [HL_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd"},
-    [HL_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y"},
-    [HL_Q] = {"attn.hook_q", SH_Q, 0, 0, "q (the projection, before QK-norm and RoPE)"},
-    [HL_K] = {"attn.hook_k", SH_KV, 0, 0, "k (the projection, before QK-norm and RoPE)"},
-    [HL_V] = {"attn.hook_v", SH_KV, 0, 0, "v"},
-    [HL_Q_NORMED] = {"attn.hook_q_normed", SH_Q, REQ_QK_NORM, 0, "qn (after QK-norm)"},
-    [HL_K_NORMED] = {"attn.hook_k_normed", SH_KV, REQ_QK_NORM, 0, "kn (after QK-norm)"},
-    [HL_ROT_Q] = {"attn.hook_rot_q", SH_Q, REQ_ROPE, 0, "qr (after RoPE: what attention reads)"},
-    [HL_ROT_K] = {"attn.hook_rot_k", SH_KV, REQ_ROPE, 0, "kr (after RoPE: what attention reads)"},
+static const point_desc POINTS[HL_COUNT + 4] = {
+    [HL_RESID_PRE] = {"hook_resid_pre", SH_D, 0, 0, "res[2l]",
+                      {{"resid_pre", 0, P_GRAD}, {"attn_norm.in_rms", REQ_IN_NORM, P_RMS}}},
+    [HL_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd", {{0}}},
+    [HL_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
+                           {{"attn_norm.out", REQ_IN_NORM, 0}, {"attn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
+    [HL_Q] = {"attn.hook_q", SH_Q, 0, 0, "q (the projection, before QK-norm and RoPE)", {{"attn.q", 0, 0}}},
+    [HL_K] = {"attn.hook_k", SH_KV, 0, 0, "k (the projection, before QK-norm and RoPE)", {{"attn.k", 0, 0}}},
+    [HL_V] = {"attn.hook_v", SH_KV, 0, 0, "v", {{"attn.v", 0, 0}}},
+    [HL_Q_NORMED] = {"attn.hook_q_normed", SH_Q, REQ_QK_NORM, 0, "qn (after QK-norm)",
+                     {{"attn.q_normed", REQ_QK_NORM, 0}}},
+    [HL_K_NORMED] = {"attn.hook_k_normed", SH_KV, REQ_QK_NORM, 0, "kn (after QK-norm)",
+                     {{"attn.k_normed", REQ_QK_NORM, 0}}},
+    [HL_ROT_Q] = {"attn.hook_rot_q", SH_Q, REQ_ROPE, 0, "qr (after RoPE: what attention reads)",
+                  {{"attn.rot_q", REQ_ROPE, 0}}},
+    [HL_ROT_K] = {"attn.hook_rot_k", SH_KV, REQ_ROPE, 0, "kr (after RoPE: what attention reads)",
+                  {{"attn.rot_k", REQ_ROPE, 0}}},
     [HL_ATTN_SCORES] = {"attn.hook_attn_scores", SH_MAP, 0, TLM_HOOK_MASKED | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
-                        "scores (scaled, capped; masked keys never written)"},
-    [HL_PATTERN] = {"attn.hook_pattern", SH_MAP, 0, TLM_HOOK_NO_GRAD, "probs"},
-    [HL_Z] = {"attn.hook_z", SH_Q, 0, 0, "att (per head, before o_proj)"},
-    [HL_ATTN_RAW] = {"hook_attn_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "attn_s.f"},
-    [HL_LN1_OUT_SCALE] = {"ln1_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.out.rstd"},
-    [HL_ATTN_OUT] = {"hook_attn_out", SH_D, 0, 0, "attn_s.out.y, else attn_s.f (what is added to the stream)"},
-    [HL_ATTN_SUM] = {"hook_resid_mid_pre_norm", SH_D, REQ_POST_NORM, 0, "attn_s.sum"},
-    [HL_LN1_POST_SCALE] = {"ln1_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.post.rstd"},
-    [HL_RESID_MID] = {"hook_resid_mid", SH_D, 0, 0, "res[2l+1]"},
-    [HL_LN2_SCALE] = {"ln2.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.in.rstd"},
-    [HL_LN2_NORMALIZED] = {"ln2.hook_normalized", SH_D, REQ_IN_NORM, 0, "ffn_s.in.y"},
-    [HL_MLP_PRE] = {"mlp.hook_pre", SH_FF, 0, 0, "gate (gated FFNs), else up"},
-    [HL_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", SH_FF, REQ_GATED, 0, "up (gated FFNs)"},
-    [HL_MLP_POST] = {"mlp.hook_post", SH_FF, 0, 0, "hid"},
-    [HL_MLP_RAW] = {"hook_mlp_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "ffn_s.f"},
-    [HL_LN2_OUT_SCALE] = {"ln2_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.out.rstd"},
-    [HL_MLP_OUT] = {"hook_mlp_out", SH_D, 0, 0, "ffn_s.out.y, else ffn_s.f"},
-    [HL_MLP_SUM] = {"hook_resid_post_pre_norm", SH_D, REQ_POST_NORM, 0, "ffn_s.sum"},
-    [HL_LN2_POST_SCALE] = {"ln2_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.post.rstd"},
-    [HL_RESID_POST] = {"hook_resid_post", SH_D, 0, 0, "res[2l+2]"},
-    [HL_EMBED] = {"hook_embed", SH_D, 0, 0, "res[0]"},
-    [HL_FINAL_SCALE] = {"ln_final.hook_scale", SH_ROW, REQ_FINAL_NORM | REQ_STATS, SCALE_FLAGS, "final.rstd"},
-    [HL_FINAL_NORMALIZED] = {"ln_final.hook_normalized", SH_D, REQ_FINAL_NORM, 0, "final.y"},
+                        "scores (scaled, capped; masked keys never written)", {{"attn.scores", 0, 0}}},
+    [HL_PATTERN] = {"attn.hook_pattern", SH_MAP, 0, TLM_HOOK_NO_GRAD, "probs", {{"attn.probs", 0, 0}}},
+    [HL_Z] = {"attn.hook_z", SH_Q, 0, 0, "att (per head, before o_proj)", {{"attn.heads", 0, 0}}},
+    /* (fired in every placement: it is the probes' attn.o_proj; a hook only with an output norm) */
+    [HL_ATTN_RAW] = {"hook_attn_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "attn_s.f",
+                     {{"attn.o_proj", 0, 0}, {"attn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
+    [HL_LN1_OUT_SCALE] = {"ln1_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.out.rstd",
+                          {{0}}},
+    [HL_ATTN_OUT] = {"hook_attn_out", SH_D, 0, 0, "attn_s.out.y, else attn_s.f (what is added to the stream)",
+                     {{"attn_out_norm.out", REQ_OUT_NORM, 0},
+                      {"attn_out_norm.out_rms", REQ_OUT_NORM, P_RMS},
+                      {"attn.out", 0, 0}}},
+    [HL_ATTN_SUM] = {"hook_resid_mid_pre_norm", SH_D, REQ_POST_NORM, 0, "attn_s.sum",
+                     {{"attn_norm.in_rms", REQ_POST_NORM, P_RMS}}},
+    [HL_LN1_POST_SCALE] = {"ln1_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS,
+                           "attn_s.post.rstd", {{0}}},
+    [HL_RESID_MID] = {"hook_resid_mid", SH_D, 0, 0, "res[2l+1]",
+                      {{"attn_norm.out", REQ_POST_NORM, 0},
+                       {"attn_norm.out_rms", REQ_POST_NORM, P_RMS},
+                       {"resid_mid", 0, P_GRAD},
+                       {"ffn_norm.in_rms", REQ_IN_NORM, P_RMS}}},
+    [HL_LN2_SCALE] = {"ln2.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.in.rstd", {{0}}},
+    [HL_LN2_NORMALIZED] = {"ln2.hook_normalized", SH_D, REQ_IN_NORM, 0, "ffn_s.in.y",
+                           {{"ffn_norm.out", REQ_IN_NORM, 0}, {"ffn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
+    [HL_MLP_PRE] = {"mlp.hook_pre", SH_FF, 0, 0, "gate (gated FFNs), else up",
+                    {{"ffn.gate", REQ_GATED, 0}, {"ffn.up", REQ_GELU, 0}}},
+    [HL_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", SH_FF, REQ_GATED, 0, "up (gated FFNs)",
+                           {{"ffn.up", REQ_GATED, 0}}},
+    [HL_MLP_POST] = {"mlp.hook_post", SH_FF, 0, 0, "hid", {{"ffn.hidden", 0, 0}}},
+    [HL_MLP_RAW] = {"hook_mlp_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "ffn_s.f",
+                    {{"ffn.down_proj", 0, 0}, {"ffn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
+    [HL_LN2_OUT_SCALE] = {"ln2_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.out.rstd",
+                          {{0}}},
+    [HL_MLP_OUT] = {"hook_mlp_out", SH_D, 0, 0, "ffn_s.out.y, else ffn_s.f",
+                    {{"ffn_out_norm.out", REQ_OUT_NORM, 0},
+                     {"ffn_out_norm.out_rms", REQ_OUT_NORM, P_RMS},
+                     {"ffn.out", 0, 0}}},
+    [HL_MLP_SUM] = {"hook_resid_post_pre_norm", SH_D, REQ_POST_NORM, 0, "ffn_s.sum",
+                    {{"ffn_norm.in_rms", REQ_POST_NORM, P_RMS}}},
+    [HL_LN2_POST_SCALE] = {"ln2_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS,
+                           "ffn_s.post.rstd", {{0}}},
+    [HL_RESID_POST] = {"hook_resid_post", SH_D, 0, 0, "res[2l+2]",
+                       {{"ffn_norm.out", REQ_POST_NORM, 0},
+                        {"ffn_norm.out_rms", REQ_POST_NORM, P_RMS},
+                        {"resid_post", 0, P_GRAD},
+                        {"final_norm.in_rms", REQ_FINAL_NORM | REQ_LAST_LAYER, P_TOP | P_RMS}}},
+    [HL_EMBED] = {"hook_embed", SH_D, 0, 0, "res[0]", {{"embed", 0, P_TOP}}},
+    [HL_FINAL_SCALE] = {"ln_final.hook_scale", SH_ROW, REQ_FINAL_NORM | REQ_STATS, SCALE_FLAGS, "final.rstd", {{0}}},
+    [HL_FINAL_NORMALIZED] = {"ln_final.hook_normalized", SH_D, REQ_FINAL_NORM, 0, "final.y",
+                             {{"final_norm.out", REQ_FINAL_NORM, P_TOP},
+                              {"final_norm.out_rms", REQ_FINAL_NORM, P_TOP | P_RMS}}},
+    /* (no hook: TransformerLens has none for the logits) */
+    [HL_LOGITS] = {NULL, SH_VOCAB, 0, 0, "logits; backward dlogits", {{"logits", 0, P_TOP | P_GRAD}}},
 };
 
-int model_point_count(const tlm_config *c) { return 1 + c->n_layers * HL_COUNT + 2; }
+/* the model's own points after the layers' */
+enum { TAIL_POINTS = HL_LOGITS - HL_FINAL_SCALE + 1 };
+
+int model_point_count(const tlm_config *c) { return 1 + c->n_layers * HL_COUNT + TAIL_POINTS; }
 
 /* the layer (-1 for the model's own points) and kind of id; 0 when out of range */
 static int point_of(const tlm_config *c, int id, int *layer, int *kind) {
     const int n = model_point_count(c);
     if (id < 0 || id >= n) return 0;
     if (id == 0) *layer = -1, *kind = HL_EMBED;
-    else if (id >= n - 2) *layer = -1, *kind = HL_FINAL_SCALE + (id - (n - 2));
+    else if (id >= n - TAIL_POINTS) *layer = -1, *kind = HL_FINAL_SCALE + (id - (n - TAIL_POINTS));
     else *layer = (id - 1) / HL_COUNT, *kind = (id - 1) % HL_COUNT;
     return 1;
 }
 
-static int config_has(const tlm_config *c, unsigned req) {
+static int config_has(const tlm_config *c, int layer, unsigned req) {
     const norm_placement pl = c->placement;
     if ((req & REQ_IN_NORM) && !placement_has_input_norm(pl)) return 0;
     if ((req & REQ_OUT_NORM) && !placement_has_output_norm(pl)) return 0;
@@ -84,7 +137,23 @@ static int config_has(const tlm_config *c, unsigned req) {
     if ((req & REQ_ROPE) && c->position != POS_ROPE) return 0;
     if ((req & REQ_GATED) && c->ffn == FFN_GELU) return 0;
     if ((req & REQ_FINAL_NORM) && !c->final_norm) return 0;
+    if ((req & REQ_GELU) && c->ffn != FFN_GELU) return 0;
+    if ((req & REQ_LAST_LAYER) && layer != c->n_layers - 1) return 0;
     return 1;
+}
+
+/* shape [B, T, ...] of a point of kind p->shape; the number of dimensions */
+static int shape_of(const tlm_config *c, const point_desc *p, int B, int T, int64_t shape[5]) {
+    shape[0] = B, shape[1] = T, shape[2] = c->d_model;
+    switch (p->shape) {
+    case SH_ROW: shape[2] = 1; return 3;
+    case SH_Q: shape[2] = c->n_heads, shape[3] = c->head_dim; return 4;
+    case SH_KV: shape[2] = c->n_kv_heads, shape[3] = c->head_dim; return 4;
+    case SH_MAP: shape[1] = c->n_heads, shape[2] = T, shape[3] = T; return 4;
+    case SH_FF: shape[2] = c->d_ff; return 3;
+    case SH_VOCAB: shape[2] = c->vocab_size; return 3;
+    default: return 3;
+    }
 }
 
 int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, size_t cap, int64_t shape[5],
@@ -92,19 +161,33 @@ int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, 
     int l, k;
     *flags = 0;
     shape[0] = B, shape[1] = T, shape[2] = c->d_model;
-    if (!point_of(c, id, &l, &k) || !config_has(c, POINTS[k].req)) return 0;
+    if (!point_of(c, id, &l, &k) || !POINTS[k].name || !config_has(c, l, POINTS[k].req)) return 0;
     const point_desc *p = &POINTS[k];
     if (l >= 0)
         snprintf(name, cap, "blocks.%d.%s", l, p->name);
     else
         snprintf(name, cap, "%s", p->name);
     *flags = p->flags;
-    switch (p->shape) {
-    case SH_ROW: shape[2] = 1; return 3;
-    case SH_Q: shape[2] = c->n_heads, shape[3] = c->head_dim; return 4;
-    case SH_KV: shape[2] = c->n_kv_heads, shape[3] = c->head_dim; return 4;
-    case SH_MAP: shape[1] = c->n_heads, shape[2] = T, shape[3] = T; return 4;
-    case SH_FF: shape[2] = c->d_ff; return 3;
-    default: return 3;
-    }
+    return shape_of(c, p, B, T, shape);
+}
+
+int model_point_probe(const tlm_config *c, int id, int j, int is_grad, int B, int T, point_probe *out) {
+    int l, k;
+    if (!point_of(c, id, &l, &k) || j < 0 || j >= PROBE_NAMES || !POINTS[k].probe[j].name) return -1;
+    const point_desc *p = &POINTS[k];
+    const probe_name *pn = &p->probe[j];
+    if ((is_grad && !(pn->kind & P_GRAD)) || !config_has(c, l, pn->req)) return 0;
+    const char *grad = is_grad ? "grad." : "";
+    if (pn->kind & P_TOP)
+        snprintf(out->name, sizeof out->name, "%s%s", grad, pn->name);
+    else
+        snprintf(out->name, sizeof out->name, "%slayers.%d.%s", grad, l, pn->name);
+    int64_t shape[5];
+    out->ndim = shape_of(c, p, B, T, shape);
+    if (pn->kind & P_RMS) out->ndim = 2; /* [B, T]: one value per row */
+    memcpy(out->shape, shape, sizeof out->shape);
+    out->flags = (pn->kind & P_RMS ? POINT_PROBE_RMS : 0) | (p->flags & TLM_HOOK_MASKED ? POINT_PROBE_MASKED : 0) |
+                 (p->shape == SH_MAP ? POINT_PROBE_MAP : 0);
+    out->layer = l;
+    return 1;
 }

@@ -261,8 +261,8 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
     else
         ffn_sublayer_forward(ctx, l, u, s->f);
     float *fo = s->f;
+    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), s->f, 0); /* (the probes' o_proj / down_proj) */
     if (placement_has_output_norm(c->placement)) {
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), s->f, 0);
         model_norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
         fo = s->out.y;
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][3]), s->out.rstd, 0);

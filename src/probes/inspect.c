@@ -173,14 +173,12 @@ static void head_stats(inspect_report *r, const tlm_model *m, int l) {
 /* the pass, one layer at a time (an observer's after_layer, model.h) */
 typedef struct {
     inspect_report *r;
-    tlm_probe *p;
     double t0;
     int tty, shown; /* progress on stderr: a line per layer on a terminal, else a line per layer of a long pass */
 } pass_ctx;
 
 static int after_layer(void *ctx, const tlm_model *m, int l) {
     pass_ctx *pc = ctx;
-    if (probe_after_layer(pc->p, m, l)) return -1;
     if (l < 0) return 0;
     head_stats(pc->r, m, l);
     const double dt = tlm_now_s() - pc->t0;
@@ -489,14 +487,14 @@ int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top
         /* inference layout: one layer's activations (its [H, T, T] attention included) at a time;
          * the hook takes each layer's numbers before the next layer reuses the memory */
         const model_mode mode = m->mode;
-        pass_ctx pc = {.r = r, .p = p, .t0 = tlm_now_s(), .tty = isatty(2)};
+        pass_ctx pc = {.r = r, .t0 = tlm_now_s(), .tty = isatty(2)};
         const model_observer obs = {.after_layer = after_layer, .user = &pc};
         model_set_mode(m, MODEL_INFER);
-        rc = model_observe(m, &obs);
+        rc = model_observe(m, &obs) || probe_attach(p, m) ? -1 : 0; /* (the probe records as each point fires) */
         if (!rc) rc = model_forward(m, tokens, NULL, 1, T, NULL);
+        probe_detach(m);
         model_unobserve(m, &obs);
         if (!rc && r->attn_oom) rc = tlm_error("out of memory keeping the attention patterns");
-        if (!rc) rc = probe_after_layer(p, m, c->n_layers); /* the final norm and the logits */
         if (pc.shown && pc.tty) fputc('\n', stderr);
         if (!rc) rc = residual_stats(r, p, c->d_model);
         if (!rc) rc = norm_stats(r, p);

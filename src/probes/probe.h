@@ -9,9 +9,11 @@
  *   probe_dump(p, "out");                             // out/<name>.npy for every record
  *   probe_detach(m);  probe_free(p);
  *
- * The model keeps every intermediate value in m->acts, so a probe reads them once a pass is
- * done, as an observer with an after_pass callback (model.h model_observer), instead of
- * hooking inside it: the pass computes exactly the same numbers with or without a probe.
+ * A probe is an observer of the pass (model.h model_observer): it copies each selected tensor
+ * when the pass fires its activation point (model/points.c: a probe name and a hook name of one
+ * row are one tensor), and the weights' gradients once a backward is done. It only reads: the
+ * pass computes exactly the same numbers with or without a probe, in any mode (MODEL_INFER,
+ * which keeps one layer's activations, included; a KV cache's pass has no attention maps).
  * Names are produced only while a probe is attached. Patterns are fnmatch(3) globs:
  * `*` matches any run of characters (dots included), `?` one character, `[...]` a class.
  * Every fallible function returns -1 (or NULL) with tlm_error() set. */
@@ -54,16 +56,6 @@ void probe_detach(struct tlm_model *m);
 /* Copies `data` under `name` when the name is selected (a later record of the same name
  * replaces it). For code that wants to record a value of its own. */
 int probe_record(tlm_probe *p, const char *name, const float *data, int ndim, const int64_t *shape);
-
-/* What the attached probe's hook calls after model_forward / model_backward: records every
- * selected forward (backward) tensor of the pass that just finished. */
-int probe_after_forward(tlm_probe *p, const struct tlm_model *m);
-int probe_after_backward(tlm_probe *p, const struct tlm_model *m);
-/* The same one part of the forward at a time, from an observer's after_layer (model.h): layer -1
- * the embedding, 0..L-1 each layer right after it ran, L the final norm and logits (after the
- * pass). Works in MODEL_INFER too, which keeps one layer's activations: the probe keeps the
- * input of the next layer itself. Parts must come in order, starting at -1. */
-int probe_after_layer(tlm_probe *p, const struct tlm_model *m, int layer);
 
 size_t probe_count(const tlm_probe *p);
 const probe_tensor *probe_at(const tlm_probe *p, size_t i);
