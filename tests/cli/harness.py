@@ -3,6 +3,7 @@ command, and main() (--tinylm PATH --work DIR, a fresh work folder, the summary 
 import argparse
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -23,6 +24,35 @@ def check(ok, what, detail=""):
 def run(tinylm, *args, stdin=None):
     p = subprocess.run([tinylm, *args], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def run_bounded(tinylm, args, timeout):
+    """(exit code, stdout, stderr) of a command that must not block (on a FIFO, say): rc None
+    when it ran past timeout seconds"""
+    try:
+        p = subprocess.run([tinylm, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "", "(timed out after %d s: blocked on a FIFO?)" % timeout
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def snapshot(top, with_bytes=False):
+    """what a command must not change: every entry under top (lstat: links are not followed),
+    with_bytes: also the inode, device number, a link's target and a small file's bytes"""
+    out = {}
+    for d, dirs, files in os.walk(top):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            s = os.lstat(p)
+            if not with_bytes:
+                out[p] = (s.st_mode, s.st_size, s.st_mtime_ns)
+                continue
+            extra = os.readlink(p) if stat.S_ISLNK(s.st_mode) else None
+            if stat.S_ISREG(s.st_mode) and s.st_size <= 1 << 20:
+                with open(p, "rb") as f:
+                    extra = f.read()
+            out[p] = (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ino, s.st_rdev, extra)
+    return out
 
 
 def main(tests):

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import ROOT, STORIES, TOK512, check, main
+from harness import ROOT, STORIES, TOK512, check, main, run_bounded, snapshot as harness_snapshot
 import tinylm_ref  # (harness puts tests/reference on the path)
 
 TEXT = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -28,22 +28,11 @@ ROOT_USER = os.geteuid() == 0
 
 
 def run(T, args):
-    try:
-        p = subprocess.run([T, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return None, "", "(timed out after %d s)" % TIMEOUT
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return run_bounded(T, args, TIMEOUT)
 
 
 def snapshot(top):
-    """what a command must not change: every entry under top (lstat: links are not followed)"""
-    out = {}
-    for d, dirs, files in os.walk(top):
-        for n in dirs + files:
-            p = os.path.join(d, n)
-            s = os.lstat(p)
-            out[p] = (s.st_mode, s.st_size, s.st_mtime_ns)
-    return out
+    return harness_snapshot(top, with_bytes=False)
 
 
 class Fixtures:

@@ -30,7 +30,7 @@ import struct
 import subprocess
 import sys
 
-from harness import ROOT, STORIES, TOK512, check, main
+from harness import ROOT, STORIES, TOK512, check, main, run_bounded, snapshot as harness_snapshot
 import tinylm_ref  # (harness puts tests/reference on the path)
 
 TEXT = os.path.join(ROOT, "data", "tinyshakespeare.txt")
@@ -38,25 +38,11 @@ TIMEOUT = 60
 
 
 def run(T, args):
-    try:
-        p = subprocess.run([T, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return None, "", "(timed out after %d s: blocked on a FIFO?)" % TIMEOUT
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return run_bounded(T, args, TIMEOUT)
 
 
 def snapshot(top):
-    """every entry under top (lstat: links not followed), with the bytes of small files"""
-    out = {}
-    for d, dirs, files in os.walk(top):
-        for n in dirs + files:
-            p = os.path.join(d, n)
-            s = os.lstat(p)
-            extra = os.readlink(p) if stat.S_ISLNK(s.st_mode) else None
-            if stat.S_ISREG(s.st_mode) and s.st_size <= 1 << 20:
-                extra = open(p, "rb").read()
-            out[p] = (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ino, s.st_rdev, extra)
-    return out
+    return harness_snapshot(top, with_bytes=True)
 
 
 def changed(before, after):
