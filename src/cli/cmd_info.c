@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "formats/llama2c.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "ops/ops.h"

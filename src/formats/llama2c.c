@@ -1,5 +1,5 @@
 /* llama2c.c — reading llama2.c version-0 checkpoints (layout in llama2c.h): the header as a
- * config and the float arrays in file order (src/model/llama2c_load.c puts them into a
+ * header and the float arrays in file order (src/model/llama2c_load.c puts them into a
  * model). The header is untrusted: every field is range-checked and the file size must equal
  * what the header implies, computed without overflow, before anything is allocated. */
 #include "llama2c.h"
@@ -20,11 +20,6 @@
 
 static const char *const FIELD[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
 
-typedef struct {
-    int dim, hidden, layers, heads, kv_heads, vocab, seq_len, shared, head_size;
-    uint64_t n_floats; /* everything after the header */
-} l2c_header;
-
 static int32_t le_i32(const unsigned char *p) {
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
@@ -38,9 +33,9 @@ static int add_product(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c) {
 }
 
 /* the header `raw` of a file of `size` bytes */
-static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h);
+static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, llama2c_header *h);
 
-static int parse_header(const char *path, FILE *f, l2c_header *h) {
+static int parse_header(const char *path, FILE *f, llama2c_header *h) {
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0) return tlm_error("%s: cannot stat: %s", path, strerror(errno));
     unsigned char raw[HEADER_BYTES];
@@ -53,14 +48,14 @@ int llama2c_is_checkpoint(const void *data, size_t len) {
     if (len < HEADER_BYTES) return 0;
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", tlm_last_error()); /* a "no" leaves the caller's message */
-    l2c_header h;
+    llama2c_header h;
     int yes = parse_fields("", data, len, &h) == 0;
     if (saved[0]) tlm_error("%s", saved);
     else tlm_clear_error();
     return yes;
 }
 
-static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, l2c_header *h) {
+static int parse_fields(const char *path, const unsigned char *raw, uint64_t size, llama2c_header *h) {
     if ((uint32_t)le_i32(raw) == MAGIC_V1)
         return tlm_error("%s: starts with the magic \"ak42\" of llama2.c export version 1/2; only the legacy "
                          "version-0 format is supported",
@@ -71,21 +66,19 @@ static int parse_fields(const char *path, const unsigned char *raw, uint64_t siz
         if (i == 5 ? (v[i] == 0 || v[i] == INT32_MIN) : v[i] <= 0)
             return tlm_error("%s: header field %s = %d is invalid (must be %s)", path, FIELD[i], v[i],
                              i == 5 ? "non-zero" : "positive");
-    h->dim = v[0], h->hidden = v[1], h->layers = v[2], h->heads = v[3], h->kv_heads = v[4];
-    h->shared = v[5] > 0;
-    h->vocab = v[5] > 0 ? v[5] : -v[5];
+    h->dim = v[0], h->hidden_dim = v[1], h->n_layers = v[2], h->n_heads = v[3], h->n_kv_heads = v[4];
+    h->shared_classifier = v[5] > 0;
+    h->vocab_size = v[5] > 0 ? v[5] : -v[5];
     h->seq_len = v[6];
-    if (h->layers > TLM_MAX_LAYERS)
-        return tlm_error("%s: header field n_layers = %d exceeds the supported %d", path, h->layers, TLM_MAX_LAYERS);
-    if (h->dim % h->heads != 0)
-        return tlm_error("%s: header field dim = %d is not a multiple of n_heads = %d", path, h->dim, h->heads);
-    if (h->heads % h->kv_heads != 0)
-        return tlm_error("%s: header field n_kv_heads = %d does not divide n_heads = %d", path, h->kv_heads, h->heads);
-    h->head_size = h->dim / h->heads;
+    if (h->dim % h->n_heads != 0)
+        return tlm_error("%s: header field dim = %d is not a multiple of n_heads = %d", path, h->dim, h->n_heads);
+    if (h->n_heads % h->n_kv_heads != 0)
+        return tlm_error("%s: header field n_kv_heads = %d does not divide n_heads = %d", path, h->n_kv_heads, h->n_heads);
+    h->head_size = h->dim / h->n_heads;
     if (h->head_size % 2 != 0)
         return tlm_error("%s: head size dim / n_heads = %d must be even for RoPE", path, h->head_size);
-    const uint64_t d = h->dim, ff = h->hidden, L = h->layers, hs = h->head_size, V = h->vocab;
-    const uint64_t qd = (uint64_t)h->heads * hs, kvd = (uint64_t)h->kv_heads * hs;
+    const uint64_t d = h->dim, ff = h->hidden_dim, L = h->n_layers, hs = h->head_size, V = h->vocab_size;
+    const uint64_t qd = (uint64_t)h->n_heads * hs, kvd = (uint64_t)h->n_kv_heads * hs;
     uint64_t n = 0;
     int bad = add_product(&n, V, d, 1)              /* token embedding */
               || add_product(&n, L, d, 1)           /* rms_att */
@@ -99,45 +92,29 @@ static int parse_fields(const char *path, const unsigned char *raw, uint64_t siz
               || add_product(&n, L, ff, d)          /* w3 */
               || add_product(&n, d, 1, 1)           /* rms_final */
               || add_product(&n, h->seq_len, hs, 1) /* freq_cis_real + imag: 2 x seq_len x hs/2 */
-              || (!h->shared && add_product(&n, V, d, 1));
+              || (!h->shared_classifier && add_product(&n, V, d, 1));
     uint64_t bytes;
     if (bad || __builtin_mul_overflow(n, 4, &bytes) || __builtin_add_overflow(bytes, HEADER_BYTES, &bytes))
         return tlm_error("%s: header (dim %d, hidden_dim %d, n_layers %d, vocab_size %d) implies an impossible size",
-                         path, h->dim, h->hidden, h->layers, v[5]);
+                         path, h->dim, h->hidden_dim, h->n_layers, v[5]);
     if (size != bytes)
         return tlm_error("%s: file is %lld bytes but the header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, "
                          "n_kv_heads %d, vocab_size %d, seq_len %d) implies %llu bytes (%s)",
-                         path, (long long)size, h->dim, h->hidden, h->layers, h->heads, h->kv_heads, v[5],
+                         path, (long long)size, h->dim, h->hidden_dim, h->n_layers, h->n_heads, h->n_kv_heads, v[5],
                          h->seq_len, (unsigned long long)bytes,
                          size < bytes ? "truncated" : "extra data after the weights");
     h->n_floats = n;
     return 0;
 }
 
-static void header_config(const l2c_header *h, tlm_config *c) {
-    config_defaults(c);
-    snprintf(c->model_type, sizeof c->model_type, "llama2c");
-    c->vocab_size = h->vocab, c->d_model = h->dim, c->n_layers = h->layers;
-    c->n_heads = h->heads, c->n_kv_heads = h->kv_heads, c->head_dim = h->head_size;
-    c->d_ff = h->hidden, c->max_seq = h->seq_len;
-    c->norm = NORM_RMSNORM, c->norm_eps = 1e-5f, c->placement = PLACE_PRE;
-    c->position = POS_ROPE, c->rope_theta = 10000.0f, c->ffn = FFN_SWIGLU;
-    c->tie_embeddings = h->shared;
-}
-
 /* ---- reading the arrays --------------------------------------------------------------------- */
 
-int llama2c_open(llama2c_file *lf, const char *path, tlm_config *cfg) {
+int llama2c_open(llama2c_file *lf, const char *path, llama2c_header *h) {
     memset(lf, 0, sizeof *lf);
+    memset(h, 0, sizeof *h);
     FILE *f = tlm_fopen_input(path); /* (a regular file: names a FIFO, a directory, a dangling link) */
     if (!f) return -1;
-    l2c_header h = {0};
-    if (parse_header(path, f, &h)) {
-        fclose(f);
-        return -1;
-    }
-    header_config(&h, cfg);
-    if (config_validate(cfg, path)) {
+    if (parse_header(path, f, h)) {
         fclose(f);
         return -1;
     }
@@ -175,11 +152,4 @@ int llama2c_skip_floats(llama2c_file *lf, size_t n, const char *what) {
 void llama2c_close(llama2c_file *lf) {
     if (lf->f) fclose(lf->f);
     lf->f = NULL;
-}
-
-int llama2c_read_config(const char *path, tlm_config *cfg) {
-    llama2c_file lf;
-    if (llama2c_open(&lf, path, cfg)) return -1;
-    llama2c_close(&lf);
-    return 0;
 }

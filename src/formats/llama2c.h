@@ -9,18 +9,24 @@
  * [seq_len, hs/2] each (unused: RoPE is recomputed), and wcls [V, dim] when untied.
  * hs = dim / n_heads. The file size must match the header exactly.
  *
- * This file reads the format; src/model/llama2c_load.c (llama2c_load, model/checkpoint.h)
- * builds the model from it. */
+ * This file reads the format and knows nothing of the engine's model; src/model/llama2c_load.c
+ * (llama2c_load, llama2c_read_config in model/checkpoint.h) maps the header to a tlm_config and
+ * builds the model from the arrays. */
 #ifndef TLM_LLAMA2C_H
 #define TLM_LLAMA2C_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "model/config.h"
-
-/* Reads and validates only the header (and the file size) as an engine config. */
-int llama2c_read_config(const char *path, tlm_config *cfg);
+/* The header, as the file states it (validated: positive sizes, dim a multiple of n_heads, n_heads
+ * of n_kv_heads, an even head size, a file of exactly the implied size). */
+typedef struct {
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+    int shared_classifier; /* the stored vocab_size was positive: the classifier is the embedding */
+    int head_size;         /* dim / n_heads */
+    uint64_t n_floats;     /* the floats after the header */
+} llama2c_header;
 
 /* An open checkpoint, read array by array in file order. */
 typedef struct {
@@ -31,8 +37,8 @@ typedef struct {
     int field_warned;  /* a non-finite value in it was already reported (--allow-nonfinite) */
 } llama2c_file;
 
-/* Opens path and reads its header as *cfg (validated, file size checked). -1 + tlm_error. */
-int llama2c_open(llama2c_file *lf, const char *path, tlm_config *cfg);
+/* Opens path and reads its header into *h (validated, file size checked). -1 + tlm_error. */
+int llama2c_open(llama2c_file *lf, const char *path, llama2c_header *h);
 /* Reads the next n floats, of array `what` (consecutive calls with one name read consecutive
  * slices of it), checked for NaN/Inf, reported with the index in that array. */
 int llama2c_read_floats(llama2c_file *lf, float *dst, size_t n, const char *what);

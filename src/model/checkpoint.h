@@ -45,6 +45,8 @@ tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
 /* llama2c_load.c: a llama2.c checkpoint .bin (src/formats/llama2c.h). NULL + tlm_error naming
  * the file and the field on failure. */
 tlm_model *llama2c_load(const char *path);
+/* only the header (validated, the file size checked) as an engine config. -1 + tlm_error */
+int llama2c_read_config(const char *path, tlm_config *cfg);
 /* hf_load.c: the same check as model_check_weights for a Hugging Face family directory. */
 int hf_check_shapes(const tlm_config *c, const struct tlm_safetensors *st, const char *dir);
 

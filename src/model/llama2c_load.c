@@ -4,6 +4,7 @@
  * interleaved pairs (2i, 2i+1) of each head while the engine rotates halves (i, i + hs/2), so
  * the rows of wq and wk are permuted within each head here (the permutation Hugging Face's
  * Llama conversion applies); the attention scores are then exactly those of run.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,10 +57,43 @@ static int read_weights(llama2c_file *r, tlm_model *m) {
     return 0;
 }
 
+/* the engine config of a llama2.c header (the format layer knows no tlm_config) */
+static int header_config(const llama2c_header *h, const char *path, tlm_config *c) {
+    if (h->n_layers > TLM_MAX_LAYERS)
+        return tlm_error("%s: header field n_layers = %d exceeds the supported %d", path, h->n_layers, TLM_MAX_LAYERS);
+    config_defaults(c);
+    snprintf(c->model_type, sizeof c->model_type, "llama2c");
+    c->vocab_size = h->vocab_size, c->d_model = h->dim, c->n_layers = h->n_layers;
+    c->n_heads = h->n_heads, c->n_kv_heads = h->n_kv_heads, c->head_dim = h->head_size;
+    c->d_ff = h->hidden_dim, c->max_seq = h->seq_len;
+    c->norm = NORM_RMSNORM, c->norm_eps = 1e-5f, c->placement = PLACE_PRE;
+    c->position = POS_ROPE, c->rope_theta = 10000.0f, c->ffn = FFN_SWIGLU;
+    c->tie_embeddings = h->shared_classifier;
+    return config_validate(c, path);
+}
+
+/* opens the checkpoint and reads its header as an engine config */
+static int open_as_config(llama2c_file *lf, const char *path, tlm_config *cfg) {
+    llama2c_header h;
+    if (llama2c_open(lf, path, &h)) return -1;
+    if (header_config(&h, path, cfg)) {
+        llama2c_close(lf);
+        return -1;
+    }
+    return 0;
+}
+
+int llama2c_read_config(const char *path, tlm_config *cfg) {
+    llama2c_file lf;
+    if (open_as_config(&lf, path, cfg)) return -1;
+    llama2c_close(&lf);
+    return 0;
+}
+
 tlm_model *llama2c_load(const char *path) {
     llama2c_file lf;
     tlm_config cfg;
-    if (llama2c_open(&lf, path, &cfg)) return NULL;
+    if (open_as_config(&lf, path, &cfg)) return NULL;
     tlm_model *m = model_create(&cfg);
     if (m && read_weights(&lf, m)) {
         model_free(m);
