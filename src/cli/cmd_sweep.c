@@ -394,7 +394,7 @@ int cmd_sweep(int argc, char **argv) {
         } else if (status[i] == RUN_RESUME) {
             printf("[rank %d] %s: resuming\n", me, name);
             fflush(stdout);
-            result = train_resume(run, data, 0, 0, 0);
+            result = train_resume(run, data, &(resume_options){0});
         } else {
             printf("[rank %d] %s\n", me, name);
             fflush(stdout);

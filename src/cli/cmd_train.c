@@ -10,7 +10,6 @@
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/io.h"
-#include "train/attn_log.h"
 #include "util/profile.h"
 
 static const char USAGE[] =
@@ -77,7 +76,8 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
     int decay_embeddings = 0, profile = 0, zero1 = 0;
     const double I = 0x7fffffff, F = 1e30;
     cli_opt opts[] = {
-        /* the training settings first (N_TRAINING of them): none may be combined with --resume */
+        /* the training settings first (every option before --stop-at): none may be combined with
+         * --resume but --steps (opts[0]: a new last step) */
         {"--steps", CLI_INT, &o.steps, 1, I, 0}, {"--batch", CLI_INT, &o.batch, 1, I, 0},
         {"--seq", CLI_INT, &o.seq, 1, I, 0}, {"--accum", CLI_INT, &o.accum, 1, I, 0},
         {"--eval-every", CLI_INT, &o.eval_every, 1, I, 0}, {"--eval-batches", CLI_INT, &o.eval_batches, 1, I, 0},
@@ -94,16 +94,17 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
         {"--data", CLI_STR, &data, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}, {"--set", CLI_LIST, &set_list, 0, 0, 0},
         {"--profile", CLI_FLAG, &profile, 0, 0, 0},      {"--zero1", CLI_FLAG, &zero1, 0, 0, 0},
-        {"--log-attn", CLI_FLAG, &train_log_attn, 0, 0, 0},
+        {"--log-attn", CLI_FLAG, &o.log_attn, 0, 0, 0},
     };
-    enum { N_TRAINING = 21 };
+    int n_training = 0;
+    while (strcmp(opts[n_training].name, "--stop-at")) n_training++;
     cli_command cmd = {"train", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, print_presets};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (decay_embeddings) o.opt.decay_embeddings = true;
     tlm_profiling = profile; /* a property of this process, not of the run: allowed with --resume */
     int n_overrides = 0, n_sets = set_list.n;
-    for (int k = 1; k < N_TRAINING; k++) n_overrides += opts[k].given; /* (opts[0], --steps, may extend a run) */
+    for (int k = 1; k < n_training; k++) n_overrides += opts[k].given;
     if (!data) return cli_usage_error("train", "--data FILE is required");
     o.data_path = data;
     o.zero1 = zero1;
@@ -156,7 +157,10 @@ int cmd_train(int argc, char **argv) {
     train_options o;
     int rc = parse_train(argc, argv, &json, &o, &resume);
     if (rc != CLI_CONTINUE) return rc;
-    if (resume) return train_resume(resume, o.data_path, o.steps, o.stop_at, o.zero1);
+    if (resume) {
+        resume_options r = {.steps = o.steps, .stop_at = o.stop_at, .zero1 = o.zero1, .log_attn = o.log_attn};
+        return train_resume(resume, o.data_path, &r);
+    }
     rc = train_new(json, &o);
     free(json);
     return rc;

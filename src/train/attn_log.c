@@ -4,8 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-int train_log_attn = 0;
-
 attn_log *attn_log_new(const tlm_model *m) {
     attn_log *a = calloc(1, sizeof *a);
     if (!a) return NULL;

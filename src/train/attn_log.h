@@ -20,9 +20,6 @@ typedef struct {
     float *gain; /* [L * H * 2]: the QK-norm gains (q, k) the step's forward used */
 } attn_log;
 
-/* set by `train --log-attn` (a property of the process, as --profile: allowed with --resume) */
-extern int train_log_attn;
-
 attn_log *attn_log_new(const tlm_model *m);
 void attn_log_free(attn_log *a);
 /* makes m's forwards keep every layer's scores for the log (an observer that needs the maps) */

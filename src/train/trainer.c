@@ -522,15 +522,21 @@ static const int *local_rows(const trainer *t, const int *batch) {
     return batch + (size_t)t->rank * t->local_batch * t->o.seq;
 }
 
-static float validation_loss(trainer *t) {
+/* The mean loss over the validation batches (every rank its rows) into *out; -1 when a
+ * forward fails (each rank learns it through agree()). */
+static int validation_loss(trainer *t, float *out) {
     double sum = 0.0;
-    for (int k = 0; k < t->o.eval_batches; k++) {
+    int failed = 0;
+    for (int k = 0; k < t->o.eval_batches && !failed; k++) {
         float loss = 0.0f;
         dataset_val_batch(&t->data, k, t->inputs, t->targets);
-        model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, t->o.seq, &loss);
+        failed = model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, t->o.seq,
+                               &loss) != 0;
         sum += loss;
     }
-    return (float)(dist_sum_double(sum) / t->size / t->o.eval_batches);
+    if (agree(t, failed)) return -1;
+    *out = (float)(dist_sum_double(sum) / t->size / t->o.eval_batches);
+    return 0;
 }
 
 /* Every rank calls it: with ZeRO-1 the moments are gathered to rank 0 first, so the checkpoint
@@ -642,6 +648,67 @@ static void gather_parameters(trainer *t) {
     dist_allgather_shards(t->m->param_mem, t->shard);
 }
 
+/* What one optimizer step measured (the mean over the global batch). */
+typedef struct {
+    float loss;    /* cross-entropy */
+    double z_term; /* z_loss * mean(lse^2), logged beside the loss (not added to it) */
+    double gnorm;  /* the global gradient norm before clipping */
+} step_stats;
+
+/* Forward and backward over o->accum micro-batches, gradients summed over the ranks: every
+ * rank draws the same global batch and computes its rows of it. -1 when a pass failed. */
+static int accumulate_gradients(trainer *t, step_stats *st) {
+    const train_options *o = &t->o;
+    model_zero_grads(t->m);
+    double loss_sum = 0.0, lse_sq_sum = 0.0;
+    for (int micro = 0; micro < o->accum; micro++) {
+        float loss = 0.0f;
+        dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
+        int frc = model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, o->seq, &loss);
+        if (!frc && t->alog) attn_log_after_forward(t->alog, t->m);
+        if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) return -1;
+        loss_sum += loss;
+        lse_sq_sum += t->m->acts.lse_sq_mean;
+    }
+    /* the mean over the global batch: sums over the ranks of per-rank means / N */
+    allreduce_gradients(t);
+    st->loss = (float)(dist_sum_double(loss_sum) / t->size / o->accum);
+    st->z_term = o->z_loss > 0.0f ? o->z_loss * dist_sum_double(lse_sq_sum) / t->size / o->accum : 0.0;
+    st->gnorm = grad_global_norm(t->m);
+    return 0;
+}
+
+/* A non-finite loss or gradient norm stops the run without saving over the last checkpoint. */
+static int refuse_nonfinite(const trainer *t, const step_stats *st) {
+    if (isfinite(st->loss) && isfinite(st->gnorm)) return 0;
+    char *kept = run_latest(t->out_dir);
+    const char *what = isfinite(st->loss) ? "gradient norm" : "loss";
+    const char *value = isnan(isfinite(st->loss) ? st->gnorm : st->loss) ? "NaN" : "infinite";
+    if (kept)
+        tlm_error("step %d: the %s is %s; stopping without saving (the last checkpoint, %s, is kept)", t->step + 1,
+                  what, value, kept);
+    else
+        tlm_error("step %d: the %s is %s; stopping without saving (no checkpoint of this run has been saved yet, so "
+                  "%s holds none to resume from)",
+                  t->step + 1, what, value, t->out_dir);
+    free(kept);
+    return -1;
+}
+
+/* One line of metrics.jsonl (docs/training.md): numbers as %.9g, which reads back as the same
+ * float. Rank 0 only. */
+static void write_metrics(trainer *t, const step_stats *st, int evaluated, float lr, double tokens_per_s) {
+    FILE *f = t->metrics;
+    fprintf(f, "{\"step\": %d, \"loss\": %.9g", t->step, st->loss);
+    if (evaluated) fprintf(f, ", \"val_loss\": %.9g", t->last_val);
+    if (t->o.z_loss > 0.0f) fprintf(f, ", \"z_loss\": %.9g", st->z_term);
+    fprintf(f, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, st->gnorm,
+            tokens_per_s, t->elapsed);
+    if (t->alog) attn_log_write(t->alog, t->m, f);
+    fputs("}\n", f);
+    fflush(f);
+}
+
 static int train_loop(trainer *t) {
     train_options *o = &t->o;
     const int tty = isatty(STDERR_FILENO);
@@ -653,7 +720,7 @@ static int train_loop(trainer *t) {
     const int first_step = t->step;
     int profiled_steps = 0;
     double profiled_s = 0;
-    if (train_log_attn && t->rank == 0 && !t->alog && !(t->alog = attn_log_new(t->m))) {
+    if (o->log_attn && t->rank == 0 && !t->alog && !(t->alog = attn_log_new(t->m))) {
         rc = tlm_error("--log-attn: out of memory");
         goto out;
     }
@@ -665,45 +732,13 @@ static int train_loop(trainer *t) {
         if (t->alog) attn_log_reset(t->alog);
         if (tlm_profiling && t->step == first_step + 2) prof_reset(); /* warm-up steps excluded */
         double t0 = tlm_now_s();
-        model_zero_grads(t->m);
-        double loss_sum = 0.0, lse_sq_sum = 0.0;
-        for (int micro = 0; micro < o->accum; micro++) {
-            float loss = 0.0f;
-            /* every rank draws the same global batch and computes its rows of it */
-            dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
-            int frc =
-                model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, o->seq, &loss);
-            if (!frc && t->alog) attn_log_after_forward(t->alog, t->m);
-            if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) {
-                rc = 1;
-                goto out;
-            }
-            loss_sum += loss;
-            lse_sq_sum += t->m->acts.lse_sq_mean;
-        }
-        /* the mean over the global batch: sums over the ranks of per-rank means / N */
-        allreduce_gradients(t);
-        float loss = (float)(dist_sum_double(loss_sum) / t->size / o->accum);
-        /* the z-loss term z * mean(lse^2), logged beside the cross-entropy (not added to "loss") */
-        const double z_term = o->z_loss > 0.0f ? o->z_loss * dist_sum_double(lse_sq_sum) / t->size / o->accum : 0.0;
-        double gnorm = grad_global_norm(t->m);
-        if (!isfinite(loss) || !isfinite(gnorm)) {
-            char *kept = run_latest(t->out_dir);
-            const char *what = isfinite(loss) ? "gradient norm" : "loss";
-            const char *value = isnan(isfinite(loss) ? gnorm : loss) ? "NaN" : "infinite";
-            if (kept)
-                tlm_error("step %d: the %s is %s; stopping without saving (the last checkpoint, %s, is kept)",
-                          t->step + 1, what, value, kept);
-            else
-                tlm_error("step %d: the %s is %s; stopping without saving (no checkpoint of this run has been "
-                          "saved yet, so %s holds none to resume from)",
-                          t->step + 1, what, value, t->out_dir);
-            free(kept);
+        step_stats st;
+        if (accumulate_gradients(t, &st) || refuse_nonfinite(t, &st)) {
             rc = 1;
             goto out;
         }
         float lr = lr_at(&o->opt, t->step);
-        adamw_step(&t->opt, t->m, lr, gnorm);
+        adamw_step(&t->opt, t->m, lr, st.gnorm);
         if (t->shard) gather_parameters(t);
         t->step++;
         double step_s = tlm_now_s() - t0;
@@ -712,21 +747,18 @@ static int train_loop(trainer *t) {
         if (evaluated) { /* (not part of the profiled step) */
             const int profiling = tlm_profiling;
             tlm_profiling = 0;
-            t->last_val = validation_loss(t);
+            int vrc = validation_loss(t, &t->last_val);
             tlm_profiling = profiling;
+            if (vrc) {
+                rc = 1;
+                goto out;
+            }
         }
         t->elapsed = elapsed_before + (tlm_now_s() - session_start);
         if (t->rank == 0) {
-            fprintf(t->metrics, "{\"step\": %d, \"loss\": %.9g", t->step, loss);
-            if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.9g", t->last_val);
-            if (o->z_loss > 0.0f) fprintf(t->metrics, ", \"z_loss\": %.9g", z_term);
-            fprintf(t->metrics, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr,
-                    gnorm, tokens_per_step / step_s, t->elapsed);
-            if (t->alog) attn_log_write(t->alog, t->m, t->metrics);
-            fputs("}\n", t->metrics);
-            fflush(t->metrics);
+            write_metrics(t, &st, evaluated, lr, tokens_per_step / step_s);
             if (tty || t->step % o->log_every == 0 || evaluated || t->step == o->steps)
-                progress(t, loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
+                progress(t, st.loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
         }
         /* a signal may reach the ranks at different steps: all stop at the first rank's */
         if (!stop_signal) stop_signal = take_stop_signal();
@@ -854,7 +886,8 @@ int train_new(const char *model_config_json, const train_options *o) {
     return finish(&t, train_loop(&t));
 }
 
-int train_resume(const char *out_dir, const char *data_path, int steps, int stop_at, int zero1) {
+int train_resume(const char *out_dir, const char *data_path, const resume_options *r) {
+    const int steps = r->steps, stop_at = r->stop_at;
     trainer t = {.lock_fd = -1, .rank = dist_rank(), .size = dist_size()};
     t.out_dir = strdup(out_dir);
     /* a run directory (a latest checkpoint, or the lock of a run being made), checked before a
@@ -896,7 +929,8 @@ int train_resume(const char *out_dir, const char *data_path, int steps, int stop
         rc = tlm_error("--stop-at %d: the run in %s is already at step %d", stop_at, out_dir, t.step);
     t.o.stop_at = stop_at;
     long opt_steps = t.opt.step;
-    t.o.zero1 = zero1; /* (a property of this session, not of the run) */
+    t.o.zero1 = r->zero1; /* (properties of this session, not of the run) */
+    t.o.log_attn = r->log_attn;
     if (!rc) {
         t.data_path = strdup(data_path);
         t.tok = tlm_tokenizer_load(tok_path);

@@ -19,7 +19,16 @@ typedef struct {
     int sample_tokens; /* > 0: print a sample of this many tokens at the end */
     int zero1;         /* under mpirun: shard the AdamW moments across the ranks (ZeRO-1) */
     float z_loss;      /* z-loss coefficient: the objective adds z_loss * mean(logsumexp(logits)^2); 0 = off */
+    int log_attn;      /* each step's largest attention logit per head and the QK-norm gains in metrics.jsonl
+                          (like zero1 a property of this session, not of the run: allowed with a resume) */
 } train_options;
+
+/* What a resume may set for its session; the run's own options come from its checkpoint. */
+typedef struct {
+    int steps;    /* > 0: a new last step (after the saved one, not before the schedule's end) */
+    int stop_at;  /* > 0: stop after this step with a checkpoint, as train_options.stop_at */
+    int zero1, log_attn;
+} resume_options;
 
 /* Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards:
  * a run takes them at its next step boundary (saves, exits 130 / 143) instead of being
@@ -34,9 +43,9 @@ int train_new(const char *model_config_json, const train_options *o);
  * the saved one): a finished run can be extended. The cosine decay still ends at the step
  * the run was first planned for, and the steps past it train at min_lr (as nanoGPT's
  * get_lr past lr_decay_iters). Both train_new and train_resume hold OUT/.lock for the run. */
-int train_resume(const char *out_dir, const char *data_path, int steps, int stop_at, int zero1);
+int train_resume(const char *out_dir, const char *data_path, const resume_options *r);
 /* (a last step before the end of the cosine decay is refused: the schedule is the run's
- * first plan; stop_at > 0 stops after that step with a checkpoint, as train_options.stop_at) */
+ * first plan) */
 
 /* ---- for tinylm sweep: a planned run against the run directory that may hold it ---- */
 
