@@ -31,9 +31,11 @@ extern "C" {
 
 typedef struct tlm_model tlm_model;
 
-/* A model directory: config.json (model_type "tinylm" or a supported Hugging Face family)
- * plus model.safetensors (or shards with model.safetensors.index.json). */
-TLM_API tlm_model *tlm_load(const char *dir);
+/* Any path `tinylm --model` takes: a model directory (config.json, model_type "tinylm" or a
+ * supported Hugging Face family, plus model.safetensors or shards with
+ * model.safetensors.index.json), a training run directory (its latest checkpoint), or a
+ * llama2.c .bin. */
+TLM_API tlm_model *tlm_load(const char *path);
 /* A new model from a config.json file, weights initialised from `seed` (docs/config.md). */
 TLM_API tlm_model *tlm_create(const char *config_path, uint64_t seed);
 /* Writes config.json + model.safetensors into dir, each file atomically. */
@@ -85,8 +87,6 @@ TLM_API int tlm_attention_mask(const tlm_model *m, int layer, int T, unsigned ch
 TLM_API int tlm_backward_logits(tlm_model *m, const float *dlogits);
 
 /* ---- more for bindings (python/tinylm) --------------------------------------------------------- */
-/* Any path `--model` takes: a checkpoint or run directory, a Hugging Face directory, a llama2.c .bin. */
-TLM_API tlm_model *tlm_load_any(const char *path);
 /* The model's config as a tinylm config.json text (malloc'd: tlm_free_mem). */
 TLM_API char *tlm_config_json(const tlm_model *m);
 TLM_API void tlm_free_mem(void *p);

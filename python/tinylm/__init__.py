@@ -103,7 +103,7 @@ def load(path, tokenizer=None, allow_nonfinite=False):
     with _load_lock:
         _L.tlm_allow_nonfinite(1 if allow_nonfinite else 0)
         try:
-            h = _L.tlm_load_any(str(path).encode())
+            h = _L.tlm_load(str(path).encode())
         finally:
             _L.tlm_allow_nonfinite(0)
     if not h:

@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
@@ -48,7 +48,7 @@ def _declare(lib):
     FP = ctypes.POINTER(ctypes.c_float)
     sig = {
         "tlm_abi_version": (I, []),
-        "tlm_load_any": (P, [ctypes.c_char_p]),
+        "tlm_load": (P, [ctypes.c_char_p]),
         "tlm_free": (V, [P]),
         "tlm_error_message": (ctypes.c_char_p, []),
         "tlm_config_json": (P, [P]),

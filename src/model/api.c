@@ -14,7 +14,7 @@
 #include "util/error.h"
 #include "util/finite.h"
 
-tlm_model *tlm_load(const char *dir) { return model_load_dir(dir); }
+tlm_model *tlm_load(const char *path) { return model_load_dir(path); }
 
 tlm_model *tlm_create(const char *config_path, uint64_t seed) {
     tlm_config cfg;
@@ -49,7 +49,6 @@ const char *tlm_error_message(void) { return tlm_last_error(); }
 /* ---- for bindings (python/tinylm) ------------------------------------------------------------ */
 
 int tlm_backward_logits(tlm_model *m, const float *dlogits) { return model_backward_from_logits(m, dlogits); }
-tlm_model *tlm_load_any(const char *path) { return model_load_dir(path); }
 char *tlm_config_json(const tlm_model *m) { return config_to_json(&m->cfg); }
 void tlm_free_mem(void *p) { free(p); }
 void tlm_set_threads(int n) { (void)tlm_set_threads_checked(n); } /* (out of 1..1024: ignored, the message set) */
@@ -75,7 +74,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 2; }
+int tlm_abi_version(void) { return 3; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 

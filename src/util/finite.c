@@ -45,7 +45,7 @@ int tlm_check_finite(const float *x, size_t n, size_t base, const char *file, co
     if (allow_nonfinite) {
         fprintf(stderr,
                 "tinylm: warning: %s: tensor '%s' holds %zu non-finite value%s (the first, at flat index %zu, is %s); "
-                "used anyway (--allow-nonfinite)\n",
+                "used anyway (non-finite weights are allowed: --allow-nonfinite, or allow_nonfinite=True in Python)\n",
                 file, tensor, count, count == 1 ? "" : "s", base + i, what);
         return 1;
     }
