@@ -356,6 +356,7 @@ int cmd_sweep(int argc, char **argv) {
     if (!grid_path || !data || !out) return cli_usage_error("sweep", "--grid, --data and --out are required");
     char *text = read_text_file(grid_path, NULL);
     cJSON *grid = text ? cJSON_Parse(text) : NULL;
+    if (!grid && text && tlm_json_nesting_error(grid_path, text, strlen(text))) return free(text), cli_fail("sweep");
     free(text);
     if (!grid) return text ? fprintf(stderr, "tinylm sweep: %s: not valid JSON\n", grid_path), 1 : cli_fail("sweep");
     const int n_runs = check_grid(grid, grid_path);

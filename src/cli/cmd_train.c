@@ -123,6 +123,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
     char *text = NULL;
     if (config_path && !(text = read_text_file(config_path, NULL))) return cli_fail("train");
     cJSON *cfg = cJSON_Parse(text ? text : preset_find(preset_name ? preset_name : "nanogpt-baby")->model_json);
+    if (!cfg && text && tlm_json_nesting_error(config_path, text, strlen(text))) return free(text), cli_fail("train");
     free(text);
     if (!cfg || !cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);

@@ -100,6 +100,7 @@ static int load_sharded(tlm_safetensors *st, const char *dir, const char *index)
     if (!text)
         return -1;
     cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root && tlm_json_nesting_error(index, text, len)) return free(text), -1;
     free(text);
     int rc = 0;
     const char **shards = NULL;

@@ -17,6 +17,7 @@ static int load_encoder(tlm_tokenizer **out, const char *path) {
     if (!(data = read_text_file(path, &len))) return -1;
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
+    if (!j && tlm_json_nesting_error(path, data, len)) return free(data), -1;
     free(data);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);

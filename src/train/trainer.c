@@ -182,6 +182,7 @@ static int read_state(trainer *t, const char *path) {
     char *text = read_text_file(path, &n);
     if (!text) return -1;
     cJSON *j = cJSON_Parse(text);
+    if (!j && tlm_json_nesting_error(path, text, n)) return free(text), -1;
     free(text);
     if (!j) return tlm_error("%s: not valid JSON", path);
     int rc = -1;

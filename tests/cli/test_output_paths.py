@@ -406,6 +406,25 @@ def test_messages(T, work):
     with open(st, "wb") as f:
         f.write(struct.pack("<Q", len(hdr)) + hdr)
     one_line(T, "a safetensors header deeply nested", ["info", "--model", deep_st], 1, st, "nested too deeply")
+    # the other JSON readers: a train config, a sweep grid, a shard index, a GPT-2 vocab.json
+    one_line(T, "train --config deeply nested JSON", ["train", "--data", fx.text, "--config", deep, "--steps", "1",
+                                                      "--out", os.path.join(top, "never-run")], 1, deep,
+             "nested too deeply")
+    one_line(T, "sweep --grid deeply nested JSON", ["sweep", "--grid", deep, "--data", fx.text, "--out",
+                                                    os.path.join(top, "never-sweep")], 1, deep, "nested too deeply")
+    check(not os.path.exists(os.path.join(top, "never-run")) and not os.path.exists(os.path.join(top, "never-sweep")),
+          "no run or sweep folder made for a deeply nested config or grid")
+    deep_idx = os.path.join(top, "deep-index")
+    shutil.copytree(fx.model, deep_idx)
+    os.remove(os.path.join(deep_idx, "model.safetensors"))
+    shutil.copyfile(deep_obj, os.path.join(deep_idx, "model.safetensors.index.json"))
+    one_line(T, "a shard index deeply nested", ["info", "--model", deep_idx], 1, "model.safetensors.index.json",
+             "nested too deeply")
+    deep_gpt2 = os.path.join(top, "deep-gpt2")
+    shutil.copytree(os.path.join(ROOT, "tests", "data", "tokenizers", "gpt2"), deep_gpt2)
+    shutil.copyfile(deep_obj, os.path.join(deep_gpt2, "encoder.json"))
+    one_line(T, "a GPT-2 encoder.json deeply nested", ["tokenize", "--tokenizer", deep_gpt2, "--text", "a"], 1,
+             "encoder.json", "nested too deeply")
     check(not os.path.exists(npy), "no --out written by any refused command")
 
 
