@@ -129,6 +129,20 @@ TLM_API void tlm_sampler_free(tlm_sampler *s);
 TLM_API int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
                          float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out);
 
+/* ---- added with interface version 4: the parameters (python/tinylm Model.weights) ------------ */
+/* The tensor table (docs/tensors.md names, in buffer order): count, and the name of tensor i
+ * (NULL + message out of range). */
+TLM_API int tlm_param_count(const tlm_model *m);
+TLM_API const char *tlm_param_name(const tlm_model *m, int i);
+/* The f32 values of a named parameter in the model's own buffer (row-major; q|k|v and gate|up
+ * lie back to back), its shape (unused dimensions 1) and number of dimensions; NULL + message
+ * for an unknown name or bf16-converted weights. Valid until tlm_free or tlm_params_writable. */
+TLM_API const float *tlm_param(const tlm_model *m, const char *name, int64_t shape[2], int *ndim);
+/* Makes the parameter buffer safe to write (the next pass sees the edits): a read-only file
+ * mapping is copied into an owned buffer first (tlm_param pointers change); bf16-converted
+ * weights are refused (-1 + message). 0: writable. */
+TLM_API int tlm_params_writable(tlm_model *m);
+
 #ifdef __cplusplus
 }
 #endif

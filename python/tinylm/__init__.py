@@ -26,8 +26,11 @@ import weakref
 import numpy as np
 
 from . import _lib
+from . import utils
+from .cache import ActivationCache
+from .weights import Weights
 
-__all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError"]
+__all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils"]
 
 _L = _lib.load_library()
 _MAX_THREADS = 1024
@@ -109,6 +112,13 @@ def load(path, tokenizer=None, allow_nonfinite=False):
     if not h:
         raise _err("load %s" % path)
     return Model(h, str(path), tokenizer)
+
+
+class _Keep:
+    """referenced by every weight view (Model.weights): while one lives, close() defers tlm_free"""
+
+
+from . import weights as _weights_mod  # noqa: E402
 
 
 class HookPoint:
@@ -217,6 +227,7 @@ class Model:
         self._active = None
         self._exc = None
         self._interrupted = False
+        self._keep = None  # weakref to what every weight view references (close waits for them)
         _models.add(self)
         if tokenizer and not self._tok:
             self.close()
@@ -264,7 +275,12 @@ class Model:
             if _L is not None:
                 if tok:
                     _L.tlm_tok_close(tok)
-                if h:
+                keep = self._keep() if self._keep is not None else None
+                if h and keep is not None:
+                    # weight views (Model.weights) still point into the engine's parameters:
+                    # the engine's model is freed when the last of them goes
+                    weakref.finalize(keep, _L.tlm_free, h)
+                elif h:
                     _L.tlm_free(h)
 
     @property
@@ -295,6 +311,45 @@ class Model:
     @property
     def hook_names(self):
         return list(self.hook_points)
+
+    # ---- weights ---------------------------------------------------------------------------
+
+    def weights(self, writable=False):
+        """The parameters as NumPy views of the engine's buffer under TransformerLens' names and
+        shapes (W_E, W_U, W_Q [L, H, d_model, d_head], blocks.0.ln1.w, ...: docs/python.md).
+        Read-only by default; writable=True: an edit (W["W_out"][0, n] = 0) is what the next pass
+        computes with. The views stay valid after close() (the engine's model is freed when the
+        last one goes)."""
+        with self._using("weights") as h:
+            if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
+                raise _err("weights")
+            table, base = _weights_mod.param_table(_L, h)
+            if table is None:
+                raise _err("weights: %s" % base)
+            keep = self._keep() if self._keep is not None else None
+            if keep is None:
+                keep = _Keep()
+                self._keep = weakref.ref(keep)
+            flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
+            return Weights(self, flat, table, writable)
+
+    @contextlib.contextmanager
+    def edit_weights(self):
+        """`with model.edit_weights() as W:` writable weights; every parameter is restored as it
+        was when the block ends (an ablation that does not outlive the experiment)."""
+        W = self.weights(writable=True)
+        saved = {k: v.copy() for k, v in W.engine.items()}
+        try:
+            yield W
+        finally:
+            for k, v in saved.items():
+                np.copyto(W.engine[k], v)
+
+    @property
+    def param_names(self):
+        """the engine's tensor names (docs/tensors.md), in buffer order"""
+        with self._using("param_names") as h:
+            return [_L.tlm_param_name(h, i).decode() for i in range(_L.tlm_param_count(h))]
 
     # ---- tokenizer ------------------------------------------------------------------------
 
@@ -616,11 +671,11 @@ class Model:
             raise ValueError("run_with_cache: metric= needs backward=True")
         logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
                                  what="run_with_cache")
-        ordered = {}
+        ordered = ActivationCache({}, self)
         for hp in sel:  # forward order, gradients after their activation
             for k in (hp.name, hp.name + "_grad"):
                 if k in cache:
-                    ordered[k] = cache[k]
+                    dict.__setitem__(ordered, k, cache[k])
         return logits, ordered
 
     # ---- generation --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
@@ -82,6 +82,12 @@ def _declare(lib):
         "tlm_sampler_next": (I, [P, FP]),
         "tlm_sampler_free": (V, [P]),
         "tlm_generate": (I, [P, P, IP, I, I, F, I, F, ctypes.c_uint64, IP, IP]),
+        # interface version 4: the parameters
+        "tlm_num_params": (S, [P]),
+        "tlm_param_count": (I, [P]),
+        "tlm_param_name": (ctypes.c_char_p, [P, I]),
+        "tlm_param": (FP, [P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64), IP]),
+        "tlm_params_writable": (I, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "infer/generate.h"
 #include "infer/sampler.h"
@@ -74,7 +75,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 3; }
+int tlm_abi_version(void) { return 4; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -136,4 +137,45 @@ int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int 
     model_set_mode(m, mode);
     fclose(sink);
     return rc;
+}
+
+/* ---- added with interface version 4: the parameters (python/tinylm Model.weights) ------------ */
+
+int tlm_param_count(const tlm_model *m) { return m->n_tensors; }
+
+const char *tlm_param_name(const tlm_model *m, int i) {
+    if (i < 0 || i >= m->n_tensors) return tlm_error("param: index %d out of range [0, %d)", i, m->n_tensors), NULL;
+    return m->tensors[i].name;
+}
+
+const float *tlm_param(const tlm_model *m, const char *name, int64_t shape[2], int *ndim) {
+    if (!name) return tlm_error("param: tensor name is NULL"), NULL;
+    const tensor_info *t = model_find_tensor(m, name);
+    if (!t) return tlm_error("param: this model has no tensor named '%s' (docs/tensors.md)", name), NULL;
+    if (t->bf16)
+        return tlm_error("param %s: the weights were converted to bf16 (inference only): no f32 copy to read", name),
+               NULL;
+    if (ndim) *ndim = t->ndim;
+    if (shape)
+        for (int i = 0; i < 2; i++) shape[i] = i < t->ndim ? t->shape[i] : 1;
+    return m->param_mem + t->offset;
+}
+
+/* Every parameter view (q|k|v, gate|up, the tied head) points into param_mem, and no kernel keeps
+ * a derived copy of f32 weights, so an edit there is seen by the next pass. What must not be
+ * written: a read-only file mapping (copied here into an owned buffer first) and bf16 weights
+ * (the f32 values are gone: refused). */
+int tlm_params_writable(tlm_model *m) {
+    if (m->w16_mem)
+        return tlm_error("weights: this model's matrices were converted to bf16 for inference; they cannot be edited "
+                         "(load it without the bf16 conversion)");
+    if (!m->file_map) return 0;
+    float *own = malloc((m->n_params ? m->n_params : 1) * sizeof(float));
+    if (!own) return tlm_error("weights: out of memory copying %zu parameters out of the file mapping", m->n_params);
+    memcpy(own, m->param_mem, m->n_params * sizeof(float));
+    munmap(m->file_map, m->file_map_len);
+    m->file_map = NULL, m->file_map_len = 0;
+    m->param_mem = own;
+    model_bind_params(m, &m->p, m->param_mem);
+    return 0;
 }

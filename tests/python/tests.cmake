@@ -19,4 +19,9 @@ if(TLM_PYTHON)
                    --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
                    --work ${CMAKE_BINARY_DIR}/test_python_misuse)
   set_tests_properties(test_python_misuse PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
+  # Model.weights() (TransformerLens names, views, writable edits) and the ActivationCache helpers
+  add_test(NAME test_python_interp
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_interp.py
+                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_interp)
+  set_tests_properties(test_python_interp PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
 endif()

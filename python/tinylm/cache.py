@@ -1,0 +1,246 @@
+"""cache.py — ActivationCache: what run_with_cache returns, with TransformerLens' helpers.
+
+A dict {hook name: NumPy array} (so cache["blocks.0.attn.hook_pattern"] works as before), every
+array its own copy (the engine's buffers are reused by the next pass). Also indexed as
+TransformerLens does: cache["pattern", 0], cache["resid_post", -1], cache["q", 2, "attn"]; and
+the residual-stream helpers accumulated_resid, decompose_resid, stack_head_results,
+apply_ln_to_stack, logit_attrs. docs/python.md ("ActivationCache").
+"""
+import numbers
+
+import numpy as np
+
+from .utils import get_act_name
+
+
+def _pos(a, pos_slice, axis):
+    """a with pos_slice applied on its position axis (None: all; an int drops the axis, as NumPy
+    indexing; a slice or a list/array of positions keeps it)"""
+    if pos_slice is None:
+        return a
+    idx = [slice(None)] * a.ndim
+    idx[axis] = pos_slice
+    return a[tuple(idx)]
+
+
+class ActivationCache(dict):
+    """{hook name: array} of one run_with_cache, plus TransformerLens' indexing and helpers.
+    Arrays keep the batch axis when the ids had one ([B, T, ...]), else start at T."""
+
+    def __init__(self, data, model):
+        super().__init__(data)
+        self.model = model
+        self._cfg = model.config
+        self.n_layers = model.n_layers
+        self._W = None
+
+    # ---- indexing ------------------------------------------------------------------------------
+
+    def _key(self, key):
+        if isinstance(key, tuple):
+            if not key or not isinstance(key[0], str):
+                raise KeyError("cache[%r]: a tuple key is (name, layer[, layer_type]), e.g. cache['pattern', 0]"
+                               % (key,))
+            key = list(key)
+            if len(key) > 1 and isinstance(key[1], numbers.Integral) and not isinstance(key[1], bool):
+                if not -self.n_layers <= key[1] < self.n_layers:
+                    raise KeyError("cache[%r]: layer %d is outside the model's %d layers" % (tuple(key), key[1],
+                                                                                           self.n_layers))
+                key[1] = key[1] % self.n_layers
+            return get_act_name(*key)
+        return key
+
+    def __getitem__(self, key):
+        k = self._key(key)
+        try:
+            return dict.__getitem__(self, k)
+        except KeyError:
+            hint = "not cached (run_with_cache(names=...) left it out)" if k in self.model.hook_points \
+                else "no such hook point in this model (model.hook_names lists them)"
+            raise KeyError("cache[%r] = %r: %s" % (key, k, hint)) from None
+
+    def __contains__(self, key):
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key, default=None):
+        return dict.get(self, self._key(key), default)
+
+    def __repr__(self):
+        lines = ["ActivationCache(%d activations)" % len(self)]
+        lines += ["  %s: %s %s" % (k, tuple(v.shape), v.dtype) for k, v in self.items()]
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    # ---- the residual stream ------------------------------------------------------------------
+
+    def _weights(self):
+        if self._W is None:
+            self._W = self.model.weights()
+        return self._W
+
+    def _layer_arg(self, layer, what):
+        """layer None -> n_layers (everything); negative counts from the end, as TransformerLens"""
+        L = self.n_layers
+        if layer is None:
+            return L
+        if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not -L <= layer <= L:
+            raise ValueError("%s: layer = %r; must be an integer in [-%d, %d] or None" % (what, layer, L, L))
+        return layer % (L + 1) if layer < 0 else layer
+
+    def accumulated_resid(self, layer=None, incl_mid=False, apply_ln=False, pos_slice=None, mlp_input=False,
+                          return_labels=False):
+        """The residual stream entering each layer up to `layer` (None: all, then the stream
+        after the last layer too), stacked [components, ..., T, d]: blocks.l.hook_resid_pre
+        ("l_pre"), with incl_mid also hook_resid_mid ("l_mid"); mlp_input adds layer's resid_mid
+        (the MLP's input); layer = n_layers ends with the last hook_resid_post ("final_post").
+        apply_ln: through apply_ln_to_stack with the norm that reads the last component."""
+        L = self.n_layers
+        layer = self._layer_arg(layer, "accumulated_resid")
+        comps, labels = [], []
+        for l in range(layer + 1):
+            if l == L:
+                comps.append(self["blocks.%d.hook_resid_post" % (L - 1)])
+                labels.append("final_post")
+                continue
+            comps.append(self["blocks.%d.hook_resid_pre" % l])
+            labels.append("%d_pre" % l)
+            if (incl_mid and l < layer) or (mlp_input and l == layer):
+                comps.append(self["blocks.%d.hook_resid_mid" % l])
+                labels.append("%d_mid" % l)
+        stack = _pos(np.stack(comps), pos_slice, -2)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input=mlp_input, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
+    def _additive(self, what):
+        c = self._cfg
+        if c.get("norm_placement") == "post" or not c.get("residual", True):
+            raise ValueError("%s: the residual stream of this model is not a sum of what each sublayer writes "
+                             "(norm_placement %r, residual %r): there is no decomposition"
+                             % (what, c.get("norm_placement"), c.get("residual", True)))
+
+    def decompose_resid(self, layer=None, mlp_input=False, mode="all", apply_ln=False, pos_slice=None,
+                        incl_embeds=True, return_labels=False):
+        """The residual stream entering `layer` (None: after the last layer) as the sum of what
+        each piece wrote, stacked [components, ..., T, d]: "embed" (the token embedding; with
+        learned positions "embed" + "pos_embed" = W_pos[:T]), then per layer "l_attn_out" and
+        "l_mlp_out" (mode "attn" / "mlp": only those); mlp_input adds layer's attention output.
+        Sums to blocks.{layer}.hook_resid_pre (pre-norm, sandwich and output placements; a
+        post-norm model has no such decomposition: ValueError)."""
+        self._additive("decompose_resid")
+        if mode not in ("all", "attn", "mlp"):
+            raise ValueError("decompose_resid: mode = %r; one of 'all', 'attn', 'mlp'" % (mode,))
+        layer = self._layer_arg(layer, "decompose_resid")
+        comps, labels = [], []
+        if incl_embeds:
+            emb = self["hook_embed"]
+            W = self._weights()
+            if "W_pos" in W:
+                T = emb.shape[-2]
+                pos = np.broadcast_to(np.asarray(W["W_pos"][:T], np.float32), emb.shape)
+                comps += [emb - pos, pos]
+                labels += ["embed", "pos_embed"]
+            else:
+                comps.append(emb)
+                labels.append("embed")
+        for l in range(layer + (1 if mlp_input else 0)):
+            if mode in ("all", "attn"):
+                comps.append(self["blocks.%d.hook_attn_out" % l])
+                labels.append("%d_attn_out" % l)
+            if mode in ("all", "mlp") and l < layer:
+                comps.append(self["blocks.%d.hook_mlp_out" % l])
+                labels.append("%d_mlp_out" % l)
+        stack = _pos(np.stack(comps), pos_slice, -2)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input=mlp_input, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
+    def stack_head_results(self, layer=None, return_labels=False, incl_remainder=False, pos_slice=None,
+                           apply_ln=False):
+        """What each attention head of the layers before `layer` (None or -1: every layer)
+        writes, [L*H, ..., T, d] labelled "L{l}H{h}": hook_z[..., h, :] @ W_O[l, h] (TransformerLens'
+        hook_result, computed here; b_O belongs to no head and is left out). Summed over a
+        layer's heads + b_O it is hook_attn_out (pre, post placements) or hook_attn_out_pre_norm
+        (sandwich, output: the output norm comes after). incl_remainder adds blocks.{layer}
+        .hook_resid_pre minus their sum ("remainder")."""
+        if layer is None or layer == -1:
+            layer = self.n_layers
+        layer = self._layer_arg(layer, "stack_head_results")
+        W_O = self._weights()["W_O"]
+        comps, labels = [], []
+        for l in range(layer):
+            z = self["blocks.%d.attn.hook_z" % l].astype(np.float64)          # [..., T, H, hd]
+            r = np.einsum("...hk,hkd->h...d", z, W_O[l].astype(np.float64))  # [H, ..., T, d]
+            comps.extend(r.astype(np.float32))
+            labels += ["L%dH%d" % (l, h) for h in range(r.shape[0])]
+        if not comps:
+            raise ValueError("stack_head_results: layer = 0 leaves no heads")
+        stack = np.stack(comps)
+        if incl_remainder:
+            self._additive("stack_head_results(incl_remainder=True)")
+            resid = self["blocks.%d.hook_resid_post" % (self.n_layers - 1)] if layer == self.n_layers \
+                else self["blocks.%d.hook_resid_pre" % layer]
+            stack = np.concatenate([stack, (resid - stack.sum(0))[None]])
+            labels.append("remainder")
+        stack = _pos(stack, pos_slice, -2)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
+    def _norm_for(self, layer, mlp_input):
+        """(hook prefix, engine norm weight name) of the norm that reads the stream at `layer`"""
+        if layer == self.n_layers:
+            return ("ln_final", "ln_final.w") if self._cfg.get("final_norm", True) else (None, None)
+        pl = self._cfg.get("norm_placement", "pre")
+        if pl not in ("pre", "sandwich"):
+            return None, None  # (post, output, none: nothing normalises the sublayer's input)
+        ln = "blocks.%d.%s" % (layer, "ln2" if mlp_input else "ln1")
+        return ln, ln + ".w"
+
+    def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False, pos_slice=None):
+        """Each component of a stack [..., T, d] (summing to the stream at `layer`) through the
+        norm that reads that stream — the final norm for layer None / n_layers, else layer's ln1
+        (ln2 with mlp_input) — linearised as TransformerLens does with the cached hook_scale of
+        the whole stream: LayerNorm centres each component, then / scale; then the gain (w, or
+        1 + w for rmsnorm_1p) is applied too (TransformerLens folds it into the next matrix;
+        tinylm does not fold). The norm's bias is not added (it belongs to no component). Where
+        no norm reads the stream the stack comes back unchanged. pos_slice: as the stack's, when
+        it was sliced. DyT has no scale: ValueError."""
+        layer = self._layer_arg(layer, "apply_ln_to_stack")
+        prefix, wname = self._norm_for(layer, mlp_input)
+        x = np.asarray(residual_stack, np.float32)
+        if prefix is None:
+            return x.copy()
+        c = self._cfg
+        if c.get("norm_type") == "dyt":
+            raise ValueError("apply_ln_to_stack: a DyT norm (tanh) has no scale to linearise with")
+        scale = _pos(self[prefix + ".hook_scale"], pos_slice, -2)  # [..., T, 1]
+        x = x.astype(np.float64)
+        if c.get("norm_type") == "layernorm":
+            x = x - x.mean(-1, keepdims=True)
+        x = x / scale
+        gain = self._weights().norm_gain(wname)
+        return (x * gain).astype(np.float32)
+
+    def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None, pos_slice=None):
+        """Each component's direct contribution to the logit of `tokens` (minus that of
+        incorrect_tokens when given): (stack * (W_U[:, tokens] - W_U[:, incorrect])).sum(-1).
+        tokens: an id, or ids broadcasting against the stack's positions ([T], or [B, T]).
+        The stack should be normed first (apply_ln_to_stack) for logits; the final soft-cap
+        (Gemma 2) is not linear and not applied."""
+        W_U = self._weights()["W_U"]
+        V = W_U.shape[1]
+
+        def ids(t, what):
+            a = np.asarray(t)
+            if a.dtype.kind not in "iu":
+                raise TypeError("logit_attrs: %s must be token ids (integers), got %s" % (what, a.dtype))
+            if a.size and (a.min() < 0 or a.max() >= V):
+                raise ValueError("logit_attrs: %s holds an id outside the vocabulary [0, %d)" % (what, V))
+            return _pos(a, pos_slice, -1) if a.ndim else a
+
+        direction = np.asarray(W_U, np.float64).T[ids(tokens, "tokens")]  # [..., d]
+        if incorrect_tokens is not None:
+            direction = direction - np.asarray(W_U, np.float64).T[ids(incorrect_tokens, "incorrect_tokens")]
+        return (np.asarray(residual_stack, np.float64) * direction).sum(-1).astype(np.float32)
