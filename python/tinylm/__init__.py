@@ -228,6 +228,7 @@ class Model:
         self._exc = None
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
+        self._deferred_free = None  # close() with weight views alive: frees when the last goes
         _models.add(self)
         if tokenizer and not self._tok:
             self.close()
@@ -279,7 +280,7 @@ class Model:
                 if h and keep is not None:
                     # weight views (Model.weights) still point into the engine's parameters:
                     # the engine's model is freed when the last of them goes
-                    weakref.finalize(keep, _L.tlm_free, h)
+                    self._deferred_free = weakref.finalize(keep, _L.tlm_free, h)
                 elif h:
                     _L.tlm_free(h)
 
@@ -320,6 +321,8 @@ class Model:
         Read-only by default; writable=True: an edit (W["W_out"][0, n] = 0) is what the next pass
         computes with. The views stay valid after close() (the engine's model is freed when the
         last one goes)."""
+        if not isinstance(writable, bool):
+            raise TypeError("weights: writable must be True or False, got %r" % (writable,))
         with self._using("weights") as h:
             if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
                 raise _err("weights")

@@ -72,6 +72,15 @@ class ActivationCache(dict):
 
     __str__ = __repr__
 
+    def __copy__(self):
+        return ActivationCache(self, self.model)
+
+    def __deepcopy__(self, memo):  # (the arrays copied; the model, which cannot be copied, shared)
+        return ActivationCache({k: v.copy() for k, v in self.items()}, self.model)
+
+    def __reduce__(self):  # pickling keeps the arrays, as a plain dict (a Model does not pickle)
+        return (dict, (dict(self),))
+
     # ---- the residual stream ------------------------------------------------------------------
 
     def _weights(self):

@@ -25,7 +25,10 @@ Prints "N passed, N failed"; exits 1 on any failure.
 """
 import argparse
 import copy
+import ctypes
+import gc
 import os
+import pickle
 import shutil
 import sys
 
@@ -322,6 +325,85 @@ def check_edit(label, model, cfg, P, ids, rlogits):
     check(np.array_equal(model(ids), base), "%s: writing the saved W_Q back restores the logits" % label)
 
 
+def expect(exc, what, fn, needle=""):
+    try:
+        fn()
+    except exc as e:
+        return check(needle in str(e), what, e)
+    return check(False, what, "no %s raised" % exc.__name__)
+
+
+def check_misuse(label, tinylm, model, cache):
+    """bad names and arguments: clear errors, never a crash"""
+    L = tinylm._L
+    shape = (ctypes.c_int64 * 2)()
+    nd = ctypes.c_int()
+    with model._using("test") as h:
+        p = L.tlm_param(h, b"layers.0.attn.nonsense.weight", shape, ctypes.byref(nd))
+        msg = tinylm._c_message()
+        check(not p and "layers.0.attn.nonsense.weight" in msg, "%s: tlm_param(unknown name): NULL, names it" % label,
+              msg)
+        p = L.tlm_param(h, None, shape, ctypes.byref(nd))
+        check(not p and "NULL" in tinylm._c_message(), "%s: tlm_param(NULL): NULL + message" % label)
+        n = L.tlm_param_count(h)
+        check(L.tlm_param_name(h, n) is None and L.tlm_param_name(h, -1) is None
+              and "out of range" in tinylm._c_message(), "%s: tlm_param_name out of range: NULL + message" % label)
+        check(L.tlm_params_writable(h) == 0, "%s: tlm_params_writable on an owned buffer: 0" % label)
+    check(model.param_names[0] == "embed.weight", "%s: param_names in buffer order" % label)
+    W = model.weights()
+    expect(KeyError, "%s: an unknown weight name raises KeyError naming it" % label, lambda: W["W_nonsense"],
+           "W_nonsense")
+    expect(ValueError, "%s: repeat_kv of a non-kv weight refused" % label, lambda: W.repeat_kv("W_Q"), "W_Q")
+    expect(TypeError, "%s: weights(writable='yes') refused" % label, lambda: model.weights(writable="yes"))
+    expect(KeyError, "%s: cache[name, layer out of range] names the layer" % label,
+           lambda: cache["pattern", model.n_layers], "outside")
+    expect(ValueError, "%s: accumulated_resid(layer too large) refused" % label,
+           lambda: cache.accumulated_resid(layer=model.n_layers + 1), "layer")
+    expect(ValueError, "%s: decompose_resid(mode='x') refused" % label, lambda: cache.decompose_resid(mode="x"), "mode")
+    expect(ValueError, "%s: logit_attrs with an id outside the vocabulary" % label,
+           lambda: cache.logit_attrs(cache.accumulated_resid(), model.vocab_size), "vocabulary")
+    expect(TypeError, "%s: logit_attrs with float tokens" % label,
+           lambda: cache.logit_attrs(cache.accumulated_resid(), 1.5), "integers")
+    _, part = model.run_with_cache(np.arange(4, dtype=np.int32), names=["blocks.0.hook_resid_pre"])
+    expect(KeyError, "%s: a helper on a partial cache says which point was not cached" % label,
+           lambda: part.accumulated_resid(), "not cached")
+
+
+def check_dyt(tinylm, cases, work):
+    cfg, opts = cases["norm_dyt_pre"]
+    P = tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"])
+    d = os.path.join(work, "norm_dyt_pre")
+    tinylm_ref.save(d, cfg, P)
+    m = tinylm.load(d)
+    W = m.weights()
+    check("blocks.0.ln1.alpha" in W and "blocks.0.ln1.b" in W, "norm_dyt_pre: DyT's alpha and beta as ln1.alpha / .b")
+    _, c = m.run_with_cache(np.arange(6, dtype=np.int32))
+    expect(ValueError, "norm_dyt_pre: apply_ln_to_stack refused for DyT (no scale)",
+           lambda: c.apply_ln_to_stack(c.accumulated_resid()), "DyT")
+    m.close()
+
+
+def check_stories(tinylm):
+    """a llama2.c checkpoint: W_Q/W_K/W_V reproduce its hook_q/k/v, W_U is its (tied) embedding"""
+    ckpt, tokf = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
+    if not os.path.exists(ckpt):
+        return
+    with tinylm.load(ckpt, tokenizer=tokf) as m:
+        W = m.weights()
+        ids = m.tokenize("Once upon a time")
+        _, c = m.run_with_cache(ids)
+        worst = 0.0
+        for l in range(m.n_layers):
+            x = c["normalized", l, "ln1"].astype(np.float64)
+            for k in ("q", "k", "v"):
+                worst = max(worst, rel_err(np.einsum("td,hde->the", x, W["W_" + k.upper()][l]), c[k, l]))
+        check(worst < 1e-5, "stories260K: W_Q/W_K/W_V on ln1's output = hook_q/k/v", "%.2e" % worst)
+        lg = (c.apply_ln_to_stack(c.accumulated_resid())[-1].astype(np.float64)) @ W["W_U"]
+        close("stories260K: apply_ln_to_stack(accumulated_resid)[-1] @ W_U = the logits", lg, m(ids), 1e-5)
+        del W
+    gc.collect()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -376,7 +458,12 @@ def main():
             hb = cb.stack_head_results()
             close("%s: batched stack_head_results row 0 = the single run's" % name, hb[:, 0],
                   cache.stack_head_results(), 1e-5)
-            # views outlive close(): still readable, calls refused
+            check_misuse(name, tinylm, model, cache)
+            check(copy.deepcopy(cache)["pattern", 0] is not cache["pattern", 0]
+                  and np.array_equal(copy.deepcopy(cache)["pattern", 0], cache["pattern", 0])
+                  and type(pickle.loads(pickle.dumps(cache))) is dict,
+                  "%s: deepcopy copies the arrays; pickling gives a plain dict" % name)
+            # views outlive close(): still readable, calls refused, the engine's model freed after
             W2 = model.weights()
             before = np.array(W2["W_E"])
             model.close()
@@ -386,12 +473,20 @@ def main():
                 check(False, "%s: weights() after close raises TinylmError" % name)
             except tinylm.TinylmError:
                 check(True, "%s: weights() after close raises TinylmError" % name)
-            del W, W2
+            fin = model._deferred_free
+            alive = fin is not None and fin.alive
+            del W, W2, cb  # (every holder of a view: the caches keep the weights they used)
+            cache._W = None
+            gc.collect()
+            check(alive and not fin.alive, "%s: the engine's model is freed once the last weight view goes" % name)
         try:
             cache["blocks.0.hook_nonsense"]
             check(False, "%s: an unknown cache key raises KeyError" % name)
         except KeyError:
             check(True, "%s: an unknown cache key raises KeyError" % name)
+    if not args.only:
+        check_dyt(tinylm, cases, args.work)
+        check_stories(tinylm)
     print("%d passed, %d failed" % tuple(counts))
     return 1 if counts[1] else 0
 
