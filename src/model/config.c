@@ -21,7 +21,7 @@
 /* ---- enum names (the values accepted in config.json) -------------------------------------- */
 
 static const char *const NORM_NAMES[] = {"layernorm", "rmsnorm", "rmsnorm_1p", "dyt", NULL};
-static const char *const PLACEMENT_NAMES[] = {"pre", "post", "sandwich", "output", "none", NULL};
+static const char *const PLACEMENT_NAMES[] = {"pre", "post", "sandwich", "output", "none", "deepnorm", NULL};
 static const char *const POSITION_NAMES[] = {"rope", "learned", "none", NULL};
 static const char *const QK_NORM_NAMES[] = {"none", "head", "full", NULL};
 static const char *const FFN_NAMES[] = {"swiglu", "geglu", "gelu", NULL};
@@ -49,6 +49,8 @@ static const config_key TINYLM_KEYS[] = {
     {"norm_bias", KEY_BOOL, F(norm_bias), NULL},
     {"dyt_alpha_init", KEY_FLOAT, F(dyt_alpha_init), NULL},
     {"norm_placement", KEY_ENUM, F(placement), PLACEMENT_NAMES},
+    {"deepnorm_alpha", KEY_FLOAT, F(deepnorm_alpha), NULL},
+    {"deepnorm_beta", KEY_FLOAT, F(deepnorm_beta), NULL},
     {"residual", KEY_BOOL, F(residual), NULL},
     {"final_norm", KEY_BOOL, F(final_norm), NULL},
     {"position_embedding", KEY_ENUM, F(position), POSITION_NAMES},
@@ -195,7 +197,11 @@ void config_finish(tlm_config *c, const cJSON *root) {
     if (!c->head_dim && c->n_heads > 0 && c->d_model % c->n_heads == 0) c->head_dim = c->d_model / c->n_heads;
     if (!cJSON_GetObjectItemCaseSensitive(root, "intermediate_size")) c->d_ff = 4 * c->d_model;
     if (!cJSON_GetObjectItemCaseSensitive(root, "final_norm") && !strcmp(c->model_type, "tinylm"))
-        c->final_norm = c->placement != PLACE_POST;
+        c->final_norm = !placement_has_post_norm(c->placement); /* (post, deepnorm: the stream is normed) */
+    /* DeepNet's beta replaces GPT-2's 1/sqrt(2N) residual init */
+    if (!cJSON_GetObjectItemCaseSensitive(root, "scale_residual_init") && !strcmp(c->model_type, "tinylm") &&
+        c->placement == PLACE_DEEPNORM)
+        c->scale_residual_init = false;
     if (!cJSON_GetObjectItemCaseSensitive(root, "attention_out_bias") && !strcmp(c->model_type, "tinylm"))
         c->attn_out_bias = c->attn_bias;
     if (c->n_layer_types == 0 && c->sliding_window > 0)
@@ -229,6 +235,12 @@ int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
             goto done;
         }
         if (config_read_key(cfg, k, it, src)) goto done;
+        /* (0 in the struct means "derive from the depth": a 0 in the file is a bad value, not that) */
+        if ((k->offset == offsetof(tlm_config, deepnorm_alpha) || k->offset == offsetof(tlm_config, deepnorm_beta)) &&
+            !(*(float *)((char *)cfg + k->offset) > 0.0f)) {
+            tlm_error("%s: %s = %g must be positive", src, k->key, *(float *)((char *)cfg + k->offset));
+            goto done;
+        }
     }
     config_finish(cfg, root);
     rc = config_validate(cfg, src);
@@ -292,9 +304,34 @@ int config_validate(const tlm_config *c, const char *src) {
         REQUIRE(!any || c->sliding_window > 0, "%s: layer_types has sliding_attention layers but sliding_window = %d",
                 src, c->sliding_window);
     }
+    REQUIRE(c->placement == PLACE_DEEPNORM || c->deepnorm_alpha == 0.0f,
+            "%s: deepnorm_alpha = %g is DeepNorm's residual scale: it needs norm_placement \"deepnorm\" (got \"%s\")",
+            src, c->deepnorm_alpha, placement_name(c->placement));
+    REQUIRE(c->placement == PLACE_DEEPNORM || c->deepnorm_beta == 0.0f,
+            "%s: deepnorm_beta = %g is DeepNorm's init gain: it needs norm_placement \"deepnorm\" (got \"%s\")", src,
+            c->deepnorm_beta, placement_name(c->placement));
+    REQUIRE(c->deepnorm_alpha >= 0.0f, "%s: deepnorm_alpha = %g must be positive", src, c->deepnorm_alpha);
+    REQUIRE(c->deepnorm_beta >= 0.0f, "%s: deepnorm_beta = %g must be positive", src, c->deepnorm_beta);
+    if (c->placement == PLACE_DEEPNORM) {
+        REQUIRE(c->residual, "%s: norm_placement \"deepnorm\" scales the residual, but residual = false has none", src);
+        REQUIRE(!c->scale_residual_init,
+                "%s: scale_residual_init = true with norm_placement \"deepnorm\": DeepNorm's init is its own "
+                "(v, o and FFN matrices * deepnorm_beta); set scale_residual_init false",
+                src);
+    }
     if (c->rope_scaling != ROPE_SCALING_NONE)
         REQUIRE(c->rope_factor > 0.0f, "%s: rope_scaling.factor = %g must be positive", src, c->rope_factor);
     return 0;
+}
+
+float config_deepnorm_alpha(const tlm_config *c) {
+    if (c->placement != PLACE_DEEPNORM) return 1.0f;
+    return c->deepnorm_alpha > 0.0f ? c->deepnorm_alpha : (float)pow(2.0 * c->n_layers, 0.25);
+}
+
+float config_deepnorm_beta(const tlm_config *c) {
+    if (c->placement != PLACE_DEEPNORM) return 1.0f;
+    return c->deepnorm_beta > 0.0f ? c->deepnorm_beta : (float)pow(8.0 * c->n_layers, -0.25);
 }
 
 float config_attn_scale(const tlm_config *c) {
@@ -341,6 +378,9 @@ char *config_to_json(const tlm_config *c) {
     cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);
     cJSON_AddNumberToObject(o, "dyt_alpha_init", c->dyt_alpha_init);
     cJSON_AddStringToObject(o, "norm_placement", placement_name(c->placement));
+    /* (only when given: derived ones stay derived, so the file says the same as the one read) */
+    if (c->deepnorm_alpha > 0.0f) cJSON_AddNumberToObject(o, "deepnorm_alpha", c->deepnorm_alpha);
+    if (c->deepnorm_beta > 0.0f) cJSON_AddNumberToObject(o, "deepnorm_beta", c->deepnorm_beta);
     cJSON_AddBoolToObject(o, "residual", c->residual);
     cJSON_AddBoolToObject(o, "final_norm", c->final_norm);
     cJSON_AddStringToObject(o, "position_embedding", position_name(c->position));

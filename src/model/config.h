@@ -10,7 +10,8 @@
 #define TLM_MAX_LAYERS 512
 
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM, NORM_RMSNORM_1P, NORM_DYT } norm_type;
-typedef enum { PLACE_PRE, PLACE_POST, PLACE_SANDWICH, PLACE_OUTPUT, PLACE_NONE } norm_placement;
+/* PLACE_DEEPNORM (Wang et al. 2022): Post-Norm with the residual scaled, N(alpha x + F(x)) */
+typedef enum { PLACE_PRE, PLACE_POST, PLACE_SANDWICH, PLACE_OUTPUT, PLACE_NONE, PLACE_DEEPNORM } norm_placement;
 typedef enum { POS_ROPE, POS_LEARNED, POS_NONE } position_type;
 typedef enum { QK_NORM_NONE, QK_NORM_HEAD, QK_NORM_FULL } qk_norm_type;
 typedef enum { FFN_SWIGLU, FFN_GEGLU, FFN_GELU } ffn_type;
@@ -28,6 +29,9 @@ typedef struct {
     bool norm_bias; /* LayerNorm beta */
     float dyt_alpha_init; /* DyT: initial alpha of each norm (y = g tanh(alpha x) + b) */
     norm_placement placement;
+    /* DeepNorm only: the residual scale alpha and the init gain beta of v, o and the FFN
+     * matrices; 0 = derived from the depth (config_deepnorm_alpha / _beta) */
+    float deepnorm_alpha, deepnorm_beta;
     bool residual;
     bool final_norm;
 
@@ -73,6 +77,17 @@ char *config_to_json(const tlm_config *cfg);
 /* Sets every field to the documented default (sizes 0). */
 void config_defaults(tlm_config *cfg);
 
+/* The keys of a Hugging Face config that its family's reader did not use (each is also warned
+ * about on stderr). config_collect_unknown(&keys) before a config_parse / config_load makes it
+ * list them there; config_collect_unknown(NULL) stops. (Not thread-safe: for the CLI.) */
+#define CONFIG_MAX_UNKNOWN 64
+typedef struct {
+    int n;        /* keys listed */
+    int n_missed; /* more keys than fit */
+    char keys[CONFIG_MAX_UNKNOWN][64];
+} config_unknown_keys;
+void config_collect_unknown(config_unknown_keys *sink);
+
 /* derived helpers */
 float config_attn_scale(const tlm_config *cfg);
 /* What every RMSNorm gain of the model (block norms, final norm, QK-norm) is offset by: 1 for
@@ -80,7 +95,15 @@ float config_attn_scale(const tlm_config *cfg);
 static inline float config_norm_offset(const tlm_config *c) { return c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f; }
 static inline bool placement_has_input_norm(norm_placement p) { return p == PLACE_PRE || p == PLACE_SANDWICH; }
 static inline bool placement_has_output_norm(norm_placement p) { return p == PLACE_SANDWICH || p == PLACE_OUTPUT; }
-static inline bool placement_has_post_norm(norm_placement p) { return p == PLACE_POST; }
+static inline bool placement_has_post_norm(norm_placement p) { return p == PLACE_POST || p == PLACE_DEEPNORM; }
+/* DeepNorm's alpha = (2N)^(1/4) and beta = (8N)^(-1/4) for a decoder-only model of N layers (the
+ * paper's values), unless the config gives them; 1 and 1 for any other placement. */
+float config_deepnorm_alpha(const tlm_config *c);
+float config_deepnorm_beta(const tlm_config *c);
+/* What the residual stream x is multiplied by before a sublayer's output is added to it. */
+static inline float config_residual_scale(const tlm_config *c) {
+    return c->placement == PLACE_DEEPNORM ? config_deepnorm_alpha(c) : 1.0f;
+}
 
 const char *norm_type_name(norm_type t);
 const char *placement_name(norm_placement p);

@@ -221,6 +221,21 @@ const tensor_info *model_find_tensor(const tlm_model *m, const char *name) {
     return NULL;
 }
 
+/* DeepNorm's init: v, o and the FFN matrices have gain beta, q and k keep 1 (DeepNet, Wang et
+ * al. 2022: "down-scale the parameters of the feed-forward networks, the value projection and
+ * the output projection") */
+static int deepnorm_scaled(const tensor_info *t) {
+    if (t->ndim != 2) return 0;
+    const char *sfx[] = {".attn.v_proj.weight", ".attn.o_proj.weight", ".ffn.gate_proj.weight", ".ffn.up_proj.weight",
+                         ".ffn.down_proj.weight"};
+    size_t n = strlen(t->name);
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        size_t k = strlen(sfx[i]);
+        if (n > k && !strcmp(t->name + n - k, sfx[i])) return 1;
+    }
+    return 0;
+}
+
 void model_init_weights(tlm_model *m, uint64_t seed) {
     const tlm_config *c = &m->cfg;
     rng_state r;
@@ -230,6 +245,7 @@ void model_init_weights(tlm_model *m, uint64_t seed) {
         const tensor_info *t = &m->tensors[i];
         float *x = m->param_mem + t->offset;
         float std = c->init_std * (t->kind == TENSOR_RESIDUAL_MATRIX ? resid_scale : 1.0f);
+        if (c->placement == PLACE_DEEPNORM && deepnorm_scaled(t)) std *= config_deepnorm_beta(c);
         for (size_t j = 0; j < t->numel; j++) {
             switch (t->kind) {
             case TENSOR_MATRIX:

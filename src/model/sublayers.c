@@ -10,7 +10,8 @@
  *     f     = att W_o^T     [N,d]             f = hid W_down^T              [N,d]
  *
  *   a sublayer with F (pre: x + F(N(x)); post: N(x + F(x)); sandwich: x + N2(F(N1(x)));
- *   output: x + N(F(x))): the placement is data, asked of the config; one block, not five.
+ *   output: x + N(F(x)); deepnorm: N(alpha x + F(x))): the placement is data, asked of the
+ *   config; one block, not six.
  *
  * Each op's activation point fires (PASS_POINT) right after it, with the id of points.c's
  * table. */
@@ -220,6 +221,12 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     }
 }
 
+/* out = alpha a + b (DeepNorm's residual add forward, and its gradient alpha dsum + du backward) */
+static void scaled_add(float *out, float alpha, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) out[i] = alpha * a[i] + b[i];
+}
+
 /* ---- one sublayer, whatever the norm placement --------------------------------------------------- */
 
 static sublayer_acts *sublayer_of(pass_ctx *ctx, int l, sublayer_kind k) {
@@ -270,7 +277,10 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
     PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), fo, 0);
     int post = placement_has_post_norm(c->placement);
     float *sum = post ? s->sum : h;
-    if (c->residual)
+    const float alpha = config_residual_scale(c); /* (1 but for DeepNorm) */
+    if (c->residual && alpha != 1.0f)
+        scaled_add(sum, alpha, x, fo, Nd);
+    else if (c->residual)
         vec_add(sum, x, fo, Nd);
     else
         memcpy(sum, fo, Nd * sizeof(float));
@@ -312,9 +322,12 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     else
         ffn_sublayer_backward(ctx, l, u, df, A->du);
     if (has_in) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), A->du, 1);
-    /* dx = the residual's dsum (if any) + the sublayer's path, in one pass */
+    /* dx = the residual's dsum (if any; alpha dsum for DeepNorm) + the sublayer's path, in one pass */
     const float *residual = c->residual ? dsum : NULL;
-    if (has_in)
+    const float alpha = config_residual_scale(c);
+    if (residual && alpha != 1.0f && !has_in) /* (DeepNorm has no input norm) */
+        scaled_add(dx, alpha, residual, A->du, Nd);
+    else if (has_in)
         model_norm_backward(c, dx, residual, first_norm(ctx->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
     else if (residual)
         vec_add(dx, residual, A->du, Nd);

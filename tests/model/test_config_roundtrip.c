@@ -47,11 +47,17 @@ static const char *EVERY_KEY =
     " \"mlp_bias\": true, \"tie_word_embeddings\": false, \"final_logit_softcapping\": 21.5,"
     " \"initializer_range\": 0.031, \"scale_residual_init\": false}";
 
+/* The DeepNorm keys, which only norm_placement "deepnorm" takes (a second every-key file). */
+static const char *EVERY_KEY_DEEPNORM =
+    "{\"model_type\": \"tinylm\", \"vocab_size\": 37, \"hidden_size\": 24, \"num_hidden_layers\": 3,"
+    " \"num_attention_heads\": 4, \"norm_type\": \"layernorm\", \"norm_bias\": true,"
+    " \"norm_placement\": \"deepnorm\", \"deepnorm_alpha\": 2.75, \"deepnorm_beta\": 0.125}";
+
 /* The keys the tinylm reader accepts (config.c's table), each of which the file above sets. */
 static const char *const KEYS[] = {
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
     "intermediate_size", "max_position_embeddings", "norm_type", "norm_eps", "norm_bias", "dyt_alpha_init",
-    "norm_placement", "residual", "final_norm", "position_embedding", "rope_theta", "rope_local_base_freq",
+    "norm_placement", "deepnorm_alpha", "deepnorm_beta", "residual", "final_norm", "position_embedding", "rope_theta", "rope_local_base_freq",
     "rope_scaling", "embedding_scale", "attention_bias", "attention_out_bias", "qk_norm", "query_pre_attn_scalar",
     "attn_logit_softcapping", "sliding_window", "layer_types", "ffn_type", "mlp_bias", "tie_word_embeddings",
     "final_logit_softcapping", "initializer_range", "scale_residual_init", NULL};
@@ -78,21 +84,65 @@ static void test_every_key(void) {
               a.ffn != d.ffn && a.mlp_bias != d.mlp_bias && a.tie_embeddings != d.tie_embeddings &&
               a.init_std != d.init_std && a.scale_residual_init != d.scale_residual_init && a.max_seq != d.max_seq,
           "the every-key config leaves a field at its default");
-    char *json = config_to_json(&a);
-    CHECK(json != NULL, "config_to_json failed");
-    if (!json) return;
-    cJSON *root = cJSON_Parse(json);
-    for (int i = 0; KEYS[i]; i++)
-        CHECK(cJSON_GetObjectItemCaseSensitive(root, KEYS[i]) != NULL, "config_to_json does not write \"%s\"", KEYS[i]);
-    for (const cJSON *it = root ? root->child : NULL; it; it = it->next) {
-        int known = !strcmp(it->string, "model_type");
-        for (int i = 0; KEYS[i] && !known; i++) known = !strcmp(KEYS[i], it->string);
-        CHECK(known, "config_to_json writes \"%s\", which this test's key list lacks", it->string);
+    tlm_config dn, dn_back;
+    CHECK(config_parse(&dn, EVERY_KEY_DEEPNORM, "every_key_deepnorm.json") == 0, "deepnorm config refused: %s",
+          tlm_last_error());
+    CHECK(dn.placement == PLACE_DEEPNORM && dn.deepnorm_alpha == 2.75f && dn.deepnorm_beta == 0.125f &&
+              !dn.final_norm && !dn.scale_residual_init,
+          "the deepnorm keys not read (or final_norm / scale_residual_init not defaulted off)");
+    /* each key in at least one of the two written files, and every written key in KEYS */
+    const tlm_config *both[2] = {&a, &dn};
+    tlm_config *back[2] = {&b, &dn_back};
+    cJSON *roots[2] = {NULL, NULL};
+    for (int f = 0; f < 2; f++) {
+        char *json = config_to_json(both[f]);
+        CHECK(json != NULL, "config_to_json failed");
+        if (!json) return;
+        roots[f] = cJSON_Parse(json);
+        for (const cJSON *it = roots[f] ? roots[f]->child : NULL; it; it = it->next) {
+            int known = !strcmp(it->string, "model_type");
+            for (int i = 0; KEYS[i] && !known; i++) known = !strcmp(KEYS[i], it->string);
+            CHECK(known, "config_to_json writes \"%s\", which this test's key list lacks", it->string);
+        }
+        CHECK(config_parse(back[f], json, "written.json") == 0, "the written config is refused: %s\n%s",
+              tlm_last_error(), json);
+        CHECK(same_config(both[f], back[f]), "a field changed in the round trip:\n%s", json);
+        free(json);
     }
-    cJSON_Delete(root);
-    CHECK(config_parse(&b, json, "written.json") == 0, "the written config is refused: %s\n%s", tlm_last_error(), json);
-    CHECK(same_config(&a, &b), "a field changed in the round trip:\n%s", json);
-    free(json);
+    for (int i = 0; KEYS[i]; i++)
+        CHECK(cJSON_GetObjectItemCaseSensitive(roots[0], KEYS[i]) || cJSON_GetObjectItemCaseSensitive(roots[1], KEYS[i]),
+              "config_to_json does not write \"%s\"", KEYS[i]);
+    cJSON_Delete(roots[0]), cJSON_Delete(roots[1]);
+
+    /* the DeepNorm keys with another placement, a 0, and deepnorm without a residual are refused,
+     * the message naming the key */
+    const char *refused[][2] = {
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"norm_placement\": \"post\", \"deepnorm_alpha\": 2.0}",
+         "deepnorm_alpha"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"deepnorm_beta\": 0.5}",
+         "deepnorm_beta"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"norm_placement\": \"deepnorm\", \"deepnorm_alpha\": 0}",
+         "deepnorm_alpha"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"norm_placement\": \"deepnorm\", \"residual\": false}",
+         "residual"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"norm_placement\": \"deepnorm\", \"scale_residual_init\": true}",
+         "scale_residual_init"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        tlm_config x;
+        CHECK(config_parse(&x, refused[i][0], "bad.json") != 0 && strstr(tlm_last_error(), refused[i][1]),
+              "refused case %zu: not refused naming %s (%s)", i, refused[i][1], tlm_last_error());
+    }
+    /* derived alpha, beta: the paper's decoder-only values for N = 3 */
+    dn.deepnorm_alpha = dn.deepnorm_beta = 0.0f;
+    CHECK(fabsf(config_deepnorm_alpha(&dn) - powf(6.0f, 0.25f)) < 1e-6f &&
+              fabsf(config_deepnorm_beta(&dn) - powf(24.0f, -0.25f)) < 1e-6f,
+          "derived alpha %g beta %g", config_deepnorm_alpha(&dn), config_deepnorm_beta(&dn));
 
     /* one key at a time from the defaults: each key alone survives too (rope_scaling linear here) */
     const char *single[] = {
@@ -102,6 +152,8 @@ static void test_every_key(void) {
         " \"num_attention_heads\": 2, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
         "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
         " \"num_attention_heads\": 2, \"norm_type\": \"dyt\", \"dyt_alpha_init\": 0.25, \"position_embedding\": \"learned\"}",
+        "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 4,"
+        " \"num_attention_heads\": 2, \"norm_placement\": \"deepnorm\"}",
         NULL};
     for (int i = 0; single[i]; i++) {
         tlm_config x, y;

@@ -22,6 +22,11 @@ static void v_mqa(tlm_config *c) { c->n_kv_heads = 1, c->tie_embeddings = false;
 static void v_no_residual(tlm_config *c) { c->residual = false, c->qk_norm = QK_NORM_HEAD; }
 static void v_dyt(tlm_config *c) { c->norm = NORM_DYT, c->placement = PLACE_SANDWICH, c->dyt_alpha_init = 0.7f; }
 
+/* DeepNorm with its derived alpha (2N)^(1/4), beta (8N)^(-1/4); LayerNorm as in the paper */
+static void v_deepnorm(tlm_config *c) {
+    c->placement = PLACE_DEEPNORM, c->final_norm = false, c->norm = NORM_LAYERNORM, c->scale_residual_init = false;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -38,6 +43,7 @@ static const variant VARIANTS[] = {
     {"mqa, untied head", v_mqa},
     {"no residual, per-head qk-norm", v_no_residual},
     {"dyt sandwich", v_dyt},
+    {"deepnorm layernorm", v_deepnorm},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

@@ -94,6 +94,15 @@ CASES = _grid() + [
                      "num_key_value_heads": 2, "head_dim": 16}),
     ("llama_like", {"num_key_value_heads": 2, "tie_word_embeddings": False, "rope_theta": 500000.0}),
     ("qwen3_like", {"qk_norm": "head", "num_key_value_heads": 2, "head_dim": 16, "norm_eps": 1e-6}),
+    # DeepNorm (Wang et al. 2022) at several depths: alpha = (2N)^(1/4) grows with N, so the
+    # residual's weight against F differs per case; one with alpha given, one with RMSNorm.
+    ("deepnorm_layernorm_2", {"norm_placement": "deepnorm", "norm_type": "layernorm", "norm_bias": True}),
+    ("deepnorm_layernorm_6", {"norm_placement": "deepnorm", "norm_type": "layernorm", "num_hidden_layers": 6},
+     {"std": 0.15}),  # (deeper: smaller weights keep float32 within the tolerance)
+    ("deepnorm_rmsnorm_12", {"norm_placement": "deepnorm", "num_hidden_layers": 12},
+     {"T": 6, "std": 0.15}),
+    ("deepnorm_alpha_3_final_norm", {"norm_placement": "deepnorm", "deepnorm_alpha": 3.0, "final_norm": True,
+                                     "num_key_value_heads": 2}),
     ("olmo2_like", {"norm_placement": "output", "qk_norm": "full", "tie_word_embeddings": False}),
 ]
 

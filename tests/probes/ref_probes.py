@@ -114,10 +114,11 @@ class ProbeModel(tinylm_ref.Model):
         c = self.cfg
         pl, res = c["norm_placement"], c["residual"]
         out_name = norm_in[: -len("_norm")] + ".out"  # layers.N.attn_norm -> layers.N.attn.out
-        if pl == "post":
+        if pl in ("post", "deepnorm"):  # DeepNorm: N(alpha x + F(x))
             y = f(x)
             self.put(out_name, y)
-            return self.norm(norm_in, x + y if res else y)
+            a = c["deepnorm_alpha"] if pl == "deepnorm" else 1.0
+            return self.norm(norm_in, a * x + y if res else y)
         if pl == "pre":
             y = f(self.norm(norm_in, x))
         elif pl == "sandwich":

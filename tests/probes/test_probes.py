@@ -285,7 +285,7 @@ def check_report(name, j, m, rec, tokens, P, K):
     lg = rec["logits"][0, P]
     expect(lg[pred] >= lg.max() - TOL_FWD * max(1.0, abs(lg.max())), "predicted token is the argmax")
     dec = j["decomposition"]
-    if not c["residual"] or c["norm_placement"] == "post":
+    if not c["residual"] or c["norm_placement"] in ("post", "deepnorm"):
         expect(dec["applies"] is False and len(dec.get("reason", "")) > 20, "decomposition refused with a reason")
     else:
         terms = ["embed"] + incs

@@ -230,7 +230,26 @@ class ModelTest(unittest.TestCase):
             np.testing.assert_allclose(out["grads"][k], t.grad.numpy(), rtol=0, atol=1e-12, err_msg=k)
 
     def test_dx_matches_finite_differences(self):
-        cfg = small(norm_placement="sandwich", qk_norm="head", ffn_type="geglu", num_key_value_heads=2)
+        for cfg in (small(norm_placement="sandwich", qk_norm="head", ffn_type="geglu", num_key_value_heads=2),
+                    small(norm_placement="deepnorm", norm_type="layernorm", norm_bias=True),
+                    small(norm_placement="deepnorm", deepnorm_alpha=2.5, deepnorm_beta=0.3)):
+            with self.subTest(cfg["norm_placement"]):
+                self._dx_fd(cfg)
+
+    def test_deepnorm_config(self):
+        # the paper's decoder-only alpha and beta from the depth; the keys refused elsewhere
+        cfg = small(norm_placement="deepnorm", num_hidden_layers=2)
+        c = R.resolve_config(cfg)
+        self.assertAlmostEqual(c["deepnorm_alpha"], 4.0 ** 0.25, places=12)
+        self.assertAlmostEqual(c["deepnorm_beta"], 16.0 ** -0.25, places=12)
+        self.assertFalse(c["final_norm"])
+        for bad in (dict(norm_placement="post", deepnorm_alpha=2.0), dict(norm_placement="pre", deepnorm_beta=0.5),
+                    dict(norm_placement="deepnorm", residual=False),
+                    dict(norm_placement="deepnorm", scale_residual_init=True)):
+            with self.assertRaises(ValueError):
+                R.resolve_config(small(**bad))
+
+    def _dx_fd(self, cfg):
         m = R.Model(cfg, R.random_params(cfg, 6))
         tok, tgt = tokens(cfg)
         out = m.loss_and_grads(tok, tgt)
@@ -322,6 +341,14 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(float(np.abs(p["layers.0.attn.q_proj.bias"]).max()), 0.0)
         self.assertEqual(float(np.abs(p["layers.3.attn_norm.weight"]).max()), 0.0)  # (1 + w) form
         self.assertEqual(float(R.init_params(small(), 0)["final_norm.weight"].min()), 1.0)
+        # DeepNorm: beta = (8 * 8)^(-1/4) on v, o and the FFN; q and k at the plain std
+        dn = dict(cfg, norm_type="rmsnorm", norm_placement="deepnorm")
+        p = R.init_params(dn, 0)
+        beta = 64.0 ** -0.25
+        for name, want in (("attn.q_proj", 0.05), ("attn.k_proj", 0.05), ("attn.v_proj", 0.05 * beta),
+                           ("attn.o_proj", 0.05 * beta), ("ffn.gate_proj", 0.05 * beta),
+                           ("ffn.up_proj", 0.05 * beta), ("ffn.down_proj", 0.05 * beta)):
+            self.assertAlmostEqual(float(p["layers.1.%s.weight" % name].std()), want, delta=want * 0.06, msg=name)
 
 
 if __name__ == "__main__":

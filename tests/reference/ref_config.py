@@ -4,7 +4,7 @@ the engine's buffer order. Written from the docs, not from the C engine."""
 import collections
 
 NORM_TYPES = ("layernorm", "rmsnorm", "rmsnorm_1p", "dyt")
-PLACEMENTS = ("pre", "post", "sandwich", "output", "none")
+PLACEMENTS = ("pre", "post", "sandwich", "output", "none", "deepnorm")
 POSITIONS = ("rope", "learned", "none")
 FFN_TYPES = ("swiglu", "geglu", "gelu")
 QK_NORMS = ("none", "head", "full")
@@ -70,8 +70,17 @@ def resolve_config(raw):
     flag("norm_bias", False)
     num("dyt_alpha_init", 0.5, allow_zero=False)
     placement = choice("norm_placement", PLACEMENTS, "pre")
-    flag("residual", True)
-    flag("final_norm", placement != "post")
+    res = flag("residual", True)
+    flag("final_norm", placement not in ("post", "deepnorm"))
+    # DeepNet (Wang et al. 2022), decoder-only: alpha = (2N)^(1/4), beta = (8N)^(-1/4)
+    for key, derived in (("deepnorm_alpha", (2.0 * L) ** 0.25), ("deepnorm_beta", (8.0 * L) ** -0.25)):
+        if placement != "deepnorm":
+            if key in c:
+                raise _bad(key, c[key], "needs norm_placement deepnorm")
+            continue
+        num(key, derived, allow_zero=False)
+    if placement == "deepnorm" and not res:
+        raise _bad("residual", False, "with norm_placement deepnorm (it scales the residual)")
     pos = choice("position_embedding", POSITIONS, "rope")
     num("rope_theta", 10000.0, allow_zero=False)
     if pos == "rope" and c["head_dim"] % 2:
@@ -101,7 +110,9 @@ def resolve_config(raw):
     flag("tie_word_embeddings", True)
     num("final_logit_softcapping", 0.0, allow_zero=True)
     num("initializer_range", 0.02, allow_zero=False)
-    flag("scale_residual_init", True)
+    flag("scale_residual_init", placement != "deepnorm")
+    if placement == "deepnorm" and c["scale_residual_init"]:
+        raise _bad("scale_residual_init", True, "with norm_placement deepnorm (its init is beta)")
     return c
 
 
@@ -118,7 +129,7 @@ def param_shapes(c):
     d, V, hd = c["hidden_size"], c["vocab_size"], c["head_dim"]
     H, KV, f = c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]
     pl = c["norm_placement"]
-    in_norm = pl in ("pre", "post", "sandwich")
+    in_norm = pl in ("pre", "post", "sandwich", "deepnorm")
     out_norm = pl in ("sandwich", "output")
     s = collections.OrderedDict()
     s["embed.weight"] = [V, d]

@@ -225,6 +225,11 @@ class Model:
         ln = "blocks.%d.%s" % (n, "ln1" if kind == "attn" else "ln2")
         out = "blocks.%d.hook_%s_out" % (n, kind)
         hk = self._hook
+        if pl == "deepnorm":
+            # DeepNorm: x_{l+1} = LN(alpha x_l + G(x_l)), Post-Norm with the residual up-weighted
+            s = c["deepnorm_alpha"] * x + hk(out, f(x))
+            s = hk("blocks.%d.hook_resid_%s_pre_norm" % (n, "mid" if kind == "attn" else "post"), s)
+            return self.norm_hooked(norm_in, s, ln + "_post")
         if pl == "post":
             s = x + hk(out, f(x)) if res else hk(out, f(x))
             s = hk("blocks.%d.hook_resid_%s_pre_norm" % (n, "mid" if kind == "attn" else "post"), s)
@@ -354,6 +359,10 @@ def init_params(config, seed=0):
             s = std
             if c["scale_residual_init"] and (name.endswith("o_proj.weight") or name.endswith("down_proj.weight")):
                 s = std / math.sqrt(2 * c["num_hidden_layers"])
+            # DeepNet: the FFN, v_proj and o_proj weights are scaled by beta, q/k are not
+            if c["norm_placement"] == "deepnorm" and (".ffn." in name or name.endswith("v_proj.weight")
+                                                      or name.endswith("o_proj.weight")):
+                s = s * c["deepnorm_beta"]
             out[name] = rng.normal(0.0, s, size=shape)
     return out
 
