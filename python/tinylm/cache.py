@@ -197,6 +197,84 @@ class ActivationCache(dict):
             stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
         return (stack, labels) if return_labels else stack
 
+    def stack_neuron_results(self, layer=None, pos_slice=None, neuron_slice=None, return_labels=False,
+                             incl_remainder=False, apply_ln=False):
+        """What each MLP neuron of the layers before `layer` (None or -1: every layer) writes,
+        [L*f', ..., T, d] labelled "L{l}N{n}": hook_post[..., n] * W_out[l, n] (b_out belongs to
+        no neuron). neuron_slice picks neurons (a slice or a list). Summed over a layer's neurons
+        + b_out it is hook_mlp_out (pre, post placements) or hook_mlp_out_pre_norm (sandwich,
+        output). incl_remainder adds the stream at `layer` minus their sum ("remainder")."""
+        if layer is None or layer == -1:
+            layer = self.n_layers
+        layer = self._layer_arg(layer, "stack_neuron_results")
+        W_out = self._weights()["W_out"]
+        f = W_out.shape[1]
+        keep = np.arange(f)[neuron_slice] if neuron_slice is not None else np.arange(f)
+        comps, labels = [], []
+        for l in range(layer):
+            post = self["blocks.%d.mlp.hook_post" % l]  # [..., T, f]
+            r = np.einsum("...n,nd->n...d", post[..., keep].astype(np.float64), W_out[l][keep].astype(np.float64))
+            comps.append(_pos(r, pos_slice, -2).astype(np.float32))
+            labels += ["L%dN%d" % (l, n) for n in keep]
+        if not comps:
+            raise ValueError("stack_neuron_results: layer = 0 leaves no neurons")
+        stack = np.concatenate(comps)
+        if incl_remainder:
+            self._additive("stack_neuron_results(incl_remainder=True)")
+            resid = self["blocks.%d.hook_resid_post" % (self.n_layers - 1)] if layer == self.n_layers \
+                else self["blocks.%d.hook_resid_pre" % layer]
+            stack = np.concatenate([stack, (_pos(resid, pos_slice, -2) - stack.sum(0))[None]])
+            labels.append("remainder")
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
+    def get_full_resid_decomposition(self, layer=None, mlp_input=False, expand_neurons=True, apply_ln=False,
+                                     pos_slice=None, return_labels=False):
+        """The stream at `layer` as every head's result (stack_head_results), every neuron's
+        (stack_neuron_results; expand_neurons=False: each layer's hook_mlp_out minus b_out), the
+        embeddings (as decompose_resid) and one "bias" component (the b_O and b_out of those
+        layers); it sums to the stream. Only where both sublayers add their linear output to the
+        stream (pre-norm, no output norms): sandwich, output and post placements: ValueError."""
+        self._additive("get_full_resid_decomposition")
+        if self._cfg.get("norm_placement") not in ("pre", "none"):
+            raise ValueError("get_full_resid_decomposition: with norm_placement %r a sublayer's output norm comes "
+                             "after its heads / neurons: they do not sum to what it writes"
+                             % self._cfg.get("norm_placement"))
+        layer = self._layer_arg(layer, "get_full_resid_decomposition")
+        W = self._weights()
+        comps, labels = [], []
+        n_attn = layer + (1 if mlp_input else 0)
+        if n_attn:
+            h, hl = self.stack_head_results(layer=n_attn, return_labels=True, pos_slice=pos_slice)
+            comps.append(h)
+            labels += hl
+        if layer:
+            if expand_neurons:
+                nr, nl = self.stack_neuron_results(layer=layer, return_labels=True, pos_slice=pos_slice)
+                comps.append(nr)
+                labels += nl
+            else:
+                for l in range(layer):
+                    out = self["blocks.%d.hook_mlp_out" % l] - (W["b_out"][l] if "b_out" in W else 0)
+                    comps.append(_pos(out, pos_slice, -2)[None].astype(np.float32))
+                    labels.append("%d_mlp_out" % l)
+        e, el = self.decompose_resid(layer=0, pos_slice=pos_slice, return_labels=True)
+        comps.append(e)
+        labels += el
+        ref = comps[0][0]
+        bias = np.zeros(ref.shape, np.float64)
+        for l in range(n_attn):
+            bias = bias + (W["b_O"][l] if "b_O" in W else 0)
+        for l in range(layer):
+            bias = bias + (W["b_out"][l] if "b_out" in W else 0)
+        comps.append(bias[None].astype(np.float32))
+        labels.append("bias")
+        stack = np.concatenate(comps)
+        if apply_ln:
+            stack = self.apply_ln_to_stack(stack, layer, mlp_input=mlp_input, pos_slice=pos_slice)
+        return (stack, labels) if return_labels else stack
+
     def _norm_for(self, layer, mlp_input):
         """(hook prefix, engine norm weight name) of the norm that reads the stream at `layer`"""
         if layer == self.n_layers:

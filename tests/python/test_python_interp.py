@@ -268,6 +268,30 @@ def check_cache(label, model, c, W, cache, rc, rlogits, ids, rng):
           "%.2e" % worst)
     zl = rc["blocks.0.attn.hook_z"][:, 1] @ W["W_O"][0, 1].astype(np.float64)  # one head, independently
     close("%s: stack_head_results[L0H1] = z[:, 1] @ W_O[0, 1] (reference z)" % label, heads[1], zl)
+    # stack_neuron_results, get_full_resid_decomposition
+    neur, nl = cache.stack_neuron_results(return_labels=True)
+    f = c["intermediate_size"]
+    worst = 0.0
+    for l in range(L):
+        s = neur[l * f:(l + 1) * f].sum(0) + (W["b_out"][l] if "b_out" in W else 0)
+        tgt = "blocks.%d.hook_mlp_out_pre_norm" % l if pl in ("sandwich", "output") else "blocks.%d.hook_mlp_out" % l
+        worst = max(worst, rel_err(s, rc[tgt]))
+    check(worst < TOL and nl[f + 2] == "L1N2" and neur.shape == (L * f, T, c["hidden_size"]),
+          "%s: stack_neuron_results summed per layer + b_out = the reference's MLP output" % label, "%.2e" % worst)
+    close("%s: stack_neuron_results(neuron_slice=[3], pos_slice=2) = post[2, 3] * W_out[0, 3]" % label,
+          cache.stack_neuron_results(layer=1, neuron_slice=[3], pos_slice=2)[0],
+          rc["blocks.0.mlp.hook_post"][2, 3] * W["W_out"][0, 3].astype(np.float64))
+    if pl == "pre" and c["residual"]:
+        full, fl = cache.get_full_resid_decomposition(return_labels=True)
+        close("%s: get_full_resid_decomposition sums to the reference's last resid_post" % label, full.sum(0),
+              rc["blocks.%d.hook_resid_post" % (L - 1)])
+        check(fl[-1] == "bias" and len(fl) == full.shape[0], "%s: get_full_resid_decomposition labels" % label)
+        part = cache.get_full_resid_decomposition(layer=1, mlp_input=True, expand_neurons=False)
+        close("%s: get_full_resid_decomposition(layer=1, mlp_input, expand_neurons=False) sums to resid_mid 1"
+              % label, part.sum(0), rc["blocks.1.hook_resid_mid"])
+    else:
+        expect(ValueError, "%s: get_full_resid_decomposition refused (%s placement)" % (label, pl),
+               lambda: cache.get_full_resid_decomposition(), "")
     # apply_ln_to_stack: the last accumulated component through the final norm gives the logits
     normed = cache.apply_ln_to_stack(acc)
     lnb = W["ln_final.b"] if "ln_final.b" in W else 0
