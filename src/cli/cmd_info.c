@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "model/checkpoint.h"
+#include "model/explain.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -38,13 +39,16 @@ static void thousands(char *buf, size_t size, unsigned long long v) {
 }
 
 static const char USAGE[] =
-    "usage: tinylm info --config FILE | --model DIR | --system  [--context N] [--batch B --seq T]\n"
+    "usage: tinylm info --config FILE | --model DIR | --system  [--context N] [--batch B --seq T] [--explain]\n"
     "  the architecture, the parameters by component and the memory they need (shapes only: no\n"
     "  weights are loaded): the weights in f32 and bf16, the KV cache of a --context N generation\n"
     "  (default max_position_embeddings), the activations of a training batch --batch B (default 1)\n"
     "  x --seq T (default max_position_embeddings) as the engine lays them out;\n"
     "  --system: the CPU, the kernels and GEMM backend tinylm runs, and this machine's measured\n"
-    "  FMA peak, sgemm speed and DRAM read bandwidth\n";
+    "  FMA peak, sgemm speed and DRAM read bandwidth;\n"
+    "  --explain: the config in plain words instead (norm type and formula, placement and the norms\n"
+    "  of a layer by their checkpoint names, QK-norm, soft-caps, sliding layers, heads, RoPE, head,\n"
+    "  init), and the keys of the file its reader did not understand\n";
 
 /* tinylm info --system: what runs the arithmetic on this machine, and what the machine can do */
 static int info_system(void) {
@@ -105,11 +109,12 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
 
 int cmd_info(int argc, char **argv) {
     const char *config_path = NULL, *model_dir = NULL;
-    int system = 0, context = 0, batch = 1, seq = 0;
+    int system = 0, explain = 0, context = 0, batch = 1, seq = 0;
     const double MAXLEN = 1 << 24;
     cli_opt opts[] = {{"--config", CLI_STR, &config_path, 0, 0, 0},
                       {"--model", CLI_STR, &model_dir, 0, 0, 0},
                       {"--system", CLI_FLAG, &system, 0, 0, 0},
+                      {"--explain", CLI_FLAG, &explain, 0, 0, 0},
                       {"--context", CLI_INT, &context, 1, MAXLEN, 0},
                       {"--batch", CLI_INT, &batch, 1, 65536, 0},
                       {"--seq", CLI_INT, &seq, 1, MAXLEN, 0}};
@@ -117,9 +122,12 @@ int cmd_info(int argc, char **argv) {
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--config", "--model", "--system", NULL}))) return prc;
+    if (system && explain) return cli_usage_error("info", "--explain explains a --config or --model, not --system");
     if (system) return info_system();
     tlm_config c;
     int rc;
+    config_unknown_keys unknown;
+    config_collect_unknown(&unknown); /* (the HF readers list the keys they skip) */
     if (model_dir && is_llama2c_file(model_dir)) {
         rc = llama2c_read_config(model_dir, &c);
     } else if (model_dir) {
@@ -133,7 +141,12 @@ int cmd_info(int argc, char **argv) {
     } else {
         rc = config_load(&c, config_path);
     }
+    config_collect_unknown(NULL);
     if (rc) return cli_fail("info");
+    if (explain) {
+        config_explain(stdout, &c, &unknown);
+        return 0;
+    }
     int n;
     size_t total;
     tensor_info *t = config_tensor_table(&c, &n, &total);

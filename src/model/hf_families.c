@@ -463,6 +463,21 @@ static int in_list(const char *const *list, const char *s) {
     return 0;
 }
 
+static config_unknown_keys *unknown_sink;
+
+void config_collect_unknown(config_unknown_keys *sink) {
+    unknown_sink = sink;
+    if (sink) sink->n = sink->n_missed = 0;
+}
+
+static void note_unknown(const char *key) {
+    if (!unknown_sink) return;
+    if (unknown_sink->n < CONFIG_MAX_UNKNOWN)
+        snprintf(unknown_sink->keys[unknown_sink->n++], sizeof unknown_sink->keys[0], "%s", key);
+    else
+        unknown_sink->n_missed++;
+}
+
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
     const hf_family *fam = NULL;
     for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
@@ -485,6 +500,7 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
             if (config_read_key(cfg, k, it, src)) return -1;
         } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string)) {
             fprintf(stderr, "tinylm: warning: %s: key \"%s\" is not used by the %s reader\n", src, it->string, mt);
+            note_unknown(it->string);
         }
     }
     /* per-layer tables (layer_sliding) have TLM_MAX_LAYERS entries: refuse more layers before

@@ -1,5 +1,6 @@
 target_sources(tinylm_objects PRIVATE
   src/model/config.c
+  src/model/explain.c
   src/model/hf_families.c
   src/model/params.c
   src/model/model.c

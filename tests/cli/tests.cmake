@@ -26,3 +26,9 @@ if(TLM_PYTHON)
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_output_paths)
   set_tests_properties(test_output_paths PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # tinylm info --explain for every family (the lessons' facts), unknown keys named; DeepNorm from the CLI
+  add_test(NAME test_explain COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_explain.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_explain)
+  set_tests_properties(test_explain PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 120)
+endif()

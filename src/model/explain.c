@@ -1,0 +1,238 @@
+/* explain.c — `tinylm info --explain`: a config read aloud, one fact per line, in the words of
+ * the "build a small model" lessons. Everything comes from the parsed tlm_config (so a family's
+ * fixed architecture and a tinylm switch read the same); the norms are named as the family's
+ * checkpoint names them, since those names mislead (Llama's post_attention_layernorm is the
+ * FFN's input norm; Gemma's and OLMo 2's norm the attention's output). */
+#include "explain.h"
+
+#include <string.h>
+
+/* checkpoint names of the norms of a layer, for the families whose names differ from ours */
+typedef enum { NAMES_TINYLM, NAMES_LLAMA, NAMES_GEMMA, NAMES_OLMO2, NAMES_GPT2 } naming;
+
+static naming naming_of(const tlm_config *c) {
+    const char *mt = c->model_type;
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c"))
+        return NAMES_LLAMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text")) return NAMES_GEMMA;
+    if (!strcmp(mt, "olmo2")) return NAMES_OLMO2;
+    if (!strcmp(mt, "gpt2")) return NAMES_GPT2;
+    return NAMES_TINYLM;
+}
+
+static void explain_norm(FILE *o, const tlm_config *c) {
+    switch (c->norm) {
+    case NORM_RMSNORM:
+        fprintf(o, "norm: RMSNorm, y = w * x / sqrt(mean(x^2) + eps): weight w (starts at 1), no mean subtracted, "
+                   "no bias; eps = %g, inside the sqrt\n", c->norm_eps);
+        break;
+    case NORM_RMSNORM_1P:
+        fprintf(o, "norm: RMSNorm, Gemma's 1 + w form, y = (1 + w) * x / sqrt(mean(x^2) + eps): the stored weight w "
+                   "is an offset from 1 (starts at 0); eps = %g, inside the sqrt\n", c->norm_eps);
+        break;
+    case NORM_LAYERNORM:
+        fprintf(o, "norm: LayerNorm, y = g * (x - mean(x)) / sqrt(var(x) + eps)%s: weight g (starts at 1), %s; "
+                   "eps = %g, inside the sqrt\n",
+                c->norm_bias ? " + b" : "", c->norm_bias ? "with bias b (starts at 0)" : "without bias",
+                c->norm_eps);
+        break;
+    case NORM_DYT:
+        fprintf(o, "norm: DyT (Dynamic Tanh), y = g * tanh(alpha * x) + b: no statistics (no eps), a learnable "
+                   "scalar alpha per norm starting at %g\n", c->dyt_alpha_init);
+        break;
+    }
+}
+
+/* one norm of a layer: its checkpoint name and where it sits */
+static void norm_line(FILE *o, const char *name, const char *where) { fprintf(o, "  %-28s %s\n", name, where); }
+
+static void explain_placement(FILE *o, const tlm_config *c) {
+    const naming nm = naming_of(c);
+    const char *res = c->residual ? "" : " (residual: false, so no x +)";
+    int per_layer = 0;
+    switch (c->placement) {
+    case PLACE_PRE:
+        fprintf(o, "placement: Pre-Norm, h = x + F(N(x)) for each sublayer: the norm is the sublayer's input%s\n", res);
+        per_layer = 2;
+        break;
+    case PLACE_POST:
+        fprintf(o, "placement: Post-Norm, h = N(x + F(x)): the norm comes after the residual add (the original "
+                   "Transformer)%s\n", res);
+        per_layer = 2;
+        break;
+    case PLACE_SANDWICH:
+        fprintf(o, "placement: sandwich, h = x + N2(F(N1(x))): a norm before each sublayer and one on its output "
+                   "before the residual add%s\n", res);
+        per_layer = 4;
+        break;
+    case PLACE_OUTPUT:
+        fprintf(o, "placement: output norms (OLMo 2), h = x + N(F(x)): no input norm; each sublayer's output is "
+                   "normed before the residual add%s\n", res);
+        per_layer = 2;
+        break;
+    case PLACE_NONE:
+        fprintf(o, "placement: none, h = x + F(x): no norm inside the blocks%s\n", res);
+        break;
+    case PLACE_DEEPNORM:
+        fprintf(o, "placement: DeepNorm (DeepNet, Wang et al. 2022), h = N(alpha * x + F(x)): Post-Norm with the "
+                   "residual scaled by alpha = %g (%s)\n",
+                config_deepnorm_alpha(c), c->deepnorm_alpha > 0 ? "given" : "(2N)^(1/4), N = num_hidden_layers");
+        fprintf(o, "  init: v_proj, o_proj and the FFN matrices scaled by beta = %g (%s); q_proj, k_proj keep 1\n",
+                config_deepnorm_beta(c), c->deepnorm_beta > 0 ? "given" : "(8N)^(-1/4)");
+        per_layer = 2;
+        break;
+    }
+    fprintf(o, "norms per layer: %d%s\n", per_layer,
+            c->final_norm ? ", plus one final norm before the LM head" : ", and no final norm before the LM head");
+    if (!per_layer) return;
+    /* the names, in order of use in a layer */
+    if (nm == NAMES_LLAMA && c->placement == PLACE_PRE) {
+        norm_line(o, "input_layernorm", "before attention (the attention's input norm)");
+        norm_line(o, "post_attention_layernorm",
+                  "before the FFN: despite its name, the FFN's INPUT norm (applied after the attention's residual "
+                  "add, to the stream going into the MLP), not a norm of the attention output");
+    } else if (nm == NAMES_GEMMA && c->placement == PLACE_SANDWICH) {
+        norm_line(o, "input_layernorm", "before attention (input norm)");
+        norm_line(o, "post_attention_layernorm",
+                  "on the attention OUTPUT, before the residual add (an output norm; unlike Llama's, which is the "
+                  "pre-FFN norm)");
+        norm_line(o, "pre_feedforward_layernorm", "before the FFN (input norm)");
+        norm_line(o, "post_feedforward_layernorm", "on the FFN output, before the residual add (output norm)");
+    } else if (nm == NAMES_OLMO2 && c->placement == PLACE_OUTPUT) {
+        norm_line(o, "post_attention_layernorm",
+                  "on the attention OUTPUT, before the residual add (an output norm; unlike Llama's, which is the "
+                  "pre-FFN norm)");
+        norm_line(o, "post_feedforward_layernorm", "on the FFN output, before the residual add (output norm)");
+    } else if (nm == NAMES_GPT2 && c->placement == PLACE_PRE) {
+        norm_line(o, "ln_1", "before attention (input norm)");
+        norm_line(o, "ln_2", "before the MLP (input norm)");
+    } else { /* the engine's names */
+        const int in = placement_has_input_norm(c->placement), post = placement_has_post_norm(c->placement);
+        if (in || post)
+            norm_line(o, "attn_norm", in ? "before attention (input norm)" : "after the attention's residual add");
+        if (placement_has_output_norm(c->placement))
+            norm_line(o, "attn_out_norm", "on the attention output, before the residual add");
+        if (in || post) norm_line(o, "ffn_norm", in ? "before the FFN (input norm)" : "after the FFN's residual add");
+        if (placement_has_output_norm(c->placement))
+            norm_line(o, "ffn_out_norm", "on the FFN output, before the residual add");
+    }
+    if (c->final_norm)
+        norm_line(o, nm == NAMES_GPT2 ? "ln_f" : nm == NAMES_TINYLM ? "final_norm" : "norm", "after the last block");
+}
+
+static void explain_attention(FILE *o, const tlm_config *c) {
+    const int H = c->n_heads, KV = c->n_kv_heads;
+    fprintf(o, "attention: %d query heads, %d key/value heads: ", H, KV);
+    if (KV == H)
+        fprintf(o, "multi-head (MHA, GQA ratio 1)\n");
+    else if (KV == 1)
+        fprintf(o, "multi-query (MQA): one K/V head shared by all %d query heads (GQA ratio %d)\n", H, H);
+    else
+        fprintf(o, "grouped-query (GQA), ratio %d: each K/V head is shared by %d query heads\n", H / KV, H / KV);
+    fprintf(o, "head_dim: %d%s; q projection %d wide, k and v %d each\n", c->head_dim,
+            c->head_dim * H == c->d_model ? " (= hidden_size / heads)" : " (given: not hidden_size / heads)",
+            H * c->head_dim, KV * c->head_dim);
+    if (c->query_pre_attn_scalar > 0)
+        fprintf(o, "attention scale: 1/sqrt(query_pre_attn_scalar = %g) instead of 1/sqrt(head_dim)\n",
+                c->query_pre_attn_scalar);
+    const char *qk_w = c->norm == NORM_RMSNORM_1P ? "1 + w" : "w";
+    if (c->qk_norm == QK_NORM_HEAD)
+        fprintf(o, "QK-norm: per head, an RMSNorm (%s) of each head's q and k over head_dim (weight of %d, shared "
+                   "by the heads), before RoPE\n", qk_w, c->head_dim);
+    else if (c->qk_norm == QK_NORM_FULL)
+        fprintf(o, "QK-norm: over all heads, an RMSNorm (%s) of the whole q projection (%d wide) and k projection "
+                   "(%d wide), before RoPE\n", qk_w, H * c->head_dim, KV * c->head_dim);
+    else
+        fprintf(o, "QK-norm: none\n");
+    if (c->attn_softcap > 0)
+        fprintf(o, "attention soft-cap: %g, scores <- %g * tanh(scores / %g) before the softmax\n", c->attn_softcap,
+                c->attn_softcap, c->attn_softcap);
+    else
+        fprintf(o, "attention soft-cap: none\n");
+    /* sliding layers: how many, and the repeating pattern */
+    int n_sliding = 0;
+    for (int l = 0; l < c->n_layers; l++) n_sliding += c->sliding_window > 0 && c->layer_sliding[l];
+    if (n_sliding == 0) {
+        fprintf(o, "layers: all %d full (causal) attention, no sliding window\n", c->n_layers);
+        return;
+    }
+    fprintf(o, "layers: %d sliding (window %d: each token sees itself and the %d before it), %d full\n", n_sliding,
+            c->sliding_window, c->sliding_window - 1, c->n_layers - n_sliding);
+    int period = c->n_layers;
+    for (int p = 1; p < c->n_layers; p++) {
+        int ok = 1;
+        for (int l = p; l < c->n_layers && ok; l++) ok = c->layer_sliding[l] == c->layer_sliding[l % p];
+        if (ok) {
+            period = p;
+            break;
+        }
+    }
+    fprintf(o, "layer pattern:");
+    for (int l = 0; l < c->n_layers && l < 32; l++) fprintf(o, " %s", c->layer_sliding[l] ? "S" : "F");
+    fprintf(o, "%s (S sliding, F full)", c->n_layers > 32 ? " ..." : "");
+    int s = 0;
+    for (int l = 0; l < period; l++) s += c->layer_sliding[l];
+    if (period == 2 && s == 1)
+        fprintf(o, ": alternating sliding and full\n");
+    else if (period < c->n_layers && s > 0 && s < period)
+        fprintf(o, ": repeating every %d layers, %d:%d sliding:full\n", period, s, period - s);
+    else if (n_sliding == c->n_layers)
+        fprintf(o, ": every layer sliding\n");
+    else
+        fprintf(o, "\n");
+}
+
+static void explain_positions(FILE *o, const tlm_config *c) {
+    if (c->position == POS_LEARNED) {
+        fprintf(o, "positions: learned absolute position embeddings (%d positions), added to the token embedding\n",
+                c->max_seq);
+        return;
+    }
+    if (c->position == POS_NONE) {
+        fprintf(o, "positions: none (no position information but the causal mask)\n");
+        return;
+    }
+    fprintf(o, "positions: RoPE (rotate-half), base theta %g", c->rope_theta);
+    if (c->rope_theta_local > 0 && c->rope_theta_local != c->rope_theta)
+        fprintf(o, " on full layers; local base %g on the sliding layers", c->rope_theta_local);
+    fprintf(o, "\n");
+    if (c->rope_scaling == ROPE_SCALING_LINEAR)
+        fprintf(o, "RoPE scaling: linear, positions divided by factor %g%s\n", c->rope_factor,
+                c->rope_theta_local > 0 ? " (full layers only)" : "");
+    else if (c->rope_scaling == ROPE_SCALING_LLAMA3)
+        fprintf(o, "RoPE scaling: llama3, factor %g, low_freq_factor %g, high_freq_factor %g, original context %d\n",
+                c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_max_pos);
+    else
+        fprintf(o, "RoPE scaling: none\n");
+}
+
+void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unknown) {
+    fprintf(o, "model_type %s: %d layers, hidden_size %d, vocab %d, context %d\n", c->model_type, c->n_layers,
+            c->d_model, c->vocab_size, c->max_seq);
+    explain_norm(o, c);
+    explain_placement(o, c);
+    explain_attention(o, c);
+    explain_positions(o, c);
+    static const char *const FFN[] = {"SwiGLU, down(silu(gate(x)) * up(x))", "GeGLU, down(gelu_tanh(gate(x)) * up(x))",
+                                      "GELU MLP, down(gelu_tanh(up(x)))"};
+    fprintf(o, "feed-forward: %s, intermediate size %d%s\n", FFN[c->ffn], c->d_ff, c->mlp_bias ? ", with biases" : "");
+    fprintf(o, "biases: q/k/v %s, o %s\n", c->attn_bias ? "yes" : "no", c->attn_out_bias ? "yes" : "no");
+    if (c->embed_scale) fprintf(o, "embedding: token embedding multiplied by sqrt(hidden_size)\n");
+    fprintf(o, "head: %s\n", c->tie_embeddings ? "tied, the LM head is the token embedding matrix"
+                                               : "untied, a separate lm_head matrix");
+    if (c->final_softcap > 0)
+        fprintf(o, "final soft-cap: %g, logits <- %g * tanh(logits / %g)\n", c->final_softcap, c->final_softcap,
+                c->final_softcap);
+    else
+        fprintf(o, "final soft-cap: none\n");
+    fprintf(o, "init: matrices ~ normal(0, %g)%s\n", c->init_std,
+            c->scale_residual_init ? "; o_proj and down_proj also / sqrt(2 * num_hidden_layers)" : "");
+    if (!unknown || unknown->n == 0) {
+        fprintf(o, "keys: every key of the file was understood\n");
+        return;
+    }
+    fprintf(o, "keys NOT understood (ignored; the explanation above does not account for them):");
+    for (int i = 0; i < unknown->n; i++) fprintf(o, " %s", unknown->keys[i]);
+    if (unknown->n_missed) fprintf(o, " (and %d more)", unknown->n_missed);
+    fprintf(o, "\n");
+}

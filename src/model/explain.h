@@ -1,0 +1,15 @@
+/* explain.h — a config read aloud: what the "build a small model" lessons teach to read off a
+ * config.json (norm type and formula, placement and the norms of a layer by their checkpoint
+ * names, QK-norm, soft-caps, sliding layers, heads, RoPE, head, init), in plain words. */
+#ifndef TLM_EXPLAIN_H
+#define TLM_EXPLAIN_H
+
+#include <stdio.h>
+
+#include "config.h"
+
+/* Writes the explanation of `c` to `out`; `unknown` (may be NULL) lists the keys of the file
+ * that its reader did not understand (config_collect_unknown), named at the end. */
+void config_explain(FILE *out, const tlm_config *c, const config_unknown_keys *unknown);
+
+#endif

@@ -1,0 +1,149 @@
+"""test_explain.py — `tinylm info --explain`: for each supported family, a small config.json of
+that family (HF style: the keys its config class writes) and the facts the lessons' table
+states for it, read off the explanation; the keys a reader does not understand are named;
+DeepNorm's alpha and beta are printed, and a DeepNorm model trains from the CLI
+(`--set norm_placement=deepnorm`), the DeepNorm keys refused with another placement."""
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import STORIES, check, main, run  # noqa: E402
+
+SMALL = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64)
+
+# name, config.json, substrings the explanation must contain, substrings it must not
+ROWS = [
+    ("llama", dict(SMALL, model_type="llama", num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=500000.0,
+                   tie_word_embeddings=False, hidden_act="silu", architectures=["LlamaForCausalLM"],
+                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                     original_max_position_embeddings=32)),
+     ["y = w * x / sqrt(mean(x^2) + eps)", "eps = 1e-05, inside the sqrt", "placement: Pre-Norm",
+      "norms per layer: 2, plus one final norm", "post_attention_layernorm     before the FFN: despite its name",
+      "grouped-query (GQA), ratio 2", "base theta 500000", "RoPE scaling: llama3, factor 8", "head: untied",
+      "QK-norm: none", "attention soft-cap: none", "every key of the file was understood"],
+     ["(1 + w)", "sliding ("]),
+    ("qwen2", dict(SMALL, model_type="qwen2", num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                   use_sliding_window=False, sliding_window=32, max_window_layers=2, tie_word_embeddings=True),
+     ["y = w * x / sqrt(mean(x^2) + eps)", "placement: Pre-Norm", "multi-query (MQA)", "biases: q/k/v yes, o no",
+      "all 2 full (causal) attention", "head: tied"],
+     ["QK-norm: per head"]),
+    ("qwen3", dict(SMALL, model_type="qwen3", num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+                   rope_theta=1000000.0, tie_word_embeddings=True),
+     ["QK-norm: per head, an RMSNorm (w) of each head's q and k over head_dim (weight of 16",
+      "head_dim: 16 (given: not hidden_size / heads)", "placement: Pre-Norm", "norms per layer: 2"],
+     ["over all heads"]),
+    ("gemma2", dict(SMALL, model_type="gemma2", num_hidden_layers=4, num_key_value_heads=2, head_dim=16,
+                    query_pre_attn_scalar=16, sliding_window=8, attn_logit_softcapping=50.0,
+                    final_logit_softcapping=30.0, rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh"),
+     ["y = (1 + w) * x / sqrt(mean(x^2) + eps)", "placement: sandwich", "norms per layer: 4",
+      "post_attention_layernorm     on the attention OUTPUT, before the residual add",
+      "pre_feedforward_layernorm", "post_feedforward_layernorm", "attention soft-cap: 50,",
+      "final soft-cap: 30,", "layer pattern: S F S F", "alternating sliding and full", "GeGLU",
+      "multiplied by sqrt(hidden_size)", "1/sqrt(query_pre_attn_scalar = 16)"],
+     ["QK-norm: per head"]),
+    ("gemma3_text", dict(SMALL, model_type="gemma3_text", num_hidden_layers=12, num_key_value_heads=2, head_dim=16,
+                         query_pre_attn_scalar=16, sliding_window=8, sliding_window_pattern=6,
+                         rope_theta=1000000.0, rope_local_base_freq=10000.0, final_logit_softcapping=None,
+                         attn_logit_softcapping=None),
+     ["(1 + w) * x", "placement: sandwich", "norms per layer: 4", "QK-norm: per head, an RMSNorm (1 + w)",
+      "layer pattern: S S S S S F S S S S S F", "5:1 sliding:full", "10 sliding (window 8", "2 full",
+      "base theta 1e+06 on full layers; local base 10000 on the sliding layers", "attention soft-cap: none",
+      "final soft-cap: none"],
+     []),
+    ("olmo2", dict(SMALL, model_type="olmo2", num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=500000.0,
+                   tie_word_embeddings=False),
+     ["placement: output norms (OLMo 2), h = x + N(F(x)): no input norm", "norms per layer: 2",
+      "post_attention_layernorm     on the attention OUTPUT, before the residual add",
+      "post_feedforward_layernorm   on the FFN output, before the residual add",
+      "QK-norm: over all heads, an RMSNorm (w) of the whole q projection (32 wide) and k projection (16 wide)"],
+     ["input_layernorm", "despite its name"]),
+    ("gpt2", dict(model_type="gpt2", vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16,
+                  layer_norm_epsilon=1e-5, activation_function="gelu_new"),
+     ["norm: LayerNorm, y = g * (x - mean(x)) / sqrt(var(x) + eps) + b", "with bias b", "placement: Pre-Norm",
+      "ln_1", "ln_2", "ln_f", "learned absolute position embeddings (16 positions)", "head: tied", "GELU MLP"],
+     ["RoPE"]),
+    ("tinylm dyt", dict(SMALL, model_type="tinylm", norm_type="dyt", dyt_alpha_init=0.7, norm_placement="post"),
+     ["DyT (Dynamic Tanh), y = g * tanh(alpha * x) + b", "starting at 0.7", "placement: Post-Norm",
+      "and no final norm"],
+     []),
+    ("tinylm deepnorm 8 layers", dict(SMALL, model_type="tinylm", num_hidden_layers=8, norm_type="layernorm",
+                                      norm_placement="deepnorm"),
+     ["placement: DeepNorm", "alpha = %g" % (16 ** 0.25), "beta = %g" % (64 ** -0.25), "without bias",
+      "q_proj, k_proj keep 1", "and no final norm"],
+     ["also / sqrt(2"]),
+    ("tinylm deepnorm given", dict(SMALL, model_type="tinylm", norm_placement="deepnorm", deepnorm_alpha=3.5,
+                                   deepnorm_beta=0.25),
+     ["alpha = 3.5 (given)", "beta = 0.25 (given)"], []),
+]
+
+
+def test_families(tinylm, work):
+    for name, cfg, want, absent in ROWS:
+        path = os.path.join(work, name.replace(" ", "_") + ".json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+        missing = [w for w in want if w not in out]
+        present = [a for a in absent if a in out]
+        check(rc == 0 and not missing and not present, "explain %s" % name,
+              "rc %d, missing %s, unexpected %s\n%s%s" % (rc, missing, present, out, err))
+
+
+def test_unknown_keys(tinylm, work):
+    cfg = dict(SMALL, model_type="llama", my_new_norm_switch=True, rope_flavour="yarn-ish")
+    path = os.path.join(work, "llama_unknown.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    line = next((ln for ln in out.splitlines() if ln.startswith("keys NOT understood")), "")
+    check(rc == 0 and "my_new_norm_switch" in line and "rope_flavour" in line and "architectures" not in line,
+          "explain names the keys the llama reader did not understand", out + err)
+
+
+def test_llama2c(tinylm, work):
+    rc, out, err = run(tinylm, "info", "--explain", "--model", STORIES)
+    check(rc == 0 and "model_type llama2c" in out and "placement: Pre-Norm" in out and
+          "post_attention_layernorm     before the FFN" in out and "y = w * x / sqrt" in out,
+          "explain a llama2.c checkpoint", out + err)
+
+
+def test_explain_refusals(tinylm, work):
+    rc, out, err = run(tinylm, "info", "--explain", "--system")
+    check(rc != 0 and "--explain" in err, "--explain with --system refused", err)
+
+
+def test_deepnorm_train(tinylm, work):
+    data = os.path.join(work, "text.txt")
+    with open(data, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 200)
+    out_dir = os.path.join(work, "dn_run")
+    rc, out, err = run(tinylm, "train", "--data", data, "--preset", "nanogpt-baby", "--set",
+                       "norm_placement=deepnorm", "--set", "num_hidden_layers=2", "--set", "hidden_size=32",
+                       "--set", "intermediate_size=64", "--steps", "4", "--batch", "2", "--seq", "16",
+                       "--out", out_dir)
+    losses = []
+    try:
+        with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+            losses = [json.loads(ln)["loss"] for ln in f if '"loss"' in ln]
+    except OSError:
+        pass
+    check(rc == 0 and losses and all(math.isfinite(x) for x in losses), "train --set norm_placement=deepnorm",
+          "rc %d losses %s\n%s" % (rc, losses, err[-2000:]))
+    saved = [d for d in os.listdir(out_dir) if d.startswith("step-")] if os.path.isdir(out_dir) else []
+    conf = {}
+    if saved:
+        with open(os.path.join(out_dir, sorted(saved)[-1], "config.json")) as f:
+            conf = json.load(f)
+    check(conf.get("norm_placement") == "deepnorm" and conf.get("scale_residual_init") is False,
+          "the saved config is a deepnorm one", str(conf))
+    rc, out, err = run(tinylm, "train", "--data", data, "--preset", "nanogpt-baby", "--set", "deepnorm_alpha=2",
+                       "--steps", "1", "--out", os.path.join(work, "dn_bad"))
+    check(rc != 0 and "deepnorm_alpha" in err and "norm_placement" in err,
+          "--set deepnorm_alpha with norm_placement pre refused, naming the key", err)
+
+
+if __name__ == "__main__":
+    sys.exit(main([test_families, test_unknown_keys, test_llama2c, test_explain_refusals, test_deepnorm_train]))
