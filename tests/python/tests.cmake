@@ -1,4 +1,6 @@
 # tests/python — the Python package (python/tinylm) over libtinylm.so, against the PyTorch reference.
+# the C side of Model.weights(writable=True): a file-mapped model is copied, bf16 refused
+tlm_c_test(test_params_writable tests/python/test_params_writable.c)
 if(TLM_PYTHON)
   set(_tlm_py_env "OMP_NUM_THREADS=1")
   if(TLM_SANITIZE)
