@@ -5,6 +5,8 @@
         ids = model.tokenize("Once upon a time")
         logits, cache = model.run_with_cache(ids)      # cache["blocks.0.attn.hook_pattern"] ...
         logits = model.run_with_hooks(ids, fwd_hooks=[("blocks.2.hook_resid_post", fn)])
+        W = model.weights()                            # W["W_Q"]: [L, H, d_model, d_head], a view
+        stack = cache.decompose_resid(apply_ln=True)   # ActivationCache helpers (TransformerLens')
 
 Hook names, shapes and what tinylm adds to TransformerLens' set: docs/python.md.
 Only ctypes and NumPy: activations reach hook functions as NumPy views of the engine's own
