@@ -124,7 +124,7 @@ class ActivationCache(dict):
 
     def _additive(self, what):
         c = self._cfg
-        if c.get("norm_placement") == "post" or not c.get("residual", True):
+        if c.get("norm_placement") in ("post", "deepnorm") or not c.get("residual", True):
             raise ValueError("%s: the residual stream of this model is not a sum of what each sublayer writes "
                              "(norm_placement %r, residual %r): there is no decomposition"
                              % (what, c.get("norm_placement"), c.get("residual", True)))

@@ -24,7 +24,7 @@ def _norm_names(cfg):
     for eng, tl in (("attn", "ln1"), ("ffn", "ln2")):
         if pl in ("pre", "sandwich"):
             out[eng + "_norm"] = tl
-        elif pl == "post":
+        elif pl in ("post", "deepnorm"):  # (DeepNorm: Post-Norm with the residual scaled)
             out[eng + "_norm"] = tl + "_post"
         if pl in ("sandwich", "output"):
             out[eng + "_out_norm"] = tl + "_out"

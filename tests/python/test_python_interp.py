@@ -45,7 +45,7 @@ from cases import all_cases  # noqa: E402
 
 TOL = 2e-4
 VARIANTS = ["llama_like", "gpt2_like", "gemma2_like", "norm_layernorm_post", "olmo2_like", "qwen3_like",
-            "attention_bias", "ffn_swiglu_mlp_bias"]
+            "attention_bias", "ffn_swiglu_mlp_bias", "deepnorm_layernorm_2"]
 counts = [0, 0]
 
 
@@ -111,7 +111,7 @@ def expected_weights(cfg, P):
             names = []
             if pl in ("pre", "sandwich"):
                 names.append(("%s_norm" % eng, tl))
-            if pl == "post":
+            if pl in ("post", "deepnorm"):
                 names.append(("%s_norm" % eng, tl + "_post"))
             if pl in ("sandwich", "output"):
                 names.append(("%s_out_norm" % eng, tl + "_out"))
@@ -240,7 +240,7 @@ def check_cache(label, model, c, W, cache, rc, rlogits, ids, rng):
     close("%s: accumulated_resid(layer=1, mlp_input, pos_slice)" % label, a1,
           np.stack([rc["blocks.0.hook_resid_pre"], rc["blocks.1.hook_resid_pre"], rc["blocks.1.hook_resid_mid"]])[:, 2:5])
     # decompose_resid
-    if pl == "post" or not c["residual"]:
+    if pl in ("post", "deepnorm") or not c["residual"]:
         try:
             cache.decompose_resid()
             check(False, "%s: decompose_resid refused for a post-norm model" % label)
@@ -305,7 +305,7 @@ def check_cache(label, model, c, W, cache, rc, rlogits, ids, rng):
         close("%s: apply_ln_to_stack(layer=1) of resid_pre 1 + ln1's bias = the reference's ln1 output" % label,
               n1 + b1, rc["blocks.1.ln1.hook_normalized"])
     # logit_attrs: the normed decomposition's attributions sum to the logit difference
-    if pl != "post" and c["residual"]:
+    if pl not in ("post", "deepnorm") and c["residual"]:
         a, b = int(rng.integers(c["vocab_size"])), int(rng.integers(c["vocab_size"]))
         attrs = cache.logit_attrs(cache.decompose_resid(apply_ln=True), a, b)
         bias = (np.asarray(lnb, np.float64) @ (W["W_U"][:, a].astype(np.float64) - W["W_U"][:, b])) if "ln_final.b" in W else 0
