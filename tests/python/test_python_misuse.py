@@ -62,6 +62,18 @@ def raises(label, fn, exc, words=()):
     return check(False, label, "did not raise")
 
 
+def poke_first_f32(st, change):
+    """rewrites the first value of the first F32 tensor of a .safetensors file as change(value)"""
+    with open(st, "r+b") as f:
+        hlen = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(hlen))
+        name = next(k for k in header if k != "__metadata__" and header[k]["dtype"] == "F32")
+        f.seek(8 + hlen + header[name]["data_offsets"][0])
+        v = struct.unpack("<f", f.read(4))[0]
+        f.seek(8 + hlen + header[name]["data_offsets"][0])
+        f.write(struct.pack("<f", change(v)))
+
+
 def run_cli(*args, timeout=120):
     t0 = time.time()
     p = subprocess.run([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -212,13 +224,7 @@ def main():
     nan_dir = os.path.join(args.work, "nan_model")
     rc, out, err, _ = run_cli(args.tinylm, "export", "--model", CKPT, "--out", nan_dir, "--no-tokenizer")
     if check(rc == 0, "export a tinylm checkpoint (for a NaN weight)", err[-300:]):
-        st = os.path.join(nan_dir, "model.safetensors")
-        with open(st, "r+b") as f:
-            hlen = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(hlen))
-            name = next(k for k in header if k != "__metadata__" and header[k]["dtype"] == "F32")
-            f.seek(8 + hlen + header[name]["data_offsets"][0])
-            f.write(struct.pack("<f", float("nan")))
+        poke_first_f32(os.path.join(nan_dir, "model.safetensors"), lambda v: float("nan"))
         try:
             tinylm.load(nan_dir)
             check(False, "NaN weights: load refuses")
@@ -413,15 +419,7 @@ def main():
     if check(rc == 0, "lens train (3 steps) on stories260K", err[-300:]):
         other_dir = os.path.join(args.work, "other_model")  # the same shape, one weight changed
         rc, out, err, _ = run_cli(args.tinylm, "export", "--model", CKPT, "--out", other_dir, "--no-tokenizer")
-        st = os.path.join(other_dir, "model.safetensors")
-        with open(st, "r+b") as f:
-            hlen = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(hlen))
-            name = next(k for k in header if k != "__metadata__" and header[k]["dtype"] == "F32")
-            f.seek(8 + hlen + header[name]["data_offsets"][0])
-            v = struct.unpack("<f", f.read(4))[0]
-            f.seek(8 + hlen + header[name]["data_offsets"][0])
-            f.write(struct.pack("<f", v + 0.5))
+        poke_first_f32(os.path.join(other_dir, "model.safetensors"), lambda v: v + 0.5)
         insp = ["inspect", "--tokenizer", TOK, "--prompt", "Once upon a time", "--lens", "tuned", "--lens-file", lens]
         rc, out, err, _ = run_cli(args.tinylm, *insp, "--model", CKPT)
         check(rc == 0, "inspect --lens tuned with the lens's own model runs", err[-300:])
