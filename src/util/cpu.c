@@ -21,6 +21,8 @@ static tlm_isa detect(void) {
     return TLM_ISA_SCALAR;
 }
 
+tlm_isa tlm_cpu_isa_detected(void) { return detect(); }
+
 tlm_isa tlm_cpu_isa(void) {
     /* atomic: the ops ask from every thread (the first callers may race to fill it, all with
      * the same value) */

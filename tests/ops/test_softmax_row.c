@@ -3,6 +3,7 @@
  * of every size for the 16-lane kernel), windows (a first visible key > 0), in place and not,
  * and a NaN score, which must make the row NaN. ctest runs it natively and with TLM_ISA=avx2,
  * so the AVX-512 kernel and the portable loops are both checked; it prints the set that ran. */
+#include "isa_cap.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ static int check_row(const float *in, const float *s, const float *p, int n, int
 }
 
 int main(void) {
+    if (isa_cap_changes_nothing("test_softmax_row")) return ISA_CAP_SKIP;
     printf("kernels: %s\n", tlm_isa_name(tlm_cpu_isa()));
     unsigned seed = 7;
     int checks = 0, failures = 0;
