@@ -11,18 +11,7 @@
 #include "tinylm.h"
 #include "util/error.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                      \
-    do {                                                      \
-        checks++;                                             \
-        if (!(cond)) {                                        \
-            failures++;                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
-            printf(__VA_ARGS__);                              \
-            printf("  [last error: %s]\n", tlm_last_error()); \
-        }                                                     \
-    } while (0)
+#include "check_count.h"
 
 enum { L = 5, W = 3, TMAX = 9 };
 /* which layers slide, as the config below says (layer_types) */

@@ -12,18 +12,7 @@
 #include "probes/probe.h"
 #include "util/error.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        checks++;                                                         \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                          \
-            printf("  [last error: %s]\n", tlm_last_error());             \
-        }                                                                 \
-    } while (0)
+#include "check_count.h"
 
 static tlm_model *make_model(const char *json) {
     tlm_config cfg;
