@@ -44,23 +44,48 @@ static const char USAGE[] =
     "  weights are loaded): the weights in f32 and bf16, the KV cache of a --context N generation\n"
     "  (default max_position_embeddings), the activations of a training batch --batch B (default 1)\n"
     "  x --seq T (default max_position_embeddings) as the engine lays them out;\n"
-    "  --system: the CPU, the kernels and GEMM backend tinylm runs, and this machine's measured\n"
+    "  --system: the CPU, the kernels and GEMM backend tinylm runs, the AMX / AVX512-BF16 /\n"
+    "  AVX512-VNNI units (and whether Linux lets this process use the AMX tiles), and this machine's measured\n"
     "  FMA peak, sgemm speed and DRAM read bandwidth;\n"
     "  --explain: the config in plain words instead (norm type and formula, placement and the norms\n"
     "  of a layer by their checkpoint names, QK-norm, soft-caps, sliding layers, heads, RoPE, head,\n"
     "  init), and the keys of the file its reader did not understand\n";
 
+/* One line: the AMX units (cpuid) and whether this process may use them (XCR0, the Linux
+ * permission), AVX512-BF16 and AVX512-VNNI; what the hardware has, whatever TLM_ISA says
+ * (tests/cli/test_info_system.py checks it against /proc/cpuinfo) */
+static void print_units(const tlm_cpu_features *f) {
+    printf("AMX:");
+    if (!f->amx_tile && !f->amx_bf16 && !f->amx_int8) printf(" absent");
+    if (f->amx_tile) printf(" tile");
+    if (f->amx_bf16) printf(" bf16");
+    if (f->amx_int8) printf(" int8");
+    if (f->amx_permitted)
+        printf(" (tile data permitted by the kernel)");
+    else if (f->amx_tile && !f->amx_os)
+        printf(" (unusable: the OS does not enable the tile state in XCR0)");
+    else if (f->amx_tile)
+        printf(" (unusable: the kernel refused the tile data: %s)", strerror(f->amx_perm_errno));
+    printf("; AVX512-BF16 %s; AVX512-VNNI %s", f->avx512_bf16 ? "present" : "absent",
+           f->avx512_vnni ? "present" : "absent");
+    if (tlm_cpu_isa() != TLM_ISA_AVX512 && (f->amx_permitted || f->avx512_bf16 || f->avx512_vnni))
+        printf(" (unused: TLM_ISA caps the kernels at %s)", tlm_isa_name(tlm_cpu_isa()));
+    printf("\n");
+}
+
 /* tinylm info --system: what runs the arithmetic on this machine, and what the machine can do */
 static int info_system(void) {
     printf("cpu: %s\n", tlm_cpu_brand());
-    printf("kernels: %s (chosen from cpuid)%s; AVX512-BF16 %s\n", tlm_isa_name(tlm_cpu_isa()),
-           getenv("TLM_ISA") ? " capped by TLM_ISA" : "", tlm_cpu_has_avx512bf16() ? "present" : "absent");
+    printf("kernels: %s (chosen from cpuid)%s\n", tlm_isa_name(tlm_cpu_isa()),
+           getenv("TLM_ISA") ? " capped by TLM_ISA" : "");
+    print_units(tlm_cpu_features_get());
     printf("GEMM backend: %s\n", gemm_backend_name());
     printf("OpenMP threads: %d\n", omp_get_max_threads());
     fflush(stdout);
     const double peak = tlm_measure_fma_gflops(0.2);
     printf("measured FMA peak: %.0f GFLOP/s\n", peak);
     fflush(stdout);
+    /* (the bf16 peak, a gemm_bf16 probe of src/ops/matmul.c, goes here, beside the FMA peak) */
     enum { S = 1024 };
     float *a = calloc((size_t)S * S, sizeof(float)), *b = calloc((size_t)S * S, sizeof(float)),
           *c = calloc((size_t)S * S, sizeof(float));
