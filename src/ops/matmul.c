@@ -1,5 +1,6 @@
-/* matmul.c — linear layers on top of one GEMM entry point.
- * gemm() is the only function that knows about the GEMM library. The backend is chosen at
+/* matmul.c — linear layers on top of one GEMM entry point per precision.
+ * gemm() (f32) and gemm_bf16() (gemm_bf16.c: bf16 operands, f32 sums) are the only functions
+ * that know about the GEMM library. The backend is chosen at
  * build time (CMake option TLM_GEMM): oneDNN's dnnl_sgemm, which picks its kernels from the
  * CPU's feature bits, or OpenBLAS, which picks them from a table of CPU models and falls
  * back to slow SSE3 kernels on models newer than its release (measured in docs/performance.md).
@@ -61,27 +62,41 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     if (bias) add_bias(out, bias, N, OC);
 }
 
+void matmul_forward_mixed(float *out, const float *inp, const uint16_t *inp16, const float *weight,
+                          const uint16_t *weight16, const float *bias, int N, int IC, int OC) {
+    PROF_SCOPE("matmul_forward_bf16");
+    if (!inp16 && gemm_bf16_path() != GEMM_BF16_NONE) inp16 = bf16_stage(0, inp, (size_t)N * IC);
+    if (!inp16 || gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight16, IC, 0.0f, out, OC)) {
+        matmul_forward(out, inp, weight, bias, N, IC, OC);
+        return;
+    }
+    if (bias) add_bias(out, bias, N, OC);
+}
+
+/* dbias [OC] += the column sums of dout [N,OC] */
+static void bias_backward(float *dbias, const float *dout, int N, int OC) {
+    /* a block of columns per task walking the rows in order: contiguous reads, and each column
+     * summed in row order whatever the thread count */
+    enum { COLS = 64 };
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += COLS) {
+        const int w = OC - o0 < COLS ? OC - o0 : COLS;
+        float acc[COLS] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *row = dout + (size_t)n * OC + o0;
+            for (int j = 0; j < w; j++) acc[j] += row[j];
+        }
+        for (int j = 0; j < w; j++) dbias[o0 + j] += acc[j];
+    }
+}
+
 /* dinp_beta 1: dinp += dout @ W; 0: dinp = dout @ W (then dinp is neither read nor zeroed first) */
 static void backward(float dinp_beta, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC) {
     PROF_SCOPE("matmul_backward");
     if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC); /* dout @ W */
     if (dweight) gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC); /* dout^T @ inp */
-    if (dbias) {
-        /* column sums, a block of columns per task walking the rows in order: contiguous reads,
-         * and each column summed in row order whatever the thread count */
-        enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
-        for (int o0 = 0; o0 < OC; o0 += COLS) {
-            const int w = OC - o0 < COLS ? OC - o0 : COLS;
-            float acc[COLS] = {0};
-            for (int n = 0; n < N; n++) {
-                const float *row = dout + (size_t)n * OC + o0;
-                for (int j = 0; j < w; j++) acc[j] += row[j];
-            }
-            for (int j = 0; j < w; j++) dbias[o0 + j] += acc[j];
-        }
-    }
+    if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
@@ -92,6 +107,27 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const float *weight, int N, int IC, int OC) {
     backward(0.0f, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+}
+
+/* the same products on bf16 copies of dout and inp (inp16: already staged by the caller, or NULL)
+ * against the bf16 weights; any failure of the bf16 products (no path, out of memory for the
+ * staging copies) takes the f32 route instead */
+void matmul_backward_bf16(int into, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const uint16_t *inp16, const float *weight, const uint16_t *weight16, int N, int IC,
+                          int OC) {
+    PROF_SCOPE("matmul_backward_bf16");
+    const float dinp_beta = into ? 0.0f : 1.0f;
+    const uint16_t *dout16 = gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, dout, (size_t)N * OC) : NULL;
+    if (dout16 && dweight && !inp16) inp16 = bf16_stage(1, inp, (size_t)N * IC);
+    if (!dout16 || (dweight && !inp16)) {
+        backward(dinp_beta, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+        return;
+    }
+    if (dinp && gemm_bf16(0, 0, N, IC, OC, dout16, OC, weight16, IC, dinp_beta, dinp, IC))
+        gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC);
+    if (dweight && gemm_bf16(1, 0, OC, IC, N, dout16, OC, inp16, IC, 1.0f, dweight, IC))
+        gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+    if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
 void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N) {
@@ -109,13 +145,20 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
 }
 
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
-                         int OC, float *tile) {
+                         int OC, float *tile, int bf16_products) {
     PROF_SCOPE("matmul_forward_bf16");
     if (N <= MATVEC_MAX_ROWS) {
         matvec_bf16(out, inp, weight, bias, N, IC, OC);
         return;
     }
-    /* many rows: widen MATMUL_BF16_TILE weight rows at a time and multiply them with the f32 GEMM;
+    /* many rows in mixed precision, on a CPU with bf16 products: round the rows to bf16 and multiply there */
+    const uint16_t *inp16 =
+        bf16_products && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
+    if (inp16 && !gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight, IC, 0.0f, out, OC)) {
+        if (bias) add_bias(out, bias, N, OC);
+        return;
+    }
+    /* elsewhere: widen MATMUL_BF16_TILE weight rows at a time and multiply them with the f32 GEMM;
      * the widening is O(OC IC) against the GEMM's O(N OC IC) */
     for (int o0 = 0; o0 < OC; o0 += MATMUL_BF16_TILE) {
         const int rows = OC - o0 < MATMUL_BF16_TILE ? OC - o0 : MATMUL_BF16_TILE;

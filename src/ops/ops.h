@@ -34,15 +34,38 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const floa
 /* "oneDNN 2.6.3" / "OpenBLAS (CBLAS)" */
 const char *gemm_backend_name(void);
 
+/* Mixed precision (gemm_bf16.c): C[M,N] (f32) = op(A) @ op(B) (+ C when beta is 1), A and B
+ * bf16, the products summed in f32. AMX where the CPU has it, else AVX512-BF16; never on a CPU
+ * with neither (gemm_bf16_path() says; the callers then compute in f32). beta is 0 or 1.
+ * Returns 0, or -1 when oneDNN could not build or run the product (no path, out of memory). */
+typedef enum { GEMM_BF16_NONE, GEMM_BF16_AVX512BF16, GEMM_BF16_AMX } gemm_bf16_path_t;
+gemm_bf16_path_t gemm_bf16_path(void);
+const char *gemm_bf16_path_name(gemm_bf16_path_t p);
+int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+              float beta, float *C, int ldc);
+/* dst[i] = bf16(src[i]), rounded to nearest even */
+void f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+/* src [n] as bf16 in this thread's staging buffer `which` (0 .. BF16_STAGES-1), valid until the
+ * next call with the same `which` on this thread; NULL when out of memory */
+#define BF16_STAGES 2
+const uint16_t *bf16_stage(int which, const float *src, size_t n);
+
 /* out [N,OC] = inp [N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL). Up to
  * MATVEC_MAX_ROWS rows go through the bandwidth-bound matvec kernels, more through gemm(). */
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC);
-/* The same with bf16 weights [OC,IC], widened to f32 in registers (matvec) or a tile at a time
- * (tile: MATMUL_BF16_TILE * IC floats of scratch) for the f32 GEMM: the arithmetic is the f32
- * path's on the bf16 values. */
+/* The same with bf16 weights [OC,IC]. A few rows: widened to f32 in registers (matvec), the
+ * f32 arithmetic on the bf16 values. More rows: with bf16_products, where gemm_bf16 has a path,
+ * inp is rounded to bf16 and multiplied there (mixed precision: bf16 products, f32 sums);
+ * otherwise the weights are widened a tile at a time (tile: MATMUL_BF16_TILE * IC floats) for
+ * the f32 GEMM: the f32 arithmetic on the bf16 values again. */
 #define MATMUL_BF16_TILE 256
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
-                         int OC, float *tile);
+                         int OC, float *tile, int bf16_products);
+/* Mixed precision with both copies of the weights (training): inp rounded to bf16 (or inp16, its
+ * bf16 copy already staged, e.g. once for q, k and v) and multiplied with weight16 in gemm_bf16;
+ * the f32 product with `weight` where that has no path */
+void matmul_forward_mixed(float *out, const float *inp, const uint16_t *inp16, const float *weight,
+                          const uint16_t *weight16, const float *bias, int N, int IC, int OC);
 /* y [N,OC] = x [N,IC] @ W[OC,IC]^T (+ bias) streaming W once per MATVEC_MAX_ROWS rows (matvec.c:
  * AVX-512 / AVX2 / C kernels chosen from cpuid) */
 #define MATVEC_MAX_ROWS 4
@@ -55,6 +78,15 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
  * contributor to (no zeroing pass before, and the GEMM does not read it) */
 void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const float *weight, int N, int IC, int OC);
+
+/* The backward of a layer whose forward ran in mixed precision: weight16 is the bf16 copy of
+ * the f32 weights the gradients are for; dout and inp (or inp16, inp's bf16 copy when the caller
+ * staged it in stage 1) are rounded to bf16 for the products, the gradients summed in f32
+ * (dweight, dbias accumulate; dinp accumulates, or is set when `into`). Falls back to the f32
+ * backward on `weight` where gemm_bf16 has no path. */
+void matmul_backward_bf16(int into, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                          const uint16_t *inp16, const float *weight, const uint16_t *weight16, int N, int IC,
+                          int OC);
 
 /* Fused projections (decoding: one matrix-vector stream over q|k|v or gate|up) produce
  * [N, sum(widths)] columns that belong to `parts` tensors: dst[i] [N, widths[i]] <- src. */

@@ -1,4 +1,5 @@
-/* test_matvec.c — the matvec kernels (f32 and bf16 weights) and the bf16 tiled GEMM path
+/* test_matvec.c — the matvec kernels (f32 and bf16 weights), the bf16 tiled GEMM path and its
+ * mixed-precision form (inputs rounded to bf16 too, path 4)
  * against a float64 reference, on shapes that hit every edge: inputs not a multiple of the
  * vector width, outputs not a multiple of the 4-column block, 1..4 rows and more (chunks),
  * with and without bias. Run once per kernel set: ctest runs it natively and with
@@ -49,7 +50,8 @@ int main(void) {
         float *wr = malloc(sizeof(float) * OC * IC), *y = malloc(sizeof(float) * N * OC);
         float *tile = malloc(sizeof(float) * MATMUL_BF16_TILE * IC);
         uint16_t *w16 = malloc(sizeof(uint16_t) * OC * IC);
-        for (int i = 0; i < N * IC; i++) x[i] = rnd(&seed);
+        float *xr = malloc(sizeof(float) * N * IC);
+        for (int i = 0; i < N * IC; i++) x[i] = rnd(&seed), xr[i] = tlm_bf16_to_f32(tlm_f32_to_bf16(x[i]));
         for (int i = 0; i < OC * IC; i++) {
             w[i] = rnd(&seed);
             w16[i] = tlm_f32_to_bf16(w[i]);
@@ -58,7 +60,7 @@ int main(void) {
         for (int i = 0; i < OC; i++) b[i] = rnd(&seed);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             const float *bias = with_bias ? b : NULL;
-            double e[4];
+            double e[5];
             if (N <= MATVEC_MAX_ROWS) {
                 matvec_f32(y, x, w, bias, N, IC, OC);
                 e[0] = check(y, x, w, bias, N, IC, OC);
@@ -69,15 +71,19 @@ int main(void) {
             }
             matmul_forward(y, x, w, bias, N, IC, OC);
             e[2] = check(y, x, w, bias, N, IC, OC);
-            matmul_forward_bf16(y, x, w16, bias, N, IC, OC, tile);
+            matmul_forward_bf16(y, x, w16, bias, N, IC, OC, tile, 0);
             e[3] = check(y, x, wr, bias, N, IC, OC);
-            for (int k = 0; k < 4; k++) {
+            /* mixed precision: over many rows the inputs are rounded to bf16 too (where the CPU
+             * has bf16 products; elsewhere the same f32 arithmetic as path 3) */
+            matmul_forward_bf16(y, x, w16, bias, N, IC, OC, tile, 1);
+            e[4] = check(y, N > MATVEC_MAX_ROWS && gemm_bf16_path() != GEMM_BF16_NONE ? xr : x, wr, bias, N, IC, OC);
+            for (int k = 0; k < 5; k++) {
                 int ok = e[k] <= 1e-6; /* float32 summation of up to 2048 terms, relative to sum |x w| */
                 failures += !ok, checks++;
                 if (!ok) printf("FAIL %dx%dx%d bias=%d path %d: error %.2e\n", N, IC, OC, with_bias, k, e[k]);
             }
         }
-        free(x), free(w), free(b), free(wr), free(y), free(tile), free(w16);
+        free(x), free(xr), free(w), free(b), free(wr), free(y), free(tile), free(w16);
     }
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures != 0;

@@ -1,0 +1,244 @@
+/* gemm_bf16.c — matrix products on bf16 operands with f32 results (mixed precision): AMX
+ * tiles where the CPU has them, AVX512-BF16's vdpbf16ps otherwise, through oneDNN's matmul
+ * primitive (its BLAS-like sgemm has no bf16 sibling in the C API).
+ *
+ * Measured on an Intel Xeon with AMX, 2 cores (bench in docs/performance.md): the primitive
+ * runs 2048x1536x384 at 1.57 TFLOP/s against dnnl_sgemm's 0.37; capped to AVX512-BF16 it runs
+ * at 0.21 (slower than f32 there: the issue's AMD Zen 4/5 is where that path pays).
+ *
+ * A primitive is built for one shape, layout and thread context, and building one costs far
+ * more than running a small one, so each thread keeps its own few, found by shape (training
+ * and prefill repeat the same shapes every step). Each thread also keeps the bf16 copies of
+ * f32 operands (bf16_stage) that the callers convert into: the one piece of memory the ops
+ * layer owns, grown to the largest operand once and reused. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "ops.h"
+#include "util/cpu.h"
+#include "util/f16.h"
+#include "util/profile.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#if defined(TLM_GEMM_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+
+/* ---- which path, if any -------------------------------------------------------------------- */
+
+static int detect_path(void) {
+    /* the kernels' ISA cap (TLM_ISA=avx2|scalar) also turns bf16 compute off: the f32
+     * fallback is then testable on any machine */
+    if (tlm_cpu_isa() < TLM_ISA_AVX512) return GEMM_BF16_NONE;
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(); /* honours ONEDNN_MAX_CPU_ISA */
+    if ((isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx) return GEMM_BF16_AMX;
+    if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) return GEMM_BF16_AVX512BF16;
+    return GEMM_BF16_NONE;
+}
+
+gemm_bf16_path_t gemm_bf16_path(void) {
+    static _Atomic int cached = -1;
+    int p = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (p < 0) {
+        p = detect_path();
+        atomic_store_explicit(&cached, p, memory_order_relaxed);
+    }
+    return (gemm_bf16_path_t)p;
+}
+
+/* ---- primitives by shape, per thread ---------------------------------------------------------- */
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, accumulate, in_parallel; /* the key */
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} matmul_slot;
+
+enum { SLOTS = 48 };
+
+typedef struct {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    matmul_slot slot[SLOTS];
+    int used, next_evict;
+} thread_matmuls;
+
+static _Thread_local thread_matmuls tm;
+
+static void destroy_slot(matmul_slot *s) {
+    dnnl_primitive_destroy(s->prim);
+    dnnl_memory_destroy(s->a), dnnl_memory_destroy(s->b), dnnl_memory_destroy(s->c);
+    memset(s, 0, sizeof *s);
+}
+
+/* a row-major [rows, cols] matrix stored with leading dimension ld, read transposed or not, as
+ * oneDNN's logical [r, c] by strides */
+static int matrix_desc(dnnl_memory_desc_t *md, int r, int c, int ld, int trans, dnnl_data_type_t dt) {
+    dnnl_dims_t dims = {r, c};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) != dnnl_success;
+}
+
+static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int accumulate) {
+    const int in_par = omp_in_parallel();
+    for (int i = 0; i < tm.used; i++) {
+        matmul_slot *s = &tm.slot[i];
+        if (s->ta == ta && s->tb == tb && s->M == M && s->N == N && s->K == K && s->lda == lda && s->ldb == ldb &&
+            s->ldc == ldc && s->accumulate == accumulate && s->in_parallel == in_par)
+            return s;
+    }
+    if (!tm.engine) {
+        if (dnnl_engine_create(&tm.engine, dnnl_cpu, 0) != dnnl_success) return NULL;
+        if (dnnl_stream_create(&tm.stream, tm.engine, dnnl_stream_default_flags) != dnnl_success) return NULL;
+    }
+    matmul_slot *s;
+    if (tm.used < SLOTS)
+        s = &tm.slot[tm.used++];
+    else { /* full (prompts of many lengths): replace round robin */
+        s = &tm.slot[tm.next_evict];
+        tm.next_evict = (tm.next_evict + 1) % SLOTS;
+        destroy_slot(s);
+    }
+    dnnl_memory_desc_t ad, bd, cd;
+    /* A is op(A) [M,K]: stored [M,K] (ld lda) or [K,M] read transposed; B is op(B) [K,N] */
+    if (matrix_desc(&ad, M, K, lda, ta, dnnl_bf16) || matrix_desc(&bd, K, N, ldb, tb, dnnl_bf16) ||
+        matrix_desc(&cd, M, N, ldc, 0, dnnl_f32))
+        return NULL;
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &ad, &bd, NULL, &cd) != dnnl_success) return NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    if (accumulate) { /* C += A B: the sum post-op reads C before the result is added */
+        if (dnnl_primitive_attr_create(&attr) != dnnl_success || dnnl_post_ops_create(&post) != dnnl_success ||
+            dnnl_post_ops_append_sum(post, 1.0f) != dnnl_success ||
+            dnnl_primitive_attr_set_post_ops(attr, post) != dnnl_success) {
+            dnnl_post_ops_destroy(post), dnnl_primitive_attr_destroy(attr);
+            return NULL;
+        }
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, tm.engine, NULL);
+    dnnl_post_ops_destroy(post), dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return NULL;
+    st = dnnl_primitive_create(&s->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) return NULL;
+    if (dnnl_memory_create(&s->a, &ad, tm.engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&s->b, &bd, tm.engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&s->c, &cd, tm.engine, DNNL_MEMORY_NONE) != dnnl_success) {
+        destroy_slot(s);
+        return NULL;
+    }
+    s->ta = ta, s->tb = tb, s->M = M, s->N = N, s->K = K, s->lda = lda, s->ldb = ldb, s->ldc = ldc;
+    s->accumulate = accumulate, s->in_parallel = in_par;
+    return s;
+}
+
+int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+              float beta, float *C, int ldc) {
+    PROF_SCOPE("gemm_bf16");
+    if (gemm_bf16_path() == GEMM_BF16_NONE) return -1; /* (oneDNN would emulate bf16 slowly, or refuse) */
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) { /* an empty sum: C = beta C, as BLAS */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return 0;
+    }
+    matmul_slot *s = find_or_build(trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f);
+    if (!s) return -1;
+    dnnl_memory_set_data_handle(s->a, (void *)A);
+    dnnl_memory_set_data_handle(s->b, (void *)B);
+    dnnl_memory_set_data_handle(s->c, C);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}};
+    if (dnnl_primitive_execute(s->prim, tm.stream, 3, args) != dnnl_success) return -1;
+    return dnnl_stream_wait(tm.stream) == dnnl_success ? 0 : -1;
+}
+
+#else /* the OpenBLAS build: no bf16 products (the callers compute in f32) */
+
+gemm_bf16_path_t gemm_bf16_path(void) { return GEMM_BF16_NONE; }
+
+int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+              float beta, float *C, int ldc) {
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
+    (void)C, (void)ldc;
+    return -1;
+}
+#endif
+
+const char *gemm_bf16_path_name(gemm_bf16_path_t p) {
+    switch (p) {
+    case GEMM_BF16_AMX: return "AMX-BF16";
+    case GEMM_BF16_AVX512BF16: return "AVX512-BF16";
+    default: return "none";
+    }
+}
+
+/* ---- f32 -> bf16 (round to nearest even, as tlm_f32_to_bf16) ----------------------------------- */
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bf16,avx512vl"))) static void to_bf16_avx512(uint16_t *dst, const float *src,
+                                                                                  size_t n) {
+    /* vcvtne2ps2bf16 reads subnormal inputs as zero; a block holding one takes the scalar
+     * rounding, so that every ISA gives the same bits */
+    const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
+        const __m512i l = _mm512_castps_si512(lo), h = _mm512_castps_si512(hi);
+        const __mmask16 sub = (_mm512_testn_epi32_mask(l, expo) & _mm512_test_epi32_mask(l, mant)) |
+                              (_mm512_testn_epi32_mask(h, expo) & _mm512_test_epi32_mask(h, mant));
+        if (sub) {
+            for (size_t j = i; j < i + 32; j++) dst[j] = tlm_f32_to_bf16(src[j]);
+            continue;
+        }
+        __m512bh v = _mm512_cvtne2ps_pbh(hi, lo);
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
+    }
+    for (; i < n; i++) dst[i] = tlm_f32_to_bf16(src[i]);
+}
+#endif
+
+static void to_bf16_scalar(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = tlm_f32_to_bf16(src[i]);
+}
+
+void f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    PROF_SCOPE("f32_to_bf16");
+    enum { CHUNK = 1 << 14 };
+#if defined(__x86_64__)
+    void (*conv)(uint16_t *, const float *, size_t) = tlm_cpu_has_avx512bf16() ? to_bf16_avx512 : to_bf16_scalar;
+#else
+    void (*conv)(uint16_t *, const float *, size_t) = to_bf16_scalar;
+#endif
+    const long chunks = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static) if (n > 4 * OMP_MIN_WORK)
+    for (long c = 0; c < chunks; c++) {
+        const size_t i0 = (size_t)c * CHUNK, len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        conv(dst + i0, src + i0, len);
+    }
+}
+
+/* ---- the per-thread staging buffers -------------------------------------------------------------- */
+
+static _Thread_local struct {
+    uint16_t *p;
+    size_t cap;
+} stage[BF16_STAGES];
+
+const uint16_t *bf16_stage(int which, const float *src, size_t n) {
+    if (which < 0 || which >= BF16_STAGES) return NULL;
+    if (stage[which].cap < n) {
+        uint16_t *p = realloc(stage[which].p, n * sizeof(uint16_t));
+        if (!p) return NULL;
+        stage[which].p = p, stage[which].cap = n;
+    }
+    f32_to_bf16(stage[which].p, src, n);
+    return stage[which].p;
+}
