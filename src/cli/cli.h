@@ -101,5 +101,10 @@ char *cli_read_prompt_file(const char *path);
 int cli_apply_dtype(struct tlm_model *m, const char *dtype);
 /* CLI_CONTINUE when dtype is auto, f32 or bf16; else a usage error of cmd (exit code 2) */
 int cli_check_dtype(const char *cmd, const char *dtype);
+/* --precision fp32|bf16 for inference: bf16 runs the products over many rows (the prompt) on
+ * bf16 operands (model_set_mixed_bf16); a CPU without bf16 products computes in fp32 and one
+ * line on stderr says so. cli_check_precision: CLI_CONTINUE or a usage error. */
+int cli_check_precision(const char *cmd, const char *precision);
+int cli_apply_precision(struct tlm_model *m, const char *cmd, const char *precision);
 
 #endif

@@ -63,6 +63,20 @@ int cli_apply_dtype(tlm_model *m, const char *dtype) {
     return tlm_error("--dtype: \"%s\" is not one of auto, f32, bf16", dtype);
 }
 
+int cli_check_precision(const char *cmd, const char *precision) {
+    if (!strcmp(precision, "fp32") || !strcmp(precision, "bf16")) return CLI_CONTINUE;
+    return cli_usage_error(cmd, "--precision \"%s\" is not one of fp32, bf16", precision);
+}
+
+int cli_apply_precision(tlm_model *m, const char *cmd, const char *precision) {
+    if (strcmp(precision, "bf16")) return 0;
+    const char *why = NULL;
+    const int on = model_set_mixed_bf16(m, 1, &why);
+    if (on < 0) return -1;
+    if (!on) fprintf(stderr, "tinylm %s: --precision bf16: %s; computing in fp32\n", cmd, why);
+    return 0;
+}
+
 char *cli_read_prompt_file(const char *path) {
     size_t len = 0;
     char *text = strcmp(path, "-") ? read_text_file(path, &len) : read_text_stream(stdin, "standard input", &len);

@@ -30,7 +30,7 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
 
 static const char USAGE[] =
     "usage: tinylm generate --model DIR [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE] [-n N]\n"
-    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n"
+    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n                       [--precision fp32|bf16]\n"
     "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
     "  -n N                new tokens, 1..2147483647 (default 256); stops early at BOS/EOS\n"
     "  --temperature T     0 = greedy, up to 1e6 (default 1.0)\n"
@@ -40,30 +40,33 @@ static const char USAGE[] =
     "                      -1 = 2^64-1); the same seed gives the same sample (default 1337)\n"
     "  --dtype D           weights in memory: bf16 halves the bytes read per token; auto (default) = bf16\n"
     "                      when the checkpoint stores bf16, else f32\n"
+    "  --precision P       fp32 (default: the reference numerics) or bf16: the prompt's matrix products\n"
+    "                      on bf16 operands (AMX / AVX512-BF16), summed in f32; decoding stays f32\n"
     "Timings (load, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto";
+    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "fp32";
     gen_options g = {.max_new_tokens = 256, .temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .seed = 1337};
     cli_opt opts[] = {
         {"--model", CLI_STR, &model_dir, 0, 0, 0},         {"--tokenizer", CLI_STR, &tok_path, 0, 0, 0},
         {"--prompt", CLI_STR, &prompt, 0, 0, 0},           {"--prompt-file", CLI_STR, &prompt_file, 0, 0, 0},
         {"-n", CLI_INT, &g.max_new_tokens, 1, 0x7fffffff, 0}, {"--temperature", CLI_FLOAT, &g.temperature, 0, 1e6, 0},
         {"--top-k", CLI_INT, &g.top_k, 0, 0x7fffffff, 0},  {"--top-p", CLI_FLOAT, &g.top_p, 0, 1, 0},
-        {"--seed", CLI_SEED, &g.seed, 0, 0, 0},          {"--dtype", CLI_STR, &dtype, 0, 0, 0},
+        {"--seed", CLI_SEED, &g.seed, 0, 0, 0},          {"--dtype", CLI_STR, &dtype, 0, 0, 0}, {"--precision", CLI_STR, &precision, 0, 0, 0},
     };
     cli_command cmd = {"generate", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir) return cli_usage_error("generate", "--model DIR is required");
     if ((prc = cli_check_dtype("generate", dtype)) != CLI_CONTINUE) return prc;
+    if ((prc = cli_check_precision("generate", precision)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--prompt", "--prompt-file", NULL}))) return prc;
     char *prompt_text = prompt_file ? cli_read_prompt_file(prompt_file) : NULL;
     if (prompt_file && !prompt_text) return cli_fail("generate");
     if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
     tlm_model *m = model_load_dir_mapped(model_dir);
-    if (!m || cli_apply_dtype(m, dtype)) {
+    if (!m || cli_apply_dtype(m, dtype) || cli_apply_precision(m, "generate", precision)) {
         model_free(m), free(prompt_text);
         return cli_fail("generate");
     }

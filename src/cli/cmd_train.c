@@ -21,6 +21,9 @@ static const char USAGE[] =
     "optimizer: --steps N --lr X --min-lr X --warmup N --beta1 X --beta2 X --eps X\n"
     "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
     "          --z-loss X (adds X * mean(logsumexp(logits)^2) to the loss; 0 = off, the default)\n"
+    "precision: --precision fp32|bf16 (bf16: mixed precision, the matrix products on bf16 copies of\n"
+    "          their operands with AMX or AVX512-BF16, summed in f32; weights, optimizer, norms,\n"
+    "          softmax and loss stay f32; checkpoints f32. A CPU with neither trains in fp32 and says so)\n"
     "run:      --out DIR (default runs/PRESET) --seed N (-2^63..2^64-1; negative = two's complement)\n"
     "          --eval-every N --eval-batches N\n"
     "          --save-every N --log-every N --sample N (tokens printed at the end; 0 = none)\n"
@@ -72,7 +75,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
             preset_name = p->name;
             o = p->train;
         }
-    const char *preset_arg = NULL;
+    const char *preset_arg = NULL, *precision = NULL;
     int decay_embeddings = 0, profile = 0, zero1 = 0;
     const double I = 0x7fffffff, F = 1e30;
     cli_opt opts[] = {
@@ -88,7 +91,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
         {"--eps", CLI_FLOAT, &o.opt.eps, 0, F, 0}, {"--weight-decay", CLI_FLOAT, &o.opt.weight_decay, 0, F, 0},
         {"--grad-clip", CLI_FLOAT, &o.opt.grad_clip, 0, F, 0}, {"--seed", CLI_SEED, &o.seed, 0, 0, 0},
         {"--tokenizer", CLI_STR, &o.tokenizer, 0, 0, 0}, {"--decay-embeddings", CLI_FLAG, &decay_embeddings, 0, 0, 0},
-        {"--z-loss", CLI_FLOAT, &o.z_loss, 0, F, 0},
+        {"--z-loss", CLI_FLOAT, &o.z_loss, 0, F, 0}, {"--precision", CLI_STR, &precision, 0, 0, 0},
         /* the rest */
         {"--stop-at", CLI_INT, &o.stop_at, 0, I, 0}, {"--preset", CLI_STR, &preset_arg, 0, 0, 0},
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
@@ -102,6 +105,9 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (decay_embeddings) o.opt.decay_embeddings = true;
+    if (precision && strcmp(precision, "bf16") && strcmp(precision, "fp32"))
+        return cli_usage_error("train", "--precision \"%s\": expected bf16 or fp32", precision);
+    if (precision) o.precision_bf16 = !strcmp(precision, "bf16");
     tlm_profiling = profile; /* a property of this process, not of the run: allowed with --resume */
     int n_overrides = 0, n_sets = set_list.n;
     for (int k = 1; k < n_training; k++) n_overrides += opts[k].given;

@@ -139,6 +139,8 @@ typedef struct tlm_model {
     uint16_t *w16_mem; /* the matrices as bf16 after model_weights_to_bf16 (param_mem keeps the rest) */
     size_t n_bf16;     /* values in w16_mem */
     int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
+    int bf16_products;  /* mixed precision (model_set_mixed_bf16): the matrix products on bf16 operands */
+    uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
     model_mode mode;
     float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
     float *grad_mem; /* NULL until model_alloc_grads */
@@ -229,6 +231,20 @@ const float *model_last_logits(const tlm_model *m);
  * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
  * stay f32. Training, probes and export need f32 weights and refuse afterwards. */
 int model_weights_to_bf16(tlm_model *m);
+/* Mixed precision, for training and inference: the matrix products of every linear layer and
+ * the head over many rows (forward, and the backward's input and weight gradients) run on bf16
+ * copies of their operands, summed in f32 (gemm_bf16); the parameters, gradients, optimizer
+ * state, norms and their statistics, softmax, the loss and every reduction stay f32, and so do
+ * the few-row products of decoding. With f32 weights the bf16 copy (mirror16) is made again
+ * before every forward, so nothing that writes the weights can leave it stale; with bf16 weights
+ * (model_weights_to_bf16) the products use them directly. Off by default (the products in f32:
+ * the reference numerics); on 0 turns it off. Returns 1 when on, 0 when off, and 0 with *why set
+ * when this CPU (or the kernels' cap, or the GEMM backend) has no bf16 product path: the model
+ * then computes in f32. -1 + tlm_error when out of memory. */
+int model_set_mixed_bf16(tlm_model *m, int on, const char **why);
+/* mirror16 = bf16(param_mem), and the linear layers' w16 pointed into it (no-op when off) */
+void model_refresh_mirror(tlm_model *m);
+
 /* Model FLOPs of one token of training (forward + backward) at sequence length T: 6 per
  * matrix parameter (the head included, the embedding lookup not) plus attention's
  * 6 * 2 * L * T * H * hd for QK^T and PV over all T keys (the PaLM appendix formula, which

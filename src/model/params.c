@@ -272,6 +272,7 @@ static int kept_as_bf16(const tensor_info *t) { return t->ndim == 2 && strcmp(t-
 int model_weights_to_bf16(tlm_model *m) {
     if (m->w16_mem) return 0;
     if (m->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
+    if (m->mirror16) free(m->mirror16), m->mirror16 = NULL; /* (mixed precision now reads the bf16 weights) */
     size_t n16 = 0, n32 = 0;
     for (int i = 0; i < m->n_tensors; i++) *(kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
     enum { BLOCK = 1 << 16 };
@@ -316,6 +317,59 @@ int model_weights_to_bf16(tlm_model *m) {
     walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem};
     walk_tensors(&bind, &m->p);
     return 0;
+}
+
+/* ---- mixed precision: a bf16 mirror of the f32 weights ------------------------------------------ */
+
+static void point_into_mirror(const tlm_model *m, linear_params *lp) {
+    lp->w16 = lp->w ? m->mirror16 + (lp->w - m->param_mem) : NULL;
+}
+
+void model_refresh_mirror(tlm_model *m) {
+    if (!m->mirror16) return;
+    f32_to_bf16(m->mirror16, m->param_mem, m->n_params);
+    /* (again every time: a rebinding of the views, e.g. after a load, resets w16) */
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        layer_params *P = &m->p.layers[l];
+        linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) point_into_mirror(m, all[i]);
+    }
+    m->p.lm_head16 = m->p.lm_head ? m->mirror16 + (m->p.lm_head - m->param_mem) : NULL;
+}
+
+int model_set_mixed_bf16(tlm_model *m, int on, const char **why) {
+    if (why) *why = NULL;
+    if (!on) {
+        m->bf16_products = 0;
+        if (!m->mirror16) return 0;
+        free(m->mirror16), m->mirror16 = NULL;
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            layer_params *P = &m->p.layers[l];
+            linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->w16 = NULL;
+        }
+        m->p.lm_head16 = NULL;
+        return 0;
+    }
+    if (gemm_bf16_path() == GEMM_BF16_NONE) {
+        if (why)
+            *why = !strncmp(gemm_backend_name(), "OpenBLAS", 8)
+                       ? "this build's GEMM backend (OpenBLAS) has no bf16 products"
+                       : "this CPU has neither AMX-BF16 nor AVX512-BF16 (or TLM_ISA caps the kernels below AVX-512)";
+        return 0;
+    }
+    m->bf16_products = 1;
+    if (m->w16_mem) return 1; /* (bf16 weights: the products use them as they are) */
+    if (!m->mirror16) {
+        m->mirror16 = malloc((m->n_params ? m->n_params : 1) * sizeof(uint16_t));
+        if (!m->mirror16) {
+            m->bf16_products = 0;
+            return tlm_error("out of memory for the bf16 copy of the weights (%zu values)", m->n_params);
+        }
+        tlm_advise_huge(m->mirror16, m->n_params * sizeof(uint16_t));
+    }
+    model_refresh_mirror(m);
+    return 1;
 }
 
 size_t model_weight_bytes(const tlm_model *m) { return m->n_params * sizeof(float) + m->n_bf16 * sizeof(uint16_t); }

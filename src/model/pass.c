@@ -26,7 +26,7 @@ static void head_logits(const tlm_model *m, float *w_tile, float *logits, float 
     const tlm_config *c = &m->cfg;
     float *head_out = c->final_softcap > 0.0f && logits_raw ? logits_raw : logits;
     const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
-    linear_forward(w_tile, head_out, h, &head, R, c->d_model, c->vocab_size);
+    linear_forward(m, w_tile, head_out, h, &head, R, c->d_model, c->vocab_size);
     if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
 }
 
@@ -114,6 +114,7 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
     float l = 0.0f;
+    model_refresh_mirror(m); /* (mixed precision: this forward's bf16 weights) */
     pass_ctx ctx = pass_whole(m);
     if (split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx))) return -1;
     if (targets && loss) *loss = l;
@@ -150,7 +151,9 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
         dz = A->dlogits_raw;
     }
     const float *hL = model_residual(A, 2 * L);
-    matmul_backward_into(A->dfinal, g->lm_head, NULL, dz, c->final_norm ? A->final.y : hL, m->p.lm_head, N, d, V);
+    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
+    linear_params dhead = {.w = g->lm_head};
+    linear_backward(1, A->dfinal, &dhead, dz, c->final_norm ? A->final.y : hL, NULL, &head, N, d, V);
     if (c->final_norm) PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->dfinal, 1);
     float *dhL = model_residual_grad(A, 2 * L);
     if (c->final_norm) {

@@ -57,7 +57,12 @@ void sublayer_forward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, fl
 void sublayer_backward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, const float *dh, float *dx);
 
 /* out [N,OC] = inp [N,IC] @ W^T + b, with f32 or bf16 weights (w_tile: the bf16 path's scratch) */
-void linear_forward(float *w_tile, float *out, const float *inp, const linear_params *lp, int N, int IC, int OC);
+void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
+                    int IC, int OC);
+
+/* its backward (into: dinp set, else accumulated; the weight and bias gradients into G) */
+void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
+                     const uint16_t *inp16, const linear_params *P, int N, int IC, int OC);
 
 /* ---- the activation layout (layout.c) ------------------------------------------------------- */
 

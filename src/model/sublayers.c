@@ -23,12 +23,37 @@
 
 /* ---- linear layers: f32 or bf16 weights ------------------------------------------------------ */
 
-/* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever type they are kept */
-void linear_forward(float *w_tile, float *out, const float *inp, const linear_params *lp, int N, int IC, int OC) {
-    if (lp->w16)
-        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile);
+/* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever type they are kept:
+ * f32 (w), bf16 only (w16: inference with bf16 weights; bf16 products over many rows when the
+ * model asks for them), or both (a mixed-precision mirror: bf16 products over many rows, f32
+ * matrix-vector products for a few) */
+void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
+                    int IC, int OC) {
+    if (lp->w16 && !lp->w)
+        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, m->bf16_products);
+    else if (lp->w16 && N > MATVEC_MAX_ROWS)
+        matmul_forward_mixed(out, inp, NULL, lp->w, lp->w16, lp->b, N, IC, OC);
     else
         matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
+}
+
+/* whether linear layer lp runs in mixed precision over N rows (a bf16 mirror beside its f32 weights) */
+static int mixed(const linear_params *lp, int N) { return lp->w16 && lp->w && N > MATVEC_MAX_ROWS; }
+
+/* the layer's backward: dinp (accumulated, or set when `into`), G's weight and bias gradients
+ * (accumulated); in bf16 products when the forward ran in them (inp16: inp's bf16 copy in
+ * stage 1 when the caller made it for several layers of the same input, else NULL) */
+void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
+                     const uint16_t *inp16, const linear_params *P, int N, int IC, int OC) {
+    if (mixed(P, N))
+        matmul_backward_bf16(into, dinp, G->w, G->b, dout, inp, inp16, P->w, P->w16, N, IC, OC);
+    else
+        (into ? matmul_backward_into : matmul_backward)(dinp, G->w, G->b, dout, inp, P->w, N, IC, OC);
+}
+
+/* input u [N, IC] of several mixed-precision layers as bf16, once for all of them (NULL: f32 layers) */
+static const uint16_t *stage_shared_input(const linear_params *lp, const float *u, int N, int IC, int stage) {
+    return mixed(lp, N) && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(stage, u, (size_t)N * IC) : NULL;
 }
 
 /* Projections of one input stored back to back (q|k|v, gate|up; params.c), each into its own
@@ -39,12 +64,18 @@ void linear_forward(float *w_tile, float *out, const float *inp, const linear_pa
 static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const *parts,
                           const int *widths, int n_parts, const linear_params *fused, const float *u, int N, int d) {
     if (N > MATVEC_MAX_ROWS) {
-        for (int i = 0; i < n_parts; i++) linear_forward(ctx->A->w_tile, outs[i], u, parts[i], N, d, widths[i]);
+        const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0); /* (mixed precision: u rounded once) */
+        for (int i = 0; i < n_parts; i++) {
+            if (u16)
+                matmul_forward_mixed(outs[i], u, u16, parts[i]->w, parts[i]->w16, parts[i]->b, N, d, widths[i]);
+            else
+                linear_forward(ctx->m, ctx->A->w_tile, outs[i], u, parts[i], N, d, widths[i]);
+        }
         return;
     }
     int total = 0;
     for (int i = 0; i < n_parts; i++) total += widths[i];
-    linear_forward(ctx->A->w_tile, ctx->A->fused, u, fused, N, d, total);
+    linear_forward(ctx->m, ctx->A->w_tile, ctx->A->fused, u, fused, N, d, total);
     split_columns(outs, widths, n_parts, ctx->A->fused, N);
 }
 
@@ -119,7 +150,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
         }
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
-    linear_forward(ctx->A->w_tile, f, a->att, &P->o, N, qd, d);
+    linear_forward(ctx->m, ctx->A->w_tile, f, a->att, &P->o, N, qd, d);
 }
 
 /* du = d(attention sublayer)/du . df (set) */
@@ -132,7 +163,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     activations *A = ctx->A;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    matmul_backward_into(A->datt, G->o.w, G->o.b, df, a->att, P->o.w, N, qd, d);
+    linear_backward(1, A->datt, &G->o, df, a->att, NULL, &P->o, N, qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
@@ -166,9 +197,10 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
     PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
     /* the three input projections, each into its rows of the fused gradient (no join pass) */
-    matmul_backward_into(du, G->q.w, G->q.b, dq, u, P->q.w, N, d, qd);
-    matmul_backward(du, G->k.w, G->k.b, dk, u, P->k.w, N, d, kvd);
-    matmul_backward(du, G->v.w, G->v.b, A->dv, u, P->v.w, N, d, kvd);
+    const uint16_t *u16 = stage_shared_input(&P->q, u, N, d, 1);
+    linear_backward(1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
+    linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
+    linear_backward(0, du, &G->v, A->dv, u, u16, &P->v, N, d, kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -180,7 +212,7 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
     layer_acts *a = &ctx->A->layers[l];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = c->d_ff;
     if (c->ffn == FFN_GELU) {
-        linear_forward(ctx->A->w_tile, a->up, u, &P->up, N, d, ff);
+        linear_forward(ctx->m, ctx->A->w_tile, a->up, u, &P->up, N, d, ff);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
@@ -193,7 +225,7 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), a->hid, 0);
-    linear_forward(ctx->A->w_tile, f, a->hid, &P->down, N, ff, d);
+    linear_forward(ctx->m, ctx->A->w_tile, f, a->hid, &P->down, N, ff, d);
 }
 
 /* du = d(feed-forward sublayer)/du . df (set) */
@@ -206,18 +238,19 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
     const size_t n = (size_t)N * ff;
-    matmul_backward_into(A->dhid, G->down.w, G->down.b, df, a->hid, P->down.w, N, ff, d);
+    linear_backward(1, A->dhid, &G->down, df, a->hid, NULL, &P->down, N, ff, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dup, 1);
-        matmul_backward_into(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
+        linear_backward(1, du, &G->up, A->dup, u, NULL, &P->up, N, d, ff);
     } else {
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dgate, 1);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), A->dup, 1);
-        matmul_backward_into(du, G->gate.w, G->gate.b, A->dgate, u, P->gate.w, N, d, ff);
-        matmul_backward(du, G->up.w, G->up.b, A->dup, u, P->up.w, N, d, ff);
+        const uint16_t *u16 = stage_shared_input(&P->gate, u, N, d, 1);
+        linear_backward(1, du, &G->gate, A->dgate, u, u16, &P->gate, N, d, ff);
+        linear_backward(0, du, &G->up, A->dup, u, u16, &P->up, N, d, ff);
     }
 }
 

@@ -165,6 +165,7 @@ static char *state_json(const trainer *t) {
     }
     cJSON_AddNumberToObject(op, "lr_decay_steps", o->opt.total_steps);
     cJSON_AddNumberToObject(op, "z_loss", o->z_loss);
+    cJSON_AddStringToObject(op, "precision", o->precision_bf16 ? "bf16" : "fp32");
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     return s;
@@ -225,6 +226,13 @@ static int read_state(trainer *t, const char *path) {
         }
     }
     o->z_loss = (float)z;
+    /* (absent in runs saved before mixed precision existed: fp32) */
+    const cJSON *prec = cJSON_GetObjectItemCaseSensitive(op, "precision");
+    if (prec && (!cJSON_IsString(prec) || (strcmp(prec->valuestring, "bf16") && strcmp(prec->valuestring, "fp32")))) {
+        tlm_error("%s: field \"precision\" must be \"bf16\" or \"fp32\"", path);
+        goto done;
+    }
+    o->precision_bf16 = prec && !strcmp(prec->valuestring, "bf16");
     /* the end of the cosine decay: the first --steps of the run, kept when a resume extends
      * it (runs saved before the field existed never were extended) */
     double decay = 0;
@@ -256,13 +264,13 @@ done:
 /* One training setting as a 64-bit word (ints and bools by value, floats by their bits), so
  * that two runs - a checkpoint and a new plan, or two MPI ranks - compare setting by setting
  * and a difference can be named. */
-typedef enum { ITEM_INT, ITEM_FLOAT, ITEM_U64, ITEM_TOKENIZER } item_type;
+typedef enum { ITEM_INT, ITEM_FLOAT, ITEM_U64, ITEM_TOKENIZER, ITEM_PRECISION } item_type;
 typedef struct {
     const char *name; /* as on the command line: "--lr" */
     item_type type;
     uint64_t word;
 } run_item;
-enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 6 };
+enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 7 };
 
 /* the command-line name of a saved option ("eval_every" -> "--eval-every") */
 static const char *option_flag(const char *key) {
@@ -301,6 +309,7 @@ static int run_items(const train_options *o, const char *tokenizer_kind, run_ite
     }
     it[n++] = (run_item){"--seed", ITEM_U64, o->seed};
     it[n++] = (run_item){"--z-loss", ITEM_FLOAT, float_word(o->z_loss)};
+    it[n++] = (run_item){"--precision", ITEM_PRECISION, (uint64_t)(o->precision_bf16 != 0)};
     it[n++] = (run_item){"the end of the cosine decay (lr_decay_steps)", ITEM_INT, (uint64_t)(int64_t)o->opt.total_steps};
     it[n++] = (run_item){"--tokenizer", ITEM_TOKENIZER,
                          !strcmp(tokenizer_kind, "chars") ? 0u : !strcmp(tokenizer_kind, "bytes") ? 1u : 2u};
@@ -319,6 +328,8 @@ static void item_text(const run_item *it, uint64_t word, char *buf, size_t n) {
         }
     } else if (it->type == ITEM_TOKENIZER) {
         snprintf(buf, n, "%s", word == 0 ? "chars" : word == 1 ? "bytes" : "another tokenizer");
+    } else if (it->type == ITEM_PRECISION) {
+        snprintf(buf, n, "%s", word ? "bf16" : "fp32");
     } else if (it->type == ITEM_U64) {
         snprintf(buf, n, "%llu", (unsigned long long)word);
     } else {
@@ -448,6 +459,12 @@ static int prepare(trainer *t) {
                          o->batch, t->size);
     t->local_batch = o->batch / t->size;
     t->m->z_loss = o->z_loss;
+    if (o->precision_bf16) {
+        const char *why = NULL;
+        const int on = model_set_mixed_bf16(t->m, 1, &why);
+        if (on < 0) return -1;
+        if (!on && t->rank == 0) fprintf(stderr, "--precision bf16: %s; training in fp32\n", why);
+    }
     if (o->zero1 && t->size > 1) {
         if (!(t->shard = malloc(sizeof(size_t) * (t->size + 1)))) return tlm_error("out of memory");
         for (int r = 0; r <= t->size; r++) t->shard[r] = t->m->n_params * (size_t)r / (size_t)t->size;
@@ -618,9 +635,14 @@ static void progress(const trainer *t, float loss, float lr, double tok_s, doubl
 
 /* the banner's second line: what runs the arithmetic */
 static void print_engine(const tlm_model *m) {
-    fprintf(stderr, "engine: %d threads, %s kernels, GEMM %s; %.1f MFLOP per token (forward + backward)%s\n",
+    char precision[160] = "";
+    if (m->mirror16)
+        snprintf(precision, sizeof precision,
+                 "; mixed precision: bf16 products on %s, f32 weights, optimizer, norms, softmax and loss",
+                 gemm_bf16_path_name(gemm_bf16_path()));
+    fprintf(stderr, "engine: %d threads, %s kernels, GEMM %s; %.1f MFLOP per token (forward + backward)%s%s\n",
             omp_get_max_threads(), tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(),
-            model_train_flops_per_token(&m->cfg, m->cfg.max_seq) / 1e6, tlm_profiling ? "; profiling" : "");
+            model_train_flops_per_token(&m->cfg, m->cfg.max_seq) / 1e6, precision, tlm_profiling ? "; profiling" : "");
 }
 
 /* --profile: time per op over the timed steps, and model FLOPs against this machine's FMA peak */
