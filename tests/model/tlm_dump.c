@@ -1,11 +1,14 @@
 /* tlm_dump.c — test tool for the PyTorch parity test (tests/parity/).
- *   tlm_dump CASE_DIR OUT_DIR
+ *   tlm_dump CASE_DIR OUT_DIR [--precision bf16]
  * loads CASE_DIR (config.json + model.safetensors), runs forward and backward on
  * CASE_DIR/tokens.npy and targets.npy (int32 [B,T]) and writes, as float32 .npy:
  *   OUT_DIR/logits.npy [B,T,V], OUT_DIR/loss.npy [1], OUT_DIR/grad/<tensor>.npy,
- *   OUT_DIR/dx/layers.<N>.npy [B,T,d] (gradient of the residual stream entering block N). */
+ *   OUT_DIR/dx/layers.<N>.npy [B,T,d] (gradient of the residual stream entering block N).
+ * --precision bf16: the pass in mixed precision (model_set_mixed_bf16); exit 77 (a skip) on a
+ * CPU without bf16 products. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../case_io.h"
 #include "formats/npy.h"
@@ -20,8 +23,9 @@ static int write_f32(const char *dir, const char *name, int ndim, const int64_t 
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: tlm_dump CASE_DIR OUT_DIR\n");
+    const int bf16 = argc == 5 && !strcmp(argv[3], "--precision") && !strcmp(argv[4], "bf16");
+    if (argc != 3 && !bf16) {
+        fprintf(stderr, "usage: tlm_dump CASE_DIR OUT_DIR [--precision bf16]\n");
         return 2;
     }
     const char *case_dir = argv[1], *out = argv[2];
@@ -30,6 +34,16 @@ int main(int argc, char **argv) {
     tlm_model *m = model_load_dir(case_dir);
     int rc = 1;
     if (!m) goto fail;
+    if (bf16) {
+        const char *why = NULL;
+        const int on = model_set_mixed_bf16(m, 1, &why);
+        if (on < 0) goto fail;
+        if (!on) {
+            fprintf(stderr, "tlm_dump: no bf16 products here: %s\n", why);
+            model_free(m);
+            return 77;
+        }
+    }
     if (case_read_batches(case_dir, 2, "[B, T]", &tok, &tgt)) goto fail;
     const int B = (int)tok.shape[0], T = (int)tok.shape[1], V = m->cfg.vocab_size, d = m->cfg.d_model;
     float loss;

@@ -20,22 +20,28 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from compare import RULE, compare_case, summary  # noqa: E402
+from compare import RULE, RULE_BF16, TOL_GRAD_BF16, TOL_OUT_BF16, compare_case, summary  # noqa: E402
 
 CASE_TIMEOUT_S = 60
 
 
-def run_dump(dump_bin, case_dir, out_dir):
+class Skip(Exception):
+    """the dump program exited 77: it cannot run this precision on this machine"""
+
+
+def run_dump(dump_bin, case_dir, out_dir, extra=()):
     """Runs the dump program; returns None or a one-line reason it failed."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "2")
     try:
-        p = subprocess.run([dump_bin, case_dir, out_dir], stdout=subprocess.PIPE,
+        p = subprocess.run([dump_bin, case_dir, out_dir] + list(extra), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=CASE_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return "dump program timed out after %d s" % CASE_TIMEOUT_S
     except OSError as e:
         return "cannot run dump program: %s" % e
+    if p.returncode == 77:
+        raise Skip(p.stdout.decode("utf-8", "replace").strip())
     if p.returncode != 0:
         tail = p.stdout.decode("utf-8", "replace").strip().splitlines()[-3:]
         return "dump program exited with %d: %s" % (p.returncode, " | ".join(tail))
@@ -56,6 +62,9 @@ def main(argv=None):
     ap.add_argument("--work", required=True, help="scratch folder (cases and outputs go here)")
     ap.add_argument("--cases", help="use the cases in this folder instead of generating them")
     ap.add_argument("--only", nargs="*", help="only cases whose name contains one of these")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: the dump program runs in mixed precision (--precision bf16), compared "
+                         "with compare.py's bf16 tolerances; the test skips (77) where it cannot run")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every failing tensor in full")
     a = ap.parse_args(argv)
 
@@ -72,7 +81,14 @@ def main(argv=None):
         print("no cases found in %s" % cases_root)
         print("0 passed, 1 failed")
         return 1
-    print("parity: %d cases from %s; %s" % (len(cases), cases_root, RULE))
+    extra, tols, rule = [], (), RULE
+    if a.precision == "bf16":
+        extra, tols, rule = ["--precision", "bf16"], (TOL_OUT_BF16, TOL_GRAD_BF16), RULE_BF16
+        global ref, torch
+        import torch  # noqa: E402 (only the bf16 run computes its oracle here)
+        sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+        import tinylm_ref as ref  # noqa: E402
+    print("parity: %d cases from %s; %s" % (len(cases), cases_root, rule))
 
     passed = failed = 0
     for case_dir in cases:
@@ -80,12 +96,21 @@ def main(argv=None):
         out_dir = os.path.join(a.work, "out", name)
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
-        why = run_dump(a.dump_bin, case_dir, out_dir)
+        try:
+            why = run_dump(a.dump_bin, case_dir, out_dir, extra)
+        except Skip as e:
+            print("skipped: %s" % e)
+            return 77
         if why:
             failed += 1
             print("FAIL %-34s %s" % (name, why))
             continue
-        checks = compare_case(case_dir, out_dir)
+        ref_dir = None
+        if a.precision == "bf16":  # the oracle with the same roundings (tinylm_ref.Bf16Product)
+            ref_dir = os.path.join(a.work, "ref_bf16", name)
+            shutil.rmtree(ref_dir, ignore_errors=True)
+            ref.dump(case_dir, ref_dir, torch.float64, bf16_products=True)
+        checks = compare_case(case_dir, out_dir, *tols, ref_dir=ref_dir)
         bad = [c for c in checks if not c.ok]
         if bad:
             failed += 1

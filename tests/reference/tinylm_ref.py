@@ -9,7 +9,7 @@ so gradients come back under the same names. Computes in float64 by default.
     out = m.loss_and_grads(tokens, targets)     # logits, loss, grads{name}, dx{"layers.N"}
 
 CLI:
-    tinylm_ref.py dump CASE_DIR OUT_DIR [--float32]
+    tinylm_ref.py dump CASE_DIR OUT_DIR [--float32] [--bf16-products]
         CASE_DIR holds config.json, model.safetensors, tokens.npy, targets.npy; writes
         OUT_DIR/logits.npy, loss.npy, grad/<name>.npy, dx/layers.<N>.npy (the tlm_dump contract)
     tinylm_ref.py init CONFIG_JSON OUT_DIR [--seed S] [--dtype F32|BF16|F16]
@@ -34,6 +34,30 @@ __all__ = ["resolve_config", "param_shapes", "save_safetensors", "load_safetenso
 
 
 # ---- building blocks -------------------------------------------------------------------
+
+def round_bf16(t):
+    """t rounded to the nearest bfloat16 (ties to even), kept in t's dtype"""
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class Bf16Product(torch.autograd.Function):
+    """x @ W^T in mixed precision, as autocast's bf16 matmul: both operands rounded to bfloat16,
+    the products summed exactly (here in float64). Its backward rounds the same way: the incoming
+    gradient g and the saved operands are rounded before dx = g W and dW = g^T x."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return round_bf16(x) @ round_bf16(w).t()
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        g16 = round_bf16(g)
+        dx = g16 @ round_bf16(w)
+        dw = g16.reshape(-1, g.shape[-1]).t() @ round_bf16(x).reshape(-1, x.shape[-1])
+        return dx, dw
+
 
 def layer_norm(x, w, b, eps):
     mean = x.mean(-1, keepdim=True)
@@ -105,9 +129,10 @@ def z_loss_term(logits, targets):
 # ---- the model ---------------------------------------------------------------------------
 
 class Model:
-    def __init__(self, config, params, dtype=torch.float64):
+    def __init__(self, config, params, dtype=torch.float64, bf16_products=False):
         self.cfg = resolve_config(config)
         self.dtype = dtype
+        self.bf16_products = bf16_products  # the linear layers and the head as Bf16Product
         shapes = param_shapes(self.cfg)
         missing = [n for n in shapes if n not in params]
         extra = [n for n in params if n not in shapes]
@@ -149,8 +174,12 @@ class Model:
             return layer_norm(x, w, b, c["norm_eps"])
         return rms_norm(x, w, c["norm_eps"], c["norm_type"] == "rmsnorm_1p")
 
+    def product(self, x, w):
+        """x @ w^T: a linear layer's or the head's matrix product"""
+        return Bf16Product.apply(x, w) if self.bf16_products else x @ w.t()
+
     def linear(self, prefix, x):
-        y = x @ self.p(prefix + ".weight").t()
+        y = self.product(x, self.p(prefix + ".weight"))
         b = self.p(prefix + ".bias")
         return y + b if b is not None else y
 
@@ -280,7 +309,7 @@ class Model:
         if c["final_norm"]:
             x = self._hook("ln_final.hook_normalized", self.norm_hooked("final_norm", x, "ln_final"))
         head = self.p("embed.weight") if c["tie_word_embeddings"] else self.p("lm_head.weight")
-        return softcap(x @ head.t(), c["final_logit_softcapping"])
+        return softcap(self.product(x, head), c["final_logit_softcapping"])
 
     def loss_and_grads(self, tokens, targets):
         """Forward + backward. Returns numpy: logits [B,T,V], loss [1], grads {name: array},
@@ -392,12 +421,12 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
 
 # ---- files ---------------------------------------------------------------------------------
 
-def load(model_dir, dtype=torch.float64):
+def load(model_dir, dtype=torch.float64, bf16_products=False):
     """Reads model_dir/config.json and model_dir/model.safetensors (engine tensor names)."""
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
     tensors = load_safetensors(os.path.join(model_dir, "model.safetensors"))
-    return Model(config, {k: v.astype(np.float64) for k, v in tensors.items()}, dtype)
+    return Model(config, {k: v.astype(np.float64) for k, v in tensors.items()}, dtype, bf16_products)
 
 
 def save(model_dir, config, params, dtype="F32"):
@@ -422,9 +451,9 @@ def write_outputs(out_dir, result, np_dtype):
         np.save(os.path.join(out_dir, "dx", n + ".npy"), g.astype(np_dtype))
 
 
-def dump(case_dir, out_dir, dtype=torch.float64):
+def dump(case_dir, out_dir, dtype=torch.float64, bf16_products=False):
     """Runs one case folder and writes its outputs (float32 files for float32 compute)."""
-    m = load(case_dir, dtype)
+    m = load(case_dir, dtype, bf16_products)
     tokens = np.load(os.path.join(case_dir, "tokens.npy"))
     targets = np.load(os.path.join(case_dir, "targets.npy"))
     result = m.loss_and_grads(tokens, targets)
@@ -439,6 +468,8 @@ def main(argv=None):
     d.add_argument("case_dir")
     d.add_argument("out_dir")
     d.add_argument("--float32", action="store_true", help="compute in float32 (default float64)")
+    d.add_argument("--bf16-products", action="store_true",
+                   help="mixed precision: every linear layer's and the head's product on bf16-rounded operands")
     i = sub.add_parser("init", help="write a freshly initialised model")
     i.add_argument("config_json")
     i.add_argument("out_dir")
@@ -448,7 +479,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     try:
         if a.cmd == "dump":
-            dump(a.case_dir, a.out_dir, torch.float32 if a.float32 else torch.float64)
+            dump(a.case_dir, a.out_dir, torch.float32 if a.float32 else torch.float64, a.bf16_products)
         else:
             with open(a.config_json) as f:
                 config = json.load(f)
