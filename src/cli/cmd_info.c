@@ -85,7 +85,16 @@ static int info_system(void) {
     const double peak = tlm_measure_fma_gflops(0.2);
     printf("measured FMA peak: %.0f GFLOP/s\n", peak);
     fflush(stdout);
-    /* (the bf16 peak, a gemm_bf16 probe of src/ops/matmul.c, goes here, beside the FMA peak) */
+    const gemm_bf16_path_t bf16 = gemm_bf16_path();
+    if (bf16 == GEMM_BF16_NONE) {
+        printf("bf16 products: none (no AMX-BF16 or AVX512-BF16 path%s): --precision bf16 computes in fp32\n",
+               getenv("TLM_ISA") ? " under TLM_ISA" : "");
+    } else {
+        const double bf = gemm_bf16_measure_gflops(1024);
+        printf("measured bf16 matmul 1024x1024x1024 (%s, f32 sums): %.0f GFLOP/s (%.1fx the FMA peak)\n",
+               gemm_bf16_path_name(bf16), bf, bf / peak);
+    }
+    fflush(stdout);
     enum { S = 1024 };
     float *a = calloc((size_t)S * S, sizeof(float)), *b = calloc((size_t)S * S, sizeof(float)),
           *c = calloc((size_t)S * S, sizeof(float));

@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include "ops.h"
+#include "util/clock.h"
 #include "util/cpu.h"
 #include "util/f16.h"
 #include "util/profile.h"
@@ -178,6 +179,25 @@ const char *gemm_bf16_path_name(gemm_bf16_path_t p) {
     case GEMM_BF16_AVX512BF16: return "AVX512-BF16";
     default: return "none";
     }
+}
+
+/* ---- the measured bf16 peak ------------------------------------------------------------------ */
+
+double gemm_bf16_measure_gflops(int S) {
+    if (gemm_bf16_path() == GEMM_BF16_NONE || S <= 0) return 0;
+    uint16_t *a = calloc((size_t)S * S, sizeof(uint16_t)), *b = calloc((size_t)S * S, sizeof(uint16_t));
+    float *c = calloc((size_t)S * S, sizeof(float));
+    for (size_t i = 0; a && b && i < (size_t)S * S; i++) /* (values of both signs, not zeros) */
+        a[i] = tlm_f32_to_bf16((float)(i % 7) - 3.0f), b[i] = tlm_f32_to_bf16((float)(i % 5) - 2.0f);
+    double best = 1e30;
+    for (int r = 0; a && b && c && r < 8; r++) { /* (the first run builds the primitive) */
+        const double t0 = tlm_now_s();
+        if (gemm_bf16(0, 1, S, S, S, a, S, b, S, 0.0f, c, S)) break;
+        const double dt = tlm_now_s() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    free(a), free(b), free(c);
+    return best < 1e30 ? 2.0 * S * S * S / best / 1e9 : 0;
 }
 
 /* ---- f32 -> bf16 (round to nearest even, as tlm_f32_to_bf16) ----------------------------------- */

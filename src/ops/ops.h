@@ -43,6 +43,9 @@ gemm_bf16_path_t gemm_bf16_path(void);
 const char *gemm_bf16_path_name(gemm_bf16_path_t p);
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
               float beta, float *C, int ldc);
+/* GFLOP/s of gemm_bf16 on S x S x S (best of 7 after a warm-up run; 0 without a path): the
+ * bf16 peak that info --system prints and train --profile's MFU uses */
+double gemm_bf16_measure_gflops(int S);
 /* dst[i] = bf16(src[i]), rounded to nearest even */
 void f32_to_bf16(uint16_t *dst, const float *src, size_t n);
 /* src [n] as bf16 in this thread's staging buffer `which` (0 .. BF16_STAGES-1), valid until the

@@ -657,6 +657,12 @@ static void print_profile(const trainer *t, int steps, double seconds) {
                     "%d threads, %s)\n",
             flops / 1e9, flops / step_s / 1e9, 100.0 * flops / step_s / 1e9 / peak, peak, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()));
+    if (t->m->bf16_products) { /* MFU against the peak of the precision in use */
+        const double bf = gemm_bf16_measure_gflops(1024);
+        if (bf > 0)
+            fprintf(stderr, "model FLOPs in mixed precision: %.1f%% of the measured bf16 matmul peak (%.0f GFLOP/s, %s)\n",
+                    100.0 * flops / step_s / 1e9 / bf, bf, gemm_bf16_path_name(gemm_bf16_path()));
+    }
 }
 
 /* the gradient of the global batch: each rank's (already scaled by 1/N), summed over the ranks */

@@ -84,6 +84,17 @@ def test_units(T, work):
         check(permitted or "unusable:" in paren, "amx_tile on Linux %s: granted, or says why not" % platform.release(),
               line)
     check("measured FMA peak:" in out, "the measurements still follow", out[-300:])
+    # the bf16 peak: measured where a bf16 product path exists (AMX-BF16 with the permission, or
+    # AVX512-BF16; oneDNN needs AVX-512 for either), else the line saying --precision bf16 is fp32
+    import re
+    bf = re.search(r"measured bf16 matmul 1024x1024x1024 \((AMX-BF16|AVX512-BF16), f32 sums\): (\d+) GFLOP/s", out)
+    expect_path = "avx512f" in flags and ("avx512_bf16" in flags or ("amx_bf16" in flags and permitted))
+    if expect_path:
+        check(bf is not None and int(bf.group(2)) > 0, "a bf16 path: its measured matmul peak printed", out[-400:])
+        if bf and "amx_bf16" in flags and permitted:
+            check(bf.group(1) == "AMX-BF16", "amx_bf16 permitted: the bf16 products run on AMX", bf.group(0))
+    else:
+        check("bf16 products: none" in out, "no bf16 path: info says --precision bf16 computes in fp32", out[-400:])
 
     env = dict(os.environ, TLM_ISA="avx2")
     rc2, out2, err2 = system_info(T, env)
@@ -93,6 +104,7 @@ def test_units(T, work):
     if got2 and (permitted or "present" in rest.values()):
         check("unused: TLM_ISA caps the kernels" in got2[3], "TLM_ISA=avx2: the units said unused", got2[3])
     check("capped by TLM_ISA" in out2, "TLM_ISA=avx2: the kernels line says capped", out2[:300])
+    check("bf16 products: none" in out2, "TLM_ISA=avx2: no bf16 products", out2[-400:])
 
 
 if __name__ == "__main__":
