@@ -15,20 +15,25 @@ TOL_GRAD = 1e-3  # parameter gradients, dx
 
 # Mixed precision (the engine's --precision bf16) is compared with the oracle computing the same
 # products on bf16-rounded operands (tinylm_ref.Bf16Product), in float64 otherwise. The two round
-# the same values, except an operand within float32's error of a bf16 rounding boundary, which
-# the engine (its activations in float32) and the oracle (float64) may round to neighbouring
-# bf16 values: one bf16 ulp, at most 2^-7 of that operand. Such a flip moves a product's output
-# by at most 2^-7 of its largest term; logits and loss are allowed one ulp (2^-7), gradients and
-# dx four (2^-5: the backward's products round their incoming gradient, their weights and the
-# saved inputs again, and a flip in the forward reaches it too). Where nothing flips the error is
-# float32's (~1e-7); the flips seen on the grid reach 3.9e-3 (logits) and 1.3e-2 (gradients).
-# Against the plain float64 oracle (no rounding) the same runs differ by up to 8e-2 and 0.74:
-# the bf16 tolerance is not met by an engine that skips the rounding, nor by one that rounds
-# something else.
-TOL_OUT_BF16 = 2.0 ** -7
-TOL_GRAD_BF16 = 2.0 ** -5
-RULE_BF16 = ("mixed precision: against the oracle with the same bf16 roundings; relative error max|c - r| / "
-             "max|r| within 2^-7 for logits and loss, 2^-5 for gradients and dx (compare.py says why)")
+# the same values, so most cases agree to float32's error (~1e-7). The exception is an operand
+# within float32's error of a bf16 rounding boundary, which the engine (its activations in
+# float32) and the oracle (float64) round to neighbouring bf16 values: one bf16 ulp, 2^-7 of
+# that operand, which these deliberately large random weights then amplify through the later
+# layers and positions (one such flip early in a sequence moved a debug build's logits by
+# 1.7e-2 on final_softcap; the release build's worst flips reach 3.9e-3 and 1.3e-2). So two
+# criteria, both needed:
+#  - every case within 2^-5 (logits, loss; four ulps) and 2^-3 (gradients, dx), what flips
+#    reach with room to spare;
+#  - at least BF16_EXACT_SHARE of the cases within the float32 tolerances above (no flip): the
+#    roundings are the oracle's. Measured on this grid: 54 of 73 cases (release build), 52 of 73
+#    (debug, ASan). An engine that rounds nothing (or something else) differs in every case: the
+#    fp32 engine against this oracle has 0 of 73 within them (and 10 beyond the per-case bound).
+TOL_OUT_BF16 = 2.0 ** -5
+TOL_GRAD_BF16 = 2.0 ** -3
+BF16_EXACT_SHARE = 0.5
+RULE_BF16 = ("mixed precision: against the oracle with the same bf16 roundings; every case within 2^-5 (logits, "
+             "loss) and 2^-3 (gradients, dx), and at least %d%% of the cases within the float32 tolerances "
+             "(compare.py says why)" % (100 * BF16_EXACT_SHARE))
 
 RULE = ("relative error of a tensor = max|c - r| / max|r| over its elements; tolerance 1e-4 "
         "for logits and loss, 1e-3 for parameter gradients and dx")

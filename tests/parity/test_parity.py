@@ -20,7 +20,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from compare import RULE, RULE_BF16, TOL_GRAD_BF16, TOL_OUT_BF16, compare_case, summary  # noqa: E402
+from compare import (BF16_EXACT_SHARE, RULE, RULE_BF16, TOL_GRAD_BF16, TOL_OUT_BF16,  # noqa: E402
+                     compare_case, summary)
 
 CASE_TIMEOUT_S = 60
 
@@ -90,7 +91,7 @@ def main(argv=None):
         import tinylm_ref as ref  # noqa: E402
     print("parity: %d cases from %s; %s" % (len(cases), cases_root, rule))
 
-    passed = failed = 0
+    passed = failed = exact = 0
     for case_dir in cases:
         name = os.path.basename(case_dir)
         out_dir = os.path.join(a.work, "out", name)
@@ -111,6 +112,8 @@ def main(argv=None):
             shutil.rmtree(ref_dir, ignore_errors=True)
             ref.dump(case_dir, ref_dir, torch.float64, bf16_products=True)
         checks = compare_case(case_dir, out_dir, *tols, ref_dir=ref_dir)
+        if ref_dir and all(c.ok for c in compare_case(case_dir, out_dir, ref_dir=ref_dir)):
+            exact += 1  # (within the float32 tolerances: no rounding flipped)
         bad = [c for c in checks if not c.ok]
         if bad:
             failed += 1
@@ -121,6 +124,11 @@ def main(argv=None):
         else:
             passed += 1
             print("ok   %-34s %s" % (name, summary(checks)))
+    if a.precision == "bf16":
+        share_ok = exact >= BF16_EXACT_SHARE * len(cases)
+        print("%s %d of %d cases within the float32 tolerances of the bf16 oracle (at least %d%% needed)"
+              % ("ok  " if share_ok else "FAIL", exact, len(cases), 100 * BF16_EXACT_SHARE))
+        failed += not share_ok
     print("(%.1f s)" % (time.time() - t0))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
