@@ -236,7 +236,8 @@ int model_weights_to_bf16(tlm_model *m);
  * copies of their operands, summed in f32 (gemm_bf16); the parameters, gradients, optimizer
  * state, norms and their statistics, softmax, the loss and every reduction stay f32, and so do
  * the few-row products of decoding. With f32 weights the bf16 copy (mirror16) is made again
- * before every forward, so nothing that writes the weights can leave it stale; with bf16 weights
+ * before every forward over more than MATVEC_MAX_ROWS rows (the ones that use it), so nothing
+ * that writes the weights can leave it stale; with bf16 weights
  * (model_weights_to_bf16) the products use them directly. Off by default (the products in f32:
  * the reference numerics); on 0 turns it off. Returns 1 when on, 0 when off, and 0 with *why set
  * when this CPU (or the kernels' cap, or the GEMM backend) has no bf16 product path: the model

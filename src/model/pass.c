@@ -114,7 +114,9 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
     float l = 0.0f;
-    model_refresh_mirror(m); /* (mixed precision: this forward's bf16 weights) */
+    /* mixed precision: this forward's bf16 weights, for its (and its backward's) products over
+     * many rows; a few-row pass (decoding) multiplies the f32 weights and needs none */
+    if (N > MATVEC_MAX_ROWS) model_refresh_mirror(m);
     pass_ctx ctx = pass_whole(m);
     if (split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx))) return -1;
     if (targets && loss) *loss = l;
