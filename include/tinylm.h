@@ -143,6 +143,13 @@ TLM_API const float *tlm_param(const tlm_model *m, const char *name, int64_t sha
  * weights are refused (-1 + message). 0: writable. */
 TLM_API int tlm_params_writable(tlm_model *m);
 
+/* ---- interface version 5: mixed precision ---- */
+/* bf16 1: the matrix products over many rows (forward and backward) on bf16 operands summed in
+ * f32, on AMX or AVX512-BF16; everything else f32 (docs/training.md, "Mixed precision"). 0: f32
+ * products (the default). Returns 1 when bf16 products are on, 0 when off: asked for bf16 on a
+ * CPU without them, 0 and tlm_error_message() says why; -1 + message when out of memory. */
+TLM_API int tlm_set_precision(tlm_model *m, int bf16);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,7 @@ import numbers
 import os
 import signal
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -208,6 +209,7 @@ class Model:
         self.config = json.loads(ctypes.string_at(p).decode())
         _L.tlm_free_mem(p)
         self.vocab_size = _L.tlm_vocab_size(self._h)
+        self.precision = "fp32"  # set_precision
         self.max_positions = _L.tlm_max_positions(self._h)
         self.n_layers = self.config.get("num_hidden_layers")
         # the hook table: every point this config has
@@ -337,6 +339,22 @@ class Model:
                 self._keep = weakref.ref(keep)
             flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
             return Weights(self, flat, table, writable)
+
+    def set_precision(self, precision):
+        """'bf16': the matrix products of the following passes (forward and backward, over more
+        than a few rows) on bf16 operands summed in f32, on AMX or AVX512-BF16; weights, norms,
+        softmax, attention and the loss stay f32. 'fp32' (the default): the reference numerics.
+        Returns the precision in effect: 'fp32' with a warning on a CPU without bf16 products."""
+        if precision not in ("fp32", "bf16"):
+            raise ValueError("set_precision: %r is not 'fp32' or 'bf16'" % (precision,))
+        with self._using("set_precision") as h:
+            rc = _L.tlm_set_precision(h, 1 if precision == "bf16" else 0)
+            if rc < 0:
+                raise _err("set_precision")
+            if precision == "bf16" and rc == 0:
+                warnings.warn(_c_message(), RuntimeWarning, stacklevel=2)
+            self.precision = "bf16" if rc == 1 else "fp32"
+            return self.precision
 
     @contextlib.contextmanager
     def edit_weights(self):

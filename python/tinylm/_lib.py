@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
@@ -88,6 +88,8 @@ def _declare(lib):
         "tlm_param_name": (ctypes.c_char_p, [P, I]),
         "tlm_param": (FP, [P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64), IP]),
         "tlm_params_writable": (I, [P]),
+        # interface version 5: mixed precision
+        "tlm_set_precision": (I, [P, I]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -75,7 +75,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 4; }
+int tlm_abi_version(void) { return 5; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -178,4 +178,13 @@ int tlm_params_writable(tlm_model *m) {
     m->param_mem = own;
     model_bind_params(m, &m->p, m->param_mem);
     return 0;
+}
+
+/* ---- added with interface version 5: mixed precision ---------------------------------------- */
+
+int tlm_set_precision(tlm_model *m, int bf16) {
+    const char *why = NULL;
+    const int on = model_set_mixed_bf16(m, bf16 != 0, &why);
+    if (on == 0 && why) tlm_error("precision bf16: %s; computing in fp32", why);
+    return on;
 }

@@ -27,3 +27,11 @@ if(TLM_PYTHON)
                    --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_interp)
   set_tests_properties(test_python_interp PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
 endif()
+if(TLM_PYTHON)
+  # Model.set_precision: bf16 products from Python, the fp32 fallback with a warning
+  add_test(NAME test_python_precision
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_precision.py
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_python_precision)
+  set_tests_properties(test_python_precision PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
+endif()
