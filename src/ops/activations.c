@@ -165,6 +165,33 @@ void glu_forward(float *out, const float *gate, const float *up, size_t n, activ
     FOR_ACT(act, out[i] = silu(gate[i]) * up[i], out[i] = gelu(gate[i]) * up[i]);
 }
 
+/* the serial forms over [i0, i1) (ops.h): the same kernel, or the same expression, per element */
+void glu_forward_range(float *out, const float *gate, const float *up, size_t i0, size_t i1, activation act) {
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        glu_forward_avx512(out, gate, up, i0, i1, act == ACT_GELU_TANH);
+        return;
+    }
+#endif
+    if (act == ACT_SILU)
+        for (size_t i = i0; i < i1; i++) out[i] = silu(gate[i]) * up[i];
+    else
+        for (size_t i = i0; i < i1; i++) out[i] = gelu(gate[i]) * up[i];
+}
+
+void act_forward_range(float *out, const float *inp, size_t i0, size_t i1, activation act) {
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        act_forward_avx512(out, inp, i0, i1, act == ACT_GELU_TANH);
+        return;
+    }
+#endif
+    if (act == ACT_SILU)
+        for (size_t i = i0; i < i1; i++) out[i] = silu(inp[i]);
+    else
+        for (size_t i = i0; i < i1; i++) out[i] = gelu(inp[i]);
+}
+
 void glu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n,
                   activation act) {
     PROF_SCOPE("glu_backward");
@@ -189,6 +216,10 @@ void softcap_forward(float *out, const float *inp, size_t n, float cap) {
     PROF_SCOPE("softcap_forward");
 #pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
     for (size_t i = 0; i < n; i++) out[i] = cap * tanh_inline(inp[i] / cap);
+}
+
+void softcap_forward_range(float *out, const float *inp, size_t i0, size_t i1, float cap) {
+    for (size_t i = i0; i < i1; i++) out[i] = cap * tanh_inline(inp[i] / cap);
 }
 
 void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap) {

@@ -192,3 +192,12 @@ void matvec_f32(float *y, const float *x, const float *W, const float *bias, int
 void matvec_bf16(float *y, const float *x, const uint16_t *W, const float *bias, int N, int IC, int OC) {
     matvec(y, x, W, 1, bias, N, IC, OC);
 }
+
+void matvec_part(float *y, const float *x, const float *W, const uint16_t *W16, const float *bias, int IC, int o0,
+                 int o1) {
+    if (o1 <= o0) return;
+    /* (one row: the kernel indexes y by the row only, so OC is not used; o1 stands in for it) */
+    pick()(y, x, W16 ? (const void *)W16 : (const void *)W, W16 != NULL, 1, IC, o1, o0, o1);
+    if (bias)
+        for (int o = o0; o < o1; o++) y[o] += bias[o];
+}

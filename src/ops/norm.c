@@ -21,25 +21,29 @@ static float row_sum(const float *x, int C) {
     return s;
 }
 
+/* (noinline: one compiled body for the N-row forward and the decode step's callers, so that both
+ * sum each row in the same order, bit for bit) */
+__attribute__((noinline)) float layernorm_row(float *y, float *mean, const float *x, const float *weight,
+                                              const float *bias, int C, float eps) {
+    float m = row_sum(x, C) / C, v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+    float r = 1.0f / sqrtf(v / C + eps);
+    if (bias) {
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
+    } else {
+        for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c];
+    }
+    *mean = m;
+    return r;
+}
+
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                        const float *bias, int N, int C, float eps) {
     PROF_SCOPE("layernorm_forward");
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float m = row_sum(x, C) / C, v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        float r = 1.0f / sqrtf(v / C + eps);
-        float *y = out + (size_t)n * C;
-        if (bias) {
-            for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
-        } else {
-            for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c];
-        }
-        mean[n] = m;
-        rstd[n] = r;
-    }
+    for (int n = 0; n < N; n++)
+        rstd[n] = layernorm_row(out + (size_t)n * C, mean + n, inp + (size_t)n * C, weight, bias, C, eps);
 }
 
 void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *dbias, const float *dout,
@@ -90,20 +94,22 @@ void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *d
     }
 }
 
+__attribute__((noinline)) float rmsnorm_row(float *y, const float *x, const float *weight, float weight_offset, int C,
+                                            float eps) {
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int c = 0; c < C; c++) ss += x[c] * x[c];
+    float r = 1.0f / sqrtf(ss / C + eps);
+    for (int c = 0; c < C; c++) y[c] = x[c] * r * (weight_offset + weight[c]);
+    return r;
+}
+
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset, int N,
                      int C, float eps) {
     PROF_SCOPE("rmsnorm_forward");
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (int c = 0; c < C; c++) ss += x[c] * x[c];
-        float r = 1.0f / sqrtf(ss / C + eps);
-        float *y = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) y[c] = x[c] * r * (weight_offset + weight[c]);
-        rstd[n] = r;
-    }
+    for (int n = 0; n < N; n++)
+        rstd[n] = rmsnorm_row(out + (size_t)n * C, inp + (size_t)n * C, weight, weight_offset, C, eps);
 }
 
 void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,
@@ -143,20 +149,20 @@ void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const floa
 
 /* ---- DyT: y = g * tanh(a x) + b, no statistics ------------------------------------------------ */
 
+void dyt_row(float *y, const float *x, float alpha, const float *weight, const float *bias, int C) {
+    if (bias) {
+        for (int c = 0; c < C; c++) y[c] = weight[c] * tanh_inline(alpha * x[c]) + bias[c];
+    } else {
+        for (int c = 0; c < C; c++) y[c] = weight[c] * tanh_inline(alpha * x[c]);
+    }
+}
+
 void dyt_forward(float *out, const float *inp, const float *alpha, const float *weight, const float *bias, int N,
                  int C) {
     PROF_SCOPE("dyt_forward");
     const float a = alpha[0];
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float *y = out + (size_t)n * C;
-        if (bias) {
-            for (int c = 0; c < C; c++) y[c] = weight[c] * tanh_inline(a * x[c]) + bias[c];
-        } else {
-            for (int c = 0; c < C; c++) y[c] = weight[c] * tanh_inline(a * x[c]);
-        }
-    }
+    for (int n = 0; n < N; n++) dyt_row(out + (size_t)n * C, inp + (size_t)n * C, a, weight, bias, C);
 }
 
 /* dalpha is one sum over all N*C elements: each column block sums its share over the rows in

@@ -74,6 +74,11 @@ void matmul_forward_mixed(float *out, const float *inp, const uint16_t *inp16, c
 #define MATVEC_MAX_ROWS 4
 void matvec_f32(float *y, const float *x, const float *W, const float *bias, int N, int IC, int OC);
 void matvec_bf16(float *y, const float *x, const uint16_t *W, const float *bias, int N, int IC, int OC);
+/* One row x [IC] times rows [o0, o1) of W (f32, or bf16 W16 when not NULL) into y[o0..o1) (+ bias),
+ * on the calling thread alone: each thread of a parallel region computes its own share (the
+ * decode step, model/decode.c), bit for bit as matvec_f32 / matvec_bf16 computes those outputs */
+void matvec_part(float *y, const float *x, const float *W, const uint16_t *W16, const float *bias, int IC, int o0,
+                 int o1);
 /* dinp [N,IC] += dout @ weight; dweight [OC,IC] += dout^T @ inp; dbias [OC] += sum_n dout */
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                      const float *weight, int N, int IC, int OC);
@@ -115,6 +120,13 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,
                       const float *weight, float weight_offset, const float *rstd, int N, int C);
 
+/* One row of each norm's forward on the calling thread alone, no OpenMP construct (for a caller
+ * inside a parallel region: the decode step). The N-row forwards above compute each row with
+ * these, so both give the same bits. They return rstd (LayerNorm: the mean in *mean); y may be x. */
+float rmsnorm_row(float *y, const float *x, const float *weight, float weight_offset, int C, float eps);
+float layernorm_row(float *y, float *mean, const float *x, const float *weight, const float *bias, int C, float eps);
+void dyt_row(float *y, const float *x, float alpha, const float *weight, const float *bias, int C);
+
 /* DyT (Dynamic Tanh, Zhu et al. 2025): out [N,C] = weight * tanh(alpha * inp) + bias, alpha a
  * learnable scalar [1] (one per norm), weight/bias [C] (bias may be NULL). No statistics: the
  * backward recomputes tanh from inp (so keep inp). Element-wise: out may equal inp. */
@@ -143,6 +155,10 @@ void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *
  * out may equal inp. */
 void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
                   int n_heads, int head_dim, int pos0);
+/* one token at position pos: x [n_heads, hd] -> out (may be inp), on the calling thread alone, the
+ * same arithmetic as rope_forward */
+void rope_forward_token(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int n_heads,
+                        int head_dim, int pos);
 /* dinp = R^T dout (the inverse rotation; set) */
 void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
                    int n_heads, int head_dim, int pos0);
@@ -200,11 +216,17 @@ void glu_backward(float *dgate, float *dup, const float *dout, const float *gate
 /* plain: out [n] = act(inp); dinp [n] = dout * act'(inp) (set, not accumulated) */
 void act_forward(float *out, const float *inp, size_t n, activation act);
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act);
+/* glu_forward / act_forward over elements [i0, i1) on the calling thread alone (no OpenMP
+ * construct: for the threads of a parallel region, each its own range), the same bits */
+void glu_forward_range(float *out, const float *gate, const float *up, size_t i0, size_t i1, activation act);
+void act_forward_range(float *out, const float *inp, size_t i0, size_t i1, activation act);
 
 /* soft-capping: out = cap * tanh(inp / cap). Backward uses the saved output:
  * d out / d inp = 1 - (out / cap)^2. out may equal inp. */
 void softcap_forward(float *out, const float *inp, size_t n, float cap);
 void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap);
+/* softcap_forward over [i0, i1) on the calling thread alone */
+void softcap_forward_range(float *out, const float *inp, size_t i0, size_t i1, float cap);
 
 /* ---- loss --------------------------------------------------------------------------------- */
 
