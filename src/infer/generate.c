@@ -79,15 +79,16 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
         if (ids_out) ids_out[made] = next;
         history[len++] = next;
         if (++made == o->max_new_tokens) break;
-        if (kv_cache_room(kv) > 0) {
-            rc = model_forward(m, &next, NULL, 1, 1, NULL);
+        if (kv_cache_room(kv) > 0) { /* (one parallel region for the whole token: decode.c) */
+            logits = kv_decode_step(m, next);
+            rc = logits ? 0 : -1;
         } else {
             /* the context is full: as nanoGPT does, continue from the last `context` tokens,
              * recomputed from scratch (positions restart at 0) */
             kv_cache_reset(kv);
             rc = prefill(m, history + len - context, context);
+            logits = model_last_logits(m);
         }
-        logits = model_last_logits(m);
         st.decode_s += tlm_now_s() - t0;
         st.n_decoded++;
     }

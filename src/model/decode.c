@@ -1,7 +1,9 @@
 /* decode.c — the KV cache (see decode.h). Keys are cached after QK-norm and RoPE, exactly
  * as the full forward feeds them to attention, so a step costs one token's work. One token
  * attends with a dot product per cached key; a chunk of prompt tokens with two GEMMs per head
- * and block of KV_QUERY_BLOCK queries, into scratch laid out once with the cache. */
+ * and block of KV_QUERY_BLOCK queries, into scratch laid out once with the cache.
+ *
+ * kv_decode_step runs one token through the whole model in ONE parallel region (below). */
 #include "decode.h"
 
 #include <omp.h>
@@ -12,12 +14,62 @@
 #include "util/error.h"
 #include "util/hugepage.h"
 
+/* the decode step's buffers, laid out once with the cache: what every thread reads (the
+ * projections' outputs, each thread writing its share of the rows) and each thread's own */
+typedef struct {
+    float *x0;              /* the token's embedding [d] */
+    float *qkv, *att, *f;   /* q|k|v [qd + 2 kvd], attention output [qd], a sublayer's F [d] */
+    float *gu, *hid;        /* gate|up [2 f] (or up [f]), FFN hidden [f] */
+    float *logits;          /* [V] */
+} step_shared;
+
+typedef struct {
+    float *x, *u, *fo, *sum; /* the residual stream, a norm's output, the output norm's, x + F before a post norm [d] */
+    float *qn, *kn, *qr, *kr; /* after QK-norm / RoPE [qd], [kvd] */
+    float *scores;            /* one head's scores [max_len] */
+} step_private;
+
 struct kv_cache {
     int n_layers, max_len, len, kv_dim, n_kv_heads, head_dim;
     float *k, *v;       /* [L, KV, max_len, hd]: each head's keys contiguous (see kv_head) */
     float *scratch;     /* scores of KV_QUERY_BLOCK queries: KV_QUERY_BLOCK * max_len per thread */
     int n_threads;
+    float *step_mem;    /* kv_decode_step's buffers */
+    step_shared sh;
+    step_private *own;  /* [n_threads] */
 };
+
+/* n floats from *p, each buffer on a 64-byte line of its own (ARENA_ALIGN's reason: the matrix-vector
+ * kernels read their input once per output row); base NULL counts */
+static float *carve(float *base, size_t *used, size_t n) {
+    float *p = base ? base + *used : NULL;
+    *used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
+    const size_t d = cfg->d_model, qd = (size_t)cfg->n_heads * cfg->head_dim, kvd = (size_t)c->kv_dim,
+                 ff = cfg->d_ff;
+    size_t used = 0;
+    step_shared *s = &c->sh;
+    s->x0 = carve(base, &used, d);
+    s->qkv = carve(base, &used, qd + 2 * kvd);
+    s->att = carve(base, &used, qd);
+    s->f = carve(base, &used, d);
+    s->gu = carve(base, &used, 2 * ff);
+    s->hid = carve(base, &used, ff);
+    s->logits = carve(base, &used, (size_t)cfg->vocab_size);
+    for (int t = 0; t < c->n_threads; t++) {
+        step_private o;
+        o.x = carve(base, &used, d), o.u = carve(base, &used, d), o.fo = carve(base, &used, d);
+        o.sum = carve(base, &used, d);
+        o.qn = carve(base, &used, qd), o.qr = carve(base, &used, qd);
+        o.kn = carve(base, &used, kvd), o.kr = carve(base, &used, kvd);
+        o.scores = carve(base, &used, (size_t)c->max_len);
+        if (base) c->own[t] = o;
+    }
+    return used;
+}
 
 kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     const tlm_config *cfg = &m->cfg;
@@ -35,7 +87,11 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     tlm_advise_huge(c->k, n * sizeof(float));
     tlm_advise_huge(c->v, n * sizeof(float));
     c->scratch = malloc((size_t)KV_QUERY_BLOCK * max_len * c->n_threads * sizeof(float));
-    if (!c->k || !c->v || !c->scratch || model_ensure_rope(m, max_len)) {
+    const size_t step_floats = layout_step(c, cfg, NULL);
+    c->step_mem = aligned_alloc(64, step_floats * sizeof(float));
+    c->own = malloc(sizeof(step_private) * c->n_threads);
+    if (c->step_mem && c->own) layout_step(c, cfg, c->step_mem);
+    if (!c->k || !c->v || !c->scratch || !c->step_mem || !c->own || model_ensure_rope(m, max_len)) {
         kv_cache_free(c);
         return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
     }
@@ -44,7 +100,7 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
 
 void kv_cache_free(kv_cache *c) {
     if (!c) return;
-    free(c->k), free(c->v), free(c->scratch), free(c);
+    free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own), free(c);
 }
 
 void kv_cache_reset(kv_cache *c) { c->len = 0; }
@@ -96,4 +152,215 @@ void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const 
             }
             gemm(0, 0, rows, hd, n_keys, 1.0f, S, n_keys, vg, hd, 0.0f, out + (size_t)t0 * qrow + (size_t)h * hd, qrow);
         }
+}
+
+/* ---- one token in one parallel region ----------------------------------------------------------
+ * A decoding step of a small model is mostly fork/join and op overhead when its weights sit in
+ * the cache (stories15M: 61 MB per token, 25 products): each op of the full forward opens its
+ * own OpenMP team. Here the team is opened once per token and runs the layer loop itself:
+ *   - every matrix-vector product: each thread its equal share of the output rows (matvec_part),
+ *     then one barrier, after which every thread reads the whole output;
+ *   - the small ops between (norms, residual adds, QK-norm, RoPE, the final norm) are computed by
+ *     every thread on its own copy of the residual stream (step_private): the same code on the
+ *     same inputs, so the same bits on each, and no barrier or copy for them;
+ *   - attention: each thread the kv heads of its share (it appends their keys and values and
+ *     attends with their query heads), so the cache needs no barrier either;
+ *   - the gate|up product and the GLU: each thread the same range of gate rows, up rows and
+ *     hidden units, so the GLU needs no barrier.
+ * Five barriers per layer (after q|k|v, attention, o, the hidden units, down). Every value is
+ * computed by the same kernel, in the same order, as model_forward computes it (the row forms of
+ * ops.h), so the logits are bit for bit those of model_forward (tests/model/test_decode_step.c). */
+
+enum { STEP_ATTN, STEP_FFN };
+
+typedef struct {
+    const tlm_model *m;
+    kv_cache *c;
+    int id, nt, pos;
+    step_private *o;
+} step_ctx;
+
+static void share(int n, const step_ctx *s, int *lo, int *hi) {
+    *lo = (int)((long long)n * s->id / s->nt);
+    *hi = (int)((long long)n * (s->id + 1) / s->nt);
+}
+
+/* linear_forward's choice for a few rows: the f32 weights when there are (a mixed-precision bf16
+ * mirror beside them serves only products over many rows), else the bf16 ones */
+static void step_matvec(float *y, const float *x, const float *w, const uint16_t *w16, const float *b, int IC, int o0,
+                        int o1) {
+    matvec_part(y, x, w, w ? NULL : w16, b, IC, o0, o1);
+}
+
+static void step_linear(float *y, const float *x, const linear_params *lp, int IC, int o0, int o1) {
+    step_matvec(y, x, lp->w, lp->w16, lp->b, IC, o0, o1);
+}
+
+/* model_norm_forward's arithmetic on one row (the statistics it saves are not needed) */
+static void step_norm(const tlm_config *c, float *y, const norm_params *p, const float *x) {
+    float mean;
+    if (c->norm == NORM_DYT)
+        dyt_row(y, x, p->a[0], p->w, p->b, c->d_model);
+    else if (c->norm == NORM_LAYERNORM)
+        layernorm_row(y, &mean, x, p->w, p->b, c->d_model, c->norm_eps);
+    else
+        rmsnorm_row(y, x, p->w, config_norm_offset(c), c->d_model, c->norm_eps);
+}
+
+/* QK-norm rows of one projection [n_heads * hd] (per head, or over all of it): rows [r0, r1) */
+static void step_qk_norm(const tlm_config *c, float *y, const float *x, const float *w, int n_heads, int h0, int h1) {
+    int rows, cols;
+    model_qk_norm_shape(c, 1, n_heads, &rows, &cols);
+    if (rows == 1) h0 = 0, h1 = 1; /* (over the whole projection: every thread the whole row) */
+    for (int r = h0; r < h1; r++)
+        rmsnorm_row(y + (size_t)r * cols, x + (size_t)r * cols, w, config_norm_offset(c), cols, c->norm_eps);
+}
+
+/* F of the attention sublayer of layer l on u (the thread's) into s->c->sh.f (shared) */
+static void step_attention(const step_ctx *s, int l, const float *u) {
+    const tlm_model *m = s->m;
+    const tlm_config *cfg = &m->cfg;
+    kv_cache *c = s->c;
+    const layer_params *P = &m->p.layers[l];
+    const int d = cfg->d_model, hd = cfg->head_dim, H = cfg->n_heads, KV = cfg->n_kv_heads, group = H / KV;
+    const int qd = H * hd, kvd = KV * hd;
+    int lo, hi;
+    share(qd + 2 * kvd, s, &lo, &hi);
+    step_linear(c->sh.qkv, u, &P->qkv, d, lo, hi);
+#pragma omp barrier
+    const float *q = c->sh.qkv, *k = q + qd, *v = k + kvd, *qn = q, *kn = k;
+    int g0, g1;
+    share(KV, s, &g0, &g1); /* this thread's kv heads, and their query heads */
+    const int h0 = g0 * group, h1 = g1 * group;
+    if (cfg->qk_norm != QK_NORM_NONE) {
+        step_qk_norm(cfg, s->o->qn, q, P->q_norm, H, h0, h1);
+        step_qk_norm(cfg, s->o->kn, k, P->k_norm, KV, g0, g1);
+        qn = s->o->qn, kn = s->o->kn;
+    }
+    const float *qr = qn, *kr = kn;
+    if (cfg->position == POS_ROPE && g1 > g0) {
+        const float *cs, *sn;
+        model_layer_rope(m, l, &cs, &sn);
+        rope_forward_token(s->o->qr + (size_t)h0 * hd, qn + (size_t)h0 * hd, cs, sn, h1 - h0, hd, s->pos);
+        rope_forward_token(s->o->kr + (size_t)g0 * hd, kn + (size_t)g0 * hd, cs, sn, g1 - g0, hd, s->pos);
+        qr = s->o->qr, kr = s->o->kr;
+    }
+    const attention_spec spec = model_layer_attention(cfg, l);
+    for (int g = g0; g < g1; g++) {
+        float *kc = kv_head(c, c->k, l, g), *vc = kv_head(c, c->v, l, g);
+        memcpy(kc + (size_t)s->pos * hd, kr + (size_t)g * hd, sizeof(float) * hd);
+        memcpy(vc + (size_t)s->pos * hd, v + (size_t)g * hd, sizeof(float) * hd);
+        for (int h = g * group; h < (g + 1) * group; h++)
+            attention_row(c->sh.att + (size_t)h * hd, s->o->scores, qr + (size_t)h * hd, kc, vc, hd,
+                          attention_first_key(s->pos, spec.window), s->pos + 1, hd, spec.scale, spec.softcap);
+    }
+#pragma omp barrier
+    share(d, s, &lo, &hi);
+    step_linear(c->sh.f, c->sh.att, &P->o, qd, lo, hi);
+#pragma omp barrier
+}
+
+/* F of the feed-forward sublayer of layer l on u into s->c->sh.f */
+static void step_ffn(const step_ctx *s, int l, const float *u) {
+    const tlm_config *cfg = &s->m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const layer_params *P = &s->m->p.layers[l];
+    const int d = cfg->d_model, ff = cfg->d_ff;
+    int lo, hi;
+    share(ff, s, &lo, &hi);
+    if (cfg->ffn == FFN_GELU) {
+        step_linear(sh->gu, u, &P->up, d, lo, hi);
+        act_forward_range(sh->hid, sh->gu, (size_t)lo, (size_t)hi, ACT_GELU_TANH);
+    } else { /* the same rows of gate and of up (fused: up's rows follow gate's), then their GLU */
+        step_linear(sh->gu, u, &P->gate_up, d, lo, hi);
+        step_linear(sh->gu, u, &P->gate_up, d, ff + lo, ff + hi);
+        glu_forward_range(sh->hid, sh->gu, sh->gu + ff, (size_t)lo, (size_t)hi, model_ffn_activation(cfg));
+    }
+#pragma omp barrier
+    share(d, s, &lo, &hi);
+    step_linear(sh->f, sh->hid, &P->down, ff, lo, hi);
+#pragma omp barrier
+}
+
+/* sublayer_forward for one row: h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... (x, h: the thread's) */
+static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, float *h) {
+    const tlm_config *cfg = &s->m->cfg;
+    const layer_params *P = &s->m->p.layers[l];
+    const norm_params *first = kind == STEP_ATTN ? &P->attn_norm : &P->ffn_norm;
+    const norm_params *out = kind == STEP_ATTN ? &P->attn_out_norm : &P->ffn_out_norm;
+    const int d = cfg->d_model;
+    const float *u = x;
+    if (placement_has_input_norm(cfg->placement)) {
+        step_norm(cfg, s->o->u, first, x);
+        u = s->o->u;
+    }
+    if (kind == STEP_ATTN)
+        step_attention(s, l, u);
+    else
+        step_ffn(s, l, u);
+    const float *fo = s->c->sh.f;
+    if (placement_has_output_norm(cfg->placement)) {
+        step_norm(cfg, s->o->fo, out, fo);
+        fo = s->o->fo;
+    }
+    const int post = placement_has_post_norm(cfg->placement);
+    float *sum = post ? s->o->sum : h;
+    const float alpha = config_residual_scale(cfg);
+    if (cfg->residual && alpha != 1.0f)
+        for (int i = 0; i < d; i++) sum[i] = alpha * x[i] + fo[i];
+    else if (cfg->residual)
+        for (int i = 0; i < d; i++) sum[i] = x[i] + fo[i];
+    else
+        memcpy(sum, fo, sizeof(float) * d);
+    if (post) step_norm(cfg, h, first, sum);
+}
+
+/* whether the step can run this pass: no observer or hook (they need model_forward's activations) */
+static int step_applies(const tlm_model *m) { return !m->hooks && m->n_observers == 0; }
+
+const float *kv_decode_step(tlm_model *m, int token) {
+    kv_cache *c = m->kv;
+    if (!c || !step_applies(m)) {
+        if (model_forward(m, &token, NULL, 1, 1, NULL)) return NULL;
+        return model_last_logits(m);
+    }
+    const tlm_config *cfg = &m->cfg;
+    const int pos = c->len, d = cfg->d_model, V = cfg->vocab_size;
+    if (token < 0 || token >= V)
+        return tlm_error("forward: token id %d at position 0 is outside the vocabulary [0, %d)", token, V), NULL;
+    if (pos + 1 > cfg->max_seq)
+        return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos + 1, cfg->max_seq),
+               NULL;
+    if (kv_cache_room(c) < 1)
+        return tlm_error("forward: with a KV cache, feed one sequence without targets within the cache's %d positions",
+                         c->max_len),
+               NULL;
+    const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos * d : NULL;
+    if (m->p.embed16)
+        embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d);
+    else
+        embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d);
+#pragma omp parallel num_threads(c->n_threads)
+    {
+        step_ctx s = {.m = m, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos};
+        s.o = &c->own[s.id];
+        const float *x = c->sh.x0; /* (read by all; from the first sublayer on each thread's own copy) */
+        for (int l = 0; l < cfg->n_layers; l++) {
+            step_sublayer(&s, l, STEP_ATTN, x, s.o->x);
+            x = s.o->x;
+            step_sublayer(&s, l, STEP_FFN, x, s.o->x);
+        }
+        const float *h = x;
+        if (cfg->final_norm) {
+            step_norm(cfg, s.o->u, &m->p.final_norm, x);
+            h = s.o->u;
+        }
+        int lo, hi;
+        share(V, &s, &lo, &hi);
+        step_matvec(c->sh.logits, h, m->p.lm_head, m->p.lm_head16, NULL, d, lo, hi);
+        if (cfg->final_softcap > 0.0f)
+            softcap_forward_range(c->sh.logits, c->sh.logits, (size_t)lo, (size_t)hi, cfg->final_softcap);
+    }
+    c->len++;
+    return c->sh.logits;
 }

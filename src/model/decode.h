@@ -28,4 +28,11 @@ void kv_cache_advance(kv_cache *c, int n);
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec);
 
+/* One token through the model with the cache m->kv attached: model_forward(m, &token, NULL, 1, 1,
+ * NULL) bit for bit, in one parallel region per token and without allocating (decode.c). Returns
+ * the token's logits [V] (in the cache's buffers, valid until the next step; model_last_logits is
+ * not updated), or NULL with tlm_error. With an observer or hooks attached it is model_forward
+ * itself (and returns model_last_logits). */
+const float *kv_decode_step(struct tlm_model *m, int token);
+
 #endif

@@ -1,0 +1,128 @@
+/* test_decode_step.c — kv_decode_step (one parallel region per token, model/decode.c) computes
+ * exactly what model_forward computes for one token through the KV cache: the same logits bit
+ * for bit (memcmp), at every position of a prefill + decode up to the cache's end, for every
+ * architecture variant (placements, norms, QK-norm, GQA/MQA, sliding window, learned positions,
+ * soft-caps, biases, DyT, DeepNorm) and a shape whose widths are no multiple of 16; with f32
+ * weights, bf16 weights, and f32 weights beside mixed precision's bf16 mirror (products over a
+ * few rows stay f32 there: the prefill uses the mirror where the CPU has bf16 products, the steps
+ * must not); on 1 and 2 threads (3 for two shapes: shares of 64 rows in thirds, a thread with no
+ * kv head of its own, as MQA's second thread has on 2). Then: a full cache and a token outside
+ * the vocabulary are refused (nothing written), and with an observer attached the step is
+ * model_forward itself. */
+#include "isa_cap.h"
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/decode.h"
+#include "model/model.h"
+#include "variants.h"
+
+static void v_odd(tlm_config *c) { c->d_model = 40, c->head_dim = 10, c->d_ff = 56, c->vocab_size = 37; }
+
+enum { T = 14, PREFILL = 5 };
+
+/* the logits of positions PREFILL..T-1, one token at a time: through kv_decode_step (step 1) or
+ * model_forward (step 0), after the same prefill; -1 when a pass failed */
+static int decode_all(tlm_model *m, const int *tok, int step, float *logits) {
+    const int V = m->cfg.vocab_size;
+    kv_cache *kv = kv_cache_create(m, T);
+    if (!kv) return -1;
+    m->kv = kv;
+    int rc = model_forward(m, tok, NULL, 1, PREFILL, NULL);
+    for (int t = PREFILL; t < T && !rc; t++) {
+        const float *lg = NULL;
+        if (step) {
+            lg = kv_decode_step(m, tok[t]);
+        } else if (!model_forward(m, tok + t, NULL, 1, 1, NULL)) {
+            lg = model_last_logits(m);
+        }
+        if (!lg) rc = -1;
+        else memcpy(logits + (size_t)(t - PREFILL) * V, lg, sizeof(float) * V);
+    }
+    if (!rc && step) { /* the cache is full: refused, its length unchanged */
+        if (kv_decode_step(m, tok[0]) || kv_cache_length(kv) != T) rc = -1;
+    }
+    m->kv = NULL;
+    kv_cache_free(kv);
+    return rc;
+}
+
+static int dummy_after_pass(void *user, const tlm_model *m, int is_backward) {
+    (void)m, (void)is_backward;
+    ++*(int *)user;
+    return 0;
+}
+
+int main(void) {
+    if (isa_cap_changes_nothing("test_decode_step")) return ISA_CAP_SKIP;
+    int failures = 0, checks = 0;
+    const int n_var = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
+    for (int i = 0; i <= n_var; i++) {
+        const variant odd = {"pre-norm, widths no multiple of 16", v_odd};
+        const variant *var = i < n_var ? &VARIANTS[i] : &odd;
+        for (int wt = 0; wt < 3; wt++) { /* f32 weights, bf16 weights, f32 + the bf16 mirror of mixed precision */
+            const char *wt_name = wt == 0 ? "f32" : wt == 1 ? "bf16" : "mixed";
+            tlm_config c;
+            variant_config(&c, var);
+            tlm_model *m = model_create(&c);
+            model_init_weights(m, 11);
+            for (size_t j = 0; j < m->n_params; j++) m->param_mem[j] *= 10.0f; /* logits far from uniform */
+            const char *why;
+            if (wt == 1 && model_weights_to_bf16(m)) return printf("%s: bf16 conversion failed\n", var->name), 1;
+            if (wt == 2 && model_set_mixed_bf16(m, 1, &why) < 0) return printf("%s: no bf16 mirror\n", var->name), 1;
+            model_set_mode(m, MODEL_INFER_LAST);
+            const int V = c.vocab_size;
+            int tok[T];
+            for (int t = 0; t < T; t++) tok[t] = (t * 13 + 5) % V;
+            float *ref = malloc(sizeof(float) * T * V), *got = malloc(sizeof(float) * T * V);
+            /* (3 threads on the first and the last shape only: more threads than this machine's 2
+             * cores spin at every barrier while one waits for a core, ~0.5 s per variant) */
+            const int max_threads = i == 0 || i == n_var ? 3 : 2;
+            for (int nt = 1; nt <= max_threads; nt++) {
+                omp_set_num_threads(nt);
+                int rc = decode_all(m, tok, 0, ref) || decode_all(m, tok, 1, got);
+                int same = !rc && !memcmp(ref, got, sizeof(float) * (T - PREFILL) * V);
+                checks++;
+                if (!same) {
+                    failures++;
+                    int first = -1;
+                    for (int j = 0; !rc && j < (T - PREFILL) * V && first < 0; j++)
+                        if (memcmp(ref + j, got + j, sizeof(float))) first = j;
+                    printf("FAIL %-44s %s %d threads: %s (first difference at position %d, logit %d)\n", var->name,
+                           wt_name, nt, rc ? "a pass failed" : "logits differ",
+                           first < 0 ? -1 : PREFILL + first / V, first < 0 ? -1 : first % V);
+                }
+            }
+            omp_set_num_threads(2);
+            free(ref), free(got);
+            model_free(m);
+        }
+        printf("%-44s f32, bf16, mixed; 1-%d threads: %s\n", var->name, i == 0 || i == n_var ? 3 : 2,
+               failures ? "(failures above)" : "identical");
+    }
+    /* a token outside the vocabulary: refused before anything is written; an observer: model_forward */
+    tlm_config c;
+    variant_config(&c, &VARIANTS[0]);
+    tlm_model *m = model_create(&c);
+    model_init_weights(m, 3);
+    model_set_mode(m, MODEL_INFER_LAST);
+    kv_cache *kv = kv_cache_create(m, 4);
+    m->kv = kv;
+    int bad = kv_decode_step(m, c.vocab_size) == NULL && kv_decode_step(m, -1) == NULL && kv_cache_length(kv) == 0;
+    int calls = 0;
+    model_observer ob = {.after_pass = dummy_after_pass, .user = &calls};
+    model_observe(m, &ob);
+    const float *lg = kv_decode_step(m, 1);
+    int observed = lg == model_last_logits(m) && calls == 1 && kv_cache_length(kv) == 1;
+    model_unobserve(m, &ob);
+    checks += 2;
+    if (!bad) failures++, printf("FAIL a token outside the vocabulary was not refused, or it was written\n");
+    if (!observed) failures++, printf("FAIL with an observer attached the step did not run model_forward\n");
+    m->kv = NULL;
+    kv_cache_free(kv);
+    model_free(m);
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures != 0;
+}
