@@ -65,6 +65,27 @@ static void test_sampler(void) {
     sampler_init(&s, V, 0.0f, 0, 0.0f, 1);
     expect(sampler_next(&s, logits) == 1, "temperature 0 picks the argmax");
     sampler_free(&s);
+    /* temperature 0 against the plain scan `if (x[i] > x[best]) best = i` (the first of equal
+     * maxima; a NaN never wins, and a NaN first logit stays) on rows of every length up to 70 built
+     * from few values, NaN and infinities (ties, a -inf maximum, NaNs before and after the max) */
+    {
+        enum { MAXN = 70 };
+        const float pick[8] = {NAN, -INFINITY, INFINITY, -2.0f, 0.0f, 1.0f, 1.0f, 3.0f};
+        float row[MAXN];
+        unsigned r = 12345;
+        int same = 1;
+        for (int trial = 0; trial < 20000; trial++) {
+            const int n = 1 + trial % MAXN;
+            for (int i = 0; i < n; i++) r = r * 1103515245u + 12345u, row[i] = pick[(r >> 16) % 8];
+            int want = 0;
+            for (int i = 1; i < n; i++)
+                if (row[i] > row[want]) want = i;
+            sampler_init(&s, n, 0.0f, 0, 0.0f, 1);
+            same &= sampler_next(&s, row) == want;
+            sampler_free(&s);
+        }
+        expect(same, "temperature 0 picks what the plain first-maximum scan picks (ties, NaN, infinities)");
+    }
 
     int a[200], b[200];
     sampler_init(&s, V, 1.0f, 0, 0.0f, 99);
