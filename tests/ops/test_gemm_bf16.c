@@ -14,21 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_count.h"
 #include "ops/ops.h"
 #include "util/cpu.h"
 #include "util/f16.h"
-
-static int failures, checks;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        checks++;                                          \
-        if (!(cond)) {                                     \
-            failures++;                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-        }                                                  \
-    } while (0)
 
 static unsigned seed = 12345;
 static float rnd(void) {
