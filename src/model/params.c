@@ -321,20 +321,21 @@ int model_weights_to_bf16(tlm_model *m) {
 
 /* ---- mixed precision: a bf16 mirror of the f32 weights ------------------------------------------ */
 
-static void point_into_mirror(const tlm_model *m, linear_params *lp) {
-    lp->w16 = lp->w ? m->mirror16 + (lp->w - m->param_mem) : NULL;
+/* every linear layer's w16 (and the head's) pointed into the mirror, or NULL when there is none */
+static void bind_mirror(tlm_model *m) {
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        layer_params *P = &m->p.layers[l];
+        linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
+    }
+    m->p.lm_head16 = m->mirror16 && m->p.lm_head ? m->mirror16 + (m->p.lm_head - m->param_mem) : NULL;
 }
 
 void model_refresh_mirror(tlm_model *m) {
     if (!m->mirror16) return;
     f32_to_bf16(m->mirror16, m->param_mem, m->n_params);
-    /* (again every time: a rebinding of the views, e.g. after a load, resets w16) */
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        layer_params *P = &m->p.layers[l];
-        linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) point_into_mirror(m, all[i]);
-    }
-    m->p.lm_head16 = m->p.lm_head ? m->mirror16 + (m->p.lm_head - m->param_mem) : NULL;
+    bind_mirror(m); /* (again every time: a rebinding of the views, e.g. after a load, resets w16) */
 }
 
 int model_set_mixed_bf16(tlm_model *m, int on, const char **why) {
@@ -343,12 +344,7 @@ int model_set_mixed_bf16(tlm_model *m, int on, const char **why) {
         m->bf16_products = 0;
         if (!m->mirror16) return 0;
         free(m->mirror16), m->mirror16 = NULL;
-        for (int l = 0; l < m->cfg.n_layers; l++) {
-            layer_params *P = &m->p.layers[l];
-            linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->w16 = NULL;
-        }
-        m->p.lm_head16 = NULL;
+        bind_mirror(m);
         return 0;
     }
     if (gemm_bf16_path() == GEMM_BF16_NONE) {
