@@ -130,6 +130,23 @@ def main():
     check(mr == mu, "bf16 resume is bit-identical to the uninterrupted bf16 run",
           [(s, mr.get(s), mu.get(s)) for s in mu if mr.get(s) != mu.get(s)][:2])
 
+    # a run whose trainer.json names another precision: refused, naming the file and the field
+    bad = W("bad_state")
+    shutil.copytree(dr, bad, symlinks=True)
+    state = os.path.join(os.path.realpath(os.path.join(bad, "latest")), "trainer.json")
+    with open(state) as f:
+        j = json.load(f)
+    j["options"]["precision"] = "fp8"
+    with open(state, "w") as f:
+        json.dump(j, f)
+    rc, _, err = run([a.tinylm, "train", "--resume", bad, "--data", a.data, "--steps", "60"])
+    check(rc == 1 and "trainer.json" in err and '"precision"' in err,
+          "a trainer.json with precision \"fp8\" is refused naming the file and field", err)
+    rc, _, err = run([a.tinylm, "logits", "--model", dr, "--ids", "1 2 3", "--precision", "fp16", "--out",
+                      W("x.npy")])
+    check(rc == 2 and "--precision" in err and not os.path.exists(W("x.npy")),
+          "logits --precision fp16 is a usage error, nothing written", err)
+
     # a sweep grid may set the precision
     grid = W("grid.json")
     with open(grid, "w") as f:
