@@ -1,6 +1,6 @@
 /* check_count.h — CHECK(cond, printf-style message) for the C tests of tests/model and
  * tests/probes: counts checks and failures, and on a failure prints where, the message and the
- * library's last error. main() ends with check_summary(). */
+ * library's last error. main() prints the counts and returns failures != 0. */
 #ifndef TLM_TEST_CHECK_COUNT_H
 #define TLM_TEST_CHECK_COUNT_H
 

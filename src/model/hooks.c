@@ -13,6 +13,7 @@
 #include "pass.h"
 #include "tinylm.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 /* ---- observers --------------------------------------------------------------------------------- */
 
@@ -119,7 +120,11 @@ static int hooks_at_point(void *user, const tlm_model *m, int id, float *data, i
     int flags;
     int nd = model_point_describe(&m->cfg, id, B, T, name, sizeof name, shape, &flags);
     h->unchanged = 0;
-    return nd ? h->fn(h->user, id, data, nd, shape, is_grad) : 0;
+    if (!nd) return 0;
+    signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
+    const int rc = h->fn(h->user, id, data, nd, shape, is_grad);
+    signals_window_close();
+    return rc;
 }
 
 int tlm_hook_count(const tlm_model *m) { return model_point_count(&m->cfg); }

@@ -18,6 +18,7 @@
 #include "decode.h"
 #include "pass.h"
 #include "util/error.h"
+#include "util/signals.h"
 
 float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
@@ -117,8 +118,11 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     /* mixed precision: this forward's bf16 weights, for its (and its backward's) products over
      * many rows; a few-row pass (decoding) multiplies the f32 weights and needs none */
     if (N > MATVEC_MAX_ROWS) model_refresh_mirror(m);
+    signals_hold(); /* (util/signals.h: one hold for the pass's products) */
     pass_ctx ctx = pass_whole(m);
-    if (split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx))) return -1;
+    const int failed = split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx));
+    signals_release();
+    if (failed) return -1;
     if (targets && loss) *loss = l;
     if (m->kv) kv_cache_advance(m->kv, T);
     return model_after_pass(m, 0);
@@ -175,7 +179,9 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
     pass_ctx ctx = pass_whole(m);
+    signals_hold();
     if (split_backward(m, dlogits_in, dloss)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
+    signals_release();
     if (ctx.watched) { /* the residual stream's gradients are complete only now */
         pass_fire(&ctx, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
         pass_fire(&ctx, model_point_id(c, -1, HL_EMBED), model_residual_grad(A, 0), 1);

@@ -23,6 +23,7 @@
 #include "util/cpu.h"
 #include "util/f16.h"
 #include "util/profile.h"
+#include "util/signals.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -157,8 +158,11 @@ int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, 
     dnnl_memory_set_data_handle(s->b, (void *)B);
     dnnl_memory_set_data_handle(s->c, C);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}};
-    if (dnnl_primitive_execute(s->prim, tm.stream, 3, args) != dnnl_success) return -1;
-    return dnnl_stream_wait(tm.stream) == dnnl_success ? 0 : -1;
+    signals_hold(); /* (util/signals.h, as gemm()) */
+    const int ok = dnnl_primitive_execute(s->prim, tm.stream, 3, args) == dnnl_success &&
+                   dnnl_stream_wait(tm.stream) == dnnl_success;
+    signals_release();
+    return ok ? 0 : -1;
 }
 
 #else /* the OpenBLAS build: no bf16 products (the callers compute in f32) */

@@ -12,6 +12,7 @@
 #include "util/profile.h"
 #include "util/cpu.h"
 #include "util/f16.h"
+#include "util/signals.h"
 
 #if defined(TLM_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -21,6 +22,7 @@
 
 void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
           int ldb, float beta, float *C, int ldc) {
+    signals_hold(); /* (util/signals.h: oneDNN's JIT kernels move rsp into the heap; free inside a pass's hold) */
 #if defined(TLM_GEMM_ONEDNN)
     /* row-major, like CBLAS; the status can only report bad arguments, which the engine's
      * shapes never are (every call site passes its own consistent leading dimensions) */
@@ -29,6 +31,7 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const floa
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
+    signals_release();
 }
 
 const char *gemm_backend_name(void) {
