@@ -368,6 +368,34 @@ def main():
     check(np.array_equal(m(ids), base) and len(m.run_with_cache(ids)[1]) == len(m.hook_points),
           "Ctrl-C: the model is usable afterwards (same logits, a whole cache)")
 
+    # ---- signals while the products run ------------------------------------------------------------
+    # (oneDNN 2.6's JIT sgemm points rsp at the heap: a handler run there wrote its frame over the
+    # heap, and this process aborted a little later, "corrupted size vs. prev_size"; util/signals.h)
+    signal.signal(signal.SIGUSR1, lambda s, f: None)
+    done = threading.Event()
+    sent = [0]
+
+    def pester():
+        while not done.is_set():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            sent[0] += 1
+            time.sleep(0.002)
+    tinylm.set_threads(2)
+    pt = threading.Thread(target=pester)
+    pt.start()
+    same, passes, t_end = True, 0, time.time() + 3.0
+    try:
+        while time.time() < t_end:
+            same = same and np.allclose(m(long_ids), parent, rtol=1e-5, atol=1e-5)
+            passes += 1
+    finally:
+        done.set()
+        pt.join()
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        tinylm.set_threads(1)
+    check(same and passes > 10 and sent[0] > 100, "signals: %d passes on 2 threads while %d signals arrived, "
+          "each the same logits, and the process lives on" % (passes, sent[0]))
+
     # ---- generate: the CLI's sampler and stopping -------------------------------------------------------
     prompt = "Once upon a time"
     settings = [dict(temperature=0.0, seed=1), dict(temperature=0.8, seed=5), dict(temperature=1.0, seed=42),
