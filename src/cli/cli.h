@@ -101,10 +101,13 @@ char *cli_read_prompt_file(const char *path);
 int cli_apply_dtype(struct tlm_model *m, const char *dtype);
 /* CLI_CONTINUE when dtype is auto, f32 or bf16; else a usage error of cmd (exit code 2) */
 int cli_check_dtype(const char *cmd, const char *dtype);
-/* --precision fp32|bf16 for inference: bf16 runs the products over many rows (the prompt) on
- * bf16 operands (model_set_mixed_bf16); a CPU without bf16 products computes in fp32 and one
- * line on stderr says so. cli_check_precision: CLI_CONTINUE or a usage error. */
-int cli_check_precision(const char *cmd, const char *precision);
+/* --precision fp32|bf16|auto for inference: bf16 runs the products over many rows (the prompt)
+ * on bf16 operands (model_set_mixed_bf16); a CPU without bf16 products computes in fp32 and one
+ * line on stderr says so. auto (generate's default): bf16 when the weights are bf16 (their
+ * rounding is done already; the products then round only the activations) and the CPU has
+ * bf16 products, else fp32, silently. cli_check_precision: CLI_CONTINUE or a usage error;
+ * auto_ok: whether auto is one of the values. */
+int cli_check_precision(const char *cmd, const char *precision, int auto_ok);
 int cli_apply_precision(struct tlm_model *m, const char *cmd, const char *precision);
 
 #endif

@@ -63,12 +63,15 @@ int cli_apply_dtype(tlm_model *m, const char *dtype) {
     return tlm_error("--dtype: \"%s\" is not one of auto, f32, bf16", dtype);
 }
 
-int cli_check_precision(const char *cmd, const char *precision) {
-    if (!strcmp(precision, "fp32") || !strcmp(precision, "bf16")) return CLI_CONTINUE;
-    return cli_usage_error(cmd, "--precision \"%s\" is not one of fp32, bf16", precision);
+int cli_check_precision(const char *cmd, const char *precision, int auto_ok) {
+    if (!strcmp(precision, "fp32") || !strcmp(precision, "bf16") || (auto_ok && !strcmp(precision, "auto")))
+        return CLI_CONTINUE;
+    return cli_usage_error(cmd, "--precision \"%s\" is not one of fp32, bf16%s", precision, auto_ok ? ", auto" : "");
 }
 
 int cli_apply_precision(tlm_model *m, const char *cmd, const char *precision) {
+    if (!strcmp(precision, "auto"))
+        return m->w16_mem && gemm_bf16_path() != GEMM_BF16_NONE ? (model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0) : 0;
     if (strcmp(precision, "bf16")) return 0;
     const char *why = NULL;
     const int on = model_set_mixed_bf16(m, 1, &why);

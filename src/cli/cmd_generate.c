@@ -20,17 +20,18 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
     fprintf(stderr,
             "tinylm generate: load %.0f ms (%.1f MiB of %s weights, %.1f MiB read per token); prompt %d tokens in "
             "%.1f ms (%.1f tok/s); generated %d tokens, %.2f ms per token after the first (%.2f tok/s); %d threads, "
-            "%s, %s\n",
+            "%s, %s; prompt products %s%s%s\n",
             load_s * 1e3, model_weight_bytes(m) / 1048576.0, m->w16_mem ? "bf16" : "f32", model_decode_bytes(m) / 1048576.0,
             st->n_prompt, st->prefill_s * 1e3, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->n_generated,
             st->n_decoded ? st->decode_s * 1e3 / st->n_decoded : 0.0,
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),
-            tlm_isa_name(tlm_cpu_isa()), gemm_backend_name());
+            tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(), m->bf16_products ? "bf16 (" : "fp32",
+            m->bf16_products ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->bf16_products ? ")" : "");
 }
 
 static const char USAGE[] =
     "usage: tinylm generate --model DIR [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE] [-n N]\n"
-    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n                       [--precision fp32|bf16]\n"
+    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n                       [--precision auto|fp32|bf16]\n"
     "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
     "  -n N                new tokens, 1..2147483647 (default 256); stops early at BOS/EOS\n"
     "  --temperature T     0 = greedy, up to 1e6 (default 1.0)\n"
@@ -40,12 +41,13 @@ static const char USAGE[] =
     "                      -1 = 2^64-1); the same seed gives the same sample (default 1337)\n"
     "  --dtype D           weights in memory: bf16 halves the bytes read per token; auto (default) = bf16\n"
     "                      when the checkpoint stores bf16, else f32\n"
-    "  --precision P       fp32 (default: the reference numerics) or bf16: the prompt's matrix products\n"
-    "                      on bf16 operands (AMX / AVX512-BF16), summed in f32; decoding stays f32\n"
+    "  --precision P       bf16: the prompt's matrix products on bf16 operands (AMX / AVX512-BF16),\n"
+    "                      summed in f32 (decoding is unchanged); fp32: the reference numerics; auto\n"
+    "                      (default) = bf16 when the weights are bf16 and the CPU has bf16 products\n"
     "Timings (load, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "fp32";
+    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "auto";
     gen_options g = {.max_new_tokens = 256, .temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .seed = 1337};
     cli_opt opts[] = {
         {"--model", CLI_STR, &model_dir, 0, 0, 0},         {"--tokenizer", CLI_STR, &tok_path, 0, 0, 0},
@@ -59,7 +61,7 @@ int cmd_generate(int argc, char **argv) {
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir) return cli_usage_error("generate", "--model DIR is required");
     if ((prc = cli_check_dtype("generate", dtype)) != CLI_CONTINUE) return prc;
-    if ((prc = cli_check_precision("generate", precision)) != CLI_CONTINUE) return prc;
+    if ((prc = cli_check_precision("generate", precision, 1)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--prompt", "--prompt-file", NULL}))) return prc;
     char *prompt_text = prompt_file ? cli_read_prompt_file(prompt_file) : NULL;
     if (prompt_file && !prompt_text) return cli_fail("generate");

@@ -45,7 +45,7 @@ int cmd_logits(int argc, char **argv) {
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir || !out) return cli_usage_error("logits", "--model DIR and --out FILE.npy are required");
     if ((prc = cli_check_dtype("logits", dtype)) != CLI_CONTINUE) return prc;
-    if ((prc = cli_check_precision("logits", precision)) != CLI_CONTINUE) return prc;
+    if ((prc = cli_check_precision("logits", precision, 0)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--ids", "--prompt", "--prompt-file", NULL}))) return prc;
     /* a FIFO, device, directory or dangling link: refused before the load (the write checks
      * again, then against the inputs too) */

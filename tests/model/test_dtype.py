@@ -13,6 +13,7 @@
   (measured: 0.4%, 100%, 8e-5; docs/performance.md);
 - generate --dtype bf16 keeps half the bytes and says so; a bad --dtype is a usage error."""
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -108,6 +109,31 @@ def test_generate(tinylm, work):
         check(0.5 <= ratio < 0.6, "bf16 weights take about half the bytes (%.2f of f32)" % ratio)
     rc, _, err = run(tinylm, *args, "--dtype", "f16")
     check(rc == 2 and "--dtype" in err and len(err.splitlines()) == 1, "--dtype f16 is a usage error (exit 2)", err)
+
+    # --precision auto (generate's default): the prompt's products in bf16 exactly when the weights
+    # are bf16 and the CPU has bf16 products; fp32 otherwise, without a word
+    long_args = ["generate", "--model", MODEL, "--tokenizer", TOK, "--prompt", "Once upon a time, " * 6, "-n", "30",
+                 "--temperature", "0"]
+    _, _, probe = run(tinylm, *long_args, "--dtype", "f32", "--precision", "bf16")
+    has_path = "computing in fp32" not in probe
+    rc_a, text_a, err_a = run(tinylm, *long_args, "--dtype", "bf16")
+    rc_b, text_b, err_b = run(tinylm, *long_args, "--dtype", "bf16", "--precision", "bf16")
+    rc_f, text_f, err_f = run(tinylm, *long_args, "--dtype", "bf16", "--precision", "fp32")
+    rc_w, _, err_w = run(tinylm, *long_args, "--dtype", "f32")
+    want = "prompt products bf16" if has_path else "prompt products fp32"
+    check(rc_a == 0 and want in err_a, "generate --dtype bf16 (auto precision): %s (the CPU %s bf16 products)"
+          % (want, "has" if has_path else "has no"), err_a[-300:])
+    check(rc_a == 0 and rc_b == 0 and text_a == text_b, "auto precision with bf16 weights = --precision bf16 (text)")
+    check(rc_f == 0 and "prompt products fp32" in err_f, "--precision fp32 keeps bf16 weights' products in fp32")
+    check(rc_w == 0 and "prompt products fp32" in err_w, "auto precision with f32 weights: fp32 products")
+    env = dict(os.environ, TLM_ISA="avx2")
+    p = subprocess.run([tinylm, *long_args, "--dtype", "bf16"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120, env=env)
+    err_n = p.stderr.decode()
+    check(p.returncode == 0 and "prompt products fp32" in err_n and len(err_n.strip().splitlines()) == 1,
+          "auto precision without a bf16 path (TLM_ISA=avx2): fp32, and no fallback line", err_n[-300:])
+    rc, _, err = run(tinylm, *long_args, "--precision", "fp16")
+    check(rc == 2 and "fp32, bf16, auto" in err, "generate --precision fp16 is a usage error naming the values", err)
 
 
 if __name__ == "__main__":
