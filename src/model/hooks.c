@@ -121,9 +121,9 @@ static int hooks_at_point(void *user, const tlm_model *m, int id, float *data, i
     int nd = model_point_describe(&m->cfg, id, B, T, name, sizeof name, shape, &flags);
     h->unchanged = 0;
     if (!nd) return 0;
-    signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
+    const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
     const int rc = h->fn(h->user, id, data, nd, shape, is_grad);
-    signals_window_close();
+    signals_window_close(held);
     return rc;
 }
 

@@ -46,12 +46,19 @@ void signals_release(void) {
     pthread_sigmask(SIG_SETMASK, &before, NULL);
 }
 
-void signals_window_open(void) {
-    if (!blocked_for_good && depth) pthread_sigmask(SIG_SETMASK, &before, NULL);
+/* A window sets the hold aside: code inside it (another model's pass, called from a hook) takes
+ * holds of its own from depth 0, and may open windows of its own (the caller keeps the depth). */
+int signals_window_open(void) {
+    if (blocked_for_good || !depth) return 0;
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    const int held = depth;
+    depth = 0;
+    return held;
 }
 
-void signals_window_close(void) {
-    if (blocked_for_good || !depth) return;
+void signals_window_close(int held) {
+    if (blocked_for_good || !held) return;
+    depth = held;
     const sigset_t s = asynchronous();
     pthread_sigmask(SIG_BLOCK, &s, NULL);
 }

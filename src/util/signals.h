@@ -15,8 +15,9 @@
 void signals_hold(void);
 void signals_release(void);
 /* Inside a hold, handlers may run between signals_window_open and _close (a callback into
- * other code, such as the Python package's hooks, which take Ctrl-C there). */
-void signals_window_open(void);
-void signals_window_close(void);
+ * other code, such as the Python package's hooks, which take Ctrl-C there); open returns the
+ * hold's depth, which close takes back (windows nest: a hook may run another model's pass). */
+int signals_window_open(void);
+void signals_window_close(int held);
 
 #endif

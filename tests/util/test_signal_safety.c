@@ -6,7 +6,8 @@
  * Forward and backward passes of stories260K on 2 threads for 1.5 s while another thread sends
  * SIGUSR1 to the process and to each thread of the pool every 50 us; the handler checks that
  * its own frame lies inside the stack of the thread it runs on (bounds taken beforehand). Then
- * the same through the KV cache (prefill + decode), and a GEMM called outside any pass. */
+ * a GEMM called outside any pass; and the masks around hooks (nested: a hook running another
+ * model's hooked pass). */
 #define _GNU_SOURCE
 #include <omp.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -78,6 +80,63 @@ static double now(void) {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+/* ---- masks around hooks: a hook sees signals unblocked, also a hook of another model's pass run
+ * from inside a hook (windows nest), and everything is as before after the passes ------------- */
+static tlm_model *inner_model;
+static int hook_calls, hook_blocked, inner_runs;
+
+static int usr1_blocked(void) {
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    return sigismember(&now, SIGUSR1);
+}
+
+static int on_hook(void *user, int id, float *data, int ndim, const int64_t *shape, int is_grad) {
+    (void)id, (void)data, (void)ndim, (void)shape, (void)is_grad;
+    hook_calls++;
+    if (usr1_blocked()) hook_blocked++;
+    if (user) { /* the outer model's hook: a pass of the inner model, hooked too */
+        int tok[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        if (tlm_forward(inner_model, tok, NULL, 1, 8, NULL)) return 1;
+        inner_runs++;
+        if (usr1_blocked()) hook_blocked++;
+    }
+    return 0;
+}
+
+static void check_hook_masks(tlm_model *outer) {
+    inner_model = tlm_load(TLM_SOURCE_DIR "/data/stories260K.bin");
+    CHECK(inner_model != NULL, "a second model loads");
+    if (!inner_model) return;
+    const int n = tlm_hook_count(outer);
+    unsigned char *fwd = calloc((size_t)n, 1);
+    int embed = -1, resid = -1; /* two points of the outer pass, one of the inner */
+    for (int id = 0; id < n; id++) {
+        char name[96];
+        if (!tlm_hook_info(outer, id, name, sizeof name, 1, 64, NULL, NULL)) continue;
+        if (!strcmp(name, "hook_embed")) embed = id;
+        if (!strcmp(name, "blocks.1.hook_resid_post")) resid = id;
+    }
+    CHECK(embed >= 0 && resid >= 0, "hook points hook_embed (%d) and blocks.1.hook_resid_post (%d)", embed, resid);
+    if (embed < 0 || resid < 0) return;
+    fwd[embed] = 1, fwd[resid] = 1;
+    static int outer_flag = 1;
+    tlm_set_hooks(outer, on_hook, &outer_flag, fwd, NULL);
+    memset(fwd, 0, (size_t)n), fwd[resid] = 1;
+    tlm_set_hooks(inner_model, on_hook, NULL, fwd, NULL);
+    int tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = 1 + (i * 37) % 500;
+    const int rc = tlm_forward(outer, tok, NULL, 1, 64, NULL);
+    CHECK(rc == 0 && inner_runs == 2 && hook_calls == 4, "hooks ran: %d calls, %d inner passes (rc %d)", hook_calls,
+          inner_runs, rc);
+    CHECK(hook_blocked == 0, "every hook, nested ones too, ran with signals unblocked (%d did not)", hook_blocked);
+    CHECK(!usr1_blocked(), "after the passes the thread's mask is as before");
+    tlm_set_hooks(outer, NULL, NULL, NULL, NULL);
+    tlm_set_hooks(inner_model, NULL, NULL, NULL, NULL);
+    free(fwd);
+    tlm_free(inner_model);
+}
+
 int main(void) {
     omp_set_num_threads(2);
     tlm_model *m = tlm_load(TLM_SOURCE_DIR "/data/stories260K.bin");
@@ -112,6 +171,7 @@ int main(void) {
     pthread_join(th, NULL);
     signal(SIGUSR1, SIG_IGN); /* (what the workers still hold pending is dropped) */
 
+    check_hook_masks(m);
     const long h = atomic_load(&handled), off = atomic_load(&off_stack);
     CHECK(h >= 100, "the handler ran %ld times on the pool's threads (signals arrive between the products)", h);
     CHECK(off == 0, "no handler ran off its thread's stack (%ld of %ld did)", off, h);
