@@ -70,8 +70,8 @@ int cli_check_precision(const char *cmd, const char *precision, int auto_ok) {
 }
 
 int cli_apply_precision(tlm_model *m, const char *cmd, const char *precision) {
-    if (!strcmp(precision, "auto"))
-        return m->w16_mem && gemm_bf16_path() != GEMM_BF16_NONE ? (model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0) : 0;
+    if (!strcmp(precision, "auto")) /* (no bf16 path: model_set_mixed_bf16 leaves fp32 and says nothing) */
+        return m->w16_mem && model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0;
     if (strcmp(precision, "bf16")) return 0;
     const char *why = NULL;
     const int on = model_set_mixed_bf16(m, 1, &why);
