@@ -1,0 +1,84 @@
+/* quant.h — weights stored in ggml's block formats (what GGUF files hold), and the products
+ * that read them where they lie.
+ *
+ * A quantized matrix [OC, IC] is OC rows, each IC / block_elems blocks back to back (GGUF's
+ * layout: ne[0] = IC is the fastest-varying dimension). The type numbers are ggml's (they are
+ * what a GGUF tensor's type field says). Every block layout and formula is in quant.c.
+ *
+ * Numerics, the same for a few rows (decoding) and many (a prompt): the activations stay f32
+ * and each weight is widened to the f32 value its block encodes (in registers for a few rows;
+ * a tile of rows at a time into f32 scratch for the GEMM of many), then multiplied in f32.
+ * So the only error is the format's own rounding of the weights, and a decoding step computes
+ * what the prompt's pass computes (llama.cpp instead rounds the activations to 8 bits per
+ * block for its integer dot products: docs/formats.md says what that changes). */
+#ifndef TLM_QUANT_H
+#define TLM_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml's numbering */
+typedef enum {
+    WQ_F32 = 0,
+    WQ_F16 = 1,
+    WQ_Q4_0 = 2,
+    WQ_Q4_1 = 3,
+    WQ_Q5_0 = 6,
+    WQ_Q5_1 = 7,
+    WQ_Q8_0 = 8,
+    WQ_Q8_1 = 9,
+    WQ_Q2_K = 10,
+    WQ_Q3_K = 11,
+    WQ_Q4_K = 12,
+    WQ_Q5_K = 13,
+    WQ_Q6_K = 14,
+    WQ_Q8_K = 15,
+    WQ_BF16 = 30,
+    WQ_TYPE_LIMIT = 64 /* type numbers are below this */
+} wq_type;
+
+/* Whether tinylm can read weights of type t (dequantize and multiply): F32, F16, BF16, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K. Others (Q8_1, Q8_K, the IQ types, ...) are 0. */
+int wq_supported(int t);
+/* "Q4_K", "F16", ...; "type 23" style for numbers without a name here (static buffer per
+ * thread) */
+const char *wq_name(int t);
+/* looks up a name ("q8_0" / "Q8_0", case-insensitive): 0 and *t, or -1 */
+int wq_from_name(const char *name, int *t);
+/* elements per block (1 for F32/F16/BF16, 32, or 256 for the K types) and bytes per block;
+ * 0 for an unsupported type */
+int wq_block_elems(int t);
+size_t wq_block_bytes(int t);
+/* bytes of one row of n elements (n a multiple of wq_block_elems); 0 when it is not, or the
+ * type is unsupported */
+size_t wq_row_bytes(int t, int64_t n);
+/* bits per weight, for reports (4.5 for Q4_0, 8.5 for Q8_0, 4.5 for Q4_K, 6.5625 for Q6_K) */
+double wq_bits_per_weight(int t);
+
+/* ---- conversions (scalar C: the reference the kernels are tested against) ------------------ */
+
+/* dst [n] = the values the n elements of src encode (n a multiple of the block) */
+void wq_dequantize_row(int t, const void *src, float *dst, int64_t n);
+/* src [n] into the type's blocks at dst (wq_row_bytes(t, n) bytes), rounding as ggml's
+ * reference quantizers do (nearest, and for the K types the same search for each sub-block's
+ * scale and minimum). Types that can be written: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K. Returns 0, or -1 + tlm_error for another type or a row that is not whole
+ * blocks. */
+int wq_quantize_row(int t, const float *src, void *dst, int64_t n);
+/* whether wq_quantize_row writes type t */
+int wq_can_quantize(int t);
+
+/* ---- products -------------------------------------------------------------------------------- */
+
+/* y [N, OC] = x [N, IC] @ W[OC, IC]^T (+ bias [OC]), W of type t, streaming W once per
+ * MATVEC_MAX_ROWS rows of x, split over the OpenMP threads by output rows like matvec_f32
+ * (kernels for AVX2+FMA and plain C chosen by cpuid and TLM_ISA). IC a multiple of the block. */
+void matvec_quant(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC);
+/* One row x [IC] times rows [o0, o1) of W into y[o0 .. o1) (+ bias) on the calling thread (a
+ * decoding step's share), bit for bit as matvec_quant computes those outputs */
+void matvec_quant_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1);
+/* rows [o0, o1) of W as f32 into dst [(o1 - o0), IC] (a prompt's GEMM tile; the embedding's
+ * row lookup) */
+void wq_dequantize_rows(int t, const void *W, int IC, int o0, int o1, float *dst);
+
+#endif
