@@ -11,20 +11,27 @@
 
 #include "cli.h"
 #include "model/checkpoint.h"
+#include "model/gguf_export.h"
 #include "model/hf_export.h"
 #include "model/llama2c_export.h"
+#include "ops/quant.h"
 #include "util/error.h"
 #include "util/io.h"
 
 int cmd_export(int argc, char **argv);
 
 static const char USAGE[] =
-    "usage: tinylm export --model DIR|FILE.bin --out DIR2 [--format auto|llama2c] [--tokenizer PATH]\n"
-    "                     [--no-tokenizer]\n"
+    "usage: tinylm export --model DIR|FILE.bin|FILE.gguf --out DIR2|FILE.gguf [--format auto|llama2c|gguf]\n"
+    "                     [--type TYPE] [--tokenizer PATH] [--no-tokenizer]\n"
     "  --format auto     a Hugging Face directory (model_type llama or gpt2) when a family expresses\n"
     "                    the model, else the engine's own format (default)\n"
     "  --format llama2c  DIR2/model.bin, a llama2.c (run.c) checkpoint, + the tokenizer beside it;\n"
     "                    --model DIR2 loads it back\n"
+    "  --format gguf     one GGUF file FILE.gguf (llama.cpp's format; llama architecture), the\n"
+    "                    tokenizer in its metadata\n"
+    "  --type TYPE       (gguf) the matrices' type: keep (as the model holds them: f32, or a GGUF's\n"
+    "                    own types; default), f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,\n"
+    "                    q5_k, q6_k; rows that are not whole blocks fall back (q4_k -> q5_0, ...)\n"
     "  --tokenizer PATH  the tokenizer to write with the model (default: the model's own; a llama2.c\n"
     "                    .bin holds none, so it needs this)\n"
     "  --no-tokenizer    export the weights alone\n"
@@ -62,20 +69,93 @@ static char *tokenizer_to_export(const char *model_dir, const char *given, int v
     return src;
 }
 
+/* the type most of the model's matrices are kept in (for --type keep) */
+static int kept_type(const tlm_model *m) {
+    int best = WQ_F32;
+    size_t most = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        const int k = t->qtype ? t->qtype : t->bf16 ? WQ_BF16 : WQ_F32;
+        size_t n = 0;
+        for (int j = 0; j < m->n_tensors; j++) {
+            const tensor_info *u = &m->tensors[j];
+            if (u->ndim == 2 && (u->qtype ? u->qtype : u->bf16 ? WQ_BF16 : WQ_F32) == k) n += u->numel;
+        }
+        if (t->ndim == 2 && n > most) most = n, best = k;
+    }
+    return best;
+}
+
+static int export_gguf(const char *model_dir, const char *out, int type, const char *tokenizer, int no_tokenizer) {
+    if (is_directory(out)) {
+        tlm_error("%s: is a directory; --format gguf writes one file (e.g. --out model.gguf)", out);
+        return cli_fail("export");
+    }
+    tlm_model *m = model_load_dir(model_dir);
+    if (!m) return cli_fail("export");
+    const char *why = gguf_export_blocker(&m->cfg);
+    if (why) {
+        tlm_error("%s: cannot export as GGUF (llama.cpp's llama architecture computes it differently): %s", model_dir,
+                  why);
+        model_free(m);
+        return cli_fail("export");
+    }
+    tlm_tokenizer *tok = NULL;
+    if (!no_tokenizer) {
+        char *src = tokenizer ? strdup(tokenizer) : NULL;
+        tok = src ? tlm_tokenizer_load(src) : model_load_tokenizer(model_dir);
+        free(src);
+        if (!tok) {
+            if (!tokenizer)
+                tlm_error_prefix("the model has no tokenizer to export with it (give one with --tokenizer PATH, or "
+                                 "--no-tokenizer)");
+            model_free(m);
+            return cli_fail("export");
+        }
+        if (tlm_tokenizer_vocab_size(tok) > m->cfg.vocab_size) {
+            tlm_error("the tokenizer has %d tokens but the model's vocab_size is %d; they do not belong together",
+                      tlm_tokenizer_vocab_size(tok), m->cfg.vocab_size);
+            tlm_tokenizer_free(tok), model_free(m);
+            return cli_fail("export");
+        }
+    }
+    if (type < 0) type = kept_type(m);
+    const char *base = strrchr(model_dir, '/');
+    base = base && base[1] ? base + 1 : model_dir;
+    int fallback = 0;
+    int rc = gguf_export_file(m, tok, type, out, base, &fallback);
+    if (rc == 0) {
+        printf("exported %s as GGUF (llama, %s) to %s", model_dir, wq_name(type), out);
+        if (fallback) printf(" (%d matrices whose rows are not whole %s blocks in a fallback type)", fallback, wq_name(type));
+        printf(tok ? ", with its %s tokenizer\n" : ", without a tokenizer\n", tok ? tlm_tokenizer_kind(tok) : "");
+    }
+    tlm_tokenizer_free(tok);
+    model_free(m);
+    return rc ? cli_fail("export") : 0;
+}
+
 int cmd_export(int argc, char **argv) {
-    const char *model_dir = NULL, *out = NULL, *format = "auto", *tokenizer = NULL;
+    const char *model_dir = NULL, *out = NULL, *format = "auto", *tokenizer = NULL, *type_name = NULL;
     int no_tokenizer = 0;
     cli_opt opts[] = {{"--model", CLI_STR, &model_dir, 0, 0, 0},
                       {"--out", CLI_STR, &out, 0, 0, 0},
                       {"--format", CLI_STR, &format, 0, 0, 0},
+                      {"--type", CLI_STR, &type_name, 0, 0, 0},
                       {"--tokenizer", CLI_STR, &tokenizer, 0, 0, 0},
                       {"--no-tokenizer", CLI_FLAG, &no_tokenizer, 0, 0, 0}};
     cli_command cmd = {"export", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (!model_dir || !out) return cli_usage_error("export", "--model and --out DIR2 are required");
-    const int llama2c = !strcmp(format, "llama2c");
-    if (!llama2c && strcmp(format, "auto")) return cli_usage_error("export", "--format must be auto or llama2c, not \"%s\"", format);
+    const int llama2c = !strcmp(format, "llama2c"), gguf = !strcmp(format, "gguf");
+    if (!llama2c && !gguf && strcmp(format, "auto"))
+        return cli_usage_error("export", "--format must be auto, llama2c or gguf, not \"%s\"", format);
+    int type = -1; /* (gguf: -1 keeps the model's own types) */
+    if (type_name && !gguf) return cli_usage_error("export", "--type is for --format gguf");
+    if (type_name && strcmp(type_name, "keep") && (wq_from_name(type_name, &type) || !wq_can_quantize(type)))
+        return cli_usage_error("export", "--type must be keep, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
+                                         "q5_k or q6_k, not \"%s\"", type_name);
+    if (gguf) return export_gguf(model_dir, out, type, tokenizer, no_tokenizer);
     if (no_tokenizer && tokenizer) return cli_usage_error("export", "--tokenizer and --no-tokenizer exclude each other");
     /* check the target before the (possibly long) load */
     if (hf_export_check_target(out)) return cli_fail("export");

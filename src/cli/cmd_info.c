@@ -164,6 +164,8 @@ int cmd_info(int argc, char **argv) {
     config_collect_unknown(&unknown); /* (the HF readers list the keys they skip) */
     if (model_dir && is_llama2c_file(model_dir)) {
         rc = llama2c_read_config(model_dir, &c);
+    } else if (model_dir && !is_directory(model_dir) && is_gguf_file(model_dir)) {
+        rc = gguf_read_config(model_dir, &c);
     } else if (model_dir) {
         char *dir = model_dir_resolve(model_dir), *path = dir ? path_join(dir, "config.json") : NULL;
         if (dir && !is_directory(dir))

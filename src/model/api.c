@@ -12,6 +12,7 @@
 #include "infer/sampler.h"
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
+#include "ops/quant.h"
 #include "util/error.h"
 #include "util/finite.h"
 
@@ -155,6 +156,10 @@ const float *tlm_param(const tlm_model *m, const char *name, int64_t shape[2], i
     if (t->bf16)
         return tlm_error("param %s: the weights were converted to bf16 (inference only): no f32 copy to read", name),
                NULL;
+    if (t->qtype)
+        return tlm_error("param %s: kept quantized (%s blocks, inference only): no f32 copy to read", name,
+                         wq_name(t->qtype)),
+               NULL;
     if (ndim) *ndim = t->ndim;
     if (shape)
         for (int i = 0; i < 2; i++) shape[i] = i < t->ndim ? t->shape[i] : 1;
@@ -166,6 +171,9 @@ const float *tlm_param(const tlm_model *m, const char *name, int64_t shape[2], i
  * written: a read-only file mapping (copied here into an owned buffer first) and bf16 weights
  * (the f32 values are gone: refused). */
 int tlm_params_writable(tlm_model *m) {
+    if (m->wq_mem)
+        return tlm_error("weights: this model's matrices are kept quantized (ggml blocks, inference only); they "
+                         "cannot be edited in place");
     if (m->w16_mem)
         return tlm_error("weights: this model's matrices were converted to bf16 for inference; they cannot be edited "
                          "(load it without the bf16 conversion)");

@@ -47,6 +47,15 @@ tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
 tlm_model *llama2c_load(const char *path);
 /* only the header (validated, the file size checked) as an engine config. -1 + tlm_error */
 int llama2c_read_config(const char *path, tlm_config *cfg);
+/* gguf_load.c: a GGUF file (llama.cpp's format; formats/gguf.h) of an architecture tinylm runs
+ * (llama, qwen2, qwen3, gemma2, gemma3, olmo2, gpt2), its matrices kept in the file's types
+ * (f32, bf16, ggml block formats) for inference. NULL + tlm_error naming the file and the key or
+ * tensor. */
+tlm_model *gguf_model_load(const char *path);
+/* its metadata as an engine config (nothing else read) */
+int gguf_read_config(const char *path, tlm_config *cfg);
+/* a regular file starting with the GGUF magic */
+int is_gguf_file(const char *path);
 /* hf_load.c: the same check as model_check_weights for a Hugging Face family directory. */
 int hf_check_shapes(const tlm_config *c, const struct tlm_safetensors *st, const char *dir);
 

@@ -5,6 +5,7 @@
  *
  * kv_decode_step runs one token through the whole model in ONE parallel region (below). */
 #include "decode.h"
+#include "ops/quant.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -185,15 +186,28 @@ static void share(int n, const step_ctx *s, int *lo, int *hi) {
     *hi = (int)((long long)n * (s->id + 1) / s->nt);
 }
 
-/* linear_forward's choice for a few rows: the f32 weights when there are (a mixed-precision bf16
- * mirror beside them serves only products over many rows), else the bf16 ones */
-static void step_matvec(float *y, const float *x, const float *w, const uint16_t *w16, const float *b, int IC, int o0,
-                        int o1) {
-    matvec_part(y, x, w, w ? NULL : w16, b, IC, o0, o1);
+/* linear_forward's choice for a few rows: the quantized weights when there are, the f32 ones
+ * (a mixed-precision bf16 mirror beside them serves only products over many rows), else the bf16 ones */
+static void step_linear(float *y, const float *x, const linear_params *lp, int IC, int o0, int o1) {
+    if (lp->wq)
+        matvec_quant_part(y, x, lp->wq, lp->wq_type, lp->b, IC, o0, o1);
+    else
+        matvec_part(y, x, lp->w, lp->w ? NULL : lp->w16, lp->b, IC, o0, o1);
 }
 
-static void step_linear(float *y, const float *x, const linear_params *lp, int IC, int o0, int o1) {
-    step_matvec(y, x, lp->w, lp->w16, lp->b, IC, o0, o1);
+/* rows [o0, o1) of projections stored back to back (q|k|v, gate|up) into y, their outputs side by
+ * side: through the fused view when there is one, else part by part (quantized parts of
+ * different types); each output is the same dot product either way */
+static void step_linear_parts(float *y, const float *x, const linear_params *fused, const linear_params *const *parts,
+                              const int *widths, int n_parts, int IC, int o0, int o1) {
+    if (fused->w || fused->w16 || fused->wq) {
+        step_linear(y, x, fused, IC, o0, o1);
+        return;
+    }
+    for (int i = 0, base = 0; i < n_parts; base += widths[i], i++) {
+        const int lo = o0 > base ? o0 - base : 0, hi = o1 - base < widths[i] ? o1 - base : widths[i];
+        if (hi > lo) step_linear(y + base, x, parts[i], IC, lo, hi);
+    }
 }
 
 /* model_norm_forward's arithmetic on one row (the statistics it saves are not needed) */
@@ -226,7 +240,9 @@ static void step_attention(const step_ctx *s, int l, const float *u) {
     const int qd = H * hd, kvd = KV * hd;
     int lo, hi;
     share(qd + 2 * kvd, s, &lo, &hi);
-    step_linear(c->sh.qkv, u, &P->qkv, d, lo, hi);
+    const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
+    const int qkv_widths[3] = {qd, kvd, kvd};
+    step_linear_parts(c->sh.qkv, u, &P->qkv, qkv_parts, qkv_widths, 3, d, lo, hi);
 #pragma omp barrier
     const float *q = c->sh.qkv, *k = q + qd, *v = k + kvd, *qn = q, *kn = k;
     int g0, g1;
@@ -272,8 +288,10 @@ static void step_ffn(const step_ctx *s, int l, const float *u) {
         step_linear(sh->gu, u, &P->up, d, lo, hi);
         act_forward_range(sh->hid, sh->gu, (size_t)lo, (size_t)hi, ACT_GELU_TANH);
     } else { /* the same rows of gate and of up (fused: up's rows follow gate's), then their GLU */
-        step_linear(sh->gu, u, &P->gate_up, d, lo, hi);
-        step_linear(sh->gu, u, &P->gate_up, d, ff + lo, ff + hi);
+        const linear_params *parts[2] = {&P->gate, &P->up};
+        const int widths[2] = {ff, ff};
+        step_linear_parts(sh->gu, u, &P->gate_up, parts, widths, 2, d, lo, hi);
+        step_linear_parts(sh->gu, u, &P->gate_up, parts, widths, 2, d, ff + lo, ff + hi);
         glu_forward_range(sh->hid, sh->gu, sh->gu + ff, (size_t)lo, (size_t)hi, model_ffn_activation(cfg));
     }
 #pragma omp barrier
@@ -336,7 +354,9 @@ const float *kv_decode_step(tlm_model *m, int token) {
                          c->max_len),
                NULL;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos * d : NULL;
-    if (m->p.embed16)
+    if (m->p.embed_q)
+        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d);
+    else if (m->p.embed16)
         embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d);
     else
         embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d);
@@ -357,7 +377,9 @@ const float *kv_decode_step(tlm_model *m, int token) {
         }
         int lo, hi;
         share(V, &s, &lo, &hi);
-        step_matvec(c->sh.logits, h, m->p.lm_head, m->p.lm_head16, NULL, d, lo, hi);
+        const linear_params head = {
+            .w = m->p.lm_head, .w16 = m->p.lm_head16, .wq = m->p.lm_head_q, .wq_type = m->p.lm_head_q_type};
+        step_linear(c->sh.logits, h, &head, d, lo, hi);
         if (cfg->final_softcap > 0.0f)
             softcap_forward_range(c->sh.logits, c->sh.logits, (size_t)lo, (size_t)hi, cfg->final_softcap);
     }

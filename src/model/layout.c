@@ -122,7 +122,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     }
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
     A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
-    A->w_tile = m->w16_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
+    A->w_tile = m->w16_mem || m->wq_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
     /* the head: every position, or the last of each row */
     const size_t R = m->mode == MODEL_INFER_LAST ? (size_t)B : N;
     A->logits_rows = (int)R;
@@ -174,7 +174,7 @@ int ensure_activations(tlm_model *m, int B, int T) {
     activations *A = &m->acts;
     const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on these) */
     const int maps = !(kv_layout) && model_keeps_attention_maps(m);
-    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem &&
+    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
         A->maps == maps)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
@@ -198,7 +198,7 @@ int ensure_activations(tlm_model *m, int B, int T) {
     }
     arena a = {.base = arena_base(A->mem)};
     layout_activations(m, A, &a, B, T);
-    A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem;
+    A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem, A->wq = !!m->wq_mem;
     return model_ensure_rope(m, T);
 }
 

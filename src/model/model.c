@@ -22,6 +22,7 @@ void model_free(tlm_model *m) {
     else
         free(m->param_mem);
     free(m->w16_mem);
+    free(m->wq_mem);
     free(m->mirror16);
     split_free(m->split);
     free(m);

@@ -20,6 +20,8 @@ typedef struct {
 typedef struct {
     float *w, *b;        /* w [out, in]; b [out] or NULL */
     const uint16_t *w16; /* w as bf16 (inference with bf16 weights: then w is NULL) */
+    const void *wq;      /* w in a ggml block format (ops/quant.h; a GGUF file's): then w, w16 are NULL */
+    int wq_type;         /* its ggml type */
 } linear_params;
 
 typedef struct {
@@ -39,6 +41,8 @@ typedef struct {
     norm_params final_norm;
     float *lm_head; /* [V, d]; == embed when tied */
     const uint16_t *embed16, *lm_head16; /* bf16 weights (then embed, lm_head are NULL) */
+    const void *embed_q, *lm_head_q;     /* quantized weights (then embed, lm_head are NULL) */
+    int embed_q_type, lm_head_q_type;
 } model_params;
 
 /* How a tensor is initialised and whether weight decay applies to it. */
@@ -52,6 +56,7 @@ typedef struct {
     tensor_kind kind;
     float identity; /* init value of norm weights: 1, or 0 for (1 + w) norms */
     int bf16;       /* stored in the bf16 buffer (model_weights_to_bf16); offset is into it */
+    int qtype;      /* stored quantized in wq_mem (a ggml type, ops/quant.h; 0: not): offset in bytes into it */
 } tensor_info;
 
 /* What the next forward passes are for. TRAIN (the default) keeps every layer's activations
@@ -116,7 +121,7 @@ typedef struct {
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
     int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
     model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
-    int kv_layout, w16;
+    int kv_layout, w16, wq;
     int maps;                /* laid out with [B,H,T,T] attention maps */
     int logits_rows;         /* rows of logits computed: B*T, or B (the last position of each row) */
     float *mem;
@@ -138,6 +143,8 @@ typedef struct tlm_model {
     size_t file_map_len;
     uint16_t *w16_mem; /* the matrices as bf16 after model_weights_to_bf16 (param_mem keeps the rest) */
     size_t n_bf16;     /* values in w16_mem */
+    uint8_t *wq_mem;   /* the matrices kept in ggml block formats (a GGUF file's), tensor by tensor */
+    size_t wq_bytes;   /* bytes in wq_mem */
     int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
     int bf16_products;  /* mixed precision (model_set_mixed_bf16): the matrix products on bf16 operands */
     uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
@@ -231,6 +238,14 @@ const float *model_last_logits(const tlm_model *m);
  * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
  * stay f32. Training, probes and export need f32 weights and refuse afterwards. */
 int model_weights_to_bf16(tlm_model *m);
+/* Where each tensor of the table is kept, for a model built from a file whose matrices are not
+ * all f32 (gguf_load.c): storage[i] is WQ_F32 (param_mem), WQ_BF16 (w16_mem) or a block format
+ * (wq_mem; 2-D tensors only), one per tensor of config_tensor_table's order. Lays the three
+ * buffers out (zeroed) and binds the views; the loader then fills each tensor where
+ * model_tensor_data says. NULL + tlm_error. */
+tlm_model *model_create_stored(const tlm_config *cfg, const int *storage);
+/* where tensor i lies (f32, bf16 or block data) and its bytes */
+void *model_tensor_data(const tlm_model *m, int i, size_t *bytes);
 /* Mixed precision, for training and inference: the matrix products of every linear layer and
  * the head over many rows (forward, and the backward's input and weight gradients) run on bf16
  * copies of their operands, summed in f32 (gemm_bf16); the parameters, gradients, optimizer
@@ -253,6 +268,8 @@ void model_refresh_mirror(tlm_model *m);
 double model_train_flops_per_token(const tlm_config *c, int T);
 /* Bytes the weights take in memory */
 size_t model_weight_bytes(const tlm_model *m);
+/* the types the matrices are kept in, "f32", "bf16", "Q4_K+Q6_K", ... (into buf) */
+const char *model_matrix_types(const tlm_model *m, char *buf, size_t cap);
 /* Bytes of weights one decoding step reads: all of them but the rows of the embedding table
  * it does not look up (the whole table when it is also the head) and the learned positions */
 size_t model_decode_bytes(const tlm_model *m);

@@ -13,6 +13,7 @@
 #include "util/f16.h"
 #include "util/rng.h"
 #include "util/hugepage.h"
+#include "ops/quant.h"
 
 typedef struct {
     const tlm_config *cfg;
@@ -24,11 +25,21 @@ typedef struct {
      * this table (offset into base, or into base16 when bf16) */
     const tensor_info *placed;
     const uint16_t *base16;
+    const uint8_t *baseq;
 } walk;
 
-/* slot16: where the tensor's bf16 view goes when it is kept as bf16 (NULL: never is) */
-static void add(walk *w, float **slot, const uint16_t **slot16, const char *name, int rows, int cols,
-                tensor_kind kind, float identity) {
+/* Where a matrix's views go in each type it can be kept in (NULL members: never is) */
+typedef struct {
+    float **f32;
+    const uint16_t **bf16;
+    const void **q;
+    int *q_type;
+} matrix_slots;
+
+#define LINEAR_SLOTS(lp) ((matrix_slots){&(lp)->w, &(lp)->w16, &(lp)->wq, &(lp)->wq_type})
+
+static void add_kept(walk *w, matrix_slots s, const char *name, int rows, int cols, tensor_kind kind,
+                     float identity) {
     size_t numel = (size_t)rows * (cols ? (size_t)cols : 1);
     if (w->table) {
         tensor_info *t = &w->table[w->count];
@@ -43,37 +54,44 @@ static void add(walk *w, float **slot, const uint16_t **slot16, const char *name
     }
     if (w->base && w->placed) {
         const tensor_info *t = &w->placed[w->count];
-        if (slot) *slot = t->bf16 ? NULL : w->base + t->offset;
-        if (slot16) *slot16 = t->bf16 ? w->base16 + t->offset : NULL;
-    } else if (w->base && slot) {
-        *slot = w->base + w->offset;
+        if (s.f32) *s.f32 = t->bf16 || t->qtype ? NULL : w->base + t->offset;
+        if (s.bf16) *s.bf16 = t->bf16 ? w->base16 + t->offset : NULL;
+        if (s.q) *s.q = t->qtype ? w->baseq + t->offset : NULL;
+        if (s.q_type) *s.q_type = t->qtype;
+    } else if (w->base && s.f32) {
+        *s.f32 = w->base + w->offset;
     }
     w->count++;
     w->offset += numel;
+}
+
+/* a tensor kept in f32 only (norms, biases, learned positions) */
+static void add(walk *w, float **slot, const char *name, int rows, int cols, tensor_kind kind, float identity) {
+    add_kept(w, (matrix_slots){slot, NULL, NULL, NULL}, name, rows, cols, kind, identity);
 }
 
 static void add_norm(walk *w, norm_params *np, const char *name) {
     const tlm_config *c = w->cfg;
     char buf[96];
     snprintf(buf, sizeof buf, "%.80s.weight", name);
-    add(w, &np->w, NULL, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+    add(w, &np->w, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
     if ((c->norm == NORM_LAYERNORM && c->norm_bias) || c->norm == NORM_DYT) {
         snprintf(buf, sizeof buf, "%.80s.bias", name);
-        add(w, &np->b, NULL, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
+        add(w, &np->b, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
     }
     if (c->norm == NORM_DYT) { /* the scalar alpha: a norm parameter (no weight decay), init dyt_alpha_init */
         snprintf(buf, sizeof buf, "%.80s.alpha", name);
-        add(w, &np->a, NULL, buf, 1, 0, TENSOR_NORM, c->dyt_alpha_init);
+        add(w, &np->a, buf, 1, 0, TENSOR_NORM, c->dyt_alpha_init);
     }
 }
 
 static void add_linear(walk *w, linear_params *lp, const char *name, int out, int in, bool bias, tensor_kind kind) {
     char buf[96];
     snprintf(buf, sizeof buf, "%.80s.weight", name);
-    add(w, &lp->w, &lp->w16, buf, out, in, kind, 0.0f);
+    add_kept(w, LINEAR_SLOTS(lp), buf, out, in, kind, 0.0f);
     if (bias) {
         snprintf(buf, sizeof buf, "%.80s.bias", name);
-        add(w, &lp->b, NULL, buf, out, 0, TENSOR_BIAS, 0.0f);
+        add(w, &lp->b, buf, out, 0, TENSOR_BIAS, 0.0f);
     }
 }
 
@@ -85,16 +103,22 @@ static void add_fused(walk *w, linear_params *fused, linear_params *const *parts
     char buf[96];
     for (int i = 0; i < n; i++) {
         snprintf(buf, sizeof buf, "layers.%d.%s.weight", layer, names[i]);
-        add(w, &parts[i]->w, &parts[i]->w16, buf, outs[i], in, TENSOR_MATRIX, 0.0f);
+        add_kept(w, LINEAR_SLOTS(parts[i]), buf, outs[i], in, TENSOR_MATRIX, 0.0f);
     }
     for (int i = 0; bias && i < n; i++) {
         snprintf(buf, sizeof buf, "layers.%d.%s.bias", layer, names[i]);
-        add(w, &parts[i]->b, NULL, buf, outs[i], 0, TENSOR_BIAS, 0.0f);
+        add(w, &parts[i]->b, buf, outs[i], 0, TENSOR_BIAS, 0.0f);
     }
     if (w->base) {
         fused->w = parts[0]->w;
         fused->w16 = parts[0]->w16;
+        fused->wq = parts[0]->wq, fused->wq_type = parts[0]->wq_type;
         fused->b = bias ? parts[0]->b : NULL;
+        /* quantized parts of different types (Q4_K_M files keep v in Q6_K, q and k in Q4_K) are
+         * not one matrix: no fused view, the passes then use the parts (tables lay the parts of a
+         * type out back to back, as f32 and bf16 ones) */
+        for (int i = 1; i < n && fused->wq; i++)
+            if (parts[i]->wq_type != fused->wq_type) fused->wq = NULL, fused->wq_type = 0;
     }
 }
 
@@ -103,8 +127,9 @@ static void walk_tensors(walk *w, model_params *p) {
     const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const bool glu = c->ffn != FFN_GELU;
     char n[96];
-    add(w, &p->embed, &p->embed16, "embed.weight", c->vocab_size, d, TENSOR_EMBEDDING, 0.0f);
-    if (c->position == POS_LEARNED) add(w, &p->pos_embed, NULL, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
+    add_kept(w, (matrix_slots){&p->embed, &p->embed16, &p->embed_q, &p->embed_q_type}, "embed.weight", c->vocab_size,
+             d, TENSOR_EMBEDDING, 0.0f);
+    if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
     for (int l = 0; l < c->n_layers; l++) {
         layer_params *L = &p->layers[l];
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
@@ -123,9 +148,9 @@ static void walk_tensors(walk *w, model_params *p) {
             float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
             bool full = c->qk_norm == QK_NORM_FULL;
             snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
-            add(w, &L->q_norm, NULL, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
+            add(w, &L->q_norm, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
             snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
-            add(w, &L->k_norm, NULL, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
+            add(w, &L->k_norm, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
         }
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
@@ -144,8 +169,11 @@ static void walk_tensors(walk *w, model_params *p) {
         add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
     }
     if (c->final_norm) add_norm(w, &p->final_norm, "final_norm");
-    if (!c->tie_embeddings) add(w, &p->lm_head, &p->lm_head16, "lm_head.weight", c->vocab_size, d, TENSOR_MATRIX, 0.0f);
-    if (w->base && c->tie_embeddings) p->lm_head = p->embed, p->lm_head16 = p->embed16;
+    if (!c->tie_embeddings)
+        add_kept(w, (matrix_slots){&p->lm_head, &p->lm_head16, &p->lm_head_q, &p->lm_head_q_type}, "lm_head.weight",
+                 c->vocab_size, d, TENSOR_MATRIX, 0.0f);
+    if (w->base && c->tie_embeddings)
+        p->lm_head = p->embed, p->lm_head16 = p->embed16, p->lm_head_q = p->embed_q, p->lm_head_q_type = p->embed_q_type;
 }
 
 void model_bind_params(const tlm_model *m, model_params *views, float *base) {
@@ -178,6 +206,70 @@ tlm_model *model_create(const tlm_config *cfg) {
     return m;
 }
 
+tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
+    tlm_model *m = calloc(1, sizeof *m);
+    if (!m) return tlm_error("out of memory creating the model"), NULL;
+    m->cfg = *cfg;
+    m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    m->g.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    size_t n_floats = 0;
+    m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
+    if (!m->p.layers || !m->g.layers || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
+    /* each tensor's place in its store, in table order (the parts of a fused view stay back to back) */
+    size_t n32 = 0, n16 = 0, nq = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        tensor_info *t = &m->tensors[i];
+        const int s = storage[i];
+        if (s == WQ_F32) {
+            t->offset = n32, n32 += t->numel;
+        } else if (s == WQ_BF16 && t->ndim == 2) {
+            t->offset = n16, t->bf16 = 1, n16 += t->numel;
+        } else {
+            const size_t row = t->ndim == 2 && wq_supported(s) ? wq_row_bytes(s, t->shape[1]) : 0;
+            if (!row) {
+                int rc = tlm_error("tensor %s [%d, %d]: cannot be kept as %s (rows of %d are not whole blocks of %d)",
+                                   t->name, t->shape[0], t->ndim == 2 ? t->shape[1] : 1, wq_name(s),
+                                   t->ndim == 2 ? t->shape[1] : t->shape[0], wq_block_elems(s));
+                (void)rc;
+                model_free(m);
+                return NULL;
+            }
+            nq = (nq + 63) & ~(size_t)63; /* (each tensor's blocks start on a cache line) */
+            t->offset = nq, t->qtype = s, nq += row * (size_t)t->shape[0];
+        }
+    }
+    m->n_params = n32, m->n_bf16 = n16, m->wq_bytes = nq;
+    m->param_mem = calloc(n32 ? n32 : 1, sizeof(float));
+    m->w16_mem = n16 ? calloc(n16, sizeof(uint16_t)) : NULL;
+    m->wq_mem = nq ? aligned_alloc(64, (nq + 63) & ~(size_t)63) : NULL;
+    if (!m->param_mem || (n16 && !m->w16_mem) || (nq && !m->wq_mem)) {
+        model_free(m);
+        return tlm_error("out of memory: the model's weights take %.1f MiB", (n32 * 4.0 + n16 * 2.0 + nq) / 1048576.0),
+               NULL;
+    }
+    if (nq) memset(m->wq_mem, 0, nq);
+    tlm_advise_huge(m->param_mem, n32 * sizeof(float));
+    if (m->w16_mem) tlm_advise_huge(m->w16_mem, n16 * sizeof(uint16_t));
+    if (m->wq_mem) tlm_advise_huge(m->wq_mem, nq);
+    walk bind = {.cfg = cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem, .baseq = m->wq_mem};
+    walk_tensors(&bind, &m->p);
+    return m;
+}
+
+void *model_tensor_data(const tlm_model *m, int i, size_t *bytes) {
+    const tensor_info *t = &m->tensors[i];
+    if (t->qtype) {
+        *bytes = wq_row_bytes(t->qtype, t->shape[1]) * (size_t)t->shape[0];
+        return m->wq_mem + t->offset;
+    }
+    if (t->bf16) {
+        *bytes = t->numel * sizeof(uint16_t);
+        return m->w16_mem + t->offset;
+    }
+    *bytes = t->numel * sizeof(float);
+    return m->param_mem + t->offset;
+}
+
 void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len) {
     free(m->param_mem);
     m->param_mem = params, m->file_map = base, m->file_map_len = len;
@@ -185,6 +277,9 @@ void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len
 }
 
 int model_alloc_grads(tlm_model *m) {
+    if (m->wq_mem)
+        return tlm_error("this model keeps its matrices quantized (ggml blocks, for inference); training needs f32 "
+                         "weights");
     if (m->file_map) return tlm_error("the model's weights are a read-only file mapping (inference only)");
     if (m->grad_mem) return 0;
     m->grad_mem = calloc(m->n_params, sizeof(float));
@@ -270,6 +365,8 @@ void model_init_weights(tlm_model *m, uint64_t seed) {
 static int kept_as_bf16(const tensor_info *t) { return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0; }
 
 int model_weights_to_bf16(tlm_model *m) {
+    if (m->wq_mem)
+        return tlm_error("the weights are kept quantized (%s); bf16 weights come from f32 ones", "ggml blocks");
     if (m->w16_mem) return 0;
     if (m->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
     if (m->mirror16) free(m->mirror16), m->mirror16 = NULL; /* (mixed precision now reads the bf16 weights) */
@@ -368,14 +465,33 @@ int model_set_mixed_bf16(tlm_model *m, int on, const char **why) {
     return 1;
 }
 
-size_t model_weight_bytes(const tlm_model *m) { return m->n_params * sizeof(float) + m->n_bf16 * sizeof(uint16_t); }
+size_t model_weight_bytes(const tlm_model *m) {
+    return m->n_params * sizeof(float) + m->n_bf16 * sizeof(uint16_t) + m->wq_bytes;
+}
+
+const char *model_matrix_types(const tlm_model *m, char *buf, size_t cap) {
+    int seen[WQ_TYPE_LIMIT] = {0};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        const int k = t->qtype ? t->qtype : t->bf16 ? WQ_BF16 : WQ_F32;
+        if (t->ndim != 2 || !strcmp(t->name, "pos_embed.weight") || k >= WQ_TYPE_LIMIT || seen[k]++) continue;
+        const char *name = k == WQ_F32 ? "f32" : k == WQ_BF16 ? "bf16" : wq_name(k);
+        int n = snprintf(buf + used, cap - used, "%s%s", used ? "+" : "", name);
+        if (n < 0 || (size_t)n >= cap - used) break;
+        used += (size_t)n;
+    }
+    return buf;
+}
 
 size_t model_decode_bytes(const tlm_model *m) {
     const tlm_config *c = &m->cfg;
     size_t skipped = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
-        const size_t bytes = t->numel * (t->bf16 ? sizeof(uint16_t) : sizeof(float));
+        size_t bytes;
+        (void)model_tensor_data(m, i, &bytes);
         if (!strcmp(t->name, "pos_embed.weight") || (!strcmp(t->name, "embed.weight") && !c->tie_embeddings))
             skipped += bytes;
     }

@@ -26,7 +26,8 @@ float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((fl
 static void head_logits(const tlm_model *m, float *w_tile, float *logits, float *logits_raw, const float *h, int R) {
     const tlm_config *c = &m->cfg;
     float *head_out = c->final_softcap > 0.0f && logits_raw ? logits_raw : logits;
-    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
+    const linear_params head = {
+        .w = m->p.lm_head, .w16 = m->p.lm_head16, .wq = m->p.lm_head_q, .wq_type = m->p.lm_head_q_type};
     linear_forward(m, w_tile, head_out, h, &head, R, c->d_model, c->vocab_size);
     if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
 }
@@ -51,7 +52,9 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
-    if (m->p.embed16)
+    if (m->p.embed_q)
+        embedding_forward_quant(A->res, A->tokens, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(c), B, T, d);
+    else if (m->p.embed16)
         embedding_forward_bf16(A->res, A->tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
     else
         embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
@@ -132,8 +135,8 @@ static int backward_check(tlm_model *m, int need_targets) {
     activations *A = &m->acts;
     if (!A->mem || (need_targets && !A->has_targets) || m->kv)
         return tlm_error("backward: no forward pass with targets to differentiate");
-    if (A->lean || !m->p.embed)
-        return tlm_error("backward: the model is set up for inference (model_set_mode or bf16 weights)");
+    if (A->lean || !m->p.embed || m->wq_mem)
+        return tlm_error("backward: the model is set up for inference (model_set_mode, bf16 or quantized weights)");
     return model_alloc_grads(m);
 }
 

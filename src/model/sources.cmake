@@ -17,6 +17,8 @@ target_sources(tinylm_objects PRIVATE
   src/formats/llama2c.c
   src/model/llama2c_load.c
   src/model/llama2c_export.c
+  src/model/gguf_load.c
+  src/model/gguf_export.c
   src/model/api.c
   src/model/hooks.c
   src/model/decode.c)

@@ -46,7 +46,7 @@ static int split_first(int B, int parts, int p) { return (int)((long long)p * B 
 static int split_parts(const tlm_model *m, int B, int T) {
     const int P = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (P < 2 || (B % P && B < 8 * P) || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
-    if (model_needs_whole_batch(m) || m->kv || m->w16_mem) return 1;
+    if (model_needs_whole_batch(m) || m->kv || m->w16_mem || m->wq_mem) return 1;
     const activations *A = &m->acts;
     if (A->attn_scratch && (size_t)P > A->attn_slots) return 1;
     return P;

@@ -21,15 +21,17 @@
 #include "pass.h"
 #include "util/profile.h"
 
-/* ---- linear layers: f32 or bf16 weights ------------------------------------------------------ */
+/* ---- linear layers: f32, bf16 or quantized weights ------------------------------------------ */
 
 /* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever type they are kept:
  * f32 (w), bf16 only (w16: inference with bf16 weights; bf16 products over many rows when the
- * model asks for them), or both (a mixed-precision mirror: bf16 products over many rows, f32
- * matrix-vector products for a few) */
+ * model asks for them), both (a mixed-precision mirror: bf16 products over many rows, f32
+ * matrix-vector products for a few), or a ggml block format (wq: a GGUF file's, inference) */
 void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
                     int IC, int OC) {
-    if (lp->w16 && !lp->w)
+    if (lp->wq)
+        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile);
+    else if (lp->w16 && !lp->w)
         matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, m->bf16_products);
     else if (lp->w16 && N > MATVEC_MAX_ROWS)
         matmul_forward_mixed(out, inp, NULL, lp->w, lp->w16, lp->b, N, IC, OC);
@@ -63,7 +65,8 @@ static const uint16_t *stage_shared_input(const linear_params *lp, const float *
  * the columns split. */
 static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const *parts,
                           const int *widths, int n_parts, const linear_params *fused, const float *u, int N, int d) {
-    if (N > MATVEC_MAX_ROWS) {
+    /* (quantized parts of different types have no fused view: params.c) */
+    if (N > MATVEC_MAX_ROWS || !(fused->w || fused->w16 || fused->wq)) {
         const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0); /* (mixed precision: u rounded once) */
         for (int i = 0; i < n_parts; i++) {
             if (u16)

@@ -4,6 +4,7 @@
 #include "ops.h"
 #include "util/profile.h"
 #include "util/f16.h"
+#include "quant.h"
 
 /* one row: the f32 or the bf16 table (the other is NULL) */
 static void embed_row(float *o, const float *wte, const uint16_t *wte16, int token, const float *p, float scale, int C) {
@@ -33,6 +34,18 @@ void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, 
                             int T, int C) {
     PROF_SCOPE("embedding_forward_bf16");
     embed_rows(out, tokens, NULL, wte, wpe, scale, B, T, C);
+}
+
+void embedding_forward_quant(float *out, const int *tokens, const void *wte, int wq_type, const float *wpe,
+                             float scale, int B, int T, int C) {
+    PROF_SCOPE("embedding_forward_quant");
+#pragma omp parallel for schedule(static) if((size_t)B * T * C > OMP_MIN_WORK)
+    for (int bt = 0; bt < B * T; bt++) {
+        float *o = out + (size_t)bt * C;
+        const float *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
+        wq_dequantize_rows(wq_type, wte, C, tokens[bt], tokens[bt] + 1, o);
+        for (int c = 0; c < C; c++) o[c] = o[c] * scale + (p ? p[c] : 0.0f);
+    }
 }
 
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B, int T,

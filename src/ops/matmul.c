@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "quant.h"
 #include "util/profile.h"
 #include "util/cpu.h"
 #include "util/f16.h"
@@ -145,6 +146,25 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
             row += widths[i];
         }
     }
+}
+
+void matmul_forward_quant(float *out, const float *inp, const void *weight, int wq_type, const float *bias, int N,
+                          int IC, int OC, float *tile) {
+    PROF_SCOPE("matmul_forward_quant");
+    if (N <= MATVEC_MAX_ROWS) {
+        matvec_quant(out, inp, weight, wq_type, bias, N, IC, OC);
+        return;
+    }
+    /* as matmul_forward_bf16 without bf16 products: the dequantizing is O(OC IC) against the
+     * GEMM's O(N OC IC) */
+    for (int o0 = 0; o0 < OC; o0 += MATMUL_BF16_TILE) {
+        const int rows = OC - o0 < MATMUL_BF16_TILE ? OC - o0 : MATMUL_BF16_TILE;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++)
+            wq_dequantize_rows(wq_type, (const uint8_t *)weight, IC, o0 + r, o0 + r + 1, tile + (size_t)r * IC);
+        gemm(0, 1, N, rows, IC, 1.0f, inp, IC, tile, IC, 0.0f, out + o0, OC);
+    }
+    if (bias) add_bias(out, bias, N, OC);
 }
 
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,

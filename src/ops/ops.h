@@ -64,6 +64,12 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
 #define MATMUL_BF16_TILE 256
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
                          int OC, float *tile, int bf16_products);
+/* The same with weights [OC,IC] in ggml block format wq_type (ops/quant.h): a few rows through
+ * matvec_quant (each weight widened in registers), more a tile of MATMUL_BF16_TILE weight rows
+ * at a time dequantized into `tile` for the f32 GEMM: the same f32 arithmetic on the same values
+ * either way */
+void matmul_forward_quant(float *out, const float *inp, const void *weight, int wq_type, const float *bias, int N,
+                          int IC, int OC, float *tile);
 /* Mixed precision with both copies of the weights (training): inp rounded to bf16 (or inp16, its
  * bf16 copy already staged, e.g. once for q, k and v) and multiplied with weight16 in gemm_bf16;
  * the f32 product with `weight` where that has no path */
@@ -146,6 +152,10 @@ void embedding_forward(float *out, const int *tokens, const float *wte, const fl
 /* the same with a bf16 token table [V,C] */
 void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, const float *wpe, float scale, int B,
                             int T, int C);
+/* the same with a token table [V,C] in ggml block format wq_type (ops/quant.h): each row looked
+ * up is dequantized */
+void embedding_forward_quant(float *out, const int *tokens, const void *wte, int wq_type, const float *wpe,
+                             float scale, int B, int T, int C);
 /* dwte [V,C] += scale * dout rows; dwpe [maxT,C] += dout summed over the batch (dwpe may be NULL) */
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B,
                         int T, int C);

@@ -8,6 +8,7 @@ target_sources(tinylm_objects PRIVATE
   src/tokenizer/tok_pretok.c
   src/tokenizer/tok_hf.c
   src/tokenizer/tok_gpt2.c
+  src/tokenizer/tok_gguf.c
   src/tokenizer/nfc.c
   src/tokenizer/nfc_tables.c
 )

@@ -80,6 +80,12 @@ struct tlm_tokenizer {
     /* llama2.c */
     float *scores;
     int space_id;              /* id of " " (dummy prefix), -1 when absent */
+    int no_dummy_prefix;       /* GGUF add_space_prefix false: no leading " " (Gemma) */
+    /* a GGUF SentencePiece vocabulary's own pieces and token types (to write it back as read) */
+    tlm_buf piece_arena;
+    size_t *piece_off;
+    uint32_t *piece_len;
+    unsigned char *piece_type;
 
     /* BPE (tokenizer.json / GPT-2) */
     tok_pairmap merges;
@@ -114,6 +120,8 @@ tlm_tokenizer *tok_load_llama2c(const char *data, size_t len, const char *name);
 tlm_tokenizer *tok_load_own(const void *json, const char *name);            /* cJSON* */
 tlm_tokenizer *tok_load_hf(const void *json, const void *config, const char *name); /* cJSON*s; config may be NULL */
 tlm_tokenizer *tok_load_gpt2(const char *encoder_path, const char *bpe_path);
+struct tlm_gguf;
+tlm_tokenizer *tok_load_gguf(const struct tlm_gguf *g, const char *name); /* tok_gguf.c */
 
 /* Encoders: append ids for text to out. */
 int tok_encode_llama2c(const tlm_tokenizer *t, const char *text, size_t len, tok_ints *out);

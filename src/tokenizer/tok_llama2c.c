@@ -99,10 +99,10 @@ oom:
 
 int tok_encode_llama2c(const tlm_tokenizer *t, const char *text, size_t len, tok_ints *out) {
     if (len == 0) return 0;
-    if (t->space_id < 0)
+    if (t->space_id < 0 && !t->no_dummy_prefix)
         return tlm_error("tokenizer (llama2.c): the vocabulary has no \" \" entry, which encode needs as the dummy prefix");
     size_t start = out->len;
-    if (tok_ints_push(out, t->space_id)) goto oom;
+    if (!t->no_dummy_prefix && tok_ints_push(out, t->space_id)) goto oom;
     for (size_t i = 0; i < len;) {
         size_t g = 1; /* the group: this byte plus following continuation bytes, 4 bytes at most */
         while (g < 4 && i + g < len && ((unsigned char)text[i + g] & 0xC0) == 0x80) g++;
@@ -111,7 +111,12 @@ int tok_encode_llama2c(const tlm_tokenizer *t, const char *text, size_t len, tok
             if (tok_ints_push(out, id)) goto oom;
         } else {
             for (size_t k = 0; k < g; k++) {
-                int b = (unsigned char)text[i + k] + 3;
+                /* llama2.c's vocabularies have <0x00> .. <0xFF> at ids 3 .. 258; a GGUF's anywhere */
+                const unsigned char byte = (unsigned char)text[i + k];
+                int b = t->byte_fallback ? t->fallback_id[byte] : byte + 3;
+                if (b < 0)
+                    return tlm_error("tokenizer (SentencePiece): the byte 0x%02X has no <0x%02X> piece to fall back to",
+                                     byte, byte);
                 if (b >= t->vocab_size)
                     return tlm_error("tokenizer (llama2.c): byte fallback id %d is outside the vocabulary (size %d)", b, t->vocab_size);
                 if (tok_ints_push(out, b)) goto oom;

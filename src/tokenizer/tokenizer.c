@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -66,6 +67,8 @@ void tlm_tokenizer_free(tlm_tokenizer *t) {
     if (!t) return;
     tlm_buf_free(&t->form_arena);
     tlm_buf_free(&t->text_arena);
+    tlm_buf_free(&t->piece_arena);
+    free(t->piece_off), free(t->piece_len), free(t->piece_type);
     free(t->form_off);
     free(t->text_off);
     free(t->form_len);
@@ -180,9 +183,18 @@ static tlm_tokenizer *load_bytes(const char *data, size_t len, const char *name,
     return t;
 }
 
+static int starts_with_gguf_magic(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[4];
+    const int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return yes;
+}
+
 static tlm_tokenizer *load_file(const char *path) {
     char *data;
     size_t len;
+    if (starts_with_gguf_magic(path)) return tlm_tokenizer_load_gguf(path); /* (a model file: mapped, not read whole) */
     if (!(data = read_text_file(path, &len))) return NULL;
     char *dir = dir_of(path);
     tlm_tokenizer *t = dir ? load_bytes(data, len, path, dir) : NULL;

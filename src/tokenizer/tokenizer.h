@@ -36,6 +36,13 @@ tlm_tokenizer *tlm_tokenizer_load(const char *path);
 char *tlm_tokenizer_locate(const char *path);
 /* The same from bytes in memory (no tokenizer_config.json, no GPT-2 pair); `name` is used in
  * error messages. Formats: JSON (tokenizer.json or the engine's own) or llama2.c .bin. */
+/* The tokenizer held in a GGUF file's metadata (tokenizer.ggml.*: SentencePiece "llama" or BPE
+ * "gpt2"; tok_gguf.c). */
+tlm_tokenizer *tlm_tokenizer_load_gguf(const char *path);
+/* Writes the tokenizer as tokenizer.ggml.* metadata (SentencePiece-style vocabularies: llama2.c's,
+ * a GGUF's; BPE ones are refused for now). -1 + tlm_error. */
+struct tlm_gguf_writer;
+int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, struct tlm_gguf_writer *w);
 tlm_tokenizer *tlm_tokenizer_load_memory(const void *data, size_t len, const char *name);
 
 /* Saves a bytes or chars tokenizer in the engine's own format (JSON), atomically

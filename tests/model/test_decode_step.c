@@ -3,9 +3,9 @@
  * for bit (memcmp), at every position of a prefill + decode up to the cache's end, for every
  * architecture variant (placements, norms, QK-norm, GQA/MQA, sliding window, learned positions,
  * soft-caps, biases, DyT, DeepNorm) and a shape whose widths are no multiple of 16; with f32
- * weights, bf16 weights, and f32 weights beside mixed precision's bf16 mirror (products over a
+ * weights, bf16 weights, f32 weights beside mixed precision's bf16 mirror (products over a
  * few rows stay f32 there: the prefill uses the mirror where the CPU has bf16 products, the steps
- * must not); on 1 and 2 threads (3 for two shapes: shares of 64 rows in thirds, a thread with no
+ * must not), and matrices in ggml block formats of two types (no fused q|k|v, gate|up views); on 1 and 2 threads (3 for two shapes: shares of 64 rows in thirds, a thread with no
  * kv head of its own, as MQA's second thread has on 2). Then: a full cache and a token outside
  * the vocabulary are refused (nothing written), and with an observer attached the step is
  * model_forward itself. */
@@ -17,7 +17,37 @@
 
 #include "model/decode.h"
 #include "model/model.h"
+#include "ops/quant.h"
 #include "variants.h"
+
+/* m's weights with its matrices in ggml block formats, as a GGUF file would hold them: v and the
+ * FFN's down projection Q8_0, the other matrices Q4_0 (so that q|k|v and gate|up have parts of
+ * different types: no fused view), where rows are whole blocks of 32; the rest f32 */
+static tlm_model *quantized_copy(const tlm_model *m) {
+    int *storage = calloc((size_t)m->n_tensors, sizeof *storage);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        const int q8 = strstr(t->name, "v_proj") || strstr(t->name, "down_proj");
+        storage[i] = t->ndim == 2 && strcmp(t->name, "pos_embed.weight") && t->shape[1] % 32 == 0
+                         ? (q8 ? WQ_Q8_0 : WQ_Q4_0) : WQ_F32;
+    }
+    tlm_model *q = model_create_stored(&m->cfg, storage);
+    for (int i = 0; q && i < m->n_tensors; i++) {
+        const tensor_info *t = &q->tensors[i];
+        size_t bytes;
+        unsigned char *dst = model_tensor_data(q, i, &bytes);
+        const float *src = model_param(m, i);
+        if (!t->qtype) {
+            memcpy(dst, src, bytes);
+            continue;
+        }
+        const size_t row = wq_row_bytes(t->qtype, t->shape[1]);
+        for (int r = 0; r < t->shape[0]; r++)
+            wq_quantize_row(t->qtype, src + (size_t)r * t->shape[1], dst + r * row, t->shape[1]);
+    }
+    free(storage);
+    return q;
+}
 
 static void v_odd(tlm_config *c) { c->d_model = 40, c->head_dim = 10, c->d_ff = 56, c->vocab_size = 37; }
 
@@ -62,8 +92,9 @@ int main(void) {
     for (int i = 0; i <= n_var; i++) {
         const variant odd = {"pre-norm, widths no multiple of 16", v_odd};
         const variant *var = i < n_var ? &VARIANTS[i] : &odd;
-        for (int wt = 0; wt < 3; wt++) { /* f32 weights, bf16 weights, f32 + the bf16 mirror of mixed precision */
-            const char *wt_name = wt == 0 ? "f32" : wt == 1 ? "bf16" : "mixed";
+        /* f32 weights, bf16 weights, f32 + the bf16 mirror of mixed precision, ggml block formats */
+        for (int wt = 0; wt < 4; wt++) {
+            const char *wt_name = wt == 0 ? "f32" : wt == 1 ? "bf16" : wt == 2 ? "mixed" : "quantized";
             tlm_config c;
             variant_config(&c, var);
             tlm_model *m = model_create(&c);
@@ -72,6 +103,12 @@ int main(void) {
             const char *why;
             if (wt == 1 && model_weights_to_bf16(m)) return printf("%s: bf16 conversion failed\n", var->name), 1;
             if (wt == 2 && model_set_mixed_bf16(m, 1, &why) < 0) return printf("%s: no bf16 mirror\n", var->name), 1;
+            if (wt == 3) {
+                tlm_model *q = quantized_copy(m);
+                if (!q) return printf("%s: no quantized copy\n", var->name), 1;
+                model_free(m);
+                m = q;
+            }
             model_set_mode(m, MODEL_INFER_LAST);
             const int V = c.vocab_size;
             int tok[T];
@@ -99,7 +136,7 @@ int main(void) {
             free(ref), free(got);
             model_free(m);
         }
-        printf("%-44s f32, bf16, mixed; 1-%d threads: %s\n", var->name, i == 0 || i == n_var ? 3 : 2,
+        printf("%-44s f32, bf16, mixed, quantized; 1-%d threads: %s\n", var->name, i == 0 || i == n_var ? 3 : 2,
                failures ? "(failures above)" : "identical");
     }
     /* a token outside the vocabulary: refused before anything is written; an observer: model_forward */

@@ -18,3 +18,6 @@ tlm_c_test(test_memory_estimate tests/model/test_memory_estimate.c)
 tlm_c_test(test_config_roundtrip tests/model/test_config_roundtrip.c)
 tlm_c_test(test_attention_mask tests/model/test_attention_mask.c)
 tlm_c_test(test_model_gradcheck tests/model/test_model_gradcheck.c)
+# GGUF through the program: export in every type, an independent NumPy reader of the file and its
+# block layouts, logits against the llama2.c checkpoint, round trips, malformed files
+tlm_cli_test(test_gguf_model tests/model/test_gguf_model.py)
