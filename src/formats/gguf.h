@@ -12,6 +12,9 @@
  * dimension or type is used before it is checked against the bytes that are there; tensors
  * must lie inside the data section, aligned, without overlapping, with the byte size their
  * type and shape imply; names and keys are unique. Errors name the file and the key or tensor.
+ * Limits: keys 1..65535 bytes and tensor names 1..64 (the spec's), neither holding a NUL byte;
+ * arrays nested at most 8 deep; type numbers below WQ_TYPE_LIMIT; a dimension may be 0 (a
+ * tensor of no bytes, as ggml allows); bools 0 or 1.
  * Pointers returned (strings, tensor data) point into the mapping and stay valid until
  * tlm_gguf_close; strings are NOT NUL-terminated (a length comes with each). */
 #ifndef TLM_GGUF_H
@@ -94,8 +97,8 @@ int tlm_gguf_get_bool(const tlm_gguf *g, const char *key, int *out);
 int tlm_gguf_get_str(const tlm_gguf *g, const char *key, gguf_str *out);
 /* an array's element type and count: 1, 0 absent, -1 when the key holds no array */
 int tlm_gguf_get_array(const tlm_gguf *g, const char *key, gguf_type *elem_type, uint64_t *count);
-/* element i of an array kv: numbers converted as above (-1 + tlm_error when the element type
- * does not fit, e.g. a string read as a number, or i is out of range) */
+/* element i of an array kv: 1 and *out, numbers converted as above; -1 + tlm_error when the
+ * element type does not fit (e.g. a string read as a number) or i is out of range */
 int tlm_gguf_array_str(const tlm_gguf *g, const gguf_kv *kv, uint64_t i, gguf_str *out);
 int tlm_gguf_array_f32(const tlm_gguf *g, const gguf_kv *kv, uint64_t i, float *out);
 int tlm_gguf_array_i64(const tlm_gguf *g, const gguf_kv *kv, uint64_t i, int64_t *out);
@@ -114,7 +117,9 @@ typedef struct tlm_gguf_writer tlm_gguf_writer; /* opaque */
 
 tlm_gguf_writer *tlm_gguf_writer_new(void); /* NULL when out of memory */
 void tlm_gguf_writer_free(tlm_gguf_writer *w);
-/* Metadata in the order added (keys unique: a repeated key fails). Strings are copied. */
+/* Metadata in the order added (keys unique: a repeated key fails). Strings are copied.
+ * general.alignment may be set only as a uint32 power of two (tlm_gguf_set_u32); the file is
+ * then laid out with it. */
 int tlm_gguf_set_u32(tlm_gguf_writer *w, const char *key, uint32_t v);
 int tlm_gguf_set_i32(tlm_gguf_writer *w, const char *key, int32_t v);
 int tlm_gguf_set_u64(tlm_gguf_writer *w, const char *key, uint64_t v);
@@ -122,7 +127,7 @@ int tlm_gguf_set_f32(tlm_gguf_writer *w, const char *key, float v);
 int tlm_gguf_set_bool(tlm_gguf_writer *w, const char *key, int v);
 int tlm_gguf_set_str(tlm_gguf_writer *w, const char *key, const char *s, size_t len);
 /* arrays of numbers (elem_type one of the number types or BOOL; `data` holds count values of
- * that type, little-endian) and of strings */
+ * that type, little-endian) and of strings (lens NULL: each s[i] is NUL-terminated) */
 int tlm_gguf_set_array(tlm_gguf_writer *w, const char *key, gguf_type elem_type, const void *data, uint64_t count);
 int tlm_gguf_set_str_array(tlm_gguf_writer *w, const char *key, const char *const *s, const size_t *lens,
                            uint64_t count);
@@ -131,7 +136,8 @@ int tlm_gguf_set_str_array(tlm_gguf_writer *w, const char *key, const char *cons
 int tlm_gguf_add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
                         const void *data, size_t nbytes);
 /* Writes the file atomically (util/atomic_file.h; never over an input that is open: the old
- * file stays until the rename), alignment 32, tensors in the order added. -1 + tlm_error. */
+ * file stays until the rename), alignment 32 (or general.alignment's), tensors in the order
+ * added, the file ending with the last tensor's bytes. -1 + tlm_error. */
 int tlm_gguf_write(tlm_gguf_writer *w, const char *path);
 
 #endif
