@@ -2,7 +2,7 @@
 
 usage: python3 fuzz/make_seeds.py OUTDIR
 creates one folder per fuzz target: OUTDIR/safetensors, npy, tokenizer, config, llama2c,
-llama2c_tokenizer (OUTDIR/<name> holds the seeds of fuzz_<name>)
+llama2c_tokenizer, gguf (OUTDIR/<name> holds the seeds of fuzz_<name>)
 """
 import json
 import os
@@ -56,6 +56,84 @@ def llama2c_tokenizer(pieces, max_len=None):
     for p, score in pieces:
         out += struct.pack("<fi", score, len(p)) + p
     return out
+
+
+# ---- GGUF (ggml-org/ggml docs/gguf.md): little-endian, u64 counts and string lengths ----------
+GGUF_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
+GGUF_STRING, GGUF_ARRAY = 8, 9
+
+
+def gguf_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(vtype, v):
+    """v of type vtype; an array is (elem_type, [values])"""
+    if vtype == GGUF_STRING:
+        return gguf_str(v)
+    if vtype == GGUF_ARRAY:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(gguf_value(et, x) for x in items)
+    return struct.pack(GGUF_FMT[vtype], v)
+
+
+def gguf(kvs, tensors=(), version=3, alignment=32, pad_header=True):
+    """kvs: list of (key, type, value); tensors: list of (name, ggml type, ne list, raw bytes),
+    placed at aligned offsets in order"""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, vtype, v in kvs:
+        out += gguf_str(key) + struct.pack("<I", vtype) + gguf_value(vtype, v)
+    off, blob = 0, b""
+    for name, ttype, ne, raw in tensors:
+        off += -off % alignment
+        blob += b"\0" * (off - len(blob))
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
+        out += struct.pack("<IQ", ttype, off)
+        blob += raw
+        off += len(raw)
+    if tensors or pad_header:
+        out += b"\0" * (-len(out) % alignment)
+    return out + blob
+
+
+def gguf_seeds():
+    f32 = struct.pack("<6f", 1.0, -2.0, 0.5, 3.0, -0.25, 8.0)
+    q8_0 = struct.pack("<e", 0.5) + bytes(range(32))  # one block of 32: f16 scale + 32 int8
+    q4_k = bytes(range(144))  # one block of 256
+    every = [
+        ("general.architecture", GGUF_STRING, "llama"),
+        ("v.u8", 0, 200), ("v.i8", 1, -5), ("v.u16", 2, 65535), ("v.i16", 3, -300),
+        ("v.u32", 4, 4000000000), ("v.i32", 5, -7), ("v.f32", 6, 1.5), ("v.bool", 7, 1),
+        ("v.u64", 10, 2 ** 64 - 1), ("v.i64", 11, -2 ** 63), ("v.f64", 12, 1e300),
+        ("v.empty", GGUF_STRING, ""),
+    ]
+    arrays = [("a.%d" % t, GGUF_ARRAY, (t, [1, 0, 1])) for t in (0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12)]
+    arrays += [
+        ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, ["<unk>", "", "\u2581the", "a\nb"])),
+        ("a.empty", GGUF_ARRAY, (4, [])),
+        ("a.nested", GGUF_ARRAY, (GGUF_ARRAY, [(4, [1, 2]), (GGUF_STRING, ["x"]), (GGUF_ARRAY, [(7, [0])])])),
+    ]
+    return {
+        "empty": gguf([]),
+        "empty_unpadded": gguf([], pad_header=False),
+        "every_scalar": gguf(every),
+        "every_array": gguf(arrays),
+        "v2": gguf(every[:4], [("w", 0, [3, 2], f32)], version=2),
+        "tensors": gguf([("general.architecture", GGUF_STRING, "llama"), ("llama.block_count", 4, 1)], [
+            ("token_embd.weight", 0, [3, 2], f32),
+            ("blk.0.attn_norm.weight", 1, [3], struct.pack("<3e", 1.0, -1.0, 0.5)),
+            ("blk.0.attn_q.weight", 8, [32, 1], q8_0),
+            ("blk.0.ffn_down.weight", 12, [256], q4_k),
+            ("empty", 0, [0, 4], b""),
+            ("four", 30, [1, 1, 2, 1], struct.pack("<2H", 0x3F80, 0xC000)),
+        ]),
+        "alignment_64": gguf([("general.alignment", 4, 64)], [("a", 0, [3], f32[:12]), ("b", 0, [1], f32[:4])],
+                             alignment=64),
+        "alignment_1": gguf([("general.alignment", 4, 1)], [("a", 1, [3], b"\1" * 6), ("b", 0, [1], f32[:4])],
+                            alignment=1),
+        "unknown_type": gguf([], [("iq", 16, [256], bytes(66)), ("f", 0, [2], f32[:8])]),
+    }
 
 
 def write_all(folder, seeds, ext):
@@ -140,8 +218,9 @@ def main(out):
     for name, raw in npys.items():
         open(os.path.join(npy_dir, name + ".npy"), "wb").write(raw)
     n = more_seeds(out)
-    print(f"wrote {len(seeds)} safetensors, {len(npys)} npy and {n} config/llama2c seeds, and the tokenizer seeds, "
-          f"under {out}")
+    n_gguf = write_all(os.path.join(out, "gguf"), gguf_seeds(), ".gguf")
+    print(f"wrote {len(seeds)} safetensors, {len(npys)} npy, {n} config/llama2c and {n_gguf} gguf seeds, and the "
+          f"tokenizer seeds, under {out}")
 
 
 if __name__ == "__main__":
