@@ -141,6 +141,28 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
            "training activations", 4ull * acts, mib(4.0 * acts), batch, seq, omp_get_max_threads(), "");
 }
 
+/* a GGUF file's weights as the engine keeps them: the file's types, bytes, bits per weight, bytes
+ * read per decoded token */
+static int print_stored(const char *path) {
+    tlm_model *m = gguf_model_load(path);
+    if (!m) return cli_fail("info");
+    char types[96];
+    size_t matrix_values = 0, matrix_bytes = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        size_t bytes;
+        (void)model_tensor_data(m, i, &bytes);
+        if (m->tensors[i].ndim == 2) matrix_values += m->tensors[i].numel, matrix_bytes += bytes;
+    }
+    const size_t all = model_weight_bytes(m), per_token = model_decode_bytes(m);
+    printf("  %-28s %16zu bytes %11.1f MiB  (matrices %s, %.3f bits per weight; vectors f32)\n",
+           "weights as the file stores", all, mib((double)all), model_matrix_types(m, types, sizeof types),
+           matrix_values ? 8.0 * matrix_bytes / matrix_values : 0.0);
+    printf("  %-28s %16zu bytes %11.1f MiB  (every matrix but the embedding rows not looked up)\n",
+           "read per decoded token", per_token, mib((double)per_token));
+    model_free(m);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     const char *config_path = NULL, *model_dir = NULL;
     int system = 0, explain = 0, context = 0, batch = 1, seq = 0;
@@ -215,5 +237,6 @@ int cmd_info(int argc, char **argv) {
            norms == 1 ? "" : "s", num, 100.0 * sum[C_NORM] / total);
     print_memory(&c, t, n, context ? context : c.max_seq, batch, seq ? seq : c.max_seq);
     free(t);
+    if (model_dir && !is_directory(model_dir) && is_gguf_file(model_dir)) return print_stored(model_dir);
     return 0;
 }
