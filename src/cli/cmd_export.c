@@ -164,6 +164,11 @@ int cmd_export(int argc, char **argv) {
         return cli_fail("export");
     }
     tlm_model *m = model_load_dir(model_dir);
+    if (m && (m->wq_mem || m->w16_mem)) { /* (a GGUF's quantized or bf16 matrices: the f32 values they encode) */
+        tlm_model *f = model_f32_copy(m);
+        model_free(m);
+        m = f;
+    }
     if (!m) return cli_fail("export");
     char *tok_src = NULL;
     if (!no_tokenizer && !(tok_src = tokenizer_to_export(model_dir, tokenizer, m->cfg.vocab_size))) {

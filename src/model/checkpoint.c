@@ -176,6 +176,11 @@ int model_export_tokenizer(const char *tokenizer_path, const char *dir, int voca
     const char *k = tlm_tokenizer_kind(t);
     const int n = tlm_tokenizer_vocab_size(t);
     tlm_tokenizer_free(t);
+    if (!strncmp(k, "gguf", 4)) {
+        int rc = tlm_error("%s: the tokenizer is a GGUF file's metadata, which tinylm writes only into GGUF files "
+                           "(--format gguf); export with --no-tokenizer, or give another one with --tokenizer", file);
+        return free(file), rc;
+    }
     if (n > vocab_size) {
         int rc = tlm_error("%s: the tokenizer has %d tokens but the model's vocab_size is %d; not exporting it with "
                            "this model", file, n, vocab_size);

@@ -246,6 +246,14 @@ int model_weights_to_bf16(tlm_model *m);
 tlm_model *model_create_stored(const tlm_config *cfg, const int *storage);
 /* where tensor i lies (f32, bf16 or block data) and its bytes */
 void *model_tensor_data(const tlm_model *m, int i, size_t *bytes);
+/* rows [row0, row0 + rows) of tensor i (a vector: row 0, rows 1) as f32 into out, whatever it
+ * is kept in (f32, bf16, a block format: the values it encodes) */
+void model_tensor_f32(const tlm_model *m, int i, int64_t row0, int64_t rows, float *out);
+/* the LM head's row of `token` [d] as f32 (the embedding's when tied) */
+void model_head_row(const tlm_model *m, int token, float *out);
+/* A new model with m's config and every tensor as f32 (the values bf16 or quantized weights
+ * encode): for export to f32 formats and for training from a GGUF file. NULL + tlm_error. */
+tlm_model *model_f32_copy(const tlm_model *m);
 /* Mixed precision, for training and inference: the matrix products of every linear layer and
  * the head over many rows (forward, and the backward's input and weight gradients) run on bf16
  * copies of their operands, summed in f32 (gemm_bf16); the parameters, gradients, optimizer

@@ -270,6 +270,35 @@ void *model_tensor_data(const tlm_model *m, int i, size_t *bytes) {
     return m->param_mem + t->offset;
 }
 
+void model_tensor_f32(const tlm_model *m, int i, int64_t row0, int64_t rows, float *out) {
+    const tensor_info *t = &m->tensors[i];
+    const int64_t cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+    if (t->qtype) {
+        size_t bytes;
+        const uint8_t *q = model_tensor_data(m, i, &bytes);
+        wq_dequantize_rows(t->qtype, q, (int)cols, (int)row0, (int)(row0 + rows), out);
+    } else if (t->bf16) {
+        const uint16_t *h = m->w16_mem + t->offset + (size_t)row0 * cols;
+        for (size_t j = 0; j < (size_t)(rows * cols); j++) out[j] = tlm_bf16_to_f32(h[j]);
+    } else {
+        memcpy(out, m->param_mem + t->offset + (size_t)row0 * cols, (size_t)(rows * cols) * sizeof(float));
+    }
+}
+
+void model_head_row(const tlm_model *m, int token, float *out) {
+    const tensor_info *head = model_find_tensor(m, m->cfg.tie_embeddings ? "embed.weight" : "lm_head.weight");
+    model_tensor_f32(m, (int)(head - m->tensors), token, 1, out);
+}
+
+tlm_model *model_f32_copy(const tlm_model *m) {
+    tlm_model *f = model_create(&m->cfg);
+    for (int i = 0; f && i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        model_tensor_f32(m, i, 0, t->ndim == 2 ? t->shape[0] : 1, model_param(f, i));
+    }
+    return f;
+}
+
 void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len) {
     free(m->param_mem);
     m->param_mem = params, m->file_map = base, m->file_map_len = len;

@@ -356,12 +356,14 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     r->terms = calloc((size_t)r->n_terms, sizeof *r->terms);
     double *sum = calloc((size_t)T * d, sizeof(double));
     double *g = malloc(sizeof(double) * d);
-    if (!r->terms || !sum || !g) {
-        free(sum), free(g);
+    float *u = malloc(sizeof(float) * d);
+    if (!r->terms || !sum || !g || !u) {
+        free(sum), free(g), free(u);
         return tlm_error("out of memory");
     }
-    /* effective unembedding direction through the norm's gain: u_j * g_j */
-    const float *u = m->p.lm_head + (size_t)pred * d;
+    /* effective unembedding direction through the norm's gain: u_j * g_j (the head's row as f32,
+     * whatever type its weights are kept in) */
+    model_head_row(m, pred, u);
     for (int j = 0; j < d; j++) {
         double gain = 1.0;
         if (c->final_norm) gain = model_norm_gain(c, m->p.final_norm.w[j]);
@@ -378,7 +380,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
             snprintf(t->name, sizeof t->name, "layers.%d.%s.out", (k - 1) / 2, k % 2 ? "attn" : "ffn");
         const probe_tensor *x = need(p, t->name);
         if (!x) {
-            free(sum), free(g);
+            free(sum), free(g), free(u);
             return -1;
         }
         for (size_t i = 0; i < (size_t)T * d; i++) sum[i] += x->data[i];
@@ -402,7 +404,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     point_name(last, sizeof last, 2 * L);
     const probe_tensor *h = need(p, last);
     if (!h) {
-        free(sum), free(g);
+        free(sum), free(g), free(u);
         return -1;
     }
     for (int i = 0; i < T; i++) {
@@ -416,7 +418,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
         if (i == pos) r->sum_err_abs = emax, r->sum_err_rel = rel;
         if (rel > r->sum_err_rel_max) r->sum_err_rel_max = rel;
     }
-    free(sum), free(g);
+    free(sum), free(g), free(u);
     return 0;
 }
 

@@ -222,8 +222,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     const tlm_config *c = &m->cfg;
     const int L = c->n_layers, d = c->d_model, V = c->vocab_size, N = B * T;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
-    if (!m->p.lm_head || (c->final_norm && !m->p.final_norm.w))
-        return tlm_error("tuned lens: the model's head must be float32 (not bf16 weights)");
+    if (c->final_norm && !m->p.final_norm.w) return tlm_error("tuned lens: the model has no final norm weights");
     if (grad && !lens) return tlm_error("tuned lens: no lens to differentiate");
     model_set_mode(m, MODEL_TRAIN); /* keeps every stage of the residual stream */
     /* the whole batch's head GEMM, as each stage's below: the last stage's KL is then exactly 0
@@ -238,10 +237,18 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     float *u = malloc(Nd * sizeof(float)), *y = malloc(Nd * sizeof(float)), *du = malloc(Nd * sizeof(float));
     float *dy = malloc(Nd * sizeof(float)), *mean = malloc((size_t)N * sizeof(float));
     float *rstd = malloc((size_t)N * sizeof(float)), *dz = grad ? malloc(NV * sizeof(float)) : NULL;
+    /* the head's gradient needs its weights as f32: a bf16 or quantized head is widened once per call */
+    const float *head = m->p.lm_head;
+    float *head32 = grad && !head ? malloc((size_t)V * d * sizeof(float)) : NULL;
     int rc = -1;
-    if (!logp || !logq || !z || !u || !y || !du || !dy || !mean || !rstd || (grad && !dz)) {
+    if (!logp || !logq || !z || !u || !y || !du || !dy || !mean || !rstd || (grad && !dz) || (grad && !head && !head32)) {
         tlm_error("out of memory for the tuned lens (%d positions x %d logits)", N, V);
         goto done;
+    }
+    if (head32) {
+        const tensor_info *t = model_find_tensor(m, c->tie_embeddings ? "embed.weight" : "lm_head.weight");
+        model_tensor_f32(m, (int)(t - m->tensors), 0, V, head32);
+        head = head32;
     }
     log_softmax_rows(logp, A->logits, N, V);
     const norm_acts fn = {.y = y, .mean = mean, .rstd = rstd};
@@ -275,7 +282,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
             memcpy(dz, raw, NV * sizeof(float));
         }
         memset(dy, 0, Nd * sizeof(float));
-        matmul_backward(dy, NULL, NULL, dz, c->final_norm ? y : u, m->p.lm_head, N, d, V);
+        matmul_backward(dy, NULL, NULL, dz, c->final_norm ? y : u, head, N, d, V);
         if (c->final_norm)
             model_norm_backward(c, du, NULL, &no_grad, dy, &fn, &m->p.final_norm, u, N);
         else
@@ -285,7 +292,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     }
     rc = 0;
 done:
-    free(logp), free(logq), free(z), free(u), free(y), free(du), free(dy), free(mean), free(rstd), free(dz);
+    free(logp), free(logq), free(z), free(u), free(y), free(du), free(dy), free(mean), free(rstd), free(dz), free(head32);
     return rc;
 }
 

@@ -403,6 +403,14 @@ def check_typed_exports(tinylm, work, model, label):
             check(diff < 2e-5, "  its logits are a float64 forward's on the decoded weights: max |diff| / max |logit| "
                   "%.2g < 2e-5" % diff)
             check(not np.array_equal(a, b), "  (and differ from the f32 ones: the weights were rounded)")
+            # three tokens go through the matrix-vector kernels (a decoding step's), not the GEMM tiles
+            ids3 = prompt_ids(tinylm)[:3]
+            out3 = os.path.join(work, "l3_%s.npy" % typ)
+            rc3, _, err3 = run(tinylm, "logits", "--model", path, "--ids", " ".join(map(str, ids3)), "--out", out3)
+            if check(rc3 == 0, "  tinylm runs 3 tokens", err3):
+                ref3 = llama_forward(tensors, kv, ids3)
+                diff3 = float(np.abs(ref3 - np.load(out3)).max()) / max(1.0, float(np.abs(ref3).max()))
+                check(diff3 < 2e-5, "  and there too (matrix-vector kernels): max |diff| / max |logit| %.2g" % diff3)
         again = os.path.join(work, "again_%s.gguf" % typ)
         rc, _, err = export(tinylm, again, None, model=path)
         if rc == 0:
