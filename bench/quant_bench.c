@@ -1,0 +1,114 @@
+/* quant_bench.c — GB/s of weights read by matvec_quant (one row of x, the decoding case) for
+ * ggml's block formats, on 1 and 2 threads.
+ *
+ *   quant_bench [TYPE ...] [--shape OCxIC ...] [--ms MS] [--rows N]
+ *
+ * Default: Q8_0 Q4_0 Q4_K Q5_K Q6_K F16 and the generic path's Q4_1 Q3_K, shapes 2048x768 and
+ * 32000x768 (a small model's projection and a 32000-token output head). Each measurement is the
+ * median of repeated calls over about MS milliseconds (default 300) after a warm-up, and the best
+ * call (on a shared machine the median includes other processes' time slices); the matrix is the
+ * same every call, so a matrix smaller than the caches is read from them. Prints: type, shape, MB
+ * of weights, threads, microseconds per call (median), GB/s (median, best). (Built on demand:
+ * make quant_bench.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <omp.h>
+
+#include "ops/quant.h"
+#include "util/cpu.h"
+#include "util/rng.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* a weight matrix of type t: gaussian rows quantized where tinylm writes t, else random bytes
+ * with every f16 field set to a small scale (only the speed is measured) */
+static void *make_weights(int t, int OC, int IC, rng_state *r) {
+    const size_t row = wq_row_bytes(t, IC);
+    uint8_t *W = malloc(row * OC);
+    float *x = malloc(sizeof(float) * IC);
+    for (int o = 0; o < OC; o++) {
+        if (wq_can_quantize(t)) {
+            for (int k = 0; k < IC; k++) x[k] = (float)rng_normal(r) * 0.02f;
+            wq_quantize_row(t, x, W + o * row, IC);
+        } else {
+            for (size_t k = 0; k < row; k++) W[o * row + k] = (uint8_t)rng_u64(r);
+            for (size_t k = 0; k + 1 < row; k += wq_block_bytes(t)) /* (d at the block's end for Q2_K / Q3_K) */
+                W[o * row + k + wq_block_bytes(t) - 1] = 0x20, W[o * row + k + wq_block_bytes(t) - 3] = 0x20;
+        }
+    }
+    free(x);
+    return W;
+}
+
+int main(int argc, char **argv) {
+    int types[32], ntypes = 0, shapes[8][2], nshapes = 0, rows = 1;
+    double ms = 300;
+    for (int i = 1; i < argc; i++) {
+        int t;
+        if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 8 &&
+            sscanf(argv[i + 1], "%dx%d", &shapes[nshapes][0], &shapes[nshapes][1]) == 2)
+            nshapes++, i++;
+        else if (!strcmp(argv[i], "--ms") && i + 1 < argc)
+            ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            rows = atoi(argv[++i]);
+        else if (wq_from_name(argv[i], &t) == 0 && wq_supported(t) && ntypes < 32)
+            types[ntypes++] = t;
+        else
+            return fprintf(stderr, "usage: quant_bench [TYPE ...] [--shape OCxIC ...] [--ms MS] [--rows N]\n"), 2;
+    }
+    if (!ntypes) {
+        const int def[] = {WQ_Q8_0, WQ_Q4_0, WQ_Q4_K, WQ_Q5_K, WQ_Q6_K, WQ_F16, WQ_Q4_1, WQ_Q3_K};
+        for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) types[ntypes++] = def[i];
+    }
+    if (!nshapes) shapes[0][0] = 2048, shapes[0][1] = 768, shapes[1][0] = 32000, shapes[1][1] = 768, nshapes = 2;
+    printf("kernels: %s; %d row(s) of x\n", tlm_isa_name(tlm_cpu_isa()), rows);
+    printf("%-5s %12s %8s %7s %10s %8s %10s\n", "type", "OCxIC", "MB", "threads", "us/call", "GB/s", "best GB/s");
+    rng_state r;
+    rng_seed(&r, 1);
+    for (int s = 0; s < nshapes; s++) {
+        const int OC = shapes[s][0], IC = shapes[s][1];
+        float *x = malloc(sizeof(float) * rows * IC), *y = malloc(sizeof(float) * rows * OC);
+        for (int k = 0; k < rows * IC; k++) x[k] = (float)rng_normal(&r);
+        for (int i = 0; i < ntypes; i++) {
+            const int t = types[i];
+            if (IC % wq_block_elems(t)) continue;
+            void *W = make_weights(t, OC, IC, &r);
+            const double mb = wq_row_bytes(t, IC) * (double)OC / 1e6;
+            for (int nt = 1; nt <= 2; nt++) {
+                omp_set_num_threads(nt);
+                for (int w = 0; w < 3; w++) matvec_quant(y, x, W, t, NULL, rows, IC, OC);
+                enum { MAXREP = 20000 };
+                static double times[MAXREP];
+                int reps = 0;
+                const double t_end = now_s() + ms / 1e3;
+                while (reps < MAXREP && (reps < 5 || now_s() < t_end)) {
+                    const double t0 = now_s();
+                    matvec_quant(y, x, W, t, NULL, rows, IC, OC);
+                    times[reps++] = now_s() - t0;
+                }
+                qsort(times, reps, sizeof times[0], cmp_double);
+                const double med = times[reps / 2];
+                char shape[32];
+                snprintf(shape, sizeof shape, "%dx%d", OC, IC);
+                printf("%-5s %12s %8.2f %7d %10.1f %8.1f %10.1f\n", wq_name(t), shape, mb, nt, med * 1e6,
+                       mb / 1e3 / med, mb / 1e3 / times[0]);
+            }
+            free(W);
+        }
+        free(x), free(y);
+    }
+    return 0;
+}
