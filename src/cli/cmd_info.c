@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "formats/gguf.h"
 #include "model/checkpoint.h"
 #include "model/explain.h"
 #include "model/model.h"
@@ -186,7 +187,7 @@ int cmd_info(int argc, char **argv) {
     config_collect_unknown(&unknown); /* (the HF readers list the keys they skip) */
     if (model_dir && is_llama2c_file(model_dir)) {
         rc = llama2c_read_config(model_dir, &c);
-    } else if (model_dir && !is_directory(model_dir) && is_gguf_file(model_dir)) {
+    } else if (model_dir && !is_directory(model_dir) && tlm_gguf_is_file(model_dir)) {
         rc = gguf_read_config(model_dir, &c);
     } else if (model_dir) {
         char *dir = model_dir_resolve(model_dir), *path = dir ? path_join(dir, "config.json") : NULL;
@@ -237,6 +238,6 @@ int cmd_info(int argc, char **argv) {
            norms == 1 ? "" : "s", num, 100.0 * sum[C_NORM] / total);
     print_memory(&c, t, n, context ? context : c.max_seq, batch, seq ? seq : c.max_seq);
     free(t);
-    if (model_dir && !is_directory(model_dir) && is_gguf_file(model_dir)) return print_stored(model_dir);
+    if (model_dir && !is_directory(model_dir) && tlm_gguf_is_file(model_dir)) return print_stored(model_dir);
     return 0;
 }

@@ -528,6 +528,15 @@ void tlm_gguf_close(tlm_gguf *g) {
     free(g);
 }
 
+int tlm_gguf_is_file(const char *path) {
+    if (!file_exists(path)) return 0;
+    FILE *f = fopen(path, "rb");
+    char magic[4];
+    const int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return yes;
+}
+
 tlm_gguf *tlm_gguf_open(const char *path) {
     int fd = tlm_open_input(path);
     if (fd < 0)

@@ -71,6 +71,9 @@ typedef struct {
  * does not know (an IQ type, say) opens with nbytes 0: its extent is then taken as far as the
  * next tensor's offset (or the file's end); using it as a weight fails later, naming it. */
 tlm_gguf *tlm_gguf_open(const char *path);
+/* 1 when path is a regular file that starts with GGUF's magic; 0 otherwise, never an error (a FIFO is
+ * not opened: its open would wait for a writer) */
+int tlm_gguf_is_file(const char *path);
 /* The same over a copy of an image in memory (`label` names it in errors): fuzzer and tests */
 tlm_gguf *tlm_gguf_open_memory(const void *data, size_t n, const char *label);
 void tlm_gguf_close(tlm_gguf *g); /* NULL allowed */

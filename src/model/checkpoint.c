@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "util/atomic_file.h"
@@ -148,7 +149,7 @@ tlm_tokenizer *model_load_tokenizer(const char *model_path) {
         free(bin), free(cfg);
         if (l2c) return tlm_tokenizer_load(model_path);
     }
-    if (!is_directory(model_path) && is_gguf_file(model_path)) return tlm_tokenizer_load_gguf(model_path);
+    if (!is_directory(model_path) && tlm_gguf_is_file(model_path)) return tlm_tokenizer_load_gguf(model_path);
     if (is_llama2c_file(model_path))
         return tlm_error("%s is a llama2.c checkpoint, which holds no tokenizer; give its tokenizer with --tokenizer "
                          "tok.bin", model_path),
@@ -230,7 +231,7 @@ tlm_model *model_load_dir_mapped(const char *path) {
 
 static tlm_model *load_resolved(const char *dir, int mapped) {
     if (is_llama2c_file(dir)) return llama2c_load(dir);
-    if (!is_directory(dir) && is_gguf_file(dir)) return gguf_model_load(dir);
+    if (!is_directory(dir) && tlm_gguf_is_file(dir)) return gguf_model_load(dir);
     if (!is_directory(dir))
         return tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "
                          "training run directory, or a llama2.c checkpoint named *.bin", dir),

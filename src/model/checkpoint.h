@@ -54,8 +54,6 @@ int llama2c_read_config(const char *path, tlm_config *cfg);
 tlm_model *gguf_model_load(const char *path);
 /* its metadata as an engine config (nothing else read) */
 int gguf_read_config(const char *path, tlm_config *cfg);
-/* a regular file starting with the GGUF magic */
-int is_gguf_file(const char *path);
 /* hf_load.c: the same check as model_check_weights for a Hugging Face family directory. */
 int hf_check_shapes(const tlm_config *c, const struct tlm_safetensors *st, const char *dir);
 

@@ -394,15 +394,6 @@ done:
     return m;
 }
 
-int is_gguf_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char magic[4];
-    const int yes = fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
-    fclose(f);
-    return yes;
-}
-
 tlm_model *gguf_model_load(const char *path) {
     tlm_gguf *g = tlm_gguf_open(path);
     if (!g) return NULL;

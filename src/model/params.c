@@ -118,7 +118,14 @@ static void add_fused(walk *w, linear_params *fused, linear_params *const *parts
          * not one matrix: no fused view, the passes then use the parts (tables lay the parts of a
          * type out back to back, as f32 and bf16 ones) */
         for (int i = 1; i < n && fused->wq; i++)
-            if (parts[i]->wq_type != fused->wq_type) fused->wq = NULL, fused->wq_type = 0;
+            if (parts[i]->wq_type != fused->wq_type ||
+                parts[i]->wq != parts[i - 1]->wq + wq_row_bytes(fused->wq_type, in) * (size_t)outs[i - 1])
+                fused->wq = NULL, fused->wq_type = 0;
+        /* a part kept in another store (f32 beside bf16 or quantized) leaves no whole matrix either */
+        for (int i = 1; i < n; i++) {
+            if (fused->w && parts[i]->w != parts[i - 1]->w + (size_t)outs[i - 1] * in) fused->w = NULL;
+            if (fused->w16 && parts[i]->w16 != parts[i - 1]->w16 + (size_t)outs[i - 1] * in) fused->w16 = NULL;
+        }
     }
 }
 
@@ -234,7 +241,7 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
                 model_free(m);
                 return NULL;
             }
-            nq = (nq + 63) & ~(size_t)63; /* (each tensor's blocks start on a cache line) */
+            /* no padding: the parts of a fused view (q|k|v, gate|up) must follow one another */
             t->offset = nq, t->qtype = s, nq += row * (size_t)t->shape[0];
         }
     }

@@ -1,5 +1,6 @@
 /* tokenizer.c — the public tokenizer API: finding and loading a tokenizer file, dispatching
  * encode to the kind's encoder, and decoding through the per-id decoded texts. */
+#include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
 #include "util/io.h"
@@ -183,18 +184,10 @@ static tlm_tokenizer *load_bytes(const char *data, size_t len, const char *name,
     return t;
 }
 
-static int starts_with_gguf_magic(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char magic[4];
-    const int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
-    if (f) fclose(f);
-    return yes;
-}
-
 static tlm_tokenizer *load_file(const char *path) {
     char *data;
     size_t len;
-    if (starts_with_gguf_magic(path)) return tlm_tokenizer_load_gguf(path); /* (a model file: mapped, not read whole) */
+    if (tlm_gguf_is_file(path)) return tlm_tokenizer_load_gguf(path); /* (a model file: mapped, not read whole) */
     if (!(data = read_text_file(path, &len))) return NULL;
     char *dir = dir_of(path);
     tlm_tokenizer *t = dir ? load_bytes(data, len, path, dir) : NULL;

@@ -154,6 +154,7 @@ def bad_things(fx, kind):
             ("truncated llama2.c .bin", fx.truncated_of(STORIES, ".bin"), "truncated"),
             ("tokenizer given as model", fx.copy_as(TOK512, "tok-as-model.bin"), "header"),
             ("text file as model", fx.text_file("notes.txt", b"hello\n"), "not a model"),
+            ("GGUF cut in its header", fx.text_file("cut.gguf", b"GGUF\x03\x00\x00\x00" + bytes(12)), "GGUF header"),
             ("run dir, dangling latest", fx.model_dir("run-dangling", latest="step-99"), "step-99, which does not exist"),
             ("run dir, latest loop", fx.model_dir("run-loop", latest="latest"), "loop"),
             ("config vocab_size != weights", fx.model_dir("vocab-mismatch", edit=lambda c: c.update(vocab_size=1 << 30)),
@@ -177,6 +178,7 @@ def bad_things(fx, kind):
             ("truncated tokenizer.bin", fx.truncated_of(TOK512, ".bin"), "truncated"),
             ("llama2.c model as tokenizer", fx.copy_as(STORIES, "model-as-tok.bin"), "llama2.c model checkpoint"),
             ("truncated tokenizer.json", fx.text_file("tokenizer.json", b"{\"model\": {\"type\": "), "JSON"),
+            ("GGUF cut in its header", fx.text_file("cut-tok.gguf", b"GGUF\x03\x00\x00\x00" + bytes(12)), "GGUF header"),
         ]
     elif kind == "text":  # --prompt-file, --data
         rows = [(label, make(".txt"), words) for label, make, words in common]
