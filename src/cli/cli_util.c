@@ -71,7 +71,7 @@ int cli_check_precision(const char *cmd, const char *precision, int auto_ok) {
 
 int cli_apply_precision(tlm_model *m, const char *cmd, const char *precision) {
     if (!strcmp(precision, "auto")) /* (no bf16 path: model_set_mixed_bf16 leaves fp32 and says nothing) */
-        return m->w16_mem && model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0;
+        return (m->w16_mem || m->wq_mem) && model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0;
     if (strcmp(precision, "bf16")) return 0;
     const char *why = NULL;
     const int on = model_set_mixed_bf16(m, 1, &why);

@@ -488,7 +488,9 @@ int model_set_mixed_bf16(tlm_model *m, int on, const char **why) {
         return 0;
     }
     m->bf16_products = 1;
-    if (m->w16_mem) return 1; /* (bf16 weights: the products use them as they are) */
+    /* (bf16 weights: the products use them as they are; quantized ones are rounded to bf16 a tile at
+     * a time, matmul_forward_quant: neither needs a mirror) */
+    if (m->w16_mem || m->wq_mem) return 1;
     if (!m->mirror16) {
         m->mirror16 = malloc((m->n_params ? m->n_params : 1) * sizeof(uint16_t));
         if (!m->mirror16) {

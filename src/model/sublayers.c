@@ -30,7 +30,7 @@
 void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
                     int IC, int OC) {
     if (lp->wq)
-        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile);
+        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile, m->bf16_products);
     else if (lp->w16 && !lp->w)
         matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, m->bf16_products);
     else if (lp->w16 && N > MATVEC_MAX_ROWS)

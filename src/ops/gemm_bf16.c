@@ -241,6 +241,10 @@ void f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 #else
     void (*conv)(uint16_t *, const float *, size_t) = to_bf16_scalar;
 #endif
+    if (n <= CHUNK) { /* (no parallel region to enter for a short run: a tile's piece of a row) */
+        conv(dst, src, n);
+        return;
+    }
     const long chunks = (long)((n + CHUNK - 1) / CHUNK);
 #pragma omp parallel for schedule(static) if (n > 4 * OMP_MIN_WORK)
     for (long c = 0; c < chunks; c++) {

@@ -149,11 +149,31 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
 }
 
 void matmul_forward_quant(float *out, const float *inp, const void *weight, int wq_type, const float *bias, int N,
-                          int IC, int OC, float *tile) {
+                          int IC, int OC, float *tile, int bf16_products) {
     PROF_SCOPE("matmul_forward_quant");
     if (N <= MATVEC_MAX_ROWS) {
         matvec_quant(out, inp, weight, wq_type, bias, N, IC, OC);
         return;
+    }
+    const uint16_t *inp16 =
+        bf16_products && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
+    if (inp16) {
+        /* the bf16 tile takes half the f32 one's bytes: twice the rows per GEMM */
+        enum { ROWS16 = 2 * MATMUL_BF16_TILE };
+        uint16_t *tile16 = (uint16_t *)tile;
+        int o0 = 0;
+        for (; o0 < OC; o0 += ROWS16) {
+            const int rows = OC - o0 < ROWS16 ? OC - o0 : ROWS16;
+#pragma omp parallel for schedule(static)
+            for (int r = 0; r < rows; r++)
+                wq_dequantize_rows_bf16(wq_type, weight, IC, o0 + r, o0 + r + 1, tile16 + (size_t)r * IC);
+            if (gemm_bf16(0, 1, N, rows, IC, inp16, IC, tile16, IC, 0.0f, out + o0, OC)) break;
+        }
+        if (o0 >= OC) {
+            if (bias) add_bias(out, bias, N, OC);
+            return;
+        }
+        /* (a failed primitive: the f32 product below, from the start) */
     }
     /* as matmul_forward_bf16 without bf16 products: the dequantizing is O(OC IC) against the
      * GEMM's O(N OC IC) */

@@ -67,9 +67,11 @@ void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, c
 /* The same with weights [OC,IC] in ggml block format wq_type (ops/quant.h): a few rows through
  * matvec_quant (each weight widened in registers), more a tile of MATMUL_BF16_TILE weight rows
  * at a time dequantized into `tile` for the f32 GEMM: the same f32 arithmetic on the same values
- * either way */
+ * either way. With bf16_products, where gemm_bf16 has a path, many rows are rounded to bf16 and
+ * multiplied with tiles of the weights dequantized and rounded to bf16 (mixed precision: the
+ * weights' values to 8 significant bits, f32 sums) */
 void matmul_forward_quant(float *out, const float *inp, const void *weight, int wq_type, const float *bias, int N,
-                          int IC, int OC, float *tile);
+                          int IC, int OC, float *tile, int bf16_products);
 /* Mixed precision with both copies of the weights (training): inp rounded to bf16 (or inp16, its
  * bf16 copy already staged, e.g. once for q, k and v) and multiplied with weight16 in gemm_bf16;
  * the f32 product with `weight` where that has no path */

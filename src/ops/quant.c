@@ -714,6 +714,29 @@ int wq_quantize_row(int t, const float *src, void *dst, int64_t n) {
     return 0;
 }
 
+void wq_dequantize_rows_bf16(int t, const void *W, int IC, int o0, int o1, uint16_t *dst16) {
+    const type_info *ti = info(t);
+    if (o1 <= o0) return;
+    if (!ti || IC % ti->block_elems) {
+        tlm_error("dequantize: %s rows of %d elements are not readable", wq_name(t), IC);
+        for (size_t i = 0; i < (size_t)(o1 - o0) * IC; i++) dst16[i] = 0x7fc0; /* (a bf16 NaN) */
+        return;
+    }
+    const size_t row_bytes = wq_row_bytes(t, IC);
+    enum { PIECE = 256 }; /* (whole blocks of every type) */
+    float piece[PIECE] __attribute__((aligned(64)));
+    for (int o = o0; o < o1; o++) {
+        const uint8_t *row = (const uint8_t *)W + (size_t)o * row_bytes;
+        uint16_t *out = dst16 + (size_t)(o - o0) * IC;
+        for (int k0 = 0; k0 < IC; k0 += PIECE) {
+            const int len = IC - k0 < PIECE ? IC - k0 : PIECE;
+            const uint8_t *blocks = row + (size_t)(k0 / ti->block_elems) * ti->block_bytes;
+            wq_dequantize_rows(t, blocks, len, 0, 1, piece);
+            f32_to_bf16(out + k0, piece, (size_t)len);
+        }
+    }
+}
+
 /* ---- products: plain C ------------------------------------------------------------------------------ */
 /* A chunk of CHUNK elements (whole blocks of every type) of the weight row is dequantized by the
  * reference above onto the stack, then each row of x is summed against it in 8 lanes (element k

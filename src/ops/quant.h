@@ -80,5 +80,8 @@ void matvec_quant_part(float *y, const float *x, const void *W, int t, const flo
 /* rows [o0, o1) of W as f32 into dst [(o1 - o0), IC] (a prompt's GEMM tile; the embedding's
  * row lookup) */
 void wq_dequantize_rows(int t, const void *W, int IC, int o0, int o1, float *dst);
+/* the same rounded to bf16 (nearest even) into dst16 [(o1 - o0), IC]: a prompt's tile for bf16
+ * products (decoded a chunk at a time on the stack, never a whole f32 row) */
+void wq_dequantize_rows_bf16(int t, const void *W, int IC, int o0, int o1, uint16_t *dst16);
 
 #endif

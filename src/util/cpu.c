@@ -58,9 +58,13 @@ const char *tlm_isa_name(tlm_isa isa) {
 
 int tlm_cpu_has_avx512bf16(void) {
 #ifdef TLM_X86
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
-    return tlm_cpu_isa() == TLM_ISA_AVX512 && (a >> 5 & 1);
+    /* cached: under a hypervisor each cpuid traps (microseconds), and converters ask per call */
+    static _Atomic int has = -1;
+    if (has < 0) {
+        unsigned a, b, c, d;
+        has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+    }
+    return tlm_cpu_isa() == TLM_ISA_AVX512 && has;
 #else
     return 0;
 #endif

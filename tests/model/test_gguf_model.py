@@ -411,6 +411,8 @@ def check_typed_exports(tinylm, work, model, label):
                 ref3 = llama_forward(tensors, kv, ids3)
                 diff3 = float(np.abs(ref3 - np.load(out3)).max()) / max(1.0, float(np.abs(ref3).max()))
                 check(diff3 < 2e-5, "  and there too (matrix-vector kernels): max |diff| / max |logit| %.2g" % diff3)
+            if typ in ("q8_0", "q4_k"):
+                check_bf16_products(tinylm, work, path, typ, ref_logits, b)
         again = os.path.join(work, "again_%s.gguf" % typ)
         rc, _, err = export(tinylm, again, None, model=path)
         if rc == 0:
@@ -418,6 +420,26 @@ def check_typed_exports(tinylm, work, model, label):
             check(all(t2[n] == tensors[n] for n in tensors), "  GGUF -> tinylm -> GGUF (--type keep) keeps every byte")
         else:
             check(False, "  export --type keep", err)
+
+
+def check_bf16_products(tinylm, work, path, typ, ref_logits, fp32_logits):
+    """--precision bf16 on quantized weights: the prompt's GEMM tiles dequantized and rounded to bf16, the
+    rows rounded to bf16, f32 sums (matmul_forward_quant); where the CPU has no bf16 products, fp32 as it is"""
+    out = os.path.join(work, "l16_%s.npy" % typ)
+    got, err = logits(tinylm, path, out, "--precision", "bf16")
+    if not check(got is not None, "  logits --precision bf16 runs", err):
+        return
+    if "computing in fp32" in err:
+        check(np.array_equal(got, fp32_logits), "  (no bf16 products on this CPU: the fp32 logits, bit for bit)")
+        return
+    diff = float(np.abs(ref_logits - got).max()) / max(1.0, float(np.abs(ref_logits).max()))
+    # operands rounded to 8 significant bits: measured 2e-3..4e-3 on these models (Zen 4); 2e-2 leaves margin
+    # and still fails a wrong tile (which moves logits by their own size)
+    check(diff < 2e-2 and not np.array_equal(got, fp32_logits),
+          "  with bf16 products: max |diff| / max |logit| to the float64 forward %.2g < 2e-2 (not the fp32 ones)" % diff)
+    rc, _, err = run(tinylm, "generate", "--model", path, "--prompt", PROMPT * 2, "-n", "4", "--temperature", "0")
+    check(rc == 0 and "prompt products bf16" in err, "  generate's auto precision runs the prompt in bf16 products",
+          err[-300:])
 
 
 def test_bad_files(tinylm, work):

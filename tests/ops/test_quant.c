@@ -330,6 +330,14 @@ static void test_dequantize(void) {
         CHECK(!memcmp(rows, got, sizeof(float) * n), "%s: wq_dequantize_rows != wq_dequantize_row", wq_name(t));
         wq_dequantize_rows(t, row, IC, 1, 2, rows);
         CHECK(!memcmp(rows, got + IC, sizeof(float) * IC), "%s: wq_dequantize_rows of row 1", wq_name(t));
+        /* wq_dequantize_rows_bf16 (prompt tiles for bf16 products): each value rounded to nearest even */
+        uint16_t *h = malloc(sizeof(uint16_t) * IC);
+        wq_dequantize_rows_bf16(t, row, IC, 1, 2, h);
+        int64_t off = 0;
+        for (int e = 0; e < IC; e++) off += h[e] != tlm_f32_to_bf16(got[IC + e]);
+        CHECK(off == 0, "%s: wq_dequantize_rows_bf16: %lld of %d values are not the bf16 rounding of the value",
+              wq_name(t), (long long)off, IC);
+        free(h);
         free(row), free(want), free(got), free(rows);
     }
     float out[32];
