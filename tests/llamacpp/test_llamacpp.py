@@ -5,7 +5,8 @@ uniform; llama.cpp (the prebuilt CPU build of node-llama-cpp 3.21.1, run by llam
 flash attention off and an F32 KV cache) loads each file and must
 
   (a) tokenize text as `tinylm tokenize` does (BOS, the dummy-prefix space, byte fallback),
-  (b) continue the prompt greedily with tinylm's text (`tinylm generate --temperature 0`),
+  (b) continue the prompt greedily with tinylm's text (`tinylm generate --temperature 0
+      --precision fp32`),
   (c) give the log-probabilities of the whole vocabulary at the first 32 positions (prompt +
       greedy continuation) within 1e-4 of tinylm's (`tinylm logits` -> .npy) on the f32 export,
       both through its prompt path (one batch) and its one-token decoding steps,
@@ -203,19 +204,24 @@ def forward(W, kv, ids, emulate):
     return mm(norm(x, "output_norm.weight"), "output.weight" if "output.weight" in W else "token_embd.weight")
 
 
-def greedy_check(lc, text, rc, tl, tol, exact):
+def greedy_check(tinylm, path, lc, text, rc, tl, tol, exact):
     """(ok, detail). tl: tinylm's log-probabilities on llama.cpp's prompt + greedy tokens. Up to the
     first token where tinylm's argmax differs from llama.cpp's choice the two greedy runs are the
-    same; there tinylm's best and llama.cpp's token must be a near tie (within tol), or, exact:
-    there is no such token and the texts are equal"""
+    same: tinylm's text must begin with that common part, and there tinylm's best and llama.cpp's
+    token must be a near tie (within tol); exact: there is no such token and the texts are equal"""
     n0 = len(lc["prompt"]) - 1
     part = next((k for k, tok in enumerate(lc["generated"]) if int(np.argmax(tl[n0 + k])) != tok), None)
     if part is None:
         return rc == 0 and lc["text"] == text and len(lc["generated"]) == N_NEW and not lc["eog"], \
             "tinylm's argmax is llama.cpp's token everywhere, but the texts differ"
     margin = float(tl[n0 + part].max() - tl[n0 + part][lc["generated"][part]])
-    return (not exact and margin < tol), "they part at generated token %d, where tinylm's top log p exceeds " \
-        "llama.cpp's token's by %.3g" % (part, margin)
+    common = (lc["prompt"] + lc["generated"])[1:n0 + 1 + part]
+    prc, prefix, _ = run(tinylm, "tokenize", "--tokenizer", path, "--decode", " ".join(map(str, common)))
+    # (a cut inside a UTF-8 sequence decodes to U+FFFD at the end of the prefix)
+    prefix = (prefix[:-1] if prefix.endswith("\n") else prefix).rstrip("\ufffd")
+    return (not exact and rc == 0 and prc == 0 and text.startswith(prefix) and margin < tol), \
+        "they part at generated token %d, where tinylm's top log p exceeds llama.cpp's token's by %.3g; " \
+        "tinylm's text begins with the common %d tokens: %s" % (part, margin, len(common), text.startswith(prefix))
 
 
 def compare_file(tinylm, work, path, label, typ, measured):
@@ -236,11 +242,12 @@ def compare_file(tinylm, work, path, label, typ, measured):
     if not check(tl is not None and len(seq) >= POSITIONS, "  tinylm's logits of llama.cpp's %d tokens" % len(seq),
                  err):
         return
-    # (b) the greedy text
+    # (b) the greedy text, in tinylm's reference numerics (`logits` computes in them; generate's auto
+    # precision would run a quantized file's prompt on bf16 products where the CPU has them)
     rc, text, err = run(tinylm, "generate", "--model", path, "--prompt", PROMPT, "-n", str(N_NEW), "--temperature", "0",
-                        "--threads", "1")
+                        "--precision", "fp32", "--threads", "1")
     text = text[:-1] if text.endswith("\n") else text
-    ok, why = greedy_check(lc, text, rc, tl, tol, typ == "f32")
+    ok, why = greedy_check(tinylm, path, lc, text, rc, tl, tol, typ == "f32")
     same = lc["text"] == text
     check(ok, "  (b) llama.cpp's greedy text (%d tokens) is tinylm's%s" % (
         N_NEW, "" if same else ", up to a near tie (%s)" % why),
