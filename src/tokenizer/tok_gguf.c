@@ -6,7 +6,11 @@
  *     unknown and unused pieces are never produced from text and decode to nothing (control) or
  *     their piece;
  *   - model "gpt2": byte-level BPE (tokens + merges "a b" in priority order) after the
- *     pre-tokenizer tokenizer.ggml.pre names (GPT-2's regex: "gpt-2", "default").
+ *     pre-tokenizer tokenizer.ggml.pre names: GPT-2's regex ("gpt-2", "default"), Llama 3's
+ *     ("llama-bpe", "llama3": digits in threes, and a piece that is a whole vocabulary entry taken
+ *     as it is, its tokenizer.json's ignore_merges), Qwen 2's ("qwen2": single digits, NFC first,
+ *     as its tokenizer.json; Qwen 3 files carry "qwen2" too). Control and user-defined tokens are
+ *     matched in the text before anything else, as a tokenizer.json's added_tokens are.
  * bos/eos and add_bos_token come from the metadata. */
 #include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
@@ -118,12 +122,61 @@ fail:
     return NULL;
 }
 
+/* the pre-tokenizers tokenizer.ggml.pre names: the regex each splits the text with (the regexes are
+ * those of the models' tokenizer.json files) */
+static const char LLAMA3_PATTERN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char QWEN2_PATTERN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const struct {
+    const char *name, *pattern; /* pattern NULL: GPT-2's, inside the byte-level step */
+    int nfc, ignore_merges;
+} PRES[] = {
+    {"default", NULL, 0, 0}, {"gpt-2", NULL, 0, 0},           {"llama-bpe", LLAMA3_PATTERN, 0, 1},
+    {"llama3", LLAMA3_PATTERN, 0, 1}, {"qwen2", QWEN2_PATTERN, 1, 0},
+};
+
+/* control and user-defined tokens: matched in text first (tokenizer.json's added_tokens) */
+static int add_special_tokens(tlm_tokenizer *t, const tlm_gguf *g, const char *name, int n) {
+    const gguf_kv *types = tlm_gguf_find(g, "tokenizer.ggml.token_type");
+    if (!types) return 0;
+    if (types->type != GGUF_ARRAY || types->count != (uint64_t)n)
+        return tlm_error("%s: tokenizer.ggml.token_type must be an array of %d integers", name, n);
+    int count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n; i++) {
+            int64_t type;
+            if (tlm_gguf_array_i64(g, types, (uint64_t)i, &type) < 0) return -1;
+            if ((type != TT_CONTROL && type != TT_USER) || !t->form_len[i]) continue;
+            if (pass == 0) {
+                count++;
+                continue;
+            }
+            tok_added *a = &t->added[t->n_added++];
+            a->id = i, a->special = type == TT_CONTROL, a->len = t->form_len[i];
+            size_t len;
+            const char *form = tok_form(t, i, &len);
+            if (!(a->content = malloc(len + 1))) return tlm_error("%s: out of memory", name);
+            memcpy(a->content, form, len);
+            a->content[a->len] = '\0';
+            if (tok_set_text(t, i, a->content, a->len)) return tlm_error("%s: out of memory", name);
+        }
+        if (pass == 0 && count && !(t->added = calloc((size_t)count, sizeof *t->added)))
+            return tlm_error("%s: out of memory", name);
+    }
+    return 0;
+}
+
 static tlm_tokenizer *load_bpe(const tlm_gguf *g, const char *name, const gguf_kv *tokens, int n) {
     gguf_str pre = {"default", 7};
     if (tlm_gguf_get_str(g, "tokenizer.ggml.pre", &pre) < 0) return NULL;
-    if (!str_is(pre, "gpt-2") && !str_is(pre, "default"))
-        return tlm_error("%s: tokenizer.ggml.pre = \"%.*s\": only GPT-2's pre-tokenizer (\"gpt-2\") is supported for "
-                         "a BPE vocabulary", name, (int)(pre.len > 32 ? 32 : pre.len), pre.p),
+    int which = -1;
+    for (int i = 0; i < (int)(sizeof PRES / sizeof PRES[0]) && which < 0; i++)
+        if (str_is(pre, PRES[i].name)) which = i;
+    if (which < 0)
+        return tlm_error("%s: tokenizer.ggml.pre = \"%.*s\": a pre-tokenizer tinylm does not know (it knows gpt-2, "
+                         "default, llama-bpe, llama3, qwen2)",
+                         name, (int)(pre.len > 32 ? 32 : pre.len), pre.p),
                NULL;
     const gguf_kv *merges = tlm_gguf_find(g, "tokenizer.ggml.merges");
     if (!merges || merges->type != GGUF_ARRAY || merges->elem_type != GGUF_STRING)
@@ -149,13 +202,26 @@ static tlm_tokenizer *load_bpe(const tlm_gguf *g, const char *name, const gguf_k
         if (tok_add_merge(t, s.p, (size_t)(sp - s.p), sp + 1, (size_t)(s.p + s.len - sp - 1), (int)r, &tmp, name, (int)r))
             goto fail;
     }
-    if (!(t->pres = calloc(1, sizeof *t->pres))) goto oom;
-    t->n_pres = 1;
-    t->pres[0].type = PRE_BYTELEVEL;
-    if (!(t->pres[0].re = tok_regex_compile(tok_gpt2_pattern, strlen(tok_gpt2_pattern), 0, name))) goto fail;
+    const char *pattern = PRES[which].pattern;
+    if (!(t->pres = calloc(2, sizeof *t->pres))) goto oom;
+    if (pattern) { /* Split(regex, Isolated), then the byte-level mapping without a regex of its own */
+        t->pres[0].type = PRE_SPLIT, t->pres[0].behavior = SPLIT_ISOLATED;
+        if (!(t->pres[0].re = tok_regex_compile(pattern, strlen(pattern), 0, name))) goto fail;
+        t->pres[1].type = PRE_BYTELEVEL;
+        t->n_pres = 2;
+    } else {
+        t->pres[0].type = PRE_BYTELEVEL;
+        t->n_pres = 1;
+        if (!(t->pres[0].re = tok_regex_compile(tok_gpt2_pattern, strlen(tok_gpt2_pattern), 0, name))) goto fail;
+    }
+    if (PRES[which].nfc) {
+        if (!(t->norms = calloc(1, sizeof *t->norms))) goto oom;
+        t->norms[0].type = TOK_NORM_NFC, t->n_norms = 1;
+    }
+    t->ignore_merges = PRES[which].ignore_merges;
     t->byte_level = 1;
     tok_setup_byte_ids(t);
-    if (tok_bytelevel_texts(t, name)) goto fail;
+    if (tok_bytelevel_texts(t, name) || add_special_tokens(t, g, name, n)) goto fail;
     t->strip_bytes_too = 1;
     tlm_buf_free(&tmp);
     return t;

@@ -5,6 +5,7 @@
 #   test_tokenizer_basic      bytes/chars tokenizers, own file format, special ids, run.c decode, errors
 #   test_ref_llama2c          the Python run.c model still reproduces the recorded llama2.c ids
 #   test_cli_tokenize         `tinylm tokenize` end to end
+#   test_gguf_tokenizer       GGUF BPE tokenizers (pre gpt-2, qwen2, llama-bpe) vs recorded ids / tokenizer.json
 set(TLM_TOK_TEST_DATA_DEF TLM_TOK_TEST_DATA="${CMAKE_SOURCE_DIR}/tests/tokenizer/data")
 foreach(t test_tokenizer_reference test_tokenizer_nfc test_tokenizer_basic)
   tlm_c_test(${t} tests/tokenizer/${t}.c)
@@ -17,5 +18,8 @@ if(TLM_PYTHON)
   if(TARGET tinylm_cli)
     add_test(NAME test_cli_tokenize
              COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/test_cli_tokenize.py $<TARGET_FILE:tinylm_cli>)
+    add_test(NAME test_gguf_tokenizer
+             COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/test_gguf_tokenizer.py $<TARGET_FILE:tinylm_cli>
+                     ${CMAKE_CURRENT_BINARY_DIR}/test_gguf_tokenizer)
   endif()
 endif()
