@@ -16,6 +16,7 @@
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,6 +274,18 @@ tlm_tokenizer *tlm_tokenizer_load_gguf(const char *path) {
  * ids 0, 1, 2 are <unk>, <s>, </s>) */
 static int spm_piece(const tlm_tokenizer *t, int i, tlm_buf *out, int *type) {
     out->len = 0;
+    if (t->kind == TOK_BYTES) { /* byte b is the piece <0xBB>: SentencePiece's byte fallback gives id b */
+        char hex[16];
+        snprintf(hex, sizeof hex, "<0x%02X>", (unsigned)i & 0xffu);
+        *type = TT_BYTE;
+        return tlm_buf_put(out, hex, 6);
+    }
+    if (t->kind == TOK_CHARS) { /* each code point its own piece: no merges, the same ids */
+        size_t n;
+        const char *f = tok_form(t, i, &n);
+        *type = TT_NORMAL;
+        return n == 1 && f[0] == ' ' ? tlm_buf_put(out, "\xE2\x96\x81", 3) : tlm_buf_put(out, f, n);
+    }
     if (t->piece_type) {
         *type = t->piece_type[i];
         return tlm_buf_put(out, t->piece_arena.data + t->piece_off[i], t->piece_len[i]);
@@ -289,9 +302,12 @@ static int spm_piece(const tlm_tokenizer *t, int i, tlm_buf *out, int *type) {
 
 int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w) {
     const int n = t->vocab_size;
-    if (t->kind != TOK_LLAMA2C)
+    /* (the training tokenizers as SentencePiece vocabularies that encode to the same ids: single
+     * code points, or the 256 byte pieces) */
+    const int simple = t->kind == TOK_CHARS || t->kind == TOK_BYTES;
+    if (t->kind != TOK_LLAMA2C && !simple)
         return tlm_error("tokenizer (%s): only SentencePiece-style vocabularies (llama2.c's tokenizer.bin, a GGUF's) "
-                         "can be written into a GGUF file yet", t->kind_name);
+                         "and tinylm's chars and bytes tokenizers can be written into a GGUF file yet", t->kind_name);
     char **pieces = calloc((size_t)n, sizeof *pieces);
     size_t *lens = calloc((size_t)n, sizeof *lens);
     float *scores = malloc((size_t)n * sizeof *scores);
@@ -305,7 +321,7 @@ int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w) {
             break;
         }
         memcpy(pieces[i], tmp.data, tmp.len), lens[i] = tmp.len;
-        scores[i] = t->scores[i], types[i] = type;
+        scores[i] = simple ? 0.0f : t->scores[i], types[i] = type;
     }
     const int bos = t->bos >= 0 ? t->bos : 1, eos = t->eos >= 0 ? t->eos : 2;
     if (!rc)
@@ -313,12 +329,12 @@ int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w) {
              tlm_gguf_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)pieces, lens, (uint64_t)n) ||
              tlm_gguf_set_array(w, "tokenizer.ggml.scores", GGUF_FLOAT32, scores, (uint64_t)n) ||
              tlm_gguf_set_array(w, "tokenizer.ggml.token_type", GGUF_INT32, types, (uint64_t)n) ||
-             (bos < n && tlm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos)) ||
-             (eos < n && tlm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos)) ||
-             (!t->piece_type && n > 0 && tlm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
+             (!simple && bos < n && tlm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos)) ||
+             (!simple && eos < n && tlm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos)) ||
+             (!simple && !t->piece_type && n > 0 && tlm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
              tlm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", t->bos >= 0) ||
              tlm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0) ||
-             tlm_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", !t->no_dummy_prefix);
+             tlm_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", !simple && !t->no_dummy_prefix);
     for (int i = 0; pieces && i < n; i++) free(pieces[i]);
     free(pieces), free(lens), free(scores), free(types);
     tlm_buf_free(&tmp);

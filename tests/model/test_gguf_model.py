@@ -442,6 +442,32 @@ def check_bf16_products(tinylm, work, path, typ, ref_logits, fp32_logits):
           err[-300:])
 
 
+def test_training_tokenizers(tinylm, work):
+    """a model tinylm trained with its chars or bytes tokenizer exports with that tokenizer as a
+    SentencePiece vocabulary that encodes to the same ids (single code points; the 256 byte pieces)"""
+    text = os.path.join(os.path.dirname(STORIES), "tinyshakespeare.txt")
+    sample = "First Citizen:\nBefore we proceed any further, hear me speak."
+    for kind in ("chars", "bytes"):
+        run_dir = os.path.join(work, "trained-" + kind)
+        rc, _, err = run(tinylm, "train", "--data", text, "--preset", "lesson15", "--tokenizer", kind, "--steps", "2",
+                         "--sample", "0", "--eval-every", "2", "--eval-batches", "1", "--out", run_dir)
+        if not check(rc == 0, "train 2 steps of lesson15 with the %s tokenizer" % kind, err):
+            continue
+        path = os.path.join(work, "trained-%s.gguf" % kind)
+        rc, out, err = run(tinylm, "export", "--model", run_dir, "--format", "gguf", "--type", "f32", "--out", path)
+        if not check(rc == 0 and ("its %s tokenizer" % kind) in out + err, "  export --format gguf with it", err):
+            continue
+        _, kv, _ = read_gguf(path)
+        check(kv.get("tokenizer.ggml.model") == "llama" and len(kv.get("tokenizer.ggml.tokens", [])) in (65, 256),
+              "  the file holds a SentencePiece vocabulary of the model's size")
+        a = run(tinylm, "tokenize", "--tokenizer", os.path.join(run_dir, "latest"), "--text", sample)
+        b = run(tinylm, "tokenize", "--tokenizer", path, "--text", sample)
+        check(a[0] == 0 and a[1] == b[1] and len(a[1].split()) > 10, "  which encodes to the same ids", a[2] + b[2])
+        g1 = run(tinylm, "generate", "--model", run_dir, "--prompt", "ROMEO:", "-n", "30", "--temperature", "0")
+        g2 = run(tinylm, "generate", "--model", path, "--prompt", "ROMEO:", "-n", "30", "--temperature", "0")
+        check(g1[0] == 0 and g1[1] == g2[1], "  and generates the same greedy text from the file", g1[2] + g2[2])
+
+
 def test_bad_files(tinylm, work):
     path = os.path.join(work, "s_f32.gguf")
     if not os.path.exists(path):
@@ -462,4 +488,4 @@ def test_bad_files(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_f32_export, test_typed_exports, test_bad_files]))
+    sys.exit(main([test_f32_export, test_typed_exports, test_training_tokenizers, test_bad_files]))
