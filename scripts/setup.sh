@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  build-essential cmake pkg-config libdnnl-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev libpcre2-dev >/dev/null
+  build-essential cmake pkg-config libdnnl-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev libpcre2-dev zlib1g-dev >/dev/null
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 out="runs/shakespeare-$(date +%Y%m%d-%H%M%S)"

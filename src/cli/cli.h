@@ -21,6 +21,7 @@ int cmd_export(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_lens(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 enum { CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_CONTINUE = -1 };
 

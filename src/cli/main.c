@@ -25,6 +25,7 @@ static const command COMMANDS[] = {
      "inspect --model DIR --prompt TEXT | --ids \"1 2\" [--json|--csv] [--plot F.svg] [--html F.html]; inspect --grad "
      "--data FILE"},
     {"lens", cmd_lens, "lens train --model M --data FILE --out LENS | lens eval ...   tuned lens: per-layer translators"},
+    {"compare", cmd_compare, "compare A B [--tokens IDS | --prompt TEXT] [--json F] [--html F]   where two models (or a model and an .npz) diverge, and why"},
     {"export", cmd_export, "export --model DIR|FILE.bin --out DIR2 [--format llama2c]   HF (llama, gpt2), tinylm or llama2.c, with the tokenizer"},
     {"report", cmd_report, "report DATA.json --html OUT.html   an experiment description as a self-contained page"},
     {"tokenize", cmd_tokenize, "tokenize --tokenizer PATH --text TEXT | --decode \"ids\""},

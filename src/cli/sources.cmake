@@ -12,7 +12,8 @@ add_executable(tinylm_cli
   src/cli/cmd_export.c
   src/cli/cmd_sweep.c
   src/cli/cmd_report.c
-  src/cli/cmd_lens.c)
+  src/cli/cmd_lens.c
+  src/cli/cmd_compare.c)
 set_target_properties(tinylm_cli PROPERTIES OUTPUT_NAME tinylm)
 target_link_libraries(tinylm_cli PRIVATE tinylm)
 target_include_directories(tinylm_cli PRIVATE ${CMAKE_SOURCE_DIR}/src)

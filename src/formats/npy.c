@@ -5,6 +5,7 @@
 
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/f16.h"
 #include "util/io.h"
 
 #include <errno.h>
@@ -92,8 +93,19 @@ static int shape_tuple(scan *s, int *ndim, int64_t *shape) {
     }
 }
 
-/* Parses the dict; fills dtype/ndim/shape of out. */
-static int parse_header(const char *label, const char *h, size_t n, tlm_npy *out) {
+/* the element types the reader takes: '<f4' and '<i4' always; with widen also '<f8', '<f2' (read
+ * as float32) and '<i8' (read as int32, each value range-checked) */
+typedef enum { EL_F4, EL_I4, EL_F8, EL_F2, EL_I8 } elem_kind;
+static const struct {
+    const char *descr;
+    tlm_dtype dtype;
+    size_t size;
+    int wide;
+} ELEMS[] = {{"<f4", TLM_DT_F32, 4, 0}, {"<i4", TLM_DT_I32, 4, 0}, {"<f8", TLM_DT_F32, 8, 1},
+             {"<f2", TLM_DT_F32, 2, 1}, {"<i8", TLM_DT_I32, 8, 1}};
+
+/* Parses the dict; fills dtype/ndim/shape of out and the element kind *el. */
+static int parse_header(const char *label, const char *h, size_t n, tlm_npy *out, int widen, elem_kind *el) {
     scan s = {h, h + n};
     int have_descr = 0, have_order = 0, have_shape = 0;
     if (!eat(&s, '{'))
@@ -105,12 +117,15 @@ static int parse_header(const char *label, const char *h, size_t n, tlm_npy *out
         if (strcmp(key, "descr") == 0) {
             if (quoted(&s, val, sizeof val) != 0)
                 return tlm_error("%s: npy header: 'descr' must be a dtype string", label);
-            if (strcmp(val, "<f4") == 0)
-                out->dtype = TLM_DT_F32;
-            else if (strcmp(val, "<i4") == 0)
-                out->dtype = TLM_DT_I32;
-            else
-                return tlm_error("%s: npy dtype '%s' is not supported (need '<f4' or '<i4')", label, val);
+            int k = -1;
+            for (int i = 0; i < (int)(sizeof ELEMS / sizeof ELEMS[0]) && k < 0; i++)
+                if (strcmp(val, ELEMS[i].descr) == 0 && (widen || !ELEMS[i].wide))
+                    k = i;
+            if (k < 0)
+                return tlm_error("%s: npy dtype '%s' is not supported (need %s)", label, val,
+                                 widen ? "'<f4', '<f8', '<f2', '<i4' or '<i8'" : "'<f4' or '<i4'");
+            out->dtype = ELEMS[k].dtype;
+            *el = (elem_kind)k;
             have_descr = 1;
         } else if (strcmp(key, "fortran_order") == 0) {
             if (word(&s, "True"))
@@ -143,7 +158,7 @@ static int parse_header(const char *label, const char *h, size_t n, tlm_npy *out
 
 /* ---- reading ----------------------------------------------------------------------- */
 
-int tlm_npy_parse(const void *bytes, size_t n, const char *label, tlm_npy *out) {
+static int parse_npy(const void *bytes, size_t n, const char *label, tlm_npy *out, int widen) {
     const unsigned char *b = bytes;
     memset(out, 0, sizeof *out);
     if (n < 10 || memcmp(b, magic, sizeof magic) != 0)
@@ -162,30 +177,64 @@ int tlm_npy_parse(const void *bytes, size_t n, const char *label, tlm_npy *out) 
     if (hlen > n - start)
         return tlm_error("%s: npy header length %zu runs past the end of the file", label, hlen);
     tlm_npy a = {0};
-    if (parse_header(label, (const char *)b + start, hlen, &a) != 0)
+    elem_kind el = EL_F4;
+    if (parse_header(label, (const char *)b + start, hlen, &a, widen, &el) != 0)
         return -1;
+    const size_t esize = ELEMS[el].size;
     size_t numel = 1;
     int has_zero = 0;
     for (int i = 0; i < a.ndim; i++)
         has_zero |= a.shape[i] == 0;
     for (int i = 0; i < a.ndim && !has_zero; i++) {
-        if ((uint64_t)a.shape[i] > SIZE_MAX / 4 / numel)
+        if ((uint64_t)a.shape[i] > SIZE_MAX / 8 / numel)
             return tlm_error("%s: npy shape is too large", label);
         numel *= (size_t)a.shape[i];
     }
     a.numel = has_zero ? 0 : numel;
-    size_t need = a.numel * 4, have = n - start - hlen;
+    size_t need = a.numel * esize, have = n - start - hlen;
     if (have < need)
         return tlm_error("%s: npy data is truncated: %zu bytes, the shape needs %zu", label, have, need);
     if (have > need)
         return tlm_error("%s: npy file has %zu extra bytes after the array data", label, have - need);
-    a.data = malloc(need ? need : 1);
+    a.data = malloc(a.numel ? a.numel * 4 : 1);
     if (!a.data)
         return tlm_error("%s: out of memory", label);
-    if (need)
-        memcpy(a.data, b + start + hlen, need);
+    const unsigned char *src = b + start + hlen;
+    if (esize == 4 && need) {
+        memcpy(a.data, src, need);
+    } else if (el == EL_F8) {
+        float *d = a.data;
+        for (size_t i = 0; i < a.numel; i++) {
+            double v;
+            memcpy(&v, src + 8 * i, 8);
+            d[i] = (float)v;
+        }
+    } else if (el == EL_F2) {
+        float *d = a.data;
+        for (size_t i = 0; i < a.numel; i++) d[i] = tlm_f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+    } else if (el == EL_I8) {
+        int32_t *d = a.data;
+        for (size_t i = 0; i < a.numel; i++) {
+            int64_t v;
+            memcpy(&v, src + 8 * i, 8);
+            if (v < INT32_MIN || v > INT32_MAX) {
+                free(a.data);
+                return tlm_error("%s: npy '<i8' value %lld at flat index %zu does not fit in int32", label,
+                                 (long long)v, i);
+            }
+            d[i] = (int32_t)v;
+        }
+    }
     *out = a;
     return 0;
+}
+
+int tlm_npy_parse(const void *bytes, size_t n, const char *label, tlm_npy *out) {
+    return parse_npy(bytes, n, label, out, 0);
+}
+
+int tlm_npy_parse_widen(const void *bytes, size_t n, const char *label, tlm_npy *out) {
+    return parse_npy(bytes, n, label, out, 1);
 }
 
 int tlm_npy_read(const char *path, tlm_npy *out) {

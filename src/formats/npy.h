@@ -31,6 +31,11 @@ int tlm_npy_read_as(const char *path, tlm_dtype want, tlm_npy *out);
 /* Parses an .npy image in memory (copies the data; `label` names it in errors). */
 int tlm_npy_parse(const void *bytes, size_t n, const char *label, tlm_npy *out);
 
+/* The same, also taking '<f8' and '<f2' (converted to float32: f8 rounded to nearest) and '<i8'
+ * (converted to int32; a value outside int32 is an error naming the flat index): what NumPy and
+ * PyTorch users save without a cast (an .npz of reference activations, formats/npz.h). */
+int tlm_npy_parse_widen(const void *bytes, size_t n, const char *label, tlm_npy *out);
+
 void tlm_npy_free(tlm_npy *a); /* frees data, zeroes *a; NULL allowed */
 
 /* Writes an array; dtype must be TLM_DT_F32 or TLM_DT_I32, 0 <= ndim <= TLM_MAX_DIMS. */

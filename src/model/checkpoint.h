@@ -47,6 +47,10 @@ tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
 tlm_model *llama2c_load(const char *path);
 /* only the header (validated, the file size checked) as an engine config. -1 + tlm_error */
 int llama2c_read_config(const char *path, tlm_config *cfg);
+/* RoPE row order: dst = src with each of n_heads heads' hs rows (of cols floats) moved from
+ * interleaved pairs (2b, 2b+1; llama2.c, Meta, llama.cpp) to halves (b, b + hs/2; Hugging Face,
+ * the engine). dst and src must not overlap. (The inverse: llama2c_export.h.) */
+void llama2c_rows_to_halves(float *dst, const float *src, int n_heads, int hs, int cols);
 /* gguf_load.c: a GGUF file (llama.cpp's format; formats/gguf.h) of an architecture tinylm runs
  * (llama, qwen2, qwen3, gemma2, gemma3, olmo2, gpt2), its matrices kept in the file's types
  * (f32, bf16, ggml block formats) for inference. NULL + tlm_error naming the file and the key or

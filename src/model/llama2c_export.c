@@ -26,8 +26,8 @@ const char *llama2c_export_blocker(const tlm_config *c) {
     return NULL;
 }
 
-/* rows of one head: halves (b, b + hs/2) -> interleaved pairs (2b, 2b+1) */
-static void halves_to_interleaved(float *dst, const float *src, int n_heads, int hs, int cols) {
+/* rows of one head: halves (b, b + hs/2) -> interleaved pairs (2b, 2b+1) (llama2c_export.h) */
+void llama2c_rows_to_pairs(float *dst, const float *src, int n_heads, int hs, int cols) {
     const size_t row = (size_t)cols * sizeof(float);
     for (int h = 0; h < n_heads; h++)
         for (int b = 0; b < hs / 2; b++)
@@ -53,11 +53,11 @@ int llama2c_export_file(const tlm_model *m, const char *path) {
     int rc = tlm_atomic_write(out, header, sizeof header) || put(out, p->embed, (size_t)c->vocab_size * d);
     for (int l = 0; l < L && !rc; l++) rc = put(out, p->layers[l].attn_norm.w, d);
     for (int l = 0; l < L && !rc; l++) {
-        halves_to_interleaved(tmp, p->layers[l].q.w, c->n_heads, hs, d);
+        llama2c_rows_to_pairs(tmp, p->layers[l].q.w, c->n_heads, hs, d);
         rc = put(out, tmp, qd * d);
     }
     for (int l = 0; l < L && !rc; l++) {
-        halves_to_interleaved(tmp, p->layers[l].k.w, c->n_kv_heads, hs, d);
+        llama2c_rows_to_pairs(tmp, p->layers[l].k.w, c->n_kv_heads, hs, d);
         rc = put(out, tmp, kvd * d);
     }
     for (int l = 0; l < L && !rc; l++) rc = put(out, p->layers[l].v.w, kvd * d);

@@ -12,8 +12,8 @@
 #include "model/checkpoint.h"
 #include "util/error.h"
 
-/* rows of one head: interleaved pairs (2b, 2b+1) -> halves (b, b + hs/2) */
-static void interleaved_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
+/* rows of one head: interleaved pairs (2b, 2b+1) -> halves (b, b + hs/2) (checkpoint.h) */
+void llama2c_rows_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
     const size_t row = (size_t)cols * sizeof(float);
     for (int h = 0; h < n_heads; h++)
         for (int b = 0; b < hs / 2; b++)
@@ -33,9 +33,9 @@ static int read_weights(llama2c_file *r, tlm_model *m) {
     if (!tmp) return tlm_error("%s: out of memory", r->path);
     int rc = 0;
     for (int l = 0; l < L && !rc; l++)
-        if (!(rc = llama2c_read_floats(r, tmp, qd * d, "wq"))) interleaved_to_halves(p->layers[l].q.w, tmp, c->n_heads, hs, d);
+        if (!(rc = llama2c_read_floats(r, tmp, qd * d, "wq"))) llama2c_rows_to_halves(p->layers[l].q.w, tmp, c->n_heads, hs, d);
     for (int l = 0; l < L && !rc; l++)
-        if (!(rc = llama2c_read_floats(r, tmp, kvd * d, "wk"))) interleaved_to_halves(p->layers[l].k.w, tmp, c->n_kv_heads, hs, d);
+        if (!(rc = llama2c_read_floats(r, tmp, kvd * d, "wk"))) llama2c_rows_to_halves(p->layers[l].k.w, tmp, c->n_kv_heads, hs, d);
     free(tmp);
     if (rc) return -1;
     for (int l = 0; l < L; l++)

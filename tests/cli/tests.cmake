@@ -38,3 +38,9 @@ if(TLM_PYTHON)
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_info_system)
   set_tests_properties(test_info_system PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # tinylm compare: formats of one model, quantized exports, .npz references, planted convention bugs
+  add_test(NAME test_compare COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_compare.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_compare)
+  set_tests_properties(test_compare PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+endif()
