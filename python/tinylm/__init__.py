@@ -750,7 +750,12 @@ class Model:
             out = self._generate_cached(ids, n, temperature, top_k, top_p, seed)
         else:
             out = self._generate_recompute(ids, n, temperature, top_k, top_p, seed, fwd, writes, stop_at_eos)
-        return out if return_ids else self.decode(out)
+        if return_ids:
+            return out
+        # the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
+        # SentencePiece continuation would lose the space its first piece starts with
+        before, whole = self.decode(ids), self.decode(np.concatenate([np.asarray(ids, np.int32), out]))
+        return whole[len(before):] if whole.startswith(before) else self.decode(out)
 
     def _generate_cached(self, ids, n, temperature, top_k, top_p, seed):
         IP = ctypes.POINTER(ctypes.c_int)

@@ -34,4 +34,10 @@ if(TLM_PYTHON)
                    --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
                    --work ${CMAKE_BINARY_DIR}/test_python_precision)
   set_tests_properties(test_python_precision PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
+  # a Q8_0 GGUF through inspect (json, html, probes), the tuned lens and the Python API
+  add_test(NAME test_python_gguf
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_gguf.py
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_python_gguf)
+  set_tests_properties(test_python_gguf PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
 endif()
