@@ -50,7 +50,7 @@ void cmp_print(FILE *f, const cmp_report *r) {
         fputc('\n', f);
     }
     fputc('\n', f);
-    print_names(f, "points only in A", res->only_a, res->n_only_a);
+    if (!r->b_is_file) print_names(f, "points only in A", res->only_a, res->n_only_a); /* (else: the missing below) */
     print_names(f, "points only in B", res->only_b, res->n_only_b);
     print_names(f, "points of A not in the file (skipped)", r->missing, r->n_missing);
     print_names(f, "keys of the file that are no point of A (ignored)", r->unknown, r->n_unknown);

@@ -5,11 +5,18 @@
   no divergence, KL 0, every top-1 the same; against its q8_0 GGUF export: small differences
   from the embedding on, a small KL, and no convention named as the cause (the search finds none)
 - errors: different architectures, missing tokens, one argument only
+- .npz references dumped by the float64 PyTorch reference (tests/reference/tinylm_ref.py, hooks under
+  TransformerLens names): a llama-like and a Gemma-2-like model match them within 1e-4 at every point,
+  every point of the model found in the file (no name missing), from np.savez (float64) and
+  np.savez_compressed (float32, no batch dimension); missing and unknown keys are listed; the file's
+  "tokens" are used; malformed archives (cut, not a zip, a damaged CRC, a member that is no .npy, a
+  wrong shape, integer activations, tokens that disagree) are refused naming the file and the key
 
 usage: test_compare.py --tinylm PATH --work DIR"""
 import json
 import os
 import sys
+import zipfile
 
 import numpy as np
 
@@ -127,5 +134,102 @@ def test_errors(T, work):
     check(rc == 1 and "999" in err, "a token outside the vocabulary is named", err.strip())
 
 
+# ---------------------------------------------------------------- .npz references
+
+GEMMA = dict(BASE, norm_type="rmsnorm_1p", norm_placement="sandwich", embedding_scale=True, ffn_type="geglu",
+             attn_logit_softcapping=5.0, final_logit_softcapping=3.0, tie_word_embeddings=True, norm_eps=1e-6)
+
+
+def ref_cache(model_dir, tokens, model_class=None):
+    """logits, {TransformerLens name: float64 array [1, T, ...]} of the PyTorch reference"""
+    m = tinylm_ref.load(model_dir)
+    if model_class is not None:
+        m.__class__ = model_class
+    logits, cache = m.run_hooked(np.array([tokens]))
+    return logits, cache
+
+
+def write_npz(path, tokens, logits, cache, compressed=False, dtype=np.float64, squeeze=False, drop=(), extra=None,
+              with_tokens=True):
+    arrays = {k: (v[0] if squeeze else v).astype(dtype) for k, v in cache.items() if k not in drop}
+    arrays["logits"] = (logits[0] if squeeze else logits).astype(dtype)
+    if with_tokens:
+        arrays["tokens"] = np.array(tokens, dtype=np.int64)
+    arrays.update(extra or {})
+    (np.savez_compressed if compressed else np.savez)(path, **arrays)
+    return path
+
+
+def test_npz(T, work):
+    a, _ = make_model(work, "npz_llama", BASE, seed=1)
+    logits, cache = ref_cache(a, TOKENS)
+    embed_bytes = cache["hook_embed"].astype(np.float64).tobytes()
+    z = write_npz(os.path.join(work, "ref.npz"), TOKENS, logits, cache)
+    rc, rep, out, err = compare(T, a, z, "--tol", "1e-4")
+    ok = rc == 0 and rep is not None
+    check(ok and rep["first_divergence"] is None, "llama-like model vs the float64 reference's .npz: within 1e-4",
+          err or str(rep and rep["first_divergence"]))
+    if ok:
+        check(rep["missing_in_file"] == [] and rep["unknown_keys"] == [] and rep["reference"] == "B"
+              and rep["b"]["kind"] == "npz",
+              "  every point of the model is in the file under its TransformerLens name",
+              str(rep["missing_in_file"]) + str(rep["unknown_keys"]))
+        check(rep["tokens"] == TOKENS and rep["output"]["kl_max"] < 1e-9 and rep["worst_rel"] < 1e-5,
+              "  the file's tokens; KL < 1e-9, worst relative Δ %.1e" % rep["worst_rel"], str(rep["output"]))
+        check("blocks.1.ln1.hook_scale" in [p["name"] for p in rep["points"]],
+              "  hook_scale compared as TransformerLens' scale, sqrt(mean(x^2) + eps)")
+    g, _ = make_model(work, "npz_gemma", GEMMA, seed=2)
+    logits, cache = ref_cache(g, TOKENS)
+    z = write_npz(os.path.join(work, "gemma.npz"), TOKENS, logits, cache, compressed=True, dtype=np.float32,
+                  squeeze=True)
+    rc, rep, out, err = compare(T, g, z, "--tol", "1e-4")
+    check(rc == 0 and rep and rep["first_divergence"] is None and rep["missing_in_file"] == [],
+          "Gemma-2-like model (1 + w, sandwich, soft-caps) vs np.savez_compressed float32 [T, ...]: within 1e-4",
+          err or (rep and str(rep["first_divergence"])))
+    # missing and unknown keys, tokens given on the command line
+    z = write_npz(os.path.join(work, "partial.npz"), TOKENS, logits, cache, drop=("blocks.0.attn.hook_q",),
+                  extra={"blocks.0.hook_typo": np.zeros((1, 9, 32))}, with_tokens=False)
+    rc, rep, out, err = compare(T, g, z, "--tokens", ",".join(map(str, TOKENS)), "--tol", "1e-4")
+    check(rc == 0 and rep and rep["missing_in_file"] == ["blocks.0.attn.hook_q"]
+          and rep["unknown_keys"] == ["blocks.0.hook_typo"] and rep["first_divergence"] is None
+          and "blocks.0.hook_typo" in out,
+          "a key missing from the file and a key that is no point are listed", err or (rep and str(rep["unknown_keys"])))
+    rc, rep, out, err = compare(T, g, z)
+    check(rc == 2 and "no \"tokens\"" in err, "no tokens in the file nor given: a usage error", err.strip())
+    good = os.path.join(work, "gemma.npz")
+    rc, rep, out, err = compare(T, g, good, "--tokens", "1,2,3")
+    check(rc == 1 and "'tokens' differ" in err, "tokens that disagree with the file's are refused", err.strip())
+    # malformed archives
+    raw = open(good, "rb").read()
+    bad = {}
+    bad["cut.npz"] = raw[:len(raw) // 2]
+    bad["garbage.npz"] = b"not a zip at all" * 10
+    bad["empty.npz"] = b""
+    stored = open(os.path.join(work, "ref.npz"), "rb").read()
+    at = stored.find(embed_bytes[:64])
+    check(at > 0, "(the stored bytes of hook_embed found in ref.npz)")
+    damaged = bytearray(stored)
+    damaged[at + 8] ^= 0x55
+    bad["crc.npz"] = bytes(damaged)
+    for name, data in bad.items():
+        open(os.path.join(work, name), "wb").write(data)
+    with zipfile.ZipFile(os.path.join(work, "txt.npz"), "w") as zf:
+        zf.writestr("notes.txt", "hello")
+    np.savez(os.path.join(work, "shape.npz"), tokens=np.array(TOKENS), hook_embed=np.zeros((1, 9, 31)))
+    np.savez(os.path.join(work, "ints.npz"), tokens=np.array(TOKENS), hook_embed=np.zeros((1, 9, 32), np.int32))
+    np.savez(os.path.join(work, "ftok.npz"), tokens=np.array(TOKENS, np.float32), hook_embed=np.zeros((1, 9, 32)))
+    np.savez(os.path.join(work, "none.npz"), tokens=np.array(TOKENS), something=np.zeros(3))
+    cases = [("cut.npz", ["cut.npz"]), ("garbage.npz", ["garbage.npz", "not an .npz"]),
+             ("empty.npz", ["empty.npz", "empty"]), ("crc.npz", ["crc.npz", "CRC", "hook_embed.npy"]),
+             ("txt.npz", ["txt.npz", "notes.txt", "not an .npy"]),
+             ("shape.npz", ["shape.npz", "hook_embed", "[1, 9, 31]", "[1, 9, 32]"]),
+             ("ints.npz", ["ints.npz", "hook_embed", "integers"]), ("ftok.npz", ["ftok.npz", "tokens", "integer"]),
+             ("none.npz", ["none.npz", "no key names a point"])]
+    for name, words in cases:
+        rc, _, out, err = compare(T, a, os.path.join(work, name))
+        check(rc == 1 and all(w in err for w in words) and len(err.strip().splitlines()) == 1,
+              "malformed %s refused, naming %s" % (name, ", ".join(words[1:]) or "the file"), err.strip())
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_formats, test_errors]))
+    sys.exit(main([test_formats, test_errors, test_npz]))
