@@ -11,6 +11,12 @@
   np.savez_compressed (float32, no batch dimension); missing and unknown keys are listed; the file's
   "tokens" are used; malformed archives (cut, not a zip, a damaged CRC, a member that is no .npy, a
   wrong shape, integer activations, tokens that disagree) are refused naming the file and the key
+- the convention search: for each convention of the list a broken conversion is planted — Gemma 2
+  weights read as plain w, q/k rows left in interleaved pairs, Post-Norm for Pre-Norm (and the
+  reverse), the attention or the final soft-cap dropped, an untied head for a tied one, QK-norm over
+  all heads for per head; against a reference .npz whose norms put eps outside the square root or
+  round their statistics to bf16, and Gemma weights / pair-ordered rows on the model's side — and
+  the first diverging point and the one cause named (no other change matches) are checked
 
 usage: test_compare.py --tinylm PATH --work DIR"""
 import json
@@ -19,6 +25,7 @@ import sys
 import zipfile
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import STORIES, TOK512, check, main, run  # noqa: E402
@@ -231,5 +238,133 @@ def test_npz(T, work):
               "malformed %s refused, naming %s" % (name, ", ".join(words[1:]) or "the file"), err.strip())
 
 
+# ---------------------------------------------------------------- planted convention bugs
+
+def pairs_from_halves(w, hd):
+    """q/k rows [heads * hd, ...] of each head from halves (b, b + hd/2) to interleaved pairs (2b, 2b+1):
+    what a conversion that leaves Meta's layout in place gives an engine that rotates halves"""
+    out = np.empty_like(w)
+    for h in range(w.shape[0] // hd):
+        for a in range(2):
+            for b in range(hd // 2):
+                out[h * hd + 2 * b + a] = w[h * hd + a * (hd // 2) + b]
+    return out
+
+
+def bf16(t):
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+def variant_denominator(kind, ms, eps):
+    """the norm's denominator (TransformerLens' scale) under a convention the engine does not have"""
+    if kind == "eps_outside":
+        return torch.sqrt(ms) + eps
+    r = bf16(1.0 / torch.sqrt(bf16(bf16(ms) + eps)))  # statistics in bf16: mean of squares, + eps, rsqrt
+    return 1.0 / r
+
+
+def variant_model(kind):
+    """tinylm_ref.Model whose RMSNorms (block, final and QK) compute with `kind`"""
+    class Variant(tinylm_ref.Model):
+        def _rms(self, x, w):
+            c = self.cfg
+            y = x / variant_denominator(kind, (x * x).mean(-1, keepdim=True), c["norm_eps"])
+            return y * (1.0 + w) if c["norm_type"] == "rmsnorm_1p" else y * w
+
+        def norm_hooked(self, prefix, x, hook_prefix):
+            if self.hook_fn is not None:
+                den = variant_denominator(kind, (x * x).mean(-1, keepdim=True), self.cfg["norm_eps"])
+                self._hook(hook_prefix + ".hook_scale", den.detach())
+            return self.norm(prefix, x)
+
+        def norm(self, prefix, x):
+            return self._rms(x, self.p(prefix + ".weight"))
+
+        def qk_norm(self, name, x):
+            return self._rms(x, self.p(name))
+    return Variant
+
+
+def expect(T, what, a, b, want_first, want_cause, *more):
+    rc, rep, out, err = compare(T, a, b, *more)
+    if not check(rc == 0 and rep is not None, what + ": runs", err):
+        return
+    got_first, got_cause = first(rep), cause(rep)
+    s = rep["search"] or {}
+    check(got_first == want_first, "  first divergence at %s" % want_first, "got %s" % got_first)
+    matched = [t["id"] for t in s.get("tried", []) if t.get("matched")]
+    check(got_cause == want_cause and matched == [want_cause],
+          "  cause %s, and no other change matches" % want_cause, "got %s, matched %s" % (got_cause, matched))
+    text = s.get("cause") and s["cause"]["text"]
+    check(bool(text) and ("cause: " + text) in out, "  the text names it: %s" % (text or "")[:60] + "...",
+          out[-500:])
+
+
+def test_conventions(T, work):
+    ids = ["--tokens", ",".join(map(str, TOKENS))]
+    # RMSNorm w vs 1 + w: Gemma 2 weights read as a plain RMSNorm
+    g, gp = make_model(work, "cv_gemma", GEMMA, seed=3)
+    b, _ = make_model(work, "cv_gemma_as_w", dict(GEMMA, norm_type="rmsnorm"), gp)
+    expect(T, "Gemma 2 weights read with w (B) vs 1 + w (A)", g, b, "blocks.0.ln1.hook_normalized", "norm_offset",
+           *ids)
+    # RoPE interleaved pairs vs halves: q/k rows left in Meta's pair order
+    hd, H, KV = BASE["head_dim"], BASE["num_attention_heads"], BASE["num_key_value_heads"]
+    a, ap = make_model(work, "cv_llama", BASE, seed=4)
+    pp = dict(ap)
+    for n in range(BASE["num_hidden_layers"]):
+        for k in ("q_proj", "k_proj"):
+            key = "layers.%d.attn.%s.weight" % (n, k)
+            pp[key] = pairs_from_halves(ap[key], hd)
+    b, _ = make_model(work, "cv_llama_pairs", BASE, pp)
+    expect(T, "q/k rows in interleaved pairs (B) vs halves (A)", a, b, "blocks.0.attn.hook_q", "rope_pairs_to_halves",
+           *ids)
+    # norm before vs after the sublayer (same weights), both ways
+    b, _ = make_model(work, "cv_llama_post", dict(BASE, norm_placement="post", final_norm=True), ap)
+    expect(T, "Post-Norm (B) vs Pre-Norm (A), same weights", a, b, "blocks.0.attn.hook_q", "norm_placement", *ids)
+    expect(T, "Pre-Norm (B) vs Post-Norm (A), same weights", b, a, "blocks.0.attn.hook_q", "norm_placement", *ids)
+    # soft-caps present vs absent
+    b, _ = make_model(work, "cv_gemma_nocap", dict(GEMMA, attn_logit_softcapping=0.0), gp)
+    expect(T, "attention soft-cap dropped (B) vs kept (A)", g, b, "blocks.0.attn.hook_attn_scores", "attn_softcap",
+           *ids)
+    b, _ = make_model(work, "cv_gemma_nofinal", dict(GEMMA, final_logit_softcapping=0.0), gp)
+    expect(T, "final soft-cap dropped (B) vs kept (A)", g, b, "logits", "final_softcap", *ids)
+    # tied vs untied head: a tied model converted with a head of its own (a fresh matrix)
+    tied = dict(BASE, tie_word_embeddings=True)
+    t, tp = make_model(work, "cv_tied", tied, seed=5)
+    up = dict(tp)
+    up["lm_head.weight"] = np.random.default_rng(9).normal(0.0, 0.6, tp["embed.weight"].shape)
+    b, _ = make_model(work, "cv_untied", BASE, up)
+    expect(T, "an untied head (B) vs a tied one (A)", t, b, "logits", "tied_head", *ids)
+    # QK-norm per head vs over all heads (the per-head gains repeated for every head)
+    qh = dict(BASE, qk_norm="head")
+    q, qp = make_model(work, "cv_qk_head", qh, seed=6)
+    fp = dict(qp)
+    for n in range(BASE["num_hidden_layers"]):
+        fp["layers.%d.attn.q_norm.weight" % n] = np.tile(qp["layers.%d.attn.q_norm.weight" % n], H)
+        fp["layers.%d.attn.k_norm.weight" % n] = np.tile(qp["layers.%d.attn.k_norm.weight" % n], KV)
+    b, _ = make_model(work, "cv_qk_full", dict(BASE, qk_norm="full"), fp)
+    expect(T, "QK-norm over all heads (B) vs per head (A)", q, b, "blocks.0.attn.hook_q_normed", "qk_norm_scope",
+           *ids)
+    # against a reference .npz: conventions the engine has no switch for (the search changes A)
+    e, _ = make_model(work, "cv_eps", dict(BASE, norm_eps=0.05), seed=7)
+    logits, cache = ref_cache(e, TOKENS, variant_model("eps_outside"))
+    z = write_npz(os.path.join(work, "eps_outside.npz"), TOKENS, logits, cache)
+    expect(T, "a reference with eps outside the sqrt (B) vs inside (A)", e, z, "blocks.0.ln1.hook_scale",
+           "norm_eps_outside", "--tol", "1e-4")
+    logits, cache = ref_cache(a, TOKENS, variant_model("bf16"))
+    z = write_npz(os.path.join(work, "bf16_stats.npz"), TOKENS, logits, cache)
+    expect(T, "a reference with bf16 norm statistics (B) vs f32 (A)", a, z, "blocks.0.ln1.hook_scale",
+           "norm_stats_bf16", "--tol", "1e-4")
+    # the model side broken, the reference right (Gemma's 1 + w; pair-ordered rows)
+    logits, cache = ref_cache(g, TOKENS)
+    z = write_npz(os.path.join(work, "gemma_ref.npz"), TOKENS, logits, cache)
+    expect(T, "Gemma weights read with w (A) vs the reference's .npz (B)", os.path.join(work, "cv_gemma_as_w"), z,
+           "blocks.0.ln1.hook_normalized", "norm_offset", "--tol", "1e-4")
+    logits, cache = ref_cache(a, TOKENS)
+    z = write_npz(os.path.join(work, "llama_ref.npz"), TOKENS, logits, cache)
+    expect(T, "q/k rows in pairs (A) vs the reference's .npz (B)", os.path.join(work, "cv_llama_pairs"), z,
+           "blocks.0.attn.hook_q", "rope_pairs_to_halves", "--tol", "1e-4")
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_formats, test_errors, test_npz]))
+    sys.exit(main([test_formats, test_errors, test_npz, test_conventions]))
