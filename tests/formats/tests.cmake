@@ -1,7 +1,8 @@
-# Tests for src/formats (safetensors, GGUF, npy, 16-bit floats) and util/atomic_file.
+# Tests for src/formats (safetensors, GGUF, npy, npz, 16-bit floats) and util/atomic_file.
 tlm_c_test(test_f16 tests/formats/test_f16.c)
 tlm_c_test(test_atomic_file tests/formats/test_atomic_file.c)
 tlm_c_test(test_npy tests/formats/test_npy.c)
+tlm_c_test(test_npz tests/formats/test_npz.c)
 tlm_c_test(test_safetensors tests/formats/test_safetensors.c)
 tlm_c_test(test_safetensors_dir tests/formats/test_safetensors_dir.c)
 tlm_c_test(test_gguf tests/formats/test_gguf.c)
