@@ -17,6 +17,9 @@
   all heads for per head; against a reference .npz whose norms put eps outside the square root or
   round their statistics to bf16, and Gemma weights / pair-ordered rows on the model's side — and
   the first diverging point and the one cause named (no other change matches) are checked
+- docs/compare.md's snippet that dumps a Hugging Face LlamaForCausalLM with forward hooks, run as
+  written on a stand-in for transformers' Llama (the same module names and call conventions)
+  loaded from tinylm's HF export: its .npz matches the export within 1e-4 at every point it dumps
 
 usage: test_compare.py --tinylm PATH --work DIR"""
 import json
@@ -366,5 +369,173 @@ def test_conventions(T, work):
            "blocks.0.attn.hook_q", "rope_pairs_to_halves", "--tol", "1e-4")
 
 
+# ---------------------------------------------------------------- the docs' Hugging Face snippet
+
+FAKE_TRANSFORMERS = r'''
+"""a stand-in for transformers' LlamaForCausalLM (module names and call conventions of
+modeling_llama.py), for test_compare.py only"""
+import json, os, sys, types
+import torch
+from torch import nn
+sys.path.insert(0, os.environ["TLM_REFERENCE"])
+from safetensors_np import load_safetensors
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, w, eps):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(w), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.H, self.KV, self.hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        d = c.hidden_size
+        self.q_proj = nn.Linear(d, self.H * self.hd, bias=False)
+        self.k_proj = nn.Linear(d, self.KV * self.hd, bias=False)
+        self.v_proj = nn.Linear(d, self.KV * self.hd, bias=False)
+        self.o_proj = nn.Linear(self.H * self.hd, d, bias=False)
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None):
+        B, T, _ = hidden_states.shape
+        q = self.q_proj(hidden_states).view(B, T, -1, self.hd).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(B, T, -1, self.hd).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(B, T, -1, self.hd).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(self.H // self.KV, 1), v.repeat_interleave(self.H // self.KV, 1)
+        s = (q @ k.transpose(-1, -2)) * self.hd ** -0.5
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, -1)
+        return self.o_proj(o), None
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d, f = c.hidden_size, c.intermediate_size
+        self.gate_proj, self.up_proj = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
+        self.down_proj = nn.Linear(f, d, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, c, w, i):
+        super().__init__()
+        p = "model.layers.%d." % i
+        self.self_attn, self.mlp = LlamaAttention(c), LlamaMLP(c)
+        self.input_layernorm = LlamaRMSNorm(w[p + "input_layernorm.weight"], c.rms_norm_eps)
+        self.post_attention_layernorm = LlamaRMSNorm(w[p + "post_attention_layernorm.weight"], c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, position_embeddings=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, _ = self.self_attn(hidden_states=hidden_states, position_embeddings=position_embeddings)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return (residual + hidden_states,)
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c, w):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(c, w, i) for i in range(c.num_hidden_layers)])
+        self.norm = LlamaRMSNorm(w["model.norm.weight"], c.rms_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        T, hd = input_ids.shape[1], self.c.head_dim
+        inv = self.c.rope_theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+        ang = torch.cat((ang, ang), -1)
+        pe = (ang.cos().float(), ang.sin().float())
+        for layer in self.layers:
+            h = layer(h, attention_mask=None, position_embeddings=pe)[0]
+        return self.norm(h)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, c, w):
+        super().__init__()
+        self.config, self.model = c, LlamaModel(c, w)
+        self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+
+    def forward(self, input_ids):
+        return types.SimpleNamespace(logits=self.lm_head(self.model(input_ids)))
+
+
+class AutoModelForCausalLM:
+    @staticmethod
+    def from_pretrained(path, torch_dtype=torch.float32):
+        c = types.SimpleNamespace(**json.load(open(os.path.join(path, "config.json"))))
+        w = {k: torch.tensor(v, dtype=torch_dtype) for k, v in load_safetensors(os.path.join(path, "model.safetensors")).items()}
+        m = LlamaForCausalLM(c, w)
+        own = dict(m.named_parameters())
+        with torch.no_grad():
+            for k, v in w.items():
+                own[k].copy_(v)
+        return m
+
+
+class AutoTokenizer:
+    @staticmethod
+    def from_pretrained(path):
+        ids = json.loads(os.environ["TLM_FAKE_IDS"])
+        return lambda text, return_tensors=None: types.SimpleNamespace(input_ids=torch.tensor([ids]))
+'''
+
+
+def test_hf_snippet(T, work):
+    from harness import ROOT
+    doc = open(os.path.join(ROOT, "docs", "compare.md"), encoding="utf-8").read()
+    at = doc.find("<!-- snippet: hf-llama-dump")
+    start = doc.find("```python\n", at) + len("```python\n")
+    code = doc[start:doc.find("```", start)]
+    if not check(at >= 0 and "register_forward_hook" in code, "docs/compare.md holds the Hugging Face snippet"):
+        return
+    a, _ = make_model(work, "snip_llama", BASE, seed=8)
+    hf = os.path.join(work, "snip_hf")
+    rc, _, err = run(T, "export", "--model", a, "--out", hf, "--no-tokenizer")
+    check(rc == 0, "export the model as a Hugging Face llama directory", err)
+    fake = os.path.join(work, "fake_transformers")
+    os.makedirs(fake, exist_ok=True)
+    open(os.path.join(fake, "transformers.py"), "w").write(FAKE_TRANSFORMERS)
+    os.environ["TLM_REFERENCE"] = os.path.join(ROOT, "tests", "reference")
+    os.environ["TLM_FAKE_IDS"] = json.dumps(TOKENS)
+    sys.path.insert(0, fake)
+    try:
+        exec(compile(code.replace('"path/to/llama"', repr(hf)), "docs/compare.md", "exec"), {})
+    finally:
+        sys.path.remove(fake)
+    rc, rep, out, err = compare(T, hf, "ref.npz", "--tol", "1e-4")
+    ok = rc == 0 and rep is not None
+    check(ok and rep["first_divergence"] is None, "the snippet's .npz matches the HF directory within 1e-4",
+          err or str(rep and rep["first_divergence"]))
+    if ok:
+        L = BASE["num_hidden_layers"]
+        check(len(rep["points"]) == 2 + 14 * L + 1 and rep["unknown_keys"] == [],
+              "  %d points compared (14 per layer, embedding, final norm, logits), no unknown key" % len(rep["points"]),
+              str(len(rep["points"])) + str(rep["unknown_keys"]))
+        check(all(n.endswith(("hook_scale", "hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern"))
+                  for n in rep["missing_in_file"]),
+              "  only the scales, RoPE outputs, scores and pattern are missing", str(rep["missing_in_file"]))
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_formats, test_errors, test_npz, test_conventions]))
+    sys.exit(main([test_formats, test_errors, test_npz, test_conventions, test_hf_snippet]))
