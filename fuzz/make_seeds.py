@@ -2,7 +2,7 @@
 
 usage: python3 fuzz/make_seeds.py OUTDIR
 creates one folder per fuzz target: OUTDIR/safetensors, npy, tokenizer, config, llama2c,
-llama2c_tokenizer, gguf (OUTDIR/<name> holds the seeds of fuzz_<name>)
+llama2c_tokenizer, gguf, gguf_tokenizer (OUTDIR/<name> holds the seeds of fuzz_<name>)
 """
 import json
 import os
@@ -136,6 +136,33 @@ def gguf_seeds():
     }
 
 
+def gguf_tokenizer_seeds():
+    """GGUF files with tokenizer.ggml.* metadata: SentencePiece pieces (scores, every token type, byte
+    pieces) and byte-level BPE (merges, each pre-tokenizer name, a control and a user token)"""
+    spm_tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + \
+        ["\u2581", "t", "h", "e", "th", "the", "\u2581the", "a", "\u2581a", "\u5e74", "x"]
+    spm_types = [2, 3, 3] + [6] * 256 + [1] * 9 + [4, 5]
+    spm = [("tokenizer.ggml.model", GGUF_STRING, "llama"),
+           ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, spm_tokens)),
+           ("tokenizer.ggml.scores", GGUF_ARRAY, (6, [float(-i) for i in range(len(spm_tokens))])),
+           ("tokenizer.ggml.token_type", GGUF_ARRAY, (5, spm_types)),
+           ("tokenizer.ggml.bos_token_id", 4, 1), ("tokenizer.ggml.eos_token_id", 4, 2),
+           ("tokenizer.ggml.add_space_prefix", 7, 1)]
+    # byte-level forms: the 94 printable ASCII bytes map to themselves, space to U+0120
+    bpe_tokens = [chr(c) for c in range(33, 127)] + ["\u0120", "\u0120t", "he", "\u0120the", "12", "<|im_start|>",
+                                                     "<user>"]
+    bpe_types = [1] * (len(bpe_tokens) - 2) + [3, 4]
+    merges = ["\u0120 t", "h e", "\u0120t he", "1 2"]
+    seeds = {"spm": gguf(spm), "spm_no_prefix": gguf(spm[:-1] + [("tokenizer.ggml.add_space_prefix", 7, 0)])}
+    for pre in ("gpt-2", "llama-bpe", "qwen2", "unknown-pre"):
+        seeds["bpe_" + pre] = gguf([("tokenizer.ggml.model", GGUF_STRING, "gpt2"), ("tokenizer.ggml.pre", GGUF_STRING, pre),
+                                    ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, bpe_tokens)),
+                                    ("tokenizer.ggml.token_type", GGUF_ARRAY, (5, bpe_types)),
+                                    ("tokenizer.ggml.merges", GGUF_ARRAY, (GGUF_STRING, merges)),
+                                    ("tokenizer.ggml.add_bos_token", 7, 0)])
+    return seeds
+
+
 def write_all(folder, seeds, ext):
     os.makedirs(folder, exist_ok=True)
     for name, raw in seeds.items():
@@ -219,6 +246,7 @@ def main(out):
         open(os.path.join(npy_dir, name + ".npy"), "wb").write(raw)
     n = more_seeds(out)
     n_gguf = write_all(os.path.join(out, "gguf"), gguf_seeds(), ".gguf")
+    n_gguf += write_all(os.path.join(out, "gguf_tokenizer"), gguf_tokenizer_seeds(), ".gguf")
     print(f"wrote {len(seeds)} safetensors, {len(npys)} npy, {n} config/llama2c and {n_gguf} gguf seeds, and the "
           f"tokenizer seeds, under {out}")
 
