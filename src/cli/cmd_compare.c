@@ -85,6 +85,7 @@ int cmd_compare(int argc, char **argv) {
     tol = tolf;
     const char *pa = args[0], *pb = args[1];
     const int b_file = is_npz(pb);
+    if (is_npz(pa)) return cli_usage_error("compare", "an .npz of reference activations goes second: compare MODEL %s", pa);
     if ((json && tlm_output_check(json)) || (html && tlm_output_check(html))) return cli_fail("compare");
     if (json && html && !strcmp(json, html)) return cli_usage_error("compare", "--json and --html name one file");
 

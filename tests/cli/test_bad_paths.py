@@ -219,6 +219,10 @@ def slots(fx, work):
         ("inspect --grad --data", "text", ["inspect", "--grad", *model, "--data", "{}"]),
         ("info --config", "config", ["info", "--config", "{}"]),
         ("report DATA.json", "config", ["report", "{}", "--html", os.path.join(work, "never.html")]),
+        ("compare A", "model", ["compare", "{}", STORIES, "--tokens", "1,2"]),
+        ("compare B", "model", ["compare", STORIES, "{}", "--tokens", "1,2"]),
+        ("compare --tokenizer", "tokenizer", ["compare", STORIES, STORIES, "--tokenizer", "{}", "--prompt", "a"]),
+        ("compare --prompt-file", "text", ["compare", STORIES, STORIES, "--tokenizer", TOK512, "--prompt-file", "{}"]),
     ]
 
 

@@ -13,10 +13,11 @@
   wrong shape, integer activations, tokens that disagree) are refused naming the file and the key
 - the convention search: for each convention of the list a broken conversion is planted — Gemma 2
   weights read as plain w, q/k rows left in interleaved pairs, Post-Norm for Pre-Norm (and the
-  reverse), the attention or the final soft-cap dropped, an untied head for a tied one, QK-norm over
-  all heads for per head; against a reference .npz whose norms put eps outside the square root or
-  round their statistics to bf16, and Gemma weights / pair-ordered rows on the model's side — and
-  the first diverging point and the one cause named (no other change matches) are checked
+  reverse), the attention or the final soft-cap dropped, an untied head for a tied one (and the
+  reverse), QK-norm over all heads for per head; against a reference .npz whose norms put eps
+  outside the square root or round their statistics to bf16, and Gemma weights / pair-ordered rows
+  on the model's side — and the first diverging point and the one cause named (no other change
+  matches) are checked
 - docs/compare.md's snippet that dumps a Hugging Face LlamaForCausalLM with forward hooks, run as
   written on a stand-in for transformers' Llama (the same module names and call conventions)
   loaded from tinylm's HF export: its .npz matches the export within 1e-4 at every point it dumps
@@ -338,6 +339,7 @@ def test_conventions(T, work):
     up["lm_head.weight"] = np.random.default_rng(9).normal(0.0, 0.6, tp["embed.weight"].shape)
     b, _ = make_model(work, "cv_untied", BASE, up)
     expect(T, "an untied head (B) vs a tied one (A)", t, b, "logits", "tied_head", *ids)
+    expect(T, "a tied head (B) vs an untied one (A): B untied with A's head", b, t, "logits", "tied_head", *ids)
     # QK-norm per head vs over all heads (the per-head gains repeated for every head)
     qh = dict(BASE, qk_norm="head")
     q, qp = make_model(work, "cv_qk_head", qh, seed=6)

@@ -108,6 +108,8 @@ def file_slots(fx):
         ("inspect --grad --html", ["inspect", "--grad", *m, "--data", fx.text, "--seq", "8", "--html", "{}"]),
         ("lens train --out", fx.lens_train("{}")),
         ("report --html", ["report", fx.exp, "--html", "{}"]),
+        ("compare --json", ["compare", fx.model, fx.model, "--tokens", "1,2", "--json", "{}"]),
+        ("compare --html", ["compare", fx.model, fx.model, "--tokens", "1,2", "--html", "{}"]),
     ]
 
 
@@ -263,6 +265,15 @@ def same_file_rows(fx):
         ("lens train --out = --data", fx.lens_train("{}"), fx.text),
         ("lens train --out = --tokenizer", fx.lens_train("{}"), fx.tok),
         ("report --html = DATA.json", ["report", fx.exp, "--html", "{}"], fx.exp),
+        ("compare --json = A's model.safetensors", ["compare", fx.model, fx.run, "--tokens", "1,2", "--json", "{}"],
+         fx.st),
+        ("compare --html = B RUN's latest checkpoint", ["compare", fx.model, fx.run, "--tokens", "1,2", "--html", "{}"],
+         fx.run_st),
+        ("compare --json = B FILE.bin", ["compare", fx.bin, fx.bin, "--tokens", "1,2", "--json", "{}"], fx.bin),
+        ("compare --json = --tokenizer", ["compare", fx.model, fx.model, "--tokenizer", fx.tok, "--prompt", "First",
+                                          "--json", "{}"], fx.tok),
+        ("compare --html = --prompt-file", ["compare", fx.model, fx.model, "--tokenizer", fx.tok, "--prompt-file",
+                                            fx.prompt, "--html", "{}"], fx.prompt),
     ]
     return rows
 
