@@ -2,13 +2,15 @@
 
 usage: python3 fuzz/make_seeds.py OUTDIR
 creates one folder per fuzz target: OUTDIR/safetensors, npy, tokenizer, config, llama2c,
-llama2c_tokenizer, gguf, gguf_tokenizer (OUTDIR/<name> holds the seeds of fuzz_<name>)
+llama2c_tokenizer, gguf, gguf_tokenizer, npz (OUTDIR/<name> holds the seeds of fuzz_<name>)
 """
 import json
 import os
 import random
 import struct
 import sys
+import io
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tokenizer"))
@@ -163,6 +165,30 @@ def gguf_tokenizer_seeds():
     return seeds
 
 
+def npz_seeds():
+    """.npz archives as np.savez (stored) and np.savez_compressed (deflated) write them: float32,
+    float64, float16, int32, int64 members (tinylm compare's reference activations)"""
+    members = {
+        "tokens": npy("<i8", [4], struct.pack("<4q", 1, 5, 9, 2)),
+        "hook_embed": npy("<f4", [1, 4, 2], struct.pack("<8f", *[0.5 * i for i in range(8)])),
+        "blocks.0.hook_resid_post": npy("<f8", [4, 2], struct.pack("<8d", *[1.0 / (i + 1) for i in range(8)])),
+        "logits": npy("<f2", [2, 3], struct.pack("<6e", 1.0, -2.0, 0.5, 3.0, -0.25, 8.0)),
+        "ids32": npy("<i4", [3], struct.pack("<3i", 1, -2, 3)),
+    }
+    out = {}
+    for label, method in (("stored", zipfile.ZIP_STORED), ("deflated", zipfile.ZIP_DEFLATED)):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", method) as z:
+            for k, v in members.items():
+                z.writestr(zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0)), v, compress_type=method)
+        out[label] = buf.getvalue()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        pass
+    out["empty"] = buf.getvalue()
+    return out
+
+
 def write_all(folder, seeds, ext):
     os.makedirs(folder, exist_ok=True)
     for name, raw in seeds.items():
@@ -247,6 +273,7 @@ def main(out):
     n = more_seeds(out)
     n_gguf = write_all(os.path.join(out, "gguf"), gguf_seeds(), ".gguf")
     n_gguf += write_all(os.path.join(out, "gguf_tokenizer"), gguf_tokenizer_seeds(), ".gguf")
+    n += write_all(os.path.join(out, "npz"), npz_seeds(), ".npz")
     print(f"wrote {len(seeds)} safetensors, {len(npys)} npy, {n} config/llama2c and {n_gguf} gguf seeds, and the "
           f"tokenizer seeds, under {out}")
 
