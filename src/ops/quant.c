@@ -1057,9 +1057,9 @@ AVX2_INLINE void generic_out(float *y, const float *x, const uint8_t *row, int I
  * fourth decode the weight row again, from L1). (Two weight rows side by side for one row of x,
  * to overlap their FMA chains, measured no faster on Zen 3: the decoding's own throughput is the
  * limit, about 2 cycles per 8 weights of Q4_K or Q8_0.) */
-#define AVX2_ROWS_KERNEL(name, out)                                                                                    \
-    AVX2 static void name(float *y, const float *x, const uint8_t *W, size_t row_bytes, int rows, int IC, int OC,      \
-                          int o0, int o1, const type_info *ti) {                                                       \
+#define ROWS_KERNEL(TARGET, name, out)                                                                                 \
+    TARGET static void name(float *y, const float *x, const uint8_t *W, size_t row_bytes, int rows, int IC, int OC,    \
+                            int o0, int o1, const type_info *ti) {                                                     \
         for (int o = o0; o < o1; o++) {                                                                                \
             const uint8_t *row = W + (size_t)o * row_bytes;                                                            \
             int n = 0;                                                                                                 \
@@ -1067,6 +1067,7 @@ AVX2_INLINE void generic_out(float *y, const float *x, const uint8_t *row, int I
             if (n < rows) out(y + (size_t)n * OC + o, x + (size_t)n * IC, row, IC, OC, 1, ti);                         \
         }                                                                                                              \
     }
+#define AVX2_ROWS_KERNEL(name, out) ROWS_KERNEL(AVX2, name, out)
 AVX2_ROWS_KERNEL(rows_q8_0_avx2, q8_0_out)
 AVX2_ROWS_KERNEL(rows_q4_0_avx2, q4_0_out)
 AVX2_ROWS_KERNEL(rows_q4_k_avx2, q4_k_out)
@@ -1296,16 +1297,8 @@ AVX512_INLINE void f16_out16(float *y, const float *x, const uint8_t *row, int I
         for (int j = k; j < IC; j++) y[(size_t)n * OC] += x[(size_t)n * IC + j] * f16_at(row + 2 * j);
 }
 
-#define AVX512_ROWS_KERNEL(name, out)                                                                                  \
-    AVX512 static void name(float *y, const float *x, const uint8_t *W, size_t row_bytes, int rows, int IC, int OC,    \
-                            int o0, int o1, const type_info *ti) {                                                     \
-        for (int o = o0; o < o1; o++) {                                                                                \
-            const uint8_t *row = W + (size_t)o * row_bytes;                                                            \
-            int n = 0;                                                                                                 \
-            for (; n + 2 <= rows; n += 2) out(y + (size_t)n * OC + o, x + (size_t)n * IC, row, IC, OC, 2, ti);         \
-            if (n < rows) out(y + (size_t)n * OC + o, x + (size_t)n * IC, row, IC, OC, 1, ti);                         \
-        }                                                                                                              \
-    }
+/* (the AVX2 kernels' row loop, ROWS_KERNEL, over the 16-wide outputs) */
+#define AVX512_ROWS_KERNEL(name, out) ROWS_KERNEL(AVX512, name, out)
 AVX512_ROWS_KERNEL(rows_q8_0_avx512, q8_0_out16)
 AVX512_ROWS_KERNEL(rows_q4_0_avx512, q4_0_out16)
 AVX512_ROWS_KERNEL(rows_q4_k_avx512, q4_k_out16)

@@ -11,7 +11,8 @@
  *     duplicates, alignment values, version 1, big-endian (run under ASan: never a read out of
  *     bounds, since an image from memory is a malloc'd copy of exactly its bytes);
  *   - writer input errors, after which the previous file is still intact. */
-#include "check.h"
+#include "check.h" /* (first: it sets _XOPEN_SOURCE) */
+#include "byte_image.h"
 
 #include "formats/gguf.h"
 #include "ops/quant.h"
@@ -24,25 +25,9 @@ static char path[4200];
 
 /* ---- building images by hand ------------------------------------------------------------------ */
 
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} bytes;
-
-static void put(bytes *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p)
-            exit(2);
-    }
-    if (n)
-        memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
 static void u8(bytes *b, uint8_t v) { put(b, &v, 1); }
-static void u32(bytes *b, uint32_t v) { put(b, &v, 4); }
-static void u64(bytes *b, uint64_t v) { put(b, &v, 8); }
+static void u32(bytes *b, uint32_t v) { put_le32(b, v); }
+static void u64(bytes *b, uint64_t v) { put_le64(b, v); }
 static void strn(bytes *b, const char *s, size_t n) { u64(b, n), put(b, s, n); }
 static void str(bytes *b, const char *s) { strn(b, s, strlen(s)); }
 static void header(bytes *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {

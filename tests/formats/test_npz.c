@@ -11,28 +11,12 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "byte_image.h"
 #include "formats/npz.h"
 
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} bytes;
-
-static void put(bytes *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) exit(2);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void p16(bytes *b, unsigned v) {
-    unsigned char x[2] = {(unsigned char)v, (unsigned char)(v >> 8)};
-    put(b, x, 2);
-}
-static void p32(bytes *b, uint32_t v) { p16(b, v & 0xFFFF), p16(b, v >> 16); }
-static void p64(bytes *b, uint64_t v) { p32(b, (uint32_t)v), p32(b, (uint32_t)(v >> 32)); }
+static void p16(bytes *b, unsigned v) { put_le16(b, v); }
+static void p32(bytes *b, uint32_t v) { put_le32(b, v); }
+static void p64(bytes *b, uint64_t v) { put_le64(b, v); }
 
 /* an .npy image: descr, shape, raw data */
 static bytes npy(const char *descr, int ndim, const int *shape, const void *data, size_t nbytes) {
