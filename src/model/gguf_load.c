@@ -180,6 +180,9 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
                 return -1;
         } else {
             c->rope_theta_local = 10000.0f; /* (llama.cpp's fixed base of Gemma 3's sliding layers) */
+            /* Gemma 3 has no attention soft-cap (the converter asserts it is unset), but the converter
+             * writes final_logit_softcapping when the config sets one, and the model applies it */
+            if (get_float(&mt, "final_logit_softcapping", 0, &c->final_softcap) < 0) return -1;
         }
     }
     return 0;
@@ -248,7 +251,9 @@ static int find_sources(const tlm_gguf *g, const char *path, tlm_model *probe, s
         const gguf_tensor *t = tlm_gguf_find_tensor(g, name);
         int64_t rows = ti->ndim == 2 ? ti->shape[0] : 1, row0 = 0;
         int part;
-        if (!t && (part = fused_qkv_part(ti->name, name, sizeof name)) >= 0 && (t = tlm_gguf_find_tensor(g, name))) {
+        char fused[128]; /* (a missing tensor is named by its own name, not the fused one tried) */
+        if (!t && (part = fused_qkv_part(ti->name, fused, sizeof fused)) >= 0 && (t = tlm_gguf_find_tensor(g, fused))) {
+            snprintf(name, sizeof name, "%s", fused);
             const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
             const int64_t off[3] = {0, qd, qd + kvd}, total = qd + 2 * kvd;
             row0 = off[part];
