@@ -150,6 +150,13 @@ TLM_API int tlm_params_writable(tlm_model *m);
  * CPU without them, 0 and tlm_error_message() says why; -1 + message when out of memory. */
 TLM_API int tlm_set_precision(tlm_model *m, int bf16);
 
+/* ---- interface version 6: the values of weights not kept in f32 ---- */
+/* A new model (free with tlm_free) whose parameters are m's, each widened to the f32 value it
+ * encodes: a GGUF file's quantized blocks, bf16-converted weights, or f32 ones copied. For
+ * reading the weights of a model that keeps no f32 buffer (python/tinylm Model.weights());
+ * it costs 4 bytes per parameter. NULL + message when out of memory. */
+TLM_API tlm_model *tlm_f32_copy(const tlm_model *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -323,13 +323,17 @@ class Model:
         """The parameters as NumPy views of the engine's buffer under TransformerLens' names and
         shapes (W_E, W_U, W_Q [L, H, d_model, d_head], blocks.0.ln1.w, ...: docs/python.md).
         Read-only by default; writable=True: an edit (W["W_out"][0, n] = 0) is what the next pass
-        computes with. The views stay valid after close() (the engine's model is freed when the
+        computes with. A model that keeps its matrices quantized (a GGUF file) or in bf16 gives
+        read-only views of an f32 copy (each weight the value it encodes: 4 bytes per parameter);
+        writable=True is refused there. The views stay valid after close() (the engine's model is freed when the
         last one goes)."""
         if not isinstance(writable, bool):
             raise TypeError("weights: writable must be True or False, got %r" % (writable,))
         with self._using("weights") as h:
             if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
-                raise _err("weights")
+                if writable:
+                    raise _err("weights")
+                return self._widened_weights(h)
             table, base = _weights_mod.param_table(_L, h)
             if table is None:
                 raise _err("weights: %s" % base)
@@ -339,6 +343,20 @@ class Model:
                 self._keep = weakref.ref(keep)
             flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
             return Weights(self, flat, table, writable)
+
+    def _widened_weights(self, h):
+        """read-only views of an f32 copy of weights the model keeps quantized (a GGUF file's blocks)
+        or in bf16: each the f32 value it encodes; the copy lives as long as a view of it does"""
+        copy = _L.tlm_f32_copy(h)
+        if not copy:
+            raise _err("weights")
+        keep = _Keep()
+        weakref.finalize(keep, _L.tlm_free, copy)
+        table, base = _weights_mod.param_table(_L, copy)
+        if table is None:
+            raise _err("weights: %s" % base)
+        flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(copy), keep, False)
+        return Weights(self, flat, table, False)
 
     def set_precision(self, precision):
         """'bf16': the matrix products of the following passes (forward and backward, over more

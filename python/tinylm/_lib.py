@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
@@ -90,6 +90,8 @@ def _declare(lib):
         "tlm_params_writable": (I, [P]),
         # interface version 5: mixed precision
         "tlm_set_precision": (I, [P, I]),
+        # interface version 6: the f32 values of quantized or bf16 weights
+        "tlm_f32_copy": (P, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -76,7 +76,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 5; }
+int tlm_abi_version(void) { return 6; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -195,4 +195,12 @@ int tlm_set_precision(tlm_model *m, int bf16) {
     const int on = model_set_mixed_bf16(m, bf16 != 0, &why);
     if (on == 0 && why) tlm_error("precision bf16: %s; computing in fp32", why);
     return on;
+}
+
+/* ---- added with interface version 6 ---------------------------------------------------------- */
+
+tlm_model *tlm_f32_copy(const tlm_model *m) {
+    tlm_model *f = model_f32_copy(m);
+    if (!f) tlm_error("weights: out of memory for the f32 copy of %zu parameters", m->n_params);
+    return f;
 }

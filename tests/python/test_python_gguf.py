@@ -11,8 +11,9 @@ stories260K exported as f32 and as Q8_0 GGUF (tinylm export); on the Q8_0 file:
 - lens train / eval run (the tuned lens widens the quantized head);
 - the Python API: tinylm.load of the file, logits = `tinylm logits` bit for bit, run_with_cache's
   residual stream within Q8_0's rounding of the f32 file's, hooks that edit an activation change the
-  logits, generate (greedy) = `tinylm generate --precision fp32` text; weights() (views of an f32
-  buffer the model does not have) refuses, naming the quantized weights."""
+  logits, generate (greedy) = `tinylm generate --precision fp32` text; weights() gives read-only
+  f32 views of the quantized matrices (within Q8_0's rounding of the f32 file's) and refuses
+  writable=True by name."""
 import argparse
 import json
 import os
@@ -130,14 +131,25 @@ def main():
     check(rc == 0 and len(text_py) > 40 and text_cli.rstrip("\n") == PROMPT + text_py,
           "Python generate (greedy) = tinylm generate's text",
           (text_py[-80:], text_cli[-80:], err[-200:]))
-    # weights() views the engine's f32 buffer: a quantized model has none (export --format auto
-    # writes the f32 values); it must refuse clearly, not crash or show wrong numbers
-    for writable in (False, True):
-        try:
-            m.weights(writable=writable)
-            check(False, "weights(writable=%s) on quantized weights refuses" % writable)
-        except tinylm.TinylmError as e:
-            check("quantized" in str(e), "weights(writable=%s) refuses, naming the quantized weights" % writable, e)
+    # weights(): read-only views of an f32 copy (each weight the value its block encodes);
+    # writable=True refused by name (the blocks cannot take an f32 edit)
+    w, w32 = m.weights(), m32.weights()
+    names_w = [k for k in ("W_E", "W_Q", "W_O", "W_in", "W_out") if k in w32]
+    worst_w, same = 0.0, True
+    for k in names_w:
+        a, b = np.asarray(w[k]), np.asarray(w32[k])
+        same &= a.shape == b.shape
+        worst_w = max(worst_w, float(np.abs(a - b).max() / np.abs(b).max()))
+    check(names_w and same and 0 < worst_w < 1.0 / 100, "weights(): %s as f32 values within Q8_0's rounding of the "
+          "f32 file's (worst %.2g of the largest)" % ("/".join(names_w), worst_w))
+    ro = np.asarray(w[names_w[0]]) if names_w else None
+    check(ro is not None and not ro.flags.writeable, "  read-only views")
+    del w, ro
+    try:
+        m.weights(writable=True)
+        check(False, "weights(writable=True) on quantized weights refuses")
+    except tinylm.TinylmError as e:
+        check("quantized" in str(e), "weights(writable=True) refuses, naming the quantized weights", e)
     m.close(), m32.close()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
