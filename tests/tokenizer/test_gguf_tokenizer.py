@@ -143,11 +143,11 @@ def main():
     llama = os.path.join(work, "llama3-style-tokenizer.gguf")
     bpe_gguf(llama, qtokens, qtypes, qmerges, "llama-bpe")
     texts = sorted({c["text"] for c in cases if c["text"]}) + ["prices 1234567 and 12 34", "x" * 40 + " " + "ab" * 30]
-    bad = []
-    for text in texts:
-        a, b = tokenize(tinylm, llama, text), tokenize(tinylm, ldir, text)
-        if a != b or not isinstance(a, list):
-            bad.append((text[:40], a, b))
+    # (one text of them all, a line each: the regex splits at every line break, so each line is
+    # tokenized as it would be alone; two runs instead of 52, which the sanitizer build feels)
+    joined = "\n".join(texts)
+    a, b = tokenize(tinylm, llama, joined), tokenize(tinylm, ldir, joined)
+    bad = [] if isinstance(a, list) and a == b and len(a) > 100 else [(a if isinstance(a, str) else len(a), b)]
     # (Qwen's vocabulary has single digits only, so the threes of Llama 3's regex do not show in the ids)
     check(not bad, "GGUF pre llama-bpe = the tokenizer.json with Llama 3's pre-tokenizer on %d texts" % len(texts),
           bad[:2])
