@@ -292,6 +292,13 @@ class Model:
     def closed(self):
         return self._h is None
 
+    def __repr__(self):
+        c = self.config
+        what = "%s, %s layers, d_model %s, %s heads, vocab %s" % (
+            c.get("model_type"), c.get("num_hidden_layers"), c.get("hidden_size"), c.get("num_attention_heads"),
+            self.vocab_size)
+        return "<tinylm.Model %r: %s%s>" % (self.path, what, ", closed" if self.closed else "")
+
     def __enter__(self):
         if self._h is None:
             raise TinylmError("with: the model is closed")
@@ -442,9 +449,12 @@ class Model:
             else self._tok_ids(text_or_ids, "to_str_tokens")
         out, prev, n = [], -1, ctypes.c_size_t()
         with self._tokenizer() as tok:
+            special = {_L.tlm_tok_bos(tok), _L.tlm_tok_eos(tok)} - {-1}
             for t in ids:
                 p = _L.tlm_tok_piece(tok, prev, int(t), ctypes.byref(n))
-                out.append(ctypes.string_at(p, n.value).decode("utf-8", "replace") if p else "")
+                piece = ctypes.string_at(p, n.value).decode("utf-8", "replace") if p else ""
+                # (llama2.c's BOS piece is "\n<s>\n": shown as its name, as TransformerLens shows it)
+                out.append(piece.strip() if int(t) in special else piece)
                 prev = int(t)
         return out
 

@@ -218,6 +218,10 @@ def main():
     check(model.decode(ids) == text, "stories: decode(tokenize(text)) == text", repr(model.decode(ids)))
     st = model.to_str_tokens(text)
     check(len(st) == len(ids) and "".join(st[1:]) == text, "stories: to_str_tokens joins to the text", repr(st[:6]))
+    check(st[0] == "<s>", "stories: to_str_tokens shows BOS as '<s>' (its llama2.c piece is '\\n<s>\\n')", repr(st[0]))
+    r = repr(model)
+    check(r.startswith("<tinylm.Model ") and "5 layers" in r and "vocab 512" in r, "stories: repr(model) names "
+          "the file and the shape", r)
     check_model("stories260K", model, ref, ids, rng)
     npy = os.path.join(args.work, "stories_logits.npy")
     rc, out, err = run(args.tinylm, "logits", "--model", ckpt, "--tokenizer", tokf, "--ids",
