@@ -19,8 +19,11 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import tinylm  # noqa: E402
+try:
+    import tinylm  # (installed: pip install .)
+except ImportError:  # (a checkout: the package beside the build)
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import tinylm
 
 model = tinylm.load(os.path.join(ROOT, "data", "stories260K.bin"), tokenizer=os.path.join(ROOT, "data", "tok512.bin"))
 story = "Once upon a time, there was a little kid named %s. %s loved to play outside. One day,"

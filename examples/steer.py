@@ -16,8 +16,11 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import tinylm  # noqa: E402
+try:
+    import tinylm  # (installed: pip install .)
+except ImportError:  # (a checkout: the package beside the build)
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import tinylm
 
 LAYER = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 COEF = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0

@@ -41,3 +41,12 @@ if(TLM_PYTHON)
                    --work ${CMAKE_BINARY_DIR}/test_python_gguf)
   set_tests_properties(test_python_gguf PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
 endif()
+if(TLM_PYTHON AND NOT TLM_SANITIZE)
+  # pip install . into a fresh venv (CMake builds libtinylm.so into the package), the examples run
+  # from outside the repository, python3 -m build --wheel (not in the sanitizer build: the
+  # package builds its own Release library)
+  add_test(NAME test_pip_install
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_pip_install.py
+                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_pip_install)
+  set_tests_properties(test_pip_install PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
