@@ -497,16 +497,21 @@ class Model:
             shp = tuple(shape[i] for i in range(ndim))
             full = np.ctypeslib.as_array(data, shape=shp)  # the engine's buffer itself
             view = full[0] if act["squeeze"] else full
+            # every hook gets an array of its own (the engine reuses its buffers for the next pass,
+            # so a view kept as `store[name] = act` would change under the caller); in-place edits
+            # and replacements are copied back into the pass
             if is_grad:
-                view.flags.writeable = False  # (a gradient is reported, not an input of anything)
+                g = view.copy()
+                g.flags.writeable = False  # (a gradient is reported, not an input of anything)
                 for fn in act["bwd"].get(hook_id, ()):
-                    fn(view, hp)
+                    fn(g, hp)
                 return 0
-            shown = view
             if hp.flags & _lib.HOOK_RSTD:
                 shown = 1.0 / view  # the norm's scale: sqrt(mean square (+ eps)); [.., T, 1]
             elif hp.flags & _lib.HOOK_MASKED:
                 shown = np.where(act["masks"][hook_id], view, -np.inf).astype(np.float32)
+            else:
+                shown = view.copy()
             if not hp.writable:
                 shown.flags.writeable = False  # (an in-place edit raises instead of being ignored)
             before = full.copy() if hook_id in act["pattern_writes"] else None
@@ -519,8 +524,9 @@ class Model:
                     if r.shape != view.shape:
                         raise ValueError("hook %s: replacement has shape %s, the activation %s"
                                          % (hp.name, r.shape, view.shape))
-                    if r is not view:
-                        np.copyto(view, r)
+                    shown = r.copy()  # (the next hook at this point sees the replacement)
+            if hp.writable:
+                np.copyto(view, shown)
             if before is not None and np.array_equal(before, full):
                 _L.tlm_hook_unchanged(self._h)  # (z stays the kernel's: bit-identical logits)
             return 0

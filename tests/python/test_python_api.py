@@ -219,6 +219,21 @@ def main():
     st = model.to_str_tokens(text)
     check(len(st) == len(ids) and "".join(st[1:]) == text, "stories: to_str_tokens joins to the text", repr(st[:6]))
     check(st[0] == "<s>", "stories: to_str_tokens shows BOS as '<s>' (its llama2.c piece is '\\n<s>\\n')", repr(st[0]))
+    # a hook's array is its own: kept as store[name] = act (the TransformerLens habit), it still
+    # holds this pass's values after the next pass
+    store = {}
+
+    def keep(a, hook):
+        store[hook.name] = a
+
+    ids_a = model.tokenize("Once upon a time")
+    model.run_with_hooks(ids_a, fwd_hooks=[("blocks.1.hook_resid_post", keep)])
+    kept = np.array(store["blocks.1.hook_resid_post"])
+    _, ref_cache = model.run_with_cache(ids_a, names=["blocks.1.hook_resid_post"])
+    model(model.tokenize("The dog ran after the ball"))
+    check(np.array_equal(store["blocks.1.hook_resid_post"], kept) and
+          np.array_equal(kept, ref_cache["blocks.1.hook_resid_post"]),
+          "stories: an array a hook keeps still holds its pass's values after the next pass")
     r = repr(model)
     check(r.startswith("<tinylm.Model ") and "5 layers" in r and "vocab 512" in r, "stories: repr(model) names "
           "the file and the shape", r)
