@@ -425,6 +425,46 @@ class Model:
         _L.tlm_free_mem(p)
         return ids.astype(np.int32)
 
+    def tokenize_batch(self, texts, bos=True, padding_side="right"):
+        """A list of texts -> (ids int32 [B, T], attention_mask bool [B, T]): each text's ids
+        (tokenize), padded on the right to the longest with the tokenizer's EOS (else id 0);
+        attention_mask True at real tokens. Right padding changes nothing a real token computes
+        (attention is causal: no query sees a later key), so logits, caches and gradients at real
+        positions are the unpadded sequence's; loss(..., attention_mask=) leaves pads out. Left
+        padding would need per-sequence positions and key masks in the engine: refused."""
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
+            raise TypeError("tokenize_batch: texts must be a non-empty list of str")
+        if padding_side != "right":
+            raise ValueError("tokenize_batch: padding_side=%r: only 'right' (left padding needs per-sequence "
+                             "positions and key masks, which the engine does not have)" % (padding_side,))
+        seqs = [self.tokenize(t, bos) for t in texts]
+        T = max(len(q) for q in seqs)
+        if T == 0:
+            raise ValueError("tokenize_batch: every text is empty")
+        pad = self.eos if self.eos is not None and self.eos >= 0 else 0
+        ids = np.full((len(seqs), T), pad, dtype=np.int32)
+        mask = np.zeros((len(seqs), T), dtype=bool)
+        for b, q in enumerate(seqs):
+            ids[b, :len(q)], mask[b, :len(q)] = q, True
+        return ids, mask
+
+    def _loss_targets(self, ids2, attention_mask, what):
+        """next-token targets [B, T], -1 (not counted) where the next token is a pad"""
+        t = self._next_targets(ids2)
+        if attention_mask is None:
+            return t
+        m = np.asarray(attention_mask)
+        if m.dtype != bool:
+            raise TypeError("%s: attention_mask must be a bool array (True at real tokens), got %s" % (what, m.dtype))
+        m = m.reshape(ids2.shape) if m.size == ids2.size else None
+        if m is None:
+            raise ValueError("%s: attention_mask has %d entries, ids %s" % (what, np.asarray(attention_mask).size,
+                                                                          ids2.shape))
+        if (m[:, 1:] & ~m[:, :-1]).any():
+            raise ValueError("%s: attention_mask is not right-padded (a real token after a pad)" % what)
+        t[:, :-1][~m[:, 1:]] = -1
+        return t
+
     def _tok_ids(self, ids, what):
         with self._tokenizer() as tok:
             V = _L.tlm_tok_vocab_size(tok)
@@ -679,11 +719,23 @@ class Model:
 
     forward = __call__
 
-    def loss(self, ids, fwd_hooks=None):
-        """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens)."""
+    def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False):
+        """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens).
+        attention_mask (bool like ids, from tokenize_batch): positions whose next token is a pad are
+        left out of the mean. per_token=True: the loss of each position instead, float32 [.., T-1]
+        (NaN where left out), from the pass's logits in float64."""
         fwd, writes = self._fwd_table(fwd_hooks)
-        ids2, _ = self._ids2(ids, "loss")
-        return self._run(ids, targets=self._next_targets(ids2), fwd=fwd, writes=writes, what="loss")[1]
+        ids2, squeeze = self._ids2(ids, "loss")
+        targets = self._loss_targets(ids2, attention_mask, "loss")
+        if not per_token:
+            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what="loss")[1]
+        logits = self._run(ids2, fwd=fwd, writes=writes, what="loss")[0].astype(np.float64)[:, :-1]
+        z = logits - logits.max(axis=-1, keepdims=True)
+        lse = np.log(np.exp(z).sum(axis=-1))
+        t = targets[:, :-1]
+        picked = np.take_along_axis(z, np.maximum(t, 0)[..., None], axis=-1)[..., 0]
+        out = np.where(t >= 0, lse - picked, np.nan).astype(np.float32)
+        return out[0] if squeeze else out
 
     def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False):
         """Logits with fwd_hooks = [(name or name -> bool, fn(activation, hook))] attached: fn sees
@@ -765,7 +817,13 @@ class Model:
         CLI's text), stopping at the tokenizer's BOS or EOS (not returned; stop_at_eos=False goes
         on). Without fwd_hooks it runs the CLI's KV-cache loop; with fwd_hooks every step runs the
         whole sequence, so hooks see every position every time. The prompt plus n must fit in
-        max_position_embeddings. Returns the continuation's text (or ids with return_ids=True)."""
+        max_position_embeddings. Returns the continuation's text (or ids with return_ids=True); for a
+        list of prompts, the list of their continuations."""
+        if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
+            # several prompts: each continued on its own (the same seed for each: a prompt's text does
+            # not depend on the others in the list)
+            return [self.generate(p, n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
+                    for p in prompt]
         if not _is_int(n) or n < 1:
             raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
         temperature, top_k, top_p, seed = self._sampling(temperature, top_k, top_p, seed)

@@ -234,6 +234,34 @@ def main():
     check(np.array_equal(store["blocks.1.hook_resid_post"], kept) and
           np.array_equal(kept, ref_cache["blocks.1.hook_resid_post"]),
           "stories: an array a hook keeps still holds its pass's values after the next pass")
+    # padded batches (tokenize_batch, right padding): the masked loss is the mean of the unpadded
+    # sequences' per-token losses; per-token losses match PyTorch's cross-entropy of the same
+    # logits; pads are NaN; left padding and a mask that is not right-padded are refused
+    texts = ["Once upon a time there was a dog.", "The cat sat", "Lily liked to play in the park with her ball"]
+    bids, bmask = model.tokenize_batch(texts)
+    singles = [model.loss(model.tokenize(t), per_token=True) for t in texts]
+    per = model.loss(bids, attention_mask=bmask, per_token=True)
+    worst = max(float(np.abs(per[b, :len(q)] - q).max()) for b, q in enumerate(singles))
+    pads_nan = all(np.isnan(per[b, len(q):]).all() for b, q in enumerate(singles))
+    mean_ok = abs(model.loss(bids, attention_mask=bmask) - float(np.mean(np.concatenate(singles)))) < 1e-5
+    check(bids.shape == (3, bmask.sum(1).max()) and worst < 1e-5 and pads_nan and mean_ok,
+          "stories: a padded batch's per-token and masked loss are the unpadded sequences' (worst %.1e)" % worst)
+    lg = torch.tensor(model(model.tokenize(texts[2])), dtype=torch.float64)
+    tt = torch.tensor(model.tokenize(texts[2])[1:], dtype=torch.long)
+    ref_ce = torch.nn.functional.cross_entropy(lg[:-1], tt, reduction="none").numpy()
+    check(float(np.abs(ref_ce - singles[2]).max()) < 1e-5, "stories: per-token loss = PyTorch's cross_entropy "
+          "(reduction='none') of the same logits")
+    for label, call in (("padding_side='left'", lambda: model.tokenize_batch(texts, padding_side="left")),
+                        ("a mask with a real token after a pad",
+                         lambda: model.loss(bids, attention_mask=~bmask))):
+        try:
+            call()
+            check(False, "stories: %s is refused" % label)
+        except ValueError as e:
+            check("left" in str(e) or "right-padded" in str(e), "stories: %s is refused (ValueError)" % label, e)
+    gens = model.generate(texts[:2], n=8, temperature=0)
+    check(gens == [model.generate(t, n=8, temperature=0) for t in texts[:2]],
+          "stories: generate of a list of prompts = each prompt's generate")
     r = repr(model)
     check(r.startswith("<tinylm.Model ") and "5 layers" in r and "vocab 512" in r, "stories: repr(model) names "
           "the file and the shape", r)
