@@ -122,6 +122,7 @@ class _Keep:
 
 
 from . import weights as _weights_mod  # noqa: E402
+from . import metrics  # noqa: E402,F401  (tinylm.metrics: metrics with their gradients)
 
 
 class HookPoint:
@@ -161,6 +162,29 @@ def _int_array(ids, what, vocab):
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
+def _autograd_dlogits(metric, logits, value):
+    """d metric / d logits of a metric function that returned a scalar: PyTorch's autograd, when
+    installed and the function works on a torch tensor; otherwise a TypeError that says what to do"""
+    hint = ("it must return d metric / d logits (an array shaped like the logits %s), or be one of "
+            "tinylm.metrics (logit_diff, log_prob, loss, kl_to), or use torch operations with PyTorch installed"
+            % (logits.shape,))
+    try:
+        import torch
+    except ImportError:
+        raise TypeError("metric: the metric function returned a scalar (%r) and PyTorch is not installed to "
+                        "differentiate it; %s" % (value, hint)) from None
+    t = torch.tensor(np.asarray(logits, dtype=np.float64), requires_grad=True)
+    try:
+        v = metric(t)
+        if not torch.is_tensor(v) or v.numel() != 1 or not v.requires_grad:
+            raise TypeError("not a differentiable torch scalar")
+        v.reshape(()).backward()
+    except Exception as e:  # noqa: BLE001 (any failure: the function is not torch-differentiable)
+        raise TypeError("metric: the metric function returned a scalar (%r) and could not be differentiated "
+                        "by PyTorch (%s); %s" % (value, e, hint)) from None
+    return t.grad.numpy()
+
+
 def _metric_dlogits(metric, logits):
     """d metric / d logits for metric= : (pos, good, bad) = logits[pos, good] - logits[pos, bad]
     (a logit difference), or an array like logits (the gradient itself), or a callable
@@ -171,9 +195,7 @@ def _metric_dlogits(metric, logits):
             raise TypeError("metric: the metric function returned None; it must return d metric / d logits, "
                             "an array shaped like the logits %s" % (logits.shape,))
         if np.ndim(g) == 0:
-            raise TypeError("metric: the metric function returned a scalar (%r); it must return d metric / d logits, "
-                            "an array shaped like the logits %s (for a logit difference pass metric=(pos, good, bad))"
-                            % (g, logits.shape))
+            g = _autograd_dlogits(metric, logits, g)
     elif isinstance(metric, tuple):
         if len(metric) != 3 or not all(_is_int(v) for v in metric):
             raise TypeError("metric: a tuple must be (pos, good, bad), three integers; got %r" % (metric,))

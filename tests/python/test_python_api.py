@@ -262,6 +262,43 @@ def main():
     gens = model.generate(texts[:2], n=8, temperature=0)
     check(gens == [model.generate(t, n=8, temperature=0) for t in texts[:2]],
           "stories: generate of a list of prompts = each prompt's generate")
+    # tinylm.metrics: each metric's value and gradient against PyTorch autograd of the same formula
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((6, 512)).astype(np.float32) * 3
+    ref_z = rng.standard_normal((6, 512)) * 3
+    tg = rng.integers(0, 512, 6)
+    tg[2] = -1
+    F = torch.nn.functional
+    forms = [
+        (tinylm.metrics.logit_diff(4, 10, 20), lambda t: t[4, 10] - t[4, 20]),
+        (tinylm.metrics.log_prob(-1, 7), lambda t: F.log_softmax(t[-1], -1)[7]),
+        (tinylm.metrics.loss(tg), lambda t: F.cross_entropy(t, torch.tensor(tg), ignore_index=-1)),
+        (tinylm.metrics.kl_to(ref_z), lambda t: (F.softmax(torch.tensor(ref_z), -1) * (
+            F.log_softmax(torch.tensor(ref_z), -1) - F.log_softmax(t, -1))).sum(-1).mean()),
+    ]
+    for met, form in forms:
+        t = torch.tensor(z.astype(np.float64), requires_grad=True)
+        v = form(t)
+        v.backward()
+        ok = abs(met.value(z) - v.item()) < 1e-9 * max(1, abs(v.item())) and \
+            float(np.abs(met(z) - t.grad.numpy()).max()) < 1e-6
+        check(ok, "metrics: %r value and gradient = PyTorch autograd's" % met)
+    # a scalar metric function of torch operations is differentiated by PyTorch; the same gradient
+    # at a hook point as the hand-written metric's
+    ids_m = model.tokenize("Once upon a time there was")
+    names_m = ["blocks.2.hook_resid_post"]
+    _, c1 = model.run_with_cache(ids_m, names=names_m, backward=True, metric=tinylm.metrics.log_prob(-1, 7))
+    _, c2 = model.run_with_cache(ids_m, names=names_m, backward=True,
+                                 metric=lambda t: torch.log_softmax(torch.as_tensor(t)[-1], -1)[7])
+    g1, g2 = c1[names_m[0] + "_grad"], c2[names_m[0] + "_grad"]
+    check(np.abs(g1 - g2).max() <= 1e-6 * max(1e-30, np.abs(g1).max()) + 1e-9 and np.abs(g1).max() > 0,
+          "metrics: a torch scalar metric function gives log_prob's gradient at a hook point")
+    try:
+        model.run_with_cache(ids_m, names=names_m, backward=True, metric=lambda t: float(np.asarray(t).sum()))
+        check(False, "metrics: a scalar NumPy-only metric function is refused")
+    except TypeError as e:
+        check("tinylm.metrics" in str(e), "metrics: a scalar metric function torch cannot differentiate is refused, "
+              "naming tinylm.metrics", e)
     r = repr(model)
     check(r.startswith("<tinylm.Model ") and "5 layers" in r and "vocab 512" in r, "stories: repr(model) names "
           "the file and the shape", r)
