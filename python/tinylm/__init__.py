@@ -52,8 +52,10 @@ def _err(what, msg=None):
     """TinylmError 'what: <the library's message>', each prefix once (the library's message often
     starts with the same word)."""
     msg = _c_message() if msg is None else msg
-    while msg.startswith(what + ": "):
-        msg = msg[len(what) + 2:]
+    last = what.rsplit(": ", 1)[-1]  # ("param_grads: backward" + "backward: ..." says backward once)
+    for prefix in (what + ": ", last + ": "):
+        while msg.startswith(prefix):
+            msg = msg[len(prefix):]
     msg = msg.replace("(--allow-nonfinite accepts it)", "(tinylm.load(..., allow_nonfinite=True) accepts it)")
     return TinylmError("%s: %s" % (what, msg or "failed"))
 
@@ -650,7 +652,7 @@ class Model:
                 self._interrupted = False
                 raise KeyboardInterrupt
 
-    def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward"):
+    def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward", grads=None):
         """One forward (and backward) with hook functions attached: fwd/bwd {hook id: [fn(view, hook)]}.
         backward: None, "loss", or a dlogits callable(logits) -> array. Returns (logits copy, loss)."""
         ids2, squeeze = self._ids2(ids, what)
@@ -694,6 +696,13 @@ class Model:
                         g = np.ascontiguousarray(g, dtype=np.float32)
                         rc = _L.tlm_backward_logits(h, g.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
                     self._raise_after(rc, what, "backward", len(fwd), len(bwd))
+                    if grads is not None:  # {name: None} -> the parameters' gradients (copies)
+                        n = ctypes.c_size_t()
+                        for name in grads:
+                            p = _L.tlm_grad(h, name.encode(), ctypes.byref(n))
+                            if not p:
+                                raise _err(what)
+                            grads[name] = np.ctypeslib.as_array(p, shape=(n.value,)).copy()
             finally:
                 if hooked:
                     _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
@@ -740,6 +749,35 @@ class Model:
         return self._run(ids, fwd=fwd, writes=writes)[0]
 
     forward = __call__
+
+    def param_grads(self, ids, names=None, metric=None, attention_mask=None):
+        """{parameter name (docs/tensors.md, model.param_names): gradient}, float32 copies shaped
+        as the parameter, of the loss (mean next-token cross-entropy; attention_mask as loss()) or,
+        with metric= (as run_with_cache's: (pos, good, bad), an array, a tinylm.metrics metric or a
+        function), of that metric of the logits; names: a list or None (every parameter)."""
+        table = {n: None for n in (self.param_names if names is None else names)}
+        unknown = [n for n in table if n not in set(self.param_names)]
+        if unknown:
+            raise KeyError("param_grads: no parameter named %r (model.param_names lists them)" % unknown[0])
+        ids2, _ = self._ids2(ids, "param_grads")
+        if metric is None:
+            how, targets = "loss", self._loss_targets(ids2, attention_mask, "param_grads")
+        else:
+            how, targets = (lambda logits: _metric_dlogits(metric, logits)), None
+        self._run(ids, targets=targets, backward=how, what="param_grads", grads=table)
+        shapes = self._param_shapes()
+        return {n: g.reshape(shapes[n]) for n, g in table.items()}
+
+    def _param_shapes(self):
+        shape, nd, out = (ctypes.c_int64 * 2)(), ctypes.c_int(), {}
+        with self._using("param_grads") as h:
+            for i in range(_L.tlm_param_count(h)):
+                name = _L.tlm_param_name(h, i).decode()
+                if _L.tlm_param(h, name.encode(), shape, ctypes.byref(nd)):
+                    out[name] = tuple(shape[k] for k in range(nd.value))
+                else:  # (weights kept quantized or in bf16: no f32 parameter; no gradient either)
+                    out[name] = (-1,)
+        return out
 
     def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False):
         """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens).

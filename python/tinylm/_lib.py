@@ -60,6 +60,7 @@ def _declare(lib):
         "tlm_backward": (I, [P, F]),
         "tlm_backward_logits": (I, [P, FP]),
         "tlm_zero_grad": (V, [P]),
+        "tlm_grad": (FP, [P, ctypes.c_char_p, ctypes.POINTER(S)]),
         "tlm_hook_count": (I, [P]),
         "tlm_hook_info": (I, [P, I, ctypes.c_char_p, S, I, I, ctypes.POINTER(ctypes.c_int64), IP]),
         "tlm_set_hooks": (I, [P, HOOK_FN, P, ctypes.c_char_p, ctypes.c_char_p]),

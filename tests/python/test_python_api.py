@@ -95,6 +95,14 @@ def check_model(label, model, ref, ids, rng):
     tg[:-1] = ids[1:]
     rloss = tinylm_ref.cross_entropy(torch.tensor(rlg[None]), torch.tensor(tg[None])).item()
     check(abs(model.loss(ids) - rloss) < 1e-4 * max(1, abs(rloss)), "%s: loss = reference" % label)
+    # parameter gradients of the loss by name against the reference's autograd
+    pg = model.param_grads(ids)
+    for t in ref.params.values():
+        t.grad = None
+    tinylm_ref.cross_entropy(ref.forward(np.array([ids])), torch.tensor(tg[None])).backward()
+    bad = [n for n in pg if ref.params[n].grad is None or rel_err(pg[n], ref.params[n].grad.numpy()) > TOL_GRAD]
+    check(set(pg) == set(ref.params) and not bad, "%s: param_grads = the reference's autograd (%d tensors)"
+          % (label, len(pg)), ", ".join(bad[:4]))
     # cache + gradients of the loss
     grads_expected = [n for n, hp in model.hook_points.items() if not hp.flags & 4]
     lg2, cache = model.run_with_cache(ids, backward=True)

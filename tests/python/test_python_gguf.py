@@ -150,6 +150,12 @@ def main():
         check(False, "weights(writable=True) on quantized weights refuses")
     except tinylm.TinylmError as e:
         check("quantized" in str(e), "weights(writable=True) refuses, naming the quantized weights", e)
+    try:
+        m.param_grads(ids)
+        check(False, "param_grads on quantized weights refuses")
+    except tinylm.TinylmError as e:
+        check("quantized" in str(e) and "backward: backward" not in str(e),
+              "param_grads refuses, naming the quantized weights (each prefix once)", e)
     m.close(), m32.close()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
