@@ -998,16 +998,19 @@ AVX2_INLINE void q6_k_block(__m256 acc[][4], const int rows, const blk_q6_k *b, 
 
 /* -- one output: y[n * OC] = row . x[n] for rows (1 or 2) rows of x (a constant at each call) -- */
 
-#define AVX2_BLOCK_OUT(name, blk_type, elems, block)                                                                   \
-    AVX2_INLINE void name(float *y, const float *x, const uint8_t *row, int IC, int OC, const int rows,                \
-                          const type_info *ti) {                                                                       \
+/* (one macro for both widths: the vector type and its zero / store helpers are its arguments) */
+#define BLOCK_OUT(INLINE, VEC, ZERO, STORE, name, blk_type, elems, block)                                              \
+    INLINE void name(float *y, const float *x, const uint8_t *row, int IC, int OC, const int rows,                     \
+                     const type_info *ti) {                                                                            \
         (void)ti;                                                                                                      \
-        __m256 acc[2][4];                                                                                              \
-        zero_acc(acc);                                                                                                 \
+        VEC acc[2][4];                                                                                                 \
+        ZERO(acc);                                                                                                     \
         const blk_type *b = (const blk_type *)row;                                                                     \
         for (int k = 0; k < IC; k += elems, b++) block(acc, rows, b, x + k, IC);                                       \
-        store_rows(y, OC, rows, acc);                                                                                  \
+        STORE(y, OC, rows, acc);                                                                                       \
     }
+#define AVX2_BLOCK_OUT(name, blk_type, elems, block)                                                                   \
+    BLOCK_OUT(AVX2_INLINE, __m256, zero_acc, store_rows, name, blk_type, elems, block)
 AVX2_BLOCK_OUT(q8_0_out, blk_q8_0, QK, q8_0_block)
 AVX2_BLOCK_OUT(q4_0_out, blk_q4_0, QK, q4_0_block)
 AVX2_BLOCK_OUT(q4_k_out, blk_q4_k, QK_K, q4_k_block)
@@ -1265,15 +1268,7 @@ AVX512_INLINE void q6_k_block16(__m512 acc[][4], const int rows, const blk_q6_k 
 }
 
 #define AVX512_BLOCK_OUT(name, blk_type, elems, block)                                                                 \
-    AVX512_INLINE void name(float *y, const float *x, const uint8_t *row, int IC, int OC, const int rows,              \
-                            const type_info *ti) {                                                                     \
-        (void)ti;                                                                                                      \
-        __m512 acc[2][4];                                                                                              \
-        zero_acc16(acc);                                                                                               \
-        const blk_type *b = (const blk_type *)row;                                                                     \
-        for (int k = 0; k < IC; k += elems, b++) block(acc, rows, b, x + k, IC);                                       \
-        store_rows16(y, OC, rows, acc);                                                                                \
-    }
+    BLOCK_OUT(AVX512_INLINE, __m512, zero_acc16, store_rows16, name, blk_type, elems, block)
 AVX512_BLOCK_OUT(q4_k_out16, blk_q4_k, QK_K, q4_k_block16)
 AVX512_BLOCK_OUT(q6_k_out16, blk_q6_k, QK_K, q6_k_block16)
 

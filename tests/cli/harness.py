@@ -17,7 +17,7 @@ counts = {"passed": 0, "failed": 0}
 
 def check(ok, what, detail=""):
     counts["passed" if ok else "failed"] += 1
-    print("%-78s %s%s" % (what, "ok" if ok else "FAIL", ("  " + detail) if (detail and not ok) else ""))
+    print("%-78s %s%s" % (what, "ok" if ok else "FAIL", ("  " + str(detail)[-600:]) if (detail and not ok) else ""))
     return ok
 
 

@@ -22,16 +22,9 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
+from harness import check, counts  # noqa: E402  (the check table the CLI tests share)
 
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%-76s %s%s" % (what, "ok" if ok else "FAIL", ("  " + str(detail)[-600:]) if (detail and not ok) else ""))
-    return ok
 
 
 def run(cmd, cwd=None, env=None, timeout=900):
@@ -109,8 +102,8 @@ def main():
         check(ok and "tinylm/libtinylm.so" in names and "tinylm/_lib.py" in names,
               "python3 -m build --wheel --no-isolation: a platform wheel holding libtinylm.so (%s)"
               % (wheels[0] if wheels else "-"), out[-300:] + err[-600:])
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
+    return 1 if counts["failed"] else 0
 
 
 if __name__ == "__main__":

@@ -24,19 +24,12 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
+from harness import check, counts  # noqa: E402  (the check table the CLI tests share)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 STORIES, TOK = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved"
 
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    print("%-76s %s%s" % (what, "ok" if ok else "FAIL", ("  " + str(detail)[-400:]) if (detail and not ok) else ""))
-    return ok
 
 
 def main():
@@ -157,8 +150,8 @@ def main():
         check("quantized" in str(e) and "backward: backward" not in str(e),
               "param_grads refuses, naming the quantized weights (each prefix once)", e)
     m.close(), m32.close()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
+    return 1 if counts["failed"] else 0
 
 
 if __name__ == "__main__":
