@@ -45,7 +45,8 @@ static const char USAGE[] =
     "                      when the checkpoint stores bf16, else f32\n"
     "  --precision P       bf16: the prompt's matrix products on bf16 operands (AMX / AVX512-BF16),\n"
     "                      summed in f32 (decoding is unchanged); fp32: the reference numerics; auto\n"
-    "                      (default) = bf16 when the weights are bf16 and the CPU has bf16 products\n"
+    "                      (default) = bf16 when the weights are bf16 or quantized (a GGUF's blocks) and\n"
+    "                      the CPU has bf16 products\n"
     "Timings (load, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
