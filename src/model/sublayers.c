@@ -145,6 +145,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
         kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
     } else {
         attention_spec spec = model_layer_attention(c, l);
+        spec.bf16 = m->bf16_products;
         attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec, ctx->A->attn_scratch);
         if (ctx->watched) {
             pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
@@ -169,6 +170,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     linear_backward(1, A->datt, &G->o, df, a->att, NULL, &P->o, N, qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
+    spec.bf16 = m->bf16_products;
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
                        A->attn_scratch);
     PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);

@@ -212,7 +212,27 @@ enum { ATTN_QUERY_BLOCK = 64 };
 /* floats of one block's [rows, T] matrix, and of a thread's scratch: S, P, dS of one block and
  * the tile kernels' transposed keys */
 static size_t block_floats(int T) { return (size_t)(T < ATTN_QUERY_BLOCK ? T : ATTN_QUERY_BLOCK) * T; }
-size_t attention_scratch_floats(int T, int head_dim) { return 3 * block_floats(T) + (size_t)ATTN_KEY_CHUNK * head_dim; }
+
+/* Mixed precision (spec->bf16 on AMX) works on larger blocks: each product is one gemm_bf16 call
+ * (oneDNN), whose fixed cost per call is worth more rows; a block's S, P, dS [rows, T] in f32, a
+ * bf16 copy of P or dS [rows, keys], and the head's q, k, v, dO rows as bf16 [T, hd] each */
+enum { ATTN_BF16_BLOCK = 128 };
+static int bf16_block_rows(int T) { return T < ATTN_BF16_BLOCK ? T : ATTN_BF16_BLOCK; }
+static size_t bf16_scratch_floats(int T, int hd) {
+    const size_t blk = (size_t)bf16_block_rows(T) * T;
+    return 3 * blk + (blk + 4 * (size_t)T * hd + 1) / 2; /* (bf16: two to a float) */
+}
+
+size_t attention_scratch_floats(int T, int head_dim) {
+    const size_t f32 = 3 * block_floats(T) + (size_t)ATTN_KEY_CHUNK * head_dim;
+    const size_t b16 = bf16_scratch_floats(T, head_dim);
+    return f32 > b16 ? f32 : b16;
+}
+
+int attention_bf16_products(const attention_spec *spec) {
+    /* AMX only: on AVX512-BF16 alone oneDNN's small products do not beat the f32 register tiles */
+    return spec->bf16 && gemm_bf16_path() == GEMM_BF16_AMX;
+}
 
 /* the keys [*k0, *k1) the queries [q0, q0 + rows) can see */
 static void block_keys(int q0, int rows, int window, int *k0, int *k1) {
@@ -300,9 +320,160 @@ static void block_probs(const block_products *bp, float *S, float *P, const head
                     spec->softcap);
 }
 
+/* ---- mixed precision: the products on bf16 operands --------------------------------------------
+ *
+ * The same blocks and the same f32 softmax (forward and backward) as above; what changes is the
+ * products: q, k, v and dO are rounded to bf16 once per head, P and dS once per block, and each of
+ * S = scale q k^T, O = P v, dV += P^T dO, dP = dO v^T, dQ = dS k, dK += dS^T q is one gemm_bf16
+ * call with f32 sums (AMX tiles). The masked upper triangle of a block is computed and discarded,
+ * as gemm() does. A product that oneDNN could not run makes the caller compute the whole pass in
+ * f32 (the function returns -1 before writing any output it cannot finish). */
+typedef struct {
+    float *S, *P, *dS;            /* [rows, T] each */
+    uint16_t *pb, *q, *k, *v, *do_; /* pb: P or dS of a block as bf16 [rows, keys]; the rest [T, hd] */
+} bf16_scratch;
+
+static bf16_scratch bf16_scratch_at(float *own, int T, int hd) {
+    const size_t blk = (size_t)bf16_block_rows(T) * T, head = (size_t)T * hd;
+    bf16_scratch s = {own, own + blk, own + 2 * blk, (uint16_t *)(own + 3 * blk), NULL, NULL, NULL, NULL};
+    s.q = s.pb + blk, s.k = s.q + head, s.v = s.k + head, s.do_ = s.v + head;
+    return s;
+}
+
+/* S [rows, T] = capped, masked scale q k^T of queries q0.. over keys k0..k1, P its row softmax (P
+ * may be S); 0 or -1 (no product) */
+static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint16_t *k16, int q0, int rows, int k0,
+                            int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
+    const int hd = spec->head_dim;
+    if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, q16 + (size_t)q0 * hd, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0,
+                       T))
+        return -1;
+    for (int r = 0; r < rows; r++) {
+        float *sr = S + (size_t)r * T;
+        for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
+        softmax_row(sr, P + (size_t)r * T, T, attention_first_key(q0 + r, spec->window), q0 + r, spec->softcap);
+    }
+    return 0;
+}
+
+static int attention_forward_bf16(float *out, float *scores, float *probs, const float *q, const float *k,
+                                  const float *v, int B, int T, const attention_spec *spec, float *scratch) {
+    const int H = spec->n_heads, hd = spec->head_dim, QB = bf16_block_rows(T);
+    const int q_row = H * hd;
+    const softmax_row_fn softmax_row = pick_softmax_row();
+    const size_t own_floats = attention_scratch_floats(T, hd);
+    int failed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            if (failed) continue;
+            const bf16_scratch w = bf16_scratch_at(scratch + (size_t)omp_get_thread_num() * own_floats, T, hd);
+            const head_view hv = head_at(q, k, v, b, h, T, spec);
+            f32_to_bf16_rows(w.q, hd, hv.q, hv.q_row, T, hd);
+            f32_to_bf16_rows(w.k, hd, hv.k, hv.kv_row, T, hd);
+            f32_to_bf16_rows(w.v, hd, hv.v, hv.kv_row, T, hd);
+            float *oh = out + (size_t)b * T * q_row + (size_t)h * hd;
+            const size_t map = ((size_t)b * H + h) * T * T;
+            for (int q0 = 0; q0 < T && !failed; q0 += QB) {
+                const int rows = T - q0 < QB ? T - q0 : QB;
+                int k0, k1;
+                block_keys(q0, rows, spec->window, &k0, &k1);
+                float *S = scores ? scores + map + (size_t)q0 * T : w.S;
+                float *P = probs ? probs + map + (size_t)q0 * T : S;
+                if (bf16_block_probs(S, P, w.q, w.k, q0, rows, k0, k1, T, spec, softmax_row)) {
+                    failed = 1;
+                    break;
+                }
+                /* O = P v */
+                f32_to_bf16_rows(w.pb, k1 - k0, P + k0, T, rows, k1 - k0);
+                failed |= gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
+                                         oh + (size_t)q0 * q_row, q_row) != 0;
+            }
+        }
+    return failed ? -1 : 0;
+}
+
+static int attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *scores,
+                                   const float *probs, const float *q, const float *k, const float *v, int B, int T,
+                                   const attention_spec *spec, float *scratch) {
+    const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV, QB = bf16_block_rows(T);
+    const int q_row = H * hd, kv_row = KV * hd;
+    const softmax_row_fn softmax_row = pick_softmax_row();
+    const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
+    const size_t own_floats = attention_scratch_floats(T, hd);
+    const size_t n_kv = (size_t)B * T * kv_row;
+#pragma omp parallel for schedule(static) if(n_kv > OMP_MIN_WORK)
+    for (size_t i = 0; i < n_kv; i++) dk[i] = 0.0f, dv[i] = 0.0f;
+    int failed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < KV; g++) {
+            if (failed) continue;
+            const bf16_scratch w = bf16_scratch_at(scratch + (size_t)omp_get_thread_num() * own_floats, T, hd);
+            float *dkg = dk + (size_t)b * T * kv_row + (size_t)g * hd;
+            float *dvg = dv + (size_t)b * T * kv_row + (size_t)g * hd;
+            for (int h = g * group; h < (g + 1) * group && !failed; h++) {
+                const head_view hv = head_at(q, k, v, b, h, T, spec);
+                if (h == g * group) {
+                    f32_to_bf16_rows(w.k, hd, hv.k, kv_row, T, hd);
+                    f32_to_bf16_rows(w.v, hd, hv.v, kv_row, T, hd);
+                }
+                const size_t qo = (size_t)b * T * q_row + (size_t)h * hd, map = ((size_t)b * H + h) * T * T;
+                f32_to_bf16_rows(w.q, hd, hv.q, q_row, T, hd);
+                f32_to_bf16_rows(w.do_, hd, dout + qo, q_row, T, hd);
+                for (int q0 = 0; q0 < T; q0 += QB) {
+                    const int rows = T - q0 < QB ? T - q0 : QB;
+                    int k0, k1;
+                    block_keys(q0, rows, spec->window, &k0, &k1);
+                    const int nk = k1 - k0;
+                    const float *S, *P;
+                    if (probs) { /* the maps the forward kept; the scores read only under a soft-cap */
+                        P = probs + map + (size_t)q0 * T;
+                        S = scores ? scores + map + (size_t)q0 * T : P;
+                    } else { /* the forward's block again, bit for bit */
+                        if (bf16_block_probs(w.S, w.P, w.q, w.k, q0, rows, k0, k1, T, spec, softmax_row)) {
+                            failed = 1;
+                            break;
+                        }
+                        S = w.S, P = w.P;
+                    }
+                    const uint16_t *do_b = w.do_ + (size_t)q0 * hd;
+                    /* dV[k0..k1) += P^T dO */
+                    f32_to_bf16_rows(w.pb, nk, P + k0, T, rows, nk);
+                    int bad = gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, do_b, hd, 1.0f, dvg + (size_t)k0 * kv_row,
+                                             kv_row);
+                    /* dP = dO v^T */
+                    bad |= gemm_bf16_task(0, 1, rows, nk, hd, do_b, hd, w.v + (size_t)k0 * hd, hd, 0.0f, w.dS + k0, T);
+                    if (bad) {
+                        failed = 1;
+                        break;
+                    }
+                    for (int r = 0; r < rows; r++)
+                        softmax_row_backward(w.dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
+                                             attention_first_key(q0 + r, spec->window), q0 + r, spec->softcap,
+                                             spec->scale);
+                    /* dQ = dS k (one block holds all of a query's keys: set); dK[k0..k1) += dS^T q */
+                    f32_to_bf16_rows(w.pb, nk, w.dS + k0, T, rows, nk);
+                    bad = gemm_bf16_task(0, 0, rows, hd, nk, w.pb, nk, w.k + (size_t)k0 * hd, hd, 0.0f,
+                                         dq + qo + (size_t)q0 * q_row, q_row);
+                    bad |= gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, w.q + (size_t)q0 * hd, hd, 1.0f,
+                                          dkg + (size_t)k0 * kv_row, kv_row);
+                    if (bad) {
+                        failed = 1;
+                        break;
+                    }
+                }
+            }
+        }
+    return failed ? -1 : 0;
+}
+
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec, float *scratch) {
     PROF_SCOPE("attention_forward");
+    if (attention_bf16_products(spec) &&
+        !attention_forward_bf16(out, scores, probs, q, k, v, B, T, spec, scratch))
+        return;
     const int H = spec->n_heads, hd = spec->head_dim;
     const int q_row = H * hd;
     const softmax_row_fn softmax_row = pick_softmax_row();
@@ -333,6 +504,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch) {
     PROF_SCOPE("attention_backward");
+    if (attention_bf16_products(spec) &&
+        !attention_backward_bf16(dq, dk, dv, dout, scores, probs, q, k, v, B, T, spec, scratch))
+        return;
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
     const float cap = spec->softcap;

@@ -145,6 +145,11 @@ static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, 
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
               float beta, float *C, int ldc) {
     PROF_SCOPE("gemm_bf16");
+    return gemm_bf16_task(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                   int ldb, float beta, float *C, int ldc) {
     if (gemm_bf16_path() == GEMM_BF16_NONE) return -1; /* (oneDNN would emulate bf16 slowly, or refuse) */
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0) { /* an empty sum: C = beta C, as BLAS */
@@ -168,6 +173,11 @@ int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, 
 #else /* the OpenBLAS build: no bf16 products (the callers compute in f32) */
 
 gemm_bf16_path_t gemm_bf16_path(void) { return GEMM_BF16_NONE; }
+
+int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                   int ldb, float beta, float *C, int ldc) {
+    return gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
 
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
               float beta, float *C, int ldc) {
@@ -233,14 +243,23 @@ static void to_bf16_scalar(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = tlm_f32_to_bf16(src[i]);
 }
 
+static void (*row_converter(void))(uint16_t *, const float *, size_t) {
+#if defined(__x86_64__)
+    return tlm_cpu_has_avx512bf16() ? to_bf16_avx512 : to_bf16_scalar;
+#else
+    return to_bf16_scalar;
+#endif
+}
+
+void f32_to_bf16_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {
+    void (*conv)(uint16_t *, const float *, size_t) = row_converter();
+    for (int r = 0; r < rows; r++) conv(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, (size_t)cols);
+}
+
 void f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
     PROF_SCOPE("f32_to_bf16");
     enum { CHUNK = 1 << 14 };
-#if defined(__x86_64__)
-    void (*conv)(uint16_t *, const float *, size_t) = tlm_cpu_has_avx512bf16() ? to_bf16_avx512 : to_bf16_scalar;
-#else
-    void (*conv)(uint16_t *, const float *, size_t) = to_bf16_scalar;
-#endif
+    void (*conv)(uint16_t *, const float *, size_t) = row_converter();
     if (n <= CHUNK) { /* (no parallel region to enter for a short run: a tile's piece of a row) */
         conv(dst, src, n);
         return;

@@ -43,11 +43,16 @@ gemm_bf16_path_t gemm_bf16_path(void);
 const char *gemm_bf16_path_name(gemm_bf16_path_t p);
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
               float beta, float *C, int ldc);
+/* the same without a profile scope, for calls inside an op's parallel loop (util/profile.h) */
+int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                   int ldb, float beta, float *C, int ldc);
 /* GFLOP/s of gemm_bf16 on S x S x S (best of 7 after a warm-up run; 0 without a path): the
  * bf16 peak that info --system prints and train --profile's MFU uses */
 double gemm_bf16_measure_gflops(int S);
 /* dst[i] = bf16(src[i]), rounded to nearest even */
 void f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+/* dst rows [rows, cols] (ld_dst apart) = bf16(src rows (ld_src apart)), on the calling thread alone */
+void f32_to_bf16_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
 /* src [n] as bf16 in this thread's staging buffer `which` (0 .. BF16_STAGES-1), valid until the
  * next call with the same `which` on this thread; NULL when out of memory */
 #define BF16_STAGES 2
@@ -182,6 +187,8 @@ typedef struct {
     float scale;   /* multiplies q.k */
     float softcap; /* 0 = off; else scores <- softcap * tanh(scores / softcap), before the mask */
     int window;    /* 0 = off; else query i sees key j iff 0 <= i - j < window */
+    int bf16;      /* mixed precision: the full-sequence pass's products on bf16 operands where the
+                    * CPU has AMX (attention_bf16_products), f32 sums and softmax */
 } attention_spec;
 
 /* Causal self-attention over one sequence batch.
@@ -198,6 +205,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         const float *probs, const float *q, const float *k, const float *v, int B, int T,
                         const attention_spec *spec, float *scratch);
 size_t attention_scratch_floats(int T, int head_dim);
+/* whether attention_forward/backward compute spec's products on bf16 operands: spec->bf16 and
+ * gemm_bf16 on AMX tiles (with AVX512-BF16 alone the f32 register tiles are kept) */
+int attention_bf16_products(const attention_spec *spec);
 
 /* The visibility rule, the one place it is written: a query at position `query` sees the key at
  * `key` iff key <= query (causal) and, with a window, query - key < window. */

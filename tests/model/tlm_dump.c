@@ -5,7 +5,8 @@
  *   OUT_DIR/logits.npy [B,T,V], OUT_DIR/loss.npy [1], OUT_DIR/grad/<tensor>.npy,
  *   OUT_DIR/dx/layers.<N>.npy [B,T,d] (gradient of the residual stream entering block N).
  * --precision bf16: the pass in mixed precision (model_set_mixed_bf16); exit 77 (a skip) on a
- * CPU without bf16 products. */
+ * CPU without bf16 products. It prints whether the attention's products are bf16 too
+ * ("attention products: bf16|f32"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,11 @@ int main(int argc, char **argv) {
             model_free(m);
             return 77;
         }
+    }
+    if (bf16) { /* which products the attention rounds (attention_bf16_products): the oracle does the same */
+        attention_spec spec = model_layer_attention(&m->cfg, 0);
+        spec.bf16 = 1;
+        printf("attention products: %s\n", attention_bf16_products(&spec) ? "bf16" : "f32");
     }
     if (case_read_batches(case_dir, 2, "[B, T]", &tok, &tgt)) goto fail;
     const int B = (int)tok.shape[0], T = (int)tok.shape[1], V = m->cfg.vocab_size, d = m->cfg.d_model;

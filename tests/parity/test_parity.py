@@ -31,7 +31,8 @@ class Skip(Exception):
 
 
 def run_dump(dump_bin, case_dir, out_dir, extra=()):
-    """Runs the dump program; returns None or a one-line reason it failed."""
+    """Runs the dump program; returns None or a one-line reason it failed. In mixed precision it
+    also says whether the attention's products were bf16 (ATTENTION_BF16[out_dir])."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "2")
     try:
@@ -46,7 +47,11 @@ def run_dump(dump_bin, case_dir, out_dir, extra=()):
     if p.returncode != 0:
         tail = p.stdout.decode("utf-8", "replace").strip().splitlines()[-3:]
         return "dump program exited with %d: %s" % (p.returncode, " | ".join(tail))
+    ATTENTION_BF16[out_dir] = b"attention products: bf16" in p.stdout
     return None
+
+
+ATTENTION_BF16 = {}
 
 
 def find_cases(cases_root, only):
@@ -110,7 +115,8 @@ def main(argv=None):
         if a.precision == "bf16":  # the oracle with the same roundings (tinylm_ref.Bf16Product)
             ref_dir = os.path.join(a.work, "ref_bf16", name)
             shutil.rmtree(ref_dir, ignore_errors=True)
-            ref.dump(case_dir, ref_dir, torch.float64, bf16_products=True)
+            ref.dump(case_dir, ref_dir, torch.float64, bf16_products=True,
+                     bf16_attention=ATTENTION_BF16.get(out_dir, False))
         checks = compare_case(case_dir, out_dir, *tols, ref_dir=ref_dir)
         if ref_dir and all(c.ok for c in compare_case(case_dir, out_dir, ref_dir=ref_dir)):
             exact += 1  # (within the float32 tolerances: no rounding flipped)

@@ -59,6 +59,24 @@ class Bf16Product(torch.autograd.Function):
         return dx, dw
 
 
+class Bf16Matmul(torch.autograd.Function):
+    """a @ b with both operands rounded to bfloat16 and exact sums: the attention's products in the
+    engine's mixed precision on AMX (q k^T, P v); the backward rounds the incoming gradient and the
+    saved operands the same way (dP = g v^T, dv = P^T g; dq = dS k, dk = dS^T q with dS the
+    gradient of the unscaled q k^T, as the engine rounds it)"""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return round_bf16(a) @ round_bf16(b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        g16 = round_bf16(g)
+        return g16 @ round_bf16(b).transpose(-1, -2), round_bf16(a).transpose(-1, -2) @ g16
+
+
 def layer_norm(x, w, b, eps):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)  # biased variance, as LayerNorm uses
@@ -129,10 +147,11 @@ def z_loss_term(logits, targets):
 # ---- the model ---------------------------------------------------------------------------
 
 class Model:
-    def __init__(self, config, params, dtype=torch.float64, bf16_products=False):
+    def __init__(self, config, params, dtype=torch.float64, bf16_products=False, bf16_attention=False):
         self.cfg = resolve_config(config)
         self.dtype = dtype
         self.bf16_products = bf16_products  # the linear layers and the head as Bf16Product
+        self.bf16_attention = bf16_attention  # q k^T and P v as Bf16Matmul
         shapes = param_shapes(self.cfg)
         missing = [n for n in shapes if n not in params]
         extra = [n for n in params if n not in shapes]
@@ -223,11 +242,12 @@ class Model:
         v = v.repeat_interleave(H // KV, dim=1)
         qpas = c["query_pre_attn_scalar"]
         scale = (qpas if qpas is not None else hd) ** -0.5
-        scores = softcap((q @ k.transpose(-1, -2)) * scale, c["attn_logit_softcapping"])
+        mm = Bf16Matmul.apply if self.bf16_attention else torch.matmul
+        scores = softcap(mm(q, k.transpose(-1, -2)) * scale, c["attn_logit_softcapping"])
         window = c["sliding_window"] if c["layer_types"][n] == "sliding_attention" else 0
         scores = scores.masked_fill(~attention_mask(T, window), float("-inf"))
         scores = hk("hook_attn_scores", scores)
-        o = hk("hook_pattern", torch.softmax(scores, dim=-1)) @ v  # [B, H, T, hd]
+        o = mm(hk("hook_pattern", torch.softmax(scores, dim=-1)), v)  # [B, H, T, hd]
         o = hk("hook_z", o.transpose(1, 2)).reshape(B, T, H * hd)
         return self.linear(p + "o_proj", o)
 
@@ -421,12 +441,13 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
 
 # ---- files ---------------------------------------------------------------------------------
 
-def load(model_dir, dtype=torch.float64, bf16_products=False):
+def load(model_dir, dtype=torch.float64, bf16_products=False, bf16_attention=False):
     """Reads model_dir/config.json and model_dir/model.safetensors (engine tensor names)."""
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
     tensors = load_safetensors(os.path.join(model_dir, "model.safetensors"))
-    return Model(config, {k: v.astype(np.float64) for k, v in tensors.items()}, dtype, bf16_products)
+    return Model(config, {k: v.astype(np.float64) for k, v in tensors.items()}, dtype, bf16_products,
+                 bf16_attention)
 
 
 def save(model_dir, config, params, dtype="F32"):
@@ -451,9 +472,9 @@ def write_outputs(out_dir, result, np_dtype):
         np.save(os.path.join(out_dir, "dx", n + ".npy"), g.astype(np_dtype))
 
 
-def dump(case_dir, out_dir, dtype=torch.float64, bf16_products=False):
+def dump(case_dir, out_dir, dtype=torch.float64, bf16_products=False, bf16_attention=False):
     """Runs one case folder and writes its outputs (float32 files for float32 compute)."""
-    m = load(case_dir, dtype, bf16_products)
+    m = load(case_dir, dtype, bf16_products, bf16_attention)
     tokens = np.load(os.path.join(case_dir, "tokens.npy"))
     targets = np.load(os.path.join(case_dir, "targets.npy"))
     result = m.loss_and_grads(tokens, targets)
