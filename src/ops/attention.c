@@ -346,7 +346,7 @@ static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint1
                             int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
     const int hd = spec->head_dim;
     if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, q16 + (size_t)q0 * hd, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0,
-                       T))
+                       T, NULL))
         return -1;
     for (int r = 0; r < rows; r++) {
         float *sr = S + (size_t)r * T;
@@ -387,7 +387,7 @@ static int attention_forward_bf16(float *out, float *scores, float *probs, const
                 /* O = P v */
                 f32_to_bf16_rows(w.pb, k1 - k0, P + k0, T, rows, k1 - k0);
                 failed |= gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
-                                         oh + (size_t)q0 * q_row, q_row) != 0;
+                                         oh + (size_t)q0 * q_row, q_row, NULL) != 0;
             }
         }
     return failed ? -1 : 0;
@@ -441,9 +441,10 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                     /* dV[k0..k1) += P^T dO */
                     f32_to_bf16_rows(w.pb, nk, P + k0, T, rows, nk);
                     int bad = gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, do_b, hd, 1.0f, dvg + (size_t)k0 * kv_row,
-                                             kv_row);
+                                             kv_row, NULL);
                     /* dP = dO v^T */
-                    bad |= gemm_bf16_task(0, 1, rows, nk, hd, do_b, hd, w.v + (size_t)k0 * hd, hd, 0.0f, w.dS + k0, T);
+                    bad |= gemm_bf16_task(0, 1, rows, nk, hd, do_b, hd, w.v + (size_t)k0 * hd, hd, 0.0f, w.dS + k0, T,
+                                          NULL);
                     if (bad) {
                         failed = 1;
                         break;
@@ -455,9 +456,9 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                     /* dQ = dS k (one block holds all of a query's keys: set); dK[k0..k1) += dS^T q */
                     f32_to_bf16_rows(w.pb, nk, w.dS + k0, T, rows, nk);
                     bad = gemm_bf16_task(0, 0, rows, hd, nk, w.pb, nk, w.k + (size_t)k0 * hd, hd, 0.0f,
-                                         dq + qo + (size_t)q0 * q_row, q_row);
+                                         dq + qo + (size_t)q0 * q_row, q_row, NULL);
                     bad |= gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, w.q + (size_t)q0 * hd, hd, 1.0f,
-                                          dkg + (size_t)k0 * kv_row, kv_row);
+                                          dkg + (size_t)k0 * kv_row, kv_row, NULL);
                     if (bad) {
                         failed = 1;
                         break;

@@ -57,9 +57,9 @@ gemm_bf16_path_t gemm_bf16_path(void) {
 /* ---- primitives by shape, per thread ---------------------------------------------------------- */
 
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, accumulate, in_parallel; /* the key */
+    int ta, tb, M, N, K, lda, ldb, ldc, accumulate, in_parallel, with_bias; /* the key */
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c;
+    dnnl_memory_t a, b, c, bias;
 } matmul_slot;
 
 enum { SLOTS = 256 }; /* (attention in mixed precision adds a few shapes per key count: model/attention.c) */
@@ -76,6 +76,7 @@ static _Thread_local thread_matmuls tm;
 static void destroy_slot(matmul_slot *s) {
     dnnl_primitive_destroy(s->prim);
     dnnl_memory_destroy(s->a), dnnl_memory_destroy(s->b), dnnl_memory_destroy(s->c);
+    if (s->bias) dnnl_memory_destroy(s->bias);
     memset(s, 0, sizeof *s);
 }
 
@@ -87,12 +88,13 @@ static int matrix_desc(dnnl_memory_desc_t *md, int r, int c, int ld, int trans, 
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides) != dnnl_success;
 }
 
-static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int accumulate) {
+static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int accumulate,
+                                  int with_bias) {
     const int in_par = omp_in_parallel();
     for (int i = 0; i < tm.used; i++) {
         matmul_slot *s = &tm.slot[i];
         if (s->ta == ta && s->tb == tb && s->M == M && s->N == N && s->K == K && s->lda == lda && s->ldb == ldb &&
-            s->ldc == ldc && s->accumulate == accumulate && s->in_parallel == in_par)
+            s->ldc == ldc && s->accumulate == accumulate && s->in_parallel == in_par && s->with_bias == with_bias)
             return s;
     }
     if (!tm.engine) {
@@ -107,13 +109,14 @@ static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, 
         tm.next_evict = (tm.next_evict + 1) % SLOTS;
         destroy_slot(s);
     }
-    dnnl_memory_desc_t ad, bd, cd;
-    /* A is op(A) [M,K]: stored [M,K] (ld lda) or [K,M] read transposed; B is op(B) [K,N] */
+    dnnl_memory_desc_t ad, bd, cd, biasd;
+    /* A is op(A) [M,K]: stored [M,K] (ld lda) or [K,M] read transposed; B is op(B) [K,N]; the
+     * bias [1,N] is added to every row of the product (before the sum post-op adds C) */
     if (matrix_desc(&ad, M, K, lda, ta, dnnl_bf16) || matrix_desc(&bd, K, N, ldb, tb, dnnl_bf16) ||
-        matrix_desc(&cd, M, N, ldc, 0, dnnl_f32))
+        matrix_desc(&cd, M, N, ldc, 0, dnnl_f32) || matrix_desc(&biasd, 1, N, N, 0, dnnl_f32))
         return NULL;
     dnnl_matmul_desc_t desc;
-    if (dnnl_matmul_desc_init(&desc, &ad, &bd, NULL, &cd) != dnnl_success) return NULL;
+    if (dnnl_matmul_desc_init(&desc, &ad, &bd, with_bias ? &biasd : NULL, &cd) != dnnl_success) return NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     if (accumulate) { /* C += A B: the sum post-op reads C before the result is added */
@@ -133,38 +136,42 @@ static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, 
     if (st != dnnl_success) return NULL;
     if (dnnl_memory_create(&s->a, &ad, tm.engine, DNNL_MEMORY_NONE) != dnnl_success ||
         dnnl_memory_create(&s->b, &bd, tm.engine, DNNL_MEMORY_NONE) != dnnl_success ||
-        dnnl_memory_create(&s->c, &cd, tm.engine, DNNL_MEMORY_NONE) != dnnl_success) {
+        dnnl_memory_create(&s->c, &cd, tm.engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        (with_bias && dnnl_memory_create(&s->bias, &biasd, tm.engine, DNNL_MEMORY_NONE) != dnnl_success)) {
         destroy_slot(s);
         return NULL;
     }
     s->ta = ta, s->tb = tb, s->M = M, s->N = N, s->K = K, s->lda = lda, s->ldb = ldb, s->ldc = ldc;
-    s->accumulate = accumulate, s->in_parallel = in_par;
+    s->accumulate = accumulate, s->in_parallel = in_par, s->with_bias = with_bias;
     return s;
 }
 
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
-              float beta, float *C, int ldc) {
+              float beta, float *C, int ldc, const float *bias) {
     PROF_SCOPE("gemm_bf16");
-    return gemm_bf16_task(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return gemm_bf16_task(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
 int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
-                   int ldb, float beta, float *C, int ldc) {
+                   int ldb, float beta, float *C, int ldc, const float *bias) {
     if (gemm_bf16_path() == GEMM_BF16_NONE) return -1; /* (oneDNN would emulate bf16 slowly, or refuse) */
     if (M <= 0 || N <= 0) return 0;
-    if (K <= 0) { /* an empty sum: C = beta C, as BLAS */
+    if (K <= 0) { /* an empty sum: C = beta C (+ bias), as BLAS */
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j]) + (bias ? bias[j] : 0.0f);
         return 0;
     }
-    matmul_slot *s = find_or_build(trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f);
+    matmul_slot *s = find_or_build(trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, bias != NULL);
     if (!s) return -1;
     dnnl_memory_set_data_handle(s->a, (void *)A);
     dnnl_memory_set_data_handle(s->b, (void *)B);
     dnnl_memory_set_data_handle(s->c, C);
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}};
+    if (bias) dnnl_memory_set_data_handle(s->bias, (void *)bias);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c},
+                               {DNNL_ARG_BIAS, s->bias}};
     signals_hold(); /* (util/signals.h, as gemm()) */
-    const int ok = dnnl_primitive_execute(s->prim, tm.stream, 3, args) == dnnl_success &&
+    const int ok = dnnl_primitive_execute(s->prim, tm.stream, bias ? 4 : 3, args) == dnnl_success &&
                    dnnl_stream_wait(tm.stream) == dnnl_success;
     signals_release();
     return ok ? 0 : -1;
@@ -175,14 +182,14 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
 gemm_bf16_path_t gemm_bf16_path(void) { return GEMM_BF16_NONE; }
 
 int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
-                   int ldb, float beta, float *C, int ldc) {
-    return gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+                   int ldb, float beta, float *C, int ldc, const float *bias) {
+    return gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
-              float beta, float *C, int ldc) {
+              float beta, float *C, int ldc, const float *bias) {
     (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
-    (void)C, (void)ldc;
+    (void)C, (void)ldc, (void)bias;
     return -1;
 }
 #endif
@@ -206,7 +213,7 @@ double gemm_bf16_measure_gflops(int S) {
     double best = 1e30;
     for (int r = 0; a && b && c && r < 8; r++) { /* (the first run builds the primitive) */
         const double t0 = tlm_now_s();
-        if (gemm_bf16(0, 1, S, S, S, a, S, b, S, 0.0f, c, S)) break;
+        if (gemm_bf16(0, 1, S, S, S, a, S, b, S, 0.0f, c, S, NULL)) break;
         const double dt = tlm_now_s() - t0;
         if (r > 0 && dt < best) best = dt;
     }
@@ -274,18 +281,52 @@ void f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 
 /* ---- the per-thread staging buffers -------------------------------------------------------------- */
 
+/* dst [N,C] = bf16(src) and, when colsum is not NULL, colsum[c] += the sum of column c in row
+ * order (a block of columns per task, as matmul.c's bias_backward, so the same sums bit for bit
+ * whatever the thread count): one pass over src instead of two */
+static void to_bf16_colsum(uint16_t *dst, const float *src, int N, int C, float *colsum) {
+    enum { COLS = 64 };
+    void (*conv)(uint16_t *, const float *, size_t) = row_converter();
+#pragma omp parallel for schedule(static) if ((size_t)N * C > 4 * OMP_MIN_WORK)
+    for (int c0 = 0; c0 < C; c0 += COLS) {
+        const int w = C - c0 < COLS ? C - c0 : COLS;
+        float acc[COLS] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *row = src + (size_t)n * C + c0;
+            conv(dst + (size_t)n * C + c0, row, (size_t)w);
+            if (colsum)
+                for (int j = 0; j < w; j++) acc[j] += row[j];
+        }
+        if (colsum)
+            for (int j = 0; j < w; j++) colsum[c0 + j] += acc[j];
+    }
+}
+
 static _Thread_local struct {
     uint16_t *p;
     size_t cap;
 } stage[BF16_STAGES];
 
-const uint16_t *bf16_stage(int which, const float *src, size_t n) {
+/* this thread's staging buffer `which`, grown to n values (NULL: no such buffer, out of memory) */
+static uint16_t *stage_buffer(int which, size_t n) {
     if (which < 0 || which >= BF16_STAGES) return NULL;
     if (stage[which].cap < n) {
         uint16_t *p = realloc(stage[which].p, n * sizeof(uint16_t));
         if (!p) return NULL;
         stage[which].p = p, stage[which].cap = n;
     }
-    f32_to_bf16(stage[which].p, src, n);
     return stage[which].p;
+}
+
+const uint16_t *bf16_stage(int which, const float *src, size_t n) {
+    uint16_t *dst = stage_buffer(which, n);
+    if (dst) f32_to_bf16(dst, src, n);
+    return dst;
+}
+
+const uint16_t *bf16_stage_colsum(int which, const float *src, int N, int C, float *colsum) {
+    PROF_SCOPE("f32_to_bf16");
+    uint16_t *dst = stage_buffer(which, (size_t)N * C);
+    if (dst) to_bf16_colsum(dst, src, N, C, colsum);
+    return dst;
 }

@@ -70,11 +70,8 @@ void matmul_forward_mixed(float *out, const float *inp, const uint16_t *inp16, c
                           const uint16_t *weight16, const float *bias, int N, int IC, int OC) {
     PROF_SCOPE("matmul_forward_bf16");
     if (!inp16 && gemm_bf16_path() != GEMM_BF16_NONE) inp16 = bf16_stage(0, inp, (size_t)N * IC);
-    if (!inp16 || gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight16, IC, 0.0f, out, OC)) {
+    if (!inp16 || gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight16, IC, 0.0f, out, OC, bias))
         matmul_forward(out, inp, weight, bias, N, IC, OC);
-        return;
-    }
-    if (bias) add_bias(out, bias, N, OC);
 }
 
 /* dbias [OC] += the column sums of dout [N,OC] */
@@ -121,17 +118,19 @@ void matmul_backward_bf16(int into, float *dinp, float *dweight, float *dbias, c
                           int OC) {
     PROF_SCOPE("matmul_backward_bf16");
     const float dinp_beta = into ? 0.0f : 1.0f;
-    const uint16_t *dout16 = gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, dout, (size_t)N * OC) : NULL;
-    if (dout16 && dweight && !inp16) inp16 = bf16_stage(1, inp, (size_t)N * IC);
-    if (!dout16 || (dweight && !inp16)) {
+    /* dout rounded to bf16 in the same pass that sums its columns into dbias (bias_backward's
+     * order) */
+    const uint16_t *dout16 =
+        gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage_colsum(0, dout, N, OC, dbias) : NULL;
+    if (!dout16) {
         backward(dinp_beta, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
         return;
     }
-    if (dinp && gemm_bf16(0, 0, N, IC, OC, dout16, OC, weight16, IC, dinp_beta, dinp, IC))
+    if (dweight && !inp16) inp16 = bf16_stage(1, inp, (size_t)N * IC);
+    if (dinp && gemm_bf16(0, 0, N, IC, OC, dout16, OC, weight16, IC, dinp_beta, dinp, IC, NULL))
         gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC);
-    if (dweight && gemm_bf16(1, 0, OC, IC, N, dout16, OC, inp16, IC, 1.0f, dweight, IC))
+    if (dweight && (!inp16 || gemm_bf16(1, 0, OC, IC, N, dout16, OC, inp16, IC, 1.0f, dweight, IC, NULL)))
         gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
-    if (dbias) bias_backward(dbias, dout, N, OC);
 }
 
 void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N) {
@@ -167,12 +166,10 @@ void matmul_forward_quant(float *out, const float *inp, const void *weight, int 
 #pragma omp parallel for schedule(static)
             for (int r = 0; r < rows; r++)
                 wq_dequantize_rows_bf16(wq_type, weight, IC, o0 + r, o0 + r + 1, tile16 + (size_t)r * IC);
-            if (gemm_bf16(0, 1, N, rows, IC, inp16, IC, tile16, IC, 0.0f, out + o0, OC)) break;
+            if (gemm_bf16(0, 1, N, rows, IC, inp16, IC, tile16, IC, 0.0f, out + o0, OC, bias ? bias + o0 : NULL))
+                break;
         }
-        if (o0 >= OC) {
-            if (bias) add_bias(out, bias, N, OC);
-            return;
-        }
+        if (o0 >= OC) return;
         /* (a failed primitive: the f32 product below, from the start) */
     }
     /* as matmul_forward_bf16 without bf16 products: the dequantizing is O(OC IC) against the
@@ -197,10 +194,7 @@ void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, c
     /* many rows in mixed precision, on a CPU with bf16 products: round the rows to bf16 and multiply there */
     const uint16_t *inp16 =
         bf16_products && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
-    if (inp16 && !gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight, IC, 0.0f, out, OC)) {
-        if (bias) add_bias(out, bias, N, OC);
-        return;
-    }
+    if (inp16 && !gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight, IC, 0.0f, out, OC, bias)) return;
     /* elsewhere: widen MATMUL_BF16_TILE weight rows at a time and multiply them with the f32 GEMM;
      * the widening is O(OC IC) against the GEMM's O(N OC IC) */
     for (int o0 = 0; o0 < OC; o0 += MATMUL_BF16_TILE) {

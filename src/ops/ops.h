@@ -34,18 +34,18 @@ void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const floa
 /* "oneDNN 2.6.3" / "OpenBLAS (CBLAS)" */
 const char *gemm_backend_name(void);
 
-/* Mixed precision (gemm_bf16.c): C[M,N] (f32) = op(A) @ op(B) (+ C when beta is 1), A and B
- * bf16, the products summed in f32. AMX where the CPU has it, else AVX512-BF16; never on a CPU
+/* Mixed precision (gemm_bf16.c): C[M,N] (f32) = op(A) @ op(B) (+ bias[N] on every row when not
+ * NULL) (+ C when beta is 1), A and B bf16, the products summed in f32. AMX where the CPU has it, else AVX512-BF16; never on a CPU
  * with neither (gemm_bf16_path() says; the callers then compute in f32). beta is 0 or 1.
  * Returns 0, or -1 when oneDNN could not build or run the product (no path, out of memory). */
 typedef enum { GEMM_BF16_NONE, GEMM_BF16_AVX512BF16, GEMM_BF16_AMX } gemm_bf16_path_t;
 gemm_bf16_path_t gemm_bf16_path(void);
 const char *gemm_bf16_path_name(gemm_bf16_path_t p);
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
-              float beta, float *C, int ldc);
+              float beta, float *C, int ldc, const float *bias);
 /* the same without a profile scope, for calls inside an op's parallel loop (util/profile.h) */
 int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
-                   int ldb, float beta, float *C, int ldc);
+                   int ldb, float beta, float *C, int ldc, const float *bias);
 /* GFLOP/s of gemm_bf16 on S x S x S (best of 7 after a warm-up run; 0 without a path): the
  * bf16 peak that info --system prints and train --profile's MFU uses */
 double gemm_bf16_measure_gflops(int S);
@@ -57,6 +57,9 @@ void f32_to_bf16_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, i
  * next call with the same `which` on this thread; NULL when out of memory */
 #define BF16_STAGES 2
 const uint16_t *bf16_stage(int which, const float *src, size_t n);
+/* src [N,C] staged the same way, and colsum [C] (when not NULL) += the sums of its columns, each
+ * in row order (a bias gradient, summed in the pass that rounds the incoming gradient) */
+const uint16_t *bf16_stage_colsum(int which, const float *src, int N, int C, float *colsum);
 
 /* out [N,OC] = inp [N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL). Up to
  * MATVEC_MAX_ROWS rows go through the bandwidth-bound matvec kernels, more through gemm(). */

@@ -1,9 +1,9 @@
 /* test_gemm_bf16.c — the mixed-precision products (gemm_bf16.c, matmul.c's bf16 layers):
  *  - gemm_bf16 against a float64 product of the same bf16 values, for every transpose pair,
- *    leading dimensions wider than the matrices, beta 0 and 1, and shapes off every block size:
- *    within float32 summation error (1e-5 of sum |a b|);
+ *    leading dimensions wider than the matrices, beta 0 and 1, with and without a bias, and shapes
+ *    off every block size: within float32 summation error (1e-5 of sum |a b|);
  *  - f32_to_bf16 equal bit for bit to tlm_f32_to_bf16 (ties to even, subnormals, inf, NaN
- *    quieted), for lengths off the vector width;
+ *    quieted), for lengths off the vector width; bf16_stage_colsum the same bits and column sums;
  *  - matmul_forward_mixed and matmul_backward_bf16(_into): the products on rounded operands,
  *    dweight and dbias accumulated, dinp accumulated or set;
  *  - where there is no path (TLM_ISA=avx2 here), gemm_bf16 refuses and the layers give the f32
@@ -31,15 +31,16 @@ static double at(const uint16_t *X, int ld, int trans, int i, int j) {
     return tlm_bf16_to_f32(trans ? X[(size_t)j * ld + i] : X[(size_t)i * ld + j]);
 }
 
-static void test_gemm(int ta, int tb, int M, int N, int K, int pad, float beta) {
+static void test_gemm(int ta, int tb, int M, int N, int K, int pad, float beta, int with_bias) {
     const int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
     const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
     uint16_t *A = malloc(na * 2), *B = malloc(nb * 2);
-    float *C = malloc(nc * 4), *C0 = malloc(nc * 4);
+    float *C = malloc(nc * 4), *C0 = malloc(nc * 4), *bias = malloc((size_t)N * 4);
+    for (int j = 0; j < N; j++) bias[j] = rnd();
     for (size_t i = 0; i < na; i++) A[i] = tlm_f32_to_bf16(rnd());
     for (size_t i = 0; i < nb; i++) B[i] = tlm_f32_to_bf16(rnd());
     for (size_t i = 0; i < nc; i++) C[i] = C0[i] = rnd();
-    const int rc = gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    const int rc = gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, with_bias ? bias : NULL);
     if (gemm_bf16_path() == GEMM_BF16_NONE) {
         CHECK(rc == -1, "gemm_bf16 without a path returned %d", rc);
     } else {
@@ -47,7 +48,7 @@ static void test_gemm(int ta, int tb, int M, int N, int K, int pad, float beta) 
         int pad_kept = 1;
         for (int i = 0; i < M; i++) {
             for (int j = 0; j < N; j++) {
-                double want = beta ? C0[(size_t)i * ldc + j] : 0, mag = fabs(want);
+                double want = (beta ? C0[(size_t)i * ldc + j] : 0) + (with_bias ? bias[j] : 0), mag = fabs(want);
                 for (int k = 0; k < K; k++) {
                     const double p = at(A, lda, ta, i, k) * at(B, ldb, tb, k, j);
                     want += p, mag += fabs(p);
@@ -57,11 +58,11 @@ static void test_gemm(int ta, int tb, int M, int N, int K, int pad, float beta) 
             }
             for (int j = N; j < ldc; j++) pad_kept &= C[(size_t)i * ldc + j] == C0[(size_t)i * ldc + j];
         }
-        CHECK(rc == 0 && worst <= 1e-5, "gemm_bf16 %c%c %dx%dx%d pad %d beta %g: rc %d, error %.3g of sum|ab|",
-              ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, pad, beta, rc, worst);
+        CHECK(rc == 0 && worst <= 1e-5, "gemm_bf16 %c%c %dx%dx%d pad %d beta %g bias %d: rc %d, error %.3g of sum|ab|",
+              ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, pad, beta, with_bias, rc, worst);
         CHECK(pad_kept, "gemm_bf16 %dx%dx%d wrote past N into the padding of C", M, N, K);
     }
-    free(A), free(B), free(C), free(C0);
+    free(A), free(B), free(C), free(C0), free(bias);
 }
 
 static void test_conversion(void) {
@@ -84,6 +85,21 @@ static void test_conversion(void) {
     CHECK(same, "f32_to_bf16 of %d values differs from tlm_f32_to_bf16", N);
     const uint16_t *st = bf16_stage(1, src, N);
     CHECK(st && !memcmp(st, got, sizeof got), "bf16_stage's copy differs from f32_to_bf16's");
+    /* the same values as [10, 100] and [40, 25] (column blocks of 64, a partial one): the same bits,
+     * and the column sums in row order */
+    for (int cols = 100; cols >= 25; cols -= 75) {
+        const int rows = N / cols;
+        float colsum[100], want[100];
+        for (int c = 0; c < cols; c++) colsum[c] = want[c] = 0.5f;
+        for (int c = 0; c < cols; c++) {
+            float acc = 0.0f;
+            for (int r = 0; r < rows; r++) acc += src[r * cols + c];
+            want[c] += acc;
+        }
+        st = bf16_stage_colsum(0, src, rows, cols, colsum);
+        CHECK(st && !memcmp(st, got, sizeof(uint16_t) * rows * cols) && !memcmp(colsum, want, sizeof(float) * cols),
+              "bf16_stage_colsum [%d, %d]: the copy or the column sums differ", rows, cols);
+    }
 }
 
 /* the layers: forward and backward against float64 products of the rounded operands */
@@ -167,12 +183,14 @@ int main(void) {
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
                 for (int beta = 0; beta < 2; beta++)
-                    test_gemm(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], (int)s % 3 * 5, (float)beta);
-    /* the same shape again (a primitive found, not built) and an empty sum */
-    test_gemm(0, 1, 64, 48, 100, 0, 1.0f);
-    test_gemm(0, 1, 64, 48, 100, 0, 1.0f);
+                    for (int bias = 0; bias < 2; bias++)
+                        test_gemm(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], (int)s % 3 * 5, (float)beta, bias);
+    /* the same shape again (a primitive found, not built) */
+    test_gemm(0, 1, 64, 48, 100, 0, 1.0f, 1);
+    test_gemm(0, 1, 64, 48, 100, 0, 1.0f, 1);
     test_layers(40, 24, 36);
     test_layers(256, 384, 96);
+    test_layers(512, 64, 160); /* (the bias gradient's column blocks on the threads) */
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
