@@ -635,11 +635,14 @@ static void progress(const trainer *t, float loss, float lr, double tok_s, doubl
 
 /* the banner's second line: what runs the arithmetic */
 static void print_engine(const tlm_model *m) {
-    char precision[160] = "";
+    char precision[200] = "";
+    const attention_spec bf16_attention = {.bf16 = 1};
     if (m->mirror16)
         snprintf(precision, sizeof precision,
-                 "; mixed precision: bf16 products on %s, f32 weights, optimizer, norms, softmax and loss",
-                 gemm_bf16_path_name(gemm_bf16_path()));
+                 "; mixed precision: bf16 products on %s (linear layers%s), f32 weights, optimizer, norms, softmax "
+                 "and loss",
+                 gemm_bf16_path_name(gemm_bf16_path()),
+                 attention_bf16_products(&bf16_attention) ? " and attention" : "; attention in f32");
     fprintf(stderr, "engine: %d threads, %s kernels, GEMM %s; %.1f MFLOP per token (forward + backward)%s%s\n",
             omp_get_max_threads(), tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(),
             model_train_flops_per_token(&m->cfg, m->cfg.max_seq) / 1e6, precision, tlm_profiling ? "; profiling" : "");
