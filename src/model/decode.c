@@ -334,7 +334,11 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
 }
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations) */
-static int step_applies(const tlm_model *m) { return !m->hooks && m->n_observers == 0; }
+static int step_applies(const tlm_model *m) {
+    /* (a mixture-of-experts model decodes through model_forward: its experts' products over the
+     * token's k experts are the same code as a prompt's) */
+    return !m->hooks && m->n_observers == 0 && config_moe_layers(&m->cfg) == 0;
+}
 
 const float *kv_decode_step(tlm_model *m, int token) {
     kv_cache *c = m->kv;

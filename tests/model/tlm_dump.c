@@ -6,9 +6,11 @@
  *   OUT_DIR/dx/layers.<N>.npy [B,T,d] (gradient of the residual stream entering block N).
  * --precision bf16: the pass in mixed precision (model_set_mixed_bf16); exit 77 (a skip) on a
  * CPU without bf16 products. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../case_io.h"
 #include "formats/npy.h"
@@ -42,6 +44,21 @@ int main(int argc, char **argv) {
             fprintf(stderr, "tlm_dump: no bf16 products here: %s\n", why);
             model_free(m);
             return 77;
+        }
+    }
+    /* training options beside the model (train.json, optional): the load-balancing loss's coefficient */
+    snprintf(sub, sizeof sub, "%s/train.json", case_dir);
+    if (access(sub, F_OK) == 0) {
+        size_t n;
+        char *text = read_text_file(sub, &n);
+        cJSON *o = text ? cJSON_Parse(text) : NULL;
+        const cJSON *coef = cJSON_GetObjectItemCaseSensitive(o, "router_aux_loss_coef");
+        if (cJSON_IsNumber(coef)) m->router_aux = (float)coef->valuedouble;
+        cJSON_Delete(o);
+        free(text);
+        if (!o) {
+            tlm_error("%s: not valid JSON", sub);
+            goto fail;
         }
     }
     if (case_read_batches(case_dir, 2, "[B, T]", &tok, &tgt)) goto fail;
