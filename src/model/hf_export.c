@@ -41,6 +41,7 @@ static const char *common_blocker(const tlm_config *c) {
     if (c->attn_softcap != 0.0f) return "attention soft-capping";
     if (c->final_softcap != 0.0f) return "final logit soft-capping";
     if (any_sliding(c)) return "sliding-window attention";
+    if (c->n_experts > 0) return "a mixture-of-experts FFN (num_experts)";
     return NULL;
 }
 

@@ -572,6 +572,8 @@ size_t model_decode_bytes(const tlm_model *m) {
         (void)model_tensor_data(m, i, &bytes);
         if (!strcmp(t->name, "pos_embed.weight") || (!strcmp(t->name, "embed.weight") && !c->tie_embeddings))
             skipped += bytes;
+        else if (strstr(t->name, ".ffn.experts.")) /* (a token reads k of the E routed experts) */
+            skipped += bytes - bytes / (size_t)c->n_experts * (size_t)c->n_experts_per_tok;
     }
     return model_weight_bytes(m) - skipped;
 }

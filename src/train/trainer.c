@@ -165,6 +165,7 @@ static char *state_json(const trainer *t) {
     }
     cJSON_AddNumberToObject(op, "lr_decay_steps", o->opt.total_steps);
     cJSON_AddNumberToObject(op, "z_loss", o->z_loss);
+    cJSON_AddNumberToObject(op, "router_aux_loss_coef", o->router_aux);
     cJSON_AddStringToObject(op, "precision", o->precision_bf16 ? "bf16" : "fp32");
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
@@ -226,6 +227,15 @@ static int read_state(trainer *t, const char *path) {
         }
     }
     o->z_loss = (float)z;
+    double ra = 0; /* (absent in runs saved before the load-balancing loss existed: off) */
+    if (cJSON_GetObjectItemCaseSensitive(op, "router_aux_loss_coef")) {
+        if (json_num(op, "router_aux_loss_coef", path, &ra)) goto done;
+        if (!(ra >= 0)) {
+            tlm_error("%s: field \"router_aux_loss_coef\" = %g must be >= 0", path, ra);
+            goto done;
+        }
+    }
+    o->router_aux = (float)ra;
     /* (absent in runs saved before mixed precision existed: fp32) */
     const cJSON *prec = cJSON_GetObjectItemCaseSensitive(op, "precision");
     if (prec && (!cJSON_IsString(prec) || (strcmp(prec->valuestring, "bf16") && strcmp(prec->valuestring, "fp32")))) {
@@ -270,7 +280,7 @@ typedef struct {
     item_type type;
     uint64_t word;
 } run_item;
-enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 7 };
+enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 8 };
 
 /* the command-line name of a saved option ("eval_every" -> "--eval-every") */
 static const char *option_flag(const char *key) {
@@ -309,6 +319,7 @@ static int run_items(const train_options *o, const char *tokenizer_kind, run_ite
     }
     it[n++] = (run_item){"--seed", ITEM_U64, o->seed};
     it[n++] = (run_item){"--z-loss", ITEM_FLOAT, float_word(o->z_loss)};
+    it[n++] = (run_item){"--router-aux-loss-coef", ITEM_FLOAT, float_word(o->router_aux)};
     it[n++] = (run_item){"--precision", ITEM_PRECISION, (uint64_t)(o->precision_bf16 != 0)};
     it[n++] = (run_item){"the end of the cosine decay (lr_decay_steps)", ITEM_INT, (uint64_t)(int64_t)o->opt.total_steps};
     it[n++] = (run_item){"--tokenizer", ITEM_TOKENIZER,
@@ -436,9 +447,9 @@ static int check_options(const train_options *o) {
         return tlm_error("--eval-every, --eval-batches, --save-every and --log-every must be positive");
     if (!(o->opt.lr > 0) || o->opt.min_lr < 0 || !(o->opt.beta1 >= 0 && o->opt.beta1 < 1) ||
         !(o->opt.beta2 >= 0 && o->opt.beta2 < 1) || !(o->opt.eps > 0) || o->opt.weight_decay < 0 ||
-        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0 || !(o->z_loss >= 0))
+        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0 || !(o->z_loss >= 0) || !(o->router_aux >= 0))
         return tlm_error("optimizer settings out of range (lr > 0, min_lr >= 0, 0 <= beta < 1, eps > 0, "
-                         "weight decay, clip, warmup and z-loss >= 0)");
+                         "weight decay, clip, warmup, z-loss and router-aux-loss-coef >= 0)");
     return 0;
 }
 
@@ -459,6 +470,14 @@ static int prepare(trainer *t) {
                          o->batch, t->size);
     t->local_batch = o->batch / t->size;
     t->m->z_loss = o->z_loss;
+    if (o->router_aux > 0.0f && config_moe_layers(&t->m->cfg) == 0)
+        return tlm_error("--router-aux-loss-coef %g: the model has no mixture-of-experts layer (num_experts = %d)",
+                         o->router_aux, t->m->cfg.n_experts);
+    if (o->router_aux > 0.0f && t->m->cfg.scoring != SCORING_SOFTMAX)
+        return tlm_error("--router-aux-loss-coef %g: the load-balancing loss is defined for scoring_func \"softmax\" "
+                         "(Switch / Qwen3-MoE / Mixtral); this model routes with \"%s\"",
+                         o->router_aux, scoring_name(t->m->cfg.scoring));
+    t->m->router_aux = o->router_aux;
     if (o->precision_bf16) {
         const char *why = NULL;
         const int on = model_set_mixed_bf16(t->m, 1, &why);
@@ -681,6 +700,7 @@ static void gather_parameters(trainer *t) {
 typedef struct {
     float loss;    /* cross-entropy */
     double z_term; /* z_loss * mean(lse^2), logged beside the loss (not added to it) */
+    double aux_term; /* router_aux * the load-balancing loss, logged beside the loss (not added to it) */
     double gnorm;  /* the global gradient norm before clipping */
 } step_stats;
 
@@ -689,7 +709,7 @@ typedef struct {
 static int accumulate_gradients(trainer *t, step_stats *st) {
     const train_options *o = &t->o;
     model_zero_grads(t->m);
-    double loss_sum = 0.0, lse_sq_sum = 0.0;
+    double loss_sum = 0.0, lse_sq_sum = 0.0, aux_sum = 0.0;
     for (int micro = 0; micro < o->accum; micro++) {
         float loss = 0.0f;
         dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
@@ -698,11 +718,13 @@ static int accumulate_gradients(trainer *t, step_stats *st) {
         if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) return -1;
         loss_sum += loss;
         lse_sq_sum += t->m->acts.lse_sq_mean;
+        aux_sum += t->m->acts.moe_aux;
     }
     /* the mean over the global batch: sums over the ranks of per-rank means / N */
     allreduce_gradients(t);
     st->loss = (float)(dist_sum_double(loss_sum) / t->size / o->accum);
     st->z_term = o->z_loss > 0.0f ? o->z_loss * dist_sum_double(lse_sq_sum) / t->size / o->accum : 0.0;
+    st->aux_term = o->router_aux > 0.0f ? o->router_aux * dist_sum_double(aux_sum) / t->size / o->accum : 0.0;
     st->gnorm = grad_global_norm(t->m);
     return 0;
 }
@@ -731,6 +753,7 @@ static void write_metrics(trainer *t, const step_stats *st, int evaluated, float
     fprintf(f, "{\"step\": %d, \"loss\": %.9g", t->step, st->loss);
     if (evaluated) fprintf(f, ", \"val_loss\": %.9g", t->last_val);
     if (t->o.z_loss > 0.0f) fprintf(f, ", \"z_loss\": %.9g", st->z_term);
+    if (t->o.router_aux > 0.0f) fprintf(f, ", \"router_aux_loss\": %.9g", st->aux_term);
     fprintf(f, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, st->gnorm,
             tokens_per_s, t->elapsed);
     if (t->alog) attn_log_write(t->alog, t->m, f);

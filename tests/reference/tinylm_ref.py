@@ -154,6 +154,7 @@ class Model:
                 raise ValueError("tensor %s: shape %s, config wants %s" % (name, list(a.shape), shape))
             self.params[name] = torch.tensor(a, dtype=dtype, requires_grad=True)
         self.block_inputs = []
+        self.router_logits, self.router_choice = [], []  # each MoE layer's, of the last forward
         self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
 
     def _hook(self, name, x):

@@ -127,6 +127,34 @@ def main():
         check(all("z_loss" not in r for r in metrics(os.path.join(W, "learn"))),
               "without --z-loss no z_loss is logged (off by default)")
 
+    # ---- a mixture of experts from the CLI: learns, logs its load-balancing loss, resumes exactly ----
+    moe_set = ["--set", "num_experts=4", "--set", "num_experts_per_tok=2", "--set", "moe_intermediate_size=64",
+               "--set", "n_shared_experts=1", "--set", "norm_topk_prob=true", "--set", "first_k_dense_replace=1"]
+    mfull, mpart = os.path.join(W, "moe_full"), os.path.join(W, "moe_part")
+    moe_args = ["--steps", "20", "--save-every", "10", "--router-aux-loss-coef", "0.01"] + small + moe_set
+    rc1, _, e1 = run([T, "train", "--data", data, "--out", mfull] + moe_args)
+    rc2, _, e2 = run([T, "train", "--data", data, "--out", mpart, "--stop-at", "10"] + moe_args)
+    rc3, _, e3 = run([T, "train", "--resume", mpart, "--data", data]) if rc2 in (0, 130) else (1, "", "")
+    check(rc1 == 0 and rc3 == 0, "an MoE model (4 experts, top-2, a shared expert, a dense first layer) trains "
+          "from the CLI and resumes", e1 + e2 + e3)
+    if rc1 == 0 and rc3 == 0:
+        mm = metrics(mfull)
+        check(mm[-1]["loss"] < mm[0]["loss"] - 0.2, "its loss falls (%.3f -> %.3f)" % (mm[0]["loss"], mm[-1]["loss"]))
+        # E * sum F_e P_e is 1 for a perfectly balanced router and at most E; times 0.01
+        check(all(0.0099 <= r.get("router_aux_loss", 0) <= 0.04 for r in mm),
+              "metrics.jsonl logs router_aux_loss = 0.01 x a balance between 1 and E", mm[-1])
+        check(raw_metric_lines(mfull) == raw_metric_lines(mpart), "the resumed MoE run equals the uninterrupted one")
+        with open(os.path.join(mfull, os.readlink(os.path.join(mfull, "latest")), "config.json")) as f:
+            saved = json.load(f)
+        check(saved.get("num_experts") == 4 and saved.get("first_k_dense_replace") == 1,
+              "the checkpoint's config keeps the MoE keys", saved)
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_sig"), "--steps", "2",
+                      "--router-aux-loss-coef", "0.01", "--set", "scoring_func=sigmoid"] + small + moe_set)
+    check(rc != 0 and "scoring_func" in err, "the load-balancing loss with sigmoid routing is refused naming scoring_func", err)
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_bad"), "--steps", "2"] + small +
+                     moe_set + ["--set", "n_group=2"])
+    check(rc != 0 and "n_group" in err, "group-limited top-k with softmax routing is refused naming n_group", err)
+
     # ---- resume is bit-identical ----------------------------------------------------------------
     full, part = os.path.join(W, "full"), os.path.join(W, "part")
     rc1, _, e1 = run([T, "train", "--data", data, "--out", full, "--steps", "30", "--save-every", "10"] + small)
