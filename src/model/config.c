@@ -255,7 +255,7 @@ void config_finish(tlm_config *c, const cJSON *root) {
         c->scale_residual_init = false;
     if (!cJSON_GetObjectItemCaseSensitive(root, "attention_out_bias") && !strcmp(c->model_type, "tinylm"))
         c->attn_out_bias = c->attn_bias;
-    if (!cJSON_GetObjectItemCaseSensitive(root, "moe_intermediate_size")) c->moe_d_ff = c->d_ff;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "moe_intermediate_size")) c->moe_d_ff = c->n_experts > 0 ? c->d_ff : 0;
     if (c->n_layer_types == 0 && c->sliding_window > 0)
         for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = 1;
 }
