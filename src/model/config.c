@@ -218,6 +218,7 @@ int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const
         return 0;
     }
     case KEY_LAYER_LIST: {
+        if (cJSON_IsNull(it)) return memset(field, 0, TLM_MAX_LAYERS), cfg->n_mlp_only = 0; /* (None: none) */
         int n = read_layer_list(it, src, k->key, field);
         if (n < 0) return -1;
         cfg->n_mlp_only = n;
