@@ -116,6 +116,7 @@ void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
     router_logits(ctx, &P->router, a->router_logits, u, N);
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), a->router_logits, 0); /* (a hook may reroute) */
 #pragma omp parallel for schedule(static) if ((size_t)N * E > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float choice[TLM_MAX_EXPERTS];
@@ -134,6 +135,11 @@ void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
             for (int e = 0; e < E; e++) psum[e] += a->router_probs[n * E + e];
         }
     }
+    if (ctx->watched && ctx->A->d_router) { /* the chosen experts as floats (in backward scratch) */
+        for (size_t i = 0; i < (size_t)N * k; i++) ctx->A->d_router[i] = (float)a->topk_idx[i];
+        pass_fire(ctx, model_point_id(c, l, HL_EXPERT_IDS), ctx->A->d_router, 0);
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_EXPERT_WEIGHTS), a->topk_w, 0);
     group_rows(a, N, E, k);
     const size_t NK = (size_t)N * k;
 #pragma omp parallel for schedule(static) if (NK * d > OMP_MIN_WORK)
@@ -148,6 +154,11 @@ void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
         linear_forward(m, ctx->A->w_tile, eu, a->xs + (size_t)r0 * d, &up, rows, d, fe);
         glu_forward(eh, eg, eu, (size_t)rows * fe, act);
         linear_forward(m, ctx->A->w_tile, a->ey + (size_t)r0 * d, eh, &down, rows, fe, d);
+    }
+    if (ctx->watched && ctx->A->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
+        for (size_t i = 0; i < (size_t)N * k; i++)
+            memcpy(ctx->A->d_ey + i * d, a->ey + (size_t)a->slot_of[i] * d, sizeof(float) * d);
+        pass_fire(ctx, model_point_id(c, l, HL_EXPERT_OUT), ctx->A->d_ey, 0);
     }
     if (fs) {
         linear_forward(m, ctx->A->w_tile, a->sg, u, &P->shared_gate, N, d, fs);
@@ -224,6 +235,7 @@ void moe_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
             for (int e = 0; e < E; e++) dz[e] = (float)(dp[e] * p[e] * (1.0 - p[e]));
         }
     }
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), A->d_router, 1);
     /* each expert over its slots: down, the gated unit, gate and up (d_xs set by gate, up adds) */
     for (int e = 0; e < E; e++) {
         const int r0 = a->expert_off[e], rows = a->expert_off[e + 1] - r0;

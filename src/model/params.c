@@ -258,6 +258,27 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     size_t n_floats = 0;
     m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
     if (!m->p.layers || !m->g.layers || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
+    /* a mixture of experts finds expert e at a fixed stride from expert 0 (moe_expert): its
+     * matrices must all be f32 or all bf16, and none kept in ggml blocks */
+    int moe_store = -1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        if (t->ndim != 2 || (!strstr(t->name, ".ffn.experts.") && !strstr(t->name, ".ffn.router.") &&
+                             !strstr(t->name, ".ffn.shared_experts.")))
+            continue;
+        if (storage[i] != WQ_F32 && storage[i] != WQ_BF16) {
+            tlm_error("tensor %s: a mixture of experts kept as %s is not supported (f32, f16 or bf16 weights only)",
+                      t->name, wq_name(storage[i]));
+            model_free(m);
+            return NULL;
+        }
+        if (strstr(t->name, ".ffn.experts.") && moe_store >= 0 && storage[i] != moe_store) {
+            tlm_error("tensor %s: the experts of a mixture of experts must all be kept in one type", t->name);
+            model_free(m);
+            return NULL;
+        }
+        if (strstr(t->name, ".ffn.experts.")) moe_store = storage[i];
+    }
     /* each tensor's place in its store, in table order (the parts of a fused view stay back to back) */
     size_t n32 = 0, n16 = 0, nq = 0;
     for (int i = 0; i < m->n_tensors; i++) {
