@@ -148,6 +148,15 @@ def main():
             saved = json.load(f)
         check(saved.get("num_experts") == 4 and saved.get("first_k_dense_replace") == 1,
               "the checkpoint's config keeps the MoE keys", saved)
+        rc, out, err = run([T, "inspect", "--model", mfull, "--prompt", "ROMEO: what light", "--json"])
+        ex = json.loads(out).get("experts", []) if rc == 0 else []
+        check(rc == 0 and [e["layer"] for e in ex] == [1] and abs(sum(ex[0]["load"]) - 1) < 1e-5 and
+              len(ex[0]["token_experts"]) == 17 and all(len(t) == 2 and len(set(t)) == 2 for t in ex[0]["token_experts"]) and
+              0 < ex[0]["entropy"] <= math.log(4) + 1e-6,
+              "inspect --json: the MoE layer's load per expert (sums to 1), router entropy, each token's 2 experts",
+              err or out[:300])
+        rc, out, err = run([T, "inspect", "--model", mfull, "--prompt", "ROMEO: what light"])
+        check(rc == 0 and "Mixture of experts" in out, "inspect's table has the router section", err)
     rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_sig"), "--steps", "2",
                       "--router-aux-loss-coef", "0.01", "--set", "scoring_func=sigmoid"] + small + moe_set)
     check(rc != 0 and "scoring_func" in err, "the load-balancing loss with sigmoid routing is refused naming scoring_func", err)
