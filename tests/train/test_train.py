@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 passed = failed = 0
 
 
@@ -157,6 +159,30 @@ def main():
               err or out[:300])
         rc, out, err = run([T, "inspect", "--model", mfull, "--prompt", "ROMEO: what light"])
         check(rc == 0 and "Mixture of experts" in out, "inspect's table has the router section", err)
+    # DeepSeek-V3's auxiliary-loss-free balancing: the biases move by +-gamma per step, the load evens out
+    sig = ["--set", "scoring_func=sigmoid", "--set", "num_experts=8", "--set", "moe_intermediate_size=16"]
+    runs = {}
+    for gamma in ("0", "0.01"):
+        d = os.path.join(W, "moe_bias_" + gamma)
+        rc, _, err = run([T, "train", "--data", data, "--out", d, "--steps", "40", "--router-bias-update", gamma] +
+                         small + moe_set + sig)
+        runs[gamma] = (rc, d, err)
+    if check(all(r[0] == 0 for r in runs.values()), "sigmoid-routed MoE trains with and without --router-bias-update",
+             [r[2] for r in runs.values()]):
+        load = {g: sum(r["expert_load_max"] for r in metrics(d)[-20:]) / 20 for g, (_, d, _) in runs.items()}
+        check(load["0.01"] < load["0"], "the bias update evens the load: the busiest expert's share over uniform, "
+              "mean of the last 20 steps, %.2f without, %.2f with" % (load["0"], load["0.01"]))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+        from safetensors_np import load_safetensors
+        d = runs["0.01"][1]
+        w = load_safetensors(os.path.join(d, os.readlink(os.path.join(d, "latest")), "model.safetensors"))
+        b = w["layers.1.ffn.router.e_score_correction_bias"]
+        steps = b / 0.01  # each step +-gamma or 0: a whole number of steps, at most 40
+        check(np.abs(b).max() > 0 and np.all(np.abs(steps - np.round(steps)) < 1e-3) and np.abs(steps).max() <= 40,
+              "the checkpoint's e_score_correction_bias moved in steps of gamma (%s)" % np.round(steps).astype(int))
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_bias_softmax"), "--steps", "2",
+                      "--router-bias-update", "0.01"] + small + moe_set)
+    check(rc != 0 and "sigmoid" in err, "--router-bias-update without sigmoid routing is refused", err)
     rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_sig"), "--steps", "2",
                       "--router-aux-loss-coef", "0.01", "--set", "scoring_func=sigmoid"] + small + moe_set)
     check(rc != 0 and "scoring_func" in err, "the load-balancing loss with sigmoid routing is refused naming scoring_func", err)
