@@ -154,7 +154,7 @@ class Model:
                 raise ValueError("tensor %s: shape %s, config wants %s" % (name, list(a.shape), shape))
             self.params[name] = torch.tensor(a, dtype=dtype, requires_grad=True)
         self.block_inputs = []
-        self.router_logits, self.router_choice = [], []  # each MoE layer's, of the last forward
+        self.router_logits, self.router_choice, self.router_weights = [], [], []  # each MoE layer's, last forward
         self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
 
     def _hook(self, name, x):
@@ -291,6 +291,7 @@ class Model:
         z, idx, w = self.route(n, u)
         self.router_logits.append(z)
         self.router_choice.append(idx)
+        self.router_weights.append(w)
         out = torch.zeros_like(u)
         for e in range(c["num_experts"]):
             rows, j = torch.where(idx == e)
@@ -377,7 +378,7 @@ class Model:
             x = x + self.p("pos_embed.weight")[:T][None, :, :]
         x = self._hook("hook_embed", x)
         self.block_inputs = []
-        self.router_logits, self.router_choice = [], []
+        self.router_logits, self.router_choice, self.router_weights = [], [], []
         for n in range(c["num_hidden_layers"]):
             if block_input_delta and n in block_input_delta:
                 x = x + block_input_delta[n]
