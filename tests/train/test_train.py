@@ -159,6 +159,10 @@ def main():
               err or out[:300])
         rc, out, err = run([T, "inspect", "--model", mfull, "--prompt", "ROMEO: what light"])
         check(rc == 0 and "Mixture of experts" in out, "inspect's table has the router section", err)
+        # a shared expert is DeepSeek's: no Qwen3-MoE / Mixtral directory expresses it
+        rc, out, err = run([T, "export", "--model", mfull, "--out", os.path.join(W, "moe_export")])
+        check(rc == 0 and 'model_type "tinylm"' in out and "shared experts" in out,
+              "export of an MoE model with a shared expert writes the tinylm format, saying why", out + err)
     # DeepSeek-V3's auxiliary-loss-free balancing: the biases move by +-gamma per step, the load evens out
     sig = ["--set", "scoring_func=sigmoid", "--set", "num_experts=8", "--set", "moe_intermediate_size=16"]
     runs = {}
