@@ -42,8 +42,8 @@ static void top_k(int *idx, const float *key, const unsigned char *allow, int n,
 
 /* One row: the scores p [E] from the logits z, the chosen experts and their weights. choice:
  * scratch [E] (sigmoid: p + b), allow: scratch [E] */
-static void route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
-                      float *choice, unsigned char *allow) {
+void moe_route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
+                   float *choice, unsigned char *allow) {
     const int E = c->n_experts, k = c->n_experts_per_tok;
     if (c->scoring == SCORING_SOFTMAX) {
         float mx = z[0];
@@ -141,7 +141,7 @@ void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     for (int n = 0; n < N; n++) {
         float choice[TLM_MAX_EXPERTS];
         unsigned char allow[TLM_MAX_EXPERTS];
-        route_row(c, P->score_bias, a->router_logits + (size_t)n * E, a->router_probs + (size_t)n * E,
+        moe_route_row(c, P->score_bias, a->router_logits + (size_t)n * E, a->router_probs + (size_t)n * E,
                   a->topk_idx + (size_t)n * k, a->topk_w + (size_t)n * k, choice, allow);
     }
     /* per sequence: rows sent to each expert and the sum of its scores (the load-balancing

@@ -68,6 +68,10 @@ void linear_backward(int into, float *dinp, linear_params *G, const float *dout,
 
 /* ---- the mixture-of-experts FFN (moe.c) ---------------------------------------------------- */
 
+/* one row's routing: the scores p [E] from the logits z [E], the k chosen experts idx (best first,
+ * ties to the lower index) and their weights w; choice [E], allow [E] scratch */
+void moe_route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
+                   float *choice, unsigned char *allow);
 /* f [N,d] = the MoE FFN of layer l on u [N,d] */
 void moe_forward(pass_ctx *x, int l, const float *u, float *f);
 /* du = its backward (set); the weight gradients into x->g */
