@@ -176,7 +176,8 @@ void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const 
  *     attends with their query heads), so the cache needs no barrier either;
  *   - the gate|up product and the GLU: each thread the same range of gate rows, up rows and
  *     hidden units, so the GLU needs no barrier.
- * Five barriers per layer (after q|k|v, attention, o, the hidden units, down). Every value is
+ * Five barriers per layer (after q|k|v, attention, o, the hidden units, down; a mixture-of-experts
+ * layer: after the router and two per chosen expert, step_moe). Every value is
  * computed by the same kernel, in the same order, as model_forward computes it (the row forms of
  * ops.h), so the logits are bit for bit those of model_forward (tests/model/test_decode_step.c). */
 
