@@ -233,6 +233,15 @@ int cmd_info(int argc, char **argv) {
     }
     thousands(num, sizeof num, total);
     printf("%-14s %8d %18s %8.3f%%\n", "total", n, num, 100.0);
+    if (config_moe_layers(&c)) { /* a token runs k of the E routed experts of each MoE layer */
+        unsigned long long routed = 0;
+        for (int i = 0; i < n; i++)
+            if (strstr(t[i].name, ".ffn.experts.")) routed += t[i].numel;
+        const unsigned long long idle = routed / (unsigned long long)c.n_experts * (unsigned long long)(c.n_experts - c.n_experts_per_tok);
+        thousands(num, sizeof num, total - idle);
+        printf("%-14s %8s %18s %8.3f%%  (per token: %d of the %d routed experts of each of %d MoE layers)\n", "active", "",
+               num, 100.0 * (total - idle) / total, c.n_experts_per_tok, c.n_experts, config_moe_layers(&c));
+    }
     thousands(num, sizeof num, sum[C_NORM]);
     printf("\n%d %s%s hold %s parameters (%.3f%% of the model).\n", norms, norm_type_name(c.norm),
            norms == 1 ? "" : "s", num, 100.0 * sum[C_NORM] / total);

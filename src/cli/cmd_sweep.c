@@ -46,7 +46,8 @@ static const char USAGE[] =
 /* train options a grid may set (the rest of its keys are config switches, passed as --set) */
 static const char *const TRAIN_OPTIONS[] = {"steps", "batch", "seq", "accum", "lr", "min-lr", "warmup", "beta1",
                                             "beta2", "eps", "weight-decay", "grad-clip", "seed", "eval-every",
-                                            "eval-batches", "save-every", "log-every", "tokenizer", "z-loss", "precision", NULL};
+                                            "eval-batches", "save-every", "log-every", "tokenizer", "z-loss", "precision",
+                                            "router-aux-loss-coef", "router-bias-update", NULL};
 static const char *const GRID_KEYS[] = {"preset", "set", "train", "axes", NULL};
 
 static int is_train_option(const char *k) {
@@ -132,7 +133,8 @@ static int check_grid(const cJSON *grid, const char *path) {
                              "\"set\")",
                              path, k->string,
                              "steps, batch, seq, accum, lr, min-lr, warmup, beta1, beta2, eps, weight-decay, "
-                             "grad-clip, seed, eval-every, eval-batches, save-every, log-every, tokenizer, z-loss, precision");
+                             "grad-clip, seed, eval-every, eval-batches, save-every, log-every, tokenizer, z-loss, precision, "
+                             "router-aux-loss-coef, router-bias-update");
     const cJSON *axes = cJSON_GetObjectItemCaseSensitive(grid, "axes");
     if (!cJSON_IsObject(axes) || !axes->child) return tlm_error("%s: \"axes\" must be an object of value lists", path);
     long n_runs = 1;

@@ -21,6 +21,10 @@ static const char USAGE[] =
     "optimizer: --steps N --lr X --min-lr X --warmup N --beta1 X --beta2 X --eps X\n"
     "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
     "          --z-loss X (adds X * mean(logsumexp(logits)^2) to the loss; 0 = off, the default)\n"
+    "          --router-aux-loss-coef X (a mixture of experts: adds X * the load-balancing loss,\n"
+    "          Switch / Hugging Face's load_balancing_loss_func; 0 = off, the default; 0.001 is Qwen3-MoE's)\n"
+    "          --router-bias-update X (scoring_func sigmoid: DeepSeek-V3's auxiliary-loss-free balancing,\n"
+    "          each step every e_score_correction_bias moves by X toward an even load; 0 = off; 0.001 is V3's)\n"
     "precision: --precision fp32|bf16 (bf16: mixed precision, the matrix products on bf16 copies of\n"
     "          their operands with AMX or AVX512-BF16, summed in f32; weights, optimizer, norms,\n"
     "          softmax and loss stay f32; checkpoints f32. A CPU with neither trains in fp32 and says so)\n"
@@ -92,6 +96,8 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
         {"--grad-clip", CLI_FLOAT, &o.opt.grad_clip, 0, F, 0}, {"--seed", CLI_SEED, &o.seed, 0, 0, 0},
         {"--tokenizer", CLI_STR, &o.tokenizer, 0, 0, 0}, {"--decay-embeddings", CLI_FLAG, &decay_embeddings, 0, 0, 0},
         {"--z-loss", CLI_FLOAT, &o.z_loss, 0, F, 0}, {"--precision", CLI_STR, &precision, 0, 0, 0},
+        {"--router-aux-loss-coef", CLI_FLOAT, &o.router_aux, 0, F, 0},
+        {"--router-bias-update", CLI_FLOAT, &o.router_bias_update, 0, F, 0},
         /* the rest */
         {"--stop-at", CLI_INT, &o.stop_at, 0, I, 0}, {"--preset", CLI_STR, &preset_arg, 0, 0, 0},
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},

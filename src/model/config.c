@@ -25,12 +25,27 @@ static const char *const PLACEMENT_NAMES[] = {"pre", "post", "sandwich", "output
 static const char *const POSITION_NAMES[] = {"rope", "learned", "none", NULL};
 static const char *const QK_NORM_NAMES[] = {"none", "head", "full", NULL};
 static const char *const FFN_NAMES[] = {"swiglu", "geglu", "gelu", NULL};
+static const char *const SCORING_NAMES[] = {"softmax", "sigmoid", NULL};
 
 const char *norm_type_name(norm_type t) { return NORM_NAMES[t]; }
 const char *placement_name(norm_placement p) { return PLACEMENT_NAMES[p]; }
 const char *position_name(position_type p) { return POSITION_NAMES[p]; }
 const char *qk_norm_name(qk_norm_type q) { return QK_NORM_NAMES[q]; }
 const char *ffn_name(ffn_type f) { return FFN_NAMES[f]; }
+const char *scoring_name(router_scoring s) { return SCORING_NAMES[s]; }
+
+int config_moe_layers(const tlm_config *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += config_layer_is_moe(c, l);
+    return n;
+}
+
+int config_moe_index(const tlm_config *c, int l) {
+    if (!config_layer_is_moe(c, l)) return -1;
+    int n = 0;
+    for (int i = 0; i < l; i++) n += config_layer_is_moe(c, i);
+    return n;
+}
 
 /* ---- the engine's own keys ------------------------------------------------------------------ */
 
@@ -67,6 +82,18 @@ static const config_key TINYLM_KEYS[] = {
     {"rope_scaling", KEY_ROPE_SCALING, F(rope_scaling), NULL},
     {"ffn_type", KEY_ENUM, F(ffn), FFN_NAMES},
     {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
+    {"num_experts", KEY_INT, F(n_experts), NULL},
+    {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
+    {"moe_intermediate_size", KEY_INT, F(moe_d_ff), NULL},
+    {"n_shared_experts", KEY_INT_OR_NULL, F(n_shared_experts), NULL},
+    {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
+    {"scoring_func", KEY_ENUM, F(scoring), SCORING_NAMES},
+    {"n_group", KEY_INT_OR_NULL, F(n_group), NULL},
+    {"topk_group", KEY_INT_OR_NULL, F(topk_group), NULL},
+    {"routed_scaling_factor", KEY_FLOAT, F(routed_scaling_factor), NULL},
+    {"first_k_dense_replace", KEY_INT, F(first_k_dense), NULL},
+    {"decoder_sparse_step", KEY_INT, F(sparse_step), NULL},
+    {"mlp_only_layers", KEY_LAYER_LIST, F(mlp_only), NULL},
     {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
     {"final_logit_softcapping", KEY_FLOAT_OR_NULL, F(final_softcap), NULL},
     {"initializer_range", KEY_FLOAT, F(init_std), NULL},
@@ -92,6 +119,9 @@ void config_defaults(tlm_config *c) {
     c->tie_embeddings = true;
     c->init_std = 0.02f;
     c->scale_residual_init = true;
+    c->n_group = c->topk_group = 1;
+    c->routed_scaling_factor = 1.0f;
+    c->sparse_step = 1;
 }
 
 /* ---- reading one key ------------------------------------------------------------------------ */
@@ -136,6 +166,21 @@ static int read_layer_types(const cJSON *it, const char *src, const char *key, u
     return n;
 }
 
+/* [layer, ...] as flags; returns the number of entries or -1 */
+static int read_layer_list(const cJSON *it, const char *src, const char *key, unsigned char *out) {
+    if (!cJSON_IsArray(it)) return tlm_error("%s: key \"%s\" must be a list of layer indices", src, key);
+    memset(out, 0, TLM_MAX_LAYERS);
+    int n = cJSON_GetArraySize(it);
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(it, i);
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+            e->valuedouble >= TLM_MAX_LAYERS)
+            return tlm_error("%s: %s[%d] must be a layer index in [0, %d)", src, key, i, TLM_MAX_LAYERS);
+        out[(int)e->valuedouble] = 1;
+    }
+    return n;
+}
+
 int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const char *src) {
     void *field = (char *)cfg + k->offset;
     switch (k->kind) {
@@ -172,6 +217,13 @@ int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const
         cfg->n_layer_types = n;
         return 0;
     }
+    case KEY_LAYER_LIST: {
+        if (cJSON_IsNull(it)) return memset(field, 0, TLM_MAX_LAYERS), cfg->n_mlp_only = 0; /* (None: none) */
+        int n = read_layer_list(it, src, k->key, field);
+        if (n < 0) return -1;
+        cfg->n_mlp_only = n;
+        return 0;
+    }
     case KEY_ROPE_SCALING:
         cfg->rope_scaling = ROPE_SCALING_NONE;
         if (cJSON_IsNull(it)) return 0;
@@ -204,6 +256,7 @@ void config_finish(tlm_config *c, const cJSON *root) {
         c->scale_residual_init = false;
     if (!cJSON_GetObjectItemCaseSensitive(root, "attention_out_bias") && !strcmp(c->model_type, "tinylm"))
         c->attn_out_bias = c->attn_bias;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "moe_intermediate_size")) c->moe_d_ff = c->n_experts > 0 ? c->d_ff : 0;
     if (c->n_layer_types == 0 && c->sliding_window > 0)
         for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = 1;
 }
@@ -321,6 +374,53 @@ int config_validate(const tlm_config *c, const char *src) {
     }
     if (c->rope_scaling != ROPE_SCALING_NONE)
         REQUIRE(c->rope_factor > 0.0f, "%s: rope_scaling.factor = %g must be positive", src, c->rope_factor);
+    return config_validate_moe(c, src);
+}
+
+/* the mixture-of-experts keys: each combination the engine (and its reference) does not define
+ * is refused naming the key */
+int config_validate_moe(const tlm_config *c, const char *src) {
+    REQUIRE(c->n_experts >= 0 && c->n_experts <= TLM_MAX_EXPERTS, "%s: num_experts = %d: between 0 and %d supported",
+            src, c->n_experts, TLM_MAX_EXPERTS);
+    REQUIRE(c->first_k_dense >= 0, "%s: first_k_dense_replace = %d must be >= 0", src, c->first_k_dense);
+    REQUIRE(c->sparse_step >= 1, "%s: decoder_sparse_step = %d must be >= 1", src, c->sparse_step);
+    for (int l = c->n_layers; l < TLM_MAX_LAYERS; l++)
+        REQUIRE(!c->mlp_only[l], "%s: mlp_only_layers lists layer %d, but num_hidden_layers = %d", src, l, c->n_layers);
+    if (c->n_experts == 0) { /* a dense model: no MoE key may say otherwise */
+        REQUIRE(c->n_experts_per_tok == 0, "%s: num_experts_per_tok = %d needs num_experts > 0", src,
+                c->n_experts_per_tok);
+        REQUIRE(c->n_shared_experts == 0, "%s: n_shared_experts = %d needs num_experts > 0", src, c->n_shared_experts);
+        REQUIRE(c->scoring == SCORING_SOFTMAX, "%s: scoring_func = \"%s\" needs num_experts > 0", src,
+                scoring_name(c->scoring));
+        REQUIRE(c->n_group <= 1 && c->topk_group <= 1, "%s: n_group / topk_group need num_experts > 0", src);
+        return 0;
+    }
+    const int E = c->n_experts, k = c->n_experts_per_tok;
+    REQUIRE(k >= 1 && k <= E, "%s: num_experts_per_tok = %d must be between 1 and num_experts = %d", src, k, E);
+    REQUIRE(c->moe_d_ff > 0, "%s: moe_intermediate_size = %d must be positive", src, c->moe_d_ff);
+    REQUIRE(c->n_shared_experts >= 0 && c->n_shared_experts <= 64, "%s: n_shared_experts = %d: between 0 and 64",
+            src, c->n_shared_experts);
+    REQUIRE(c->ffn != FFN_GELU,
+            "%s: ffn_type = \"gelu\" with num_experts > 0: the experts are gated MLPs (use \"swiglu\" or \"geglu\")",
+            src);
+    REQUIRE(!c->mlp_bias, "%s: mlp_bias = true with num_experts > 0: the experts and the router have no biases", src);
+    REQUIRE(c->routed_scaling_factor > 0.0f, "%s: routed_scaling_factor = %g must be positive", src,
+            c->routed_scaling_factor);
+    REQUIRE(c->n_group >= 1, "%s: n_group = %d must be >= 1", src, c->n_group);
+    REQUIRE(c->topk_group >= 1 && c->topk_group <= c->n_group, "%s: topk_group = %d must be between 1 and n_group = %d",
+            src, c->topk_group, c->n_group);
+    if (c->n_group > 1) {
+        REQUIRE(c->scoring == SCORING_SIGMOID,
+                "%s: n_group = %d: group-limited top-k is DeepSeek-V3's routing, defined here with scoring_func "
+                "\"sigmoid\" only (got \"%s\")",
+                src, c->n_group, scoring_name(c->scoring));
+        REQUIRE(E % c->n_group == 0, "%s: n_group = %d does not divide num_experts = %d", src, c->n_group, E);
+        REQUIRE(E / c->n_group >= 2, "%s: n_group = %d leaves groups of %d expert: a group's score is the sum of its "
+                "best two", src, c->n_group, E / c->n_group);
+        REQUIRE(c->topk_group * (E / c->n_group) >= k,
+                "%s: topk_group = %d groups of %d experts hold fewer than num_experts_per_tok = %d", src,
+                c->topk_group, E / c->n_group, k);
+    }
     return 0;
 }
 
@@ -401,6 +501,22 @@ char *config_to_json(const tlm_config *c) {
     }
     cJSON_AddStringToObject(o, "ffn_type", ffn_name(c->ffn));
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+    if (c->n_experts > 0) {
+        cJSON_AddNumberToObject(o, "num_experts", c->n_experts);
+        cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
+        cJSON_AddNumberToObject(o, "moe_intermediate_size", c->moe_d_ff);
+        cJSON_AddNumberToObject(o, "n_shared_experts", c->n_shared_experts);
+        cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
+        cJSON_AddStringToObject(o, "scoring_func", scoring_name(c->scoring));
+        cJSON_AddNumberToObject(o, "n_group", c->n_group);
+        cJSON_AddNumberToObject(o, "topk_group", c->topk_group);
+        cJSON_AddNumberToObject(o, "routed_scaling_factor", c->routed_scaling_factor);
+        cJSON_AddNumberToObject(o, "first_k_dense_replace", c->first_k_dense);
+        cJSON_AddNumberToObject(o, "decoder_sparse_step", c->sparse_step);
+        cJSON *ml = cJSON_AddArrayToObject(o, "mlp_only_layers");
+        for (int l = 0; l < c->n_layers; l++)
+            if (c->mlp_only[l]) cJSON_AddItemToArray(ml, cJSON_CreateNumber(l));
+    }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     cJSON_AddNumberToObject(o, "final_logit_softcapping", c->final_softcap);
     cJSON_AddNumberToObject(o, "initializer_range", c->init_std);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #define TLM_MAX_LAYERS 512
+#define TLM_MAX_EXPERTS 1024
 
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM, NORM_RMSNORM_1P, NORM_DYT } norm_type;
 /* PLACE_DEEPNORM (Wang et al. 2022): Post-Norm with the residual scaled, N(alpha x + F(x)) */
@@ -16,6 +17,9 @@ typedef enum { POS_ROPE, POS_LEARNED, POS_NONE } position_type;
 typedef enum { QK_NORM_NONE, QK_NORM_HEAD, QK_NORM_FULL } qk_norm_type;
 typedef enum { FFN_SWIGLU, FFN_GEGLU, FFN_GELU } ffn_type;
 typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 } rope_scaling_type;
+/* the router's scores: softmax over all experts (Qwen3-MoE, Mixtral), or each expert's sigmoid
+ * (DeepSeek-V3, with the selection-only e_score_correction_bias) */
+typedef enum { SCORING_SOFTMAX, SCORING_SIGMOID } router_scoring;
 
 typedef struct {
     char model_type[32]; /* "tinylm" or the Hugging Face family it was read as */
@@ -57,6 +61,22 @@ typedef struct {
     ffn_type ffn;
     bool mlp_bias;
 
+    /* mixture of experts (docs/config.md "Mixture of experts"): n_experts 0 = every FFN dense.
+     * Layer l is an MoE layer iff l >= first_k_dense, (l + 1) % sparse_step == 0 and l is not
+     * one of mlp_only_layers (config_layer_is_moe); the others keep the dense FFN of d_ff. */
+    int n_experts;         /* num_experts: routed experts */
+    int n_experts_per_tok; /* num_experts_per_tok: top-k */
+    int moe_d_ff;          /* moe_intermediate_size: each expert's hidden width */
+    int n_shared_experts;  /* n_shared_experts: one always-on MLP of n_shared * moe_d_ff */
+    bool norm_topk_prob;   /* the k chosen weights renormalised to sum 1 */
+    router_scoring scoring;  /* scoring_func */
+    int n_group, topk_group; /* group-limited top-k (sigmoid): the best topk_group of n_group groups */
+    float routed_scaling_factor; /* multiplies the routed weights (DeepSeek-V3); 1 */
+    int first_k_dense;     /* first_k_dense_replace */
+    int sparse_step;       /* decoder_sparse_step (1: every layer) */
+    unsigned char mlp_only[TLM_MAX_LAYERS]; /* mlp_only_layers as flags */
+    int n_mlp_only;        /* entries mlp_only_layers listed */
+
     /* head */
     bool tie_embeddings;
     float final_softcap;
@@ -72,6 +92,8 @@ int config_parse(tlm_config *cfg, const char *json_text, const char *source);
 int config_load(tlm_config *cfg, const char *path);
 /* Checks sizes and switch combinations; the message names the key and the value. */
 int config_validate(const tlm_config *cfg, const char *source);
+/* the mixture-of-experts part of config_validate */
+int config_validate_moe(const tlm_config *cfg, const char *source);
 /* Serializes as a model_type "tinylm" config.json (every switch written out). malloc'd. */
 char *config_to_json(const tlm_config *cfg);
 /* Sets every field to the documented default (sizes 0). */
@@ -110,5 +132,17 @@ const char *placement_name(norm_placement p);
 const char *position_name(position_type p);
 const char *qk_norm_name(qk_norm_type q);
 const char *ffn_name(ffn_type f);
+const char *scoring_name(router_scoring s);
+
+/* whether layer l's FFN is a mixture of experts (else the dense FFN of d_ff) */
+static inline bool config_layer_is_moe(const tlm_config *c, int l) {
+    return c->n_experts > 0 && l >= c->first_k_dense && (l + 1) % (c->sparse_step > 0 ? c->sparse_step : 1) == 0 &&
+           !c->mlp_only[l];
+}
+/* MoE layers in the model, and the index of layer l among them (-1: a dense layer) */
+int config_moe_layers(const tlm_config *c);
+int config_moe_index(const tlm_config *c, int l);
+/* whether the router has DeepSeek-V3's e_score_correction_bias (sigmoid scoring) */
+static inline bool config_router_has_bias(const tlm_config *c) { return c->scoring == SCORING_SIGMOID; }
 
 #endif

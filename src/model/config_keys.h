@@ -16,6 +16,7 @@ typedef enum {
     KEY_ENUM,        /* a string from `names`, stored as its index */
     KEY_LAYER_TYPES, /* ["full_attention" | "sliding_attention", ...] */
     KEY_ROPE_SCALING, /* null or {"rope_type": "linear" | "llama3", "factor", ...} as Hugging Face writes it */
+    KEY_LAYER_LIST,  /* [layer indices] as flags in an unsigned char [TLM_MAX_LAYERS] (mlp_only_layers) */
     KEY_IGNORE,      /* known, does not change the numbers */
 } key_kind;
 

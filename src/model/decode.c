@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "pass.h"
 #include "util/error.h"
 #include "util/hugepage.h"
 
@@ -20,7 +21,9 @@
 typedef struct {
     float *x0;              /* the token's embedding [d] */
     float *qkv, *att, *f;   /* q|k|v [qd + 2 kvd], attention output [qd], a sublayer's F [d] */
-    float *gu, *hid;        /* gate|up [2 f] (or up [f]), FFN hidden [f] */
+    float *gu, *hid;        /* gate|up [2 f] (or up [f]), FFN hidden [f] (f: the widest FFN, dense, expert or shared) */
+    float *router, *ey, *sy; /* a mixture of experts: the router's logits [E], the chosen experts' outputs [k, d],
+                                the shared expert's [d] */
     float *logits;          /* [V] */
 } step_shared;
 
@@ -49,8 +52,10 @@ static float *carve(float *base, size_t *used, size_t n) {
 }
 
 static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
-    const size_t d = cfg->d_model, qd = (size_t)cfg->n_heads * cfg->head_dim, kvd = (size_t)c->kv_dim,
-                 ff = cfg->d_ff;
+    const size_t d = cfg->d_model, qd = (size_t)cfg->n_heads * cfg->head_dim, kvd = (size_t)c->kv_dim;
+    size_t ff = cfg->d_ff;
+    if (cfg->n_experts > 0 && (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1) > ff)
+        ff = (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1);
     size_t used = 0;
     step_shared *s = &c->sh;
     s->x0 = carve(base, &used, d);
@@ -59,6 +64,9 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     s->f = carve(base, &used, d);
     s->gu = carve(base, &used, 2 * ff);
     s->hid = carve(base, &used, ff);
+    s->router = carve(base, &used, (size_t)cfg->n_experts);
+    s->ey = carve(base, &used, (size_t)cfg->n_experts_per_tok * d);
+    s->sy = carve(base, &used, d);
     s->logits = carve(base, &used, (size_t)cfg->vocab_size);
     for (int t = 0; t < c->n_threads; t++) {
         step_private o;
@@ -168,7 +176,8 @@ void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const 
  *     attends with their query heads), so the cache needs no barrier either;
  *   - the gate|up product and the GLU: each thread the same range of gate rows, up rows and
  *     hidden units, so the GLU needs no barrier.
- * Five barriers per layer (after q|k|v, attention, o, the hidden units, down). Every value is
+ * Five barriers per layer (after q|k|v, attention, o, the hidden units, down; a mixture-of-experts
+ * layer: after the router and two per chosen expert, step_moe). Every value is
  * computed by the same kernel, in the same order, as model_forward computes it (the row forms of
  * ops.h), so the logits are bit for bit those of model_forward (tests/model/test_decode_step.c). */
 
@@ -300,6 +309,58 @@ static void step_ffn(const step_ctx *s, int l, const float *u) {
 #pragma omp barrier
 }
 
+/* F of a mixture-of-experts layer l on u into s->c->sh.f, as moe_forward computes it for one row:
+ * the router's rows shared out, then every thread routes (the same bits on each), then each chosen
+ * expert as a dense FFN (its gate and up rows, the GLU, its down rows: two barriers), the shared
+ * expert, and each thread its share of f = sum_j w_j y_j (+ shared), in moe_forward's order */
+static void step_moe(const step_ctx *s, int l, const float *u) {
+    const tlm_config *cfg = &s->m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const layer_params *P = &s->m->p.layers[l];
+    const int d = cfg->d_model, E = cfg->n_experts, k = cfg->n_experts_per_tok, fe = cfg->moe_d_ff;
+    const int fs = fe * cfg->n_shared_experts;
+    const size_t stride = moe_expert_stride(cfg);
+    const activation act = model_ffn_activation(cfg);
+    int lo, hi;
+    share(E, s, &lo, &hi);
+    step_linear(sh->router, u, &P->router, d, lo, hi);
+#pragma omp barrier
+    float p[TLM_MAX_EXPERTS], w[TLM_MAX_EXPERTS], choice[TLM_MAX_EXPERTS];
+    int idx[TLM_MAX_EXPERTS];
+    unsigned char allow[TLM_MAX_EXPERTS];
+    moe_route_row(cfg, P->score_bias, sh->router, p, idx, w, choice, allow);
+    for (int j = 0; j < k; j++) {
+        const linear_params gate = moe_expert(&P->expert_gate, idx[j], stride),
+                            up = moe_expert(&P->expert_up, idx[j], stride),
+                            down = moe_expert(&P->expert_down, idx[j], stride);
+        share(fe, s, &lo, &hi);
+        step_linear(sh->gu, u, &gate, d, lo, hi);
+        step_linear(sh->gu + fe, u, &up, d, lo, hi);
+        glu_forward_range(sh->hid, sh->gu, sh->gu + fe, (size_t)lo, (size_t)hi, act);
+#pragma omp barrier
+        share(d, s, &lo, &hi);
+        step_linear(sh->ey + (size_t)j * d, sh->hid, &down, fe, lo, hi);
+#pragma omp barrier /* (the next expert writes hid) */
+    }
+    if (fs) {
+        share(fs, s, &lo, &hi);
+        step_linear(sh->gu, u, &P->shared_gate, d, lo, hi);
+        step_linear(sh->gu + fs, u, &P->shared_up, d, lo, hi);
+        glu_forward_range(sh->hid, sh->gu, sh->gu + fs, (size_t)lo, (size_t)hi, act);
+#pragma omp barrier
+        share(d, s, &lo, &hi);
+        step_linear(sh->sy, sh->hid, &P->shared_down, fs, lo, hi);
+    }
+    share(d, s, &lo, &hi); /* (the rows of ey and sy this thread wrote itself) */
+    for (int i = lo; i < hi; i++) {
+        float acc = 0.0f;
+        for (int j = 0; j < k; j++) acc += w[j] * sh->ey[(size_t)j * d + i];
+        if (fs) acc += sh->sy[i];
+        sh->f[i] = acc;
+    }
+#pragma omp barrier
+}
+
 /* sublayer_forward for one row: h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... (x, h: the thread's) */
 static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, float *h) {
     const tlm_config *cfg = &s->m->cfg;
@@ -314,6 +375,8 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
     }
     if (kind == STEP_ATTN)
         step_attention(s, l, u);
+    else if (config_layer_is_moe(cfg, l))
+        step_moe(s, l, u);
     else
         step_ffn(s, l, u);
     const float *fo = s->c->sh.f;

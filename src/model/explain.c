@@ -215,7 +215,31 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
     explain_positions(o, c);
     static const char *const FFN[] = {"SwiGLU, down(silu(gate(x)) * up(x))", "GeGLU, down(gelu_tanh(gate(x)) * up(x))",
                                       "GELU MLP, down(gelu_tanh(up(x)))"};
-    fprintf(o, "feed-forward: %s, intermediate size %d%s\n", FFN[c->ffn], c->d_ff, c->mlp_bias ? ", with biases" : "");
+    const int moe = config_moe_layers(c);
+    if (moe < c->n_layers)
+        fprintf(o, "feed-forward%s: %s, intermediate size %d%s\n", moe ? " (dense layers)" : "", FFN[c->ffn], c->d_ff,
+                c->mlp_bias ? ", with biases" : "");
+    if (moe) {
+        fprintf(o, "mixture of experts on %d of %d layers (", moe, c->n_layers);
+        for (int l = 0, first = 1; l < c->n_layers; l++)
+            if (config_layer_is_moe(c, l)) fprintf(o, "%s%d", first ? "" : ", ", l), first = 0;
+        fprintf(o, "): %d routed experts of intermediate size %d (%s each), %d chosen per token", c->n_experts,
+                c->moe_d_ff, FFN[c->ffn], c->n_experts_per_tok);
+        if (c->n_shared_experts) fprintf(o, ", plus a shared expert of %d x %d", c->n_shared_experts, c->moe_d_ff);
+        fprintf(o, "\n");
+        if (c->scoring == SCORING_SOFTMAX)
+            fprintf(o, "router: softmax over the %d experts' logits (HF: mlp.gate), the top %d kept%s (Qwen3-MoE, "
+                       "Mixtral)",
+                    c->n_experts, c->n_experts_per_tok, c->norm_topk_prob ? " and renormalised to sum 1" : " as they are");
+        else
+            fprintf(o, "router: each expert's sigmoid; the top %d chosen by sigmoid + e_score_correction_bias%s, weighted "
+                       "by the sigmoid alone%s (DeepSeek-V3)",
+                    c->n_experts_per_tok,
+                    c->n_group > 1 ? " within the best topk_group groups (a group's score: its best two)" : "",
+                    c->norm_topk_prob ? " renormalised to sum 1" : "");
+        if (c->routed_scaling_factor != 1.0f) fprintf(o, ", times routed_scaling_factor %g", c->routed_scaling_factor);
+        fprintf(o, "; equal scores go to the lower expert index\n");
+    }
     fprintf(o, "biases: q/k/v %s, o %s\n", c->attn_bias ? "yes" : "no", c->attn_out_bias ? "yes" : "no");
     if (c->embed_scale) fprintf(o, "embedding: token embedding multiplied by sqrt(hidden_size)\n");
     fprintf(o, "head: %s\n", c->tie_embeddings ? "tied, the LM head is the token embedding matrix"

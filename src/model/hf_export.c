@@ -41,6 +41,7 @@ static const char *common_blocker(const tlm_config *c) {
     if (c->attn_softcap != 0.0f) return "attention soft-capping";
     if (c->final_softcap != 0.0f) return "final logit soft-capping";
     if (any_sliding(c)) return "sliding-window attention";
+    if (c->n_experts > 0) return "a mixture-of-experts FFN (num_experts)";
     return NULL;
 }
 
@@ -78,7 +79,35 @@ static tlm_config with_all_biases(const tlm_config *c) {
     return b;
 }
 
+/* a mixture of experts that Qwen3-MoE (per-head QK-Norm) or Mixtral (none; every layer's FFN
+ * experts of one size, always renormalised) computes: softmax routing without DeepSeek-V3's
+ * shared experts, groups or scaling, on a llama-like body */
+static const char *moe_blocker(const tlm_config *c, int qwen) {
+    if (c->n_experts == 0) return "no experts";
+    tlm_config body = *c;
+    body.n_experts = 0, body.qk_norm = QK_NORM_NONE;
+    const char *b = hf_llama_blocker(&body);
+    if (b) return b;
+    if (c->mlp_bias) return "MLP biases";
+    if (c->scoring != SCORING_SOFTMAX) return "sigmoid routing (DeepSeek-V3's)";
+    if (c->n_shared_experts) return "shared experts";
+    if (c->n_group > 1) return "group-limited top-k";
+    if (c->routed_scaling_factor != 1.0f) return "routed_scaling_factor other than 1";
+    if (qwen) return c->qk_norm == QK_NORM_HEAD ? NULL : "QK-norm other than per head";
+    if (c->qk_norm != QK_NORM_NONE) return "QK-norm";
+    if (config_moe_layers(c) != c->n_layers) return "dense layers";
+    if (!c->norm_topk_prob) return "routed weights not renormalised";
+    return NULL;
+}
+
 const char *hf_export_family(const tlm_config *c, const char **why) {
+    if (c->n_experts > 0) {
+        const char *bq = moe_blocker(c, 1), *bm = moe_blocker(c, 0);
+        if (!bq) return "qwen3_moe";
+        if (!bm) return "mixtral";
+        if (why) *why = c->qk_norm == QK_NORM_HEAD ? bq : bm;
+        return "tinylm";
+    }
     const char *bl = hf_llama_blocker(c);
     if (!bl) return "llama";
     const tlm_config biased = with_all_biases(c);
@@ -179,6 +208,41 @@ static char *llama_config(const tlm_config *c) {
     return s;
 }
 
+/* Qwen3MoeConfig / MixtralConfig: the llama body's keys and the experts' (first_k_dense_replace
+ * becomes mlp_only_layers, which Qwen3-MoE has) */
+static char *moe_config(const tlm_config *c, int qwen) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(qwen ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", qwen ? "qwen3_moe" : "mixtral");
+    config_json_add_sizes(o, c);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
+    add_rope(o, c);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
+    if (qwen) {
+        cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
+        cJSON_AddNumberToObject(o, "num_experts", c->n_experts);
+        cJSON_AddNumberToObject(o, "moe_intermediate_size", c->moe_d_ff);
+        cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
+        cJSON_AddNumberToObject(o, "decoder_sparse_step", c->sparse_step);
+        cJSON_AddBoolToObject(o, "use_sliding_window", false);
+        cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
+        for (int l = 0; l < c->n_layers; l++)
+            if (l < c->first_k_dense || c->mlp_only[l]) cJSON_AddItemToArray(only, cJSON_CreateNumber(l));
+    } else {
+        cJSON_AddNumberToObject(o, "num_local_experts", c->n_experts);
+        cJSON_ReplaceItemInObject(o, "intermediate_size", cJSON_CreateNumber(c->moe_d_ff)); /* (the experts') */
+        cJSON_AddNullToObject(o, "sliding_window");
+    }
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
 static char *gpt2_config(const tlm_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
@@ -272,7 +336,10 @@ static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int
 }
 
 static int write_weights(const tlm_model *m, const char *dir, const char *family) {
-    const int style = !strcmp(family, "llama") ? HF_FAMILY_LLAMA : !strcmp(family, "gpt2") ? HF_FAMILY_GPT2 : -1;
+    const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") ? HF_FAMILY_LLAMA
+                      : !strcmp(family, "mixtral")                            ? HF_FAMILY_MIXTRAL
+                      : !strcmp(family, "gpt2")                               ? HF_FAMILY_GPT2
+                                                                              : -1;
     entry_list L = {calloc((size_t)m->n_tensors, sizeof(tlm_st_entry)), calloc((size_t)m->n_tensors, sizeof(float *)), 0, 0};
     char(*names)[160] = calloc((size_t)m->n_tensors, sizeof *names);
     int rc = (!L.e || !L.owned || !names) ? tlm_error("out of memory exporting to %s", dir) : 0;
@@ -324,6 +391,8 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
     char *json = written ? NULL
                  : !strcmp(fam, "llama") ? llama_config(&m->cfg)
                  : !strcmp(fam, "gpt2")  ? gpt2_config(&m->cfg)
+                 : !strcmp(fam, "qwen3_moe") ? moe_config(&m->cfg, 1)
+                 : !strcmp(fam, "mixtral")   ? moe_config(&m->cfg, 0)
                                          : config_to_json(&m->cfg);
     model_free(biased);
     if (written) return -1;

@@ -74,6 +74,27 @@ static void arch_qwen3(tlm_config *c) {
     c->qk_norm = QK_NORM_HEAD;
 }
 
+/* Qwen3-MoE (configuration_qwen3_moe.py): Qwen3's attention (per-head QK-Norm; head_dim None ->
+ * hidden / heads here), every layer's FFN a mixture of experts unless decoder_sparse_step or
+ * mlp_only_layers keep it dense (Qwen3MoeDecoderLayer); softmax routing, norm_topk_prob false */
+static void arch_qwen3_moe(tlm_config *c) {
+    sizes(c, 151936, 2048, 6144, 24, 32, 4, 0, 32768);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+    c->qk_norm = QK_NORM_HEAD, c->sliding_window = 4096;
+    c->n_experts = 128, c->n_experts_per_tok = 8, c->moe_d_ff = 768, c->norm_topk_prob = false;
+}
+
+/* Mixtral (configuration_mixtral.py): Mistral's attention (one sliding window for every layer when
+ * set), every FFN a mixture of num_local_experts experts of intermediate_size, softmax routing
+ * always renormalised over the chosen (MixtralSparseMoeBlock) */
+static void arch_mixtral(tlm_config *c) {
+    sizes(c, 32000, 4096, 14336, 32, 32, 8, 0, 131072);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-5f, c->rope_theta = 1000000.0f, c->tie_embeddings = false;
+    c->n_experts = 8, c->n_experts_per_tok = 2, c->norm_topk_prob = true;
+}
+
 static void arch_gemma_common(tlm_config *c) {
     c->norm = NORM_RMSNORM_1P, c->placement = PLACE_SANDWICH, c->position = POS_ROPE, c->ffn = FFN_GEGLU;
     c->embed_scale = true;
@@ -128,6 +149,26 @@ static const config_key QWEN2_KEYS[] = {
 static const config_key QWEN3_KEYS[] = {
     {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
     {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key QWEN3_MOE_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {"num_experts", KEY_INT, F(n_experts), NULL},
+    {"num_local_experts", KEY_INT, F(n_experts), NULL}, /* (transformers 5's attribute_map) */
+    {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
+    {"moe_intermediate_size", KEY_INT, F(moe_d_ff), NULL},
+    {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
+    {"decoder_sparse_step", KEY_INT, F(sparse_step), NULL},
+    {"mlp_only_layers", KEY_LAYER_LIST, F(mlp_only), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key MIXTRAL_KEYS[] = {
+    {"num_local_experts", KEY_INT, F(n_experts), NULL},
+    {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
+    {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -367,6 +408,24 @@ static int gemma_layers(tlm_config *c, int pattern, const char *src) {
     return 0;
 }
 
+static int qwen3_moe_check(tlm_config *c, const cJSON *root, const char *src) {
+    if (c->sparse_step < 1) return tlm_error("%s: decoder_sparse_step = %d must be >= 1", src, c->sparse_step);
+    c->attn_out_bias = c->attn_bias;
+    return check_qwen2(c, root, src);
+}
+
+static int check_mixtral(tlm_config *c, const cJSON *root, const char *src) {
+    derive_heads(c);
+    c->moe_d_ff = c->d_ff; /* (the experts are MixtralBlockSparseTop2MLP of intermediate_size) */
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    const cJSON *jit = item(root, "router_jitter_noise");
+    if (jit && !cJSON_IsNull(jit) && !(cJSON_IsNumber(jit) && jit->valuedouble == 0.0))
+        return tlm_error("%s: router_jitter_noise other than 0 is not supported (the engine trains without it)", src);
+    for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
+    c->n_layer_types = 0;
+    return read_rope(c, root, src, false);
+}
+
 static int check_gemma2(tlm_config *c, const cJSON *root, const char *src) {
     c->attn_out_bias = c->attn_bias;
     derive_heads(c);
@@ -437,6 +496,14 @@ static const char *const LLAMA_EXTRA[] = {"hidden_act", "pretraining_tp", "rope_
                                           "partial_rotary_factor", NULL};
 static const char *const QWEN_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                                          "sliding_window", "use_sliding_window", "max_window_layers", NULL};
+/* (router_aux_loss_coef and output_router_logits are training settings: tinylm train's
+ * --router-aux-loss-coef; they do not change the logits) */
+static const char *const QWEN3_MOE_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                              "sliding_window", "use_sliding_window", "max_window_layers",
+                                              "router_aux_loss_coef", "output_router_logits", NULL};
+static const char *const MIXTRAL_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                            "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
+                                            NULL};
 static const char *const GEMMA_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
                                           "partial_rotary_factor", "cache_implementation", "sliding_window_pattern",
                                           "use_bidirectional_attention", NULL};
@@ -451,6 +518,8 @@ static const hf_family FAMILIES[] = {
     {"llama", arch_llama, HF_COMMON_KEYS, LLAMA_KEYS, check_llama, LLAMA_EXTRA},
     {"qwen2", arch_qwen2, HF_COMMON_KEYS, QWEN2_KEYS, check_qwen2, QWEN_EXTRA},
     {"qwen3", arch_qwen3, HF_COMMON_KEYS, QWEN3_KEYS, check_qwen3, QWEN_EXTRA},
+    {"qwen3_moe", arch_qwen3_moe, HF_COMMON_KEYS, QWEN3_MOE_KEYS, qwen3_moe_check, QWEN3_MOE_EXTRA},
+    {"mixtral", arch_mixtral, HF_COMMON_KEYS, MIXTRAL_KEYS, check_mixtral, MIXTRAL_EXTRA},
     {"gemma2", arch_gemma2, HF_COMMON_KEYS, GEMMA2_KEYS, check_gemma2, GEMMA_EXTRA},
     {"gemma3_text", arch_gemma3, HF_COMMON_KEYS, GEMMA3_KEYS, check_gemma3, GEMMA_EXTRA},
     {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA},

@@ -12,7 +12,9 @@
 #include "util/error.h"
 
 int hf_family_style_of(const char *mt) {
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) return HF_FAMILY_LLAMA;
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "qwen3_moe"))
+        return HF_FAMILY_LLAMA;
+    if (!strcmp(mt, "mixtral")) return HF_FAMILY_MIXTRAL;
     if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text")) return HF_FAMILY_GEMMA;
     if (!strcmp(mt, "olmo2")) return HF_FAMILY_OLMO2;
     if (!strcmp(mt, "gpt2")) return HF_FAMILY_GPT2;
@@ -26,8 +28,14 @@ typedef struct {
     const char *engine, *hf; /* component prefixes inside a layer, e.g. "attn_norm." */
 } name_pair;
 
+/* (a mixture of experts: the router is HF's mlp.gate; experts and shared experts keep their names) */
 static const name_pair LLAMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ffn_norm.", "post_attention_layernorm."},
-                                     {"attn.", "self_attn."}, {"ffn.", "mlp."}, {NULL, NULL}};
+                                     {"attn.", "self_attn."}, {"ffn.router.", "mlp.gate."}, {"ffn.", "mlp."},
+                                     {NULL, NULL}};
+/* Mixtral: MixtralSparseMoeBlock's router and its experts' w1 (gate), w3 (up), w2 (down) */
+static const name_pair MIXTRAL_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ffn_norm.", "post_attention_layernorm."},
+                                       {"attn.", "self_attn."}, {"ffn.router.", "block_sparse_moe.gate."},
+                                       {NULL, NULL}};
 static const name_pair GEMMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"attn_out_norm.", "post_attention_layernorm."},
                                      {"ffn_norm.", "pre_feedforward_layernorm."},
                                      {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
@@ -43,7 +51,7 @@ static int set_name(hf_tensor_ref *out, const char *a, const char *b, const char
 }
 
 static int no_place(hf_family_style style, const char *engine_name) {
-    static const char *const NAMES[] = {"llama", "gemma", "olmo2", "gpt2"};
+    static const char *const NAMES[] = {"llama", "gemma", "olmo2", "gpt2", "mixtral"};
     return tlm_error("engine tensor \"%s\" has no place in the %s tensor layout", engine_name, NAMES[style]);
 }
 
@@ -92,7 +100,23 @@ int hf_map_tensor(const tlm_config *c, hf_family_style style, const char *prefix
     char lp[96];
     snprintf(lp, sizeof lp, "%s%s%ld.", prefix, gpt2 ? "h." : "layers.", layer);
     if (gpt2) return map_gpt2_layer(c, lp, rest, out) ? no_place(style, name) : 0;
-    const name_pair *table = style == HF_FAMILY_GEMMA ? GEMMA_LAYER : style == HF_FAMILY_OLMO2 ? OLMO2_LAYER : LLAMA_LAYER;
+    if (style == HF_FAMILY_MIXTRAL && !strncmp(rest, "ffn.experts.", 12)) {
+        char *e_end;
+        long e = strtol(rest + 12, &e_end, 10);
+        static const name_pair W[] = {{".gate_proj.", ".w1."}, {".up_proj.", ".w3."}, {".down_proj.", ".w2."}, {NULL, NULL}};
+        for (const name_pair *r = W; e_end != rest + 12 && r->engine; r++) {
+            size_t n = strlen(r->engine);
+            if (strncmp(e_end, r->engine, n) != 0) continue;
+            char part[48];
+            snprintf(part, sizeof part, "block_sparse_moe.experts.%ld%s", e, r->hf);
+            return set_name(out, lp, part, e_end + n);
+        }
+        return no_place(style, name);
+    }
+    const name_pair *table = style == HF_FAMILY_GEMMA     ? GEMMA_LAYER
+                             : style == HF_FAMILY_OLMO2   ? OLMO2_LAYER
+                             : style == HF_FAMILY_MIXTRAL ? MIXTRAL_LAYER
+                                                          : LLAMA_LAYER;
     for (const name_pair *r = table; r->engine; r++) {
         size_t n = strlen(r->engine);
         if (!strncmp(rest, r->engine, n)) return set_name(out, lp, r->hf, rest + n);

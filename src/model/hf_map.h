@@ -11,6 +11,7 @@ typedef enum {
     HF_FAMILY_GEMMA, /* gemma2, gemma3_text: four norms per layer */
     HF_FAMILY_OLMO2, /* post_attention_layernorm / post_feedforward_layernorm, no input norm */
     HF_FAMILY_GPT2,  /* wte, wpe, h.N.ln_1, fused c_attn, Conv1D weights */
+    HF_FAMILY_MIXTRAL, /* llama's names, the FFN as block_sparse_moe.{gate, experts.e.w1|w2|w3} */
 } hf_family_style;
 
 typedef enum {

@@ -56,7 +56,38 @@ static size_t widest_input(const tlm_config *c) {
     size_t w = (size_t)c->d_model, qd = (size_t)c->n_heads * c->head_dim;
     if (qd > w) w = qd;
     if ((size_t)c->d_ff > w) w = (size_t)c->d_ff;
+    const size_t fs = (size_t)c->moe_d_ff * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+    if (c->n_experts > 0 && fs > w) w = fs; /* (the experts' and the shared expert's down) */
     return w;
+}
+
+/* An MoE layer's buffers (when `moe`, else NULL): the router's, the routing (ints in float slots),
+ * the gathered rows and the experts' activations, the shared expert's, the load statistics. The
+ * per-expert offsets are E + 1 per sequence, so that a part of a split batch (an arena with b0
+ * set) gets room of its own. */
+static void take_moe(arena *a, layer_acts *L, const tlm_config *c, int moe, int B, size_t N) {
+    arena none = {0};
+    arena *m = moe ? a : &none;
+    const size_t E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok, fe = (size_t)c->moe_d_ff,
+                 fs = fe * (size_t)c->n_shared_experts, d = (size_t)c->d_model;
+    L->router_logits = take(m, N * E);
+    L->router_probs = take(m, N * E);
+    L->topk_idx = (int *)take(m, N * K);
+    L->topk_w = take(m, N * K);
+    L->slot_of = (int *)take(m, N * K);
+    L->slot_row = (int *)take(m, N * K);
+    L->expert_off = (int *)take(m, (size_t)B * (E + 1));
+    L->xs = take(m, N * K * d);
+    L->eg = take(m, N * K * fe);
+    L->eu = take(m, N * K * fe);
+    L->eh = take(m, N * K * fe);
+    L->ey = take(m, N * K * d);
+    arena *sm = moe && fs ? a : &none;
+    L->sg = take(sm, N * fs);
+    L->su = take(sm, N * fs);
+    L->sh = take(sm, N * fs);
+    L->sy = take(sm, N * d);
+    L->moe_stats = take(m, (size_t)B * 2 * E);
 }
 
 /* One walk lays out every activation for (B, T) in the model's mode; run once with a NULL
@@ -70,6 +101,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     const norm_placement pl = c->placement;
     /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
     const int full_attention = !(lean && m->kv), maps = full_attention && model_keeps_attention_maps(m);
+    const int any_moe = config_moe_layers(c) > 0, any_dense = config_moe_layers(c) < c->n_layers;
     A->lean = lean, A->maps = maps;
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
     A->res = take_stages(a, lean ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
@@ -116,9 +148,13 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
         L->probs = keep_probs ? take(a, att) : NULL;
         L->att = take(a, N * qd);
-        L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
-        L->up = take(a, N * f);
-        L->hid = take(a, N * f);
+        /* the FFN: dense, or a mixture of experts (inference: layer 0's buffers serve every layer,
+         * so they hold both kinds when the model has both) */
+        const int dense = lean ? any_dense : !config_layer_is_moe(c, l), moe = lean ? any_moe : !dense;
+        L->gate = dense && c->ffn != FFN_GELU ? take(a, N * f) : NULL;
+        L->up = dense ? take(a, N * f) : NULL;
+        L->hid = dense ? take(a, N * f) : NULL;
+        take_moe(a, L, c, moe, B, N);
     }
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
     A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
@@ -153,6 +189,25 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     A->dhid = take(b, N * f);
     A->dlogits = take(b, N * V);
     A->dlogits_raw = c->final_softcap > 0.0f ? take(b, N * V) : NULL; /* the pre-cap gradient */
+    {
+        const size_t E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok, fe = (size_t)c->moe_d_ff,
+                     fs = fe * (size_t)c->n_shared_experts;
+        arena *mb = any_moe ? b : &none;
+        A->d_ey = take(mb, N * K * d);
+        A->d_xs = take(mb, N * K * d);
+        A->d_eg = take(mb, N * K * fe);
+        A->d_eu = take(mb, N * K * fe);
+        A->d_eh = take(mb, N * K * fe);
+        A->d_router = take(mb, N * E);
+        arena *sb = any_moe && fs ? b : &none;
+        A->d_sg = take(sb, N * fs);
+        A->d_su = take(sb, N * fs);
+        A->d_sh = take(sb, N * fs);
+        /* the pooled load statistics: the whole batch's (a split pass's parts write only their rows' sums) */
+        arena *st = any_moe ? a : &none;
+        A->moe_frac = take_shared(st, E);
+        A->moe_prob = take_shared(st, E);
+    }
     /* per thread: a query block's S, P, dS and the tile kernels' keys (attention.c) */
     A->attn_slots = (size_t)omp_get_max_threads();
     A->attn_scratch = take_shared(full_attention ? a : &none, attention_scratch_floats(T, c->head_dim) * A->attn_slots);

@@ -32,7 +32,25 @@ typedef struct {
     norm_params ffn_norm, ffn_out_norm;
     linear_params gate, up, down;
     linear_params gate_up; /* gated FFNs: gate and up back to back, one [2 f, d] matrix */
+    /* a mixture-of-experts FFN (config_layer_is_moe): the router [E, d] (HF: mlp.gate), its
+     * selection-only bias [E] (sigmoid scoring), and the experts' matrices back to back: expert
+     * e's gate [fe, d], up [fe, d], down [d, fe] at e * moe_expert_stride floats from expert 0's
+     * (moe_expert); the shared expert [n_shared * fe] as a dense gated FFN */
+    linear_params router;
+    float *score_bias;
+    linear_params expert_gate, expert_up, expert_down; /* expert 0's */
+    linear_params shared_gate, shared_up, shared_down;
 } layer_params;
+
+/* floats from one expert's matrices to the next's (gate, up, down of moe_intermediate_size) */
+static inline size_t moe_expert_stride(const tlm_config *c) { return (size_t)3 * c->moe_d_ff * c->d_model; }
+/* expert e's view of one of its matrices, from expert 0's (f32 and bf16 views both) */
+static inline linear_params moe_expert(const linear_params *first, int e, size_t stride) {
+    linear_params p = {0};
+    if (first->w) p.w = first->w + (size_t)e * stride;
+    if (first->w16) p.w16 = first->w16 + (size_t)e * stride;
+    return p;
+}
 
 typedef struct {
     float *embed;     /* [V, d] */
@@ -91,6 +109,21 @@ typedef struct {
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
     float *gate, *up, *hid;   /* [BT, f] */
+    /* mixture-of-experts internals (an MoE layer; docs/ops.md "Mixture of experts"), for N rows,
+     * E experts, k chosen per row, fe = moe_intermediate_size, fs = n_shared * fe */
+    float *router_logits;     /* [N, E] */
+    float *router_probs;      /* [N, E] softmax, or each expert's sigmoid */
+    int *topk_idx;            /* [N, k] the chosen experts, best first (ties: the lower index) */
+    float *topk_w;            /* [N, k] their weights in the sum */
+    int *slot_of;             /* [N, k] where row n's j-th choice sits in the expert-sorted slots */
+    int *slot_row;            /* [N k] the row of each slot; expert e's slots are [off[e], off[e+1]) */
+    int *expert_off;          /* [E + 1] (a part of a split batch: its own) */
+    float *xs;                /* [N k, d] each slot's input row (u gathered by expert) */
+    float *eg, *eu, *eh;      /* [N k, fe] the experts' gate, up, hidden */
+    float *ey;                /* [N k, d] the experts' outputs, before their weights */
+    float *sg, *su, *sh, *sy; /* the shared expert: [N, fs] x 3, [N, d] */
+    float *moe_stats;         /* [B, 2 E]: per sequence, rows sent to each expert and the sum of its
+                                 softmax probabilities (the load-balancing loss's counts) */
 } layer_acts;
 
 typedef struct {
@@ -115,6 +148,13 @@ typedef struct {
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
+    /* MoE backward scratch: [N k, d] x 2, [N k, fe] x 3, [N, E], [N, fs] x 3 */
+    float *d_ey, *d_xs, *d_eg, *d_eu, *d_eh, *d_router, *d_sg, *d_su, *d_sh;
+    /* the load-balancing loss of the last forward (docs/ops.md): the fraction of routed slots each
+     * expert got and its mean softmax probability, over all MoE layers' rows as Hugging Face's
+     * load_balancing_loss_func pools them [E] x 2, and E * sum_e F_e P_e */
+    float *moe_frac, *moe_prob;
+    float moe_aux;
     float *fused;            /* output of a fused projection (q|k|v or gate|up) when decoding */
     float *attn_scratch;     /* attention_scratch_floats(T) per thread */
     size_t attn_slots;       /* threads attn_scratch has room for */
@@ -150,6 +190,8 @@ typedef struct tlm_model {
     uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
     model_mode mode;
     float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
+    float router_aux; /* training: model_backward adds the gradient of router_aux * acts.moe_aux, the
+                         load-balancing loss (Switch / Hugging Face's load_balancing_loss_func) (0 = off) */
     float *grad_mem; /* NULL until model_alloc_grads */
     model_params g;
     float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
@@ -333,6 +375,8 @@ enum {
     HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE, HL_RESID_MID,
     HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_PRE, HL_MLP_PRE_LINEAR, HL_MLP_POST,
     HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
+    /* a mixture-of-experts layer's router and experts (docs/python.md) */
+    HL_ROUTER_LOGITS, HL_EXPERT_IDS, HL_EXPERT_WEIGHTS, HL_EXPERT_OUT,
     HL_COUNT, /* per layer */
     HL_EMBED = HL_COUNT, HL_FINAL_SCALE, HL_FINAL_NORMALIZED, HL_LOGITS /* (layer -1) */
 };

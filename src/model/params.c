@@ -129,6 +129,38 @@ static void add_fused(walk *w, linear_params *fused, linear_params *const *parts
     }
 }
 
+/* A mixture-of-experts FFN: the router (HF: mlp.gate) and, for sigmoid scoring, its selection
+ * bias; each expert's gate, up and down back to back, expert after expert (the views bind
+ * expert 0's; moe_expert finds the others at a fixed stride); the shared expert. */
+static void walk_moe(walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, E = c->n_experts, fe = c->moe_d_ff, fs = c->n_shared_experts * fe;
+    char n[96];
+    snprintf(n, sizeof n, "layers.%d.ffn.router", l);
+    add_linear(w, &L->router, n, E, d, false, TENSOR_MATRIX);
+    if (config_router_has_bias(c)) {
+        snprintf(n, sizeof n, "layers.%d.ffn.router.e_score_correction_bias", l);
+        add(w, &L->score_bias, n, E, 0, TENSOR_BIAS, 0.0f);
+    }
+    const matrix_slots none = {0};
+    for (int e = 0; e < E; e++) {
+        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.gate_proj.weight", l, e);
+        add_kept(w, e ? none : LINEAR_SLOTS(&L->expert_gate), n, fe, d, TENSOR_MATRIX, 0.0f);
+        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.up_proj.weight", l, e);
+        add_kept(w, e ? none : LINEAR_SLOTS(&L->expert_up), n, fe, d, TENSOR_MATRIX, 0.0f);
+        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.down_proj.weight", l, e);
+        add_kept(w, e ? none : LINEAR_SLOTS(&L->expert_down), n, d, fe, TENSOR_RESIDUAL_MATRIX, 0.0f);
+    }
+    if (fs > 0) {
+        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.gate_proj", l);
+        add_linear(w, &L->shared_gate, n, fs, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.up_proj", l);
+        add_linear(w, &L->shared_up, n, fs, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.down_proj", l);
+        add_linear(w, &L->shared_down, n, d, fs, false, TENSOR_RESIDUAL_MATRIX);
+    }
+}
+
 static void walk_tensors(walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
     const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
@@ -163,6 +195,10 @@ static void walk_tensors(walk *w, model_params *p) {
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
         if (placement_has_output_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l), add_norm(w, &L->ffn_out_norm, n);
+        if (config_layer_is_moe(c, l)) {
+            walk_moe(w, L, l);
+            continue;
+        }
         {
             linear_params *parts[2] = {&L->gate, &L->up};
             const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
@@ -222,6 +258,27 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     size_t n_floats = 0;
     m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
     if (!m->p.layers || !m->g.layers || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
+    /* a mixture of experts finds expert e at a fixed stride from expert 0 (moe_expert): its
+     * matrices must all be f32 or all bf16, and none kept in ggml blocks */
+    int moe_store = -1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        if (t->ndim != 2 || (!strstr(t->name, ".ffn.experts.") && !strstr(t->name, ".ffn.router.") &&
+                             !strstr(t->name, ".ffn.shared_experts.")))
+            continue;
+        if (storage[i] != WQ_F32 && storage[i] != WQ_BF16) {
+            tlm_error("tensor %s: a mixture of experts kept as %s is not supported (f32, f16 or bf16 weights only)",
+                      t->name, wq_name(storage[i]));
+            model_free(m);
+            return NULL;
+        }
+        if (strstr(t->name, ".ffn.experts.") && moe_store >= 0 && storage[i] != moe_store) {
+            tlm_error("tensor %s: the experts of a mixture of experts must all be kept in one type", t->name);
+            model_free(m);
+            return NULL;
+        }
+        if (strstr(t->name, ".ffn.experts.")) moe_store = storage[i];
+    }
     /* each tensor's place in its store, in table order (the parts of a fused view stay back to back) */
     size_t n32 = 0, n16 = 0, nq = 0;
     for (int i = 0; i < m->n_tensors; i++) {
@@ -357,6 +414,7 @@ const tensor_info *model_find_tensor(const tlm_model *m, const char *name) {
  * the output projection") */
 static int deepnorm_scaled(const tensor_info *t) {
     if (t->ndim != 2) return 0;
+    if (strstr(t->name, ".ffn.experts.") || strstr(t->name, ".ffn.shared_experts.")) return 1; /* (MoE's FFN matrices) */
     const char *sfx[] = {".attn.v_proj.weight", ".attn.o_proj.weight", ".ffn.gate_proj.weight", ".ffn.up_proj.weight",
                          ".ffn.down_proj.weight"};
     size_t n = strlen(t->name);
@@ -458,7 +516,10 @@ int model_weights_to_bf16(tlm_model *m) {
 static void bind_mirror(tlm_model *m) {
     for (int l = 0; l < m->cfg.n_layers; l++) {
         layer_params *P = &m->p.layers[l];
-        linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
+        linear_params *all[] = {&P->q,           &P->k,         &P->v,           &P->o,          &P->qkv,
+                                &P->gate,        &P->up,        &P->down,        &P->gate_up,    &P->router,
+                                &P->expert_gate, &P->expert_up, &P->expert_down, &P->shared_gate, &P->shared_up,
+                                &P->shared_down};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
     }
@@ -532,6 +593,8 @@ size_t model_decode_bytes(const tlm_model *m) {
         (void)model_tensor_data(m, i, &bytes);
         if (!strcmp(t->name, "pos_embed.weight") || (!strcmp(t->name, "embed.weight") && !c->tie_embeddings))
             skipped += bytes;
+        else if (strstr(t->name, ".ffn.experts.")) /* (a token reads k of the E routed experts) */
+            skipped += bytes - bytes / (size_t)c->n_experts * (size_t)c->n_experts_per_tok;
     }
     return model_weight_bytes(m) - skipped;
 }
@@ -543,7 +606,9 @@ double model_train_flops_per_token(const tlm_config *c, int T) {
     double matrix = 0;
     for (int i = 0; t && i < n; i++)
         if (t[i].ndim == 2 && strcmp(t[i].name, "embed.weight") != 0 && strcmp(t[i].name, "pos_embed.weight") != 0)
-            matrix += (double)t[i].numel;
+            /* (a routed expert's matrices work on k of every E rows: the active parameters) */
+            matrix += (double)t[i].numel *
+                      (strstr(t[i].name, ".ffn.experts.") ? (double)c->n_experts_per_tok / c->n_experts : 1.0);
     if (c->tie_embeddings) matrix += (double)c->vocab_size * c->d_model; /* the head is the embedding */
     free(t);
     return 6.0 * matrix + 12.0 * c->n_layers * (double)T * c->n_heads * c->head_dim;

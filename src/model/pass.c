@@ -126,6 +126,7 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     const int failed = split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx));
     signals_release();
     if (failed) return -1;
+    moe_pool_stats(m);
     if (targets && loss) *loss = l;
     if (m->kv) kv_cache_advance(m->kv, T);
     return model_after_pass(m, 0);
@@ -153,6 +154,12 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
         vec_zero(A->dlogits, NV);
         crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
     }
+    /* the load-balancing loss's gradient (the loss's backward only, not a given metric's) */
+    const int moe_layers = config_moe_layers(c);
+    ctx->aux_scale = !dlogits_in && m->router_aux > 0.0f && moe_layers
+                         ? (float)((double)m->router_aux * dloss * c->n_experts /
+                                   ((double)moe_layers * m->acts.B * m->acts.T))
+                         : 0.0f;
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
         vec_zero(A->dlogits_raw, NV); /* (softcap_backward accumulates) */

@@ -17,6 +17,8 @@ typedef struct pass_ctx {
     model_params *g;    /* weight gradients (added to): the model's, or a part's own */
     int watched;        /* an observer takes activation points (model_observer.at_point) */
     int failed;         /* the first point whose observer failed, + 1 (later points are skipped) */
+    float aux_scale;    /* backward: what the load-balancing loss's gradient at the router's probability
+                           p_e is, divided by F_e (router_aux * dloss * E / R; 0 = off) */
 } pass_ctx;
 
 /* the context of an unsplit pass over the model's own activations and gradients */
@@ -63,6 +65,20 @@ void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *
 /* its backward (into: dinp set, else accumulated; the weight and bias gradients into G) */
 void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
                      const uint16_t *inp16, const linear_params *P, int N, int IC, int OC);
+
+/* ---- the mixture-of-experts FFN (moe.c) ---------------------------------------------------- */
+
+/* one row's routing: the scores p [E] from the logits z [E], the k chosen experts idx (best first,
+ * ties to the lower index) and their weights w; choice [E], allow [E] scratch */
+void moe_route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
+                   float *choice, unsigned char *allow);
+/* f [N,d] = the MoE FFN of layer l on u [N,d] */
+void moe_forward(pass_ctx *x, int l, const float *u, float *f);
+/* du = its backward (set); the weight gradients into x->g */
+void moe_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+/* after a forward in the training layout: every MoE layer's per-sequence statistics pooled into
+ * acts.moe_frac / moe_prob and the load-balancing loss acts.moe_aux */
+void moe_pool_stats(tlm_model *m);
 
 /* ---- the activation layout (layout.c) ------------------------------------------------------- */
 

@@ -12,12 +12,13 @@
 #include "tinylm.h"
 
 /* the shape after [B, T]: */
-enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB };
+enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB, SH_EXPERTS, SH_TOPK, SH_TOPK_D };
 /* what the config must have for a name of the point to exist */
 enum {
     REQ_IN_NORM = 1, REQ_OUT_NORM = 2, REQ_POST_NORM = 4, REQ_STATS = 8 /* a per-row scale: not DyT */,
     REQ_QK_NORM = 16, REQ_ROPE = 32, REQ_GATED = 64, REQ_FINAL_NORM = 128, REQ_GELU = 256 /* not gated */,
-    REQ_LAST_LAYER = 512 /* (only the last layer's point) */
+    REQ_LAST_LAYER = 512 /* (only the last layer's point) */, REQ_DENSE = 1024 /* a dense FFN layer */,
+    REQ_MOE = 2048 /* a mixture-of-experts layer */
 };
 #define SCALE_FLAGS (TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD)
 
@@ -81,11 +82,22 @@ static const point_desc POINTS[HL_COUNT + 4] = {
     [HL_LN2_SCALE] = {"ln2.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.in.rstd", {{0}}},
     [HL_LN2_NORMALIZED] = {"ln2.hook_normalized", SH_D, REQ_IN_NORM, 0, "ffn_s.in.y",
                            {{"ffn_norm.out", REQ_IN_NORM, 0}, {"ffn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
-    [HL_MLP_PRE] = {"mlp.hook_pre", SH_FF, 0, 0, "gate (gated FFNs), else up",
-                    {{"ffn.gate", REQ_GATED, 0}, {"ffn.up", REQ_GELU, 0}}},
-    [HL_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", SH_FF, REQ_GATED, 0, "up (gated FFNs)",
-                           {{"ffn.up", REQ_GATED, 0}}},
-    [HL_MLP_POST] = {"mlp.hook_post", SH_FF, 0, 0, "hid", {{"ffn.hidden", 0, 0}}},
+    [HL_MLP_PRE] = {"mlp.hook_pre", SH_FF, REQ_DENSE, 0, "gate (gated FFNs), else up",
+                    {{"ffn.gate", REQ_GATED | REQ_DENSE, 0}, {"ffn.up", REQ_GELU | REQ_DENSE, 0}}},
+    [HL_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", SH_FF, REQ_GATED | REQ_DENSE, 0, "up (gated FFNs)",
+                           {{"ffn.up", REQ_GATED | REQ_DENSE, 0}}},
+    [HL_MLP_POST] = {"mlp.hook_post", SH_FF, REQ_DENSE, 0, "hid", {{"ffn.hidden", REQ_DENSE, 0}}},
+    /* a mixture of experts: the router's logits (rewritable: routing follows what the hook leaves;
+     * its gradient is the router's dz), the chosen experts best first (their indices as floats),
+     * their weights in the sum, and each chosen expert's output before its weight */
+    [HL_ROUTER_LOGITS] = {"mlp.hook_router_logits", SH_EXPERTS, REQ_MOE, 0, "router_logits; backward d_router",
+                          {{"ffn.router_logits", REQ_MOE, 0}}},
+    [HL_EXPERT_IDS] = {"mlp.hook_expert_ids", SH_TOPK, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+                       "topk_idx (as floats)", {{"ffn.expert_ids", REQ_MOE, 0}}},
+    [HL_EXPERT_WEIGHTS] = {"mlp.hook_expert_weights", SH_TOPK, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+                           "topk_w", {{"ffn.expert_weights", REQ_MOE, 0}}},
+    [HL_EXPERT_OUT] = {"mlp.hook_expert_out", SH_TOPK_D, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+                       "ey gathered by row (the backward's d_ey as scratch)", {{0}}},
     [HL_MLP_RAW] = {"hook_mlp_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "ffn_s.f",
                     {{"ffn.down_proj", 0, 0}, {"ffn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
     [HL_LN2_OUT_SCALE] = {"ln2_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.out.rstd",
@@ -139,6 +151,8 @@ static int config_has(const tlm_config *c, int layer, unsigned req) {
     if ((req & REQ_FINAL_NORM) && !c->final_norm) return 0;
     if ((req & REQ_GELU) && c->ffn != FFN_GELU) return 0;
     if ((req & REQ_LAST_LAYER) && layer != c->n_layers - 1) return 0;
+    if ((req & REQ_DENSE) && layer >= 0 && config_layer_is_moe(c, layer)) return 0;
+    if ((req & REQ_MOE) && (layer < 0 || !config_layer_is_moe(c, layer))) return 0;
     return 1;
 }
 
@@ -152,6 +166,9 @@ static int shape_of(const tlm_config *c, const point_desc *p, int B, int T, int6
     case SH_MAP: shape[1] = c->n_heads, shape[2] = T, shape[3] = T; return 4;
     case SH_FF: shape[2] = c->d_ff; return 3;
     case SH_VOCAB: shape[2] = c->vocab_size; return 3;
+    case SH_EXPERTS: shape[2] = c->n_experts; return 3;
+    case SH_TOPK: shape[2] = c->n_experts_per_tok; return 3;
+    case SH_TOPK_D: shape[2] = c->n_experts_per_tok, shape[3] = c->d_model; return 4;
     default: return 3;
     }
 }

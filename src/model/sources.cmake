@@ -7,6 +7,7 @@ target_sources(tinylm_objects PRIVATE
   src/model/layout.c
   src/model/rope_tables.c
   src/model/sublayers.c
+  src/model/moe.c
   src/model/pass.c
   src/model/split.c
   src/model/points.c

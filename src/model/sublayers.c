@@ -303,6 +303,8 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
     }
     if (k == SUB_ATTN)
         attention_sublayer_forward(ctx, l, u, s->f);
+    else if (config_layer_is_moe(c, l))
+        moe_forward(ctx, l, u, s->f);
     else
         ffn_sublayer_forward(ctx, l, u, s->f);
     float *fo = s->f;
@@ -357,6 +359,8 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     const float *u = has_in ? s->in.y : x;
     if (k == SUB_ATTN) /* (each sets du: its input projection is du's only contributor) */
         attention_sublayer_backward(ctx, l, u, df, A->du);
+    else if (config_layer_is_moe(c, l))
+        moe_backward(ctx, l, u, df, A->du);
     else
         ffn_sublayer_backward(ctx, l, u, df, A->du);
     if (has_in) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), A->du, 1);

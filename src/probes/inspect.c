@@ -177,10 +177,38 @@ typedef struct {
     int tty, shown; /* progress on stderr: a line per layer on a terminal, else a line per layer of a long pass */
 } pass_ctx;
 
+/* the router of MoE layer l while its activations are there: the load per expert, the entropy of
+ * its distribution, each token's experts and weights */
+static void router_stats(inspect_report *r, const tlm_model *m, int l) {
+    const tlm_config *c = &m->cfg;
+    if (!r->moe_layer || !config_layer_is_moe(c, l)) return;
+    const layer_acts *a = &m->acts.layers[l];
+    const int T = r->T, E = c->n_experts, k = c->n_experts_per_tok;
+    r->moe_layer[l] = 1;
+    float *load = r->moe_load + (size_t)l * E;
+    double ent = 0.0;
+    for (int t = 0; t < T; t++) {
+        const float *p = a->router_probs + (size_t)t * E;
+        double sum = 0.0, h = 0.0;
+        for (int e = 0; e < E; e++) sum += p[e];
+        for (int e = 0; e < E; e++)
+            if (p[e] > 0.0f) h -= p[e] / sum * log(p[e] / sum);
+        ent += h / T;
+        for (int j = 0; j < k; j++) {
+            const size_t i = ((size_t)l * T + t) * k + j;
+            r->moe_experts[i] = a->topk_idx[(size_t)t * k + j];
+            r->moe_weights[i] = a->topk_w[(size_t)t * k + j];
+            load[r->moe_experts[i]] += 1.0f / ((float)T * k);
+        }
+    }
+    r->moe_entropy[l] = (float)ent;
+}
+
 static int after_layer(void *ctx, const tlm_model *m, int l) {
     pass_ctx *pc = ctx;
     if (l < 0) return 0;
     head_stats(pc->r, m, l);
+    router_stats(pc->r, m, l);
     const double dt = tlm_now_s() - pc->t0;
     if (pc->tty ? pc->r->T >= 1024 || dt > 1.0 : dt > 5.0) {
         fprintf(stderr, pc->tty ? "\rinspect: layer %d of %d done (%d tokens, %.1f s)" : "inspect: layer %d of %d done (%d tokens, %.1f s)\n",
@@ -458,6 +486,17 @@ static int alloc_report(inspect_report *r, const tlm_model *m, const int *tokens
         r->attn_q = malloc(sizeof(uint16_t) * (size_t)n_attn + 1);
         if (!r->attn_q) return tlm_error("out of memory for the attention patterns (%lld values)", n_attn);
     }
+    if (m->cfg.n_experts > 0) {
+        const size_t E = (size_t)m->cfg.n_experts, k = (size_t)m->cfg.n_experts_per_tok;
+        r->n_experts = (int)E, r->k_experts = (int)k;
+        r->moe_layer = calloc((size_t)L, 1);
+        r->moe_load = calloc((size_t)L * E, sizeof(float));
+        r->moe_entropy = calloc((size_t)L, sizeof(float));
+        r->moe_experts = calloc((size_t)L * T * k, sizeof(int));
+        r->moe_weights = calloc((size_t)L * T * k, sizeof(float));
+        if (!r->moe_layer || !r->moe_load || !r->moe_entropy || !r->moe_experts || !r->moe_weights)
+            return tlm_error("out of memory for the inspect report");
+    }
     memcpy(r->tokens, tokens, sizeof(int) * T);
     return 0;
 }
@@ -519,6 +558,7 @@ void inspect_report_free(inspect_report *r) {
     free(r->tuned_top), free(r->tuned_top_prob), free(r->tuned_top_logit), free(r->tuned_grid),
         free(r->tuned_grid_prob);
     free(r->tuned_kl), free(r->tuned_kl_at);
+    free(r->moe_layer), free(r->moe_load), free(r->moe_entropy), free(r->moe_experts), free(r->moe_weights);
     memset(r, 0, sizeof *r);
 }
 

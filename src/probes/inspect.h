@@ -90,6 +90,17 @@ typedef struct {
      * uint16 (p * 65535, rounded so that each row sums to 65535 exactly); [L * H, T(T+1)/2] */
     uint16_t *attn_q;
     int attn_oom; /* (internal: a head ran out of scratch memory) */
+    /* a mixture of experts (n_experts 0: none): per layer (moe_layer[l] 0 for a dense one) the
+     * share of the T k routed slots each expert got, the mean entropy (nats) of the router's
+     * distribution over the experts (softmax; sigmoid scoring: the scores normalised to sum 1),
+     * and the experts each token went to, best first, with their weights. No capacity limit:
+     * no token is dropped or overflows. */
+    int n_experts, k_experts;
+    unsigned char *moe_layer; /* [L] */
+    float *moe_load;          /* [L, E] */
+    float *moe_entropy;       /* [L] */
+    int *moe_experts;         /* [L, T, k] */
+    float *moe_weights;       /* [L, T, k] */
 } inspect_report;
 
 enum { INSPECT_KEEP_ATTENTION = 1, INSPECT_EVERY_POSITION_TOP = 2, INSPECT_FOR_HTML = 3 };

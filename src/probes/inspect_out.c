@@ -135,6 +135,27 @@ int inspect_print_table(FILE *f, const inspect_report *r, const struct tlm_token
                 h->entropy.at, h->entropy.mean);
     }
 
+    if (r->n_experts > 0) {
+        const int E = r->n_experts, k = r->k_experts;
+        fprintf(f, "\nMixture of experts: each layer's router over these %d tokens (share of the %d x %d routed slots "
+                   "per expert, uniform %.4f; no capacity limit: nothing dropped)\n",
+                r->T, r->T, k, 1.0 / E);
+        fprintf(f, "  %5s %9s %9s %9s %9s   %s\n", "layer", "entropy", "max/unif", "min/unif", "unused", "experts at the position (weight)");
+        for (int l = 0; l < L; l++) {
+            if (!r->moe_layer[l]) continue;
+            const float *load = r->moe_load + (size_t)l * E;
+            float mx = 0, mn = 1;
+            int unused = 0;
+            for (int e = 0; e < E; e++) mx = load[e] > mx ? load[e] : mx, mn = load[e] < mn ? load[e] : mn, unused += load[e] == 0;
+            fprintf(f, "  %5d %9.4f %9.3f %9.3f %9d  ", l, r->moe_entropy[l], mx * E, mn * E, unused);
+            for (int j = 0; j < k; j++) {
+                const size_t i = ((size_t)l * r->T + P) * k + j;
+                fprintf(f, " %d (%.3f)", r->moe_experts[i], r->moe_weights[i]);
+            }
+            fprintf(f, "\n");
+        }
+    }
+
     fprintf(f, "\nLogit lens at position %d: top %d tokens of each layer's residual stream through the final norm "
                "and the LM head\n",
             P, K);
@@ -364,6 +385,25 @@ cJSON *inspect_json_object(const inspect_report *r, const struct tlm_tokenizer *
         cJSON_AddItemToObject(o, "max_logit", stat_json(r->heads[i].max_logit));
         cJSON_AddItemToObject(o, "entropy", stat_json(r->heads[i].entropy));
         cJSON_AddItemToArray(heads, o);
+    }
+    if (r->n_experts > 0) { /* a mixture of experts: per MoE layer, the router's load and each token's experts */
+        const int E = r->n_experts, k = r->k_experts;
+        cJSON *moe = cJSON_AddArrayToObject(root, "experts");
+        for (int l = 0; l < r->n_layers; l++) {
+            if (!r->moe_layer[l]) continue;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "layer", l);
+            cJSON_AddItemToObject(o, "load", cJSON_CreateFloatArray(r->moe_load + (size_t)l * E, E));
+            cJSON_AddNumberToObject(o, "entropy", r->moe_entropy[l]);
+            cJSON_AddNumberToObject(o, "dropped_fraction", 0);
+            cJSON *ids = cJSON_AddArrayToObject(o, "token_experts"), *ws = cJSON_AddArrayToObject(o, "token_weights");
+            for (int t = 0; t < r->T; t++) {
+                const size_t i = ((size_t)l * r->T + t) * k;
+                cJSON_AddItemToArray(ids, cJSON_CreateIntArray(r->moe_experts + i, k));
+                cJSON_AddItemToArray(ws, cJSON_CreateFloatArray(r->moe_weights + i, k));
+            }
+            cJSON_AddItemToArray(moe, o);
+        }
     }
     lens_json(cJSON_AddArrayToObject(root, "logit_lens"), tok, r, lens_view_of(r, 0));
     if (r->has_tuned) lens_json(cJSON_AddArrayToObject(root, "tuned_lens"), tok, r, lens_view_of(r, 1));

@@ -402,6 +402,7 @@
 
     renderAttention(app, D, toks, function () { return cur(); }, listeners);
     renderNorms(app, D, toks, listeners, function () { return cur(); });
+    renderExperts(app, D, toks, listeners, function () { return cur(); });
     renderDla(app, D, toks);
     changed();
   }
@@ -574,6 +575,41 @@
       add(detail, h("p", { class: "hint", text: "Rows: destination (query) tokens; columns: source (key) tokens. Each row sums to 1 (stored as 16-bit fractions). Hover for the weight." }));
     }
     function clip(t) { return t.length > 10 ? t.slice(0, 9) + "…" : t; }
+  }
+
+  // a mixture of experts: each MoE layer's load per expert over the tokens, the entropy of its
+  // router, and the experts the selected (or hovered) token went to
+  function renderExperts(app, D, toks, listeners, cur) {
+    var X = D.report.experts;
+    if (!X || !X.length) return;
+    add(app, h("h2", { text: "Mixture of experts" }));
+    add(app, h("p", { class: "hint", text: "Each MoE layer: the share (%) of the routed slots each expert got over these tokens, shaded against twice the uniform share; the entropy (nats) of the router's distribution; the experts the selected token went to (outlined), best first, with their weights. No capacity limit: no token is dropped." }));
+    var box = h("div", { class: "scroll", id: "experts" });
+    add(app, box);
+    function draw(i) {
+      box.textContent = "";
+      var E = X[0].load.length, tb = h("table", { class: "lens" });
+      var hr = h("tr", {}, h("th", { text: "layer" }), h("th", { text: "entropy" }));
+      for (var e = 0; e < E; e++) hr.appendChild(h("th", { class: "small", text: "e" + e }));
+      hr.appendChild(h("th", { class: "wide", text: "position " + i + " “" + toks[i] + "”: experts (weight)" }));
+      tb.appendChild(h("thead", {}, hr));
+      var body = h("tbody");
+      X.forEach(function (x) {
+        var chosen = x.token_experts[i] || [];
+        var tr = h("tr", {}, h("th", { text: String(x.layer) }), h("td", { text: fmt(x.entropy, 3) }));
+        x.load.forEach(function (v, e) {
+          var c = viridis(Math.min(1, v * E / 2));
+          tr.appendChild(h("td", { class: chosen.indexOf(e) >= 0 ? "sel" : "", title: "layer " + x.layer + ", expert " + e + ": " + fmt(100 * v, 1) + "% of the routed slots",
+                                   style: "background:" + rgb(c) + ";color:" + textOn(c), text: fmt(100 * v, 0) }));
+        });
+        tr.appendChild(h("td", { class: "wide", text: chosen.map(function (e, j) { return e + " (" + fmt(x.token_weights[i][j], 3) + ")"; }).join(", ") }));
+        body.appendChild(tr);
+      });
+      tb.appendChild(body);
+      box.appendChild(tb);
+    }
+    listeners.push(draw);
+    draw(cur());
   }
 
   function renderNorms(app, D, toks, listeners, cur) {

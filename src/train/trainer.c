@@ -95,6 +95,8 @@ typedef struct {
     attn_log *alog;  /* --log-attn (attn_log.h), else NULL */
     int local_batch; /* rows of each global batch this rank computes */
     size_t *shard;   /* ZeRO-1: rank r updates parameters [shard[r], shard[r+1]); NULL: all */
+    float *moe_count; /* a mixture of experts: rows routed to each expert of each MoE layer this step
+                         [MoE layers, E] (the bias update's and the logged load's); NULL: a dense model */
 } trainer;
 
 static uint64_t fnv1a(const char *p, size_t n) {
@@ -165,6 +167,8 @@ static char *state_json(const trainer *t) {
     }
     cJSON_AddNumberToObject(op, "lr_decay_steps", o->opt.total_steps);
     cJSON_AddNumberToObject(op, "z_loss", o->z_loss);
+    cJSON_AddNumberToObject(op, "router_aux_loss_coef", o->router_aux);
+    cJSON_AddNumberToObject(op, "router_bias_update", o->router_bias_update);
     cJSON_AddStringToObject(op, "precision", o->precision_bf16 ? "bf16" : "fp32");
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
@@ -226,6 +230,24 @@ static int read_state(trainer *t, const char *path) {
         }
     }
     o->z_loss = (float)z;
+    double ra = 0; /* (absent in runs saved before the load-balancing loss existed: off) */
+    if (cJSON_GetObjectItemCaseSensitive(op, "router_aux_loss_coef")) {
+        if (json_num(op, "router_aux_loss_coef", path, &ra)) goto done;
+        if (!(ra >= 0)) {
+            tlm_error("%s: field \"router_aux_loss_coef\" = %g must be >= 0", path, ra);
+            goto done;
+        }
+    }
+    o->router_aux = (float)ra;
+    double rb = 0; /* (absent in runs saved before the bias update existed: off) */
+    if (cJSON_GetObjectItemCaseSensitive(op, "router_bias_update")) {
+        if (json_num(op, "router_bias_update", path, &rb)) goto done;
+        if (!(rb >= 0)) {
+            tlm_error("%s: field \"router_bias_update\" = %g must be >= 0", path, rb);
+            goto done;
+        }
+    }
+    o->router_bias_update = (float)rb;
     /* (absent in runs saved before mixed precision existed: fp32) */
     const cJSON *prec = cJSON_GetObjectItemCaseSensitive(op, "precision");
     if (prec && (!cJSON_IsString(prec) || (strcmp(prec->valuestring, "bf16") && strcmp(prec->valuestring, "fp32")))) {
@@ -270,7 +292,7 @@ typedef struct {
     item_type type;
     uint64_t word;
 } run_item;
-enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 7 };
+enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 9 };
 
 /* the command-line name of a saved option ("eval_every" -> "--eval-every") */
 static const char *option_flag(const char *key) {
@@ -309,6 +331,8 @@ static int run_items(const train_options *o, const char *tokenizer_kind, run_ite
     }
     it[n++] = (run_item){"--seed", ITEM_U64, o->seed};
     it[n++] = (run_item){"--z-loss", ITEM_FLOAT, float_word(o->z_loss)};
+    it[n++] = (run_item){"--router-aux-loss-coef", ITEM_FLOAT, float_word(o->router_aux)};
+    it[n++] = (run_item){"--router-bias-update", ITEM_FLOAT, float_word(o->router_bias_update)};
     it[n++] = (run_item){"--precision", ITEM_PRECISION, (uint64_t)(o->precision_bf16 != 0)};
     it[n++] = (run_item){"the end of the cosine decay (lr_decay_steps)", ITEM_INT, (uint64_t)(int64_t)o->opt.total_steps};
     it[n++] = (run_item){"--tokenizer", ITEM_TOKENIZER,
@@ -436,9 +460,10 @@ static int check_options(const train_options *o) {
         return tlm_error("--eval-every, --eval-batches, --save-every and --log-every must be positive");
     if (!(o->opt.lr > 0) || o->opt.min_lr < 0 || !(o->opt.beta1 >= 0 && o->opt.beta1 < 1) ||
         !(o->opt.beta2 >= 0 && o->opt.beta2 < 1) || !(o->opt.eps > 0) || o->opt.weight_decay < 0 ||
-        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0 || !(o->z_loss >= 0))
+        o->opt.grad_clip < 0 || o->opt.warmup_steps < 0 || !(o->z_loss >= 0) || !(o->router_aux >= 0) ||
+        !(o->router_bias_update >= 0))
         return tlm_error("optimizer settings out of range (lr > 0, min_lr >= 0, 0 <= beta < 1, eps > 0, "
-                         "weight decay, clip, warmup and z-loss >= 0)");
+                         "weight decay, clip, warmup, z-loss, router-aux-loss-coef and router-bias-update >= 0)");
     return 0;
 }
 
@@ -459,6 +484,21 @@ static int prepare(trainer *t) {
                          o->batch, t->size);
     t->local_batch = o->batch / t->size;
     t->m->z_loss = o->z_loss;
+    if (o->router_aux > 0.0f && config_moe_layers(&t->m->cfg) == 0)
+        return tlm_error("--router-aux-loss-coef %g: the model has no mixture-of-experts layer (num_experts = %d)",
+                         o->router_aux, t->m->cfg.n_experts);
+    if (o->router_aux > 0.0f && t->m->cfg.scoring != SCORING_SOFTMAX)
+        return tlm_error("--router-aux-loss-coef %g: the load-balancing loss is defined for scoring_func \"softmax\" "
+                         "(Switch / Qwen3-MoE / Mixtral); this model routes with \"%s\"",
+                         o->router_aux, scoring_name(t->m->cfg.scoring));
+    t->m->router_aux = o->router_aux;
+    if (o->router_bias_update > 0.0f && (config_moe_layers(&t->m->cfg) == 0 || !config_router_has_bias(&t->m->cfg)))
+        return tlm_error("--router-bias-update %g: DeepSeek-V3's auxiliary-loss-free balancing moves the routers' "
+                         "e_score_correction_bias, which a mixture of experts has with scoring_func \"sigmoid\" only",
+                         o->router_bias_update);
+    if (config_moe_layers(&t->m->cfg) &&
+        !(t->moe_count = calloc((size_t)config_moe_layers(&t->m->cfg) * t->m->cfg.n_experts, sizeof(float))))
+        return tlm_error("out of memory");
     if (o->precision_bf16) {
         const char *why = NULL;
         const int on = model_set_mixed_bf16(t->m, 1, &why);
@@ -684,6 +724,8 @@ static void gather_parameters(trainer *t) {
 typedef struct {
     float loss;    /* cross-entropy */
     double z_term; /* z_loss * mean(lse^2), logged beside the loss (not added to it) */
+    double aux_term; /* router_aux * the load-balancing loss, logged beside the loss (not added to it) */
+    double max_load; /* a mixture of experts: the most any expert of any MoE layer got, over the uniform share */
     double gnorm;  /* the global gradient norm before clipping */
 } step_stats;
 
@@ -692,7 +734,9 @@ typedef struct {
 static int accumulate_gradients(trainer *t, step_stats *st) {
     const train_options *o = &t->o;
     model_zero_grads(t->m);
-    double loss_sum = 0.0, lse_sq_sum = 0.0;
+    double loss_sum = 0.0, lse_sq_sum = 0.0, aux_sum = 0.0;
+    const tlm_config *c = &t->m->cfg;
+    if (t->moe_count) memset(t->moe_count, 0, sizeof(float) * (size_t)config_moe_layers(c) * c->n_experts);
     for (int micro = 0; micro < o->accum; micro++) {
         float loss = 0.0f;
         dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
@@ -701,13 +745,50 @@ static int accumulate_gradients(trainer *t, step_stats *st) {
         if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) return -1;
         loss_sum += loss;
         lse_sq_sum += t->m->acts.lse_sq_mean;
+        aux_sum += t->m->acts.moe_aux;
+        for (int l = 0, i = 0; t->moe_count && l < c->n_layers; l++) { /* (the forward's per-sequence counts) */
+            if (!config_layer_is_moe(c, l)) continue;
+            for (int b = 0; b < t->m->acts.B; b++)
+                for (int e = 0; e < c->n_experts; e++)
+                    t->moe_count[(size_t)i * c->n_experts + e] += t->m->acts.layers[l].moe_stats[(size_t)b * 2 * c->n_experts + e];
+            i++;
+        }
     }
     /* the mean over the global batch: sums over the ranks of per-rank means / N */
     allreduce_gradients(t);
     st->loss = (float)(dist_sum_double(loss_sum) / t->size / o->accum);
     st->z_term = o->z_loss > 0.0f ? o->z_loss * dist_sum_double(lse_sq_sum) / t->size / o->accum : 0.0;
+    st->aux_term = o->router_aux > 0.0f ? o->router_aux * dist_sum_double(aux_sum) / t->size / o->accum : 0.0;
+    st->max_load = 0.0;
+    if (t->moe_count) { /* the global batch's counts, on every rank */
+        const int n = config_moe_layers(c), E = c->n_experts;
+        dist_sum_floats(t->moe_count, (size_t)n * E);
+        for (int i = 0; i < n; i++) {
+            double sum = 0.0, mx = 0.0;
+            for (int e = 0; e < E; e++) sum += t->moe_count[(size_t)i * E + e], mx = fmax(mx, t->moe_count[(size_t)i * E + e]);
+            if (sum > 0) st->max_load = fmax(st->max_load, mx * E / sum);
+        }
+    }
     st->gnorm = grad_global_norm(t->m);
     return 0;
+}
+
+/* DeepSeek-V3's auxiliary-loss-free balancing (Wang et al. 2024, "Auxiliary-Loss-Free Load
+ * Balancing"): after each step, every MoE layer's e_score_correction_bias b_e moves by
+ * gamma * sign(mean load - load_e) (an overloaded expert's bias down, an underloaded one's up),
+ * from this step's counts over the global batch (the same on every rank) */
+static void router_bias_update(trainer *t) {
+    const tlm_config *c = &t->m->cfg;
+    const int E = c->n_experts;
+    const float gamma = t->o.router_bias_update;
+    for (int l = 0, i = 0; l < c->n_layers; l++) {
+        if (!config_layer_is_moe(c, l)) continue;
+        const float *cnt = t->moe_count + (size_t)i++ * E;
+        double mean = 0.0;
+        for (int e = 0; e < E; e++) mean += cnt[e] / E;
+        float *b = t->m->p.layers[l].score_bias;
+        for (int e = 0; e < E; e++) b[e] += cnt[e] < mean ? gamma : cnt[e] > mean ? -gamma : 0.0f;
+    }
 }
 
 /* A non-finite loss or gradient norm stops the run without saving over the last checkpoint. */
@@ -734,6 +815,8 @@ static void write_metrics(trainer *t, const step_stats *st, int evaluated, float
     fprintf(f, "{\"step\": %d, \"loss\": %.9g", t->step, st->loss);
     if (evaluated) fprintf(f, ", \"val_loss\": %.9g", t->last_val);
     if (t->o.z_loss > 0.0f) fprintf(f, ", \"z_loss\": %.9g", st->z_term);
+    if (t->o.router_aux > 0.0f) fprintf(f, ", \"router_aux_loss\": %.9g", st->aux_term);
+    if (t->moe_count) fprintf(f, ", \"expert_load_max\": %.9g", st->max_load);
     fprintf(f, ", \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, st->gnorm,
             tokens_per_s, t->elapsed);
     if (t->alog) attn_log_write(t->alog, t->m, f);
@@ -772,6 +855,7 @@ static int train_loop(trainer *t) {
         float lr = lr_at(&o->opt, t->step);
         adamw_step(&t->opt, t->m, lr, st.gnorm);
         if (t->shard) gather_parameters(t);
+        if (o->router_bias_update > 0.0f) router_bias_update(t);
         t->step++;
         double step_s = tlm_now_s() - t0;
         if (t->step > first_step + 2) profiled_steps++, profiled_s += step_s;
@@ -839,7 +923,7 @@ static void trainer_free(trainer *t) {
     adamw_free(&t->opt);
     model_free(t->m);
     tlm_tokenizer_free(t->tok);
-    free(t->tokens), free(t->inputs), free(t->targets);
+    free(t->tokens), free(t->inputs), free(t->targets), free(t->moe_count);
     free(t->data_path), free(t->out_dir), free(t->tokenizer_kind);
 }
 

@@ -19,6 +19,10 @@ typedef struct {
     int sample_tokens; /* > 0: print a sample of this many tokens at the end */
     int zero1;         /* under mpirun: shard the AdamW moments across the ranks (ZeRO-1) */
     float z_loss;      /* z-loss coefficient: the objective adds z_loss * mean(logsumexp(logits)^2); 0 = off */
+    float router_aux;  /* --router-aux-loss-coef (HF's router_aux_loss_coef): the objective adds it times the
+                          load-balancing loss of a mixture-of-experts model (acts.moe_aux); 0 = off */
+    float router_bias_update; /* --router-bias-update: DeepSeek-V3's auxiliary-loss-free balancing, each step
+                                 every e_score_correction_bias += this * sign(mean load - its expert's load); 0 = off */
     int precision_bf16; /* --precision bf16: mixed precision (model_set_mixed_bf16); a property of the run */
     int log_attn;      /* each step's largest attention logit per head and the QK-norm gains in metrics.jsonl
                           (like zero1 a property of this session, not of the run: allowed with a resume) */

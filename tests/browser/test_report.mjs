@@ -256,6 +256,31 @@ for (const [name, model, L, H, dlaOk] of [["Pre-Norm (tinylm dir)", pre, 3, 4, t
   }
 }
 {
+  // a mixture of experts (a dense first layer, then 4 experts, top 2): the router section, and the
+  // selected token's experts as the page's data says
+  const moe = trainTiny("moe", "num_experts=4", "num_experts_per_tok=2", "moe_intermediate_size=16", "first_k_dense_replace=1");
+  const html = path.join(WORK, "moe.html");
+  const r = tinylm("inspect", "--model", moe, "--prompt", "ROMEO: what light", "--html", html);
+  if (check(r.rc === 0, "MoE: inspect --html runs", r.err)) {
+    const o = await open(html, "MoE");
+    await o.page.click('.tok[data-pos="3"]');
+    const info = await o.page.evaluate(() => {
+      const X = JSON.parse(document.getElementById("tlm-data").textContent).report.experts;
+      const rows = [...document.querySelectorAll("#experts tbody tr")];
+      return { layers: X.map((x) => x.layer), rows: rows.length, cells: rows.map((tr) => tr.querySelectorAll("td").length),
+               outlined: rows.map((tr) => [...tr.querySelectorAll("td.sel")].map((td) => td.cellIndex - 2)),
+               want: X.map((x) => x.token_experts), head: document.querySelector("#experts thead th.wide")?.textContent || "" };
+    });
+    const pos = +(/position (\d+)/.exec(info.head) || [0, -1])[1];
+    check(info.rows === 2 && info.layers.join() === "1,2" && info.cells.every((n) => n === 4 + 2),
+          "MoE: the router table has layers 1 and 2 (layer 0 dense), 4 experts each", JSON.stringify(info));
+    check(pos >= 0 && info.outlined.every((o, k) => o.slice().sort().join() === info.want[k][pos].slice().sort().join()),
+          `MoE: the outlined experts are the ones position ${pos} went to`, JSON.stringify(info));
+    clean(o);
+    await o.page.close();
+  }
+}
+{
   const html = path.join(WORK, "grad.html");
   const r = tinylm("inspect", "--grad", "--model", pre, "--data", small, "--seq", 16, "--batch", 2, "--html", html);
   if (check(r.rc === 0, "--grad: inspect --grad --html runs", r.err)) {

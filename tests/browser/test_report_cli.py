@@ -105,6 +105,9 @@ def test_variants(T, work):
         ("no_residual", {"residual": False}, [0, 0, 0]),
         ("layernorm_learned_gelu", {"norm_type": "layernorm", "norm_bias": True, "position_embedding": "learned",
                                     "ffn_type": "gelu"}, [0, 0, 0]),
+        ("moe_sigmoid_groups", {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                                "scoring_func": "sigmoid", "n_group": 4, "topk_group": 2, "first_k_dense_replace": 1,
+                                "n_shared_experts": 1}, [0, 0, 0]),
     ]
     for name, over, windows in cases:
         cfg = dict(base)
@@ -133,6 +136,12 @@ def test_variants(T, work):
         ok = ok and dd["report"]["decomposition"]["applies"] == (name != "no_residual")
         check(ok, "%s: report = --json, %d heads, rows sum to 1%s" % (name, 3 * H, ", window respected" if any(windows) else ""),
               "; ".join(bad[:4]))
+        if "num_experts" in over:  # the router section: layers 1, 2; loads sum to 1; 2 distinct experts a token,
+            ex = dd["report"].get("experts", [])  # within the 2 chosen groups of 2
+            ok = [x["layer"] for x in ex] == [1, 2] and all(abs(sum(x["load"]) - 1) < 1e-5 for x in ex)
+            ok = ok and all(len(t) == 2 and len({e // 2 for e in t}) <= 2 and len(set(t)) == 2 for x in ex for t in x["token_experts"])
+            check(ok, "%s: the page's router section: layers 1 and 2, loads summing to 1, each token's 2 experts" % name,
+                  json.dumps(ex)[:300])
 
 
 def test_plot_window(T, work):

@@ -126,6 +126,8 @@ def _llama_like(cfg, W, ids, family, mut):
         "llama": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=None),
         "qwen2": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=32),
         "qwen3": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=128, kv=32),
+        "qwen3_moe": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=4),
+        "mixtral": dict(eps=1e-5, theta=1e6, tie=False, head_dim=None, kv=8),
     }[family]
     d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
     KV = g(cfg, "num_key_value_heads", defaults["kv"]) or H
@@ -150,7 +152,10 @@ def _llama_like(cfg, W, ids, family, mut):
     # sliding window (Qwen2/Qwen3 only): configuration_qwen2.py
     window = None
     layer_types = ["full_attention"] * L
-    if family != "llama":
+    if family == "mixtral":  # MistralAttention: one window for every layer, when set
+        window = g(cfg, "sliding_window", None)
+        layer_types = ["sliding_attention" if window else "full_attention"] * L
+    elif family != "llama":
         if g(cfg, "use_sliding_window", False) and "sliding_off" not in mut:
             window = g(cfg, "sliding_window", 4096)
         layer_types = cfg.get("layer_types") or [
@@ -166,7 +171,7 @@ def _llama_like(cfg, W, ids, family, mut):
         q = heads(linear(h, W, p + "self_attn.q_proj", qkv_bias), H, hd)
         k = heads(linear(h, W, p + "self_attn.k_proj", qkv_bias), KV, hd)
         v = heads(linear(h, W, p + "self_attn.v_proj", qkv_bias), KV, hd)
-        if family == "qwen3" and "no_qk_norm" not in mut:
+        if family in ("qwen3", "qwen3_moe") and "no_qk_norm" not in mut:
             q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
         q, k = rope(q, inv, mut), rope(k, inv, mut)
@@ -174,11 +179,45 @@ def _llama_like(cfg, W, ids, family, mut):
         a = attention(q, k, v, hd ** -0.5, win, None, mut)
         x = x + linear(a, W, p + "self_attn.o_proj", o_bias)
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if family == "mixtral":
+            x = x + sparse_moe(cfg, W, h, p + "block_sparse_moe.", ("w1", "w3", "w2"), True, mut)
+            continue
+        if family == "qwen3_moe":
+            step = g(cfg, "decoder_sparse_step", 1)
+            if (l not in (g(cfg, "mlp_only_layers", []) or []) and g(cfg, "num_experts", 128) > 0
+                    and (l + 1) % step == 0):
+                x = x + sparse_moe(cfg, W, h, p + "mlp.", ("gate_proj", "up_proj", "down_proj"),
+                                   g(cfg, "norm_topk_prob", False), mut)
+                continue
         f = silu(linear(h, W, p + "mlp.gate_proj", mlp_bias)) * linear(h, W, p + "mlp.up_proj", mlp_bias)
         x = x + linear(f, W, p + "mlp.down_proj", mlp_bias)
     x = rms_norm(x, W[P + "norm.weight"], eps)
     head = W[P + "embed_tokens.weight"] if tie else W["lm_head.weight"]
     return x @ head.T
+
+
+def sparse_moe(cfg, W, h, p, names, renorm, mut):
+    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock: softmax over the router's logits (p + "gate"),
+    torch.topk, renormalised over the chosen (Mixtral always, Qwen3-MoE with norm_topk_prob), each
+    chosen expert's SwiGLU (gate, up, down = names) weighted and summed"""
+    E = cfg.get("num_local_experts") or cfg.get("num_experts")
+    k = g(cfg, "num_experts_per_tok", 2)
+    rows = h.reshape(-1, h.shape[-1])
+    probs = torch.softmax(linear(rows, W, p + "gate"), dim=-1)
+    w, idx = torch.topk(probs, k, dim=-1)
+    if (renorm and "moe_no_renorm" not in mut) or "moe_renorm" in mut:
+        w = w / w.sum(-1, keepdim=True)
+    gate, up, down = names
+    if "moe_gate_up_swapped" in mut:
+        gate, up = up, gate
+    out = torch.zeros_like(rows)
+    for e in range(E):
+        r, j = torch.where(idx == e)
+        if len(r):
+            q = "%sexperts.%d." % (p, e)
+            y = linear(silu(linear(rows[r], W, q + gate)) * linear(rows[r], W, q + up), W, q + down)
+            out = out.index_add(0, r, y * w[r, j, None])
+    return out.reshape(h.shape)
 
 
 def llama(cfg, W, ids, mut=()):
@@ -191,6 +230,14 @@ def qwen2(cfg, W, ids, mut=()):
 
 def qwen3(cfg, W, ids, mut=()):
     return _llama_like(cfg, W, ids, "qwen3", mut)
+
+
+def qwen3_moe(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "qwen3_moe", mut)
+
+
+def mixtral(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "mixtral", mut)
 
 
 # ---- OLMo 2 (norms after each sublayer output, QK-Norm over the whole projection) -----------------
@@ -347,5 +394,5 @@ def gpt2(cfg, W, ids, mut=()):
     return x @ head.T
 
 
-FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "olmo2": olmo2, "gemma2": gemma2,
+FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "qwen3_moe": qwen3_moe, "mixtral": mixtral, "olmo2": olmo2, "gemma2": gemma2,
            "gemma3_text": gemma3_text, "gpt2": gpt2}

@@ -175,6 +175,8 @@ def make_weights(family, cfg, seed):
         norms = {"llama": ["input_layernorm", "post_attention_layernorm"],
                  "qwen2": ["input_layernorm", "post_attention_layernorm"],
                  "qwen3": ["input_layernorm", "post_attention_layernorm"],
+                 "qwen3_moe": ["input_layernorm", "post_attention_layernorm"],
+                 "mixtral": ["input_layernorm", "post_attention_layernorm"],
                  "olmo2": ["post_attention_layernorm", "post_feedforward_layernorm"],
                  "gemma2": ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                             "post_feedforward_layernorm"]}
@@ -190,12 +192,26 @@ def make_weights(family, cfg, seed):
                 vec(p + "self_attn.%s_proj.bias" % n, size, 0.0, 0.3)
         if o_bias:
             vec(p + "self_attn.o_proj.bias", d, 0.0, 0.3)
-        if family in ("qwen3", "gemma3_text"):
+        if family in ("qwen3", "qwen3_moe", "gemma3_text"):
             vec(p + "self_attn.q_norm.weight", hd, norm_center, 0.3)
             vec(p + "self_attn.k_norm.weight", hd, norm_center, 0.3)
         if family == "olmo2":
             vec(p + "self_attn.q_norm.weight", H * hd, 1.0, 0.3)
             vec(p + "self_attn.k_norm.weight", KV * hd, 1.0, 0.3)
+        moe = family == "mixtral" or (family == "qwen3_moe" and l not in (cfg.get("mlp_only_layers") or []) and
+                                      (l + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+        if moe:  # the router (gate) and each expert, in the family's names
+            E = cfg.get("num_local_experts") or cfg.get("num_experts")
+            blk, names = ("block_sparse_moe.", ("w1", "w3", "w2")) if family == "mixtral" else \
+                ("mlp.", ("gate_proj", "up_proj", "down_proj"))
+            fe = f if family == "mixtral" else cfg["moe_intermediate_size"]
+            mat(p + blk + "gate.weight", E, d, 3.0)
+            for e in range(E):
+                q = "%s%sexperts.%d." % (p, blk, e)
+                mat(q + names[0] + ".weight", fe, d)
+                mat(q + names[1] + ".weight", fe, d)
+                mat(q + names[2] + ".weight", d, fe)
+            continue
         mat(p + "mlp.gate_proj.weight", f, d)
         mat(p + "mlp.up_proj.weight", f, d)
         mat(p + "mlp.down_proj.weight", d, f)
@@ -261,6 +277,20 @@ CASES = [
      dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16, n_inner=None, layer_norm_epsilon=1e-5,
           tie_word_embeddings=False, scale_attn_weights=False, _prefix="transformer."),
      ["qkv_order"]),
+    # mixtures of experts (after the others: tests below pick cases by index)
+    ("qwen3_moe_step2", "qwen3_moe",
+     dict(BASE, num_hidden_layers=3, num_key_value_heads=2, head_dim=16, rope_theta=1000.0, num_experts=6,
+          num_experts_per_tok=2, moe_intermediate_size=20, norm_topk_prob=True, decoder_sparse_step=1,
+          mlp_only_layers=[1], router_aux_loss_coef=0.001, output_router_logits=False),
+     ["no_qk_norm", "moe_no_renorm", "moe_gate_up_swapped"]),
+    ("qwen3_moe_defaults_nonorm", "qwen3_moe",
+     dict(BASE, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, decoder_sparse_step=2,
+          mlp_only_layers=None),
+     ["moe_renorm", "no_qk_norm"]),
+    ("mixtral_gqa", "mixtral",
+     dict(BASE, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, rope_theta=1e4,
+          sliding_window=None, router_jitter_noise=0.0, hidden_act="silu"),
+     ["moe_no_renorm", "moe_gate_up_swapped"]),
 ]
 
 
@@ -336,7 +366,7 @@ def family_tests(R):
         variants = [("f32", "F32", 1), ("bf16", "BF16", 1)]
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
-        if name == "llama_gqa_llama3":
+        if name in ("llama_gqa_llama3", "mixtral_gqa"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -414,6 +444,13 @@ def error_tests(R):
                                                 make_weights("gpt2", gp[2], 4)), "activation_function", "gelu")
     expect_error(R, "gemma2 bidirectional", variant("bidir", dict(hf_config("gemma2", CASES[4][2]), use_bidirectional_attention=True),
                                                     make_weights("gemma2", CASES[4][2], 3)), "use_bidirectional_attention")
+    mx = next(c for c in CASES if c[0] == "mixtral_gqa")
+    expect_error(R, "mixtral router jitter", variant("mxjit", dict(hf_config("mixtral", mx[2]), router_jitter_noise=0.1),
+                                                     make_weights("mixtral", mx[2], 5)), "router_jitter_noise")
+    qm = next(c for c in CASES if c[0] == "qwen3_moe_step2")
+    expect_error(R, "qwen3_moe top-k above the experts",
+                 variant("qmk", dict(hf_config("qwen3_moe", qm[2]), num_experts_per_tok=7),
+                         make_weights("qwen3_moe", qm[2], 6)), "num_experts_per_tok")
 
 
 def llama2c_error_tests(R, data_dir):
@@ -452,7 +489,8 @@ def export_tests(R, data_dir):
         return R.run("export", "--model", src, "--out", dst, *tok)
 
     # llama and gpt2 shaped models: HF export, readable by the HF reference under HF names
-    for name in ("llama_gqa_llama3", "llama_tied_linear", "gpt2_plain", "gpt2_untied_noscale"):
+    for name in ("llama_gqa_llama3", "llama_tied_linear", "gpt2_plain", "gpt2_untied_noscale", "qwen3_moe_step2",
+                 "qwen3_moe_defaults_nonorm", "mixtral_gqa"):
         case = next(c for c in CASES if c[0] == name)
         src = os.path.join(R.work, name + "_f32")
         dst = os.path.join(R.work, "export_" + name)

@@ -44,14 +44,25 @@ static const char *EVERY_KEY_DEEPNORM =
     " \"num_attention_heads\": 4, \"norm_type\": \"layernorm\", \"norm_bias\": true,"
     " \"norm_placement\": \"deepnorm\", \"deepnorm_alpha\": 2.75, \"deepnorm_beta\": 0.125}";
 
-/* The keys the tinylm reader accepts (config.c's table), each of which the file above sets. */
+/* The mixture-of-experts keys (a third every-key file: sigmoid routing with groups, every layer
+ * rule used at once) */
+static const char *EVERY_KEY_MOE =
+    "{\"model_type\": \"tinylm\", \"vocab_size\": 37, \"hidden_size\": 24, \"num_hidden_layers\": 7,"
+    " \"num_attention_heads\": 4, \"num_experts\": 12, \"num_experts_per_tok\": 3, \"moe_intermediate_size\": 20,"
+    " \"n_shared_experts\": 2, \"norm_topk_prob\": true, \"scoring_func\": \"sigmoid\", \"n_group\": 4,"
+    " \"topk_group\": 2, \"routed_scaling_factor\": 2.5, \"first_k_dense_replace\": 1,"
+    " \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}";
+
+/* The keys the tinylm reader accepts (config.c's table), each of which the files above set. */
 static const char *const KEYS[] = {
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
     "intermediate_size", "max_position_embeddings", "norm_type", "norm_eps", "norm_bias", "dyt_alpha_init",
     "norm_placement", "deepnorm_alpha", "deepnorm_beta", "residual", "final_norm", "position_embedding", "rope_theta", "rope_local_base_freq",
     "rope_scaling", "embedding_scale", "attention_bias", "attention_out_bias", "qk_norm", "query_pre_attn_scalar",
     "attn_logit_softcapping", "sliding_window", "layer_types", "ffn_type", "mlp_bias", "tie_word_embeddings",
-    "final_logit_softcapping", "initializer_range", "scale_residual_init", NULL};
+    "final_logit_softcapping", "initializer_range", "scale_residual_init", "num_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "n_shared_experts", "norm_topk_prob", "scoring_func", "n_group", "topk_group",
+    "routed_scaling_factor", "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers", NULL};
 
 static int same_config(const tlm_config *a, const tlm_config *b) {
     tlm_config x = *a, y = *b;
@@ -81,11 +92,18 @@ static void test_every_key(void) {
     CHECK(dn.placement == PLACE_DEEPNORM && dn.deepnorm_alpha == 2.75f && dn.deepnorm_beta == 0.125f &&
               !dn.final_norm && !dn.scale_residual_init,
           "the deepnorm keys not read (or final_norm / scale_residual_init not defaulted off)");
-    /* each key in at least one of the two written files, and every written key in KEYS */
-    const tlm_config *both[2] = {&a, &dn};
-    tlm_config *back[2] = {&b, &dn_back};
-    cJSON *roots[2] = {NULL, NULL};
-    for (int f = 0; f < 2; f++) {
+    tlm_config moe, moe_back;
+    CHECK(config_parse(&moe, EVERY_KEY_MOE, "every_key_moe.json") == 0, "moe config refused: %s", tlm_last_error());
+    /* past the first dense layer, (l + 1) % 2 == 0, not 3: layers 1 and 5 */
+    int moe_layers = 0;
+    for (int l = 0; l < moe.n_layers; l++) moe_layers += config_layer_is_moe(&moe, l) << l;
+    CHECK(moe.scoring == SCORING_SIGMOID && moe.n_group == 4 && moe_layers == ((1 << 1) | (1 << 5)),
+          "the MoE keys not read (layers %#x)", moe_layers);
+    /* each key in at least one of the three written files, and every written key in KEYS */
+    const tlm_config *both[3] = {&a, &dn, &moe};
+    tlm_config *back[3] = {&b, &dn_back, &moe_back};
+    cJSON *roots[3] = {NULL, NULL, NULL};
+    for (int f = 0; f < 3; f++) {
         char *json = config_to_json(both[f]);
         CHECK(json != NULL, "config_to_json failed");
         if (!json) return;
@@ -101,9 +119,10 @@ static void test_every_key(void) {
         free(json);
     }
     for (int i = 0; KEYS[i]; i++)
-        CHECK(cJSON_GetObjectItemCaseSensitive(roots[0], KEYS[i]) || cJSON_GetObjectItemCaseSensitive(roots[1], KEYS[i]),
+        CHECK(cJSON_GetObjectItemCaseSensitive(roots[0], KEYS[i]) || cJSON_GetObjectItemCaseSensitive(roots[1], KEYS[i]) ||
+                  cJSON_GetObjectItemCaseSensitive(roots[2], KEYS[i]),
               "config_to_json does not write \"%s\"", KEYS[i]);
-    cJSON_Delete(roots[0]), cJSON_Delete(roots[1]);
+    cJSON_Delete(roots[0]), cJSON_Delete(roots[1]), cJSON_Delete(roots[2]);
 
     /* the DeepNorm keys with another placement, a 0, and deepnorm without a residual are refused,
      * the message naming the key */
@@ -123,6 +142,31 @@ static void test_every_key(void) {
         {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
          " \"num_attention_heads\": 2, \"norm_placement\": \"deepnorm\", \"scale_residual_init\": true}",
          "scale_residual_init"},
+        /* mixture-of-experts combinations the engine (and its reference) does not define */
+#define MOE_BASE "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 2, " \
+                 "\"num_attention_heads\": 2, \"num_experts\": 8, "
+        {MOE_BASE "\"num_experts_per_tok\": 9}", "num_experts_per_tok"},
+        {MOE_BASE "\"num_experts_per_tok\": 0}", "num_experts_per_tok"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"ffn_type\": \"gelu\"}", "ffn_type"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"mlp_bias\": true}", "mlp_bias"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"n_group\": 2, \"topk_group\": 1}", "n_group"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"scoring_func\": \"sigmoid\", \"n_group\": 3}", "n_group"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"scoring_func\": \"sigmoid\", \"n_group\": 8}", "n_group"},
+        {MOE_BASE "\"num_experts_per_tok\": 5, \"scoring_func\": \"sigmoid\", \"n_group\": 4, \"topk_group\": 2}",
+         "topk_group"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"scoring_func\": \"sigmoid\", \"n_group\": 4, \"topk_group\": 5}",
+         "topk_group"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"routed_scaling_factor\": 0}", "routed_scaling_factor"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"decoder_sparse_step\": 0}", "decoder_sparse_step"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"mlp_only_layers\": [2]}", "mlp_only_layers"},
+        {MOE_BASE "\"num_experts_per_tok\": 2, \"scoring_func\": \"tanh\"}", "scoring_func"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"num_experts_per_tok\": 2}",
+         "num_experts_per_tok"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"scoring_func\": \"sigmoid\"}",
+         "scoring_func"},
+#undef MOE_BASE
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         tlm_config x;

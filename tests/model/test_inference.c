@@ -121,7 +121,10 @@ int main(void) {
         int rc = cached_logits(m, tok, got);
         double e2 = 0;
         for (int t = PREFILL - 1; t < T; t++) e2 = fmax(e2, rel_diff(got + (size_t)t * V, train + (size_t)t * V, V));
-        int ok2 = !rc && e2 <= 5e-5; /* summation order (matvec, blocked attention) x large weights */
+        /* summation order (matvec, blocked attention) x large weights; a mixture of experts 2e-4: its
+         * experts' products run over other row counts too, and the router's softmax of these x10
+         * logits passes a perturbation on steeply (measured up to 7.7e-5) */
+        int ok2 = !rc && e2 <= (config_moe_layers(&m->cfg) ? 2e-4 : 5e-5);
         printf("%-42s cached (chunked prefill, last logits): rel err %.1e %s\n", "", e2, ok2 ? "ok" : "FAIL");
 
         /* 3. bf16 weights vs the f32 path on the same rounded values */

@@ -7,9 +7,11 @@
  * --precision bf16: the pass in mixed precision (model_set_mixed_bf16); exit 77 (a skip) on a
  * CPU without bf16 products. It prints whether the attention's products are bf16 too
  * ("attention products: bf16|f32"). */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../case_io.h"
 #include "formats/npy.h"
@@ -49,6 +51,21 @@ int main(int argc, char **argv) {
         attention_spec spec = model_layer_attention(&m->cfg, 0);
         spec.bf16 = 1;
         printf("attention products: %s\n", attention_bf16_products(&spec) ? "bf16" : "f32");
+    }
+    /* training options beside the model (train.json, optional): the load-balancing loss's coefficient */
+    snprintf(sub, sizeof sub, "%s/train.json", case_dir);
+    if (access(sub, F_OK) == 0) {
+        size_t n;
+        char *text = read_text_file(sub, &n);
+        cJSON *o = text ? cJSON_Parse(text) : NULL;
+        const cJSON *coef = cJSON_GetObjectItemCaseSensitive(o, "router_aux_loss_coef");
+        if (cJSON_IsNumber(coef)) m->router_aux = (float)coef->valuedouble;
+        cJSON_Delete(o);
+        free(text);
+        if (!o) {
+            tlm_error("%s: not valid JSON", sub);
+            goto fail;
+        }
     }
     if (case_read_batches(case_dir, 2, "[B, T]", &tok, &tgt)) goto fail;
     const int B = (int)tok.shape[0], T = (int)tok.shape[1], V = m->cfg.vocab_size, d = m->cfg.d_model;

@@ -27,6 +27,21 @@ static void v_deepnorm(tlm_config *c) {
     c->placement = PLACE_DEEPNORM, c->final_norm = false, c->norm = NORM_LAYERNORM, c->scale_residual_init = false;
 }
 
+/* mixtures of experts: softmax top-2 of 4 renormalised with a shared expert (Qwen3-MoE /
+ * Mixtral routing); DeepSeek-V3's sigmoid routing, group-limited top-2 (2 of 4 groups of 2),
+ * scaled weights, after a dense first layer; top-1 without renormalising on every second layer */
+static void v_moe_softmax(tlm_config *c) {
+    c->n_experts = 4, c->n_experts_per_tok = 2, c->moe_d_ff = 16, c->n_shared_experts = 1, c->norm_topk_prob = true;
+}
+static void v_moe_sigmoid(tlm_config *c) {
+    c->n_experts = 8, c->n_experts_per_tok = 2, c->moe_d_ff = 12, c->scoring = SCORING_SIGMOID;
+    c->n_group = 4, c->topk_group = 2, c->routed_scaling_factor = 2.5f, c->norm_topk_prob = true;
+    c->first_k_dense = 1, c->ffn = FFN_GEGLU;
+}
+static void v_moe_step2(tlm_config *c) {
+    c->n_experts = 4, c->n_experts_per_tok = 1, c->moe_d_ff = 24, c->sparse_step = 2, c->placement = PLACE_SANDWICH;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -44,6 +59,9 @@ static const variant VARIANTS[] = {
     {"no residual, per-head qk-norm", v_no_residual},
     {"dyt sandwich", v_dyt},
     {"deepnorm layernorm", v_deepnorm},
+    {"moe softmax top-2/4, shared expert", v_moe_softmax},
+    {"moe sigmoid group-limited, dense layer 0", v_moe_sigmoid},
+    {"moe top-1 every 2nd layer, sandwich", v_moe_step2},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

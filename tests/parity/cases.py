@@ -104,6 +104,34 @@ CASES = _grid() + [
     ("deepnorm_alpha_3_final_norm", {"norm_placement": "deepnorm", "deepnorm_alpha": 3.0, "final_norm": True,
                                      "num_key_value_heads": 2}),
     ("olmo2_like", {"norm_placement": "output", "qk_norm": "full", "tie_word_embeddings": False}),
+    # Mixtures of experts (docs/config.md "Mixture of experts"): Qwen3-MoE / Mixtral's softmax
+    # routing with and without renormalising, a shared expert, dense layers (first_k_dense_replace,
+    # decoder_sparse_step, mlp_only_layers), DeepSeek-V3's sigmoid routing with its selection bias,
+    # group-limited top-k and scaling factor, the load-balancing loss's gradient, and tied router
+    # scores (experts 1 and 2 share a router row: the lower index wins, in engine and reference).
+    ("moe_softmax_top2_norm", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                               "norm_topk_prob": True}),
+    ("moe_softmax_top2_nonorm_shared", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                                        "n_shared_experts": 2}),
+    ("moe_mixtral_like_aux", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+                              "norm_topk_prob": True, "num_key_value_heads": 2, "tie_word_embeddings": False},
+     {"router_aux_loss_coef": 0.5}),
+    ("moe_qwen3_like_step2_aux", {"num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 12,
+                                  "decoder_sparse_step": 2, "num_hidden_layers": 3, "qk_norm": "head",
+                                  "norm_topk_prob": True}, {"router_aux_loss_coef": 1.0}),
+    ("moe_mlp_only_layers", {"num_experts": 4, "num_experts_per_tok": 1, "moe_intermediate_size": 20,
+                             "num_hidden_layers": 3, "mlp_only_layers": [1]}, {"salt": "1"}),
+    ("moe_sigmoid_deepseek_like", {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 12,
+                                   "scoring_func": "sigmoid", "n_group": 4, "topk_group": 2,
+                                   "routed_scaling_factor": 2.5, "norm_topk_prob": True, "n_shared_experts": 1,
+                                   "first_k_dense_replace": 1, "num_hidden_layers": 3}, {"B": 4, "salt": "2"}),
+    ("moe_sigmoid_nonorm_geglu", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                                  "scoring_func": "sigmoid", "ffn_type": "geglu"}),
+    ("moe_tied_scores_softmax", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                                 "norm_topk_prob": True}, {"tie_experts": [(1, 2)]}),
+    ("moe_tied_scores_sigmoid_groups", {"num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 12,
+                                        "scoring_func": "sigmoid", "n_group": 2, "topk_group": 1,
+                                        "norm_topk_prob": True}, {"tie_experts": [(1, 2), (5, 6)], "B": 4}),
 ]
 
 

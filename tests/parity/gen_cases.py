@@ -42,6 +42,10 @@ def structural_zeros(cfg):
     it, or a soft-cap bends the scores."""
     c = ref.resolve_config(cfg)
     out = {}
+    # DeepSeek-V3's e_score_correction_bias only chooses experts: no gradient reaches it
+    for n in c["moe_layers"]:
+        if c["scoring_func"] == "sigmoid":
+            out["layers.%d.ffn.router.e_score_correction_bias" % n] = "layers.%d.ffn.router.weight" % n
     if (c["attention_bias"] and c["position_embedding"] != "rope" and c["qk_norm"] == "none"
             and not c["attn_logit_softcapping"]):
         for n in range(c["num_hidden_layers"]):
@@ -99,12 +103,24 @@ def check_conditioning(name, case_dir):
 
 def write_case(case_dir, name, cfg, opts):
     B, T = opts["B"], opts["T"]
-    seed = zlib.crc32(name.encode())  # stable per name: adding a case changes no other case
+    # stable per name: adding a case changes no other case ("salt": another draw for a case whose
+    # first one leaves an expert without rows, and so without a gradient to compare)
+    seed = zlib.crc32((name + opts.get("salt", "")).encode())
     rng = np.random.default_rng(seed)
     if os.path.isdir(case_dir):
         shutil.rmtree(case_dir)
     os.makedirs(case_dir)
-    ref.save(case_dir, cfg, ref.random_params(cfg, seed, std=opts["std"], embed_std=2 * opts["std"]), "F32")
+    params = ref.random_params(cfg, seed, std=opts["std"], embed_std=2 * opts["std"])
+    for a, b in opts.get("tie_experts", ()):  # expert b's router row (and bias) = expert a's: tied scores
+        for n in ref.resolve_config(cfg)["moe_layers"]:
+            for t in ("weight", "e_score_correction_bias"):
+                name = "layers.%d.ffn.router.%s" % (n, t)
+                if name in params:
+                    params[name][b] = params[name][a]
+    ref.save(case_dir, cfg, params, "F32")
+    if "router_aux_loss_coef" in opts:  # a training option the engine's dump reads beside the model
+        with open(os.path.join(case_dir, "train.json"), "w") as f:
+            json.dump({"router_aux_loss_coef": opts["router_aux_loss_coef"]}, f)
     V = cfg["vocab_size"]
     tokens = rng.integers(0, V, size=(B, T)).astype(np.int32)
     targets = rng.integers(0, V, size=(B, T)).astype(np.int32)

@@ -95,6 +95,14 @@ class ProbeModel(tinylm_ref.Model):
     def ffn(self, n, x):
         c = self.cfg
         p = "layers.%d.ffn." % n
+        if n in c["moe_layers"]:  # a mixture of experts: the router's logits, the choice, the weights
+            B, T = x.shape[:2]
+            out = self.moe(n, x)
+            self.put(p + "router_logits", self.router_logits[-1].view(B, T, -1))
+            self.put(p + "expert_ids", self.router_choice[-1].to(x.dtype).view(B, T, -1))
+            self.put(p + "expert_weights", self.router_weights[-1].view(B, T, -1))
+            self.put(p + "down_proj", out)
+            return out
         up = self.linear(p + "up_proj", x)
         self.put(p + "up", up)
         if c["ffn_type"] in ("swiglu", "geglu"):

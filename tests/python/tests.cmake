@@ -26,6 +26,11 @@ if(TLM_PYTHON)
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_interp.py
                    --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_interp)
   set_tests_properties(test_python_interp PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
+  # a mixture of experts: router / expert hook points, rerouting, gradients, against the reference
+  add_test(NAME test_python_moe
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_moe.py
+                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_moe)
+  set_tests_properties(test_python_moe PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
 endif()
 if(TLM_PYTHON)
   # Model.set_precision: bf16 products from Python, the fp32 fallback with a warning

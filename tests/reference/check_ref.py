@@ -351,6 +351,110 @@ class ModelTest(unittest.TestCase):
             self.assertAlmostEqual(float(p["layers.1.%s.weight" % name].std()), want, delta=want * 0.06, msg=name)
 
 
+class MoETest(unittest.TestCase):
+    """The mixture of experts against a plain per-row loop that computes every expert and picks by
+    hand, the tie rule, and the load-balancing loss written out from Switch's formula."""
+
+    def naive_row(self, m, c, n, u):
+        """one row u [d]: scores, the choice by hand (a Python sort: ties to the lower index), the sum"""
+        E, k = c["num_experts"], c["num_experts_per_tok"]
+        z = m.p("layers.%d.ffn.router.weight" % n) @ u
+        if c["scoring_func"] == "softmax":
+            s = torch.exp(z - z.max())
+            s = s / s.sum()
+            choice = [float(v) for v in s]
+        else:
+            s = 1.0 / (1.0 + torch.exp(-z))
+            b = m.p("layers.%d.ffn.router.e_score_correction_bias" % n)
+            choice = [float(s[e] + b[e]) for e in range(E)]
+        allowed = set(range(E))
+        G = c["n_group"]
+        if G > 1:
+            per = E // G
+            gs = [sum(sorted(choice[g * per:(g + 1) * per], reverse=True)[:2]) for g in range(G)]
+            groups = sorted(range(G), key=lambda g: (-gs[g], g))[:c["topk_group"]]
+            allowed = {g * per + i for g in groups for i in range(per)}
+        chosen = sorted(allowed, key=lambda e: (-choice[e], e))[:k]
+        w = torch.stack([s[e] for e in chosen])
+        if c["norm_topk_prob"]:
+            w = w / w.sum()
+        w = w * c["routed_scaling_factor"]
+        out = torch.zeros_like(u)
+        for j, e in enumerate(chosen):
+            out = out + w[j] * m.glu("layers.%d.ffn.experts.%d." % (n, e), u[None])[0]
+        if c["n_shared_experts"]:
+            out = out + m.glu("layers.%d.ffn.shared_experts." % n, u[None])[0]
+        return out
+
+    def check_against_loop(self, **over):
+        c = small(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=6, **over)
+        m = R.Model(c, R.random_params(c, 3))
+        rc = m.cfg
+        x = torch.as_tensor(np.random.default_rng(1).normal(size=(2, 5, 16)), dtype=D64)
+        for n in rc["moe_layers"]:
+            got = m.moe(n, x).reshape(-1, 16)
+            want = torch.stack([self.naive_row(m, rc, n, u) for u in x.reshape(-1, 16)])
+            self.assertLess(float((got - want).abs().max()), 1e-12, msg=str(over))
+
+    def test_softmax_routing_matches_a_plain_loop(self):
+        self.check_against_loop(norm_topk_prob=True, n_shared_experts=1)
+        self.check_against_loop(norm_topk_prob=False)
+
+    def test_sigmoid_group_limited_routing_matches_a_plain_loop(self):
+        self.check_against_loop(scoring_func="sigmoid", n_group=4, topk_group=2, routed_scaling_factor=2.5,
+                                norm_topk_prob=True, first_k_dense_replace=1)
+        self.check_against_loop(scoring_func="sigmoid", ffn_type="geglu")
+
+    def test_ties_go_to_the_lower_index(self):
+        x = torch.tensor([[1.0, 3.0, 3.0, 0.0, 3.0], [2.0, 2.0, 2.0, 2.0, 2.0]], dtype=D64)
+        self.assertEqual(R.topk_lower_index(x, 2).tolist(), [[1, 2], [0, 1]])
+        self.assertEqual(R.topk_lower_index(x, 4).tolist(), [[1, 2, 4, 0], [0, 1, 2, 3]])
+        # (torch.topk promises no order among equal values: on this CPU build it need not agree)
+        rng = np.random.default_rng(0)
+        ties = torch.as_tensor(rng.integers(0, 3, (200, 8)), dtype=D64)
+        idx = R.topk_lower_index(ties, 3)
+        for row, chosen in zip(ties.tolist(), idx.tolist()):
+            self.assertEqual(chosen, sorted(range(8), key=lambda e: (-row[e], e))[:3])
+
+    def test_dense_layers_and_tensor_list(self):
+        c = R.resolve_config(small(num_hidden_layers=6, num_experts=4, num_experts_per_tok=1,
+                                   first_k_dense_replace=1, decoder_sparse_step=2, mlp_only_layers=[3]))
+        self.assertEqual(c["moe_layers"], [1, 5])  # (l >= 1, (l + 1) % 2 == 0, not 3)
+        shapes = R.param_shapes(c)
+        self.assertIn("layers.0.ffn.gate_proj.weight", shapes)
+        self.assertEqual(shapes["layers.1.ffn.router.weight"], [4, 16])
+        self.assertEqual(shapes["layers.5.ffn.experts.3.down_proj.weight"], [16, 24])
+        self.assertNotIn("layers.1.ffn.router.e_score_correction_bias", shapes)
+        for bad in (dict(num_experts_per_tok=3), dict(num_experts=4, num_experts_per_tok=1, ffn_type="gelu"),
+                    dict(num_experts=4, num_experts_per_tok=1, n_group=2)):
+            with self.assertRaises(ValueError, msg=str(bad)):
+                R.resolve_config(small(**bad))
+
+    def test_load_balancing_loss_is_switch_formula_and_its_gradient(self):
+        c = small(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=6, norm_topk_prob=True)
+        m = R.Model(c, R.random_params(c, 5))
+        tok, tgt = tokens(c)
+        m.forward(tok)
+        aux = m.load_balancing_loss()
+        z = torch.cat(m.router_logits).detach()
+        p = torch.softmax(z, -1)
+        counts = torch.zeros(4, dtype=D64)
+        for row in torch.cat(m.router_choice).tolist():
+            for e in row:
+                counts[e] += 1
+        want = 4 * float((counts / z.shape[0] * p.mean(0)).sum())
+        self.assertAlmostEqual(float(aux), want, places=12)
+        # its gradient reaches the router only, through P (the counts are constants)
+        out = m.loss_and_grads(tok, tgt, router_aux_loss_coef=0.0)
+        out2 = m.loss_and_grads(tok, tgt, router_aux_loss_coef=1.0)
+        for name in out["grads"]:  # (the last layer's experts, after its choice, and the head see none of it)
+            same = np.allclose(out["grads"][name], out2["grads"][name], rtol=0, atol=1e-14)
+            if name.startswith("layers.1.ffn.experts.") or name.startswith("final_norm"):
+                self.assertTrue(same, msg=name)
+            if ".router." in name:
+                self.assertFalse(same, msg=name)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     unittest.main(verbosity=1)

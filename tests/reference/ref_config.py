@@ -107,6 +107,7 @@ def resolve_config(raw):
     c["layer_types"] = list(lt)
     choice("ffn_type", FFN_TYPES, "swiglu")
     flag("mlp_bias", False)
+    _resolve_moe(c, L)
     flag("tie_word_embeddings", True)
     num("final_logit_softcapping", 0.0, allow_zero=True)
     num("initializer_range", 0.02, allow_zero=False)
@@ -114,6 +115,54 @@ def resolve_config(raw):
     if placement == "deepnorm" and c["scale_residual_init"]:
         raise _bad("scale_residual_init", True, "with norm_placement deepnorm (its init is beta)")
     return c
+
+
+SCORING = ("softmax", "sigmoid")
+
+
+def _resolve_moe(c, L):
+    """The mixture-of-experts keys (docs/config.md "Mixture of experts"): defaults, checks, and
+    c["moe_layers"], the list of layers whose FFN is a mixture of experts."""
+    def nonneg_int(key, default):
+        v = c.get(key, default)
+        if v is None:
+            v = default
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise _bad(key, v, "must be an int >= 0")
+        c[key] = v
+        return v
+
+    E = nonneg_int("num_experts", 0)
+    k = nonneg_int("num_experts_per_tok", 0)
+    c["moe_intermediate_size"] = c.get("moe_intermediate_size", c["intermediate_size"])
+    shared = nonneg_int("n_shared_experts", 0)
+    c["norm_topk_prob"] = bool(c.get("norm_topk_prob", False))
+    scoring = c.get("scoring_func", "softmax")
+    if scoring not in SCORING:
+        raise _bad("scoring_func", scoring, "must be one of softmax, sigmoid")
+    c["scoring_func"] = scoring
+    G = nonneg_int("n_group", 1) or 1
+    TG = nonneg_int("topk_group", 1) or 1
+    c["n_group"], c["topk_group"] = G, TG
+    c["routed_scaling_factor"] = float(c.get("routed_scaling_factor", 1.0))
+    first = nonneg_int("first_k_dense_replace", 0)
+    step = nonneg_int("decoder_sparse_step", 1)
+    only = list(c.get("mlp_only_layers", []))
+    c["mlp_only_layers"] = only
+    if E == 0:
+        if k or shared or scoring != "softmax" or G > 1:
+            raise _bad("num_experts", 0, "with MoE keys set")
+        c["moe_layers"] = []
+        return
+    if not 1 <= k <= E:
+        raise _bad("num_experts_per_tok", k, "must be between 1 and num_experts = %d" % E)
+    if c["ffn_type"] == "gelu" or c["mlp_bias"]:
+        raise _bad("ffn_type", c["ffn_type"], "/ mlp_bias: the experts are gated MLPs without biases")
+    if G > 1 and (scoring != "sigmoid" or E % G or E // G < 2 or not 1 <= TG <= G or TG * (E // G) < k):
+        raise _bad("n_group", G, "is group-limited sigmoid routing over groups of >= 2 experts")
+    if step < 1:
+        raise _bad("decoder_sparse_step", step, "must be >= 1")
+    c["moe_layers"] = [n for n in range(L) if n >= first and (n + 1) % step == 0 and n not in only]
 
 
 def _norm(names, prefix, c):
@@ -158,6 +207,21 @@ def param_shapes(c):
             _norm(s, p + "ffn_norm", c)
         if out_norm:
             _norm(s, p + "ffn_out_norm", c)
+        if n in c["moe_layers"]:  # the router, its selection bias, the experts, the shared expert
+            E, fe = c["num_experts"], c["moe_intermediate_size"]
+            s[p + "ffn.router.weight"] = [E, d]
+            if c["scoring_func"] == "sigmoid":
+                s[p + "ffn.router.e_score_correction_bias"] = [E]
+            for e in range(E):
+                s[p + "ffn.experts.%d.gate_proj.weight" % e] = [fe, d]
+                s[p + "ffn.experts.%d.up_proj.weight" % e] = [fe, d]
+                s[p + "ffn.experts.%d.down_proj.weight" % e] = [d, fe]
+            fs = fe * c["n_shared_experts"]
+            if fs:
+                s[p + "ffn.shared_experts.gate_proj.weight"] = [fs, d]
+                s[p + "ffn.shared_experts.up_proj.weight"] = [fs, d]
+                s[p + "ffn.shared_experts.down_proj.weight"] = [d, fs]
+            continue
         projs = (("gate", [f, d]), ("up", [f, d]), ("down", [d, f]))
         for proj, shape in projs:
             if proj == "gate" and c["ffn_type"] == "gelu":

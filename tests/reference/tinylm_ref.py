@@ -115,6 +115,14 @@ def rope_tables(T, hd, theta, dtype):
     return ang.cos().to(dtype), ang.sin().to(dtype)
 
 
+def topk_lower_index(x, k):
+    """The indices of the k largest of x along its last dimension, best first, a tie going to
+    the lower index (a stable descending sort). torch.topk promises no order among equal values
+    on CPU (measured with torch 1.13: for scores with many ties it returns a higher index first
+    in most cases), so the reference states the rule it shares with the engine."""
+    return torch.sort(x, dim=-1, descending=True, stable=True)[1][..., :k]
+
+
 def attention_mask(T, window):
     """bool [T, T]: query i sees key j iff j <= i and (no window or i - j < window)."""
     i = torch.arange(T)[:, None]
@@ -165,6 +173,7 @@ class Model:
                 raise ValueError("tensor %s: shape %s, config wants %s" % (name, list(a.shape), shape))
             self.params[name] = torch.tensor(a, dtype=dtype, requires_grad=True)
         self.block_inputs = []
+        self.router_logits, self.router_choice, self.router_weights = [], [], []  # each MoE layer's, last forward
         self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
 
     def _hook(self, name, x):
@@ -251,8 +260,84 @@ class Model:
         o = hk("hook_z", o.transpose(1, 2)).reshape(B, T, H * hd)
         return self.linear(p + "o_proj", o)
 
+    def glu(self, prefix, x):
+        """down(act(gate x) * up x): a gated MLP (an expert, the shared expert)"""
+        g, up = self.linear(prefix + "gate_proj", x), self.linear(prefix + "up_proj", x)
+        h = g * torch.sigmoid(g) * up if self.cfg["ffn_type"] == "swiglu" else gelu_tanh(g) * up
+        return self.linear(prefix + "down_proj", h)
+
+    def route(self, n, u):
+        """The router of MoE layer n on rows u [R, d]: (logits [R, E], chosen experts [R, k] best
+        first, their weights [R, k]). Written from Hugging Face's Qwen3MoeSparseMoeBlock /
+        MixtralSparseMoeBlock (softmax over all experts, top-k, renormalised with norm_topk_prob)
+        and DeepseekV3MoE (sigmoid scores; the choice by score + e_score_correction_bias, within
+        the topk_group groups whose two best choices sum highest; weights from the unbiased
+        scores, over their sum + 1e-20 with norm_topk_prob; times routed_scaling_factor). Two
+        differences, both documented (docs/config.md): a tie goes to the lower expert index
+        (topk_lower_index; torch.topk promises no order), and experts outside the chosen groups
+        are excluded (-inf, as DeepSeek's own inference code) where HF fills them with 0."""
+        c = self.cfg
+        p = "layers.%d.ffn.router." % n
+        z = u @ self.p(p + "weight").t()  # (always full precision: a rounding would move the choice)
+        k, E = c["num_experts_per_tok"], c["num_experts"]
+        if c["scoring_func"] == "softmax":
+            scores = torch.softmax(z, dim=-1)
+            choice = scores
+        else:
+            scores = torch.sigmoid(z)
+            choice = scores + self.p(p + "e_score_correction_bias")
+        choice = choice.detach()  # the selection is not differentiated
+        if c["n_group"] > 1:
+            G = c["n_group"]
+            grouped = choice.view(-1, G, E // G)
+            best2 = topk_lower_index(grouped, 2)
+            gscore = grouped.gather(-1, best2).sum(-1)  # [R, G]
+            keep = torch.zeros_like(gscore, dtype=torch.bool)
+            keep.scatter_(1, topk_lower_index(gscore, c["topk_group"]), True)
+            keep = keep[:, :, None].expand(-1, G, E // G).reshape(-1, E)
+            choice = choice.masked_fill(~keep, float("-inf"))
+        idx = topk_lower_index(choice, k)
+        w = scores.gather(1, idx)
+        if c["norm_topk_prob"]:
+            w = w / (w.sum(-1, keepdim=True) + (1e-20 if c["scoring_func"] == "sigmoid" else 0.0))
+        return z, idx, w * c["routed_scaling_factor"]
+
+    def moe(self, n, x):
+        """A mixture-of-experts FFN: sum over each row's chosen experts of weight * expert(row),
+        plus the shared expert; the router's logits kept for the load-balancing loss."""
+        c = self.cfg
+        B, T, d = x.shape
+        u = x.reshape(-1, d)
+        z, idx, w = self.route(n, u)
+        self.router_logits.append(z)
+        self.router_choice.append(idx)
+        self.router_weights.append(w)
+        out = torch.zeros_like(u)
+        for e in range(c["num_experts"]):
+            rows, j = torch.where(idx == e)
+            if len(rows):
+                y = self.glu("layers.%d.ffn.experts.%d." % (n, e), u[rows])
+                out = out.index_add(0, rows, y * w[rows, j, None])
+        if c["n_shared_experts"]:
+            out = out + self.glu("layers.%d.ffn.shared_experts." % n, u)
+        return out.view(B, T, d)
+
+    def load_balancing_loss(self):
+        """Hugging Face's load_balancing_loss_func (Switch Transformer's eqs. 4-6) on the last
+        forward: every MoE layer's rows pooled; F_e = the share of the routed slots expert e got
+        (summed over the k choices), P_e = its mean softmax probability; E * sum_e F_e P_e."""
+        c = self.cfg
+        z = torch.cat(self.router_logits, 0)
+        chosen = torch.cat(self.router_choice, 0)
+        probs = torch.softmax(z, dim=-1)
+        E = c["num_experts"]
+        frac = torch.nn.functional.one_hot(chosen, E).to(z.dtype).mean(0).sum(0)  # [E]
+        return E * (frac * probs.mean(0)).sum()
+
     def ffn(self, n, x):
         c = self.cfg
+        if n in c["moe_layers"]:
+            return self.moe(n, x)
         p = "layers.%d.ffn." % n
         hk = lambda name, t: self._hook("blocks.%d.mlp.%s" % (n, name), t)  # noqa: E731
         up = self.linear(p + "up_proj", x)
@@ -313,6 +398,7 @@ class Model:
             x = x + self.p("pos_embed.weight")[:T][None, :, :]
         x = self._hook("hook_embed", x)
         self.block_inputs = []
+        self.router_logits, self.router_choice, self.router_weights = [], [], []
         for n in range(c["num_hidden_layers"]):
             if block_input_delta and n in block_input_delta:
                 x = x + block_input_delta[n]
@@ -331,21 +417,26 @@ class Model:
         head = self.p("embed.weight") if c["tie_word_embeddings"] else self.p("lm_head.weight")
         return softcap(self.product(x, head), c["final_logit_softcapping"])
 
-    def loss_and_grads(self, tokens, targets):
+    def loss_and_grads(self, tokens, targets, router_aux_loss_coef=0.0):
         """Forward + backward. Returns numpy: logits [B,T,V], loss [1], grads {name: array},
-        dx {"layers.N": dL/d(residual stream entering block N) [B,T,d]}."""
+        dx {"layers.N": dL/d(residual stream entering block N) [B,T,d]}. With router_aux_loss_coef
+        the gradients are those of the cross-entropy + coef * the load-balancing loss (the loss
+        returned stays the cross-entropy, as the engine's forward returns it; "aux" holds the
+        load-balancing loss)."""
         for t in self.params.values():
             t.grad = None
         logits = self.forward(tokens)
         loss = cross_entropy(logits, torch.as_tensor(np.asarray(targets), dtype=torch.long))
-        loss.backward()
+        aux = self.load_balancing_loss() if self.cfg["moe_layers"] else None
+        (loss + router_aux_loss_coef * aux if router_aux_loss_coef else loss).backward()
         grads = collections.OrderedDict(
             (n, t.grad.detach().numpy().copy() if t.grad is not None else np.zeros(t.shape))
             for n, t in self.params.items())
         dx = collections.OrderedDict(("layers.%d" % n, x.grad.detach().numpy().copy())
                                      for n, x in enumerate(self.block_inputs))
         return {"logits": logits.detach().numpy().copy(),
-                "loss": np.array([loss.item()]), "grads": grads, "dx": dx}
+                "loss": np.array([loss.item()]), "grads": grads, "dx": dx,
+                "aux": np.array([aux.item() if aux is not None else 0.0])}
 
 
     def run_hooked(self, tokens, names=None, replace=None, backward=None):
@@ -402,14 +493,15 @@ def init_params(config, seed=0):
             out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
         elif name.endswith(".alpha"):  # DyT
             out[name] = np.full(shape, c["dyt_alpha_init"])
-        elif name.endswith(".bias"):
+        elif name.endswith(".bias") or name.endswith(".e_score_correction_bias"):
             out[name] = np.zeros(shape)
         else:
             s = std
             if c["scale_residual_init"] and (name.endswith("o_proj.weight") or name.endswith("down_proj.weight")):
                 s = std / math.sqrt(2 * c["num_hidden_layers"])
             # DeepNet: the FFN, v_proj and o_proj weights are scaled by beta, q/k are not
-            if c["norm_placement"] == "deepnorm" and (".ffn." in name or name.endswith("v_proj.weight")
+            if c["norm_placement"] == "deepnorm" and ((".ffn." in name and ".router." not in name)
+                                                      or name.endswith("v_proj.weight")
                                                       or name.endswith("o_proj.weight")):
                 s = s * c["deepnorm_beta"]
             out[name] = rng.normal(0.0, s, size=shape)
@@ -434,6 +526,10 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
             out[name] = rng.normal(0.0, bias_std, size=shape)
         elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight"):
             out[name] = rng.normal(0.0, embed_std, size=shape)
+        elif name.endswith(".router.weight"):  # (smaller: every expert gets rows of a test batch)
+            out[name] = rng.normal(0.0, std / 3, size=shape)
+        elif name.endswith(".e_score_correction_bias"):
+            out[name] = rng.normal(0.0, 0.05, size=shape)
         else:
             out[name] = rng.normal(0.0, std, size=shape)
     return out
@@ -472,12 +568,21 @@ def write_outputs(out_dir, result, np_dtype):
         np.save(os.path.join(out_dir, "dx", n + ".npy"), g.astype(np_dtype))
 
 
+def case_training(case_dir):
+    """A case's training options beside its model (train.json: {"router_aux_loss_coef": x}), or {}"""
+    path = os.path.join(case_dir, "train.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def dump(case_dir, out_dir, dtype=torch.float64, bf16_products=False, bf16_attention=False):
     """Runs one case folder and writes its outputs (float32 files for float32 compute)."""
     m = load(case_dir, dtype, bf16_products, bf16_attention)
     tokens = np.load(os.path.join(case_dir, "tokens.npy"))
     targets = np.load(os.path.join(case_dir, "targets.npy"))
-    result = m.loss_and_grads(tokens, targets)
+    result = m.loss_and_grads(tokens, targets, case_training(case_dir).get("router_aux_loss_coef", 0.0))
     write_outputs(out_dir, result, np.float32 if dtype == torch.float32 else np.float64)
     return result
 

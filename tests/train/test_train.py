@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 passed = failed = 0
 
 
@@ -126,6 +128,71 @@ def main():
     if os.path.isdir(os.path.join(W, "learn")):
         check(all("z_loss" not in r for r in metrics(os.path.join(W, "learn"))),
               "without --z-loss no z_loss is logged (off by default)")
+
+    # ---- a mixture of experts from the CLI: learns, logs its load-balancing loss, resumes exactly ----
+    moe_set = ["--set", "num_experts=4", "--set", "num_experts_per_tok=2", "--set", "moe_intermediate_size=64",
+               "--set", "n_shared_experts=1", "--set", "norm_topk_prob=true", "--set", "first_k_dense_replace=1"]
+    mfull, mpart = os.path.join(W, "moe_full"), os.path.join(W, "moe_part")
+    moe_args = ["--steps", "20", "--save-every", "10", "--router-aux-loss-coef", "0.01"] + small + moe_set
+    rc1, _, e1 = run([T, "train", "--data", data, "--out", mfull] + moe_args)
+    rc2, _, e2 = run([T, "train", "--data", data, "--out", mpart, "--stop-at", "10"] + moe_args)
+    rc3, _, e3 = run([T, "train", "--resume", mpart, "--data", data]) if rc2 in (0, 130) else (1, "", "")
+    check(rc1 == 0 and rc3 == 0, "an MoE model (4 experts, top-2, a shared expert, a dense first layer) trains "
+          "from the CLI and resumes", e1 + e2 + e3)
+    if rc1 == 0 and rc3 == 0:
+        mm = metrics(mfull)
+        check(mm[-1]["loss"] < mm[0]["loss"] - 0.2, "its loss falls (%.3f -> %.3f)" % (mm[0]["loss"], mm[-1]["loss"]))
+        # E * sum F_e P_e is 1 for a perfectly balanced router and at most E; times 0.01
+        check(all(0.0099 <= r.get("router_aux_loss", 0) <= 0.04 for r in mm),
+              "metrics.jsonl logs router_aux_loss = 0.01 x a balance between 1 and E", mm[-1])
+        check(raw_metric_lines(mfull) == raw_metric_lines(mpart), "the resumed MoE run equals the uninterrupted one")
+        with open(os.path.join(mfull, os.readlink(os.path.join(mfull, "latest")), "config.json")) as f:
+            saved = json.load(f)
+        check(saved.get("num_experts") == 4 and saved.get("first_k_dense_replace") == 1,
+              "the checkpoint's config keeps the MoE keys", saved)
+        rc, out, err = run([T, "inspect", "--model", mfull, "--prompt", "ROMEO: what light", "--json"])
+        ex = json.loads(out).get("experts", []) if rc == 0 else []
+        check(rc == 0 and [e["layer"] for e in ex] == [1] and abs(sum(ex[0]["load"]) - 1) < 1e-5 and
+              len(ex[0]["token_experts"]) == 17 and all(len(t) == 2 and len(set(t)) == 2 for t in ex[0]["token_experts"]) and
+              0 < ex[0]["entropy"] <= math.log(4) + 1e-6,
+              "inspect --json: the MoE layer's load per expert (sums to 1), router entropy, each token's 2 experts",
+              err or out[:300])
+        rc, out, err = run([T, "inspect", "--model", mfull, "--prompt", "ROMEO: what light"])
+        check(rc == 0 and "Mixture of experts" in out, "inspect's table has the router section", err)
+        # a shared expert is DeepSeek's: no Qwen3-MoE / Mixtral directory expresses it
+        rc, out, err = run([T, "export", "--model", mfull, "--out", os.path.join(W, "moe_export")])
+        check(rc == 0 and 'model_type "tinylm"' in out and "shared experts" in out,
+              "export of an MoE model with a shared expert writes the tinylm format, saying why", out + err)
+    # DeepSeek-V3's auxiliary-loss-free balancing: the biases move by +-gamma per step, the load evens out
+    sig = ["--set", "scoring_func=sigmoid", "--set", "num_experts=8", "--set", "moe_intermediate_size=16"]
+    runs = {}
+    for gamma in ("0", "0.01"):
+        d = os.path.join(W, "moe_bias_" + gamma)
+        rc, _, err = run([T, "train", "--data", data, "--out", d, "--steps", "40", "--router-bias-update", gamma] +
+                         small + moe_set + sig)
+        runs[gamma] = (rc, d, err)
+    if check(all(r[0] == 0 for r in runs.values()), "sigmoid-routed MoE trains with and without --router-bias-update",
+             [r[2] for r in runs.values()]):
+        load = {g: sum(r["expert_load_max"] for r in metrics(d)[-20:]) / 20 for g, (_, d, _) in runs.items()}
+        check(load["0.01"] < load["0"], "the bias update evens the load: the busiest expert's share over uniform, "
+              "mean of the last 20 steps, %.2f without, %.2f with" % (load["0"], load["0.01"]))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+        from safetensors_np import load_safetensors
+        d = runs["0.01"][1]
+        w = load_safetensors(os.path.join(d, os.readlink(os.path.join(d, "latest")), "model.safetensors"))
+        b = w["layers.1.ffn.router.e_score_correction_bias"]
+        steps = b / 0.01  # each step +-gamma or 0: a whole number of steps, at most 40
+        check(np.abs(b).max() > 0 and np.all(np.abs(steps - np.round(steps)) < 1e-3) and np.abs(steps).max() <= 40,
+              "the checkpoint's e_score_correction_bias moved in steps of gamma (%s)" % np.round(steps).astype(int))
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_bias_softmax"), "--steps", "2",
+                      "--router-bias-update", "0.01"] + small + moe_set)
+    check(rc != 0 and "sigmoid" in err, "--router-bias-update without sigmoid routing is refused", err)
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_sig"), "--steps", "2",
+                      "--router-aux-loss-coef", "0.01", "--set", "scoring_func=sigmoid"] + small + moe_set)
+    check(rc != 0 and "scoring_func" in err, "the load-balancing loss with sigmoid routing is refused naming scoring_func", err)
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "moe_bad"), "--steps", "2"] + small +
+                     moe_set + ["--set", "n_group=2"])
+    check(rc != 0 and "n_group" in err, "group-limited top-k with softmax routing is refused naming n_group", err)
 
     # ---- resume is bit-identical ----------------------------------------------------------------
     full, part = os.path.join(W, "full"), os.path.join(W, "part")

@@ -1,0 +1,319 @@
+/* moe.c — a mixture-of-experts FFN, forward and backward, over the rows of a pass context
+ * (pass.h). For N rows u [N, d], E experts, k chosen per row, fe = moe_intermediate_size:
+ *
+ *   z     = u W_r^T                       [N, E]  the router's logits (f32 products always)
+ *   p     = softmax(z)  or  sigmoid(z)    [N, E]  the scores (scoring_func)
+ *   idx   = top-k (of z for softmax, the order of p; of p + b for sigmoid, within the best
+ *           topk_group groups when n_group > 1); ties: the lower expert index first
+ *   w     = p[idx] (/ their sum: norm_topk_prob) * routed_scaling_factor     [N, k]
+ *   rows are grouped by expert (a counting sort into slots): expert e's rows are the slots
+ *   [off[e], off[e+1]), xs = u gathered into them, and each expert runs its GEMMs over all its
+ *   rows at once (linear_forward, the engine's one product entry point):
+ *   ey    = down_e(act(gate_e xs) * up_e xs)       [N k, d]
+ *   f[n]  = sum_j w[n,j] ey[slot(n,j)]  (j in top-k order)  + shared(u)[n]
+ *
+ * The backward (docs/ops.md "Mixture of experts"): the experts' weights and inputs through the
+ * slots, the router's weights through the weights w (softmax or sigmoid, the normalisation and
+ * the scaling factor), the selection itself not differentiated (as in the references); the
+ * load-balancing loss adds its gradient to the router's probabilities. Nothing allocates: the
+ * buffers are the activation layout's (layout.c). */
+#include <math.h>
+#include <string.h>
+
+#include "pass.h"
+
+/* ---- routing -------------------------------------------------------------------------------- */
+
+/* the best k of key[0..n) among those with allow[i] (NULL: all) into idx, best first; a tie goes
+ * to the lower index (the strict > below), the rule docs/config.md states */
+static void top_k(int *idx, const float *key, const unsigned char *allow, int n, int k) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            if (allow && !allow[i]) continue;
+            int taken = 0;
+            for (int q = 0; q < j; q++) taken |= idx[q] == i;
+            if (taken) continue;
+            if (best < 0 || key[i] > key[best]) best = i;
+        }
+        idx[j] = best;
+    }
+}
+
+/* One row: the scores p [E] from the logits z, the chosen experts and their weights. choice:
+ * scratch [E] (sigmoid: p + b), allow: scratch [E] */
+void moe_route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
+                   float *choice, unsigned char *allow) {
+    const int E = c->n_experts, k = c->n_experts_per_tok;
+    if (c->scoring == SCORING_SOFTMAX) {
+        float mx = z[0];
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        double sum = 0.0;
+        for (int e = 0; e < E; e++) sum += (double)(p[e] = expf(z[e] - mx));
+        const float inv = (float)(1.0 / sum);
+        for (int e = 0; e < E; e++) p[e] *= inv;
+        top_k(idx, z, NULL, E, k); /* (softmax keeps the logits' order, without its rounding) */
+    } else {
+        for (int e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-z[e]));
+        for (int e = 0; e < E; e++) choice[e] = p[e] + (score_bias ? score_bias[e] : 0.0f);
+        const unsigned char *ok = NULL;
+        if (c->n_group > 1) { /* the groups whose best two sum highest; the others' experts excluded */
+            const int G = c->n_group, per = E / G;
+            float gs[TLM_MAX_EXPERTS];
+            int two[2], chosen[TLM_MAX_EXPERTS];
+            for (int g = 0; g < G; g++) {
+                top_k(two, choice + (size_t)g * per, NULL, per, 2);
+                gs[g] = choice[g * per + two[0]] + choice[g * per + two[1]];
+            }
+            top_k(chosen, gs, NULL, G, c->topk_group);
+            memset(allow, 0, (size_t)E);
+            for (int j = 0; j < c->topk_group; j++) memset(allow + (size_t)chosen[j] * per, 1, (size_t)per);
+            ok = allow;
+        }
+        top_k(idx, choice, ok, E, k);
+    }
+    double sum = 0.0;
+    for (int j = 0; j < k; j++) sum += w[j] = p[idx[j]];
+    const double eps = c->scoring == SCORING_SIGMOID ? 1e-20 : 0.0; /* (DeepSeek-V3's denominator) */
+    const float scale = c->norm_topk_prob ? (float)(c->routed_scaling_factor / (sum + eps)) : c->routed_scaling_factor;
+    for (int j = 0; j < k; j++) w[j] *= scale;
+}
+
+/* the router's logits: always f32 products (a bf16 rounding would move the selection) */
+static void router_logits(const pass_ctx *ctx, const linear_params *r, float *z, const float *u, int N) {
+    const tlm_config *c = &ctx->m->cfg;
+    if (r->w)
+        matmul_forward(z, u, r->w, NULL, N, c->d_model, c->n_experts);
+    else
+        matmul_forward_bf16(z, u, r->w16, NULL, N, c->d_model, c->n_experts, ctx->A->w_tile, 0);
+}
+
+/* the slots: rows grouped by expert, in row order within an expert (a counting sort) */
+static void group_rows(layer_acts *a, int N, int E, int k) {
+    int *off = a->expert_off;
+    memset(off, 0, sizeof(int) * (size_t)(E + 1));
+    for (int i = 0; i < N * k; i++) off[a->topk_idx[i] + 1]++;
+    for (int e = 0; e < E; e++) off[e + 1] += off[e];
+    for (int n = 0; n < N; n++) /* (off[e] walks through expert e's slots, then is shifted back) */
+        for (int j = 0; j < k; j++) {
+            const int s = off[a->topk_idx[(size_t)n * k + j]]++;
+            a->slot_row[s] = n;
+            a->slot_of[(size_t)n * k + j] = s;
+        }
+    for (int e = E; e > 0; e--) off[e] = off[e - 1];
+    off[0] = 0;
+}
+
+/* An expert's product over its rows. In a pass over many rows with mixed precision (a bf16 mirror
+ * beside the f32 weights), a bf16 product even for an expert that got only a few of them: the
+ * few-row f32 path is decoding's, and a pass's products are either all bf16 or all f32 (as the
+ * reference's Bf16Product rounds them all). */
+static void expert_forward(const pass_ctx *ctx, float *out, const float *inp, const linear_params *lp, int rows, int IC,
+                           int OC, int many) {
+    if (many && lp->w16 && lp->w)
+        matmul_forward_mixed(out, inp, NULL, lp->w, lp->w16, NULL, rows, IC, OC);
+    else
+        linear_forward(ctx->m, ctx->A->w_tile, out, inp, lp, rows, IC, OC);
+}
+
+static void expert_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
+                            const linear_params *P, int rows, int IC, int OC, int many) {
+    if (many && P->w16 && P->w)
+        matmul_backward_bf16(into, dinp, G->w, NULL, dout, inp, NULL, P->w, P->w16, rows, IC, OC);
+    else
+        linear_backward(into, dinp, G, dout, inp, NULL, P, rows, IC, OC);
+}
+
+/* ---- forward -------------------------------------------------------------------------------- */
+
+void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model, E = c->n_experts, k = c->n_experts_per_tok;
+    const int fe = c->moe_d_ff, fs = fe * c->n_shared_experts;
+    const size_t stride = moe_expert_stride(c);
+    const activation act = model_ffn_activation(c);
+    router_logits(ctx, &P->router, a->router_logits, u, N);
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), a->router_logits, 0); /* (a hook may reroute) */
+#pragma omp parallel for schedule(static) if ((size_t)N * E > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        float choice[TLM_MAX_EXPERTS];
+        unsigned char allow[TLM_MAX_EXPERTS];
+        moe_route_row(c, P->score_bias, a->router_logits + (size_t)n * E, a->router_probs + (size_t)n * E,
+                  a->topk_idx + (size_t)n * k, a->topk_w + (size_t)n * k, choice, allow);
+    }
+    /* per sequence: rows sent to each expert and the sum of its scores (the load-balancing
+     * loss's statistics, pooled over the batch by moe_pool_stats) */
+    for (int b = 0; b < B; b++) {
+        float *cnt = a->moe_stats + (size_t)b * 2 * E, *psum = cnt + E;
+        memset(cnt, 0, sizeof(float) * 2 * (size_t)E);
+        for (int t = 0; t < T; t++) {
+            const size_t n = (size_t)b * T + t;
+            for (int j = 0; j < k; j++) cnt[a->topk_idx[n * k + j]] += 1.0f;
+            for (int e = 0; e < E; e++) psum[e] += a->router_probs[n * E + e];
+        }
+    }
+    if (ctx->watched && ctx->A->d_router) { /* the chosen experts as floats (in backward scratch) */
+        for (size_t i = 0; i < (size_t)N * k; i++) ctx->A->d_router[i] = (float)a->topk_idx[i];
+        pass_fire(ctx, model_point_id(c, l, HL_EXPERT_IDS), ctx->A->d_router, 0);
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_EXPERT_WEIGHTS), a->topk_w, 0);
+    group_rows(a, N, E, k);
+    const size_t NK = (size_t)N * k;
+#pragma omp parallel for schedule(static) if (NK * d > OMP_MIN_WORK)
+    for (size_t s = 0; s < NK; s++) memcpy(a->xs + s * d, u + (size_t)a->slot_row[s] * d, sizeof(float) * d);
+    for (int e = 0; e < E; e++) {
+        const int r0 = a->expert_off[e], rows = a->expert_off[e + 1] - r0;
+        if (rows == 0) continue;
+        const linear_params gate = moe_expert(&P->expert_gate, e, stride), up = moe_expert(&P->expert_up, e, stride),
+                            down = moe_expert(&P->expert_down, e, stride);
+        float *eg = a->eg + (size_t)r0 * fe, *eu = a->eu + (size_t)r0 * fe, *eh = a->eh + (size_t)r0 * fe;
+        const int many = N > MATVEC_MAX_ROWS;
+        expert_forward(ctx, eg, a->xs + (size_t)r0 * d, &gate, rows, d, fe, many);
+        expert_forward(ctx, eu, a->xs + (size_t)r0 * d, &up, rows, d, fe, many);
+        glu_forward(eh, eg, eu, (size_t)rows * fe, act);
+        expert_forward(ctx, a->ey + (size_t)r0 * d, eh, &down, rows, fe, d, many);
+    }
+    if (ctx->watched && ctx->A->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
+        for (size_t i = 0; i < (size_t)N * k; i++)
+            memcpy(ctx->A->d_ey + i * d, a->ey + (size_t)a->slot_of[i] * d, sizeof(float) * d);
+        pass_fire(ctx, model_point_id(c, l, HL_EXPERT_OUT), ctx->A->d_ey, 0);
+    }
+    if (fs) {
+        linear_forward(m, ctx->A->w_tile, a->sg, u, &P->shared_gate, N, d, fs);
+        linear_forward(m, ctx->A->w_tile, a->su, u, &P->shared_up, N, d, fs);
+        glu_forward(a->sh, a->sg, a->su, (size_t)N * fs, act);
+        linear_forward(m, ctx->A->w_tile, a->sy, a->sh, &P->shared_down, N, fs, d);
+    }
+#pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        float *out = f + (size_t)n * d;
+        memset(out, 0, sizeof(float) * d);
+        for (int j = 0; j < k; j++) {
+            const float w = a->topk_w[(size_t)n * k + j];
+            const float *y = a->ey + (size_t)a->slot_of[(size_t)n * k + j] * d;
+            for (int i = 0; i < d; i++) out[i] += w * y[i];
+        }
+        if (fs)
+            for (int i = 0; i < d; i++) out[i] += a->sy[(size_t)n * d + i];
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------------- */
+
+/* du = d(MoE)/du . df (set); the weight gradients into ctx->g */
+void moe_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model, E = c->n_experts, k = c->n_experts_per_tok;
+    const int fe = c->moe_d_ff, fs = fe * c->n_shared_experts;
+    const size_t stride = moe_expert_stride(c);
+    const activation act = model_ffn_activation(c);
+    const float alpha = c->routed_scaling_factor;
+    const float *frac = m->acts.moe_frac; /* (the whole batch's, for the load-balancing loss) */
+    const float aux = ctx->aux_scale;
+    /* each slot's output gradient w df, each weight's <df, ey>, and through the weights the
+     * router's logits (a row at a time: its k weights, then its E scores) */
+#pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        const float *g = df + (size_t)n * d, *p = a->router_probs + (size_t)n * E;
+        const int *idx = a->topk_idx + (size_t)n * k;
+        double dw[TLM_MAX_EXPERTS];
+        for (int j = 0; j < k; j++) {
+            const size_t s = (size_t)a->slot_of[(size_t)n * k + j];
+            const float w = a->topk_w[(size_t)n * k + j], *y = a->ey + s * d;
+            float *dy = A->d_ey + s * d;
+            double acc = 0.0;
+            for (int i = 0; i < d; i++) dy[i] = w * g[i], acc += (double)g[i] * y[i];
+            dw[j] = acc;
+        }
+        /* dw -> dp at the chosen experts: w_j = alpha p_j (/ S, S = sum of the chosen p) */
+        float *dz = A->d_router + (size_t)n * E;
+        double dp[TLM_MAX_EXPERTS];
+        for (int e = 0; e < E; e++) dp[e] = 0.0;
+        if (c->norm_topk_prob) {
+            double S = 0.0, dot = 0.0;
+            for (int j = 0; j < k; j++) S += p[idx[j]];
+            if (c->scoring == SCORING_SIGMOID) S += 1e-20;
+            for (int j = 0; j < k; j++) dot += dw[j] * p[idx[j]] / S;
+            for (int j = 0; j < k; j++) dp[idx[j]] += alpha / S * (dw[j] - dot);
+        } else {
+            for (int j = 0; j < k; j++) dp[idx[j]] += alpha * dw[j];
+        }
+        if (c->scoring == SCORING_SOFTMAX) {
+            if (aux != 0.0f) /* the load-balancing loss: d(E sum F_e P_e)/dp_e = E F_e / R (aux_scale holds E / R) */
+                for (int e = 0; e < E; e++) dp[e] += (double)aux * frac[e];
+            double dot = 0.0;
+            for (int e = 0; e < E; e++) dot += dp[e] * p[e];
+            for (int e = 0; e < E; e++) dz[e] = (float)(p[e] * (dp[e] - dot));
+        } else {
+            for (int e = 0; e < E; e++) dz[e] = (float)(dp[e] * p[e] * (1.0 - p[e]));
+        }
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), A->d_router, 1);
+    /* each expert over its slots: down, the gated unit, gate and up (d_xs set by gate, up adds) */
+    for (int e = 0; e < E; e++) {
+        const int r0 = a->expert_off[e], rows = a->expert_off[e + 1] - r0;
+        if (rows == 0) continue;
+        const linear_params gate = moe_expert(&P->expert_gate, e, stride), up = moe_expert(&P->expert_up, e, stride),
+                            down = moe_expert(&P->expert_down, e, stride);
+        linear_params dgate = moe_expert(&G->expert_gate, e, stride), dup = moe_expert(&G->expert_up, e, stride),
+                      ddown = moe_expert(&G->expert_down, e, stride);
+        const size_t h0 = (size_t)r0 * fe, x0 = (size_t)r0 * d;
+        const int many = N > MATVEC_MAX_ROWS;
+        expert_backward(1, A->d_eh + h0, &ddown, A->d_ey + x0, a->eh + h0, &down, rows, fe, d, many);
+        glu_backward(A->d_eg + h0, A->d_eu + h0, A->d_eh + h0, a->eg + h0, a->eu + h0, (size_t)rows * fe, act);
+        expert_backward(1, A->d_xs + x0, &dgate, A->d_eg + h0, a->xs + x0, &gate, rows, d, fe, many);
+        expert_backward(0, A->d_xs + x0, &dup, A->d_eu + h0, a->xs + x0, &up, rows, d, fe, many);
+    }
+    /* du: the shared expert's path (or 0), the router's, then each row's k slots */
+    if (fs) {
+        linear_backward(1, A->d_sh, &G->shared_down, df, a->sh, NULL, &P->shared_down, N, fs, d);
+        glu_backward(A->d_sg, A->d_su, A->d_sh, a->sg, a->su, (size_t)N * fs, act);
+        linear_backward(1, du, &G->shared_gate, A->d_sg, u, NULL, &P->shared_gate, N, d, fs);
+        linear_backward(0, du, &G->shared_up, A->d_su, u, NULL, &P->shared_up, N, d, fs);
+    } else {
+        vec_zero(du, (size_t)N * d);
+    }
+    matmul_backward(du, G->router.w, NULL, A->d_router, u, P->router.w, N, d, E);
+#pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        float *o = du + (size_t)n * d;
+        for (int j = 0; j < k; j++) {
+            const float *x = A->d_xs + (size_t)a->slot_of[(size_t)n * k + j] * d;
+            for (int i = 0; i < d; i++) o[i] += x[i];
+        }
+    }
+}
+
+/* ---- the load-balancing loss's statistics ----------------------------------------------------- */
+
+void moe_pool_stats(tlm_model *m) {
+    const tlm_config *c = &m->cfg;
+    activations *A = &m->acts;
+    const int E = c->n_experts, L = config_moe_layers(c);
+    A->moe_aux = 0.0f;
+    if (!L || A->lean || !A->moe_frac) return;
+    double cnt[TLM_MAX_EXPERTS] = {0}, psum[TLM_MAX_EXPERTS] = {0};
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!config_layer_is_moe(c, l)) continue;
+        for (int b = 0; b < A->B; b++) {
+            const float *s = A->layers[l].moe_stats + (size_t)b * 2 * E;
+            for (int e = 0; e < E; e++) cnt[e] += s[e], psum[e] += s[E + e];
+        }
+    }
+    /* Hugging Face pools every MoE layer's rows: R = layers x rows; F_e sums over the k choices */
+    const double R = (double)L * A->B * A->T;
+    double aux = 0.0;
+    for (int e = 0; e < E; e++) {
+        A->moe_frac[e] = (float)(cnt[e] / R), A->moe_prob[e] = (float)(psum[e] / R);
+        aux += cnt[e] / R * (psum[e] / R);
+    }
+    A->moe_aux = c->scoring == SCORING_SOFTMAX ? (float)(E * aux) : 0.0f;
+}

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""test_python_moe.py — a mixture-of-experts model through the Python API, against the PyTorch
+reference (tests/reference/tinylm_ref.py, float64), on the parity grid's MoE cases:
+
+1. hook points: the MoE layers have mlp.hook_router_logits / hook_expert_ids /
+   hook_expert_weights / hook_expert_out and no dense mlp.hook_pre/post; dense layers the reverse;
+2. router logits, chosen experts and weights equal the reference's (the logits to 1e-5 relative;
+   the experts exactly);
+3. hook_mlp_out (before any output norm) = sum_j weight_j hook_expert_out_j (+ the shared expert);
+4. a hook on the router logits reroutes: setting expert e's logit to -1e9 takes it out of every
+   row's choice, and the logits equal the reference with that expert's router row given -1e9 logits;
+5. param_grads of the loss = the reference's autograd (1e-3 relative), router weights included,
+   and the gradient at hook_router_logits exists.
+
+usage: test_python_moe.py --lib build/libtinylm.so --work DIR"""
+import argparse
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import tinylm_ref  # noqa: E402
+from cases import all_cases  # noqa: E402
+
+CASES = ["moe_softmax_top2_nonorm_shared", "moe_sigmoid_deepseek_like", "moe_mlp_only_layers"]
+counts = [0, 0]
+
+
+def check(ok, what, detail=""):
+    counts[0 if ok else 1] += 1
+    print("%s %s%s" % ("ok  " if ok else "FAIL", what, "" if ok or not detail else ": " + str(detail)))
+    return ok
+
+
+def rel_err(c, r):
+    c, r = np.asarray(c, np.float64), np.asarray(r, np.float64)
+    if c.shape != r.shape:
+        return float("inf")
+    return float(np.abs(c - r).max() / max(np.abs(r).max(), 1e-30))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.environ["TINYLM_LIB"] = os.path.abspath(a.lib)
+    import tinylm
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    torch.set_num_threads(1)
+    for name, cfg, opts in all_cases():
+        if name not in CASES:
+            continue
+        d = os.path.join(a.work, name)
+        P = tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"])
+        tinylm_ref.save(d, cfg, P)
+        ref = tinylm_ref.load(d)
+        rc = ref.cfg
+        model = tinylm.load(d)
+        ids = np.random.default_rng(5).integers(0, cfg["vocab_size"], 12).astype(np.int32)
+        L, k = rc["num_hidden_layers"], rc["num_experts_per_tok"]
+
+        # 1. the points
+        names = set(model.hook_names)
+        ok = True
+        for n in range(L):
+            moe = n in rc["moe_layers"]
+            for h in ("hook_router_logits", "hook_expert_ids", "hook_expert_weights", "hook_expert_out"):
+                ok &= (("blocks.%d.mlp.%s" % (n, h)) in names) == moe
+            for h in ("hook_pre", "hook_post"):
+                ok &= (("blocks.%d.mlp.%s" % (n, h)) in names) == (not moe)
+        check(ok, "%s: MoE layers %s have the router / expert points, the dense ones mlp.hook_pre/post"
+              % (name, rc["moe_layers"]))
+
+        # 2. routing against the reference
+        logits, cache = model.run_with_cache(ids)
+        with torch.no_grad():
+            rl = ref.forward(ids[None])
+        check(rel_err(logits, rl[0].numpy()) < 1e-4, "%s: logits = the reference's" % name)
+        for i, n in enumerate(rc["moe_layers"]):
+            z, chosen = ref.router_logits[i].numpy(), ref.router_choice[i].numpy()
+            check(rel_err(cache["blocks.%d.mlp.hook_router_logits" % n], z) < 1e-5,
+                  "%s: layer %d router logits = the reference's" % (name, n))
+            check(np.array_equal(cache["blocks.%d.mlp.hook_expert_ids" % n].astype(int), chosen),
+                  "%s: layer %d chosen experts (best first) = the reference's" % (name, n))
+            _, _, w = ref.route(n, torch.as_tensor(cache["blocks.%d.ln2.hook_normalized" % n], dtype=torch.float64))
+            check(rel_err(cache["blocks.%d.mlp.hook_expert_weights" % n], w.detach().numpy()) < 1e-5,
+                  "%s: layer %d expert weights = the reference's" % (name, n))
+            # 3. the decomposition of the MoE output
+            out = np.einsum("tk,tkd->td", cache["blocks.%d.mlp.hook_expert_weights" % n],
+                            cache["blocks.%d.mlp.hook_expert_out" % n])
+            if rc["n_shared_experts"]:
+                u = torch.as_tensor(cache["blocks.%d.ln2.hook_normalized" % n], dtype=torch.float64)
+                out = out + ref.glu("layers.%d.ffn.shared_experts." % n, u).detach().numpy()
+            check(rel_err(out, cache["blocks.%d.hook_mlp_out" % n]) < 1e-5,
+                  "%s: layer %d hook_mlp_out = sum_j weight_j expert_out_j%s" %
+                  (name, n, " + shared" if rc["n_shared_experts"] else ""))
+
+        # 4. rerouting through the router logits
+        n = rc["moe_layers"][-1]
+        gone = int(cache["blocks.%d.mlp.hook_expert_ids" % n][0, 0])
+
+        def ablate(x, hook=None):
+            x[..., gone] = -1e9
+            return x
+
+        l2, c2 = model.run_with_cache(ids, fwd_hooks=[("blocks.%d.mlp.hook_router_logits" % n, ablate)])
+        check(not (c2["blocks.%d.mlp.hook_expert_ids" % n] == gone).any() and np.abs(l2 - logits).max() > 1e-4,
+              "%s: -1e9 at expert %d's router logit (layer %d) takes it out of every row" % (name, gone, n))
+        with torch.no_grad():  # the reference with the same logit: its router row pushes it to -1e9
+            row = "layers.%d.ffn.router.weight" % n
+            saved = ref.route
+
+            def route(layer, u, saved=saved):
+                if layer != n:
+                    return saved(layer, u)
+                z = u @ ref.p(row).t()
+                z[:, gone] = -1e9
+                c = ref.cfg
+                scores = torch.softmax(z, -1) if c["scoring_func"] == "softmax" else torch.sigmoid(z)
+                choice = scores if c["scoring_func"] == "softmax" else \
+                    scores + ref.p("layers.%d.ffn.router.e_score_correction_bias" % layer)
+                if c["n_group"] > 1:
+                    G, E = c["n_group"], c["num_experts"]
+                    grouped = choice.view(-1, G, E // G)
+                    gs = grouped.gather(-1, tinylm_ref.topk_lower_index(grouped, 2)).sum(-1)
+                    keep = torch.zeros_like(gs, dtype=torch.bool)
+                    keep.scatter_(1, tinylm_ref.topk_lower_index(gs, c["topk_group"]), True)
+                    choice = choice.masked_fill(~keep[:, :, None].expand(-1, G, E // G).reshape(-1, E),
+                                                float("-inf"))
+                idx = tinylm_ref.topk_lower_index(choice, k)
+                w = scores.gather(1, idx)
+                if c["norm_topk_prob"]:
+                    w = w / (w.sum(-1, keepdim=True) + (1e-20 if c["scoring_func"] == "sigmoid" else 0.0))
+                return z, idx, w * c["routed_scaling_factor"]
+
+            ref.route = route
+            rl2 = ref.forward(ids[None])
+            ref.route = saved
+        check(rel_err(l2, rl2[0].numpy()) < 1e-4, "%s: the rerouted logits = the reference's" % name)
+
+        # 5. gradients
+        g = model.param_grads(ids)
+        tg = np.full_like(ids, -1)
+        tg[:-1] = ids[1:]
+        r = ref.loss_and_grads(ids[None], tg[None])
+        worst = max((rel_err(g[nm], r["grads"][nm]), nm) for nm in r["grads"]
+                    if np.abs(r["grads"][nm]).max() > 0)
+        check(worst[0] < 1e-3, "%s: param_grads = the reference's autograd (worst %.1e, %s)" % (name, worst[0], worst[1]))
+        _, cg = model.run_with_cache(ids, backward=True)
+        check(all(("blocks.%d.mlp.hook_router_logits_grad" % n) in cg for n in rc["moe_layers"]),
+              "%s: the router logits have gradients" % name)
+        model.close()
+    print("%d passed, %d failed" % tuple(counts))
+    return 1 if counts[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
