@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "model/checkpoint.h"
 #include "model/explain.h"
+#include "model/decode.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -127,7 +128,12 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
         bf16 += (t[i].ndim == 2 && strcmp(t[i].name, "pos_embed.weight") != 0 ? 2ull : 4ull) * t[i].numel;
     }
     const unsigned long long kv_dim = (unsigned long long)c->n_kv_heads * c->head_dim;
-    const unsigned long long kv = 2ull * c->n_layers * (unsigned long long)context * kv_dim * 4ull;
+    const unsigned long long kv = 4ull * kv_cache_floats(c, context);
+    int stored = 0, uniform = 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        stored += config_kv_source(c, l) == l;
+        uniform &= (unsigned long long)config_layer_kv_heads(c, l) * config_layer_head_dim(c, l) == kv_dim;
+    }
     const size_t acts = model_activation_floats(c, MODEL_TRAIN, batch, seq);
     char kv_label[64];
     snprintf(kv_label, sizeof kv_label, "KV cache, %d positions", context);
@@ -135,8 +141,19 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
     printf("  %-28s %16llu bytes %11.1f MiB\n", "weights f32", f32, mib((double)f32));
     printf("  %-28s %16llu bytes %11.1f MiB  (matrices bf16; norms, biases f32)\n", "weights bf16", bf16,
            mib((double)bf16));
-    printf("  %-28s %16llu bytes %11.1f MiB  (%d layers x K and V x %d x kv_dim %llu x 4 bytes)\n", kv_label, kv,
-           mib((double)kv), c->n_layers, context, kv_dim);
+    if (uniform)
+        printf("  %-28s %16llu bytes %11.1f MiB  (%d layers x K and V x %d x kv_dim %llu x 4 bytes)\n", kv_label, kv,
+               mib((double)kv), stored, context, kv_dim);
+    else { /* Gemma 4: full and sliding layers of their own widths */
+        printf("  %-28s %16llu bytes %11.1f MiB  (K and V x %d x 4 bytes x kv_dim of each layer:", kv_label, kv,
+               mib((double)kv), context);
+        for (int l = 0; l < c->n_layers && l < 12; l++)
+            if (config_kv_source(c, l) == l) printf(" %d", config_layer_kv_heads(c, l) * config_layer_head_dim(c, l));
+        printf("%s)\n", c->n_layers > 12 ? " ..." : "");
+    }
+    if (stored < c->n_layers)
+        printf("  %-28s %d of the %d layers (num_kv_shared_layers) attend over an earlier layer's keys and values:\n"
+               "  %-28s stored once, by that layer\n", "", c->n_layers - stored, c->n_layers, "");
     printf("  %-28s %16llu bytes %11.1f MiB  (batch %d x %d tokens, %d threads; gradients and Adam's m, v:\n"
            "  %-28s 3 x the f32 weights more)\n",
            "training activations", 4ull * acts, mib(4.0 * acts), batch, seq, omp_get_max_threads(), "");

@@ -28,10 +28,11 @@ typedef struct {
     norm_params attn_norm, attn_out_norm;
     linear_params q, k, v, o;
     linear_params qkv; /* q, k, v stored back to back: one [(H + 2 KV) hd, d] matrix */
-    float *q_norm, *k_norm;
+    float *q_norm, *k_norm; /* (k_norm NULL in a layer that shares an earlier layer's keys) */
     norm_params ffn_norm, ffn_out_norm;
     linear_params gate, up, down;
     linear_params gate_up; /* gated FFNs: gate and up back to back, one [2 f, d] matrix */
+    float *scalar;         /* [1] the layer's output scale (layer_scalar), or NULL */
 } layer_params;
 
 typedef struct {
@@ -83,10 +84,15 @@ typedef struct {
 typedef struct {
     sublayer_acts attn_s, ffn_s;
     /* attention internals */
-    float *q, *k, *v;         /* projections [BT, H*hd], [BT, KV*hd] */
+    float *q, *k, *v;         /* projections [BT, H*hd], [BT, KV*hd] (the layer's hd, KV; k, v NULL in a
+                                 layer that shares an earlier one's: it reads that layer's kr and vn) */
     float *q_rstd, *k_rstd;   /* QK-norm statistics */
     float *qn, *kn;           /* after QK-norm (alias q, k when off) */
     float *qr, *kr;           /* after RoPE (alias qn, kn when off) */
+    float *v_rstd, *vn;       /* Gemma 4's v norm: statistics, v after it (alias v when off) */
+    float *dk_shared, *dv_shared; /* training, a layer whose keys/values later layers share: the gradients
+                                     they send back to its kr, vn [BT, KV*hd] (summed, then added) */
+    float *tail_in;           /* the stream after the FFN's residual add, before the layer's scalar */
     float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
@@ -111,7 +117,8 @@ typedef struct {
     /* backward scratch */
     float *dres;         /* [(2L+1), BT, d] gradient of the residual stream */
     float *dsum, *df, *du, *dfinal;                 /* [BT, d] */
-    float *datt, *dq, *dq2, *dk, *dk2, *dv;         /* [BT, H*hd] / [BT, KV*hd] */
+    float *datt, *dq, *dq2, *dk, *dk2, *dv, *dv2;   /* [BT, H*hd] / [BT, KV*hd] (the widest layer's) */
+    float *dtail;                                    /* [BT, d] gradient before a layer's scalar */
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
@@ -291,7 +298,7 @@ void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm
                          const norm_acts *a, const norm_params *p, const float *x, int N);
 attention_spec model_layer_attention(const tlm_config *c, int l);
 void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
-void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols);
+void model_qk_norm_shape(const tlm_config *c, int l, int N, int n_heads, int *rows, int *cols);
 activation model_ffn_activation(const tlm_config *c);
 /* The head over rows h [R, d]: final norm (output and statistics in *fn) -> LM head -> final
  * soft-cap into logits [R, V]; the logits before the cap go to logits_raw (NULL: capped in

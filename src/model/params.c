@@ -131,7 +131,7 @@ static void add_fused(walk *w, linear_params *fused, linear_params *const *parts
 
 static void walk_tensors(walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
-    const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int d = c->d_model;
     const bool glu = c->ffn != FFN_GELU;
     char n[96];
     add_kept(w, (matrix_slots){&p->embed, &p->embed16, &p->embed_q, &p->embed_q_type}, "embed.weight", c->vocab_size,
@@ -139,6 +139,11 @@ static void walk_tensors(walk *w, model_params *p) {
     if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
     for (int l = 0; l < c->n_layers; l++) {
         layer_params *L = &p->layers[l];
+        /* the layer's shape (Gemma 4: full layers have their own head_dim and kv heads; a layer that
+         * shares an earlier layer's keys and values has no k, v of its own; K = V layers no v) */
+        const int hd = config_layer_head_dim(c, l), qd = c->n_heads * hd, kvd = config_layer_kv_heads(c, l) * hd;
+        const bool own_kv = config_kv_source(c, l) == l, own_v = own_kv && !config_layer_k_eq_v(c, l);
+        memset(L, 0, sizeof *L); /* (the views of absent tensors stay NULL) */
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm(w, &L->attn_norm, n);
         if (placement_has_output_norm(c->placement))
@@ -147,7 +152,7 @@ static void walk_tensors(walk *w, model_params *p) {
             linear_params *parts[3] = {&L->q, &L->k, &L->v};
             const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
             const int outs[3] = {qd, kvd, kvd};
-            add_fused(w, &L->qkv, parts, names, outs, 3, d, c->attn_bias, l);
+            add_fused(w, &L->qkv, parts, names, outs, own_v ? 3 : own_kv ? 2 : 1, d, c->attn_bias, l);
         }
         snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
         add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
@@ -155,9 +160,11 @@ static void walk_tensors(walk *w, model_params *p) {
             float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
             bool full = c->qk_norm == QK_NORM_FULL;
             snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
-            add(w, &L->q_norm, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
-            snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
-            add(w, &L->k_norm, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
+            add(w, &L->q_norm, n, full ? qd : hd, 0, TENSOR_NORM, id);
+            if (own_kv) {
+                snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
+                add(w, &L->k_norm, n, full ? kvd : hd, 0, TENSOR_NORM, id);
+            }
         }
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
@@ -174,6 +181,10 @@ static void walk_tensors(walk *w, model_params *p) {
         }
         snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
         add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+        if (c->layer_scalar) { /* (a gain, like a norm's: no weight decay, starts at 1) */
+            snprintf(n, sizeof n, "layers.%d.layer_scalar", l);
+            add(w, &L->scalar, n, 1, 0, TENSOR_NORM, 1.0f);
+        }
     }
     if (c->final_norm) add_norm(w, &p->final_norm, "final_norm");
     if (!c->tie_embeddings)

@@ -108,48 +108,68 @@ void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm
 
 /* ---- attention sublayer ------------------------------------------------------------------------ */
 
+/* the keys and values layer l attends over: its own, or (shared K/V) those of its source layer */
+static const layer_acts *kv_acts(const pass_ctx *ctx, int l) {
+    return &ctx->A->layers[config_kv_source(&ctx->m->cfg, l)];
+}
+
 static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
     const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model;
-    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    /* the layer's shape: Gemma 4's full layers have their own head_dim and kv heads; a layer that
+     * shares an earlier one's keys and values projects q alone; a K = V layer no v */
+    const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
+    const int qd = c->n_heads * hd, kvd = KV * hd;
+    const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
     float *qkv_out[3] = {a->q, a->k, a->v};
     const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
     const int qkv_widths[3] = {qd, kvd, kvd};
-    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, 3, &P->qkv, u, N, d);
+    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, !own ? 1 : k_eq_v ? 2 : 3, &P->qkv, u, N, d);
+    if (k_eq_v) vec_copy(a->v, a->k, (size_t)N * kvd); /* v is the k projection, before k's norm */
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), a->q, 0);
-    PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
-    PASS_POINT(ctx, model_point_id(c, l, HL_V), a->v, 0);
+    if (own) {
+        PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
+        PASS_POINT(ctx, model_point_id(c, l, HL_V), a->v, 0);
+    }
     if (c->qk_norm != QK_NORM_NONE) {
         float off = config_norm_offset(c);
         int rows, cols;
-        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        model_qk_norm_shape(c, l, N, c->n_heads, &rows, &cols);
         rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
-        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
-        rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), a->qn, 0);
-        PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), a->kn, 0);
+        if (own) {
+            model_qk_norm_shape(c, l, N, KV, &rows, &cols);
+            rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
+            PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), a->kn, 0);
+        }
     }
+    if (own && c->v_norm) /* per head, no weight (Gemma 4) */
+        rmsnorm_forward(a->vn, a->v_rstd, a->v, NULL, 0.0f, N * KV, hd, c->norm_eps);
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, pos0);
-        rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, pos0);
+        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, hd, pos0);
         PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
-        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+        if (own) {
+            rope_forward(a->kr, a->kn, cs, sn, B, T, KV, hd, pos0);
+            PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+        }
     }
-    if (m->kv) { /* incremental decoding: append k, v to the cache and attend over all of it */
-        kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
+    const layer_acts *kv = kv_acts(ctx, l);
+    if (m->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
+        kv_attention_forward(m->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T,
+                             model_layer_attention(c, l));
     } else {
         attention_spec spec = model_layer_attention(c, l);
-        attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec, ctx->A->attn_scratch);
+        attention_forward(a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec, ctx->A->attn_scratch);
         if (ctx->watched) {
             pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
             pass_fire(ctx, model_point_id(c, l, HL_PATTERN), a->probs, 0);
-            model_hook_attention_from_probs(ctx, l, a->att, a->probs, a->v);
+            model_hook_attention_from_probs(ctx, l, a->att, a->probs, kv->vn);
         }
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
@@ -165,45 +185,69 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     const layer_acts *a = &ctx->A->layers[l];
     activations *A = ctx->A;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model;
-    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
+    const int qd = c->n_heads * hd, kvd = KV * hd;
+    const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
+    const size_t nkv = (size_t)N * kvd;
     linear_backward(1, A->datt, &G->o, df, a->att, NULL, &P->o, N, qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
-    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
+    const layer_acts *kv = kv_acts(ctx, l);
+    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);
-    PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);
+    if (!own) { /* shared keys and values: their gradients go back to the layer that made them */
+        vec_acc(kv->dk_shared, A->dk, nkv);
+        vec_acc(kv->dv_shared, A->dv, nkv);
+    } else if (a->dk_shared) { /* ... and are added there, to its own */
+        vec_acc(A->dk, a->dk_shared, nkv);
+        vec_acc(A->dv, a->dv_shared, nkv);
+    }
+    /* through the v norm (per head, no weight) */
+    float *dv = A->dv;
+    if (own && c->v_norm) {
+        rmsnorm_backward(A->dv2, NULL, NULL, A->dv, a->v, NULL, 0.0f, a->v_rstd, N * KV, hd);
+        dv = A->dv2;
+    }
+    if (own) PASS_POINT(ctx, model_point_id(c, l, HL_V), dv, 1);
     if (c->position == POS_ROPE) {
         PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), A->dq, 1);
-        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
+        if (own) PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
     }
     /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
     float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
-        rope_backward(dk_next, dk, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
+        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, hd, 0);
         t = dq, dq = dq_next, dq_next = t;
-        t = dk, dk = dk_next, dk_next = t;
+        if (own) {
+            rope_backward(dk_next, dk, cs, sn, B, T, KV, hd, 0);
+            t = dk, dk = dk_next, dk_next = t;
+        }
     }
+    int k_has_v = 0; /* (K = V: v's gradient added to the k projection's) */
     if (c->qk_norm != QK_NORM_NONE) {
         float off = config_norm_offset(c);
         int rows, cols;
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), dq, 1);
-        PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), dk, 1);
-        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        model_qk_norm_shape(c, l, N, c->n_heads, &rows, &cols);
         rmsnorm_backward(dq_next, NULL, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
-        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
-        rmsnorm_backward(dk_next, NULL, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
-        dq = dq_next, dk = dk_next;
+        dq = dq_next;
+        if (own) {
+            PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), dk, 1);
+            model_qk_norm_shape(c, l, N, KV, &rows, &cols);
+            rmsnorm_backward(dk_next, k_eq_v ? dv : NULL, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
+            dk = dk_next, k_has_v = k_eq_v;
+        }
     }
+    if (k_eq_v && !k_has_v) vec_acc(dk, dv, nkv);
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
-    PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
-    /* the three input projections, each into its rows of the fused gradient (no join pass) */
+    if (own) PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
+    /* the input projections, each into its rows of the fused gradient (no join pass) */
     const uint16_t *u16 = stage_shared_input(&P->q, u, N, d, 1);
     linear_backward(1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
-    linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
-    linear_backward(0, du, &G->v, A->dv, u, u16, &P->v, N, d, kvd);
+    if (own) linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
+    if (own && !k_eq_v) linear_backward(0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -325,7 +369,47 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
         model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][6]), s->post.rstd, 0);
     }
-    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][7]), h, 0);
+    /* (with a layer tail, the stream after the layer is the tail's output: it fires resid_post) */
+    if (!(k == SUB_FFN && config_has_layer_tail(c))) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][7]), h, 0);
+}
+
+/* ---- the layer's tail (Gemma 4): the layer scalar on the stream ---------------------------------- */
+
+/* out = scalar * x: the stream after layer l from the FFN sublayer's output x */
+void layer_tail_forward(pass_ctx *ctx, int l, const float *x, float *out) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const size_t n = (size_t)ctx->A->B * ctx->A->T * c->d_model;
+    const float s = c->layer_scalar ? m->p.layers[l].scalar[0] : 1.0f;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) out[i] = s * x[i];
+    PASS_POINT(ctx, model_point_id(c, l, HL_RESID_POST), out, 0);
+}
+
+/* dx = d(tail)/dx . dout (set); the scalar's gradient += sum(dout * x) */
+void layer_tail_backward(pass_ctx *ctx, int l, const float *x, const float *dout, float *dx) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const size_t n = (size_t)ctx->A->B * ctx->A->T * c->d_model;
+    const float s = c->layer_scalar ? m->p.layers[l].scalar[0] : 1.0f;
+    /* ds = sum(dout * x): each of TAIL_BLOCKS blocks sums its range in order, and the blocks are added
+     * in order, so the result does not depend on the thread count (as DyT's alpha, norm.c) */
+    enum { TAIL_BLOCKS = 256 };
+    const size_t width = (n + TAIL_BLOCKS - 1) / TAIL_BLOCKS;
+    double part[TAIL_BLOCKS];
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int b = 0; b < TAIL_BLOCKS; b++) {
+        const size_t i0 = (size_t)b * width, i1 = i0 + width < n ? i0 + width : n;
+        double sum = 0.0;
+        for (size_t i = i0; i < i1; i++) {
+            dx[i] = s * dout[i];
+            sum += (double)dout[i] * x[i];
+        }
+        part[b] = sum;
+    }
+    double ds = 0.0;
+    for (int b = 0; b < TAIL_BLOCKS; b++) ds += part[b];
+    if (c->layer_scalar) ctx->g->layers[l].scalar[0] += (float)ds;
 }
 
 /* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that

@@ -149,7 +149,7 @@ static int variant_rewrite(collector *co, int id, float *data, int B, int T) {
         const cmp_tensor *in = recorded(co, model_point_id(c, l, k == HL_Q_NORMED ? HL_Q : HL_K));
         if (!in) return -1;
         int rows, cols;
-        model_qk_norm_shape(c, B * T, k == HL_Q_NORMED ? c->n_heads : c->n_kv_heads, &rows, &cols);
+        model_qk_norm_shape(c, l, B * T, k == HL_Q_NORMED ? c->n_heads : config_layer_kv_heads(c, l), &rows, &cols);
         variant_norm(co->variant, c->norm_eps, 1, config_norm_offset(c), data, NULL, in->data,
                      k == HL_Q_NORMED ? P->q_norm : P->k_norm, NULL, rows, cols);
         return 0;

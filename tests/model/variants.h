@@ -27,6 +27,25 @@ static void v_deepnorm(tlm_config *c) {
     c->placement = PLACE_DEEPNORM, c->final_norm = false, c->norm = NORM_LAYERNORM, c->scale_residual_init = false;
 }
 
+/* Gemma 4's dense block: plain-w sandwich norms, per-head QK-norm and a v norm without weight,
+ * attention scale 1, a sliding layer (head_dim 8, 2 kv heads, local RoPE base) and a full one of
+ * its own shape (head_dim 16, 1 kv head, proportional RoPE: half the frequencies rotate), the
+ * layer scalar, final soft-cap */
+static void v_gemma4(tlm_config *c) {
+    c->placement = PLACE_SANDWICH, c->qk_norm = QK_NORM_HEAD, c->v_norm = true, c->query_pre_attn_scalar = 1;
+    c->embed_scale = true, c->ffn = FFN_GEGLU, c->final_softcap = 15, c->layer_scalar = true;
+    c->sliding_window = 3, c->rope_theta_local = 500, c->n_layer_types = c->n_layers;
+    for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = l % 2 == 0;
+    c->head_dim_full = 16, c->n_kv_heads_full = 1, c->rope_proportional = 0.5f;
+}
+/* ... with K = V on the full layers and the last two of four layers (S F S F) sharing the keys and
+ * values of layers 0 (sliding) and 1 (full) */
+static void v_gemma4_shared(tlm_config *c) {
+    c->n_layers = 4;
+    v_gemma4(c);
+    c->k_eq_v = true, c->n_kv_shared = 2;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -44,6 +63,8 @@ static const variant VARIANTS[] = {
     {"no residual, per-head qk-norm", v_no_residual},
     {"dyt sandwich", v_dyt},
     {"deepnorm layernorm", v_deepnorm},
+    {"gemma4: v norm, layer types, scalar", v_gemma4},
+    {"gemma4: k = v, shared kv (4 layers)", v_gemma4_shared},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */
