@@ -39,9 +39,12 @@ static int is_used(const used_set *u, const tlm_st_tensor *t) {
     return bsearch(&t, u->v, u->n, sizeof *u->v, cmp_ptr) != NULL;
 }
 
-/* Buffers transformers registers but never loads (it recomputes them): RoPE inverse
- * frequencies saved by old Llama-family checkpoints, GPT-2's causal-mask buffers. */
-static int discarded_by_transformers(hf_family_style style, const char *prefix, const char *name) {
+/* Tensors transformers registers or finds but never loads: RoPE inverse frequencies saved by old
+ * Llama-family checkpoints and GPT-2's causal-mask buffers (it recomputes them), and Gemma 4's
+ * k_proj, v_proj, k_norm, v_norm of the layers that share an earlier layer's keys and values
+ * (Gemma4TextModel's _keys_to_ignore_on_load_unexpected: those layers have none). */
+static int discarded_by_transformers(const tlm_config *c, hf_family_style style, const char *prefix,
+                                     const char *name) {
     size_t n = strlen(prefix);
     if (strncmp(name, prefix, n) != 0) return 0;
     name += n;
@@ -50,8 +53,15 @@ static int discarded_by_transformers(hf_family_style style, const char *prefix, 
     if (strncmp(name, layer, k) != 0) return 0;
     const char *p = name + k;
     if (*p < '0' || *p > '9') return 0;
+    const long l = strtol(p, NULL, 10);
     while (*p >= '0' && *p <= '9') p++;
     if (style == HF_FAMILY_GPT2) return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
+    if (!strcmp(c->model_type, "gemma4_text") && l >= config_first_kv_shared(c) && l < c->n_layers) {
+        static const char *const SHARED[] = {".self_attn.k_proj.", ".self_attn.v_proj.", ".self_attn.k_norm.",
+                                             ".self_attn.v_norm."};
+        for (int i = 0; i < 4; i++)
+            if (!strncmp(p, SHARED[i], strlen(SHARED[i]))) return 1;
+    }
     return !strcmp(p, ".self_attn.rotary_emb.inv_freq");
 }
 
@@ -186,7 +196,7 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
-        if (is_used(&used, t) || discarded_by_transformers(style, prefix, t->name)) continue;
+        if (is_used(&used, t) || discarded_by_transformers(c, style, prefix, t->name)) continue;
         rc = tlm_error("%s: tensor '%.200s' is not part of the %s model that %s/config.json describes", t->file,
                        t->name, c->model_type, dir);
     }

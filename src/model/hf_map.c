@@ -13,7 +13,7 @@
 
 int hf_family_style_of(const char *mt) {
     if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) return HF_FAMILY_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text")) return HF_FAMILY_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text")) return HF_FAMILY_GEMMA;
     if (!strcmp(mt, "olmo2")) return HF_FAMILY_OLMO2;
     if (!strcmp(mt, "gpt2")) return HF_FAMILY_GPT2;
     return -1;
@@ -31,7 +31,7 @@ static const name_pair LLAMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ff
 static const name_pair GEMMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"attn_out_norm.", "post_attention_layernorm."},
                                      {"ffn_norm.", "pre_feedforward_layernorm."},
                                      {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
-                                     {"ffn.", "mlp."}, {NULL, NULL}};
+                                     {"ffn.", "mlp."}, {"layer_scalar", "layer_scalar"}, {NULL, NULL}};
 static const name_pair OLMO2_LAYER[] = {{"attn_out_norm.", "post_attention_layernorm."},
                                      {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
                                      {"ffn.", "mlp."}, {NULL, NULL}};
