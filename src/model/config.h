@@ -137,8 +137,8 @@ int config_max_q_dim(const tlm_config *c);
 int config_max_kv_dim(const tlm_config *c);
 int config_max_head_dim(const tlm_config *c);
 
-/* whether each layer ends in a tail after the FFN sublayer: Gemma 4's layer scalar */
-static inline bool config_has_layer_tail(const tlm_config *c) { return c->layer_scalar; }
+/* whether each layer ends in a tail after the FFN sublayer: Gemma 4's per-layer input and layer scalar */
+static inline bool config_has_layer_tail(const tlm_config *c) { return c->layer_scalar || c->ple_dim > 0; }
 
 const char *norm_type_name(norm_type t);
 const char *placement_name(norm_placement p);

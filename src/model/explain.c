@@ -262,6 +262,11 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
     fprintf(o, "feed-forward: %s, intermediate size %d%s\n", FFN[c->ffn], c->d_ff, c->mlp_bias ? ", with biases" : "");
     fprintf(o, "biases: q/k/v %s, o %s\n", c->attn_bias ? "yes" : "no", c->attn_out_bias ? "yes" : "no");
     if (c->embed_scale) fprintf(o, "embedding: token embedding multiplied by sqrt(hidden_size)\n");
+    if (c->ple_dim > 0)
+        fprintf(o, "per-layer inputs (hidden_size_per_layer_input %d): a second token table of %d x %d (one slice "
+                   "per layer) plus a projection of the embedding (RMSNorm'd per layer), averaged (/ sqrt(2)); after "
+                   "each layer's FFN, x += N(proj(act(gate(x)) * its slice)), before the layer scalar\n",
+                c->ple_dim, c->vocab_size, c->n_layers * c->ple_dim);
     fprintf(o, "head: %s\n", c->tie_embeddings ? "tied, the LM head is the token embedding matrix"
                                                : "untied, a separate lm_head matrix");
     if (c->final_softcap > 0)

@@ -551,10 +551,15 @@ static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
         if (full && gemma4_rope_entry(c, full, src, true)) return -1;
         if (slide && gemma4_rope_entry(c, slide, src, false)) return -1;
     }
-    /* what this reader does not implement yet: refused by key */
-    if (c->ple_dim > 0)
-        return tlm_error("%s: hidden_size_per_layer_input = %d: Gemma 4's per-layer inputs are not supported yet "
-                         "(0 or null runs the model without them)", src, c->ple_dim);
+    /* per-layer inputs: their token table has vocab_size_per_layer_input rows (class default 262144);
+     * the engine looks the tokens up in both tables, so the two vocabularies must be one */
+    if (c->ple_dim > 0) {
+        const cJSON *vp = item(root, "vocab_size_per_layer_input");
+        const double vpl = vp && !cJSON_IsNull(vp) && cJSON_IsNumber(vp) ? vp->valuedouble : 262144.0;
+        if (vpl != (double)c->vocab_size)
+            return tlm_error("%s: vocab_size_per_layer_input = %g differs from vocab_size = %d: not supported (the "
+                             "per-layer inputs' table must cover the vocabulary)", src, vpl, c->vocab_size);
+    }
     bool on = false;
     if (read_bool(root, src, "enable_moe_block", false, &on)) return -1;
     if (on)

@@ -56,6 +56,7 @@ static size_t widest_input(const tlm_config *c) {
     size_t w = (size_t)c->d_model, qd = (size_t)config_max_q_dim(c);
     if (qd > w) w = qd;
     if ((size_t)c->d_ff > w) w = (size_t)c->d_ff;
+    if ((size_t)c->ple_dim > w) w = (size_t)c->ple_dim;
     return w;
 }
 
@@ -165,9 +166,21 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
         L->up = take(a, N * f);
         L->hid = take(a, N * f);
-        /* the stream after the FFN's residual add, before the layer's scalar */
-        L->tail_in = c->layer_scalar ? take(a, N * d) : NULL;
+        /* the stream after the FFN's residual add, before the layer's tail (per-layer input, scalar) */
+        L->tail_in = config_has_layer_tail(c) ? take(a, N * d) : NULL;
+        const size_t P = (size_t)c->ple_dim;
+        L->ple_gate = P ? take(a, N * P) : NULL;
+        L->ple_prod = P ? take(a, N * P) : NULL;
+        L->ple_out = P ? take(a, N * d) : NULL;
+        memset(&L->ple_out_n, 0, sizeof L->ple_out_n);
+        if (P) take_norm(a, &L->ple_out_n, N, d, 1);
+        L->tail_sum = P ? take(a, N * d) : NULL;
     }
+    /* Gemma 4's per-layer inputs of every layer, made once from the embedding */
+    const size_t LP = (size_t)c->n_layers * c->ple_dim;
+    A->ple_ctx = LP ? take(a, N * LP) : NULL;
+    A->ple_rstd = LP ? take(a, N * c->n_layers) : NULL;
+    A->ple_in = LP ? take(a, N * LP) : NULL;
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
     A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
     A->w_tile = m->w16_mem || m->wq_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
@@ -190,7 +203,15 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     A->df = take(b, N * d);
     A->du = take(b, N * d);
     A->dfinal = take(b, N * d);
-    A->dtail = c->layer_scalar ? take(b, N * d) : NULL;
+    A->dtail = config_has_layer_tail(c) ? take(b, N * d) : NULL;
+    A->dple_in = LP ? take(b, N * LP) : NULL;
+    A->dple_ctx = LP ? take(b, N * LP) : NULL;
+    A->dple_prod = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_gate = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_up = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_dup = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_out = LP ? take(b, N * d) : NULL;
+    A->dple_x0 = LP ? take(b, N * d) : NULL;
     A->datt = take(b, N * qd);
     A->dq = take(b, N * qd);
     A->dq2 = take(b, N * qd);

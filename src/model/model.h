@@ -33,12 +33,20 @@ typedef struct {
     linear_params gate, up, down;
     linear_params gate_up; /* gated FFNs: gate and up back to back, one [2 f, d] matrix */
     float *scalar;         /* [1] the layer's output scale (layer_scalar), or NULL */
+    /* Gemma 4's per-layer input (ple_dim P): gate [P, d], projection [d, P], its output's norm */
+    linear_params ple_gate, ple_proj;
+    norm_params ple_norm;
 } layer_params;
 
 typedef struct {
     float *embed;     /* [V, d] */
     float *pos_embed; /* [max_seq, d] */
     layer_params *layers;
+    /* Gemma 4's per-layer inputs: a token table [V, L*P], the projection of the embedding [L*P, d]
+     * and its norm's weight [P] */
+    float *ple_embed;
+    linear_params ple_model_proj;
+    float *ple_model_norm;
     norm_params final_norm;
     float *lm_head; /* [V, d]; == embed when tied */
     const uint16_t *embed16, *lm_head16; /* bf16 weights (then embed, lm_head are NULL) */
@@ -92,7 +100,11 @@ typedef struct {
     float *v_rstd, *vn;       /* Gemma 4's v norm: statistics, v after it (alias v when off) */
     float *dk_shared, *dv_shared; /* training, a layer whose keys/values later layers share: the gradients
                                      they send back to its kr, vn [BT, KV*hd] (summed, then added) */
-    float *tail_in;           /* the stream after the FFN's residual add, before the layer's scalar */
+    float *tail_in;           /* the stream after the FFN's residual add, before the layer's tail */
+    /* per-layer input (Gemma 4): gate = tail_in W_gate^T [BT, P], prod = act(gate) * ple_in's slice [BT, P],
+     * pout = prod W_proj^T [BT, d], its norm, tail_sum = tail_in + norm(pout) [BT, d] (before the scalar) */
+    float *ple_gate, *ple_prod, *ple_out, *tail_sum;
+    norm_acts ple_out_n;
     float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
@@ -119,6 +131,11 @@ typedef struct {
     float *dsum, *df, *du, *dfinal;                 /* [BT, d] */
     float *datt, *dq, *dq2, *dk, *dk2, *dv, *dv2;   /* [BT, H*hd] / [BT, KV*hd] (the widest layer's) */
     float *dtail;                                    /* [BT, d] gradient before a layer's scalar */
+    /* Gemma 4's per-layer inputs: ple_ctx = (res[0] W^T) d^-0.5 [BT, L*P] (before its norm), its
+     * rstd [BT*L], ple_in = (norm(ple_ctx) + sqrt(P) ple_embed[tok]) / sqrt(2) [BT, L*P]; backward:
+     * d ple_in, d ple_ctx [BT, L*P], d prod, d gate [BT, P], d pout [BT, d], d res[0] from them */
+    float *ple_ctx, *ple_rstd, *ple_in;
+    float *dple_in, *dple_ctx, *dple_prod, *dple_gate, *dple_up, *dple_dup, *dple_out, *dple_x0;
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */

@@ -137,6 +137,13 @@ static void walk_tensors(walk *w, model_params *p) {
     add_kept(w, (matrix_slots){&p->embed, &p->embed16, &p->embed_q, &p->embed_q_type}, "embed.weight", c->vocab_size,
              d, TENSOR_EMBEDDING, 0.0f);
     if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
+    if (c->ple_dim > 0) { /* Gemma 4's per-layer inputs: the token table, the embedding's projection, its norm */
+        const int lp = c->n_layers * c->ple_dim;
+        add(w, &p->ple_embed, "ple_embed.weight", c->vocab_size, lp, TENSOR_EMBEDDING, 0.0f);
+        add_linear(w, &p->ple_model_proj, "ple_model_proj", lp, d, false, TENSOR_MATRIX);
+        add(w, &p->ple_model_norm, "ple_model_norm.weight", c->ple_dim, 0, TENSOR_NORM,
+            c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+    }
     for (int l = 0; l < c->n_layers; l++) {
         layer_params *L = &p->layers[l];
         /* the layer's shape (Gemma 4: full layers have their own head_dim and kv heads; a layer that
@@ -181,6 +188,13 @@ static void walk_tensors(walk *w, model_params *p) {
         }
         snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
         add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+        if (c->ple_dim > 0) { /* the layer's per-layer input: gate, projection, the projection's norm */
+            snprintf(n, sizeof n, "layers.%d.ple_gate", l);
+            add_linear(w, &L->ple_gate, n, c->ple_dim, d, false, TENSOR_MATRIX);
+            snprintf(n, sizeof n, "layers.%d.ple_proj", l);
+            add_linear(w, &L->ple_proj, n, d, c->ple_dim, false, TENSOR_MATRIX);
+            snprintf(n, sizeof n, "layers.%d.ple_norm", l), add_norm(w, &L->ple_norm, n);
+        }
         if (c->layer_scalar) { /* (a gain, like a norm's: no weight decay, starts at 1) */
             snprintf(n, sizeof n, "layers.%d.layer_scalar", l);
             add(w, &L->scalar, n, 1, 0, TENSOR_NORM, 1.0f);
@@ -409,7 +423,9 @@ void model_init_weights(tlm_model *m, uint64_t seed) {
 /* ---- bf16 weights for inference ------------------------------------------------------------------ */
 
 /* the matrices: token embedding, projections, head (learned positions are added, not multiplied) */
-static int kept_as_bf16(const tensor_info *t) { return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0; }
+static int kept_as_bf16(const tensor_info *t) {
+    return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0 && strcmp(t->name, "ple_embed.weight") != 0;
+}
 
 int model_weights_to_bf16(tlm_model *m) {
     if (m->wq_mem)
@@ -469,11 +485,14 @@ int model_weights_to_bf16(tlm_model *m) {
 static void bind_mirror(tlm_model *m) {
     for (int l = 0; l < m->cfg.n_layers; l++) {
         layer_params *P = &m->p.layers[l];
-        linear_params *all[] = {&P->q, &P->k, &P->v, &P->o, &P->qkv, &P->gate, &P->up, &P->down, &P->gate_up};
+        linear_params *all[] = {&P->q,    &P->k,  &P->v,       &P->o,        &P->qkv,     &P->gate,
+                                &P->up,   &P->down, &P->gate_up, &P->ple_gate, &P->ple_proj};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
     }
     m->p.lm_head16 = m->mirror16 && m->p.lm_head ? m->mirror16 + (m->p.lm_head - m->param_mem) : NULL;
+    linear_params *mp = &m->p.ple_model_proj;
+    mp->w16 = m->mirror16 && mp->w ? m->mirror16 + (mp->w - m->param_mem) : NULL;
 }
 
 void model_refresh_mirror(tlm_model *m) {

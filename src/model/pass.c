@@ -59,6 +59,7 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     else
         embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
     PASS_POINT(ctx, model_point_id(c, -1, HL_EMBED), A->res, 0);
+    if (c->ple_dim > 0) ple_inputs_forward(ctx, A->res); /* (Gemma 4: every layer's per-layer input) */
     if (pass_after_layer(ctx, -1)) return -1;
     for (int l = 0; l < c->n_layers; l++) {
         float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
@@ -188,6 +189,10 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
         }
         sublayer_backward(ctx, l, SUB_FFN, mid, dpost, model_residual_grad(A, 2 * l + 1));
         sublayer_backward(ctx, l, SUB_ATTN, x, model_residual_grad(A, 2 * l + 1), model_residual_grad(A, 2 * l));
+    }
+    if (c->ple_dim > 0) { /* the per-layer inputs were made from the embedding too */
+        ple_inputs_backward(ctx, model_residual(A, 0), A->dple_x0);
+        vec_acc(A->dres, A->dple_x0, Nd);
     }
     embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
 }

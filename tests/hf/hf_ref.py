@@ -414,6 +414,13 @@ def gemma4_text(cfg, W, ids, mut=()):
     if "no_embed_scale" not in mut:
         x = x * torch.tensor(d ** 0.5, dtype=DT)
     kept = {}
+    ple = g(cfg, "hidden_size_per_layer_input", 256)
+    if ple:  # get_per_layer_inputs + project_per_layer_inputs, from the scaled embedding
+        table = W[P + "embed_tokens_per_layer.weight"][ids] * ple ** 0.5
+        proj = (x @ W[P + "per_layer_model_projection.weight"].T) * d ** -0.5
+        proj = rms_norm(proj.reshape(len(ids), L, ple), W[P + "per_layer_projection_norm.weight"], eps, one_plus)
+        table = table.reshape(len(ids), L, ple)
+        per_layer = proj if "ple_context_only" in mut else (proj + table) * 2.0 ** -0.5
     for l in range(L):
         p = "%slayers.%d." % (P, l)
         full = types[l] == "full_attention"
@@ -441,6 +448,9 @@ def gemma4_text(cfg, W, ids, mut=()):
         h = norm(x, W[p + "pre_feedforward_layernorm.weight"])
         f = gelu_tanh(linear(h, W, p + "mlp.gate_proj")) * linear(h, W, p + "mlp.up_proj")
         x = x + norm(linear(f, W, p + "mlp.down_proj"), W[p + "post_feedforward_layernorm.weight"])
+        if ple:
+            gated = gelu_tanh(linear(x, W, p + "per_layer_input_gate")) * per_layer[:, l, :]
+            x = x + norm(linear(gated, W, p + "per_layer_projection"), W[p + "post_per_layer_input_norm.weight"])
         if "no_layer_scalar" not in mut:
             x = x * W[p + "layer_scalar"]
     x = norm(x, W[P + "norm.weight"])

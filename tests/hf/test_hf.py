@@ -226,6 +226,11 @@ def gemma4_weights(cfg, rng, T, mat, vec):
     first_shared = L - cfg.get("num_kv_shared_layers", 0)
     P = "model."
     T[P + "embed_tokens.weight"] = rng.normal(0, 1.0, (V, d))
+    ple = cfg.get("hidden_size_per_layer_input", 256)
+    if ple:
+        T[P + "embed_tokens_per_layer.weight"] = rng.normal(0, 1.0, (V, L * ple))
+        mat(P + "per_layer_model_projection.weight", L * ple, d)
+        vec(P + "per_layer_projection_norm.weight", ple, 1.0, 0.2)
     for l in range(L):
         p = "%slayers.%d." % (P, l)
         full = types[l] == "full_attention"
@@ -246,6 +251,10 @@ def gemma4_weights(cfg, rng, T, mat, vec):
         mat(p + "mlp.gate_proj.weight", f, d)
         mat(p + "mlp.up_proj.weight", f, d)
         mat(p + "mlp.down_proj.weight", d, f)
+        if ple:
+            mat(p + "per_layer_input_gate.weight", ple, d, 2.0)
+            mat(p + "per_layer_projection.weight", d, ple)
+            vec(p + "post_per_layer_input_norm.weight", d, 1.0, 0.2)
         vec(p + "layer_scalar", 1, 1.0, 0.3)
     vec(P + "norm.weight", d, 1.0, 0.2)
     if cfg.get("tie_word_embeddings") is False:
@@ -323,6 +332,12 @@ CASES = [
      dict(GEMMA4, num_hidden_layers=3, sliding_window=3, global_head_dim=16, attention_bias=False,
           tie_word_embeddings=False),
      ["no_proportional", "no_v_norm", "one_plus_w", "no_layer_scalar"]),
+    # ... with per-layer inputs (E2B's hidden_size_per_layer_input, here 4) on shared keys and values
+    ("gemma4_per_layer_inputs", "gemma4_text",
+     dict(GEMMA4, num_hidden_layers=4, sliding_window=4, global_head_dim=16, hidden_size_per_layer_input=4,
+          layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+          num_kv_shared_layers=2, final_logit_softcapping=30.0),
+     ["ple_context_only", "one_plus_w", "no_layer_scalar", "no_v_norm"]),
     ("olmo2_fullqk", "olmo2",
      dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm_per_head", "no_qk_norm"]),
@@ -493,8 +508,9 @@ def error_tests(R):
             ("attn soft-cap key", dict(attn_logit_softcapping=50.0), ["attn_logit_softcapping"]),
             ("moe block", dict(enable_moe_block=True), ["enable_moe_block"]),
             ("moe key set", dict(num_experts=8), ["num_experts"]),
-            ("per-layer inputs (class default 256)", dict(hidden_size_per_layer_input=256),
-             ["hidden_size_per_layer_input", "per-layer inputs"]),
+            ("per-layer inputs of another vocabulary", dict(hidden_size_per_layer_input=4,
+                                                            vocab_size_per_layer_input=32),
+             ["vocab_size_per_layer_input"]),
             ("double-wide mlp on shared layers", dict(use_double_wide_mlp=True), ["use_double_wide_mlp"]),
             ("bidirectional all", dict(use_bidirectional_attention="all"), ["use_bidirectional_attention"]),
             ("k = v without global kv heads", dict(num_global_key_value_heads=None), ["num_global_key_value_heads"]),

@@ -46,6 +46,12 @@ static void v_gemma4_shared(tlm_config *c) {
     c->k_eq_v = true, c->n_kv_shared = 2;
 }
 
+/* ... with per-layer inputs of 4 dims a layer (Gemma 4's hidden_size_per_layer_input) */
+static void v_gemma4_ple(tlm_config *c) {
+    v_gemma4(c);
+    c->ple_dim = 4;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -65,6 +71,7 @@ static const variant VARIANTS[] = {
     {"deepnorm layernorm", v_deepnorm},
     {"gemma4: v norm, layer types, scalar", v_gemma4},
     {"gemma4: k = v, shared kv (4 layers)", v_gemma4_shared},
+    {"gemma4: per-layer inputs", v_gemma4_ple},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

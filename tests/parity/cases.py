@@ -132,6 +132,19 @@ CASES = _grid() + [
                                  "attention_k_eq_v": True, "num_kv_shared_layers": 2}),
     ("k_eq_v_no_qk_norm_bias", {"attention_k_eq_v": True, "attention_bias": True, "num_key_value_heads": 2}),
     ("shared_kv_pre", {"num_hidden_layers": 3, "num_kv_shared_layers": 1, "num_key_value_heads": 2}),
+    # Gemma 4's per-layer inputs (hidden_size_per_layer_input): alone on a Pre-Norm SwiGLU model (silu
+    # gate, learned positions in the stream they are made from), and in the Gemma 4 block
+    ("per_layer_inputs_pre", {"hidden_size_per_layer_input": 6, "position_embedding": "learned"}),
+    ("gemma4_per_layer_inputs", {"norm_type": "rmsnorm", "norm_placement": "sandwich", "qk_norm": "head",
+                                 "v_norm": True, "query_pre_attn_scalar": 1.0, "ffn_type": "geglu",
+                                 "embedding_scale": True, "final_logit_softcapping": 4.0, "layer_scalar": True,
+                                 "num_hidden_layers": 4, "sliding_window": 4, "rope_local_base_freq": 10000.0,
+                                 "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                                 "full_attention"],
+                                 "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
+                                 "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.25,
+                                 "attention_k_eq_v": True, "num_kv_shared_layers": 2,
+                                 "hidden_size_per_layer_input": 4}),
 ]
 
 

@@ -180,6 +180,11 @@ def param_shapes(c):
     s["embed.weight"] = [V, d]
     if c["position_embedding"] == "learned":
         s["pos_embed.weight"] = [c["max_position_embeddings"], d]
+    P, L = c["hidden_size_per_layer_input"], c["num_hidden_layers"]
+    if P:  # Gemma 4's per-layer inputs: token table, projection of the embedding, its norm (over P)
+        s["ple_embed.weight"] = [V, L * P]
+        s["ple_model_proj.weight"] = [L * P, d]
+        s["ple_model_norm.weight"] = [P]
     for n in range(c["num_hidden_layers"]):
         p = "layers.%d." % n
         if in_norm:
@@ -219,6 +224,10 @@ def param_shapes(c):
             s[p + "ffn.%s_proj.weight" % proj] = shape
             if c["mlp_bias"]:
                 s[p + "ffn.%s_proj.bias" % proj] = [shape[0]]
+        if P:  # the layer's per-layer input: gate, projection, the projection's norm
+            s[p + "ple_gate.weight"] = [P, d]
+            s[p + "ple_proj.weight"] = [d, P]
+            _norm(s, p + "ple_norm", c)
         if c["layer_scalar"]:
             s[p + "layer_scalar"] = [1]
     if c["final_norm"]:

@@ -322,6 +322,14 @@ class Model:
         x = self._hook("hook_embed", x)
         self.block_inputs = []
         self._kv = {}
+        P = c["hidden_size_per_layer_input"]
+        if P:  # Gemma 4's per-layer inputs, every layer's made here from the stream entering block 0
+            L = c["num_hidden_layers"]
+            made = (x @ self.p("ple_model_proj.weight").t()) * c["hidden_size"] ** -0.5
+            made = rms_norm(made.view(B, T, L, P), self.p("ple_model_norm.weight"), c["norm_eps"],
+                            c["norm_type"] == "rmsnorm_1p")
+            table = self.p("ple_embed.weight")[tokens].view(B, T, L, P) * math.sqrt(P)
+            per_layer = (made + table) * 2.0 ** -0.5
         for n in range(c["num_hidden_layers"]):
             if block_input_delta and n in block_input_delta:
                 x = x + block_input_delta[n]
@@ -334,6 +342,11 @@ class Model:
             x = self._hook("blocks.%d.hook_resid_mid" % n, x)
             x = self.sublayer(x, lambda h: self.ffn(n, h),
                               "layers.%d.ffn_norm" % n, "layers.%d.ffn_out_norm" % n, (n, "mlp"))
+            if P:  # Gemma 4: the layer's own input, gated by the stream, projected, normed, added
+                gate = self.linear("layers.%d.ple_gate" % n, x)
+                act = gate * torch.sigmoid(gate) if c["ffn_type"] == "swiglu" else gelu_tanh(gate)
+                out = self.linear("layers.%d.ple_proj" % n, act * per_layer[:, :, n, :])
+                x = x + self.norm("layers.%d.ple_norm" % n, out)
             if c["layer_scalar"]:  # Gemma 4: the stream after the layer times a learned scalar
                 x = x * self.p("layers.%d.layer_scalar" % n)
             x = self._hook("blocks.%d.hook_resid_post" % n, x)
@@ -447,7 +460,7 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
             out[name] = 1.0 + rng.normal(0.0, norm_std, size=shape)
         elif name.endswith(".bias"):
             out[name] = rng.normal(0.0, bias_std, size=shape)
-        elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight"):
+        elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight", "ple_embed.weight"):
             out[name] = rng.normal(0.0, embed_std, size=shape)
         else:
             out[name] = rng.normal(0.0, std, size=shape)
