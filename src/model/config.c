@@ -73,6 +73,7 @@ static const config_key TINYLM_KEYS[] = {
     {"num_kv_shared_layers", KEY_INT, F(n_kv_shared), NULL},
     {"hidden_size_per_layer_input", KEY_INT, F(ple_dim), NULL},
     {"layer_scalar", KEY_BOOL, F(layer_scalar), NULL},
+    {"use_double_wide_mlp", KEY_BOOL, F(ffn_double_shared), NULL},
     {"ffn_type", KEY_ENUM, F(ffn), FFN_NAMES},
     {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
     {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
@@ -472,6 +473,7 @@ char *config_to_json(const tlm_config *c) {
     if (c->n_kv_shared) cJSON_AddNumberToObject(o, "num_kv_shared_layers", c->n_kv_shared);
     if (c->ple_dim) cJSON_AddNumberToObject(o, "hidden_size_per_layer_input", c->ple_dim);
     if (c->layer_scalar) cJSON_AddBoolToObject(o, "layer_scalar", true);
+    if (c->ffn_double_shared) cJSON_AddBoolToObject(o, "use_double_wide_mlp", true);
     cJSON_AddStringToObject(o, "ffn_type", ffn_name(c->ffn));
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);

@@ -64,6 +64,7 @@ typedef struct {
                                 of their type (no k_proj, v_proj, k_norm of their own) */
     int ple_dim;             /* per-layer inputs (Gemma 4's hidden_size_per_layer_input); 0 = off */
     bool layer_scalar;       /* a learnable scalar per layer multiplying the stream after the layer */
+    bool ffn_double_shared;  /* the layers that share K/V have an FFN of 2 * d_ff (use_double_wide_mlp) */
 
     /* feed-forward */
     ffn_type ffn;
@@ -132,6 +133,13 @@ static inline int config_first_kv_shared(const tlm_config *c) { return c->n_laye
 /* the layer whose keys and values layer l attends over: l itself, or (a shared layer) the last
  * layer before the shared ones with l's type; -1 when there is none (refused by config_validate) */
 int config_kv_source(const tlm_config *c, int l);
+/* the FFN width of layer l: d_ff, twice that in a layer sharing K/V with use_double_wide_mlp */
+static inline int config_layer_ff(const tlm_config *c, int l) {
+    return c->ffn_double_shared && l >= config_first_kv_shared(c) ? 2 * c->d_ff : c->d_ff;
+}
+static inline int config_max_ff(const tlm_config *c) {
+    return c->ffn_double_shared && c->n_kv_shared > 0 ? 2 * c->d_ff : c->d_ff;
+}
 /* the widest q, k (and v) of any layer: H * head_dim, KV * head_dim */
 int config_max_q_dim(const tlm_config *c);
 int config_max_kv_dim(const tlm_config *c);

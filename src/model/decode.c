@@ -53,7 +53,7 @@ static float *carve(float *base, size_t *used, size_t n) {
 
 static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     const size_t d = cfg->d_model, qd = (size_t)config_max_q_dim(cfg), kvd = (size_t)c->kv_dim,
-                 ff = cfg->d_ff;
+                 ff = config_max_ff(cfg);
     size_t used = 0;
     step_shared *s = &c->sh;
     s->x0 = carve(base, &used, d);

@@ -161,6 +161,9 @@ static void explain_attention(FILE *o, const tlm_config *c) {
                     config_kv_source(c, l));
         }
         fprintf(o, "); the KV cache holds them once\n");
+        if (c->ffn_double_shared)
+            fprintf(o, "use_double_wide_mlp: those %d layers' FFN is twice as wide, intermediate size %d\n",
+                    c->n_kv_shared, 2 * c->d_ff);
     }
     if (c->query_pre_attn_scalar == 1.0f)
         fprintf(o, "attention scale: 1 (scores are q . k unscaled, no 1/sqrt(head_dim): the QK-norm fixes their "

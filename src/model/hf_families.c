@@ -572,10 +572,8 @@ static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
             return tlm_error("%s: %s is set: it belongs to Gemma 4's mixture-of-experts block, which is not "
                              "supported (enable_moe_block false needs it null)", src, MOE_KEYS[i]);
     }
-    if (read_bool(root, src, "use_double_wide_mlp", false, &on)) return -1;
-    if (on && c->n_kv_shared > 0)
-        return tlm_error("%s: use_double_wide_mlp = true with num_kv_shared_layers = %d: the shared layers' "
-                         "double-width MLP is not supported yet", src, c->n_kv_shared);
+    /* Gemma4TextMLP: the layers that share keys and values have 2 * intermediate_size */
+    if (read_bool(root, src, "use_double_wide_mlp", false, &c->ffn_double_shared)) return -1;
     const cJSON *vp = item(root, "vocab_size_per_layer_input");
     if (vp && !cJSON_IsNull(vp) && !cJSON_IsNumber(vp))
         return tlm_error("%s: vocab_size_per_layer_input must be an integer", src);

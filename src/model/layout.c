@@ -55,7 +55,7 @@ static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
 static size_t widest_input(const tlm_config *c) {
     size_t w = (size_t)c->d_model, qd = (size_t)config_max_q_dim(c);
     if (qd > w) w = qd;
-    if ((size_t)c->d_ff > w) w = (size_t)c->d_ff;
+    if ((size_t)config_max_ff(c) > w) w = (size_t)config_max_ff(c);
     if ((size_t)c->ple_dim > w) w = (size_t)c->ple_dim;
     return w;
 }
@@ -98,7 +98,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     /* (qd, kvd: the widest of any layer: the inference layout's one layer and the backward's scratch
      * serve them all) */
     const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)config_max_q_dim(c),
-                 kvd = (size_t)config_max_kv_dim(c), f = c->d_ff, V = c->vocab_size;
+                 kvd = (size_t)config_max_kv_dim(c), f = config_max_ff(c), V = c->vocab_size;
     const size_t att = (size_t)B * c->n_heads * T * T;
     const norm_placement pl = c->placement;
     /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
@@ -163,9 +163,10 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
         L->probs = keep_probs ? take(a, att) : NULL;
         L->att = take(a, N * lqd);
-        L->gate = c->ffn != FFN_GELU ? take(a, N * f) : NULL;
-        L->up = take(a, N * f);
-        L->hid = take(a, N * f);
+        const size_t lf = lean ? f : (size_t)config_layer_ff(c, l);
+        L->gate = c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
+        L->up = take(a, N * lf);
+        L->hid = take(a, N * lf);
         /* the stream after the FFN's residual add, before the layer's tail (per-layer input, scalar) */
         L->tail_in = config_has_layer_tail(c) ? take(a, N * d) : NULL;
         const size_t P = (size_t)c->ple_dim;

@@ -180,14 +180,14 @@ static void walk_tensors(walk *w, model_params *p) {
         {
             linear_params *parts[2] = {&L->gate, &L->up};
             const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
-            const int outs[2] = {c->d_ff, c->d_ff};
+            const int outs[2] = {config_layer_ff(c, l), config_layer_ff(c, l)};
             if (glu)
                 add_fused(w, &L->gate_up, parts, names, outs, 2, d, c->mlp_bias, l);
             else
                 add_fused(w, &L->up, parts + 1, names + 1, outs + 1, 1, d, c->mlp_bias, l);
         }
         snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
-        add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+        add_linear(w, &L->down, n, d, config_layer_ff(c, l), c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
         if (c->ple_dim > 0) { /* the layer's per-layer input: gate, projection, the projection's norm */
             snprintf(n, sizeof n, "layers.%d.ple_gate", l);
             add_linear(w, &L->ple_gate, n, c->ple_dim, d, false, TENSOR_MATRIX);

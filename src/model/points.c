@@ -154,7 +154,7 @@ static int shape_of(const tlm_config *c, int l, const point_desc *p, int B, int 
     case SH_Q: shape[2] = c->n_heads, shape[3] = hd; return 4;
     case SH_KV: shape[2] = l >= 0 ? config_layer_kv_heads(c, l) : c->n_kv_heads, shape[3] = hd; return 4;
     case SH_MAP: shape[1] = c->n_heads, shape[2] = T, shape[3] = T; return 4;
-    case SH_FF: shape[2] = c->d_ff; return 3;
+    case SH_FF: shape[2] = l >= 0 ? config_layer_ff(c, l) : c->d_ff; return 3;
     case SH_VOCAB: shape[2] = c->vocab_size; return 3;
     default: return 3;
     }

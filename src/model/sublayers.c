@@ -258,7 +258,7 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
-    const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = c->d_ff;
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
     if (c->ffn == FFN_GELU) {
         linear_forward(ctx->m, ctx->A->w_tile, a->up, u, &P->up, N, d, ff);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
@@ -284,7 +284,7 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     layer_params *G = &ctx->g->layers[l];
     const layer_acts *a = &ctx->A->layers[l];
     activations *A = ctx->A;
-    const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
+    const int N = A->B * A->T, d = c->d_model, ff = config_layer_ff(c, l);
     const size_t n = (size_t)N * ff;
     linear_backward(1, A->dhid, &G->down, df, a->hid, NULL, &P->down, N, ff, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);

@@ -248,9 +248,10 @@ def gemma4_weights(cfg, rng, T, mat, vec):
             if not k_eq_v:
                 mat(p + "self_attn.v_proj.weight", lkv * lhd, d)
         mat(p + "self_attn.o_proj.weight", d, H * lhd)
-        mat(p + "mlp.gate_proj.weight", f, d)
-        mat(p + "mlp.up_proj.weight", f, d)
-        mat(p + "mlp.down_proj.weight", d, f)
+        lf = 2 * f if cfg.get("use_double_wide_mlp") and l >= first_shared else f  # (Gemma4TextMLP)
+        mat(p + "mlp.gate_proj.weight", lf, d)
+        mat(p + "mlp.up_proj.weight", lf, d)
+        mat(p + "mlp.down_proj.weight", d, lf)
         if ple:
             mat(p + "per_layer_input_gate.weight", ple, d, 2.0)
             mat(p + "per_layer_projection.weight", d, ple)
@@ -322,7 +323,8 @@ CASES = [
           rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
                                               "rope_theta": 10000.0}},
-          attention_k_eq_v=True, num_global_key_value_heads=1, num_kv_shared_layers=2, _shared_kv_tensors=True),
+          attention_k_eq_v=True, num_global_key_value_heads=1, num_kv_shared_layers=2, _shared_kv_tensors=True,
+          use_double_wide_mlp=True),
      ["one_plus_w", "no_v_norm", "scale_head_dim", "no_proportional", "partial_over_rotated_dim", "no_layer_scalar", "local_theta_global", "shared_from_first", "k_eq_v_after_norm", "no_final_softcap",
       "no_embed_scale", "window_off_by_one"]),
     # the class defaults: no layer_types (5:1, the last layer made full: S S F), no rope_parameters
@@ -511,7 +513,6 @@ def error_tests(R):
             ("per-layer inputs of another vocabulary", dict(hidden_size_per_layer_input=4,
                                                             vocab_size_per_layer_input=32),
              ["vocab_size_per_layer_input"]),
-            ("double-wide mlp on shared layers", dict(use_double_wide_mlp=True), ["use_double_wide_mlp"]),
             ("bidirectional all", dict(use_bidirectional_attention="all"), ["use_bidirectional_attention"]),
             ("k = v without global kv heads", dict(num_global_key_value_heads=None), ["num_global_key_value_heads"]),
             ("rope type", dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},

@@ -43,7 +43,7 @@ static void v_gemma4(tlm_config *c) {
 static void v_gemma4_shared(tlm_config *c) {
     c->n_layers = 4;
     v_gemma4(c);
-    c->k_eq_v = true, c->n_kv_shared = 2;
+    c->k_eq_v = true, c->n_kv_shared = 2, c->ffn_double_shared = true;
 }
 
 /* ... with per-layer inputs of 4 dims a layer (Gemma 4's hidden_size_per_layer_input) */

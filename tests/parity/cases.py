@@ -129,7 +129,8 @@ CASES = _grid() + [
                                                  "sliding_attention", "full_attention"],
                                  "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
                                  "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.5,
-                                 "attention_k_eq_v": True, "num_kv_shared_layers": 2}),
+                                 "attention_k_eq_v": True, "num_kv_shared_layers": 2,
+                                 "use_double_wide_mlp": True}),
     ("k_eq_v_no_qk_norm_bias", {"attention_k_eq_v": True, "attention_bias": True, "num_key_value_heads": 2}),
     ("shared_kv_pre", {"num_hidden_layers": 3, "num_kv_shared_layers": 1, "num_key_value_heads": 2}),
     # Gemma 4's per-layer inputs (hidden_size_per_layer_input): alone on a Pre-Norm SwiGLU model (silu

@@ -120,6 +120,7 @@ def resolve_config(raw):
     flag("v_norm", False)
     flag("attention_k_eq_v", False)
     flag("layer_scalar", False)
+    flag("use_double_wide_mlp", False)
     shared = c.get("num_kv_shared_layers", 0)
     if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < L:
         raise _bad("num_kv_shared_layers", shared, "must be an int in [0, %d)" % L)
@@ -217,7 +218,8 @@ def param_shapes(c):
             _norm(s, p + "ffn_norm", c)
         if out_norm:
             _norm(s, p + "ffn_out_norm", c)
-        projs = (("gate", [f, d]), ("up", [f, d]), ("down", [d, f]))
+        lf = 2 * f if c["use_double_wide_mlp"] and n >= L - c["num_kv_shared_layers"] else f
+        projs = (("gate", [lf, d]), ("up", [lf, d]), ("down", [d, lf]))
         for proj, shape in projs:
             if proj == "gate" and c["ffn_type"] == "gelu":
                 continue
