@@ -15,7 +15,7 @@ static naming naming_of(const tlm_config *c) {
     const char *mt = c->model_type;
     if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c"))
         return NAMES_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text")) return NAMES_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
     if (!strcmp(mt, "olmo2")) return NAMES_OLMO2;
     if (!strcmp(mt, "gpt2")) return NAMES_GPT2;
     return NAMES_TINYLM;
@@ -26,7 +26,7 @@ static void explain_norm(FILE *o, const tlm_config *c) {
     case NORM_RMSNORM:
         fprintf(o, "norm: RMSNorm, y = w * x / sqrt(mean(x^2) + eps): weight w (starts at 1), no mean subtracted, "
                    "no bias; eps = %g, inside the sqrt%s\n", c->norm_eps,
-                !strcmp(c->model_type, "gemma4_text") ? " (Gemma 4 multiplies by w itself again, not Gemma 2/3's 1 + w)"
+                !strncmp(c->model_type, "gemma4", 6) ? " (Gemma 4 multiplies by w itself again, not Gemma 2/3's 1 + w)"
                                                        : "");
         break;
     case NORM_RMSNORM_1P:

@@ -679,7 +679,55 @@ static void note_unknown(const char *key) {
         unknown_sink->n_missed++;
 }
 
+static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src);
+
+/* Gemma4Config (a multimodal checkpoint, Gemma4ForConditionalGeneration): the text model of its
+ * text_config, read as gemma4_text; the vision and audio towers are skipped with a note; any other
+ * key than the multimodal token ids and bookkeeping is refused by name */
+static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src) {
+    static const char *const KNOWN[] = {"text_config", "vision_config", "audio_config", "boi_token_id", "eoi_token_id",
+                                        "image_token_id", "video_token_id", "boa_token_id", "eoa_token_index",
+                                        "eoa_token_id", "audio_token_id", "vision_soft_tokens_per_image",
+                                        "audio_soft_tokens_per_image", "initializer_range", "tie_word_embeddings",
+                                        NULL};
+    for (const cJSON *it = root->child; it; it = it->next)
+        if (!in_list(KNOWN, it->string) && !in_list(HF_IGNORED, it->string))
+            return tlm_error("%s: key \"%s\" is not supported by the gemma4 (multimodal) reader", src, it->string);
+    const cJSON *text = item(root, "text_config");
+    if (!cJSON_IsObject(text)) return tlm_error("%s: text_config must be an object (the text model's config)", src);
+    const char *tmt = cJSON_GetStringValue(item(text, "model_type"));
+    if (tmt && strcmp(tmt, "gemma4_text") != 0)
+        return tlm_error("%s: text_config.model_type = \"%s\": expected \"gemma4_text\"", src, tmt);
+    char where[300];
+    snprintf(where, sizeof where, "%s (text_config)", src);
+    if (hf_family_parse(cfg, text, "gemma4_text", where)) return -1;
+    /* the head: tied unless either config unties it (the two must agree) */
+    const cJSON *tie = item(root, "tie_word_embeddings");
+    if (tie && (!cJSON_IsBool(tie) || cJSON_IsTrue(tie) != cfg->tie_embeddings))
+        return tlm_error("%s: tie_word_embeddings differs between the top level and text_config", src);
+    const char *skipped[2] = {NULL, NULL};
+    int n = 0;
+    if (item(root, "vision_config") && !cJSON_IsNull(item(root, "vision_config"))) skipped[n++] = "vision_config";
+    if (item(root, "audio_config") && !cJSON_IsNull(item(root, "audio_config"))) skipped[n++] = "audio_config";
+    if (n)
+        fprintf(stderr, "tinylm: note: %s: the text model of a multimodal Gemma 4; %s%s%s skipped (the engine reads "
+                        "text: image, video and audio token ids are embedded as themselves, not as transformers' "
+                        "placeholders)\n", src, skipped[0], n > 1 ? " and " : "", n > 1 ? skipped[1] : "");
+    snprintf(cfg->model_type, sizeof cfg->model_type, "gemma4");
+    return 0;
+}
+
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
+    if (!strcmp(mt, "gemma4")) {
+        if (item(root, "quantization_config"))
+            return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
+                             src);
+        return gemma4_multimodal_parse(cfg, root, src);
+    }
+    return hf_family_parse(cfg, root, mt, src);
+}
+
+static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
     const hf_family *fam = NULL;
     for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
         if (!strcmp(FAMILIES[i].model_type, mt)) fam = &FAMILIES[i];
@@ -687,7 +735,7 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
         char names[256] = "";
         for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
-        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s)", src, mt, names);
+        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma4)", src, mt, names);
     }
     if (item(root, "quantization_config"))
         return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)", src);

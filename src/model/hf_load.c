@@ -56,7 +56,7 @@ static int discarded_by_transformers(const tlm_config *c, hf_family_style style,
     const long l = strtol(p, NULL, 10);
     while (*p >= '0' && *p <= '9') p++;
     if (style == HF_FAMILY_GPT2) return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
-    if (!strcmp(c->model_type, "gemma4_text") && l >= config_first_kv_shared(c) && l < c->n_layers) {
+    if (!strncmp(c->model_type, "gemma4", 6) && l >= config_first_kv_shared(c) && l < c->n_layers) {
         static const char *const SHARED[] = {".self_attn.k_proj.", ".self_attn.v_proj.", ".self_attn.k_norm.",
                                              ".self_attn.v_norm."};
         for (int i = 0; i < 4; i++)
@@ -138,7 +138,9 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
 
 /* *ForCausalLM checkpoints prefix the base model ("model.", "transformer."); a bare base
  * model checkpoint has no prefix */
-static const char *name_prefix(const tlm_safetensors *st, hf_family_style style) {
+static const char *name_prefix(const tlm_safetensors *st, hf_family_style style, const char *model_type) {
+    /* Gemma4ForConditionalGeneration: the text model is model.language_model */
+    if (!strcmp(model_type, "gemma4")) return "model.language_model.";
     const char *prefix = hf_default_prefix(style);
     char probe[160];
     snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
@@ -156,7 +158,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
     size_t total;
     tensor_info *t = config_tensor_table(c, &n, &total);
     if (!t) return -1;
-    const char *prefix = name_prefix(st, (hf_family_style)style);
+    const char *prefix = name_prefix(st, (hf_family_style)style, c->model_type);
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         hf_tensor_ref ref;
@@ -173,7 +175,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
 
 static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir, hf_family_style style) {
     const tlm_config *c = &m->cfg;
-    const char *prefix = name_prefix(st, style);
+    const char *prefix = name_prefix(st, style, c->model_type);
     used_set used = {0};
     float *scratch = NULL;
     size_t scratch_n = 0;
@@ -194,13 +196,26 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
     }
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
+    /* a multimodal Gemma 4 checkpoint: its vision and audio towers are not the text model's (skipped, said once) */
+    static const char *const TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
+                                         "model.embed_audio."};
+    size_t towers = 0;
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
         if (is_used(&used, t) || discarded_by_transformers(c, style, prefix, t->name)) continue;
+        int tower = 0;
+        for (int j = 0; j < 4 && !strcmp(c->model_type, "gemma4"); j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
+        if (tower) {
+            towers++;
+            continue;
+        }
         rc = tlm_error("%s: tensor '%.200s' is not part of the %s model that %s/config.json describes", t->file,
                        t->name, c->model_type, dir);
     }
     free(used.v);
+    if (!rc && towers)
+        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the vision and audio towers (text only)\n", dir,
+                towers);
     return rc;
 }
 

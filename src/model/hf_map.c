@@ -13,7 +13,9 @@
 
 int hf_family_style_of(const char *mt) {
     if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")) return HF_FAMILY_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text")) return HF_FAMILY_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text") ||
+        !strcmp(mt, "gemma4"))
+        return HF_FAMILY_GEMMA;
     if (!strcmp(mt, "olmo2")) return HF_FAMILY_OLMO2;
     if (!strcmp(mt, "gpt2")) return HF_FAMILY_GPT2;
     return -1;

@@ -446,6 +446,36 @@ def family_tests(R):
                 R.check("%s mutant %s is caught" % (name, m), em > MUTANT_MIN, "engine vs mutant %.2e" % em)
 
 
+def gemma4_multimodal_tests(R):
+    """A Gemma4ForConditionalGeneration checkpoint (model_type gemma4): the text model under
+    model.language_model. is read from text_config, the vision tower's tensors and config are skipped
+    with a note; the logits are the text model's (hf_ref.gemma4_text on the same weights)"""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "gemma4_kv_shared")
+    T = make_weights(mt, cfg, seed=21)
+    text = hf_config(mt, cfg)
+    conf = {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "text_config": text,
+            "vision_config": {"model_type": "gemma4_vision", "hidden_size": 8}, "audio_config": None,
+            "image_token_id": 258880, "audio_token_id": 258881, "boi_token_id": 255999, "eoi_token_id": 258882,
+            "tie_word_embeddings": True, "transformers_version": "5.5.0"}
+    mm = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v for k, v in T.items()}
+    rng = np.random.default_rng(3)
+    mm["model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight"] = rng.normal(size=(8, 8))
+    mm["model.embed_vision.embedding_projection.weight"] = rng.normal(size=(32, 8))
+    d = os.path.join(R.work, "gemma4_multimodal")
+    write_model(d, conf, mm)
+    ref = reference(mt, text, {k: stored_values(v, "F32") for k, v in T.items()}, IDS)
+    got, err = R.logits(d, IDS)
+    e = rel_err(got, ref) if got is not None else 1.0
+    R.check("gemma4 multimodal: the text model's logits, towers skipped with a note",
+            e <= TOL and "vision_config" in err and "skipped the 2 tensors" in err, "rel err %.2e %s" % (e, err))
+    expect_error(R, "gemma4 multimodal unknown key", write_and(d + "_bad", dict(conf, my_switch=1), mm), "my_switch")
+
+
+def write_and(d, conf, tensors):
+    write_model(d, conf, tensors)
+    return d
+
+
 # ---- error handling -------------------------------------------------------------------------------------
 
 def expect_error(R, name, model, *needles):
@@ -716,6 +746,7 @@ def main():
     torch.set_num_threads(2)
     R = Runner(os.path.abspath(a.tool), os.path.abspath(a.work))
     family_tests(R)
+    gemma4_multimodal_tests(R)
     tied_head_tests(R)
     error_tests(R)
     llama2c_tests(R, a.data)
