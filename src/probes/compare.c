@@ -455,12 +455,12 @@ typedef struct {
  * permuted within each head: to halves (from pairs) or to pairs (from halves) */
 static int permute_rope(tlm_model *n, int to_halves) {
     const tlm_config *c = &n->cfg;
-    const int hd = c->head_dim;
     for (int i = 0; i < n->n_tensors; i++) {
         const tensor_info *t = &n->tensors[i];
         const int is_q = strstr(t->name, ".attn.q_proj.") || ends_with(t->name, ".attn.q_norm.weight");
         const int is_k = strstr(t->name, ".attn.k_proj.") || ends_with(t->name, ".attn.k_norm.weight");
         if (!is_q && !is_k) continue;
+        const int hd = config_layer_head_dim(c, atoi(t->name + strlen("layers."))); /* (Gemma 4: per layer type) */
         const int rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         const int heads = rows / hd;
         float *tmp = malloc(sizeof(float) * t->numel);
