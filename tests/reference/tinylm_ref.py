@@ -325,7 +325,7 @@ class Model:
         P = c["hidden_size_per_layer_input"]
         if P:  # Gemma 4's per-layer inputs, every layer's made here from the stream entering block 0
             L = c["num_hidden_layers"]
-            made = (x @ self.p("ple_model_proj.weight").t()) * c["hidden_size"] ** -0.5
+            made = self.product(x, self.p("ple_model_proj.weight")) * c["hidden_size"] ** -0.5
             made = rms_norm(made.view(B, T, L, P), self.p("ple_model_norm.weight"), c["norm_eps"],
                             c["norm_type"] == "rmsnorm_1p")
             table = self.p("ple_embed.weight")[tokens].view(B, T, L, P) * math.sqrt(P)
