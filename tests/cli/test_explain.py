@@ -139,6 +139,22 @@ def test_gemma4_refusals(tinylm, work):
         check(rc != 0 and key in err, "explain refuses gemma4_text with %s" % key, out + err)
 
 
+def test_gemma4_info_memory(tinylm, work):
+    """info's KV cache of a Gemma 4 config counts the layers that share keys and values once: 12 layers,
+    the last 2 shared, every layer's K (and V) 2 kv heads x 8 = 16 floats a position (sliding) or
+    1 x 16 (full): 10 layers x 2 x 100 positions x 16 x 4 bytes = 128000 bytes"""
+    cfg = dict(SMALL, model_type="gemma4_text", num_hidden_layers=12, num_key_value_heads=2, head_dim=8,
+               global_head_dim=16, sliding_window=8, hidden_size_per_layer_input=0, attention_k_eq_v=True,
+               num_global_key_value_heads=1, num_kv_shared_layers=2)
+    path = os.path.join(work, "gemma4_mem.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run(tinylm, "info", "--config", path, "--context", "100")
+    line = next((ln for ln in out.splitlines() if "KV cache, 100 positions" in ln), "")
+    check(rc == 0 and " 128000 bytes" in line and "10 layers" in line and "2 of the 12 layers" in out,
+          "info: the KV cache stores shared keys and values once", out + err)
+
+
 def test_llama2c(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--model", STORIES)
     check(rc == 0 and "model_type llama2c" in out and "placement: Pre-Norm" in out and
@@ -225,5 +241,5 @@ def test_gemma4_train(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_llama2c, test_explain_refusals, test_deepnorm_train,
+    sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
                    test_gemma4_train]))
