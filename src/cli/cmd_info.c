@@ -19,10 +19,13 @@
 #include "util/io.h"
 #include "util/machine.h"
 
-enum { C_EMBED, C_ATTN, C_FFN, C_NORM, C_HEAD, C_COUNT };
-static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-forward", "norms", "head"};
+enum { C_EMBED, C_ATTN, C_FFN, C_NORM, C_PER_LAYER, C_HEAD, C_COUNT };
+static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-forward", "norms", "per-layer",
+                                               "head"};
 
 static int component_of(const tensor_info *t) {
+    /* Gemma 4's per-layer inputs (their norms are norms) and layer scalars */
+    if (strstr(t->name, "layer_scalar") || (strstr(t->name, "ple_") && !strstr(t->name, "norm."))) return C_PER_LAYER;
     if (t->kind == TENSOR_NORM || strstr(t->name, "norm.")) return C_NORM;
     if (!strncmp(t->name, "embed.", 6) || !strncmp(t->name, "pos_embed.", 10)) return C_EMBED;
     if (strstr(t->name, ".attn.")) return C_ATTN;
@@ -234,7 +237,7 @@ int cmd_info(int argc, char **argv) {
         int k = component_of(&t[i]);
         sum[k] += t[i].numel;
         count[k]++;
-        norms += t[i].kind == TENSOR_NORM && !strstr(t[i].name, ".alpha"); /* (DyT: one alpha per norm) */
+        norms += k == C_NORM && !strstr(t[i].name, ".alpha"); /* (DyT: one alpha per norm) */
     }
     printf("model_type %s: %d layers, d_model %d, %d heads (%d kv, head_dim %d), d_ff %d, vocab %d\n", c.model_type,
            c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size);
@@ -244,6 +247,7 @@ int cmd_info(int argc, char **argv) {
     printf("\n%-14s %8s %18s %9s\n", "component", "tensors", "parameters", "share");
     char num[32];
     for (int k = 0; k < C_COUNT; k++) {
+        if (k == C_PER_LAYER && !count[k]) continue; /* (Gemma 4 only: per-layer inputs, layer scalars) */
         thousands(num, sizeof num, sum[k]);
         printf("%-14s %8d %18s %8.3f%%%s\n", COMPONENT[k], count[k], num, 100.0 * sum[k] / total,
                k == C_HEAD && c.tie_embeddings ? "  (tied to the embeddings)" : "");

@@ -456,7 +456,7 @@ static int gemma4_rope_entry(tlm_config *c, const cJSON *e, const char *src, boo
                              "partial_rotary_factor, factor)", src, where, k);
         }
     }
-    if (!type) return tlm_error("%s: %s.rope_type is missing", src, where);
+    if (!type) type = "default"; /* (transformers' standardize_rope_params: a missing rope_type is the default) */
     if (!(theta > 0)) return tlm_error("%s: %s.rope_theta is missing", src, where);
     if (!full) { /* Gemma4TextRotaryEmbedding: sliding layers on the default RoPE over head_dim */
         if (strcmp(type, "default") != 0)
