@@ -572,9 +572,12 @@ double model_train_flops_per_token(const tlm_config *c, int T) {
     tensor_info *t = config_tensor_table(c, &n, &total);
     double matrix = 0;
     for (int i = 0; t && i < n; i++)
-        if (t[i].ndim == 2 && strcmp(t[i].name, "embed.weight") != 0 && strcmp(t[i].name, "pos_embed.weight") != 0)
+        if (t[i].ndim == 2 && strcmp(t[i].name, "embed.weight") != 0 && strcmp(t[i].name, "pos_embed.weight") != 0 &&
+            strcmp(t[i].name, "ple_embed.weight") != 0) /* (lookups, not products) */
             matrix += (double)t[i].numel;
     if (c->tie_embeddings) matrix += (double)c->vocab_size * c->d_model; /* the head is the embedding */
     free(t);
-    return 6.0 * matrix + 12.0 * c->n_layers * (double)T * c->n_heads * c->head_dim;
+    double attn = 0; /* (Gemma 4: each layer's own head_dim) */
+    for (int l = 0; l < c->n_layers; l++) attn += 12.0 * (double)T * c->n_heads * config_layer_head_dim(c, l);
+    return 6.0 * matrix + attn;
 }

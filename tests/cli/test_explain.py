@@ -217,13 +217,18 @@ def test_gemma4_train(tinylm, work):
     out_dir = os.path.join(work, "g4_run")
     rc, out, err = run(tinylm, "train", "--data", data, "--config", path, "--tokenizer", "bytes", "--steps", "30",
                        "--batch", "4", "--seq", "32", "--lr", "3e-3", "--log-every", "1", "--sample", "0",
-                       "--out", out_dir)
-    losses = []
+                       "--log-attn", "--out", out_dir)
+    losses, gains = [], []
     try:
         with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-            losses = [json.loads(ln)["loss"] for ln in f if '"loss"' in ln]
-    except OSError:
+            rows = [json.loads(ln) for ln in f if '"loss"' in ln]
+        losses = [r["loss"] for r in rows]
+        gains = rows[-1].get("qk_gain_max", [])
+    except (OSError, ValueError):
         pass
+    # --log-attn: the layers sharing keys and values have no k_norm of their own: their k gain is null
+    check(len(gains) == 4 and all(g[1] is None for g in gains[2][:1] + gains[3][:1]) and gains[0][0][1] is not None,
+          "--log-attn on shared K/V layers: k gain null, valid JSON", str(gains)[:300])
     check(rc == 0 and len(losses) >= 20 and all(math.isfinite(x) for x in losses) and
           sum(losses[-5:]) < sum(losses[:5]) - 0.5, "train a gemma4 tinylm config: the loss falls",
           "rc %d losses %s\n%s" % (rc, losses, err[-2000:]))
