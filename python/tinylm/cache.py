@@ -124,6 +124,9 @@ class ActivationCache(dict):
 
     def _additive(self, what):
         c = self._cfg
+        if c.get("layer_scalar"):  # Gemma 4: every layer scales the whole stream
+            raise ValueError("%s: the layer scalar multiplies the residual stream after every layer: it is not a "
+                             "sum of what each sublayer writes, there is no decomposition" % what)
         if c.get("norm_placement") in ("post", "deepnorm") or not c.get("residual", True):
             raise ValueError("%s: the residual stream of this model is not a sum of what each sublayer writes "
                              "(norm_placement %r, residual %r): there is no decomposition"

@@ -65,7 +65,10 @@ class Weights(dict):
             return None
         offs = [offsets[n][0] for n in names]
         step = offs[1] - offs[0] if L > 1 else 0
-        if any(offs[i] - offs[0] != i * step for i in range(L)):  # (never for the engine's layout)
+        if any(offs[i] - offs[0] != i * step for i in range(L)):
+            c = self._cfg
+            if c.get("global_head_dim") or c.get("num_global_key_value_heads") or c.get("use_double_wide_mlp"):
+                return None  # (Gemma 4's layers of two shapes: no stacked view; the engine names remain)
             raise RuntimeError("weights: %s of the layers are not evenly spaced in the parameter buffer" % what)
         return self._view(flat, offs[0], (L,) + tuple(shape), (step,) + tuple(strides))
 
@@ -87,11 +90,15 @@ class Weights(dict):
         p = "layers.%d."
         # [out, in] weights seen per head as TransformerLens' [heads, d_model, d_head]
         for key, eng, n in (("W_Q", "q_proj", H), ("W_K", "k_proj", KV), ("W_V", "v_proj", KV)):
-            self[key] = self._stack(flat, offsets, p + "attn." + eng + ".weight", (n, d, hd), (hd * d, 1, d), key)
+            w = self._stack(flat, offsets, p + "attn." + eng + ".weight", (n, d, hd), (hd * d, 1, d), key)
+            if w is not None:  # (Gemma 4: absent when the layers differ in shape, or lack k / v)
+                self[key] = w
             b = self._stack(flat, offsets, p + "attn." + eng + ".bias", (n, hd), (hd, 1), key)
             if b is not None:
                 self["b_" + key[2]] = b
-        self["W_O"] = self._stack(flat, offsets, p + "attn.o_proj.weight", (H, hd, d), (hd, 1, H * hd), "W_O")
+        w = self._stack(flat, offsets, p + "attn.o_proj.weight", (H, hd, d), (hd, 1, H * hd), "W_O")
+        if w is not None:
+            self["W_O"] = w
         b = self._stack(flat, offsets, p + "attn.o_proj.bias", (d,), (1,), "b_O")
         if b is not None:
             self["b_O"] = b

@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "model/checkpoint.h"
 #include "model/explain.h"
+#include "model/decode.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -18,10 +19,13 @@
 #include "util/io.h"
 #include "util/machine.h"
 
-enum { C_EMBED, C_ATTN, C_FFN, C_NORM, C_HEAD, C_COUNT };
-static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-forward", "norms", "head"};
+enum { C_EMBED, C_ATTN, C_FFN, C_NORM, C_PER_LAYER, C_HEAD, C_COUNT };
+static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-forward", "norms", "per-layer",
+                                               "head"};
 
 static int component_of(const tensor_info *t) {
+    /* Gemma 4's per-layer inputs (their norms are norms) and layer scalars */
+    if (strstr(t->name, "layer_scalar") || (strstr(t->name, "ple_") && !strstr(t->name, "norm."))) return C_PER_LAYER;
     if (t->kind == TENSOR_NORM || strstr(t->name, "norm.")) return C_NORM;
     if (!strncmp(t->name, "embed.", 6) || !strncmp(t->name, "pos_embed.", 10)) return C_EMBED;
     if (strstr(t->name, ".attn.")) return C_ATTN;
@@ -127,7 +131,12 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
         bf16 += (t[i].ndim == 2 && strcmp(t[i].name, "pos_embed.weight") != 0 ? 2ull : 4ull) * t[i].numel;
     }
     const unsigned long long kv_dim = (unsigned long long)c->n_kv_heads * c->head_dim;
-    const unsigned long long kv = 2ull * c->n_layers * (unsigned long long)context * kv_dim * 4ull;
+    const unsigned long long kv = 4ull * kv_cache_floats(c, context);
+    int stored = 0, uniform = 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        stored += config_kv_source(c, l) == l;
+        uniform &= (unsigned long long)config_layer_kv_heads(c, l) * config_layer_head_dim(c, l) == kv_dim;
+    }
     const size_t acts = model_activation_floats(c, MODEL_TRAIN, batch, seq);
     char kv_label[64];
     snprintf(kv_label, sizeof kv_label, "KV cache, %d positions", context);
@@ -135,8 +144,19 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
     printf("  %-28s %16llu bytes %11.1f MiB\n", "weights f32", f32, mib((double)f32));
     printf("  %-28s %16llu bytes %11.1f MiB  (matrices bf16; norms, biases f32)\n", "weights bf16", bf16,
            mib((double)bf16));
-    printf("  %-28s %16llu bytes %11.1f MiB  (%d layers x K and V x %d x kv_dim %llu x 4 bytes)\n", kv_label, kv,
-           mib((double)kv), c->n_layers, context, kv_dim);
+    if (uniform)
+        printf("  %-28s %16llu bytes %11.1f MiB  (%d layers x K and V x %d x kv_dim %llu x 4 bytes)\n", kv_label, kv,
+               mib((double)kv), stored, context, kv_dim);
+    else { /* Gemma 4: full and sliding layers of their own widths */
+        printf("  %-28s %16llu bytes %11.1f MiB  (K and V x %d x 4 bytes x kv_dim of each layer:", kv_label, kv,
+               mib((double)kv), context);
+        for (int l = 0; l < c->n_layers && l < 12; l++)
+            if (config_kv_source(c, l) == l) printf(" %d", config_layer_kv_heads(c, l) * config_layer_head_dim(c, l));
+        printf("%s)\n", c->n_layers > 12 ? " ..." : "");
+    }
+    if (stored < c->n_layers)
+        printf("  %-28s %d of the %d layers (num_kv_shared_layers) attend over an earlier layer's keys and values:\n"
+               "  %-28s stored once, by that layer\n", "", c->n_layers - stored, c->n_layers, "");
     printf("  %-28s %16llu bytes %11.1f MiB  (batch %d x %d tokens, %d threads; gradients and Adam's m, v:\n"
            "  %-28s 3 x the f32 weights more)\n",
            "training activations", 4ull * acts, mib(4.0 * acts), batch, seq, omp_get_max_threads(), "");
@@ -217,7 +237,7 @@ int cmd_info(int argc, char **argv) {
         int k = component_of(&t[i]);
         sum[k] += t[i].numel;
         count[k]++;
-        norms += t[i].kind == TENSOR_NORM && !strstr(t[i].name, ".alpha"); /* (DyT: one alpha per norm) */
+        norms += k == C_NORM && !strstr(t[i].name, ".alpha"); /* (DyT: one alpha per norm) */
     }
     printf("model_type %s: %d layers, d_model %d, %d heads (%d kv, head_dim %d), d_ff %d, vocab %d\n", c.model_type,
            c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff, c.vocab_size);
@@ -227,6 +247,7 @@ int cmd_info(int argc, char **argv) {
     printf("\n%-14s %8s %18s %9s\n", "component", "tensors", "parameters", "share");
     char num[32];
     for (int k = 0; k < C_COUNT; k++) {
+        if (k == C_PER_LAYER && !count[k]) continue; /* (Gemma 4 only: per-layer inputs, layer scalars) */
         thousands(num, sizeof num, sum[k]);
         printf("%-14s %8d %18s %8.3f%%%s\n", COMPONENT[k], count[k], num, 100.0 * sum[k] / total,
                k == C_HEAD && c.tie_embeddings ? "  (tied to the embeddings)" : "");

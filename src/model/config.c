@@ -80,6 +80,15 @@ static const config_key TINYLM_KEYS[] = {
     {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
     {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
     {"rope_scaling", KEY_ROPE_SCALING, F(rope_scaling), NULL},
+    {"global_head_dim", KEY_INT_OR_NULL, F(head_dim_full), NULL},
+    {"num_global_key_value_heads", KEY_INT_OR_NULL, F(n_kv_heads_full), NULL},
+    {"rope_proportional_fraction", KEY_FLOAT, F(rope_proportional), NULL},
+    {"v_norm", KEY_BOOL, F(v_norm), NULL},
+    {"attention_k_eq_v", KEY_BOOL, F(k_eq_v), NULL},
+    {"num_kv_shared_layers", KEY_INT, F(n_kv_shared), NULL},
+    {"hidden_size_per_layer_input", KEY_INT, F(ple_dim), NULL},
+    {"layer_scalar", KEY_BOOL, F(layer_scalar), NULL},
+    {"use_double_wide_mlp", KEY_BOOL, F(ffn_double_shared), NULL},
     {"ffn_type", KEY_ENUM, F(ffn), FFN_NAMES},
     {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
     {"num_experts", KEY_INT, F(n_experts), NULL},
@@ -289,7 +298,8 @@ int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
         }
         if (config_read_key(cfg, k, it, src)) goto done;
         /* (0 in the struct means "derive from the depth": a 0 in the file is a bad value, not that) */
-        if ((k->offset == offsetof(tlm_config, deepnorm_alpha) || k->offset == offsetof(tlm_config, deepnorm_beta)) &&
+        if ((k->offset == offsetof(tlm_config, deepnorm_alpha) || k->offset == offsetof(tlm_config, deepnorm_beta) ||
+             k->offset == offsetof(tlm_config, rope_proportional)) &&
             !(*(float *)((char *)cfg + k->offset) > 0.0f)) {
             tlm_error("%s: %s = %g must be positive", src, k->key, *(float *)((char *)cfg + k->offset));
             goto done;
@@ -317,6 +327,65 @@ int config_load(tlm_config *cfg, const char *path) {
     do {                                                                                                           \
         if (!(cond)) return tlm_error(__VA_ARGS__);                                                                \
     } while (0)
+
+/* Gemma 4's switches: layer types with their own shapes, K = V, shared K/V, per-layer inputs */
+static int config_validate_layer_shapes(const tlm_config *c, const char *src) {
+    REQUIRE(c->head_dim_full >= 0, "%s: global_head_dim = %d must be positive", src, c->head_dim_full);
+    REQUIRE(c->n_kv_heads_full >= 0, "%s: num_global_key_value_heads = %d must be positive", src, c->n_kv_heads_full);
+    REQUIRE(c->n_kv_heads_full == 0 || c->n_heads % c->n_kv_heads_full == 0,
+            "%s: num_global_key_value_heads = %d does not divide num_attention_heads = %d", src, c->n_kv_heads_full,
+            c->n_heads);
+    REQUIRE(c->position != POS_ROPE || c->head_dim_full % 2 == 0, "%s: global_head_dim = %d must be even for RoPE",
+            src, c->head_dim_full);
+    REQUIRE(c->rope_proportional >= 0.0f && c->rope_proportional <= 1.0f,
+            "%s: rope_proportional_fraction = %g must be in (0, 1]", src, c->rope_proportional);
+    REQUIRE(c->rope_proportional == 0.0f || c->position == POS_ROPE,
+            "%s: rope_proportional_fraction = %g needs position_embedding \"rope\"", src, c->rope_proportional);
+    /* sliding layers without a base of their own use the full layers' RoPE tables: one width */
+    bool any_sliding = false;
+    for (int l = 0; l < c->n_layers; l++) any_sliding |= !config_layer_full(c, l);
+    REQUIRE(!(c->position == POS_ROPE && any_sliding && c->rope_theta_local == 0.0f && c->head_dim_full > 0 &&
+              c->head_dim_full != c->head_dim),
+            "%s: global_head_dim = %d differs from head_dim = %d: the sliding layers need a RoPE base of their own "
+            "(rope_local_base_freq)",
+            src, c->head_dim_full, c->head_dim);
+    REQUIRE(c->n_kv_shared >= 0 && c->n_kv_shared < c->n_layers,
+            "%s: num_kv_shared_layers = %d must be between 0 and num_hidden_layers - 1 = %d", src, c->n_kv_shared,
+            c->n_layers - 1);
+    for (int l = config_first_kv_shared(c); l < c->n_layers; l++)
+        REQUIRE(config_kv_source(c, l) >= 0,
+                "%s: num_kv_shared_layers = %d: layer %d (%s) shares the keys and values of the last earlier layer "
+                "of its type, but no layer before %d is %s",
+                src, c->n_kv_shared, l, config_layer_full(c, l) ? "full_attention" : "sliding_attention",
+                config_first_kv_shared(c), config_layer_full(c, l) ? "full_attention" : "sliding_attention");
+    REQUIRE(c->ple_dim >= 0, "%s: hidden_size_per_layer_input = %d must be >= 0", src, c->ple_dim);
+    return 0;
+}
+
+int config_kv_source(const tlm_config *c, int l) {
+    const int first = config_first_kv_shared(c);
+    if (l < first) return l;
+    for (int j = first - 1; j >= 0; j--)
+        if (config_layer_full(c, j) == config_layer_full(c, l)) return j;
+    return -1;
+}
+
+int config_max_head_dim(const tlm_config *c) { return c->head_dim_full > c->head_dim ? c->head_dim_full : c->head_dim; }
+
+int config_max_q_dim(const tlm_config *c) {
+    int w = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->n_heads * config_layer_head_dim(c, l) > w) w = c->n_heads * config_layer_head_dim(c, l);
+    return w;
+}
+
+int config_max_kv_dim(const tlm_config *c) {
+    int w = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (config_layer_kv_heads(c, l) * config_layer_head_dim(c, l) > w)
+            w = config_layer_kv_heads(c, l) * config_layer_head_dim(c, l);
+    return w;
+}
 
 int config_validate(const tlm_config *c, const char *src) {
     REQUIRE(c->vocab_size > 0, "%s: vocab_size = %d must be positive", src, c->vocab_size);
@@ -374,6 +443,7 @@ int config_validate(const tlm_config *c, const char *src) {
     }
     if (c->rope_scaling != ROPE_SCALING_NONE)
         REQUIRE(c->rope_factor > 0.0f, "%s: rope_scaling.factor = %g must be positive", src, c->rope_factor);
+    if (config_validate_layer_shapes(c, src)) return -1;
     return config_validate_moe(c, src);
 }
 
@@ -432,10 +502,6 @@ float config_deepnorm_alpha(const tlm_config *c) {
 float config_deepnorm_beta(const tlm_config *c) {
     if (c->placement != PLACE_DEEPNORM) return 1.0f;
     return c->deepnorm_beta > 0.0f ? c->deepnorm_beta : (float)pow(8.0 * c->n_layers, -0.25);
-}
-
-float config_attn_scale(const tlm_config *c) {
-    return 1.0f / sqrtf(c->query_pre_attn_scalar > 0.0f ? c->query_pre_attn_scalar : (float)c->head_dim);
 }
 
 /* ---- writing ---------------------------------------------------------------------------------- */
@@ -499,6 +565,16 @@ char *config_to_json(const tlm_config *c) {
         for (int l = 0; l < c->n_layers; l++)
             cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_sliding[l] ? "sliding_attention" : "full_attention"));
     }
+    /* (Gemma 4's switches: written when on, so an older reader of the file sees no new keys) */
+    if (c->head_dim_full > 0) cJSON_AddNumberToObject(o, "global_head_dim", c->head_dim_full);
+    if (c->n_kv_heads_full > 0) cJSON_AddNumberToObject(o, "num_global_key_value_heads", c->n_kv_heads_full);
+    if (c->rope_proportional > 0.0f) cJSON_AddNumberToObject(o, "rope_proportional_fraction", c->rope_proportional);
+    if (c->v_norm) cJSON_AddBoolToObject(o, "v_norm", true);
+    if (c->k_eq_v) cJSON_AddBoolToObject(o, "attention_k_eq_v", true);
+    if (c->n_kv_shared) cJSON_AddNumberToObject(o, "num_kv_shared_layers", c->n_kv_shared);
+    if (c->ple_dim) cJSON_AddNumberToObject(o, "hidden_size_per_layer_input", c->ple_dim);
+    if (c->layer_scalar) cJSON_AddBoolToObject(o, "layer_scalar", true);
+    if (c->ffn_double_shared) cJSON_AddBoolToObject(o, "use_double_wide_mlp", true);
     cJSON_AddStringToObject(o, "ffn_type", ffn_name(c->ffn));
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     if (c->n_experts > 0) {

@@ -57,6 +57,19 @@ typedef struct {
     unsigned char layer_sliding[TLM_MAX_LAYERS];
     int n_layer_types; /* entries given by layer_types (0 = key absent) */
 
+    /* Gemma 4: layer types with their own shapes, K = V, shared K/V, per-layer inputs */
+    int head_dim_full;       /* head_dim of the full-attention layers (global_head_dim); 0 = head_dim */
+    int n_kv_heads_full;     /* key/value heads of the full-attention layers; 0 = n_kv_heads */
+    float rope_proportional; /* "proportional" RoPE of the global-base layers: the fraction of the head_dim / 2
+                                frequencies that rotate (the rest have frequency 0); 0 = all (plain RoPE) */
+    bool v_norm;             /* RMSNorm of v per head over head_dim, without a weight (Gemma 4) */
+    bool k_eq_v;             /* full-attention layers: v is the k projection (before k's norm); no v_proj */
+    int n_kv_shared;         /* the last n_kv_shared layers reuse the keys/values of the last earlier layer
+                                of their type (no k_proj, v_proj, k_norm of their own) */
+    int ple_dim;             /* per-layer inputs (Gemma 4's hidden_size_per_layer_input); 0 = off */
+    bool layer_scalar;       /* a learnable scalar per layer multiplying the stream after the layer */
+    bool ffn_double_shared;  /* the layers that share K/V have an FFN of 2 * d_ff (use_double_wide_mlp) */
+
     /* feed-forward */
     ffn_type ffn;
     bool mlp_bias;
@@ -111,7 +124,6 @@ typedef struct {
 void config_collect_unknown(config_unknown_keys *sink);
 
 /* derived helpers */
-float config_attn_scale(const tlm_config *cfg);
 /* What every RMSNorm gain of the model (block norms, final norm, QK-norm) is offset by: 1 for
  * Gemma's (1 + w) norms, whose stored weight starts at 0; else 0. */
 static inline float config_norm_offset(const tlm_config *c) { return c->norm == NORM_RMSNORM_1P ? 1.0f : 0.0f; }
@@ -126,6 +138,37 @@ float config_deepnorm_beta(const tlm_config *c);
 static inline float config_residual_scale(const tlm_config *c) {
     return c->placement == PLACE_DEEPNORM ? config_deepnorm_alpha(c) : 1.0f;
 }
+
+/* ---- the shape of layer l (Gemma 4's layer types; one shape for every layer otherwise) ---- */
+/* a full-attention layer (layer type "full_attention"; its RoPE, head dim and kv heads are the full layers') */
+static inline bool config_layer_full(const tlm_config *c, int l) { return !c->layer_sliding[l]; }
+static inline int config_layer_head_dim(const tlm_config *c, int l) {
+    return c->head_dim_full > 0 && config_layer_full(c, l) ? c->head_dim_full : c->head_dim;
+}
+static inline int config_layer_kv_heads(const tlm_config *c, int l) {
+    return c->n_kv_heads_full > 0 && config_layer_full(c, l) ? c->n_kv_heads_full : c->n_kv_heads;
+}
+/* v is the k projection (K = V) in layer l */
+static inline bool config_layer_k_eq_v(const tlm_config *c, int l) { return c->k_eq_v && config_layer_full(c, l); }
+/* the first layer that reuses an earlier layer's keys/values (n_layers: none does) */
+static inline int config_first_kv_shared(const tlm_config *c) { return c->n_layers - c->n_kv_shared; }
+/* the layer whose keys and values layer l attends over: l itself, or (a shared layer) the last
+ * layer before the shared ones with l's type; -1 when there is none (refused by config_validate) */
+int config_kv_source(const tlm_config *c, int l);
+/* the FFN width of layer l: d_ff, twice that in a layer sharing K/V with use_double_wide_mlp */
+static inline int config_layer_ff(const tlm_config *c, int l) {
+    return c->ffn_double_shared && l >= config_first_kv_shared(c) ? 2 * c->d_ff : c->d_ff;
+}
+static inline int config_max_ff(const tlm_config *c) {
+    return c->ffn_double_shared && c->n_kv_shared > 0 ? 2 * c->d_ff : c->d_ff;
+}
+/* the widest q, k (and v) of any layer: H * head_dim, KV * head_dim */
+int config_max_q_dim(const tlm_config *c);
+int config_max_kv_dim(const tlm_config *c);
+int config_max_head_dim(const tlm_config *c);
+
+/* whether each layer ends in a tail after the FFN sublayer: Gemma 4's per-layer input and layer scalar */
+static inline bool config_has_layer_tail(const tlm_config *c) { return c->layer_scalar || c->ple_dim > 0; }
 
 const char *norm_type_name(norm_type t);
 const char *placement_name(norm_placement p);

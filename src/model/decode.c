@@ -35,7 +35,10 @@ typedef struct {
 
 struct kv_cache {
     int n_layers, max_len, len, kv_dim, n_kv_heads, head_dim;
-    float *k, *v;       /* [L, KV, max_len, hd]: each head's keys contiguous (see kv_head) */
+    float *k, *v;       /* each stored layer's [KV, max_len, hd] after the last's: each head's keys contiguous
+                           (see kv_head); a layer that shares an earlier one's keys stores none */
+    size_t *at;         /* [L] where layer l's keys start in k (and its values in v): its source layer's */
+    int *layer_kv, *layer_hd; /* [L] each layer's kv heads and head_dim (Gemma 4's layer types differ) */
     float *scratch;     /* scores of KV_QUERY_BLOCK queries: KV_QUERY_BLOCK * max_len per thread */
     int n_threads;
     float *step_mem;    /* kv_decode_step's buffers */
@@ -52,8 +55,8 @@ static float *carve(float *base, size_t *used, size_t n) {
 }
 
 static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
-    const size_t d = cfg->d_model, qd = (size_t)cfg->n_heads * cfg->head_dim, kvd = (size_t)c->kv_dim;
-    size_t ff = cfg->d_ff;
+    const size_t d = cfg->d_model, qd = (size_t)config_max_q_dim(cfg), kvd = (size_t)c->kv_dim;
+    size_t ff = (size_t)config_max_ff(cfg);
     if (cfg->n_experts > 0 && (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1) > ff)
         ff = (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1);
     size_t used = 0;
@@ -87,12 +90,25 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
         return tlm_error("KV cache: %d positions exceed max_position_embeddings = %d", max_len, cfg->max_seq), NULL;
     kv_cache *c = calloc(1, sizeof *c);
     if (!c) return tlm_error("out of memory for the KV cache"), NULL;
-    c->n_layers = cfg->n_layers, c->max_len = max_len, c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->n_layers = cfg->n_layers, c->max_len = max_len, c->kv_dim = config_max_kv_dim(cfg);
     c->n_kv_heads = cfg->n_kv_heads, c->head_dim = cfg->head_dim;
     c->n_threads = omp_get_max_threads();
-    size_t n = (size_t)c->n_layers * max_len * c->kv_dim;
-    c->k = malloc(n * sizeof(float));
-    c->v = malloc(n * sizeof(float));
+    c->at = malloc(sizeof(size_t) * cfg->n_layers);
+    c->layer_kv = malloc(sizeof(int) * cfg->n_layers);
+    c->layer_hd = malloc(sizeof(int) * cfg->n_layers);
+    size_t n = 0;
+    for (int l = 0; c->at && c->layer_kv && c->layer_hd && l < cfg->n_layers; l++) {
+        c->layer_kv[l] = config_layer_kv_heads(cfg, l), c->layer_hd[l] = config_layer_head_dim(cfg, l);
+        const int src = config_kv_source(cfg, l);
+        if (src != l) { /* (shared keys and values: stored once, by the layer that makes them) */
+            c->at[l] = c->at[src];
+            continue;
+        }
+        c->at[l] = n;
+        n += (size_t)max_len * c->layer_kv[l] * c->layer_hd[l];
+    }
+    c->k = malloc((n ? n : 1) * sizeof(float));
+    c->v = malloc((n ? n : 1) * sizeof(float));
     tlm_advise_huge(c->k, n * sizeof(float));
     tlm_advise_huge(c->v, n * sizeof(float));
     c->scratch = malloc((size_t)KV_QUERY_BLOCK * max_len * c->n_threads * sizeof(float));
@@ -100,7 +116,8 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     c->step_mem = aligned_alloc(64, step_floats * sizeof(float));
     c->own = malloc(sizeof(step_private) * c->n_threads);
     if (c->step_mem && c->own) layout_step(c, cfg, c->step_mem);
-    if (!c->k || !c->v || !c->scratch || !c->step_mem || !c->own || model_ensure_rope(m, max_len)) {
+    if (!c->at || !c->layer_kv || !c->layer_hd || !c->k || !c->v || !c->scratch || !c->step_mem || !c->own ||
+        model_ensure_rope(m, max_len)) {
         kv_cache_free(c);
         return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
     }
@@ -109,7 +126,8 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
 
 void kv_cache_free(kv_cache *c) {
     if (!c) return;
-    free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own), free(c);
+    free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own);
+    free(c->at), free(c->layer_kv), free(c->layer_hd), free(c);
 }
 
 void kv_cache_reset(kv_cache *c) { c->len = 0; }
@@ -122,14 +140,22 @@ void kv_cache_advance(kv_cache *c, int n) { c->len += n; }
  * ([max_len, KV*hd], run.c's layout) strides through it one 256-byte row per 3 KB (d 768):
  * 0.5 of 9.6 ms per token on the 110M shape at ~100 positions. */
 static float *kv_head(const kv_cache *c, float *base, int l, int g) {
-    return base + ((size_t)l * c->n_kv_heads + g) * c->max_len * c->head_dim;
+    return base + c->at[l] + (size_t)g * c->max_len * c->layer_hd[l];
+}
+
+size_t kv_cache_floats(const tlm_config *cfg, int max_len) {
+    size_t n = 0;
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (config_kv_source(cfg, l) == l)
+            n += 2 * (size_t)max_len * config_layer_kv_heads(cfg, l) * config_layer_head_dim(cfg, l);
+    return n;
 }
 
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec) {
-    const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = c->kv_dim;
+    const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = spec.n_kv_heads * hd;
     const int qrow = H * hd, len = c->len;
-    for (int g = 0; g < c->n_kv_heads; g++) /* append: row t of head g at position len + t */
+    for (int g = 0; k && g < spec.n_kv_heads; g++) /* append: row t of head g at position len + t */
         for (int t = 0; t < T; t++) {
             memcpy(kv_head(c, c->k, l, g) + (size_t)(len + t) * hd, k + (size_t)t * kvd + (size_t)g * hd, sizeof(float) * hd);
             memcpy(kv_head(c, c->v, l, g) + (size_t)(len + t) * hd, v + (size_t)t * kvd + (size_t)g * hd, sizeof(float) * hd);
@@ -233,7 +259,7 @@ static void step_norm(const tlm_config *c, float *y, const norm_params *p, const
 /* QK-norm rows of one projection [n_heads * hd] (per head, or over all of it): rows [r0, r1) */
 static void step_qk_norm(const tlm_config *c, float *y, const float *x, const float *w, int n_heads, int h0, int h1) {
     int rows, cols;
-    model_qk_norm_shape(c, 1, n_heads, &rows, &cols);
+    model_qk_norm_shape(c, 0, 1, n_heads, &rows, &cols);
     if (rows == 1) h0 = 0, h1 = 1; /* (over the whole projection: every thread the whole row) */
     for (int r = h0; r < h1; r++)
         rmsnorm_row(y + (size_t)r * cols, x + (size_t)r * cols, w, config_norm_offset(c), cols, c->norm_eps);
@@ -396,8 +422,16 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
     if (post) step_norm(cfg, h, first, sum);
 }
 
-/* whether the step can run this pass: no observer or hook (they need model_forward's activations) */
-static int step_applies(const tlm_model *m) { return !m->hooks && m->n_observers == 0; }
+/* whether the step can run this pass: no observer or hook (they need model_forward's activations),
+ * and a model of one layer shape without Gemma 4's v norm, K = V, shared K/V or layer tail (those
+ * decode through model_forward with the cache: the same function, without the one-region step) */
+static int step_applies(const tlm_model *m) {
+    const tlm_config *c = &m->cfg;
+    const int uniform = (c->head_dim_full == 0 || c->head_dim_full == c->head_dim) &&
+                        (c->n_kv_heads_full == 0 || c->n_kv_heads_full == c->n_kv_heads) && !c->v_norm && !c->k_eq_v &&
+                        c->n_kv_shared == 0 && !config_has_layer_tail(c);
+    return uniform && !m->hooks && m->n_observers == 0;
+}
 
 const float *kv_decode_step(tlm_model *m, int token) {
     kv_cache *c = m->kv;

@@ -6,6 +6,7 @@
 #ifndef TLM_DECODE_H
 #define TLM_DECODE_H
 
+#include "model/config.h"
 #include "ops/ops.h"
 
 struct tlm_model;
@@ -18,13 +19,17 @@ typedef struct kv_cache kv_cache;
 /* A cache for up to max_len positions of model m (also sizes m's RoPE tables once). */
 kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
 void kv_cache_free(kv_cache *c);
+/* floats a cache of max_len positions holds (K and V of every layer that stores its own) */
+size_t kv_cache_floats(const tlm_config *cfg, int max_len);
 void kv_cache_reset(kv_cache *c);
 int kv_cache_length(const kv_cache *c); /* positions filled */
 int kv_cache_room(const kv_cache *c);   /* positions left */
 void kv_cache_advance(kv_cache *c, int n);
 
 /* For layer l: appends k, v [T, KV*hd] at the cache's end and computes
- * out [T, H*hd] = attention of q [T, H*hd] over all cached keys (causal, windowed, capped). */
+ * out [T, H*hd] = attention of q [T, H*hd] over all cached keys (causal, windowed, capped). k and v
+ * NULL: a layer that shares an earlier layer's keys and values (Gemma 4) attends over that
+ * layer's, appended earlier in the same pass; nothing is stored for it. */
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec);
 

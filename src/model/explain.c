@@ -5,6 +5,7 @@
  * FFN's input norm; Gemma's and OLMo 2's norm the attention's output). */
 #include "explain.h"
 
+#include <math.h>
 #include <string.h>
 
 /* checkpoint names of the norms of a layer, for the families whose names differ from ours */
@@ -14,7 +15,7 @@ static naming naming_of(const tlm_config *c) {
     const char *mt = c->model_type;
     if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c"))
         return NAMES_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text")) return NAMES_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
     if (!strcmp(mt, "olmo2")) return NAMES_OLMO2;
     if (!strcmp(mt, "gpt2")) return NAMES_GPT2;
     return NAMES_TINYLM;
@@ -24,7 +25,9 @@ static void explain_norm(FILE *o, const tlm_config *c) {
     switch (c->norm) {
     case NORM_RMSNORM:
         fprintf(o, "norm: RMSNorm, y = w * x / sqrt(mean(x^2) + eps): weight w (starts at 1), no mean subtracted, "
-                   "no bias; eps = %g, inside the sqrt\n", c->norm_eps);
+                   "no bias; eps = %g, inside the sqrt%s\n", c->norm_eps,
+                !strncmp(c->model_type, "gemma4", 6) ? " (Gemma 4 multiplies by w itself again, not Gemma 2/3's 1 + w)"
+                                                       : "");
         break;
     case NORM_RMSNORM_1P:
         fprintf(o, "norm: RMSNorm, Gemma's 1 + w form, y = (1 + w) * x / sqrt(mean(x^2) + eps): the stored weight w "
@@ -118,6 +121,9 @@ static void explain_placement(FILE *o, const tlm_config *c) {
     }
     if (c->final_norm)
         norm_line(o, nm == NAMES_GPT2 ? "ln_f" : nm == NAMES_TINYLM ? "final_norm" : "norm", "after the last block");
+    if (c->layer_scalar)
+        norm_line(o, "layer_scalar", "not a norm: one learned number per layer that multiplies the whole stream after "
+                                     "the layer (after the FFN's residual add)");
 }
 
 static void explain_attention(FILE *o, const tlm_config *c) {
@@ -129,10 +135,40 @@ static void explain_attention(FILE *o, const tlm_config *c) {
         fprintf(o, "multi-query (MQA): one K/V head shared by all %d query heads (GQA ratio %d)\n", H, H);
     else
         fprintf(o, "grouped-query (GQA), ratio %d: each K/V head is shared by %d query heads\n", H / KV, H / KV);
-    fprintf(o, "head_dim: %d%s; q projection %d wide, k and v %d each\n", c->head_dim,
+    fprintf(o, "head_dim: %d%s; q projection %d wide, k and v %d each%s\n", c->head_dim,
             c->head_dim * H == c->d_model ? " (= hidden_size / heads)" : " (given: not hidden_size / heads)",
-            H * c->head_dim, KV * c->head_dim);
-    if (c->query_pre_attn_scalar > 0)
+            H * c->head_dim, KV * c->head_dim, c->head_dim_full || c->n_kv_heads_full ? " (sliding layers)" : "");
+    /* Gemma 4: the full layers have a shape of their own */
+    if (c->head_dim_full || c->n_kv_heads_full) {
+        const int hdf = c->head_dim_full ? c->head_dim_full : c->head_dim;
+        const int kvf = c->n_kv_heads_full ? c->n_kv_heads_full : KV;
+        fprintf(o, "full-attention layers: head_dim %d%s, %d key/value heads%s (GQA ratio %d): q projection %d wide, "
+                   "k %d\n", hdf, c->head_dim_full ? " (global_head_dim)" : "", kvf,
+                c->n_kv_heads_full ? " (num_global_key_value_heads)" : "", H / kvf, H * hdf, kvf * hdf);
+    }
+    if (c->k_eq_v)
+        fprintf(o, "K = V on the full-attention layers (attention_k_eq_v): no v_proj, the values are the k "
+                   "projection itself, taken before k's norm and RoPE (then the v norm)\n");
+    if (c->n_kv_shared > 0) {
+        const int first = config_first_kv_shared(c);
+        fprintf(o, "shared keys and values: the last %d layers (%d..%d) compute no k or v; each attends over the "
+                   "keys/values of the last earlier layer of its type (", c->n_kv_shared, first, c->n_layers - 1);
+        int said_s = 0, said_f = 0;
+        for (int l = first; l < c->n_layers; l++) {
+            const int full = config_layer_full(c, l);
+            if (full ? said_f++ : said_s++) continue;
+            fprintf(o, "%s%s: layer %d", said_s + said_f > 1 ? ", " : "", full ? "full" : "sliding",
+                    config_kv_source(c, l));
+        }
+        fprintf(o, "); the KV cache holds them once\n");
+        if (c->ffn_double_shared)
+            fprintf(o, "use_double_wide_mlp: those %d layers' FFN is twice as wide, intermediate size %d\n",
+                    c->n_kv_shared, 2 * c->d_ff);
+    }
+    if (c->query_pre_attn_scalar == 1.0f)
+        fprintf(o, "attention scale: 1 (scores are q . k unscaled, no 1/sqrt(head_dim): the QK-norm fixes their "
+                   "size)\n");
+    else if (c->query_pre_attn_scalar > 0)
         fprintf(o, "attention scale: 1/sqrt(query_pre_attn_scalar = %g) instead of 1/sqrt(head_dim)\n",
                 c->query_pre_attn_scalar);
     const char *qk_w = c->norm == NORM_RMSNORM_1P ? "1 + w" : "w";
@@ -144,6 +180,9 @@ static void explain_attention(FILE *o, const tlm_config *c) {
                    "(%d wide), before RoPE\n", qk_w, H * c->head_dim, KV * c->head_dim);
     else
         fprintf(o, "QK-norm: none\n");
+    if (c->v_norm)
+        fprintf(o, "V norm: an RMSNorm of each head's v over head_dim WITHOUT a weight (no learned scale), eps = %g\n",
+                c->norm_eps);
     if (c->attn_softcap > 0)
         fprintf(o, "attention soft-cap: %g, scores <- %g * tanh(scores / %g) before the softmax\n", c->attn_softcap,
                 c->attn_softcap, c->attn_softcap);
@@ -196,6 +235,14 @@ static void explain_positions(FILE *o, const tlm_config *c) {
     if (c->rope_theta_local > 0 && c->rope_theta_local != c->rope_theta)
         fprintf(o, " on full layers; local base %g on the sliding layers", c->rope_theta_local);
     fprintf(o, "\n");
+    if (c->rope_proportional > 0) {
+        const int hd = c->head_dim_full ? c->head_dim_full : c->head_dim;
+        const int turn = (int)floor((double)c->rope_proportional * hd / 2.0);
+        fprintf(o, "RoPE proportional (Gemma 4) on the %s: partial_rotary_factor %g, %d of the %d frequencies "
+                   "turn (theta^(-2i/%d), i < %d), the other %d pairs of dims are not rotated\n",
+                c->rope_theta_local > 0 ? "full layers" : "layers on the global base", c->rope_proportional, turn,
+                hd / 2, hd, turn, hd / 2 - turn);
+    }
     if (c->rope_scaling == ROPE_SCALING_LINEAR)
         fprintf(o, "RoPE scaling: linear, positions divided by factor %g%s\n", c->rope_factor,
                 c->rope_theta_local > 0 ? " (full layers only)" : "");
@@ -242,6 +289,11 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
     }
     fprintf(o, "biases: q/k/v %s, o %s\n", c->attn_bias ? "yes" : "no", c->attn_out_bias ? "yes" : "no");
     if (c->embed_scale) fprintf(o, "embedding: token embedding multiplied by sqrt(hidden_size)\n");
+    if (c->ple_dim > 0)
+        fprintf(o, "per-layer inputs (hidden_size_per_layer_input %d): a second token table of %d x %d (one slice "
+                   "per layer) plus a projection of the embedding (RMSNorm'd per layer), averaged (/ sqrt(2)); after "
+                   "each layer's FFN, x += N(proj(act(gate(x)) * its slice)), before the layer scalar\n",
+                c->ple_dim, c->vocab_size, c->n_layers * c->ple_dim);
     fprintf(o, "head: %s\n", c->tie_embeddings ? "tied, the LM head is the token embedding matrix"
                                                : "untied, a separate lm_head matrix");
     if (c->final_softcap > 0)

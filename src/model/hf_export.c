@@ -42,6 +42,15 @@ static const char *common_blocker(const tlm_config *c) {
     if (c->final_softcap != 0.0f) return "final logit soft-capping";
     if (any_sliding(c)) return "sliding-window attention";
     if (c->n_experts > 0) return "a mixture-of-experts FFN (num_experts)";
+    /* Gemma 4's switches (no Llama or GPT-2 checkpoint holds them; the family's own export is not written) */
+    if ((c->head_dim_full && c->head_dim_full != c->head_dim) || (c->n_kv_heads_full && c->n_kv_heads_full != c->n_kv_heads))
+        return "full-attention layers of their own head_dim / kv heads (Gemma 4)";
+    if (c->rope_proportional > 0.0f && c->rope_proportional < 1.0f) return "proportional RoPE (Gemma 4)";
+    if (c->v_norm) return "v norm (Gemma 4)";
+    if (c->k_eq_v) return "K = V (Gemma 4)";
+    if (c->n_kv_shared) return "shared keys and values (Gemma 4)";
+    if (c->ple_dim) return "per-layer inputs (Gemma 4)";
+    if (c->layer_scalar) return "layer scalar (Gemma 4)";
     return NULL;
 }
 

@@ -116,6 +116,22 @@ static void arch_gemma3(tlm_config *c) {
     c->rope_theta = 1000000.0f, c->rope_theta_local = 10000.0f;
 }
 
+/* Gemma4TextConfig's defaults and Gemma4TextDecoderLayer's fixed structure: RMSNorm that multiplies
+ * by the weight itself (Gemma4RMSNorm: w, not Gemma 2/3's 1 + w; the v norm has no weight), four
+ * norms a layer (sandwich), per-head QK-norm and a v norm, attention scaling 1.0, the layer scalar
+ * (a buffer of every checkpoint), embedding * sqrt(d); sliding layers head_dim 256 on RoPE base 1e4,
+ * full layers global_head_dim 512 on base 1e6 "proportional" (a quarter of the frequencies turn);
+ * hidden_size_per_layer_input 256 */
+static void arch_gemma4(tlm_config *c) {
+    sizes(c, 262144, 2304, 9216, 30, 8, 4, 256, 131072);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_SANDWICH, c->position = POS_ROPE, c->ffn = FFN_GEGLU;
+    c->embed_scale = true, c->norm_eps = 1e-6f, c->tie_embeddings = true;
+    c->qk_norm = QK_NORM_HEAD, c->v_norm = true, c->query_pre_attn_scalar = 1.0f, c->layer_scalar = true;
+    c->sliding_window = 512;
+    c->rope_theta = 1000000.0f, c->rope_theta_local = 10000.0f, c->rope_proportional = 0.25f;
+    c->head_dim_full = 512, c->ple_dim = 256;
+}
+
 /* OLMo 2: a norm after each sublayer's output, no input norm; QK-Norm over the whole projection */
 static void arch_olmo2(tlm_config *c) {
     sizes(c, 50304, 4096, 11008, 32, 32, 0, 0, 2048);
@@ -185,6 +201,20 @@ static const config_key GEMMA2_KEYS[] = {GEMMA_KEY_ROWS, {NULL, 0, 0, NULL}};
 static const config_key GEMMA3_KEYS[] = {
     GEMMA_KEY_ROWS,
     {"rope_local_base_freq", KEY_FLOAT, F(rope_theta_local), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* (query_pre_attn_scalar, attn_logit_softcapping, rope_theta, rope_scaling, sliding_window_pattern are no
+ * Gemma4TextConfig fields: a file that has them is refused, as every key this reader does not know) */
+static const config_key GEMMA4_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {"final_logit_softcapping", KEY_FLOAT_OR_NULL, F(final_softcap), NULL},
+    {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
+    {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {"global_head_dim", KEY_INT_OR_NULL, F(head_dim_full), NULL},
+    {"attention_k_eq_v", KEY_BOOL, F(k_eq_v), NULL},
+    {"num_kv_shared_layers", KEY_INT, F(n_kv_shared), NULL},
+    {"hidden_size_per_layer_input", KEY_INT_OR_NULL, F(ple_dim), NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -459,6 +489,156 @@ static int check_gemma3(tlm_config *c, const cJSON *root, const char *src) {
     return 0;
 }
 
+/* One rope_parameters entry of Gemma 4 ({"rope_type", "rope_theta", "partial_rotary_factor",
+ * "factor"}): every key read or refused by name. full: the full-attention layers' (default or
+ * proportional), else the sliding layers' (default only). */
+static int gemma4_rope_entry(tlm_config *c, const cJSON *e, const char *src, bool full) {
+    const char *where = full ? "rope_parameters.full_attention" : "rope_parameters.sliding_attention";
+    if (!cJSON_IsObject(e)) return tlm_error("%s: %s must be an object", src, where);
+    const char *type = NULL;
+    double theta = 0, prf = 1.0, factor = 1.0;
+    for (const cJSON *it = e->child; it; it = it->next) {
+        const char *k = it->string;
+        if (!strcmp(k, "rope_type")) {
+            if (!(type = cJSON_GetStringValue(it))) return tlm_error("%s: %s.rope_type must be a string", src, where);
+        } else if (!strcmp(k, "rope_theta")) {
+            if (read_number(e, src, where, k, &theta) || !(theta > 0))
+                return tlm_error("%s: %s.rope_theta must be a positive number", src, where);
+        } else if (!strcmp(k, "partial_rotary_factor")) {
+            if (read_number(e, src, where, k, &prf) || !(prf > 0 && prf <= 1))
+                return tlm_error("%s: %s.partial_rotary_factor must be in (0, 1]", src, where);
+        } else if (!strcmp(k, "factor")) {
+            if (read_number(e, src, where, k, &factor) || !(factor > 0))
+                return tlm_error("%s: %s.factor must be a positive number", src, where);
+        } else {
+            return tlm_error("%s: %s.%s is not supported (the Gemma 4 reader knows rope_type, rope_theta, "
+                             "partial_rotary_factor, factor)", src, where, k);
+        }
+    }
+    if (!type) type = "default"; /* (transformers' standardize_rope_params: a missing rope_type is the default) */
+    if (!(theta > 0)) return tlm_error("%s: %s.rope_theta is missing", src, where);
+    if (!full) { /* Gemma4TextRotaryEmbedding: sliding layers on the default RoPE over head_dim */
+        if (strcmp(type, "default") != 0)
+            return tlm_error("%s: %s.rope_type \"%s\" is not supported (only \"default\" on sliding layers)", src,
+                             where, type);
+        if (prf != 1.0 || factor != 1.0)
+            return tlm_error("%s: %s: partial_rotary_factor / factor with rope_type \"default\" are not supported",
+                             src, where);
+        c->rope_theta_local = (float)theta;
+        return 0;
+    }
+    c->rope_theta = (float)theta;
+    if (!strcmp(type, "proportional")) {
+        /* _compute_proportional_rope_parameters over global_head_dim: floor(prf * hd / 2) frequencies
+         * theta^(-2i/hd) turn, the others are 0; all divided by factor */
+        c->rope_proportional = (float)prf;
+        c->rope_scaling = factor != 1.0 ? ROPE_SCALING_LINEAR : ROPE_SCALING_NONE;
+        c->rope_factor = (float)factor;
+        return 0;
+    }
+    if (!strcmp(type, "default")) {
+        /* the default RoPE reads config.head_dim: only the full layers' width when they have it */
+        if (c->head_dim_full > 0 && c->head_dim_full != c->head_dim)
+            return tlm_error("%s: %s.rope_type \"default\" with global_head_dim %d != head_dim %d: transformers "
+                             "builds its frequencies over head_dim, which does not fit the full layers' heads "
+                             "(use \"proportional\")", src, where, c->head_dim_full, c->head_dim);
+        if (prf != 1.0 || factor != 1.0)
+            return tlm_error("%s: %s: partial_rotary_factor / factor with rope_type \"default\" are not supported",
+                             src, where);
+        c->rope_proportional = 0.0f, c->rope_scaling = ROPE_SCALING_NONE;
+        return 0;
+    }
+    return tlm_error("%s: %s.rope_type \"%s\" is not supported (the Gemma 4 reader implements \"proportional\" "
+                     "and \"default\")", src, where, type);
+}
+
+/* Gemma4TextConfig.__post_init__ and Gemma4TextAttention / Gemma4TextDecoderLayer */
+static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias;
+    if (c->n_kv_heads == 0) return tlm_error("%s: num_key_value_heads must be a positive integer", src);
+    if (c->head_dim == 0) return tlm_error("%s: head_dim must be a positive integer", src);
+    if (check_activation(root, src, "hidden_activation", "gelu_pytorch_tanh", GELU_TANH)) return -1;
+    /* use_bidirectional_attention: None (causal), "vision" (bidirectional among image tokens only: on
+     * text alone, causal); "all" is refused */
+    const cJSON *bi = item(root, "use_bidirectional_attention");
+    if (bi && !cJSON_IsNull(bi)) {
+        const char *v = cJSON_GetStringValue(bi);
+        if (!v || strcmp(v, "vision") != 0)
+            return tlm_error("%s: use_bidirectional_attention = %s is not supported (causal text only: null or "
+                             "\"vision\")", src, v ? v : "(not a string)");
+    }
+    /* layer types: 5 sliding : 1 full by default; the last layer is always full (__post_init__ forces it) */
+    if (c->n_layer_types == 0) {
+        for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = (l + 1) % 6 != 0;
+        c->n_layer_types = c->n_layers;
+    }
+    if (c->n_layers > 0 && c->n_layer_types == c->n_layers && c->layer_sliding[c->n_layers - 1]) {
+        fprintf(stderr, "tinylm: warning: %s: layer_types ends in \"sliding_attention\"; as transformers does, the "
+                        "last layer is made \"full_attention\"\n", src);
+        c->layer_sliding[c->n_layers - 1] = 0;
+    }
+    bool any_sliding = false;
+    for (int l = 0; l < c->n_layer_types; l++) any_sliding |= c->layer_sliding[l];
+    if (any_sliding && c->sliding_window <= 0)
+        return tlm_error("%s: sliding_window must be a positive integer (the config has sliding_attention layers)", src);
+    /* global_head_dim null or 0: the full layers keep head_dim */
+    if (c->head_dim_full == c->head_dim) c->head_dim_full = 0;
+    /* K = V: the full layers' kv heads are num_global_key_value_heads (read only then, as transformers) */
+    if (c->k_eq_v) {
+        const cJSON *g = item(root, "num_global_key_value_heads");
+        if (!g || !cJSON_IsNumber(g) || g->valuedouble != floor(g->valuedouble) || g->valuedouble < 1 ||
+            g->valuedouble > 1e6)
+            return tlm_error("%s: attention_k_eq_v = true needs num_global_key_value_heads, a positive integer", src);
+        c->n_kv_heads_full = (int)g->valuedouble == c->n_kv_heads ? 0 : (int)g->valuedouble;
+    }
+    /* RoPE: one entry per layer type (the class default when the key is absent or null) */
+    const cJSON *rp = item(root, "rope_parameters");
+    if (rp && !cJSON_IsNull(rp)) {
+        if (!cJSON_IsObject(rp)) return tlm_error("%s: rope_parameters must be an object or null", src);
+        for (const cJSON *it = rp->child; it; it = it->next) {
+            if (!strcmp(it->string, "full_attention") || !strcmp(it->string, "sliding_attention")) continue;
+            return tlm_error("%s: rope_parameters.%s is not supported (Gemma 4 has one entry per layer type: "
+                             "full_attention, sliding_attention)", src, it->string);
+        }
+        const cJSON *full = item(rp, "full_attention"), *slide = item(rp, "sliding_attention");
+        bool any_full = false;
+        for (int l = 0; l < c->n_layer_types; l++) any_full |= !c->layer_sliding[l];
+        if ((any_full && !full) || (any_sliding && !slide))
+            return tlm_error("%s: rope_parameters has no entry \"%s\" for the config's %s layers", src,
+                             !full && any_full ? "full_attention" : "sliding_attention",
+                             !full && any_full ? "full_attention" : "sliding_attention");
+        if (full && gemma4_rope_entry(c, full, src, true)) return -1;
+        if (slide && gemma4_rope_entry(c, slide, src, false)) return -1;
+    }
+    /* per-layer inputs: their token table has vocab_size_per_layer_input rows (class default 262144);
+     * the engine looks the tokens up in both tables, so the two vocabularies must be one */
+    if (c->ple_dim > 0) {
+        const cJSON *vp = item(root, "vocab_size_per_layer_input");
+        const double vpl = vp && !cJSON_IsNull(vp) && cJSON_IsNumber(vp) ? vp->valuedouble : 262144.0;
+        if (vpl != (double)c->vocab_size)
+            return tlm_error("%s: vocab_size_per_layer_input = %g differs from vocab_size = %d: not supported (the "
+                             "per-layer inputs' table must cover the vocabulary)", src, vpl, c->vocab_size);
+    }
+    bool on = false;
+    if (read_bool(root, src, "enable_moe_block", false, &on)) return -1;
+    if (on)
+        return tlm_error("%s: enable_moe_block = true: Gemma 4's mixture-of-experts block is not supported (the "
+                         "dense form only)", src);
+    static const char *const MOE_KEYS[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *it = item(root, MOE_KEYS[i]);
+        if (it && !cJSON_IsNull(it))
+            return tlm_error("%s: %s is set: it belongs to Gemma 4's mixture-of-experts block, which is not "
+                             "supported (enable_moe_block false needs it null)", src, MOE_KEYS[i]);
+    }
+    /* Gemma4TextMLP: the layers that share keys and values have 2 * intermediate_size */
+    if (read_bool(root, src, "use_double_wide_mlp", false, &c->ffn_double_shared)) return -1;
+    const cJSON *vp = item(root, "vocab_size_per_layer_input");
+    if (vp && !cJSON_IsNull(vp) && !cJSON_IsNumber(vp))
+        return tlm_error("%s: vocab_size_per_layer_input must be an integer", src);
+    return 0;
+}
+
 static int check_olmo2(tlm_config *c, const cJSON *root, const char *src) {
     c->attn_out_bias = c->attn_bias;
     derive_heads(c);
@@ -490,6 +670,7 @@ typedef struct {
     const config_key *keys;
     int (*check)(tlm_config *c, const cJSON *root, const char *src);
     const char *const *extra_known; /* keys read by `check`, or known not to change the numbers */
+    bool strict;                    /* a key it does not know is an error naming it (else a warning) */
 } hf_family;
 
 static const char *const LLAMA_EXTRA[] = {"hidden_act", "pretraining_tp", "rope_scaling", "rope_parameters",
@@ -509,21 +690,41 @@ static const char *const GEMMA_EXTRA[] = {"hidden_act", "hidden_activation", "ro
                                           "use_bidirectional_attention", NULL};
 static const char *const OLMO2_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                                           NULL};
+/* (rope_theta and rms_norm_eps of HF_COMMON_KEYS: rope_theta is no Gemma4TextConfig field, refused as unknown) */
+static const config_key GEMMA4_COMMON_KEYS[] = {
+    {"vocab_size", KEY_INT, F(vocab_size), NULL},
+    {"hidden_size", KEY_INT, F(d_model), NULL},
+    {"num_hidden_layers", KEY_INT, F(n_layers), NULL},
+    {"num_attention_heads", KEY_INT, F(n_heads), NULL},
+    {"num_key_value_heads", KEY_INT, F(n_kv_heads), NULL},
+    {"head_dim", KEY_INT, F(head_dim), NULL},
+    {"intermediate_size", KEY_INT, F(d_ff), NULL},
+    {"max_position_embeddings", KEY_INT, F(max_seq), NULL},
+    {"rms_norm_eps", KEY_FLOAT, F(norm_eps), NULL},
+    {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
+    {"initializer_range", KEY_FLOAT, F(init_std), NULL},
+    {NULL, 0, 0, NULL},
+};
+static const char *const GEMMA4_EXTRA[] = {"hidden_activation", "rope_parameters", "num_global_key_value_heads",
+                                           "use_bidirectional_attention", "enable_moe_block", "num_experts",
+                                           "top_k_experts", "moe_intermediate_size", "use_double_wide_mlp",
+                                           "vocab_size_per_layer_input", NULL};
 static const char *const GPT2_EXTRA[] = {"activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
                                          "reorder_and_upcast_attn", "add_cross_attention", "resid_pdrop", "embd_pdrop",
                                          "attn_pdrop", "summary_type", "summary_use_proj", "summary_activation",
                                          "summary_proj_to_labels", "summary_first_dropout", "n_ctx", NULL};
 
 static const hf_family FAMILIES[] = {
-    {"llama", arch_llama, HF_COMMON_KEYS, LLAMA_KEYS, check_llama, LLAMA_EXTRA},
-    {"qwen2", arch_qwen2, HF_COMMON_KEYS, QWEN2_KEYS, check_qwen2, QWEN_EXTRA},
-    {"qwen3", arch_qwen3, HF_COMMON_KEYS, QWEN3_KEYS, check_qwen3, QWEN_EXTRA},
-    {"qwen3_moe", arch_qwen3_moe, HF_COMMON_KEYS, QWEN3_MOE_KEYS, qwen3_moe_check, QWEN3_MOE_EXTRA},
-    {"mixtral", arch_mixtral, HF_COMMON_KEYS, MIXTRAL_KEYS, check_mixtral, MIXTRAL_EXTRA},
-    {"gemma2", arch_gemma2, HF_COMMON_KEYS, GEMMA2_KEYS, check_gemma2, GEMMA_EXTRA},
-    {"gemma3_text", arch_gemma3, HF_COMMON_KEYS, GEMMA3_KEYS, check_gemma3, GEMMA_EXTRA},
-    {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA},
-    {"gpt2", arch_gpt2, NULL, GPT2_KEYS, check_gpt2, GPT2_EXTRA},
+    {"llama", arch_llama, HF_COMMON_KEYS, LLAMA_KEYS, check_llama, LLAMA_EXTRA, false},
+    {"qwen2", arch_qwen2, HF_COMMON_KEYS, QWEN2_KEYS, check_qwen2, QWEN_EXTRA, false},
+    {"qwen3", arch_qwen3, HF_COMMON_KEYS, QWEN3_KEYS, check_qwen3, QWEN_EXTRA, false},
+    {"qwen3_moe", arch_qwen3_moe, HF_COMMON_KEYS, QWEN3_MOE_KEYS, qwen3_moe_check, QWEN3_MOE_EXTRA, false},
+    {"mixtral", arch_mixtral, HF_COMMON_KEYS, MIXTRAL_KEYS, check_mixtral, MIXTRAL_EXTRA, false},
+    {"gemma2", arch_gemma2, HF_COMMON_KEYS, GEMMA2_KEYS, check_gemma2, GEMMA_EXTRA, false},
+    {"gemma3_text", arch_gemma3, HF_COMMON_KEYS, GEMMA3_KEYS, check_gemma3, GEMMA_EXTRA, false},
+    {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA, false},
+    {"gpt2", arch_gpt2, NULL, GPT2_KEYS, check_gpt2, GPT2_EXTRA, false},
+    {"gemma4_text", arch_gemma4, GEMMA4_COMMON_KEYS, GEMMA4_KEYS, check_gemma4, GEMMA4_EXTRA, true},
 };
 
 static int in_list(const char *const *list, const char *s) {
@@ -547,7 +748,55 @@ static void note_unknown(const char *key) {
         unknown_sink->n_missed++;
 }
 
+static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src);
+
+/* Gemma4Config (a multimodal checkpoint, Gemma4ForConditionalGeneration): the text model of its
+ * text_config, read as gemma4_text; the vision and audio towers are skipped with a note; any other
+ * key than the multimodal token ids and bookkeeping is refused by name */
+static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src) {
+    static const char *const KNOWN[] = {"text_config", "vision_config", "audio_config", "boi_token_id", "eoi_token_id",
+                                        "image_token_id", "video_token_id", "boa_token_id", "eoa_token_index",
+                                        "eoa_token_id", "audio_token_id", "vision_soft_tokens_per_image",
+                                        "audio_soft_tokens_per_image", "initializer_range", "tie_word_embeddings",
+                                        NULL};
+    for (const cJSON *it = root->child; it; it = it->next)
+        if (!in_list(KNOWN, it->string) && !in_list(HF_IGNORED, it->string))
+            return tlm_error("%s: key \"%s\" is not supported by the gemma4 (multimodal) reader", src, it->string);
+    const cJSON *text = item(root, "text_config");
+    if (!cJSON_IsObject(text)) return tlm_error("%s: text_config must be an object (the text model's config)", src);
+    const char *tmt = cJSON_GetStringValue(item(text, "model_type"));
+    if (tmt && strcmp(tmt, "gemma4_text") != 0)
+        return tlm_error("%s: text_config.model_type = \"%s\": expected \"gemma4_text\"", src, tmt);
+    char where[300];
+    snprintf(where, sizeof where, "%s (text_config)", src);
+    if (hf_family_parse(cfg, text, "gemma4_text", where)) return -1;
+    /* the head: tied unless either config unties it (the two must agree) */
+    const cJSON *tie = item(root, "tie_word_embeddings");
+    if (tie && (!cJSON_IsBool(tie) || cJSON_IsTrue(tie) != cfg->tie_embeddings))
+        return tlm_error("%s: tie_word_embeddings differs between the top level and text_config", src);
+    const char *skipped[2] = {NULL, NULL};
+    int n = 0;
+    if (item(root, "vision_config") && !cJSON_IsNull(item(root, "vision_config"))) skipped[n++] = "vision_config";
+    if (item(root, "audio_config") && !cJSON_IsNull(item(root, "audio_config"))) skipped[n++] = "audio_config";
+    if (n)
+        fprintf(stderr, "tinylm: note: %s: the text model of a multimodal Gemma 4; %s%s%s skipped (the engine reads "
+                        "text: image, video and audio token ids are embedded as themselves, not as transformers' "
+                        "placeholders)\n", src, skipped[0], n > 1 ? " and " : "", n > 1 ? skipped[1] : "");
+    snprintf(cfg->model_type, sizeof cfg->model_type, "gemma4");
+    return 0;
+}
+
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
+    if (!strcmp(mt, "gemma4")) {
+        if (item(root, "quantization_config"))
+            return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
+                             src);
+        return gemma4_multimodal_parse(cfg, root, src);
+    }
+    return hf_family_parse(cfg, root, mt, src);
+}
+
+static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
     const hf_family *fam = NULL;
     for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
         if (!strcmp(FAMILIES[i].model_type, mt)) fam = &FAMILIES[i];
@@ -555,7 +804,7 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
         char names[256] = "";
         for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
-        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s)", src, mt, names);
+        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma4)", src, mt, names);
     }
     if (item(root, "quantization_config"))
         return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)", src);
@@ -568,6 +817,10 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
         if (k) {
             if (config_read_key(cfg, k, it, src)) return -1;
         } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string)) {
+            if (fam->strict) /* (Gemma 4: a key the reader does not know may change the numbers; never ignored) */
+                return tlm_error("%s: key \"%s\" is not supported by the %s reader (refused: it is no key of the "
+                                 "family's configuration that the engine implements or knows to leave the numbers "
+                                 "alone)", src, it->string, mt);
             fprintf(stderr, "tinylm: warning: %s: key \"%s\" is not used by the %s reader\n", src, it->string, mt);
             note_unknown(it->string);
         }

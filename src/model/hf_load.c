@@ -39,9 +39,12 @@ static int is_used(const used_set *u, const tlm_st_tensor *t) {
     return bsearch(&t, u->v, u->n, sizeof *u->v, cmp_ptr) != NULL;
 }
 
-/* Buffers transformers registers but never loads (it recomputes them): RoPE inverse
- * frequencies saved by old Llama-family checkpoints, GPT-2's causal-mask buffers. */
-static int discarded_by_transformers(hf_family_style style, const char *prefix, const char *name) {
+/* Tensors transformers registers or finds but never loads: RoPE inverse frequencies saved by old
+ * Llama-family checkpoints and GPT-2's causal-mask buffers (it recomputes them), and Gemma 4's
+ * k_proj, v_proj, k_norm, v_norm of the layers that share an earlier layer's keys and values
+ * (Gemma4TextModel's _keys_to_ignore_on_load_unexpected: those layers have none). */
+static int discarded_by_transformers(const tlm_config *c, hf_family_style style, const char *prefix,
+                                     const char *name) {
     size_t n = strlen(prefix);
     if (strncmp(name, prefix, n) != 0) return 0;
     name += n;
@@ -50,8 +53,15 @@ static int discarded_by_transformers(hf_family_style style, const char *prefix, 
     if (strncmp(name, layer, k) != 0) return 0;
     const char *p = name + k;
     if (*p < '0' || *p > '9') return 0;
+    const long l = strtol(p, NULL, 10);
     while (*p >= '0' && *p <= '9') p++;
     if (style == HF_FAMILY_GPT2) return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
+    if (!strncmp(c->model_type, "gemma4", 6) && l >= config_first_kv_shared(c) && l < c->n_layers) {
+        static const char *const SHARED[] = {".self_attn.k_proj.", ".self_attn.v_proj.", ".self_attn.k_norm.",
+                                             ".self_attn.v_norm."};
+        for (int i = 0; i < 4; i++)
+            if (!strncmp(p, SHARED[i], strlen(SHARED[i]))) return 1;
+    }
     return !strcmp(p, ".self_attn.rotary_emb.inv_freq");
 }
 
@@ -128,7 +138,9 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
 
 /* *ForCausalLM checkpoints prefix the base model ("model.", "transformer."); a bare base
  * model checkpoint has no prefix */
-static const char *name_prefix(const tlm_safetensors *st, hf_family_style style) {
+static const char *name_prefix(const tlm_safetensors *st, hf_family_style style, const char *model_type) {
+    /* Gemma4ForConditionalGeneration: the text model is model.language_model */
+    if (!strcmp(model_type, "gemma4")) return "model.language_model.";
     const char *prefix = hf_default_prefix(style);
     char probe[160];
     snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
@@ -146,7 +158,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
     size_t total;
     tensor_info *t = config_tensor_table(c, &n, &total);
     if (!t) return -1;
-    const char *prefix = name_prefix(st, (hf_family_style)style);
+    const char *prefix = name_prefix(st, (hf_family_style)style, c->model_type);
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         hf_tensor_ref ref;
@@ -163,7 +175,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
 
 static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir, hf_family_style style) {
     const tlm_config *c = &m->cfg;
-    const char *prefix = name_prefix(st, style);
+    const char *prefix = name_prefix(st, style, c->model_type);
     used_set used = {0};
     float *scratch = NULL;
     size_t scratch_n = 0;
@@ -184,13 +196,26 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
     }
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
+    /* a multimodal Gemma 4 checkpoint: its vision and audio towers are not the text model's (skipped, said once) */
+    static const char *const TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
+                                         "model.embed_audio."};
+    size_t towers = 0;
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
-        if (is_used(&used, t) || discarded_by_transformers(style, prefix, t->name)) continue;
+        if (is_used(&used, t) || discarded_by_transformers(c, style, prefix, t->name)) continue;
+        int tower = 0;
+        for (int j = 0; j < 4 && !strcmp(c->model_type, "gemma4"); j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
+        if (tower) {
+            towers++;
+            continue;
+        }
         rc = tlm_error("%s: tensor '%.200s' is not part of the %s model that %s/config.json describes", t->file,
                        t->name, c->model_type, dir);
     }
     free(used.v);
+    if (!rc && towers)
+        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the vision and audio towers (text only)\n", dir,
+                towers);
     return rc;
 }
 

@@ -15,7 +15,9 @@ int hf_family_style_of(const char *mt) {
     if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "qwen3_moe"))
         return HF_FAMILY_LLAMA;
     if (!strcmp(mt, "mixtral")) return HF_FAMILY_MIXTRAL;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text")) return HF_FAMILY_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text") ||
+        !strcmp(mt, "gemma4"))
+        return HF_FAMILY_GEMMA;
     if (!strcmp(mt, "olmo2")) return HF_FAMILY_OLMO2;
     if (!strcmp(mt, "gpt2")) return HF_FAMILY_GPT2;
     return -1;
@@ -39,7 +41,9 @@ static const name_pair MIXTRAL_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"
 static const name_pair GEMMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"attn_out_norm.", "post_attention_layernorm."},
                                      {"ffn_norm.", "pre_feedforward_layernorm."},
                                      {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
-                                     {"ffn.", "mlp."}, {NULL, NULL}};
+                                     {"ffn.", "mlp."}, {"layer_scalar", "layer_scalar"},
+                                     {"ple_gate.", "per_layer_input_gate."}, {"ple_proj.", "per_layer_projection."},
+                                     {"ple_norm.", "post_per_layer_input_norm."}, {NULL, NULL}};
 static const name_pair OLMO2_LAYER[] = {{"attn_out_norm.", "post_attention_layernorm."},
                                      {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
                                      {"ffn.", "mlp."}, {NULL, NULL}};
@@ -92,6 +96,14 @@ int hf_map_tensor(const tlm_config *c, hf_family_style style, const char *prefix
         if (gpt2) return set_name(out, prefix, "ln_f.", name + 11);
         return !strcmp(name + 11, "weight") ? set_name(out, prefix, "norm.weight", "") : no_place(style, name);
     }
+    /* Gemma 4's per-layer inputs (Gemma4TextModel: embed_tokens_per_layer, per_layer_model_projection,
+     * per_layer_projection_norm) */
+    static const name_pair PLE_TOP[] = {{"ple_embed.weight", "embed_tokens_per_layer.weight"},
+                                        {"ple_model_proj.weight", "per_layer_model_projection.weight"},
+                                        {"ple_model_norm.weight", "per_layer_projection_norm.weight"},
+                                        {NULL, NULL}};
+    for (const name_pair *r = PLE_TOP; r->engine; r++)
+        if (!strcmp(name, r->engine)) return style == HF_FAMILY_GEMMA ? set_name(out, prefix, r->hf, "") : no_place(style, name);
     if (strncmp(name, "layers.", 7) != 0) return no_place(style, name);
     char *end;
     long layer = strtol(name + 7, &end, 10);

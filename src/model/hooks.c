@@ -178,7 +178,7 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
     const tlm_config *c = &m->cfg;
     if (!m->hooks || m->hooks->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
     if (m->hooks->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
-    const int B = x->A->B, T = x->A->T, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    const int B = x->A->B, T = x->A->T, H = c->n_heads, KV = config_layer_kv_heads(c, l), hd = config_layer_head_dim(c, l);
     const int qd = H * hd, kvd = KV * hd, group = H / KV;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)

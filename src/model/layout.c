@@ -53,9 +53,10 @@ static void take_norm(arena *a, norm_acts *na, size_t N, size_t C, int with_y) {
 
 /* widest input of any matrix: the tile of widened bf16 weights holds MATMUL_BF16_TILE rows of it */
 static size_t widest_input(const tlm_config *c) {
-    size_t w = (size_t)c->d_model, qd = (size_t)c->n_heads * c->head_dim;
+    size_t w = (size_t)c->d_model, qd = (size_t)config_max_q_dim(c);
     if (qd > w) w = qd;
-    if ((size_t)c->d_ff > w) w = (size_t)c->d_ff;
+    if ((size_t)config_max_ff(c) > w) w = (size_t)config_max_ff(c);
+    if ((size_t)c->ple_dim > w) w = (size_t)c->ple_dim;
     const size_t fs = (size_t)c->moe_d_ff * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
     if (c->n_experts > 0 && fs > w) w = fs; /* (the experts' and the shared expert's down) */
     return w;
@@ -90,13 +91,45 @@ static void take_moe(arena *a, layer_acts *L, const tlm_config *c, int moe, int 
     L->moe_stats = take(m, (size_t)B * 2 * E);
 }
 
+/* whether a later layer attends over layer l's keys and values (Gemma 4's shared K/V) */
+static int kv_shared_from(const tlm_config *c, int l) {
+    for (int j = config_first_kv_shared(c); j < c->n_layers; j++)
+        if (config_kv_source(c, j) == l) return 1;
+    return 0;
+}
+
+/* a layer's keys and values: the projections, after QK-norm, RoPE and the v norm (each aliasing
+ * the one before when its step is off), N rows of kv heads KV of kvd floats */
+static void take_kv(arena *a, layer_acts *L, const tlm_config *c, size_t N, size_t kvd, int KV) {
+    L->k = take(a, N * kvd);
+    L->v = take(a, N * kvd); /* (K = V layers: the k projection's copy, what the v norm reads) */
+    L->kn = L->k, L->k_rstd = NULL;
+    if (c->qk_norm != QK_NORM_NONE) {
+        L->k_rstd = take(a, c->qk_norm == QK_NORM_HEAD ? N * KV : N);
+        L->kn = take(a, N * kvd);
+    }
+    L->kr = c->position == POS_ROPE ? take(a, N * kvd) : L->kn;
+    L->vn = L->v, L->v_rstd = NULL;
+    if (c->v_norm) {
+        L->v_rstd = take(a, N * KV);
+        L->vn = take(a, N * kvd);
+    }
+}
+
+static void copy_kv(layer_acts *to, const layer_acts *from) {
+    to->k = from->k, to->v = from->v, to->kn = from->kn, to->kr = from->kr, to->vn = from->vn;
+    to->k_rstd = from->k_rstd, to->v_rstd = from->v_rstd;
+}
+
 /* One walk lays out every activation for (B, T) in the model's mode; run once with a NULL
  * base to count, then with the buffer to bind the pointers. */
 void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int T) {
     const tlm_config *c = &m->cfg;
     const int lean = m->mode != MODEL_TRAIN;
-    const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)c->n_heads * c->head_dim,
-                 kvd = (size_t)c->n_kv_heads * c->head_dim, f = c->d_ff, V = c->vocab_size;
+    /* (qd, kvd: the widest of any layer: the inference layout's one layer and the backward's scratch
+     * serve them all) */
+    const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)config_max_q_dim(c),
+                 kvd = (size_t)config_max_kv_dim(c), f = config_max_ff(c), V = c->vocab_size;
     const size_t att = (size_t)B * c->n_heads * T * T;
     const norm_placement pl = c->placement;
     /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
@@ -106,10 +139,19 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
     A->res = take_stages(a, lean ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
     A->stage = N * d;
+    layer_acts common = {0}; /* the inference layout's keys and values */
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *L = &A->layers[l];
+        /* this layer's widths (training); the inference layout's one layer has the widest */
+        const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
+        const size_t lqd = lean ? qd : (size_t)c->n_heads * hd, lkvd = lean ? kvd : (size_t)KV * hd;
+        const int KVmax = lean ? c->n_heads : KV; /* (rows of the per-head statistics) */
         if (lean && l > 0) { /* inference: every layer reuses layer 0's activations */
             *L = A->layers[0];
+            copy_kv(L, &common);
+            /* ... but the keys and values that a later layer reads (shared K/V) stay until it has:
+             * without a KV cache, which then holds them */
+            if (!m->kv && kv_shared_from(c, l)) take_kv(a, L, c, N, lkvd, KVmax);
             continue;
         }
         sublayer_acts *subs[2] = {&L->attn_s, &L->ffn_s};
@@ -123,22 +165,27 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
                 take_norm(a, &subs[s]->post, N, d, 0); /* its output is the residual stream itself */
             }
         }
-        L->q = take(a, N * qd);
-        L->k = take(a, N * kvd);
-        L->v = take(a, N * kvd);
-        L->qn = L->q, L->kn = L->k, L->q_rstd = L->k_rstd = NULL;
+        L->q = take(a, N * lqd);
+        L->qn = L->q, L->q_rstd = NULL;
         if (c->qk_norm != QK_NORM_NONE) {
-            int per_head = c->qk_norm == QK_NORM_HEAD;
-            L->q_rstd = take(a, per_head ? N * c->n_heads : N);
-            L->k_rstd = take(a, per_head ? N * c->n_kv_heads : N);
-            L->qn = take(a, N * qd);
-            L->kn = take(a, N * kvd);
+            L->q_rstd = take(a, c->qk_norm == QK_NORM_HEAD ? N * c->n_heads : N);
+            L->qn = take(a, N * lqd);
         }
-        L->qr = L->qn, L->kr = L->kn;
-        if (c->position == POS_ROPE) {
-            L->qr = take(a, N * qd);
-            L->kr = take(a, N * kvd);
+        L->qr = c->position == POS_ROPE ? take(a, N * lqd) : L->qn;
+        /* a layer that shares an earlier layer's keys and values has none of its own (training: the
+         * pass reads the source layer's; the inference layout's layer 0 has them for every layer) */
+        if (lean || config_kv_source(c, l) == l)
+            take_kv(a, L, c, N, lkvd, KVmax);
+        else
+            L->k = L->v = L->kn = L->kr = L->vn = L->k_rstd = L->v_rstd = NULL;
+        if (lean) { /* (the buffers every layer uses; layer 0 keeps its own when a later layer reads them) */
+            copy_kv(&common, L);
+            if (!m->kv && kv_shared_from(c, 0)) take_kv(a, L, c, N, lkvd, KVmax);
         }
+        /* the gradients that the sharing layers send back to this layer's keys and values */
+        const int shared = !lean && kv_shared_from(c, l);
+        L->dk_shared = shared ? take(a, N * lkvd) : NULL;
+        L->dv_shared = shared ? take(a, N * lkvd) : NULL;
         /* [B,H,T,T] maps: both for those who look at them (attention.c); in training also the
          * probabilities alone (and the scores under a soft-cap, whose backward reads them) while
          * they take no more than the layer's FFN activations, so that the backward does not
@@ -147,15 +194,30 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         const int keep_probs = maps || (!lean && full_attention && att <= 2 * N * f);
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
         L->probs = keep_probs ? take(a, att) : NULL;
-        L->att = take(a, N * qd);
+        L->att = take(a, N * lqd);
         /* the FFN: dense, or a mixture of experts (inference: layer 0's buffers serve every layer,
          * so they hold both kinds when the model has both) */
         const int dense = lean ? any_dense : !config_layer_is_moe(c, l), moe = lean ? any_moe : !dense;
-        L->gate = dense && c->ffn != FFN_GELU ? take(a, N * f) : NULL;
-        L->up = dense ? take(a, N * f) : NULL;
-        L->hid = dense ? take(a, N * f) : NULL;
+        const size_t lf = lean ? f : (size_t)config_layer_ff(c, l);
+        L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
+        L->up = dense ? take(a, N * lf) : NULL;
+        L->hid = dense ? take(a, N * lf) : NULL;
         take_moe(a, L, c, moe, B, N);
+        /* the stream after the FFN's residual add, before the layer's tail (per-layer input, scalar) */
+        L->tail_in = config_has_layer_tail(c) ? take(a, N * d) : NULL;
+        const size_t P = (size_t)c->ple_dim;
+        L->ple_gate = P ? take(a, N * P) : NULL;
+        L->ple_prod = P ? take(a, N * P) : NULL;
+        L->ple_out = P ? take(a, N * d) : NULL;
+        memset(&L->ple_out_n, 0, sizeof L->ple_out_n);
+        if (P) take_norm(a, &L->ple_out_n, N, d, 1);
+        L->tail_sum = P ? take(a, N * d) : NULL;
     }
+    /* Gemma 4's per-layer inputs of every layer, made once from the embedding */
+    const size_t LP = (size_t)c->n_layers * c->ple_dim;
+    A->ple_ctx = LP ? take(a, N * LP) : NULL;
+    A->ple_rstd = LP ? take(a, N * c->n_layers) : NULL;
+    A->ple_in = LP ? take(a, N * LP) : NULL;
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
     A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
     A->w_tile = m->w16_mem || m->wq_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
@@ -178,12 +240,22 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     A->df = take(b, N * d);
     A->du = take(b, N * d);
     A->dfinal = take(b, N * d);
+    A->dtail = config_has_layer_tail(c) ? take(b, N * d) : NULL;
+    A->dple_in = LP ? take(b, N * LP) : NULL;
+    A->dple_ctx = LP ? take(b, N * LP) : NULL;
+    A->dple_prod = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_gate = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_up = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_dup = LP ? take(b, N * c->ple_dim) : NULL;
+    A->dple_out = LP ? take(b, N * d) : NULL;
+    A->dple_x0 = LP ? take(b, N * d) : NULL;
     A->datt = take(b, N * qd);
     A->dq = take(b, N * qd);
     A->dq2 = take(b, N * qd);
     A->dk = take(b, N * kvd);
     A->dk2 = take(b, N * kvd);
     A->dv = take(b, N * kvd);
+    A->dv2 = c->v_norm ? take(b, N * kvd) : NULL;
     A->dgate = take(b, N * f);
     A->dup = take(b, N * f);
     A->dhid = take(b, N * f);
@@ -210,7 +282,8 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     }
     /* per thread: a query block's S, P, dS and the tile kernels' keys (attention.c) */
     A->attn_slots = (size_t)omp_get_max_threads();
-    A->attn_scratch = take_shared(full_attention ? a : &none, attention_scratch_floats(T, c->head_dim) * A->attn_slots);
+    A->attn_scratch =
+        take_shared(full_attention ? a : &none, attention_scratch_floats(T, config_max_head_dim(c)) * A->attn_slots);
 }
 
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {

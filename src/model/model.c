@@ -4,6 +4,7 @@
  * rope_tables.c, split.c (a batch across the threads) and hooks.c (observers, points). */
 #include "model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -37,17 +38,19 @@ const float *model_last_logits(const tlm_model *m) {
 /* ---- the layer's shape ----------------------------------------------------------------------- */
 
 attention_spec model_layer_attention(const tlm_config *c, int l) {
-    attention_spec s = {.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-                        .scale = config_attn_scale(c), .softcap = c->attn_softcap,
-                        .window = c->layer_sliding[l] ? c->sliding_window : 0};
+    const int hd = config_layer_head_dim(c, l);
+    attention_spec s = {.n_heads = c->n_heads, .n_kv_heads = config_layer_kv_heads(c, l), .head_dim = hd,
+                        .scale = 1.0f / sqrtf(c->query_pre_attn_scalar > 0.0f ? c->query_pre_attn_scalar : (float)hd),
+                        .softcap = c->attn_softcap, .window = c->layer_sliding[l] ? c->sliding_window : 0};
     return s;
 }
 
-/* QK-norm: RMSNorm per head (rows of head_dim) or over the whole projection (rows of n*hd) */
-void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols) {
+/* QK-norm (and Gemma 4's v norm): RMSNorm per head (rows of layer l's head_dim) or over the whole
+ * projection (rows of n * head_dim) */
+void model_qk_norm_shape(const tlm_config *c, int l, int N, int n_heads, int *rows, int *cols) {
     int per_head = c->qk_norm == QK_NORM_HEAD;
     *rows = per_head ? N * n_heads : N;
-    *cols = per_head ? c->head_dim : n_heads * c->head_dim;
+    *cols = per_head ? config_layer_head_dim(c, l) : n_heads * config_layer_head_dim(c, l);
 }
 
 activation model_ffn_activation(const tlm_config *c) { return c->ffn == FFN_SWIGLU ? ACT_SILU : ACT_GELU_TANH; }

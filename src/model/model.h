@@ -28,7 +28,7 @@ typedef struct {
     norm_params attn_norm, attn_out_norm;
     linear_params q, k, v, o;
     linear_params qkv; /* q, k, v stored back to back: one [(H + 2 KV) hd, d] matrix */
-    float *q_norm, *k_norm;
+    float *q_norm, *k_norm; /* (k_norm NULL in a layer that shares an earlier layer's keys) */
     norm_params ffn_norm, ffn_out_norm;
     linear_params gate, up, down;
     linear_params gate_up; /* gated FFNs: gate and up back to back, one [2 f, d] matrix */
@@ -40,6 +40,10 @@ typedef struct {
     float *score_bias;
     linear_params expert_gate, expert_up, expert_down; /* expert 0's */
     linear_params shared_gate, shared_up, shared_down;
+    float *scalar;         /* [1] the layer's output scale (layer_scalar), or NULL */
+    /* Gemma 4's per-layer input (ple_dim P): gate [P, d], projection [d, P], its output's norm */
+    linear_params ple_gate, ple_proj;
+    norm_params ple_norm;
 } layer_params;
 
 /* floats from one expert's matrices to the next's (gate, up, down of moe_intermediate_size) */
@@ -56,6 +60,11 @@ typedef struct {
     float *embed;     /* [V, d] */
     float *pos_embed; /* [max_seq, d] */
     layer_params *layers;
+    /* Gemma 4's per-layer inputs: a token table [V, L*P], the projection of the embedding [L*P, d]
+     * and its norm's weight [P] */
+    float *ple_embed;
+    linear_params ple_model_proj;
+    float *ple_model_norm;
     norm_params final_norm;
     float *lm_head; /* [V, d]; == embed when tied */
     const uint16_t *embed16, *lm_head16; /* bf16 weights (then embed, lm_head are NULL) */
@@ -101,10 +110,19 @@ typedef struct {
 typedef struct {
     sublayer_acts attn_s, ffn_s;
     /* attention internals */
-    float *q, *k, *v;         /* projections [BT, H*hd], [BT, KV*hd] */
+    float *q, *k, *v;         /* projections [BT, H*hd], [BT, KV*hd] (the layer's hd, KV; k, v NULL in a
+                                 layer that shares an earlier one's: it reads that layer's kr and vn) */
     float *q_rstd, *k_rstd;   /* QK-norm statistics */
     float *qn, *kn;           /* after QK-norm (alias q, k when off) */
     float *qr, *kr;           /* after RoPE (alias qn, kn when off) */
+    float *v_rstd, *vn;       /* Gemma 4's v norm: statistics, v after it (alias v when off) */
+    float *dk_shared, *dv_shared; /* training, a layer whose keys/values later layers share: the gradients
+                                     they send back to its kr, vn [BT, KV*hd] (summed, then added) */
+    float *tail_in;           /* the stream after the FFN's residual add, before the layer's tail */
+    /* per-layer input (Gemma 4): gate = tail_in W_gate^T [BT, P], prod = act(gate) * ple_in's slice [BT, P],
+     * pout = prod W_proj^T [BT, d], its norm, tail_sum = tail_in + norm(pout) [BT, d] (before the scalar) */
+    float *ple_gate, *ple_prod, *ple_out, *tail_sum;
+    norm_acts ple_out_n;
     float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
@@ -144,7 +162,13 @@ typedef struct {
     /* backward scratch */
     float *dres;         /* [(2L+1), BT, d] gradient of the residual stream */
     float *dsum, *df, *du, *dfinal;                 /* [BT, d] */
-    float *datt, *dq, *dq2, *dk, *dk2, *dv;         /* [BT, H*hd] / [BT, KV*hd] */
+    float *datt, *dq, *dq2, *dk, *dk2, *dv, *dv2;   /* [BT, H*hd] / [BT, KV*hd] (the widest layer's) */
+    float *dtail;                                    /* [BT, d] gradient before a layer's scalar */
+    /* Gemma 4's per-layer inputs: ple_ctx = (res[0] W^T) d^-0.5 [BT, L*P] (before its norm), its
+     * rstd [BT*L], ple_in = (norm(ple_ctx) + sqrt(P) ple_embed[tok]) / sqrt(2) [BT, L*P]; backward:
+     * d ple_in, d ple_ctx [BT, L*P], d prod, d gate [BT, P], d pout [BT, d], d res[0] from them */
+    float *ple_ctx, *ple_rstd, *ple_in;
+    float *dple_in, *dple_ctx, *dple_prod, *dple_gate, *dple_up, *dple_dup, *dple_out, *dple_x0;
     float *dgate, *dup, *dhid;                       /* [BT, f] */
     float *dlogits;                                  /* [BT, V] */
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
@@ -333,7 +357,7 @@ void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm
                          const norm_acts *a, const norm_params *p, const float *x, int N);
 attention_spec model_layer_attention(const tlm_config *c, int l);
 void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
-void model_qk_norm_shape(const tlm_config *c, int N, int n_heads, int *rows, int *cols);
+void model_qk_norm_shape(const tlm_config *c, int l, int N, int n_heads, int *rows, int *cols);
 activation model_ffn_activation(const tlm_config *c);
 /* The head over rows h [R, d]: final norm (output and statistics in *fn) -> LM head -> final
  * soft-cap into logits [R, V]; the logits before the cap go to logits_raw (NULL: capped in

@@ -163,14 +163,26 @@ static void walk_moe(walk *w, layer_params *L, int l) {
 
 static void walk_tensors(walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
-    const int d = c->d_model, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int d = c->d_model;
     const bool glu = c->ffn != FFN_GELU;
     char n[96];
     add_kept(w, (matrix_slots){&p->embed, &p->embed16, &p->embed_q, &p->embed_q_type}, "embed.weight", c->vocab_size,
              d, TENSOR_EMBEDDING, 0.0f);
     if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
+    if (c->ple_dim > 0) { /* Gemma 4's per-layer inputs: the token table, the embedding's projection, its norm */
+        const int lp = c->n_layers * c->ple_dim;
+        add(w, &p->ple_embed, "ple_embed.weight", c->vocab_size, lp, TENSOR_EMBEDDING, 0.0f);
+        add_linear(w, &p->ple_model_proj, "ple_model_proj", lp, d, false, TENSOR_MATRIX);
+        add(w, &p->ple_model_norm, "ple_model_norm.weight", c->ple_dim, 0, TENSOR_NORM,
+            c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+    }
     for (int l = 0; l < c->n_layers; l++) {
         layer_params *L = &p->layers[l];
+        /* the layer's shape (Gemma 4: full layers have their own head_dim and kv heads; a layer that
+         * shares an earlier layer's keys and values has no k, v of its own; K = V layers no v) */
+        const int hd = config_layer_head_dim(c, l), qd = c->n_heads * hd, kvd = config_layer_kv_heads(c, l) * hd;
+        const bool own_kv = config_kv_source(c, l) == l, own_v = own_kv && !config_layer_k_eq_v(c, l);
+        memset(L, 0, sizeof *L); /* (the views of absent tensors stay NULL) */
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm(w, &L->attn_norm, n);
         if (placement_has_output_norm(c->placement))
@@ -179,7 +191,7 @@ static void walk_tensors(walk *w, model_params *p) {
             linear_params *parts[3] = {&L->q, &L->k, &L->v};
             const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
             const int outs[3] = {qd, kvd, kvd};
-            add_fused(w, &L->qkv, parts, names, outs, 3, d, c->attn_bias, l);
+            add_fused(w, &L->qkv, parts, names, outs, own_v ? 3 : own_kv ? 2 : 1, d, c->attn_bias, l);
         }
         snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
         add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
@@ -187,9 +199,11 @@ static void walk_tensors(walk *w, model_params *p) {
             float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
             bool full = c->qk_norm == QK_NORM_FULL;
             snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
-            add(w, &L->q_norm, n, full ? qd : c->head_dim, 0, TENSOR_NORM, id);
-            snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
-            add(w, &L->k_norm, n, full ? kvd : c->head_dim, 0, TENSOR_NORM, id);
+            add(w, &L->q_norm, n, full ? qd : hd, 0, TENSOR_NORM, id);
+            if (own_kv) {
+                snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
+                add(w, &L->k_norm, n, full ? kvd : hd, 0, TENSOR_NORM, id);
+            }
         }
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
@@ -202,14 +216,25 @@ static void walk_tensors(walk *w, model_params *p) {
         {
             linear_params *parts[2] = {&L->gate, &L->up};
             const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
-            const int outs[2] = {c->d_ff, c->d_ff};
+            const int outs[2] = {config_layer_ff(c, l), config_layer_ff(c, l)};
             if (glu)
                 add_fused(w, &L->gate_up, parts, names, outs, 2, d, c->mlp_bias, l);
             else
                 add_fused(w, &L->up, parts + 1, names + 1, outs + 1, 1, d, c->mlp_bias, l);
         }
         snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
-        add_linear(w, &L->down, n, d, c->d_ff, c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+        add_linear(w, &L->down, n, d, config_layer_ff(c, l), c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+        if (c->ple_dim > 0) { /* the layer's per-layer input: gate, projection, the projection's norm */
+            snprintf(n, sizeof n, "layers.%d.ple_gate", l);
+            add_linear(w, &L->ple_gate, n, c->ple_dim, d, false, TENSOR_MATRIX);
+            snprintf(n, sizeof n, "layers.%d.ple_proj", l);
+            add_linear(w, &L->ple_proj, n, d, c->ple_dim, false, TENSOR_MATRIX);
+            snprintf(n, sizeof n, "layers.%d.ple_norm", l), add_norm(w, &L->ple_norm, n);
+        }
+        if (c->layer_scalar) { /* (a gain, like a norm's: no weight decay, starts at 1) */
+            snprintf(n, sizeof n, "layers.%d.layer_scalar", l);
+            add(w, &L->scalar, n, 1, 0, TENSOR_NORM, 1.0f);
+        }
     }
     if (c->final_norm) add_norm(w, &p->final_norm, "final_norm");
     if (!c->tie_embeddings)
@@ -456,7 +481,9 @@ void model_init_weights(tlm_model *m, uint64_t seed) {
 /* ---- bf16 weights for inference ------------------------------------------------------------------ */
 
 /* the matrices: token embedding, projections, head (learned positions are added, not multiplied) */
-static int kept_as_bf16(const tensor_info *t) { return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0; }
+static int kept_as_bf16(const tensor_info *t) {
+    return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0 && strcmp(t->name, "ple_embed.weight") != 0;
+}
 
 int model_weights_to_bf16(tlm_model *m) {
     if (m->wq_mem)
@@ -519,11 +546,13 @@ static void bind_mirror(tlm_model *m) {
         linear_params *all[] = {&P->q,           &P->k,         &P->v,           &P->o,          &P->qkv,
                                 &P->gate,        &P->up,        &P->down,        &P->gate_up,    &P->router,
                                 &P->expert_gate, &P->expert_up, &P->expert_down, &P->shared_gate, &P->shared_up,
-                                &P->shared_down};
+                                &P->shared_down, &P->ple_gate,  &P->ple_proj};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
     }
     m->p.lm_head16 = m->mirror16 && m->p.lm_head ? m->mirror16 + (m->p.lm_head - m->param_mem) : NULL;
+    linear_params *mp = &m->p.ple_model_proj;
+    mp->w16 = m->mirror16 && mp->w ? m->mirror16 + (mp->w - m->param_mem) : NULL;
 }
 
 void model_refresh_mirror(tlm_model *m) {
@@ -605,11 +634,14 @@ double model_train_flops_per_token(const tlm_config *c, int T) {
     tensor_info *t = config_tensor_table(c, &n, &total);
     double matrix = 0;
     for (int i = 0; t && i < n; i++)
-        if (t[i].ndim == 2 && strcmp(t[i].name, "embed.weight") != 0 && strcmp(t[i].name, "pos_embed.weight") != 0)
+        if (t[i].ndim == 2 && strcmp(t[i].name, "embed.weight") != 0 && strcmp(t[i].name, "pos_embed.weight") != 0 &&
+            strcmp(t[i].name, "ple_embed.weight") != 0) /* (lookups, not products) */
             /* (a routed expert's matrices work on k of every E rows: the active parameters) */
             matrix += (double)t[i].numel *
                       (strstr(t[i].name, ".ffn.experts.") ? (double)c->n_experts_per_tok / c->n_experts : 1.0);
     if (c->tie_embeddings) matrix += (double)c->vocab_size * c->d_model; /* the head is the embedding */
     free(t);
-    return 6.0 * matrix + 12.0 * c->n_layers * (double)T * c->n_heads * c->head_dim;
+    double attn = 0; /* (Gemma 4: each layer's own head_dim) */
+    for (int l = 0; l < c->n_layers; l++) attn += 12.0 * (double)T * c->n_heads * config_layer_head_dim(c, l);
+    return 6.0 * matrix + attn;
 }

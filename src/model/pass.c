@@ -59,12 +59,15 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     else
         embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
     PASS_POINT(ctx, model_point_id(c, -1, HL_EMBED), A->res, 0);
+    if (c->ple_dim > 0) ple_inputs_forward(ctx, A->res); /* (Gemma 4: every layer's per-layer input) */
     if (pass_after_layer(ctx, -1)) return -1;
     for (int l = 0; l < c->n_layers; l++) {
         float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
         PASS_POINT(ctx, model_point_id(c, l, HL_RESID_PRE), x, 0);
         sublayer_forward(ctx, l, SUB_ATTN, x, mid);
-        sublayer_forward(ctx, l, SUB_FFN, mid, model_residual(A, 2 * l + 2));
+        float *post = model_residual(A, 2 * l + 2), *tail_in = A->layers[l].tail_in;
+        sublayer_forward(ctx, l, SUB_FFN, mid, tail_in ? tail_in : post);
+        if (tail_in) layer_tail_forward(ctx, l, tail_in, post);
         if (pass_after_layer(ctx, l)) return -1;
     }
     const float *h = model_residual(A, 2 * c->n_layers);
@@ -177,10 +180,26 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     } else {
         vec_copy(dhL, A->dfinal, Nd);
     }
+    /* (the gradients that layers sharing keys and values send back to their source layer add up) */
+    for (int l = 0; l < L; l++)
+        if (A->layers[l].dk_shared) {
+            const size_t nkv = (size_t)N * config_layer_kv_heads(c, l) * config_layer_head_dim(c, l);
+            vec_zero(A->layers[l].dk_shared, nkv);
+            vec_zero(A->layers[l].dv_shared, nkv);
+        }
     for (int l = L - 1; l >= 0; l--) {
         const float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
-        sublayer_backward(ctx, l, SUB_FFN, mid, model_residual_grad(A, 2 * l + 2), model_residual_grad(A, 2 * l + 1));
+        const float *dpost = model_residual_grad(A, 2 * l + 2);
+        if (A->layers[l].tail_in) {
+            layer_tail_backward(ctx, l, A->layers[l].tail_in, dpost, A->dtail);
+            dpost = A->dtail;
+        }
+        sublayer_backward(ctx, l, SUB_FFN, mid, dpost, model_residual_grad(A, 2 * l + 1));
         sublayer_backward(ctx, l, SUB_ATTN, x, model_residual_grad(A, 2 * l + 1), model_residual_grad(A, 2 * l));
+    }
+    if (c->ple_dim > 0) { /* the per-layer inputs were made from the embedding too */
+        ple_inputs_backward(ctx, model_residual(A, 0), A->dple_x0);
+        vec_acc(A->dres, A->dple_x0, Nd);
     }
     embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
 }

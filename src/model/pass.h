@@ -58,6 +58,15 @@ void sublayer_forward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, fl
 /* dx = d(sublayer)/dx . dh (set) */
 void sublayer_backward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, const float *dh, float *dx);
 
+/* a layer's tail (config_has_layer_tail): out = the stream after layer l from the FFN sublayer's
+ * output x (the layer scalar), and its backward (dx set, the scalar's gradient added) */
+void layer_tail_forward(pass_ctx *x, int l, const float *x_in, float *out);
+void layer_tail_backward(pass_ctx *x, int l, const float *x_in, const float *dout, float *dx);
+/* Gemma 4's per-layer inputs of every layer (A->ple_in) from the scaled embedding x0, and their
+ * backward from A->dple_in (dx0 set) */
+void ple_inputs_forward(pass_ctx *x, const float *x0);
+void ple_inputs_backward(pass_ctx *x, const float *x0, float *dx0);
+
 /* out [N,OC] = inp [N,IC] @ W^T + b, with f32 or bf16 weights (w_tile: the bf16 path's scratch) */
 void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
                     int IC, int OC);

@@ -18,7 +18,8 @@ enum {
     REQ_IN_NORM = 1, REQ_OUT_NORM = 2, REQ_POST_NORM = 4, REQ_STATS = 8 /* a per-row scale: not DyT */,
     REQ_QK_NORM = 16, REQ_ROPE = 32, REQ_GATED = 64, REQ_FINAL_NORM = 128, REQ_GELU = 256 /* not gated */,
     REQ_LAST_LAYER = 512 /* (only the last layer's point) */, REQ_DENSE = 1024 /* a dense FFN layer */,
-    REQ_MOE = 2048 /* a mixture-of-experts layer */
+    REQ_MOE = 2048 /* a mixture-of-experts layer */,
+    REQ_OWN_KV = 4096 /* the layer makes its own keys and values (not a Gemma 4 layer that shares them) */
 };
 #define SCALE_FLAGS (TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD)
 
@@ -47,16 +48,17 @@ static const point_desc POINTS[HL_COUNT + 4] = {
     [HL_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
                            {{"attn_norm.out", REQ_IN_NORM, 0}, {"attn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
     [HL_Q] = {"attn.hook_q", SH_Q, 0, 0, "q (the projection, before QK-norm and RoPE)", {{"attn.q", 0, 0}}},
-    [HL_K] = {"attn.hook_k", SH_KV, 0, 0, "k (the projection, before QK-norm and RoPE)", {{"attn.k", 0, 0}}},
-    [HL_V] = {"attn.hook_v", SH_KV, 0, 0, "v", {{"attn.v", 0, 0}}},
+    [HL_K] = {"attn.hook_k", SH_KV, REQ_OWN_KV, 0, "k (the projection, before QK-norm and RoPE)", {{"attn.k", REQ_OWN_KV, 0}}},
+    [HL_V] = {"attn.hook_v", SH_KV, REQ_OWN_KV, 0, "v (the projection, before Gemma 4's v norm)",
+              {{"attn.v", REQ_OWN_KV, 0}}},
     [HL_Q_NORMED] = {"attn.hook_q_normed", SH_Q, REQ_QK_NORM, 0, "qn (after QK-norm)",
                      {{"attn.q_normed", REQ_QK_NORM, 0}}},
-    [HL_K_NORMED] = {"attn.hook_k_normed", SH_KV, REQ_QK_NORM, 0, "kn (after QK-norm)",
-                     {{"attn.k_normed", REQ_QK_NORM, 0}}},
+    [HL_K_NORMED] = {"attn.hook_k_normed", SH_KV, REQ_QK_NORM | REQ_OWN_KV, 0, "kn (after QK-norm)",
+                     {{"attn.k_normed", REQ_QK_NORM | REQ_OWN_KV, 0}}},
     [HL_ROT_Q] = {"attn.hook_rot_q", SH_Q, REQ_ROPE, 0, "qr (after RoPE: what attention reads)",
                   {{"attn.rot_q", REQ_ROPE, 0}}},
-    [HL_ROT_K] = {"attn.hook_rot_k", SH_KV, REQ_ROPE, 0, "kr (after RoPE: what attention reads)",
-                  {{"attn.rot_k", REQ_ROPE, 0}}},
+    [HL_ROT_K] = {"attn.hook_rot_k", SH_KV, REQ_ROPE | REQ_OWN_KV, 0, "kr (after RoPE: what attention reads)",
+                  {{"attn.rot_k", REQ_ROPE | REQ_OWN_KV, 0}}},
     [HL_ATTN_SCORES] = {"attn.hook_attn_scores", SH_MAP, 0, TLM_HOOK_MASKED | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
                         "scores (scaled, capped; masked keys never written)", {{"attn.scores", 0, 0}}},
     [HL_PATTERN] = {"attn.hook_pattern", SH_MAP, 0, TLM_HOOK_NO_GRAD, "probs", {{"attn.probs", 0, 0}}},
@@ -153,18 +155,20 @@ static int config_has(const tlm_config *c, int layer, unsigned req) {
     if ((req & REQ_LAST_LAYER) && layer != c->n_layers - 1) return 0;
     if ((req & REQ_DENSE) && layer >= 0 && config_layer_is_moe(c, layer)) return 0;
     if ((req & REQ_MOE) && (layer < 0 || !config_layer_is_moe(c, layer))) return 0;
+    if ((req & REQ_OWN_KV) && layer >= 0 && config_kv_source(c, layer) != layer) return 0;
     return 1;
 }
 
 /* shape [B, T, ...] of a point of kind p->shape; the number of dimensions */
-static int shape_of(const tlm_config *c, const point_desc *p, int B, int T, int64_t shape[5]) {
+static int shape_of(const tlm_config *c, int l, const point_desc *p, int B, int T, int64_t shape[5]) {
     shape[0] = B, shape[1] = T, shape[2] = c->d_model;
+    const int hd = l >= 0 ? config_layer_head_dim(c, l) : c->head_dim; /* (Gemma 4's layer types differ) */
     switch (p->shape) {
     case SH_ROW: shape[2] = 1; return 3;
-    case SH_Q: shape[2] = c->n_heads, shape[3] = c->head_dim; return 4;
-    case SH_KV: shape[2] = c->n_kv_heads, shape[3] = c->head_dim; return 4;
+    case SH_Q: shape[2] = c->n_heads, shape[3] = hd; return 4;
+    case SH_KV: shape[2] = l >= 0 ? config_layer_kv_heads(c, l) : c->n_kv_heads, shape[3] = hd; return 4;
     case SH_MAP: shape[1] = c->n_heads, shape[2] = T, shape[3] = T; return 4;
-    case SH_FF: shape[2] = c->d_ff; return 3;
+    case SH_FF: shape[2] = l >= 0 ? config_layer_ff(c, l) : c->d_ff; return 3;
     case SH_VOCAB: shape[2] = c->vocab_size; return 3;
     case SH_EXPERTS: shape[2] = c->n_experts; return 3;
     case SH_TOPK: shape[2] = c->n_experts_per_tok; return 3;
@@ -185,7 +189,7 @@ int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, 
     else
         snprintf(name, cap, "%s", p->name);
     *flags = p->flags;
-    return shape_of(c, p, B, T, shape);
+    return shape_of(c, l, p, B, T, shape);
 }
 
 int model_point_probe(const tlm_config *c, int id, int j, int is_grad, int B, int T, point_probe *out) {
@@ -200,7 +204,7 @@ int model_point_probe(const tlm_config *c, int id, int j, int is_grad, int B, in
     else
         snprintf(out->name, sizeof out->name, "%slayers.%d.%s", grad, l, pn->name);
     int64_t shape[5];
-    out->ndim = shape_of(c, p, B, T, shape);
+    out->ndim = shape_of(c, l, p, B, T, shape);
     if (pn->kind & P_RMS) out->ndim = 2; /* [B, T]: one value per row */
     memcpy(out->shape, shape, sizeof out->shape);
     out->flags = (pn->kind & P_RMS ? POINT_PROBE_RMS : 0) | (p->flags & TLM_HOOK_MASKED ? POINT_PROBE_MASKED : 0) |

@@ -67,7 +67,7 @@ static int split_prepare(tlm_model *m, int parts, int with_grads) {
         if (!s->views || !s->layers) return split_free(s), m->split = NULL, -1;
     }
     activations *A = &m->acts;
-    const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, m->cfg.head_dim);
+    const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, config_max_head_dim(&m->cfg));
     for (int p = 0; p < parts; p++) {
         activations *v = &s->views[p];
         const int b0 = split_first(A->B, parts, p), nb = split_first(A->B, parts, p + 1) - b0;

@@ -15,6 +15,7 @@
  *
  * Each op's activation point fires (PASS_POINT) right after it, with the id of points.c's
  * table. */
+#include <math.h>
 #include <string.h>
 
 #include "decode.h"
@@ -108,49 +109,69 @@ void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm
 
 /* ---- attention sublayer ------------------------------------------------------------------------ */
 
+/* the keys and values layer l attends over: its own, or (shared K/V) those of its source layer */
+static const layer_acts *kv_acts(const pass_ctx *ctx, int l) {
+    return &ctx->A->layers[config_kv_source(&ctx->m->cfg, l)];
+}
+
 static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
     const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model;
-    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    /* the layer's shape: Gemma 4's full layers have their own head_dim and kv heads; a layer that
+     * shares an earlier one's keys and values projects q alone; a K = V layer no v */
+    const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
+    const int qd = c->n_heads * hd, kvd = KV * hd;
+    const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
     float *qkv_out[3] = {a->q, a->k, a->v};
     const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
     const int qkv_widths[3] = {qd, kvd, kvd};
-    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, 3, &P->qkv, u, N, d);
+    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, !own ? 1 : k_eq_v ? 2 : 3, &P->qkv, u, N, d);
+    if (k_eq_v) vec_copy(a->v, a->k, (size_t)N * kvd); /* v is the k projection, before k's norm */
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), a->q, 0);
-    PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
-    PASS_POINT(ctx, model_point_id(c, l, HL_V), a->v, 0);
+    if (own) {
+        PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
+        PASS_POINT(ctx, model_point_id(c, l, HL_V), a->v, 0);
+    }
     if (c->qk_norm != QK_NORM_NONE) {
         float off = config_norm_offset(c);
         int rows, cols;
-        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        model_qk_norm_shape(c, l, N, c->n_heads, &rows, &cols);
         rmsnorm_forward(a->qn, a->q_rstd, a->q, P->q_norm, off, rows, cols, c->norm_eps);
-        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
-        rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), a->qn, 0);
-        PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), a->kn, 0);
+        if (own) {
+            model_qk_norm_shape(c, l, N, KV, &rows, &cols);
+            rmsnorm_forward(a->kn, a->k_rstd, a->k, P->k_norm, off, rows, cols, c->norm_eps);
+            PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), a->kn, 0);
+        }
     }
+    if (own && c->v_norm) /* per head, no weight (Gemma 4) */
+        rmsnorm_forward(a->vn, a->v_rstd, a->v, NULL, 0.0f, N * KV, hd, c->norm_eps);
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, c->head_dim, pos0);
-        rope_forward(a->kr, a->kn, cs, sn, B, T, c->n_kv_heads, c->head_dim, pos0);
+        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, hd, pos0);
         PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
-        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+        if (own) {
+            rope_forward(a->kr, a->kn, cs, sn, B, T, KV, hd, pos0);
+            PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+        }
     }
-    if (m->kv) { /* incremental decoding: append k, v to the cache and attend over all of it */
-        kv_attention_forward(m->kv, l, a->att, a->qr, a->kr, a->v, T, model_layer_attention(c, l));
+    const layer_acts *kv = kv_acts(ctx, l);
+    if (m->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
+        kv_attention_forward(m->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T,
+                             model_layer_attention(c, l));
     } else {
         attention_spec spec = model_layer_attention(c, l);
         spec.bf16 = m->bf16_products;
-        attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec, ctx->A->attn_scratch);
+        attention_forward(a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec, ctx->A->attn_scratch);
         if (ctx->watched) {
             pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
             pass_fire(ctx, model_point_id(c, l, HL_PATTERN), a->probs, 0);
-            model_hook_attention_from_probs(ctx, l, a->att, a->probs, a->v);
+            model_hook_attention_from_probs(ctx, l, a->att, a->probs, kv->vn);
         }
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
@@ -166,46 +187,70 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     const layer_acts *a = &ctx->A->layers[l];
     activations *A = ctx->A;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model;
-    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
+    const int qd = c->n_heads * hd, kvd = KV * hd;
+    const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
+    const size_t nkv = (size_t)N * kvd;
     linear_backward(1, A->datt, &G->o, df, a->att, NULL, &P->o, N, qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
+    const layer_acts *kv = kv_acts(ctx, l);
     spec.bf16 = m->bf16_products;
-    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, a->kr, a->v, B, T, &spec,
+    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);
-    PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);
+    if (!own) { /* shared keys and values: their gradients go back to the layer that made them */
+        vec_acc(kv->dk_shared, A->dk, nkv);
+        vec_acc(kv->dv_shared, A->dv, nkv);
+    } else if (a->dk_shared) { /* ... and are added there, to its own */
+        vec_acc(A->dk, a->dk_shared, nkv);
+        vec_acc(A->dv, a->dv_shared, nkv);
+    }
+    /* through the v norm (per head, no weight) */
+    float *dv = A->dv;
+    if (own && c->v_norm) {
+        rmsnorm_backward(A->dv2, NULL, NULL, A->dv, a->v, NULL, 0.0f, a->v_rstd, N * KV, hd);
+        dv = A->dv2;
+    }
+    if (own) PASS_POINT(ctx, model_point_id(c, l, HL_V), dv, 1);
     if (c->position == POS_ROPE) {
         PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), A->dq, 1);
-        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
+        if (own) PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
     }
     /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
     float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, c->head_dim, 0);
-        rope_backward(dk_next, dk, cs, sn, B, T, c->n_kv_heads, c->head_dim, 0);
+        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, hd, 0);
         t = dq, dq = dq_next, dq_next = t;
-        t = dk, dk = dk_next, dk_next = t;
+        if (own) {
+            rope_backward(dk_next, dk, cs, sn, B, T, KV, hd, 0);
+            t = dk, dk = dk_next, dk_next = t;
+        }
     }
+    int k_has_v = 0; /* (K = V: v's gradient added to the k projection's) */
     if (c->qk_norm != QK_NORM_NONE) {
         float off = config_norm_offset(c);
         int rows, cols;
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), dq, 1);
-        PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), dk, 1);
-        model_qk_norm_shape(c, N, c->n_heads, &rows, &cols);
+        model_qk_norm_shape(c, l, N, c->n_heads, &rows, &cols);
         rmsnorm_backward(dq_next, NULL, G->q_norm, dq, a->q, P->q_norm, off, a->q_rstd, rows, cols);
-        model_qk_norm_shape(c, N, c->n_kv_heads, &rows, &cols);
-        rmsnorm_backward(dk_next, NULL, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
-        dq = dq_next, dk = dk_next;
+        dq = dq_next;
+        if (own) {
+            PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), dk, 1);
+            model_qk_norm_shape(c, l, N, KV, &rows, &cols);
+            rmsnorm_backward(dk_next, k_eq_v ? dv : NULL, G->k_norm, dk, a->k, P->k_norm, off, a->k_rstd, rows, cols);
+            dk = dk_next, k_has_v = k_eq_v;
+        }
     }
+    if (k_eq_v && !k_has_v) vec_acc(dk, dv, nkv);
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
-    PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
-    /* the three input projections, each into its rows of the fused gradient (no join pass) */
+    if (own) PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
+    /* the input projections, each into its rows of the fused gradient (no join pass) */
     const uint16_t *u16 = stage_shared_input(&P->q, u, N, d, 1);
     linear_backward(1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
-    linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
-    linear_backward(0, du, &G->v, A->dv, u, u16, &P->v, N, d, kvd);
+    if (own) linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
+    if (own && !k_eq_v) linear_backward(0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -215,7 +260,7 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
-    const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = c->d_ff;
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
     if (c->ffn == FFN_GELU) {
         linear_forward(ctx->m, ctx->A->w_tile, a->up, u, &P->up, N, d, ff);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
@@ -241,7 +286,7 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     layer_params *G = &ctx->g->layers[l];
     const layer_acts *a = &ctx->A->layers[l];
     activations *A = ctx->A;
-    const int N = A->B * A->T, d = c->d_model, ff = c->d_ff;
+    const int N = A->B * A->T, d = c->d_model, ff = config_layer_ff(c, l);
     const size_t n = (size_t)N * ff;
     linear_backward(1, A->dhid, &G->down, df, a->hid, NULL, &P->down, N, ff, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);
@@ -329,7 +374,135 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
         model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][6]), s->post.rstd, 0);
     }
-    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][7]), h, 0);
+    /* (with a layer tail, the stream after the layer is the tail's output: it fires resid_post) */
+    if (!(k == SUB_FFN && config_has_layer_tail(c))) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][7]), h, 0);
+}
+
+/* ---- the layer's tail (Gemma 4): the per-layer input, then the layer scalar ---------------------
+ *   gate = x W_gate^T            [N, P]      (x: the stream after the FFN's residual add)
+ *   prod = act(gate) * ple_in_l  [N, P]      (ple_in_l: layer l's slice of the per-layer inputs)
+ *   pout = prod W_proj^T         [N, d]
+ *   sum  = x + N(pout)           [N, d]      (N: the model's norm, weight of its own)
+ *   out  = scalar * sum          [N, d] */
+
+/* ple_in's slice of layer l [N, P] out of [N, L*P] into / from a contiguous [N, P] */
+static void ple_slice(float *dst, const float *src, int N, int L, int P, int l, int to_slice) {
+    for (int n = 0; n < N; n++) {
+        if (to_slice)
+            memcpy(dst + ((size_t)n * L + l) * P, src + (size_t)n * P, sizeof(float) * P);
+        else
+            memcpy(dst + (size_t)n * P, src + ((size_t)n * L + l) * P, sizeof(float) * P);
+    }
+}
+
+void layer_tail_forward(pass_ctx *ctx, int l, const float *x, float *out) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model, Pd = c->ple_dim;
+    const size_t n = (size_t)N * d;
+    const float *sum = x;
+    if (Pd > 0) {
+        linear_forward(m, ctx->A->w_tile, a->ple_gate, x, &P->ple_gate, N, d, Pd);
+        ple_slice(a->ple_prod, ctx->A->ple_in, N, c->n_layers, Pd, l, 0);
+        glu_forward(a->ple_prod, a->ple_gate, a->ple_prod, (size_t)N * Pd, model_ffn_activation(c));
+        linear_forward(m, ctx->A->w_tile, a->ple_out, a->ple_prod, &P->ple_proj, N, Pd, d);
+        model_norm_forward(c, a->ple_out_n.y, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
+        vec_add(a->tail_sum, x, a->ple_out_n.y, n);
+        sum = a->tail_sum;
+    }
+    const float s = c->layer_scalar ? P->scalar[0] : 1.0f;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) out[i] = s * sum[i];
+    PASS_POINT(ctx, model_point_id(c, l, HL_RESID_POST), out, 0);
+}
+
+/* dx = d(tail)/dx . dout (set); the scalar's and the per-layer input's weight gradients added, and
+ * d ple_in's slice of layer l set */
+void layer_tail_backward(pass_ctx *ctx, int l, const float *x, const float *dout, float *dx) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model, Pd = c->ple_dim;
+    const size_t n = (size_t)N * d;
+    const float *sum = Pd > 0 ? a->tail_sum : x;
+    const float s = c->layer_scalar ? P->scalar[0] : 1.0f;
+    /* ds = sum(dout * sum): each of TAIL_BLOCKS blocks sums its range in order, and the blocks are added
+     * in order, so the result does not depend on the thread count (as DyT's alpha, norm.c) */
+    enum { TAIL_BLOCKS = 256 };
+    const size_t width = (n + TAIL_BLOCKS - 1) / TAIL_BLOCKS;
+    double part[TAIL_BLOCKS];
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int b = 0; b < TAIL_BLOCKS; b++) {
+        const size_t i0 = (size_t)b * width, i1 = i0 + width < n ? i0 + width : n;
+        double acc = 0.0;
+        for (size_t i = i0; i < i1; i++) {
+            dx[i] = s * dout[i];
+            acc += (double)dout[i] * sum[i];
+        }
+        part[b] = acc;
+    }
+    double ds = 0.0;
+    for (int b = 0; b < TAIL_BLOCKS; b++) ds += part[b];
+    if (c->layer_scalar) G->scalar[0] += (float)ds;
+    if (Pd == 0) return;
+    /* dx (= d sum) so far; the per-layer input's path adds to it */
+    model_norm_backward(c, A->dple_out, NULL, &G->ple_norm, dx, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
+    linear_backward(1, A->dple_prod, &G->ple_proj, A->dple_out, a->ple_prod, NULL, &P->ple_proj, N, Pd, d);
+    /* prod = act(gate) * in: d gate and d in (into its slice of d ple_in) */
+    ple_slice(A->dple_up, A->ple_in, N, c->n_layers, Pd, l, 0);
+    glu_backward(A->dple_gate, A->dple_dup, A->dple_prod, a->ple_gate, A->dple_up, (size_t)N * Pd,
+                 model_ffn_activation(c));
+    ple_slice(A->dple_in, A->dple_dup, N, c->n_layers, Pd, l, 1);
+    linear_backward(0, dx, &G->ple_gate, A->dple_gate, x, NULL, &P->ple_gate, N, d, Pd);
+}
+
+/* ---- the per-layer inputs of every layer (Gemma 4), from the embedding ----------------------------
+ *   ctx = (x0 W_model_proj^T) d^-0.5                       [N, L*P]   (x0: the scaled token embedding)
+ *   in  = (rmsnorm_P(ctx) + sqrt(P) ple_embed[tok]) 2^-0.5  [N, L*P]   (rmsnorm over each layer's P) */
+void ple_inputs_forward(pass_ctx *ctx, const float *x0) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
+    const size_t nlp = (size_t)N * LP;
+    linear_forward(m, A->w_tile, A->ple_ctx, x0, &m->p.ple_model_proj, N, d, LP);
+    const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f);
+    for (size_t i = 0; i < nlp; i++) A->ple_ctx[i] *= ks;
+    rmsnorm_forward(A->ple_in, A->ple_rstd, A->ple_ctx, m->p.ple_model_norm, config_norm_offset(c), N * L, Pd,
+                    c->norm_eps);
+    const float es = sqrtf((float)Pd);
+    for (int t = 0; t < N; t++) {
+        const float *row = m->p.ple_embed + (size_t)A->tokens[t] * LP;
+        float *y = A->ple_in + (size_t)t * LP;
+        for (int j = 0; j < LP; j++) y[j] = (y[j] + row[j] * es) * r2;
+    }
+}
+
+/* the per-layer inputs' backward from d ple_in (every layer's slice set): the tables' and the
+ * projection's gradients added, d x0 into dx0 (set) */
+void ple_inputs_backward(pass_ctx *ctx, const float *x0, float *dx0) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    model_params *g = ctx->g;
+    const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
+    const size_t nlp = (size_t)N * LP;
+    const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f), es = sqrtf((float)Pd);
+    for (int t = 0; t < N; t++) { /* the token table: rows += sqrt(P) 2^-0.5 d in */
+        float *row = g->ple_embed + (size_t)A->tokens[t] * LP;
+        const float *dy = A->dple_in + (size_t)t * LP;
+        for (int j = 0; j < LP; j++) row[j] += dy[j] * r2 * es;
+    }
+    for (size_t i = 0; i < nlp; i++) A->dple_ctx[i] = A->dple_in[i] * r2; /* d norm(ctx) */
+    rmsnorm_backward(A->dple_in, NULL, g->ple_model_norm, A->dple_ctx, A->ple_ctx, m->p.ple_model_norm,
+                     config_norm_offset(c), A->ple_rstd, N * L, Pd);
+    for (size_t i = 0; i < nlp; i++) A->dple_in[i] *= ks; /* (now d of x0 W^T) */
+    linear_backward(1, dx0, &g->ple_model_proj, A->dple_in, x0, NULL, &m->p.ple_model_proj, N, d, LP);
 }
 
 /* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that

@@ -100,7 +100,11 @@ __attribute__((noinline)) float rmsnorm_row(float *y, const float *x, const floa
 #pragma omp simd reduction(+ : ss)
     for (int c = 0; c < C; c++) ss += x[c] * x[c];
     float r = 1.0f / sqrtf(ss / C + eps);
-    for (int c = 0; c < C; c++) y[c] = x[c] * r * (weight_offset + weight[c]);
+    if (weight) {
+        for (int c = 0; c < C; c++) y[c] = x[c] * r * (weight_offset + weight[c]);
+    } else { /* (no weight: Gemma 4's v norm) */
+        for (int c = 0; c < C; c++) y[c] = x[c] * r;
+    }
     return r;
 }
 
@@ -121,18 +125,25 @@ void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const floa
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
         const float r = rstd[n];
         float s = 0.0f;
+        float *dx = dinp + (size_t)n * C;
+        const float *add = dadd ? dadd + (size_t)n * C : NULL;
+        if (!weight) { /* (no weight: g = 1) */
+#pragma omp simd reduction(+ : s)
+            for (int c = 0; c < C; c++) s += dy[c] * (x[c] * r);
+            const float m = s / C;
+            for (int c = 0; c < C; c++) dx[c] = (add ? add[c] : 0.0f) + r * (dy[c] - x[c] * r * m);
+            continue;
+        }
 #pragma omp simd reduction(+ : s)
         for (int c = 0; c < C; c++) s += dy[c] * (weight_offset + weight[c]) * (x[c] * r);
         const float m = s / C;
-        float *dx = dinp + (size_t)n * C;
-        if (dadd) {
-            const float *add = dadd + (size_t)n * C;
+        if (add) {
             for (int c = 0; c < C; c++) dx[c] = add[c] + r * (dy[c] * (weight_offset + weight[c]) - x[c] * r * m);
         } else {
             for (int c = 0; c < C; c++) dx[c] = r * (dy[c] * (weight_offset + weight[c]) - x[c] * r * m);
         }
     }
-    if (!dweight) return;
+    if (!dweight || !weight) return;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
         const int w = c0 + COL_BLOCK < C ? COL_BLOCK : C - c0;

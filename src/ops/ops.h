@@ -130,7 +130,8 @@ void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *d
                         const float *inp, const float *weight, const float *mean, const float *rstd, int N, int C);
 
 /* RMSNorm: out [N,C] = inp * rstd * (weight_offset + weight); rstd = 1/sqrt(mean(inp^2) + eps).
- * weight_offset is 0 for the usual g, 1 for Gemma's (1 + w). Saves rstd [N]; out may equal inp. */
+ * weight_offset is 0 for the usual g, 1 for Gemma's (1 + w); weight NULL: no weight at all (a gain
+ * of 1: Gemma 4's v norm; the backward then has no dweight). Saves rstd [N]; out may equal inp. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset,
                      int N, int C, float eps);
 void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,

@@ -149,7 +149,7 @@ static int variant_rewrite(collector *co, int id, float *data, int B, int T) {
         const cmp_tensor *in = recorded(co, model_point_id(c, l, k == HL_Q_NORMED ? HL_Q : HL_K));
         if (!in) return -1;
         int rows, cols;
-        model_qk_norm_shape(c, B * T, k == HL_Q_NORMED ? c->n_heads : c->n_kv_heads, &rows, &cols);
+        model_qk_norm_shape(c, l, B * T, k == HL_Q_NORMED ? c->n_heads : config_layer_kv_heads(c, l), &rows, &cols);
         variant_norm(co->variant, c->norm_eps, 1, config_norm_offset(c), data, NULL, in->data,
                      k == HL_Q_NORMED ? P->q_norm : P->k_norm, NULL, rows, cols);
         return 0;
@@ -455,12 +455,12 @@ typedef struct {
  * permuted within each head: to halves (from pairs) or to pairs (from halves) */
 static int permute_rope(tlm_model *n, int to_halves) {
     const tlm_config *c = &n->cfg;
-    const int hd = c->head_dim;
     for (int i = 0; i < n->n_tensors; i++) {
         const tensor_info *t = &n->tensors[i];
         const int is_q = strstr(t->name, ".attn.q_proj.") || ends_with(t->name, ".attn.q_norm.weight");
         const int is_k = strstr(t->name, ".attn.k_proj.") || ends_with(t->name, ".attn.k_norm.weight");
         if (!is_q && !is_k) continue;
+        const int hd = config_layer_head_dim(c, atoi(t->name + strlen("layers."))); /* (Gemma 4: per layer type) */
         const int rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
         const int heads = rows / hd;
         float *tmp = malloc(sizeof(float) * t->numel);

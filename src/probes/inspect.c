@@ -368,6 +368,12 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
                  "residual: false replaces the stream with each sublayer's output, so the final residual is not a sum");
         return 0;
     }
+    if (c->layer_scalar) { /* (Gemma 4) */
+        snprintf(r->decomp_reason, sizeof r->decomp_reason,
+                 "the layer scalar multiplies the whole stream after every layer, so the final residual is not a "
+                 "plain sum of what each sublayer wrote");
+        return 0;
+    }
     if (placement_has_post_norm(c->placement)) { /* (post and deepnorm) */
         snprintf(r->decomp_reason, sizeof r->decomp_reason,
                  "Post-Norm renormalizes the stream after every sublayer (h = N(x + F(x))), so it is not a sum");

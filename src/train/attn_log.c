@@ -52,12 +52,13 @@ void attn_log_after_forward(attn_log *a, const tlm_model *m) {
 float attn_log_qk_gain(const tlm_model *m, int layer, int head, int is_k) {
     const tlm_config *c = &m->cfg;
     const float *w = is_k ? m->p.layers[layer].k_norm : m->p.layers[layer].q_norm;
-    if (c->qk_norm == QK_NORM_NONE || !w) return NAN;
-    int slice = is_k ? head / (c->n_heads / c->n_kv_heads) : head;
+    if (c->qk_norm == QK_NORM_NONE || !w) return NAN; /* (Gemma 4's shared-K/V layers have no k_norm) */
+    const int hd = config_layer_head_dim(c, layer); /* (Gemma 4: full layers of their own head_dim, kv heads) */
+    int slice = is_k ? head / (c->n_heads / config_layer_kv_heads(c, layer)) : head;
     if (c->qk_norm == QK_NORM_HEAD) slice = 0; /* one weight of head_dim shared by the heads */
-    const float *g = w + (size_t)slice * c->head_dim;
+    const float *g = w + (size_t)slice * hd;
     float mx = 0.0f;
-    for (int i = 0; i < c->head_dim; i++) {
+    for (int i = 0; i < hd; i++) {
         float v = fabsf(model_norm_gain(c, g[i]));
         if (v > mx) mx = v;
     }
@@ -76,8 +77,13 @@ void attn_log_write(const attn_log *a, const tlm_model *m, FILE *f) {
     fputs(", \"qk_gain_max\": [", f);
     for (int l = 0; l < a->L; l++) {
         fputs(l ? ", [" : "[", f);
-        for (int h = 0; h < a->H; h++)
-            fprintf(f, "%s[%.7g, %.7g]", h ? ", " : "", a->gain[2 * (l * a->H + h)], a->gain[2 * (l * a->H + h) + 1]);
+        for (int h = 0; h < a->H; h++) {
+            /* (a layer without its own k_norm, Gemma 4's shared K/V: null) */
+            const float gq = a->gain[2 * (l * a->H + h)], gk = a->gain[2 * (l * a->H + h) + 1];
+            fprintf(f, "%s[", h ? ", " : "");
+            if (isfinite(gq)) fprintf(f, "%.7g", gq); else fputs("null", f);
+            if (isfinite(gk)) fprintf(f, ", %.7g]", gk); else fputs(", null]", f);
+        }
         fputc(']', f);
     }
     fputc(']', f);

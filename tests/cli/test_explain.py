@@ -53,6 +53,39 @@ ROWS = [
       "base theta 1e+06 on full layers; local base 10000 on the sliding layers", "attention soft-cap: none",
       "final soft-cap: none"],
      []),
+    # Gemma 4 (the lessons' table: plain-w sandwich, QK-norm and a V norm, soft-cap 30 on the 31B; and
+    # what transformers' Gemma4TextConfig adds: scaling 1, full layers of their own head dim and RoPE,
+    # K = V, shared K/V, the layer scalar)
+    ("gemma4_text", dict(SMALL, model_type="gemma4_text", num_hidden_layers=12, num_key_value_heads=2, head_dim=8,
+                         global_head_dim=16, sliding_window=8, hidden_size_per_layer_input=0,
+                         attention_k_eq_v=True, num_global_key_value_heads=1, num_kv_shared_layers=2,
+                         final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh"),
+     ["y = w * x / sqrt(mean(x^2) + eps)", "not Gemma 2/3's 1 + w", "placement: sandwich", "norms per layer: 4",
+      "post_attention_layernorm     on the attention OUTPUT, before the residual add",
+      "QK-norm: per head, an RMSNorm (w)", "V norm: an RMSNorm of each head's v over head_dim WITHOUT a weight",
+      "attention scale: 1 (", "full-attention layers: head_dim 16 (global_head_dim), 1 key/value heads",
+      "K = V on the full-attention layers", "the last 2 layers (10..11)", "sliding: layer 9, full: layer 5",
+      "final soft-cap: 30,", "layer pattern: S S S S S F S S S S S F", "5:1 sliding:full",
+      "RoPE proportional (Gemma 4) on the full layers: partial_rotary_factor 0.25, 2 of the 8 frequencies turn",
+      "local base 10000 on the sliding layers", "layer_scalar", "GeGLU", "multiplied by sqrt(hidden_size)",
+      "every key of the file was understood"],
+     ["(1 + w)", "1/sqrt(query_pre_attn_scalar"]),
+    ("gemma4_text per-layer inputs", dict(SMALL, model_type="gemma4_text", num_hidden_layers=12, num_key_value_heads=1,
+                                          head_dim=8, global_head_dim=16, sliding_window=8,
+                                          hidden_size_per_layer_input=4, vocab_size_per_layer_input=64,
+                                          num_kv_shared_layers=2),
+     ["per-layer inputs (hidden_size_per_layer_input 4): a second token table of 64 x 48",
+      "the last 2 layers (10..11)", "multi-query (MQA)", "every key of the file was understood"],
+     ["K = V"]),
+    # the text model of a multimodal Gemma 4 (Gemma4ForConditionalGeneration): text_config read, towers noted
+    ("gemma4 multimodal", dict(model_type="gemma4", image_token_id=258880, audio_token_id=258881,
+                               vision_config=dict(model_type="gemma4_vision", hidden_size=16), audio_config=None,
+                               text_config=dict(SMALL, model_type="gemma4_text", num_key_value_heads=2, head_dim=8,
+                                                global_head_dim=16, sliding_window=8,
+                                                hidden_size_per_layer_input=0)),
+     ["model_type gemma4: 2 layers", "not Gemma 2/3's 1 + w", "V norm", "layer pattern: S F", "layer_scalar",
+      "every key of the file was understood"],
+     ["(1 + w)"]),
     ("olmo2", dict(SMALL, model_type="olmo2", num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=500000.0,
                    tie_word_embeddings=False),
      ["placement: output norms (OLMo 2), h = x + N(F(x)): no input norm", "norms per layer: 2",
@@ -103,6 +136,34 @@ def test_unknown_keys(tinylm, work):
           "explain names the keys the llama reader did not understand", out + err)
 
 
+def test_gemma4_refusals(tinylm, work):
+    """a Gemma 4 key the reader does not implement is an error naming it, not a line of keys NOT understood"""
+    base = dict(SMALL, model_type="gemma4_text", num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                hidden_size_per_layer_input=0)
+    for key, value in (("query_pre_attn_scalar", 256), ("enable_moe_block", True), ("my_new_switch", 1)):
+        path = os.path.join(work, "gemma4_%s.json" % key)
+        with open(path, "w") as f:
+            json.dump(dict(base, **{key: value}), f)
+        rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+        check(rc != 0 and key in err, "explain refuses gemma4_text with %s" % key, out + err)
+
+
+def test_gemma4_info_memory(tinylm, work):
+    """info's KV cache of a Gemma 4 config counts the layers that share keys and values once: 12 layers,
+    the last 2 shared, every layer's K (and V) 2 kv heads x 8 = 16 floats a position (sliding) or
+    1 x 16 (full): 10 layers x 2 x 100 positions x 16 x 4 bytes = 128000 bytes"""
+    cfg = dict(SMALL, model_type="gemma4_text", num_hidden_layers=12, num_key_value_heads=2, head_dim=8,
+               global_head_dim=16, sliding_window=8, hidden_size_per_layer_input=0, attention_k_eq_v=True,
+               num_global_key_value_heads=1, num_kv_shared_layers=2)
+    path = os.path.join(work, "gemma4_mem.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run(tinylm, "info", "--config", path, "--context", "100")
+    line = next((ln for ln in out.splitlines() if "KV cache, 100 positions" in ln), "")
+    check(rc == 0 and " 128000 bytes" in line and "10 layers" in line and "2 of the 12 layers" in out,
+          "info: the KV cache stores shared keys and values once", out + err)
+
+
 def test_llama2c(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--model", STORIES)
     check(rc == 0 and "model_type llama2c" in out and "placement: Pre-Norm" in out and
@@ -145,5 +206,54 @@ def test_deepnorm_train(tinylm, work):
           "--set deepnorm_alpha with norm_placement pre refused, naming the key", err)
 
 
+def test_gemma4_train(tinylm, work):
+    """Gemma 4's switches train from the CLI (tinylm format): the loss falls, the saved config keeps
+    them, and the run generates (through the KV cache with shared keys and values)"""
+    data = os.path.join(work, "text4.txt")
+    with open(data, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 200)
+    conf = dict(model_type="tinylm", vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+                norm_placement="sandwich", qk_norm="head", v_norm=True, query_pre_attn_scalar=1.0,
+                ffn_type="geglu", embedding_scale=True, final_logit_softcapping=30.0, layer_scalar=True,
+                sliding_window=8, rope_local_base_freq=10000.0, rope_theta=1000000.0,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                global_head_dim=16, num_global_key_value_heads=1, rope_proportional_fraction=0.25,
+                attention_k_eq_v=True, num_kv_shared_layers=2)
+    path = os.path.join(work, "gemma4_tinylm.json")
+    with open(path, "w") as f:
+        json.dump(conf, f)
+    out_dir = os.path.join(work, "g4_run")
+    rc, out, err = run(tinylm, "train", "--data", data, "--config", path, "--tokenizer", "bytes", "--steps", "30",
+                       "--batch", "4", "--seq", "32", "--lr", "3e-3", "--log-every", "1", "--sample", "0",
+                       "--log-attn", "--out", out_dir)
+    losses, gains = [], []
+    try:
+        with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+            rows = [json.loads(ln) for ln in f if '"loss"' in ln]
+        losses = [r["loss"] for r in rows]
+        gains = rows[-1].get("qk_gain_max", [])
+    except (OSError, ValueError):
+        pass
+    # --log-attn: the layers sharing keys and values have no k_norm of their own: their k gain is null
+    check(len(gains) == 4 and all(g[1] is None for g in gains[2][:1] + gains[3][:1]) and gains[0][0][1] is not None,
+          "--log-attn on shared K/V layers: k gain null, valid JSON", str(gains)[:300])
+    check(rc == 0 and len(losses) >= 20 and all(math.isfinite(x) for x in losses) and
+          sum(losses[-5:]) < sum(losses[:5]) - 0.5, "train a gemma4 tinylm config: the loss falls",
+          "rc %d losses %s\n%s" % (rc, losses, err[-2000:]))
+    saved = [d for d in os.listdir(out_dir) if d.startswith("step-")] if os.path.isdir(out_dir) else []
+    back = {}
+    if saved:
+        with open(os.path.join(out_dir, sorted(saved)[-1], "config.json")) as f:
+            back = json.load(f)
+    keys = ("global_head_dim", "num_global_key_value_heads", "rope_proportional_fraction", "v_norm",
+            "attention_k_eq_v", "num_kv_shared_layers", "layer_scalar")
+    check(all(back.get(k) == conf[k] for k in keys), "the saved config keeps the Gemma 4 switches", str(back))
+    rc, out, err = run(tinylm, "generate", "--model", out_dir, "--prompt", "the quick", "-n", "20",
+                       "--temperature", "0")
+    check(rc == 0 and len(out) > len("the quick"), "generate from the gemma4 run (KV cache)", out + err[-500:])
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_unknown_keys, test_llama2c, test_explain_refusals, test_deepnorm_train]))
+    sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
+                   test_gemma4_train]))

@@ -394,5 +394,119 @@ def gpt2(cfg, W, ids, mut=()):
     return x @ head.T
 
 
-FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "qwen3_moe": qwen3_moe, "mixtral": mixtral, "olmo2": olmo2, "gemma2": gemma2,
-           "gemma3_text": gemma3_text, "gpt2": gpt2}
+# ---- Gemma 4 text (dense) ------------------------------------------------------------------------
+
+def gemma4_inv_freq(params, dim, mut=()):
+    """one rope_parameters entry over heads of `dim`: "default" (every frequency), or "proportional":
+    the first floor(partial_rotary_factor * dim / 2) frequencies base^(-2i/dim), the rest 0, all
+    divided by factor"""
+    base = params["rope_theta"]
+    kind = params.get("rope_type", "default")
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=DT) / dim))
+    if kind == "default":
+        return inv
+    assert kind == "proportional", kind
+    prf = 1.0 if "no_proportional" in mut else params.get("partial_rotary_factor", 1.0)
+    turning = int(prf * dim // 2)
+    if "partial_over_rotated_dim" in mut:  # the usual partial rotary: frequencies over the turning dims only
+        inv = 1.0 / (base ** (torch.arange(0, 2 * turning, 2, dtype=DT) / (2 * turning)))
+        inv = torch.cat([inv, torch.zeros(dim // 2 - turning, dtype=DT)])
+    inv = inv.clone()
+    inv[turning:] = 0.0
+    return inv / params.get("factor", 1.0)
+
+
+def gemma4_text(cfg, W, ids, mut=()):
+    """Gemma4TextConfig defaults; Gemma4TextDecoderLayer: four norms that multiply by w, per-head q/k
+    norms and a weightless v norm, scaling 1.0, full layers of their own head_dim (and, with
+    K = V, their own kv heads, v the raw k projection), the last num_kv_shared_layers layers reading
+    the keys/values of the last earlier layer of their type, the layer scalar on the stream."""
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = g(cfg, "num_key_value_heads", 4)
+    hd = g(cfg, "head_dim", 256)
+    ghd = cfg.get("global_head_dim", 512) or hd
+    eps = g(cfg, "rms_norm_eps", 1e-6)
+    window = g(cfg, "sliding_window", 512)
+    one_plus = "one_plus_w" in mut
+    k_eq_v = g(cfg, "attention_k_eq_v", False)
+    gkv = cfg.get("num_global_key_value_heads")
+    n_shared = g(cfg, "num_kv_shared_layers", 0)
+    bias = g(cfg, "attention_bias", False)
+    final_cap = None if "no_final_softcap" in mut else cfg.get("final_logit_softcapping")
+    types = list(cfg.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                                            for i in range(L)])
+    types[-1] = "full_attention"  # __post_init__ forces the last layer full
+    if "swap_sliding" in mut:
+        types = ["full_attention" if t == "sliding_attention" else "sliding_attention" for t in types]
+    rp = cfg.get("rope_parameters") or {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}
+    slide_params = dict(rp["sliding_attention"])
+    if "local_theta_global" in mut:
+        slide_params["rope_theta"] = rp["full_attention"]["rope_theta"]
+    inv = {"sliding_attention": gemma4_inv_freq(slide_params, hd, mut),
+           "full_attention": gemma4_inv_freq(rp["full_attention"], ghd, mut)}
+    first_shared = L - n_shared
+    # the layer whose keys/values are kept for the shared layers: the last of its type before them
+    keeper = {t: max(i for i in range(first_shared) if types[i] == t) for t in set(types[first_shared:])}
+    if "shared_from_first" in mut:
+        keeper = {t: min(i for i in range(first_shared) if types[i] == t) for t in keeper}
+
+    def norm(x, w):
+        return rms_norm(x, w, eps, one_plus)
+
+    ids = torch.tensor(ids)
+    P = "model."
+    x = W[P + "embed_tokens.weight"][ids]
+    if "no_embed_scale" not in mut:
+        x = x * torch.tensor(d ** 0.5, dtype=DT)
+    kept = {}
+    ple = g(cfg, "hidden_size_per_layer_input", 256)
+    if ple:  # get_per_layer_inputs + project_per_layer_inputs, from the scaled embedding
+        table = W[P + "embed_tokens_per_layer.weight"][ids] * ple ** 0.5
+        proj = (x @ W[P + "per_layer_model_projection.weight"].T) * d ** -0.5
+        proj = rms_norm(proj.reshape(len(ids), L, ple), W[P + "per_layer_projection_norm.weight"], eps, one_plus)
+        table = table.reshape(len(ids), L, ple)
+        per_layer = proj if "ple_context_only" in mut else (proj + table) * 2.0 ** -0.5
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        full = types[l] == "full_attention"
+        lhd = ghd if full else hd
+        lkv = gkv if (k_eq_v and full) else KV
+        h = norm(x, W[p + "input_layernorm.weight"])
+        q = norm(heads(linear(h, W, p + "self_attn.q_proj", bias), H, lhd), W[p + "self_attn.q_norm.weight"])
+        q = rope(q, inv[types[l]], mut)
+        if l >= first_shared:
+            k, v = kept[(types[l], keeper[types[l]])]
+        else:
+            k_raw = heads(linear(h, W, p + "self_attn.k_proj", bias), lkv, lhd)
+            v = k_raw if (k_eq_v and full) else heads(linear(h, W, p + "self_attn.v_proj", bias), lkv, lhd)
+            k = norm(k_raw, W[p + "self_attn.k_norm.weight"])
+            if "k_eq_v_after_norm" in mut and k_eq_v and full:
+                v = k
+            k = rope(k, inv[types[l]], mut)
+            if "no_v_norm" not in mut:
+                v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)
+            kept[(types[l], l)] = (k, v)
+        scale = lhd ** -0.5 if "scale_head_dim" in mut else 1.0
+        a = attention(q, k, v, scale, None if full else window, None, mut)
+        a = linear(a, W, p + "self_attn.o_proj", bias)
+        x = x + norm(a, W[p + "post_attention_layernorm.weight"])
+        h = norm(x, W[p + "pre_feedforward_layernorm.weight"])
+        f = gelu_tanh(linear(h, W, p + "mlp.gate_proj")) * linear(h, W, p + "mlp.up_proj")
+        x = x + norm(linear(f, W, p + "mlp.down_proj"), W[p + "post_feedforward_layernorm.weight"])
+        if ple:
+            gated = gelu_tanh(linear(x, W, p + "per_layer_input_gate")) * per_layer[:, l, :]
+            x = x + norm(linear(gated, W, p + "per_layer_projection"), W[p + "post_per_layer_input_norm.weight"])
+        if "no_layer_scalar" not in mut:
+            x = x * W[p + "layer_scalar"]
+    x = norm(x, W[P + "norm.weight"])
+    head = W[P + "embed_tokens.weight"] if g(cfg, "tie_word_embeddings", True) else W["lm_head.weight"]
+    logits = x @ head.T
+    if final_cap is not None:
+        logits = final_cap * torch.tanh(logits / final_cap)
+    return logits
+
+
+FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "qwen3_moe": qwen3_moe, "mixtral": mixtral, "olmo2": olmo2,
+           "gemma2": gemma2, "gemma3_text": gemma3_text, "gpt2": gpt2, "gemma4_text": gemma4_text}

@@ -159,6 +159,9 @@ def make_weights(family, cfg, seed):
             T["lm_head.weight"] = rng.normal(0, 1 / np.sqrt(d), (V, d))
         return T
 
+    if family == "gemma4_text":
+        return gemma4_weights(cfg, rng, T, mat, vec)
+
     d, H, L, V = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"], cfg["vocab_size"]
     KV = cfg.get("num_key_value_heads") or H
     hd = cfg.get("head_dim") or d // H
@@ -224,6 +227,65 @@ def make_weights(family, cfg, seed):
     return T
 
 
+def gemma4_weights(cfg, rng, T, mat, vec):
+    """Gemma4ForCausalLM's tensors (modeling_gemma4.py's module tree): four norms of w (centred on 1),
+    q/k norms of the layer's head_dim, no v norm weight, the layer_scalar buffer; full layers of
+    global_head_dim (and num_global_key_value_heads, no v_proj, with K = V). The layers sharing keys
+    and values carry k_proj / v_proj / k_norm anyway when cfg["_shared_kv_tensors"] (as converted
+    checkpoints do; transformers drops them)."""
+    d, H, L, V = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    KV, hd, f = cfg["num_key_value_heads"], cfg["head_dim"], cfg["intermediate_size"]
+    ghd = cfg.get("global_head_dim") or hd
+    types = list(cfg.get("layer_types") or ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                                            for i in range(L)])
+    types[-1] = "full_attention"
+    first_shared = L - cfg.get("num_kv_shared_layers", 0)
+    P = "model."
+    T[P + "embed_tokens.weight"] = rng.normal(0, 1.0, (V, d))
+    ple = cfg.get("hidden_size_per_layer_input", 256)
+    if ple:
+        T[P + "embed_tokens_per_layer.weight"] = rng.normal(0, 1.0, (V, L * ple))
+        mat(P + "per_layer_model_projection.weight", L * ple, d)
+        vec(P + "per_layer_projection_norm.weight", ple, 1.0, 0.2)
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        full = types[l] == "full_attention"
+        lhd = ghd if full else hd
+        k_eq_v = cfg.get("attention_k_eq_v") and full
+        lkv = cfg["num_global_key_value_heads"] if k_eq_v else KV
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                  "post_feedforward_layernorm"):
+            vec(p + n + ".weight", d, 1.0, 0.2)
+        mat(p + "self_attn.q_proj.weight", H * lhd, d, 2.0)
+        vec(p + "self_attn.q_norm.weight", lhd, 1.0, 0.3)
+        if l < first_shared or cfg.get("_shared_kv_tensors"):
+            mat(p + "self_attn.k_proj.weight", lkv * lhd, d, 2.0)
+            vec(p + "self_attn.k_norm.weight", lhd, 1.0, 0.3)
+            if not k_eq_v:
+                mat(p + "self_attn.v_proj.weight", lkv * lhd, d)
+        mat(p + "self_attn.o_proj.weight", d, H * lhd)
+        lf = 2 * f if cfg.get("use_double_wide_mlp") and l >= first_shared else f  # (Gemma4TextMLP)
+        mat(p + "mlp.gate_proj.weight", lf, d)
+        mat(p + "mlp.up_proj.weight", lf, d)
+        mat(p + "mlp.down_proj.weight", d, lf)
+        if ple:
+            mat(p + "per_layer_input_gate.weight", ple, d, 2.0)
+            mat(p + "per_layer_projection.weight", d, ple)
+            vec(p + "post_per_layer_input_norm.weight", d, 1.0, 0.2)
+        vec(p + "layer_scalar", 1, 1.0, 0.3)
+    vec(P + "norm.weight", d, 1.0, 0.2)
+    if cfg.get("tie_word_embeddings") is False:
+        T["lm_head.weight"] = rng.normal(0, 1.0 / np.sqrt(d), (V, d))
+    return T
+
+
+GEMMA4 = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
+              head_dim=8, max_position_embeddings=64, hidden_size_per_layer_input=0, rms_norm_eps=1e-6,
+              hidden_activation="gelu_pytorch_tanh", architectures=["Gemma4ForCausalLM"], pad_token_id=0,
+              eos_token_id=1, bos_token_id=2, use_cache=True, attention_dropout=0.0, enable_moe_block=False,
+              num_experts=None, top_k_experts=None, moe_intermediate_size=None, use_double_wide_mlp=False,
+              vocab_size_per_layer_input=64, use_bidirectional_attention=None, dtype="bfloat16")
+
 BASE = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=64)
 
@@ -266,6 +328,34 @@ CASES = [
           rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 20000.0},
                            "sliding_attention": {"rope_type": "default", "rope_theta": 30.0}}),
      ["swap_sliding", "local_theta_global", "no_final_softcap"]),
+    # Gemma 4: sliding layers (head_dim 8, 2 kv heads, base 100) and full ones (global_head_dim 16,
+    # proportional RoPE: half the frequencies turn) of five layers, K = V on the full layers (1 kv
+    # head), the last two sharing layer 2's (sliding) and layer 1's (full) keys and values (their own
+    # k/v tensors in the file, dropped as transformers does), final soft-cap
+    ("gemma4_kv_shared", "gemma4_text",
+     dict(GEMMA4, num_hidden_layers=5, sliding_window=4, global_head_dim=16, final_logit_softcapping=5.0,
+          layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                       "full_attention"],
+          rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                           "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                              "rope_theta": 10000.0}},
+          attention_k_eq_v=True, num_global_key_value_heads=1, num_kv_shared_layers=2, _shared_kv_tensors=True,
+          use_double_wide_mlp=True),
+     ["one_plus_w", "no_v_norm", "scale_head_dim", "no_proportional", "partial_over_rotated_dim", "no_layer_scalar", "local_theta_global", "shared_from_first", "k_eq_v_after_norm", "no_final_softcap",
+      "no_embed_scale", "window_off_by_one"]),
+    # the class defaults: no layer_types (5:1, the last layer made full: S S F), no rope_parameters
+    # (base 1e4 sliding; 1e6 proportional, a quarter of global_head_dim's frequencies), an untied
+    # head, attention biases, no soft-cap
+    ("gemma4_defaults", "gemma4_text",
+     dict(GEMMA4, num_hidden_layers=3, sliding_window=3, global_head_dim=16, attention_bias=False,
+          tie_word_embeddings=False),
+     ["no_proportional", "no_v_norm", "one_plus_w", "no_layer_scalar"]),
+    # ... with per-layer inputs (E2B's hidden_size_per_layer_input, here 4) on shared keys and values
+    ("gemma4_per_layer_inputs", "gemma4_text",
+     dict(GEMMA4, num_hidden_layers=4, sliding_window=4, global_head_dim=16, hidden_size_per_layer_input=4,
+          layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+          num_kv_shared_layers=2, final_logit_softcapping=30.0),
+     ["ple_context_only", "one_plus_w", "no_layer_scalar", "no_v_norm"]),
     ("olmo2_fullqk", "olmo2",
      dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm_per_head", "no_qk_norm"]),
@@ -366,7 +456,7 @@ def family_tests(R):
         variants = [("f32", "F32", 1), ("bf16", "BF16", 1)]
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
-        if name in ("llama_gqa_llama3", "mixtral_gqa"):
+        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -384,6 +474,36 @@ def family_tests(R):
             for m in mutants:
                 em = rel_err(got, reference(mt, conf, stored, IDS, [m]))
                 R.check("%s mutant %s is caught" % (name, m), em > MUTANT_MIN, "engine vs mutant %.2e" % em)
+
+
+def gemma4_multimodal_tests(R):
+    """A Gemma4ForConditionalGeneration checkpoint (model_type gemma4): the text model under
+    model.language_model. is read from text_config, the vision tower's tensors and config are skipped
+    with a note; the logits are the text model's (hf_ref.gemma4_text on the same weights)"""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "gemma4_kv_shared")
+    T = make_weights(mt, cfg, seed=21)
+    text = hf_config(mt, cfg)
+    conf = {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "text_config": text,
+            "vision_config": {"model_type": "gemma4_vision", "hidden_size": 8}, "audio_config": None,
+            "image_token_id": 258880, "audio_token_id": 258881, "boi_token_id": 255999, "eoi_token_id": 258882,
+            "tie_word_embeddings": True, "transformers_version": "5.5.0"}
+    mm = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v for k, v in T.items()}
+    rng = np.random.default_rng(3)
+    mm["model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight"] = rng.normal(size=(8, 8))
+    mm["model.embed_vision.embedding_projection.weight"] = rng.normal(size=(32, 8))
+    d = os.path.join(R.work, "gemma4_multimodal")
+    write_model(d, conf, mm)
+    ref = reference(mt, text, {k: stored_values(v, "F32") for k, v in T.items()}, IDS)
+    got, err = R.logits(d, IDS)
+    e = rel_err(got, ref) if got is not None else 1.0
+    R.check("gemma4 multimodal: the text model's logits, towers skipped with a note",
+            e <= TOL and "vision_config" in err and "skipped the 2 tensors" in err, "rel err %.2e %s" % (e, err))
+    expect_error(R, "gemma4 multimodal unknown key", write_and(d + "_bad", dict(conf, my_switch=1), mm), "my_switch")
+
+
+def write_and(d, conf, tensors):
+    write_model(d, conf, tensors)
+    return d
 
 
 # ---- error handling -------------------------------------------------------------------------------------
@@ -442,6 +562,36 @@ def error_tests(R):
     gp = next(c for c in CASES if c[0] == "gpt2_plain")
     expect_error(R, "gpt2 exact gelu", variant("gpt2gelu", dict(hf_config("gpt2", gp[2]), activation_function="gelu"),
                                                 make_weights("gpt2", gp[2], 4)), "activation_function", "gelu")
+    # Gemma 4: every key the reader does not implement is refused by name, never ignored
+    g4 = next(c for c in CASES if c[0] == "gemma4_kv_shared")
+    g4c, g4w = hf_config("gemma4_text", g4[2]), make_weights("gemma4_text", g4[2], 5)
+    for tag, over, needles in [
+            ("unknown key", dict(query_pre_attn_scalar=256), ["query_pre_attn_scalar", "not supported"]),
+            ("attn soft-cap key", dict(attn_logit_softcapping=50.0), ["attn_logit_softcapping"]),
+            ("moe block", dict(enable_moe_block=True), ["enable_moe_block"]),
+            ("moe key set", dict(num_experts=8), ["num_experts"]),
+            ("per-layer inputs of another vocabulary", dict(hidden_size_per_layer_input=4,
+                                                            vocab_size_per_layer_input=32),
+             ["vocab_size_per_layer_input"]),
+            ("bidirectional all", dict(use_bidirectional_attention="all"), ["use_bidirectional_attention"]),
+            ("k = v without global kv heads", dict(num_global_key_value_heads=None), ["num_global_key_value_heads"]),
+            ("rope type", dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                                "full_attention": {"rope_type": "yarn", "factor": 2.0,
+                                                                   "rope_theta": 1e4}}), ["yarn"]),
+            ("rope key", dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0,
+                                                                     "beta_fast": 32},
+                                               "full_attention": {"rope_type": "proportional", "rope_theta": 1e4}}),
+             ["beta_fast"]),
+            ("default rope on full layers of their own width",
+             dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                   "full_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+             ["rope_parameters.full_attention", "global_head_dim"]),
+            ("shared layer without a source", dict(num_kv_shared_layers=4), ["num_kv_shared_layers"])]:
+        expect_error(R, "gemma4 " + tag, variant("g4_" + tag.split()[0] + str(len(tag)), dict(g4c, **over), g4w),
+                     *needles)
+    bad_v = dict(g4w, **{"model.layers.1.self_attn.v_proj.weight": np.zeros((8 * 2, 32))})
+    expect_error(R, "gemma4 v_proj in a K = V layer", variant("g4_vproj", g4c, bad_v),
+                 "model.layers.1.self_attn.v_proj.weight")
     expect_error(R, "gemma2 bidirectional", variant("bidir", dict(hf_config("gemma2", CASES[4][2]), use_bidirectional_attention=True),
                                                     make_weights("gemma2", CASES[4][2], 3)), "use_bidirectional_attention")
     mx = next(c for c in CASES if c[0] == "mixtral_gqa")
@@ -557,6 +707,20 @@ def export_tests(R, data_dir):
         b, err = R.logits(dst, IDS)
         e = rel_err(b, a) if b is not None else 1.0
         R.check("export gemma2 (tinylm) reloads with the same logits", e <= 1e-6, "rel err %.2e %s" % (e, err))
+    # Gemma 4 (layer types of their own shapes, proportional RoPE, v norm, K = V, shared K/V, layer
+    # scalars) keeps the engine's format too, every switch written out: the same logits again
+    src = os.path.join(R.work, "gemma4_kv_shared_f32")
+    dst = os.path.join(R.work, "export_gemma4")
+    shutil.rmtree(dst, ignore_errors=True)
+    r = export(src, dst)
+    conf = json.load(open(os.path.join(dst, "config.json"))) if r.returncode == 0 else {}
+    ok = conf.get("model_type") == "tinylm" and conf.get("num_kv_shared_layers") == 2 and conf.get("v_norm") is True
+    R.check("export gemma4_text -> tinylm", ok, (r.stdout + r.stderr).strip())
+    if ok:
+        a, _ = R.logits(src, IDS)
+        b, err = R.logits(dst, IDS)
+        e = rel_err(b, a) if b is not None else 1.0
+        R.check("export gemma4_text (tinylm) reloads with the same logits", e <= 1e-6, "rel err %.2e %s" % (e, err))
     # the tinylm format cannot hold rope_scaling: refuse instead of dropping it
     dst = os.path.join(R.work, "export_gemma3")
     shutil.rmtree(dst, ignore_errors=True)
@@ -620,6 +784,7 @@ def main():
     torch.set_num_threads(2)
     R = Runner(os.path.abspath(a.tool), os.path.abspath(a.work))
     family_tests(R)
+    gemma4_multimodal_tests(R)
     tied_head_tests(R)
     error_tests(R)
     llama2c_tests(R, a.data)

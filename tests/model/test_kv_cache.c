@@ -56,6 +56,20 @@ int main(void) {
         free(full), free(inc);
         model_free(m);
     }
+    /* Gemma 4's shared keys and values are stored once: v_gemma4_shared has 4 layers S F S F, the
+     * last two reading layers 0 and 1; a sliding layer's K (or V) is 2 kv heads x 8 = 16 floats a
+     * position, a full one's 1 x 16 = 16: 2 x T x (16 + 16) floats, not 2 x T x 4 x 16 */
+    {
+        tlm_config c;
+        variant_config(&c, &(variant){"shared", v_gemma4_shared});
+        const size_t got = kv_cache_floats(&c, T), want = 2 * (size_t)T * (16 + 16);
+        c.n_kv_shared = 0;
+        const size_t unshared = kv_cache_floats(&c, T), want_unshared = 2 * (size_t)T * 4 * 16;
+        const int ok = got == want && unshared == want_unshared;
+        failures += !ok, n++;
+        printf("%-44s %zu floats (%zu without sharing) %s\n", "shared K/V stored once", got, unshared,
+               ok ? "ok" : "FAIL");
+    }
     printf("%d passed, %d failed\n", n - failures, failures);
     return failures != 0;
 }

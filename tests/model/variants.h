@@ -42,6 +42,31 @@ static void v_moe_step2(tlm_config *c) {
     c->n_experts = 4, c->n_experts_per_tok = 1, c->moe_d_ff = 24, c->sparse_step = 2, c->placement = PLACE_SANDWICH;
 }
 
+/* Gemma 4's dense block: plain-w sandwich norms, per-head QK-norm and a v norm without weight,
+ * attention scale 1, a sliding layer (head_dim 8, 2 kv heads, local RoPE base) and a full one of
+ * its own shape (head_dim 16, 1 kv head, proportional RoPE: half the frequencies rotate), the
+ * layer scalar, final soft-cap */
+static void v_gemma4(tlm_config *c) {
+    c->placement = PLACE_SANDWICH, c->qk_norm = QK_NORM_HEAD, c->v_norm = true, c->query_pre_attn_scalar = 1;
+    c->embed_scale = true, c->ffn = FFN_GEGLU, c->final_softcap = 15, c->layer_scalar = true;
+    c->sliding_window = 3, c->rope_theta_local = 500, c->n_layer_types = c->n_layers;
+    for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = l % 2 == 0;
+    c->head_dim_full = 16, c->n_kv_heads_full = 1, c->rope_proportional = 0.5f;
+}
+/* ... with K = V on the full layers and the last two of four layers (S F S F) sharing the keys and
+ * values of layers 0 (sliding) and 1 (full) */
+static void v_gemma4_shared(tlm_config *c) {
+    c->n_layers = 4;
+    v_gemma4(c);
+    c->k_eq_v = true, c->n_kv_shared = 2, c->ffn_double_shared = true;
+}
+
+/* ... with per-layer inputs of 4 dims a layer (Gemma 4's hidden_size_per_layer_input) */
+static void v_gemma4_ple(tlm_config *c) {
+    v_gemma4(c);
+    c->ple_dim = 4;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -62,6 +87,9 @@ static const variant VARIANTS[] = {
     {"moe softmax top-2/4, shared expert", v_moe_softmax},
     {"moe sigmoid group-limited, dense layer 0", v_moe_sigmoid},
     {"moe top-1 every 2nd layer, sandwich", v_moe_step2},
+    {"gemma4: v norm, layer types, scalar", v_gemma4},
+    {"gemma4: k = v, shared kv (4 layers)", v_gemma4_shared},
+    {"gemma4: per-layer inputs", v_gemma4_ple},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

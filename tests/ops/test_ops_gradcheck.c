@@ -155,6 +155,29 @@ static void test_norm(int layer, float offset, int with_bias) {
     free(c.inp), free(c.w), free(c.b), free(c.mean), free(c.rstd), free(R), free(out), free(di), free(dw), free(db);
 }
 
+/* RMSNorm without a weight (Gemma 4's v norm: weight NULL, gain 1): dinp, with and without dadd */
+static void test_rmsnorm_no_weight(void) {
+    norm_ctx c = {.N = 6, .C = 8, .offset = 0.0f, .layer = 0};
+    size_t n = 48;
+    c.inp = rand_vec(n, 2), c.w = NULL, c.b = NULL, c.mean = zeros(6), c.rstd = zeros(6);
+    float *R = rand_vec(n, 1), *out = zeros(n), *di = unset(n), *add = rand_vec(n, 1), *d2 = unset(n);
+    norm_fwd(&c, out);
+    rmsnorm_backward(di, NULL, NULL, R, c.inp, NULL, 0.0f, c.rstd, c.N, c.C);
+    rmsnorm_backward(d2, add, NULL, R, c.inp, NULL, 0.0f, c.rstd, c.N, c.C);
+    /* without a weight it is the unit-weight norm: the same outputs as weight 1 */
+    float *ones = malloc(8 * sizeof(float)), *out1 = zeros(n), rstd1[6];
+    for (int i = 0; i < 8; i++) ones[i] = 1.0f;
+    rmsnorm_forward(out1, rstd1, c.inp, ones, 0.0f, c.N, c.C, 1e-5f);
+    int same = 1;
+    for (size_t i = 0; i < n; i++)
+        same &= out1[i] == out[i] && fabsf(d2[i] - (add[i] + di[i])) <= 1e-6f * (1.0f + fabsf(d2[i]));
+    checks++;
+    failures += !same;
+    printf("%-44s %s\n", "rmsnorm (no weight) = weight 1; dadd added", same ? "ok" : "FAIL");
+    check("rmsnorm (no weight) dinp", c.inp, n, di, norm_fwd, &c, n, R, 1e-2f, 2e-3);
+    free(c.inp), free(c.mean), free(c.rstd), free(R), free(out), free(di), free(add), free(d2), free(ones), free(out1);
+}
+
 /* DyT: y = g tanh(alpha x) + b; a row wide enough (C = 150) for several column blocks of dalpha */
 typedef struct { float *inp, *a, *w, *b; int N, C; } dyt_ctx;
 static void dyt_fwd(void *c, float *out) {
@@ -512,6 +535,7 @@ int main(void) {
     test_norm(1, 0.0f, 0);
     test_norm(0, 0.0f, 0);
     test_norm(0, 1.0f, 0);
+    test_rmsnorm_no_weight();
     test_dyt(1);
     test_dyt(0);
     test_embedding();

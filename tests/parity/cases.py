@@ -132,6 +132,48 @@ CASES = _grid() + [
     ("moe_tied_scores_sigmoid_groups", {"num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 12,
                                         "scoring_func": "sigmoid", "n_group": 2, "topk_group": 1,
                                         "norm_topk_prob": True}, {"tie_experts": [(1, 2), (5, 6)], "B": 4}),
+    # Gemma 4, one switch at a time, then together: the v norm (RMSNorm of each head's v, no weight),
+    # the layer scalar, full layers of their own head_dim / kv heads with proportional RoPE
+    ("v_norm", {"v_norm": True, "num_key_value_heads": 2}),
+    ("layer_scalar", {"layer_scalar": True, "norm_placement": "sandwich"}),
+    ("layer_types_own_shapes", {"num_hidden_layers": 3, "sliding_window": 4, "rope_local_base_freq": 100.0,
+                                "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+                                "num_key_value_heads": 2, "global_head_dim": 16, "num_global_key_value_heads": 1}),
+    ("rope_proportional_0.25", {"global_head_dim": 16, "rope_proportional_fraction": 0.25, "rope_theta": 100.0}),
+    ("gemma4_like", {"norm_type": "rmsnorm", "norm_placement": "sandwich", "norm_eps": 1e-6, "qk_norm": "head",
+                     "v_norm": True, "query_pre_attn_scalar": 1.0, "ffn_type": "geglu", "embedding_scale": True,
+                     "final_logit_softcapping": 4.0, "layer_scalar": True, "num_hidden_layers": 3,
+                     "sliding_window": 4, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                     "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+                     "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
+                     "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.25}),
+    # ... with K = V on the full layers and the last two of five layers sharing the keys and
+    # values of layer 2 (sliding) and layer 1 (full): their gradients flow back there
+    ("gemma4_k_eq_v_shared_kv", {"norm_type": "rmsnorm", "norm_placement": "sandwich", "qk_norm": "head",
+                                 "v_norm": True, "query_pre_attn_scalar": 1.0, "ffn_type": "geglu",
+                                 "embedding_scale": True, "final_logit_softcapping": 4.0, "layer_scalar": True,
+                                 "num_hidden_layers": 5, "sliding_window": 4, "rope_local_base_freq": 10000.0,
+                                 "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                                 "sliding_attention", "full_attention"],
+                                 "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
+                                 "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.5,
+                                 "attention_k_eq_v": True, "num_kv_shared_layers": 2,
+                                 "use_double_wide_mlp": True}),
+    ("k_eq_v_no_qk_norm_bias", {"attention_k_eq_v": True, "attention_bias": True, "num_key_value_heads": 2}),
+    ("shared_kv_pre", {"num_hidden_layers": 3, "num_kv_shared_layers": 1, "num_key_value_heads": 2}),
+    # Gemma 4's per-layer inputs (hidden_size_per_layer_input): alone on a Pre-Norm SwiGLU model (silu
+    # gate, learned positions in the stream they are made from), and in the Gemma 4 block
+    ("per_layer_inputs_pre", {"hidden_size_per_layer_input": 6, "position_embedding": "learned"}),
+    ("gemma4_per_layer_inputs", {"norm_type": "rmsnorm", "norm_placement": "sandwich", "qk_norm": "head",
+                                 "v_norm": True, "query_pre_attn_scalar": 1.0, "ffn_type": "geglu",
+                                 "embedding_scale": True, "final_logit_softcapping": 4.0, "layer_scalar": True,
+                                 "num_hidden_layers": 4, "sliding_window": 4, "rope_local_base_freq": 10000.0,
+                                 "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                                 "full_attention"],
+                                 "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
+                                 "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.25,
+                                 "attention_k_eq_v": True, "num_kv_shared_layers": 2,
+                                 "hidden_size_per_layer_input": 4}),
 ]
 
 

@@ -64,8 +64,8 @@ MUTANTS = [
       "k = k * cos + rotate_half(k) * sin\n"),
      ("if False:",
       "k = k * cos + rotate_half(k) * sin\n"
-      "        if c[\"qk_norm\"] == \"head\":\n"
-      "            q, k = self.qk_norm(p + \"q_norm.weight\", q), self.qk_norm(p + \"k_norm.weight\", k)\n")),
+      "                if c[\"qk_norm\"] == \"head\":\n"
+      "                    q, k = self.qk_norm(p + \"q_norm.weight\", q), self.qk_norm(p + \"k_norm.weight\", k)\n")),
     ("layer_types ignored: every layer slides",
      "window = c[\"sliding_window\"] if c[\"layer_types\"][n] == \"sliding_attention\" else 0",
      "window = c[\"sliding_window\"]"),
@@ -83,6 +83,16 @@ MUTANTS = [
     ("gate and up swapped", "up = self.linear(p + \"up_proj\", x)", "up = self.linear(p + (\"gate_proj\" if c[\"ffn_type\"] != \"gelu\" else \"up_proj\"), x)"),
     ("residual: false ignored", "return x + y if res else y", "return x + y"),
     ("loss summed, not averaged", "return -picked.mean()", "return -picked.sum()"),
+    ("Gemma 4's v norm missing", "v = v / torch.sqrt((v * v).mean(-1, keepdim=True) + c[\"norm_eps\"])", "v = v"),
+    ("K = V: v taken after k's norm and RoPE", "self._kv[n] = (k, v)",
+     "self._kv[n] = (k, k if (c[\"attention_k_eq_v\"] and full) else v)"),
+    ("shared K/V read from the first layer of the type",
+     "k, v = self._kv[kv_source(c, n)]",
+     "k, v = self._kv[min(j for j in self._kv if c[\"layer_types\"][j] == c[\"layer_types\"][n])]"),
+    ("proportional RoPE over all frequencies", "inv_freq[turning:] = 0.0", "pass"),
+    ("layer scalar missing", "x = x * self.p(\"layers.%d.layer_scalar\" % n)", "pass"),
+    ("per-layer inputs without the token table", "per_layer = (made + table) * 2.0 ** -0.5",
+     "per_layer = made"),
     ("dx taken at the block output",
      "dx = collections.OrderedDict((\"layers.%d\" % n, x.grad.detach().numpy().copy())\n"
      "                                     for n, x in enumerate(self.block_inputs))",

@@ -128,6 +128,11 @@ def compare_record(name, c, r, grad_scale):
     return "" if err <= tol else "rel err %.3g > %g" % (err, tol)
 
 
+GEMMA4_SWITCHES = ("global_head_dim", "num_global_key_value_heads", "rope_proportional_fraction", "v_norm",
+                   "attention_k_eq_v", "num_kv_shared_layers", "use_double_wide_mlp",
+                   "hidden_size_per_layer_input", "layer_scalar")
+
+
 def test_variants(args):
     t0 = time.time()
     for name, cfg, opts in all_cases():
@@ -142,6 +147,11 @@ def test_variants(args):
         got = read_tensors(out)
         same = all(got["off." + k].tobytes() == got["on." + k].tobytes() for k in ("logits", "grads"))
         check(same, "%s: logits and gradients bit-identical with probes on/off" % name)
+        if any(cfg.get(k) for k in GEMMA4_SWITCHES):
+            # (ref_probes.py's attention and block do not have Gemma 4's switches: the engine's
+            # gradients for these cases are checked against tinylm_ref.py by tests/parity)
+            print("note %s: probe values not compared (Gemma 4 switches)" % name)
+            continue
         ref = ProbeModel.load(case).capture(tokens, targets)
         names = {k for k in got if not k.startswith(("off.", "on."))}
         check(names == set(ref), "%s: probe names = the reference's (%d)" % (name, len(ref)),

@@ -105,6 +105,33 @@ def resolve_config(raw):
     if not isinstance(lt, list) or len(lt) != L or any(t not in LAYER_TYPES for t in lt):
         raise _bad("layer_types", lt, "must be a list of %d of %s" % (L, "/".join(LAYER_TYPES)))
     c["layer_types"] = list(lt)
+    num("rope_local_base_freq", None, allow_zero=False)
+    # Gemma 4 (docs/config.md "Gemma 4"): layer types with their own shapes, K = V, shared K/V
+    for key in ("global_head_dim", "num_global_key_value_heads"):
+        v = c.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise _bad(key, v, "must be an int > 0 or null")
+        c[key] = v
+    if c["num_global_key_value_heads"] and H % c["num_global_key_value_heads"]:
+        raise _bad("num_global_key_value_heads", c["num_global_key_value_heads"], "does not divide %d" % H)
+    num("rope_proportional_fraction", 1.0, allow_zero=False)
+    if c["rope_proportional_fraction"] > 1:
+        raise _bad("rope_proportional_fraction", c["rope_proportional_fraction"], "must be <= 1")
+    flag("v_norm", False)
+    flag("attention_k_eq_v", False)
+    flag("layer_scalar", False)
+    flag("use_double_wide_mlp", False)
+    shared = c.get("num_kv_shared_layers", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < L:
+        raise _bad("num_kv_shared_layers", shared, "must be an int in [0, %d)" % L)
+    c["num_kv_shared_layers"] = shared
+    ple = c.get("hidden_size_per_layer_input", 0)
+    if isinstance(ple, bool) or not isinstance(ple, int) or ple < 0:
+        raise _bad("hidden_size_per_layer_input", ple, "must be an int >= 0")
+    c["hidden_size_per_layer_input"] = ple
+    for n in range(L - shared, L):
+        if kv_source(c, n) is None:
+            raise _bad("num_kv_shared_layers", shared, "layer %d has no earlier layer of its type" % n)
     choice("ffn_type", FFN_TYPES, "swiglu")
     flag("mlp_bias", False)
     _resolve_moe(c, L)
@@ -165,6 +192,25 @@ def _resolve_moe(c, L):
     c["moe_layers"] = [n for n in range(L) if n >= first and (n + 1) % step == 0 and n not in only]
 
 
+def layer_shape(c, n):
+    """(head_dim, kv heads) of layer n: a full-attention layer's own when global_head_dim /
+    num_global_key_value_heads are given"""
+    full = c["layer_types"][n] == "full_attention"
+    hd = c["global_head_dim"] if full and c["global_head_dim"] else c["head_dim"]
+    kv = c["num_global_key_value_heads"] if full and c["num_global_key_value_heads"] else c["num_key_value_heads"]
+    return hd, kv
+
+
+def kv_source(c, n):
+    """the layer whose keys and values layer n reads: itself, or for the last num_kv_shared_layers
+    layers the last layer of the same type before them (None: there is none)"""
+    first = c["num_hidden_layers"] - c.get("num_kv_shared_layers", 0)
+    if n < first:
+        return n
+    same = [j for j in range(first) if c["layer_types"][j] == c["layer_types"][n]]
+    return same[-1] if same else None
+
+
 def _norm(names, prefix, c):
     names[prefix + ".weight"] = [c["hidden_size"]]
     if (c["norm_type"] == "layernorm" and c["norm_bias"]) or c["norm_type"] == "dyt":
@@ -175,8 +221,8 @@ def _norm(names, prefix, c):
 
 def param_shapes(c):
     """OrderedDict name -> shape, in the engine's parameter-buffer order (docs/tensors.md)."""
-    d, V, hd = c["hidden_size"], c["vocab_size"], c["head_dim"]
-    H, KV, f = c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]
+    d, V = c["hidden_size"], c["vocab_size"]
+    H, f = c["num_attention_heads"], c["intermediate_size"]
     pl = c["norm_placement"]
     in_norm = pl in ("pre", "post", "sandwich", "deepnorm")
     out_norm = pl in ("sandwich", "output")
@@ -184,13 +230,25 @@ def param_shapes(c):
     s["embed.weight"] = [V, d]
     if c["position_embedding"] == "learned":
         s["pos_embed.weight"] = [c["max_position_embeddings"], d]
+    P, L = c["hidden_size_per_layer_input"], c["num_hidden_layers"]
+    if P:  # Gemma 4's per-layer inputs: token table, projection of the embedding, its norm (over P)
+        s["ple_embed.weight"] = [V, L * P]
+        s["ple_model_proj.weight"] = [L * P, d]
+        s["ple_model_norm.weight"] = [P]
     for n in range(c["num_hidden_layers"]):
         p = "layers.%d." % n
         if in_norm:
             _norm(s, p + "attn_norm", c)
         if out_norm:
             _norm(s, p + "attn_out_norm", c)
-        for proj, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+        hd, KV = layer_shape(c, n)
+        own = kv_source(c, n) == n
+        projs = [("q", H * hd)]
+        if own:  # (a layer sharing an earlier one's keys and values has no k, v; K = V layers no v)
+            projs.append(("k", KV * hd))
+            if not (c["attention_k_eq_v"] and c["layer_types"][n] == "full_attention"):
+                projs.append(("v", KV * hd))
+        for proj, rows in projs:
             s[p + "attn.%s_proj.weight" % proj] = [rows, d]
             if c["attention_bias"]:
                 s[p + "attn.%s_proj.bias" % proj] = [rows]
@@ -199,10 +257,12 @@ def param_shapes(c):
             s[p + "attn.o_proj.bias"] = [d]
         if c["qk_norm"] == "head":
             s[p + "attn.q_norm.weight"] = [hd]
-            s[p + "attn.k_norm.weight"] = [hd]
+            if own:
+                s[p + "attn.k_norm.weight"] = [hd]
         elif c["qk_norm"] == "full":
             s[p + "attn.q_norm.weight"] = [H * hd]
-            s[p + "attn.k_norm.weight"] = [KV * hd]
+            if own:
+                s[p + "attn.k_norm.weight"] = [KV * hd]
         if in_norm:
             _norm(s, p + "ffn_norm", c)
         if out_norm:
@@ -222,13 +282,20 @@ def param_shapes(c):
                 s[p + "ffn.shared_experts.up_proj.weight"] = [fs, d]
                 s[p + "ffn.shared_experts.down_proj.weight"] = [d, fs]
             continue
-        projs = (("gate", [f, d]), ("up", [f, d]), ("down", [d, f]))
+        lf = 2 * f if c["use_double_wide_mlp"] and n >= L - c["num_kv_shared_layers"] else f
+        projs = (("gate", [lf, d]), ("up", [lf, d]), ("down", [d, lf]))
         for proj, shape in projs:
             if proj == "gate" and c["ffn_type"] == "gelu":
                 continue
             s[p + "ffn.%s_proj.weight" % proj] = shape
             if c["mlp_bias"]:
                 s[p + "ffn.%s_proj.bias" % proj] = [shape[0]]
+        if P:  # the layer's per-layer input: gate, projection, the projection's norm
+            s[p + "ple_gate.weight"] = [P, d]
+            s[p + "ple_proj.weight"] = [d, P]
+            _norm(s, p + "ple_norm", c)
+        if c["layer_scalar"]:
+            s[p + "layer_scalar"] = [1]
     if c["final_norm"]:
         _norm(s, "final_norm", c)
     if not c["tie_word_embeddings"]:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_config import resolve_config, param_shapes  # noqa: E402
+from ref_config import resolve_config, param_shapes, layer_shape, kv_source  # noqa: E402
 from safetensors_np import save_safetensors, load_safetensors  # noqa: E402
 
 __all__ = ["resolve_config", "param_shapes", "save_safetensors", "load_safetensors",
@@ -107,9 +107,13 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope_tables(T, hd, theta, dtype):
-    """cos, sin [T, hd] for the rotate-half layout: dim i pairs with i + hd/2."""
+def rope_tables(T, hd, theta, dtype, fraction=1.0):
+    """cos, sin [T, hd] for the rotate-half layout: dim i pairs with i + hd/2. fraction < 1 is
+    Gemma 4's "proportional" RoPE: only the first floor(fraction * hd / 2) pairs turn (at the
+    frequencies they have in the whole head), the rest keep frequency 0 (cos 1, sin 0)."""
     inv_freq = theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    turning = int(math.floor(fraction * hd / 2))
+    inv_freq[turning:] = 0.0
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     ang = torch.cat((ang, ang), dim=-1)
     return ang.cos().to(dtype), ang.sin().to(dtype)
@@ -174,6 +178,7 @@ class Model:
             self.params[name] = torch.tensor(a, dtype=dtype, requires_grad=True)
         self.block_inputs = []
         self.router_logits, self.router_choice, self.router_weights = [], [], []  # each MoE layer's, last forward
+        self._kv = {}  # layer -> (k, v) as attention reads them (Gemma 4's shared K/V)
         self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
 
     def _hook(self, name, x):
@@ -219,33 +224,56 @@ class Model:
     def attention(self, n, x):
         c = self.cfg
         B, T, _ = x.shape
-        H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        H = c["num_attention_heads"]
+        hd, KV = layer_shape(c, n)  # (Gemma 4: a full layer's own head_dim and kv heads)
+        full = c["layer_types"][n] == "full_attention"
+        own = kv_source(c, n) == n
         p = "layers.%d.attn." % n
 
         def hk(name, t):  # hooks see [B, T, heads, hd]
             return self._hook("blocks.%d.attn.%s" % (n, name), t)
 
-        q, k, v = self.linear(p + "q_proj", x), self.linear(p + "k_proj", x), self.linear(p + "v_proj", x)
+        q = self.linear(p + "q_proj", x)
         q = hk("hook_q", q.view(B, T, H, hd)).reshape(B, T, H * hd)
-        k = hk("hook_k", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
-        v = hk("hook_v", v.view(B, T, KV, hd)).reshape(B, T, KV * hd)
+        if own:
+            k = self.linear(p + "k_proj", x)
+            # K = V (Gemma 4's full layers): the value is the key projection, taken before k's norm
+            v = k if (c["attention_k_eq_v"] and full) else self.linear(p + "v_proj", x)
+            k = hk("hook_k", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
+            v = hk("hook_v", v.view(B, T, KV, hd)).reshape(B, T, KV * hd)
         if c["qk_norm"] == "full":  # over the whole projection (OLMo 2)
-            q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+            q = self.qk_norm(p + "q_norm.weight", q)
             q = hk("hook_q_normed", q.view(B, T, H, hd)).reshape(B, T, H * hd)
-            k = hk("hook_k_normed", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
+            if own:
+                k = self.qk_norm(p + "k_norm.weight", k)
+                k = hk("hook_k_normed", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
         q = q.view(B, T, H, hd).transpose(1, 2)   # [B, H, T, hd]
-        k = k.view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
-        v = v.view(B, T, KV, hd).transpose(1, 2)
+        if own:
+            k = k.view(B, T, KV, hd).transpose(1, 2)  # [B, KV, T, hd]
+            v = v.view(B, T, KV, hd).transpose(1, 2)
+            if c["v_norm"]:  # Gemma 4: RMSNorm of each head's v, no weight
+                v = v / torch.sqrt((v * v).mean(-1, keepdim=True) + c["norm_eps"])
         if c["qk_norm"] == "head":  # per head over head_dim (Qwen3)
-            q, k = self.qk_norm(p + "q_norm.weight", q), self.qk_norm(p + "k_norm.weight", k)
+            q = self.qk_norm(p + "q_norm.weight", q)
             q = hk("hook_q_normed", q.transpose(1, 2)).transpose(1, 2)
-            k = hk("hook_k_normed", k.transpose(1, 2)).transpose(1, 2)
+            if own:
+                k = self.qk_norm(p + "k_norm.weight", k)
+                k = hk("hook_k_normed", k.transpose(1, 2)).transpose(1, 2)
         if c["position_embedding"] == "rope":
-            cos, sin = rope_tables(T, hd, c["rope_theta"], self.dtype)
+            local = not full and c["rope_local_base_freq"] is not None
+            if local:  # sliding layers on their own base, all frequencies
+                cos, sin = rope_tables(T, hd, c["rope_local_base_freq"], self.dtype)
+            else:
+                cos, sin = rope_tables(T, hd, c["rope_theta"], self.dtype, c["rope_proportional_fraction"])
             q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
             q = hk("hook_rot_q", q.transpose(1, 2)).transpose(1, 2)
-            k = hk("hook_rot_k", k.transpose(1, 2)).transpose(1, 2)
+            if own:
+                k = k * cos + rotate_half(k) * sin
+                k = hk("hook_rot_k", k.transpose(1, 2)).transpose(1, 2)
+        if own:
+            self._kv[n] = (k, v)
+        else:  # Gemma 4's shared keys and values: those the source layer attended over
+            k, v = self._kv[kv_source(c, n)]
         # GQA: query head h reads kv head h // (H / KV) (Hugging Face repeat_kv layout).
         k = k.repeat_interleave(H // KV, dim=1)
         v = v.repeat_interleave(H // KV, dim=1)
@@ -399,6 +427,15 @@ class Model:
         x = self._hook("hook_embed", x)
         self.block_inputs = []
         self.router_logits, self.router_choice, self.router_weights = [], [], []
+        self._kv = {}
+        P = c["hidden_size_per_layer_input"]
+        if P:  # Gemma 4's per-layer inputs, every layer's made here from the stream entering block 0
+            L = c["num_hidden_layers"]
+            made = self.product(x, self.p("ple_model_proj.weight")) * c["hidden_size"] ** -0.5
+            made = rms_norm(made.view(B, T, L, P), self.p("ple_model_norm.weight"), c["norm_eps"],
+                            c["norm_type"] == "rmsnorm_1p")
+            table = self.p("ple_embed.weight")[tokens].view(B, T, L, P) * math.sqrt(P)
+            per_layer = (made + table) * 2.0 ** -0.5
         for n in range(c["num_hidden_layers"]):
             if block_input_delta and n in block_input_delta:
                 x = x + block_input_delta[n]
@@ -411,6 +448,13 @@ class Model:
             x = self._hook("blocks.%d.hook_resid_mid" % n, x)
             x = self.sublayer(x, lambda h: self.ffn(n, h),
                               "layers.%d.ffn_norm" % n, "layers.%d.ffn_out_norm" % n, (n, "mlp"))
+            if P:  # Gemma 4: the layer's own input, gated by the stream, projected, normed, added
+                gate = self.linear("layers.%d.ple_gate" % n, x)
+                act = gate * torch.sigmoid(gate) if c["ffn_type"] == "swiglu" else gelu_tanh(gate)
+                out = self.linear("layers.%d.ple_proj" % n, act * per_layer[:, :, n, :])
+                x = x + self.norm("layers.%d.ple_norm" % n, out)
+            if c["layer_scalar"]:  # Gemma 4: the stream after the layer times a learned scalar
+                x = x * self.p("layers.%d.layer_scalar" % n)
             x = self._hook("blocks.%d.hook_resid_post" % n, x)
         if c["final_norm"]:
             x = self._hook("ln_final.hook_normalized", self.norm_hooked("final_norm", x, "ln_final"))
@@ -491,6 +535,8 @@ def init_params(config, seed=0):
     for name, shape in param_shapes(c).items():
         if "norm" in name.split(".")[-2] and name.endswith(".weight"):
             out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
+        elif name.endswith(".layer_scalar"):  # Gemma 4's per-layer scalar starts at 1
+            out[name] = np.ones(shape)
         elif name.endswith(".alpha"):  # DyT
             out[name] = np.full(shape, c["dyt_alpha_init"])
         elif name.endswith(".bias") or name.endswith(".e_score_correction_bias"):
@@ -522,9 +568,11 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
             out[name] = ident + rng.normal(0.0, norm_std, size=shape)
         elif name.endswith(".alpha"):  # DyT's scalar, around its init
             out[name] = c["dyt_alpha_init"] * (1.0 + rng.normal(0.0, norm_std, size=shape))
+        elif name.endswith(".layer_scalar"):  # around 1
+            out[name] = 1.0 + rng.normal(0.0, norm_std, size=shape)
         elif name.endswith(".bias"):
             out[name] = rng.normal(0.0, bias_std, size=shape)
-        elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight"):
+        elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight", "ple_embed.weight"):
             out[name] = rng.normal(0.0, embed_std, size=shape)
         elif name.endswith(".router.weight"):  # (smaller: every expert gets rows of a test batch)
             out[name] = rng.normal(0.0, std / 3, size=shape)
