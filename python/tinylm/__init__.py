@@ -33,7 +33,8 @@ from . import utils
 from .cache import ActivationCache
 from .weights import Weights
 
-__all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils"]
+__all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils",
+           "views", "metrics"]
 
 _L = _lib.load_library()
 _MAX_THREADS = 1024
@@ -125,6 +126,7 @@ class _Keep:
 
 from . import weights as _weights_mod  # noqa: E402
 from . import metrics  # noqa: E402,F401  (tinylm.metrics: metrics with their gradients)
+from . import views  # noqa: E402,F401  (tinylm.views: HTML views drawn by the inspect page)
 
 
 class HookPoint:
@@ -841,6 +843,7 @@ class Model:
         logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
                                  what="run_with_cache")
         ordered = ActivationCache({}, self)
+        ordered.ids = np.array(ids, dtype=np.int32, copy=True)
         for hp in sel:  # forward order, gradients after their activation
             for k in (hp.name, hp.name + "_grad"):
                 if k in cache:
