@@ -580,7 +580,7 @@ class Model:
             if hp.flags & _lib.HOOK_RSTD:
                 shown = 1.0 / view  # the norm's scale: sqrt(mean square (+ eps)); [.., T, 1]
             elif hp.flags & _lib.HOOK_MASKED:
-                shown = np.where(act["masks"][hook_id], view, -np.inf).astype(np.float32)
+                shown = np.where(act["masks"][hook_id], view, np.float32(-np.inf))  # (float32: one pass)
             else:
                 shown = view.copy()
             if not hp.writable:
@@ -828,21 +828,29 @@ class Model:
         cache = {}
         fwd, writes = self._fwd_table(fwd_hooks)
 
-        def keep(a, hook):
+        def keep(a, hook):  # (a point with hook functions of the caller's: they may keep `a` too)
             cache[hook.name] = np.array(a, dtype=np.float32, copy=True)
 
-        def keep_grad(a, hook):
-            cache[hook.name + "_grad"] = np.array(a, dtype=np.float32, copy=True)
+        def own(a, hook):
+            # the array the callback made for this point alone (a copy of the engine's buffer, its
+            # own memory; no other function sees it after this one): kept as it is, writable
+            a.flags.writeable = True
+            cache[hook.name] = a
+
+        def own_grad(a, hook):
+            a.flags.writeable = True
+            cache[hook.name + "_grad"] = a
 
         for hp in sel:
-            fwd.setdefault(hp.id, []).append(keep)
+            fn = keep if hp.id in fwd else own
+            fwd.setdefault(hp.id, []).append(fn)
         bwd = {}
         how = None
         targets = None
         if backward:
             for hp in sel:
                 if not hp.flags & _lib.HOOK_NO_GRAD:
-                    bwd[hp.id] = [keep_grad]
+                    bwd[hp.id] = [own_grad]
             if metric is None:
                 how = "loss"
                 targets = self._next_targets(self._ids2(ids, "run_with_cache")[0])
