@@ -428,6 +428,25 @@ def main():
         if s["temperature"] == 0.0:
             hooked = m.generate(prompt, 120, fwd_hooks=[("hook_embed", lambda a, h: None)], use_kv_cache=False, **s)
             check(hooked == py, "generate greedy with a no-op hook, recomputing (use_kv_cache=False) = the CLI's text")
+    # views: the page writer through tlm_report_html (also under ASan here); misuse raises
+    ids = m.tokenize("Once upon a <b>time</b>")
+    _, vc = m.run_with_cache(ids, names=lambda n: "pattern" in n)
+    page = vc.view_attention(layers=[0, -1]).html()
+    check(page.startswith("<!DOCTYPE html>") and page.count("</script>") == 2 and "<b>time" not in page,
+          "views: a cache's patterns as the report page (tokens only inside the escaped data blob)")
+    frame = tinylm.views.positions(np.arange(3.0), labels="x")._repr_html_()
+    check(frame.startswith('<iframe class="tinylm-view" sandbox="allow-scripts"') and "<script" not in frame,
+          "views: _repr_html_ is one sandboxed iframe whose page is an escaped attribute")
+    bad_view = tinylm.views.View({"kind": "inspect"}, "t")
+    raises("views: the library refuses a page of another kind", bad_view.html, tinylm.TinylmError, ["pattern"])
+    raises("views: a NaN in the data is refused before the library sees it",
+           tinylm.views.View({"kind": "pattern", "x": float("nan")}, "t").html, ValueError, [])
+    for label, fn, exc in [("a 5-d pattern", lambda: tinylm.views.attention(np.zeros((1, 1, 1, 2, 2))), ValueError),
+                           ("a non-square pattern", lambda: tinylm.views.attention(np.zeros((2, 3, 4))), ValueError),
+                           ("tokens not strings", lambda: tinylm.views.positions(np.zeros(2), tokens=[1, 2]), TypeError),
+                           ("a string as values", lambda: tinylm.views.positions("abc"), TypeError),
+                           ("layer out of range", lambda: vc.view_attention(layers=[9]), KeyError)]:
+        raises("views: %s raises %s" % (label, exc.__name__), fn, exc)
     # hooks at every step through the KV cache compute what recomputing the whole sequence computes
     _, c = m.run_with_cache(m.tokenize("Once upon a time, there was a little boy"), names=["blocks.3.hook_resid_post"])
     vec = 0.5 * c["blocks.3.hook_resid_post"][-1]
