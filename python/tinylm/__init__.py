@@ -40,6 +40,9 @@ _L = _lib.load_library()
 _MAX_THREADS = 1024
 
 
+_FP = ctypes.POINTER(ctypes.c_float)
+
+
 class TinylmError(RuntimeError):
     pass
 
@@ -259,6 +262,7 @@ class Model:
         self._tok_error = None if self._tok else _c_message()
         self._cb = _lib.HOOK_FN(self._callback)  # (kept alive as long as the model)
         self._active = None
+        self._views = {}  # (hook id, address, pass shape) -> views of the engine's buffer (_callback)
         self._exc = None
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
@@ -565,9 +569,19 @@ class Model:
                 return 1  # (ends the pass; _run raises KeyboardInterrupt)
             hp = self._by_id[hook_id]
             hp.positions = act["positions"]
-            shp = tuple(shape[i] for i in range(ndim))
-            full = np.ctypeslib.as_array(data, shape=shp)  # the engine's buffer itself
-            view = full[0] if act["squeeze"] else full
+            # the engine's buffer itself, as a view: made once per point, address and pass shape (a
+            # point's shape follows from [B, T]; the view is used only when the engine hands this
+            # address for this point again, so it always wraps the memory the pass is using)
+            key = (hook_id, data, act["BT"])
+            vv = self._views.get(key)
+            if vv is None:
+                shp = tuple(shape[i] for i in range(ndim))
+                full = np.ctypeslib.as_array(ctypes.cast(data, _FP), shape=shp)
+                vv = (full, full[0] if act["squeeze"] else full)
+                if len(self._views) > 4096:
+                    self._views.clear()
+                self._views[key] = vv
+            full, view = vv
             # every hook gets an array of its own (the engine reuses its buffers for the next pass,
             # so a view kept as `store[name] = act` would change under the caller); in-place edits
             # and replacements are copied back into the pass
@@ -583,10 +597,15 @@ class Model:
                 shown = np.where(act["masks"][hook_id], view, np.float32(-np.inf))  # (float32: one pass)
             else:
                 shown = view.copy()
+            fns = act["fwd"].get(hook_id, ())
+            if hook_id not in act["writes"]:  # (run_with_cache's own functions alone: they only keep it)
+                for fn in fns:
+                    fn(shown, hp)
+                return 0
             if not hp.writable:
                 shown.flags.writeable = False  # (an in-place edit raises instead of being ignored)
             before = full.copy() if hook_id in act["pattern_writes"] else None
-            for fn in act["fwd"].get(hook_id, ()):
+            for fn in fns:
                 r = fn(shown, hp)
                 if r is not None:
                     if not hp.writable:
@@ -675,7 +694,7 @@ class Model:
         hooked = bool(fwd or bwd)
         with self._using(what) as h, self._sigint_flag(hooked):
             if hooked:
-                self._attach(h, fwd, bwd, writes, squeeze, T, np.arange(T))
+                self._attach(h, fwd, bwd, writes, squeeze, B, T, np.arange(T))
             try:
                 loss = ctypes.c_float(float("nan"))
                 rc = _L.tlm_forward(h, ids2.ctypes.data_as(IP), tg.ctypes.data_as(IP) if tg is not None else None,
@@ -704,7 +723,7 @@ class Model:
                     self._active, self._exc = None, None
         return (logits[0] if squeeze else logits), loss.value
 
-    def _attach(self, h, fwd, bwd, writes, squeeze, T, positions):
+    def _attach(self, h, fwd, bwd, writes, squeeze, B, T, positions):
         """attaches the callback for one pass: fwd/bwd {hook id: [fn]}; positions: the absolute
         positions of the pass's T rows (hook.positions)"""
         fm = bytearray(self._n_hooks)
@@ -714,6 +733,7 @@ class Model:
         for i in bwd:
             bm[i] = 1
         self._active = {"fwd": fwd, "bwd": bwd, "squeeze": squeeze, "calls": [0, 0], "positions": positions,
+                        "writes": set(writes), "BT": (squeeze, B, T),
                         "pattern_writes": self._pattern_ids & set(writes),
                         "masks": self._attention_masks(T) if any(
                             self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
@@ -998,7 +1018,7 @@ class Model:
                         if fwd:
                             pos0 = _L.tlm_gen_position(g)
                             T = ids.size if pos0 == 0 else 1
-                            self._attach(h, fwd, {}, writes, True, T, np.arange(pos0, pos0 + T))
+                            self._attach(h, fwd, {}, writes, True, 1, T, np.arange(pos0, pos0 + T))
                         rc = _L.tlm_gen_next(h, g, ctypes.byref(tok))
                         self._raise_after(rc, "generate", "generate", len(fwd), 0)
                     finally:

@@ -4,7 +4,9 @@ import os
 
 ABI_VERSION = 7
 
-HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
+# (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
+# keeps its views of the engine's buffers by it)
+HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
 
 # flags of tlm_hook_info
