@@ -75,10 +75,14 @@ class ActivationCache(dict):
     __str__ = __repr__
 
     def __copy__(self):
-        return ActivationCache(self, self.model)
+        c = ActivationCache(self, self.model)
+        c.ids = self.ids
+        return c
 
     def __deepcopy__(self, memo):  # (the arrays copied; the model, which cannot be copied, shared)
-        return ActivationCache({k: v.copy() for k, v in self.items()}, self.model)
+        c = ActivationCache({k: v.copy() for k, v in self.items()}, self.model)
+        c.ids = None if self.ids is None else self.ids.copy()
+        return c
 
     def __reduce__(self):  # pickling keeps the arrays, as a plain dict (a Model does not pickle)
         return (dict, (dict(self),))
