@@ -18,8 +18,10 @@ loss.backward() with every parameter requiring a gradient. tinylm, for each [B, 
 Targets (issue 25): full cache >= 1.0x PyTorch's forward at every shape, residual-only >= 2x; the
 gradient runs are set against PyTorch's forward + backward.
 
-Each figure is the median of --rounds rounds of the median of repeated calls (each call's first
-at a shape is a warm-up, not timed). Debian's torch runs its products on the system OpenBLAS,
+Each time is the median of --rounds rounds of the median of repeated calls (each call's first
+at a shape is a warm-up, not timed); each ratio is the median of the rounds' ratios (printed per
+round for the full cache: on a shared machine a round can be slow for one side only, and then
+the ratio of the median times and the median of the ratios disagree). Debian's torch runs its products on the system OpenBLAS,
 whose threads fight torch's on 2 cores: PyTorch is timed twice, as installed and with
 OPENBLAS_NUM_THREADS=1 (in subprocesses), and the faster is the one compared.
 
@@ -220,6 +222,12 @@ def main():
             row["x_cache_resid"] = med(lambda pt, tl: pt[s]["fwd"][0] / tl[s]["cache_resid"])
             row["x_grad_resid"] = med(lambda pt, tl: pt[s]["fwdbwd"][0] / tl[s]["grad_resid"])
             row["x_grad_all"] = med(lambda pt, tl: pt[s]["fwdbwd"][0] / tl[s]["grad_all"])
+            # each round's ratios too: on a shared machine the medians of the times and the median of
+            # the ratios can disagree (a slow round for one side only)
+            row["rounds"] = [{"x_cache_all": pt[s]["fwd"][0] / tl[s]["cache_all"],
+                              "x_cache_resid": pt[s]["fwd"][0] / tl[s]["cache_resid"],
+                              "pt_fwd_ms": 1e3 * pt[s]["fwd"][0], "cache_all_ms": 1e3 * tl[s]["cache_all"]}
+                             for pt, tl in per_round]
             rows.append(row)
     print("\n| model | [B, T] | PyTorch fwd ms | tinylm fwd | full cache | x | resid cache | x | "
           "PyTorch fwd+bwd ms | resid + grads | x | all + grads | x |")
@@ -229,6 +237,9 @@ def main():
               % (r["model"], r["shape"], r["pt_fwd_ms"], r["pt_blas"], r["forward_ms"], r["cache_all_ms"],
                  r["x_cache_all"], r["cache_resid_ms"], r["x_cache_resid"], r["pt_fwdbwd_ms"], r["grad_resid_ms"],
                  r["x_grad_resid"], r["grad_all_ms"], r["x_grad_all"]))
+    print("\nfull cache, each round (PyTorch fwd ms / full cache ms): " + "; ".join(
+        "%s %s" % (r["shape"], ", ".join("%.1f/%.1f" % (x["pt_fwd_ms"], x["cache_all_ms"]) for x in r["rounds"]))
+        for r in rows))
     print("\nfirst run_with_cache at each shape (ms, not in the medians): " +
           ", ".join("%s %s %.1f" % (r["model"], r["shape"], r["first_cache_all_ms"]) for r in rows))
     g = generate_times(tinylm, a)
