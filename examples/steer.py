@@ -39,7 +39,9 @@ print("steering %s with %.1f x (resid('... boy') - resid('... girl')), |v| = %.2
 
 
 def steer(a, h):
-    a[1:] += vec  # every position but BOS (position 0 is every sequence's anchor), every step
+    # every position but BOS (position 0 is every sequence's anchor), at every step: generate runs the
+    # prompt, then one new position a step, through the KV cache; h.positions are their positions
+    a[..., h.positions > 0, :] += vec
 
 
 def logprob(l, t):

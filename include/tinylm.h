@@ -157,6 +157,29 @@ TLM_API int tlm_set_precision(tlm_model *m, int bf16);
  * it costs 4 bytes per parameter. NULL + message when out of memory. */
 TLM_API tlm_model *tlm_f32_copy(const tlm_model *m);
 
+/* ---- interface version 7: generation one token at a time (python/tinylm generate: hooks at every
+ * step through the KV cache, streaming), the HTML views of the Python package ---- */
+typedef struct tlm_gen tlm_gen;
+/* A generation of up to max_new tokens after prompt, with a KV cache of its own and `tinylm generate`'s
+ * sampler (the same seed, the same stream). NULL + message on a bad setting, a token out of range, or
+ * prompt + max_new past max_position_embeddings. It holds no pointer into m: free it before or after m. */
+TLM_API tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new, float temperature,
+                             int top_k, float top_p, uint64_t seed);
+/* The next token into *token: runs what is pending through the cache on model m (the prompt at the first
+ * call, in one pass when hooks are attached; then the token the last call returned) and samples. With hooks
+ * attached (tlm_set_hooks) the pass runs in the training layout and calls them at every point but the
+ * attention scores and pattern (the cache keeps no [T, T] map), over the positions this step computes;
+ * without, `tinylm generate`'s own pass (its logits bit for bit). The caller stops at BOS/EOS. -1 +
+ * message when a pass fails (the generation is then unusable) or max_new tokens were made. */
+TLM_API int tlm_gen_next(tlm_model *m, tlm_gen *g, int *token);
+/* positions in the generation's cache (the prompt's and the tokens fed so far) */
+TLM_API int tlm_gen_position(const tlm_gen *g);
+TLM_API void tlm_gen_free(tlm_gen *g);
+/* A self-contained HTML page (src/report: the page of `tinylm inspect --html`, its CSP, report.js) drawing
+ * data_json, a JSON object of kind "pattern" (attention patterns) or "positions" (arrays over the
+ * positions); malloc'd (tlm_free_mem), *len bytes. NULL + message for anything else. */
+TLM_API char *tlm_report_html(const char *title, const char *data_json, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,10 +33,14 @@ from . import utils
 from .cache import ActivationCache
 from .weights import Weights
 
-__all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils"]
+__all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils",
+           "views", "metrics"]
 
 _L = _lib.load_library()
 _MAX_THREADS = 1024
+
+
+_FP = ctypes.POINTER(ctypes.c_float)
 
 
 class TinylmError(RuntimeError):
@@ -125,6 +129,7 @@ class _Keep:
 
 from . import weights as _weights_mod  # noqa: E402
 from . import metrics  # noqa: E402,F401  (tinylm.metrics: metrics with their gradients)
+from . import views  # noqa: E402,F401  (tinylm.views: HTML views drawn by the inspect page)
 
 
 class HookPoint:
@@ -132,6 +137,10 @@ class HookPoint:
 
     def __init__(self, name, hook_id, flags):
         self.name, self.id, self.flags = name, hook_id, flags
+        # the absolute positions of the rows the hook is called with (an int array): 0..T-1 in a
+        # pass; in generate's KV-cache steps the prompt's, then one new position per step (so a
+        # hook that must skip BOS writes `a[hook.positions > 0] += v`, not `a[1:] += v`)
+        self.positions = None
 
     def layer(self):
         return int(self.name.split(".")[1]) if self.name.startswith("blocks.") else None
@@ -253,6 +262,7 @@ class Model:
         self._tok_error = None if self._tok else _c_message()
         self._cb = _lib.HOOK_FN(self._callback)  # (kept alive as long as the model)
         self._active = None
+        self._views = {}  # (hook id, address, pass shape) -> views of the engine's buffer (_callback)
         self._exc = None
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
@@ -558,9 +568,20 @@ class Model:
             if self._interrupted:
                 return 1  # (ends the pass; _run raises KeyboardInterrupt)
             hp = self._by_id[hook_id]
-            shp = tuple(shape[i] for i in range(ndim))
-            full = np.ctypeslib.as_array(data, shape=shp)  # the engine's buffer itself
-            view = full[0] if act["squeeze"] else full
+            hp.positions = act["positions"]
+            # the engine's buffer itself, as a view: made once per point, address and pass shape (a
+            # point's shape follows from [B, T]; the view is used only when the engine hands this
+            # address for this point again, so it always wraps the memory the pass is using)
+            key = (hook_id, data, act["BT"])
+            vv = self._views.get(key)
+            if vv is None:
+                shp = tuple(shape[i] for i in range(ndim))
+                full = np.ctypeslib.as_array(ctypes.cast(data, _FP), shape=shp)
+                vv = (full, full[0] if act["squeeze"] else full)
+                if len(self._views) > 4096:
+                    self._views.clear()
+                self._views[key] = vv
+            full, view = vv
             # every hook gets an array of its own (the engine reuses its buffers for the next pass,
             # so a view kept as `store[name] = act` would change under the caller); in-place edits
             # and replacements are copied back into the pass
@@ -573,13 +594,18 @@ class Model:
             if hp.flags & _lib.HOOK_RSTD:
                 shown = 1.0 / view  # the norm's scale: sqrt(mean square (+ eps)); [.., T, 1]
             elif hp.flags & _lib.HOOK_MASKED:
-                shown = np.where(act["masks"][hook_id], view, -np.inf).astype(np.float32)
+                shown = np.where(act["masks"][hook_id], view, np.float32(-np.inf))  # (float32: one pass)
             else:
                 shown = view.copy()
+            fns = act["fwd"].get(hook_id, ())
+            if hook_id not in act["writes"]:  # (run_with_cache's own functions alone: they only keep it)
+                for fn in fns:
+                    fn(shown, hp)
+                return 0
             if not hp.writable:
                 shown.flags.writeable = False  # (an in-place edit raises instead of being ignored)
             before = full.copy() if hook_id in act["pattern_writes"] else None
-            for fn in act["fwd"].get(hook_id, ()):
+            for fn in fns:
                 r = fn(shown, hp)
                 if r is not None:
                     if not hp.writable:
@@ -668,19 +694,7 @@ class Model:
         hooked = bool(fwd or bwd)
         with self._using(what) as h, self._sigint_flag(hooked):
             if hooked:
-                fm = bytearray(self._n_hooks)
-                bm = bytearray(self._n_hooks)
-                for i in fwd:
-                    fm[i] = 2 if i in writes else 1
-                for i in bwd:
-                    bm[i] = 1
-                self._active = {"fwd": fwd, "bwd": bwd, "squeeze": squeeze, "calls": [0, 0],
-                                "pattern_writes": self._pattern_ids & set(writes),
-                                "masks": self._attention_masks(T) if any(
-                                    self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
-                self._exc = None
-                if _L.tlm_set_hooks(h, self._cb, None, bytes(fm), bytes(bm)):
-                    raise _err("set hooks")
+                self._attach(h, fwd, bwd, writes, squeeze, B, T, np.arange(T))
             try:
                 loss = ctypes.c_float(float("nan"))
                 rc = _L.tlm_forward(h, ids2.ctypes.data_as(IP), tg.ctypes.data_as(IP) if tg is not None else None,
@@ -708,6 +722,24 @@ class Model:
                     _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
                     self._active, self._exc = None, None
         return (logits[0] if squeeze else logits), loss.value
+
+    def _attach(self, h, fwd, bwd, writes, squeeze, B, T, positions):
+        """attaches the callback for one pass: fwd/bwd {hook id: [fn]}; positions: the absolute
+        positions of the pass's T rows (hook.positions)"""
+        fm = bytearray(self._n_hooks)
+        bm = bytearray(self._n_hooks)
+        for i in fwd:
+            fm[i] = 2 if i in writes else 1
+        for i in bwd:
+            bm[i] = 1
+        self._active = {"fwd": fwd, "bwd": bwd, "squeeze": squeeze, "calls": [0, 0], "positions": positions,
+                        "writes": set(writes), "BT": (squeeze, B, T),
+                        "pattern_writes": self._pattern_ids & set(writes),
+                        "masks": self._attention_masks(T) if any(
+                            self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
+        self._exc = None
+        if _L.tlm_set_hooks(h, self._cb, None, bytes(fm), bytes(bm)):
+            raise _err("set hooks")
 
     def _raise_after(self, rc, what, stage, n_fwd, n_bwd):
         """After a pass: a Ctrl-C, a hook's exception, the library's error, or callbacks missing."""
@@ -816,21 +848,29 @@ class Model:
         cache = {}
         fwd, writes = self._fwd_table(fwd_hooks)
 
-        def keep(a, hook):
+        def keep(a, hook):  # (a point with hook functions of the caller's: they may keep `a` too)
             cache[hook.name] = np.array(a, dtype=np.float32, copy=True)
 
-        def keep_grad(a, hook):
-            cache[hook.name + "_grad"] = np.array(a, dtype=np.float32, copy=True)
+        def own(a, hook):
+            # the array the callback made for this point alone (a copy of the engine's buffer, its
+            # own memory; no other function sees it after this one): kept as it is, writable
+            a.flags.writeable = True
+            cache[hook.name] = a
+
+        def own_grad(a, hook):
+            a.flags.writeable = True
+            cache[hook.name + "_grad"] = a
 
         for hp in sel:
-            fwd.setdefault(hp.id, []).append(keep)
+            fn = keep if hp.id in fwd else own
+            fwd.setdefault(hp.id, []).append(fn)
         bwd = {}
         how = None
         targets = None
         if backward:
             for hp in sel:
                 if not hp.flags & _lib.HOOK_NO_GRAD:
-                    bwd[hp.id] = [keep_grad]
+                    bwd[hp.id] = [own_grad]
             if metric is None:
                 how = "loss"
                 targets = self._next_targets(self._ids2(ids, "run_with_cache")[0])
@@ -841,6 +881,7 @@ class Model:
         logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
                                  what="run_with_cache")
         ordered = ActivationCache({}, self)
+        ordered.ids = np.array(ids, dtype=np.int32, copy=True)
         for hp in sel:  # forward order, gradients after their activation
             for k in (hp.name, hp.name + "_grad"):
                 if k in cache:
@@ -871,21 +912,37 @@ class Model:
         return float(temperature), int(top_k), float(top_p), int(seed) % 2 ** 64
 
     def generate(self, prompt, n=50, temperature=1.0, top_k=None, top_p=None, seed=None, fwd_hooks=(),
-                 stop_at_eos=True, return_ids=False):
+                 stop_at_eos=True, return_ids=False, stream=False, use_kv_cache=True):
         """Samples up to n tokens after prompt (text, or ids) as `tinylm generate` does: the same
         sampler (temperature 0 = greedy, top-k, top-p, the engine's RNG: the same seed gives the
         CLI's text), stopping at the tokenizer's BOS or EOS (not returned; stop_at_eos=False goes
-        on). Without fwd_hooks it runs the CLI's KV-cache loop; with fwd_hooks every step runs the
-        whole sequence, so hooks see every position every time. The prompt plus n must fit in
-        max_position_embeddings. Returns the continuation's text (or ids with return_ids=True); for a
-        list of prompts, the list of their continuations."""
+        on). The prompt plus n must fit in max_position_embeddings.
+
+        Through the engine's KV cache, hooks included: fwd_hooks are called at every step over the
+        positions that step computes — the whole prompt first (one pass), then each new token
+        ([1, ...] arrays; hook.positions gives their absolute positions) — and what they leave in
+        k and v is what the cache keeps. The attention scores and pattern are not computed as a
+        [T, T] map there: hooks on them need use_kv_cache=False, which runs the whole sequence
+        again at every step (hooks then see every position every time).
+
+        Returns the continuation's text (ids with return_ids=True); stream=True returns a generator
+        of its pieces instead (each token's text as it is sampled; ids with return_ids=True). For a
+        list of prompts: the list of their continuations, each on its own with the same seed (with
+        stream=True, (index, piece) pairs, prompt after prompt)."""
         if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
             # several prompts: each continued on its own (the same seed for each: a prompt's text does
             # not depend on the others in the list)
-            return [self.generate(p, n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
-                    for p in prompt]
+            args = (n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
+            if stream:
+                streams = [self.generate(p, *args, stream=True, use_kv_cache=use_kv_cache) for p in prompt]
+                return ((i, piece) for i, st in enumerate(streams) for piece in st)
+            return [self.generate(p, *args, use_kv_cache=use_kv_cache) for p in prompt]
         if not _is_int(n) or n < 1:
             raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
+        for name, flag in (("stop_at_eos", stop_at_eos), ("return_ids", return_ids), ("stream", stream),
+                           ("use_kv_cache", use_kv_cache)):
+            if not isinstance(flag, bool):
+                raise TypeError("generate: %s must be True or False, got %r" % (name, flag))
         temperature, top_k, top_p, seed = self._sampling(temperature, top_k, top_p, seed)
         if isinstance(prompt, str):
             ids = self.tokenize(prompt)
@@ -898,16 +955,81 @@ class Model:
             raise ValueError("generate: the prompt's %d tokens + n = %d new ones exceed the model's "
                              "max_position_embeddings = %d" % (P, n, self.max_positions))
         fwd, writes = self._fwd_table(fwd_hooks)
-        if not fwd and stop_at_eos and self._tok:
-            out = self._generate_cached(ids, n, temperature, top_k, top_p, seed)
+        if use_kv_cache:
+            maps = [self._by_id[i].name for i in fwd if self._by_id[i].flags & _lib.HOOK_MASKED
+                    or i in self._pattern_ids]
+            if maps:
+                raise ValueError("generate: %s is not computed as a [T, T] map with the KV cache; pass "
+                                 "use_kv_cache=False (every step runs the whole sequence)" % maps[0])
+        setting = (temperature, top_k, top_p, seed)
+        if stream:
+            steps = self._generate_steps(ids, n, setting, fwd, writes, stop_at_eos, use_kv_cache)
+            return steps if return_ids else self._pieces(ids, steps)
+        if not fwd and stop_at_eos and self._tok and use_kv_cache:
+            out = self._generate_cached(ids, n, *setting)  # (the CLI's own loop, in one call)
         else:
-            out = self._generate_recompute(ids, n, temperature, top_k, top_p, seed, fwd, writes, stop_at_eos)
+            out = np.array(list(self._generate_steps(ids, n, setting, fwd, writes, stop_at_eos, use_kv_cache)),
+                           np.int32)
         if return_ids:
             return out
         # the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
         # SentencePiece continuation would lose the space its first piece starts with
         before, whole = self.decode(ids), self.decode(np.concatenate([np.asarray(ids, np.int32), out]))
         return whole[len(before):] if whole.startswith(before) else self.decode(out)
+
+    def _pieces(self, ids, steps):
+        """the text of each generated token after the one before it (UTF-8 split across tokens is
+        held back until complete)"""
+        import codecs
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        prev = int(ids[-1])
+        n = ctypes.c_size_t()
+        for t in steps:
+            with self._tokenizer() as tok:
+                p = _L.tlm_tok_piece(tok, prev, int(t), ctypes.byref(n))
+                raw = ctypes.string_at(p, n.value) if p else b""
+            prev = int(t)
+            text = dec.decode(raw)
+            if text:
+                yield text
+        tail = dec.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    def _generate_steps(self, ids, n, setting, fwd, writes, stop_at_eos, use_kv_cache):
+        """a generator of the new ids, one sampled per step (stops at BOS/EOS with stop_at_eos)"""
+        stop = set()
+        if stop_at_eos and self._tok:
+            stop = {self.bos, self.eos} - {-1}
+        if not use_kv_cache:
+            yield from self._generate_recompute(ids, n, setting, fwd, writes, stop)
+            return
+        ids = np.ascontiguousarray(ids, dtype=np.int32)
+        IP = ctypes.POINTER(ctypes.c_int)
+        with self._using("generate") as h:
+            g = _L.tlm_gen_new(h, ids.ctypes.data_as(IP), ids.size, n, *setting)
+            if not g:
+                raise _err("generate")
+        try:
+            tok = ctypes.c_int()
+            for _ in range(n):
+                with self._using("generate") as h, self._sigint_flag(bool(fwd)):
+                    try:
+                        if fwd:
+                            pos0 = _L.tlm_gen_position(g)
+                            T = ids.size if pos0 == 0 else 1
+                            self._attach(h, fwd, {}, writes, True, 1, T, np.arange(pos0, pos0 + T))
+                        rc = _L.tlm_gen_next(h, g, ctypes.byref(tok))
+                        self._raise_after(rc, "generate", "generate", len(fwd), 0)
+                    finally:
+                        if fwd:
+                            _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
+                            self._active, self._exc = None, None
+                if tok.value in stop:
+                    return
+                yield tok.value
+        finally:
+            _L.tlm_gen_free(g)
 
     def _generate_cached(self, ids, n, temperature, top_k, top_p, seed):
         IP = ctypes.POINTER(ctypes.c_int)
@@ -919,16 +1041,13 @@ class Model:
                 raise _err("generate")
         return out[:made.value].copy()
 
-    def _generate_recompute(self, ids, n, temperature, top_k, top_p, seed, fwd, writes, stop_at_eos):
+    def _generate_recompute(self, ids, n, setting, fwd, writes, stop):
+        """use_kv_cache=False: every step runs the whole sequence (hooks see every position)"""
         with self._using("generate") as h:
-            s = _L.tlm_sampler_new(h, temperature, top_k, top_p, seed)
+            s = _L.tlm_sampler_new(h, *setting)
             if not s:
                 raise _err("generate")
-        stop = set()
-        if stop_at_eos and self._tok:
-            stop = {self.bos, self.eos} - {-1}
         seq = list(int(i) for i in ids)
-        out = []
         try:
             for _ in range(n):
                 logits = self._run(np.array(seq, np.int32), fwd=dict(fwd), writes=writes, what="generate")[0]
@@ -936,9 +1055,8 @@ class Model:
                 with self._using("generate"):
                     nxt = _L.tlm_sampler_next(s, last.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
                 if nxt in stop:
-                    break
+                    return
                 seq.append(nxt)
-                out.append(nxt)
+                yield nxt
         finally:
             _L.tlm_sampler_free(s)
-        return np.array(out, np.int32)

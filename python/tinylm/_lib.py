@@ -2,9 +2,11 @@
 import ctypes
 import os
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 
-HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
+# (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
+# keeps its views of the engine's buffers by it)
+HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
 
 # flags of tlm_hook_info
@@ -93,6 +95,12 @@ def _declare(lib):
         "tlm_set_precision": (I, [P, I]),
         # interface version 6: the f32 values of quantized or bf16 weights
         "tlm_f32_copy": (P, [P]),
+        # interface version 7: generation step by step (hooks through the KV cache, streaming), views
+        "tlm_gen_new": (P, [P, IP, I, I, F, I, F, ctypes.c_uint64]),
+        "tlm_gen_next": (I, [P, P, IP]),
+        "tlm_gen_position": (I, [P]),
+        "tlm_gen_free": (V, [P]),
+        "tlm_report_html": (P, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(S)]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -7,6 +7,7 @@ the residual-stream helpers accumulated_resid, decompose_resid, stack_head_resul
 apply_ln_to_stack, logit_attrs. docs/python.md ("ActivationCache").
 """
 import numbers
+import os
 
 import numpy as np
 
@@ -33,6 +34,7 @@ class ActivationCache(dict):
         self._cfg = model.config
         self.n_layers = model.n_layers
         self._W = None
+        self.ids = None  # the token ids of the run (run_with_cache sets them): the views' tokens
 
     # ---- indexing ------------------------------------------------------------------------------
 
@@ -73,13 +75,70 @@ class ActivationCache(dict):
     __str__ = __repr__
 
     def __copy__(self):
-        return ActivationCache(self, self.model)
+        c = ActivationCache(self, self.model)
+        c.ids = self.ids
+        return c
 
     def __deepcopy__(self, memo):  # (the arrays copied; the model, which cannot be copied, shared)
-        return ActivationCache({k: v.copy() for k, v in self.items()}, self.model)
+        c = ActivationCache({k: v.copy() for k, v in self.items()}, self.model)
+        c.ids = None if self.ids is None else self.ids.copy()
+        return c
 
     def __reduce__(self):  # pickling keeps the arrays, as a plain dict (a Model does not pickle)
         return (dict, (dict(self),))
+
+    # ---- views (tinylm.views: the page of `tinylm inspect --html`) ---------------------------
+
+    def _view_tokens(self, batch, T):
+        if self.ids is None:
+            return None
+        ids = np.asarray(self.ids)
+        ids = ids[batch] if ids.ndim == 2 else ids
+        try:
+            return self.model.to_str_tokens(ids)
+        except Exception:  # noqa: BLE001 (no tokenizer: the ids themselves)
+            return ["#%d" % int(i) for i in ids]
+
+    def view_attention(self, layers=None, batch=0, title=None):
+        """The cached hook_pattern of `layers` (None: every cached layer; an int or a list) as an
+        HTML view (tinylm.views.attention: the inspect page's heatmaps; Jupyter shows it, .save(path)
+        writes it), with each head's largest score where hook_attn_scores is cached too. batch: the
+        row of a [B, T] run. A patched run's cache (run_with_cache(..., fwd_hooks=...)) shows the
+        patched patterns."""
+        from . import views
+        if layers is None:
+            layers = [l for l in range(self.n_layers) if dict.__contains__(self, get_act_name("pattern", l))]
+            if not layers:
+                raise KeyError("view_attention: no hook_pattern in this cache (run_with_cache(names=...) left them out)")
+        elif isinstance(layers, numbers.Integral):
+            layers = [int(layers)]
+        layers = [int(l) % self.n_layers if -self.n_layers <= int(l) < self.n_layers else self._bad_layer(l)
+                  for l in layers]
+
+        def pick(a):
+            return a[batch] if a.ndim == 4 else a
+        pats = np.stack([pick(self["pattern", l]) for l in layers])
+        scores = None
+        if all(dict.__contains__(self, get_act_name("attn_scores", l)) for l in layers):
+            scores = np.stack([pick(self["attn_scores", l]) for l in layers])
+        return views.attention(pats, tokens=self._view_tokens(batch, pats.shape[-1]), layers=layers, scores=scores,
+                               title=title or "attention: %s" % os.path.basename(str(self.model.path)),
+                               source=str(self.model.path))
+
+    def _bad_layer(self, l):
+        raise KeyError("view_attention: layer %r is outside the model's %d layers" % (l, self.n_layers))
+
+    def view_positions(self, values, labels=None, batch=0, title=None, diverging=None):
+        """values [T] or [rows, T] over this run's positions (e.g. a decompose_resid's logit_attrs)
+        as an HTML view with the run's tokens (tinylm.views.positions)."""
+        from . import views
+        v = np.asarray(values)
+        T = v.shape[-1]
+        toks = self._view_tokens(batch, T)
+        if toks is not None and len(toks) != T:
+            toks = None
+        return views.positions(v, tokens=toks, labels=labels, title=title, diverging=diverging,
+                               source=str(self.model.path))
 
     # ---- the residual stream ------------------------------------------------------------------
 

@@ -8,9 +8,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include <cjson/cJSON.h>
+
 #include "infer/generate.h"
 #include "infer/sampler.h"
 #include "model/checkpoint.h"
+#include "model/decode.h"
+#include "report/report.h"
 #include "tokenizer/tokenizer.h"
 #include "ops/quant.h"
 #include "util/error.h"
@@ -76,7 +80,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 6; }
+int tlm_abi_version(void) { return 7; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -203,4 +207,115 @@ tlm_model *tlm_f32_copy(const tlm_model *m) {
     tlm_model *f = model_f32_copy(m);
     if (!f) tlm_error("weights: out of memory for the f32 copy of %zu parameters", m->n_params);
     return f;
+}
+
+/* ---- interface version 7: generation one token at a time, the report page ------------------------ */
+
+struct tlm_gen {
+    const tlm_model *owner; /* (compared, never read: the cache is sized for this model) */
+    kv_cache *kv;
+    sampler s;
+    int *prompt, n_prompt, max_new, made, pending, threads, failed;
+    const float *logits; /* the last step's, valid until the model's next pass */
+};
+
+tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new, float temperature, int top_k,
+                     float top_p, uint64_t seed) {
+    if (!m || !prompt || n_prompt < 1) return tlm_error("generate: the prompt is empty"), NULL;
+    if (max_new < 1) return tlm_error("generate: n = %d new tokens; must be >= 1", max_new), NULL;
+    if ((long)n_prompt + max_new > m->cfg.max_seq)
+        return tlm_error("generate: the prompt's %d tokens + n = %d new ones exceed max_position_embeddings = %d",
+                         n_prompt, max_new, m->cfg.max_seq),
+               NULL;
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab_size)
+            return tlm_error("generate: token id %d at position %d is outside the vocabulary [0, %d)", prompt[i], i,
+                             m->cfg.vocab_size),
+                   NULL;
+    tlm_gen *g = calloc(1, sizeof *g);
+    if (!g || !(g->prompt = malloc(sizeof(int) * (size_t)n_prompt))) {
+        free(g);
+        return tlm_error("out of memory"), NULL;
+    }
+    if (sampler_init(&g->s, m->cfg.vocab_size, temperature, top_k, top_p, seed)) {
+        free(g->prompt), free(g);
+        return NULL;
+    }
+    if (!strcmp(m->cfg.model_type, "llama2c")) sampler_seed_runc(&g->s, seed); /* (as generate.c) */
+    /* as generate(): room for the prompt and every new token */
+    g->threads = omp_get_max_threads(); /* (the cache's scratch is per thread: no step may run on more) */
+    g->kv = kv_cache_create(m, n_prompt + max_new);
+    if (!g->kv) {
+        sampler_free(&g->s), free(g->prompt), free(g);
+        return NULL;
+    }
+    memcpy(g->prompt, prompt, sizeof(int) * (size_t)n_prompt);
+    g->owner = m;
+    g->n_prompt = n_prompt, g->max_new = max_new, g->pending = -1;
+    return g;
+}
+
+/* runs what is pending through the cache: the prompt (one pass with hooks attached, so that they see
+ * it whole; without, in generate()'s chunks), else the last token returned */
+static int gen_feed(tlm_model *m, tlm_gen *g) {
+    if (kv_cache_length(g->kv) == 0) {
+        if (m->hooks) {
+            if (model_forward(m, g->prompt, NULL, 1, g->n_prompt, NULL)) return -1;
+        } else {
+            for (int i = 0; i < g->n_prompt; i += 256) /* (generate.c's PREFILL_CHUNK) */
+                if (model_forward(m, g->prompt + i, NULL, 1, g->n_prompt - i < 256 ? g->n_prompt - i : 256, NULL))
+                    return -1;
+        }
+        g->logits = model_last_logits(m);
+        return 0;
+    }
+    g->logits = kv_decode_step(m, g->pending);
+    return g->logits ? 0 : -1;
+}
+
+int tlm_gen_next(tlm_model *m, tlm_gen *g, int *token) {
+    if (!m || !g || !token) return tlm_error("generate: NULL argument");
+    if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
+    if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
+    if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
+    if (m->kv) return tlm_error("generate: the model is generating already");
+    const int cfg_threads = omp_get_max_threads();
+    if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
+    const model_mode mode = m->mode;
+    /* hooks need the training layout (every activation kept, where a rewrite goes on from); without,
+     * `tinylm generate`'s own mode, so the logits are its bit for bit */
+    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
+    m->kv = g->kv;
+    int rc = gen_feed(m, g);
+    m->kv = NULL;
+    model_set_mode(m, mode);
+    if (cfg_threads > g->threads) omp_set_num_threads(cfg_threads);
+    if (rc) {
+        g->failed = 1;
+        return -1;
+    }
+    *token = g->pending = sampler_next(&g->s, g->logits);
+    g->made++;
+    return 0;
+}
+
+int tlm_gen_position(const tlm_gen *g) { return g ? kv_cache_length(g->kv) : 0; }
+
+void tlm_gen_free(tlm_gen *g) {
+    if (!g) return;
+    kv_cache_free(g->kv);
+    sampler_free(&g->s);
+    free(g->prompt), free(g);
+}
+
+char *tlm_report_html(const char *title, const char *data_json, size_t *len) {
+    if (!title || !data_json) return tlm_error("report: NULL title or data"), NULL;
+    cJSON *root = cJSON_Parse(data_json);
+    if (!root) return tlm_error("report: the data is not valid JSON"), NULL;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    const int ok = cJSON_IsObject(root) && cJSON_IsString(kind) &&
+                   (!strcmp(kind->valuestring, "pattern") || !strcmp(kind->valuestring, "positions"));
+    cJSON_Delete(root);
+    if (!ok) return tlm_error("report: the data must be an object of kind \"pattern\" or \"positions\""), NULL;
+    return report_page(title, data_json, len);
 }

@@ -109,10 +109,11 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
             return tlm_error("forward: target id %d at position %d is outside the vocabulary [0, %d)", targets[i], i,
                              c->vocab_size);
     }
-    /* (the hooks may rewrite what the pass goes on from, which the inference layouts and the cache do
-     * not keep; a probe only reads each point as it fires, in any mode) */
-    if (m->hooks && (m->mode != MODEL_TRAIN || m->kv))
-        return tlm_error("forward: hooks need the model in training mode without a KV cache");
+    /* (the hooks may rewrite what the pass goes on from, which the inference layouts do not keep; a
+     * probe only reads each point as it fires, in any mode. With a KV cache (tlm_gen_next) the hooks
+     * see the new positions, and what they leave in k and v is what the cache keeps) */
+    if (m->hooks && m->mode != MODEL_TRAIN)
+        return tlm_error("forward: hooks need the model in training mode");
     if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
     activations *A = &m->acts;
     if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");

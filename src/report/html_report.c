@@ -31,32 +31,54 @@ char *report_base64(const void *data, size_t n) {
     return out;
 }
 
+/* the page in memory, grown as it is written */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} page_buf;
+
+static int put_n(page_buf *b, const char *s, size_t n) {
+    if (b->oom) return -1;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1 << 16;
+        while (b->n + n + 1 > cap) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) return b->oom = 1, -1;
+        b->p = q, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+    return 0;
+}
+
+static int put(page_buf *b, const char *s) { return put_n(b, s, strlen(s)); }
+
 /* text with &, <, >, " as entities (for the <title>) */
-static int write_escaped_html(tlm_atomic *f, const char *s) {
+static int write_escaped_html(page_buf *b, const char *s) {
     int rc = 0;
     for (const char *p = s; *p && !rc; p++) {
         const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : *p == '"' ? "&quot;" : NULL;
-        rc = e ? tlm_atomic_write(f, e, strlen(e)) : tlm_atomic_write(f, p, 1);
+        rc = e ? put(b, e) : put_n(b, p, 1);
     }
     return rc;
 }
 
 /* JSON with every '<' written as \u003c: '<' only occurs inside JSON strings, where the escape
  * means the same character, and no "</script>" or "<!--" can then end or confuse the element */
-static int write_json_for_script(tlm_atomic *f, const char *s) {
+static int write_json_for_script(page_buf *b, const char *s) {
     const char *p = s;
     int rc = 0;
     while (*p && !rc) {
         const char *lt = strchr(p, '<');
         size_t n = lt ? (size_t)(lt - p) : strlen(p);
-        rc = tlm_atomic_write(f, p, n);
-        if (!rc && lt) rc = tlm_atomic_write(f, "\\u003c", 6);
+        rc = put_n(b, p, n);
+        if (!rc && lt) rc = put(b, "\\u003c");
         p += n + (lt ? 1 : 0);
     }
     return rc;
 }
-
-static int put(tlm_atomic *f, const char *s) { return tlm_atomic_write(f, s, strlen(s)); }
 
 /* the CSP source 'sha256-BASE64' of the embedded report.js (its hex digest is computed at build
  * time by embed.cmake): the page runs that script and no other, so nothing in the data blob can
@@ -83,35 +105,53 @@ static int js_hash_source(char out[64]) {
     return 0;
 }
 
-int report_write_html(const char *path, const char *title, const char *data_json) {
+char *report_page(const char *title, const char *data_json, size_t *len) {
     /* the script and stylesheet are ours; a stray closing tag in them would cut the page */
     if (strstr(tlm_report_js, "</script") || strstr(tlm_report_css, "</style"))
-        return tlm_error("%s: the embedded report.js/report.css hold a closing tag (a build error)", path);
+        return tlm_error("the embedded report.js/report.css hold a closing tag (a build error)"), NULL;
     char js_hash[64];
-    if (js_hash_source(js_hash)) return tlm_error("%s: the embedded report.js has no valid SHA-256 (a build error)", path);
-    tlm_atomic *f = tlm_atomic_open(path);
-    if (!f) return tlm_error_prefix("cannot write the HTML report");
+    if (js_hash_source(js_hash)) return tlm_error("the embedded report.js has no valid SHA-256 (a build error)"), NULL;
+    page_buf b = {0};
     /* default-src 'none': no fetch, frame, font, media or object; images only from data: URLs (the
      * experiment figures, themselves images that run nothing); styles inline (the page's own and
      * the style attributes report.js sets); scripts: report.js by its hash, nothing else */
-    put(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-           "img-src data:; base-uri 'none'; form-action 'none'; script-src ");
-    put(f, js_hash);
-    put(f, "\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
-    write_escaped_html(f, title);
-    put(f, "</title>\n<style>\n");
-    put(f, tlm_report_css);
-    put(f, "</style>\n</head>\n<body>\n<main id=\"app\"><noscript>This report is drawn by JavaScript: enable it to "
-           "see the page.</noscript></main>\n<script type=\"application/json\" id=\"tlm-data\">");
-    write_json_for_script(f, data_json);
+    put(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "img-src data:; base-uri 'none'; form-action 'none'; script-src ");
+    put(&b, js_hash);
+    put(&b, "\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+    write_escaped_html(&b, title);
+    put(&b, "</title>\n<style>\n");
+    put(&b, tlm_report_css);
+    put(&b, "</style>\n</head>\n<body>\n<main id=\"app\"><noscript>This report is drawn by JavaScript: enable it to "
+            "see the page.</noscript></main>\n<script type=\"application/json\" id=\"tlm-data\">");
+    write_json_for_script(&b, data_json);
     /* the script element's text is exactly report.js's bytes: the hash above is of them */
-    put(f, "</script>\n<script>");
-    put(f, tlm_report_js);
-    if (put(f, "</script>\n</body>\n</html>\n")) {
+    put(&b, "</script>\n<script>");
+    put(&b, tlm_report_js);
+    if (put(&b, "</script>\n</body>\n</html>\n")) {
+        free(b.p);
+        return tlm_error("out of memory writing the HTML report"), NULL;
+    }
+    if (len) *len = b.n;
+    return b.p;
+}
+
+int report_write_html(const char *path, const char *title, const char *data_json) {
+    size_t n = 0;
+    char *page = report_page(title, data_json, &n);
+    if (!page) return tlm_error_prefix("%s", path);
+    tlm_atomic *f = tlm_atomic_open(path);
+    if (!f) {
+        free(page);
+        return tlm_error_prefix("cannot write the HTML report");
+    }
+    if (tlm_atomic_write(f, page, n)) {
+        free(page);
         tlm_atomic_abort(f);
         return tlm_error_prefix("writing the HTML report");
     }
+    free(page);
     return tlm_atomic_commit(f) ? tlm_error_prefix("writing the HTML report") : 0;
 }
 

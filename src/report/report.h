@@ -6,8 +6,10 @@
  * every string as text and shows an experiment's SVG figures as <img> of data: URLs (an SVG
  * image runs no script, loads nothing and takes no events).
  *
- * Pages: `tinylm inspect --html` (kind "inspect" / "grad", src/probes/inspect_html.c) and
- * `tinylm report DATA.json --html OUT.html` (kind "experiment", the schema below). */
+ * Pages: `tinylm inspect --html` (kind "inspect" / "grad", src/probes/inspect_html.c),
+ * `tinylm report DATA.json --html OUT.html` (kind "experiment", the schema below), and the Python
+ * package's views (kind "pattern": attention patterns; "positions": arrays over the positions;
+ * python/tinylm/views.py through tlm_report_html). */
 #ifndef TLM_REPORT_H
 #define TLM_REPORT_H
 
@@ -16,6 +18,9 @@
 /* Writes the page atomically (src/util/atomic_file.h). `data_json` is one JSON value (its '<'
  * are escaped here so that no string can end the script element). -1 + tlm_error naming `path`. */
 int report_write_html(const char *path, const char *title, const char *data_json);
+/* The same page in memory (malloc'd, NUL-terminated, *len bytes): what the Python package's views
+ * show in Jupyter and write to .html files (tlm_report_html). NULL + tlm_error when out of memory. */
+char *report_page(const char *title, const char *data_json, size_t *len);
 
 /* Checks an experiment description (text of `n` bytes read from `name`) against the schema
  *   {"kind":"experiment","name":"...","title":"...","claim":"...","command":"...",

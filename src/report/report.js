@@ -1,7 +1,8 @@
 /* report.js — draws tinylm's HTML reports (src/report/report.h) from the page's JSON blob
  * (<script type="application/json" id="tlm-data">): kind "inspect" (tinylm inspect --html),
  * "grad" (inspect --grad --html) and "experiment" (tinylm report). Embedded into the program at
- * build time; no network, no libraries. Colour: a viridis-like sequential ramp (monotone in
+ * build time; no network, no libraries. Also the Python package's views: kind "pattern" and
+ * "positions" (python/tinylm/views.py). Colour: a viridis-like sequential ramp (monotone in
  * lightness, so it reads in greyscale and for colour-blind readers) and a blue-orange diverging
  * ramp for signed values. */
 "use strict";
@@ -416,6 +417,8 @@
   // attention: a heatmap per layer x head, one opened in full
   function renderAttention(app, D, toks, cur, listeners) {
     var R = D.report, P = D.per_position, A = D.attention, M = D.model, T = toks.length, L = M.n_layers, NH = M.n_heads;
+    // (a Python view may show some layers only: their own numbers)
+    function lname(l) { return D.layer_labels ? String(D.layer_labels[l]) : String(l); }
     add(app, h("h2", { text: "Attention" }));
     var have = A && A.heads;
     if (!have) add(app, h("p", { class: "notice", id: "attn-omitted", text: "Attention patterns are not in this page: " + (A && A.omitted ? A.omitted : "not recorded") + "." }));
@@ -432,12 +435,12 @@
     function at(p, i, j) { return p[(i * (i + 1)) / 2 + j]; }
     var grid = h("div", { class: "heads", id: "heads" }), caps = [];
     for (var l = 0; l < L; l++) {
-      var row = h("div", { class: "head-row" }, h("div", { class: "rowlabel", text: "layer " + l }));
+      var row = h("div", { class: "head-row" }, h("div", { class: "rowlabel", text: "layer " + lname(l) }));
       for (var hh = 0; hh < NH; hh++) {
         var idx = l * NH + hh;
         var cap = h("div", { class: "head-cap" });
         caps.push(cap);
-        var cell = h("div", { class: "head-cell", "data-layer": l, "data-head": hh, title: "layer " + l + " head " + hh + ": click to open" });
+        var cell = h("div", { class: "head-cell", "data-layer": l, "data-head": hh, title: "layer " + lname(l) + " head " + hh + ": click to open" });
         if (have) {
           var nb = Math.min(T, 128), cv = h("canvas", { class: "head-thumb", width: nb, height: nb, "data-layer": l, "data-head": hh });
           drawThumb(cv, pattern(idx), nb);
@@ -445,7 +448,7 @@
         } else {
           cell.appendChild(h("canvas", { class: "head-thumb", width: 1, height: 1, "data-layer": l, "data-head": hh }));
         }
-        add(cell, [h("div", { class: "head-cap", style: "font-weight:600;color:#1b1b1f", text: "L" + l + " H" + hh }), cap]);
+        add(cell, [h("div", { class: "head-cap", style: "font-weight:600;color:#1b1b1f", text: "L" + lname(l) + " H" + hh }), cap]);
         cell.addEventListener("click", (function (l, hh, cell) { return function () { openHead(l, hh, cell); }; })(l, hh, cell));
         row.appendChild(cell);
       }
@@ -480,7 +483,7 @@
       for (var hh = 0; hh < NH; hh++) hr.appendChild(h("th", { text: "H" + hh }));
       tb.appendChild(hr);
       for (var l = 0; l < L; l++) {
-        var tr = h("tr", {}, h("th", { text: "layer " + l }));
+        var tr = h("tr", {}, h("th", { text: "layer " + lname(l) }));
         for (var hh2 = 0; hh2 < NH; hh2++) {
           var v = rows[l * NH + hh2], c = viridis(hi > lo ? (v - lo) / (hi - lo) : 0.5);
           tr.appendChild(h("td", { "data-layer": l, "data-head": hh2, style: "background:" + rgb(c) + ";color:" + textOn(c), text: fmt(v, digits) }));
@@ -518,7 +521,7 @@
       detail.setAttribute("data-layer", l);
       detail.setAttribute("data-head", hh);
       var idx = l * NH + hh, hs = R.heads[idx];
-      add(detail, h("h3", { text: "Layer " + l + ", head " + hh }));
+      add(detail, h("h3", { text: "Layer " + lname(l) + ", head " + hh }));
       var statBox = h("div", { id: "head-stats" });
       add(detail, statBox);
       drawHeadStats = function (i) {
@@ -688,6 +691,105 @@
     add(box, [h("h3", { text: "Every parameter (all: " + fmtG(R.grad_total) + ")" }), h("div", { class: "scroll", style: "max-height:420px" }, pt)]);
   }
 
+  // ---- the Python package's views (python/tinylm/views.py) -------------------------------------------------
+  // A strip of token chips: hover or click selects a position (← → move it); calls changed(i).
+  function tokenStrip(app, toks, state, changed) {
+    var box = h("div", { class: "tokens", id: "tokens" }), chips = [];
+    toks.forEach(function (t, i) {
+      var c = h("span", { class: "tok" + (i === state.sel ? " sel" : ""), "data-pos": i, text: t });
+      chips.push(c);
+      box.appendChild(c);
+    });
+    function set(i, keep) {
+      if (keep) { chips[state.sel].classList.remove("sel"); state.sel = i; chips[i].classList.add("sel"); }
+      changed(i);
+    }
+    box.addEventListener("mouseover", function (ev) {
+      var t = ev.target.closest ? ev.target.closest(".tok") : null;
+      if (t) set(+t.getAttribute("data-pos"), false);
+    });
+    box.addEventListener("mouseleave", function () { changed(state.sel); });
+    box.addEventListener("click", function (ev) {
+      var t = ev.target.closest ? ev.target.closest(".tok") : null;
+      if (t) set(+t.getAttribute("data-pos"), true);
+    });
+    document.addEventListener("keydown", function (ev) {
+      var to = ev.key === "ArrowLeft" ? state.sel - 1 : ev.key === "ArrowRight" ? state.sel + 1 : null;
+      if (to === null || to < 0 || to >= toks.length) return;
+      ev.preventDefault();
+      set(to, true);
+    });
+    add(app, box);
+  }
+
+  // kind "pattern": attention patterns of some layers (a cache's, a patched run's, any array), drawn by
+  // renderAttention, the inspect page's own heatmaps
+  function renderPattern(app, D) {
+    var toks = D.tokens, T = toks.length, state = { sel: T - 1 }, listeners = [];
+    add(app, h("h1", { text: D.title || "attention patterns" }));
+    add(app, h("div", { class: "meta" },
+      h("span", {}, h("b", { text: String(D.model.n_layers) }), " layer" + (D.model.n_layers === 1 ? "" : "s") + " × ",
+        h("b", { text: String(D.model.n_heads) }), " heads"),
+      h("span", {}, h("b", { text: String(T) }), " tokens"),
+      D.source ? h("span", {}, "from ", h("b", { class: "mono", text: D.source })) : null));
+    if (D.note) add(app, h("p", { class: "notice", id: "view-note", text: D.note }));
+    add(app, h("p", { class: "hint", text: "Hover a token to see every head's numbers at that position; click to keep it." }));
+    tokenStrip(app, toks, state, function (i) { listeners.forEach(function (f) { f(i); }); });
+    renderAttention(app, D, toks, function () { return state.sel; }, listeners);
+    listeners.forEach(function (f) { f(state.sel); });
+  }
+
+  // kind "positions": rows of numbers over the positions (a per-token loss, a logit-lens probability by
+  // layer, a DLA by position, ...): the lens grid's shaded table and a line chart of each row
+  function renderPositions(app, D) {
+    var toks = D.tokens, T = toks.length, rows = D.rows, signed = !!D.diverging;
+    add(app, h("h1", { text: D.title || "values by position" }));
+    add(app, h("div", { class: "meta" }, h("span", {}, h("b", { text: String(rows.length) }), " row" + (rows.length === 1 ? "" : "s") + " × ",
+      h("b", { text: String(T) }), " positions"), D.source ? h("span", {}, "from ", h("b", { class: "mono", text: D.source })) : null));
+    if (D.note) add(app, h("p", { class: "notice", id: "view-note", text: D.note }));
+    var all = [];
+    rows.forEach(function (r) { r.values.forEach(function (v) { if (v !== null && isFinite(v)) all.push(v); }); });
+    var lo = Math.min.apply(null, all.concat([0])), hi = Math.max.apply(null, all.concat([0]));
+    var mx = Math.max(Math.abs(lo), Math.abs(hi), 1e-30);
+    if (D.range) { lo = D.range[0]; hi = D.range[1]; mx = Math.max(Math.abs(lo), Math.abs(hi), 1e-30); }
+    function colour(v) {
+      if (v === null || !isFinite(v)) return [240, 240, 240];
+      return signed ? diverging(v / mx) : viridis(hi > lo ? (v - lo) / (hi - lo) : 0.5);
+    }
+    add(app, signed ? legend(fmtG(-mx), fmtG(mx), function (t) { return diverging(2 * t - 1); }) : legend(fmtG(lo), fmtG(hi), viridis));
+    var tb = h("table", { class: "lens", id: "values-table" });
+    var hr = h("tr", {}, h("th", { text: "position" }));
+    var nr = h("tr", {}, h("th", {}));
+    for (var i = 0; i < T; i++) { hr.appendChild(h("th", { title: "position " + i, text: toks[i] })); nr.appendChild(h("th", { class: "muted small", text: String(i) })); }
+    tb.appendChild(h("thead", {}, hr, nr));
+    var body = h("tbody");
+    rows.forEach(function (r, k) {
+      var tr = h("tr", {}, h("th", { text: r.label }));
+      r.values.forEach(function (v, j) {
+        var c = colour(v);
+        tr.appendChild(h("td", { "data-row": k, "data-pos": j, "data-value": v === null ? "" : String(v),
+          style: "background:" + rgb(c) + ";color:" + textOn(c), text: fmt(v, 3) }));
+      });
+      body.appendChild(tr);
+    });
+    tb.appendChild(body);
+    var box = h("div", { class: "scroll", id: "values" }, tb);
+    box.addEventListener("mousemove", function (ev) {
+      var td = ev.target.closest ? ev.target.closest("td[data-pos]") : null;
+      if (!td) { hideTip(); return; }
+      var j = +td.getAttribute("data-pos"), k = +td.getAttribute("data-row");
+      showTip(ev, rows[k].label + ", position " + j + " “" + toks[j] + "”\n" + fmtG(rows[k].values[j]));
+    });
+    box.addEventListener("mouseleave", hideTip);
+    add(app, box);
+    if (rows.length <= 8) {
+      var colours = ["#1f5fa8", "#e08a1e", "#4a9a8a", "#5a5a66", "#b35900", "#7b4fa8", "#2f8f3a", "#a83232"];
+      var labels = toks.map(function (t, i) { return D.numbered || T > 48 ? String(i) : i + " " + t.trim().slice(0, 6); });
+      add(app, h("div", { class: "charts", id: "values-chart" }, lineChart({ width: Math.min(1200, Math.max(560, 14 * T)), xLabels: labels,
+        yLabel: D.y_label || "", series: rows.map(function (r, k) { return { name: r.label, values: r.values, color: colours[k] }; }) })));
+    }
+  }
+
   // ---- experiment pages ------------------------------------------------------------------------------------
   // An experiment's SVG figure as an <img> of a data: URL, never as markup in the page: a report is
   // a file people share, and an SVG image runs no script, loads nothing external and takes no
@@ -763,6 +865,8 @@
     if (D.kind === "inspect") renderInspect(app, D);
     else if (D.kind === "grad") renderGrad(app, D);
     else if (D.kind === "experiment") renderExperiment(app, D);
+    else if (D.kind === "pattern") renderPattern(app, D);
+    else if (D.kind === "positions") renderPositions(app, D);
     else throw new Error("unknown report kind " + D.kind);
     document.body.setAttribute("data-ready", "1");
   } catch (e) {

@@ -52,6 +52,10 @@ int main(void) {
         for (const char *p = page; (p = strstr(p, "</script>")) != NULL; p++) scripts++;
         check(scripts == 2, "exactly two </script> (the data, the code)");
         check(strstr(page, tlm_report_css) && strstr(page, tlm_report_js), "the CSS and JS are inline");
+        size_t m = 0;
+        char *mem = report_page("a <b> & \"c\"", "{\"kind\":\"experiment\",\"title\":\"</script><!--\"}", &m);
+        check(mem && m == n && memcmp(mem, page, n) == 0, "report_page (the Python views' page) = the file, byte for byte");
+        free(mem);
     }
     free(page);
     unlink(path);

@@ -210,6 +210,18 @@ def main():
         T = min(10, cfg.get("max_position_embeddings", 16))
         ids = rng.integers(0, cfg["vocab_size"], T).astype(np.int32)
         check_model(name, model, ref, ids, rng)
+        # generate through the KV cache with hooks (the training layout, one position a step) = the
+        # whole sequence recomputed at every step, and its greedy tokens = the reference's
+        n_new = min(6, cfg.get("max_position_embeddings", 16) - 4)
+        hooks = [("blocks.0.hook_resid_post", lambda a, h: a * 1.5), ("hook_embed", lambda a, h: None)]
+        kv = model.generate(ids[:4], n_new, temperature=0, fwd_hooks=hooks, return_ids=True)
+        full = model.generate(ids[:4], n_new, temperature=0, fwd_hooks=hooks, return_ids=True, use_kv_cache=False)
+        seq = list(ids[:4])
+        for _ in range(n_new):
+            seq.append(int(ref.run_hooked(np.array([seq]), names=(), replace={
+                "blocks.0.hook_resid_post": lambda t: t * 1.5})[0][0, -1].argmax()))
+        check(np.array_equal(kv, full) and list(kv) == seq[4:], "%s: generate with hooks through the KV cache = "
+              "recomputing = the reference's greedy tokens with the same edit" % name, "%s / %s / %s" % (kv, full, seq[4:]))
 
     if args.only and "stories" not in variants:
         return finish()

@@ -414,9 +414,87 @@ def main():
         check(rc == 0 and out == prompt + py + "\n", "generate %s: Python's text = `tinylm generate`'s" % s,
               "cli %r / py %r" % (out[-80:], py[-80:]))
         check(m.bos not in gen_ids and m.eos not in gen_ids, "generate %s: no BOS/EOS in what is returned" % s)
+        streamed = list(m.generate(prompt, 120, stream=True, **s))
+        check("".join(streamed) == py and len(streamed) >= len(gen_ids) - 4,
+              "generate %s, stream=True: the pieces, one a token, join to `tinylm generate`'s text" % s,
+              "%r vs %r" % ("".join(streamed)[-60:], py[-60:]))
+        # hooks through the KV cache (the prompt's pass, then one position a step): a no-op hook at every
+        # kind of point gives the CLI's tokens
+        noop = [(n, lambda a, h: None) for n in ("hook_embed", "blocks.1.attn.hook_k", "blocks.3.mlp.hook_post",
+                                                 "ln_final.hook_normalized")]
+        hooked = m.generate(prompt, 120, fwd_hooks=noop, return_ids=True, **s)
+        check(np.array_equal(hooked, gen_ids), "generate %s with no-op hooks, through the KV cache = `tinylm "
+              "generate`'s tokens" % s, "%s vs %s" % (hooked[:12], gen_ids[:12]))
         if s["temperature"] == 0.0:
-            hooked = m.generate(prompt, 120, fwd_hooks=[("hook_embed", lambda a, h: None)], **s)
-            check(hooked == py, "generate greedy with a no-op hook (recomputing) = the KV-cache path")
+            hooked = m.generate(prompt, 120, fwd_hooks=[("hook_embed", lambda a, h: None)], use_kv_cache=False, **s)
+            check(hooked == py, "generate greedy with a no-op hook, recomputing (use_kv_cache=False) = the CLI's text")
+    # views: the page writer through tlm_report_html (also under ASan here); misuse raises
+    ids = m.tokenize("Once upon a <b>time</b>")
+    _, vc = m.run_with_cache(ids, names=lambda n: "pattern" in n)
+    page = vc.view_attention(layers=[0, -1]).html()
+    check(page.startswith("<!DOCTYPE html>") and page.count("</script>") == 2 and "<b>time" not in page,
+          "views: a cache's patterns as the report page (tokens only inside the escaped data blob)")
+    frame = tinylm.views.positions(np.arange(3.0), labels="x")._repr_html_()
+    check(frame.startswith('<iframe class="tinylm-view" sandbox="allow-scripts"') and "<script" not in frame,
+          "views: _repr_html_ is one sandboxed iframe whose page is an escaped attribute")
+    bad_view = tinylm.views.View({"kind": "inspect"}, "t")
+    raises("views: the library refuses a page of another kind", bad_view.html, tinylm.TinylmError, ["pattern"])
+    raises("views: a NaN in the data is refused before the library sees it",
+           tinylm.views.View({"kind": "pattern", "x": float("nan")}, "t").html, ValueError, [])
+    for label, fn, exc in [("a 5-d pattern", lambda: tinylm.views.attention(np.zeros((1, 1, 1, 2, 2))), ValueError),
+                           ("a non-square pattern", lambda: tinylm.views.attention(np.zeros((2, 3, 4))), ValueError),
+                           ("tokens not strings", lambda: tinylm.views.positions(np.zeros(2), tokens=[1, 2]), TypeError),
+                           ("a string as values", lambda: tinylm.views.positions("abc"), TypeError),
+                           ("layer out of range", lambda: vc.view_attention(layers=[9]), KeyError)]:
+        raises("views: %s raises %s" % (label, exc.__name__), fn, exc)
+    # hooks at every step through the KV cache compute what recomputing the whole sequence computes
+    _, c = m.run_with_cache(m.tokenize("Once upon a time, there was a little boy"), names=["blocks.3.hook_resid_post"])
+    vec = 0.5 * c["blocks.3.hook_resid_post"][-1]
+    seen = []
+
+    def steer(a, h):
+        seen.append((a.shape[0], int(h.positions[0]), int(h.positions[-1])))
+        a[..., h.positions > 0, :] += vec
+
+    def ablate(z, h):
+        z[:, 2, :] = 0  # head 2 of layer 1, at every position
+    for s in settings[:4]:
+        hooks = [("blocks.3.hook_resid_post", steer), ("blocks.1.attn.hook_z", ablate)]
+        seen.clear()
+        kv = m.generate(prompt, 60, fwd_hooks=hooks, return_ids=True, stop_at_eos=False, **s)
+        steps = list(seen)
+        full = m.generate(prompt, 60, fwd_hooks=hooks, return_ids=True, stop_at_eos=False, use_kv_cache=False, **s)
+        plain = m.generate(prompt, 60, return_ids=True, stop_at_eos=False, **s)
+        P = len(m.tokenize(prompt))
+        check(np.array_equal(kv, full) and not np.array_equal(kv, plain),
+              "generate %s: steering + a head ablated through the KV cache = recomputing every step (and != plain)" % s,
+              "%s / %s" % (kv[:10], full[:10]))
+        check(steps[0] == (P, 0, P - 1) and steps[1:] == [(1, P + i, P + i) for i in range(len(steps) - 1)]
+              and len(steps) == 60, "generate %s: the hook saw the prompt's %d positions, then one new position a step"
+              % (s, P), str(steps[:3]))
+    got = list(m.generate(["Once upon a time", "The little dog"], 20, temperature=0.8, seed=4, stream=True))
+    each = [m.generate(p, 20, temperature=0.8, seed=4) for p in ("Once upon a time", "The little dog")]
+    check(["".join(t for i, t in got if i == k) for k in (0, 1)] == each and [i for i, _ in got] == sorted(i for i, _ in got),
+          "generate of 2 prompts, stream=True: (index, piece), prompt after prompt, each = its own generate")
+    raises("generate with a pattern hook through the KV cache names use_kv_cache=False",
+           lambda: m.generate(prompt, 5, fwd_hooks=[("blocks.0.attn.hook_pattern", lambda a, h: None)]),
+           ValueError, ["use_kv_cache=False"])
+    raises("generate(stream='yes') refused", lambda: m.generate(prompt, 5, stream="yes"), TypeError, ["stream"])
+
+    def boom(a, h):
+        if h.positions[0] > len(m.tokenize(prompt)) + 2:
+            raise RuntimeError("boom at step")
+    it = m.generate(prompt, 20, fwd_hooks=[("hook_embed", boom)], stream=True, temperature=0)
+    raises("a hook raising in the 4th step of a streamed generate reaches the caller",
+           lambda: list(it), RuntimeError, ["boom at step"])
+    check(m.generate(prompt, 5, temperature=0) == m.generate(prompt, 5, temperature=0, stream=False),
+          "the model is usable after a hook raised mid-generation")
+    half = m.generate(prompt, 30, temperature=0, stream=True)
+    first = [next(half) for _ in range(3)]
+    mid = m(m.tokenize("The dog"))  # another call between two steps of a stream
+    rest = list(half)
+    check("".join(first + rest) == m.generate(prompt, 30, temperature=0) and mid.shape[0] == len(m.tokenize("The dog")),
+          "a streamed generate goes on unchanged after another call on the model between its steps")
     # a long sample stops at the first BOS/EOS, as the CLI does
     long_py = m.generate(prompt, 480, temperature=1.0, seed=0, return_ids=True)
     rc, out, err, _ = run_cli(args.tinylm, "generate", "--model", CKPT, "--tokenizer", TOK, "--prompt", prompt,

@@ -55,3 +55,13 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
                    --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_pip_install)
   set_tests_properties(test_pip_install PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
+if(TLM_PYTHON AND NOT TLM_SANITIZE)
+  # examples/*.ipynb executed (python3-nbclient, python3-ipykernel), their numbers against the float64
+  # PyTorch reference (the logit lens and DLA, activation and attribution patching, induction heads on a
+  # model `tinylm train` makes in the test); not in the sanitizer build (the kernel is a process of its own)
+  add_test(NAME test_notebooks
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_notebooks.py
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_notebooks)
+  set_tests_properties(test_notebooks PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+endif()
