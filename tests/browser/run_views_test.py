@@ -14,7 +14,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_browser_test import fail  # noqa: E402
+from run_browser_test import browser_tools, fail  # noqa: E402
 
 
 def main():
@@ -22,21 +22,10 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
-    node, npm = shutil.which("node"), shutil.which("npm")
-    chromium = os.environ.get("TLM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not node or not npm:
-        return fail("Node.js and npm are needed for the browser tests and were not found on PATH "
-                    "(apt-get install nodejs npm; .ci/run installs them)")
-    if not os.access(chromium, os.X_OK):
-        return fail("Chromium is needed for the browser tests and %s is not there "
-                    "(apt-get install chromium, or set TLM_CHROMIUM to a Chromium/Chrome binary)" % chromium)
-    if not os.path.isdir(os.path.join(HERE, "node_modules", "puppeteer-core")):
-        print("test_browser_views: installing tests/browser/node_modules (npm ci)")
-        p = subprocess.run([npm, "ci", "--prefix", HERE, "--no-audit", "--no-fund", "--prefer-offline"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-        if p.returncode != 0:
-            print(p.stdout, file=sys.stderr)
-            return fail("`npm ci --prefix tests/browser` failed (needs the npm registry or npm's cache)")
+    tools = browser_tools("test_browser_views")
+    if not tools:
+        return 1
+    node, chromium = tools
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     p = subprocess.run([sys.executable, os.path.join(HERE, "make_views.py"), "--lib", a.lib, "--out", a.work], timeout=300)

@@ -31,21 +31,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "probes"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
 import tinylm_ref  # noqa: E402
 import llama2c_ref  # noqa: E402
-
-passed = failed = 0
-
-
-def check(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    print("%-96s %s%s" % (what[:96], "ok" if ok else "FAIL", "" if ok or not detail else "  (%s)" % str(detail)[:400]))
-    sys.stdout.flush()
-    return ok
+from harness import check, counts  # noqa: E402  (the check table the tests share)
 
 
 def close(a, b, tol):
@@ -204,7 +193,7 @@ def check_induction(R):
     ref = tinylm_ref.load(R["run"] if os.path.isfile(os.path.join(R["run"], "config.json"))
                           else os.path.join(R["run"], "latest"))
     c = ref.cfg
-    L, H = c["num_hidden_layers"], c["num_attention_heads"]
+    L = c["num_hidden_layers"]
     ids, N = np.array(R["ids"]), R["N"]
     _, cache = ref.run_hooked(ids)
     q = np.arange(N, 2 * N)
@@ -263,8 +252,8 @@ def main():
         t0 = time.time()
         fn(R)
         print("  (reference checks: %.1f s)" % (time.time() - t0))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
+    return 1 if counts["failed"] else 0
 
 
 if __name__ == "__main__":

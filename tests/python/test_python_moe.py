@@ -26,18 +26,12 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
 import tinylm_ref  # noqa: E402
 from cases import all_cases  # noqa: E402
+from harness import check, counts  # noqa: E402  (the check table the tests share)
 
 CASES = ["moe_softmax_top2_nonorm_shared", "moe_sigmoid_deepseek_like", "moe_mlp_only_layers"]
-counts = [0, 0]
-
-
-def check(ok, what, detail=""):
-    counts[0 if ok else 1] += 1
-    print("%s %s%s" % ("ok  " if ok else "FAIL", what, "" if ok or not detail else ": " + str(detail)))
-    return ok
-
 
 def rel_err(c, r):
     c, r = np.asarray(c, np.float64), np.asarray(r, np.float64)
@@ -159,8 +153,8 @@ def main():
         check(all(("blocks.%d.mlp.hook_router_logits_grad" % n) in cg for n in rc["moe_layers"]),
               "%s: the router logits have gradients" % name)
         model.close()
-    print("%d passed, %d failed" % tuple(counts))
-    return 1 if counts[1] else 0
+    print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
+    return 1 if counts["failed"] else 0
 
 
 if __name__ == "__main__":
