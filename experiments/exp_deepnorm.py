@@ -32,7 +32,7 @@ def run(ctx):
     if ctx.quick:
         depths, steps, lrs = [6], 100, [1e-2]
     else:
-        depths, steps, lrs = [6, 24, 96, 192], 200, [3e-3, 1e-2]
+        depths, steps, lrs = [6, 24, 96], 200, [3e-3, 1e-2]
     runs, rows = {}, []
     for lr in lrs:
         opts = {"batch": 8, "grad-clip": 0, "eval-batches": 10, "min-lr": 1e-4, "lr": lr, "warmup": 0}
