@@ -148,30 +148,27 @@ def check_patching(R):
     ok = abs(R["clean_diff"] - cd) < 2e-4 * max(1, abs(cd)) and abs(R["corrupt_diff"] - cr) < 2e-4 * max(1, abs(cr))
     check(ok, "patching: clean and corrupted metrics = the reference's (%.3f, %.3f)" % (cd, cr))
     T = clean.shape[1]
-    act = np.zeros((L, T))
-    with torch.no_grad():
-        for l in range(L):
-            name = "blocks.%d.hook_resid_pre" % l
-            src = torch.tensor(cc[name])
-            for p in range(T):
-                def rep(t, p=p):
-                    t = t.clone()
-                    t[:, p] = src[:, p]
-                    return t
-                act[l, p] = (metric(ref.run_hooked(corrupt, names=(), replace={name: rep})[0]) - cr) / (cd - cr)
+
+    def patch_grid(point, width, index):
+        """[L, width]: the normalised metric with the clean run's `point` of layer l patched into
+        the corrupted run at one index (index(i) selects it: a position, or a head)"""
+        grid = np.zeros((L, width))
+        with torch.no_grad():
+            for l in range(L):
+                name = point % l
+                src = torch.tensor(cc[name])
+                for i in range(width):
+                    def rep(t, sel=index(i)):
+                        t = t.clone()
+                        t[sel] = src[sel]
+                        return t
+                    grid[l, i] = (metric(ref.run_hooked(corrupt, names=(), replace={name: rep})[0]) - cr) / (cd - cr)
+        return grid
+
+    act = patch_grid("blocks.%d.hook_resid_pre", T, lambda p: (slice(None), p))
     ok, e = close(R["act_resid"], act, 2e-4)
     check(ok, "activation patching, resid_pre by layer x position (%d cells) = the reference's (err %.1e)" % (L * T, e))
-    actz = np.zeros((L, H))
-    with torch.no_grad():
-        for l in range(L):
-            name = "blocks.%d.attn.hook_z" % l
-            src = torch.tensor(cc[name])
-            for h in range(H):
-                def rep(t, h=h):
-                    t = t.clone()
-                    t[:, :, h] = src[:, :, h]
-                    return t
-                actz[l, h] = (metric(ref.run_hooked(corrupt, names=(), replace={name: rep})[0]) - cr) / (cd - cr)
+    actz = patch_grid("blocks.%d.attn.hook_z", H, lambda h: (slice(None), slice(None), h))
     ok, e = close(R["act_z"], actz, 2e-4)
     check(ok, "activation patching per head (hook_z, %d heads) = the reference's (err %.1e)" % (L * H, e))
     names = ["blocks.%d.hook_resid_pre" % l for l in range(L)] + ["blocks.%d.attn.hook_z" % l for l in range(L)]
