@@ -362,34 +362,44 @@ static int attention_forward_bf16(float *out, float *scores, float *probs, const
     const int q_row = H * hd;
     const softmax_row_fn softmax_row = pick_softmax_row();
     const size_t own_floats = attention_scratch_floats(T, hd);
+    const int group = H / spec->n_kv_heads;
     int failed = 0;
-#pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            if (failed) continue;
-            const bf16_scratch w = bf16_scratch_at(scratch + (size_t)omp_get_thread_num() * own_floats, T, hd);
-            const head_view hv = head_at(q, k, v, b, h, T, spec);
-            f32_to_bf16_rows(w.q, hd, hv.q, hv.q_row, T, hd);
-            f32_to_bf16_rows(w.k, hd, hv.k, hv.kv_row, T, hd);
-            f32_to_bf16_rows(w.v, hd, hv.v, hv.kv_row, T, hd);
-            float *oh = out + (size_t)b * T * q_row + (size_t)h * hd;
-            const size_t map = ((size_t)b * H + h) * T * T;
-            for (int q0 = 0; q0 < T && !failed; q0 += QB) {
-                const int rows = T - q0 < QB ? T - q0 : QB;
-                int k0, k1;
-                block_keys(q0, rows, spec->window, &k0, &k1);
-                float *S = scores ? scores + map + (size_t)q0 * T : w.S;
-                float *P = probs ? probs + map + (size_t)q0 * T : S;
-                if (bf16_block_probs(S, P, w.q, w.k, q0, rows, k0, k1, T, spec, softmax_row)) {
-                    failed = 1;
-                    break;
+#pragma omp parallel reduction(| : failed)
+    {
+        /* the kv head whose k, v this thread's scratch holds as bf16: the query heads of a GQA
+         * group that a thread runs one after another round them once */
+        int have_b = -1, have_g = -1;
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (failed) continue;
+                const bf16_scratch w = bf16_scratch_at(scratch + (size_t)omp_get_thread_num() * own_floats, T, hd);
+                const head_view hv = head_at(q, k, v, b, h, T, spec);
+                f32_to_bf16_rows(w.q, hd, hv.q, hv.q_row, T, hd);
+                if (b != have_b || h / group != have_g) {
+                    f32_to_bf16_rows(w.k, hd, hv.k, hv.kv_row, T, hd);
+                    f32_to_bf16_rows(w.v, hd, hv.v, hv.kv_row, T, hd);
+                    have_b = b, have_g = h / group;
                 }
-                /* O = P v */
-                f32_to_bf16_rows(w.pb, k1 - k0, P + k0, T, rows, k1 - k0);
-                failed |= gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
-                                         oh + (size_t)q0 * q_row, q_row, NULL) != 0;
+                float *oh = out + (size_t)b * T * q_row + (size_t)h * hd;
+                const size_t map = ((size_t)b * H + h) * T * T;
+                for (int q0 = 0; q0 < T && !failed; q0 += QB) {
+                    const int rows = T - q0 < QB ? T - q0 : QB;
+                    int k0, k1;
+                    block_keys(q0, rows, spec->window, &k0, &k1);
+                    float *S = scores ? scores + map + (size_t)q0 * T : w.S;
+                    float *P = probs ? probs + map + (size_t)q0 * T : S;
+                    if (bf16_block_probs(S, P, w.q, w.k, q0, rows, k0, k1, T, spec, softmax_row)) {
+                        failed = 1;
+                        break;
+                    }
+                    /* O = P v */
+                    f32_to_bf16_rows(w.pb, k1 - k0, P + k0, T, rows, k1 - k0);
+                    failed |= gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
+                                             oh + (size_t)q0 * q_row, q_row, NULL) != 0;
+                }
             }
-        }
+    }
     return failed ? -1 : 0;
 }
 
