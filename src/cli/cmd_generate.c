@@ -43,8 +43,9 @@ static const char USAGE[] =
     "                      -1 = 2^64-1); the same seed gives the same sample (default 1337)\n"
     "  --dtype D           weights in memory: bf16 halves the bytes read per token; auto (default) = bf16\n"
     "                      when the checkpoint stores bf16, else f32\n"
-    "  --precision P       bf16: the prompt's matrix products on bf16 operands (AMX / AVX512-BF16),\n"
-    "                      summed in f32 (decoding is unchanged); fp32: the reference numerics; auto\n"
+    "  --precision P       bf16: the prompt's matrix products on bf16 operands (AMX / AVX512-BF16;\n"
+    "                      the attention's on AMX only), summed in f32 (decoding is unchanged); fp32:\n"
+    "                      the reference numerics; auto\n"
     "                      (default) = bf16 when the weights are bf16 or quantized (a GGUF's blocks) and\n"
     "                      the CPU has bf16 products\n"
     "Timings (load, prompt and generation speed) go to standard error at the end.\n";
