@@ -30,7 +30,9 @@ function(tlm_parity_add_tests)
 endfunction()
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL tlm_parity_add_tests)
 
-if(TLM_PYTHON)
+# Pure Python (no engine code runs), so only the plain build runs them: the sanitizer and
+# OpenBLAS builds would repeat the same seconds for nothing.
+if(TLM_PYTHON AND NOT TLM_SANITIZE)
   # The oracle itself, checked against torch.nn, finite differences and hand-worked values.
   add_test(NAME reference_selftest COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/check_ref.py)
   # The parity test itself: a float32 stand-in passes, broken stand-ins and mutants fail.
