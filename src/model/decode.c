@@ -354,7 +354,7 @@ static void step_moe(const step_ctx *s, int l, const float *u) {
     float p[TLM_MAX_EXPERTS], w[TLM_MAX_EXPERTS], choice[TLM_MAX_EXPERTS];
     int idx[TLM_MAX_EXPERTS];
     unsigned char allow[TLM_MAX_EXPERTS];
-    moe_route_row(cfg, P->score_bias, sh->router, p, idx, w, choice, allow);
+    moe_route_row(cfg, P->score_bias, P->expert_scale, sh->router, p, idx, w, choice, allow);
     for (int j = 0; j < k; j++) {
         const linear_params gate = moe_expert(&P->expert_gate, idx[j], stride),
                             up = moe_expert(&P->expert_up, idx[j], stride),
@@ -423,13 +423,13 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
 }
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
- * and a model of one layer shape without Gemma 4's v norm, K = V, shared K/V or layer tail (those
+ * and a model of one layer shape without Gemma 4's v norm, K = V, shared K/V, layer tail or MoE block (those
  * decode through model_forward with the cache: the same function, without the one-region step) */
 static int step_applies(const tlm_model *m) {
     const tlm_config *c = &m->cfg;
     const int uniform = (c->head_dim_full == 0 || c->head_dim_full == c->head_dim) &&
                         (c->n_kv_heads_full == 0 || c->n_kv_heads_full == c->n_kv_heads) && !c->v_norm && !c->k_eq_v &&
-                        c->n_kv_shared == 0 && !config_has_layer_tail(c);
+                        c->n_kv_shared == 0 && !config_has_layer_tail(c) && !c->moe_block;
     return uniform && !m->hooks && m->n_observers == 0;
 }
 

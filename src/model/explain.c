@@ -263,8 +263,9 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
     static const char *const FFN[] = {"SwiGLU, down(silu(gate(x)) * up(x))", "GeGLU, down(gelu_tanh(gate(x)) * up(x))",
                                       "GELU MLP, down(gelu_tanh(up(x)))"};
     const int moe = config_moe_layers(c);
-    if (moe < c->n_layers)
-        fprintf(o, "feed-forward%s: %s, intermediate size %d%s\n", moe ? " (dense layers)" : "", FFN[c->ffn], c->d_ff,
+    if (moe < c->n_layers || c->moe_block)
+        fprintf(o, "feed-forward%s: %s, intermediate size %d%s\n",
+                c->moe_block ? " (dense, in every layer)" : moe ? " (dense layers)" : "", FFN[c->ffn], c->d_ff,
                 c->mlp_bias ? ", with biases" : "");
     if (moe) {
         fprintf(o, "mixture of experts on %d of %d layers (", moe, c->n_layers);
@@ -286,6 +287,13 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
                     c->norm_topk_prob ? " renormalised to sum 1" : "");
         if (c->routed_scaling_factor != 1.0f) fprintf(o, ", times routed_scaling_factor %g", c->routed_scaling_factor);
         fprintf(o, "; equal scores go to the lower expert index\n");
+        if (c->moe_block)
+            fprintf(o, "MoE block (Gemma 4, enable_moe_block): the experts run beside the dense FFN, not instead of "
+                       "it: f = N1(MLP(N(x))) + N2(experts(N_in2(x))) (HF post_feedforward_layernorm_1 / _2, "
+                       "pre_feedforward_layernorm_2), then the FFN's output norm (post_feedforward_layernorm) and "
+                       "the residual add; the router reads the stream x itself through a weightless RMSNorm times "
+                       "router.scale and hidden_size^-0.5, and each chosen weight, after the renormalisation, is "
+                       "multiplied by its expert's router.per_expert_scale\n");
     }
     fprintf(o, "biases: q/k/v %s, o %s\n", c->attn_bias ? "yes" : "no", c->attn_out_bias ? "yes" : "no");
     if (c->embed_scale) fprintf(o, "embedding: token embedding multiplied by sqrt(hidden_size)\n");
