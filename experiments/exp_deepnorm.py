@@ -2,6 +2,7 @@
 fails: Post-Norm vs DeepNorm vs Pre-Norm at increasing depth, at one learning rate without warmup."""
 import math
 
+import numpy as np
 import svgplot
 from common import fmt
 
@@ -15,6 +16,8 @@ CLAIM = ("DeepNorm (Wang et al. 2022, DeepNet): Post-Norm with the residual up-w
 PLACEMENTS = ["post", "deepnorm", "pre"]
 SMALL = {"hidden_size": 64, "intermediate_size": 176}
 UNIGRAM = 3.313  # nats, the unigram entropy of TinyShakespeare (docs/training.md)
+UPDATE_STEPS = [1, 2, 4, 8]  # the steps at which the model update is measured (the quick form: 1 and 4)
+UPDATE_TOKENS = 64           # the fixed batch: this many validation tokens
 
 
 def outcome(r):
@@ -65,7 +68,50 @@ def run(ctx):
               "grad_layers.all)", ["layers", "placement", "layer 0", "middle layer", "last layer", "last / first",
                                    "max / min over layers"], grows)
 
+    # the model update (the paper's section 3): how far the output on a fixed batch x moves in the
+    # first steps, |F(x, theta_k) - F(x, theta_0)|, F = the logits; a run of k steps for each k at the
+    # constant learning rate (no warmup, no decay: its first k steps are those of any longer run; the
+    # trainer keeps only its latest checkpoint), against the init checkpoint above (the same seed: the
+    # same theta_0, moved by ~1e-12)
+    tl = ctx.py()
+    steps_at = [1, 4] if ctx.quick else UPDATE_STEPS  # (a run each: the quick form keeps to two)
+    K = max(steps_at)
+    upd, urows = {}, []
+    for lr in lrs:
+        for L in depths:
+            for p in PLACEMENTS:
+                sets = dict(SMALL, num_hidden_layers=L, norm_placement=p)
+                init = ctx.init_model("llama-baby", sets)
+                m0 = tl.load(init.model)
+                ids = np.asarray(ctx.text_ids(m0, UPDATE_TOKENS), np.int32)
+                f0 = np.asarray(m0(ids), np.float64)
+                m0.close()
+                per = []
+                for k in steps_at:
+                    r = ctx.train("llama-baby", sets, steps=k, tag="update",
+                                  opts={"batch": 8, "grad-clip": 0, "eval-batches": 1, "lr": lr, "min-lr": lr,
+                                        "warmup": 0})
+                    if not r.ok:  # (the trainer stopped on a non-finite loss before step k)
+                        per.append(float("nan"))
+                        continue
+                    mk = tl.load(r.model)
+                    fk = np.asarray(mk(ids), np.float64)
+                    mk.close()
+                    per.append(float(np.sqrt(np.mean((fk - f0) ** 2))))
+                upd[(lr, L, p)] = per
+                urows.append([lr, L, p] + per + [per[-1] / per[0] if per[0] > 0 else float("nan")])
+    ctx.table("Model update |F(x, theta_k) - F(x, theta_0)| in the first steps (Wang et al. 2022, section 3): the "
+              "RMS change of the logits on a fixed batch of %d validation tokens after k AdamW steps at the constant "
+              "learning rate (no warmup, batch 8 x 64, no clipping; NaN: the run had stopped on a non-finite loss)"
+              % UPDATE_TOKENS, ["lr", "layers", "placement"] + ["step %d" % k for k in steps_at] +
+              ["step %d / step 1" % K], urows)
+
     D = max(depths)
+    for lr in lrs:
+        ctx.figure("Model update in the first %d steps, lr %g, %d layers" % (K, lr, D), "update_lr%g.svg" % lr,
+                   svgplot.line_plot([svgplot.Series(p, steps_at, upd[(lr, D, p)]) for p in PLACEMENTS],
+                                     title="|F(x, theta_k) - F(x, theta_0)|, RMS over the logits, lr %g, %d layers"
+                                     % (lr, D), xlabel="step k", ylabel="RMS logit change (log)", ylog=True))
     ctx.figure("Per-layer parameter-gradient norm at initialization, %d layers" % D, "grad_init.svg",
                svgplot.line_plot([svgplot.Series(p, list(range(D)), gl[(D, p)]) for p in PLACEMENTS],
                                  title="|grad of layer l's parameters| at init, %d layers" % D, xlabel="layer l",
@@ -130,8 +176,10 @@ def run(ctx):
              % (" / ".join(map(str, depths)), " / ".join(fmt((2.0 * L) ** 0.25) for L in depths),
                 " / ".join(fmt((8.0 * L) ** -0.25) for L in depths)))
     ctx.note("Gradients at init are from `tinylm inspect --grad --json` on a checkpoint after one step at learning "
-             "rate 1e-12. The paper's \"model update\" measure (|F(x, theta_t) - F(x, theta_0)| over the first "
-             "steps) is not measured here.")
+             "rate 1e-12. The model update (the paper's |F(x, theta_t) - F(x, theta_0)|) is measured on the logits "
+             "through the Python API (tinylm.load of a run of k steps for each k, the learning rate constant so "
+             "that its steps are the first k of any run), against that init checkpoint; it is reported, not part "
+             "of the verdict's rule.")
 
 
 def check(res):
@@ -150,4 +198,10 @@ def check(res):
     g = {r[1]: r for r in res["tables"][1]["rows"]}
     if not g["pre"][2] > 3 * g["post"][2]:
         bad.append("Post-Norm's layer-0 gradient at init is not well below Pre-Norm's")
+    u = {r[2]: r[3:-1] for r in res["tables"][2]["rows"]}
+    if sorted(u) != sorted(PLACEMENTS):
+        bad.append("the model-update table does not hold exactly %s" % PLACEMENTS)
+    for p in ("pre", "deepnorm"):  # (they train: their first steps move the output, by a finite amount)
+        if p in u and not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in u[p]):
+            bad.append("%s's model update is not finite and positive at every measured step: %s" % (p, u[p]))
     return bad

@@ -270,10 +270,12 @@ class ActivationCache(dict):
             layer = self.n_layers
         layer = self._layer_arg(layer, "stack_neuron_results")
         W_out = self._weights()["W_out"]
-        f = W_out.shape[1]
-        keep = np.arange(f)[neuron_slice] if neuron_slice is not None else np.arange(f)
         comps, labels = [], []
         for l in range(layer):
+            if W_out[l] is None:  # (a list of per-layer views: see Weights)
+                raise ValueError("stack_neuron_results: layer %d's FFN is a mixture of experts (no dense neurons)" % l)
+            f = W_out[l].shape[0]
+            keep = np.arange(f)[neuron_slice] if neuron_slice is not None else np.arange(f)
             post = self["blocks.%d.mlp.hook_post" % l]  # [..., T, f]
             r = np.einsum("...n,nd->n...d", post[..., keep].astype(np.float64), W_out[l][keep].astype(np.float64))
             comps.append(_pos(r, pos_slice, -2).astype(np.float32))

@@ -28,14 +28,20 @@ def _norm_names(cfg):
             out[eng + "_norm"] = tl + "_post"
         if pl in ("sandwich", "output"):
             out[eng + "_out_norm"] = tl + "_out"
+    # Gemma 4's MoE block: the dense MLP's output norm, the experts' input and output norms
+    out.update({"dense_out_norm": "ln2_dense_out", "moe_in_norm": "ln2_moe", "moe_out_norm": "ln2_moe_out"})
     return out
 
 
 class Weights(dict):
     """{TransformerLens name: NumPy view of the engine's parameter buffer}. Built by
     Model.weights(); read-only unless writable=True. Keys: the stacked arrays (W_E, W_pos, W_U,
-    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, b_gate, b_out) and the
-    per-layer state-dict names (blocks.N.attn.W_Q, blocks.N.ln1.w, ln_final.w, ...)."""
+    W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O, W_in, W_gate, W_out, b_in, b_gate, b_out; with experts
+    W_router, W_in_experts, W_gate_experts, W_out_experts, ...) and the per-layer state-dict names
+    (blocks.N.attn.W_Q, blocks.N.ln1.w, ln_final.w, ...). A stacked key is one [L, ...] view when
+    every layer has that tensor in one shape; in a model whose layers differ (MoE and dense layers
+    mixed, Gemma 4's layer types) it is a list of L per-layer views, None where a layer has none.
+    moe_layers / dense_layers: the layers with a router / with a dense FFN."""
 
     def __init__(self, model, flat, offsets, writable):
         super().__init__()
@@ -57,28 +63,29 @@ class Weights(dict):
                                             strides=tuple(s * _F for s in strides), writeable=self.writable)
         return a
 
-    def _stack(self, flat, offsets, fmt, shape, strides, what):
-        """one view over every layer: the layers' tensors lie at equal distances in the buffer"""
+    def _layers(self, flat, offsets, fmt, geom):
+        """key over every layer from engine tensor `fmt % l`, geom(l, engine shape) -> (shape,
+        strides) of layer l's view: one strided view [L, ...] when every layer has the tensor, of
+        one shape, at equal distances in the buffer; otherwise (mixtures of experts with dense
+        layers, Gemma 4's layer types of their own shapes) a list of L per-layer views, None where
+        a layer has no such tensor. None when no layer has it."""
         L = self._cfg["num_hidden_layers"]
-        names = [fmt % l for l in range(L)]
-        if any(n not in offsets for n in names):
+        per = []
+        for l in range(L):
+            t = offsets.get(fmt % l)
+            per.append(None if t is None else (t[0],) + tuple(geom(l, t[1])))
+        if all(v is None for v in per):
             return None
-        offs = [offsets[n][0] for n in names]
-        step = offs[1] - offs[0] if L > 1 else 0
-        if any(offs[i] - offs[0] != i * step for i in range(L)):
-            c = self._cfg
-            if c.get("global_head_dim") or c.get("num_global_key_value_heads") or c.get("use_double_wide_mlp"):
-                return None  # (Gemma 4's layers of two shapes: no stacked view; the engine names remain)
-            raise RuntimeError("weights: %s of the layers are not evenly spaced in the parameter buffer" % what)
-        return self._view(flat, offs[0], (L,) + tuple(shape), (step,) + tuple(strides))
+        if all(v is not None for v in per) and all(v[1:] == per[0][1:] for v in per):
+            step = per[1][0] - per[0][0] if L > 1 else 0
+            if all(per[i][0] - per[0][0] == i * step for i in range(L)):
+                return self._view(flat, per[0][0], (L,) + tuple(per[0][1]), (step,) + tuple(per[0][2]))
+        return [None if v is None else self._view(flat, v[0], v[1], v[2]) for v in per]
 
     def _build(self, flat, offsets):
         c = self._cfg
         L, d = c["num_hidden_layers"], c["hidden_size"]
         H = c["num_attention_heads"]
-        KV = c.get("num_key_value_heads") or H
-        hd = c.get("head_dim") or d // H
-        f = c["intermediate_size"]
         V = c["vocab_size"]
         E = offsets["embed.weight"][0]
         self["W_E"] = self._view(flat, E, (V, d), None)
@@ -88,36 +95,72 @@ class Weights(dict):
         head = offsets.get("lm_head.weight", (E, None))[0]  # tied: the embedding itself
         self["W_U"] = self._view(flat, head, (d, V), (1, d))
         p = "layers.%d."
+        # which layers are mixtures of experts (a router) and which have a dense FFN (up_proj; Gemma 4's
+        # MoE block: both)
+        self.moe_layers = [l for l in range(L) if (p % l) + "ffn.router.weight" in offsets]
+        self.dense_layers = [l for l in range(L) if (p % l) + "ffn.up_proj.weight" in offsets]
+
+        def hd(l):  # layer l's head_dim (Gemma 4's full layers have their own), from its q_proj
+            return offsets[(p % l) + "attn.q_proj.weight"][1][0] // H
+
+        heads = {"W_Q": lambda l, s: ((H, d, hd(l)), (hd(l) * d, 1, d)),
+                 "W_K": lambda l, s: ((s[0] // hd(l), d, hd(l)), (hd(l) * d, 1, d)),
+                 "b_Q": lambda l, s: ((H, hd(l)), (hd(l), 1)),
+                 "b_K": lambda l, s: ((s[0] // hd(l), hd(l)), (hd(l), 1))}
         # [out, in] weights seen per head as TransformerLens' [heads, d_model, d_head]
-        for key, eng, n in (("W_Q", "q_proj", H), ("W_K", "k_proj", KV), ("W_V", "v_proj", KV)):
-            w = self._stack(flat, offsets, p + "attn." + eng + ".weight", (n, d, hd), (hd * d, 1, d), key)
-            if w is not None:  # (Gemma 4: absent when the layers differ in shape, or lack k / v)
+        for key, eng, g in (("W_Q", "q_proj", "W_Q"), ("W_K", "k_proj", "W_K"), ("W_V", "v_proj", "W_K")):
+            w = self._layers(flat, offsets, p + "attn." + eng + ".weight", heads[g])
+            if w is not None:  # (no layer has v_proj when all are K = V, ...)
                 self[key] = w
-            b = self._stack(flat, offsets, p + "attn." + eng + ".bias", (n, hd), (hd, 1), key)
+            b = self._layers(flat, offsets, p + "attn." + eng + ".bias", heads["b" + g[1:]])
             if b is not None:
                 self["b_" + key[2]] = b
-        w = self._stack(flat, offsets, p + "attn.o_proj.weight", (H, hd, d), (hd, 1, H * hd), "W_O")
+        w = self._layers(flat, offsets, p + "attn.o_proj.weight",
+                         lambda l, s: ((H, hd(l), d), (hd(l), 1, H * hd(l))))
         if w is not None:
             self["W_O"] = w
-        b = self._stack(flat, offsets, p + "attn.o_proj.bias", (d,), (1,), "b_O")
+        vec = lambda l, s: ((s[0],), (1,))  # noqa: E731
+        b = self._layers(flat, offsets, p + "attn.o_proj.bias", vec)
         if b is not None:
             self["b_O"] = b
-        for key, eng, shape, strides in (("W_in", "up_proj", (d, f), (1, d)), ("W_gate", "gate_proj", (d, f), (1, d)),
-                                         ("W_out", "down_proj", (f, d), (1, f))):
-            w = self._stack(flat, offsets, p + "ffn." + eng + ".weight", shape, strides, key)
+        # the dense FFN: [out, in] seen as x @ W
+        for key, eng in (("W_in", "up_proj"), ("W_gate", "gate_proj"), ("W_out", "down_proj")):
+            w = self._layers(flat, offsets, p + "ffn." + eng + ".weight", lambda l, s: ((s[1], s[0]), (1, s[1])))
             if w is not None:
                 self[key] = w
-            b = self._stack(flat, offsets, p + "ffn." + eng + ".bias", (shape[1],), (1,), key)
+            b = self._layers(flat, offsets, p + "ffn." + eng + ".bias", vec)
             if b is not None:
                 self["b" + key[1:]] = b
-        # per-layer state-dict names: blocks.N.attn.W_Q [H, d, hd] ...
-        for l in range(L):
-            for key in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"):
-                if key in self:
-                    self["blocks.%d.attn.%s" % (l, key)] = self[key][l]
-            for key in ("W_in", "W_gate", "W_out", "b_in", "b_gate", "b_out"):
-                if key in self:
-                    self["blocks.%d.mlp.%s" % (l, key)] = self[key][l]
+        # mixtures of experts: the router as x @ W_router [d, E]; every expert of a layer in one
+        # view [E, ...] (they lie at a fixed stride); the shared expert; DeepSeek-V3's selection bias,
+        # Gemma 4's router input scale and per-expert scales
+        if self.moe_layers:
+            l0 = "layers.%d.ffn.experts." % self.moe_layers[0]
+            n_e = c.get("num_experts") or 0
+            stride = (offsets[l0 + "1.up_proj.weight"][0] - offsets[l0 + "0.up_proj.weight"][0]) if n_e > 1 else 0
+            moe = (("W_router", "router.weight", lambda l, s: ((s[1], s[0]), (1, s[1]))),
+                   ("b_router_select", "router.e_score_correction_bias", vec),
+                   ("router_scale", "router.scale", vec), ("expert_scale", "router.expert_scale", vec),
+                   ("W_in_experts", "experts.0.up_proj.weight", lambda l, s: ((n_e, s[1], s[0]), (stride, 1, s[1]))),
+                   ("W_gate_experts", "experts.0.gate_proj.weight",
+                    lambda l, s: ((n_e, s[1], s[0]), (stride, 1, s[1]))),
+                   ("W_out_experts", "experts.0.down_proj.weight",
+                    lambda l, s: ((n_e, s[1], s[0]), (stride, 1, s[1]))),
+                   ("W_in_shared", "shared_experts.up_proj.weight", lambda l, s: ((s[1], s[0]), (1, s[1]))),
+                   ("W_gate_shared", "shared_experts.gate_proj.weight", lambda l, s: ((s[1], s[0]), (1, s[1]))),
+                   ("W_out_shared", "shared_experts.down_proj.weight", lambda l, s: ((s[1], s[0]), (1, s[1]))))
+            for key, eng, g in moe:
+                w = self._layers(flat, offsets, p + "ffn." + eng, g)
+                if w is not None:
+                    self[key] = w
+        # per-layer state-dict names: blocks.N.attn.W_Q [H, d, hd], blocks.N.mlp.W_in_experts [E, d, fe] ...
+        attn = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+        for key in list(self):
+            if key in ("W_E", "W_pos", "W_U"):
+                continue
+            for l in range(L):
+                if self[key][l] is not None:
+                    self["blocks.%d.%s.%s" % (l, "attn" if key in attn else "mlp", key)] = self[key][l]
         # norms: blocks.N.ln1.w / .b, ln_final.w; QK-norm blocks.N.attn.q_norm.w; DyT's .alpha
         suffix = {"weight": "w", "bias": "b", "alpha": "alpha"}
         tl = _norm_names(c)
@@ -142,8 +185,10 @@ class Weights(dict):
         if key not in ("W_K", "W_V", "b_K", "b_V"):
             raise ValueError("repeat_kv: %r; one of W_K, W_V, b_K, b_V" % (key,))
         H = self._cfg["num_attention_heads"]
-        KV = self._cfg.get("num_key_value_heads") or H
-        return np.repeat(self[key], H // KV, axis=1)
+        w = self[key]
+        if isinstance(w, list):  # (per-layer views: each layer's own kv heads)
+            return [None if v is None else np.repeat(v, H // v.shape[0], axis=0) for v in w]
+        return np.repeat(w, H // w.shape[1], axis=1)
 
     def norm_gain(self, key):
         """The gain a norm weight applies (a copy): w, or 1 + w for Gemma's (1 + w) RMSNorm

@@ -26,6 +26,7 @@ static const char *const COMPONENT[C_COUNT] = {"embeddings", "attention", "feed-
 static int component_of(const tensor_info *t) {
     /* Gemma 4's per-layer inputs (their norms are norms) and layer scalars */
     if (strstr(t->name, "layer_scalar") || (strstr(t->name, "ple_") && !strstr(t->name, "norm."))) return C_PER_LAYER;
+    if (strstr(t->name, ".ffn.router.")) return C_FFN; /* (Gemma 4's router scales are gains, not norms) */
     if (t->kind == TENSOR_NORM || strstr(t->name, "norm.")) return C_NORM;
     if (!strncmp(t->name, "embed.", 6) || !strncmp(t->name, "pos_embed.", 10)) return C_EMBED;
     if (strstr(t->name, ".attn.")) return C_ATTN;

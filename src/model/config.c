@@ -103,6 +103,7 @@ static const config_key TINYLM_KEYS[] = {
     {"first_k_dense_replace", KEY_INT, F(first_k_dense), NULL},
     {"decoder_sparse_step", KEY_INT, F(sparse_step), NULL},
     {"mlp_only_layers", KEY_LAYER_LIST, F(mlp_only), NULL},
+    {"enable_moe_block", KEY_BOOL, F(moe_block), NULL},
     {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
     {"final_logit_softcapping", KEY_FLOAT_OR_NULL, F(final_softcap), NULL},
     {"initializer_range", KEY_FLOAT, F(init_std), NULL},
@@ -463,6 +464,7 @@ int config_validate_moe(const tlm_config *c, const char *src) {
         REQUIRE(c->scoring == SCORING_SOFTMAX, "%s: scoring_func = \"%s\" needs num_experts > 0", src,
                 scoring_name(c->scoring));
         REQUIRE(c->n_group <= 1 && c->topk_group <= 1, "%s: n_group / topk_group need num_experts > 0", src);
+        REQUIRE(!c->moe_block, "%s: enable_moe_block = true needs num_experts > 0", src);
         return 0;
     }
     const int E = c->n_experts, k = c->n_experts_per_tok;
@@ -490,6 +492,21 @@ int config_validate_moe(const tlm_config *c, const char *src) {
         REQUIRE(c->topk_group * (E / c->n_group) >= k,
                 "%s: topk_group = %d groups of %d experts hold fewer than num_experts_per_tok = %d", src,
                 c->topk_group, E / c->n_group, k);
+    }
+    if (c->moe_block) { /* Gemma 4's block: what its router and its sums are (Gemma4TextRouter, DecoderLayer) */
+        REQUIRE(c->placement == PLACE_SANDWICH,
+                "%s: enable_moe_block = true needs norm_placement \"sandwich\" (the dense and expert outputs are "
+                "each normed, summed, and normed again by the FFN's output norm; got \"%s\")",
+                src, placement_name(c->placement));
+        REQUIRE(c->scoring == SCORING_SOFTMAX, "%s: enable_moe_block = true routes by softmax (scoring_func \"%s\")",
+                src, scoring_name(c->scoring));
+        REQUIRE(c->norm_topk_prob, "%s: enable_moe_block = true renormalises the chosen weights (norm_topk_prob false)",
+                src);
+        REQUIRE(c->n_shared_experts == 0, "%s: enable_moe_block = true has no shared experts (n_shared_experts = %d)",
+                src, c->n_shared_experts);
+        REQUIRE(c->routed_scaling_factor == 1.0f,
+                "%s: enable_moe_block = true scales by each expert's learned scale, not routed_scaling_factor = %g",
+                src, c->routed_scaling_factor);
     }
     return 0;
 }
@@ -592,6 +609,7 @@ char *config_to_json(const tlm_config *c) {
         cJSON *ml = cJSON_AddArrayToObject(o, "mlp_only_layers");
         for (int l = 0; l < c->n_layers; l++)
             if (c->mlp_only[l]) cJSON_AddItemToArray(ml, cJSON_CreateNumber(l));
+        if (c->moe_block) cJSON_AddBoolToObject(o, "enable_moe_block", true);
     }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     cJSON_AddNumberToObject(o, "final_logit_softcapping", c->final_softcap);

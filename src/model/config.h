@@ -89,6 +89,11 @@ typedef struct {
     int sparse_step;       /* decoder_sparse_step (1: every layer) */
     unsigned char mlp_only[TLM_MAX_LAYERS]; /* mlp_only_layers as flags */
     int n_mlp_only;        /* entries mlp_only_layers listed */
+    /* Gemma 4's MoE block (enable_moe_block): an MoE layer keeps its dense FFN too and adds the
+     * experts beside it, F(x) = N_1(MLP(N_in(x))) + N_2(MoE(N_in2(x))) (then the sandwich's output
+     * norm); the router reads x itself through a weightless RMSNorm times a learned scale [d] and
+     * d^-0.5, and each chosen weight is multiplied by its expert's learned scale (docs/config.md) */
+    bool moe_block;
 
     /* head */
     bool tie_embeddings;
@@ -181,6 +186,11 @@ const char *scoring_name(router_scoring s);
 static inline bool config_layer_is_moe(const tlm_config *c, int l) {
     return c->n_experts > 0 && l >= c->first_k_dense && (l + 1) % (c->sparse_step > 0 ? c->sparse_step : 1) == 0 &&
            !c->mlp_only[l];
+}
+/* whether layer l has the dense FFN of d_ff: every layer but an MoE one, and with Gemma 4's MoE
+ * block every layer */
+static inline bool config_layer_has_dense(const tlm_config *c, int l) {
+    return !config_layer_is_moe(c, l) || c->moe_block;
 }
 /* MoE layers in the model, and the index of layer l among them (-1: a dense layer) */
 int config_moe_layers(const tlm_config *c);

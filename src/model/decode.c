@@ -7,6 +7,7 @@
 #include "decode.h"
 #include "ops/quant.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +26,15 @@ typedef struct {
     float *router, *ey, *sy; /* a mixture of experts: the router's logits [E], the chosen experts' outputs [k, d],
                                 the shared expert's [d] */
     float *logits;          /* [V] */
+    /* Gemma 4's per-layer inputs: the embedding's projection [L P] (scaled), every layer's input [L P],
+     * a layer's gate and product [P] and its projection [d] */
+    float *ple_ctx, *ple_in, *ple_gate, *ple_prod, *ple_out;
 } step_shared;
 
 typedef struct {
     float *x, *u, *fo, *sum; /* the residual stream, a norm's output, the output norm's, x + F before a post norm [d] */
     float *qn, *kn, *qr, *kr; /* after QK-norm / RoPE [qd], [kvd] */
+    float *vn;                /* after the v norm (Gemma 4) [kvd] */
     float *scores;            /* one head's scores [max_len] */
 } step_private;
 
@@ -71,12 +76,16 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     s->ey = carve(base, &used, (size_t)cfg->n_experts_per_tok * d);
     s->sy = carve(base, &used, d);
     s->logits = carve(base, &used, (size_t)cfg->vocab_size);
+    const size_t P = (size_t)cfg->ple_dim, LP = (size_t)cfg->n_layers * P;
+    s->ple_ctx = carve(base, &used, LP), s->ple_in = carve(base, &used, LP);
+    s->ple_gate = carve(base, &used, P), s->ple_prod = carve(base, &used, P);
+    s->ple_out = carve(base, &used, P ? d : 0);
     for (int t = 0; t < c->n_threads; t++) {
         step_private o;
         o.x = carve(base, &used, d), o.u = carve(base, &used, d), o.fo = carve(base, &used, d);
         o.sum = carve(base, &used, d);
         o.qn = carve(base, &used, qd), o.qr = carve(base, &used, qd);
-        o.kn = carve(base, &used, kvd), o.kr = carve(base, &used, kvd);
+        o.kn = carve(base, &used, kvd), o.kr = carve(base, &used, kvd), o.vn = carve(base, &used, kvd);
         o.scores = carve(base, &used, (size_t)c->max_len);
         if (base) c->own[t] = o;
     }
@@ -203,7 +212,8 @@ void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const 
  *   - the gate|up product and the GLU: each thread the same range of gate rows, up rows and
  *     hidden units, so the GLU needs no barrier.
  * Five barriers per layer (after q|k|v, attention, o, the hidden units, down; a mixture-of-experts
- * layer: after the router and two per chosen expert, step_moe). Every value is
+ * layer: after the router and two per chosen expert, step_moe; Gemma 4's per-layer input: two more,
+ * and two per token for the inputs of every layer, step_ple_inputs). Every value is
  * computed by the same kernel, in the same order, as model_forward computes it (the row forms of
  * ops.h), so the logits are bit for bit those of model_forward (tests/model/test_decode_step.c). */
 
@@ -212,7 +222,7 @@ enum { STEP_ATTN, STEP_FFN };
 typedef struct {
     const tlm_model *m;
     kv_cache *c;
-    int id, nt, pos;
+    int id, nt, pos, token;
     step_private *o;
 } step_ctx;
 
@@ -256,51 +266,64 @@ static void step_norm(const tlm_config *c, float *y, const norm_params *p, const
         rmsnorm_row(y, x, p->w, config_norm_offset(c), c->d_model, c->norm_eps);
 }
 
-/* QK-norm rows of one projection [n_heads * hd] (per head, or over all of it): rows [r0, r1) */
-static void step_qk_norm(const tlm_config *c, float *y, const float *x, const float *w, int n_heads, int h0, int h1) {
+/* QK-norm rows of one projection [n_heads * hd] of layer l (per head, or over all of it): rows [r0, r1) */
+static void step_qk_norm(const tlm_config *c, int l, float *y, const float *x, const float *w, int n_heads, int h0,
+                         int h1) {
     int rows, cols;
-    model_qk_norm_shape(c, 0, 1, n_heads, &rows, &cols);
+    model_qk_norm_shape(c, l, 1, n_heads, &rows, &cols);
     if (rows == 1) h0 = 0, h1 = 1; /* (over the whole projection: every thread the whole row) */
     for (int r = h0; r < h1; r++)
         rmsnorm_row(y + (size_t)r * cols, x + (size_t)r * cols, w, config_norm_offset(c), cols, c->norm_eps);
 }
 
-/* F of the attention sublayer of layer l on u (the thread's) into s->c->sh.f (shared) */
+/* F of the attention sublayer of layer l on u (the thread's) into s->c->sh.f (shared), as
+ * attention_sublayer_forward computes it for one row: the layer's own head_dim and kv heads (Gemma 4's
+ * layer types), q alone in a layer that reads an earlier layer's keys and values (from that layer's
+ * cache, written earlier in this step), v the k projection in a K = V layer, the v norm per head */
 static void step_attention(const step_ctx *s, int l, const float *u) {
     const tlm_model *m = s->m;
     const tlm_config *cfg = &m->cfg;
     kv_cache *c = s->c;
     const layer_params *P = &m->p.layers[l];
-    const int d = cfg->d_model, hd = cfg->head_dim, H = cfg->n_heads, KV = cfg->n_kv_heads, group = H / KV;
-    const int qd = H * hd, kvd = KV * hd;
+    const int d = cfg->d_model, hd = config_layer_head_dim(cfg, l), H = cfg->n_heads;
+    const int KV = config_layer_kv_heads(cfg, l), group = H / KV, qd = H * hd, kvd = KV * hd;
+    const int own = config_kv_source(cfg, l) == l, k_eq_v = own && config_layer_k_eq_v(cfg, l);
+    const int n_parts = !own ? 1 : k_eq_v ? 2 : 3;
     int lo, hi;
-    share(qd + 2 * kvd, s, &lo, &hi);
+    share(qd + (n_parts - 1) * kvd, s, &lo, &hi);
     const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
     const int qkv_widths[3] = {qd, kvd, kvd};
-    step_linear_parts(c->sh.qkv, u, &P->qkv, qkv_parts, qkv_widths, 3, d, lo, hi);
+    step_linear_parts(c->sh.qkv, u, &P->qkv, qkv_parts, qkv_widths, n_parts, d, lo, hi);
 #pragma omp barrier
-    const float *q = c->sh.qkv, *k = q + qd, *v = k + kvd, *qn = q, *kn = k;
+    const float *q = c->sh.qkv, *k = q + qd, *v = k_eq_v ? k : k + kvd, *qn = q, *kn = k;
     int g0, g1;
     share(KV, s, &g0, &g1); /* this thread's kv heads, and their query heads */
     const int h0 = g0 * group, h1 = g1 * group;
     if (cfg->qk_norm != QK_NORM_NONE) {
-        step_qk_norm(cfg, s->o->qn, q, P->q_norm, H, h0, h1);
-        step_qk_norm(cfg, s->o->kn, k, P->k_norm, KV, g0, g1);
+        step_qk_norm(cfg, l, s->o->qn, q, P->q_norm, H, h0, h1);
+        if (own) step_qk_norm(cfg, l, s->o->kn, k, P->k_norm, KV, g0, g1);
         qn = s->o->qn, kn = s->o->kn;
+    }
+    if (own && cfg->v_norm) { /* per head, no weight */
+        for (int g = g0; g < g1; g++)
+            rmsnorm_row(s->o->vn + (size_t)g * hd, v + (size_t)g * hd, NULL, 0.0f, hd, cfg->norm_eps);
+        v = s->o->vn;
     }
     const float *qr = qn, *kr = kn;
     if (cfg->position == POS_ROPE && g1 > g0) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
         rope_forward_token(s->o->qr + (size_t)h0 * hd, qn + (size_t)h0 * hd, cs, sn, h1 - h0, hd, s->pos);
-        rope_forward_token(s->o->kr + (size_t)g0 * hd, kn + (size_t)g0 * hd, cs, sn, g1 - g0, hd, s->pos);
+        if (own) rope_forward_token(s->o->kr + (size_t)g0 * hd, kn + (size_t)g0 * hd, cs, sn, g1 - g0, hd, s->pos);
         qr = s->o->qr, kr = s->o->kr;
     }
     const attention_spec spec = model_layer_attention(cfg, l);
     for (int g = g0; g < g1; g++) {
         float *kc = kv_head(c, c->k, l, g), *vc = kv_head(c, c->v, l, g);
-        memcpy(kc + (size_t)s->pos * hd, kr + (size_t)g * hd, sizeof(float) * hd);
-        memcpy(vc + (size_t)s->pos * hd, v + (size_t)g * hd, sizeof(float) * hd);
+        if (own) { /* (a sharing layer reads what its source layer wrote at this position) */
+            memcpy(kc + (size_t)s->pos * hd, kr + (size_t)g * hd, sizeof(float) * hd);
+            memcpy(vc + (size_t)s->pos * hd, v + (size_t)g * hd, sizeof(float) * hd);
+        }
         for (int h = g * group; h < (g + 1) * group; h++)
             attention_row(c->sh.att + (size_t)h * hd, s->o->scores, qr + (size_t)h * hd, kc, vc, hd,
                           attention_first_key(s->pos, spec.window), s->pos + 1, hd, spec.scale, spec.softcap);
@@ -311,12 +334,63 @@ static void step_attention(const step_ctx *s, int l, const float *u) {
 #pragma omp barrier
 }
 
+/* Gemma 4's per-layer inputs of every layer for this token, as ple_inputs_forward computes them:
+ * the embedding's projection (rows shared out, each thread scaling its own), then each thread its
+ * share of the layers' slices: RMSNorm, plus the token table's row * sqrt(P), / sqrt(2) */
+static void step_ple_inputs(const step_ctx *s) {
+    const tlm_model *m = s->m;
+    const tlm_config *cfg = &m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const int d = cfg->d_model, L = cfg->n_layers, Pd = cfg->ple_dim, LP = L * Pd;
+    const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f), es = sqrtf((float)Pd);
+    int lo, hi;
+    share(LP, s, &lo, &hi);
+    step_linear(sh->ple_ctx, sh->x0, &m->p.ple_model_proj, d, lo, hi);
+    for (int i = lo; i < hi; i++) sh->ple_ctx[i] *= ks;
+#pragma omp barrier
+    share(L, s, &lo, &hi);
+    const float *row = m->p.ple_embed + (size_t)s->token * LP;
+    for (int j = lo; j < hi; j++) {
+        float *y = sh->ple_in + (size_t)j * Pd;
+        rmsnorm_row(y, sh->ple_ctx + (size_t)j * Pd, m->p.ple_model_norm, config_norm_offset(cfg), Pd, cfg->norm_eps);
+        for (int i = 0; i < Pd; i++) y[i] = (y[i] + row[(size_t)j * Pd + i] * es) * r2;
+    }
+#pragma omp barrier
+}
+
+/* layer l's tail on the thread's stream x (in place), as layer_tail_forward: x + N(proj(act(gate x) *
+ * its per-layer input)), then times the layer scalar */
+static void step_tail(const step_ctx *s, int l, float *x) {
+    const tlm_model *m = s->m;
+    const tlm_config *cfg = &m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const layer_params *P = &m->p.layers[l];
+    const int d = cfg->d_model, Pd = cfg->ple_dim;
+    const float *sum = x;
+    if (Pd > 0) {
+        int lo, hi;
+        share(Pd, s, &lo, &hi);
+        step_linear(sh->ple_gate, x, &P->ple_gate, d, lo, hi);
+        glu_forward_range(sh->ple_prod, sh->ple_gate, sh->ple_in + (size_t)l * Pd, (size_t)lo, (size_t)hi,
+                          model_ffn_activation(cfg));
+#pragma omp barrier
+        share(d, s, &lo, &hi);
+        step_linear(sh->ple_out, sh->ple_prod, &P->ple_proj, Pd, lo, hi);
+#pragma omp barrier
+        step_norm(cfg, s->o->fo, &P->ple_norm, sh->ple_out);
+        for (int i = 0; i < d; i++) s->o->sum[i] = x[i] + s->o->fo[i];
+        sum = s->o->sum;
+    }
+    const float sc = cfg->layer_scalar ? P->scalar[0] : 1.0f;
+    for (int i = 0; i < d; i++) x[i] = sc * sum[i];
+}
+
 /* F of the feed-forward sublayer of layer l on u into s->c->sh.f */
 static void step_ffn(const step_ctx *s, int l, const float *u) {
     const tlm_config *cfg = &s->m->cfg;
     const step_shared *sh = &s->c->sh;
     const layer_params *P = &s->m->p.layers[l];
-    const int d = cfg->d_model, ff = cfg->d_ff;
+    const int d = cfg->d_model, ff = config_layer_ff(cfg, l); /* (Gemma 4's double-wide layers) */
     int lo, hi;
     share(ff, s, &lo, &hi);
     if (cfg->ffn == FFN_GELU) {
@@ -354,7 +428,7 @@ static void step_moe(const step_ctx *s, int l, const float *u) {
     float p[TLM_MAX_EXPERTS], w[TLM_MAX_EXPERTS], choice[TLM_MAX_EXPERTS];
     int idx[TLM_MAX_EXPERTS];
     unsigned char allow[TLM_MAX_EXPERTS];
-    moe_route_row(cfg, P->score_bias, sh->router, p, idx, w, choice, allow);
+    moe_route_row(cfg, P->score_bias, P->expert_scale, sh->router, p, idx, w, choice, allow);
     for (int j = 0; j < k; j++) {
         const linear_params gate = moe_expert(&P->expert_gate, idx[j], stride),
                             up = moe_expert(&P->expert_up, idx[j], stride),
@@ -423,14 +497,10 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
 }
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
- * and a model of one layer shape without Gemma 4's v norm, K = V, shared K/V or layer tail (those
- * decode through model_forward with the cache: the same function, without the one-region step) */
+ * and no Gemma 4 MoE block (that decodes through model_forward with the cache: the same function,
+ * without the one-region step) */
 static int step_applies(const tlm_model *m) {
-    const tlm_config *c = &m->cfg;
-    const int uniform = (c->head_dim_full == 0 || c->head_dim_full == c->head_dim) &&
-                        (c->n_kv_heads_full == 0 || c->n_kv_heads_full == c->n_kv_heads) && !c->v_norm && !c->k_eq_v &&
-                        c->n_kv_shared == 0 && !config_has_layer_tail(c);
-    return uniform && !m->hooks && m->n_observers == 0;
+    return !m->cfg.moe_block && !m->hooks && m->n_observers == 0;
 }
 
 const float *kv_decode_step(tlm_model *m, int token) {
@@ -459,13 +529,16 @@ const float *kv_decode_step(tlm_model *m, int token) {
         embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d);
 #pragma omp parallel num_threads(c->n_threads)
     {
-        step_ctx s = {.m = m, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos};
+        step_ctx s = {.m = m, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos,
+                      .token = token};
         s.o = &c->own[s.id];
+        if (cfg->ple_dim > 0) step_ple_inputs(&s);
         const float *x = c->sh.x0; /* (read by all; from the first sublayer on each thread's own copy) */
         for (int l = 0; l < cfg->n_layers; l++) {
             step_sublayer(&s, l, STEP_ATTN, x, s.o->x);
             x = s.o->x;
             step_sublayer(&s, l, STEP_FFN, x, s.o->x);
+            if (config_has_layer_tail(cfg)) step_tail(&s, l, s.o->x);
         }
         const float *h = x;
         if (cfg->final_norm) {

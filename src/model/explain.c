@@ -85,7 +85,8 @@ static void explain_placement(FILE *o, const tlm_config *c) {
         per_layer = 2;
         break;
     }
-    fprintf(o, "norms per layer: %d%s\n", per_layer,
+    const int block = c->moe_block && config_moe_layers(c) > 0; /* (Gemma 4's MoE block: three more) */
+    fprintf(o, "norms per layer: %d%s%s\n", per_layer + 3 * block, block ? " (in an MoE layer)" : "",
             c->final_norm ? ", plus one final norm before the LM head" : ", and no final norm before the LM head");
     if (!per_layer) return;
     /* the names, in order of use in a layer */
@@ -100,7 +101,14 @@ static void explain_placement(FILE *o, const tlm_config *c) {
                   "on the attention OUTPUT, before the residual add (an output norm; unlike Llama's, which is the "
                   "pre-FFN norm)");
         norm_line(o, "pre_feedforward_layernorm", "before the FFN (input norm)");
-        norm_line(o, "post_feedforward_layernorm", "on the FFN output, before the residual add (output norm)");
+        if (block) {
+            norm_line(o, "post_feedforward_layernorm_1", "on the dense MLP's output (MoE block)");
+            norm_line(o, "pre_feedforward_layernorm_2", "before the experts, on the stream (MoE block)");
+            norm_line(o, "post_feedforward_layernorm_2", "on the experts' weighted sum (MoE block)");
+        }
+        norm_line(o, "post_feedforward_layernorm",
+                  block ? "on the sum of the two, before the residual add (output norm)"
+                        : "on the FFN output, before the residual add (output norm)");
     } else if (nm == NAMES_OLMO2 && c->placement == PLACE_OUTPUT) {
         norm_line(o, "post_attention_layernorm",
                   "on the attention OUTPUT, before the residual add (an output norm; unlike Llama's, which is the "
@@ -116,6 +124,11 @@ static void explain_placement(FILE *o, const tlm_config *c) {
         if (placement_has_output_norm(c->placement))
             norm_line(o, "attn_out_norm", "on the attention output, before the residual add");
         if (in || post) norm_line(o, "ffn_norm", in ? "before the FFN (input norm)" : "after the FFN's residual add");
+        if (block) {
+            norm_line(o, "dense_out_norm", "on the dense FFN's output (MoE block)");
+            norm_line(o, "moe_in_norm", "before the experts, on the stream (MoE block)");
+            norm_line(o, "moe_out_norm", "on the experts' weighted sum (MoE block)");
+        }
         if (placement_has_output_norm(c->placement))
             norm_line(o, "ffn_out_norm", "on the FFN output, before the residual add");
     }
@@ -263,8 +276,9 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
     static const char *const FFN[] = {"SwiGLU, down(silu(gate(x)) * up(x))", "GeGLU, down(gelu_tanh(gate(x)) * up(x))",
                                       "GELU MLP, down(gelu_tanh(up(x)))"};
     const int moe = config_moe_layers(c);
-    if (moe < c->n_layers)
-        fprintf(o, "feed-forward%s: %s, intermediate size %d%s\n", moe ? " (dense layers)" : "", FFN[c->ffn], c->d_ff,
+    if (moe < c->n_layers || c->moe_block)
+        fprintf(o, "feed-forward%s: %s, intermediate size %d%s\n",
+                c->moe_block ? " (dense, in every layer)" : moe ? " (dense layers)" : "", FFN[c->ffn], c->d_ff,
                 c->mlp_bias ? ", with biases" : "");
     if (moe) {
         fprintf(o, "mixture of experts on %d of %d layers (", moe, c->n_layers);
@@ -275,9 +289,10 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
         if (c->n_shared_experts) fprintf(o, ", plus a shared expert of %d x %d", c->n_shared_experts, c->moe_d_ff);
         fprintf(o, "\n");
         if (c->scoring == SCORING_SOFTMAX)
-            fprintf(o, "router: softmax over the %d experts' logits (HF: mlp.gate), the top %d kept%s (Qwen3-MoE, "
-                       "Mixtral)",
-                    c->n_experts, c->n_experts_per_tok, c->norm_topk_prob ? " and renormalised to sum 1" : " as they are");
+            fprintf(o, "router: softmax over the %d experts' logits (HF: %s), the top %d kept%s (%s)", c->n_experts,
+                    c->moe_block ? "router.proj" : "mlp.gate", c->n_experts_per_tok,
+                    c->norm_topk_prob ? " and renormalised to sum 1" : " as they are",
+                    c->moe_block ? "Gemma 4" : "Qwen3-MoE, Mixtral");
         else
             fprintf(o, "router: each expert's sigmoid; the top %d chosen by sigmoid + e_score_correction_bias%s, weighted "
                        "by the sigmoid alone%s (DeepSeek-V3)",
@@ -286,6 +301,13 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
                     c->norm_topk_prob ? " renormalised to sum 1" : "");
         if (c->routed_scaling_factor != 1.0f) fprintf(o, ", times routed_scaling_factor %g", c->routed_scaling_factor);
         fprintf(o, "; equal scores go to the lower expert index\n");
+        if (c->moe_block)
+            fprintf(o, "MoE block (Gemma 4, enable_moe_block): the experts run beside the dense FFN, not instead of "
+                       "it: f = N1(MLP(N(x))) + N2(experts(N_in2(x))) (HF post_feedforward_layernorm_1 / _2, "
+                       "pre_feedforward_layernorm_2), then the FFN's output norm (post_feedforward_layernorm) and "
+                       "the residual add; the router reads the stream x itself through a weightless RMSNorm times "
+                       "router.scale and hidden_size^-0.5, and each chosen weight, after the renormalisation, is "
+                       "multiplied by its expert's router.per_expert_scale\n");
     }
     fprintf(o, "biases: q/k/v %s, o %s\n", c->attn_bias ? "yes" : "no", c->attn_out_bias ? "yes" : "no");
     if (c->embed_scale) fprintf(o, "embedding: token embedding multiplied by sqrt(hidden_size)\n");

@@ -215,6 +215,10 @@ static const config_key GEMMA4_KEYS[] = {
     {"attention_k_eq_v", KEY_BOOL, F(k_eq_v), NULL},
     {"num_kv_shared_layers", KEY_INT, F(n_kv_shared), NULL},
     {"hidden_size_per_layer_input", KEY_INT_OR_NULL, F(ple_dim), NULL},
+    /* the MoE block (enable_moe_block, read by check_gemma4): Gemma4TextExperts / Gemma4TextRouter */
+    {"num_experts", KEY_INT_OR_NULL, F(n_experts), NULL},
+    {"top_k_experts", KEY_INT_OR_NULL, F(n_experts_per_tok), NULL},
+    {"moe_intermediate_size", KEY_INT_OR_NULL, F(moe_d_ff), NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -619,18 +623,24 @@ static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
             return tlm_error("%s: vocab_size_per_layer_input = %g differs from vocab_size = %d: not supported (the "
                              "per-layer inputs' table must cover the vocabulary)", src, vpl, c->vocab_size);
     }
-    bool on = false;
-    if (read_bool(root, src, "enable_moe_block", false, &on)) return -1;
-    if (on)
-        return tlm_error("%s: enable_moe_block = true: Gemma 4's mixture-of-experts block is not supported (the "
-                         "dense form only)", src);
+    /* the MoE block (Gemma4TextDecoderLayer with enable_moe_block): in every layer the experts beside
+     * the dense MLP, softmax top-k renormalised then times router.per_expert_scale (Gemma4TextRouter);
+     * its three sizes must be given (the class defaults are None), and are refused without it */
+    if (read_bool(root, src, "enable_moe_block", false, &c->moe_block)) return -1;
     static const char *const MOE_KEYS[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
+    const int moe_vals[3] = {c->n_experts, c->n_experts_per_tok, c->moe_d_ff};
     for (int i = 0; i < 3; i++) {
         const cJSON *it = item(root, MOE_KEYS[i]);
-        if (it && !cJSON_IsNull(it))
-            return tlm_error("%s: %s is set: it belongs to Gemma 4's mixture-of-experts block, which is not "
-                             "supported (enable_moe_block false needs it null)", src, MOE_KEYS[i]);
+        const bool set = it && !cJSON_IsNull(it);
+        if (set && !c->moe_block)
+            return tlm_error("%s: %s is set: it belongs to Gemma 4's mixture-of-experts block, which "
+                             "enable_moe_block false turns off (it needs the key null)", src, MOE_KEYS[i]);
+        if (c->moe_block && (!set || moe_vals[i] <= 0))
+            return tlm_error("%s: enable_moe_block = true needs %s, a positive integer", src, MOE_KEYS[i]);
     }
+    if (c->moe_block && c->n_experts_per_tok > c->n_experts)
+        return tlm_error("%s: top_k_experts = %d exceeds num_experts = %d", src, c->n_experts_per_tok, c->n_experts);
+    if (c->moe_block) c->norm_topk_prob = true, c->scoring = SCORING_SOFTMAX;
     /* Gemma4TextMLP: the layers that share keys and values have 2 * intermediate_size */
     if (read_bool(root, src, "use_double_wide_mlp", false, &c->ffn_double_shared)) return -1;
     const cJSON *vp = item(root, "vocab_size_per_layer_input");
@@ -706,8 +716,7 @@ static const config_key GEMMA4_COMMON_KEYS[] = {
     {NULL, 0, 0, NULL},
 };
 static const char *const GEMMA4_EXTRA[] = {"hidden_activation", "rope_parameters", "num_global_key_value_heads",
-                                           "use_bidirectional_attention", "enable_moe_block", "num_experts",
-                                           "top_k_experts", "moe_intermediate_size", "use_double_wide_mlp",
+                                           "use_bidirectional_attention", "enable_moe_block", "use_double_wide_mlp",
                                            "vocab_size_per_layer_input", NULL};
 static const char *const GPT2_EXTRA[] = {"activation_function", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
                                          "reorder_and_upcast_attn", "add_cross_attention", "resid_pdrop", "embd_pdrop",

@@ -66,8 +66,12 @@ static int discarded_by_transformers(const tlm_config *c, hf_family_style style,
 }
 
 /* the shape of the HF tensor that holds engine tensor ti */
-static int file_shape(const tensor_info *ti, const hf_tensor_ref *ref, int64_t shape[2]) {
+static int file_shape(const tensor_info *ti, const hf_tensor_ref *ref, int64_t shape[3]) {
     const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
+    if (ref->layout == HF_EXPERT_ROWS) { /* [experts, expert_rows, cols] */
+        shape[0] = ref->experts, shape[1] = ref->expert_rows, shape[2] = cols;
+        return 3;
+    }
     if (ref->layout == HF_COPY) {
         shape[0] = ti->shape[0], shape[1] = ti->shape[1];
     } else if (ref->layout == HF_TRANSPOSE) {
@@ -84,8 +88,18 @@ static int file_shape(const tensor_info *ti, const hf_tensor_ref *ref, int64_t s
 static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_tensor_ref *ref, float *dst,
                     float **scratch, size_t *scratch_n) {
     const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
-    int64_t shape[2];
+    int64_t shape[3];
     const int ndim = file_shape(ti, ref, shape);
+    if (ref->layout == HF_EXPERT_ROWS) { /* rows [offset, offset + rows) of the experts' tensor, read in place */
+        if (tlm_st_check_shape(st, ref->name, ndim, shape)) return -1;
+        tlm_st_tensor part = *tlm_st_find(st, ref->name);
+        const size_t first = (size_t)ref->offset * cols, n = (size_t)rows * cols;
+        const size_t esz = tlm_dtype_size(part.dtype);
+        part.data = (const unsigned char *)part.data + first * esz;
+        part.numel = n, part.nbytes = n * esz;
+        if (tlm_st_read_f32(&part, dst, n)) return -1;
+        return tlm_check_finite(dst, n, 0, part.file, ref->name) < 0 ? -1 : 0;
+    }
     if (ref->layout == HF_COPY) {
         if (tlm_st_load_f32(st, ref->name, ti->ndim, shape, dst)) return -1;
         return tlm_check_finite(dst, ti->numel, 0, tlm_st_find(st, ref->name)->file, ref->name) < 0 ? -1 : 0;
@@ -162,7 +176,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         hf_tensor_ref ref;
-        int64_t shape[2];
+        int64_t shape[3];
         rc = hf_map_tensor(c, (hf_family_style)style, prefix, t[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
         if (!rc && tlm_st_check_shape(st, ref.name, file_shape(&t[i], &ref, shape), shape))
             rc = tlm_error_prefix("%s/config.json (vocab_size %d, hidden_size %d, %d layers) does not match the "
@@ -185,7 +199,7 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         rc = hf_map_tensor(c, style, prefix, m->tensors[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
         if (!rc) rc = load_one(st, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
         const tlm_st_tensor *t = rc ? NULL : tlm_st_find(st, ref.name);
-        if (t && t->ndim == 2) matrices++, bf16_matrices += t->dtype == TLM_DT_BF16;
+        if (t && t->ndim >= 2) matrices++, bf16_matrices += t->dtype == TLM_DT_BF16; /* (3-D: Gemma 4's experts) */
         if (!rc) rc = mark_used(&used, t);
     }
     /* every matrix bf16 in the file: --dtype auto keeps them so (the values are exact in bf16) */

@@ -38,9 +38,17 @@ static const name_pair LLAMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ff
 static const name_pair MIXTRAL_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ffn_norm.", "post_attention_layernorm."},
                                        {"attn.", "self_attn."}, {"ffn.router.", "block_sparse_moe.gate."},
                                        {NULL, NULL}};
+/* (Gemma 4's MoE block: the dense output's norm post_feedforward_layernorm_1, the experts' input and
+ * output norms pre_feedforward_layernorm_2 / post_feedforward_layernorm_2, the router's projection,
+ * input scale and per-expert scales; the experts themselves are HF_EXPERT_ROWS slices, hf_map_tensor) */
 static const name_pair GEMMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"attn_out_norm.", "post_attention_layernorm."},
                                      {"ffn_norm.", "pre_feedforward_layernorm."},
                                      {"ffn_out_norm.", "post_feedforward_layernorm."}, {"attn.", "self_attn."},
+                                     {"dense_out_norm.", "post_feedforward_layernorm_1."},
+                                     {"moe_in_norm.", "pre_feedforward_layernorm_2."},
+                                     {"moe_out_norm.", "post_feedforward_layernorm_2."},
+                                     {"ffn.router.weight", "router.proj.weight"}, {"ffn.router.scale", "router.scale"},
+                                     {"ffn.router.expert_scale", "router.per_expert_scale"},
                                      {"ffn.", "mlp."}, {"layer_scalar", "layer_scalar"},
                                      {"ple_gate.", "per_layer_input_gate."}, {"ple_proj.", "per_layer_projection."},
                                      {"ple_norm.", "post_per_layer_input_norm."}, {NULL, NULL}};
@@ -122,6 +130,24 @@ int hf_map_tensor(const tlm_config *c, hf_family_style style, const char *prefix
             char part[48];
             snprintf(part, sizeof part, "block_sparse_moe.experts.%ld%s", e, r->hf);
             return set_name(out, lp, part, e_end + n);
+        }
+        return no_place(style, name);
+    }
+    if (style == HF_FAMILY_GEMMA && !strncmp(rest, "ffn.experts.", 12)) { /* Gemma4TextExperts' two tensors */
+        char *e_end;
+        const long e = strtol(rest + 12, &e_end, 10);
+        const int fe = c->moe_d_ff;
+        if (e_end == rest + 12 || e < 0 || e >= c->n_experts) return no_place(style, name);
+        out->layout = HF_EXPERT_ROWS, out->experts = c->n_experts;
+        if (!strcmp(e_end, ".gate_proj.weight") || !strcmp(e_end, ".up_proj.weight")) {
+            out->expert_rows = 2 * fe; /* gate_up_proj [E, 2 fe, d]: gate's rows, then up's */
+            out->offset = (int)e * 2 * fe + (e_end[1] == 'u' ? fe : 0);
+            return set_name(out, lp, "experts.gate_up_proj", "");
+        }
+        if (!strcmp(e_end, ".down_proj.weight")) {
+            out->expert_rows = c->d_model; /* down_proj [E, d, fe] */
+            out->offset = (int)e * c->d_model;
+            return set_name(out, lp, "experts.down_proj", "");
         }
         return no_place(style, name);
     }

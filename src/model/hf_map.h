@@ -19,6 +19,9 @@ typedef enum {
     HF_TRANSPOSE, /* GPT-2 Conv1D: HF [in, out], engine [out, in] */
     HF_QKV_SLICE, /* GPT-2 c_attn: rows [off, off + n) of the engine tensor come from columns
                      [off, off + n) of the fused [d, 3d] weight (transposed) or of the [3d] bias */
+    HF_EXPERT_ROWS, /* Gemma 4's experts, all in one [experts, expert_rows, cols] tensor: the engine
+                       tensor [rows, cols] is rows [offset, offset + rows) of it viewed as
+                       [experts * expert_rows, cols] (expert e's gate: e * 2f + [0, f), up: + [f, 2f)) */
 } hf_layout;
 
 typedef struct {
@@ -26,6 +29,7 @@ typedef struct {
     hf_layout layout;
     int offset;      /* HF_QKV_SLICE: first column (weight) / element (bias) of this part */
     int fused_cols;  /* HF_QKV_SLICE: columns of the fused tensor */
+    int experts, expert_rows; /* HF_EXPERT_ROWS: the tensor's first two dimensions */
 } hf_tensor_ref;
 
 /* The naming style of a Hugging Face model_type; -1 (no error set) when it has none. */

@@ -89,6 +89,17 @@ static void take_moe(arena *a, layer_acts *L, const tlm_config *c, int moe, int 
     L->sh = take(sm, N * fs);
     L->sy = take(sm, N * d);
     L->moe_stats = take(m, (size_t)B * 2 * E);
+    /* Gemma 4's MoE block: the dense output and its norm, the router's and the experts' inputs, the
+     * experts' sum and its norm */
+    arena *gb = moe && c->moe_block ? a : &none;
+    L->mlp_f = take(gb, N * d);
+    L->moe_f = take(gb, N * d);
+    norm_acts *ns[4] = {&L->dense_n, &L->router_in, &L->moe_in, &L->moe_n};
+    for (int i = 0; i < 4; i++) {
+        ns[i]->y = take(gb, N * d);
+        ns[i]->mean = take(gb, N);
+        ns[i]->rstd = take(gb, N);
+    }
 }
 
 /* whether a later layer attends over layer l's keys and values (Gemma 4's shared K/V) */
@@ -134,7 +145,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     const norm_placement pl = c->placement;
     /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
     const int full_attention = !(lean && m->kv), maps = full_attention && model_keeps_attention_maps(m);
-    const int any_moe = config_moe_layers(c) > 0, any_dense = config_moe_layers(c) < c->n_layers;
+    const int any_moe = config_moe_layers(c) > 0, any_dense = config_moe_layers(c) < c->n_layers || c->moe_block;
     A->lean = lean, A->maps = maps;
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
     A->res = take_stages(a, lean ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
@@ -197,7 +208,8 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         L->att = take(a, N * lqd);
         /* the FFN: dense, or a mixture of experts (inference: layer 0's buffers serve every layer,
          * so they hold both kinds when the model has both) */
-        const int dense = lean ? any_dense : !config_layer_is_moe(c, l), moe = lean ? any_moe : !dense;
+        const int dense = lean ? any_dense : config_layer_has_dense(c, l),
+                  moe = lean ? any_moe : config_layer_is_moe(c, l);
         const size_t lf = lean ? f : (size_t)config_layer_ff(c, l);
         L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
         L->up = dense ? take(a, N * lf) : NULL;
@@ -271,6 +283,12 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         A->d_eu = take(mb, N * K * fe);
         A->d_eh = take(mb, N * K * fe);
         A->d_router = take(mb, N * E);
+        arena *gb = any_moe && c->moe_block ? b : &none;
+        A->d_mlp_f = take(gb, N * d);
+        A->d_moe_f = take(gb, N * d);
+        A->d_moe_u = take(gb, N * d);
+        A->d_router_in = take(gb, N * d);
+        A->d_topk = take(gb, N * K);
         arena *sb = any_moe && fs ? b : &none;
         A->d_sg = take(sb, N * fs);
         A->d_su = take(sb, N * fs);

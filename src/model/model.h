@@ -40,6 +40,12 @@ typedef struct {
     float *score_bias;
     linear_params expert_gate, expert_up, expert_down; /* expert 0's */
     linear_params shared_gate, shared_up, shared_down;
+    /* Gemma 4's MoE block (moe_block), beside the dense FFN: the dense output's norm (HF
+     * post_feedforward_layernorm_1), the experts' input norm (pre_feedforward_layernorm_2) and
+     * output norm (post_feedforward_layernorm_2); the router's input scale [d] (router.scale) and
+     * each expert's weight scale [E] (router.per_expert_scale) */
+    norm_params dense_out_norm, moe_in_norm, moe_out_norm;
+    float *router_scale, *expert_scale;
     float *scalar;         /* [1] the layer's output scale (layer_scalar), or NULL */
     /* Gemma 4's per-layer input (ple_dim P): gate [P, d], projection [d, P], its output's norm */
     linear_params ple_gate, ple_proj;
@@ -142,6 +148,11 @@ typedef struct {
     float *sg, *su, *sh, *sy; /* the shared expert: [N, fs] x 3, [N, d] */
     float *moe_stats;         /* [B, 2 E]: per sequence, rows sent to each expert and the sum of its
                                  softmax probabilities (the load-balancing loss's counts) */
+    /* Gemma 4's MoE block (moe_block), on the FFN sublayer's input x [N, d]: the dense FFN's output
+     * mlp_f and its norm dense_n; the router's input router_in (y = rmsnorm(x) * scale * d^-0.5,
+     * rstd); the experts' input norm moe_in; their weighted sum moe_f and its norm moe_n */
+    float *mlp_f, *moe_f;
+    norm_acts dense_n, router_in, moe_in, moe_n;
 } layer_acts;
 
 typedef struct {
@@ -174,6 +185,9 @@ typedef struct {
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
     /* MoE backward scratch: [N k, d] x 2, [N k, fe] x 3, [N, E], [N, fs] x 3 */
     float *d_ey, *d_xs, *d_eg, *d_eu, *d_eh, *d_router, *d_sg, *d_su, *d_sh;
+    /* Gemma 4's MoE block: d mlp_f, d moe_f, d(experts' input), d(router's input) [N, d]; each chosen
+     * weight's gradient times its weight before the expert's scale [N, k] (the scales' gradients) */
+    float *d_mlp_f, *d_moe_f, *d_moe_u, *d_router_in, *d_topk;
     /* the load-balancing loss of the last forward (docs/ops.md): the fraction of routed slots each
      * expert got and its mean softmax probability, over all MoE layers' rows as Hugging Face's
      * load_balancing_loss_func pools them [E] x 2, and E * sum_e F_e P_e */

@@ -6,6 +6,8 @@
  *   idx   = top-k (of z for softmax, the order of p; of p + b for sigmoid, within the best
  *           topk_group groups when n_group > 1); ties: the lower expert index first
  *   w     = p[idx] (/ their sum: norm_topk_prob) * routed_scaling_factor     [N, k]
+ *           (Gemma 4's MoE block: * expert_scale[idx] instead of the factor, and the router reads
+ *           its own input ur, moe_block_forward's normed and scaled x, where the experts read u)
  *   rows are grouped by expert (a counting sort into slots): expert e's rows are the slots
  *   [off[e], off[e+1]), xs = u gathered into them, and each expert runs its GEMMs over all its
  *   rows at once (linear_forward, the engine's one product entry point):
@@ -42,8 +44,8 @@ static void top_k(int *idx, const float *key, const unsigned char *allow, int n,
 
 /* One row: the scores p [E] from the logits z, the chosen experts and their weights. choice:
  * scratch [E] (sigmoid: p + b), allow: scratch [E] */
-void moe_route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
-                   float *choice, unsigned char *allow) {
+void moe_route_row(const tlm_config *c, const float *score_bias, const float *expert_scale, const float *z, float *p,
+                   int *idx, float *w, float *choice, unsigned char *allow) {
     const int E = c->n_experts, k = c->n_experts_per_tok;
     if (c->scoring == SCORING_SOFTMAX) {
         float mx = z[0];
@@ -77,6 +79,8 @@ void moe_route_row(const tlm_config *c, const float *score_bias, const float *z,
     const double eps = c->scoring == SCORING_SIGMOID ? 1e-20 : 0.0; /* (DeepSeek-V3's denominator) */
     const float scale = c->norm_topk_prob ? (float)(c->routed_scaling_factor / (sum + eps)) : c->routed_scaling_factor;
     for (int j = 0; j < k; j++) w[j] *= scale;
+    if (expert_scale) /* (Gemma4TextRouter: after the renormalisation) */
+        for (int j = 0; j < k; j++) w[j] *= expert_scale[idx[j]];
 }
 
 /* the router's logits: always f32 products (a bf16 rounding would move the selection) */
@@ -126,7 +130,7 @@ static void expert_backward(int into, float *dinp, linear_params *G, const float
 
 /* ---- forward -------------------------------------------------------------------------------- */
 
-void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -135,14 +139,15 @@ void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const int fe = c->moe_d_ff, fs = fe * c->n_shared_experts;
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
-    router_logits(ctx, &P->router, a->router_logits, u, N);
+    router_logits(ctx, &P->router, a->router_logits, ur, N);
     PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), a->router_logits, 0); /* (a hook may reroute) */
 #pragma omp parallel for schedule(static) if ((size_t)N * E > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float choice[TLM_MAX_EXPERTS];
         unsigned char allow[TLM_MAX_EXPERTS];
-        moe_route_row(c, P->score_bias, a->router_logits + (size_t)n * E, a->router_probs + (size_t)n * E,
-                  a->topk_idx + (size_t)n * k, a->topk_w + (size_t)n * k, choice, allow);
+        moe_route_row(c, P->score_bias, P->expert_scale, a->router_logits + (size_t)n * E,
+                      a->router_probs + (size_t)n * E, a->topk_idx + (size_t)n * k, a->topk_w + (size_t)n * k, choice,
+                      allow);
     }
     /* per sequence: rows sent to each expert and the sum of its scores (the load-balancing
      * loss's statistics, pooled over the batch by moe_pool_stats) */
@@ -203,8 +208,9 @@ void moe_forward(pass_ctx *ctx, int l, const float *u, float *f) {
 
 /* ---- backward ------------------------------------------------------------------------------- */
 
-/* du = d(MoE)/du . df (set); the weight gradients into ctx->g */
-void moe_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+/* du = d(MoE)/du . df (set) through the experts, and dur = d(MoE)/dur . df through the router (set;
+ * dur == du when the router reads u: then both paths add into du); the weight gradients into ctx->g */
+void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const float *df, float *dur, float *du) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -233,6 +239,15 @@ void moe_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
             for (int i = 0; i < d; i++) dy[i] = w * g[i], acc += (double)g[i] * y[i];
             dw[j] = acc;
         }
+        if (P->expert_scale) { /* w_j = v_j s[idx_j], v_j = p_j / S: d s gets dw_j v_j (summed below, in row
+                                  order), and v_j gets dw_j s[idx_j] */
+            double S = 0.0;
+            for (int j = 0; j < k; j++) S += p[idx[j]];
+            for (int j = 0; j < k; j++) {
+                A->d_topk[(size_t)n * k + j] = (float)(dw[j] * (alpha * p[idx[j]] / (c->norm_topk_prob ? S : 1.0)));
+                dw[j] *= P->expert_scale[idx[j]];
+            }
+        }
         /* dw -> dp at the chosen experts: w_j = alpha p_j (/ S, S = sum of the chosen p) */
         float *dz = A->d_router + (size_t)n * E;
         double dp[TLM_MAX_EXPERTS];
@@ -257,6 +272,9 @@ void moe_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
         }
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), A->d_router, 1);
+    if (P->expert_scale) /* (one thread, rows in order: the same sum whatever the thread count) */
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < k; j++) G->expert_scale[a->topk_idx[(size_t)n * k + j]] += A->d_topk[(size_t)n * k + j];
     /* each expert over its slots: down, the gated unit, gate and up (d_xs set by gate, up adds) */
     for (int e = 0; e < E; e++) {
         const int r0 = a->expert_off[e], rows = a->expert_off[e + 1] - r0;
@@ -281,7 +299,8 @@ void moe_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     } else {
         vec_zero(du, (size_t)N * d);
     }
-    matmul_backward(du, G->router.w, NULL, A->d_router, u, P->router.w, N, d, E);
+    if (dur != du) vec_zero(dur, (size_t)N * d);
+    matmul_backward(dur, G->router.w, NULL, A->d_router, ur, P->router.w, N, d, E);
 #pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float *o = du + (size_t)n * d;

@@ -142,6 +142,12 @@ static void walk_moe(walk *w, layer_params *L, int l) {
         snprintf(n, sizeof n, "layers.%d.ffn.router.e_score_correction_bias", l);
         add(w, &L->score_bias, n, E, 0, TENSOR_BIAS, 0.0f);
     }
+    if (c->moe_block) { /* Gemma 4's router: its input's scale, each expert's weight scale (gains: start at 1) */
+        snprintf(n, sizeof n, "layers.%d.ffn.router.scale", l);
+        add(w, &L->router_scale, n, d, 0, TENSOR_NORM, 1.0f);
+        snprintf(n, sizeof n, "layers.%d.ffn.router.expert_scale", l);
+        add(w, &L->expert_scale, n, E, 0, TENSOR_NORM, 1.0f);
+    }
     const matrix_slots none = {0};
     for (int e = 0; e < E; e++) {
         snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.gate_proj.weight", l, e);
@@ -209,11 +215,7 @@ static void walk_tensors(walk *w, model_params *p) {
             snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
         if (placement_has_output_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l), add_norm(w, &L->ffn_out_norm, n);
-        if (config_layer_is_moe(c, l)) {
-            walk_moe(w, L, l);
-            continue;
-        }
-        {
+        if (config_layer_has_dense(c, l)) {
             linear_params *parts[2] = {&L->gate, &L->up};
             const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
             const int outs[2] = {config_layer_ff(c, l), config_layer_ff(c, l)};
@@ -221,9 +223,17 @@ static void walk_tensors(walk *w, model_params *p) {
                 add_fused(w, &L->gate_up, parts, names, outs, 2, d, c->mlp_bias, l);
             else
                 add_fused(w, &L->up, parts + 1, names + 1, outs + 1, 1, d, c->mlp_bias, l);
+            snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
+            add_linear(w, &L->down, n, d, config_layer_ff(c, l), c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
         }
-        snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
-        add_linear(w, &L->down, n, d, config_layer_ff(c, l), c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+        if (config_layer_is_moe(c, l)) {
+            if (c->moe_block) { /* Gemma 4: the dense output's norm, the experts' input and output norms */
+                snprintf(n, sizeof n, "layers.%d.dense_out_norm", l), add_norm(w, &L->dense_out_norm, n);
+                snprintf(n, sizeof n, "layers.%d.moe_in_norm", l), add_norm(w, &L->moe_in_norm, n);
+                snprintf(n, sizeof n, "layers.%d.moe_out_norm", l), add_norm(w, &L->moe_out_norm, n);
+            }
+            walk_moe(w, L, l);
+        }
         if (c->ple_dim > 0) { /* the layer's per-layer input: gate, projection, the projection's norm */
             snprintf(n, sizeof n, "layers.%d.ple_gate", l);
             add_linear(w, &L->ple_gate, n, c->ple_dim, d, false, TENSOR_MATRIX);

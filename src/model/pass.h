@@ -79,12 +79,21 @@ void linear_backward(int into, float *dinp, linear_params *G, const float *dout,
 
 /* one row's routing: the scores p [E] from the logits z [E], the k chosen experts idx (best first,
  * ties to the lower index) and their weights w; choice [E], allow [E] scratch */
-void moe_route_row(const tlm_config *c, const float *score_bias, const float *z, float *p, int *idx, float *w,
-                   float *choice, unsigned char *allow);
-/* f [N,d] = the MoE FFN of layer l on u [N,d] */
-void moe_forward(pass_ctx *x, int l, const float *u, float *f);
-/* du = its backward (set); the weight gradients into x->g */
-void moe_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+void moe_route_row(const tlm_config *c, const float *score_bias, const float *expert_scale, const float *z, float *p,
+                   int *idx, float *w, float *choice, unsigned char *allow);
+/* f [N,d] = the MoE FFN of layer l: its router on ur [N,d], its experts on u [N,d] (the same rows
+ * but for Gemma 4's MoE block) */
+void moe_forward(pass_ctx *x, int l, const float *ur, const float *u, float *f);
+/* its backward: du through the experts (set), dur through the router (set; dur == du: both add
+ * into it); the weight gradients into x->g */
+void moe_backward(pass_ctx *x, int l, const float *ur, const float *u, const float *df, float *dur, float *du);
+/* Gemma 4's MoE block (moe_block) on the FFN sublayer's stream x and its normed u: f [N,d] =
+ * N_1(MLP(u)) + N_2(MoE(N_in2(x))) with the router on rmsnorm(x) * scale * d^-0.5; its backward sets
+ * du (the dense path's) and leaves the gradients at x of the router's and the experts' input norms
+ * for moe_block_backward_x, which adds them into dx */
+void moe_block_forward(pass_ctx *x, int l, const float *x_in, const float *u, float *f);
+void moe_block_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+void moe_block_backward_x(pass_ctx *x, int l, const float *x_in, float *dx);
 /* after a forward in the training layout: every MoE layer's per-sequence statistics pooled into
  * acts.moe_frac / moe_prob and the load-balancing loss acts.moe_aux */
 void moe_pool_stats(tlm_model *m);

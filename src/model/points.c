@@ -153,7 +153,7 @@ static int config_has(const tlm_config *c, int layer, unsigned req) {
     if ((req & REQ_FINAL_NORM) && !c->final_norm) return 0;
     if ((req & REQ_GELU) && c->ffn != FFN_GELU) return 0;
     if ((req & REQ_LAST_LAYER) && layer != c->n_layers - 1) return 0;
-    if ((req & REQ_DENSE) && layer >= 0 && config_layer_is_moe(c, layer)) return 0;
+    if ((req & REQ_DENSE) && layer >= 0 && !config_layer_has_dense(c, layer)) return 0;
     if ((req & REQ_MOE) && (layer < 0 || !config_layer_is_moe(c, layer))) return 0;
     if ((req & REQ_OWN_KV) && layer >= 0 && config_kv_source(c, layer) != layer) return 0;
     return 1;

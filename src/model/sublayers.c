@@ -304,6 +304,64 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     }
 }
 
+/* ---- Gemma 4's MoE block (moe_block): the experts beside the dense FFN ---------------------------
+ * On the FFN sublayer's stream x [N, d] and its input norm's output u [N, d] (Gemma4TextDecoderLayer):
+ *   mlp_f = MLP(u)                              the dense FFN          [N, d]
+ *   r     = rmsnorm(x) * scale * d^-0.5         the router's input (no weight of its own; scale [d])
+ *   u2    = N_in2(x)                            the experts' input     (pre_feedforward_layernorm_2)
+ *   moe_f = MoE(router on r, experts on u2)     weights p_j / S * expert_scale[idx_j]
+ *   f     = N_1(mlp_f) + N_2(moe_f)             (post_feedforward_layernorm_1 / _2)
+ * and the sublayer's output norm (post_feedforward_layernorm) then norms f as for every FFN. */
+void moe_block_forward(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model;
+    const size_t Nd = (size_t)N * d;
+    ffn_sublayer_forward(ctx, l, u, a->mlp_f);
+    model_norm_forward(c, a->dense_n.y, &a->dense_n, &P->dense_out_norm, a->mlp_f, N);
+    rmsnorm_forward(a->router_in.y, a->router_in.rstd, x, P->router_scale, 0.0f, N, d, c->norm_eps);
+    const float rs = 1.0f / sqrtf((float)d);
+    for (size_t i = 0; i < Nd; i++) a->router_in.y[i] *= rs;
+    model_norm_forward(c, a->moe_in.y, &a->moe_in, &P->moe_in_norm, x, N);
+    moe_forward(ctx, l, a->router_in.y, a->moe_in.y, a->moe_f);
+    model_norm_forward(c, a->moe_n.y, &a->moe_n, &P->moe_out_norm, a->moe_f, N);
+    vec_add(f, a->dense_n.y, a->moe_n.y, Nd);
+}
+
+/* df -> du (set) through the dense path; the experts' and the router's input gradients kept in
+ * A->d_moe_u, A->d_router_in for moe_block_backward_x */
+void moe_block_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T;
+    model_norm_backward(c, A->d_mlp_f, NULL, &G->dense_out_norm, df, &a->dense_n, &P->dense_out_norm, a->mlp_f, N);
+    ffn_sublayer_backward(ctx, l, u, A->d_mlp_f, du);
+    model_norm_backward(c, A->d_moe_f, NULL, &G->moe_out_norm, df, &a->moe_n, &P->moe_out_norm, a->moe_f, N);
+    moe_backward(ctx, l, a->router_in.y, a->moe_in.y, A->d_moe_f, A->d_router_in, A->d_moe_u);
+}
+
+/* dx += the gradients at x of the experts' input norm and of the router's input */
+void moe_block_backward_x(pass_ctx *ctx, int l, const float *x, float *dx) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model;
+    const size_t Nd = (size_t)N * d;
+    model_norm_backward(c, dx, dx, &G->moe_in_norm, A->d_moe_u, &a->moe_in, &P->moe_in_norm, x, N);
+    const float rs = 1.0f / sqrtf((float)d);
+    for (size_t i = 0; i < Nd; i++) A->d_router_in[i] *= rs;
+    rmsnorm_backward(dx, dx, G->router_scale, A->d_router_in, x, P->router_scale, 0.0f, a->router_in.rstd, N, d);
+}
+
 /* out = alpha a + b (DeepNorm's residual add forward, and its gradient alpha dsum + du backward) */
 static void scaled_add(float *out, float alpha, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -348,8 +406,10 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
     }
     if (k == SUB_ATTN)
         attention_sublayer_forward(ctx, l, u, s->f);
+    else if (config_layer_is_moe(c, l) && c->moe_block)
+        moe_block_forward(ctx, l, x, u, s->f);
     else if (config_layer_is_moe(c, l))
-        moe_forward(ctx, l, u, s->f);
+        moe_forward(ctx, l, u, u, s->f);
     else
         ffn_sublayer_forward(ctx, l, u, s->f);
     float *fo = s->f;
@@ -532,8 +592,10 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     const float *u = has_in ? s->in.y : x;
     if (k == SUB_ATTN) /* (each sets du: its input projection is du's only contributor) */
         attention_sublayer_backward(ctx, l, u, df, A->du);
+    else if (config_layer_is_moe(c, l) && c->moe_block)
+        moe_block_backward(ctx, l, u, df, A->du);
     else if (config_layer_is_moe(c, l))
-        moe_backward(ctx, l, u, df, A->du);
+        moe_backward(ctx, l, u, u, df, A->du, A->du);
     else
         ffn_sublayer_backward(ctx, l, u, df, A->du);
     if (has_in) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), A->du, 1);
@@ -548,5 +610,6 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
         vec_add(dx, residual, A->du, Nd);
     else
         vec_copy(dx, A->du, Nd);
+    if (k == SUB_FFN && config_layer_is_moe(c, l) && c->moe_block) moe_block_backward_x(ctx, l, x, dx);
 }
 

@@ -148,6 +148,21 @@ def test_gemma4_refusals(tinylm, work):
         check(rc != 0 and key in err, "explain refuses gemma4_text with %s" % key, out + err)
 
 
+def test_gemma4_moe_explain(tinylm, work):
+    """a gemma4_text config with the MoE block: explain says the experts run beside the dense FFN, the
+    router's own norm and scales; info counts the block's tensors"""
+    cfg = dict(SMALL, model_type="gemma4_text", num_key_value_heads=2, head_dim=8, global_head_dim=16,
+               hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=8, top_k_experts=2,
+               moe_intermediate_size=16)
+    path = os.path.join(work, "gemma4_moe.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc == 0 and "MoE block (Gemma 4" in out and "beside the dense FFN" in out and "per_expert_scale" in out
+          and "8 routed experts" in out and "2 chosen per token" in out and "keys NOT understood" not in out,
+          "explain reads Gemma 4's MoE block", out + err)
+
+
 def test_gemma4_info_memory(tinylm, work):
     """info's KV cache of a Gemma 4 config counts the layers that share keys and values once: 12 layers,
     the last 2 shared, every layer's K (and V) 2 kv heads x 8 = 16 floats a position (sliding) or
@@ -207,8 +222,9 @@ def test_deepnorm_train(tinylm, work):
 
 
 def test_gemma4_train(tinylm, work):
-    """Gemma 4's switches train from the CLI (tinylm format): the loss falls, the saved config keeps
-    them, and the run generates (through the KV cache with shared keys and values)"""
+    """Gemma 4's switches train from the CLI (tinylm format), its MoE block included (4 experts beside
+    the dense FFN of every layer): the loss falls, the saved config keeps them, and the run generates
+    (through the KV cache with shared keys and values)"""
     data = os.path.join(work, "text4.txt")
     with open(data, "w") as f:
         f.write("the quick brown fox jumps over the lazy dog. " * 200)
@@ -219,7 +235,8 @@ def test_gemma4_train(tinylm, work):
                 sliding_window=8, rope_local_base_freq=10000.0, rope_theta=1000000.0,
                 layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
                 global_head_dim=16, num_global_key_value_heads=1, rope_proportional_fraction=0.25,
-                attention_k_eq_v=True, num_kv_shared_layers=2)
+                attention_k_eq_v=True, num_kv_shared_layers=2, enable_moe_block=True, num_experts=4,
+                num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True)
     path = os.path.join(work, "gemma4_tinylm.json")
     with open(path, "w") as f:
         json.dump(conf, f)
@@ -247,7 +264,7 @@ def test_gemma4_train(tinylm, work):
         with open(os.path.join(out_dir, sorted(saved)[-1], "config.json")) as f:
             back = json.load(f)
     keys = ("global_head_dim", "num_global_key_value_heads", "rope_proportional_fraction", "v_norm",
-            "attention_k_eq_v", "num_kv_shared_layers", "layer_scalar")
+            "attention_k_eq_v", "num_kv_shared_layers", "layer_scalar", "enable_moe_block", "num_experts")
     check(all(back.get(k) == conf[k] for k in keys), "the saved config keeps the Gemma 4 switches", str(back))
     rc, out, err = run(tinylm, "generate", "--model", out_dir, "--prompt", "the quick", "-n", "20",
                        "--temperature", "0")
@@ -255,5 +272,5 @@ def test_gemma4_train(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
+    sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_moe_explain, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
                    test_gemma4_train]))

@@ -416,6 +416,35 @@ def gemma4_inv_freq(params, dim, mut=()):
     return inv / params.get("factor", 1.0)
 
 
+def gemma4_moe(cfg, W, p, x, h, norm, eps, mut=()):
+    """Gemma4TextRouter + Gemma4TextExperts, the block beside the dense MLP: the router reads the
+    stream x (not the pre-FFN norm's h) through an RMSNorm without weight, times router.scale and
+    hidden_size^-0.5; softmax, torch.topk, renormalised, times router.per_expert_scale of each chosen
+    expert; the experts (gate_up_proj [E, 2f, d]: gate's rows first; down_proj [E, d, f]) on
+    pre_feedforward_layernorm_2(x), their weighted sum normed by post_feedforward_layernorm_2"""
+    d, k = cfg["hidden_size"], cfg["top_k_experts"]
+    src = h if "moe_router_on_normed" in mut else x
+    r = src * torch.rsqrt(src.pow(2).mean(-1, keepdim=True) + eps) * W[p + "router.scale"]
+    if "moe_no_router_root" not in mut:
+        r = r * d ** -0.5
+    probs = torch.softmax(r @ W[p + "router.proj.weight"].T, dim=-1)
+    w, idx = torch.topk(probs, k, dim=-1)
+    w = w / w.sum(-1, keepdim=True)
+    if "moe_no_expert_scale" not in mut:
+        w = w * W[p + "router.per_expert_scale"][idx]
+    u = norm(x, W[p + "pre_feedforward_layernorm_2.weight"])
+    out = torch.zeros_like(u)
+    for e in range(cfg["num_experts"]):
+        rows, j = torch.where(idx == e)
+        if len(rows):
+            gate, up = W[p + "experts.gate_up_proj"][e].chunk(2, dim=0)
+            if "moe_gate_up_swapped" in mut:
+                gate, up = up, gate
+            y = (gelu_tanh(u[rows] @ gate.T) * (u[rows] @ up.T)) @ W[p + "experts.down_proj"][e].T
+            out = out.index_add(0, rows, y * w[rows, j, None])
+    return norm(out, W[p + "post_feedforward_layernorm_2.weight"])
+
+
 def gemma4_text(cfg, W, ids, mut=()):
     """Gemma4TextConfig defaults; Gemma4TextDecoderLayer: four norms that multiply by w, per-head q/k
     norms and a weightless v norm, scaling 1.0, full layers of their own head_dim (and, with
@@ -494,7 +523,10 @@ def gemma4_text(cfg, W, ids, mut=()):
         x = x + norm(a, W[p + "post_attention_layernorm.weight"])
         h = norm(x, W[p + "pre_feedforward_layernorm.weight"])
         f = gelu_tanh(linear(h, W, p + "mlp.gate_proj")) * linear(h, W, p + "mlp.up_proj")
-        x = x + norm(linear(f, W, p + "mlp.down_proj"), W[p + "post_feedforward_layernorm.weight"])
+        f = linear(f, W, p + "mlp.down_proj")
+        if g(cfg, "enable_moe_block", False):
+            f = norm(f, W[p + "post_feedforward_layernorm_1.weight"]) + gemma4_moe(cfg, W, p, x, h, norm, eps, mut)
+        x = x + norm(f, W[p + "post_feedforward_layernorm.weight"])
         if ple:
             gated = gelu_tanh(linear(x, W, p + "per_layer_input_gate")) * per_layer[:, l, :]
             x = x + norm(linear(gated, W, p + "per_layer_projection"), W[p + "post_per_layer_input_norm.weight"])

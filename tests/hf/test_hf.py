@@ -268,6 +268,15 @@ def gemma4_weights(cfg, rng, T, mat, vec):
         mat(p + "mlp.gate_proj.weight", lf, d)
         mat(p + "mlp.up_proj.weight", lf, d)
         mat(p + "mlp.down_proj.weight", d, lf)
+        if cfg.get("enable_moe_block"):  # Gemma4TextRouter, Gemma4TextExperts (3-D), the block's three norms
+            E, fe = cfg["num_experts"], cfg["moe_intermediate_size"]
+            T[p + "router.proj.weight"] = rng.normal(0.0, 1.5, (E, d))  # (its input has RMS d^-0.5)
+            vec(p + "router.scale", d, 1.0, 0.2)
+            vec(p + "router.per_expert_scale", E, 1.0, 0.3)
+            T[p + "experts.gate_up_proj"] = rng.normal(0.0, 1.0 / np.sqrt(d), (E, 2 * fe, d))
+            T[p + "experts.down_proj"] = rng.normal(0.0, 1.0 / np.sqrt(fe), (E, d, fe))
+            for n in ("post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"):
+                vec(p + n + ".weight", d, 1.0, 0.2)
         if ple:
             mat(p + "per_layer_input_gate.weight", ple, d, 2.0)
             mat(p + "per_layer_projection.weight", d, ple)
@@ -356,6 +365,15 @@ CASES = [
           layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
           num_kv_shared_layers=2, final_logit_softcapping=30.0),
      ["ple_context_only", "one_plus_w", "no_layer_scalar", "no_v_norm"]),
+    # ... with the MoE block (26B-A4B's enable_moe_block): 6 experts of 16, top 2, beside the dense MLP
+    # of every layer, on sliding and full layers with K = V and shared keys and values
+    ("gemma4_moe", "gemma4_text",
+     dict(GEMMA4, num_hidden_layers=3, sliding_window=4, global_head_dim=16, final_logit_softcapping=30.0,
+          layer_types=["sliding_attention", "full_attention", "full_attention"], attention_k_eq_v=True,
+          num_global_key_value_heads=1, num_kv_shared_layers=1, enable_moe_block=True, num_experts=6,
+          top_k_experts=2, moe_intermediate_size=16),
+     ["moe_router_on_normed", "moe_no_router_root", "moe_no_expert_scale", "moe_gate_up_swapped", "one_plus_w",
+      "no_layer_scalar"]),
     ("olmo2_fullqk", "olmo2",
      dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm_per_head", "no_qk_norm"]),
@@ -456,7 +474,7 @@ def family_tests(R):
         variants = [("f32", "F32", 1), ("bf16", "BF16", 1)]
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
-        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared"):
+        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -568,7 +586,7 @@ def error_tests(R):
     for tag, over, needles in [
             ("unknown key", dict(query_pre_attn_scalar=256), ["query_pre_attn_scalar", "not supported"]),
             ("attn soft-cap key", dict(attn_logit_softcapping=50.0), ["attn_logit_softcapping"]),
-            ("moe block", dict(enable_moe_block=True), ["enable_moe_block"]),
+            ("moe block without its sizes", dict(enable_moe_block=True), ["enable_moe_block", "num_experts"]),
             ("moe key set", dict(num_experts=8), ["num_experts"]),
             ("per-layer inputs of another vocabulary", dict(hidden_size_per_layer_input=4,
                                                             vocab_size_per_layer_input=32),
@@ -589,6 +607,17 @@ def error_tests(R):
             ("shared layer without a source", dict(num_kv_shared_layers=4), ["num_kv_shared_layers"])]:
         expect_error(R, "gemma4 " + tag, variant("g4_" + tag.split()[0] + str(len(tag)), dict(g4c, **over), g4w),
                      *needles)
+    # the MoE block: its experts' tensor of the wrong shape, a router tensor missing, each named
+    gm = next(c for c in CASES if c[0] == "gemma4_moe")
+    gmc, gmw = hf_config("gemma4_text", gm[2]), make_weights("gemma4_text", gm[2], 7)
+    expect_error(R, "gemma4 moe experts' tensor of another width",
+                 variant("g4m_shape", gmc, dict(gmw, **{"model.layers.1.experts.gate_up_proj": np.zeros((6, 16, 32))})),
+                 "model.layers.1.experts.gate_up_proj", "[6, 16, 32]")
+    expect_error(R, "gemma4 moe per-expert scales missing",
+                 variant("g4m_scale", gmc, {k: v for k, v in gmw.items() if k != "model.layers.2.router.per_expert_scale"}),
+                 "model.layers.2.router.per_expert_scale")
+    expect_error(R, "gemma4 moe block with top_k above the experts", variant("g4m_k", dict(gmc, top_k_experts=7), gmw),
+                 "top_k_experts", "num_experts")
     bad_v = dict(g4w, **{"model.layers.1.self_attn.v_proj.weight": np.zeros((8 * 2, 32))})
     expect_error(R, "gemma4 v_proj in a K = V layer", variant("g4_vproj", g4c, bad_v),
                  "model.layers.1.self_attn.v_proj.weight")
@@ -709,18 +738,21 @@ def export_tests(R, data_dir):
         R.check("export gemma2 (tinylm) reloads with the same logits", e <= 1e-6, "rel err %.2e %s" % (e, err))
     # Gemma 4 (layer types of their own shapes, proportional RoPE, v norm, K = V, shared K/V, layer
     # scalars) keeps the engine's format too, every switch written out: the same logits again
-    src = os.path.join(R.work, "gemma4_kv_shared_f32")
-    dst = os.path.join(R.work, "export_gemma4")
-    shutil.rmtree(dst, ignore_errors=True)
-    r = export(src, dst)
-    conf = json.load(open(os.path.join(dst, "config.json"))) if r.returncode == 0 else {}
-    ok = conf.get("model_type") == "tinylm" and conf.get("num_kv_shared_layers") == 2 and conf.get("v_norm") is True
-    R.check("export gemma4_text -> tinylm", ok, (r.stdout + r.stderr).strip())
-    if ok:
-        a, _ = R.logits(src, IDS)
-        b, err = R.logits(dst, IDS)
-        e = rel_err(b, a) if b is not None else 1.0
-        R.check("export gemma4_text (tinylm) reloads with the same logits", e <= 1e-6, "rel err %.2e %s" % (e, err))
+    # (and its MoE block: the experts' 3-D tensors as the engine's per-expert matrices, the router's scales)
+    for case, shared, moe in (("gemma4_kv_shared", 2, None), ("gemma4_moe", 1, True)):
+        src = os.path.join(R.work, case + "_f32")
+        dst = os.path.join(R.work, "export_" + case)
+        shutil.rmtree(dst, ignore_errors=True)
+        r = export(src, dst)
+        conf = json.load(open(os.path.join(dst, "config.json"))) if r.returncode == 0 else {}
+        ok = (conf.get("model_type") == "tinylm" and conf.get("num_kv_shared_layers") == shared and
+              conf.get("v_norm") is True and conf.get("enable_moe_block") is moe)
+        R.check("export %s -> tinylm" % case, ok, (r.stdout + r.stderr).strip())
+        if ok:
+            a, _ = R.logits(src, IDS)
+            b, err = R.logits(dst, IDS)
+            e = rel_err(b, a) if b is not None else 1.0
+            R.check("export %s (tinylm) reloads with the same logits" % case, e <= 1e-6, "rel err %.2e %s" % (e, err))
     # the tinylm format cannot hold rope_scaling: refuse instead of dropping it
     dst = os.path.join(R.work, "export_gemma3")
     shutil.rmtree(dst, ignore_errors=True)

@@ -8,7 +8,9 @@
  * must not), and matrices in ggml block formats of two types (no fused q|k|v, gate|up views); on 1 and 2 threads (3 for two shapes: shares of 64 rows in thirds, a thread with no
  * kv head of its own, as MQA's second thread has on 2). Then: a full cache and a token outside
  * the vocabulary are refused (nothing written), and with an observer attached the step is
- * model_forward itself. */
+ * model_forward itself. Every variant but Gemma 4's MoE block runs the step itself (not the
+ * fallback to model_forward), Gemma 4's layer types, K = V, shared K/V, v norm, per-layer inputs and
+ * layer scalar included. */
 #include "isa_cap.h"
 #include <omp.h>
 #include <stdio.h>
@@ -54,6 +56,9 @@ static void v_odd(tlm_config *c) { c->d_model = 40, c->head_dim = 10, c->d_ff = 
 
 enum { T = 14, PREFILL = 5 };
 
+/* steps that ran model_forward instead of the one-region step (its logits are model_forward's) */
+static int fell_back;
+
 /* the logits of positions PREFILL..T-1, one token at a time: through kv_decode_step (step 1) or
  * model_forward (step 0), after the same prefill; -1 when a pass failed */
 static int decode_all(tlm_model *m, const int *tok, int step, float *logits) {
@@ -66,6 +71,7 @@ static int decode_all(tlm_model *m, const int *tok, int step, float *logits) {
         const float *lg = NULL;
         if (step) {
             lg = kv_decode_step(m, tok[t]);
+            fell_back += lg && lg == model_last_logits(m);
         } else if (!model_forward(m, tok + t, NULL, 1, 1, NULL)) {
             lg = model_last_logits(m);
         }
@@ -128,6 +134,7 @@ int main(void) {
             /* (3 threads on the first and the last shape only: more threads than this machine's 2
              * cores spin at every barrier while one waits for a core, ~0.5 s per variant) */
             const int max_threads = i == 0 || i == n_var ? 3 : 2;
+            fell_back = 0;
             for (int nt = 1; nt <= max_threads; nt++) {
                 omp_set_num_threads(nt);
                 int rc = decode_all(m, tok, 0, ref) || decode_all(m, tok, 1, got);
@@ -144,6 +151,14 @@ int main(void) {
                 }
             }
             omp_set_num_threads(2);
+            /* every variant decodes through the one-region step (Gemma 4's layer types, K = V, shared
+             * K/V, v norm, per-layer inputs, layer scalar included) but Gemma 4's MoE block */
+            checks++;
+            if ((fell_back > 0) != c.moe_block) {
+                failures++;
+                printf("FAIL %-44s %s: %d steps %s model_forward\n", var->name, wt_name, fell_back,
+                       c.moe_block ? "expected from" : "fell back to");
+            }
             free(ref), free(got);
             model_free(m);
         }

@@ -29,7 +29,8 @@ static double loss_at(tlm_model *m, const int *tok, const int *tgt) {
     return loss + (double)m->router_aux * m->acts.moe_aux;
 }
 
-static int check_variant_aux(const variant *v, float router_aux) {
+/* the direction u over the tensors whose names contain `only` (NULL: every parameter) */
+static int check_variant_dir(const variant *v, float router_aux, const char *only) {
     tlm_config c;
     variant_config(&c, v);
     tlm_model *m = model_create(&c);
@@ -44,6 +45,14 @@ static int check_variant_aux(const variant *v, float router_aux) {
      * directional derivatives are 5.7, 20 and 5.0) */
     const float scale = c.layer_scalar ? 1.0f : 3.0f;
     for (size_t j = 0; j < m->n_params; j++) m->param_mem[j] *= scale;
+    /* Gemma 4's MoE block at x1: its router reads rows of RMS d^-0.5, so at the init's std its logits
+     * are within a finite difference's step of a tie (the choice flips inside the difference):
+     * router x30 (logits of std ~0.6) and experts x3, so that their scales move the loss */
+    for (int i = 0; c.moe_block && i < m->n_tensors; i++) {
+        const float g = strstr(m->tensors[i].name, ".ffn.router.weight") ? 30.0f
+                        : strstr(m->tensors[i].name, ".ffn.experts.") ? 3.0f : 1.0f;
+        for (size_t j = 0; j < m->tensors[i].numel; j++) m->param_mem[m->tensors[i].offset + j] *= g;
+    }
     int tok[B * T], tgt[B * T];
     for (int i = 0; i < B * T; i++) tok[i] = (i * 7 + 3) % c.vocab_size, tgt[i] = (i * 11 + 1) % c.vocab_size;
     model_alloc_grads(m);
@@ -56,10 +65,16 @@ static int check_variant_aux(const variant *v, float router_aux) {
     rng_state r;
     rng_seed(&r, 99);
     double analytic = 0.0;
-    for (size_t j = 0; j < n; j++) u[j] = (float)rng_normal(&r), analytic += (double)m->grad_mem[j] * u[j];
+    for (size_t j = 0; j < n; j++) u[j] = only ? 0.0f : (float)rng_normal(&r);
+    for (int i = 0; only && i < m->n_tensors; i++)
+        if (strstr(m->tensors[i].name, only))
+            for (size_t j = 0; j < m->tensors[i].numel; j++) u[m->tensors[i].offset + j] = (float)rng_normal(&r);
+    for (size_t j = 0; j < n; j++) analytic += (double)m->grad_mem[j] * u[j];
     double d[2];
     for (int k = 0; k < 2; k++) { /* central differences at h and h/2, Richardson-combined */
-        const double eps = k ? 5e-5 : 1e-4;
+        /* (along one tensor the derivative is small: a wider step keeps float32's rounding of the
+         * loss, ~5e-7, below 1e-4 of it; Richardson's h^4 error stays far below) */
+        const double eps = (k ? 5e-5 : 1e-4) * (only ? 100.0 : 1.0);
         for (size_t j = 0; j < n; j++) m->param_mem[j] = (float)(p0[j] + eps * u[j]);
         double lp = loss_at(m, tok, tgt);
         for (size_t j = 0; j < n; j++) m->param_mem[j] = (float)(p0[j] - eps * u[j]);
@@ -70,12 +85,14 @@ static int check_variant_aux(const variant *v, float router_aux) {
     const double rel = fabs(fd - analytic) / fmax(fabs(fd), 1e-6);
     const int ok = !rc && isfinite(fd) && rel <= 1e-2;
     printf("%-44s fd %+.5e analytic %+.5e rel err %.1e %s\n", v->name, fd, analytic, rel, ok ? "ok" : "FAIL");
+    if (only) printf("%-44s (the direction only over the tensors named *%s*)\n", "", only);
     if (router_aux > 0.0f) printf("%-44s (with the load-balancing loss x %g: %.4f)\n", "", router_aux, m->acts.moe_aux);
     free(p0), free(u);
     model_free(m);
     return !ok;
 }
 
+static int check_variant_aux(const variant *v, float router_aux) { return check_variant_dir(v, router_aux, NULL); }
 static int check_variant(const variant *v) { return check_variant_aux(v, 0.0f); }
 
 static double std_of(const tlm_model *m, const char *name) {
@@ -124,8 +141,17 @@ int main(void) {
      * MoE layers), weighted far above its usual 0.001 so that it moves the derivative */
     int extra = 0;
     for (int i = 0; i < n; i++)
-        if (VARIANTS[i].tweak == v_moe_softmax || VARIANTS[i].tweak == v_moe_step2)
+        if (VARIANTS[i].tweak == v_moe_softmax || VARIANTS[i].tweak == v_moe_step2 ||
+            VARIANTS[i].tweak == v_gemma4_moe)
             failures += check_variant_aux(&VARIANTS[i], 3.0f), extra++;
+    /* Gemma 4's MoE block: the router's input scale and the experts' weight scales, and the block's
+     * three norms, each along a direction of its own (a random one over all parameters could hide
+     * a small wrong term in them) */
+    static const char *const BLOCK[] = {".router.scale", ".router.expert_scale", "dense_out_norm", "moe_in_norm",
+                                        "moe_out_norm"};
+    for (int i = 0; i < n; i++)
+        for (size_t b = 0; VARIANTS[i].tweak == v_gemma4_moe && b < sizeof BLOCK / sizeof BLOCK[0]; b++)
+            failures += check_variant_dir(&VARIANTS[i], 0.0f, BLOCK[b]), extra++;
     printf("%d passed, %d failed\n", n + 1 + extra - failures, failures);
     return failures != 0;
 }

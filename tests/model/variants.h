@@ -67,6 +67,13 @@ static void v_gemma4_ple(tlm_config *c) {
     c->ple_dim = 4;
 }
 
+/* ... with Gemma 4's MoE block: 4 experts (top 2, renormalised, each its own weight scale) beside
+ * the dense FFN of every layer, the router on the stream's own scaled RMSNorm */
+static void v_gemma4_moe(tlm_config *c) {
+    v_gemma4_ple(c);
+    c->n_experts = 4, c->n_experts_per_tok = 2, c->moe_d_ff = 12, c->norm_topk_prob = true, c->moe_block = true;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -90,6 +97,7 @@ static const variant VARIANTS[] = {
     {"gemma4: v norm, layer types, scalar", v_gemma4},
     {"gemma4: k = v, shared kv (4 layers)", v_gemma4_shared},
     {"gemma4: per-layer inputs", v_gemma4_ple},
+    {"gemma4: moe block beside the dense ffn", v_gemma4_moe},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

@@ -174,6 +174,22 @@ CASES = _grid() + [
                                  "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.25,
                                  "attention_k_eq_v": True, "num_kv_shared_layers": 2,
                                  "hidden_size_per_layer_input": 4}),
+    # Gemma 4's MoE block (enable_moe_block): the experts beside the dense FFN, each normed, the router
+    # on the stream through its own scaled RMSNorm, per-expert weight scales: alone on a sandwich
+    # model (with the load-balancing loss), and in the Gemma 4 block with shared K/V and per-layer inputs
+    ("moe_block_sandwich_aux", {"norm_placement": "sandwich", "num_experts": 4, "num_experts_per_tok": 2,
+                                "moe_intermediate_size": 12, "norm_topk_prob": True, "enable_moe_block": True},
+     {"router_aux_loss_coef": 0.5}),
+    ("gemma4_moe_block", {"norm_type": "rmsnorm", "norm_placement": "sandwich", "qk_norm": "head",
+                          "v_norm": True, "query_pre_attn_scalar": 1.0, "ffn_type": "geglu",
+                          "embedding_scale": True, "final_logit_softcapping": 4.0, "layer_scalar": True,
+                          "num_hidden_layers": 3, "sliding_window": 4, "rope_local_base_freq": 10000.0,
+                          "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+                          "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
+                          "num_global_key_value_heads": 1, "rope_proportional_fraction": 0.25,
+                          "attention_k_eq_v": True, "num_kv_shared_layers": 1, "hidden_size_per_layer_input": 4,
+                          "num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+                          "norm_topk_prob": True, "enable_moe_block": True}),
 ]
 
 

@@ -93,6 +93,13 @@ MUTANTS = [
     ("layer scalar missing", "x = x * self.p(\"layers.%d.layer_scalar\" % n)", "pass"),
     ("per-layer inputs without the token table", "per_layer = (made + table) * 2.0 ** -0.5",
      "per_layer = made"),
+    ("MoE block: the router reads the pre-FFN norm's output, not the stream",
+     "r = x / torch.sqrt((x * x).mean(-1, keepdim=True) + c[\"norm_eps\"])",
+     "r = u / torch.sqrt((u * u).mean(-1, keepdim=True) + c[\"norm_eps\"])"),
+    ("MoE block: per-expert scales missing", "return z, idx, w * self.p(p + \"expert_scale\")[idx]",
+     "return z, idx, w"),
+    ("MoE block: experts on the pre-FFN norm's output, not their own",
+     "experts = self.moe(n, self.norm(p + \"moe_in_norm\", x), r)", "experts = self.moe(n, u, r)"),
     ("dx taken at the block output",
      "dx = collections.OrderedDict((\"layers.%d\" % n, x.grad.detach().numpy().copy())\n"
      "                                     for n, x in enumerate(self.block_inputs))",

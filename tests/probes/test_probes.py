@@ -130,7 +130,7 @@ def compare_record(name, c, r, grad_scale):
 
 GEMMA4_SWITCHES = ("global_head_dim", "num_global_key_value_heads", "rope_proportional_fraction", "v_norm",
                    "attention_k_eq_v", "num_kv_shared_layers", "use_double_wide_mlp",
-                   "hidden_size_per_layer_input", "layer_scalar")
+                   "hidden_size_per_layer_input", "layer_scalar", "enable_moe_block")
 
 
 def test_variants(args):

@@ -10,7 +10,11 @@ reference (tests/reference/tinylm_ref.py, float64), on the parity grid's MoE cas
 4. a hook on the router logits reroutes: setting expert e's logit to -1e9 takes it out of every
    row's choice, and the logits equal the reference with that expert's router row given -1e9 logits;
 5. param_grads of the loss = the reference's autograd (1e-3 relative), router weights included,
-   and the gradient at hook_router_logits exists.
+   and the gradient at hook_router_logits exists;
+6. weights() of a model that mixes MoE and dense layers (and of Gemma 4's MoE block and layer types):
+   every key equal to the checkpoint's tensors rearranged here by reshape / transpose; a stacked key
+   is one [L, ...] view where the layers allow it, else a list of per-layer views (None where a layer
+   has no such tensor), views of the engine's memory either way.
 
 usage: test_python_moe.py --lib build/libtinylm.so --work DIR"""
 import argparse
@@ -38,6 +42,76 @@ def rel_err(c, r):
     if c.shape != r.shape:
         return float("inf")
     return float(np.abs(c - r).max() / max(np.abs(r).max(), 1e-30))
+
+
+def expected_layer(P, c, l):
+    """layer l's TransformerLens-shaped arrays, from the checkpoint's tensors (engine names)"""
+    H, d = c["num_attention_heads"], c["hidden_size"]
+    a, f = "layers.%d.attn." % l, "layers.%d.ffn." % l
+    hd = P[a + "q_proj.weight"].shape[0] // H
+    out = {"attn.W_Q": P[a + "q_proj.weight"].reshape(H, hd, d).transpose(0, 2, 1),
+           "attn.W_O": P[a + "o_proj.weight"].T.reshape(H, hd, d)}
+    for k, e in (("W_K", "k_proj"), ("W_V", "v_proj")):
+        if a + e + ".weight" in P:
+            out["attn." + k] = P[a + e + ".weight"].reshape(-1, hd, d).transpose(0, 2, 1)
+    for k, e in (("W_in", "up_proj"), ("W_gate", "gate_proj"), ("W_out", "down_proj")):
+        if f + e + ".weight" in P:
+            out["mlp." + k] = P[f + e + ".weight"].T
+        if f + "shared_experts." + e + ".weight" in P:
+            out["mlp.%s_shared" % k] = P[f + "shared_experts." + e + ".weight"].T
+        if f + "experts.0." + e + ".weight" in P:
+            out["mlp.%s_experts" % k] = np.stack([P["%sexperts.%d.%s.weight" % (f, x, e)].T
+                                                  for x in range(c["num_experts"])])
+    if f + "router.weight" in P:
+        out["mlp.W_router"] = P[f + "router.weight"].T
+    for k, e in (("b_router_select", "e_score_correction_bias"), ("router_scale", "scale"),
+                 ("expert_scale", "expert_scale")):
+        if f + "router." + e in P:
+            out["mlp." + k] = P[f + "router." + e]
+    return out
+
+
+def check_mixed_weights(tinylm, name, cfg, d, P):
+    """6. weights() against the checkpoint's tensors, whatever the layers' mix"""
+    c = tinylm_ref.resolve_config(cfg)
+    L = c["num_hidden_layers"]
+    model = tinylm.load(d)
+    W = model.weights()
+    bad, n = [], 0
+    for l in range(L):
+        for k, want in expected_layer(P, c, l).items():
+            key = "blocks.%d.%s" % (l, k)
+            n += 1
+            if key not in W or rel_err(W[key], want) > 1e-7:  # (f32 of the float64 draws)
+                bad.append(key)
+            stacked = W.get(k.split(".")[1])
+            if stacked is None or stacked[l] is None or rel_err(stacked[l], want) > 1e-7:
+                bad.append(k + "[%d]" % l)
+    moe = set(c["moe_layers"])
+    mixed = 0 < len(moe) < L
+    shapes = {l: expected_layer(P, c, l)["attn.W_Q"].shape for l in range(L)}
+    uniform = not mixed and len(set(shapes.values())) == 1
+    kind_ok = isinstance(W["W_Q"], np.ndarray) == uniform and isinstance(W["W_Q"], list) == (not uniform)
+    dense_ok = all((W["W_in"][l] is None) == (l in moe and not c["enable_moe_block"]) for l in range(L)) \
+        if "W_in" in W else not [l for l in range(L) if l not in moe or c["enable_moe_block"]]
+    router_ok = all((W["W_router"][l] is None) == (l not in moe) for l in range(L)) if moe else "W_router" not in W
+    check(not bad and kind_ok and dense_ok and router_ok and W.moe_layers == sorted(moe),
+          "%s: weights() = the checkpoint's tensors (%d per-layer arrays; W_Q %s; dense / MoE layers as the "
+          "config says)" % (name, n, "one [L, ...] view" if uniform else "a list of per-layer views"),
+          "wrong: %s; W_Q %s" % (bad[:5], type(W["W_Q"]).__name__))
+    # a list entry is the engine's memory: an edit through it is what the next pass computes with
+    ids = np.arange(8, dtype=np.int32) % cfg["vocab_size"]
+    base = model(ids)
+    l = sorted(moe)[0]
+    with model.edit_weights() as We:
+        We["W_in_experts"][l][:] = 0.0
+        We["W_gate_experts"][l][:] = 0.0
+        cut = model(ids)
+    back = model(ids)
+    check(not np.array_equal(cut, base) and np.array_equal(back, base),
+          "%s: zeroing layer %d's experts through weights() changes the logits, and edit_weights restores them"
+          % (name, l))
+    model.close()
 
 
 def main():
@@ -153,6 +227,15 @@ def main():
         check(all(("blocks.%d.mlp.hook_router_logits_grad" % n) in cg for n in rc["moe_layers"]),
               "%s: the router logits have gradients" % name)
         model.close()
+        check_mixed_weights(tinylm, name, cfg, d, P)
+    # 6. Gemma 4's MoE block (the experts beside every layer's dense FFN) and layer types of their own
+    # shapes (and shared K/V: layers without k / v)
+    for name, cfg, opts in all_cases():
+        if name in ("gemma4_moe_block",):
+            d = os.path.join(a.work, name)
+            P = tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"])
+            tinylm_ref.save(d, cfg, P)
+            check_mixed_weights(tinylm, name, cfg, d, P)
     print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
     return 1 if counts["failed"] else 0
 

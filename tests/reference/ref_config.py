@@ -176,11 +176,16 @@ def _resolve_moe(c, L):
     step = nonneg_int("decoder_sparse_step", 1)
     only = list(c.get("mlp_only_layers", []))
     c["mlp_only_layers"] = only
+    block = c["enable_moe_block"] = bool(c.get("enable_moe_block", False))
     if E == 0:
-        if k or shared or scoring != "softmax" or G > 1:
+        if k or shared or scoring != "softmax" or G > 1 or block:
             raise _bad("num_experts", 0, "with MoE keys set")
         c["moe_layers"] = []
         return
+    if block and (c["norm_placement"] != "sandwich" or scoring != "softmax" or not c["norm_topk_prob"] or shared
+                  or c["routed_scaling_factor"] != 1.0):
+        raise _bad("enable_moe_block", True, "is Gemma 4's block: sandwich norms, softmax routing renormalised, "
+                   "no shared experts or scaling factor")
     if not 1 <= k <= E:
         raise _bad("num_experts_per_tok", k, "must be between 1 and num_experts = %d" % E)
     if c["ffn_type"] == "gelu" or c["mlp_bias"]:
@@ -267,11 +272,27 @@ def param_shapes(c):
             _norm(s, p + "ffn_norm", c)
         if out_norm:
             _norm(s, p + "ffn_out_norm", c)
-        if n in c["moe_layers"]:  # the router, its selection bias, the experts, the shared expert
+        moe = n in c["moe_layers"]
+        if not moe or c["enable_moe_block"]:  # the dense FFN (Gemma 4's MoE block keeps it beside the experts)
+            lf = 2 * f if c["use_double_wide_mlp"] and n >= L - c["num_kv_shared_layers"] else f
+            projs = (("gate", [lf, d]), ("up", [lf, d]), ("down", [d, lf]))
+            for proj, shape in projs:
+                if proj == "gate" and c["ffn_type"] == "gelu":
+                    continue
+                s[p + "ffn.%s_proj.weight" % proj] = shape
+                if c["mlp_bias"]:
+                    s[p + "ffn.%s_proj.bias" % proj] = [shape[0]]
+        if moe:  # the router, its selection bias, the experts, the shared expert
             E, fe = c["num_experts"], c["moe_intermediate_size"]
+            if c["enable_moe_block"]:  # Gemma 4: the dense output's norm, the experts' input and output norms
+                for nm in ("dense_out_norm", "moe_in_norm", "moe_out_norm"):
+                    _norm(s, p + nm, c)
             s[p + "ffn.router.weight"] = [E, d]
             if c["scoring_func"] == "sigmoid":
                 s[p + "ffn.router.e_score_correction_bias"] = [E]
+            if c["enable_moe_block"]:  # the router's input scale, each expert's weight scale
+                s[p + "ffn.router.scale"] = [d]
+                s[p + "ffn.router.expert_scale"] = [E]
             for e in range(E):
                 s[p + "ffn.experts.%d.gate_proj.weight" % e] = [fe, d]
                 s[p + "ffn.experts.%d.up_proj.weight" % e] = [fe, d]
@@ -281,15 +302,6 @@ def param_shapes(c):
                 s[p + "ffn.shared_experts.gate_proj.weight"] = [fs, d]
                 s[p + "ffn.shared_experts.up_proj.weight"] = [fs, d]
                 s[p + "ffn.shared_experts.down_proj.weight"] = [d, fs]
-            continue
-        lf = 2 * f if c["use_double_wide_mlp"] and n >= L - c["num_kv_shared_layers"] else f
-        projs = (("gate", [lf, d]), ("up", [lf, d]), ("down", [d, lf]))
-        for proj, shape in projs:
-            if proj == "gate" and c["ffn_type"] == "gelu":
-                continue
-            s[p + "ffn.%s_proj.weight" % proj] = shape
-            if c["mlp_bias"]:
-                s[p + "ffn.%s_proj.bias" % proj] = [shape[0]]
         if P:  # the layer's per-layer input: gate, projection, the projection's norm
             s[p + "ple_gate.weight"] = [P, d]
             s[p + "ple_proj.weight"] = [d, P]

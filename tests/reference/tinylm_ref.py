@@ -328,15 +328,18 @@ class Model:
         w = scores.gather(1, idx)
         if c["norm_topk_prob"]:
             w = w / (w.sum(-1, keepdim=True) + (1e-20 if c["scoring_func"] == "sigmoid" else 0.0))
+        if c["enable_moe_block"]:  # Gemma4TextRouter: after the renormalisation, each expert's own scale
+            return z, idx, w * self.p(p + "expert_scale")[idx]
         return z, idx, w * c["routed_scaling_factor"]
 
-    def moe(self, n, x):
+    def moe(self, n, x, xr=None):
         """A mixture-of-experts FFN: sum over each row's chosen experts of weight * expert(row),
-        plus the shared expert; the router's logits kept for the load-balancing loss."""
+        plus the shared expert; the router's logits kept for the load-balancing loss. xr: the rows the
+        router reads, when they are not x's (Gemma 4's MoE block)."""
         c = self.cfg
         B, T, d = x.shape
         u = x.reshape(-1, d)
-        z, idx, w = self.route(n, u)
+        z, idx, w = self.route(n, u if xr is None else xr.reshape(-1, d))
         self.router_logits.append(z)
         self.router_choice.append(idx)
         self.router_weights.append(w)
@@ -362,9 +365,25 @@ class Model:
         frac = torch.nn.functional.one_hot(chosen, E).to(z.dtype).mean(0).sum(0)  # [E]
         return E * (frac * probs.mean(0)).sum()
 
-    def ffn(self, n, x):
+    def moe_block(self, n, u, x):
+        """Gemma 4's MoE block, written from Gemma4TextDecoderLayer / Gemma4TextRouter: the dense
+        MLP on u (the pre-FFN norm of the stream x) normed by post_feedforward_layernorm_1 (here
+        dense_out_norm), plus the experts on pre_feedforward_layernorm_2(x) (moe_in_norm) normed by
+        post_feedforward_layernorm_2 (moe_out_norm); the router reads x through an RMSNorm without
+        weight, times router.scale and hidden_size^-0.5."""
         c = self.cfg
-        if n in c["moe_layers"]:
+        p = "layers.%d." % n
+        dense = self.norm(p + "dense_out_norm", self.ffn(n, u, dense_only=True))
+        r = x / torch.sqrt((x * x).mean(-1, keepdim=True) + c["norm_eps"])
+        r = r * self.p(p + "ffn.router.scale") * c["hidden_size"] ** -0.5
+        experts = self.moe(n, self.norm(p + "moe_in_norm", x), r)
+        return dense + self.norm(p + "moe_out_norm", experts)
+
+    def ffn(self, n, x, stream=None, dense_only=False):
+        c = self.cfg
+        if n in c["moe_layers"] and not dense_only:
+            if c["enable_moe_block"]:
+                return self.moe_block(n, x, stream)
             return self.moe(n, x)
         p = "layers.%d.ffn." % n
         hk = lambda name, t: self._hook("blocks.%d.mlp.%s" % (n, name), t)  # noqa: E731
@@ -446,7 +465,7 @@ class Model:
             x = self.sublayer(x, lambda h: self.attention(n, h),
                               "layers.%d.attn_norm" % n, "layers.%d.attn_out_norm" % n, (n, "attn"))
             x = self._hook("blocks.%d.hook_resid_mid" % n, x)
-            x = self.sublayer(x, lambda h: self.ffn(n, h),
+            x = self.sublayer(x, lambda h, s=x: self.ffn(n, h, s),
                               "layers.%d.ffn_norm" % n, "layers.%d.ffn_out_norm" % n, (n, "mlp"))
             if P:  # Gemma 4: the layer's own input, gated by the stream, projected, normed, added
                 gate = self.linear("layers.%d.ple_gate" % n, x)
@@ -535,8 +554,8 @@ def init_params(config, seed=0):
     for name, shape in param_shapes(c).items():
         if "norm" in name.split(".")[-2] and name.endswith(".weight"):
             out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
-        elif name.endswith(".layer_scalar"):  # Gemma 4's per-layer scalar starts at 1
-            out[name] = np.ones(shape)
+        elif name.endswith(".layer_scalar") or name.endswith(".router.scale") or name.endswith(".expert_scale"):
+            out[name] = np.ones(shape)  # (Gemma 4's per-layer scalar, router scale, expert scales start at 1)
         elif name.endswith(".alpha"):  # DyT
             out[name] = np.full(shape, c["dyt_alpha_init"])
         elif name.endswith(".bias") or name.endswith(".e_score_correction_bias"):
@@ -568,14 +587,15 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
             out[name] = ident + rng.normal(0.0, norm_std, size=shape)
         elif name.endswith(".alpha"):  # DyT's scalar, around its init
             out[name] = c["dyt_alpha_init"] * (1.0 + rng.normal(0.0, norm_std, size=shape))
-        elif name.endswith(".layer_scalar"):  # around 1
-            out[name] = 1.0 + rng.normal(0.0, norm_std, size=shape)
+        elif name.endswith(".layer_scalar") or name.endswith(".router.scale") or name.endswith(".expert_scale"):
+            out[name] = 1.0 + rng.normal(0.0, norm_std, size=shape)  # (gains: around 1)
         elif name.endswith(".bias"):
             out[name] = rng.normal(0.0, bias_std, size=shape)
         elif name in ("embed.weight", "lm_head.weight", "pos_embed.weight", "ple_embed.weight"):
             out[name] = rng.normal(0.0, embed_std, size=shape)
-        elif name.endswith(".router.weight"):  # (smaller: every expert gets rows of a test batch)
-            out[name] = rng.normal(0.0, std / 3, size=shape)
+        elif name.endswith(".router.weight"):  # (smaller: every expert gets rows of a test batch; Gemma 4's
+            # router reads rows of RMS d^-0.5, so its logits would be flat at that size)
+            out[name] = rng.normal(0.0, std * (3.0 if c["enable_moe_block"] else 1.0 / 3), size=shape)
         elif name.endswith(".e_score_correction_bias"):
             out[name] = rng.normal(0.0, 0.05, size=shape)
         else:
