@@ -204,8 +204,7 @@ def run(ctx):
     ctx.note(RULE)
     ctx.note("The BOS runs: `tinylm train --tokenizer bytes --bos-token 2` (byte 2 never occurs in the text), so every "
              "training and validation window is the BOS then T - 1 bytes; the analysis windows are built the same "
-             "way from the validation split. The no-BOS run samples plain windows (position 0 an arbitrary byte). "
-             "lr 1e-3 cosine to 1e-4, warmup 100, AdamW (0.9, 0.99), weight decay 0.1, clip 1 (the llama-baby preset).")
+             "way from the validation split. lr 1e-3 cosine to 1e-4, warmup 100, AdamW (0.9, 0.99), weight decay 0.1, clip 1 (the llama-baby preset).")
     for name, (r, T, bos, kept) in runs.items():
         if r.metrics and r.metrics[-1]["step"] < steps:
             ctx.note("%s stopped at step %d of its %d-step schedule (the learning rate there %s, not yet the cosine's "

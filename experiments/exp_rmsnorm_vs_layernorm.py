@@ -237,7 +237,7 @@ def run(ctx):
     ok = same_quality and faster and big
     cheap = ("RMSNorm does %d fewer FLOPs per token in training (%s%% of the step's FLOPs; %s%% fewer than LayerNorm's "
              "norm FLOPs); the norms take %s%% (RMSNorm) / %s%% (LayerNorm) of a training step's time and %s%% / %s%% "
-             "of a decode step's, so even a norm twice as fast would save at most that much"
+             "of a decode step's, so norms that cost nothing would save at most that much"
              % (saved, fmt(100.0 * saved / (mflop * 1e6)) if mflop == mflop else "-",
                 fmt(100.0 * (1 - sum(fl["rmsnorm"]) / sum(fl["layernorm"]))), fmt(shares.get("rmsnorm", float("nan"))),
                 fmt(shares.get("layernorm", float("nan"))), fmt(dec["rmsnorm"][2]) if "rmsnorm" in dec else "-",
