@@ -199,6 +199,98 @@ class Context:
                                                        steps, outcome["status"], secs))
         return TrainRun(d, _read_metrics(d), p.returncode, tail, secs, outcome["status"], outcome.get("diverged_at"))
 
+    def train_checkpoints(self, preset="llama-baby", sets=None, steps=200, opts=None, data=None, at=(), until=None):
+        """ctx.train's run with a checkpoint kept at each step of `at` too (the engine keeps only the
+        latest): trained as one run that stops (--stop-at) at each step in turn, its checkpoint
+        copied aside, and resumes (a resume is bit-identical to the uninterrupted run, the cosine
+        schedule planned for `steps`). Returns (TrainRun, [(step, checkpoint dir)]) in step order,
+        the last being the run's end; cached under ctx.cache like ctx.train. until < steps: the run
+        stops there, short of its schedule's end (the cosine still planned for `steps`), and that
+        checkpoint is the last (the optimizer state is kept, so a later call with a larger until
+        continues it)."""
+        sets, opts = dict(sets or {}), dict(opts or {})
+        data = data or self.data
+        at = sorted(s for s in set(int(s) for s in at) if 0 < s < steps)
+        args = ["--data", data, "--preset", preset, "--steps", str(steps), "--sample", "0"]
+        opts.setdefault("save-every", steps)
+        opts.setdefault("eval-every", steps)
+        for k in sorted(sets):
+            v = sets[k]
+            args += ["--set", "%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v)]
+        for k in sorted(opts):
+            args += ["--" + k, str(opts[k])]
+        key = hashlib.sha1(json.dumps([args, at]).encode()).hexdigest()[:12]
+        d = os.path.join(self.cache, "staged-" + key)
+        run_dir, done = os.path.join(d, "run"), os.path.join(d, "experiment_done.json")
+        end = steps if until is None or until >= steps else int(until)
+        at_end = [s for s in at if s < end]
+        stops = at_end + [end]
+        kept = [(s, os.path.join(d, "ckpt-%07d" % s)) for s in at_end] + [(end, run_dir)]
+        if os.path.isfile(done):
+            with open(done) as f:
+                info = json.load(f)
+            if info.get("until", steps) == end:
+                self.trainings.append((True, info["seconds"]))
+                return TrainRun(run_dir, _read_metrics(run_dir), 0, info["stderr_tail"], info["seconds"]), kept
+            os.remove(done)
+        # an interrupted staged run continues from its latest checkpoint (the run directory keeps its
+        # optimizer state until the end): the stops it passed have their copies
+        first = 0
+        latest = os.path.join(run_dir, "latest")
+        if os.path.isdir(latest) and os.path.isfile(os.path.join(latest, "optimizer.safetensors")):
+            done_step = int(os.path.basename(os.path.realpath(latest))[5:])
+            while first < len(at_end) and at_end[first] <= done_step:
+                if at_end[first] == done_step and not os.path.isdir(kept[first][1]):
+                    shutil.copytree(os.path.join(run_dir, "step-%07d" % done_step), kept[first][1],
+                                    ignore=shutil.ignore_patterns("optimizer.safetensors"))
+                if not os.path.isdir(kept[first][1]):
+                    first = -1
+                    break
+                first += 1
+            if first >= 0:
+                self.log("continuing the staged run %s from step %d" % (d, done_step))
+        else:
+            first = -1
+        if first < 0:
+            if os.path.exists(d):
+                shutil.rmtree(d)
+            os.makedirs(d)
+            first = 0
+        t = time.time()
+        p = None
+        for i, s in enumerate(stops):
+            if i < first:
+                continue
+            if i == 0 and first == 0 and not os.path.isdir(latest):
+                cmd = [self.tinylm_path, "train"] + args + ["--out", run_dir]
+            else:
+                cmd = [self.tinylm_path, "train", "--resume", run_dir, "--data", data]
+            if s < steps:
+                cmd += ["--stop-at", str(s)]
+            if i == first and os.path.isdir(latest) and \
+                    int(os.path.basename(os.path.realpath(latest))[5:]) >= s:
+                continue  # (already there: a run cut short earlier at this step)
+            cmd += ["--threads", str(self.threads)]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            ck = os.path.join(run_dir, "step-%07d" % s)
+            if p.returncode not in (0, 130) or not os.path.isdir(ck):
+                raise RuntimeError("tinylm train (staged, to step %d) failed (%d); the run is not cached, %s is left "
+                                   "to look at\n  command: %s\n  stderr: %s" % (s, p.returncode, d, " ".join(cmd),
+                                                                                p.stderr[-2000:].strip() or "(none)"))
+            if s < end:
+                shutil.copytree(ck, kept[i][1], ignore=shutil.ignore_patterns("optimizer.safetensors"))
+        secs = time.time() - t
+        for root, _, files in os.walk(d):
+            if "optimizer.safetensors" in files and (end == steps or root != os.path.realpath(latest)):
+                os.remove(os.path.join(root, "optimizer.safetensors"))
+        with open(done, "w") as f:
+            json.dump({"status": "finished", "rc": 0, "stderr_tail": p.stderr[-600:] if p else "", "seconds": secs,
+                       "args": args, "at": at, "until": end}, f)
+        self.trainings.append((False, secs))
+        self.log("trained %s %s to step %d of %d, checkpoints kept at %s: %.1fs" % (
+            preset, " ".join("%s=%s" % kv for kv in sorted(sets.items())), end, steps, at_end, secs))
+        return TrainRun(run_dir, _read_metrics(run_dir), 0, p.stderr[-600:], secs), kept
+
     def init_model(self, preset="llama-baby", sets=None, data=None):
         """a checkpoint at initialization: one step at learning rate 1e-12 (the weights move by
         ~1e-12, far below float32 resolution of the init)"""

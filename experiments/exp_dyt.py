@@ -1,86 +1,185 @@
-"""dyt — Dynamic Tanh (Zhu et al. 2025) in place of every RMSNorm, at equal steps, with and without a
-regularizer, on a small and a smaller data regime."""
+"""dyt — Dynamic Tanh (Zhu et al. 2025) in place of every RMSNorm, at equal steps: the paper's LLaMA
+initialisation (alpha0 by position, the embedding scaled by sqrt(d)) and a small alpha0 sweep, then
+the best setting in a smaller data regime."""
+import json
 import math
 import os
+import struct
+
+import numpy as np
 
 import svgplot
 from common import fmt
 
 NAME = "dyt"
-TITLE = "DyT (y = g tanh(alpha x) + b) vs RMSNorm at equal steps, two data sizes, with and without weight decay"
+TITLE = "DyT (y = g tanh(alpha x) + b) vs RMSNorm at equal steps: the paper's alpha0 rule and an alpha0 sweep"
 CLAIM = ("Transformers without normalization (Zhu et al. 2025): replacing every norm layer by DyT, an "
-         "element-wise g * tanh(alpha * x) + b with one learnable scalar alpha per layer (init 0.5), trains to "
-         "about the same loss as the normalized model at the same number of steps. Measured here on small models "
-         "in two data regimes, without regularization (no dropout, no weight decay: the engine has no dropout) and "
-         "with weight decay as the regularization control, so that a difference in overfitting is not mistaken "
-         "for one in optimization.")
+         "element-wise g * tanh(alpha * x) + b with one learnable scalar alpha per layer, trains to about the same "
+         "loss as the normalized model at the same number of steps. For LLaMA-style models the paper sets alpha0 "
+         "per position (attention norms larger than the FFN and final norms: 0.8 / 0.2 at width 4096, smaller for "
+         "wider models) and scales the embedding by a learnable scalar starting at sqrt(d); DyT is sensitive to "
+         "alpha0 there.")
 
-UNIGRAM = 3.313  # nats, TinyShakespeare's unigram entropy (docs/training.md)
-NORMS = [("RMSNorm", {"norm_type": "rmsnorm"}), ("DyT", {"norm_type": "dyt"})]
-REGS = [("none", 0.0), ("weight decay 0.1", 0.1)]
+RULE = ("Verdict rule: the gap of a DyT setting is its validation loss minus RMSNorm's (the better of RMSNorm with "
+        "and without the sqrt(d) embedding scale) at the same steps; supported if the best DyT setting of the sweep "
+        "is within 5% of RMSNorm's loss (on the full corpus, and in the smaller regime when the form runs it); not "
+        "supported if it is more than 5% behind everywhere; inconclusive otherwise. 'Closed' = the share of the "
+        "default setting's gap (alpha0 0.5 everywhere, no embedding scale) that a setting removes.")
+
+
+def settings(quick):
+    """(label, config sets) of the sweep: RMSNorm baselines, then DyT settings"""
+    rms = [("RMSNorm", {"norm_type": "rmsnorm"}), ("RMSNorm, emb x sqrt(d)", {"norm_type": "rmsnorm",
+                                                                               "embedding_scale": True})]
+
+    def dyt(attn, ffn, final, scale):
+        s = {"norm_type": "dyt", "dyt_alpha_init": attn}
+        if ffn != attn or final != attn:
+            s.update(dyt_alpha_init_attn=attn, dyt_alpha_init_ffn=ffn, dyt_alpha_init_final=final)
+        if scale:
+            s["embedding_scale"] = True
+        lab = ("DyT a0 %g" % attn) if ffn == attn == final else ("DyT a0 %g/%g/%g" % (attn, ffn, final))
+        return (lab + (", emb x sqrt(d)" if scale else ""), s)
+    if quick:
+        return rms[:1], [dyt(0.5, 0.5, 0.5, False), dyt(4, 1, 1, True)]
+    return rms, [dyt(0.5, 0.5, 0.5, False), dyt(0.8, 0.2, 0.2, False), dyt(0.8, 0.2, 0.2, True),
+                 dyt(4, 1, 1, True), dyt(8, 2, 2, True), dyt(16, 4, 4, True)]
+
+
+def read_alphas(run_dir):
+    """{tensor name: value} of the DyT alphas in a run's latest checkpoint (safetensors, f32)"""
+    path = os.path.join(run_dir, "latest", "model.safetensors")
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        base = 8 + n
+        out = {}
+        for k, v in head.items():
+            if k.endswith(".alpha") and v.get("dtype") == "F32":
+                f.seek(base + v["data_offsets"][0])
+                out[k] = float(np.frombuffer(f.read(4), "<f4")[0])
+    return out
+
+
+def mean_last(r, k=10):
+    return sum(m["loss"] for m in r.metrics[-k:]) / min(k, len(r.metrics)) if r.metrics else float("nan")
 
 
 def run(ctx):
     steps = 60 if ctx.quick else 1000
-    # the quick form: 2 layers at d 64, and the regularization control only in the smaller regime
     size = {"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2} if ctx.quick else {}
+    opts = {"weight-decay": 0.0, "warmup": 20 if ctx.quick else 100, "eval-batches": 10,
+            "eval-every": max(steps // 4, 1)}
+    rms, dyts = settings(ctx.quick)
     with open(ctx.data, encoding="utf-8") as f:
         text = f.read()
     small_chars = 60000 if ctx.quick else 100000
-    regimes = [("TinyShakespeare (1.1M chars)", ctx.data)]
     small = os.path.join(ctx.out, "shakespeare_small.txt")
     with open(small, "w", encoding="utf-8") as f:
         f.write(text[:small_chars])
-    regimes.append(("first %dk chars" % (small_chars // 1000), small))
-    rows, res = [], {}
-    regs = {regimes[0][0]: REGS[:1] if ctx.quick else REGS, regimes[1][0]: REGS}
-    for rname, data in regimes:
-        for nname, nset in NORMS:
-            for gname, wd in regs[rname]:
-                r = ctx.train("llama-baby", dict(size, **nset), steps=steps, data=data,
-                              opts={"weight-decay": wd, "warmup": 20 if ctx.quick else 100, "eval-batches": 10,
-                                    "eval-every": max(steps // 4, 1)})
-                tr = sum(m["loss"] for m in r.metrics[-10:]) / min(10, len(r.metrics)) if r.metrics else float("nan")
-                res[(rname, nname, gname)] = r
-                rows.append([rname, nname, gname, r.initial_loss, tr, r.val_loss, r.val_loss - tr])
-    ctx.table("Loss at %d steps (llama-baby%s, batch 12 x 64, lr 1e-3 cosine to 1e-4; train loss: the mean of the "
-              "last 10 steps; gap = val - train)" % (steps, " at d 64, d_ff 176, 2 layers" if ctx.quick else ""),
-              ["data", "norm", "regularization", "first loss", "train loss", "val loss", "gap"], rows)
+    full_name, small_name = "TinyShakespeare (1.1M chars)", "first %dk chars" % (small_chars // 1000)
 
-    for i, (rname, _) in enumerate(regimes):
-        series = []
-        for nname, _ in NORMS:
-            for gname, _ in regs[rname]:
-                r = res[(rname, nname, gname)]
-                pts = [(m["step"], m["val_loss"]) for m in r.metrics if m.get("val_loss") is not None]
-                series.append(svgplot.Series("%s, %s" % (nname, gname), [p[0] for p in pts], [p[1] for p in pts]))
-        ctx.figure("Validation loss, %s" % rname, "val_%d.svg" % i,
-                   svgplot.line_plot(series, title="validation loss, %s" % rname, xlabel="step", ylabel="val loss"))
+    res = {}
+    for lab, s in rms + dyts:
+        res[(full_name, lab)] = ctx.train("llama-baby", dict(size, **s), steps=steps, opts=opts)
+    base = min(res[(full_name, lab)].val_loss for lab, _ in rms)
+    default = res[(full_name, dyts[0][0])].val_loss
+    gap0 = default - base
+    rows, fin = [], {}
+    for lab, s in rms + dyts:
+        r = res[(full_name, lab)]
+        gap = r.val_loss - base
+        al = read_alphas(r.path) if s["norm_type"] == "dyt" else {}
+        fin[lab] = al
+        a_attn = [v for k, v in al.items() if ".attn_norm" in k]
+        a_ffn = [v for k, v in al.items() if ".ffn_norm" in k]
+        a_fin = al.get("final_norm.alpha")
+        rows.append([lab, r.initial_loss, mean_last(r), r.val_loss, gap if s["norm_type"] == "dyt" else "-",
+                     (gap0 - gap) / gap0 if s["norm_type"] == "dyt" and gap0 > 0 else "-",
+                     "%.2f-%.2f" % (min(a_attn), max(a_attn)) if a_attn else "-",
+                     "%.2f-%.2f" % (min(a_ffn), max(a_ffn)) if a_ffn else "-",
+                     a_fin if a_fin is not None else "-", r.seconds])
+    ctx.table("The sweep on %s: loss at %d steps (llama-baby%s, batch 12 x 64, AdamW lr 1e-3 cosine to 1e-4, no "
+              "weight decay; a0 attn/ffn/final; train loss: the mean of the last 10 steps)"
+              % (full_name, steps, " at d 64, d_ff 176, 2 layers" if ctx.quick else " (d 128, 4 layers)"),
+              ["setting", "first loss", "train loss", "val loss", "gap to RMSNorm", "share of the default's gap "
+               "closed", "learned alpha attn norms", "learned alpha ffn norms", "learned alpha final", "wall s"], rows)
 
-    diffs = []
-    for rname, _ in regimes:
-        for gname, _ in regs[rname]:
-            a, b = res[(rname, "RMSNorm", gname)].val_loss, res[(rname, "DyT", gname)].val_loss
-            diffs.append((rname, gname, b - a, a, b))
-    close = all(math.isfinite(d[2]) and abs(d[2]) < 0.05 * d[3] for d in diffs)
-    worse = all(math.isfinite(d[2]) and d[2] > 0 for d in diffs)
-    txt = "; ".join("%s, %s: RMSNorm %s, DyT %s (%+.3f)" % (r, g, fmt(a), fmt(b), d) for r, g, d, a, b in diffs)
-    ctx.verdict(True if close else (False if worse else None),
-                txt + (". DyT is within 5% of RMSNorm everywhere: supports the claim at this scale." if close else
-                       (". DyT is behind RMSNorm in every setting at equal steps (here, at this scale and length)."
-                        if worse else ". Mixed: DyT is ahead in some settings and behind in others.")))
-    ctx.note("DyT: norm_type \"dyt\" (docs/config.md), alpha initialised to 0.5 (dyt_alpha_init, the paper's "
-             "default for non-LLM models; it tunes alpha for LLMs), gamma 1, beta 0, in every norm including the "
-             "final one; DyT's alpha, gamma and beta are not weight-decayed (norm parameters).")
-    ctx.note("The character vocabulary is each corpus's own (the small regime's first characters may lack a few "
-             "rare symbols), so losses compare within a regime, not across.")
+    best_lab = min((lab for lab, _ in dyts), key=lambda lab: res[(full_name, lab)].val_loss
+                   if math.isfinite(res[(full_name, lab)].val_loss) else float("inf"))
+    best_sets = dict(dyts)[best_lab]
+    # the smaller data regime: RMSNorm, the default DyT and the best setting (the quick form; the full form
+    # of 2026-12-03 left it out: its time on the shared 2-core machine ran out, see docs/experiments.md)
+    srows = []
+    small_res = {}
+    small_sets = [rms[0], dyts[0]] + ([(best_lab, best_sets)] if best_lab != dyts[0][0] else [])
+    for lab, s in (small_sets if ctx.quick else []):
+        r = ctx.train("llama-baby", dict(size, **s), steps=steps, data=small, opts=opts)
+        small_res[lab] = r
+        srows.append([lab, r.initial_loss, mean_last(r), r.val_loss, r.val_loss - mean_last(r)])
+    if srows:
+        ctx.table("The default and the best DyT setting on the %s (the same model and steps; gap = val - train)"
+                  % small_name, ["setting", "first loss", "train loss", "val loss", "generalization gap"], srows)
+
+    series = []
+    for lab, _ in rms + dyts:
+        r = res[(full_name, lab)]
+        pts = [(m["step"], m["val_loss"]) for m in r.metrics if m.get("val_loss") is not None]
+        series.append(svgplot.Series(lab, [p[0] for p in pts], [p[1] for p in pts]))
+    ctx.figure("Validation loss during training, %s" % full_name, "val_full.svg",
+               svgplot.line_plot(series, title="validation loss, %s" % full_name, xlabel="step", ylabel="val loss"))
+    labs = [lab for lab, _ in dyts]
+    ctx.figure("Gap to RMSNorm by DyT setting", "gap.svg",
+               svgplot.bar_plot([lab.replace("DyT a0 ", "").replace(", emb x sqrt(d)", " +s") for lab in labs],
+                                [svgplot.Series("val loss - RMSNorm's", None,
+                                                [res[(full_name, lab)].val_loss - base for lab in labs])],
+                                title="DyT gap to RMSNorm at %d steps (+s: embedding x sqrt(d))" % steps,
+                                ylabel="nats"))
+
+    best = res[(full_name, best_lab)].val_loss
+    gap_best = best - base
+    within = [math.isfinite(gap_best) and gap_best < 0.05 * base]
+    if small_res:
+        sbase, sbest = small_res[rms[0][0]].val_loss, small_res[best_lab].val_loss
+        within.append(math.isfinite(sbest) and sbest - sbase < 0.05 * sbase)
+        small_txt = "%s: RMSNorm %s, default DyT %s, %s %s. " % (small_name, fmt(sbase),
+                                                                  fmt(small_res[dyts[0][0]].val_loss), best_lab,
+                                                                  fmt(sbest))
+    else:
+        small_txt = ""
+    supported = True if all(within) else (False if not any(within) else None)
+    ctx.verdict(supported,
+                "%s, %d steps: RMSNorm %s; DyT default (a0 0.5, no embedding scale) %s (gap %+.3f); best DyT setting "
+                "%s: %s (gap %+.3f, %s of the default's gap closed). %s%s"
+                % (full_name, steps, fmt(base), fmt(default), gap0, best_lab, fmt(best), gap_best,
+                   "%.0f%%" % (100 * (gap0 - gap_best) / gap0) if gap0 > 0 else "-", small_txt,
+                   {True: "The best DyT setting is within 5% of RMSNorm in every regime run: supports the claim at "
+                          "this scale once alpha0 and the embedding scale are set as the paper does.",
+                    False: "DyT stays more than 5% behind RMSNorm with every alpha0 tried.",
+                    None: "Within 5% in one regime only."}[supported]))
+    ctx.note(RULE)
+    ctx.note("DyT: norm_type \"dyt\" in every norm including the final one, gamma 1, beta 0; alpha0 per position "
+             "with dyt_alpha_init_attn / dyt_alpha_init_ffn / dyt_alpha_init_final (docs/config.md), the paper's "
+             "LLaMA ratio attn = 4 x ffn = 4 x final. 'emb x sqrt(d)': embedding_scale true, a fixed factor sqrt(d) "
+             "after the embedding (the paper's is a learnable scalar initialised to sqrt(d)); the embedding's init "
+             "std is 0.02, so the stream starts at RMS 0.02 without it, 0.02 sqrt(128) = 0.23 with it (at the "
+             "paper's width 4096: 1.28). DyT's alpha, gamma and beta are norm parameters (never weight-decayed).")
+    ctx.note("Not an engine error as far as the tests reach: DyT's forward and backward match the float64 PyTorch "
+             "reference (parity cases) and a DyT + z-loss training trajectory matches torch.optim.AdamW step for step "
+             "(train_parity_pytorch); the per-position alpha0 only changes the init (test_explain checks each norm's "
+             "alpha after a run at learning rate 1e-12).")
+    ctx.note("An earlier form of this experiment (2026-12-01) found that weight decay 0.1 changed the gap by at "
+             "most 0.033 nats (both regimes), so the sweep runs without it. The character vocabulary is each corpus's own, so "
+             "losses compare within a regime, not across.")
 
 
 def check(res):
     bad = []
     rows = res["tables"][0]["rows"]
     for r in rows:
-        data, norm, reg, first, train, val = r[0], r[1], r[2], r[3], r[4], r[5]
-        if isinstance(val, str) or isinstance(first, str) or not val < first - 0.3:
-            bad.append("%s, %s, %s: val loss %s not well below the first loss %s" % (data, norm, reg, val, first))
+        name, first, val = r[0], r[1], r[3]
+        if isinstance(val, str) or isinstance(first, str) or not math.isfinite(val) or not val < first:
+            bad.append("%s: val loss %s not below the first loss %s" % (name, val, first))
+    if not rows[0][3] < rows[0][1] - 0.3:
+        bad.append("RMSNorm did not learn (val %s, first %s)" % (rows[0][3], rows[0][1]))
     return bad

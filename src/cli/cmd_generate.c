@@ -13,6 +13,7 @@
 #include "util/clock.h"
 #include "util/cpu.h"
 #include "util/error.h"
+#include "util/profile.h"
 
 /* like run.c and llama.cpp: what the run took, on stderr so stdout stays the text */
 static void print_timings(const tlm_model *m, const gen_stats *st, double load_s) {
@@ -48,10 +49,13 @@ static const char USAGE[] =
     "                      the reference numerics; auto\n"
     "                      (default) = bf16 when the weights are bf16 or quantized (a GGUF's blocks) and\n"
     "                      the CPU has bf16 products\n"
+    "  --profile           time per op of the decode steps (the norms of the one-row step, decode_norm,\n"
+    "                      and the whole step, decode_step), per generated token, on standard error\n"
     "Timings (load, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "auto";
+    int profile = 0;
     gen_options g = {.max_new_tokens = 256, .temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .seed = 1337};
     cli_opt opts[] = {
         {"--model", CLI_STR, &model_dir, 0, 0, 0},         {"--tokenizer", CLI_STR, &tok_path, 0, 0, 0},
@@ -59,6 +63,7 @@ int cmd_generate(int argc, char **argv) {
         {"-n", CLI_INT, &g.max_new_tokens, 1, 0x7fffffff, 0}, {"--temperature", CLI_FLOAT, &g.temperature, 0, 1e6, 0},
         {"--top-k", CLI_INT, &g.top_k, 0, 0x7fffffff, 0},  {"--top-p", CLI_FLOAT, &g.top_p, 0, 1, 0},
         {"--seed", CLI_SEED, &g.seed, 0, 0, 0},          {"--dtype", CLI_STR, &dtype, 0, 0, 0}, {"--precision", CLI_STR, &precision, 0, 0, 0},
+        {"--profile", CLI_FLAG, &profile, 0, 0, 0},
     };
     cli_command cmd = {"generate", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
@@ -93,9 +98,16 @@ int cmd_generate(int argc, char **argv) {
         if (tlm_tokenizer_encode(tok, "\n", 1, 0, &ids, &n)) goto done;
     }
     gen_stats st;
+    tlm_profiling = profile;
     rc = generate(m, tok, ids, (int)n, &g, stdout, NULL, NULL, &st) ? 1 : 0;
+    tlm_profiling = 0;
     printf("\n");
     if (!rc) print_timings(m, &st, t_load);
+    if (!rc && profile && st.n_decoded > 0) { /* (the prompt's ops, if any ran through the full pass, are listed too) */
+        fprintf(stderr, "profile over the %d decoded tokens after the first: %.4f ms per token\n", st.n_decoded,
+                st.decode_s * 1e3 / st.n_decoded);
+        prof_report(stderr, st.n_decoded, st.decode_s / st.n_decoded);
+    }
 done:
     if (rc) cli_fail("generate");
     free(ids), free(prompt_text);

@@ -18,6 +18,8 @@ static const char USAGE[] =
     "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
     "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
     "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
+    "          --bos-token ID (every window starts with token ID, a BOS the text never produces, e.g.\n"
+    "          2 with --tokenizer bytes on ASCII text: the inputs are ID + seq - 1 text tokens)\n"
     "optimizer: --steps N --lr X --min-lr X --warmup N --beta1 X --beta2 X --eps X\n"
     "          --weight-decay X (matrices only) --decay-embeddings --grad-clip X (0 = off)\n"
     "          --z-loss X (adds X * mean(logsumexp(logits)^2) to the loss; 0 = off, the default)\n"
@@ -81,7 +83,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
             o = p->train;
         }
     const char *preset_arg = NULL, *precision = NULL;
-    int decay_embeddings = 0, profile = 0, zero1 = 0;
+    int decay_embeddings = 0, profile = 0, zero1 = 0, bos_token = -1;
     const double I = 0x7fffffff, F = 1e30;
     cli_opt opts[] = {
         /* the training settings first (every option before --stop-at): none may be combined with
@@ -99,6 +101,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
         {"--z-loss", CLI_FLOAT, &o.z_loss, 0, F, 0}, {"--precision", CLI_STR, &precision, 0, 0, 0},
         {"--router-aux-loss-coef", CLI_FLOAT, &o.router_aux, 0, F, 0},
         {"--router-bias-update", CLI_FLOAT, &o.router_bias_update, 0, F, 0},
+        {"--bos-token", CLI_INT, &bos_token, 0, I, 0},
         /* the rest */
         {"--stop-at", CLI_INT, &o.stop_at, 0, I, 0}, {"--preset", CLI_STR, &preset_arg, 0, 0, 0},
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
@@ -112,6 +115,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
     if (decay_embeddings) o.opt.decay_embeddings = true;
+    if (bos_token >= 0) o.has_bos = 1, o.bos_token = bos_token;
     if (precision && strcmp(precision, "bf16") && strcmp(precision, "fp32"))
         return cli_usage_error("train", "--precision \"%s\": expected bf16 or fp32", precision);
     if (precision) o.precision_bf16 = !strcmp(precision, "bf16");

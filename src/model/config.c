@@ -63,6 +63,9 @@ static const config_key TINYLM_KEYS[] = {
     {"norm_eps", KEY_FLOAT, F(norm_eps), NULL},
     {"norm_bias", KEY_BOOL, F(norm_bias), NULL},
     {"dyt_alpha_init", KEY_FLOAT, F(dyt_alpha_init), NULL},
+    {"dyt_alpha_init_attn", KEY_FLOAT_OR_NULL, F(dyt_alpha_init_attn), NULL},
+    {"dyt_alpha_init_ffn", KEY_FLOAT_OR_NULL, F(dyt_alpha_init_ffn), NULL},
+    {"dyt_alpha_init_final", KEY_FLOAT_OR_NULL, F(dyt_alpha_init_final), NULL},
     {"norm_placement", KEY_ENUM, F(placement), PLACEMENT_NAMES},
     {"deepnorm_alpha", KEY_FLOAT, F(deepnorm_alpha), NULL},
     {"deepnorm_beta", KEY_FLOAT, F(deepnorm_beta), NULL},
@@ -407,6 +410,12 @@ int config_validate(const tlm_config *c, const char *src) {
     REQUIRE(!c->norm_bias || c->norm == NORM_LAYERNORM, "%s: norm_bias = true needs norm_type \"layernorm\" (got \"%s\")",
             src, norm_type_name(c->norm));
     REQUIRE(c->dyt_alpha_init > 0.0f, "%s: dyt_alpha_init = %g must be positive", src, c->dyt_alpha_init);
+    REQUIRE(c->dyt_alpha_init_attn >= 0.0f, "%s: dyt_alpha_init_attn = %g must be positive (or null)", src,
+            c->dyt_alpha_init_attn);
+    REQUIRE(c->dyt_alpha_init_ffn >= 0.0f, "%s: dyt_alpha_init_ffn = %g must be positive (or null)", src,
+            c->dyt_alpha_init_ffn);
+    REQUIRE(c->dyt_alpha_init_final >= 0.0f, "%s: dyt_alpha_init_final = %g must be positive (or null)", src,
+            c->dyt_alpha_init_final);
     REQUIRE(c->norm != NORM_DYT || c->qk_norm == QK_NORM_NONE,
             "%s: qk_norm = \"%s\" with norm_type \"dyt\": QK-norm is always an RMSNorm of q and k (a bounded "
             "scale is what it is for); use qk_norm \"none\" with dyt, or another norm_type",
@@ -560,6 +569,10 @@ char *config_to_json(const tlm_config *c) {
     cJSON_AddNumberToObject(o, "norm_eps", c->norm_eps);
     cJSON_AddBoolToObject(o, "norm_bias", c->norm_bias);
     cJSON_AddNumberToObject(o, "dyt_alpha_init", c->dyt_alpha_init);
+    /* (only when given: absent ones follow dyt_alpha_init) */
+    if (c->dyt_alpha_init_attn > 0.0f) cJSON_AddNumberToObject(o, "dyt_alpha_init_attn", c->dyt_alpha_init_attn);
+    if (c->dyt_alpha_init_ffn > 0.0f) cJSON_AddNumberToObject(o, "dyt_alpha_init_ffn", c->dyt_alpha_init_ffn);
+    if (c->dyt_alpha_init_final > 0.0f) cJSON_AddNumberToObject(o, "dyt_alpha_init_final", c->dyt_alpha_init_final);
     cJSON_AddStringToObject(o, "norm_placement", placement_name(c->placement));
     /* (only when given: derived ones stay derived, so the file says the same as the one read) */
     if (c->deepnorm_alpha > 0.0f) cJSON_AddNumberToObject(o, "deepnorm_alpha", c->deepnorm_alpha);

@@ -32,6 +32,10 @@ typedef struct {
     float norm_eps;
     bool norm_bias; /* LayerNorm beta */
     float dyt_alpha_init; /* DyT: initial alpha of each norm (y = g tanh(alpha x) + b) */
+    /* DyT: the initial alpha of the norms around attention (attn_norm, attn_out_norm), around the
+     * FFN (ffn_norm, ffn_out_norm) and of the final norm; 0 = dyt_alpha_init (Zhu et al. 2025 set
+     * them apart for LLaMA: 0.8 / 0.2 / 0.2 at width 4096) */
+    float dyt_alpha_init_attn, dyt_alpha_init_ffn, dyt_alpha_init_final;
     norm_placement placement;
     /* DeepNorm only: the residual scale alpha and the init gain beta of v, o and the FFN
      * matrices; 0 = derived from the depth (config_deepnorm_alpha / _beta) */

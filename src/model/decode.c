@@ -16,6 +16,7 @@
 #include "pass.h"
 #include "util/error.h"
 #include "util/hugepage.h"
+#include "util/profile.h"
 
 /* the decode step's buffers, laid out once with the cache: what every thread reads (the
  * projections' outputs, each thread writing its share of the rows) and each thread's own */
@@ -257,6 +258,9 @@ static void step_linear_parts(float *y, const float *x, const linear_params *fus
 
 /* model_norm_forward's arithmetic on one row (the statistics it saves are not needed) */
 static void step_norm(const tlm_config *c, float *y, const norm_params *p, const float *x) {
+    /* (profiled on thread 0 only: every thread normalizes its own copy of the row at the same time,
+     * so thread 0's time is the step's; kv_decode_step quiets the others) */
+    PROF_SCOPE("decode_norm");
     float mean;
     if (c->norm == NORM_DYT)
         dyt_row(y, x, p->a[0], p->w, p->b, c->d_model);
@@ -504,6 +508,7 @@ static int step_applies(const tlm_model *m) {
 }
 
 const float *kv_decode_step(tlm_model *m, int token) {
+    PROF_SCOPE("decode_step");
     kv_cache *c = m->kv;
     if (!c || !step_applies(m)) {
         if (model_forward(m, &token, NULL, 1, 1, NULL)) return NULL;
@@ -533,6 +538,8 @@ const float *kv_decode_step(tlm_model *m, int token) {
                       .token = token};
         s.o = &c->own[s.id];
         if (cfg->ple_dim > 0) step_ple_inputs(&s);
+        const int quiet = tlm_prof_quiet;
+        tlm_prof_quiet = quiet || s.id != 0;
         const float *x = c->sh.x0; /* (read by all; from the first sublayer on each thread's own copy) */
         for (int l = 0; l < cfg->n_layers; l++) {
             step_sublayer(&s, l, STEP_ATTN, x, s.o->x);
@@ -552,6 +559,7 @@ const float *kv_decode_step(tlm_model *m, int token) {
         step_linear(c->sh.logits, h, &head, d, lo, hi);
         if (cfg->final_softcap > 0.0f)
             softcap_forward_range(c->sh.logits, c->sh.logits, (size_t)lo, (size_t)hi, cfg->final_softcap);
+        tlm_prof_quiet = quiet;
     }
     c->len++;
     return c->sh.logits;

@@ -42,6 +42,11 @@ static void explain_norm(FILE *o, const tlm_config *c) {
     case NORM_DYT:
         fprintf(o, "norm: DyT (Dynamic Tanh), y = g * tanh(alpha * x) + b: no statistics (no eps), a learnable "
                    "scalar alpha per norm starting at %g\n", c->dyt_alpha_init);
+        if (c->dyt_alpha_init_attn > 0.0f || c->dyt_alpha_init_ffn > 0.0f || c->dyt_alpha_init_final > 0.0f)
+            fprintf(o, "  alpha0 by position: attention norms %g, FFN norms %g, final norm %g\n",
+                    c->dyt_alpha_init_attn > 0.0f ? c->dyt_alpha_init_attn : c->dyt_alpha_init,
+                    c->dyt_alpha_init_ffn > 0.0f ? c->dyt_alpha_init_ffn : c->dyt_alpha_init,
+                    c->dyt_alpha_init_final > 0.0f ? c->dyt_alpha_init_final : c->dyt_alpha_init);
         break;
     }
 }

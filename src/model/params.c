@@ -70,7 +70,8 @@ static void add(walk *w, float **slot, const char *name, int rows, int cols, ten
     add_kept(w, (matrix_slots){slot, NULL, NULL, NULL}, name, rows, cols, kind, identity);
 }
 
-static void add_norm(walk *w, norm_params *np, const char *name) {
+/* alpha0: the position's DyT init (attn / ffn / final, 0 = dyt_alpha_init) */
+static void add_norm_at(walk *w, norm_params *np, const char *name, float alpha0) {
     const tlm_config *c = w->cfg;
     char buf[96];
     snprintf(buf, sizeof buf, "%.80s.weight", name);
@@ -81,9 +82,11 @@ static void add_norm(walk *w, norm_params *np, const char *name) {
     }
     if (c->norm == NORM_DYT) { /* the scalar alpha: a norm parameter (no weight decay), init dyt_alpha_init */
         snprintf(buf, sizeof buf, "%.80s.alpha", name);
-        add(w, &np->a, buf, 1, 0, TENSOR_NORM, c->dyt_alpha_init);
+        add(w, &np->a, buf, 1, 0, TENSOR_NORM, alpha0 > 0.0f ? alpha0 : c->dyt_alpha_init);
     }
 }
+
+static void add_norm(walk *w, norm_params *np, const char *name) { add_norm_at(w, np, name, 0.0f); }
 
 static void add_linear(walk *w, linear_params *lp, const char *name, int out, int in, bool bias, tensor_kind kind) {
     char buf[96];
@@ -190,9 +193,10 @@ static void walk_tensors(walk *w, model_params *p) {
         const bool own_kv = config_kv_source(c, l) == l, own_v = own_kv && !config_layer_k_eq_v(c, l);
         memset(L, 0, sizeof *L); /* (the views of absent tensors stay NULL) */
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm(w, &L->attn_norm, n);
+            snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm_at(w, &L->attn_norm, n, c->dyt_alpha_init_attn);
         if (placement_has_output_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.attn_out_norm", l), add_norm(w, &L->attn_out_norm, n);
+            snprintf(n, sizeof n, "layers.%d.attn_out_norm", l),
+                add_norm_at(w, &L->attn_out_norm, n, c->dyt_alpha_init_attn);
         {
             linear_params *parts[3] = {&L->q, &L->k, &L->v};
             const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
@@ -212,9 +216,10 @@ static void walk_tensors(walk *w, model_params *p) {
             }
         }
         if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm(w, &L->ffn_norm, n);
+            snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm_at(w, &L->ffn_norm, n, c->dyt_alpha_init_ffn);
         if (placement_has_output_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l), add_norm(w, &L->ffn_out_norm, n);
+            snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l),
+                add_norm_at(w, &L->ffn_out_norm, n, c->dyt_alpha_init_ffn);
         if (config_layer_has_dense(c, l)) {
             linear_params *parts[2] = {&L->gate, &L->up};
             const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
@@ -246,7 +251,7 @@ static void walk_tensors(walk *w, model_params *p) {
             add(w, &L->scalar, n, 1, 0, TENSOR_NORM, 1.0f);
         }
     }
-    if (c->final_norm) add_norm(w, &p->final_norm, "final_norm");
+    if (c->final_norm) add_norm_at(w, &p->final_norm, "final_norm", c->dyt_alpha_init_final);
     if (!c->tie_embeddings)
         add_kept(w, (matrix_slots){&p->lm_head, &p->lm_head16, &p->lm_head_q, &p->lm_head_q_type}, "lm_head.weight",
                  c->vocab_size, d, TENSOR_MATRIX, 0.0f);

@@ -5,7 +5,16 @@
 
 #include "util/error.h"
 
-static void window(const int *tokens, size_t start, int seq, int *inputs, int *targets) {
+/* inputs [seq], targets [seq]: the text from start, shifted by one; with a BOS the inputs are the
+ * BOS and seq - 1 text tokens, the targets the seq text tokens from start (the first is predicted
+ * from the BOS alone) */
+static void window(const int *tokens, size_t start, int seq, int bos, int *inputs, int *targets) {
+    if (bos >= 0) {
+        inputs[0] = bos;
+        memcpy(inputs + 1, tokens + start, sizeof(int) * (seq - 1));
+        memcpy(targets, tokens + start, sizeof(int) * seq);
+        return;
+    }
     memcpy(inputs, tokens + start, sizeof(int) * seq);
     memcpy(targets, tokens + start + 1, sizeof(int) * seq);
 }
@@ -15,7 +24,7 @@ int dataset_init(dataset *d, const int *tokens, size_t n_tokens, int seq, int ba
     memset(d, 0, sizeof *d);
     if (seq <= 0 || batch <= 0 || n_val_batches < 0)
         return tlm_error("%s: sequence length %d and batch size %d must be positive", source, seq, batch);
-    d->tokens = tokens, d->n_tokens = n_tokens, d->seq = seq, d->batch = batch;
+    d->tokens = tokens, d->n_tokens = n_tokens, d->seq = seq, d->batch = batch, d->bos = -1;
     d->n_train = n_tokens - n_tokens / 10;
     size_t need = (size_t)seq + 1, n_val = n_tokens - d->n_train;
     if (d->n_train < need || n_val < need)
@@ -39,12 +48,12 @@ void dataset_free(dataset *d) {
 void dataset_train_batch(const dataset *d, rng_state *rng, int *inputs, int *targets) {
     for (int b = 0; b < d->batch; b++) {
         size_t start = rng_below(rng, d->n_train - d->seq); /* start + seq < n_train: target stays in train */
-        window(d->tokens, start, d->seq, inputs + (size_t)b * d->seq, targets + (size_t)b * d->seq);
+        window(d->tokens, start, d->seq, d->bos, inputs + (size_t)b * d->seq, targets + (size_t)b * d->seq);
     }
 }
 
 void dataset_val_batch(const dataset *d, int k, int *inputs, int *targets) {
     for (int b = 0; b < d->batch; b++)
-        window(d->tokens, d->val_starts[(size_t)k * d->batch + b], d->seq, inputs + (size_t)b * d->seq,
+        window(d->tokens, d->val_starts[(size_t)k * d->batch + b], d->seq, d->bos, inputs + (size_t)b * d->seq,
                targets + (size_t)b * d->seq);
 }

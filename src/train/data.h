@@ -14,6 +14,7 @@ typedef struct {
     const int *tokens; /* borrowed */
     size_t n_tokens, n_train;   /* train = [0, n_train), validation = [n_train, n_tokens) */
     int seq, batch;
+    int bos; /* >= 0: each window is this token, then seq - 1 text tokens (targets: seq text tokens); -1 = none */
     size_t *val_starts; /* [n_val_batches * batch] */
     int n_val_batches;
 } dataset;

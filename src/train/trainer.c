@@ -169,6 +169,7 @@ static char *state_json(const trainer *t) {
     cJSON_AddNumberToObject(op, "z_loss", o->z_loss);
     cJSON_AddNumberToObject(op, "router_aux_loss_coef", o->router_aux);
     cJSON_AddNumberToObject(op, "router_bias_update", o->router_bias_update);
+    cJSON_AddNumberToObject(op, "bos_token", o->has_bos ? o->bos_token : -1);
     cJSON_AddStringToObject(op, "precision", o->precision_bf16 ? "bf16" : "fp32");
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
@@ -248,6 +249,15 @@ static int read_state(trainer *t, const char *path) {
         }
     }
     o->router_bias_update = (float)rb;
+    double bos = -1; /* (absent in runs saved before --bos-token existed: none) */
+    if (cJSON_GetObjectItemCaseSensitive(op, "bos_token")) {
+        if (json_num(op, "bos_token", path, &bos)) goto done;
+        if (!(bos >= -1 && bos < 0x7fffffff) || bos != (int)bos) {
+            tlm_error("%s: field \"bos_token\" = %g must be a token id or -1", path, bos);
+            goto done;
+        }
+    }
+    o->has_bos = bos >= 0, o->bos_token = o->has_bos ? (int)bos : 0;
     /* (absent in runs saved before mixed precision existed: fp32) */
     const cJSON *prec = cJSON_GetObjectItemCaseSensitive(op, "precision");
     if (prec && (!cJSON_IsString(prec) || (strcmp(prec->valuestring, "bf16") && strcmp(prec->valuestring, "fp32")))) {
@@ -292,7 +302,7 @@ typedef struct {
     item_type type;
     uint64_t word;
 } run_item;
-enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 9 };
+enum { N_RUN_ITEMS = N_SAVED_OPTIONS + 10 };
 
 /* the command-line name of a saved option ("eval_every" -> "--eval-every") */
 static const char *option_flag(const char *key) {
@@ -333,6 +343,7 @@ static int run_items(const train_options *o, const char *tokenizer_kind, run_ite
     it[n++] = (run_item){"--z-loss", ITEM_FLOAT, float_word(o->z_loss)};
     it[n++] = (run_item){"--router-aux-loss-coef", ITEM_FLOAT, float_word(o->router_aux)};
     it[n++] = (run_item){"--router-bias-update", ITEM_FLOAT, float_word(o->router_bias_update)};
+    it[n++] = (run_item){"--bos-token (-1: none)", ITEM_INT, (uint64_t)(int64_t)(o->has_bos ? o->bos_token : -1)};
     it[n++] = (run_item){"--precision", ITEM_PRECISION, (uint64_t)(o->precision_bf16 != 0)};
     it[n++] = (run_item){"the end of the cosine decay (lr_decay_steps)", ITEM_INT, (uint64_t)(int64_t)o->opt.total_steps};
     it[n++] = (run_item){"--tokenizer", ITEM_TOKENIZER,
@@ -476,6 +487,19 @@ static int prepare(trainer *t) {
                          tlm_tokenizer_vocab_size(t->tok), t->m->cfg.vocab_size);
     if (dataset_init(&t->data, t->tokens, t->n_tokens, o->seq, o->batch, o->eval_batches, o->seed, t->data_path))
         return -1;
+    if (o->has_bos) {
+        /* a BOS is a token the text never produces (else position 0 would not be marked) */
+        if (o->bos_token < 0 || o->bos_token >= tlm_tokenizer_vocab_size(t->tok))
+            return tlm_error("--bos-token %d: not a token of the %s tokenizer (0..%d)", o->bos_token,
+                             t->tokenizer_kind, tlm_tokenizer_vocab_size(t->tok) - 1);
+        size_t seen = 0;
+        for (size_t i = 0; i < t->n_tokens; i++) seen += t->tokens[i] == o->bos_token;
+        if (seen)
+            return tlm_error("--bos-token %d occurs %zu times in %s: a BOS must be a token the text never produces "
+                             "(with --tokenizer bytes, a byte the file lacks, e.g. 2 in ASCII text)",
+                             o->bos_token, seen, t->data_path);
+        t->data.bos = o->bos_token;
+    }
     t->inputs = malloc(sizeof(int) * o->batch * o->seq);
     t->targets = malloc(sizeof(int) * o->batch * o->seq);
     if (!t->inputs || !t->targets || model_alloc_grads(t->m)) return tlm_error("out of memory");

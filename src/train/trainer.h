@@ -23,6 +23,9 @@ typedef struct {
                           load-balancing loss of a mixture-of-experts model (acts.moe_aux); 0 = off */
     float router_bias_update; /* --router-bias-update: DeepSeek-V3's auxiliary-loss-free balancing, each step
                                  every e_score_correction_bias += this * sign(mean load - its expert's load); 0 = off */
+    int has_bos;       /* --bos-token ID: every training and validation window starts with token bos_token (a
+                          BOS); its first target is the window's first text token. 0 = plain windows */
+    int bos_token;
     int precision_bf16; /* --precision bf16: mixed precision (model_set_mixed_bf16); a property of the run */
     int log_attn;      /* each step's largest attention logit per head and the QK-norm gains in metrics.jsonl
                           (like zero1 a property of this session, not of the run: allowed with a resume) */

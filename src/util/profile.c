@@ -34,9 +34,9 @@ void prof_report(FILE *f, int steps, double step_s) {
     for (prof_slot *s = first; s; s = s->next) {
         if (!s->calls) continue;
         covered += s->seconds;
-        fprintf(f, "%-24s %10.3f %6.1f%% %10.1f\n", s->name, s->seconds * 1e3 / steps,
+        fprintf(f, "%-24s %10.4f %6.2f%% %10.1f\n", s->name, s->seconds * 1e3 / steps,
                 step_s > 0 ? 100.0 * s->seconds / steps / step_s : 0.0, (double)s->calls / steps);
     }
     const double rest = step_s * steps - covered;
-    fprintf(f, "%-24s %10.3f %6.1f%%\n", "(rest of the step)", rest * 1e3 / steps, step_s > 0 ? 100.0 * rest / steps / step_s : 0.0);
+    fprintf(f, "%-24s %10.4f %6.2f%%\n", "(rest of the step)", rest * 1e3 / steps, step_s > 0 ? 100.0 * rest / steps / step_s : 0.0);
 }

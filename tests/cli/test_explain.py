@@ -102,6 +102,9 @@ ROWS = [
      ["DyT (Dynamic Tanh), y = g * tanh(alpha * x) + b", "starting at 0.7", "placement: Post-Norm",
       "and no final norm"],
      []),
+    ("tinylm dyt by position", dict(SMALL, model_type="tinylm", norm_type="dyt", dyt_alpha_init_attn=0.8,
+                                    dyt_alpha_init_ffn=0.2),
+     ["starting at 0.5", "alpha0 by position: attention norms 0.8, FFN norms 0.2, final norm 0.5"], []),
     ("tinylm deepnorm 8 layers", dict(SMALL, model_type="tinylm", num_hidden_layers=8, norm_type="layernorm",
                                       norm_placement="deepnorm"),
      ["placement: DeepNorm", "alpha = %g" % (16 ** 0.25), "beta = %g" % (64 ** -0.25), "without bias",
@@ -221,6 +224,37 @@ def test_deepnorm_train(tinylm, work):
           "--set deepnorm_alpha with norm_placement pre refused, naming the key", err)
 
 
+def test_dyt_alpha_by_position(tinylm, work):
+    """DyT's alpha0 by position (dyt_alpha_init_attn / _ffn / _final) reaches the checkpoint: a run at
+    learning rate 1e-12 keeps each norm's alpha at the init the reference's init_params gives it"""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    import tinylm_ref
+    data = os.path.join(work, "text_dyt.txt")
+    with open(data, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 50)
+    out_dir = os.path.join(work, "dyt_run")
+    sets = {"norm_type": "dyt", "norm_placement": "sandwich", "num_hidden_layers": 2, "hidden_size": 32,
+            "intermediate_size": 64, "dyt_alpha_init": 0.5, "dyt_alpha_init_attn": 1.5, "dyt_alpha_init_ffn": 0.25,
+            "dyt_alpha_init_final": 0.125}
+    args = ["train", "--data", data, "--preset", "llama-baby", "--steps", "1", "--batch", "1", "--seq", "8",
+            "--lr", "1e-12", "--min-lr", "1e-12", "--warmup", "0", "--eval-batches", "1", "--out", out_dir]
+    for k, v in sets.items():
+        args += ["--set", "%s=%s" % (k, v)]
+    rc, out, err = run(tinylm, *args)
+    check(rc == 0, "train with dyt_alpha_init_attn / _ffn / _final", err[-2000:])
+    if rc:
+        return
+    step = sorted(d for d in os.listdir(out_dir) if d.startswith("step-"))[-1]
+    with open(os.path.join(out_dir, step, "config.json")) as f:
+        conf = json.load(f)
+    got = tinylm_ref.load_safetensors(os.path.join(out_dir, step, "model.safetensors"))
+    alphas = {k: float(v.ravel()[0]) for k, v in got.items() if k.endswith(".alpha")}
+    want = {k: tinylm_ref.dyt_alpha0(tinylm_ref.resolve_config(conf), k) for k in alphas}
+    check(len(alphas) == 9 and all(abs(alphas[k] - want[k]) < 1e-6 for k in alphas) and
+          sorted(set(want.values())) == [0.125, 0.25, 1.5],
+          "each DyT norm starts at its position's alpha0 (attn 1.5, ffn 0.25, final 0.125)", str(alphas))
+
+
 def test_gemma4_train(tinylm, work):
     """Gemma 4's switches train from the CLI (tinylm format), its MoE block included (4 experts beside
     the dense FFN of every layer): the loss falls, the saved config keeps them, and the run generates
@@ -273,4 +307,4 @@ def test_gemma4_train(tinylm, work):
 
 if __name__ == "__main__":
     sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_moe_explain, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
-                   test_gemma4_train]))
+                   test_dyt_alpha_by_position, test_gemma4_train]))

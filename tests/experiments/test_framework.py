@@ -185,6 +185,24 @@ def test_train_cache(work, tinylm):
           "no-such-data" in json.dumps(v) for v in records().values()),
           "cache, the engine: a run that cannot start (missing data) raises and is not cached: %s" % err)
 
+    # train_checkpoints: one run that stops at each kept step and resumes; the same losses as the
+    # plain run of the same arguments, a checkpoint at each step; an interrupted one continues
+    plain = real.train(preset="lesson15", sets=sets, steps=6, data=small, opts=dict(opts, **{"eval-every": 2}))
+    sr, kept = real.train_checkpoints(preset="lesson15", sets=sets, steps=6, data=small,
+                                      opts=dict(opts, **{"eval-every": 2}), at=[2, 4])
+    check([s for s, _ in kept] == [2, 4, 6] and all(os.path.isfile(os.path.join(p, "model.safetensors")) or
+                                                    os.path.isfile(os.path.join(p, "latest", "model.safetensors"))
+                                                    for _, p in kept)
+          and [m["loss"] for m in sr.metrics] == [m["loss"] for m in plain.metrics],
+          "train_checkpoints: checkpoints at 2, 4, 6 and the plain run's losses step for step")
+    d = os.path.dirname(kept[0][1])
+    os.remove(os.path.join(d, "experiment_done.json"))  # as if interrupted after the last stop: resumes to 6
+    shutil.rmtree(kept[1][1])
+    sr2, kept2 = real.train_checkpoints(preset="lesson15", sets=sets, steps=6, data=small,
+                                        opts=dict(opts, **{"eval-every": 2}), at=[2, 4])
+    check(os.path.isdir(kept2[1][1]) and [m["loss"] for m in sr2.metrics] == [m["loss"] for m in plain.metrics],
+          "train_checkpoints: a run without its record is trained again to the same losses")
+
 
 def main():
     ap = argparse.ArgumentParser()

@@ -28,7 +28,8 @@ static const char *EVERY_KEY =
     "{\"model_type\": \"tinylm\", \"vocab_size\": 37, \"hidden_size\": 24, \"num_hidden_layers\": 3,"
     " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, \"intermediate_size\": 40,"
     " \"max_position_embeddings\": 96, \"norm_type\": \"rmsnorm_1p\", \"norm_eps\": 3.5e-6, \"norm_bias\": false,"
-    " \"dyt_alpha_init\": 0.75, \"norm_placement\": \"sandwich\", \"residual\": true, \"final_norm\": false,"
+    " \"dyt_alpha_init\": 0.75, \"dyt_alpha_init_attn\": 1.25, \"dyt_alpha_init_ffn\": 0.375,"
+    " \"dyt_alpha_init_final\": 0.125, \"norm_placement\": \"sandwich\", \"residual\": true, \"final_norm\": false,"
     " \"position_embedding\": \"rope\", \"rope_theta\": 50000.5, \"rope_local_base_freq\": 1234.25,"
     " \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.5,"
     "   \"high_freq_factor\": 4.25, \"original_max_position_embeddings\": 48},"
@@ -57,6 +58,7 @@ static const char *EVERY_KEY_MOE =
 static const char *const KEYS[] = {
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
     "intermediate_size", "max_position_embeddings", "norm_type", "norm_eps", "norm_bias", "dyt_alpha_init",
+    "dyt_alpha_init_attn", "dyt_alpha_init_ffn", "dyt_alpha_init_final",
     "norm_placement", "deepnorm_alpha", "deepnorm_beta", "residual", "final_norm", "position_embedding", "rope_theta", "rope_local_base_freq",
     "rope_scaling", "embedding_scale", "attention_bias", "attention_out_bias", "qk_norm", "query_pre_attn_scalar",
     "attn_logit_softcapping", "sliding_window", "layer_types", "ffn_type", "mlp_bias", "tie_word_embeddings",
@@ -82,6 +84,8 @@ static void test_every_key(void) {
     CHECK(a.rope_scaling == ROPE_SCALING_LLAMA3 && a.rope_original_max_pos == 48, "rope_scaling not read");
     CHECK(a.vocab_size != d.vocab_size && a.norm != d.norm && a.placement != d.placement &&
               a.norm_eps != d.norm_eps && a.dyt_alpha_init != d.dyt_alpha_init && a.final_norm != d.final_norm &&
+              a.dyt_alpha_init_attn != d.dyt_alpha_init_attn && a.dyt_alpha_init_ffn != d.dyt_alpha_init_ffn &&
+              a.dyt_alpha_init_final != d.dyt_alpha_init_final &&
               a.rope_theta != d.rope_theta && a.embed_scale != d.embed_scale && a.qk_norm != d.qk_norm &&
               a.ffn != d.ffn && a.mlp_bias != d.mlp_bias && a.tie_embeddings != d.tie_embeddings &&
               a.init_std != d.init_std && a.scale_residual_init != d.scale_residual_init && a.max_seq != d.max_seq,

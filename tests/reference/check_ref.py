@@ -341,6 +341,12 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(float(np.abs(p["layers.0.attn.q_proj.bias"]).max()), 0.0)
         self.assertEqual(float(np.abs(p["layers.3.attn_norm.weight"]).max()), 0.0)  # (1 + w) form
         self.assertEqual(float(R.init_params(small(), 0)["final_norm.weight"].min()), 1.0)
+        # DyT's alpha0 by position (Zhu et al. 2025's LLaMA rule), the rest at dyt_alpha_init
+        dy = R.init_params(dict(cfg, norm_type="dyt", norm_placement="sandwich", dyt_alpha_init=0.5,
+                                dyt_alpha_init_attn=0.8, dyt_alpha_init_ffn=0.2), 0)
+        self.assertEqual([float(dy["layers.2.%s.alpha" % n][0]) for n in
+                          ("attn_norm", "attn_out_norm", "ffn_norm", "ffn_out_norm")], [0.8, 0.8, 0.2, 0.2])
+        self.assertEqual(float(dy["final_norm.alpha"][0]), 0.5)
         # DeepNorm: beta = (8 * 8)^(-1/4) on v, o and the FFN; q and k at the plain std
         dn = dict(cfg, norm_type="rmsnorm", norm_placement="deepnorm")
         p = R.init_params(dn, 0)

@@ -69,6 +69,9 @@ def resolve_config(raw):
     num("norm_eps", 1e-5, allow_zero=False)
     flag("norm_bias", False)
     num("dyt_alpha_init", 0.5, allow_zero=False)
+    # DyT's alpha0 by position (attention norms / FFN norms / the final norm); absent or null = dyt_alpha_init
+    for key in ("dyt_alpha_init_attn", "dyt_alpha_init_ffn", "dyt_alpha_init_final"):
+        num(key, None, allow_zero=True)
     placement = choice("norm_placement", PLACEMENTS, "pre")
     res = flag("residual", True)
     flag("final_norm", placement not in ("post", "deepnorm"))

@@ -544,6 +544,17 @@ class Model:
 
 # ---- init --------------------------------------------------------------------------------
 
+def dyt_alpha0(c, name):
+    """DyT's initial alpha of the norm `name` (its .alpha tensor): dyt_alpha_init_attn for
+    attn_norm / attn_out_norm, dyt_alpha_init_ffn for ffn_norm / ffn_out_norm, dyt_alpha_init_final
+    for final_norm, each when set (> 0), else dyt_alpha_init"""
+    norm = name.split(".")[-2]
+    key = {"attn_norm": "attn", "attn_out_norm": "attn", "ffn_norm": "ffn", "ffn_out_norm": "ffn",
+           "final_norm": "final"}.get(norm)
+    v = c.get("dyt_alpha_init_" + key) if key else None
+    return v if v else c["dyt_alpha_init"]
+
+
 def init_params(config, seed=0):
     """The docs' init: matrices/embeddings ~ N(0, initializer_range), o_proj/down_proj also
     / sqrt(2 L) with scale_residual_init, biases 0, norm weights identity (0 for rmsnorm_1p)."""
@@ -556,8 +567,8 @@ def init_params(config, seed=0):
             out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
         elif name.endswith(".layer_scalar") or name.endswith(".router.scale") or name.endswith(".expert_scale"):
             out[name] = np.ones(shape)  # (Gemma 4's per-layer scalar, router scale, expert scales start at 1)
-        elif name.endswith(".alpha"):  # DyT
-            out[name] = np.full(shape, c["dyt_alpha_init"])
+        elif name.endswith(".alpha"):  # DyT: alpha0 by position, else dyt_alpha_init
+            out[name] = np.full(shape, dyt_alpha0(c, name))
         elif name.endswith(".bias") or name.endswith(".e_score_correction_bias"):
             out[name] = np.zeros(shape)
         else:

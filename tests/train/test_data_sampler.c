@@ -56,6 +56,28 @@ static void test_data(void) {
     for (int i = 0; i < BATCH * SEQ; i++) in_val &= v1[i] >= (int)d.n_train;
     expect(!memcmp(v1, v2, sizeof v1) && in_val, "validation batches come from the validation split and never move");
     dataset_free(&d);
+
+    /* with a BOS (--bos-token): each window is the BOS, then SEQ - 1 text tokens; the targets are
+     * SEQ text tokens, the first predicted from the BOS alone; still inside the training split */
+    dataset_init(&d, tokens, 200, SEQ, BATCH, 3, 42, "t");
+    d.bos = 1000;
+    rng_seed(&r1, 7);
+    int bos_first = 1, bos_once = 1, bos_shift = 1, bos_inside = 1;
+    for (int step = 0; step < 500; step++) {
+        dataset_train_batch(&d, &r1, in, tg);
+        for (int b = 0; b < BATCH; b++) {
+            const int *x = in + b * SEQ, *y = tg + b * SEQ;
+            bos_first &= x[0] == 1000;
+            for (int i = 1; i < SEQ; i++) bos_once &= x[i] != 1000 && x[i] == y[i - 1];
+            for (int i = 1; i < SEQ; i++) bos_shift &= y[i] == y[i - 1] + 1;
+            for (int i = 0; i < SEQ; i++) bos_inside &= y[i] < (int)d.n_train;
+        }
+    }
+    dataset_val_batch(&d, 1, v1, vt);
+    for (int b = 0; b < BATCH; b++) bos_first &= v1[b * SEQ] == 1000 && vt[b * SEQ] == v1[b * SEQ + 1];
+    expect(bos_first && bos_once, "BOS: every training and validation window starts with it, and only there");
+    expect(bos_shift && bos_inside, "BOS: the targets are SEQ consecutive text tokens of the training split");
+    dataset_free(&d);
 }
 
 static void test_sampler(void) {

@@ -129,6 +129,23 @@ def main():
         check(all("z_loss" not in r for r in metrics(os.path.join(W, "learn"))),
               "without --z-loss no z_loss is logged (off by default)")
 
+    # ---- --bos-token: a BOS at every window start (bytes; byte 2 is not in the ASCII corpus), kept
+    # by a resume; a token the text produces is refused -------------------------------------------
+    brun = os.path.join(W, "bos")
+    rc, _, err = run([T, "train", "--data", data, "--out", brun, "--steps", "8", "--save-every", "4",
+                      "--stop-at", "4", "--tokenizer", "bytes", "--bos-token", "2"] + small)
+    rc2, _, err2 = run([T, "train", "--resume", brun, "--data", data]) if rc in (0, 130) else (1, "", "")
+    check(rc in (0, 130) and rc2 == 0, "a run with --bos-token 2 (bytes) stops at 4 and resumes to 8", err + err2)
+    if rc2 == 0:
+        ckpts = sorted(d for d in os.listdir(brun) if d.startswith("step-"))
+        state = json.load(open(os.path.join(brun, ckpts[-1], "trainer.json")))
+        check(state["options"].get("bos_token") == 2 and len(metrics(brun)) == 8,
+              "trainer.json keeps bos_token 2 for the resume", state["options"])
+    rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "bos_bad"), "--steps", "2",
+                      "--tokenizer", "bytes", "--bos-token", str(ord("e"))] + small)
+    check(rc == 1 and "--bos-token %d occurs" % ord("e") in err, "--bos-token of a byte the text holds is refused",
+          err.strip())
+
     # ---- a mixture of experts from the CLI: learns, logs its load-balancing loss, resumes exactly ----
     moe_set = ["--set", "num_experts=4", "--set", "num_experts_per_tok=2", "--set", "moe_intermediate_size=64",
                "--set", "n_shared_experts=1", "--set", "norm_topk_prob=true", "--set", "first_k_dense_replace=1"]
@@ -425,6 +442,15 @@ def main():
           "150 new characters from a model with a 64-token context (the window slides)", long[2])
     rc, out, err = run([T, "inspect", "--model", os.path.join(W, "learn"), "--prompt", "ROMEO:", "--json"])
     check(rc == 0 and json.loads(out), "inspect reads a training run directory and its tokenizer", err)
+    rc, _, err = run([T, "generate", "--model", os.path.join(W, "learn"), "--prompt", "ROMEO:", "-n", "40",
+                      "--profile"])
+    rows = {ln.split()[0]: ln.split() for ln in err.splitlines() if ln.startswith("decode_")}
+    n_layers = json.load(open(os.path.join(W, "learn", "latest", "config.json")))["num_hidden_layers"]
+    check(rc == 0 and "decode_step" in rows and "decode_norm" in rows
+          and float(rows["decode_norm"][3]) == 2 * n_layers + 1 and float(rows["decode_step"][3]) == 1
+          and 0 <= float(rows["decode_norm"][1]) <= float(rows["decode_step"][1]),
+          "generate --profile: one decode_step and 2 x layers + 1 decode_norm calls per token, the norms within the step",
+          err)
     rc, _, err = run([T, "generate", "--model", os.path.join(W, "learn"), "--top-p", "1.5"])
     check(rc > 0 and "--top-p" in err, "generate rejects --top-p 1.5", err)
 
