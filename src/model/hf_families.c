@@ -318,7 +318,38 @@ int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const
         c->rope_original_max_pos = (int)om;
         return 0;
     }
-    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3)", src, where, type);
+    if (!strcmp(type, "yarn")) { /* (YaRN, Peng et al. 2023, as modeling_rope_utils reads it; with MLA only) */
+        if (read_number(rs, src, where, "factor", &factor)) return -1;
+        c->rope_scaling = ROPE_SCALING_YARN;
+        c->rope_factor = (float)factor;
+        c->rope_beta_fast = 32.0f, c->rope_beta_slow = 1.0f;
+        c->rope_mscale = c->rope_mscale_all_dim = c->rope_attn_factor = 0.0f;
+        c->rope_original_max_pos = 0, c->rope_truncate = true;
+        static const char *const opt[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"};
+        float *dst[] = {&c->rope_beta_fast, &c->rope_beta_slow, &c->rope_mscale, &c->rope_mscale_all_dim,
+                        &c->rope_attn_factor};
+        for (int i = 0; i < 5; i++) {
+            const cJSON *it = item(rs, opt[i]);
+            if (!it || cJSON_IsNull(it)) continue; /* (null: the default, as `or 32` reads it) */
+            double v = 0;
+            if (read_number(rs, src, where, opt[i], &v)) return -1;
+            if (v < 0) return tlm_error("%s: %s.%s = %g must be >= 0", src, where, opt[i], v);
+            if (v > 0 || i >= 2) *dst[i] = (float)v;
+        }
+        const cJSON *om = item(rs, "original_max_position_embeddings");
+        if (om && !cJSON_IsNull(om)) {
+            if (!cJSON_IsNumber(om) || om->valuedouble != floor(om->valuedouble) || om->valuedouble < 1 ||
+                om->valuedouble > 2147483647.0)
+                return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
+            c->rope_original_max_pos = (int)om->valuedouble;
+        }
+        const cJSON *tr = item(rs, "truncate");
+        if (tr && !cJSON_IsBool(tr)) return tlm_error("%s: %s.truncate must be true or false", src, where);
+        if (tr) c->rope_truncate = cJSON_IsTrue(tr);
+        return 0;
+    }
+    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3, yarn)", src,
+                     where, type);
 }
 
 /* rope_theta inside a rope_parameters dict overrides the top-level key (transformers 5 keeps

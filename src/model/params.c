@@ -161,6 +161,34 @@ static void walk_moe(walk *w, layer_params *L, int l) {
     }
 }
 
+/* Multi-head latent attention's projections (docs/tensors.md): q (q_a, its norm, q_b; or one q
+ * projection without q_lora_rank), kv_a (c_kv and k_pe), its norm (over c_kv), kv_b (each head's
+ * k_nope and v), o. Its two norms are plain RMSNorms (gain w, starting at 1) whatever norm_type. */
+static void walk_mla(walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, H = c->n_heads, qk = config_mla_qk_dim(c), rq = c->q_lora_rank, rkv = c->kv_lora_rank;
+    char n[96];
+    if (rq > 0) {
+        snprintf(n, sizeof n, "layers.%d.attn.q_a_proj", l);
+        add_linear(w, &L->q_a, n, rq, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.attn.q_a_norm.weight", l);
+        add(w, &L->q_a_norm, n, rq, 0, TENSOR_NORM, 1.0f);
+        snprintf(n, sizeof n, "layers.%d.attn.q_b_proj", l);
+        add_linear(w, &L->q_b, n, H * qk, rq, false, TENSOR_MATRIX);
+    } else {
+        snprintf(n, sizeof n, "layers.%d.attn.q_proj", l);
+        add_linear(w, &L->q, n, H * qk, d, false, TENSOR_MATRIX);
+    }
+    snprintf(n, sizeof n, "layers.%d.attn.kv_a_proj", l);
+    add_linear(w, &L->kv_a, n, rkv + c->qk_rope_dim, d, false, TENSOR_MATRIX);
+    snprintf(n, sizeof n, "layers.%d.attn.kv_a_norm.weight", l);
+    add(w, &L->kv_a_norm, n, rkv, 0, TENSOR_NORM, 1.0f);
+    snprintf(n, sizeof n, "layers.%d.attn.kv_b_proj", l);
+    add_linear(w, &L->kv_b, n, H * (c->qk_nope_dim + c->v_head_dim), rkv, false, TENSOR_MATRIX);
+    snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+    add_linear(w, &L->o, n, d, H * c->v_head_dim, false, TENSOR_RESIDUAL_MATRIX);
+}
+
 static void walk_tensors(walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
     const int d = c->d_model;
@@ -187,14 +215,16 @@ static void walk_tensors(walk *w, model_params *p) {
             snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm(w, &L->attn_norm, n);
         if (placement_has_output_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.attn_out_norm", l), add_norm(w, &L->attn_out_norm, n);
-        {
+        if (config_mla(c)) {
+            walk_mla(w, L, l);
+        } else {
             linear_params *parts[3] = {&L->q, &L->k, &L->v};
             const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
             const int outs[3] = {qd, kvd, kvd};
             add_fused(w, &L->qkv, parts, names, outs, own_v ? 3 : own_kv ? 2 : 1, d, c->attn_bias, l);
+            snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+            add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
         }
-        snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
-        add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
         if (c->qk_norm != QK_NORM_NONE) {
             float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
             bool full = c->qk_norm == QK_NORM_FULL;
@@ -546,7 +576,7 @@ static void bind_mirror(tlm_model *m) {
         linear_params *all[] = {&P->q,           &P->k,         &P->v,           &P->o,          &P->qkv,
                                 &P->gate,        &P->up,        &P->down,        &P->gate_up,    &P->router,
                                 &P->expert_gate, &P->expert_up, &P->expert_down, &P->shared_gate, &P->shared_up,
-                                &P->shared_down, &P->ple_gate,  &P->ple_proj};
+                                &P->shared_down, &P->ple_gate,  &P->ple_proj, &P->q_a, &P->q_b, &P->kv_a, &P->kv_b};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
     }
