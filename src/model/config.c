@@ -521,6 +521,9 @@ int config_validate_mla(const tlm_config *c, const char *src) {
     REQUIRE(c->head_dim == config_mla_head_dim(c) && c->n_kv_heads == c->n_heads,
             "%s: kv_lora_rank (MLA): head_dim must be %d and num_key_value_heads %d", src, config_mla_head_dim(c),
             c->n_heads);
+    REQUIRE(c->rope_scaling == ROPE_SCALING_NONE || c->rope_scaling == ROPE_SCALING_YARN,
+            "%s: rope_scaling \"%s\" with kv_lora_rank (MLA) is not defined (\"yarn\" or none)", src,
+            c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
     if (c->rope_scaling == ROPE_SCALING_YARN) {
         REQUIRE(c->rope_beta_fast > c->rope_beta_slow && c->rope_beta_slow > 0.0f,
                 "%s: rope_scaling.beta_fast = %g must exceed beta_slow = %g > 0", src, c->rope_beta_fast,
