@@ -441,7 +441,8 @@ int config_validate(const tlm_config *c, const char *src) {
             "%s: qk_norm = \"%s\" with norm_type \"dyt\": QK-norm is always an RMSNorm of q and k (a bounded "
             "scale is what it is for); use qk_norm \"none\" with dyt, or another norm_type",
             src, qk_norm_name(c->qk_norm));
-    REQUIRE(c->position != POS_ROPE || c->head_dim % 2 == 0, "%s: head_dim = %d must be even for RoPE", src, c->head_dim);
+    REQUIRE(c->position != POS_ROPE || config_mla(c) || c->head_dim % 2 == 0, /* (MLA: qk_rope_head_dim is) */
+            "%s: head_dim = %d must be even for RoPE", src, c->head_dim);
     REQUIRE(c->rope_theta > 0.0f, "%s: rope_theta = %g must be positive", src, c->rope_theta);
     REQUIRE(c->rope_theta_local >= 0.0f, "%s: rope_local_base_freq = %g must be positive", src, c->rope_theta_local);
     REQUIRE(c->query_pre_attn_scalar >= 0.0f, "%s: query_pre_attn_scalar = %g must be positive", src,

@@ -84,7 +84,7 @@ def resolve_config(raw):
         raise _bad("residual", False, "with norm_placement deepnorm (it scales the residual)")
     pos = choice("position_embedding", POSITIONS, "rope")
     num("rope_theta", 10000.0, allow_zero=False)
-    if pos == "rope" and c["head_dim"] % 2:
+    if pos == "rope" and c["head_dim"] % 2 and not c["mla"]:
         raise _bad("head_dim", c["head_dim"], "must be even with rope")
     flag("embedding_scale", False)
     ab = flag("attention_bias", False)
