@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model/checkpoint.h"
+#include "model/decode.h"
 #include "tokenizer/tokenizer.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
@@ -29,6 +30,11 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(), m->bf16_products ? "bf16 (" : "fp32",
             m->bf16_products ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->bf16_products ? ")" : "");
+    if (config_mla(&m->cfg))
+        fprintf(stderr,
+                "tinylm generate: multi-head latent attention: the KV cache holds %zu bytes per token (each layer's "
+                "c_kv and k_pe), %zu with ordinary MHA's K and V of the same heads; decoded in the absorbed form\n",
+                kv_cache_bytes_per_token(&m->cfg), kv_cache_mha_bytes_per_token(&m->cfg));
 }
 
 static const char USAGE[] =

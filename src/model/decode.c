@@ -163,6 +163,13 @@ size_t kv_cache_floats(const tlm_config *cfg, int max_len) {
     return n;
 }
 
+size_t kv_cache_bytes_per_token(const tlm_config *cfg) { return sizeof(float) * kv_cache_floats(cfg, 1); }
+
+size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg) {
+    if (!config_mla(cfg)) return kv_cache_bytes_per_token(cfg);
+    return sizeof(float) * (size_t)cfg->n_layers * cfg->n_heads * (config_mla_qk_dim(cfg) + cfg->v_head_dim);
+}
+
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec) {
     const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = spec.n_kv_heads * hd;

@@ -21,6 +21,11 @@ kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
 void kv_cache_free(kv_cache *c);
 /* floats a cache of max_len positions holds (K and V of every layer that stores its own) */
 size_t kv_cache_floats(const tlm_config *cfg, int max_len);
+/* bytes a position takes in the cache of every layer (f32); MLA: c_kv + k_pe. And what the same model's
+ * cache would take with ordinary multi-head attention (MLA: K of nope + rope dims and V of v_head_dim for
+ * every head; otherwise the same as kv_cache_bytes_per_token) */
+size_t kv_cache_bytes_per_token(const tlm_config *cfg);
+size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg);
 void kv_cache_reset(kv_cache *c);
 int kv_cache_length(const kv_cache *c); /* positions filled */
 int kv_cache_room(const kv_cache *c);   /* positions left */
