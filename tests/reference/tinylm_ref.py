@@ -310,11 +310,21 @@ class Model:
         if rs is not None and rs.get("mscale_all_dim"):
             m = yarn_mscale(float(rs["factor"]), rs["mscale_all_dim"])
             scale = scale * m * m
+        if self.hook_fn is not None:
+            # the hook points see every head zero-padded to head_dim = max(nope + rope, v_head_dim) (the
+            # engine's attention heads); attention then runs on what the hooks leave, which is the same
+            # function: the zeros add nothing to q.k, and the padding of z is not read
+            D = c["head_dim"]
+            pad = lambda t: torch.nn.functional.pad(t, (0, D - t.shape[-1]))  # noqa: E731
+            v = hk("hook_v", pad(v).transpose(1, 2)).transpose(1, 2)
+            qs = hk("hook_rot_q", pad(qs).transpose(1, 2)).transpose(1, 2)
+            ks = hk("hook_rot_k", pad(ks).transpose(1, 2)).transpose(1, 2)
         mm = Bf16Matmul.apply if self.bf16_attention else torch.matmul
         scores = mm(qs, ks.transpose(-1, -2)) * scale
-        scores = scores.masked_fill(~attention_mask(T, 0), float("-inf"))
-        o = mm(torch.softmax(scores, dim=-1), v)  # [B, H, T, dv]
-        return self.linear(p + "o_proj", o.transpose(1, 2).reshape(B, T, H * dv))
+        scores = hk("hook_attn_scores", scores.masked_fill(~attention_mask(T, 0), float("-inf")))
+        o = mm(hk("hook_pattern", torch.softmax(scores, dim=-1)), v)  # [B, H, T, dv] (padded: D)
+        o = hk("hook_z", o.transpose(1, 2))[..., :dv]
+        return self.linear(p + "o_proj", o.reshape(B, T, H * dv))
 
     def attention(self, n, x):
         c = self.cfg
