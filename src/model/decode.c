@@ -254,8 +254,12 @@ void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, flo
         memcpy(cache + (size_t)(len + t) * cw + rkv, kpe + (size_t)t * dr, sizeof(float) * dr);
     }
     const int n_all = len + T;
-    if (!c->absorbed) /* expanded: every cached position's k_nope and v for every head, again */
-        gemm(0, 1, n_all, H * kvw, rkv, 1.0f, cache, cw, kvb->w, rkv, 0.0f, c->expand, H * kvw);
+    if (!c->absorbed) { /* expanded: every cached position's k_nope and v for every head, again (a matrix-vector
+                           product a position: a GEMM of a new row count each step would be a new oneDNN kernel) */
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n_all; j++)
+            matvec_part(c->expand + (size_t)j * H * kvw, cache + (size_t)j * cw, kvb->w, NULL, NULL, rkv, 0, H * kvw);
+    }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
