@@ -82,6 +82,8 @@ typedef struct {
      * zero-padded (config_finish sets head_dim and num_key_value_heads = num_attention_heads). */
     int q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
     bool rope_interleave; /* q_pe, k_pe come in interleaved pairs (2i, 2i+1): de-interleaved before RoPE */
+    int n_nextn;          /* DeepSeek-V3's num_nextn_predict_layers: multi-token-prediction layers a checkpoint
+                             holds after the last layer; not run (their tensors are skipped on load) */
 
     /* feed-forward */
     ffn_type ffn;
