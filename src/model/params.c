@@ -682,6 +682,8 @@ double model_train_flops_per_token(const tlm_config *c, int T) {
     if (c->tie_embeddings) matrix += (double)c->vocab_size * c->d_model; /* the head is the embedding */
     free(t);
     double attn = 0; /* (Gemma 4: each layer's own head_dim) */
-    for (int l = 0; l < c->n_layers; l++) attn += 12.0 * (double)T * c->n_heads * config_layer_head_dim(c, l);
+    for (int l = 0; l < c->n_layers; l++) /* (MLA: q.k over nope + rope dims, P v over v_head_dim, not the padding) */
+        attn += config_mla(c) ? 6.0 * (double)T * c->n_heads * (config_mla_qk_dim(c) + c->v_head_dim)
+                              : 12.0 * (double)T * c->n_heads * config_layer_head_dim(c, l);
     return 6.0 * matrix + attn;
 }
