@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model/checkpoint.h"
+#include "model/decode.h"
 #include "tokenizer/tokenizer.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
@@ -16,7 +17,7 @@
 #include "util/profile.h"
 
 /* like run.c and llama.cpp: what the run took, on stderr so stdout stays the text */
-static void print_timings(const tlm_model *m, const gen_stats *st, double load_s) {
+static void print_timings(const tlm_model *m, const gen_stats *st, double load_s, int mla_expanded) {
     char types[64];
     fflush(stdout);
     fprintf(stderr,
@@ -30,11 +31,17 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(), m->bf16_products ? "bf16 (" : "fp32",
             m->bf16_products ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->bf16_products ? ")" : "");
+    if (config_mla(&m->cfg))
+        fprintf(stderr,
+                "tinylm generate: multi-head latent attention: the KV cache holds %zu bytes per token (each layer's "
+                "c_kv and k_pe), %zu with ordinary MHA's K and V of the same heads; decoded in the %s form\n",
+                kv_cache_bytes_per_token(&m->cfg), kv_cache_mha_bytes_per_token(&m->cfg),
+                mla_expanded ? "expanded" : "absorbed");
 }
 
 static const char USAGE[] =
     "usage: tinylm generate --model DIR [--tokenizer PATH] [--prompt TEXT | --prompt-file FILE] [-n N]\n"
-    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n                       [--precision auto|fp32|bf16]\n"
+    "                       [--temperature T] [--top-k K] [--top-p P] [--seed S] [--dtype auto|f32|bf16]\n                       [--precision auto|fp32|bf16] [--mla-decode absorbed|expanded]\n"
     "  --prompt-file FILE  the prompt is the file's bytes exactly (- = standard input)\n"
     "  -n N                new tokens, 1..2147483647 (default 256); stops early at BOS/EOS\n"
     "  --temperature T     0 = greedy, up to 1e6 (default 1.0)\n"
@@ -51,10 +58,14 @@ static const char USAGE[] =
     "                      the CPU has bf16 products\n"
     "  --profile           time per op of the decode steps (the norms of the one-row step, decode_norm,\n"
     "                      and the whole step, decode_step), per generated token, on standard error\n"
+    "  --mla-decode F      multi-head latent attention's decode form: absorbed (default: W_UK folded into\n"
+    "                      the query, W_UV after the weighted sum of the cached c_kv) or expanded (every\n"
+    "                      cached position's keys and values made again from c_kv each step; f32 weights)\n"
     "Timings (load, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "auto";
+    const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "auto",
+               *mla_decode = "absorbed";
     int profile = 0;
     gen_options g = {.max_new_tokens = 256, .temperature = 1.0f, .top_k = 0, .top_p = 0.0f, .seed = 1337};
     cli_opt opts[] = {
@@ -64,6 +75,7 @@ int cmd_generate(int argc, char **argv) {
         {"--top-k", CLI_INT, &g.top_k, 0, 0x7fffffff, 0},  {"--top-p", CLI_FLOAT, &g.top_p, 0, 1, 0},
         {"--seed", CLI_SEED, &g.seed, 0, 0, 0},          {"--dtype", CLI_STR, &dtype, 0, 0, 0}, {"--precision", CLI_STR, &precision, 0, 0, 0},
         {"--profile", CLI_FLAG, &profile, 0, 0, 0},
+        {"--mla-decode", CLI_STR, &mla_decode, 0, 0, 0},
     };
     cli_command cmd = {"generate", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
@@ -72,6 +84,9 @@ int cmd_generate(int argc, char **argv) {
     if ((prc = cli_check_dtype("generate", dtype)) != CLI_CONTINUE) return prc;
     if ((prc = cli_check_precision("generate", precision, 1)) != CLI_CONTINUE) return prc;
     if ((prc = cli_one_of(&cmd, 0, (const char *const[]){"--prompt", "--prompt-file", NULL}))) return prc;
+    if (strcmp(mla_decode, "absorbed") && strcmp(mla_decode, "expanded"))
+        return cli_usage_error("generate", "--mla-decode must be absorbed or expanded, got \"%s\"", mla_decode);
+    g.mla_expanded = !strcmp(mla_decode, "expanded");
     char *prompt_text = prompt_file ? cli_read_prompt_file(prompt_file) : NULL;
     if (prompt_file && !prompt_text) return cli_fail("generate");
     if (prompt_text) prompt = prompt_text;
@@ -102,7 +117,7 @@ int cmd_generate(int argc, char **argv) {
     rc = generate(m, tok, ids, (int)n, &g, stdout, NULL, NULL, &st) ? 1 : 0;
     tlm_profiling = 0;
     printf("\n");
-    if (!rc) print_timings(m, &st, t_load);
+    if (!rc) print_timings(m, &st, t_load, g.mla_expanded);
     if (!rc && profile && st.n_decoded > 0) { /* (the prompt's ops, if any ran through the full pass, are listed too) */
         fprintf(stderr, "profile over the %d decoded tokens after the first: %.4f ms per token\n", st.n_decoded,
                 st.decode_s * 1e3 / st.n_decoded);

@@ -145,7 +145,15 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
     printf("  %-28s %16llu bytes %11.1f MiB\n", "weights f32", f32, mib((double)f32));
     printf("  %-28s %16llu bytes %11.1f MiB  (matrices bf16; norms, biases f32)\n", "weights bf16", bf16,
            mib((double)bf16));
-    if (uniform)
+    if (config_mla(c)) { /* the latent cache: c_kv and k_pe per layer and position */
+        printf("  %-28s %16llu bytes %11.1f MiB  (MLA: %d layers x %d x (kv_lora_rank %d + qk_rope_head_dim %d) x 4 "
+               "bytes)\n", kv_label, kv, mib((double)kv), c->n_layers, context, c->kv_lora_rank, c->qk_rope_dim);
+        const size_t mla = kv_cache_bytes_per_token(c), mha = kv_cache_mha_bytes_per_token(c);
+        printf("  %-28s %16zu bytes per token, against %zu with ordinary MHA (K of %d + %d dims and V of %d for each "
+               "of %d heads): %.1fx smaller\n",
+               "KV cache per token", mla, mha, c->qk_nope_dim, c->qk_rope_dim, c->v_head_dim, c->n_heads,
+               (double)mha / (double)mla);
+    } else if (uniform)
         printf("  %-28s %16llu bytes %11.1f MiB  (%d layers x K and V x %d x kv_dim %llu x 4 bytes)\n", kv_label, kv,
                mib((double)kv), stored, context, kv_dim);
     else { /* Gemma 4: full and sliding layers of their own widths */

@@ -54,7 +54,8 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     /* room for the whole generation, or the context when it is longer */
     const long want = (long)n_prompt + o->max_new_tokens;
     kv_cache *kv = history ? kv_cache_create(m, want < context ? (int)want : context) : NULL;
-    if (!kv) {
+    if (!kv || (o->mla_expanded && kv_cache_set_mla_absorbed(kv, m, 0))) {
+        kv_cache_free(kv);
         free(history);
         sampler_free(&s);
         return history ? -1 : tlm_error("out of memory");

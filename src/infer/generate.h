@@ -14,6 +14,7 @@ typedef struct {
     int top_k;         /* 0 = off */
     float top_p;       /* 0 or 1 = off */
     uint64_t seed;
+    int mla_expanded;  /* multi-head latent attention: decode in the expanded form (else the absorbed one) */
 } gen_options;
 
 /* What a generation measured (seconds; tokens) */

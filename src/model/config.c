@@ -92,6 +92,12 @@ static const config_key TINYLM_KEYS[] = {
     {"hidden_size_per_layer_input", KEY_INT, F(ple_dim), NULL},
     {"layer_scalar", KEY_BOOL, F(layer_scalar), NULL},
     {"use_double_wide_mlp", KEY_BOOL, F(ffn_double_shared), NULL},
+    {"q_lora_rank", KEY_INT_OR_NULL, F(q_lora_rank), NULL},
+    {"kv_lora_rank", KEY_INT_OR_NULL, F(kv_lora_rank), NULL},
+    {"qk_nope_head_dim", KEY_INT, F(qk_nope_dim), NULL},
+    {"qk_rope_head_dim", KEY_INT, F(qk_rope_dim), NULL},
+    {"v_head_dim", KEY_INT, F(v_head_dim), NULL},
+    {"rope_interleave", KEY_BOOL, F(rope_interleave), NULL},
     {"ffn_type", KEY_ENUM, F(ffn), FFN_NAMES},
     {"mlp_bias", KEY_BOOL, F(mlp_bias), NULL},
     {"num_experts", KEY_INT, F(n_experts), NULL},
@@ -272,6 +278,30 @@ void config_finish(tlm_config *c, const cJSON *root) {
     if (!cJSON_GetObjectItemCaseSensitive(root, "moe_intermediate_size")) c->moe_d_ff = c->n_experts > 0 ? c->d_ff : 0;
     if (c->n_layer_types == 0 && c->sliding_window > 0)
         for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = 1;
+    config_mla_finish(c);
+}
+
+void config_mla_finish(tlm_config *c) {
+    if (!config_mla(c)) return;
+    c->head_dim = config_mla_head_dim(c); /* (the padded heads attention runs on) */
+    c->n_kv_heads = c->n_heads;
+}
+
+/* MLA sizes head_dim and num_key_value_heads itself: a tinylm config that gives other values is
+ * refused (a HF config's head_dim is DeepSeek's qk_rope_head_dim, read by its family) */
+static int config_mla_given(const tlm_config *c, const cJSON *root, const char *src) {
+    if (!config_mla(c)) return 0;
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads");
+    if (cJSON_IsNumber(hd) && hd->valuedouble != c->head_dim)
+        return tlm_error("%s: head_dim = %g with kv_lora_rank (MLA): the attention heads are max(qk_nope_head_dim + "
+                         "qk_rope_head_dim, v_head_dim) = %d wide; leave head_dim out",
+                         src, hd->valuedouble, c->head_dim);
+    if (cJSON_IsNumber(kv) && kv->valuedouble != c->n_heads)
+        return tlm_error("%s: num_key_value_heads = %g with kv_lora_rank (MLA): every head has its own k_nope and v "
+                         "(num_key_value_heads = num_attention_heads = %d); leave it out",
+                         src, kv->valuedouble, c->n_heads);
+    return 0;
 }
 
 int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
@@ -310,6 +340,7 @@ int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
         }
     }
     config_finish(cfg, root);
+    if (config_mla_given(cfg, root, src)) goto done;
     rc = config_validate(cfg, src);
 done:
     cJSON_Delete(root);
@@ -420,7 +451,8 @@ int config_validate(const tlm_config *c, const char *src) {
             "%s: qk_norm = \"%s\" with norm_type \"dyt\": QK-norm is always an RMSNorm of q and k (a bounded "
             "scale is what it is for); use qk_norm \"none\" with dyt, or another norm_type",
             src, qk_norm_name(c->qk_norm));
-    REQUIRE(c->position != POS_ROPE || c->head_dim % 2 == 0, "%s: head_dim = %d must be even for RoPE", src, c->head_dim);
+    REQUIRE(c->position != POS_ROPE || config_mla(c) || c->head_dim % 2 == 0, /* (MLA: qk_rope_head_dim is) */
+            "%s: head_dim = %d must be even for RoPE", src, c->head_dim);
     REQUIRE(c->rope_theta > 0.0f, "%s: rope_theta = %g must be positive", src, c->rope_theta);
     REQUIRE(c->rope_theta_local >= 0.0f, "%s: rope_local_base_freq = %g must be positive", src, c->rope_theta_local);
     REQUIRE(c->query_pre_attn_scalar >= 0.0f, "%s: query_pre_attn_scalar = %g must be positive", src,
@@ -454,7 +486,85 @@ int config_validate(const tlm_config *c, const char *src) {
     if (c->rope_scaling != ROPE_SCALING_NONE)
         REQUIRE(c->rope_factor > 0.0f, "%s: rope_scaling.factor = %g must be positive", src, c->rope_factor);
     if (config_validate_layer_shapes(c, src)) return -1;
+    if (config_validate_mla(c, src)) return -1;
     return config_validate_moe(c, src);
+}
+
+/* multi-head latent attention: its sizes, and every switch it is not defined with refused by its key */
+int config_validate_mla(const tlm_config *c, const char *src) {
+    REQUIRE(c->kv_lora_rank >= 0, "%s: kv_lora_rank = %d must be >= 0", src, c->kv_lora_rank);
+    REQUIRE(c->q_lora_rank >= 0, "%s: q_lora_rank = %d must be >= 0 (null: a plain q projection)", src, c->q_lora_rank);
+    if (!config_mla(c)) {
+        REQUIRE(c->q_lora_rank == 0, "%s: q_lora_rank = %d needs kv_lora_rank > 0 (MLA)", src, c->q_lora_rank);
+        REQUIRE(c->qk_nope_dim == 0, "%s: qk_nope_head_dim = %d needs kv_lora_rank > 0 (MLA)", src, c->qk_nope_dim);
+        REQUIRE(c->qk_rope_dim == 0, "%s: qk_rope_head_dim = %d needs kv_lora_rank > 0 (MLA)", src, c->qk_rope_dim);
+        REQUIRE(c->v_head_dim == 0, "%s: v_head_dim = %d needs kv_lora_rank > 0 (MLA)", src, c->v_head_dim);
+        REQUIRE(!c->rope_interleave, "%s: rope_interleave = true needs kv_lora_rank > 0 (MLA)", src);
+        REQUIRE(c->rope_scaling != ROPE_SCALING_YARN,
+                "%s: rope_scaling \"yarn\" is supported with MLA (kv_lora_rank > 0) only", src);
+        return 0;
+    }
+    REQUIRE(c->qk_rope_dim > 0 && c->qk_rope_dim % 2 == 0, "%s: qk_rope_head_dim = %d must be positive and even",
+            src, c->qk_rope_dim);
+    REQUIRE(c->qk_nope_dim >= 0, "%s: qk_nope_head_dim = %d must be >= 0", src, c->qk_nope_dim);
+    REQUIRE(c->v_head_dim > 0, "%s: v_head_dim = %d must be positive", src, c->v_head_dim);
+    REQUIRE(c->position == POS_ROPE, "%s: position_embedding = \"%s\" with kv_lora_rank (MLA): its decoupled keys "
+            "k_pe need \"rope\"", src, position_name(c->position));
+    REQUIRE(c->qk_norm == QK_NORM_NONE, "%s: qk_norm = \"%s\" with kv_lora_rank (MLA) is not defined (MLA's own "
+            "RMSNorms are on c_q and c_kv)", src, qk_norm_name(c->qk_norm));
+    REQUIRE(c->attn_softcap == 0.0f, "%s: attn_logit_softcapping = %g with kv_lora_rank (MLA) is not defined (the "
+            "reference has no soft-capped MLA)", src, c->attn_softcap);
+    REQUIRE(c->sliding_window == 0, "%s: sliding_window = %d with kv_lora_rank (MLA) is not supported", src,
+            c->sliding_window);
+    REQUIRE(c->query_pre_attn_scalar == 0.0f, "%s: query_pre_attn_scalar = %g with kv_lora_rank (MLA): the scale is "
+            "(qk_nope_head_dim + qk_rope_head_dim)^-0.5", src, c->query_pre_attn_scalar);
+    REQUIRE(!c->attn_bias && !c->attn_out_bias, "%s: attention_bias with kv_lora_rank (MLA) is not supported", src);
+    REQUIRE(!c->v_norm, "%s: v_norm with kv_lora_rank (MLA) is not defined", src);
+    REQUIRE(!c->k_eq_v, "%s: attention_k_eq_v with kv_lora_rank (MLA) is not defined", src);
+    REQUIRE(c->n_kv_shared == 0, "%s: num_kv_shared_layers with kv_lora_rank (MLA) is not supported", src);
+    REQUIRE(c->head_dim_full == 0 && c->n_kv_heads_full == 0,
+            "%s: global_head_dim / num_global_key_value_heads with kv_lora_rank (MLA) are not supported", src);
+    REQUIRE(c->rope_proportional == 0.0f, "%s: rope_proportional_fraction with kv_lora_rank (MLA) is not supported",
+            src);
+    REQUIRE(c->rope_theta_local == 0.0f, "%s: rope_local_base_freq with kv_lora_rank (MLA) is not supported", src);
+    REQUIRE(c->placement != PLACE_DEEPNORM, "%s: norm_placement \"deepnorm\" with kv_lora_rank (MLA) is not defined "
+            "(DeepNet's init scales v_proj, which MLA does not have)", src);
+    REQUIRE(c->head_dim == config_mla_head_dim(c) && c->n_kv_heads == c->n_heads,
+            "%s: kv_lora_rank (MLA): head_dim must be %d and num_key_value_heads %d", src, config_mla_head_dim(c),
+            c->n_heads);
+    REQUIRE(c->rope_scaling == ROPE_SCALING_NONE || c->rope_scaling == ROPE_SCALING_YARN,
+            "%s: rope_scaling \"%s\" with kv_lora_rank (MLA) is not defined (\"yarn\" or none)", src,
+            c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
+    if (c->rope_scaling == ROPE_SCALING_YARN) {
+        REQUIRE(c->rope_beta_fast > c->rope_beta_slow && c->rope_beta_slow > 0.0f,
+                "%s: rope_scaling.beta_fast = %g must exceed beta_slow = %g > 0", src, c->rope_beta_fast,
+                c->rope_beta_slow);
+        REQUIRE(c->rope_mscale >= 0.0f && c->rope_mscale_all_dim >= 0.0f && c->rope_attn_factor >= 0.0f,
+                "%s: rope_scaling.mscale / mscale_all_dim / attention_factor must be >= 0", src);
+        REQUIRE(c->rope_original_max_pos >= 0, "%s: rope_scaling.original_max_position_embeddings must be positive",
+                src);
+    }
+    return 0;
+}
+
+float config_yarn_mscale(float factor, float m) {
+    return factor <= 1.0f ? 1.0f : (float)(0.1 * m * log((double)factor) + 1.0);
+}
+
+float config_attention_scale(const tlm_config *c, int l) {
+    if (!config_mla(c))
+        return 1.0f / sqrtf(c->query_pre_attn_scalar > 0.0f ? c->query_pre_attn_scalar : (float)config_layer_head_dim(c, l));
+    float s = 1.0f / sqrtf((float)config_mla_qk_dim(c));
+    if (c->rope_scaling == ROPE_SCALING_YARN && c->rope_mscale_all_dim > 0.0f) {
+        const float m = config_yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+        s = s * m * m;
+    }
+    return s;
+}
+
+int config_rope_dim(const tlm_config *c) {
+    if (config_mla(c)) return c->qk_rope_dim;
+    return c->head_dim_full > 0 ? c->head_dim_full : c->head_dim;
 }
 
 /* the mixture-of-experts keys: each combination the engine (and its reference) does not define
@@ -541,8 +651,20 @@ void config_json_add_rope_scaling(cJSON *o, const tlm_config *c, double (*tidy)(
         return;
     }
     cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
-    cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
+    cJSON_AddStringToObject(rs, "rope_type", c->rope_scaling == ROPE_SCALING_LINEAR   ? "linear"
+                                             : c->rope_scaling == ROPE_SCALING_LLAMA3 ? "llama3"
+                                                                                      : "yarn");
     cJSON_AddNumberToObject(rs, "factor", tidy(c->rope_factor));
+    if (c->rope_scaling == ROPE_SCALING_YARN) {
+        cJSON_AddNumberToObject(rs, "beta_fast", tidy(c->rope_beta_fast));
+        cJSON_AddNumberToObject(rs, "beta_slow", tidy(c->rope_beta_slow));
+        if (c->rope_mscale > 0.0f) cJSON_AddNumberToObject(rs, "mscale", tidy(c->rope_mscale));
+        if (c->rope_mscale_all_dim > 0.0f) cJSON_AddNumberToObject(rs, "mscale_all_dim", tidy(c->rope_mscale_all_dim));
+        if (c->rope_attn_factor > 0.0f) cJSON_AddNumberToObject(rs, "attention_factor", tidy(c->rope_attn_factor));
+        if (c->rope_original_max_pos > 0)
+            cJSON_AddNumberToObject(rs, "original_max_position_embeddings", c->rope_original_max_pos);
+        cJSON_AddBoolToObject(rs, "truncate", c->rope_truncate);
+    }
     if (c->rope_scaling == ROPE_SCALING_LLAMA3) {
         cJSON_AddNumberToObject(rs, "low_freq_factor", tidy(c->rope_low_freq_factor));
         cJSON_AddNumberToObject(rs, "high_freq_factor", tidy(c->rope_high_freq_factor));
@@ -605,6 +727,15 @@ char *config_to_json(const tlm_config *c) {
     if (c->ple_dim) cJSON_AddNumberToObject(o, "hidden_size_per_layer_input", c->ple_dim);
     if (c->layer_scalar) cJSON_AddBoolToObject(o, "layer_scalar", true);
     if (c->ffn_double_shared) cJSON_AddBoolToObject(o, "use_double_wide_mlp", true);
+    if (config_mla(c)) {
+        if (c->q_lora_rank > 0) cJSON_AddNumberToObject(o, "q_lora_rank", c->q_lora_rank);
+        else cJSON_AddNullToObject(o, "q_lora_rank");
+        cJSON_AddNumberToObject(o, "kv_lora_rank", c->kv_lora_rank);
+        cJSON_AddNumberToObject(o, "qk_nope_head_dim", c->qk_nope_dim);
+        cJSON_AddNumberToObject(o, "qk_rope_head_dim", c->qk_rope_dim);
+        cJSON_AddNumberToObject(o, "v_head_dim", c->v_head_dim);
+        cJSON_AddBoolToObject(o, "rope_interleave", c->rope_interleave);
+    }
     cJSON_AddStringToObject(o, "ffn_type", ffn_name(c->ffn));
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     if (c->n_experts > 0) {

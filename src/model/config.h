@@ -16,7 +16,7 @@ typedef enum { PLACE_PRE, PLACE_POST, PLACE_SANDWICH, PLACE_OUTPUT, PLACE_NONE, 
 typedef enum { POS_ROPE, POS_LEARNED, POS_NONE } position_type;
 typedef enum { QK_NORM_NONE, QK_NORM_HEAD, QK_NORM_FULL } qk_norm_type;
 typedef enum { FFN_SWIGLU, FFN_GEGLU, FFN_GELU } ffn_type;
-typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 } rope_scaling_type;
+typedef enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_YARN } rope_scaling_type;
 /* the router's scores: softmax over all experts (Qwen3-MoE, Mixtral), or each expert's sigmoid
  * (DeepSeek-V3, with the selection-only e_score_correction_bias) */
 typedef enum { SCORING_SOFTMAX, SCORING_SIGMOID } router_scoring;
@@ -50,6 +50,11 @@ typedef struct {
     rope_scaling_type rope_scaling;
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
+    /* YaRN (rope_type "yarn", with MLA only): beta_fast / beta_slow (32 / 1), mscale and mscale_all_dim
+     * (0 = unset), attention_factor (0 = derived from them), truncate (the correction range's ends
+     * rounded to integers; true). original_max_position_embeddings 0 = max_position_embeddings. */
+    float rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim, rope_attn_factor;
+    bool rope_truncate;
     bool embed_scale; /* token embedding * sqrt(d_model) (Gemma) */
 
     /* attention */
@@ -73,6 +78,16 @@ typedef struct {
     int ple_dim;             /* per-layer inputs (Gemma 4's hidden_size_per_layer_input); 0 = off */
     bool layer_scalar;       /* a learnable scalar per layer multiplying the stream after the layer */
     bool ffn_double_shared;  /* the layers that share K/V have an FFN of 2 * d_ff (use_double_wide_mlp) */
+
+    /* multi-head latent attention (DeepSeek-V2/V3, docs/config.md "Multi-head latent attention"):
+     * kv_lora_rank > 0 turns it on in every layer. q = W_qb RMSNorm(W_qa x) (q_lora_rank > 0) or W_q x;
+     * [c_kv, k_pe] = W_kva x; [k_nope, v] per head = W_kvb RMSNorm(c_kv); RoPE on q_pe and k_pe only
+     * (k_pe one for all heads). The attention runs on heads of head_dim = max(nope + rope, v_head_dim),
+     * zero-padded (config_finish sets head_dim and num_key_value_heads = num_attention_heads). */
+    int q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    bool rope_interleave; /* q_pe, k_pe come in interleaved pairs (2i, 2i+1): de-interleaved before RoPE */
+    int n_nextn;          /* DeepSeek-V3's num_nextn_predict_layers: multi-token-prediction layers a checkpoint
+                             holds after the last layer; not run (their tensors are skipped on load) */
 
     /* feed-forward */
     ffn_type ffn;
@@ -114,6 +129,10 @@ int config_parse(tlm_config *cfg, const char *json_text, const char *source);
 int config_load(tlm_config *cfg, const char *path);
 /* Checks sizes and switch combinations; the message names the key and the value. */
 int config_validate(const tlm_config *cfg, const char *source);
+/* the multi-head latent attention part of config_validate */
+int config_validate_mla(const tlm_config *c, const char *source);
+/* MLA's derived sizes: head_dim = the padded attention head, num_key_value_heads = num_attention_heads */
+void config_mla_finish(tlm_config *c);
 /* the mixture-of-experts part of config_validate */
 int config_validate_moe(const tlm_config *cfg, const char *source);
 /* Serializes as a model_type "tinylm" config.json (every switch written out). malloc'd. */
@@ -185,6 +204,23 @@ const char *position_name(position_type p);
 const char *qk_norm_name(qk_norm_type q);
 const char *ffn_name(ffn_type f);
 const char *scoring_name(router_scoring s);
+
+/* multi-head latent attention (every layer) */
+static inline bool config_mla(const tlm_config *c) { return c->kv_lora_rank > 0; }
+/* q.k's head width (nope + rope) and the padded attention head width */
+static inline int config_mla_qk_dim(const tlm_config *c) { return c->qk_nope_dim + c->qk_rope_dim; }
+static inline int config_mla_head_dim(const tlm_config *c) {
+    return config_mla_qk_dim(c) > c->v_head_dim ? config_mla_qk_dim(c) : c->v_head_dim;
+}
+/* floats an MLA layer caches per token: the normed c_kv and the rotated k_pe */
+static inline int config_mla_cache_dim(const tlm_config *c) { return c->kv_lora_rank + c->qk_rope_dim; }
+/* YaRN's mscale: 0.1 m ln(s) + 1 for a factor s > 1, else 1 */
+float config_yarn_mscale(float factor, float m);
+/* the softmax scale of q.k: head_dim^-0.5 (or query_pre_attn_scalar^-0.5); MLA: (nope + rope)^-0.5,
+ * times yarn_mscale(factor, mscale_all_dim)^2 under YaRN with mscale_all_dim set */
+float config_attention_scale(const tlm_config *c, int l);
+/* the RoPE tables' width: the layer's head_dim (the full layers' with Gemma 4), MLA's qk_rope_head_dim */
+int config_rope_dim(const tlm_config *c);
 
 /* whether layer l's FFN is a mixture of experts (else the dense FFN of d_ff) */
 static inline bool config_layer_is_moe(const tlm_config *c, int l) {

@@ -15,6 +15,7 @@
 #include "model.h"
 #include "pass.h"
 #include "util/error.h"
+#include "util/f16.h"
 #include "util/hugepage.h"
 #include "util/profile.h"
 
@@ -41,6 +42,13 @@ typedef struct {
 
 struct kv_cache {
     int n_layers, max_len, len, kv_dim, n_kv_heads, head_dim;
+    /* multi-head latent attention: each layer caches [ckvn | kpe] (kv_lora_rank + qk_rope_head_dim floats) a
+     * position in k (position-major), nothing in v; absorbed: decode through W_UK folded into the query and
+     * W_UV after the weighted sum (else the expanded form: every cached position's k_nope and v computed
+     * again from the latent cache each pass, into `expand` [max_len, H (dn + dv)]) */
+    int mla, absorbed;
+    float *mla_scratch; /* per thread: the absorbed query and the weighted sum of c_kv [2 kv_lora_rank] */
+    float *expand;
     float *k, *v;       /* each stored layer's [KV, max_len, hd] after the last's: each head's keys contiguous
                            (see kv_head); a layer that shares an earlier one's keys stores none */
     size_t *at;         /* [L] where layer l's keys start in k (and its values in v): its source layer's */
@@ -103,6 +111,7 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     c->n_layers = cfg->n_layers, c->max_len = max_len, c->kv_dim = config_max_kv_dim(cfg);
     c->n_kv_heads = cfg->n_kv_heads, c->head_dim = cfg->head_dim;
     c->n_threads = omp_get_max_threads();
+    c->mla = config_mla(cfg), c->absorbed = 1;
     c->at = malloc(sizeof(size_t) * cfg->n_layers);
     c->layer_kv = malloc(sizeof(int) * cfg->n_layers);
     c->layer_hd = malloc(sizeof(int) * cfg->n_layers);
@@ -115,10 +124,12 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
             continue;
         }
         c->at[l] = n;
+        if (c->mla) c->layer_kv[l] = 1, c->layer_hd[l] = config_mla_cache_dim(cfg); /* (one latent row a position) */
         n += (size_t)max_len * c->layer_kv[l] * c->layer_hd[l];
     }
     c->k = malloc((n ? n : 1) * sizeof(float));
-    c->v = malloc((n ? n : 1) * sizeof(float));
+    c->v = malloc((c->mla ? 1 : n ? n : 1) * sizeof(float));
+    if (c->mla) c->mla_scratch = malloc(sizeof(float) * 2 * (size_t)cfg->kv_lora_rank * c->n_threads);
     tlm_advise_huge(c->k, n * sizeof(float));
     tlm_advise_huge(c->v, n * sizeof(float));
     c->scratch = malloc((size_t)KV_QUERY_BLOCK * max_len * c->n_threads * sizeof(float));
@@ -127,7 +138,7 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
     c->own = malloc(sizeof(step_private) * c->n_threads);
     if (c->step_mem && c->own) layout_step(c, cfg, c->step_mem);
     if (!c->at || !c->layer_kv || !c->layer_hd || !c->k || !c->v || !c->scratch || !c->step_mem || !c->own ||
-        model_ensure_rope(m, max_len)) {
+        (c->mla && !c->mla_scratch) || model_ensure_rope(m, max_len)) {
         kv_cache_free(c);
         return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
     }
@@ -136,7 +147,7 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
 
 void kv_cache_free(kv_cache *c) {
     if (!c) return;
-    free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own);
+    free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own), free(c->mla_scratch), free(c->expand);
     free(c->at), free(c->layer_kv), free(c->layer_hd), free(c);
 }
 
@@ -155,10 +166,18 @@ static float *kv_head(const kv_cache *c, float *base, int l, int g) {
 
 size_t kv_cache_floats(const tlm_config *cfg, int max_len) {
     size_t n = 0;
+    if (config_mla(cfg)) return (size_t)cfg->n_layers * max_len * config_mla_cache_dim(cfg);
     for (int l = 0; l < cfg->n_layers; l++)
         if (config_kv_source(cfg, l) == l)
             n += 2 * (size_t)max_len * config_layer_kv_heads(cfg, l) * config_layer_head_dim(cfg, l);
     return n;
+}
+
+size_t kv_cache_bytes_per_token(const tlm_config *cfg) { return sizeof(float) * kv_cache_floats(cfg, 1); }
+
+size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg) {
+    if (!config_mla(cfg)) return kv_cache_bytes_per_token(cfg);
+    return sizeof(float) * (size_t)cfg->n_layers * cfg->n_heads * (config_mla_qk_dim(cfg) + cfg->v_head_dim);
 }
 
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
@@ -196,6 +215,101 @@ void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const 
                 attention_softmax_row(s, s, n_keys, attention_first_key(pos, spec.window), pos, spec.softcap);
             }
             gemm(0, 0, rows, hd, n_keys, 1.0f, S, n_keys, vg, hd, 0.0f, out + (size_t)t0 * qrow + (size_t)h * hd, qrow);
+        }
+}
+
+/* ---- multi-head latent attention through the latent cache ------------------------------------- */
+
+int kv_cache_set_mla_absorbed(kv_cache *c, const struct tlm_model *m, int absorbed) {
+    if (!c->mla) return tlm_error("KV cache: the model has no multi-head latent attention");
+    if (!absorbed)
+        for (int l = 0; l < m->cfg.n_layers; l++)
+            if (!m->p.layers[l].kv_b.w)
+                return tlm_error("KV cache: MLA's expanded form needs f32 kv_b_proj weights");
+    if (!absorbed && !c->expand) {
+        const tlm_config *cfg = &m->cfg;
+        c->expand = malloc(sizeof(float) * (size_t)c->max_len * cfg->n_heads * (cfg->qk_nope_dim + cfg->v_head_dim));
+        if (!c->expand) return tlm_error("out of memory for MLA's expanded keys and values");
+    }
+    c->absorbed = absorbed != 0;
+    return 0;
+}
+
+int kv_cache_mla_absorbed(const kv_cache *c) { return c->mla && c->absorbed; }
+
+/* row r of a linear layer's weights [., IC] as f32: the f32 weights themselves, or the bf16 ones widened into tmp */
+static const float *weight_row(const linear_params *p, int r, int IC, float *tmp) {
+    if (p->w) return p->w + (size_t)r * IC;
+    const uint16_t *h = p->w16 + (size_t)r * IC;
+    for (int i = 0; i < IC; i++) tmp[i] = tlm_bf16_to_f32(h[i]);
+    return tmp;
+}
+
+static float dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, float *out, const float *q,
+                              const float *qpe, const float *ckvn, const float *kpe, int T) {
+    const tlm_config *cfg = &m->cfg;
+    const linear_params *kvb = &m->p.layers[l].kv_b;
+    const int H = cfg->n_heads, dn = cfg->qk_nope_dim, dr = cfg->qk_rope_dim, dv = cfg->v_head_dim;
+    const int qk = dn + dr, rkv = cfg->kv_lora_rank, cw = rkv + dr, kvw = dn + dv, len = c->len;
+    const float scale = model_layer_attention(cfg, l).scale;
+    float *cache = c->k + c->at[l];
+    for (int t = 0; t < T; t++) { /* append [ckvn | kpe] of each new position */
+        memcpy(cache + (size_t)(len + t) * cw, ckvn + (size_t)t * rkv, sizeof(float) * rkv);
+        memcpy(cache + (size_t)(len + t) * cw + rkv, kpe + (size_t)t * dr, sizeof(float) * dr);
+    }
+    const int n_all = len + T;
+    if (!c->absorbed) { /* expanded: every cached position's k_nope and v for every head, again (a matrix-vector
+                           product a position: a GEMM of a new row count each step would be a new oneDNN kernel) */
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n_all; j++)
+            matvec_part(c->expand + (size_t)j * H * kvw, cache + (size_t)j * cw, kvb->w, NULL, NULL, rkv, 0, H * kvw);
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const int tid = omp_get_thread_num(), n_keys = len + t + 1;
+            float *s = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * tid;
+            float *qa = c->mla_scratch + (size_t)2 * rkv * tid, *ol = qa + rkv;
+            const float *qn = q + ((size_t)t * H + h) * qk, *qp = qpe + ((size_t)t * H + h) * dr;
+            float *o = out + ((size_t)t * H + h) * dv;
+            if (c->absorbed) {
+                /* q_abs = W_UK_h^T q_nope [rkv]: rows h kvw .. h kvw + dn of kv_b (ol as the bf16 row's scratch) */
+                for (int i = 0; i < rkv; i++) qa[i] = 0.0f;
+                for (int j = 0; j < dn; j++) {
+                    const float *row = weight_row(kvb, h * kvw + j, rkv, ol);
+                    const float x = qn[j];
+                    for (int i = 0; i < rkv; i++) qa[i] += x * row[i];
+                }
+                for (int j = 0; j < n_keys; j++) {
+                    const float *cj = cache + (size_t)j * cw;
+                    s[j] = (dot(qa, cj, rkv) + dot(qp, cj + rkv, dr)) * scale;
+                }
+                attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
+                for (int i = 0; i < rkv; i++) ol[i] = 0.0f;
+                for (int j = 0; j < n_keys; j++) {
+                    const float *cj = cache + (size_t)j * cw, p = s[j];
+                    for (int i = 0; i < rkv; i++) ol[i] += p * cj[i];
+                }
+                /* out = W_UV_h ol: rows h kvw + dn .. of kv_b (qa as the bf16 row's scratch) */
+                for (int i = 0; i < dv; i++) o[i] = dot(weight_row(kvb, h * kvw + dn + i, rkv, qa), ol, rkv);
+            } else {
+                for (int j = 0; j < n_keys; j++) {
+                    const float *e = c->expand + ((size_t)j * H + h) * kvw;
+                    s[j] = (dot(qn, e, dn) + dot(qp, cache + (size_t)j * cw + rkv, dr)) * scale;
+                }
+                attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
+                for (int i = 0; i < dv; i++) o[i] = 0.0f;
+                for (int j = 0; j < n_keys; j++) {
+                    const float *e = c->expand + ((size_t)j * H + h) * kvw + dn, p = s[j];
+                    for (int i = 0; i < dv; i++) o[i] += p * e[i];
+                }
+            }
         }
 }
 
@@ -501,10 +615,10 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
 }
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
- * and no Gemma 4 MoE block (that decodes through model_forward with the cache: the same function,
+ * and no Gemma 4 MoE block or latent attention (those decode through model_forward with the cache: the same function,
  * without the one-region step) */
 static int step_applies(const tlm_model *m) {
-    return !m->cfg.moe_block && !m->hooks && m->n_observers == 0;
+    return !m->cfg.moe_block && !config_mla(&m->cfg) && !m->hooks && m->n_observers == 0;
 }
 
 const float *kv_decode_step(tlm_model *m, int token) {

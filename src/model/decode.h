@@ -21,6 +21,11 @@ kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
 void kv_cache_free(kv_cache *c);
 /* floats a cache of max_len positions holds (K and V of every layer that stores its own) */
 size_t kv_cache_floats(const tlm_config *cfg, int max_len);
+/* bytes a position takes in the cache of every layer (f32); MLA: c_kv + k_pe. And what the same model's
+ * cache would take with ordinary multi-head attention (MLA: K of nope + rope dims and V of v_head_dim for
+ * every head; otherwise the same as kv_cache_bytes_per_token) */
+size_t kv_cache_bytes_per_token(const tlm_config *cfg);
+size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg);
 void kv_cache_reset(kv_cache *c);
 int kv_cache_length(const kv_cache *c); /* positions filled */
 int kv_cache_room(const kv_cache *c);   /* positions left */
@@ -32,6 +37,18 @@ void kv_cache_advance(kv_cache *c, int n);
  * layer's, appended earlier in the same pass; nothing is stored for it. */
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec);
+
+/* Multi-head latent attention (config_mla): for layer l, appends the normed c_kv [T, rkv] and the rotated
+ * k_pe [T, dr] at the cache's end (the whole cache entry: rkv + dr floats a position) and computes
+ * out [T, H dv] for q [T, H qk] (each head's q_nope first) and qpe [T, H dr] over every cached position.
+ * Absorbed (the default): W_UK folded into the query (q_nope W_UK_h), W_UV applied after the weighted sum
+ * of c_kv, so no head's keys or values are ever formed; expanded: every cached position's k_nope and v
+ * made again from the latent cache (one GEMM per layer and pass), then ordinary attention. */
+void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, float *out, const float *q,
+                              const float *qpe, const float *ckvn, const float *kpe, int T);
+/* chooses MLA's decode form (1: absorbed, 0: expanded, which needs f32 kv_b weights); -1 + tlm_error */
+int kv_cache_set_mla_absorbed(kv_cache *c, const struct tlm_model *m, int absorbed);
+int kv_cache_mla_absorbed(const kv_cache *c);
 
 /* One token through the model with the cache m->kv attached: model_forward(m, &token, NULL, 1, 1,
  * NULL) bit for bit, in one parallel region per token and without allocating (decode.c). Returns

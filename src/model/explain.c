@@ -90,6 +90,7 @@ static void explain_placement(FILE *o, const tlm_config *c) {
         per_layer = 2;
         break;
     }
+    if (config_mla(c)) per_layer += 1 + (c->q_lora_rank > 0); /* (MLA's c_q and c_kv norms) */
     const int block = c->moe_block && config_moe_layers(c) > 0; /* (Gemma 4's MoE block: three more) */
     fprintf(o, "norms per layer: %d%s%s\n", per_layer + 3 * block, block ? " (in an MoE layer)" : "",
             c->final_norm ? ", plus one final norm before the LM head" : ", and no final norm before the LM head");
@@ -137,6 +138,14 @@ static void explain_placement(FILE *o, const tlm_config *c) {
         if (placement_has_output_norm(c->placement))
             norm_line(o, "ffn_out_norm", "on the FFN output, before the residual add");
     }
+    if (config_mla(c)) { /* DeepSeek's two more RMSNorms, inside the attention on the compressed vectors */
+        if (c->q_lora_rank > 0)
+            norm_line(o, nm == NAMES_TINYLM ? "attn.q_a_norm" : "self_attn.q_a_layernorm",
+                      "inside MLA: a plain RMSNorm (w) of the compressed query c_q = W_qa x (q_lora_rank wide)");
+        norm_line(o, nm == NAMES_TINYLM ? "attn.kv_a_norm" : "self_attn.kv_a_layernorm",
+                  "inside MLA: a plain RMSNorm (w) of the compressed key/value c_kv = W_kva x (kv_lora_rank wide); "
+                  "the KV cache holds its output");
+    }
     if (c->final_norm)
         norm_line(o, nm == NAMES_GPT2 ? "ln_f" : nm == NAMES_TINYLM ? "final_norm" : "norm", "after the last block");
     if (c->layer_scalar)
@@ -146,6 +155,28 @@ static void explain_placement(FILE *o, const tlm_config *c) {
 
 static void explain_attention(FILE *o, const tlm_config *c) {
     const int H = c->n_heads, KV = c->n_kv_heads;
+    if (config_mla(c)) {
+        const int dn = c->qk_nope_dim, dr = c->qk_rope_dim, dv = c->v_head_dim;
+        fprintf(o, "attention: multi-head latent attention (MLA, DeepSeek-V2/V3), %d heads\n", H);
+        if (c->q_lora_rank > 0)
+            fprintf(o, "  q = W_qb RMSNorm(W_qa x): through a compressed query of q_lora_rank %d\n", c->q_lora_rank);
+        else
+            fprintf(o, "  q = W_q x (q_lora_rank null: one q projection)\n");
+        fprintf(o, "  [c_kv, k_pe] = W_kva x: c_kv of kv_lora_rank %d and one RoPE key k_pe of %d dims shared by all "
+                   "heads; [k_nope, v] of each head = W_kvb RMSNorm(c_kv)\n", c->kv_lora_rank, dr);
+        fprintf(o, "  each head: q.k over %d nope + %d rope dims (RoPE on q_pe and k_pe only%s), v of %d dims; "
+                   "o_proj reads %d x %d\n", dn, dr, c->rope_interleave ? ", pairs interleaved: de-interleaved first" : "",
+                dv, H, dv);
+        fprintf(o, "  attention scale: %g (1/sqrt(%d)%s)\n", config_attention_scale(c, 0), dn + dr,
+                c->rope_scaling == ROPE_SCALING_YARN && c->rope_mscale_all_dim > 0
+                    ? " times YaRN's mscale(factor, mscale_all_dim)^2"
+                    : "");
+        fprintf(o, "  KV cache: c_kv + k_pe = %d floats a token and layer, against %d for MHA's K and V of the same "
+                   "heads; decoding folds W_kvb's key half into the query and its value half after the weighted sum "
+                   "(absorbed form)\n", c->kv_lora_rank + dr, H * (dn + dr + dv));
+        fprintf(o, "layers: all %d full (causal) attention, no sliding window\n", c->n_layers);
+        return;
+    }
     fprintf(o, "attention: %d query heads, %d key/value heads: ", H, KV);
     if (KV == H)
         fprintf(o, "multi-head (MHA, GQA ratio 1)\n");
@@ -267,8 +298,15 @@ static void explain_positions(FILE *o, const tlm_config *c) {
     else if (c->rope_scaling == ROPE_SCALING_LLAMA3)
         fprintf(o, "RoPE scaling: llama3, factor %g, low_freq_factor %g, high_freq_factor %g, original context %d\n",
                 c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_original_max_pos);
+    else if (c->rope_scaling == ROPE_SCALING_YARN)
+        fprintf(o, "RoPE scaling: yarn, factor %g, beta_fast %g, beta_slow %g, original context %d%s, mscale %g, "
+                   "mscale_all_dim %g%s\n", c->rope_factor, c->rope_beta_fast, c->rope_beta_slow,
+                c->rope_original_max_pos > 0 ? c->rope_original_max_pos : c->max_seq,
+                c->rope_original_max_pos > 0 ? "" : " (max_position_embeddings)", c->rope_mscale,
+                c->rope_mscale_all_dim, c->rope_truncate ? "" : ", not truncated");
     else
         fprintf(o, "RoPE scaling: none\n");
+    if (config_mla(c)) fprintf(o, "RoPE width: qk_rope_head_dim %d (MLA rotates only q_pe and k_pe)\n", c->qk_rope_dim);
 }
 
 void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unknown) {

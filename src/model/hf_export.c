@@ -42,6 +42,7 @@ static const char *common_blocker(const tlm_config *c) {
     if (c->final_softcap != 0.0f) return "final logit soft-capping";
     if (any_sliding(c)) return "sliding-window attention";
     if (c->n_experts > 0) return "a mixture-of-experts FFN (num_experts)";
+    if (config_mla(c)) return "multi-head latent attention (kv_lora_rank)";
     /* Gemma 4's switches (no Llama or GPT-2 checkpoint holds them; the family's own export is not written) */
     if ((c->head_dim_full && c->head_dim_full != c->head_dim) || (c->n_kv_heads_full && c->n_kv_heads_full != c->n_kv_heads))
         return "full-attention layers of their own head_dim / kv heads (Gemma 4)";
@@ -109,7 +110,30 @@ static const char *moe_blocker(const tlm_config *c, int qwen) {
     return NULL;
 }
 
+/* DeepSeek-V3 (DeepseekV3ForCausalLM): MLA on a llama-like body, DeepseekV3MoE (sigmoid routing with the
+ * selection bias, a shared expert) in every layer from first_k_dense_replace on */
+static const char *deepseek_blocker(const tlm_config *c) {
+    if (!config_mla(c)) return "no multi-head latent attention";
+    if (c->n_experts == 0) return "MLA without a mixture of experts (DeepSeek-V3's layers after the dense ones are MoE)";
+    tlm_config body = *c;
+    body.n_experts = 0, body.kv_lora_rank = 0, body.q_lora_rank = 0, body.rope_scaling = ROPE_SCALING_NONE;
+    const char *b = hf_llama_blocker(&body);
+    if (b) return b;
+    if (c->attn_bias) return "attention biases";
+    if (c->mlp_bias) return "MLP biases";
+    if (c->scoring != SCORING_SIGMOID) return "softmax routing (DeepSeek-V3 routes by sigmoid scores)";
+    if (c->n_shared_experts < 1) return "no shared expert";
+    if (c->sparse_step != 1 || c->n_mlp_only > 0) return "decoder_sparse_step / mlp_only_layers";
+    return NULL;
+}
+
 const char *hf_export_family(const tlm_config *c, const char **why) {
+    if (config_mla(c)) {
+        const char *bd = deepseek_blocker(c);
+        if (!bd) return "deepseek_v3";
+        if (why) *why = bd;
+        return "tinylm";
+    }
     if (c->n_experts > 0) {
         const char *bq = moe_blocker(c, 1), *bm = moe_blocker(c, 0);
         if (!bq) return "qwen3_moe";
@@ -252,6 +276,42 @@ static char *moe_config(const tlm_config *c, int qwen) {
     return s;
 }
 
+/* DeepseekV3Config: the body's keys, MLA's and DeepseekV3MoE's */
+static char *deepseek_config(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "deepseek_v3");
+    config_json_add_sizes(o, c);
+    cJSON_DeleteItemFromObject(o, "head_dim"); /* (DeepseekV3Config sets it to qk_rope_head_dim) */
+    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
+    add_rope(o, c);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON_AddBoolToObject(o, "attention_bias", false);
+    if (c->q_lora_rank > 0) cJSON_AddNumberToObject(o, "q_lora_rank", c->q_lora_rank);
+    else cJSON_AddNullToObject(o, "q_lora_rank");
+    cJSON_AddNumberToObject(o, "kv_lora_rank", c->kv_lora_rank);
+    cJSON_AddNumberToObject(o, "qk_nope_head_dim", c->qk_nope_dim);
+    cJSON_AddNumberToObject(o, "qk_rope_head_dim", c->qk_rope_dim);
+    cJSON_AddNumberToObject(o, "v_head_dim", c->v_head_dim);
+    cJSON_AddBoolToObject(o, "rope_interleave", c->rope_interleave);
+    cJSON_AddNumberToObject(o, "n_routed_experts", c->n_experts);
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", c->moe_d_ff);
+    cJSON_AddNumberToObject(o, "n_shared_experts", c->n_shared_experts);
+    cJSON_AddNumberToObject(o, "routed_scaling_factor", tidy(c->routed_scaling_factor));
+    cJSON_AddNumberToObject(o, "n_group", c->n_group);
+    cJSON_AddNumberToObject(o, "topk_group", c->topk_group);
+    cJSON_AddNumberToObject(o, "first_k_dense_replace", c->first_k_dense);
+    cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
 static char *gpt2_config(const tlm_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
@@ -345,7 +405,8 @@ static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int
 }
 
 static int write_weights(const tlm_model *m, const char *dir, const char *family) {
-    const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") ? HF_FAMILY_LLAMA
+    const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") || !strcmp(family, "deepseek_v3")
+                          ? HF_FAMILY_LLAMA
                       : !strcmp(family, "mixtral")                            ? HF_FAMILY_MIXTRAL
                       : !strcmp(family, "gpt2")                               ? HF_FAMILY_GPT2
                                                                               : -1;
@@ -402,6 +463,7 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
                  : !strcmp(fam, "gpt2")  ? gpt2_config(&m->cfg)
                  : !strcmp(fam, "qwen3_moe") ? moe_config(&m->cfg, 1)
                  : !strcmp(fam, "mixtral")   ? moe_config(&m->cfg, 0)
+                 : !strcmp(fam, "deepseek_v3") ? deepseek_config(&m->cfg)
                                          : config_to_json(&m->cfg);
     model_free(biased);
     if (written) return -1;

@@ -95,6 +95,23 @@ static void arch_mixtral(tlm_config *c) {
     c->n_experts = 8, c->n_experts_per_tok = 2, c->norm_topk_prob = true;
 }
 
+/* DeepSeek-V3 (configuration_deepseek_v3.py, modeling_deepseek_v3.py): Llama's Pre-Norm RMSNorm body with
+ * multi-head latent attention in every layer (q_lora_rank 1536, kv_lora_rank 512, q.k over 128 nope + 64
+ * rope dims, v 128, interleaved RoPE pairs), dense SwiGLU FFNs in the first first_k_dense_replace layers and
+ * DeepseekV3MoE after them: sigmoid scores, e_score_correction_bias for the choice only, the best topk_group
+ * of n_group groups, weights renormalised and times routed_scaling_factor, one shared expert of
+ * n_shared_experts * moe_intermediate_size */
+static void arch_deepseek_v3(tlm_config *c) {
+    sizes(c, 129280, 7168, 18432, 61, 128, 128, 0, 4096);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+    c->q_lora_rank = 1536, c->kv_lora_rank = 512, c->qk_nope_dim = 128, c->qk_rope_dim = 64, c->v_head_dim = 128;
+    c->rope_interleave = true;
+    c->n_experts = 256, c->n_experts_per_tok = 8, c->moe_d_ff = 2048, c->n_shared_experts = 1;
+    c->scoring = SCORING_SIGMOID, c->n_group = 8, c->topk_group = 4, c->norm_topk_prob = true;
+    c->routed_scaling_factor = 2.5f, c->first_k_dense = 3;
+}
+
 static void arch_gemma_common(tlm_config *c) {
     c->norm = NORM_RMSNORM_1P, c->placement = PLACE_SANDWICH, c->position = POS_ROPE, c->ffn = FFN_GEGLU;
     c->embed_scale = true;
@@ -178,6 +195,44 @@ static const config_key QWEN3_MOE_KEYS[] = {
     {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
     {"decoder_sparse_step", KEY_INT, F(sparse_step), NULL},
     {"mlp_only_layers", KEY_LAYER_LIST, F(mlp_only), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* (head_dim: DeepseekV3Config sets it to qk_rope_head_dim itself, and num_key_value_heads is not used by
+ * MLA: both known, neither read) */
+static const config_key DEEPSEEK_V3_COMMON_KEYS[] = {
+    {"vocab_size", KEY_INT, F(vocab_size), NULL},
+    {"hidden_size", KEY_INT, F(d_model), NULL},
+    {"num_hidden_layers", KEY_INT, F(n_layers), NULL},
+    {"num_attention_heads", KEY_INT, F(n_heads), NULL},
+    {"intermediate_size", KEY_INT, F(d_ff), NULL},
+    {"max_position_embeddings", KEY_INT, F(max_seq), NULL},
+    {"rope_theta", KEY_FLOAT, F(rope_theta), NULL},
+    {"rms_norm_eps", KEY_FLOAT, F(norm_eps), NULL},
+    {"tie_word_embeddings", KEY_BOOL, F(tie_embeddings), NULL},
+    {"initializer_range", KEY_FLOAT, F(init_std), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key DEEPSEEK_V3_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {"q_lora_rank", KEY_INT_OR_NULL, F(q_lora_rank), NULL},
+    {"kv_lora_rank", KEY_INT, F(kv_lora_rank), NULL},
+    {"qk_nope_head_dim", KEY_INT, F(qk_nope_dim), NULL},
+    {"qk_rope_head_dim", KEY_INT, F(qk_rope_dim), NULL},
+    {"v_head_dim", KEY_INT, F(v_head_dim), NULL},
+    {"rope_interleave", KEY_BOOL, F(rope_interleave), NULL},
+    {"n_routed_experts", KEY_INT, F(n_experts), NULL},
+    {"num_local_experts", KEY_INT, F(n_experts), NULL}, /* (the attribute_map's name) */
+    {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
+    {"moe_intermediate_size", KEY_INT, F(moe_d_ff), NULL},
+    {"n_shared_experts", KEY_INT, F(n_shared_experts), NULL},
+    {"routed_scaling_factor", KEY_FLOAT, F(routed_scaling_factor), NULL},
+    {"n_group", KEY_INT, F(n_group), NULL},
+    {"topk_group", KEY_INT, F(topk_group), NULL},
+    {"first_k_dense_replace", KEY_INT, F(first_k_dense), NULL},
+    {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
+    {"num_nextn_predict_layers", KEY_INT, F(n_nextn), NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -322,7 +377,38 @@ int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const
         c->rope_original_max_pos = (int)om;
         return 0;
     }
-    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3)", src, where, type);
+    if (!strcmp(type, "yarn")) { /* (YaRN, Peng et al. 2023, as modeling_rope_utils reads it; with MLA only) */
+        if (read_number(rs, src, where, "factor", &factor)) return -1;
+        c->rope_scaling = ROPE_SCALING_YARN;
+        c->rope_factor = (float)factor;
+        c->rope_beta_fast = 32.0f, c->rope_beta_slow = 1.0f;
+        c->rope_mscale = c->rope_mscale_all_dim = c->rope_attn_factor = 0.0f;
+        c->rope_original_max_pos = 0, c->rope_truncate = true;
+        static const char *const opt[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"};
+        float *dst[] = {&c->rope_beta_fast, &c->rope_beta_slow, &c->rope_mscale, &c->rope_mscale_all_dim,
+                        &c->rope_attn_factor};
+        for (int i = 0; i < 5; i++) {
+            const cJSON *it = item(rs, opt[i]);
+            if (!it || cJSON_IsNull(it)) continue; /* (null: the default, as `or 32` reads it) */
+            double v = 0;
+            if (read_number(rs, src, where, opt[i], &v)) return -1;
+            if (v < 0) return tlm_error("%s: %s.%s = %g must be >= 0", src, where, opt[i], v);
+            if (v > 0 || i >= 2) *dst[i] = (float)v;
+        }
+        const cJSON *om = item(rs, "original_max_position_embeddings");
+        if (om && !cJSON_IsNull(om)) {
+            if (!cJSON_IsNumber(om) || om->valuedouble != floor(om->valuedouble) || om->valuedouble < 1 ||
+                om->valuedouble > 2147483647.0)
+                return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
+            c->rope_original_max_pos = (int)om->valuedouble;
+        }
+        const cJSON *tr = item(rs, "truncate");
+        if (tr && !cJSON_IsBool(tr)) return tlm_error("%s: %s.truncate must be true or false", src, where);
+        if (tr) c->rope_truncate = cJSON_IsTrue(tr);
+        return 0;
+    }
+    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3, yarn)", src,
+                     where, type);
 }
 
 /* rope_theta inside a rope_parameters dict overrides the top-level key (transformers 5 keeps
@@ -458,6 +544,39 @@ static int check_mixtral(tlm_config *c, const cJSON *root, const char *src) {
     for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
     c->n_layer_types = 0;
     return read_rope(c, root, src, false);
+}
+
+/* a string key that must be absent, null or `want` (DeepSeek's remote-code keys that name its one method) */
+static int must_be_string(const cJSON *root, const char *src, const char *key, const char *want) {
+    const cJSON *it = item(root, key);
+    if (!it || cJSON_IsNull(it)) return 0;
+    const char *s = cJSON_GetStringValue(it);
+    if (!s || strcmp(s, want) != 0)
+        return tlm_error("%s: %s other than \"%s\" is not supported (DeepSeek-V3's routing)", src, key, want);
+    return 0;
+}
+
+static int check_deepseek_v3(tlm_config *c, const cJSON *root, const char *src) {
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    const cJSON *tp = item(root, "pretraining_tp");
+    if (tp && !(cJSON_IsNumber(tp) && tp->valuedouble == 1.0))
+        return tlm_error("%s: pretraining_tp other than 1 is not supported", src);
+    if (must_be_string(root, src, "scoring_func", "sigmoid") || must_be_string(root, src, "topk_method", "noaux_tc"))
+        return -1;
+    const cJSON *freq = item(root, "moe_layer_freq");
+    if (freq && !cJSON_IsNull(freq) && !(cJSON_IsNumber(freq) && freq->valuedouble == 1.0))
+        return tlm_error("%s: moe_layer_freq other than 1 is not supported (DeepseekV3DecoderLayer: every layer "
+                         "from first_k_dense_replace on)", src);
+    if (c->kv_lora_rank <= 0)
+        return tlm_error("%s: kv_lora_rank = %d: DeepSeek-V3's attention is MLA, kv_lora_rank must be positive", src,
+                         c->kv_lora_rank);
+    if (c->n_experts <= 0)
+        return tlm_error("%s: n_routed_experts = %d must be positive", src, c->n_experts);
+    if (c->n_nextn < 0) return tlm_error("%s: num_nextn_predict_layers = %d must be >= 0", src, c->n_nextn);
+    c->attn_out_bias = c->attn_bias;
+    if (read_rope(c, root, src, false)) return -1;
+    config_mla_finish(c); /* (the padded heads; num_key_value_heads and head_dim of the file are not MLA's) */
+    return 0;
 }
 
 static int check_gemma2(tlm_config *c, const cJSON *root, const char *src) {
@@ -695,6 +814,12 @@ static const char *const QWEN3_MOE_EXTRA[] = {"hidden_act", "rope_scaling", "rop
 static const char *const MIXTRAL_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                                             "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
                                             NULL};
+/* (num_key_value_heads and head_dim: see DEEPSEEK_V3_COMMON_KEYS; ep_size, aux_loss_alpha, seq_aux: the original
+ * remote code's training settings) */
+static const char *const DEEPSEEK_V3_EXTRA[] = {"hidden_act", "pretraining_tp", "rope_scaling", "rope_parameters",
+                                                "partial_rotary_factor", "num_key_value_heads", "head_dim",
+                                                "scoring_func", "topk_method", "moe_layer_freq", "ep_size",
+                                                "aux_loss_alpha", "seq_aux", "router_aux_loss_coef", NULL};
 static const char *const GEMMA_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
                                           "partial_rotary_factor", "cache_implementation", "sliding_window_pattern",
                                           "use_bidirectional_attention", NULL};
@@ -729,6 +854,8 @@ static const hf_family FAMILIES[] = {
     {"qwen3", arch_qwen3, HF_COMMON_KEYS, QWEN3_KEYS, check_qwen3, QWEN_EXTRA, false},
     {"qwen3_moe", arch_qwen3_moe, HF_COMMON_KEYS, QWEN3_MOE_KEYS, qwen3_moe_check, QWEN3_MOE_EXTRA, false},
     {"mixtral", arch_mixtral, HF_COMMON_KEYS, MIXTRAL_KEYS, check_mixtral, MIXTRAL_EXTRA, false},
+    {"deepseek_v3", arch_deepseek_v3, DEEPSEEK_V3_COMMON_KEYS, DEEPSEEK_V3_KEYS, check_deepseek_v3, DEEPSEEK_V3_EXTRA,
+     false},
     {"gemma2", arch_gemma2, HF_COMMON_KEYS, GEMMA2_KEYS, check_gemma2, GEMMA_EXTRA, false},
     {"gemma3_text", arch_gemma3, HF_COMMON_KEYS, GEMMA3_KEYS, check_gemma3, GEMMA_EXTRA, false},
     {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA, false},

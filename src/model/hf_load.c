@@ -65,6 +65,17 @@ static int discarded_by_transformers(const tlm_config *c, hf_family_style style,
     return !strcmp(p, ".self_attn.rotary_emb.inv_freq");
 }
 
+/* DeepSeek-V3's multi-token-prediction layers (num_nextn_predict_layers, stored as layers n_layers .. after the
+ * main ones; DeepseekV3PreTrainedModel ignores them on load): one of their tensors */
+static int mtp_layer_tensor(const tlm_config *c, const char *prefix, const char *name) {
+    const size_t n = strlen(prefix);
+    if (c->n_nextn <= 0 || strncmp(name, prefix, n) != 0 || strncmp(name + n, "layers.", 7) != 0) return 0;
+    const char *p = name + n + 7;
+    if (*p < '0' || *p > '9') return 0;
+    const long l = strtol(p, NULL, 10);
+    return l >= c->n_layers && l < (long)c->n_layers + c->n_nextn;
+}
+
 /* the shape of the HF tensor that holds engine tensor ti */
 static int file_shape(const tensor_info *ti, const hf_tensor_ref *ref, int64_t shape[3]) {
     const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
@@ -213,10 +224,14 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     /* a multimodal Gemma 4 checkpoint: its vision and audio towers are not the text model's (skipped, said once) */
     static const char *const TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
                                          "model.embed_audio."};
-    size_t towers = 0;
+    size_t towers = 0, mtp = 0;
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
         if (is_used(&used, t) || discarded_by_transformers(c, style, prefix, t->name)) continue;
+        if (mtp_layer_tensor(c, prefix, t->name)) {
+            mtp++;
+            continue;
+        }
         int tower = 0;
         for (int j = 0; j < 4 && !strcmp(c->model_type, "gemma4"); j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
         if (tower) {
@@ -227,6 +242,11 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
                        t->name, c->model_type, dir);
     }
     free(used.v);
+    if (!rc && mtp)
+        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the %d multi-token-prediction layer%s "
+                        "(num_nextn_predict_layers; layers %d..%d): the engine runs the %d main layers, as "
+                        "transformers does\n", dir, mtp, c->n_nextn, c->n_nextn > 1 ? "s" : "", c->n_layers,
+                c->n_layers + c->n_nextn - 1, c->n_layers);
     if (!rc && towers)
         fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the vision and audio towers (text only)\n", dir,
                 towers);

@@ -12,7 +12,8 @@
 #include "util/error.h"
 
 int hf_family_style_of(const char *mt) {
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "qwen3_moe"))
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "qwen3_moe") ||
+        !strcmp(mt, "deepseek_v3"))
         return HF_FAMILY_LLAMA;
     if (!strcmp(mt, "mixtral")) return HF_FAMILY_MIXTRAL;
     if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text") ||
@@ -30,9 +31,12 @@ typedef struct {
     const char *engine, *hf; /* component prefixes inside a layer, e.g. "attn_norm." */
 } name_pair;
 
-/* (a mixture of experts: the router is HF's mlp.gate; experts and shared experts keep their names) */
+/* (a mixture of experts: the router is HF's mlp.gate; experts and shared experts keep their names; MLA
+ * (DeepSeek-V3): q_a_layernorm, kv_a_proj_with_mqa, kv_a_layernorm, the rest under its own name) */
 static const name_pair LLAMA_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ffn_norm.", "post_attention_layernorm."},
-                                     {"attn.", "self_attn."}, {"ffn.router.", "mlp.gate."}, {"ffn.", "mlp."},
+                                     {"attn.q_a_norm.", "self_attn.q_a_layernorm."},
+                                     {"attn.kv_a_norm.", "self_attn.kv_a_layernorm."},
+                                     {"attn.kv_a_proj.", "self_attn.kv_a_proj_with_mqa."}, {"attn.", "self_attn."}, {"ffn.router.", "mlp.gate."}, {"ffn.", "mlp."},
                                      {NULL, NULL}};
 /* Mixtral: MixtralSparseMoeBlock's router and its experts' w1 (gate), w3 (up), w2 (down) */
 static const name_pair MIXTRAL_LAYER[] = {{"attn_norm.", "input_layernorm."}, {"ffn_norm.", "post_attention_layernorm."},

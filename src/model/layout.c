@@ -59,6 +59,8 @@ static size_t widest_input(const tlm_config *c) {
     if ((size_t)c->ple_dim > w) w = (size_t)c->ple_dim;
     const size_t fs = (size_t)c->moe_d_ff * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
     if (c->n_experts > 0 && fs > w) w = fs; /* (the experts' and the shared expert's down) */
+    if ((size_t)c->q_lora_rank > w) w = (size_t)c->q_lora_rank; /* (MLA's q_b and kv_b) */
+    if ((size_t)c->kv_lora_rank > w) w = (size_t)c->kv_lora_rank;
     return w;
 }
 
@@ -100,6 +102,24 @@ static void take_moe(arena *a, layer_acts *L, const tlm_config *c, int moe, int 
         ns[i]->mean = take(gb, N);
         ns[i]->rstd = take(gb, N);
     }
+}
+
+/* an MLA layer's own buffers (mla.c; NULL without MLA) */
+static void take_mla(arena *a, layer_acts *L, const tlm_config *c, size_t N) {
+    arena none = {0};
+    arena *m = config_mla(c) ? a : &none, *q = config_mla(c) && c->q_lora_rank > 0 ? a : &none;
+    const size_t H = (size_t)c->n_heads, rq = (size_t)c->q_lora_rank, rkv = (size_t)c->kv_lora_rank,
+                 dr = (size_t)c->qk_rope_dim;
+    L->cq = take(q, N * rq);
+    L->cq_rstd = take(q, N);
+    L->cqn = take(q, N * rq);
+    L->ckv = take(m, N * (rkv + dr));
+    L->ckv_rstd = take(m, N);
+    L->ckvn = take(m, N * rkv);
+    L->kvb = take(m, N * H * (size_t)(c->qk_nope_dim + c->v_head_dim));
+    L->qpe = take(m, N * H * dr);
+    L->kpe = take(m, N * dr);
+    L->attc = take(m, N * H * (size_t)c->v_head_dim);
 }
 
 /* whether a later layer attends over layer l's keys and values (Gemma 4's shared K/V) */
@@ -206,6 +226,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
         L->probs = keep_probs ? take(a, att) : NULL;
         L->att = take(a, N * lqd);
+        take_mla(a, L, c, N);
         /* the FFN: dense, or a mixture of experts (inference: layer 0's buffers serve every layer,
          * so they hold both kinds when the model has both) */
         const int dense = lean ? any_dense : config_layer_has_dense(c, l),
@@ -268,6 +289,18 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     A->dk2 = take(b, N * kvd);
     A->dv = take(b, N * kvd);
     A->dv2 = c->v_norm ? take(b, N * kvd) : NULL;
+    {
+        arena *mb = config_mla(c) ? b : &none;
+        const size_t H = (size_t)c->n_heads, rq = (size_t)c->q_lora_rank, rkv = (size_t)c->kv_lora_rank,
+                     dr = (size_t)c->qk_rope_dim;
+        A->d_kvb = take(mb, N * H * (size_t)(c->qk_nope_dim + c->v_head_dim));
+        A->d_ckv = take(mb, N * (rkv + dr));
+        A->d_ckvn = take(mb, N * rkv);
+        A->d_cqn = take(mb, N * rq);
+        A->d_cq = take(mb, N * rq);
+        A->d_kpe = take(mb, N * dr);
+        A->d_qpe = take(mb, N * H * dr);
+    }
     A->dgate = take(b, N * f);
     A->dup = take(b, N * f);
     A->dhid = take(b, N * f);

@@ -40,7 +40,7 @@ const float *model_last_logits(const tlm_model *m) {
 attention_spec model_layer_attention(const tlm_config *c, int l) {
     const int hd = config_layer_head_dim(c, l);
     attention_spec s = {.n_heads = c->n_heads, .n_kv_heads = config_layer_kv_heads(c, l), .head_dim = hd,
-                        .scale = 1.0f / sqrtf(c->query_pre_attn_scalar > 0.0f ? c->query_pre_attn_scalar : (float)hd),
+                        .scale = config_attention_scale(c, l),
                         .softcap = c->attn_softcap, .window = c->layer_sliding[l] ? c->sliding_window : 0};
     return s;
 }

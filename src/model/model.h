@@ -29,6 +29,11 @@ typedef struct {
     linear_params q, k, v, o;
     linear_params qkv; /* q, k, v stored back to back: one [(H + 2 KV) hd, d] matrix */
     float *q_norm, *k_norm; /* (k_norm NULL in a layer that shares an earlier layer's keys) */
+    /* multi-head latent attention (config_mla): q_a [rq, d], its RMSNorm's gain [rq], q_b [H qk, rq]
+     * (without q_lora_rank q [H qk, d] is the q projection above); kv_a [rkv + dr, d], its norm's gain
+     * [rkv], kv_b [H (dn + dv), rkv]; o [d, H dv] */
+    linear_params q_a, q_b, kv_a, kv_b;
+    float *q_a_norm, *kv_a_norm;
     norm_params ffn_norm, ffn_out_norm;
     linear_params gate, up, down;
     linear_params gate_up; /* gated FFNs: gate and up back to back, one [2 f, d] matrix */
@@ -129,6 +134,14 @@ typedef struct {
      * pout = prod W_proj^T [BT, d], its norm, tail_sum = tail_in + norm(pout) [BT, d] (before the scalar) */
     float *ple_gate, *ple_prod, *ple_out, *tail_sum;
     norm_acts ple_out_n;
+    /* multi-head latent attention (config_mla; mla.c), N rows, rq, rkv the ranks, dr the rope dims:
+     * q (the projection [N, H qk]) is in q's first N H qk floats; qr, kr, vn [N, H D] are the padded heads
+     * attention reads (D = head_dim = max(qk, dv)) and att its output */
+    float *cq, *cq_rstd, *cqn;    /* c_q = u W_qa^T [N, rq], its RMSNorm's rstd [N] and output */
+    float *ckv, *ckv_rstd, *ckvn; /* [c_kv | k_pe] = u W_kva^T [N, rkv + dr], c_kv's rstd [N], RMSNorm(c_kv) [N, rkv] */
+    float *kvb;                   /* [k_nope | v] per head = ckvn W_kvb^T [N, H (dn + dv)] */
+    float *qpe, *kpe;             /* q_pe [N, H dr], k_pe [N, dr] after RoPE (de-interleaved) */
+    float *attc;                  /* the attention output's first dv of each head [N, H dv] (o_proj's input) */
     float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
@@ -181,6 +194,9 @@ typedef struct {
     float *ple_ctx, *ple_rstd, *ple_in;
     float *dple_in, *dple_ctx, *dple_prod, *dple_gate, *dple_up, *dple_dup, *dple_out, *dple_x0;
     float *dgate, *dup, *dhid;                       /* [BT, f] */
+    /* MLA backward scratch: d kvb [N, H (dn + dv)], d [c_kv | k_pe] [N, rkv + dr], d ckvn [N, rkv],
+     * d cqn, d cq [N, rq], d k_pe [N, dr] */
+    float *d_kvb, *d_ckv, *d_ckvn, *d_cqn, *d_cq, *d_kpe, *d_qpe; /* (d q_pe [N, H dr]) */
     float *dlogits;                                  /* [BT, V] */
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
     /* MoE backward scratch: [N k, d] x 2, [N k, fe] x 3, [N, E], [N, fs] x 3 */
@@ -415,6 +431,8 @@ enum {
     HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
     /* a mixture-of-experts layer's router and experts (docs/python.md) */
     HL_ROUTER_LOGITS, HL_EXPERT_IDS, HL_EXPERT_WEIGHTS, HL_EXPERT_OUT,
+    /* multi-head latent attention's compressed vectors before and after their RMSNorms (mla.c) */
+    HL_Q_A, HL_Q_A_NORMED, HL_KV_A, HL_KV_A_NORMED,
     HL_COUNT, /* per layer */
     HL_EMBED = HL_COUNT, HL_FINAL_SCALE, HL_FINAL_NORMALIZED, HL_LOGITS /* (layer -1) */
 };

@@ -170,6 +170,34 @@ static void walk_moe(walk *w, layer_params *L, int l) {
     }
 }
 
+/* Multi-head latent attention's projections (docs/tensors.md): q (q_a, its norm, q_b; or one q
+ * projection without q_lora_rank), kv_a (c_kv and k_pe), its norm (over c_kv), kv_b (each head's
+ * k_nope and v), o. Its two norms are plain RMSNorms (gain w, starting at 1) whatever norm_type. */
+static void walk_mla(walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, H = c->n_heads, qk = config_mla_qk_dim(c), rq = c->q_lora_rank, rkv = c->kv_lora_rank;
+    char n[96];
+    if (rq > 0) {
+        snprintf(n, sizeof n, "layers.%d.attn.q_a_proj", l);
+        add_linear(w, &L->q_a, n, rq, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.attn.q_a_norm.weight", l);
+        add(w, &L->q_a_norm, n, rq, 0, TENSOR_NORM, 1.0f);
+        snprintf(n, sizeof n, "layers.%d.attn.q_b_proj", l);
+        add_linear(w, &L->q_b, n, H * qk, rq, false, TENSOR_MATRIX);
+    } else {
+        snprintf(n, sizeof n, "layers.%d.attn.q_proj", l);
+        add_linear(w, &L->q, n, H * qk, d, false, TENSOR_MATRIX);
+    }
+    snprintf(n, sizeof n, "layers.%d.attn.kv_a_proj", l);
+    add_linear(w, &L->kv_a, n, rkv + c->qk_rope_dim, d, false, TENSOR_MATRIX);
+    snprintf(n, sizeof n, "layers.%d.attn.kv_a_norm.weight", l);
+    add(w, &L->kv_a_norm, n, rkv, 0, TENSOR_NORM, 1.0f);
+    snprintf(n, sizeof n, "layers.%d.attn.kv_b_proj", l);
+    add_linear(w, &L->kv_b, n, H * (c->qk_nope_dim + c->v_head_dim), rkv, false, TENSOR_MATRIX);
+    snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+    add_linear(w, &L->o, n, d, H * c->v_head_dim, false, TENSOR_RESIDUAL_MATRIX);
+}
+
 static void walk_tensors(walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
     const int d = c->d_model;
@@ -197,14 +225,16 @@ static void walk_tensors(walk *w, model_params *p) {
         if (placement_has_output_norm(c->placement))
             snprintf(n, sizeof n, "layers.%d.attn_out_norm", l),
                 add_norm_at(w, &L->attn_out_norm, n, c->dyt_alpha_init_attn);
-        {
+        if (config_mla(c)) {
+            walk_mla(w, L, l);
+        } else {
             linear_params *parts[3] = {&L->q, &L->k, &L->v};
             const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
             const int outs[3] = {qd, kvd, kvd};
             add_fused(w, &L->qkv, parts, names, outs, own_v ? 3 : own_kv ? 2 : 1, d, c->attn_bias, l);
+            snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+            add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
         }
-        snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
-        add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
         if (c->qk_norm != QK_NORM_NONE) {
             float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
             bool full = c->qk_norm == QK_NORM_FULL;
@@ -298,6 +328,16 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     size_t n_floats = 0;
     m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
     if (!m->p.layers || !m->g.layers || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
+    /* multi-head latent attention reads row blocks of kv_a and rows of kv_b (mla.c, decode.c): f32 or bf16 */
+    for (int i = 0; config_mla(cfg) && i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        if (t->ndim == 2 && strstr(t->name, ".attn.") && storage[i] != WQ_F32 && storage[i] != WQ_BF16) {
+            tlm_error("tensor %s: multi-head latent attention kept as %s is not supported (f32, f16 or bf16 weights "
+                      "only)", t->name, wq_name(storage[i]));
+            model_free(m);
+            return NULL;
+        }
+    }
     /* a mixture of experts finds expert e at a fixed stride from expert 0 (moe_expert): its
      * matrices must all be f32 or all bf16, and none kept in ggml blocks */
     int moe_store = -1;
@@ -561,7 +601,7 @@ static void bind_mirror(tlm_model *m) {
         linear_params *all[] = {&P->q,           &P->k,         &P->v,           &P->o,          &P->qkv,
                                 &P->gate,        &P->up,        &P->down,        &P->gate_up,    &P->router,
                                 &P->expert_gate, &P->expert_up, &P->expert_down, &P->shared_gate, &P->shared_up,
-                                &P->shared_down, &P->ple_gate,  &P->ple_proj};
+                                &P->shared_down, &P->ple_gate,  &P->ple_proj, &P->q_a, &P->q_b, &P->kv_a, &P->kv_b};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
     }
@@ -657,6 +697,8 @@ double model_train_flops_per_token(const tlm_config *c, int T) {
     if (c->tie_embeddings) matrix += (double)c->vocab_size * c->d_model; /* the head is the embedding */
     free(t);
     double attn = 0; /* (Gemma 4: each layer's own head_dim) */
-    for (int l = 0; l < c->n_layers; l++) attn += 12.0 * (double)T * c->n_heads * config_layer_head_dim(c, l);
+    for (int l = 0; l < c->n_layers; l++) /* (MLA: q.k over nope + rope dims, P v over v_head_dim, not the padding) */
+        attn += config_mla(c) ? 6.0 * (double)T * c->n_heads * (config_mla_qk_dim(c) + c->v_head_dim)
+                              : 12.0 * (double)T * c->n_heads * config_layer_head_dim(c, l);
     return 6.0 * matrix + attn;
 }

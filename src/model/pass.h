@@ -98,6 +98,13 @@ void moe_block_backward_x(pass_ctx *x, int l, const float *x_in, float *dx);
  * acts.moe_frac / moe_prob and the load-balancing loss acts.moe_aux */
 void moe_pool_stats(tlm_model *m);
 
+/* ---- multi-head latent attention (mla.c) ------------------------------------------------------ */
+
+/* f [N,d] = the MLA attention sublayer of layer l on u [N,d] (with m->kv: through the latent cache) */
+void mla_forward(pass_ctx *x, int l, const float *u, float *f);
+/* du = its backward (set); the weight gradients into x->g */
+void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+
 /* ---- the activation layout (layout.c) ------------------------------------------------------- */
 
 /* An arena hands out the buffers of one layout in order (layout.c). */

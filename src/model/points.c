@@ -12,14 +12,15 @@
 #include "tinylm.h"
 
 /* the shape after [B, T]: */
-enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB, SH_EXPERTS, SH_TOPK, SH_TOPK_D };
+enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB, SH_EXPERTS, SH_TOPK, SH_TOPK_D, SH_QLORA, SH_KVLORA };
 /* what the config must have for a name of the point to exist */
 enum {
     REQ_IN_NORM = 1, REQ_OUT_NORM = 2, REQ_POST_NORM = 4, REQ_STATS = 8 /* a per-row scale: not DyT */,
     REQ_QK_NORM = 16, REQ_ROPE = 32, REQ_GATED = 64, REQ_FINAL_NORM = 128, REQ_GELU = 256 /* not gated */,
     REQ_LAST_LAYER = 512 /* (only the last layer's point) */, REQ_DENSE = 1024 /* a dense FFN layer */,
     REQ_MOE = 2048 /* a mixture-of-experts layer */,
-    REQ_OWN_KV = 4096 /* the layer makes its own keys and values (not a Gemma 4 layer that shares them) */
+    REQ_OWN_KV = 4096 /* the layer makes its own keys and values (not a Gemma 4 layer that shares them) */,
+    REQ_MLA = 8192 /* multi-head latent attention */, REQ_NOT_MLA = 16384, REQ_Q_LORA = 32768 /* MLA's q_a */
 };
 #define SCALE_FLAGS (TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD)
 
@@ -47,8 +48,9 @@ static const point_desc POINTS[HL_COUNT + 4] = {
     [HL_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd", {{0}}},
     [HL_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
                            {{"attn_norm.out", REQ_IN_NORM, 0}, {"attn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
-    [HL_Q] = {"attn.hook_q", SH_Q, 0, 0, "q (the projection, before QK-norm and RoPE)", {{"attn.q", 0, 0}}},
-    [HL_K] = {"attn.hook_k", SH_KV, REQ_OWN_KV, 0, "k (the projection, before QK-norm and RoPE)", {{"attn.k", REQ_OWN_KV, 0}}},
+    [HL_Q] = {"attn.hook_q", SH_Q, REQ_NOT_MLA, 0, "q (the projection, before QK-norm and RoPE)", {{"attn.q", REQ_NOT_MLA, 0}}},
+    [HL_K] = {"attn.hook_k", SH_KV, REQ_OWN_KV | REQ_NOT_MLA, 0, "k (the projection, before QK-norm and RoPE)",
+              {{"attn.k", REQ_OWN_KV | REQ_NOT_MLA, 0}}},
     [HL_V] = {"attn.hook_v", SH_KV, REQ_OWN_KV, 0, "v (the projection, before Gemma 4's v norm)",
               {{"attn.v", REQ_OWN_KV, 0}}},
     [HL_Q_NORMED] = {"attn.hook_q_normed", SH_Q, REQ_QK_NORM, 0, "qn (after QK-norm)",
@@ -100,6 +102,17 @@ static const point_desc POINTS[HL_COUNT + 4] = {
                            "topk_w", {{"ffn.expert_weights", REQ_MOE, 0}}},
     [HL_EXPERT_OUT] = {"mlp.hook_expert_out", SH_TOPK_D, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
                        "ey gathered by row (the backward's d_ey as scratch)", {{0}}},
+    /* MLA (an MLA layer's hook_v, hook_rot_q, hook_rot_k and hook_z are its zero-padded heads of head_dim
+     * = max(qk_nope + qk_rope, v_head_dim); it has no hook_q, hook_k): c_q and c_kv before and after the
+     * RMSNorms DeepSeek puts on them (the probes' in_rms / out_rms of attn.q_a_norm and attn.kv_a_norm) */
+    [HL_Q_A] = {"attn.hook_q_a", SH_QLORA, REQ_Q_LORA, 0, "cq (q_a_proj's output)",
+                {{"attn.q_a", REQ_Q_LORA, 0}, {"attn.q_a_norm.in_rms", REQ_Q_LORA, P_RMS}}},
+    [HL_Q_A_NORMED] = {"attn.hook_q_a_normed", SH_QLORA, REQ_Q_LORA, 0, "cqn (after q_a_norm)",
+                       {{"attn.q_a_normed", REQ_Q_LORA, 0}, {"attn.q_a_norm.out_rms", REQ_Q_LORA, P_RMS}}},
+    [HL_KV_A] = {"attn.hook_kv_a", SH_KVLORA, REQ_MLA, 0, "ckv (c_kv: kv_a_proj's first kv_lora_rank outputs)",
+                 {{"attn.kv_a", REQ_MLA, 0}, {"attn.kv_a_norm.in_rms", REQ_MLA, P_RMS}}},
+    [HL_KV_A_NORMED] = {"attn.hook_kv_a_normed", SH_KVLORA, REQ_MLA, 0, "ckvn (after kv_a_norm: what the cache holds)",
+                        {{"attn.kv_a_normed", REQ_MLA, 0}, {"attn.kv_a_norm.out_rms", REQ_MLA, P_RMS}}},
     [HL_MLP_RAW] = {"hook_mlp_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "ffn_s.f",
                     {{"ffn.down_proj", 0, 0}, {"ffn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
     [HL_LN2_OUT_SCALE] = {"ln2_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.out.rstd",
@@ -156,6 +169,9 @@ static int config_has(const tlm_config *c, int layer, unsigned req) {
     if ((req & REQ_DENSE) && layer >= 0 && !config_layer_has_dense(c, layer)) return 0;
     if ((req & REQ_MOE) && (layer < 0 || !config_layer_is_moe(c, layer))) return 0;
     if ((req & REQ_OWN_KV) && layer >= 0 && config_kv_source(c, layer) != layer) return 0;
+    if ((req & REQ_MLA) && !config_mla(c)) return 0;
+    if ((req & REQ_NOT_MLA) && config_mla(c)) return 0;
+    if ((req & REQ_Q_LORA) && !(config_mla(c) && c->q_lora_rank > 0)) return 0;
     return 1;
 }
 
@@ -173,6 +189,8 @@ static int shape_of(const tlm_config *c, int l, const point_desc *p, int B, int 
     case SH_EXPERTS: shape[2] = c->n_experts; return 3;
     case SH_TOPK: shape[2] = c->n_experts_per_tok; return 3;
     case SH_TOPK_D: shape[2] = c->n_experts_per_tok, shape[3] = c->d_model; return 4;
+    case SH_QLORA: shape[2] = c->q_lora_rank; return 3;
+    case SH_KVLORA: shape[2] = c->kv_lora_rank; return 3;
     default: return 3;
     }
 }

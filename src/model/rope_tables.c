@@ -11,6 +11,35 @@
  * The global tables (`scaled`) carry the scaling and Gemma 4's proportional RoPE: only the first
  * floor(fraction * hd / 2) frequencies rotate, the others are 0 (cos 1, sin 0), each frequency
  * still theta^(-2i/hd) over the whole head (modeling_rope_utils' _compute_proportional_rope_parameters). */
+/* YaRN (Peng et al. 2023) as modeling_rope_utils' _compute_yarn_parameters computes it: each
+ * frequency blends interpolation (theta^(-2i/hd) / factor) and extrapolation (theta^(-2i/hd)) by a
+ * linear ramp over the dims between the correction range's ends (the dims that turn beta_fast and
+ * beta_slow times over the original context); the tables are multiplied by the attention factor
+ * (given, or mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set, else
+ * mscale(factor, 1)). Returns that factor; inv_freq [hd/2] set. */
+static float yarn_frequencies(const tlm_config *c, float theta, int hd, float *inv_freq) {
+    const int half = hd / 2;
+    const double orig = c->rope_original_max_pos > 0 ? c->rope_original_max_pos : c->max_seq;
+    const double two_pi = 2.0 * M_PI;
+    double lo = hd * log(orig / (c->rope_beta_fast * two_pi)) / (2.0 * log(theta));
+    double hi = hd * log(orig / (c->rope_beta_slow * two_pi)) / (2.0 * log(theta));
+    if (c->rope_truncate) lo = floor(lo), hi = ceil(hi);
+    lo = lo > 0 ? lo : 0, hi = hi < hd - 1 ? hi : hd - 1;
+    if (lo == hi) hi += 0.001;
+    for (int i = 0; i < half; i++) {
+        const float pos_freq = powf(theta, (float)(2 * i) / (float)hd);
+        const float extra = 1.0f / pos_freq, inter = 1.0f / (c->rope_factor * pos_freq);
+        float ramp = (float)(((double)i - lo) / (hi - lo));
+        ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+        const float keep = 1.0f - ramp; /* (the extrapolation's share) */
+        inv_freq[i] = inter * (1.0f - keep) + extra * keep;
+    }
+    if (c->rope_attn_factor > 0.0f) return c->rope_attn_factor;
+    if (c->rope_mscale > 0.0f && c->rope_mscale_all_dim > 0.0f)
+        return config_yarn_mscale(c->rope_factor, c->rope_mscale) / config_yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+    return config_yarn_mscale(c->rope_factor, 1.0f);
+}
+
 static void rope_tables(const tlm_config *c, float theta, int scaled, int hd, float *cos_tab, float *sin_tab,
                         int len) {
     const int half = hd / 2;
@@ -34,11 +63,13 @@ static void rope_tables(const tlm_config *c, float theta, int scaled, int hd, fl
             }
         }
     }
+    float gain = 1.0f;
+    if (scaled && c->rope_scaling == ROPE_SCALING_YARN) gain = yarn_frequencies(c, theta, hd, inv_freq);
     for (int p = 0; p < len; p++)
         for (int i = 0; i < half; i++) {
             float angle = (float)p * inv_freq[i];
-            cos_tab[(size_t)p * half + i] = cosf(angle);
-            sin_tab[(size_t)p * half + i] = sinf(angle);
+            cos_tab[(size_t)p * half + i] = cosf(angle) * gain;
+            sin_tab[(size_t)p * half + i] = sinf(angle) * gain;
         }
 }
 
@@ -46,7 +77,7 @@ int model_ensure_rope(tlm_model *m, int len) {
     const tlm_config *c = &m->cfg;
     if (c->position != POS_ROPE || len <= m->rope_len) return 0;
     /* the global tables have the width of the full layers' heads, the local ones the sliding layers' */
-    const int hd_global = c->head_dim_full > 0 ? c->head_dim_full : c->head_dim;
+    const int hd_global = config_rope_dim(c); /* (MLA: qk_rope_head_dim) */
     int local = c->rope_theta_local > 0.0f;
     float *t[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < (local ? 4 : 2); i++)

@@ -8,6 +8,7 @@ target_sources(tinylm_objects PRIVATE
   src/model/rope_tables.c
   src/model/sublayers.c
   src/model/moe.c
+  src/model/mla.c
   src/model/pass.c
   src/model/split.c
   src/model/points.c

@@ -404,7 +404,9 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][0]), s->in.rstd, 0);
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), s->in.y, 0);
     }
-    if (k == SUB_ATTN)
+    if (k == SUB_ATTN && config_mla(c))
+        mla_forward(ctx, l, u, s->f);
+    else if (k == SUB_ATTN)
         attention_sublayer_forward(ctx, l, u, s->f);
     else if (config_layer_is_moe(c, l) && c->moe_block)
         moe_block_forward(ctx, l, x, u, s->f);
@@ -590,7 +592,9 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     }
     const int has_in = placement_has_input_norm(c->placement);
     const float *u = has_in ? s->in.y : x;
-    if (k == SUB_ATTN) /* (each sets du: its input projection is du's only contributor) */
+    if (k == SUB_ATTN && config_mla(c)) /* (each sets du: its input projection is du's only contributor) */
+        mla_backward(ctx, l, u, df, A->du);
+    else if (k == SUB_ATTN)
         attention_sublayer_backward(ctx, l, u, df, A->du);
     else if (config_layer_is_moe(c, l) && c->moe_block)
         moe_block_backward(ctx, l, u, df, A->du);

@@ -140,11 +140,12 @@ static int probe_at_point(void *user, const tlm_model *m, int id, float *data, i
         probe_tensor *t = slot(p, pp.name, pp.ndim, pp.shape);
         if (!t) return -1;
         if (pp.flags & POINT_PROBE_RMS) {
+            const int w = (int)pp.shape[2]; /* (the row: d_model, or MLA's c_q / c_kv width) */
             for (size_t row = 0; row < t->numel; row++) {
-                const float *x = data + row * c->d_model;
+                const float *x = data + row * w;
                 double ss = 0.0;
-                for (int i = 0; i < c->d_model; i++) ss += (double)x[i] * x[i];
-                t->data[row] = (float)sqrt(ss / c->d_model);
+                for (int i = 0; i < w; i++) ss += (double)x[i] * x[i];
+                t->data[row] = (float)sqrt(ss / w);
             }
             continue;
         }

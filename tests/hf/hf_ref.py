@@ -107,7 +107,7 @@ def attention(q, k, v, scale, window=None, softcap=None, mut=()):
         allowed = allowed & ((i - j <= window) if "window_off_by_one" in mut else (i - j < window))
     s = s.masked_fill(~allowed[None], float("-inf"))
     p = torch.softmax(s, dim=-1)
-    return torch.einsum("hts,shd->thd", p, v).reshape(T, H * hd)
+    return torch.einsum("hts,shd->thd", p, v).reshape(T, H * v.shape[-1])  # (MLA: v of its own width)
 
 
 def heads(x, n, hd):
@@ -540,5 +540,137 @@ def gemma4_text(cfg, W, ids, mut=()):
     return logits
 
 
+# ---- DeepSeek-V3 (multi-head latent attention + DeepseekV3MoE) -------------------------------------
+
+def yarn_mscale(factor, m):
+    return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+
+def yarn(theta, dim, rs, max_pos, mut=()):
+    """modeling_rope_utils' YaRN: (inverse frequencies, attention factor). Each frequency is a blend of
+    theta^(-2i/dim) / factor and theta^(-2i/dim), by a linear ramp between the dims that turn beta_fast
+    and beta_slow times over the original context (floor / ceil with truncate); the cos/sin tables are
+    multiplied by the attention factor."""
+    factor = float(rs["factor"])
+    orig = rs.get("original_max_position_embeddings") or max_pos
+    fast, slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+    base = theta ** (torch.arange(0, dim, 2, dtype=DT) / dim)
+
+    def turns_at(n):
+        return dim * math.log(orig / (n * 2 * math.pi)) / (2 * math.log(theta))
+    lo, hi = turns_at(fast), turns_at(slow)
+    if rs.get("truncate", True):
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, dim - 1)
+    if lo == hi:
+        hi += 0.001
+    ramp = ((torch.arange(dim // 2, dtype=DT) - lo) / (hi - lo)).clamp(0, 1)
+    extrapolate = 1 - ramp
+    inv = (1.0 / (factor * base)) * (1 - extrapolate) + (1.0 / base) * extrapolate
+    m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+    if rs.get("attention_factor") is not None:
+        att = rs["attention_factor"]
+    elif m and m_all:
+        att = yarn_mscale(factor, m) / yarn_mscale(factor, m_all)
+    else:
+        att = yarn_mscale(factor, 1.0)
+    return inv, att
+
+
+def deepseek_moe(cfg, W, h, p, mut):
+    """DeepseekV3MoE: the router (p + "gate") scores each expert by a sigmoid; the choice adds
+    e_score_correction_bias, keeps the topk_group of n_group groups whose two best choice scores sum
+    highest (the others' scores set to 0), takes the top num_experts_per_tok; the weights are the
+    unbiased scores, over their sum + 1e-20 with norm_topk_prob, times routed_scaling_factor; plus the
+    shared experts' MLP on every row"""
+    E, k = g(cfg, "n_routed_experts", 256), g(cfg, "num_experts_per_tok", 8)
+    G, TG = g(cfg, "n_group", 8), g(cfg, "topk_group", 4)
+    rows = h.reshape(-1, h.shape[-1])
+    scores = torch.sigmoid(rows @ W[p + "gate.weight"].T)
+    choice = scores if "moe_no_bias" in mut else scores + W[p + "gate.e_score_correction_bias"]
+    group = choice.view(-1, G, E // G).topk(2, dim=-1)[0].sum(-1)
+    keep = torch.zeros_like(group).scatter_(1, torch.topk(group, TG, dim=-1)[1], 1.0)
+    keep = keep[:, :, None].expand(-1, G, E // G).reshape(-1, E)
+    idx = torch.topk(choice.masked_fill(keep == 0, 0.0), k, dim=-1)[1]
+    w = scores.gather(1, idx)
+    if g(cfg, "norm_topk_prob", True):
+        w = w / (w.sum(-1, keepdim=True) + 1e-20)
+    if "moe_no_scaling" not in mut:
+        w = w * g(cfg, "routed_scaling_factor", 2.5)
+    out = torch.zeros_like(rows)
+    for e in range(E):
+        r, j = torch.where(idx == e)
+        if len(r):
+            q = "%sexperts.%d." % (p, e)
+            y = linear(silu(linear(rows[r], W, q + "gate_proj")) * linear(rows[r], W, q + "up_proj"), W, q + "down_proj")
+            out = out.index_add(0, r, y * w[r, j, None])
+    s = p + "shared_experts."
+    out = out + linear(silu(linear(rows, W, s + "gate_proj")) * linear(rows, W, s + "up_proj"), W, s + "down_proj")
+    return out.reshape(h.shape)
+
+
+def deepseek_v3(cfg, W, ids, mut=()):
+    """DeepseekV3ForCausalLM: Pre-Norm RMSNorm layers of multi-head latent attention (q through q_a_proj,
+    q_a_layernorm, q_b_proj, or q_proj without q_lora_rank; [c_kv, k_pe] = kv_a_proj_with_mqa; k_nope and v
+    of each head from kv_b_proj(kv_a_layernorm(c_kv)); RoPE on q_pe and the one k_pe, de-interleaved first
+    with rope_interleave; scale (nope + rope)^-0.5, times yarn_mscale(factor, mscale_all_dim)^2 under
+    YaRN), a dense SwiGLU MLP in the first first_k_dense_replace layers and DeepseekV3MoE after them"""
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    eps = g(cfg, "rms_norm_eps", 1e-6)
+    theta = g(cfg, "rope_theta", 10000.0)
+    rq = cfg["q_lora_rank"] if "q_lora_rank" in cfg else 1536
+    rkv = g(cfg, "kv_lora_rank", 512)
+    dn, dr, dv = g(cfg, "qk_nope_head_dim", 128), g(cfg, "qk_rope_head_dim", 64), g(cfg, "v_head_dim", 128)
+    interleave = g(cfg, "rope_interleave", True) != ("rope_interleave_flipped" in mut)
+    rs = cfg.get("rope_scaling")
+    if rs:
+        inv, att = yarn(theta, dr, rs, cfg.get("max_position_embeddings", 4096), mut)
+    else:
+        inv, att = 1.0 / (theta ** (torch.arange(0, dr, 2, dtype=DT) / dr)), 1.0
+    scale = (dn + dr) ** -0.5
+    if rs and rs.get("mscale_all_dim") and "no_mscale" not in mut:
+        scale = scale * yarn_mscale(float(rs["factor"]), rs["mscale_all_dim"]) ** 2
+    first = g(cfg, "first_k_dense_replace", 3)
+    ids = torch.tensor(ids)
+    T = len(ids)
+    ang = torch.arange(T, dtype=DT)[:, None] * inv[None, :]
+    cos = torch.cat([ang.cos(), ang.cos()], -1)[:, None, :] * att
+    sin = torch.cat([ang.sin(), ang.sin()], -1)[:, None, :] * att
+
+    def rot(x):  # [T, n, dr], rotate-half after the optional de-interleaving
+        if interleave:
+            x = x.reshape(T, x.shape[1], dr // 2, 2).transpose(-1, -2).reshape(T, x.shape[1], dr)
+        return x * cos + torch.cat([-x[..., dr // 2:], x[..., :dr // 2]], -1) * sin
+
+    P = "model."
+    x = W[P + "embed_tokens.weight"][ids]
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        a = p + "self_attn."
+        h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
+        if rq:
+            q = linear(rms_norm(linear(h, W, a + "q_a_proj"), W[a + "q_a_layernorm.weight"], eps), W, a + "q_b_proj")
+        else:
+            q = linear(h, W, a + "q_proj")
+        q = q.reshape(T, H, dn + dr)
+        kva = linear(h, W, a + "kv_a_proj_with_mqa")
+        ckv, k_pe = kva[:, :rkv], kva[:, rkv:].reshape(T, 1, dr)
+        if "no_kv_a_norm" not in mut:
+            ckv = rms_norm(ckv, W[a + "kv_a_layernorm.weight"], eps)
+        kv = linear(ckv, W, a + "kv_b_proj").reshape(T, H, dn + dv)
+        qs = torch.cat([q[..., :dn], rot(q[..., dn:])], -1)
+        ks = torch.cat([kv[..., :dn], rot(k_pe).expand(T, H, dr)], -1)
+        x = x + linear(attention(qs, ks, kv[..., dn:], scale, None, None, mut), W, a + "o_proj")
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if l >= first:
+            x = x + deepseek_moe(cfg, W, h, p + "mlp.", mut)
+        else:
+            x = x + linear(silu(linear(h, W, p + "mlp.gate_proj")) * linear(h, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
+    x = rms_norm(x, W[P + "norm.weight"], eps)
+    head = W[P + "embed_tokens.weight"] if g(cfg, "tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ head.T
+
+
 FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "qwen3_moe": qwen3_moe, "mixtral": mixtral, "olmo2": olmo2,
-           "gemma2": gemma2, "gemma3_text": gemma3_text, "gpt2": gpt2, "gemma4_text": gemma4_text}
+           "gemma2": gemma2, "gemma3_text": gemma3_text, "gpt2": gpt2, "gemma4_text": gemma4_text,
+           "deepseek_v3": deepseek_v3}

@@ -161,6 +161,8 @@ def make_weights(family, cfg, seed):
 
     if family == "gemma4_text":
         return gemma4_weights(cfg, rng, T, mat, vec)
+    if family == "deepseek_v3":
+        return deepseek_weights(cfg, rng, T, mat, vec)
 
     d, H, L, V = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"], cfg["vocab_size"]
     KV = cfg.get("num_key_value_heads") or H
@@ -223,6 +225,55 @@ def make_weights(family, cfg, seed):
     vec(P + "norm.weight", d, norm_center, 0.2)
     tie_default = gemma
     if not cfg.get("tie_word_embeddings", tie_default):
+        T["lm_head.weight"] = rng.normal(0, 1.0 / np.sqrt(d), (V, d))
+    return T
+
+
+def deepseek_weights(cfg, rng, T, mat, vec):
+    """DeepseekV3ForCausalLM's tensors: MLA (q_a_proj, q_a_layernorm, q_b_proj or q_proj; kv_a_proj_with_mqa,
+    kv_a_layernorm, kv_b_proj, o_proj), dense MLPs before first_k_dense_replace, then the router (mlp.gate with
+    its e_score_correction_bias), the routed experts and the shared experts; with num_nextn_predict_layers,
+    that many multi-token-prediction layers after the last (transformers skips them on load)"""
+    d, H, L, V = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    rq, rkv = cfg.get("q_lora_rank"), cfg["kv_lora_rank"]
+    dn, dr, dv = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    f, fe, E = cfg["intermediate_size"], cfg["moe_intermediate_size"], cfg["n_routed_experts"]
+    P = "model."
+    T[P + "embed_tokens.weight"] = rng.normal(0, 1.0, (V, d))
+    for l in range(L + cfg.get("num_nextn_predict_layers", 0)):
+        p = "%slayers.%d." % (P, l)
+        a = p + "self_attn."
+        vec(p + "input_layernorm.weight", d, 1.0, 0.2)
+        vec(p + "post_attention_layernorm.weight", d, 1.0, 0.2)
+        if rq:
+            mat(a + "q_a_proj.weight", rq, d, 2.0)
+            vec(a + "q_a_layernorm.weight", rq, 1.0, 0.2)
+            mat(a + "q_b_proj.weight", H * (dn + dr), rq, 2.0)
+        else:
+            mat(a + "q_proj.weight", H * (dn + dr), d, 2.0)
+        mat(a + "kv_a_proj_with_mqa.weight", rkv + dr, d, 2.0)
+        vec(a + "kv_a_layernorm.weight", rkv, 1.0, 0.2)
+        mat(a + "kv_b_proj.weight", H * (dn + dv), rkv, 2.0)
+        mat(a + "o_proj.weight", d, H * dv)
+        if l >= L:  # a multi-token-prediction layer's own tensors (DeepSeek-V3's MTP module)
+            mat(p + "eh_proj.weight", d, 2 * d)
+            vec(p + "enorm.weight", d, 1.0, 0.2)
+            vec(p + "hnorm.weight", d, 1.0, 0.2)
+        if l < cfg["first_k_dense_replace"]:
+            mat(p + "mlp.gate_proj.weight", f, d)
+            mat(p + "mlp.up_proj.weight", f, d)
+            mat(p + "mlp.down_proj.weight", d, f)
+            continue
+        mat(p + "mlp.gate.weight", E, d, 3.0)
+        vec(p + "mlp.gate.e_score_correction_bias", E, 0.0, 0.05)
+        for e in range(E):
+            q = "%smlp.experts.%d." % (p, e)
+            mat(q + "gate_proj.weight", fe, d), mat(q + "up_proj.weight", fe, d), mat(q + "down_proj.weight", d, fe)
+        fs = fe * cfg["n_shared_experts"]
+        q = p + "mlp.shared_experts."
+        mat(q + "gate_proj.weight", fs, d), mat(q + "up_proj.weight", fs, d), mat(q + "down_proj.weight", d, fs)
+    vec(P + "norm.weight", d, 1.0, 0.2)
+    if not cfg.get("tie_word_embeddings", False):
         T["lm_head.weight"] = rng.normal(0, 1.0 / np.sqrt(d), (V, d))
     return T
 
@@ -399,6 +450,25 @@ CASES = [
      dict(BASE, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, rope_theta=1e4,
           sliding_window=None, router_jitter_noise=0.0, hidden_act="silu"),
      ["moe_no_renorm", "moe_gate_up_swapped"]),
+    # DeepSeek-V3: MLA (q_lora, interleaved RoPE pairs) + DeepseekV3MoE (sigmoid routing with the selection
+    # bias, 2 of 4 groups, scaled weights, a shared expert) after one dense layer, with one
+    # multi-token-prediction layer in the file (skipped) and the hub config's remote-code keys
+    ("deepseek_v3_mla_moe", "deepseek_v3",
+     dict(BASE, num_hidden_layers=3, q_lora_rank=16, kv_lora_rank=12, qk_nope_head_dim=6, qk_rope_head_dim=4,
+          v_head_dim=8, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=12, n_shared_experts=1,
+          n_group=4, topk_group=2, routed_scaling_factor=2.5, first_k_dense_replace=1, norm_topk_prob=True,
+          rope_theta=1000.0, num_key_value_heads=4, head_dim=4, num_nextn_predict_layers=1, topk_method="noaux_tc",
+          scoring_func="sigmoid", moe_layer_freq=1, rope_interleave=True, hidden_act="silu"),
+     ["rope_interleave_flipped", "no_kv_a_norm", "moe_no_bias", "moe_no_scaling"]),
+    # ... without q_lora, RoPE in halves, YaRN (mscale_all_dim: the softmax scale), no groups, not renormalised
+    ("deepseek_v3_yarn_plain_q", "deepseek_v3",
+     dict(BASE, num_hidden_layers=2, q_lora_rank=None, kv_lora_rank=10, qk_nope_head_dim=4, qk_rope_head_dim=8,
+          v_head_dim=12, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=2,
+          n_group=1, topk_group=1, routed_scaling_factor=1.5, first_k_dense_replace=0, norm_topk_prob=False,
+          rope_theta=100.0, rope_interleave=False, max_position_embeddings=48,
+          rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 12,
+                        "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.8}),
+     ["no_mscale", "rope_interleave_flipped", "moe_no_scaling"]),
 ]
 
 
@@ -474,7 +544,7 @@ def family_tests(R):
         variants = [("f32", "F32", 1), ("bf16", "BF16", 1)]
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
-        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe"):
+        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe", "deepseek_v3_mla_moe"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -492,6 +562,27 @@ def family_tests(R):
             for m in mutants:
                 em = rel_err(got, reference(mt, conf, stored, IDS, [m]))
                 R.check("%s mutant %s is caught" % (name, m), em > MUTANT_MIN, "engine vs mutant %.2e" % em)
+
+
+def deepseek_mtp_tests(R):
+    """DeepSeek-V3's multi-token-prediction layers (num_nextn_predict_layers): their tensors, stored as layers
+    after the last, are skipped with a note naming them (transformers ignores them on load); without the key
+    the same file is refused naming the first tensor of the extra layer"""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "deepseek_v3_mla_moe")
+    d = os.path.join(R.work, name + "_f32")
+    got, err = R.logits(d, IDS)
+    R.check("deepseek_v3: the MTP layer's tensors skipped with a note",
+            got is not None and "multi-token-prediction layer" in err and "layers 3..3" in err, err)
+    conf = hf_config(mt, cfg)
+    del conf["num_nextn_predict_layers"]
+    bad = os.path.join(R.work, "deepseek_no_nextn")
+    write_model(bad, conf, make_weights(mt, cfg, seed=100 + [c[0] for c in CASES].index(name)))
+    expect_error(R, "deepseek_v3 MTP tensors without num_nextn_predict_layers", bad, "model.layers.3.")
+    for key, value, needle in (("scoring_func", "softmax", "scoring_func"), ("topk_method", "greedy", "topk_method"),
+                               ("attention_bias", True, "attention_bias"), ("kv_lora_rank", 0, "kv_lora_rank")):
+        d2 = os.path.join(R.work, "deepseek_bad_" + key)
+        write_model(d2, dict(hf_config(mt, cfg), **{key: value}), make_weights(mt, cfg, seed=1))
+        expect_error(R, "deepseek_v3 %s = %r refused" % (key, value), d2, needle)
 
 
 def gemma4_multimodal_tests(R):
@@ -669,7 +760,7 @@ def export_tests(R, data_dir):
 
     # llama and gpt2 shaped models: HF export, readable by the HF reference under HF names
     for name in ("llama_gqa_llama3", "llama_tied_linear", "gpt2_plain", "gpt2_untied_noscale", "qwen3_moe_step2",
-                 "qwen3_moe_defaults_nonorm", "mixtral_gqa"):
+                 "qwen3_moe_defaults_nonorm", "mixtral_gqa", "deepseek_v3_yarn_plain_q"):
         case = next(c for c in CASES if c[0] == name)
         src = os.path.join(R.work, name + "_f32")
         dst = os.path.join(R.work, "export_" + name)
@@ -816,6 +907,7 @@ def main():
     torch.set_num_threads(2)
     R = Runner(os.path.abspath(a.tool), os.path.abspath(a.work))
     family_tests(R)
+    deepseek_mtp_tests(R)
     gemma4_multimodal_tests(R)
     tied_head_tests(R)
     error_tests(R)

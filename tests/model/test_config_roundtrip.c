@@ -54,6 +54,14 @@ static const char *EVERY_KEY_MOE =
     " \"topk_group\": 2, \"routed_scaling_factor\": 2.5, \"first_k_dense_replace\": 1,"
     " \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}";
 
+/* Multi-head latent attention's keys with YaRN (a fourth every-key file) */
+static const char *EVERY_KEY_MLA =
+    "{\"model_type\": \"tinylm\", \"vocab_size\": 37, \"hidden_size\": 24, \"num_hidden_layers\": 2,"
+    " \"num_attention_heads\": 3, \"q_lora_rank\": 10, \"kv_lora_rank\": 9, \"qk_nope_head_dim\": 5,"
+    " \"qk_rope_head_dim\": 6, \"v_head_dim\": 7, \"rope_interleave\": true, \"rope_scaling\": {\"rope_type\":"
+    " \"yarn\", \"factor\": 40, \"beta_fast\": 16, \"beta_slow\": 2, \"mscale\": 0.75, \"mscale_all_dim\": 0.5,"
+    " \"attention_factor\": 1.25, \"original_max_position_embeddings\": 64, \"truncate\": false}}";
+
 /* The keys the tinylm reader accepts (config.c's table), each of which the files above set. */
 static const char *const KEYS[] = {
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -64,7 +72,8 @@ static const char *const KEYS[] = {
     "attn_logit_softcapping", "sliding_window", "layer_types", "ffn_type", "mlp_bias", "tie_word_embeddings",
     "final_logit_softcapping", "initializer_range", "scale_residual_init", "num_experts", "num_experts_per_tok",
     "moe_intermediate_size", "n_shared_experts", "norm_topk_prob", "scoring_func", "n_group", "topk_group",
-    "routed_scaling_factor", "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers", NULL};
+    "routed_scaling_factor", "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers", "q_lora_rank",
+    "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave", NULL};
 
 static int same_config(const tlm_config *a, const tlm_config *b) {
     tlm_config x = *a, y = *b;
@@ -103,11 +112,16 @@ static void test_every_key(void) {
     for (int l = 0; l < moe.n_layers; l++) moe_layers += config_layer_is_moe(&moe, l) << l;
     CHECK(moe.scoring == SCORING_SIGMOID && moe.n_group == 4 && moe_layers == ((1 << 1) | (1 << 5)),
           "the MoE keys not read (layers %#x)", moe_layers);
-    /* each key in at least one of the three written files, and every written key in KEYS */
-    const tlm_config *both[3] = {&a, &dn, &moe};
-    tlm_config *back[3] = {&b, &dn_back, &moe_back};
-    cJSON *roots[3] = {NULL, NULL, NULL};
-    for (int f = 0; f < 3; f++) {
+    tlm_config mla, mla_back;
+    CHECK(config_parse(&mla, EVERY_KEY_MLA, "every_key_mla.json") == 0, "mla config refused: %s", tlm_last_error());
+    CHECK(config_mla(&mla) && mla.head_dim == 11 && mla.n_kv_heads == 3 && mla.rope_scaling == ROPE_SCALING_YARN &&
+              mla.rope_beta_fast == 16.0f && !mla.rope_truncate && mla.rope_attn_factor == 1.25f,
+          "the MLA keys not read (head_dim %d, kv heads %d)", mla.head_dim, mla.n_kv_heads);
+    /* each key in at least one of the four written files, and every written key in KEYS */
+    const tlm_config *both[4] = {&a, &dn, &moe, &mla};
+    tlm_config *back[4] = {&b, &dn_back, &moe_back, &mla_back};
+    cJSON *roots[4] = {NULL, NULL, NULL, NULL};
+    for (int f = 0; f < 4; f++) {
         char *json = config_to_json(both[f]);
         CHECK(json != NULL, "config_to_json failed");
         if (!json) return;
@@ -124,9 +138,9 @@ static void test_every_key(void) {
     }
     for (int i = 0; KEYS[i]; i++)
         CHECK(cJSON_GetObjectItemCaseSensitive(roots[0], KEYS[i]) || cJSON_GetObjectItemCaseSensitive(roots[1], KEYS[i]) ||
-                  cJSON_GetObjectItemCaseSensitive(roots[2], KEYS[i]),
+                  cJSON_GetObjectItemCaseSensitive(roots[2], KEYS[i]) || cJSON_GetObjectItemCaseSensitive(roots[3], KEYS[i]),
               "config_to_json does not write \"%s\"", KEYS[i]);
-    cJSON_Delete(roots[0]), cJSON_Delete(roots[1]), cJSON_Delete(roots[2]);
+    cJSON_Delete(roots[0]), cJSON_Delete(roots[1]), cJSON_Delete(roots[2]), cJSON_Delete(roots[3]);
 
     /* the DeepNorm keys with another placement, a 0, and deepnorm without a residual are refused,
      * the message naming the key */
@@ -171,6 +185,29 @@ static void test_every_key(void) {
          " \"num_attention_heads\": 2, \"scoring_func\": \"sigmoid\"}",
          "scoring_func"},
 #undef MOE_BASE
+        /* multi-head latent attention with a switch it is not defined with, each named by its key */
+#define MLA_BASE "{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1, " \
+                 "\"num_attention_heads\": 2, \"kv_lora_rank\": 4, \"qk_nope_head_dim\": 2, \"qk_rope_head_dim\": 2, " \
+                 "\"v_head_dim\": 2, "
+        {MLA_BASE "\"attn_logit_softcapping\": 30}", "attn_logit_softcapping"},
+        {MLA_BASE "\"sliding_window\": 4}", "sliding_window"},
+        {MLA_BASE "\"qk_norm\": \"head\"}", "qk_norm"},
+        {MLA_BASE "\"position_embedding\": \"learned\"}", "position_embedding"},
+        {MLA_BASE "\"attention_bias\": true}", "attention_bias"},
+        {MLA_BASE "\"query_pre_attn_scalar\": 4}", "query_pre_attn_scalar"},
+        {MLA_BASE "\"v_norm\": true}", "v_norm"},
+        {MLA_BASE "\"head_dim\": 8}", "head_dim"},
+        {MLA_BASE "\"num_key_value_heads\": 1}", "num_key_value_heads"},
+        {MLA_BASE "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}}", "rope_scaling"},
+        {MLA_BASE "\"qk_rope_head_dim\": 3}", "qk_rope_head_dim"},
+        {MLA_BASE "\"norm_placement\": \"deepnorm\", \"scale_residual_init\": false}", "norm_placement"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"q_lora_rank\": 4}",
+         "q_lora_rank"},
+        {"{\"model_type\": \"tinylm\", \"vocab_size\": 11, \"hidden_size\": 8, \"num_hidden_layers\": 1,"
+         " \"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
+         "yarn"},
+#undef MLA_BASE
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         tlm_config x;

@@ -104,11 +104,12 @@ int main(void) {
             const char *wt_name = wt == 0 ? "f32" : wt == 1 ? "bf16" : wt == 2 ? "mixed" : "quantized";
             tlm_config c;
             variant_config(&c, var);
-            /* (a mixture of experts kept in ggml blocks is refused: model_create_stored, checked below) */
-            if (wt == 3 && config_moe_layers(&c)) {
+            /* (a mixture of experts or MLA kept in ggml blocks is refused: model_create_stored, checked below) */
+            if (wt == 3 && (config_moe_layers(&c) || config_mla(&c))) {
                 tlm_model *f = model_create(&c);
                 tlm_model *q = quantized_copy(f);
-                const int ok = !q && strstr(tlm_last_error(), "mixture of experts");
+                const int ok =
+                    !q && strstr(tlm_last_error(), config_mla(&c) ? "multi-head latent attention" : "mixture of experts");
                 checks++, failures += !ok;
                 printf("%-44s %-9s refused: %s\n", var->name, wt_name, ok ? "ok" : "FAIL");
                 model_free(q), model_free(f);
@@ -152,12 +153,14 @@ int main(void) {
             }
             omp_set_num_threads(2);
             /* every variant decodes through the one-region step (Gemma 4's layer types, K = V, shared
-             * K/V, v norm, per-layer inputs, layer scalar included) but Gemma 4's MoE block */
+             * K/V, v norm, per-layer inputs, layer scalar included) but Gemma 4's MoE block and
+             * latent attention (MLA: the absorbed form runs in model_forward with the cache) */
+            const bool falls_back = c.moe_block || config_mla(&c);
             checks++;
-            if ((fell_back > 0) != c.moe_block) {
+            if ((fell_back > 0) != falls_back) {
                 failures++;
                 printf("FAIL %-44s %s: %d steps %s model_forward\n", var->name, wt_name, fell_back,
-                       c.moe_block ? "expected from" : "fell back to");
+                       falls_back ? "expected from" : "fell back to");
             }
             free(ref), free(got);
             model_free(m);

@@ -5,7 +5,10 @@
  * Tolerance 5e-5 relative (of the largest logit): a 1-row product (matvec kernels) sums in
  * another order than a 14-row one (the GEMM backend); with weights x10 the norms amplify it:
  * measured up to 5.1e-6 with oneDNN and 2.0e-5 with OpenBLAS (three variants over 1e-5: post
- * norms, output norms, sliding window). A wrong position, cache slot or mask is off by O(1). */
+ * norms, output norms, sliding window). A wrong position, cache slot or mask is off by O(1).
+ * Multi-head latent attention's variants decode twice: the absorbed form (the default: W_UK folded
+ * into the query, W_UV after the weighted sum of c_kv) and the expanded one, both within the same
+ * tolerance of the full recomputation. */
 #include "isa_cap.h"
 #include <math.h>
 #include <stdio.h>
@@ -14,13 +17,18 @@
 
 #include "model/decode.h"
 #include "model/model.h"
+#include "util/error.h"
 #include "variants.h"
 
 int main(void) {
     if (isa_cap_changes_nothing("test_kv_cache")) return ISA_CAP_SKIP;
     int failures = 0, n = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
     enum { T = 14, PREFILL = 5 };
-    for (int i = 0; i < n; i++) {
+    int runs = n;
+    for (int i = 0; i < n; i++)
+      for (int form = 0; form < (VARIANTS[i].tweak == v_mla || VARIANTS[i].tweak == v_mla_yarn ||
+                                 VARIANTS[i].tweak == v_mla_moe ? 2 : 1); form++) {
+        runs += form;
         tlm_config c;
         variant_config(&c, &VARIANTS[i]);
         tlm_model *m = model_create(&c);
@@ -34,6 +42,10 @@ int main(void) {
         model_forward(m, tok, NULL, 1, T, NULL);
         memcpy(full, m->acts.logits, sizeof(float) * T * V);
         kv_cache *kv = kv_cache_create(m, T);
+        if (form == 1 && kv_cache_set_mla_absorbed(kv, m, 0)) {
+            printf("%s: %s\n", VARIANTS[i].name, tlm_last_error());
+            return 1;
+        }
         m->kv = kv;
         int rc = model_forward(m, tok, NULL, 1, PREFILL, NULL);
         memcpy(inc, m->acts.logits, sizeof(float) * PREFILL * V);
@@ -51,7 +63,9 @@ int main(void) {
         }
         int ok = !rc && refused && max_err <= 5e-5 * max_ref;
         failures += !ok;
-        printf("%-44s rel err %.1e %s\n", VARIANTS[i].name, max_err / max_ref, ok ? "ok" : "FAIL");
+        printf("%-44s %s rel err %.1e %s\n", VARIANTS[i].name,
+               config_mla(&c) ? (kv_cache_mla_absorbed(kv) ? "(absorbed)" : "(expanded)") : "", max_err / max_ref,
+               ok ? "ok" : "FAIL");
         kv_cache_free(kv);
         free(full), free(inc);
         model_free(m);
@@ -66,10 +80,19 @@ int main(void) {
         c.n_kv_shared = 0;
         const size_t unshared = kv_cache_floats(&c, T), want_unshared = 2 * (size_t)T * 4 * 16;
         const int ok = got == want && unshared == want_unshared;
-        failures += !ok, n++;
+        failures += !ok, runs++;
         printf("%-44s %zu floats (%zu without sharing) %s\n", "shared K/V stored once", got, unshared,
                ok ? "ok" : "FAIL");
     }
-    printf("%d passed, %d failed\n", n - failures, failures);
+    /* MLA caches c_kv and k_pe alone: v_mla's 2 layers x T x (10 + 4) floats */
+    {
+        tlm_config c;
+        variant_config(&c, &(variant){"mla", v_mla});
+        const size_t got = kv_cache_floats(&c, T), want = 2 * (size_t)T * (10 + 4);
+        const int ok = got == want;
+        failures += !ok, runs++;
+        printf("%-44s %zu floats (want %zu) %s\n", "mla caches c_kv + k_pe", got, want, ok ? "ok" : "FAIL");
+    }
+    printf("%d passed, %d failed\n", runs - failures, failures);
     return failures != 0;
 }

@@ -73,6 +73,27 @@ static void v_gemma4_moe(tlm_config *c) {
     v_gemma4_ple(c);
     c->n_experts = 4, c->n_experts_per_tok = 2, c->moe_d_ff = 12, c->norm_topk_prob = true, c->moe_block = true;
 }
+/* multi-head latent attention (DeepSeek-V2/V3): q through q_lora (12), c_kv of 10, heads of 6 nope + 4
+ * rope dims for q.k and 5 for v (padded heads of 10), interleaved RoPE pairs; a plain q projection with
+ * v wider than q.k (12 > 4 + 6) and YaRN (factor 4 over 8 original positions, mscale 0.8 / all-dim 1:
+ * scaled RoPE tables and a corrected softmax scale); MLA with DeepSeek-V3's routing after a dense layer */
+static void v_mla(tlm_config *c) {
+    c->q_lora_rank = 12, c->kv_lora_rank = 10, c->qk_nope_dim = 6, c->qk_rope_dim = 4, c->v_head_dim = 5;
+    c->rope_interleave = true;
+    config_mla_finish(c);
+}
+static void v_mla_yarn(tlm_config *c) {
+    c->kv_lora_rank = 8, c->qk_nope_dim = 4, c->qk_rope_dim = 6, c->v_head_dim = 12, c->rope_theta = 100;
+    c->rope_scaling = ROPE_SCALING_YARN, c->rope_factor = 4, c->rope_original_max_pos = 8;
+    c->rope_beta_fast = 32, c->rope_beta_slow = 1, c->rope_mscale = 0.8f, c->rope_mscale_all_dim = 1;
+    c->rope_truncate = true;
+    config_mla_finish(c);
+}
+static void v_mla_moe(tlm_config *c) {
+    v_moe_sigmoid(c);
+    v_mla(c);
+    c->rope_interleave = false;
+}
 
 typedef struct {
     const char *name;
@@ -98,6 +119,9 @@ static const variant VARIANTS[] = {
     {"gemma4: k = v, shared kv (4 layers)", v_gemma4_shared},
     {"gemma4: per-layer inputs", v_gemma4_ple},
     {"gemma4: moe block beside the dense ffn", v_gemma4_moe},
+    {"mla: q_lora, interleaved rope, dv < qk", v_mla},
+    {"mla: plain q, yarn, dv > qk", v_mla_yarn},
+    {"mla + moe sigmoid (deepseek-v3 block)", v_mla_moe},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

@@ -190,6 +190,29 @@ CASES = _grid() + [
                           "attention_k_eq_v": True, "num_kv_shared_layers": 1, "hidden_size_per_layer_input": 4,
                           "num_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
                           "norm_topk_prob": True, "enable_moe_block": True}),
+    # Multi-head latent attention (DeepSeek-V2/V3; docs/config.md "Multi-head latent attention"): with and
+    # without q_lora, RoPE pairs interleaved or in halves, v narrower and wider than q.k, YaRN (scaled
+    # tables and the mscale_all_dim softmax correction), and the DeepSeek-V3 block (MLA + sigmoid routing)
+    ("mla_q_lora", {"kv_lora_rank": 12, "q_lora_rank": 16, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4,
+                    "v_head_dim": 8}),
+    ("mla_q_lora_interleave", {"kv_lora_rank": 12, "q_lora_rank": 16, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4,
+                               "v_head_dim": 8, "rope_interleave": True}),
+    ("mla_no_q_lora_interleave_wide_v", {"kv_lora_rank": 10, "q_lora_rank": None, "qk_nope_head_dim": 4,
+                                         "qk_rope_head_dim": 6, "v_head_dim": 12, "rope_interleave": True}),
+    ("mla_yarn", {"kv_lora_rank": 12, "q_lora_rank": 16, "qk_nope_head_dim": 4, "qk_rope_head_dim": 8,
+                  "v_head_dim": 8, "rope_theta": 100.0,
+                  "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 6,
+                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 1.0}}),
+    ("mla_yarn_no_q_lora_sandwich", {"kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
+                                     "v_head_dim": 6, "norm_placement": "sandwich", "norm_type": "rmsnorm_1p",
+                                     "rope_scaling": {"type": "yarn", "factor": 8.0,
+                                                      "original_max_position_embeddings": 4}}),
+    ("deepseek_v3_like", {"kv_lora_rank": 12, "q_lora_rank": 16, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4,
+                          "v_head_dim": 8, "rope_interleave": True, "num_experts": 8, "num_experts_per_tok": 2,
+                          "moe_intermediate_size": 12, "scoring_func": "sigmoid", "n_group": 4, "topk_group": 2,
+                          "routed_scaling_factor": 2.5, "norm_topk_prob": True, "n_shared_experts": 1,
+                          "first_k_dense_replace": 1, "num_hidden_layers": 3, "tie_word_embeddings": False,
+                          "norm_eps": 1e-6}, {"B": 4, "salt": "2"}),
 ]
 
 

@@ -51,8 +51,36 @@ class ProbeModel(tinylm_ref.Model):
         self.put(prefix + ".out_rms", row_rms(y))
         return y
 
+    # multi-head latent attention's hook points (tinylm_ref.mla_attention) -> the probe names of the same
+    # tensors (docs/probes.md): c_q / c_kv before and after their norms (with the norms' RMS), the heads
+    MLA_PROBES = {"hook_q_a": ("q_a", "q_a_norm.in_rms"), "hook_q_a_normed": ("q_a_normed", "q_a_norm.out_rms"),
+                  "hook_kv_a": ("kv_a", "kv_a_norm.in_rms"), "hook_kv_a_normed": ("kv_a_normed", "kv_a_norm.out_rms"),
+                  "hook_v": ("v", None), "hook_rot_q": ("rot_q", None), "hook_rot_k": ("rot_k", None),
+                  "hook_attn_scores": ("scores", None), "hook_pattern": ("probs", None), "hook_z": ("heads", None)}
+
+    def mla_probes(self, n, x):
+        p = "layers.%d.attn." % n
+
+        def record(name, t):
+            point = name.rsplit(".", 1)[-1]
+            if point in self.MLA_PROBES:
+                probe, rms = self.MLA_PROBES[point]
+                self.put(p + probe, t)
+                if rms:
+                    self.put(p + rms, row_rms(t))
+            return t
+        self.hook_fn = record
+        try:
+            out = super().mla_attention(n, x)
+        finally:
+            self.hook_fn = None
+        self.put(p + "o_proj", out)
+        return out
+
     def attention(self, n, x):
         c = self.cfg
+        if c["mla"]:
+            return self.mla_probes(n, x)
         B, T, _ = x.shape
         H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         p = "layers.%d.attn." % n

@@ -44,7 +44,8 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 VARIANTS = ["norm_rmsnorm_pre", "norm_layernorm_post", "norm_rmsnorm_sandwich", "norm_rmsnorm_1p_output",
             "norm_layernorm_none", "layernorm_nobias_sandwich", "gqa_kv2", "mqa_kv1", "qk_norm_head_rmsnorm",
             "qk_norm_full_rmsnorm_kv2", "qk_norm_full_learned_pos", "both_softcaps", "sliding_mixed_layer_types",
-            "ffn_geglu", "ffn_gelu_mlp_bias", "residual_false_pre", "post_final_norm_true", "final_norm_false"]
+            "ffn_geglu", "ffn_gelu_mlp_bias", "residual_false_pre", "post_final_norm_true", "final_norm_false",
+            "mla_yarn"]
 
 
 check = test_probes.check  # (one checker with running counts, shared with the probes' test)
@@ -126,6 +127,7 @@ def check_model(label, model, ref, ids, rng):
     names = ["hook_embed", "blocks.0.hook_resid_pre", "blocks.0.attn.hook_z", "blocks.0.attn.hook_q",
              "blocks.%d.hook_resid_mid" % (model.n_layers - 1), "blocks.0.mlp.hook_post", "blocks.0.hook_attn_out",
              "blocks.0.attn.hook_pattern"]
+    names = [n for n in names if n in model.hook_points]  # (an MLA layer has no hook_q)
     same = model.run_with_hooks(ids, fwd_hooks=[(n, lambda a, h: a.copy()) for n in names])
     check(np.array_equal(same, lg), "%s: patching hooks with their own values: bit-identical logits" % label)
     # zero-ablate head 1 of layer 0 via hook_z

@@ -59,6 +59,7 @@ def resolve_config(raw):
     kv = pos_int("num_key_value_heads", H)
     if H % kv:
         raise _bad("num_key_value_heads", kv, "does not divide num_attention_heads = %d" % H)
+    _resolve_mla(c, H)
     if "head_dim" not in c and d % H:
         raise _bad("hidden_size", d, "is not a multiple of num_attention_heads = %d (set head_dim)" % H)
     pos_int("head_dim", d // H)
@@ -86,7 +87,7 @@ def resolve_config(raw):
         raise _bad("residual", False, "with norm_placement deepnorm (it scales the residual)")
     pos = choice("position_embedding", POSITIONS, "rope")
     num("rope_theta", 10000.0, allow_zero=False)
-    if pos == "rope" and c["head_dim"] % 2:
+    if pos == "rope" and c["head_dim"] % 2 and not c["mla"]:
         raise _bad("head_dim", c["head_dim"], "must be even with rope")
     flag("embedding_scale", False)
     ab = flag("attention_bias", False)
@@ -145,6 +146,38 @@ def resolve_config(raw):
     if placement == "deepnorm" and c["scale_residual_init"]:
         raise _bad("scale_residual_init", True, "with norm_placement deepnorm (its init is beta)")
     return c
+
+
+def _resolve_mla(c, H):
+    """Multi-head latent attention (docs/config.md "Multi-head latent attention"): kv_lora_rank > 0
+    turns it on; the attention heads are then max(qk_nope + qk_rope, v_head_dim) wide for the engine's
+    buffers (head_dim) and every head has its own keys (num_key_value_heads = heads). c["mla"]."""
+    def int_or_null(key):
+        v = c.get(key)
+        if v is None:
+            v = 0
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise _bad(key, v, "must be an int >= 0 or null")
+        c[key] = v
+        return v
+
+    rkv = int_or_null("kv_lora_rank")
+    int_or_null("q_lora_rank")
+    for key in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        int_or_null(key)
+    c["rope_interleave"] = bool(c.get("rope_interleave", False))
+    rs = c.get("rope_scaling")
+    c["mla"] = rkv > 0
+    if not c["mla"]:
+        if rs is not None:
+            raise _bad("rope_scaling", rs, "is read here with MLA only")
+        return
+    if rs is not None and (rs.get("rope_type", rs.get("type")) != "yarn"):
+        raise _bad("rope_scaling", rs, "with MLA: only yarn")
+    if c["qk_rope_head_dim"] <= 0 or c["qk_rope_head_dim"] % 2 or c["v_head_dim"] <= 0:
+        raise _bad("qk_rope_head_dim", c["qk_rope_head_dim"], "must be even and > 0 (and v_head_dim > 0)")
+    c["head_dim"] = max(c["qk_nope_head_dim"] + c["qk_rope_head_dim"], c["v_head_dim"])
+    c["num_key_value_heads"] = H
 
 
 SCORING = ("softmax", "sigmoid")
@@ -251,8 +284,23 @@ def param_shapes(c):
             _norm(s, p + "attn_out_norm", c)
         hd, KV = layer_shape(c, n)
         own = kv_source(c, n) == n
-        projs = [("q", H * hd)]
-        if own:  # (a layer sharing an earlier one's keys and values has no k, v; K = V layers no v)
+        if c["mla"]:  # q (through q_lora or not), kv_a, its norm, kv_b, o
+            dn, dr, dv = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+            rq, rkv = c["q_lora_rank"], c["kv_lora_rank"]
+            if rq:
+                s[p + "attn.q_a_proj.weight"] = [rq, d]
+                s[p + "attn.q_a_norm.weight"] = [rq]
+                s[p + "attn.q_b_proj.weight"] = [H * (dn + dr), rq]
+            else:
+                s[p + "attn.q_proj.weight"] = [H * (dn + dr), d]
+            s[p + "attn.kv_a_proj.weight"] = [rkv + dr, d]
+            s[p + "attn.kv_a_norm.weight"] = [rkv]
+            s[p + "attn.kv_b_proj.weight"] = [H * (dn + dv), rkv]
+            s[p + "attn.o_proj.weight"] = [d, H * dv]
+            projs = []
+        else:
+            projs = [("q", H * hd)]
+        if own and not c["mla"]:  # (a layer sharing an earlier one's keys and values has no k, v; K = V layers no v)
             projs.append(("k", KV * hd))
             if not (c["attention_k_eq_v"] and c["layer_types"][n] == "full_attention"):
                 projs.append(("v", KV * hd))
@@ -260,7 +308,8 @@ def param_shapes(c):
             s[p + "attn.%s_proj.weight" % proj] = [rows, d]
             if c["attention_bias"]:
                 s[p + "attn.%s_proj.bias" % proj] = [rows]
-        s[p + "attn.o_proj.weight"] = [d, H * hd]
+        if not c["mla"]:
+            s[p + "attn.o_proj.weight"] = [d, H * hd]
         if c["attention_out_bias"]:
             s[p + "attn.o_proj.bias"] = [d]
         if c["qk_norm"] == "head":

@@ -119,6 +119,51 @@ def rope_tables(T, hd, theta, dtype, fraction=1.0):
     return ang.cos().to(dtype), ang.sin().to(dtype)
 
 
+def yarn_mscale(factor, m):
+    return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+
+def mla_rope_tables(T, dr, theta, rope_scaling, max_pos, dtype):
+    """cos, sin [T, dr] of MLA's decoupled RoPE (rotate-half layout), with YaRN when rope_scaling is
+    {"rope_type": "yarn", ...} (Peng et al. 2023, as Hugging Face's modeling_rope_utils computes it):
+    frequency i blends theta^(-2i/dr) / factor (interpolation) and theta^(-2i/dr) (extrapolation) by a
+    ramp over the dims between the correction range's ends (the dims turning beta_fast and beta_slow
+    times over the original context, floored / ceiled with truncate); the tables times the attention
+    factor (given, or mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set, else
+    mscale(factor, 1))."""
+    i = torch.arange(0, dr, 2, dtype=torch.float64)
+    pos_freqs = theta ** (i / dr)
+    gain = 1.0
+    if rope_scaling is None:
+        inv_freq = 1.0 / pos_freqs
+    else:
+        rs = rope_scaling
+        factor = float(rs["factor"])
+        orig = rs.get("original_max_position_embeddings") or max_pos
+        fast, slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def dim_of(turns):  # the dim whose frequency turns `turns` times over the original context
+            return dr * math.log(orig / (turns * 2 * math.pi)) / (2 * math.log(theta))
+        lo, hi = dim_of(fast), dim_of(slow)
+        if rs.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, dr - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = ((torch.arange(dr // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)
+        inv_freq = ramp / (factor * pos_freqs) + (1 - ramp) / pos_freqs
+        m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+        if rs.get("attention_factor"):
+            gain = rs["attention_factor"]
+        elif m and m_all:
+            gain = yarn_mscale(factor, m) / yarn_mscale(factor, m_all)
+        else:
+            gain = yarn_mscale(factor, 1.0)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    ang = torch.cat((ang, ang), dim=-1)
+    return (ang.cos() * gain).to(dtype), (ang.sin() * gain).to(dtype)
+
+
 def topk_lower_index(x, k):
     """The indices of the k largest of x along its last dimension, best first, a tie going to
     the lower index (a stable descending sort). torch.topk promises no order among equal values
@@ -221,8 +266,70 @@ class Model:
         c = self.cfg
         return rms_norm(x, self.p(name), c["norm_eps"], c["norm_type"] == "rmsnorm_1p")
 
+    def mla_attention(self, n, x):
+        """Multi-head latent attention (DeepSeek-V2 paper sec. 2.1; Hugging Face's DeepseekV3Attention):
+        q = W_qb rmsnorm(W_qa x) (or W_q x), split per head into q_nope, q_pe; [c_kv, k_pe] = W_kva x;
+        [k_nope, v] per head = W_kvb rmsnorm(c_kv); RoPE on q_pe and on k_pe (one for all heads; pairs
+        de-interleaved first with rope_interleave); softmax([q_nope, q_pe] . [k_nope, k_pe] * scale) v,
+        scale = (nope + rope)^-0.5, times mscale(factor, mscale_all_dim)^2 under YaRN."""
+        c = self.cfg
+        B, T, _ = x.shape
+        H, dn, dr, dv = c["num_attention_heads"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+        rkv = c["kv_lora_rank"]
+        p = "layers.%d.attn." % n
+
+        def hk(name, t):
+            return self._hook("blocks.%d.attn.%s" % (n, name), t)
+
+        def plain_rms(name, t):  # MLA's norms: RMSNorm with gain w, whatever norm_type
+            return rms_norm(t, self.p(p + name), c["norm_eps"], False)
+
+        if c["q_lora_rank"]:
+            cq = hk("hook_q_a", self.linear(p + "q_a_proj", x))
+            q = self.linear(p + "q_b_proj", hk("hook_q_a_normed", plain_rms("q_a_norm.weight", cq)))
+        else:
+            q = self.linear(p + "q_proj", x)
+        q = q.view(B, T, H, dn + dr).transpose(1, 2)
+        q_nope, q_pe = q[..., :dn], q[..., dn:]
+        kv_a = self.linear(p + "kv_a_proj", x)
+        ckv, k_pe = kv_a[..., :rkv], kv_a[..., rkv:]
+        ckvn = hk("hook_kv_a_normed", plain_rms("kv_a_norm.weight", hk("hook_kv_a", ckv)))
+        kv = self.linear(p + "kv_b_proj", ckvn).view(B, T, H, dn + dv).transpose(1, 2)
+        k_nope, v = kv[..., :dn], kv[..., dn:]
+        k_pe = k_pe.view(B, 1, T, dr)
+        if c["rope_interleave"]:  # pairs (2i, 2i+1) -> halves (i, i + dr/2)
+            q_pe = q_pe.reshape(B, H, T, dr // 2, 2).transpose(-1, -2).reshape(B, H, T, dr)
+            k_pe = k_pe.reshape(B, 1, T, dr // 2, 2).transpose(-1, -2).reshape(B, 1, T, dr)
+        rs = c.get("rope_scaling")
+        cos, sin = mla_rope_tables(T, dr, c["rope_theta"], rs, c["max_position_embeddings"], self.dtype)
+        q_pe = q_pe * cos + rotate_half(q_pe) * sin
+        k_pe = k_pe * cos + rotate_half(k_pe) * sin
+        qs = torch.cat((q_nope, q_pe), dim=-1)
+        ks = torch.cat((k_nope, k_pe.expand(B, H, T, dr)), dim=-1)
+        scale = (dn + dr) ** -0.5
+        if rs is not None and rs.get("mscale_all_dim"):
+            m = yarn_mscale(float(rs["factor"]), rs["mscale_all_dim"])
+            scale = scale * m * m
+        if self.hook_fn is not None:
+            # the hook points see every head zero-padded to head_dim = max(nope + rope, v_head_dim) (the
+            # engine's attention heads); attention then runs on what the hooks leave, which is the same
+            # function: the zeros add nothing to q.k, and the padding of z is not read
+            D = c["head_dim"]
+            pad = lambda t: torch.nn.functional.pad(t, (0, D - t.shape[-1]))  # noqa: E731
+            v = hk("hook_v", pad(v).transpose(1, 2)).transpose(1, 2)
+            qs = hk("hook_rot_q", pad(qs).transpose(1, 2)).transpose(1, 2)
+            ks = hk("hook_rot_k", pad(ks).transpose(1, 2)).transpose(1, 2)
+        mm = Bf16Matmul.apply if self.bf16_attention else torch.matmul
+        scores = mm(qs, ks.transpose(-1, -2)) * scale
+        scores = hk("hook_attn_scores", scores.masked_fill(~attention_mask(T, 0), float("-inf")))
+        o = mm(hk("hook_pattern", torch.softmax(scores, dim=-1)), v)  # [B, H, T, dv] (padded: D)
+        o = hk("hook_z", o.transpose(1, 2))[..., :dv]
+        return self.linear(p + "o_proj", o.reshape(B, T, H * dv))
+
     def attention(self, n, x):
         c = self.cfg
+        if c["mla"]:
+            return self.mla_attention(n, x)
         B, T, _ = x.shape
         H = c["num_attention_heads"]
         hd, KV = layer_shape(c, n)  # (Gemma 4: a full layer's own head_dim and kv heads)
@@ -564,7 +671,8 @@ def init_params(config, seed=0):
     out = collections.OrderedDict()
     for name, shape in param_shapes(c).items():
         if "norm" in name.split(".")[-2] and name.endswith(".weight"):
-            out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0)
+            mla_norm = name.endswith("_a_norm.weight")  # (MLA's: plain RMSNorms, gain 1)
+            out[name] = np.full(shape, 0.0 if c["norm_type"] == "rmsnorm_1p" and not mla_norm else 1.0)
         elif name.endswith(".layer_scalar") or name.endswith(".router.scale") or name.endswith(".expert_scale"):
             out[name] = np.ones(shape)  # (Gemma 4's per-layer scalar, router scale, expert scales start at 1)
         elif name.endswith(".alpha"):  # DyT: alpha0 by position, else dyt_alpha_init
@@ -594,7 +702,8 @@ def random_params(config, seed=0, std=0.3, embed_std=0.6, norm_std=0.3, bias_std
     for name, shape in param_shapes(c).items():
         is_norm = "norm" in name.split(".")[-2]
         if is_norm and name.endswith(".weight"):
-            ident = 0.0 if c["norm_type"] == "rmsnorm_1p" else 1.0
+            mla_norm = name.endswith("_a_norm.weight")  # (MLA's: plain RMSNorms, around 1)
+            ident = 0.0 if c["norm_type"] == "rmsnorm_1p" and not mla_norm else 1.0
             out[name] = ident + rng.normal(0.0, norm_std, size=shape)
         elif name.endswith(".alpha"):  # DyT's scalar, around its init
             out[name] = c["dyt_alpha_init"] * (1.0 + rng.normal(0.0, norm_std, size=shape))

@@ -1,0 +1,204 @@
+/* mla.c — multi-head latent attention (DeepSeek-V2 / V3), the attention sublayer of a config with
+ * kv_lora_rank > 0, forward and backward. N = B*T rows, d = d_model, H heads, dn = qk_nope_head_dim,
+ * dr = qk_rope_head_dim, qk = dn + dr, dv = v_head_dim, D = head_dim = max(qk, dv), rq = q_lora_rank,
+ * rkv = kv_lora_rank:
+ *
+ *   cq   = u W_qa^T                 [N, rq]          (q_lora_rank > 0; else q = u W_q^T)
+ *   cqn  = rmsnorm(cq) g_qa         [N, rq]
+ *   q    = cqn W_qb^T               [N, H qk]        per head [q_nope dn | q_pe dr]
+ *   ckv  = u W_kva[:rkv]^T          [N, rkv]         (kv_a's first rkv rows)
+ *   kpe0 = u W_kva[rkv:]^T          [N, dr]          (its last dr rows: the decoupled key, one for all heads)
+ *   ckvn = rmsnorm(ckv) g_kva       [N, rkv]
+ *   kvb  = ckvn W_kvb^T             [N, H (dn + dv)] per head [k_nope dn | v dv]
+ *   qpe  = rope(P q_pe)             [N, H dr]        (P: de-interleave pairs with rope_interleave, else 1)
+ *   kpe  = rope(P kpe0)             [N, dr]
+ *   Q    = [q_nope | qpe | 0]       [N, H, D]        (zero-padded to D: the engine's attention kernels)
+ *   K    = [k_nope | kpe | 0]       [N, H, D]
+ *   V    = [v | 0]                  [N, H, D]
+ *   att  = softmax(scale Q K^T) V   [N, H, D]        (scale: config_attention_scale, YaRN's mscale)
+ *   attc = att[:, :, :dv]           [N, H dv]
+ *   f    = attc W_o^T               [N, d]
+ *
+ * The zeros add nothing to q.k and leave att's padding 0; their gradients are dropped. With a KV
+ * cache (m->kv) the layer caches ckvn and kpe only and attends through decode.c's
+ * kv_mla_attention_forward (the absorbed form by default). */
+#include <string.h>
+
+#include "decode.h"
+#include "pass.h"
+
+/* rows [r0, r0 + rows) of a linear layer's weights (f32 or bf16) as a layer of its own */
+static linear_params sub_rows(const linear_params *p, int r0, int IC) {
+    linear_params s = {0};
+    if (p->w) s.w = p->w + (size_t)r0 * IC;
+    if (p->w16) s.w16 = p->w16 + (size_t)r0 * IC;
+    return s;
+}
+
+/* y [n] = P x: the de-interleaving permutation (y[j] = x[2j], y[n/2 + j] = x[2j + 1]) or a copy;
+ * inverse: x = P^T y */
+static void pe_permute(float *y, const float *x, int n, int interleave) {
+    const int half = n / 2;
+    if (!interleave) {
+        memcpy(y, x, sizeof(float) * n);
+        return;
+    }
+    for (int j = 0; j < half; j++) y[j] = x[2 * j], y[half + j] = x[2 * j + 1];
+}
+static void pe_permute_back(float *x, const float *y, int n, int interleave) {
+    const int half = n / 2;
+    if (!interleave) {
+        memcpy(x, y, sizeof(float) * n);
+        return;
+    }
+    for (int j = 0; j < half; j++) x[2 * j] = y[j], x[2 * j + 1] = y[half + j];
+}
+
+void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model, H = c->n_heads;
+    const int dn = c->qk_nope_dim, dr = c->qk_rope_dim, qk = dn + dr, dv = c->v_head_dim, D = c->head_dim;
+    const int rq = c->q_lora_rank, rkv = c->kv_lora_rank, kvw = dn + dv;
+    float *w_tile = ctx->A->w_tile;
+    /* q */
+    if (rq > 0) {
+        linear_forward(m, w_tile, a->cq, u, &P->q_a, N, d, rq);
+        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A), a->cq, 0);
+        rmsnorm_forward(a->cqn, a->cq_rstd, a->cq, P->q_a_norm, 0.0f, N, rq, c->norm_eps);
+        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A_NORMED), a->cqn, 0);
+        linear_forward(m, w_tile, a->q, a->cqn, &P->q_b, N, rq, H * qk);
+    } else {
+        linear_forward(m, w_tile, a->q, u, &P->q, N, d, H * qk);
+    }
+    /* c_kv and the raw k_pe, then c_kv's norm and its expansion to every head's k_nope and v */
+    float *kpe0 = a->ckv + (size_t)N * rkv;
+    const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
+    linear_forward(m, w_tile, a->ckv, u, &kv_lo, N, d, rkv);
+    linear_forward(m, w_tile, kpe0, u, &kv_hi, N, d, dr);
+    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A), a->ckv, 0);
+    rmsnorm_forward(a->ckvn, a->ckv_rstd, a->ckv, P->kv_a_norm, 0.0f, N, rkv, c->norm_eps);
+    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A_NORMED), a->ckvn, 0);
+    /* RoPE on q_pe and k_pe (de-interleaved first with rope_interleave) */
+    for (int n = 0; n < N; n++) {
+        for (int h = 0; h < H; h++)
+            pe_permute(a->qpe + ((size_t)n * H + h) * dr, a->q + ((size_t)n * H + h) * qk + dn, dr, c->rope_interleave);
+        pe_permute(a->kpe + (size_t)n * dr, kpe0 + (size_t)n * dr, dr, c->rope_interleave);
+    }
+    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const float *cs, *sn;
+    model_layer_rope(m, l, &cs, &sn);
+    rope_forward(a->qpe, a->qpe, cs, sn, B, T, H, dr, pos0);
+    rope_forward(a->kpe, a->kpe, cs, sn, B, T, 1, dr, pos0);
+    if (m->kv) { /* the latent cache: ckvn and kpe per token; the heads never expanded (absorbed form) */
+        kv_mla_attention_forward(m->kv, m, l, a->attc, a->q, a->qpe, a->ckvn, a->kpe, T);
+        linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);
+        return;
+    }
+    linear_forward(m, w_tile, a->kvb, a->ckvn, &P->kv_b, N, rkv, H * kvw);
+    /* the padded heads attention reads */
+#pragma omp parallel for schedule(static) if ((size_t)N * H * D > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++) {
+            const size_t at = ((size_t)n * H + h) * D;
+            float *Q = a->qr + at, *K = a->kr + at, *V = a->vn + at;
+            const float *qh = a->q + ((size_t)n * H + h) * qk, *kv = a->kvb + ((size_t)n * H + h) * kvw;
+            memset(Q, 0, sizeof(float) * D), memset(K, 0, sizeof(float) * D), memset(V, 0, sizeof(float) * D);
+            memcpy(Q, qh, sizeof(float) * dn);
+            memcpy(Q + dn, a->qpe + ((size_t)n * H + h) * dr, sizeof(float) * dr);
+            memcpy(K, kv, sizeof(float) * dn);
+            memcpy(K + dn, a->kpe + (size_t)n * dr, sizeof(float) * dr);
+            memcpy(V, kv + dn, sizeof(float) * dv);
+        }
+    PASS_POINT(ctx, model_point_id(c, l, HL_V), a->vn, 0);
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+    attention_spec spec = model_layer_attention(c, l);
+    spec.bf16 = m->bf16_products;
+    attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec, ctx->A->attn_scratch);
+    if (ctx->watched) {
+        pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
+        pass_fire(ctx, model_point_id(c, l, HL_PATTERN), a->probs, 0);
+        model_hook_attention_from_probs(ctx, l, a->att, a->probs, a->vn);
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
+    for (size_t r = 0; r < (size_t)N * H; r++) memcpy(a->attc + r * dv, a->att + r * D, sizeof(float) * dv);
+    linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);
+}
+
+/* du = d(MLA sublayer)/du . df (set); the weight gradients into ctx->g */
+void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int B = A->B, T = A->T, N = B * T, d = c->d_model, H = c->n_heads;
+    const int dn = c->qk_nope_dim, dr = c->qk_rope_dim, qk = dn + dr, dv = c->v_head_dim, D = c->head_dim;
+    const int rq = c->q_lora_rank, rkv = c->kv_lora_rank, kvw = dn + dv;
+    /* o_proj, then the padded heads' gradient (the padding's: 0) */
+    linear_backward(1, A->datt, &G->o, df, a->attc, NULL, &P->o, N, H * dv, d);
+    float *datt = A->dk2; /* [N, H, D] */
+    for (size_t r = 0; r < (size_t)N * H; r++) {
+        memcpy(datt + r * D, A->datt + r * dv, sizeof(float) * dv);
+        memset(datt + r * D + dv, 0, sizeof(float) * (D - dv));
+    }
+    PASS_POINT(ctx, model_point_id(c, l, HL_Z), datt, 1);
+    attention_spec spec = model_layer_attention(c, l);
+    spec.bf16 = m->bf16_products;
+    attention_backward(A->dq, A->dk, A->dv, datt, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec,
+                       A->attn_scratch);
+    PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), A->dq, 1);
+    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
+    /* split the heads' gradients: d q (nope and pe), d kvb (k_nope and v), d k_pe summed over the heads */
+    float *dqp = A->dq2, *dqpe = A->d_qpe, *dkpe = A->d_kpe;
+#pragma omp parallel for schedule(static) if ((size_t)N * H * D > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        float *dk_pe = dkpe + (size_t)n * dr;
+        memset(dk_pe, 0, sizeof(float) * dr);
+        for (int h = 0; h < H; h++) {
+            const size_t at = ((size_t)n * H + h) * D;
+            const float *dQ = A->dq + at, *dK = A->dk + at, *dV = A->dv + at;
+            float *dkv = A->d_kvb + ((size_t)n * H + h) * kvw;
+            memcpy(dqp + ((size_t)n * H + h) * qk, dQ, sizeof(float) * dn);
+            memcpy(dqpe + ((size_t)n * H + h) * dr, dQ + dn, sizeof(float) * dr);
+            memcpy(dkv, dK, sizeof(float) * dn);
+            memcpy(dkv + dn, dV, sizeof(float) * dv);
+            for (int i = 0; i < dr; i++) dk_pe[i] += dK[dn + i];
+        }
+    }
+    /* back through RoPE (the transpose of each rotation) and the de-interleaving */
+    const float *cs, *sn;
+    model_layer_rope(m, l, &cs, &sn);
+    rope_backward(dqpe, dqpe, cs, sn, B, T, H, dr, 0);
+    rope_backward(dkpe, dkpe, cs, sn, B, T, 1, dr, 0);
+    float *dckv = A->d_ckv, *dkpe0 = A->d_ckv + (size_t)N * rkv;
+    for (int n = 0; n < N; n++) {
+        for (int h = 0; h < H; h++)
+            pe_permute_back(dqp + ((size_t)n * H + h) * qk + dn, dqpe + ((size_t)n * H + h) * dr, dr, c->rope_interleave);
+        pe_permute_back(dkpe0 + (size_t)n * dr, dkpe + (size_t)n * dr, dr, c->rope_interleave);
+    }
+    /* kv: kv_b, c_kv's norm, kv_a (its two row blocks) */
+    linear_backward(1, A->d_ckvn, &G->kv_b, A->d_kvb, a->ckvn, NULL, &P->kv_b, N, rkv, H * kvw);
+    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A_NORMED), A->d_ckvn, 1);
+    rmsnorm_backward(dckv, NULL, G->kv_a_norm, A->d_ckvn, a->ckv, P->kv_a_norm, 0.0f, a->ckv_rstd, N, rkv);
+    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A), dckv, 1);
+    const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
+    linear_params g_lo = sub_rows(&G->kv_a, 0, d), g_hi = sub_rows(&G->kv_a, rkv, d);
+    linear_backward(1, du, &g_lo, dckv, u, NULL, &kv_lo, N, d, rkv);
+    linear_backward(0, du, &g_hi, dkpe0, u, NULL, &kv_hi, N, d, dr);
+    /* q */
+    if (rq > 0) {
+        linear_backward(1, A->d_cqn, &G->q_b, dqp, a->cqn, NULL, &P->q_b, N, rq, H * qk);
+        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A_NORMED), A->d_cqn, 1);
+        rmsnorm_backward(A->d_cq, NULL, G->q_a_norm, A->d_cqn, a->cq, P->q_a_norm, 0.0f, a->cq_rstd, N, rq);
+        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A), A->d_cq, 1);
+        linear_backward(0, du, &G->q_a, A->d_cq, u, NULL, &P->q_a, N, d, rq);
+    } else {
+        linear_backward(0, du, &G->q, dqp, u, NULL, &P->q, N, d, H * qk);
+    }
+}
