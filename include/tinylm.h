@@ -180,6 +180,16 @@ TLM_API void tlm_gen_free(tlm_gen *g);
  * positions); malloc'd (tlm_free_mem), *len bytes. NULL + message for anything else. */
 TLM_API char *tlm_report_html(const char *title, const char *data_json, size_t *len);
 
+/* ---- interface version 8: padded batches (python/tinylm tokenize_batch, attention_mask) ---- */
+/* tlm_forward over left-padded rows: start [B] (NULL: none) is the index of row b's first real token
+ * (0 <= start[b] < T). No real query attends to a pad before it (a pad query sees only itself), and
+ * positions (RoPE, learned) count from it, as Hugging Face's position_ids from an attention mask: row
+ * b's token t sits at position t - start[b]. The backward of this forward (tlm_backward,
+ * tlm_backward_logits) follows the same rule. Right padding needs no start (attention is causal; give
+ * the pads a negative target). */
+TLM_API int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
+                               float *loss);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,11 @@ int tlm_forward(tlm_model *m, const int *tokens, const int *targets, int B, int 
     return model_forward(m, tokens, targets, B, T, loss);
 }
 
+int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
+                       float *loss) {
+    return model_forward_padded(m, tokens, targets, start, B, T, loss);
+}
+
 const float *tlm_logits(const tlm_model *m) { return m->acts.logits; }
 int tlm_backward(tlm_model *m, float dloss) { return model_backward(m, dloss); }
 
@@ -80,7 +85,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 7; }
+int tlm_abi_version(void) { return 8; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 

@@ -452,11 +452,11 @@ const float *kv_decode_step(tlm_model *m, int token) {
                NULL;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos * d : NULL;
     if (m->p.embed_q)
-        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d);
+        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
     else if (m->p.embed16)
-        embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d);
+        embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
     else
-        embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d);
+        embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
 #pragma omp parallel num_threads(c->n_threads)
     {
         step_ctx s = {.m = m, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos};

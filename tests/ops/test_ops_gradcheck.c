@@ -215,14 +215,14 @@ static void test_dyt(int with_bias) {
 typedef struct { float *wte, *wpe; int *tok; int B, T, C; float scale; } emb_ctx;
 static void emb_fwd(void *c, float *out) {
     emb_ctx *e = c;
-    embedding_forward(out, e->tok, e->wte, e->wpe, e->scale, e->B, e->T, e->C);
+    embedding_forward(out, e->tok, e->wte, e->wpe, e->scale, e->B, e->T, e->C, NULL);
 }
 static void test_embedding(void) {
     int tok[6] = {3, 1, 3, 0, 2, 3}; /* repeats: their gradients must add up */
     emb_ctx c = {.tok = tok, .B = 2, .T = 3, .C = 4, .scale = 2.5f};
     c.wte = rand_vec(16, 1), c.wpe = rand_vec(12, 1);
     float *R = rand_vec(24, 1), *dwte = zeros(16), *dwpe = zeros(12);
-    embedding_backward(dwte, dwpe, R, tok, c.scale, c.B, c.T, c.C);
+    embedding_backward(dwte, dwpe, R, tok, c.scale, c.B, c.T, c.C, NULL);
     check("embedding dwte (scaled, repeated ids)", c.wte, 16, dwte, emb_fwd, &c, 24, R, 1e-2f, 1e-3);
     check("embedding dwpe", c.wpe, 12, dwpe, emb_fwd, &c, 24, R, 1e-2f, 1e-3);
     free(c.wte), free(c.wpe), free(R), free(dwte), free(dwpe);
@@ -232,7 +232,7 @@ static void test_embedding(void) {
 typedef struct { float *x, *cs, *sn; int B, T, H, hd, pos0; } rope_ctx;
 static void rope_fwd(void *c, float *out) {
     rope_ctx *r = c;
-    rope_forward(out, r->x, r->cs, r->sn, r->B, r->T, r->H, r->hd, r->pos0);
+    rope_forward(out, r->x, r->cs, r->sn, r->B, r->T, r->H, r->hd, r->pos0, NULL);
 }
 static void test_rope(void) {
     rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = 6, .pos0 = 2};
@@ -246,7 +246,7 @@ static void test_rope(void) {
     size_t n = 2 * 3 * 2 * 6;
     c.x = rand_vec(n, 1);
     float *R = rand_vec(n, 1), *dx = unset(n); /* set */
-    rope_backward(dx, R, c.cs, c.sn, c.B, c.T, c.H, c.hd, c.pos0);
+    rope_backward(dx, R, c.cs, c.sn, c.B, c.T, c.H, c.hd, c.pos0, NULL);
     check("rope dinp", c.x, n, dx, rope_fwd, &c, n, R, 1e-2f, 1e-3);
     free(c.cs), free(c.sn), free(c.x), free(R), free(dx);
 }
