@@ -187,6 +187,19 @@ TLM_API char *tlm_report_html(const char *title, const char *data_json, size_t *
  * b's token t sits at position t - start[b]. The backward of this forward (tlm_backward,
  * tlm_backward_logits) follows the same rule. Right padding needs no start (attention is causal; give
  * the pads a negative target). */
+/* Several prompts continued at once through one batched KV cache (each row its own keys and values;
+ * the prompts left-padded to the longest, start per row as tlm_forward_padded): prompts holds the
+ * batch's prompts back to back, lens[b] tokens each; every row has its own sampler with the same
+ * settings and seed, so a row samples what tlm_gen_new on its prompt alone would sample from the
+ * same logits (they agree to float32 rounding: batched products, not the one-token step's). No
+ * hooks. NULL + message on a bad setting, a token out of range or the longest prompt + max_new past
+ * max_position_embeddings. tlm_gen_batch_next writes one token per row into tokens [batch] (the
+ * caller stops a row at BOS/EOS and ignores what it makes afterwards). */
+typedef struct tlm_gen_batch tlm_gen_batch;
+TLM_API tlm_gen_batch *tlm_gen_batch_new(tlm_model *m, const int *prompts, const int *lens, int batch, int max_new,
+                                         float temperature, int top_k, float top_p, uint64_t seed);
+TLM_API int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens);
+TLM_API void tlm_gen_batch_free(tlm_gen_batch *g);
 TLM_API int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
                                float *loss);
 

@@ -1068,11 +1068,18 @@ class Model:
 
         Returns the continuation's text (ids with return_ids=True); stream=True returns a generator
         of its pieces instead (each token's text as it is sampled; ids with return_ids=True). For a
-        list of prompts: the list of their continuations, each on its own with the same seed (with
-        stream=True, (index, piece) pairs, prompt after prompt)."""
-        if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
+        list of prompts (texts, or lists / arrays of ids): the list of their continuations, each on its
+        own with the same seed (with
+        stream=True, (index, piece) pairs, prompt after prompt). Without hooks and stream, a list runs
+        as one batch through a batched KV cache (the prompts left-padded, each row its own sampler
+        with the seed): each prompt's continuation is what generating it alone samples, from logits
+        that agree to float32 rounding."""
+        if isinstance(prompt, (list, tuple)) and prompt and all(
+                isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt):
             # several prompts: each continued on its own (the same seed for each: a prompt's text does
             # not depend on the others in the list)
+            if len(prompt) > 1 and not stream and not fwd_hooks and use_kv_cache:
+                return self._generate_batch(prompt, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids)
             args = (n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
             if stream:
                 streams = [self.generate(p, *args, stream=True, use_kv_cache=use_kv_cache) for p in prompt]
@@ -1113,10 +1120,62 @@ class Model:
                            np.int32)
         if return_ids:
             return out
-        # the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
-        # SentencePiece continuation would lose the space its first piece starts with
+        return self._continuation(ids, out)
+
+    def _continuation(self, ids, out):
+        """the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
+        SentencePiece continuation would lose the space its first piece starts with"""
         before, whole = self.decode(ids), self.decode(np.concatenate([np.asarray(ids, np.int32), out]))
         return whole[len(before):] if whole.startswith(before) else self.decode(out)
+
+    def _prompt_ids(self, text):
+        if not isinstance(text, str):
+            return _int_array(np.asarray(text).reshape(-1), "generate", self.vocab_size)
+        ids = self.tokenize(text)
+        return ids if ids.size else self.tokenize("\n", bos=False)  # (as generate: the CLI's start)
+
+    def _generate_batch(self, prompts, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids):
+        """generate for several prompts at once: one batched KV cache (tlm_gen_batch_*)"""
+        if not _is_int(n) or n < 1:
+            raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
+        for name, flag in (("stop_at_eos", stop_at_eos), ("return_ids", return_ids)):
+            if not isinstance(flag, bool):
+                raise TypeError("generate: %s must be True or False, got %r" % (name, flag))
+        setting = self._sampling(temperature, top_k, top_p, seed)
+        seqs = [self._prompt_ids(p) for p in prompts]
+        longest = max(q.size for q in seqs)
+        if longest + n > self.max_positions:
+            raise ValueError("generate: the longest prompt's %d tokens + n = %d new ones exceed the model's "
+                             "max_position_embeddings = %d" % (longest, n, self.max_positions))
+        B = len(seqs)
+        flat = np.ascontiguousarray(np.concatenate(seqs), dtype=np.int32)
+        lens = np.array([q.size for q in seqs], np.int32)
+        IP = ctypes.POINTER(ctypes.c_int)
+        stop = ({self.bos, self.eos} - {-1}) if stop_at_eos and self._tok else set()
+        out = [[] for _ in range(B)]
+        done = [False] * B
+        toks = np.zeros(B, np.int32)
+        with self._using("generate") as h:
+            g = _L.tlm_gen_batch_new(h, flat.ctypes.data_as(IP), lens.ctypes.data_as(IP), B, n, *setting)
+            if not g:
+                raise _err("generate")
+            try:
+                for _ in range(n):
+                    if _L.tlm_gen_batch_next(h, g, toks.ctypes.data_as(IP)):
+                        raise _err("generate")
+                    for b in range(B):
+                        if done[b]:
+                            continue
+                        if int(toks[b]) in stop:
+                            done[b] = True
+                        else:
+                            out[b].append(int(toks[b]))
+                    if all(done):
+                        break
+            finally:
+                _L.tlm_gen_batch_free(g)
+        res = [np.array(o, np.int32) for o in out]
+        return res if return_ids else [self._continuation(q, o) for q, o in zip(seqs, res)]
 
     def _pieces(self, ids, steps):
         """the text of each generated token after the one before it (UTF-8 split across tokens is

@@ -103,6 +103,9 @@ def _declare(lib):
         "tlm_report_html": (P, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(S)]),
         # interface version 8: padded batches
         "tlm_forward_padded": (I, [P, IP, IP, IP, I, I, FP]),
+        "tlm_gen_batch_new": (P, [P, IP, IP, I, I, F, I, F, ctypes.c_uint64]),
+        "tlm_gen_batch_next": (I, [P, P, IP]),
+        "tlm_gen_batch_free": (V, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -50,7 +50,9 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     const tlm_config *c = &m->cfg;
     activations *A = ctx->A;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    /* (left padding: positions come from A->start alone, which a batched KV cache's pass shifts by
+     * the cached length) */
+    const int pos0 = m->kv && !A->start ? kv_cache_length(m->kv) : 0;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
     if (m->p.embed_q)
         embedding_forward_quant(A->res, A->tokens, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(c), B, T, d,
@@ -104,9 +106,9 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
     if (pos0 + T > c->max_seq) /* (any position type: past it a model with RoPE runs on untrained positions) */
         return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos0 + T, c->max_seq);
-    if (m->kv && (B != 1 || targets || kv_cache_room(m->kv) < T))
-        return tlm_error("forward: with a KV cache, feed one sequence without targets within the cache's %d positions",
-                         kv_cache_length(m->kv) + kv_cache_room(m->kv));
+    if (m->kv && (B != kv_cache_batch(m->kv) || targets || kv_cache_room(m->kv) < T))
+        return tlm_error("forward: with a KV cache, feed its %d sequence(s) without targets within the cache's %d "
+                         "positions", kv_cache_batch(m->kv), kv_cache_length(m->kv) + kv_cache_room(m->kv));
     int padded = 0;
     for (int b = 0; start && b < B; b++) {
         if (start[b] < 0 || start[b] >= T)
@@ -114,7 +116,8 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
                              start[b], T);
         padded |= start[b] > 0;
     }
-    if (padded && m->kv) return tlm_error("forward: left padding is not supported with a KV cache");
+    if (padded && m->kv)
+        return tlm_error("forward: with a KV cache the left padding is the cache's (kv_cache_create_batch)");
     for (int i = 0; i < B * T; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return tlm_error("forward: token id %d at position %d is outside the vocabulary [0, %d)", tokens[i], i,
@@ -136,6 +139,9 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     A->start = NULL;
     if (padded) {
         memcpy(A->start_mem, start, sizeof(int) * B);
+        A->start = A->start_mem;
+    } else if (m->kv && kv_cache_start(m->kv)) { /* relative to this pass's first position (may be < 0) */
+        for (int b = 0; b < B; b++) A->start_mem[b] = kv_cache_start(m->kv)[b] - pos0;
         A->start = A->start_mem;
     }
     A->has_targets = targets != NULL;

@@ -149,7 +149,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     }
     if (own && c->v_norm) /* per head, no weight (Gemma 4) */
         rmsnorm_forward(a->vn, a->v_rstd, a->v, NULL, 0.0f, N * KV, hd, c->norm_eps);
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const int pos0 = m->kv && !ctx->A->start ? kv_cache_length(m->kv) : 0; /* (as forward_rows') */
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);

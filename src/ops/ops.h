@@ -157,9 +157,10 @@ void dyt_backward(float *dinp, const float *dadd, float *dalpha, float *dweight,
 
 /* ---- position ----------------------------------------------------------------------------- */
 
-/* Left padding (start): NULL, or [B] the index of each row's first real token. Positions count
- * from it, as Hugging Face's position_ids from the attention mask: row b's token t sits at
- * position t - start[b] (pads before it at 0). */
+/* Left padding (start): NULL, or [B] the index of each row's first real token, counted from the
+ * rows' first index here (negative when it lies before: a KV cache's step). Positions count from
+ * it, as Hugging Face's position_ids from the attention mask: row b's token t sits at position
+ * t - start[b] (pads before it at 0). */
 static inline int padded_position(int t, const int *start, int b) {
     const int p = start ? t - start[b] : t;
     return p > 0 ? p : 0;

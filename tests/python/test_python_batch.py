@@ -44,6 +44,8 @@ TOL_FWD, TOL_GRAD = 2e-4, 2e-3
 # RoPE (pre, post, sandwich norms; GQA; soft-caps; sliding windows) and learned positions
 PAD_VARIANTS = ["norm_rmsnorm_pre", "norm_layernorm_post", "norm_rmsnorm_sandwich", "gqa_kv2", "both_softcaps",
                 "sliding_mixed_layer_types", "qk_norm_full_learned_pos", "ffn_gelu_mlp_bias"]
+# batched generation: RoPE, GQA, sliding windows, soft-caps, learned positions
+GEN_VARIANTS = ["norm_rmsnorm_pre", "gqa_kv2", "sliding_mixed_layer_types", "both_softcaps", "qk_norm_full_learned_pos"]
 BWD_VARIANTS = ["norm_rmsnorm_pre", "norm_rmsnorm_1p_output", "norm_layernorm_post", "qk_norm_full_learned_pos"]
 
 
@@ -199,6 +201,51 @@ def bwd_checks(name, model, ref, rng, V):
           "%s: the model is usable after refused calls (same gradients)" % name)
 
 
+def gen_checks(name, model, ref, rng, V):
+    """a list of prompts through the batched KV cache (left-padded): greedy = the reference's greedy
+    tokens for each prompt alone = generate of each prompt alone"""
+    prompts = [rng.integers(1, V, n).astype(np.int32) for n in (3, 9, 6)]
+    n_new = 5
+    kv = model.generate(prompts, n_new, temperature=0, return_ids=True)  # (a list of id arrays: one batch)
+    refs = []
+    for p in prompts:
+        seq = list(map(int, p))
+        with torch.no_grad():
+            for _ in range(n_new):
+                seq.append(int(ref.forward(np.array([seq]))[0, -1].argmax()))
+        refs.append(seq[len(p):])
+    alone = [list(model.generate(p, n_new, temperature=0, return_ids=True, stop_at_eos=False)) for p in prompts]
+    kv = [list(map(int, k)) for k in kv]
+    check(kv == refs and alone == refs, "%s: batched KV-cache generation (left-padded prompts 3, 9, 6) = each "
+          "prompt alone = the reference's greedy tokens" % name, "%s / %s / %s" % (kv, alone, refs))
+
+
+def stories_gen_checks(tinylm):
+    """stories260K: a list of prompts generated as one batch gives, for each, the text of generating it
+    alone with the same seed (greedy, temperature, top-k, top-p), and stops each at EOS"""
+    m = tinylm.load(os.path.join(ROOT, "data", "stories260K.bin"), tokenizer=os.path.join(ROOT, "data", "tok512.bin"))
+    prompts = ["Once upon a time", "The cat sat on the mat and", "Lily",
+               "One day, a little boy named Tim went to the park with his mom. He"]
+    for kw in (dict(temperature=0), dict(temperature=0.8, seed=5), dict(temperature=1.0, top_k=20, seed=11),
+               dict(temperature=0.9, top_p=0.9, seed=3)):
+        batched = m.generate(prompts, 120, **kw)
+        alone = [m.generate(p, 120, **kw) for p in prompts]
+        check(batched == alone, "stories: generate(list of 4, %s) as one batch = each prompt alone" % kw,
+              "%r vs %r" % ([b[:40] for b in batched], [a[:40] for a in alone]))
+    ids_b = m.generate(prompts, 300, temperature=1.0, seed=4, return_ids=True)
+    ids_a = [m.generate(p, 300, temperature=1.0, seed=4, return_ids=True) for p in prompts]
+    check(all(np.array_equal(x, y) for x, y in zip(ids_b, ids_a)) and len(set(len(x) for x in ids_b)) > 1,
+          "stories: return_ids, 300 tokens: each row stops at EOS where its prompt alone does (lengths %s)"
+          % [len(x) for x in ids_b])
+    try:
+        m.generate(prompts, m.max_positions, temperature=0)
+        check(False, "stories: a batch whose longest prompt + n is too long is refused")
+    except ValueError as e:
+        check("max_position_embeddings" in str(e), "stories: a batch whose longest prompt + n is too long is "
+              "refused (ValueError)", str(e))
+    m.close()
+
+
 def misuse_checks(model, V):
     ids = np.arange(8, dtype=np.int32) % V
     cases = [
@@ -246,9 +293,13 @@ def main():
             pad_checks(name, model, ref, rng, cfg["vocab_size"])
         if name in BWD_VARIANTS:
             bwd_checks(name, model, ref, rng, cfg["vocab_size"])
+        if name in GEN_VARIANTS:
+            gen_checks(name, model, ref, rng, cfg["vocab_size"])
         if name == "norm_rmsnorm_pre":
             misuse_checks(model, cfg["vocab_size"])
         model.close()
+    if not only or "stories" in only:
+        stories_gen_checks(tinylm)
     print("%d passed, %d failed" % (test_probes.passed, test_probes.failed))
     return 1 if test_probes.failed else 0
 
