@@ -66,7 +66,9 @@ TLM_API int tlm_abi_version(void);
  * dimensions, or 0 when this model's config has no such point. With a callback attached, every
  * forward (training mode: the default) calls it at each point whose byte in `fwd` is set, with
  * the activation in place (the callback may rewrite it; the pass continues from the new values),
- * and every backward at each point set in `bwd`, with the gradient there. A `fwd` byte of 2 says
+ * and every backward at each point set in `bwd`, with the gradient there, complete and before
+ * anything upstream reads it (the callback may rewrite it too: the backward continues from it; at
+ * hook_attn_out / hook_mlp_out that is the sublayer's path alone). A `fwd` byte of 2 says
  * the callback may rewrite the attention pattern: z is then computed again from it. A callback returning
  * non-zero makes the pass fail with the hook's name. fn = NULL detaches. */
 enum {
