@@ -93,11 +93,21 @@ class ActivationCache(dict):
 
     # ---- views (tinylm.views: the page of `tinylm inspect --html`) ---------------------------
 
+    def _real_positions(self, batch):
+        """the real positions (bool [T]) of row `batch` when the run had an attention mask, else None"""
+        if self.attention_mask is None:
+            return None
+        m = np.asarray(self.attention_mask)
+        return m[batch] if m.ndim == 2 else m
+
     def _view_tokens(self, batch, T):
         if self.ids is None:
             return None
         ids = np.asarray(self.ids)
         ids = ids[batch] if ids.ndim == 2 else ids
+        real = self._real_positions(batch)
+        if real is not None:
+            ids = ids[real]
         try:
             return self.model.to_str_tokens(ids)
         except Exception:  # noqa: BLE001 (no tokenizer: the ids themselves)
@@ -107,8 +117,8 @@ class ActivationCache(dict):
         """The cached hook_pattern of `layers` (None: every cached layer; an int or a list) as an
         HTML view (tinylm.views.attention: the inspect page's heatmaps; Jupyter shows it, .save(path)
         writes it), with each head's largest score where hook_attn_scores is cached too. batch: the
-        row of a [B, T] run. A patched run's cache (run_with_cache(..., fwd_hooks=...)) shows the
-        patched patterns."""
+        row of a [B, T] run; a padded run's view shows the row's real positions only. A patched run's
+        cache (run_with_cache(..., fwd_hooks=...)) shows the patched patterns."""
         from . import views
         if layers is None:
             layers = [l for l in range(self.n_layers) if dict.__contains__(self, get_act_name("pattern", l))]
@@ -119,8 +129,11 @@ class ActivationCache(dict):
         layers = [int(l) % self.n_layers if -self.n_layers <= int(l) < self.n_layers else self._bad_layer(l)
                   for l in layers]
 
+        real = self._real_positions(batch)
+
         def pick(a):
-            return a[batch] if a.ndim == 4 else a
+            a = a[batch] if a.ndim == 4 else a
+            return a if real is None else a[:, real][:, :, real]  # (a padded run: its real queries and keys)
         pats = np.stack([pick(self["pattern", l]) for l in layers])
         scores = None
         if all(dict.__contains__(self, get_act_name("attn_scores", l)) for l in layers):
@@ -134,9 +147,13 @@ class ActivationCache(dict):
 
     def view_positions(self, values, labels=None, batch=0, title=None, diverging=None):
         """values [T] or [rows, T] over this run's positions (e.g. a decompose_resid's logit_attrs)
-        as an HTML view with the run's tokens (tinylm.views.positions)."""
+        as an HTML view with the run's tokens (tinylm.views.positions); a padded run's values over all
+        T positions are shown at row `batch`'s real positions only."""
         from . import views
         v = np.asarray(values)
+        real = self._real_positions(batch)
+        if real is not None and v.shape[-1] == real.size:
+            v = v[..., real]
         T = v.shape[-1]
         toks = self._view_tokens(batch, T)
         if toks is not None and len(toks) != T:

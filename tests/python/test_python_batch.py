@@ -21,6 +21,7 @@ float64 PyTorch reference (tests/reference/tinylm_ref.py) run on each prompt alo
 Prints "N passed, N failed"; exits 1 on any failure.
 """
 import argparse
+import base64
 import os
 import shutil
 import sys
@@ -110,6 +111,16 @@ def pad_checks(name, model, ref, rng, V):
         grads = sum(1 for k in cache if k.endswith("_grad"))
         check(not bad and n > 30 and grads > 10, "%s %s-padded: %d cached activations and metric gradients at "
               "real positions = each prompt alone (reference)" % (name, side, n), "; ".join(bad[:4]))
+        # the cache's views of a padded row show its real positions only: the prompt alone's view
+        _, alone = model.run_with_cache(prompts[0], names=lambda n: "pattern" in n)
+        va, vb = alone.view_attention().data, cache.view_attention(batch=0).data
+
+        def weights(v):
+            return np.concatenate([np.frombuffer(base64.b64decode(h), "<u2").astype(int)
+                                   for h in v["attention"]["heads"]])
+        check(va["tokens"] == vb["tokens"] and np.abs(weights(va) - weights(vb)).max() <= 2,
+              "%s %s-padded: view_attention of row 0 = the prompt alone's view (its tokens, weights to 16 bits)"
+              % (name, side))
         pads = [float(np.abs(v[b][~mask[b]]).max()) for k, v in cache.items() if "pattern" not in k and
                 "scores" not in k and "hook_scale" not in k for b in range(3) if (~mask[b]).any()]
         check(max(pads) == 0.0, "%s %s-padded: the cache holds zeros at pads" % (name, side))
