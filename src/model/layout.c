@@ -302,8 +302,11 @@ int ensure_activations(tlm_model *m, int B, int T) {
     activations *A = &m->acts;
     const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on these) */
     const int maps = !(kv_layout) && model_keeps_attention_maps(m);
+    /* (the attention's scratch has a slot per thread: more threads than when it was laid out need a new
+     * layout — tinylm.set_threads(2) after a pass on one thread wrote past it) */
+    const int slots_ok = !A->attn_scratch || A->attn_slots >= (size_t)omp_get_max_threads();
     if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
-        A->maps == maps)
+        A->maps == maps && slots_ok)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");

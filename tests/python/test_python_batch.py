@@ -248,6 +248,22 @@ def stories_gen_checks(tinylm):
     check(all(np.array_equal(x, y) for x, y in zip(ids_b, ids_a)) and len(set(len(x) for x in ids_b)) > 1,
           "stories: return_ids, 300 tokens: each row stops at EOS where its prompt alone does (lengths %s)"
           % [len(x) for x in ids_b])
+    # a left-padded batch of 8 split across 2 threads (each part its rows' padding), after a pass on one
+    # thread (the attention's per-thread scratch grows: it was written past before)
+    texts = prompts * 2
+    ids, mask = m.tokenize_batch(texts, padding_side="left")
+    tinylm.set_threads(1)
+    l1, g1 = m(ids, attention_mask=mask), m.param_grads(ids, attention_mask=mask)
+    tinylm.set_threads(2)
+    try:
+        l2, g2 = m(ids, attention_mask=mask), m.param_grads(ids, attention_mask=mask)
+    finally:
+        tinylm.set_threads(1)
+    worst = max(float(np.abs(g1[k] - g2[k]).max() / (np.abs(g1[k]).max() + 1e-30)) for k in g1)
+    alone = max(float(np.abs(l2[b][mask[b]] - m(m.tokenize(t))).max()) for b, t in enumerate(texts))
+    check(float(np.abs(l1 - l2)[mask].max()) < 1e-5 and worst < 1e-5 and alone < 1e-4,
+          "stories: a left-padded batch of 8 on 2 threads (split in parts) = on 1 thread (logits, parameter "
+          "gradients %.1e) = each text alone (%.1e)" % (worst, alone))
     try:
         m.generate(prompts, m.max_positions, temperature=0)
         check(False, "stories: a batch whose longest prompt + n is too long is refused")
