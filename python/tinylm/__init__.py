@@ -1070,16 +1070,18 @@ class Model:
         of its pieces instead (each token's text as it is sampled; ids with return_ids=True). For a
         list of prompts (texts, or lists / arrays of ids): the list of their continuations, each on its
         own with the same seed (with
-        stream=True, (index, piece) pairs, prompt after prompt). Without hooks and stream, a list runs
-        as one batch through a batched KV cache (the prompts left-padded, each row its own sampler
-        with the seed): each prompt's continuation is what generating it alone samples, from logits
-        that agree to float32 rounding."""
+        stream=True, (index, piece) pairs, prompt after prompt). Without stream, a list runs as one
+        batch through a batched KV cache (the prompts left-padded, each row its own sampler with the
+        seed): each prompt's continuation is what generating it alone samples, from logits that agree
+        to float32 rounding; fwd_hooks then see [B, T, ...] arrays, hook.positions [B, T] (each row's
+        own positions; a left pad's 0) and hook.attention_mask [B, T]."""
         if isinstance(prompt, (list, tuple)) and prompt and all(
                 isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt):
             # several prompts: each continued on its own (the same seed for each: a prompt's text does
             # not depend on the others in the list)
-            if len(prompt) > 1 and not stream and not fwd_hooks and use_kv_cache:
-                return self._generate_batch(prompt, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids)
+            if len(prompt) > 1 and not stream and use_kv_cache:
+                return self._generate_batch(prompt, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids,
+                                            fwd_hooks)
             args = (n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
             if stream:
                 streams = [self.generate(p, *args, stream=True, use_kv_cache=use_kv_cache) for p in prompt]
@@ -1134,14 +1136,21 @@ class Model:
         ids = self.tokenize(text)
         return ids if ids.size else self.tokenize("\n", bos=False)  # (as generate: the CLI's start)
 
-    def _generate_batch(self, prompts, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids):
-        """generate for several prompts at once: one batched KV cache (tlm_gen_batch_*)"""
+    def _generate_batch(self, prompts, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids, fwd_hooks=()):
+        """generate for several prompts at once: one batched KV cache (tlm_gen_batch_*); fwd_hooks see
+        [B, T, ...] at each step (the prompts, then [B, 1, ...]), hook.positions [B, T] each row's own
+        positions (a left pad's: 0), hook.attention_mask [B, T] (False at pads)"""
         if not _is_int(n) or n < 1:
             raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
         for name, flag in (("stop_at_eos", stop_at_eos), ("return_ids", return_ids)):
             if not isinstance(flag, bool):
                 raise TypeError("generate: %s must be True or False, got %r" % (name, flag))
         setting = self._sampling(temperature, top_k, top_p, seed)
+        fwd, writes = self._fwd_table(fwd_hooks)
+        maps = [self._by_id[i].name for i in fwd if self._by_id[i].flags & _lib.HOOK_MASKED or i in self._pattern_ids]
+        if maps:
+            raise ValueError("generate: %s is not computed as a [T, T] map with the KV cache; pass "
+                             "use_kv_cache=False (every step runs the whole sequence)" % maps[0])
         seqs = [self._prompt_ids(p) for p in prompts]
         longest = max(q.size for q in seqs)
         if longest + n > self.max_positions:
@@ -1155,25 +1164,38 @@ class Model:
         out = [[] for _ in range(B)]
         done = [False] * B
         toks = np.zeros(B, np.int32)
+        start = longest - lens  # (each row's left pads)
         with self._using("generate") as h:
             g = _L.tlm_gen_batch_new(h, flat.ctypes.data_as(IP), lens.ctypes.data_as(IP), B, n, *setting)
             if not g:
                 raise _err("generate")
-            try:
-                for _ in range(n):
-                    if _L.tlm_gen_batch_next(h, g, toks.ctypes.data_as(IP)):
-                        raise _err("generate")
-                    for b in range(B):
-                        if done[b]:
-                            continue
-                        if int(toks[b]) in stop:
-                            done[b] = True
-                        else:
-                            out[b].append(int(toks[b]))
-                    if all(done):
-                        break
-            finally:
-                _L.tlm_gen_batch_free(g)
+        try:
+            for step in range(n):
+                with self._using("generate") as h, self._sigint_flag(bool(fwd)):
+                    try:
+                        if fwd:
+                            pos0, T = (0, longest) if step == 0 else (longest + step - 1, 1)
+                            idx = np.arange(pos0, pos0 + T)
+                            self._attach(h, fwd, {}, writes, False, B, T,
+                                         np.maximum(idx[None, :] - start[:, None], 0),
+                                         mask=idx[None, :] >= start[:, None])
+                        rc = _L.tlm_gen_batch_next(h, g, toks.ctypes.data_as(IP))
+                        self._raise_after(rc, "generate", "generate", len(fwd), 0)
+                    finally:
+                        if fwd:
+                            _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
+                            self._active, self._exc = None, None
+                for b in range(B):
+                    if done[b]:
+                        continue
+                    if int(toks[b]) in stop:
+                        done[b] = True
+                    else:
+                        out[b].append(int(toks[b]))
+                if all(done):
+                    break
+        finally:
+            _L.tlm_gen_batch_free(g)
         res = [np.array(o, np.int32) for o in out]
         return res if return_ids else [self._continuation(q, o) for q, o in zip(seqs, res)]
 

@@ -386,14 +386,17 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
     if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
     if (m->kv) return tlm_error("generate: the model is generating already");
-    if (m->hooks) return tlm_error("generate: a batched generation runs without hooks");
     const int cfg_threads = omp_get_max_threads();
     if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
     const model_mode mode = m->mode;
-    model_set_mode(m, MODEL_INFER_LAST);
+    /* hooks need the training layout (as tlm_gen_next): they see [batch, T, ...] over the positions
+     * the step computes, the prompts in one pass */
+    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
     m->kv = g->kv;
     int rc = 0;
-    if (kv_cache_length(g->kv) == 0) { /* the prompts, in generate.c's chunks of positions */
+    if (kv_cache_length(g->kv) == 0 && m->hooks) {
+        rc = model_forward(m, g->prompts, NULL, g->batch, g->P, NULL);
+    } else if (kv_cache_length(g->kv) == 0) { /* the prompts, in generate.c's chunks of positions */
         enum { CHUNK = 256 };
         int *chunk = malloc(sizeof(int) * (size_t)g->batch * CHUNK);
         if (!chunk) rc = tlm_error("out of memory");
@@ -414,8 +417,11 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
         g->failed = 1;
         return -1;
     }
-    const int V = m->cfg.vocab_size; /* (logits: the last position of each row, [batch, V]) */
-    for (int b = 0; b < g->batch; b++) tokens[b] = g->pending[b] = sampler_next(&g->s[b], m->acts.logits + (size_t)b * V);
+    /* the logits of the last position of each row: [batch, V] (generation's layout), or [batch, T, V] */
+    const int V = m->cfg.vocab_size, per_row = m->acts.logits_rows / g->batch;
+    for (int b = 0; b < g->batch; b++)
+        tokens[b] = g->pending[b] =
+            sampler_next(&g->s[b], m->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
     g->made++;
     return 0;
 }

@@ -231,6 +231,33 @@ def gen_checks(name, model, ref, rng, V):
           "prompt alone = the reference's greedy tokens" % name, "%s / %s / %s" % (kv, alone, refs))
 
 
+def gen_hook_checks(name, model, ref, rng, V):
+    """hooks through the batched cache ([B, T, ...] steps): a hook acting position by position gives each
+    prompt the tokens of generating it alone with the hook = the reference's with the same edit"""
+    prompts = [rng.integers(1, V, n).astype(np.int32) for n in (5, 2, 7)]
+    n_new = 5
+    seen = []
+
+    def scale(a, h):
+        seen.append((a.shape, h.positions.shape))
+        return a * 1.5
+    hooks = [("blocks.0.hook_resid_post", scale), ("hook_embed", lambda a, h: None)]
+    kv = [list(map(int, k)) for k in model.generate(prompts, n_new, temperature=0, fwd_hooks=hooks, return_ids=True)]
+    shapes_ok = seen[0][0][:2] == (3, 7) and seen[0][1] == (3, 7) and all(s[0][:2] == (3, 1) for s in seen[1:])
+    alone = [list(model.generate(p, n_new, temperature=0, fwd_hooks=hooks, return_ids=True, stop_at_eos=False))
+             for p in prompts]
+    refs = []
+    for p in prompts:
+        seq = list(map(int, p))
+        for _ in range(n_new):
+            seq.append(int(ref.run_hooked(np.array([seq]), names=(), replace={
+                "blocks.0.hook_resid_post": lambda t: t * 1.5})[0][0, -1].argmax()))
+        refs.append(seq[len(p):])
+    check(kv == alone == refs and shapes_ok, "%s: hooks through the batched KV cache ([3, 7, ...] prompts, then "
+          "[3, 1, ...]) = each prompt alone with the hook = the reference's greedy tokens with the same edit" % name,
+          "%s / %s / %s" % (kv, alone, refs))
+
+
 def stories_gen_checks(tinylm):
     """stories260K: a list of prompts generated as one batch gives, for each, the text of generating it
     alone with the same seed (greedy, temperature, top-k, top-p), and stops each at EOS"""
@@ -264,6 +291,27 @@ def stories_gen_checks(tinylm):
     check(float(np.abs(l1 - l2)[mask].max()) < 1e-5 and worst < 1e-5 and alone < 1e-4,
           "stories: a left-padded batch of 8 on 2 threads (split in parts) = on 1 thread (logits, parameter "
           "gradients %.1e) = each text alone (%.1e)" % (worst, alone))
+    # a steering hook that skips BOS by hook.positions (each row's own: [B, T] in a batch) gives each
+    # prompt what it gives alone, greedy and sampled
+    _, c = m.run_with_cache(m.tokenize("The dog barked. The dog"), names=["blocks.2.hook_resid_post"])
+    _, c2 = m.run_with_cache(m.tokenize("The girl smiled. The girl"), names=["blocks.2.hook_resid_post"])
+    vec = 4.0 * (c["blocks.2.hook_resid_post"][-1] - c2["blocks.2.hook_resid_post"][-1])
+
+    def steer(a, hook):
+        a[..., hook.positions > 0, :] += vec
+    for kw in (dict(temperature=0), dict(temperature=0.8, seed=2)):
+        st = [("blocks.2.hook_resid_post", steer)]
+        batched = m.generate(prompts, 60, fwd_hooks=st, **kw)
+        alone = [m.generate(p, 60, fwd_hooks=st, **kw) for p in prompts]
+        check(batched == alone and batched != m.generate(prompts, 60, **kw), "stories: a steering hook through "
+              "the batched KV cache (%s) = each prompt alone with it, and changes the text" % kw,
+              "%r vs %r" % ([b[:40] for b in batched], [a[:40] for a in alone]))
+    try:
+        m.generate(prompts, 10, fwd_hooks=[("blocks.0.attn.hook_pattern", lambda a, h: a)])
+        check(False, "stories: a pattern hook through the batched KV cache is refused")
+    except ValueError as e:
+        check("use_kv_cache=False" in str(e), "stories: a pattern hook through the batched KV cache is refused "
+              "(ValueError naming use_kv_cache=False)", str(e))
     try:
         m.generate(prompts, m.max_positions, temperature=0)
         check(False, "stories: a batch whose longest prompt + n is too long is refused")
@@ -322,6 +370,7 @@ def main():
             bwd_checks(name, model, ref, rng, cfg["vocab_size"])
         if name in GEN_VARIANTS:
             gen_checks(name, model, ref, rng, cfg["vocab_size"])
+            gen_hook_checks(name, model, ref, rng, cfg["vocab_size"])
         if name == "norm_rmsnorm_pre":
             misuse_checks(model, cfg["vocab_size"])
         model.close()
