@@ -195,7 +195,8 @@ TLM_API char *tlm_report_html(const char *title, const char *data_json, size_t *
  * settings and seed, so a row samples what tlm_gen_new on its prompt alone would sample from the
  * same logits (they agree to float32 rounding: batched products, not the one-token step's). With
  * hooks attached (tlm_set_hooks) a step runs in the training layout, the prompts in one pass, and the
- * hooks see [batch, T, ...] (as tlm_gen_next's, not the attention scores and pattern). NULL + message on a bad setting, a token out of range or the longest prompt + max_new past
+ * hooks see [batch, T, ...] (as tlm_gen_next's, not the attention scores and pattern). NULL +
+ * message on a bad setting, a token out of range or the longest prompt + max_new past
  * max_position_embeddings. tlm_gen_batch_next writes one token per row into tokens [batch] (the
  * caller stops a row at BOS/EOS and ignores what it makes afterwards). */
 typedef struct tlm_gen_batch tlm_gen_batch;

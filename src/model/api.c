@@ -343,7 +343,8 @@ tlm_gen_batch *tlm_gen_batch_new(tlm_model *m, const int *prompts, const int *le
         total += lens[b];
     }
     if ((long)P + max_new > m->cfg.max_seq)
-        return tlm_error("generate: the longest prompt's %d tokens + n = %d new ones exceed max_position_embeddings = %d",
+        return tlm_error("generate: the longest prompt's %d tokens + n = %d new ones exceed "
+                         "max_position_embeddings = %d",
                          P, max_new, m->cfg.max_seq),
                NULL;
     for (long i = 0; i < total; i++)

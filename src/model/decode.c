@@ -94,7 +94,8 @@ kv_cache *kv_cache_create_batch(tlm_model *m, int max_len, int batch, const int 
     if (batch <= 0) return tlm_error("KV cache: batch %d must be positive", batch), NULL;
     for (int b = 0; start && b < batch; b++)
         if (start[b] < 0 || start[b] >= max_len)
-            return tlm_error("KV cache: row %d's first real position %d is outside [0, %d)", b, start[b], max_len), NULL;
+            return tlm_error("KV cache: row %d's first real position %d is outside [0, %d)", b, start[b], max_len),
+                   NULL;
     if (cfg->position == POS_LEARNED && max_len > cfg->max_seq)
         return tlm_error("KV cache: %d positions exceed max_position_embeddings = %d", max_len, cfg->max_seq), NULL;
     kv_cache *c = calloc(1, sizeof *c);
@@ -482,7 +483,8 @@ const float *kv_decode_step(tlm_model *m, int token) {
                NULL;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos * d : NULL;
     if (m->p.embed_q)
-        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
+        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d,
+                                NULL);
     else if (m->p.embed16)
         embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
     else
