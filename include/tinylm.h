@@ -66,7 +66,9 @@ TLM_API int tlm_abi_version(void);
  * dimensions, or 0 when this model's config has no such point. With a callback attached, every
  * forward (training mode: the default) calls it at each point whose byte in `fwd` is set, with
  * the activation in place (the callback may rewrite it; the pass continues from the new values),
- * and every backward at each point set in `bwd`, with the gradient there. A `fwd` byte of 2 says
+ * and every backward at each point set in `bwd`, with the gradient there, complete and before
+ * anything upstream reads it (the callback may rewrite it too: the backward continues from it; at
+ * hook_attn_out / hook_mlp_out that is the sublayer's path alone). A `fwd` byte of 2 says
  * the callback may rewrite the attention pattern: z is then computed again from it. A callback returning
  * non-zero makes the pass fail with the hook's name. fn = NULL detaches. */
 enum {
@@ -179,6 +181,31 @@ TLM_API void tlm_gen_free(tlm_gen *g);
  * data_json, a JSON object of kind "pattern" (attention patterns) or "positions" (arrays over the
  * positions); malloc'd (tlm_free_mem), *len bytes. NULL + message for anything else. */
 TLM_API char *tlm_report_html(const char *title, const char *data_json, size_t *len);
+
+/* ---- interface version 8: padded batches (python/tinylm tokenize_batch, attention_mask) ---- */
+/* tlm_forward over left-padded rows: start [B] (NULL: none) is the index of row b's first real token
+ * (0 <= start[b] < T). No real query attends to a pad before it (a pad query sees only itself), and
+ * positions (RoPE, learned) count from it, as Hugging Face's position_ids from an attention mask: row
+ * b's token t sits at position t - start[b]. The backward of this forward (tlm_backward,
+ * tlm_backward_logits) follows the same rule. Right padding needs no start (attention is causal; give
+ * the pads a negative target). */
+/* Several prompts continued at once through one batched KV cache (each row its own keys and values;
+ * the prompts left-padded to the longest, start per row as tlm_forward_padded): prompts holds the
+ * batch's prompts back to back, lens[b] tokens each; every row has its own sampler with the same
+ * settings and seed, so a row samples what tlm_gen_new on its prompt alone would sample from the
+ * same logits (they agree to float32 rounding: batched products, not the one-token step's). With
+ * hooks attached (tlm_set_hooks) a step runs in the training layout, the prompts in one pass, and the
+ * hooks see [batch, T, ...] (as tlm_gen_next's, not the attention scores and pattern). NULL +
+ * message on a bad setting, a token out of range or the longest prompt + max_new past
+ * max_position_embeddings. tlm_gen_batch_next writes one token per row into tokens [batch] (the
+ * caller stops a row at BOS/EOS and ignores what it makes afterwards). */
+typedef struct tlm_gen_batch tlm_gen_batch;
+TLM_API tlm_gen_batch *tlm_gen_batch_new(tlm_model *m, const int *prompts, const int *lens, int batch, int max_new,
+                                         float temperature, int top_k, float top_p, uint64_t seed);
+TLM_API int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens);
+TLM_API void tlm_gen_batch_free(tlm_gen_batch *g);
+TLM_API int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
+                               float *loss);
 
 #ifdef __cplusplus
 }

@@ -141,6 +141,8 @@ class HookPoint:
         # pass; in generate's KV-cache steps the prompt's, then one new position per step (so a
         # hook that must skip BOS writes `a[hook.positions > 0] += v`, not `a[1:] += v`)
         self.positions = None
+        # the pass's attention mask (bool [B, T], True at real tokens) when one was given, else None
+        self.attention_mask = None
 
     def layer(self):
         return int(self.name.split(".")[1]) if self.name.startswith("blocks.") else None
@@ -461,41 +463,67 @@ class Model:
 
     def tokenize_batch(self, texts, bos=True, padding_side="right"):
         """A list of texts -> (ids int32 [B, T], attention_mask bool [B, T]): each text's ids
-        (tokenize), padded on the right to the longest with the tokenizer's EOS (else id 0);
-        attention_mask True at real tokens. Right padding changes nothing a real token computes
-        (attention is causal: no query sees a later key), so logits, caches and gradients at real
-        positions are the unpadded sequence's; loss(..., attention_mask=) leaves pads out. Left
-        padding would need per-sequence positions and key masks in the engine: refused."""
+        (tokenize), padded to the longest with the tokenizer's EOS (else id 0) on the right
+        (padding_side="right") or the left ("left"); attention_mask True at real tokens. Pass the
+        mask to model(), loss(), run_with_cache(), run_with_hooks() and param_grads(): no real token
+        attends to a pad, positions (RoPE, learned) count from each row's first real token (as
+        Hugging Face's position_ids from the mask), so every real position computes what the text
+        alone computes; the loss and the cache leave pads out."""
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
             raise TypeError("tokenize_batch: texts must be a non-empty list of str")
-        if padding_side != "right":
-            raise ValueError("tokenize_batch: padding_side=%r: only 'right' (left padding needs per-sequence "
-                             "positions and key masks, which the engine does not have)" % (padding_side,))
+        if padding_side not in ("right", "left"):
+            raise ValueError("tokenize_batch: padding_side=%r; must be 'right' or 'left'" % (padding_side,))
         seqs = [self.tokenize(t, bos) for t in texts]
         T = max(len(q) for q in seqs)
-        if T == 0:
-            raise ValueError("tokenize_batch: every text is empty")
+        if T == 0 or min(len(q) for q in seqs) == 0:
+            raise ValueError("tokenize_batch: text %d gives no tokens (an empty text without BOS)"
+                             % min(range(len(seqs)), key=lambda i: len(seqs[i])))
         pad = self.eos if self.eos is not None and self.eos >= 0 else 0
         ids = np.full((len(seqs), T), pad, dtype=np.int32)
         mask = np.zeros((len(seqs), T), dtype=bool)
         for b, q in enumerate(seqs):
-            ids[b, :len(q)], mask[b, :len(q)] = q, True
+            if padding_side == "right":
+                ids[b, :len(q)], mask[b, :len(q)] = q, True
+            else:
+                ids[b, T - len(q):], mask[b, T - len(q):] = q, True
         return ids, mask
 
-    def _loss_targets(self, ids2, attention_mask, what):
-        """next-token targets [B, T], -1 (not counted) where the next token is a pad"""
-        t = self._next_targets(ids2)
+    @staticmethod
+    def _mask(ids2, attention_mask, what):
+        """attention_mask (bool, or integers 0/1, shaped as the ids) -> (mask bool [B, T], start
+        int32 [B] or None: each row's first real token when some row is left-padded). Each row must
+        be pads, then its real tokens, then pads (left and/or right padding), with one real token
+        at least."""
         if attention_mask is None:
-            return t
+            return None, None
         m = np.asarray(attention_mask)
-        if m.dtype != bool:
-            raise TypeError("%s: attention_mask must be a bool array (True at real tokens), got %s" % (what, m.dtype))
-        m = m.reshape(ids2.shape) if m.size == ids2.size else None
+        if m.dtype != np.bool_:
+            if m.dtype.kind not in "iu" or (m.size and not np.isin(m, (0, 1)).all()):
+                raise TypeError("%s: attention_mask must be bool (True at real tokens) or integers 0/1, got %s"
+                                % (what, m.dtype if m.dtype.kind not in "iu" else "other integers"))
+            m = m.astype(bool)
+        if m.size != ids2.size:
+            raise ValueError("%s: attention_mask has %d entries, ids %s" % (what, m.size, ids2.shape))
+        m = m.reshape(ids2.shape)
+        n = m.sum(1)
+        if (n == 0).any():
+            raise ValueError("%s: row %d of attention_mask has no real token" % (what, int(np.flatnonzero(n == 0)[0])))
+        first = m.argmax(1)
+        T = ids2.shape[1]
+        runs = (np.arange(T)[None, :] >= first[:, None]) & (np.arange(T)[None, :] < (first + n)[:, None])
+        if not np.array_equal(runs, m):
+            b = int(np.flatnonzero((runs != m).any(1))[0])
+            raise ValueError("%s: row %d of attention_mask has a pad between real tokens; a row must be pads, "
+                             "its tokens, pads (left and/or right padding)" % (what, b))
+        return m, (np.ascontiguousarray(first, dtype=np.int32) if first.any() else None)
+
+    def _loss_targets(self, ids2, attention_mask, what):
+        """next-token targets [B, T], -1 (not counted) where the token or the next one is a pad"""
+        t = self._next_targets(ids2)
+        m, _ = self._mask(ids2, attention_mask, what)
         if m is None:
-            raise ValueError("%s: attention_mask has %d entries, ids %s" % (what, np.asarray(attention_mask).size,
-                                                                          ids2.shape))
-        if (m[:, 1:] & ~m[:, :-1]).any():
-            raise ValueError("%s: attention_mask is not right-padded (a real token after a pad)" % what)
+            return t
+        t[~m] = -1
         t[:, :-1][~m[:, 1:]] = -1
         return t
 
@@ -585,11 +613,26 @@ class Model:
             # every hook gets an array of its own (the engine reuses its buffers for the next pass,
             # so a view kept as `store[name] = act` would change under the caller); in-place edits
             # and replacements are copied back into the pass
+            hp.attention_mask = act["mask"]
             if is_grad:
                 g = view.copy()
-                g.flags.writeable = False  # (a gradient is reported, not an input of anything)
-                for fn in act["bwd"].get(hook_id, ()):
-                    fn(g, hp)
+                fns = act["bwd"].get(hook_id, ())
+                if hook_id not in act["bwd_writes"]:  # (run_with_cache's own: they only keep it)
+                    g.flags.writeable = False
+                    for fn in fns:
+                        fn(g, hp)
+                    return 0
+                # a backward hook (bwd_hooks): it may edit the gradient in place or return a
+                # replacement; the backward goes on upstream from what it leaves
+                for fn in fns:
+                    r = fn(g, hp)
+                    if r is not None:
+                        r = np.asarray(r, dtype=np.float32)
+                        if r.shape != view.shape:
+                            raise ValueError("backward hook %s: replacement has shape %s, the gradient %s"
+                                             % (hp.name, r.shape, view.shape))
+                        g = r.copy()
+                np.copyto(view, g)
                 return 0
             if hp.flags & _lib.HOOK_RSTD:
                 shown = 1.0 / view  # the norm's scale: sqrt(mean square (+ eps)); [.., T, 1]
@@ -625,8 +668,10 @@ class Model:
                 self._exc = e
             return 1
 
-    def _attention_masks(self, T):
-        """bool [T, T] per layer: which keys each query sees, by the engine's own rule (tlm_attention_mask)."""
+    def _attention_masks(self, T, start=None, squeeze=True):
+        """bool [T, T] per layer: which keys each query sees, by the engine's own rule (tlm_attention_mask);
+        with left padding (start [B]) [B, 1, T, T] ([1, T, T] for one sequence): no key before the
+        row's first real token, a pad query only itself (the engine's attention_first_key_padded)."""
         f = _L.tlm_attention_mask
         f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         out = {}
@@ -636,7 +681,13 @@ class Model:
                 ok = np.zeros((T, T), dtype=np.uint8)
                 if f(self._h, l, T, ok.ctypes.data):
                     raise _err("attention mask")
-                out[hp.id] = ok.astype(bool)
+                ok = ok.astype(bool)
+                if start is not None:
+                    i = np.arange(T)
+                    lo = np.minimum(start[:, None], i[None, :])  # [B, T]: the first key each query may see
+                    ok = ok[None] & (i[None, None, :] >= lo[:, :, None])  # [B, T, T]
+                    ok = ok if squeeze else ok[:, None]
+                out[hp.id] = ok
         return out
 
     def _ids2(self, ids, what):
@@ -678,14 +729,18 @@ class Model:
                 self._interrupted = False
                 raise KeyboardInterrupt
 
-    def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward", grads=None):
+    def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward", grads=None,
+             attention_mask=None, bwd_writes=()):
         """One forward (and backward) with hook functions attached: fwd/bwd {hook id: [fn(view, hook)]}.
-        backward: None, "loss", or a dlogits callable(logits) -> array. Returns (logits copy, loss)."""
+        backward: None, "loss", or a dlogits callable(logits) -> array. attention_mask: as _mask (the
+        left padding goes to the engine; a metric's gradient is zero at pads). bwd_writes: the ids
+        whose backward functions may edit the gradient. Returns (logits copy, loss)."""
         ids2, squeeze = self._ids2(ids, what)
         B, T = ids2.shape
         if (targets is not None or backward == "loss") and T < 2:
             raise ValueError("%s: the loss needs at least 2 tokens (a sequence of %d has nothing to predict)"
                              % (what, T))
+        mask, start = self._mask(ids2, attention_mask, what)
         IP = ctypes.POINTER(ctypes.c_int)
         tg = None
         if targets is not None:
@@ -694,11 +749,16 @@ class Model:
         hooked = bool(fwd or bwd)
         with self._using(what) as h, self._sigint_flag(hooked):
             if hooked:
-                self._attach(h, fwd, bwd, writes, squeeze, B, T, np.arange(T))
+                self._attach(h, fwd, bwd, writes, squeeze, B, T, np.arange(T), mask=mask, start=start,
+                             bwd_writes=bwd_writes)
             try:
                 loss = ctypes.c_float(float("nan"))
-                rc = _L.tlm_forward(h, ids2.ctypes.data_as(IP), tg.ctypes.data_as(IP) if tg is not None else None,
-                                    B, T, ctypes.byref(loss))
+                tgp = tg.ctypes.data_as(IP) if tg is not None else None
+                if start is None:
+                    rc = _L.tlm_forward(h, ids2.ctypes.data_as(IP), tgp, B, T, ctypes.byref(loss))
+                else:
+                    rc = _L.tlm_forward_padded(h, ids2.ctypes.data_as(IP), tgp, start.ctypes.data_as(IP), B, T,
+                                               ctypes.byref(loss))
                 self._raise_after(rc, what, "forward", len(fwd), 0)
                 logits = np.ctypeslib.as_array(_L.tlm_logits(h), shape=(B, T, self.vocab_size)).copy()
                 if backward is not None:
@@ -708,6 +768,8 @@ class Model:
                     else:
                         g = backward(logits[0] if squeeze else logits).reshape(B, T, self.vocab_size)
                         g = np.ascontiguousarray(g, dtype=np.float32)
+                        if mask is not None:
+                            g[~mask] = 0.0  # (a pad's logits are nobody's: no gradient from them)
                         rc = _L.tlm_backward_logits(h, g.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
                     self._raise_after(rc, what, "backward", len(fwd), len(bwd))
                     if grads is not None:  # {name: None} -> the parameters' gradients (copies)
@@ -723,9 +785,9 @@ class Model:
                     self._active, self._exc = None, None
         return (logits[0] if squeeze else logits), loss.value
 
-    def _attach(self, h, fwd, bwd, writes, squeeze, B, T, positions):
+    def _attach(self, h, fwd, bwd, writes, squeeze, B, T, positions, mask=None, start=None, bwd_writes=()):
         """attaches the callback for one pass: fwd/bwd {hook id: [fn]}; positions: the absolute
-        positions of the pass's T rows (hook.positions)"""
+        positions of the pass's T rows (hook.positions); mask/start: the pass's padding (_mask)"""
         fm = bytearray(self._n_hooks)
         bm = bytearray(self._n_hooks)
         for i in fwd:
@@ -733,9 +795,10 @@ class Model:
         for i in bwd:
             bm[i] = 1
         self._active = {"fwd": fwd, "bwd": bwd, "squeeze": squeeze, "calls": [0, 0], "positions": positions,
-                        "writes": set(writes), "BT": (squeeze, B, T),
+                        "writes": set(writes), "BT": (squeeze, B, T), "bwd_writes": set(bwd_writes),
+                        "mask": None if mask is None else (mask[0] if squeeze else mask),
                         "pattern_writes": self._pattern_ids & set(writes),
-                        "masks": self._attention_masks(T) if any(
+                        "masks": self._attention_masks(T, start, squeeze) if any(
                             self._by_id[i].flags & _lib.HOOK_MASKED for i in fwd) else {}}
         self._exc = None
         if _L.tlm_set_hooks(h, self._cb, None, bytes(fm), bytes(bm)):
@@ -767,6 +830,31 @@ class Model:
                 writes.add(hp.id)
         return table, writes
 
+    def _bwd_table(self, bwd_hooks):
+        """bwd_hooks [(name or name -> bool, fn(grad, hook))] -> {hook id: [fn]}; a point that has no
+        gradient (hook_scale, the attention scores and pattern, MoE's choices) is refused"""
+        table = {}
+        for item in bwd_hooks or ():
+            if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
+                raise TypeError("bwd_hooks: each entry must be (name or name -> bool, fn(gradient, hook)), got %r"
+                                % (item,))
+            name, fn = item
+            pts = self._resolve(name)
+            for hp in pts:
+                if hp.flags & _lib.HOOK_NO_GRAD:
+                    if not callable(name):
+                        raise ValueError("bwd_hooks: %s has no gradient in tinylm's backward (model.hook_points"
+                                         "[name].flags & 4)" % hp.name)
+                    continue
+                table.setdefault(hp.id, []).append(fn)
+        return table
+
+    def _backward_how(self, ids2, metric, attention_mask, what):
+        """(how, targets) for _run: the loss's backward (pads left out), or a metric's"""
+        if metric is None:
+            return "loss", self._loss_targets(ids2, attention_mask, what)
+        return (lambda logits: _metric_dlogits(metric, logits)), None
+
     def _next_targets(self, ids):
         ids = np.asarray(ids)
         t = np.full(ids.shape, -1, dtype=np.int32)
@@ -775,28 +863,31 @@ class Model:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def __call__(self, ids, fwd_hooks=None):
-        """Logits [T, vocab] (or [B, T, vocab] for [B, T] ids), float32."""
+    def __call__(self, ids, fwd_hooks=None, attention_mask=None):
+        """Logits [T, vocab] (or [B, T, vocab] for [B, T] ids), float32. attention_mask (bool like
+        ids, from tokenize_batch; left and/or right padding): no real token attends to a pad and
+        positions count from each row's first real token, so the real positions' logits are each
+        text's own (the pads' are meaningless)."""
         fwd, writes = self._fwd_table(fwd_hooks)
-        return self._run(ids, fwd=fwd, writes=writes)[0]
+        return self._run(ids, fwd=fwd, writes=writes, attention_mask=attention_mask)[0]
 
     forward = __call__
 
-    def param_grads(self, ids, names=None, metric=None, attention_mask=None):
+    def param_grads(self, ids, names=None, metric=None, attention_mask=None, bwd_hooks=()):
         """{parameter name (docs/tensors.md, model.param_names): gradient}, float32 copies shaped
         as the parameter, of the loss (mean next-token cross-entropy; attention_mask as loss()) or,
         with metric= (as run_with_cache's: (pos, good, bad), an array, a tinylm.metrics metric or a
-        function), of that metric of the logits; names: a list or None (every parameter)."""
+        function), of that metric of the logits; names: a list or None (every parameter).
+        bwd_hooks: as run_with_hooks' (edited gradients flow on to the parameters)."""
         table = {n: None for n in (self.param_names if names is None else names)}
         unknown = [n for n in table if n not in set(self.param_names)]
         if unknown:
             raise KeyError("param_grads: no parameter named %r (model.param_names lists them)" % unknown[0])
         ids2, _ = self._ids2(ids, "param_grads")
-        if metric is None:
-            how, targets = "loss", self._loss_targets(ids2, attention_mask, "param_grads")
-        else:
-            how, targets = (lambda logits: _metric_dlogits(metric, logits)), None
-        self._run(ids, targets=targets, backward=how, what="param_grads", grads=table)
+        how, targets = self._backward_how(ids2, metric, attention_mask, "param_grads")
+        bwd = self._bwd_table(bwd_hooks)
+        self._run(ids, targets=targets, bwd=bwd, bwd_writes=set(bwd), backward=how, what="param_grads", grads=table,
+                  attention_mask=attention_mask)
         shapes = self._param_shapes()
         return {n: g.reshape(shapes[n]) for n, g in table.items()}
 
@@ -813,15 +904,18 @@ class Model:
 
     def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False):
         """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens).
-        attention_mask (bool like ids, from tokenize_batch): positions whose next token is a pad are
-        left out of the mean. per_token=True: the loss of each position instead, float32 [.., T-1]
+        attention_mask (bool like ids, from tokenize_batch; left and/or right padding): the pass
+        honours it (as model()) and positions that are pads or whose next token is a pad are left
+        out of the mean. per_token=True: the loss of each position instead, float32 [.., T-1]
         (NaN where left out), from the pass's logits in float64."""
         fwd, writes = self._fwd_table(fwd_hooks)
         ids2, squeeze = self._ids2(ids, "loss")
         targets = self._loss_targets(ids2, attention_mask, "loss")
         if not per_token:
-            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what="loss")[1]
-        logits = self._run(ids2, fwd=fwd, writes=writes, what="loss")[0].astype(np.float64)[:, :-1]
+            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what="loss",
+                             attention_mask=attention_mask)[1]
+        logits = self._run(ids2, fwd=fwd, writes=writes, what="loss",
+                           attention_mask=attention_mask)[0].astype(np.float64)[:, :-1]
         z = logits - logits.max(axis=-1, keepdims=True)
         lse = np.log(np.exp(z).sum(axis=-1))
         t = targets[:, :-1]
@@ -829,24 +923,48 @@ class Model:
         out = np.where(t >= 0, lse - picked, np.nan).astype(np.float32)
         return out[0] if squeeze else out
 
-    def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False):
+    def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False, attention_mask=None, bwd_hooks=(), metric=None):
         """Logits with fwd_hooks = [(name or name -> bool, fn(activation, hook))] attached: fn sees
-        the activation (a NumPy view of the engine's buffer) and may return a replacement of the
-        same shape (or change it in place); the pass continues from it."""
+        the activation (its own copy of the engine's buffer) and may return a replacement of the
+        same shape (or change it in place); the pass continues from it.
+
+        bwd_hooks = [(name, fn(gradient, hook))]: the backward runs too (of the loss, or of metric=
+        as run_with_cache's), and fn sees the gradient at that point as it flows back and may edit
+        it in place or return a replacement: everything upstream (earlier points, the parameters'
+        gradients) is computed from what it leaves — TransformerLens' backward hooks, whose
+        backward is `loss.backward()`. attention_mask: as model()."""
         fwd, writes = self._fwd_table(fwd_hooks)
-        targets = self._next_targets(self._ids2(ids, "run_with_hooks")[0]) if return_loss else None
-        logits, loss = self._run(ids, targets=targets, fwd=fwd, writes=writes, what="run_with_hooks")
+        bwd = self._bwd_table(bwd_hooks)
+        ids2 = self._ids2(ids, "run_with_hooks")[0]
+        how = targets = None
+        if bwd:
+            how, targets = self._backward_how(ids2, metric, attention_mask, "run_with_hooks")
+        elif metric is not None:
+            raise ValueError("run_with_hooks: metric= is what bwd_hooks' backward differentiates; no bwd_hooks given")
+        if return_loss and targets is None:
+            targets = self._loss_targets(ids2, attention_mask, "run_with_hooks")
+        logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
+                                 what="run_with_hooks", attention_mask=attention_mask, bwd_writes=set(bwd))
         return (logits, loss) if return_loss else logits
 
-    def run_with_cache(self, ids, names=None, backward=False, metric=None, fwd_hooks=()):
+    def run_with_cache(self, ids, names=None, backward=False, metric=None, fwd_hooks=(), attention_mask=None,
+                       bwd_hooks=()):
         """(logits, cache): cache {hook name: activation copy} for the selected names (None: all;
         a list; a callable name -> bool). backward=True also differentiates the loss (or metric=:
         (pos, good, bad) for logits[pos, good] - logits[pos, bad], an array d metric / d logits,
         or a callable logits -> that array) with tinylm's backward and stores name + "_grad"
-        at every selected point that has one. fwd_hooks run first (the cache holds their result)."""
+        at every selected point that has one. fwd_hooks run first (the cache holds their result);
+        bwd_hooks (with backward=True) edit gradients as run_with_hooks' do, and the cache holds
+        the edited gradient at their point. attention_mask (bool like ids, from tokenize_batch):
+        the pass honours it (as model()), the loss leaves pads out, and the cache holds zeros at
+        pad positions (activations and gradients; pattern rows of pad queries 0, their scores -inf;
+        hook_scale 1, so that the cache's helpers give 0 there); cache.attention_mask keeps it."""
         sel = self._resolve(names)
         cache = {}
         fwd, writes = self._fwd_table(fwd_hooks)
+        ubwd = self._bwd_table(bwd_hooks)
+        if ubwd and not backward:
+            raise ValueError("run_with_cache: bwd_hooks need backward=True")
 
         def keep(a, hook):  # (a point with hook functions of the caller's: they may keep `a` too)
             cache[hook.name] = np.array(a, dtype=np.float32, copy=True)
@@ -861,32 +979,55 @@ class Model:
             a.flags.writeable = True
             cache[hook.name + "_grad"] = a
 
+        def keep_grad(a, hook):  # (after the caller's bwd_hooks: they may have kept `a`)
+            cache[hook.name + "_grad"] = np.array(a, dtype=np.float32, copy=True)
+
         for hp in sel:
             fn = keep if hp.id in fwd else own
             fwd.setdefault(hp.id, []).append(fn)
-        bwd = {}
+        bwd = {i: list(f) for i, f in ubwd.items()}
         how = None
         targets = None
+        ids2 = self._ids2(ids, "run_with_cache")[0]
         if backward:
             for hp in sel:
                 if not hp.flags & _lib.HOOK_NO_GRAD:
-                    bwd[hp.id] = [own_grad]
-            if metric is None:
-                how = "loss"
-                targets = self._next_targets(self._ids2(ids, "run_with_cache")[0])
-            else:
-                how = lambda logits: _metric_dlogits(metric, logits)  # noqa: E731
+                    bwd.setdefault(hp.id, []).append(keep_grad if hp.id in ubwd else own_grad)
+            how, targets = self._backward_how(ids2, metric, attention_mask, "run_with_cache")
         elif metric is not None:
             raise ValueError("run_with_cache: metric= needs backward=True")
         logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
-                                 what="run_with_cache")
+                                 what="run_with_cache", attention_mask=attention_mask, bwd_writes=set(ubwd))
         ordered = ActivationCache({}, self)
         ordered.ids = np.array(ids, dtype=np.int32, copy=True)
+        mask, _ = self._mask(ids2, attention_mask, "run_with_cache")
+        if mask is not None:
+            squeeze = np.asarray(ids).ndim == 1
+            ordered.attention_mask = mask[0].copy() if squeeze else mask.copy()
+            for k, v in cache.items():
+                self._zero_pads(k, v, mask, squeeze)
         for hp in sel:  # forward order, gradients after their activation
             for k in (hp.name, hp.name + "_grad"):
                 if k in cache:
                     dict.__setitem__(ordered, k, cache[k])
         return logits, ordered
+
+    def _zero_pads(self, key, a, mask, squeeze):
+        """a cached array (in place) at the pad positions of mask [B, T]: 0 (hook_scale: 1; a pad
+        query's attention scores: -inf)"""
+        name = key[:-5] if key.endswith("_grad") else key
+        hp = self.hook_points.get(name)
+        pad = ~mask  # [B, T]
+        if squeeze:
+            pad = pad[0]
+        if hp is not None and name.endswith(("attn.hook_pattern", "attn.hook_attn_scores")):
+            q = pad[..., None, :, None]  # [(B,) 1, T, 1]: the query axis
+            np.copyto(a, np.float32(-np.inf) if name.endswith("scores") and key == name else np.float32(0),
+                      where=np.broadcast_to(q, a.shape))
+            return
+        idx = pad.reshape(pad.shape + (1,) * (a.ndim - pad.ndim))
+        fill = 1.0 if (hp is not None and hp.flags & _lib.HOOK_RSTD and key == name) else 0.0
+        np.copyto(a, np.float32(fill), where=np.broadcast_to(idx, a.shape))
 
     # ---- generation --------------------------------------------------------------------------
 
@@ -927,11 +1068,20 @@ class Model:
 
         Returns the continuation's text (ids with return_ids=True); stream=True returns a generator
         of its pieces instead (each token's text as it is sampled; ids with return_ids=True). For a
-        list of prompts: the list of their continuations, each on its own with the same seed (with
-        stream=True, (index, piece) pairs, prompt after prompt)."""
-        if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
+        list of prompts (texts, or lists / arrays of ids): the list of their continuations, each on its
+        own with the same seed (with
+        stream=True, (index, piece) pairs, prompt after prompt). Without stream, a list runs as one
+        batch through a batched KV cache (the prompts left-padded, each row its own sampler with the
+        seed): each prompt's continuation is what generating it alone samples, from logits that agree
+        to float32 rounding; fwd_hooks then see [B, T, ...] arrays, hook.positions [B, T] (each row's
+        own positions; a left pad's 0) and hook.attention_mask [B, T]."""
+        if isinstance(prompt, (list, tuple)) and prompt and all(
+                isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt):
             # several prompts: each continued on its own (the same seed for each: a prompt's text does
             # not depend on the others in the list)
+            if len(prompt) > 1 and not stream and use_kv_cache:
+                return self._generate_batch(prompt, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids,
+                                            fwd_hooks)
             args = (n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
             if stream:
                 streams = [self.generate(p, *args, stream=True, use_kv_cache=use_kv_cache) for p in prompt]
@@ -972,10 +1122,82 @@ class Model:
                            np.int32)
         if return_ids:
             return out
-        # the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
-        # SentencePiece continuation would lose the space its first piece starts with
+        return self._continuation(ids, out)
+
+    def _continuation(self, ids, out):
+        """the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
+        SentencePiece continuation would lose the space its first piece starts with"""
         before, whole = self.decode(ids), self.decode(np.concatenate([np.asarray(ids, np.int32), out]))
         return whole[len(before):] if whole.startswith(before) else self.decode(out)
+
+    def _prompt_ids(self, text):
+        if not isinstance(text, str):
+            return _int_array(np.asarray(text).reshape(-1), "generate", self.vocab_size)
+        ids = self.tokenize(text)
+        return ids if ids.size else self.tokenize("\n", bos=False)  # (as generate: the CLI's start)
+
+    def _generate_batch(self, prompts, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids, fwd_hooks=()):
+        """generate for several prompts at once: one batched KV cache (tlm_gen_batch_*); fwd_hooks see
+        [B, T, ...] at each step (the prompts, then [B, 1, ...]), hook.positions [B, T] each row's own
+        positions (a left pad's: 0), hook.attention_mask [B, T] (False at pads)"""
+        if not _is_int(n) or n < 1:
+            raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
+        for name, flag in (("stop_at_eos", stop_at_eos), ("return_ids", return_ids)):
+            if not isinstance(flag, bool):
+                raise TypeError("generate: %s must be True or False, got %r" % (name, flag))
+        setting = self._sampling(temperature, top_k, top_p, seed)
+        fwd, writes = self._fwd_table(fwd_hooks)
+        maps = [self._by_id[i].name for i in fwd if self._by_id[i].flags & _lib.HOOK_MASKED or i in self._pattern_ids]
+        if maps:
+            raise ValueError("generate: %s is not computed as a [T, T] map with the KV cache; pass "
+                             "use_kv_cache=False (every step runs the whole sequence)" % maps[0])
+        seqs = [self._prompt_ids(p) for p in prompts]
+        longest = max(q.size for q in seqs)
+        if longest + n > self.max_positions:
+            raise ValueError("generate: the longest prompt's %d tokens + n = %d new ones exceed the model's "
+                             "max_position_embeddings = %d" % (longest, n, self.max_positions))
+        B = len(seqs)
+        flat = np.ascontiguousarray(np.concatenate(seqs), dtype=np.int32)
+        lens = np.array([q.size for q in seqs], np.int32)
+        IP = ctypes.POINTER(ctypes.c_int)
+        stop = ({self.bos, self.eos} - {-1}) if stop_at_eos and self._tok else set()
+        out = [[] for _ in range(B)]
+        done = [False] * B
+        toks = np.zeros(B, np.int32)
+        start = longest - lens  # (each row's left pads)
+        with self._using("generate") as h:
+            g = _L.tlm_gen_batch_new(h, flat.ctypes.data_as(IP), lens.ctypes.data_as(IP), B, n, *setting)
+            if not g:
+                raise _err("generate")
+        try:
+            for step in range(n):
+                with self._using("generate") as h, self._sigint_flag(bool(fwd)):
+                    try:
+                        if fwd:
+                            pos0, T = (0, longest) if step == 0 else (longest + step - 1, 1)
+                            idx = np.arange(pos0, pos0 + T)
+                            self._attach(h, fwd, {}, writes, False, B, T,
+                                         np.maximum(idx[None, :] - start[:, None], 0),
+                                         mask=idx[None, :] >= start[:, None])
+                        rc = _L.tlm_gen_batch_next(h, g, toks.ctypes.data_as(IP))
+                        self._raise_after(rc, "generate", "generate", len(fwd), 0)
+                    finally:
+                        if fwd:
+                            _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
+                            self._active, self._exc = None, None
+                for b in range(B):
+                    if done[b]:
+                        continue
+                    if int(toks[b]) in stop:
+                        done[b] = True
+                    else:
+                        out[b].append(int(toks[b]))
+                if all(done):
+                    break
+        finally:
+            _L.tlm_gen_batch_free(g)
+        res = [np.array(o, np.int32) for o in out]
+        return res if return_ids else [self._continuation(q, o) for q, o in zip(seqs, res)]
 
     def _pieces(self, ids, steps):
         """the text of each generated token after the one before it (UTF-8 split across tokens is

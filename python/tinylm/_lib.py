@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 
 # (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
 # keeps its views of the engine's buffers by it)
@@ -101,6 +101,11 @@ def _declare(lib):
         "tlm_gen_position": (I, [P]),
         "tlm_gen_free": (V, [P]),
         "tlm_report_html": (P, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(S)]),
+        # interface version 8: padded batches
+        "tlm_forward_padded": (I, [P, IP, IP, IP, I, I, FP]),
+        "tlm_gen_batch_new": (P, [P, IP, IP, I, I, F, I, F, ctypes.c_uint64]),
+        "tlm_gen_batch_next": (I, [P, P, IP]),
+        "tlm_gen_batch_free": (V, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -35,6 +35,9 @@ class ActivationCache(dict):
         self.n_layers = model.n_layers
         self._W = None
         self.ids = None  # the token ids of the run (run_with_cache sets them): the views' tokens
+        # the run's attention mask (bool like ids, True at real tokens) or None: the arrays hold 0 at
+        # pads (hook_scale 1) and the helpers give 0 there
+        self.attention_mask = None
 
     # ---- indexing ------------------------------------------------------------------------------
 
@@ -76,12 +79,13 @@ class ActivationCache(dict):
 
     def __copy__(self):
         c = ActivationCache(self, self.model)
-        c.ids = self.ids
+        c.ids, c.attention_mask = self.ids, self.attention_mask
         return c
 
     def __deepcopy__(self, memo):  # (the arrays copied; the model, which cannot be copied, shared)
         c = ActivationCache({k: v.copy() for k, v in self.items()}, self.model)
         c.ids = None if self.ids is None else self.ids.copy()
+        c.attention_mask = None if self.attention_mask is None else self.attention_mask.copy()
         return c
 
     def __reduce__(self):  # pickling keeps the arrays, as a plain dict (a Model does not pickle)
@@ -89,11 +93,21 @@ class ActivationCache(dict):
 
     # ---- views (tinylm.views: the page of `tinylm inspect --html`) ---------------------------
 
+    def _real_positions(self, batch):
+        """the real positions (bool [T]) of row `batch` when the run had an attention mask, else None"""
+        if self.attention_mask is None:
+            return None
+        m = np.asarray(self.attention_mask)
+        return m[batch] if m.ndim == 2 else m
+
     def _view_tokens(self, batch, T):
         if self.ids is None:
             return None
         ids = np.asarray(self.ids)
         ids = ids[batch] if ids.ndim == 2 else ids
+        real = self._real_positions(batch)
+        if real is not None:
+            ids = ids[real]
         try:
             return self.model.to_str_tokens(ids)
         except Exception:  # noqa: BLE001 (no tokenizer: the ids themselves)
@@ -103,8 +117,8 @@ class ActivationCache(dict):
         """The cached hook_pattern of `layers` (None: every cached layer; an int or a list) as an
         HTML view (tinylm.views.attention: the inspect page's heatmaps; Jupyter shows it, .save(path)
         writes it), with each head's largest score where hook_attn_scores is cached too. batch: the
-        row of a [B, T] run. A patched run's cache (run_with_cache(..., fwd_hooks=...)) shows the
-        patched patterns."""
+        row of a [B, T] run; a padded run's view shows the row's real positions only. A patched run's
+        cache (run_with_cache(..., fwd_hooks=...)) shows the patched patterns."""
         from . import views
         if layers is None:
             layers = [l for l in range(self.n_layers) if dict.__contains__(self, get_act_name("pattern", l))]
@@ -115,8 +129,11 @@ class ActivationCache(dict):
         layers = [int(l) % self.n_layers if -self.n_layers <= int(l) < self.n_layers else self._bad_layer(l)
                   for l in layers]
 
+        real = self._real_positions(batch)
+
         def pick(a):
-            return a[batch] if a.ndim == 4 else a
+            a = a[batch] if a.ndim == 4 else a
+            return a if real is None else a[:, real][:, :, real]  # (a padded run: its real queries and keys)
         pats = np.stack([pick(self["pattern", l]) for l in layers])
         scores = None
         if all(dict.__contains__(self, get_act_name("attn_scores", l)) for l in layers):
@@ -130,9 +147,13 @@ class ActivationCache(dict):
 
     def view_positions(self, values, labels=None, batch=0, title=None, diverging=None):
         """values [T] or [rows, T] over this run's positions (e.g. a decompose_resid's logit_attrs)
-        as an HTML view with the run's tokens (tinylm.views.positions)."""
+        as an HTML view with the run's tokens (tinylm.views.positions); a padded run's values over all
+        T positions are shown at row `batch`'s real positions only."""
         from . import views
         v = np.asarray(values)
+        real = self._real_positions(batch)
+        if real is not None and v.shape[-1] == real.size:
+            v = v[..., real]
         T = v.shape[-1]
         toks = self._view_tokens(batch, T)
         if toks is not None and len(toks) != T:
@@ -141,6 +162,22 @@ class ActivationCache(dict):
                                source=str(self.model.path))
 
     # ---- the residual stream ------------------------------------------------------------------
+
+    def _real(self, stack, pos_slice):
+        """stack [components, (B,) T, d] (pos_slice applied) with 0 at pad positions (attention_mask)"""
+        if self.attention_mask is None:
+            return stack
+        m = _pos(np.asarray(self.attention_mask), pos_slice, -1)
+        return stack * np.asarray(m, stack.dtype)[..., None]
+
+    def _positions(self, T):
+        """each position's index in the model's positions, [(B,) T]: arange(T), or with left padding
+        counted from each row's first real token (pads 0), as the engine does"""
+        if self.attention_mask is None:
+            return np.arange(T)
+        m = np.asarray(self.attention_mask)
+        first = m.argmax(-1)
+        return np.maximum(np.arange(T) - np.asarray(first)[..., None], 0)
 
     def _weights(self):
         if self._W is None:
@@ -209,7 +246,8 @@ class ActivationCache(dict):
             W = self._weights()
             if "W_pos" in W:
                 T = emb.shape[-2]
-                pos = np.broadcast_to(np.asarray(W["W_pos"][:T], np.float32), emb.shape)
+                pos = np.asarray(W["W_pos"], np.float32)[self._positions(T)]  # [(B,) T, d]
+                pos = self._real(np.broadcast_to(pos, emb.shape)[None], None)[0]
                 comps += [emb - pos, pos]
                 labels += ["embed", "pos_embed"]
             else:
@@ -332,9 +370,9 @@ class ActivationCache(dict):
             bias = bias + (W["b_O"][l] if "b_O" in W else 0)
         for l in range(layer):
             bias = bias + (W["b_out"][l] if "b_out" in W else 0)
-        comps.append(bias[None].astype(np.float32))
+        comps.append(self._real(bias[None].astype(np.float32), pos_slice))
         labels.append("bias")
-        stack = np.concatenate(comps)
+        stack = self._real(np.concatenate(comps), pos_slice)
         if apply_ln:
             stack = self.apply_ln_to_stack(stack, layer, mlp_input=mlp_input, pos_slice=pos_slice)
         return (stack, labels) if return_labels else stack

@@ -39,6 +39,11 @@ int tlm_forward(tlm_model *m, const int *tokens, const int *targets, int B, int 
     return model_forward(m, tokens, targets, B, T, loss);
 }
 
+int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
+                       float *loss) {
+    return model_forward_padded(m, tokens, targets, start, B, T, loss);
+}
+
 const float *tlm_logits(const tlm_model *m) { return m->acts.logits; }
 int tlm_backward(tlm_model *m, float dloss) { return model_backward(m, dloss); }
 
@@ -80,7 +85,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 7; }
+int tlm_abi_version(void) { return 8; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -306,6 +311,120 @@ void tlm_gen_free(tlm_gen *g) {
     kv_cache_free(g->kv);
     sampler_free(&g->s);
     free(g->prompt), free(g);
+}
+
+/* ---- interface version 8: several prompts at once through one batched KV cache ------------------ */
+
+struct tlm_gen_batch {
+    const tlm_model *owner;
+    kv_cache *kv;
+    sampler *s;      /* [batch]: each row's own, seeded alike (a row samples what its prompt alone would) */
+    int *prompts;    /* [batch, P] left-padded */
+    int *pending;    /* [batch] the tokens the last call returned */
+    int batch, P, max_new, made, threads, failed, n_samplers;
+};
+
+void tlm_gen_batch_free(tlm_gen_batch *g) {
+    if (!g) return;
+    kv_cache_free(g->kv);
+    for (int b = 0; b < g->n_samplers; b++) sampler_free(&g->s[b]);
+    free(g->s), free(g->prompts), free(g->pending), free(g);
+}
+
+tlm_gen_batch *tlm_gen_batch_new(tlm_model *m, const int *prompts, const int *lens, int batch, int max_new,
+                                 float temperature, int top_k, float top_p, uint64_t seed) {
+    if (!m || !prompts || !lens || batch < 1) return tlm_error("generate: no prompts"), NULL;
+    if (max_new < 1) return tlm_error("generate: n = %d new tokens; must be >= 1", max_new), NULL;
+    int P = 0;
+    long total = 0;
+    for (int b = 0; b < batch; b++) {
+        if (lens[b] < 1) return tlm_error("generate: prompt %d is empty", b), NULL;
+        P = lens[b] > P ? lens[b] : P;
+        total += lens[b];
+    }
+    if ((long)P + max_new > m->cfg.max_seq)
+        return tlm_error("generate: the longest prompt's %d tokens + n = %d new ones exceed "
+                         "max_position_embeddings = %d",
+                         P, max_new, m->cfg.max_seq),
+               NULL;
+    for (long i = 0; i < total; i++)
+        if (prompts[i] < 0 || prompts[i] >= m->cfg.vocab_size)
+            return tlm_error("generate: token id %d at position %ld of the prompts is outside the vocabulary [0, %d)",
+                             prompts[i], i, m->cfg.vocab_size),
+                   NULL;
+    tlm_gen_batch *g = calloc(1, sizeof *g);
+    int *start = malloc(sizeof(int) * (size_t)batch);
+    if (!g || !start || !(g->s = calloc((size_t)batch, sizeof(sampler))) ||
+        !(g->prompts = calloc((size_t)batch * P, sizeof(int))) || !(g->pending = calloc((size_t)batch, sizeof(int)))) {
+        free(start), tlm_gen_batch_free(g);
+        return tlm_error("out of memory"), NULL;
+    }
+    g->batch = batch, g->P = P, g->max_new = max_new, g->owner = m;
+    const int runc = !strcmp(m->cfg.model_type, "llama2c");
+    for (int b = 0, at = 0; b < batch; at += lens[b], b++) {
+        start[b] = P - lens[b]; /* (left padding: the pads, id 0, are seen by no real query) */
+        memcpy(g->prompts + (size_t)b * P + start[b], prompts + at, sizeof(int) * (size_t)lens[b]);
+        if (sampler_init(&g->s[b], m->cfg.vocab_size, temperature, top_k, top_p, seed)) {
+            free(start), tlm_gen_batch_free(g);
+            return NULL;
+        }
+        g->n_samplers++;
+        if (runc) sampler_seed_runc(&g->s[b], seed); /* (as generate.c) */
+    }
+    g->threads = omp_get_max_threads();
+    g->kv = kv_cache_create_batch(m, P + max_new, batch, start);
+    free(start);
+    if (!g->kv) {
+        tlm_gen_batch_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
+    if (!m || !g || !tokens) return tlm_error("generate: NULL argument");
+    if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
+    if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
+    if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
+    if (m->kv) return tlm_error("generate: the model is generating already");
+    const int cfg_threads = omp_get_max_threads();
+    if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
+    const model_mode mode = m->mode;
+    /* hooks need the training layout (as tlm_gen_next): they see [batch, T, ...] over the positions
+     * the step computes, the prompts in one pass */
+    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
+    m->kv = g->kv;
+    int rc = 0;
+    if (kv_cache_length(g->kv) == 0 && m->hooks) {
+        rc = model_forward(m, g->prompts, NULL, g->batch, g->P, NULL);
+    } else if (kv_cache_length(g->kv) == 0) { /* the prompts, in generate.c's chunks of positions */
+        enum { CHUNK = 256 };
+        int *chunk = malloc(sizeof(int) * (size_t)g->batch * CHUNK);
+        if (!chunk) rc = tlm_error("out of memory");
+        for (int i = 0; !rc && i < g->P; i += CHUNK) {
+            const int n = g->P - i < CHUNK ? g->P - i : CHUNK;
+            for (int b = 0; b < g->batch; b++)
+                memcpy(chunk + (size_t)b * n, g->prompts + (size_t)b * g->P + i, sizeof(int) * (size_t)n);
+            rc = model_forward(m, chunk, NULL, g->batch, n, NULL);
+        }
+        free(chunk);
+    } else {
+        rc = model_forward(m, g->pending, NULL, g->batch, 1, NULL);
+    }
+    m->kv = NULL;
+    model_set_mode(m, mode);
+    if (cfg_threads > g->threads) omp_set_num_threads(cfg_threads);
+    if (rc) {
+        g->failed = 1;
+        return -1;
+    }
+    /* the logits of the last position of each row: [batch, V] (generation's layout), or [batch, T, V] */
+    const int V = m->cfg.vocab_size, per_row = m->acts.logits_rows / g->batch;
+    for (int b = 0; b < g->batch; b++)
+        tokens[b] = g->pending[b] =
+            sampler_next(&g->s[b], m->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
+    g->made++;
+    return 0;
 }
 
 char *tlm_report_html(const char *title, const char *data_json, size_t *len) {

@@ -49,6 +49,9 @@ struct kv_cache {
     int mla, absorbed;
     float *mla_scratch; /* per thread: the absorbed query and the weighted sum of c_kv [2 kv_lora_rank] */
     float *expand;
+    int batch;          /* sequences, each with its own keys and values (row_floats apart) */
+    size_t row_floats;
+    int *start;         /* [batch] each row's first real position (left padding), or NULL: none */
     float *k, *v;       /* each stored layer's [KV, max_len, hd] after the last's: each head's keys contiguous
                            (see kv_head); a layer that shares an earlier one's keys stores none */
     size_t *at;         /* [L] where layer l's keys start in k (and its values in v): its source layer's */
@@ -101,11 +104,22 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     return used;
 }
 
-kv_cache *kv_cache_create(tlm_model *m, int max_len) {
+kv_cache *kv_cache_create(tlm_model *m, int max_len) { return kv_cache_create_batch(m, max_len, 1, NULL); }
+
+kv_cache *kv_cache_create_batch(tlm_model *m, int max_len, int batch, const int *start) {
     const tlm_config *cfg = &m->cfg;
     if (max_len <= 0) return tlm_error("KV cache: length %d must be positive", max_len), NULL;
+    if (batch <= 0) return tlm_error("KV cache: batch %d must be positive", batch), NULL;
+    for (int b = 0; start && b < batch; b++)
+        if (start[b] < 0 || start[b] >= max_len)
+            return tlm_error("KV cache: row %d's first real position %d is outside [0, %d)", b, start[b], max_len),
+                   NULL;
     if (cfg->position == POS_LEARNED && max_len > cfg->max_seq)
         return tlm_error("KV cache: %d positions exceed max_position_embeddings = %d", max_len, cfg->max_seq), NULL;
+    if (config_mla(cfg) && (batch > 1 || start)) /* (the latent cache and its decode hold one sequence) */
+        return tlm_error("KV cache: multi-head latent attention decodes one sequence at a time (batch %d asked)",
+                         batch),
+               NULL;
     kv_cache *c = calloc(1, sizeof *c);
     if (!c) return tlm_error("out of memory for the KV cache"), NULL;
     c->n_layers = cfg->n_layers, c->max_len = max_len, c->kv_dim = config_max_kv_dim(cfg);
@@ -127,18 +141,24 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
         if (c->mla) c->layer_kv[l] = 1, c->layer_hd[l] = config_mla_cache_dim(cfg); /* (one latent row a position) */
         n += (size_t)max_len * c->layer_kv[l] * c->layer_hd[l];
     }
+    c->batch = batch, c->row_floats = n;
+    n *= (size_t)batch;
     c->k = malloc((n ? n : 1) * sizeof(float));
     c->v = malloc((c->mla ? 1 : n ? n : 1) * sizeof(float));
     if (c->mla) c->mla_scratch = malloc(sizeof(float) * 2 * (size_t)cfg->kv_lora_rank * c->n_threads);
     tlm_advise_huge(c->k, n * sizeof(float));
     tlm_advise_huge(c->v, n * sizeof(float));
+    if (start) {
+        c->start = malloc(sizeof(int) * (size_t)batch);
+        if (c->start) memcpy(c->start, start, sizeof(int) * (size_t)batch);
+    }
     c->scratch = malloc((size_t)KV_QUERY_BLOCK * max_len * c->n_threads * sizeof(float));
     const size_t step_floats = layout_step(c, cfg, NULL);
     c->step_mem = aligned_alloc(64, step_floats * sizeof(float));
     c->own = malloc(sizeof(step_private) * c->n_threads);
     if (c->step_mem && c->own) layout_step(c, cfg, c->step_mem);
     if (!c->at || !c->layer_kv || !c->layer_hd || !c->k || !c->v || !c->scratch || !c->step_mem || !c->own ||
-        (c->mla && !c->mla_scratch) || model_ensure_rope(m, max_len)) {
+        (c->mla && !c->mla_scratch) || (start && !c->start) || model_ensure_rope(m, max_len)) {
         kv_cache_free(c);
         return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
     }
@@ -148,8 +168,11 @@ kv_cache *kv_cache_create(tlm_model *m, int max_len) {
 void kv_cache_free(kv_cache *c) {
     if (!c) return;
     free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own), free(c->mla_scratch), free(c->expand);
-    free(c->at), free(c->layer_kv), free(c->layer_hd), free(c);
+    free(c->at), free(c->layer_kv), free(c->layer_hd), free(c->start), free(c);
 }
+
+int kv_cache_batch(const kv_cache *c) { return c->batch; }
+const int *kv_cache_start(const kv_cache *c) { return c->start; }
 
 void kv_cache_reset(kv_cache *c) { c->len = 0; }
 int kv_cache_length(const kv_cache *c) { return c->len; }
@@ -160,8 +183,13 @@ void kv_cache_advance(kv_cache *c, int n) { c->len += n; }
  * reads each head's cache front to back, a stream the prefetcher follows; position-major
  * ([max_len, KV*hd], run.c's layout) strides through it one 256-byte row per 3 KB (d 768):
  * 0.5 of 9.6 ms per token on the 110M shape at ~100 positions. */
-static float *kv_head(const kv_cache *c, float *base, int l, int g) {
-    return base + c->at[l] + (size_t)g * c->max_len * c->layer_hd[l];
+static float *kv_head(const kv_cache *c, float *base, int b, int l, int g) {
+    return base + (size_t)b * c->row_floats + c->at[l] + (size_t)g * c->max_len * c->layer_hd[l];
+}
+
+/* the first key that the query at position pos of row b sees */
+static int kv_first_key(const kv_cache *c, int b, int pos, int window) {
+    return c->start ? attention_first_key_padded(pos, window, c->start[b]) : attention_first_key(pos, window);
 }
 
 size_t kv_cache_floats(const tlm_config *cfg, int max_len) {
@@ -183,39 +211,45 @@ size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg) {
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec) {
     const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = spec.n_kv_heads * hd;
-    const int qrow = H * hd, len = c->len;
-    for (int g = 0; k && g < spec.n_kv_heads; g++) /* append: row t of head g at position len + t */
-        for (int t = 0; t < T; t++) {
-            memcpy(kv_head(c, c->k, l, g) + (size_t)(len + t) * hd, k + (size_t)t * kvd + (size_t)g * hd, sizeof(float) * hd);
-            memcpy(kv_head(c, c->v, l, g) + (size_t)(len + t) * hd, v + (size_t)t * kvd + (size_t)g * hd, sizeof(float) * hd);
-        }
-    if (T == 1) { /* one new token: a dot product per cached key, heads in parallel */
-#pragma omp parallel for schedule(static)
-        for (int h = 0; h < H; h++)
-            attention_row(out + (size_t)h * hd, c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * omp_get_thread_num(),
-                          q + (size_t)h * hd, kv_head(c, c->k, l, h / group), kv_head(c, c->v, l, h / group), hd,
-                          attention_first_key(len, spec.window), len + 1, hd, spec.scale, spec.softcap);
+    const int qrow = H * hd, len = c->len, B = c->batch;
+    for (int b = 0; k && b < B; b++) /* append: row t of head g at position len + t */
+        for (int g = 0; g < spec.n_kv_heads; g++)
+            for (int t = 0; t < T; t++) {
+                const size_t src = ((size_t)b * T + t) * kvd + (size_t)g * hd;
+                memcpy(kv_head(c, c->k, b, l, g) + (size_t)(len + t) * hd, k + src, sizeof(float) * hd);
+                memcpy(kv_head(c, c->v, b, l, g) + (size_t)(len + t) * hd, v + src, sizeof(float) * hd);
+            }
+    if (T == 1) { /* one new token per row: a dot product per cached key, (row, head) pairs in parallel */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                attention_row(out + ((size_t)b * qrow) + (size_t)h * hd,
+                              c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * omp_get_thread_num(),
+                              q + (size_t)b * qrow + (size_t)h * hd, kv_head(c, c->k, b, l, h / group),
+                              kv_head(c, c->v, b, l, h / group), hd, kv_first_key(c, b, len, spec.window), len + 1, hd,
+                              spec.scale, spec.softcap);
         return;
     }
-    /* a chunk of tokens: per (query block, head) S = scale Q K^T over every key up to the block's
+    /* a chunk of tokens: per (row, query block, head) S = scale Q K^T over every key up to the block's
      * last position, masked softmax row by row (in place), O = P V */
     const int blocks = (T + KV_QUERY_BLOCK - 1) / KV_QUERY_BLOCK;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < blocks; b++)
-        for (int h = 0; h < H; h++) {
-            const int t0 = b * KV_QUERY_BLOCK, rows = T - t0 < KV_QUERY_BLOCK ? T - t0 : KV_QUERY_BLOCK;
-            const int n_keys = len + t0 + rows; /* keys visible to the block's last query */
-            const float *kg = kv_head(c, c->k, l, h / group), *vg = kv_head(c, c->v, l, h / group);
-            float *S = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * omp_get_thread_num();
-            gemm(0, 1, rows, n_keys, hd, spec.scale, q + (size_t)t0 * qrow + (size_t)h * hd, qrow, kg, hd, 0.0f, S,
-                 n_keys);
-            for (int r = 0; r < rows; r++) {
-                const int pos = len + t0 + r;
-                float *s = S + (size_t)r * n_keys;
-                attention_softmax_row(s, s, n_keys, attention_first_key(pos, spec.window), pos, spec.softcap);
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int qb = 0; qb < blocks; qb++)
+            for (int h = 0; h < H; h++) {
+                const int t0 = qb * KV_QUERY_BLOCK, rows = T - t0 < KV_QUERY_BLOCK ? T - t0 : KV_QUERY_BLOCK;
+                const int n_keys = len + t0 + rows; /* keys visible to the block's last query */
+                const float *kg = kv_head(c, c->k, b, l, h / group), *vg = kv_head(c, c->v, b, l, h / group);
+                float *S = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * omp_get_thread_num();
+                const size_t qo = ((size_t)b * T + t0) * qrow + (size_t)h * hd;
+                gemm(0, 1, rows, n_keys, hd, spec.scale, q + qo, qrow, kg, hd, 0.0f, S, n_keys);
+                for (int r = 0; r < rows; r++) {
+                    const int pos = len + t0 + r;
+                    float *s = S + (size_t)r * n_keys;
+                    attention_softmax_row(s, s, n_keys, kv_first_key(c, b, pos, spec.window), pos, spec.softcap);
+                }
+                gemm(0, 0, rows, hd, n_keys, 1.0f, S, n_keys, vg, hd, 0.0f, out + qo, qrow);
             }
-            gemm(0, 0, rows, hd, n_keys, 1.0f, S, n_keys, vg, hd, 0.0f, out + (size_t)t0 * qrow + (size_t)h * hd, qrow);
-        }
 }
 
 /* ---- multi-head latent attention through the latent cache ------------------------------------- */
@@ -437,7 +471,7 @@ static void step_attention(const step_ctx *s, int l, const float *u) {
     }
     const attention_spec spec = model_layer_attention(cfg, l);
     for (int g = g0; g < g1; g++) {
-        float *kc = kv_head(c, c->k, l, g), *vc = kv_head(c, c->v, l, g);
+        float *kc = kv_head(c, c->k, 0, l, g), *vc = kv_head(c, c->v, 0, l, g);
         if (own) { /* (a sharing layer reads what its source layer wrote at this position) */
             memcpy(kc + (size_t)s->pos * hd, kr + (size_t)g * hd, sizeof(float) * hd);
             memcpy(vc + (size_t)s->pos * hd, v + (size_t)g * hd, sizeof(float) * hd);
@@ -618,7 +652,7 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
  * and no Gemma 4 MoE block or latent attention (those decode through model_forward with the cache: the same function,
  * without the one-region step) */
 static int step_applies(const tlm_model *m) {
-    return !m->cfg.moe_block && !config_mla(&m->cfg) && !m->hooks && m->n_observers == 0;
+    return !m->cfg.moe_block && !config_mla(&m->cfg) && !m->hooks && m->n_observers == 0 && m->kv->batch == 1;
 }
 
 const float *kv_decode_step(tlm_model *m, int token) {
@@ -641,11 +675,12 @@ const float *kv_decode_step(tlm_model *m, int token) {
                NULL;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos * d : NULL;
     if (m->p.embed_q)
-        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d);
+        embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d,
+                                NULL);
     else if (m->p.embed16)
-        embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d);
+        embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
     else
-        embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d);
+        embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
 #pragma omp parallel num_threads(c->n_threads)
     {
         step_ctx s = {.m = m, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos,

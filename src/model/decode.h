@@ -18,6 +18,13 @@ typedef struct kv_cache kv_cache;
 
 /* A cache for up to max_len positions of model m (also sizes m's RoPE tables once). */
 kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
+/* ... for `batch` sequences that advance together (model_forward over [batch, T] rows: each row
+ * its own keys and values); start [batch] (NULL: none) each row's first real position (its prompt
+ * left-padded to the longest): no key before it is seen, positions count from it
+ * (model_forward_padded's rule). */
+kv_cache *kv_cache_create_batch(struct tlm_model *m, int max_len, int batch, const int *start);
+int kv_cache_batch(const kv_cache *c);
+const int *kv_cache_start(const kv_cache *c); /* NULL when unpadded */
 void kv_cache_free(kv_cache *c);
 /* floats a cache of max_len positions holds (K and V of every layer that stores its own) */
 size_t kv_cache_floats(const tlm_config *cfg, int max_len);
@@ -31,8 +38,9 @@ int kv_cache_length(const kv_cache *c); /* positions filled */
 int kv_cache_room(const kv_cache *c);   /* positions left */
 void kv_cache_advance(kv_cache *c, int n);
 
-/* For layer l: appends k, v [T, KV*hd] at the cache's end and computes
- * out [T, H*hd] = attention of q [T, H*hd] over all cached keys (causal, windowed, capped). k and v
+/* For layer l: appends k, v [batch, T, KV*hd] at the cache's end and computes
+ * out [batch, T, H*hd] = attention of q [batch, T, H*hd] over each row's cached keys (causal,
+ * windowed, capped, from the row's start). k and v
  * NULL: a layer that shares an earlier layer's keys and values (Gemma 4) attends over that
  * layer's, appended earlier in the same pass; nothing is stored for it. */
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,

@@ -353,8 +353,11 @@ int ensure_activations(tlm_model *m, int B, int T) {
     activations *A = &m->acts;
     const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on these) */
     const int maps = !(kv_layout) && model_keeps_attention_maps(m);
+    /* (the attention's scratch has a slot per thread: more threads than when it was laid out need a new
+     * layout — tinylm.set_threads(2) after a pass on one thread wrote past it) */
+    const int slots_ok = !A->attn_scratch || A->attn_slots >= (size_t)omp_get_max_threads();
     if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
-        A->maps == maps)
+        A->maps == maps && slots_ok)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
@@ -362,15 +365,17 @@ int ensure_activations(tlm_model *m, int B, int T) {
     layout_activations(m, A, &count, B, T);
     const size_t n_tokens = (size_t)B * T;
     if (count.used > A->capacity || n_tokens > A->token_capacity) {
-        free(A->mem), free(A->tokens), free(A->targets);
+        free(A->mem), free(A->tokens), free(A->targets), free(A->start_mem);
+        A->start = NULL;
         A->mem = calloc(count.used + ARENA_ALIGN, sizeof(float));
         tlm_advise_huge(A->mem, (count.used + ARENA_ALIGN) * sizeof(float));
         A->tokens = calloc(n_tokens, sizeof(int));
         A->targets = calloc(n_tokens, sizeof(int));
+        A->start_mem = calloc(n_tokens, sizeof(int));
         A->capacity = count.used, A->token_capacity = n_tokens;
-        if (!A->mem || !A->tokens || !A->targets) {
-            free(A->mem), free(A->tokens), free(A->targets);
-            A->mem = NULL, A->tokens = A->targets = NULL, A->capacity = A->token_capacity = 0;
+        if (!A->mem || !A->tokens || !A->targets || !A->start_mem) {
+            free(A->mem), free(A->tokens), free(A->targets), free(A->start_mem);
+            A->mem = NULL, A->tokens = A->targets = A->start_mem = NULL, A->capacity = A->token_capacity = 0;
             return tlm_error("out of memory: activations for batch %d x %d need %.1f MiB", B, T,
                              count.used * 4.0 / 1048576.0);
         }

@@ -90,8 +90,8 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     const float *cs, *sn;
     model_layer_rope(m, l, &cs, &sn);
-    rope_forward(a->qpe, a->qpe, cs, sn, B, T, H, dr, pos0);
-    rope_forward(a->kpe, a->kpe, cs, sn, B, T, 1, dr, pos0);
+    rope_forward(a->qpe, a->qpe, cs, sn, B, T, H, dr, pos0, ctx->A->start);
+    rope_forward(a->kpe, a->kpe, cs, sn, B, T, 1, dr, pos0, ctx->A->start);
     if (m->kv) { /* the latent cache: ckvn and kpe per token; the heads never expanded (absorbed form) */
         kv_mla_attention_forward(m->kv, m, l, a->attc, a->q, a->qpe, a->ckvn, a->kpe, T);
         linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);
@@ -117,6 +117,7 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = m->bf16_products;
+    spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
     attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec, ctx->A->attn_scratch);
     if (ctx->watched) {
         pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
@@ -149,6 +150,7 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = m->bf16_products;
+    spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, datt, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec,
                        A->attn_scratch);
     PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);
@@ -174,8 +176,8 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     /* back through RoPE (the transpose of each rotation) and the de-interleaving */
     const float *cs, *sn;
     model_layer_rope(m, l, &cs, &sn);
-    rope_backward(dqpe, dqpe, cs, sn, B, T, H, dr, 0);
-    rope_backward(dkpe, dkpe, cs, sn, B, T, 1, dr, 0);
+    rope_backward(dqpe, dqpe, cs, sn, B, T, H, dr, 0, A->start);
+    rope_backward(dkpe, dkpe, cs, sn, B, T, 1, dr, 0, A->start);
     float *dckv = A->d_ckv, *dkpe0 = A->d_ckv + (size_t)N * rkv;
     for (int n = 0; n < N; n++) {
         for (int h = 0; h < H; h++)

@@ -14,7 +14,7 @@
 
 void model_free(tlm_model *m) {
     if (!m) return;
-    free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.layers);
+    free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.start_mem), free(m->acts.layers);
     free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
     model_hooks_free(m);
     free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->grad_mem);

@@ -181,6 +181,9 @@ typedef struct {
     float *lse;          /* [BT] logsumexp of each row of logits (the z-loss's) */
     float lse_sq_mean;   /* mean of lse^2 over the rows with a target (the last forward with targets) */
     int *tokens, *targets; /* [BT] */
+    int *start;          /* [B] the last forward's left padding (model_forward_padded): row b's real tokens
+                            begin at start[b]; NULL when unpadded (a split part: its rows' slice) */
+    int *start_mem;      /* [token_capacity] where start points when set */
     int n_counted;
     int has_targets;
     /* backward scratch */
@@ -316,6 +319,13 @@ size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, in
 /* Forward over tokens [B,T]; targets [B,T] (may be NULL: no loss). Returns 0 and the mean loss
  * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->acts.logits. */
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
+/* The same over left-padded rows: start [B] (NULL: none) the index of each row's first real token,
+ * 0 <= start[b] < T. The pads before it are seen by no real query (a pad query sees itself only),
+ * and positions (RoPE, learned) count from it (padded_position); the backward of this forward
+ * follows the same rule. Right padding needs nothing (attention is causal): give the pads a
+ * negative target. Not with a KV cache. */
+int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
+                         float *loss);
 /* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). The loss differentiated is the
  * mean cross-entropy plus m->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is

@@ -50,14 +50,17 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     const tlm_config *c = &m->cfg;
     activations *A = ctx->A;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    /* (left padding: positions come from A->start alone, which a batched KV cache's pass shifts by
+     * the cached length) */
+    const int pos0 = m->kv && !A->start ? kv_cache_length(m->kv) : 0;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
     if (m->p.embed_q)
-        embedding_forward_quant(A->res, A->tokens, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(c), B, T, d);
+        embedding_forward_quant(A->res, A->tokens, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(c), B, T, d,
+                                A->start);
     else if (m->p.embed16)
-        embedding_forward_bf16(A->res, A->tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d);
+        embedding_forward_bf16(A->res, A->tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d, A->start);
     else
-        embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d);
+        embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d, A->start);
     PASS_POINT(ctx, model_point_id(c, -1, HL_EMBED), A->res, 0);
     if (c->ple_dim > 0) ple_inputs_forward(ctx, A->res); /* (Gemma 4: every layer's per-layer input) */
     if (pass_after_layer(ctx, -1)) return -1;
@@ -93,14 +96,28 @@ int forward_rows(pass_ctx *ctx, float *loss) {
 }
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
+    return model_forward_padded(m, tokens, targets, NULL, B, T, loss);
+}
+
+int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
+                         float *loss) {
     const tlm_config *c = &m->cfg;
     const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
     if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
     if (pos0 + T > c->max_seq) /* (any position type: past it a model with RoPE runs on untrained positions) */
         return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos0 + T, c->max_seq);
-    if (m->kv && (B != 1 || targets || kv_cache_room(m->kv) < T))
-        return tlm_error("forward: with a KV cache, feed one sequence without targets within the cache's %d positions",
-                         kv_cache_length(m->kv) + kv_cache_room(m->kv));
+    if (m->kv && (B != kv_cache_batch(m->kv) || targets || kv_cache_room(m->kv) < T))
+        return tlm_error("forward: with a KV cache, feed its %d sequence(s) without targets within the cache's %d "
+                         "positions", kv_cache_batch(m->kv), kv_cache_length(m->kv) + kv_cache_room(m->kv));
+    int padded = 0;
+    for (int b = 0; start && b < B; b++) {
+        if (start[b] < 0 || start[b] >= T)
+            return tlm_error("forward: row %d's first real token %d is outside [0, %d): every row needs one", b,
+                             start[b], T);
+        padded |= start[b] > 0;
+    }
+    if (padded && m->kv)
+        return tlm_error("forward: with a KV cache the left padding is the cache's (kv_cache_create_batch)");
     for (int i = 0; i < B * T; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return tlm_error("forward: token id %d at position %d is outside the vocabulary [0, %d)", tokens[i], i,
@@ -119,6 +136,14 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
     if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
     const int N = B * T;
     memcpy(A->tokens, tokens, sizeof(int) * N);
+    A->start = NULL;
+    if (padded) {
+        memcpy(A->start_mem, start, sizeof(int) * B);
+        A->start = A->start_mem;
+    } else if (m->kv && kv_cache_start(m->kv)) { /* relative to this pass's first position (may be < 0) */
+        for (int b = 0; b < B; b++) A->start_mem[b] = kv_cache_start(m->kv)[b] - pos0;
+        A->start = A->start_mem;
+    }
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
     float l = 0.0f;
@@ -188,6 +213,10 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
             vec_zero(A->layers[l].dk_shared, nkv);
             vec_zero(A->layers[l].dv_shared, nkv);
         }
+    /* the residual stream's gradient at each stage is complete once the one sublayer that reads the
+     * stage has run its backward: its points fire then, before anything upstream reads it (a hook
+     * that edits it changes every gradient upstream; aliases fire in the forward's reverse order) */
+    PASS_POINT(ctx, model_point_id(c, L - 1, HL_RESID_POST), model_residual_grad(A, 2 * L), 1);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
         const float *dpost = model_residual_grad(A, 2 * l + 2);
@@ -196,13 +225,17 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
             dpost = A->dtail;
         }
         sublayer_backward(ctx, l, SUB_FFN, mid, dpost, model_residual_grad(A, 2 * l + 1));
+        PASS_POINT(ctx, model_point_id(c, l, HL_RESID_MID), model_residual_grad(A, 2 * l + 1), 1);
         sublayer_backward(ctx, l, SUB_ATTN, x, model_residual_grad(A, 2 * l + 1), model_residual_grad(A, 2 * l));
+        if (l == 0 && c->ple_dim > 0) { /* the per-layer inputs were made from the embedding too */
+            ple_inputs_backward(ctx, model_residual(A, 0), A->dple_x0);
+            vec_acc(A->dres, A->dple_x0, Nd);
+        }
+        PASS_POINT(ctx, model_point_id(c, l, HL_RESID_PRE), model_residual_grad(A, 2 * l), 1);
+        PASS_POINT(ctx, l ? model_point_id(c, l - 1, HL_RESID_POST) : model_point_id(c, -1, HL_EMBED),
+                   model_residual_grad(A, 2 * l), 1);
     }
-    if (c->ple_dim > 0) { /* the per-layer inputs were made from the embedding too */
-        ple_inputs_backward(ctx, model_residual(A, 0), A->dple_x0);
-        vec_acc(A->dres, A->dple_x0, Nd);
-    }
-    embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d);
+    embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d, A->start);
 }
 
 static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
@@ -212,15 +245,8 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
     signals_hold();
     if (split_backward(m, dlogits_in, dloss)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
     signals_release();
-    if (ctx.watched) { /* the residual stream's gradients are complete only now */
+    if (ctx.watched) /* (the logits' gradient: reported, after the pass) */
         pass_fire(&ctx, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
-        pass_fire(&ctx, model_point_id(c, -1, HL_EMBED), model_residual_grad(A, 0), 1);
-        for (int l = 0; l < c->n_layers; l++) {
-            pass_fire(&ctx, model_point_id(c, l, HL_RESID_PRE), model_residual_grad(A, 2 * l), 1);
-            pass_fire(&ctx, model_point_id(c, l, HL_RESID_MID), model_residual_grad(A, 2 * l + 1), 1);
-            pass_fire(&ctx, model_point_id(c, l, HL_RESID_POST), model_residual_grad(A, 2 * l + 2), 1);
-        }
-    }
     if (pass_check_points(&ctx)) return -1;
     return model_after_pass(m, 1);
 }

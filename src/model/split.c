@@ -79,6 +79,7 @@ static int split_prepare(tlm_model *m, int parts, int with_grads) {
         v->logits_rows = A->logits_rows / A->B * nb; /* (T or 1 per sequence) */
         v->tokens = A->tokens + (size_t)b0 * per_seq;
         v->targets = A->targets + (size_t)b0 * per_seq;
+        v->start = A->start ? A->start + b0 : NULL;
         if (v->attn_scratch) v->attn_scratch += (size_t)p * scratch;
     }
     if (!with_grads) return 0;

@@ -149,14 +149,14 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     }
     if (own && c->v_norm) /* per head, no weight (Gemma 4) */
         rmsnorm_forward(a->vn, a->v_rstd, a->v, NULL, 0.0f, N * KV, hd, c->norm_eps);
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const int pos0 = m->kv && !ctx->A->start ? kv_cache_length(m->kv) : 0; /* (as forward_rows') */
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, hd, pos0);
+        rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, hd, pos0, ctx->A->start);
         PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
         if (own) {
-            rope_forward(a->kr, a->kn, cs, sn, B, T, KV, hd, pos0);
+            rope_forward(a->kr, a->kn, cs, sn, B, T, KV, hd, pos0, ctx->A->start);
             PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
         }
     }
@@ -167,6 +167,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     } else {
         attention_spec spec = model_layer_attention(c, l);
         spec.bf16 = m->bf16_products;
+        spec.start = ctx->A->start;
         attention_forward(a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec, ctx->A->attn_scratch);
         if (ctx->watched) {
             pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
@@ -196,6 +197,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     attention_spec spec = model_layer_attention(c, l);
     const layer_acts *kv = kv_acts(ctx, l);
     spec.bf16 = m->bf16_products;
+    spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);
     if (!own) { /* shared keys and values: their gradients go back to the layer that made them */
@@ -221,10 +223,10 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
         model_layer_rope(m, l, &cs, &sn);
-        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, hd, 0);
+        rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, hd, 0, A->start);
         t = dq, dq = dq_next, dq_next = t;
         if (own) {
-            rope_backward(dk_next, dk, cs, sn, B, T, KV, hd, 0);
+            rope_backward(dk_next, dk, cs, sn, B, T, KV, hd, 0, A->start);
             t = dk, dk = dk_next, dk_next = t;
         }
     }
@@ -583,10 +585,20 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
         dsum = A->dsum;
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][5]), A->dsum, 1);
     }
-    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), (float *)dsum, 1);
-    const float *df = dsum;
+    /* what the sublayer adds to the stream: its gradient is dsum, which the residual path reads too;
+     * watched, the branch gets a copy of its own, so that a hook editing the gradient there changes
+     * the sublayer's path alone (TransformerLens' hook_attn_out / hook_mlp_out) */
+    const float *dbranch = dsum;
+    if (ctx->watched) {
+        float *copy = placement_has_output_norm(c->placement) ? A->dfinal : A->df;
+        vec_copy(copy, dsum, Nd);
+        dbranch = copy;
+    }
+    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), (float *)dbranch, 1);
+    const float *df = dbranch;
     if (placement_has_output_norm(c->placement)) {
-        model_norm_backward(c, A->df, NULL, out_norm(ctx->g, l, k), dsum, &s->out, out_norm(&m->p, l, k), s->f, N);
+        model_norm_backward(c, A->df, NULL, out_norm(ctx->g, l, k), dbranch, &s->out, out_norm(&m->p, l, k), s->f,
+                            N);
         df = A->df;
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), A->df, 1);
     }

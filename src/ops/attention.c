@@ -21,6 +21,17 @@ int attention_key_visible(int query, int key, int window) {
 /* (the same rule as a range: keys attention_first_key(pos) .. pos) */
 int attention_first_key(int pos, int window) { return (window > 0 && pos - window + 1 > 0) ? pos - window + 1 : 0; }
 
+int attention_first_key_padded(int pos, int window, int start) {
+    const int first = attention_first_key(pos, window), lo = start < pos ? start : pos;
+    return lo > first ? lo : first;
+}
+
+/* the first key that query `pos` of batch row b sees under spec (its window, the row's left padding) */
+static inline int spec_first_key(const attention_spec *spec, int b, int pos) {
+    return spec->start ? attention_first_key_padded(pos, spec->window, spec->start[b])
+                       : attention_first_key(pos, spec->window);
+}
+
 /* ---- one row of the softmax, forward and backward: portable C and AVX-512 ----------------------- */
 
 static void softmax_row_c(float *s, float *p, int n, int first, int last, float softcap) {
@@ -296,6 +307,7 @@ static void block_cols(const block_products *bp, float *out, int ldo, const floa
 typedef struct {
     const float *q, *k, *v;
     int q_row, kv_row;
+    int b; /* the batch row */
 } head_view;
 
 static head_view head_at(const float *q, const float *k, const float *v, int b, int h, int T,
@@ -304,7 +316,7 @@ static head_view head_at(const float *q, const float *k, const float *v, int b, 
     const int g = h / (spec->n_heads / spec->n_kv_heads);
     head_view hv = {q + (size_t)b * T * q_row + (size_t)h * spec->head_dim,
                     k + (size_t)b * T * kv_row + (size_t)g * spec->head_dim,
-                    v + (size_t)b * T * kv_row + (size_t)g * spec->head_dim, q_row, kv_row};
+                    v + (size_t)b * T * kv_row + (size_t)g * spec->head_dim, q_row, kv_row, b};
     return hv;
 }
 
@@ -316,7 +328,7 @@ static void block_probs(const block_products *bp, float *S, float *P, const head
     block_keys(q0, rows, spec->window, &k0, &k1);
     block_dots(bp, S, T, hv->q + (size_t)q0 * hv->q_row, hv->q_row, hv->k, hv->kv_row, rows, q0, k0, k1, spec->scale);
     for (int r = 0; r < rows; r++)
-        softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, attention_first_key(q0 + r, spec->window), q0 + r,
+        softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, spec_first_key(spec, hv->b, q0 + r), q0 + r,
                     spec->softcap);
 }
 
@@ -342,8 +354,8 @@ static bf16_scratch bf16_scratch_at(float *own, int T, int hd) {
 
 /* S [rows, T] = capped, masked scale q k^T of queries q0.. over keys k0..k1, P its row softmax (P
  * may be S); 0 or -1 (no product) */
-static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint16_t *k16, int q0, int rows, int k0,
-                            int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
+static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint16_t *k16, int b, int q0, int rows,
+                            int k0, int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
     const int hd = spec->head_dim;
     if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, q16 + (size_t)q0 * hd, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0,
                        T, NULL))
@@ -351,7 +363,7 @@ static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint1
     for (int r = 0; r < rows; r++) {
         float *sr = S + (size_t)r * T;
         for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
-        softmax_row(sr, P + (size_t)r * T, T, attention_first_key(q0 + r, spec->window), q0 + r, spec->softcap);
+        softmax_row(sr, P + (size_t)r * T, T, spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap);
     }
     return 0;
 }
@@ -389,7 +401,7 @@ static int attention_forward_bf16(float *out, float *scores, float *probs, const
                     block_keys(q0, rows, spec->window, &k0, &k1);
                     float *S = scores ? scores + map + (size_t)q0 * T : w.S;
                     float *P = probs ? probs + map + (size_t)q0 * T : S;
-                    if (bf16_block_probs(S, P, w.q, w.k, q0, rows, k0, k1, T, spec, softmax_row)) {
+                    if (bf16_block_probs(S, P, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
                         failed = 1;
                         break;
                     }
@@ -441,7 +453,7 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                         P = probs + map + (size_t)q0 * T;
                         S = scores ? scores + map + (size_t)q0 * T : P;
                     } else { /* the forward's block again, bit for bit */
-                        if (bf16_block_probs(w.S, w.P, w.q, w.k, q0, rows, k0, k1, T, spec, softmax_row)) {
+                        if (bf16_block_probs(w.S, w.P, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
                             failed = 1;
                             break;
                         }
@@ -461,7 +473,7 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                     }
                     for (int r = 0; r < rows; r++)
                         softmax_row_backward(w.dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
-                                             attention_first_key(q0 + r, spec->window), q0 + r, spec->softcap,
+                                             spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap,
                                              spec->scale);
                     /* dQ = dS k (one block holds all of a query's keys: set); dK[k0..k1) += dS^T q */
                     f32_to_bf16_rows(w.pb, nk, w.dS + k0, T, rows, nk);
@@ -562,7 +574,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     block_dots(&bp, dS, T, dout + qb, q_row, hv.v, kv_row, rows, q0, k0, k1, 1.0f);
                     for (int r = 0; r < rows; r++)
                         softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
-                                             attention_first_key(q0 + r, spec->window), q0 + r, cap, spec->scale);
+                                             spec_first_key(spec, b, q0 + r), q0 + r, cap, spec->scale);
                     /* dQ = dS K (one block holds all of a query's keys: set) */
                     block_rows(&bp, dq + qb, q_row, dS, T, hv.k, kv_row, rows, q0, k0, k1, 0);
                     /* dK += dS^T Q */

@@ -18,38 +18,39 @@ static void embed_row(float *o, const float *wte, const uint16_t *wte16, int tok
 }
 
 static void embed_rows(float *out, const int *tokens, const float *wte, const uint16_t *wte16, const float *wpe,
-                       float scale, int B, int T, int C) {
+                       float scale, int B, int T, int C, const int *start) {
 #pragma omp parallel for schedule(static) if((size_t)B * T * C > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++)
-        embed_row(out + (size_t)bt * C, wte, wte16, tokens[bt], wpe ? wpe + (size_t)(bt % T) * C : NULL, scale, C);
+        embed_row(out + (size_t)bt * C, wte, wte16, tokens[bt],
+                  wpe ? wpe + (size_t)padded_position(bt % T, start, bt / T) * C : NULL, scale, C);
 }
 
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, float scale, int B, int T,
-                       int C) {
+                       int C, const int *start) {
     PROF_SCOPE("embedding_forward");
-    embed_rows(out, tokens, wte, NULL, wpe, scale, B, T, C);
+    embed_rows(out, tokens, wte, NULL, wpe, scale, B, T, C, start);
 }
 
 void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, const float *wpe, float scale, int B,
-                            int T, int C) {
+                            int T, int C, const int *start) {
     PROF_SCOPE("embedding_forward_bf16");
-    embed_rows(out, tokens, NULL, wte, wpe, scale, B, T, C);
+    embed_rows(out, tokens, NULL, wte, wpe, scale, B, T, C, start);
 }
 
 void embedding_forward_quant(float *out, const int *tokens, const void *wte, int wq_type, const float *wpe,
-                             float scale, int B, int T, int C) {
+                             float scale, int B, int T, int C, const int *start) {
     PROF_SCOPE("embedding_forward_quant");
 #pragma omp parallel for schedule(static) if((size_t)B * T * C > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
         float *o = out + (size_t)bt * C;
-        const float *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;
+        const float *p = wpe ? wpe + (size_t)padded_position(bt % T, start, bt / T) * C : NULL;
         wq_dequantize_rows(wq_type, wte, C, tokens[bt], tokens[bt] + 1, o);
         for (int c = 0; c < C; c++) o[c] = o[c] * scale + (p ? p[c] : 0.0f);
     }
 }
 
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B, int T,
-                        int C) {
+                        int C, const int *start) {
     PROF_SCOPE("embedding_backward");
     /* rows of dwte collide when a token repeats: accumulate serially over tokens, parallel
      * over blocks of 16 channels (one cache line of each row: a loop over one channel at a
@@ -63,7 +64,7 @@ void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *
             float *e = dwte + (size_t)tokens[bt] * C + c0;
             for (int j = 0; j < w; j++) e[j] += scale * d[j];
             if (dwpe) {
-                float *p = dwpe + (size_t)(bt % T) * C + c0;
+                float *p = dwpe + (size_t)padded_position(bt % T, start, bt / T) * C + c0;
                 for (int j = 0; j < w; j++) p[j] += d[j];
             }
         }

@@ -157,32 +157,43 @@ void dyt_backward(float *dinp, const float *dadd, float *dalpha, float *dweight,
 
 /* ---- position ----------------------------------------------------------------------------- */
 
-/* token (+ learned position) embedding: out [B,T,C] = scale * wte[tokens[b,t]] + wpe[t] (wpe may be NULL) */
+/* Left padding (start): NULL, or [B] the index of each row's first real token, counted from the
+ * rows' first index here (negative when it lies before: a KV cache's step). Positions count from
+ * it, as Hugging Face's position_ids from the attention mask: row b's token t sits at position
+ * t - start[b] (pads before it at 0). */
+static inline int padded_position(int t, const int *start, int b) {
+    const int p = start ? t - start[b] : t;
+    return p > 0 ? p : 0;
+}
+
+/* token (+ learned position) embedding: out [B,T,C] = scale * wte[tokens[b,t]] + wpe[pos(b, t)]
+ * (wpe may be NULL; pos: padded_position) */
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe, float scale, int B,
-                       int T, int C);
+                       int T, int C, const int *start);
 /* the same with a bf16 token table [V,C] */
 void embedding_forward_bf16(float *out, const int *tokens, const uint16_t *wte, const float *wpe, float scale, int B,
-                            int T, int C);
+                            int T, int C, const int *start);
 /* the same with a token table [V,C] in ggml block format wq_type (ops/quant.h): each row looked
  * up is dequantized */
 void embedding_forward_quant(float *out, const int *tokens, const void *wte, int wq_type, const float *wpe,
-                             float scale, int B, int T, int C);
-/* dwte [V,C] += scale * dout rows; dwpe [maxT,C] += dout summed over the batch (dwpe may be NULL) */
+                             float scale, int B, int T, int C, const int *start);
+/* dwte [V,C] += scale * dout rows; dwpe [maxT,C] += dout summed over the batch at each row's
+ * positions (dwpe may be NULL) */
 void embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, float scale, int B,
-                        int T, int C);
+                        int T, int C, const int *start);
 
 /* RoPE, Hugging Face "rotate half" layout: in each head, dim i pairs with i + hd/2.
- * x [B,T,n_heads,hd] rotated by the angle of its position pos0 + t; cos/sin [max_pos, hd/2].
- * out may equal inp. */
+ * x [B,T,n_heads,hd] rotated by the angle of its position pos0 + padded_position(t, start, b);
+ * cos/sin [max_pos, hd/2]. out may equal inp. */
 void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
-                  int n_heads, int head_dim, int pos0);
+                  int n_heads, int head_dim, int pos0, const int *start);
 /* one token at position pos: x [n_heads, hd] -> out (may be inp), on the calling thread alone, the
  * same arithmetic as rope_forward */
 void rope_forward_token(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int n_heads,
                         int head_dim, int pos);
 /* dinp = R^T dout (the inverse rotation; set) */
 void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
-                   int n_heads, int head_dim, int pos0);
+                   int n_heads, int head_dim, int pos0, const int *start);
 
 /* ---- attention ---------------------------------------------------------------------------- */
 
@@ -193,6 +204,9 @@ typedef struct {
     int window;    /* 0 = off; else query i sees key j iff 0 <= i - j < window */
     int bf16;      /* mixed precision: the full-sequence pass's products on bf16 operands where the
                     * CPU has AMX (attention_bf16_products), f32 sums and softmax */
+    const int *start; /* NULL, or [B]: row b is left-padded, its real tokens from start[b] on: a query
+                       * i >= start[b] sees no key before start[b], a pad query (i < start[b]) only
+                       * itself (attention_first_key_padded) */
 } attention_spec;
 
 /* Causal self-attention over one sequence batch.
@@ -218,6 +232,8 @@ int attention_bf16_products(const attention_spec *spec);
 int attention_key_visible(int query, int key, int window);
 /* The first key position a query at position pos sees (0, or the sliding window's start) */
 int attention_first_key(int pos, int window);
+/* ... of a row whose real tokens begin at `start` (left padding): max(that, min(start, pos)) */
+int attention_first_key_padded(int pos, int window, int start);
 /* One row of scores s [n] -> probabilities p [n]: soft-cap (when > 0) and softmax over the
  * visible keys first..last; s outside them becomes -inf, p 0. p may equal s. */
 void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap);

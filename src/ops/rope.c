@@ -20,11 +20,11 @@ static void rotate_token(float *y, const float *x, const float *cs, const float 
 }
 
 static void rotate(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
-                   int n_heads, int head_dim, int pos0, float sign) {
+                   int n_heads, int head_dim, int pos0, const int *start, float sign) {
     int half = head_dim / 2;
 #pragma omp parallel for schedule(static) if((size_t)B * T * n_heads * head_dim > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
-        int pos = pos0 + bt % T;
+        int pos = pos0 + padded_position(bt % T, start, bt / T);
         const size_t at = (size_t)bt * n_heads * head_dim;
         rotate_token(out + at, inp + at, cos_tab + (size_t)pos * half, sin_tab + (size_t)pos * half, n_heads, head_dim,
                      sign);
@@ -38,19 +38,19 @@ void rope_forward_token(float *out, const float *inp, const float *cos_tab, cons
 }
 
 void rope_forward(float *out, const float *inp, const float *cos_tab, const float *sin_tab, int B, int T,
-                  int n_heads, int head_dim, int pos0) {
+                  int n_heads, int head_dim, int pos0, const int *start) {
     PROF_SCOPE("rope_forward");
-    rotate(out, inp, cos_tab, sin_tab, B, T, n_heads, head_dim, pos0, 1.0f);
+    rotate(out, inp, cos_tab, sin_tab, B, T, n_heads, head_dim, pos0, start, 1.0f);
 }
 
 void rope_backward(float *dinp, const float *dout, const float *cos_tab, const float *sin_tab, int B, int T,
-                   int n_heads, int head_dim, int pos0) {
+                   int n_heads, int head_dim, int pos0, const int *start) {
     PROF_SCOPE("rope_backward");
     /* the transpose of a rotation is the rotation by -angle; dinp is set */
     int half = head_dim / 2;
 #pragma omp parallel for schedule(static) if((size_t)B * T * n_heads * head_dim > OMP_MIN_WORK)
     for (int bt = 0; bt < B * T; bt++) {
-        int pos = pos0 + bt % T;
+        int pos = pos0 + padded_position(bt % T, start, bt / T);
         const float *cs = cos_tab + (size_t)pos * half, *sn = sin_tab + (size_t)pos * half;
         for (int h = 0; h < n_heads; h++) {
             const float *dy = dout + ((size_t)bt * n_heads + h) * head_dim;

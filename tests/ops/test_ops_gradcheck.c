@@ -212,30 +212,33 @@ static void test_dyt(int with_bias) {
 }
 
 /* ---- embedding ---------------------------------------------------------------------------------- */
-typedef struct { float *wte, *wpe; int *tok; int B, T, C; float scale; } emb_ctx;
+typedef struct { float *wte, *wpe; int *tok; int B, T, C; float scale; const int *start; } emb_ctx;
 static void emb_fwd(void *c, float *out) {
     emb_ctx *e = c;
-    embedding_forward(out, e->tok, e->wte, e->wpe, e->scale, e->B, e->T, e->C);
+    embedding_forward(out, e->tok, e->wte, e->wpe, e->scale, e->B, e->T, e->C, e->start);
 }
-static void test_embedding(void) {
+/* start: NULL, or each row's left padding (positions count from its first real token) */
+static void test_embedding(const int *start) {
     int tok[6] = {3, 1, 3, 0, 2, 3}; /* repeats: their gradients must add up */
-    emb_ctx c = {.tok = tok, .B = 2, .T = 3, .C = 4, .scale = 2.5f};
+    emb_ctx c = {.tok = tok, .B = 2, .T = 3, .C = 4, .scale = 2.5f, .start = start};
     c.wte = rand_vec(16, 1), c.wpe = rand_vec(12, 1);
     float *R = rand_vec(24, 1), *dwte = zeros(16), *dwpe = zeros(12);
-    embedding_backward(dwte, dwpe, R, tok, c.scale, c.B, c.T, c.C);
-    check("embedding dwte (scaled, repeated ids)", c.wte, 16, dwte, emb_fwd, &c, 24, R, 1e-2f, 1e-3);
-    check("embedding dwpe", c.wpe, 12, dwpe, emb_fwd, &c, 24, R, 1e-2f, 1e-3);
+    embedding_backward(dwte, dwpe, R, tok, c.scale, c.B, c.T, c.C, start);
+    check(start ? "embedding dwte (left-padded rows)" : "embedding dwte (scaled, repeated ids)", c.wte, 16, dwte,
+          emb_fwd, &c, 24, R, 1e-2f, 1e-3);
+    check(start ? "embedding dwpe (left-padded rows)" : "embedding dwpe", c.wpe, 12, dwpe, emb_fwd, &c, 24, R, 1e-2f,
+          1e-3);
     free(c.wte), free(c.wpe), free(R), free(dwte), free(dwpe);
 }
 
 /* ---- rope ----------------------------------------------------------------------------------------- */
-typedef struct { float *x, *cs, *sn; int B, T, H, hd, pos0; } rope_ctx;
+typedef struct { float *x, *cs, *sn; int B, T, H, hd, pos0; const int *start; } rope_ctx;
 static void rope_fwd(void *c, float *out) {
     rope_ctx *r = c;
-    rope_forward(out, r->x, r->cs, r->sn, r->B, r->T, r->H, r->hd, r->pos0);
+    rope_forward(out, r->x, r->cs, r->sn, r->B, r->T, r->H, r->hd, r->pos0, r->start);
 }
-static void test_rope(void) {
-    rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = 6, .pos0 = 2};
+static void test_rope(const int *start) {
+    rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = 6, .pos0 = 2, .start = start};
     int maxp = 8, half = 3;
     c.cs = zeros((size_t)maxp * half), c.sn = zeros((size_t)maxp * half);
     for (int p = 0; p < maxp; p++)
@@ -246,8 +249,8 @@ static void test_rope(void) {
     size_t n = 2 * 3 * 2 * 6;
     c.x = rand_vec(n, 1);
     float *R = rand_vec(n, 1), *dx = unset(n); /* set */
-    rope_backward(dx, R, c.cs, c.sn, c.B, c.T, c.H, c.hd, c.pos0);
-    check("rope dinp", c.x, n, dx, rope_fwd, &c, n, R, 1e-2f, 1e-3);
+    rope_backward(dx, R, c.cs, c.sn, c.B, c.T, c.H, c.hd, c.pos0, start);
+    check(start ? "rope dinp (left-padded rows)" : "rope dinp", c.x, n, dx, rope_fwd, &c, n, R, 1e-2f, 1e-3);
     free(c.cs), free(c.sn), free(c.x), free(R), free(dx);
 }
 
@@ -268,7 +271,9 @@ static void check_attention_forward(const char *label, const att_ctx *c, const f
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {
-                const int g = h / (H / KV), first = attention_first_key(t, sp->window);
+                const int g = h / (H / KV);
+                const int first = sp->start ? attention_first_key_padded(t, sp->window, sp->start[b])
+                                            : attention_first_key(t, sp->window);
                 const float *qt = c->q + ((size_t)(b * T + t) * H + h) * hd;
                 double mx = -INFINITY, sum = 0.0;
                 for (int j = first; j <= t; j++) {
@@ -303,9 +308,11 @@ static void check_attention_forward(const char *label, const att_ctx *c, const f
     printf("attention %-34s forward err %.2e, prob rows %.2e %s\n", label, worst, worst_row, ok ? "ok" : "FAIL");
 }
 
-static void test_attention(const char *label, int B, int T, int H, int KV, int hd, float softcap, int window) {
+/* start: NULL, or each row's left padding (no key before it; a pad query sees itself) */
+static void test_attention_padded(const char *label, int B, int T, int H, int KV, int hd, float softcap, int window,
+                                  const int *start) {
     att_ctx c = {.B = B, .T = T, .spec = {.n_heads = H, .n_kv_heads = KV, .head_dim = hd, .scale = 1.0f / sqrtf(hd),
-                                          .softcap = softcap, .window = window}};
+                                          .softcap = softcap, .window = window, .start = start}};
     size_t nq = (size_t)c.B * c.T * H * hd, nk = (size_t)c.B * c.T * KV * hd, ns = (size_t)c.B * H * c.T * c.T;
     c.q = rand_vec(nq, 1.5), c.k = rand_vec(nk, 1.5), c.v = rand_vec(nk, 1);
     c.scores = malloc(ns * sizeof(float)), c.probs = malloc(ns * sizeof(float));
@@ -354,6 +361,10 @@ static void test_attention(const char *label, int B, int T, int H, int KV, int h
     check(name, c.v, nk, dv, att_fwd, &c, nq, R, 1e-2f, 2e-3);
     free(c.q), free(c.k), free(c.v), free(c.scores), free(c.probs), free(R), free(out), free(dq), free(dk), free(dv),
         free(scratch);
+}
+
+static void test_attention(const char *label, int B, int T, int H, int KV, int hd, float softcap, int window) {
+    test_attention_padded(label, B, T, H, KV, hd, softcap, window, NULL);
 }
 
 /* ---- activations, gated units, soft-cap --------------------------------------------------------------- */
@@ -538,8 +549,14 @@ int main(void) {
     test_rmsnorm_no_weight();
     test_dyt(1);
     test_dyt(0);
-    test_embedding();
-    test_rope();
+    const int pads[2] = {2, 0}, pads3[3] = {0, 3, 1}; /* (left padding: each row's first real token) */
+    test_embedding(NULL);
+    test_embedding(pads);
+    test_rope(NULL);
+    test_rope(pads);
+    test_attention_padded("GQA softcap left-padded", 2, 5, 4, 2, 4, 2.0f, 0, pads);
+    test_attention_padded("MQA window left-padded", 3, 6, 3, 1, 4, 0.0f, 3, pads3);
+    test_attention_padded("hd 32 MHA left-padded", 3, 23, 2, 2, 32, 0.0f, 0, pads3);
     test_attention("MHA", 2, 5, 2, 2, 4, 0.0f, 0);
     test_attention("GQA softcap", 2, 5, 4, 2, 4, 2.0f, 0);
     test_attention("MQA window", 2, 5, 3, 1, 4, 0.0f, 2);

@@ -15,6 +15,11 @@ if(TLM_PYTHON)
                    --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
                    --work ${CMAKE_BINARY_DIR}/test_python_api)
   set_tests_properties(test_python_api PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
+  # padded batches (left and right) and backward hooks that edit gradients, against the reference per prompt
+  add_test(NAME test_python_batch
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_batch.py
+                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_batch)
+  set_tests_properties(test_python_batch PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 600)
   # misuse tables, threads (one model and several, against a serial run), fork, Ctrl-C, the CLI's sampler
   add_test(NAME test_python_misuse
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_misuse.py
