@@ -112,7 +112,10 @@ def run(ctx):
 
     rows = []
     for (L, p, w), lad in runs.items():
+        first = min([lr for lr, (_, s) in lad.items() if s == "trains"], default=math.inf)
         for lr, (r, s) in lad.items():
+            if s in ("stuck", "partial") and lr < first:
+                s = "slow"  # below the smallest lr that trains: not yet trained in this many steps
             dv = r.divergence_step()
             rows.append([L, p, w, lr, r.initial_loss, r.val_loss, s, dv if dv is not None else "-",
                          max((m["grad_norm"] for m in r.metrics[:20] if m.get("grad_norm") is not None),
@@ -121,7 +124,8 @@ def run(ctx):
               "batch 8 x 64 characters of TinyShakespeare, Adam (beta1 0.9, beta2 0.98, no weight decay), no "
               "gradient clipping, linear warmup over 0 or %d steps then cosine to lr/10. Status: trains = finite "
               "throughout and final val loss < %.2f (the unigram entropy %.3f minus %g); stuck = val loss above "
-              "%.2f; diverged = the trainer stopped on a non-finite loss or gradient. The ladder of learning rates "
+              "%.2f; slow = not trained but below the smallest lr that trains; diverged = the trainer stopped on a "
+              "non-finite loss or gradient. The ladder of learning rates "
               "stops after %d in a row that do not train above one that did."
               % (steps, warm, H - MARGIN, H, MARGIN, H - 0.1, STOP_AFTER),
               ["layers", "placement", "warmup", "lr", "first loss", "val loss", "status",
@@ -194,7 +198,8 @@ def run(ctx):
             series.append(svgplot.Series("%s, warmup %d" % (p, w), depths,
                                          [M[(L, p, w)][0] if M[(L, p, w)][0] else float("nan") for L in depths]))
     ctx.figure("Largest learning rate that trains, by depth", "max_lr.svg",
-               svgplot.line_plot(series, title="largest lr that trains (missing = none)", xlabel="layers",
+               svgplot.line_plot(series, title="largest lr that trains (missing = none; at %g = at least that, the "
+                                 "ladder's top)" % lrs[-1], xlabel="layers",
                                  ylabel="learning rate (log)", ylog=True,
                                  xticklabels={L: str(L) for L in depths}))
     # training curves at the deepest depth, at the smallest lr where Post-Norm without warmup does not train
