@@ -242,8 +242,8 @@ def run(ctx):
                    ", ".join(fmt(g[("post", L)][5]) for L in depths),
                    ", ".join(fmt(g[("pre", L)][5]) for L in depths), ", ".join(map(str, depths)),
                    "Post-Norm's gradients are larger near the output, as Xiong et al. describe" if grad_top and grad_big
-                   else ("Post-Norm's rise toward the output more than Pre-Norm's, but by less than 1.5x"
-                         if grad_top else "Post-Norm's are not larger near the output here")))
+                   else ("Post-Norm's fall less toward the output than Pre-Norm's but are not larger near it "
+                         "(last / first below 1.5)" if grad_top else "Post-Norm's are not larger near the output here")))
     ctx.note("Unigram entropy = the entropy of the character frequencies of the training split (%.3f nats): a model "
              "that ends near it learned nothing beyond them. 'Loss above the first' is the first step (after 10) "
              "whose training loss exceeds the first step's, a spike or a divergence." % H)
