@@ -60,7 +60,7 @@ def run(ctx):
         widths, lrs, steps = [64], [3e-3, 3e-2], 60
     else:
         # the paper's learning-rate range, 3e-4 .. 3e-1, at half-decade steps
-        widths, lrs, steps = [16, 32, 64], [3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1], 300
+        widths, lrs, steps = [16, 32, 64, 128], [3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1], 300
     # a held-out window of TinyShakespeare (the last 10% is the validation split)
     with open(ctx.data, encoding="utf-8") as f:
         text = f.read()
