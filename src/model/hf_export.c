@@ -436,11 +436,6 @@ static int write_weights(const tlm_model *m, const char *dir, const char *family
 int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
     const char *why = NULL;
     const char *fam = hf_export_family(&m->cfg, &why);
-    /* the engine's config.json has no rope_scaling key: refuse rather than drop it */
-    if (!strcmp(fam, "tinylm") && m->cfg.position == POS_ROPE && m->cfg.rope_scaling != ROPE_SCALING_NONE)
-        return tlm_error("%s: cannot export: the model needs the tinylm format (%s) but uses rope_scaling, which "
-                         "that format cannot express",
-                         dir, why ? why : "?");
     /* non-finite weights are refused before anything is written */
     for (int i = 0; i < m->n_tensors; i++)
         if (tlm_check_finite(model_param(m, i), m->tensors[i].numel, 0, dir, m->tensors[i].name) < 0)

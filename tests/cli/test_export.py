@@ -116,6 +116,19 @@ def test_trained_runs(tinylm, work):
     # exporting again over the previous export (tokenizer files included) is allowed
     rc, _, err = run(tinylm, "export", "--model", run_dir, "--out", dst)
     check(rc == 0, "export again over a previous export holding its tokenizer", err)
+    # rope_scaling in the tinylm format (DyT: no Hugging Face family): kept in its config.json, so the
+    # logits at every position (scaled by it) are the run's own
+    run_dir = train(tinylm, work, "run_dyt_scaled", "llama-baby", "norm_type=dyt",
+                    'rope_scaling={"rope_type": "linear", "factor": 2.0}')
+    dst = os.path.join(work, "dyt_scaled_tinylm")
+    rc, out, err = run(tinylm, "export", "--model", run_dir, "--out", dst)
+    check(rc == 0 and '"tinylm"' in out, "export a run with rope_scaling in the tinylm format", out + err)
+    logits = []
+    for d in (run_dir, dst):
+        npy = d.rstrip("/") + "_logits.npy"
+        rc, _, err = run(tinylm, "logits", "--model", d, "--prompt", "ROMEO: to be or not", "--out", npy)
+        logits.append(open(npy, "rb").read() if rc == 0 else "ERROR " + err)
+    check(logits[0] == logits[1], "  its logits at every position = the run's (rope_scaling kept)", str(logits[1])[:300])
 
 
 def test_hf_tokenizers(tinylm, work):
