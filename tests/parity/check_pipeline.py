@@ -124,8 +124,33 @@ def mutant_module(olds, news):
     return mod
 
 
-def killing_case(mod, cases, work):
-    """The first case the mutant fails, or None."""
+# Where to look first for mutants whose catching case sits late in the grid: the search order
+# only (each mutant must still fail a case, and a stale name just means the full search). Saves
+# ~40 s a run: the search dumps every case before the first that fails.
+LOOK_FIRST = {
+    "GQA: query head h reads kv head h % KV": "qk_norm_full_rmsnorm_kv2",
+    "sliding window one too wide": "sliding_mixed_layer_types",
+    "attention soft-cap before the scale": "attn_softcap",
+    "query_pre_attn_scalar ignored": "query_pre_attn_scalar",
+    "final soft-cap missing": "final_softcap",
+    "layer_types ignored: every layer slides": "sliding_mixed_layer_types",
+    "embedding scale also on the learned positions": "embedding_scale_learned_pos",
+    "geglu uses silu": "ffn_geglu",
+    "Gemma 4's v norm missing": "v_norm",
+    "K = V: v taken after k's norm and RoPE": "gemma4_k_eq_v_shared_kv",
+    "shared K/V read from the first layer of the type": "gemma4_k_eq_v_shared_kv",
+    "proportional RoPE over all frequencies": "rope_proportional_0.25",
+    "layer scalar missing": "layer_scalar",
+    "per-layer inputs without the token table": "per_layer_inputs_pre",
+    "MoE block: the router reads the pre-FFN norm's output, not the stream": "moe_block_sandwich_aux",
+    "MoE block: per-expert scales missing": "moe_block_sandwich_aux",
+    "MoE block: experts on the pre-FFN norm's output, not their own": "moe_block_sandwich_aux",
+}
+
+
+def killing_case(mod, cases, work, first=None):
+    """The first case the mutant fails (case `first` tried before the others), or None."""
+    cases = sorted(cases, key=lambda d: os.path.basename(d) != first)  # (stable: the grid's order otherwise)
     for case_dir in cases:
         out = os.path.join(work, "mutant_out")
         shutil.rmtree(out, ignore_errors=True)  # stale files would count as extra tensors
@@ -161,8 +186,11 @@ def main():
         if rc == 0 or lines[-1] != "0 passed, 1 failed":
             problems.append("perturbation %s was not caught:\n%s" % (mode, "\n".join(lines)))
 
+    unknown = set(LOOK_FIRST) - {m[0] for m in MUTANTS}
+    if unknown:
+        problems.append("LOOK_FIRST names no mutant: %s" % ", ".join(sorted(unknown)))
     for what, old, new in MUTANTS:
-        killer = killing_case(mutant_module(old, new), cases, a.work)
+        killer = killing_case(mutant_module(old, new), cases, a.work, LOOK_FIRST.get(what))
         print("mutant %-50s %s" % (what, "caught by " + killer if killer else "NOT CAUGHT"))
         if not killer:
             problems.append("no case catches: " + what)
