@@ -844,12 +844,23 @@ def export_tests(R, data_dir):
             b, err = R.logits(dst, IDS)
             e = rel_err(b, a) if b is not None else 1.0
             R.check("export %s (tinylm) reloads with the same logits" % case, e <= 1e-6, "rel err %.2e %s" % (e, err))
-    # the tinylm format cannot hold rope_scaling: refuse instead of dropping it
+    # a gemma3_text model with rope_scaling (on its full layers) goes to the tinylm format, whose config.json
+    # keeps rope_scaling: the same logits after the reload
     dst = os.path.join(R.work, "export_gemma3")
     shutil.rmtree(dst, ignore_errors=True)
-    r = export(os.path.join(R.work, "gemma3_pattern_f32"), dst)
-    R.check("export refuses a tinylm model with rope_scaling", r.returncode != 0 and "rope_scaling" in r.stderr,
-            r.stderr.strip())
+    src = os.path.join(R.work, "gemma3_pattern_f32")
+    r = export(src, dst)
+    conf = json.load(open(os.path.join(dst, "config.json"))) if r.returncode == 0 else {}
+    want = json.load(open(os.path.join(src, "config.json"))).get("rope_scaling")
+    R.check("export gemma3_text with rope_scaling -> tinylm, rope_scaling kept",
+            conf.get("model_type") == "tinylm" and want and conf.get("rope_scaling", {}).get("factor") == want.get("factor"),
+            (r.stdout + r.stderr).strip() + " " + json.dumps(conf.get("rope_scaling")))
+    if conf:
+        a, _ = R.logits(src, IDS)
+        b, err = R.logits(dst, IDS)
+        e = rel_err(b, a) if b is not None else 1.0
+        R.check("export gemma3_text (tinylm, rope_scaling) reloads with the same logits", e <= 1e-6,
+                "rel err %.2e %s" % (e, err))
     # llama2.c -> llama
     dst = os.path.join(R.work, "export_stories")
     shutil.rmtree(dst, ignore_errors=True)
