@@ -42,12 +42,20 @@ import test_probes  # noqa: E402
 check = test_probes.check
 TOL_FWD, TOL_GRAD = 2e-4, 2e-3
 
-# RoPE (pre, post, sandwich norms; GQA; soft-caps; sliding windows), learned positions, latent attention
-PAD_VARIANTS = ["norm_rmsnorm_pre", "norm_layernorm_post", "norm_rmsnorm_sandwich", "gqa_kv2", "both_softcaps",
-                "sliding_mixed_layer_types", "qk_norm_full_learned_pos", "ffn_gelu_mlp_bias", "mla_yarn"]
+# every variant the API tests use (test_python_api.VARIANTS: the norms and placements, GQA / MQA,
+# QK-Norm, soft-caps, sliding windows, learned positions, FFN types, no residual, latent attention)
+API_VARIANTS = ["norm_rmsnorm_pre", "norm_layernorm_post", "norm_rmsnorm_sandwich", "norm_rmsnorm_1p_output",
+                "norm_layernorm_none", "layernorm_nobias_sandwich", "gqa_kv2", "mqa_kv1", "qk_norm_head_rmsnorm",
+                "qk_norm_full_rmsnorm_kv2", "qk_norm_full_learned_pos", "both_softcaps", "sliding_mixed_layer_types",
+                "ffn_geglu", "ffn_gelu_mlp_bias", "residual_false_pre", "post_final_norm_true", "final_norm_false",
+                "mla_yarn"]
+PAD_VARIANTS = API_VARIANTS
 # batched generation: RoPE, GQA, sliding windows, soft-caps, learned positions
 GEN_VARIANTS = ["norm_rmsnorm_pre", "gqa_kv2", "sliding_mixed_layer_types", "both_softcaps", "qk_norm_full_learned_pos"]
-BWD_VARIANTS = ["norm_rmsnorm_pre", "norm_rmsnorm_1p_output", "norm_layernorm_post", "qk_norm_full_learned_pos"]
+# (not residual_false_pre: without the residual add, resid_mid and attn_out are one buffer in the engine,
+# so an edit of attn_out's gradient also shows in the gradient reported at resid_mid, which PyTorch's
+# register_hook reports before the edit; docs/python.md, "Backward hooks")
+BWD_VARIANTS = [v for v in API_VARIANTS if v != "residual_false_pre"]
 
 
 def rel_err(c, r):
