@@ -115,15 +115,7 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     PASS_POINT(ctx, model_point_id(c, l, HL_V), a->vn, 0);
     PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
     PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
-    attention_spec spec = model_layer_attention(c, l);
-    spec.bf16 = m->bf16_products;
-    spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
-    attention_forward(a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec, ctx->A->attn_scratch);
-    if (ctx->watched) {
-        pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
-        pass_fire(ctx, model_point_id(c, l, HL_PATTERN), a->probs, 0);
-        model_hook_attention_from_probs(ctx, l, a->att, a->probs, a->vn);
-    }
+    attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
     for (size_t r = 0; r < (size_t)N * H; r++) memcpy(a->attc + r * dv, a->att + r * D, sizeof(float) * dv);
     linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);

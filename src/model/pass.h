@@ -67,6 +67,11 @@ void layer_tail_backward(pass_ctx *x, int l, const float *x_in, const float *dou
 void ple_inputs_forward(pass_ctx *x, const float *x0);
 void ple_inputs_backward(pass_ctx *x, const float *x0, float *dx0);
 
+/* att [B,T,H,hd] = layer l's attention over the whole sequence (its spec, the pass's precision and
+ * left padding), then the scores and pattern points fired to the pass's observers and hooks */
+void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float *probs, const float *q,
+                         const float *k, const float *v, int B, int T);
+
 /* out [N,OC] = inp [N,IC] @ W^T + b, with f32 or bf16 weights (w_tile: the bf16 path's scratch) */
 void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
                     int IC, int OC);

@@ -109,6 +109,20 @@ void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm
 
 /* ---- attention sublayer ------------------------------------------------------------------------ */
 
+void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float *probs, const float *q,
+                         const float *k, const float *v, int B, int T) {
+    const tlm_config *c = &ctx->m->cfg;
+    attention_spec spec = model_layer_attention(c, l);
+    spec.bf16 = ctx->m->bf16_products;
+    spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
+    attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
+    if (ctx->watched) {
+        pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), scores, 0);
+        pass_fire(ctx, model_point_id(c, l, HL_PATTERN), probs, 0);
+        model_hook_attention_from_probs(ctx, l, att, probs, v);
+    }
+}
+
 /* the keys and values layer l attends over: its own, or (shared K/V) those of its source layer */
 static const layer_acts *kv_acts(const pass_ctx *ctx, int l) {
     return &ctx->A->layers[config_kv_source(&ctx->m->cfg, l)];
@@ -165,15 +179,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
         kv_attention_forward(m->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T,
                              model_layer_attention(c, l));
     } else {
-        attention_spec spec = model_layer_attention(c, l);
-        spec.bf16 = m->bf16_products;
-        spec.start = ctx->A->start;
-        attention_forward(a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec, ctx->A->attn_scratch);
-        if (ctx->watched) {
-            pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), a->scores, 0);
-            pass_fire(ctx, model_point_id(c, l, HL_PATTERN), a->probs, 0);
-            model_hook_attention_from_probs(ctx, l, a->att, a->probs, kv->vn);
-        }
+        attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
     linear_forward(ctx->m, ctx->A->w_tile, f, a->att, &P->o, N, qd, d);
