@@ -1,7 +1,8 @@
 /* decode.c — the KV cache (see decode.h). Keys are cached after QK-norm and RoPE, exactly
  * as the full forward feeds them to attention, so a step costs one token's work. One token
  * attends with a dot product per cached key; a chunk of prompt tokens with two GEMMs per head
- * and block of KV_QUERY_BLOCK queries, into scratch laid out once with the cache.
+ * and block of KV_QUERY_BLOCK queries, into scratch laid out once with the cache (in mixed
+ * precision on AMX, bf16 products in blocks of KV_BF16_BLOCK: kv_chunk_attention_bf16).
  *
  * kv_decode_step runs one token through the whole model in ONE parallel region (below). */
 #include "decode.h"
@@ -57,6 +58,11 @@ struct kv_cache {
     size_t *at;         /* [L] where layer l's keys start in k (and its values in v): its source layer's */
     int *layer_kv, *layer_hd; /* [L] each layer's kv heads and head_dim (Gemma 4's layer types differ) */
     float *scratch;     /* scores of KV_QUERY_BLOCK queries: KV_QUERY_BLOCK * max_len per thread */
+    float *scratch16;   /* a chunk's attention in mixed precision (kv_chunk_attention_bf16), made at the
+                           first such chunk: per thread, S of a block [KV_BF16_BLOCK, max_len] in f32, then as
+                           bf16 its P [KV_BF16_BLOCK, max_len], queries [KV_BF16_BLOCK, hd] and the head's keys
+                           and values [max_len, hd] each */
+    size_t scratch16_floats; /* (per thread, a multiple of 16: each thread's part on a 64-byte line) */
     int n_threads;
     float *step_mem;    /* kv_decode_step's buffers */
     step_shared sh;
@@ -167,7 +173,8 @@ kv_cache *kv_cache_create_batch(tlm_model *m, int max_len, int batch, const int 
 
 void kv_cache_free(kv_cache *c) {
     if (!c) return;
-    free(c->k), free(c->v), free(c->scratch), free(c->step_mem), free(c->own), free(c->mla_scratch), free(c->expand);
+    free(c->k), free(c->v), free(c->scratch), free(c->scratch16), free(c->step_mem), free(c->own);
+    free(c->mla_scratch), free(c->expand);
     free(c->at), free(c->layer_kv), free(c->layer_hd), free(c->start), free(c);
 }
 
@@ -208,8 +215,71 @@ size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg) {
     return sizeof(float) * (size_t)cfg->n_layers * cfg->n_heads * (config_mla_qk_dim(cfg) + cfg->v_head_dim);
 }
 
+/* A chunk of tokens in mixed precision (spec->bf16 on AMX) rounds what the full pass rounds
+ * (ops/attention.c), so a prompt fed through the cache in chunks computes what one full pass does:
+ * each head's cached keys and values to bf16 once per chunk, its queries and P once per block; S =
+ * q k^T and O = P v one gemm_bf16 call each with f32 sums; the scale, soft-cap, mask and softmax in
+ * f32. (row, head) pairs in parallel, their blocks in turn. 0, or -1 (no scratch, or a product oneDNN
+ * could not run: the caller computes the chunk in f32, overwriting what was written). */
+enum { KV_BF16_BLOCK = 128 }; /* (as the full pass's: a block per oneDNN call is worth more rows) */
+
+static int kv_chunk_attention_bf16(kv_cache *c, int l, float *out, const float *q, int T, const attention_spec *spec) {
+    const int H = spec->n_heads, group = H / spec->n_kv_heads, hd = spec->head_dim;
+    const int qrow = H * hd, len = c->len, B = c->batch, n_all = len + T, max_len = c->max_len;
+    const size_t blk = (size_t)KV_BF16_BLOCK * max_len;
+    if (!c->scratch16) { /* (once per cache, for the widest layer's heads) */
+        int hd_max = 0;
+        for (int i = 0; i < c->n_layers; i++) hd_max = c->layer_hd[i] > hd_max ? c->layer_hd[i] : hd_max;
+        const size_t halves = blk + (size_t)KV_BF16_BLOCK * hd_max + 2 * (size_t)max_len * hd_max;
+        c->scratch16_floats = (blk + (halves + 1) / 2 + 15) & ~(size_t)15;
+        c->scratch16 = aligned_alloc(64, sizeof(float) * c->scratch16_floats * c->n_threads);
+        if (!c->scratch16) return -1;
+    }
+    int failed = 0;
+#pragma omp parallel reduction(| : failed)
+    {
+        float *S = c->scratch16 + c->scratch16_floats * omp_get_thread_num();
+        uint16_t *p16 = (uint16_t *)(S + blk), *q16 = p16 + blk;
+        uint16_t *k16 = q16 + (size_t)KV_BF16_BLOCK * hd, *v16 = k16 + (size_t)max_len * hd;
+        int have_b = -1, have_g = -1; /* (the query heads of a GQA group share one rounding of k, v) */
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++) {
+                if (failed) continue;
+                const int g = h / group;
+                if (b != have_b || g != have_g) {
+                    f32_to_bf16_rows(k16, hd, kv_head(c, c->k, b, l, g), hd, n_all, hd);
+                    f32_to_bf16_rows(v16, hd, kv_head(c, c->v, b, l, g), hd, n_all, hd);
+                    have_b = b, have_g = g;
+                }
+                for (int t0 = 0; t0 < T && !failed; t0 += KV_BF16_BLOCK) {
+                    /* the block's queries see keys k0 (its first query's first) .. k1 (its last query) */
+                    const int rows = T - t0 < KV_BF16_BLOCK ? T - t0 : KV_BF16_BLOCK;
+                    const int k0 = kv_first_key(c, b, len + t0, spec->window), k1 = len + t0 + rows, nk = k1 - k0;
+                    const size_t qo = ((size_t)b * T + t0) * qrow + (size_t)h * hd;
+                    f32_to_bf16_rows(q16, hd, q + qo, qrow, rows, hd);
+                    if (gemm_bf16_task(0, 1, rows, nk, hd, q16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0, k1, NULL)) {
+                        failed = 1;
+                        break;
+                    }
+                    for (int r = 0; r < rows; r++) { /* S [rows, k1] -> P in place */
+                        const int pos = len + t0 + r;
+                        float *sr = S + (size_t)r * k1;
+                        for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
+                        attention_softmax_row(sr, sr, k1, kv_first_key(c, b, pos, spec->window), pos, spec->softcap);
+                    }
+                    f32_to_bf16_rows(p16, nk, S + k0, k1, rows, nk);
+                    failed |= gemm_bf16_task(0, 0, rows, hd, nk, p16, nk, v16 + (size_t)k0 * hd, hd, 0.0f, out + qo,
+                                             qrow, NULL) != 0;
+                }
+            }
+    }
+    return failed ? -1 : 0;
+}
+
 void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const float *k, const float *v, int T,
                           attention_spec spec) {
+    PROF_SCOPE("kv_attention_forward");
     const int H = spec.n_heads, group = H / spec.n_kv_heads, hd = spec.head_dim, kvd = spec.n_kv_heads * hd;
     const int qrow = H * hd, len = c->len, B = c->batch;
     for (int b = 0; k && b < B; b++) /* append: row t of head g at position len + t */
@@ -219,6 +289,7 @@ void kv_attention_forward(kv_cache *c, int l, float *out, const float *q, const 
                 memcpy(kv_head(c, c->k, b, l, g) + (size_t)(len + t) * hd, k + src, sizeof(float) * hd);
                 memcpy(kv_head(c, c->v, b, l, g) + (size_t)(len + t) * hd, v + src, sizeof(float) * hd);
             }
+    if (T > 1 && attention_bf16_products(&spec) && !kv_chunk_attention_bf16(c, l, out, q, T, &spec)) return;
     if (T == 1) { /* one new token per row: a dot product per cached key, (row, head) pairs in parallel */
 #pragma omp parallel for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)

@@ -176,8 +176,9 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     }
     const layer_acts *kv = kv_acts(ctx, l);
     if (m->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
-        kv_attention_forward(m->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T,
-                             model_layer_attention(c, l));
+        attention_spec spec = model_layer_attention(c, l);
+        spec.bf16 = m->bf16_products; /* (a chunk of several tokens: the full pass's bf16 products) */
+        kv_attention_forward(m->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T, spec);
     } else {
         attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
     }
