@@ -197,6 +197,92 @@ def write_all(folder, seeds, ext):
     return len(seeds)
 
 
+def family_configs(tiny):
+    """configs of the families and switches added since the first seeds (MLA, DeepSeek-V3's MoE, Gemma 4's
+    layer types / shared K/V / MoE block, DyT's per-position alpha, Qwen3-MoE, Mixtral, OLMo 2, Gemma 3's
+    layer types), shaped like the test checkpoints': a 10M-execution run of fuzz_config seeded with
+    these reached about twice the edges of the seeds above alone"""
+    gemma4 = {"model_type": "gemma4_text", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64,
+              "hidden_size_per_layer_input": 0, "rms_norm_eps": 1e-06, "hidden_activation": "gelu_pytorch_tanh",
+              "enable_moe_block": False, "use_double_wide_mlp": True, "vocab_size_per_layer_input": 64,
+              "num_hidden_layers": 5, "sliding_window": 4, "global_head_dim": 16, "final_logit_softcapping": 5.0,
+              "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                              "full_attention"],
+              "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                                     "rope_theta": 10000.0}},
+              "attention_k_eq_v": True, "num_global_key_value_heads": 1, "num_kv_shared_layers": 2}
+    gemma4_moe = dict(gemma4, enable_moe_block=True, num_experts=6, top_k_experts=2, moe_intermediate_size=16,
+                      use_double_wide_mlp=False, num_hidden_layers=3, num_kv_shared_layers=1,
+                      layer_types=["sliding_attention", "full_attention", "full_attention"])
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 6, "beta_fast": 32.0,
+            "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 1.0}
+    return {
+        "deepseek_v3": {"model_type": "deepseek_v3", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+                        "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 64,
+                        "q_lora_rank": 16, "kv_lora_rank": 12, "qk_nope_head_dim": 6, "qk_rope_head_dim": 4,
+                        "v_head_dim": 8, "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 12,
+                        "n_shared_experts": 1, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5,
+                        "first_k_dense_replace": 1, "norm_topk_prob": True, "rope_theta": 1000.0,
+                        "num_nextn_predict_layers": 1, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
+                        "moe_layer_freq": 1, "rope_interleave": True, "hidden_act": "silu"},
+        "deepseek_v3_yarn_plain_q": {"model_type": "deepseek_v3", "vocab_size": 64, "hidden_size": 32,
+                                     "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                     "max_position_embeddings": 48, "q_lora_rank": None, "kv_lora_rank": 10,
+                                     "qk_nope_head_dim": 4, "qk_rope_head_dim": 8, "v_head_dim": 12,
+                                     "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                                     "n_shared_experts": 2, "n_group": 1, "topk_group": 1,
+                                     "routed_scaling_factor": 1.5, "first_k_dense_replace": 0, "norm_topk_prob": False,
+                                     "rope_theta": 100.0, "rope_interleave": False,
+                                     "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                      "original_max_position_embeddings": 12, "beta_fast": 32,
+                                                      "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.8}},
+        "gemma4_kv_shared": gemma4,
+        "gemma4_moe": gemma4_moe,
+        "gemma4_multimodal": {"model_type": "gemma4", "text_config": dict(gemma4, hidden_size_per_layer_input=4)},
+        "gemma3_layer_types": {"model_type": "gemma3_text", "vocab_size": 64, "hidden_size": 32,
+                               "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+                               "max_position_embeddings": 64, "num_key_value_heads": 1, "head_dim": 8,
+                               "query_pre_attn_scalar": 8, "sliding_window": 3, "final_logit_softcapping": 4.0,
+                               "layer_types": ["full_attention", "sliding_attention", "sliding_attention"],
+                               "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 20000.0},
+                                                   "sliding_attention": {"rope_type": "default",
+                                                                         "rope_theta": 30.0}}},
+        "qwen3_moe": {"model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+                      "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
+                      "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                      "decoder_sparse_step": 2, "mlp_only_layers": None},
+        "mixtral": {"model_type": "mixtral", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
+                    "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+                    "rope_theta": 10000.0, "sliding_window": None, "router_jitter_noise": 0.0, "hidden_act": "silu"},
+        "olmo2": {"model_type": "olmo2", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
+                  "num_key_value_heads": 2, "rms_norm_eps": 1e-05, "rope_theta": 1000.0, "tie_word_embeddings": False},
+        "tinylm_mla_yarn": dict(tiny, kv_lora_rank=12, q_lora_rank=16, qk_nope_head_dim=4, qk_rope_head_dim=8,
+                                v_head_dim=8, rope_theta=100.0, rope_scaling=yarn),
+        "tinylm_mla_moe": dict(tiny, num_hidden_layers=3, kv_lora_rank=12, q_lora_rank=16, qk_nope_head_dim=6,
+                               qk_rope_head_dim=4, v_head_dim=8, rope_interleave=True, num_experts=8,
+                               num_experts_per_tok=2, moe_intermediate_size=12, scoring_func="sigmoid", n_group=4,
+                               topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True, n_shared_experts=1,
+                               first_k_dense_replace=1, tie_word_embeddings=False),
+        "tinylm_dyt_by_position": dict(tiny, norm_type="dyt", norm_placement="sandwich", dyt_alpha_init_attn=4.0,
+                                       dyt_alpha_init_ffn=1.0, dyt_alpha_init_final=1.0),
+        "tinylm_gemma4_moe_block": dict(tiny, num_hidden_layers=3, norm_placement="sandwich", qk_norm="head",
+                                        v_norm=True, query_pre_attn_scalar=1.0, ffn_type="geglu",
+                                        embedding_scale=True, final_logit_softcapping=4.0, layer_scalar=True,
+                                        sliding_window=4, rope_local_base_freq=10000.0,
+                                        rope_proportional_fraction=0.25,
+                                        layer_types=["sliding_attention", "full_attention", "full_attention"],
+                                        num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                        num_global_key_value_heads=1, attention_k_eq_v=True,
+                                        num_kv_shared_layers=1, hidden_size_per_layer_input=4, num_experts=6,
+                                        num_experts_per_tok=2, moe_intermediate_size=8, norm_topk_prob=True,
+                                        enable_moe_block=True),
+    }
+
+
 def more_seeds(out):
     """config, llama2c and llama2c_tokenizer seeds; the tokenizer seeds come from
     tests/tokenizer/make_fuzz_seeds.py"""
@@ -220,6 +306,7 @@ def more_seeds(out):
                    "max_position_embeddings": 32, "sliding_window": 8, "attn_logit_softcapping": 50.0,
                    "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 16},
     }
+    configs.update(family_configs(tiny))
     with open(os.path.join(ROOT, "tests", "data", "llama-3.1-8b", "config.json"), "rb") as f:
         n = write_all(os.path.join(out, "config"), {"llama-3.1-8b": f.read()}, ".json")
     n += write_all(os.path.join(out, "config"), {k: json.dumps(v).encode() for k, v in configs.items()}, ".json")
