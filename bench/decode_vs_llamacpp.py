@@ -2,7 +2,7 @@
 """decode_vs_llamacpp.py — tinylm against llama2.c's run.c and llama.cpp on the same weights, in
 one run: greedy decode tok/s (~256 positions after "Once upon a time") and the prompt processing
 of a 512-token prompt, on random-weight llama2.c checkpoints of the stories15M and stories110M
-shapes; every ratio of tinylm (f32 and --dtype bf16) to each peer (run.c f32; llama.cpp f32, bf16,
+shapes (and, with --shapes llama-d1024, a 271M llama-style one: d 1024, 16 layers); every ratio of tinylm (f32 and --dtype bf16) to each peer (run.c f32; llama.cpp f32, bf16,
 q8_0), and whether the f32 greedy texts agree.
 
     bench/decode_vs_llamacpp.py --peers-dir /work/shared/peers --nlc /tmp/peers/nlc
@@ -52,7 +52,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOK = os.path.join(ROOT, "tests", "data", "tokenizers", "llama2", "tokenizer.bin")
 PROMPT = "Once upon a time"
-SHAPES = ("stories15M", "stories110M")
+SHAPES = ("stories15M", "stories110M", "llama-d1024")  # (the last on request: --shapes llama-d1024)
+DEFAULT_SHAPES = ("stories15M", "stories110M")
 GGUF_TYPES = ("f32", "bf16", "q8_0")
 TINYLM_DTYPES = ("f32", "bf16")
 
@@ -109,7 +110,7 @@ def main():
     ap.add_argument("--nlc", required=True, help="the folder where node-llama-cpp was installed from npm")
     ap.add_argument("--tinylm", default=os.path.join(ROOT, "build", "tinylm"))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=256, help="positions of the decode run, BOS and prompt included (run.c -n)")
     ap.add_argument("--prompt-tokens", type=int, default=512)

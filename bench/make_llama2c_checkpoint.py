@@ -16,6 +16,8 @@ import numpy as np
 SHAPES = {  # dim, hidden, layers, heads, kv heads, vocab, seq
     "stories15M": (288, 768, 6, 6, 6, 32000, 256),
     "stories110M": (768, 2048, 12, 12, 12, 32000, 1024),
+    # a larger llama-style shape (the "d 1024, 16 layers"): 271M parameters, 1.08 GB in f32
+    "llama-d1024": (1024, 2816, 16, 16, 16, 32000, 1024),
 }
 
 

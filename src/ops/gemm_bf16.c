@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <omp.h>
+#include <pthread.h>
 
 #include "ops.h"
 #include "util/clock.h"
@@ -28,6 +29,25 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+/* What a thread keeps here (its oneDNN primitives, its staging buffers) is freed when the thread
+ * ends: OpenMP's pool ends threads when a region asks for fewer than before (set_threads 3 -> 2),
+ * and a long-lived process that does so repeatedly would otherwise lose them each time. (The main
+ * thread's live until exit, reachable from its thread-local storage.) */
+static void free_thread_state(void *unused);
+static pthread_key_t thread_exit_key;
+static int have_thread_exit_key;
+static pthread_once_t thread_exit_once = PTHREAD_ONCE_INIT;
+static void make_thread_exit_key(void) {
+    have_thread_exit_key = pthread_key_create(&thread_exit_key, free_thread_state) == 0; /* (fails only when the
+                                                                                     process has no keys left) */
+}
+/* free_thread_state runs when this thread ends (a key's destructor runs for a non-NULL value) */
+static void free_at_thread_exit(void) {
+    pthread_once(&thread_exit_once, make_thread_exit_key);
+    if (have_thread_exit_key) pthread_setspecific(thread_exit_key, (void *)1);
+}
+static void free_matmuls(void);
 
 #if defined(TLM_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -98,6 +118,7 @@ static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, 
             return s;
     }
     if (!tm.engine) {
+        free_at_thread_exit();
         if (dnnl_engine_create(&tm.engine, dnnl_cpu, 0) != dnnl_success) return NULL;
         if (dnnl_stream_create(&tm.stream, tm.engine, dnnl_stream_default_flags) != dnnl_success) return NULL;
     }
@@ -146,6 +167,13 @@ static matmul_slot *find_or_build(int ta, int tb, int M, int N, int K, int lda, 
     return s;
 }
 
+static void free_matmuls(void) {
+    for (int i = 0; i < tm.used; i++) destroy_slot(&tm.slot[i]);
+    if (tm.stream) dnnl_stream_destroy(tm.stream);
+    if (tm.engine) dnnl_engine_destroy(tm.engine);
+    memset(&tm, 0, sizeof tm);
+}
+
 int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
               float beta, float *C, int ldc, const float *bias) {
     PROF_SCOPE("gemm_bf16");
@@ -178,6 +206,8 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
 }
 
 #else /* the OpenBLAS build: no bf16 products (the callers compute in f32) */
+
+static void free_matmuls(void) {}
 
 gemm_bf16_path_t gemm_bf16_path(void) { return GEMM_BF16_NONE; }
 
@@ -311,11 +341,18 @@ static _Thread_local struct {
 static uint16_t *stage_buffer(int which, size_t n) {
     if (which < 0 || which >= BF16_STAGES) return NULL;
     if (stage[which].cap < n) {
+        if (!stage[which].p) free_at_thread_exit();
         uint16_t *p = realloc(stage[which].p, n * sizeof(uint16_t));
         if (!p) return NULL;
         stage[which].p = p, stage[which].cap = n;
     }
     return stage[which].p;
+}
+
+static void free_thread_state(void *unused) {
+    (void)unused;
+    free_matmuls();
+    for (int i = 0; i < BF16_STAGES; i++) free(stage[i].p), stage[i].p = NULL, stage[i].cap = 0;
 }
 
 const uint16_t *bf16_stage(int which, const float *src, size_t n) {

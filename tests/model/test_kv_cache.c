@@ -97,8 +97,10 @@ int main(void) {
     /* Mixed precision on AMX: a prompt fed through the cache in chunks (9 + 7 rows, so the linear
      * layers multiply in bf16 too) gives the full pass's logits. The chunks' attention rounds what the
      * full pass rounds (q, k, v, P to bf16, f32 sums and softmax), so what is left is the order of a
-     * few f32 sums: measured 0 in 16 variants and at most 4.3e-7 of the largest logit; attention computed in f32 instead
-     * differs by bf16's rounding, 1e-3 and more. */
+     * few f32 sums: measured 0 in 13 of the 14 variants and 3.3e-7 of the largest logit in one; attention
+     * computed in f32 instead differs by bf16's rounding, 1e-3 and more. Not the mixtures of experts:
+     * an expert multiplies in bf16 only when more than MATVEC_MAX_ROWS tokens chose it, which chunking
+     * changes (one variant differed by 7.6e-4 in the sanitizer build, where its routing differs). */
     if (gemm_bf16_path() == GEMM_BF16_AMX) {
         enum { TB = 16, FIRST = 9 };
         for (int i = 0; i < n; i++) {
@@ -106,6 +108,7 @@ int main(void) {
                 continue; /* (MLA's cache has its own attention, f32 whatever the precision) */
             tlm_config c;
             variant_config(&c, &VARIANTS[i]);
+            if (c.n_experts > 0) continue;
             tlm_model *m = model_create(&c);
             model_init_weights(m, 11);
             for (size_t j = 0; j < m->n_params; j++) m->param_mem[j] *= 10.0f;
