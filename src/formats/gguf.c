@@ -608,6 +608,7 @@ int tlm_gguf_detach_mapping(tlm_gguf *g, void **base, size_t *len) {
     return 0;
 }
 
+int tlm_gguf_is_mapped(const tlm_gguf *g) { return g->mapped; }
 uint32_t tlm_gguf_version(const tlm_gguf *g) { return g->version; }
 size_t tlm_gguf_alignment(const tlm_gguf *g) { return g->alignment; }
 const char *tlm_gguf_label(const tlm_gguf *g) { return g->label; }

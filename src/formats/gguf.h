@@ -114,6 +114,9 @@ const gguf_tensor *tlm_gguf_find_tensor(const tlm_gguf *g, const char *name); /*
 /* Hands the mapping over to the caller (who must munmap(*base, *len) it); tensor data
  * pointers stay valid after tlm_gguf_close. 0, or -1 for an image opened from memory. */
 int tlm_gguf_detach_mapping(tlm_gguf *g, void **base, size_t *len);
+/* 1: the tensors' data lies in a read-only file mapping (tlm_gguf_open), whose pages a reader may let go
+ * of (util/hugepage.h tlm_advise_done); 0: in memory (an image copied in) */
+int tlm_gguf_is_mapped(const tlm_gguf *g);
 
 /* ---- writing (version 3) -------------------------------------------------------------------- */
 typedef struct tlm_gguf_writer tlm_gguf_writer; /* opaque */

@@ -24,6 +24,7 @@
 #include "ops/quant.h"
 #include "util/error.h"
 #include "util/f16.h"
+#include "util/hugepage.h"
 
 /* ---- architectures ---------------------------------------------------------------------------- */
 
@@ -393,6 +394,8 @@ static tlm_model *build(const tlm_gguf *g, const char *path) {
             copy_rows(dst, kept, src[i].t, src[i].row0, rows, perm);
         }
         free(perm);
+        if (tlm_gguf_is_mapped(g)) /* (read: the copy is what stays resident, not the file and the copy) */
+            tlm_advise_done(src[i].t->data, src[i].t->nbytes);
     }
 done:
     free(table), free(src), free(storage);

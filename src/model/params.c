@@ -572,15 +572,18 @@ int model_weights_to_bf16(tlm_model *m) {
         if (!kept_as_bf16(t)) {
             memcpy(rest + o32, src, t->numel * sizeof(float));
             t->offset = o32, o32 += t->numel;
-            continue;
-        }
-        for (size_t j0 = 0; j0 < t->numel; j0 += BLOCK) {
-            const size_t n = t->numel - j0 < BLOCK ? t->numel - j0 : BLOCK;
+        } else {
+            for (size_t j0 = 0; j0 < t->numel; j0 += BLOCK) {
+                const size_t n = t->numel - j0 < BLOCK ? t->numel - j0 : BLOCK;
 #pragma omp parallel for schedule(static)
-            for (size_t j = 0; j < n; j++) block[j] = tlm_f32_to_bf16(src[j0 + j]);
-            memcpy(packed + o16 + j0, block, n * sizeof(uint16_t));
+                for (size_t j = 0; j < n; j++) block[j] = tlm_f32_to_bf16(src[j0 + j]);
+                memcpy(packed + o16 + j0, block, n * sizeof(uint16_t));
+            }
+            t->offset = o16, t->bf16 = 1, o16 += t->numel;
         }
-        t->offset = o16, t->bf16 = 1, o16 += t->numel;
+        /* a mapped file's f32 tensor, once converted, leaves resident memory: the peak is the bf16
+         * copy and a tensor, not the file and the copy */
+        if (m->file_map) tlm_advise_done(src, t->numel * sizeof(float));
     }
     free(block);
     uint16_t *w16 = m->file_map ? packed : realloc(packed, (n16 ? n16 : 1) * sizeof(uint16_t));
