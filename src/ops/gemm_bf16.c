@@ -49,6 +49,24 @@ static void free_at_thread_exit(void) {
 }
 static void free_matmuls(void);
 
+/* this thread's dense product buffer for a strided destination (gemm_bf16_task), grown once */
+static _Thread_local struct {
+    float *p;
+    size_t cap;
+} dense_c;
+
+#if defined(TLM_GEMM_ONEDNN)
+static float *dense_buffer(size_t n) {
+    if (dense_c.cap < n) {
+        if (!dense_c.p) free_at_thread_exit();
+        float *p = realloc(dense_c.p, n * sizeof(float));
+        if (!p) return NULL;
+        dense_c.p = p, dense_c.cap = n;
+    }
+    return dense_c.p;
+}
+#endif
+
 #if defined(TLM_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
 
@@ -180,16 +198,8 @@ int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, 
     return gemm_bf16_task(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
-int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
-                   int ldb, float beta, float *C, int ldc, const float *bias) {
-    if (gemm_bf16_path() == GEMM_BF16_NONE) return -1; /* (oneDNN would emulate bf16 slowly, or refuse) */
-    if (M <= 0 || N <= 0) return 0;
-    if (K <= 0) { /* an empty sum: C = beta C (+ bias), as BLAS */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                C[(size_t)i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j]) + (bias ? bias[j] : 0.0f);
-        return 0;
-    }
+static int run_product(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                       int ldb, float beta, float *C, int ldc, const float *bias) {
     matmul_slot *s = find_or_build(trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, bias != NULL);
     if (!s) return -1;
     dnnl_memory_set_data_handle(s->a, (void *)A);
@@ -203,6 +213,35 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
                    dnnl_stream_wait(tm.stream) == dnnl_success;
     signals_release();
     return ok ? 0 : -1;
+}
+
+int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                   int ldb, float beta, float *C, int ldc, const float *bias) {
+    if (gemm_bf16_path() == GEMM_BF16_NONE) return -1; /* (oneDNN would emulate bf16 slowly, or refuse) */
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) { /* an empty sum: C = beta C (+ bias), as BLAS */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j]) + (bias ? bias[j] : 0.0f);
+        return 0;
+    }
+    /* oneDNN 2.6 runs its AMX kernel only for a dense C (ldc = N): a strided one silently takes its
+     * gemm:jit at a half to a third of the speed. So a strided C gets the product in this thread's
+     * dense buffer, then a pass puts it in place (or adds it: the same one f32 addition the sum
+     * post-op does, so the same bits) */
+    float *D = ldc != N ? dense_buffer((size_t)M * N) : NULL;
+    if (!D) return run_product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
+    if (run_product(trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, D, N, bias)) return -1;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && (size_t)M * N > OMP_MIN_WORK)
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        const float *d = D + (size_t)i * N;
+        if (beta != 0.0f)
+            for (int j = 0; j < N; j++) c[j] += d[j];
+        else
+            memcpy(c, d, sizeof(float) * N);
+    }
+    return 0;
 }
 
 #else /* the OpenBLAS build: no bf16 products (the callers compute in f32) */
@@ -353,6 +392,7 @@ static void free_thread_state(void *unused) {
     (void)unused;
     free_matmuls();
     for (int i = 0; i < BF16_STAGES; i++) free(stage[i].p), stage[i].p = NULL, stage[i].cap = 0;
+    free(dense_c.p), dense_c.p = NULL, dense_c.cap = 0;
 }
 
 const uint16_t *bf16_stage(int which, const float *src, size_t n) {
