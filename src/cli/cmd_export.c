@@ -61,8 +61,12 @@ static char *tokenizer_to_export(const char *model_dir, const char *given, int v
                              "--no-tokenizer)");
         return free(src), NULL;
     }
-    const int n = tlm_tokenizer_vocab_size(t);
+    const int n = tlm_tokenizer_vocab_size(t), in_gguf = !strncmp(tlm_tokenizer_kind(t), "gguf", 4);
     tlm_tokenizer_free(t);
+    if (in_gguf) /* (model_export_tokenizer's refusal, said before the weights are written) */
+        return tlm_error("%s: the tokenizer is a GGUF file's metadata, which tinylm writes only into GGUF files "
+                         "(--format gguf); export with --no-tokenizer, or give another one with --tokenizer", src),
+               free(src), NULL;
     if (n > vocab_size)
         return tlm_error("%s: the tokenizer has %d tokens but the model's vocab_size is %d; they do not belong together",
                          src, n, vocab_size),

@@ -73,6 +73,11 @@ int tlm_st_metadata_at(const tlm_safetensors *st, size_t i, const char **key, co
  * Returns 0, or -1 (nothing changes) for shards or an image held in memory. */
 int tlm_st_detach_mapping(tlm_safetensors *st, void **base, size_t *len);
 
+/* t has been read (copied or converted out): its pages leave resident memory now, if it lies in
+ * a file mapping (util/hugepage.h tlm_advise_done; read again, they come back from the file).
+ * Nothing happens for an image held in memory. */
+void tlm_st_release(const tlm_safetensors *st, const tlm_st_tensor *t);
+
 /* Converts an F32, F16 or BF16 tensor to float32 into dst[0 .. n_elems). Fails (with
  * the file, tensor and dtype in the message) for other dtypes or when n_elems is not
  * the tensor's element count. Conversions are exact. */

@@ -6,6 +6,7 @@
 #include "util/io.h"
 #include "util/f16.h"
 #include "util/utf8.h"
+#include "util/hugepage.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -503,6 +504,18 @@ int tlm_st_detach_mapping(tlm_safetensors *st, void **base, size_t *len) {
     *base = st->blobs[0].base, *len = st->blobs[0].len;
     st->blobs[0].mapped = 0, st->blobs[0].base = NULL; /* (free(NULL) at close) */
     return 0;
+}
+
+void tlm_st_release(const tlm_safetensors *st, const tlm_st_tensor *t) {
+    if (!st || !t) return;
+    const char *p = t->data;
+    for (size_t i = 0; i < st->n_blobs; i++) {
+        const char *b = st->blobs[i].base;
+        if (st->blobs[i].mapped && b && p >= b && p + t->nbytes <= b + st->blobs[i].len) {
+            tlm_advise_done(p, t->nbytes);
+            return;
+        }
+    }
 }
 
 int tlm_st_read_f32(const tlm_st_tensor *t, float *dst, size_t n_elems) {

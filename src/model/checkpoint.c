@@ -50,6 +50,7 @@ static int load_engine_tensors(tlm_model *m, tlm_safetensors *st, const char *di
         if (!m->file_map && tlm_st_load_f32(st, t->name, t->ndim, shape, model_param(m, i)))
             return tlm_error_prefix("%s", dir);
         if (tlm_check_finite(model_param(m, i), t->numel, 0, tlm_st_find(st, t->name)->file, t->name) < 0) return -1;
+        if (!m->file_map) tlm_st_release(st, tlm_st_find(st, t->name)); /* (copied: the copy stays resident) */
     }
     /* every tensor in the file must be one the config uses: a leftover tensor means the
      * config and the weights disagree, and running anyway would be silently wrong */

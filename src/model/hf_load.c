@@ -211,6 +211,8 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         if (!rc) rc = load_one(st, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
         const tlm_st_tensor *t = rc ? NULL : tlm_st_find(st, ref.name);
         if (t && t->ndim >= 2) matrices++, bf16_matrices += t->dtype == TLM_DT_BF16; /* (3-D: Gemma 4's experts) */
+        tlm_st_release(st, t); /* (the file's pages: the f32 copy is what stays; a fused tensor's next part
+                                  reads them back from the page cache) */
         if (!rc) rc = mark_used(&used, t);
     }
     /* every matrix bf16 in the file: --dtype auto keeps them so (the values are exact in bf16) */

@@ -197,6 +197,17 @@ def test_errors(tinylm, work):
     rc, _, err = run(tinylm, "export", "--model", base, "--out", dst + "4", "--tokenizer", STORIES)
     check(rc == 1 and "checkpoint" in err and not os.path.exists(dst + "4"),
           "a model checkpoint given as --tokenizer is refused", err)
+    # a GGUF's tokenizer lives in its metadata, which only a GGUF export can carry: refused before the
+    # weights are written (it used to leave config.json + model.safetensors behind, exit 1)
+    g = os.path.join(work, "with_tok.gguf")
+    rc, _, err = run(tinylm, "export", "--model", STORIES, "--tokenizer", TOK512, "--format", "gguf", "--out", g)
+    if check(rc == 0, "a GGUF with its tokenizer in the metadata", err):
+        rc, _, err = run(tinylm, "export", "--model", g, "--out", dst + "5")
+        check(rc == 1 and "GGUF file's metadata" in err and "--no-tokenizer" in err and not os.path.exists(dst + "5"),
+              "a GGUF's tokenizer into a directory export is refused, nothing written", err)
+        rc, out, err = run(tinylm, "export", "--model", g, "--out", dst + "6", "--no-tokenizer")
+        check(rc == 0 and os.path.exists(os.path.join(dst + "6", "config.json")),
+              "... and --no-tokenizer exports its weights", out + err)
 
 
 if __name__ == "__main__":

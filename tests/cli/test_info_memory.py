@@ -121,6 +121,16 @@ def test_gguf_load_peak(T, work):
     check(grown < 1.4 * file_mib,
           "loading a %.0f MiB bf16 GGUF adds %.0f MiB at peak (< 1.4x the file: not the file and its copy)"
           % (file_mib, grown), "peaks %s" % peaks)
+    # the same for a Hugging Face directory (its f32 safetensors copied into the engine's f32 parameters)
+    hf = os.path.join(work, "big_hf")
+    rc, out, err = run(T, "export", "--model", os.path.join(work, "big"), "--out", hf)
+    if not check(rc == 0 and "llama" in out, "export the big model as a Hugging Face llama directory", out + err):
+        return
+    rc, err, peak = peak_rss_mib([T, "generate", "--model", hf, "--prompt", "a", "-n", "1"])
+    hf_mib = os.path.getsize(os.path.join(hf, "model.safetensors")) / 1048576.0
+    check(rc == 0 and peak - peaks["small"] < 1.4 * hf_mib,
+          "loading a %.0f MiB f32 Hugging Face checkpoint adds %.0f MiB at peak (< 1.4x the file)"
+          % (hf_mib, peak - peaks["small"]), err)
 
 
 if __name__ == "__main__":
