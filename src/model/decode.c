@@ -59,10 +59,9 @@ struct kv_cache {
     int *layer_kv, *layer_hd; /* [L] each layer's kv heads and head_dim (Gemma 4's layer types differ) */
     float *scratch;     /* scores of KV_QUERY_BLOCK queries: KV_QUERY_BLOCK * max_len per thread */
     float *scratch16;   /* a chunk's attention in mixed precision (kv_chunk_attention_bf16), made at the
-                           first such chunk: per thread, in f32 S of a block [KV_BF16_BLOCK, max_len] and its
-                           O [KV_BF16_BLOCK, hd], then as bf16 its P [KV_BF16_BLOCK, max_len], queries
-                           [KV_BF16_BLOCK, hd] and the head's keys and values [max_len, hd] each */
-    int scratch16_hd;   /* (the hd it was laid out for: the widest layer's) */
+                           first such chunk: per thread, S of a block [KV_BF16_BLOCK, max_len] in f32, then as
+                           bf16 its P [KV_BF16_BLOCK, max_len], queries [KV_BF16_BLOCK, hd] and the head's keys
+                           and values [max_len, hd] each */
     size_t scratch16_floats; /* (per thread, a multiple of 16: each thread's part on a 64-byte line) */
     int n_threads;
     float *step_mem;    /* kv_decode_step's buffers */
@@ -232,16 +231,15 @@ static int kv_chunk_attention_bf16(kv_cache *c, int l, float *out, const float *
         int hd_max = 0;
         for (int i = 0; i < c->n_layers; i++) hd_max = c->layer_hd[i] > hd_max ? c->layer_hd[i] : hd_max;
         const size_t halves = blk + (size_t)KV_BF16_BLOCK * hd_max + 2 * (size_t)max_len * hd_max;
-        c->scratch16_floats = (blk + (size_t)KV_BF16_BLOCK * hd_max + (halves + 1) / 2 + 15) & ~(size_t)15;
-        c->scratch16_hd = hd_max;
+        c->scratch16_floats = (blk + (halves + 1) / 2 + 15) & ~(size_t)15;
         c->scratch16 = aligned_alloc(64, sizeof(float) * c->scratch16_floats * c->n_threads);
         if (!c->scratch16) return -1;
     }
     int failed = 0;
 #pragma omp parallel reduction(| : failed)
     {
-        float *S = c->scratch16 + c->scratch16_floats * omp_get_thread_num(), *O = S + blk;
-        uint16_t *p16 = (uint16_t *)(O + (size_t)KV_BF16_BLOCK * c->scratch16_hd), *q16 = p16 + blk;
+        float *S = c->scratch16 + c->scratch16_floats * omp_get_thread_num();
+        uint16_t *p16 = (uint16_t *)(S + blk), *q16 = p16 + blk;
         uint16_t *k16 = q16 + (size_t)KV_BF16_BLOCK * hd, *v16 = k16 + (size_t)max_len * hd;
         int have_b = -1, have_g = -1; /* (the query heads of a GQA group share one rounding of k, v) */
 #pragma omp for collapse(2) schedule(static)
@@ -260,25 +258,19 @@ static int kv_chunk_attention_bf16(kv_cache *c, int l, float *out, const float *
                     const int k0 = kv_first_key(c, b, len + t0, spec->window), k1 = len + t0 + rows, nk = k1 - k0;
                     const size_t qo = ((size_t)b * T + t0) * qrow + (size_t)h * hd;
                     f32_to_bf16_rows(q16, hd, q + qo, qrow, rows, hd);
-                    /* (dense destinations: oneDNN's AMX kernel takes no other, ops/attention.c) */
-                    if (gemm_bf16_task(0, 1, rows, nk, hd, q16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S, nk, NULL)) {
+                    if (gemm_bf16_task(0, 1, rows, nk, hd, q16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0, k1, NULL)) {
                         failed = 1;
                         break;
                     }
-                    for (int r = 0; r < rows; r++) { /* S [rows, nk] (keys from k0) -> P in place */
+                    for (int r = 0; r < rows; r++) { /* S [rows, k1] -> P in place */
                         const int pos = len + t0 + r;
-                        float *sr = S + (size_t)r * nk;
-                        for (int j = 0; j < nk; j++) sr[j] *= spec->scale;
-                        attention_softmax_row(sr, sr, nk, kv_first_key(c, b, pos, spec->window) - k0, pos - k0,
-                                              spec->softcap);
+                        float *sr = S + (size_t)r * k1;
+                        for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
+                        attention_softmax_row(sr, sr, k1, kv_first_key(c, b, pos, spec->window), pos, spec->softcap);
                     }
-                    f32_to_bf16_rows(p16, nk, S, nk, rows, nk);
-                    if (gemm_bf16_task(0, 0, rows, hd, nk, p16, nk, v16 + (size_t)k0 * hd, hd, 0.0f, O, hd, NULL)) {
-                        failed = 1;
-                        break;
-                    }
-                    for (int r = 0; r < rows; r++)
-                        memcpy(out + qo + (size_t)r * qrow, O + (size_t)r * hd, sizeof(float) * hd);
+                    f32_to_bf16_rows(p16, nk, S + k0, k1, rows, nk);
+                    failed |= gemm_bf16_task(0, 0, rows, hd, nk, p16, nk, v16 + (size_t)k0 * hd, hd, 0.0f, out + qo,
+                                             qrow, NULL) != 0;
                 }
             }
     }

@@ -6,7 +6,6 @@
  * agree to float32 rounding, not bit for bit. */
 #include <math.h>
 #include <omp.h>
-#include <string.h>
 
 #include "fastmath.h"
 #include "ops.h"
@@ -227,14 +226,12 @@ static size_t block_floats(int T) { return (size_t)(T < ATTN_QUERY_BLOCK ? T : A
 
 /* Mixed precision (spec->bf16 on AMX) works on larger blocks: each product is one gemm_bf16 call
  * (oneDNN), whose fixed cost per call is worth more rows; a block's S, P, dS [rows, T] in f32, a
- * bf16 copy of P or dS [rows, keys], the head's q, k, v, dO rows as bf16 [T, hd] each, and the
- * products' dense outputs (see below) */
+ * bf16 copy of P or dS [rows, keys], and the head's q, k, v, dO rows as bf16 [T, hd] each */
 enum { ATTN_BF16_BLOCK = 128 };
 static int bf16_block_rows(int T) { return T < ATTN_BF16_BLOCK ? T : ATTN_BF16_BLOCK; }
 static size_t bf16_scratch_floats(int T, int hd) {
     const size_t blk = (size_t)bf16_block_rows(T) * T;
-    const size_t dense = blk + (size_t)bf16_block_rows(T) * hd + 2 * (size_t)T * hd;
-    return 3 * blk + dense + (blk + 4 * (size_t)T * hd + 1) / 2; /* (bf16: two to a float) */
+    return 3 * blk + (blk + 4 * (size_t)T * hd + 1) / 2; /* (bf16: two to a float) */
 }
 
 size_t attention_scratch_floats(int T, int head_dim) {
@@ -341,54 +338,31 @@ static void block_probs(const block_products *bp, float *S, float *P, const head
  * products: q, k, v and dO are rounded to bf16 once per head, P and dS once per block, and each of
  * S = scale q k^T, O = P v, dV += P^T dO, dP = dO v^T, dQ = dS k, dK += dS^T q is one gemm_bf16
  * call with f32 sums (AMX tiles). The masked upper triangle of a block is computed and discarded,
- * as gemm() does. Every product writes a dense matrix of its own (leading dimension = its width)
- * that a pass then copies where it belongs: oneDNN 2.6 runs its AMX kernel only for a dense
- * destination, and a strided one (a head's columns of [T, H hd], a block's keys of a [rows, T]
- * row) silently takes its non-AMX gemm at a half to a third of the speed. A product that oneDNN
- * could not run makes the caller compute the whole pass in f32 (the function returns -1 before
- * writing any output it cannot finish). */
+ * as gemm() does. A product that oneDNN could not run makes the caller compute the whole pass in
+ * f32 (the function returns -1 before writing any output it cannot finish). */
 typedef struct {
-    float *S, *P, *dS;              /* [rows, T] each */
-    float *dense;                   /* a block's S or dP as the product wrote it [rows, keys] */
-    float *out;                     /* a block's O or dQ [rows, hd] */
-    float *dk, *dv;                 /* a kv head's dK, dV summed over its blocks and query heads [T, hd] */
+    float *S, *P, *dS;            /* [rows, T] each */
     uint16_t *pb, *q, *k, *v, *do_; /* pb: P or dS of a block as bf16 [rows, keys]; the rest [T, hd] */
 } bf16_scratch;
 
 static bf16_scratch bf16_scratch_at(float *own, int T, int hd) {
     const size_t blk = (size_t)bf16_block_rows(T) * T, head = (size_t)T * hd;
-    bf16_scratch s;
-    s.S = own, s.P = own + blk, s.dS = own + 2 * blk, s.dense = own + 3 * blk;
-    s.out = s.dense + blk, s.dk = s.out + (size_t)bf16_block_rows(T) * hd, s.dv = s.dk + head;
-    s.pb = (uint16_t *)(s.dv + head);
+    bf16_scratch s = {own, own + blk, own + 2 * blk, (uint16_t *)(own + 3 * blk), NULL, NULL, NULL, NULL};
     s.q = s.pb + blk, s.k = s.q + head, s.v = s.k + head, s.do_ = s.v + head;
     return s;
 }
 
-/* rows [rows, hd] of a dense product (ld hd) into dst (ld ldd): set or added */
-static void put_rows(float *dst, int ldd, const float *src, int rows, int hd, int add) {
-    for (int r = 0; r < rows; r++) {
-        float *d = dst + (size_t)r * ldd;
-        const float *x = src + (size_t)r * hd;
-        if (add)
-            for (int i = 0; i < hd; i++) d[i] += x[i];
-        else
-            memcpy(d, x, sizeof(float) * hd);
-    }
-}
-
 /* S [rows, T] = capped, masked scale q k^T of queries q0.. over keys k0..k1, P its row softmax (P
- * may be S); the product goes to dense [rows, k1 - k0] first. 0 or -1 (no product) */
-static int bf16_block_probs(float *S, float *P, float *dense, const uint16_t *q16, const uint16_t *k16, int b, int q0,
-                            int rows, int k0, int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
-    const int hd = spec->head_dim, nk = k1 - k0;
-    if (gemm_bf16_task(0, 1, rows, nk, hd, q16 + (size_t)q0 * hd, hd, k16 + (size_t)k0 * hd, hd, 0.0f, dense, nk,
-                       NULL))
+ * may be S); 0 or -1 (no product) */
+static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint16_t *k16, int b, int q0, int rows,
+                            int k0, int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
+    const int hd = spec->head_dim;
+    if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, q16 + (size_t)q0 * hd, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0,
+                       T, NULL))
         return -1;
     for (int r = 0; r < rows; r++) {
         float *sr = S + (size_t)r * T;
-        const float *dr = dense + (size_t)r * nk;
-        for (int j = 0; j < nk; j++) sr[k0 + j] = dr[j] * spec->scale;
+        for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
         softmax_row(sr, P + (size_t)r * T, T, spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap);
     }
     return 0;
@@ -427,18 +401,14 @@ static int attention_forward_bf16(float *out, float *scores, float *probs, const
                     block_keys(q0, rows, spec->window, &k0, &k1);
                     float *S = scores ? scores + map + (size_t)q0 * T : w.S;
                     float *P = probs ? probs + map + (size_t)q0 * T : S;
-                    if (bf16_block_probs(S, P, w.dense, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
+                    if (bf16_block_probs(S, P, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
                         failed = 1;
                         break;
                     }
                     /* O = P v */
                     f32_to_bf16_rows(w.pb, k1 - k0, P + k0, T, rows, k1 - k0);
-                    if (gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
-                                       w.out, hd, NULL)) {
-                        failed = 1;
-                        break;
-                    }
-                    put_rows(oh + (size_t)q0 * q_row, q_row, w.out, rows, hd, 0);
+                    failed |= gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
+                                             oh + (size_t)q0 * q_row, q_row, NULL) != 0;
                 }
             }
     }
@@ -453,16 +423,17 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
     const softmax_row_fn softmax_row = pick_softmax_row();
     const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
     const size_t own_floats = attention_scratch_floats(T, hd);
+    const size_t n_kv = (size_t)B * T * kv_row;
+#pragma omp parallel for schedule(static) if(n_kv > OMP_MIN_WORK)
+    for (size_t i = 0; i < n_kv; i++) dk[i] = 0.0f, dv[i] = 0.0f;
     int failed = 0;
-    /* one task per (batch row, kv head): its dK, dV summed in dense scratch over the group's query
-     * heads and blocks, then written over the task's rows of dk, dv (every row: no zeroing pass) */
 #pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < KV; g++) {
             if (failed) continue;
             const bf16_scratch w = bf16_scratch_at(scratch + (size_t)omp_get_thread_num() * own_floats, T, hd);
-            memset(w.dk, 0, sizeof(float) * (size_t)T * hd);
-            memset(w.dv, 0, sizeof(float) * (size_t)T * hd);
+            float *dkg = dk + (size_t)b * T * kv_row + (size_t)g * hd;
+            float *dvg = dv + (size_t)b * T * kv_row + (size_t)g * hd;
             for (int h = g * group; h < (g + 1) * group && !failed; h++) {
                 const head_view hv = head_at(q, k, v, b, h, T, spec);
                 if (h == g * group) {
@@ -482,8 +453,7 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                         P = probs + map + (size_t)q0 * T;
                         S = scores ? scores + map + (size_t)q0 * T : P;
                     } else { /* the forward's block again, bit for bit */
-                        if (bf16_block_probs(w.S, w.P, w.dense, w.q, w.k, b, q0, rows, k0, k1, T, spec,
-                                             softmax_row)) {
+                        if (bf16_block_probs(w.S, w.P, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
                             failed = 1;
                             break;
                         }
@@ -492,35 +462,30 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                     const uint16_t *do_b = w.do_ + (size_t)q0 * hd;
                     /* dV[k0..k1) += P^T dO */
                     f32_to_bf16_rows(w.pb, nk, P + k0, T, rows, nk);
-                    int bad = gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, do_b, hd, 1.0f, w.dv + (size_t)k0 * hd, hd,
-                                             NULL);
-                    /* dP = dO v^T [rows, nk], then through the softmax in place (keys relative to k0) */
-                    bad |= gemm_bf16_task(0, 1, rows, nk, hd, do_b, hd, w.v + (size_t)k0 * hd, hd, 0.0f, w.dense, nk,
+                    int bad = gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, do_b, hd, 1.0f, dvg + (size_t)k0 * kv_row,
+                                             kv_row, NULL);
+                    /* dP = dO v^T */
+                    bad |= gemm_bf16_task(0, 1, rows, nk, hd, do_b, hd, w.v + (size_t)k0 * hd, hd, 0.0f, w.dS + k0, T,
                                           NULL);
                     if (bad) {
                         failed = 1;
                         break;
                     }
                     for (int r = 0; r < rows; r++)
-                        softmax_row_backward(w.dense + (size_t)r * nk, P + (size_t)r * T + k0, S + (size_t)r * T + k0,
-                                             nk, spec_first_key(spec, b, q0 + r) - k0, q0 + r - k0, spec->softcap,
+                        softmax_row_backward(w.dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
+                                             spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap,
                                              spec->scale);
                     /* dQ = dS k (one block holds all of a query's keys: set); dK[k0..k1) += dS^T q */
-                    f32_to_bf16_rows(w.pb, nk, w.dense, nk, rows, nk);
-                    bad = gemm_bf16_task(0, 0, rows, hd, nk, w.pb, nk, w.k + (size_t)k0 * hd, hd, 0.0f, w.out, hd,
-                                         NULL);
+                    f32_to_bf16_rows(w.pb, nk, w.dS + k0, T, rows, nk);
+                    bad = gemm_bf16_task(0, 0, rows, hd, nk, w.pb, nk, w.k + (size_t)k0 * hd, hd, 0.0f,
+                                         dq + qo + (size_t)q0 * q_row, q_row, NULL);
                     bad |= gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, w.q + (size_t)q0 * hd, hd, 1.0f,
-                                          w.dk + (size_t)k0 * hd, hd, NULL);
+                                          dkg + (size_t)k0 * kv_row, kv_row, NULL);
                     if (bad) {
                         failed = 1;
                         break;
                     }
-                    put_rows(dq + qo + (size_t)q0 * q_row, q_row, w.out, rows, hd, 0);
                 }
-            }
-            if (!failed) {
-                put_rows(dk + (size_t)b * T * kv_row + (size_t)g * hd, kv_row, w.dk, T, hd, 0);
-                put_rows(dv + (size_t)b * T * kv_row + (size_t)g * hd, kv_row, w.dv, T, hd, 0);
             }
         }
     return failed ? -1 : 0;

@@ -49,23 +49,25 @@ static void free_at_thread_exit(void) {
 }
 static void free_matmuls(void);
 
-/* this thread's dense product buffer for a strided destination (gemm_bf16_task), grown once */
-static _Thread_local struct {
-    float *p;
-    size_t cap;
-} dense_c;
+/* A thread's own buffer, grown to the largest size asked for and kept (no allocation once the
+ * shapes repeat); freed with the thread. Its bf16 staging copies (bf16_stage) and the dense
+ * product of a strided destination (gemm_bf16_task) live in these. */
+typedef struct {
+    void *p;
+    size_t bytes;
+} thread_buffer;
 
-#if defined(TLM_GEMM_ONEDNN)
-static float *dense_buffer(size_t n) {
-    if (dense_c.cap < n) {
-        if (!dense_c.p) free_at_thread_exit();
-        float *p = realloc(dense_c.p, n * sizeof(float));
+static void *thread_buffer_get(thread_buffer *b, size_t bytes) {
+    if (b->bytes < bytes) {
+        if (!b->p) free_at_thread_exit();
+        void *p = realloc(b->p, bytes);
         if (!p) return NULL;
-        dense_c.p = p, dense_c.cap = n;
+        b->p = p, b->bytes = bytes;
     }
-    return dense_c.p;
+    return b->p;
 }
-#endif
+
+static _Thread_local thread_buffer stage[BF16_STAGES], dense_c;
 
 #if defined(TLM_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -229,7 +231,7 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
      * gemm:jit at a half to a third of the speed. So a strided C gets the product in this thread's
      * dense buffer, then a pass puts it in place (or adds it: the same one f32 addition the sum
      * post-op does, so the same bits) */
-    float *D = ldc != N ? dense_buffer((size_t)M * N) : NULL;
+    float *D = ldc != N ? thread_buffer_get(&dense_c, sizeof(float) * (size_t)M * N) : NULL;
     if (!D) return run_product(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
     if (run_product(trans_a, trans_b, M, N, K, A, lda, B, ldb, 0.0f, D, N, bias)) return -1;
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && (size_t)M * N > OMP_MIN_WORK)
@@ -371,28 +373,17 @@ static void to_bf16_colsum(uint16_t *dst, const float *src, int N, int C, float 
     }
 }
 
-static _Thread_local struct {
-    uint16_t *p;
-    size_t cap;
-} stage[BF16_STAGES];
-
 /* this thread's staging buffer `which`, grown to n values (NULL: no such buffer, out of memory) */
 static uint16_t *stage_buffer(int which, size_t n) {
     if (which < 0 || which >= BF16_STAGES) return NULL;
-    if (stage[which].cap < n) {
-        if (!stage[which].p) free_at_thread_exit();
-        uint16_t *p = realloc(stage[which].p, n * sizeof(uint16_t));
-        if (!p) return NULL;
-        stage[which].p = p, stage[which].cap = n;
-    }
-    return stage[which].p;
+    return thread_buffer_get(&stage[which], n * sizeof(uint16_t));
 }
 
 static void free_thread_state(void *unused) {
     (void)unused;
     free_matmuls();
-    for (int i = 0; i < BF16_STAGES; i++) free(stage[i].p), stage[i].p = NULL, stage[i].cap = 0;
-    free(dense_c.p), dense_c.p = NULL, dense_c.cap = 0;
+    for (int i = 0; i < BF16_STAGES; i++) free(stage[i].p), stage[i] = (thread_buffer){0};
+    free(dense_c.p), dense_c = (thread_buffer){0};
 }
 
 const uint16_t *bf16_stage(int which, const float *src, size_t n) {
