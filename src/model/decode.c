@@ -235,6 +235,8 @@ static int kv_chunk_attention_bf16(kv_cache *c, int l, float *out, const float *
         c->scratch16 = aligned_alloc(64, sizeof(float) * c->scratch16_floats * c->n_threads);
         if (!c->scratch16) return -1;
     }
+    attention_spec blk_spec = *spec;
+    blk_spec.start = c->start; /* (the rows' left padding: kv_first_key's rule) */
     int failed = 0;
 #pragma omp parallel reduction(| : failed)
     {
@@ -255,22 +257,11 @@ static int kv_chunk_attention_bf16(kv_cache *c, int l, float *out, const float *
                 for (int t0 = 0; t0 < T && !failed; t0 += KV_BF16_BLOCK) {
                     /* the block's queries see keys k0 (its first query's first) .. k1 (its last query) */
                     const int rows = T - t0 < KV_BF16_BLOCK ? T - t0 : KV_BF16_BLOCK;
-                    const int k0 = kv_first_key(c, b, len + t0, spec->window), k1 = len + t0 + rows, nk = k1 - k0;
+                    const int k0 = kv_first_key(c, b, len + t0, spec->window), k1 = len + t0 + rows;
                     const size_t qo = ((size_t)b * T + t0) * qrow + (size_t)h * hd;
                     f32_to_bf16_rows(q16, hd, q + qo, qrow, rows, hd);
-                    if (gemm_bf16_task(0, 1, rows, nk, hd, q16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0, k1, NULL)) {
-                        failed = 1;
-                        break;
-                    }
-                    for (int r = 0; r < rows; r++) { /* S [rows, k1] -> P in place */
-                        const int pos = len + t0 + r;
-                        float *sr = S + (size_t)r * k1;
-                        for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
-                        attention_softmax_row(sr, sr, k1, kv_first_key(c, b, pos, spec->window), pos, spec->softcap);
-                    }
-                    f32_to_bf16_rows(p16, nk, S + k0, k1, rows, nk);
-                    failed |= gemm_bf16_task(0, 0, rows, hd, nk, p16, nk, v16 + (size_t)k0 * hd, hd, 0.0f, out + qo,
-                                             qrow, NULL) != 0;
+                    failed |= attention_block_bf16(out + qo, qrow, S, S, k1, p16, q16, k16, v16, b, len + t0, rows, k0,
+                                                   k1, &blk_spec) != 0;
                 }
             }
     }

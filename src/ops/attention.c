@@ -352,27 +352,36 @@ static bf16_scratch bf16_scratch_at(float *own, int T, int hd) {
     return s;
 }
 
-/* S [rows, T] = capped, masked scale q k^T of queries q0.. over keys k0..k1, P its row softmax (P
- * may be S); 0 or -1 (no product) */
-static int bf16_block_probs(float *S, float *P, const uint16_t *q16, const uint16_t *k16, int b, int q0, int rows,
-                            int k0, int k1, int T, const attention_spec *spec, softmax_row_fn softmax_row) {
+/* S [rows, ld] = capped, masked scale q k^T of the block's queries (qb16: their rows, the first at
+ * position q0) over keys k0..k1 (columns are absolute keys, k16 and the rows of S from key 0), P
+ * its row softmax (P may be S); 0 or -1 (no product) */
+static int bf16_block_probs(float *S, float *P, int ld, const uint16_t *qb16, const uint16_t *k16, int b, int q0,
+                            int rows, int k0, int k1, const attention_spec *spec, softmax_row_fn softmax_row) {
     const int hd = spec->head_dim;
-    if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, q16 + (size_t)q0 * hd, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0,
-                       T, NULL))
+    if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, qb16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0, ld, NULL))
         return -1;
     for (int r = 0; r < rows; r++) {
-        float *sr = S + (size_t)r * T;
+        float *sr = S + (size_t)r * ld;
         for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
-        softmax_row(sr, P + (size_t)r * T, T, spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap);
+        softmax_row(sr, P + (size_t)r * ld, ld, spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap);
     }
     return 0;
+}
+
+int attention_block_bf16(float *out, int ldo, float *S, float *P, int ld, uint16_t *pb, const uint16_t *qb16,
+                         const uint16_t *k16, const uint16_t *v16, int b, int q0, int rows, int k0, int k1,
+                         const attention_spec *spec) {
+    if (bf16_block_probs(S, P, ld, qb16, k16, b, q0, rows, k0, k1, spec, pick_softmax_row())) return -1;
+    /* O = P v */
+    f32_to_bf16_rows(pb, k1 - k0, P + k0, ld, rows, k1 - k0);
+    return gemm_bf16_task(0, 0, rows, spec->head_dim, k1 - k0, pb, k1 - k0, v16 + (size_t)k0 * spec->head_dim,
+                          spec->head_dim, 0.0f, out, ldo, NULL);
 }
 
 static int attention_forward_bf16(float *out, float *scores, float *probs, const float *q, const float *k,
                                   const float *v, int B, int T, const attention_spec *spec, float *scratch) {
     const int H = spec->n_heads, hd = spec->head_dim, QB = bf16_block_rows(T);
     const int q_row = H * hd;
-    const softmax_row_fn softmax_row = pick_softmax_row();
     const size_t own_floats = attention_scratch_floats(T, hd);
     const int group = H / spec->n_kv_heads;
     int failed = 0;
@@ -401,14 +410,11 @@ static int attention_forward_bf16(float *out, float *scores, float *probs, const
                     block_keys(q0, rows, spec->window, &k0, &k1);
                     float *S = scores ? scores + map + (size_t)q0 * T : w.S;
                     float *P = probs ? probs + map + (size_t)q0 * T : S;
-                    if (bf16_block_probs(S, P, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
+                    if (attention_block_bf16(oh + (size_t)q0 * q_row, q_row, S, P, T, w.pb, w.q + (size_t)q0 * hd,
+                                             w.k, w.v, b, q0, rows, k0, k1, spec)) {
                         failed = 1;
                         break;
                     }
-                    /* O = P v */
-                    f32_to_bf16_rows(w.pb, k1 - k0, P + k0, T, rows, k1 - k0);
-                    failed |= gemm_bf16_task(0, 0, rows, hd, k1 - k0, w.pb, k1 - k0, w.v + (size_t)k0 * hd, hd, 0.0f,
-                                             oh + (size_t)q0 * q_row, q_row, NULL) != 0;
                 }
             }
     }
@@ -453,7 +459,8 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                         P = probs + map + (size_t)q0 * T;
                         S = scores ? scores + map + (size_t)q0 * T : P;
                     } else { /* the forward's block again, bit for bit */
-                        if (bf16_block_probs(w.S, w.P, w.q, w.k, b, q0, rows, k0, k1, T, spec, softmax_row)) {
+                        if (bf16_block_probs(w.S, w.P, T, w.q + (size_t)q0 * hd, w.k, b, q0, rows, k0, k1, spec,
+                                             softmax_row)) {
                             failed = 1;
                             break;
                         }

@@ -226,6 +226,15 @@ size_t attention_scratch_floats(int T, int head_dim);
 /* whether attention_forward/backward compute spec's products on bf16 operands: spec->bf16 and
  * gemm_bf16 on AMX tiles (with AVX512-BF16 alone the f32 register tiles are kept) */
 int attention_bf16_products(const attention_spec *spec);
+/* One block of queries with bf16 products (what the passes above do per block on AMX, and what a
+ * prompt's chunks through the KV cache do): S = scale qb16 k16^T over keys k0..k1 into S [rows, ld]
+ * (columns absolute keys; then capped, masked by spec from query position q0 of batch row b on),
+ * P = its row softmax into P (may be S), then out [rows, head_dim] (ld ldo) = bf16(P) v16. qb16:
+ * the block's rows [rows, hd]; k16, v16 [.., hd] from key 0; pb: bf16 scratch of rows x (k1 - k0).
+ * 0, or -1 (a product oneDNN could not run) */
+int attention_block_bf16(float *out, int ldo, float *S, float *P, int ld, uint16_t *pb, const uint16_t *qb16,
+                         const uint16_t *k16, const uint16_t *v16, int b, int q0, int rows, int k0, int k1,
+                         const attention_spec *spec);
 
 /* The visibility rule, the one place it is written: a query at position `query` sees the key at
  * `key` iff key <= query (causal) and, with a window, query - key < window. */
