@@ -13,6 +13,7 @@
 #include "util/f16.h"
 #include "util/rng.h"
 #include "util/hugepage.h"
+#include "util/profile.h"
 #include "ops/quant.h"
 
 typedef struct {
@@ -615,6 +616,7 @@ static void bind_mirror(tlm_model *m) {
 
 void model_refresh_mirror(tlm_model *m) {
     if (!m->mirror16) return;
+    PROF_SCOPE("bf16_weight_copy");
     f32_to_bf16(m->mirror16, m->param_mem, m->n_params);
     bind_mirror(m); /* (again every time: a rebinding of the views, e.g. after a load, resets w16) */
 }

@@ -49,6 +49,7 @@ void adamw_free(adamw *o) {
 }
 
 double grad_global_norm(const tlm_model *m) {
+    PROF_SCOPE("grad_global_norm");
     enum { CHUNKS = 64 };
     double part[CHUNKS];
     const size_t n = m->n_params, per = (n + CHUNKS - 1) / CHUNKS;

@@ -1,23 +1,20 @@
 /* profile.h — time per op, summed over a run, when profiling is on (`tinylm train --profile`).
  * An op marks its body with PROF_SCOPE("name"); when profiling is off that costs one branch.
+ * Scopes nest: an op called inside another (the GEMM inside a linear layer's forward) is timed as
+ * the child of that call, and the report is the tree of calls, each op's time counted once in
+ * its parent's. The same name under the same parent, from any call site, is one node.
  * Ops are called from one thread (their OpenMP loops are inside them), or from several that
- * each run a part of a split batch with only the first timed (tlm_prof_quiet), so the slots
- * need no locking; do not put a scope inside an op's parallel loop. */
+ * each run a part of a split batch with only the first timed (tlm_prof_quiet), so the tree
+ * needs no locking; do not put a scope inside an op's parallel loop. */
 #ifndef TLM_PROFILE_H
 #define TLM_PROFILE_H
 
 #include <stdio.h>
 
-typedef struct prof_slot {
-    const char *name;
-    double seconds;
-    long calls;
-    struct prof_slot *next; /* registered slots, in order of first use */
-    int registered;
-} prof_slot;
+typedef struct prof_node prof_node;
 
 typedef struct {
-    prof_slot *slot; /* NULL when profiling is off */
+    prof_node *node; /* NULL when profiling is off (or no memory for a new node) */
     double t0;
 } prof_timer;
 
@@ -26,15 +23,14 @@ extern int tlm_profiling;
  * which run the same ops at the same time: model.c) */
 extern _Thread_local int tlm_prof_quiet;
 
-prof_timer prof_begin(prof_slot *slot);
+prof_timer prof_begin(const char *name);
 void prof_end(prof_timer *t);
-/* clears every slot's time (e.g. after warm-up steps) */
+/* clears every op's time (e.g. after warm-up steps); the tree stays */
 void prof_reset(void);
-/* one line per op: ms per step, share of `step_s`, calls per step; then the rest of the step */
+/* One line per op, nested ops indented under their caller: ms per step, share of `step_s`, calls
+ * per step. The top-level lines add up with the last one, the rest of the step, to `step_s`. */
 void prof_report(FILE *f, int steps, double step_s);
 
-#define PROF_SCOPE(label)                                                                                      \
-    static prof_slot prof_slot_ = {label, 0.0, 0, 0, 0};                                                      \
-    __attribute__((cleanup(prof_end), unused)) prof_timer prof_timer_ = prof_begin(&prof_slot_)
+#define PROF_SCOPE(label) __attribute__((cleanup(prof_end), unused)) prof_timer prof_timer_ = prof_begin(label)
 
 #endif

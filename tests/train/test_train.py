@@ -141,6 +141,36 @@ def main():
         state = json.load(open(os.path.join(brun, ckpts[-1], "trainer.json")))
         check(state["options"].get("bos_token") == 2 and len(metrics(brun)) == 8,
               "trainer.json keeps bos_token 2 for the resume", state["options"])
+    # ---- train --profile: the tree of ops (nested ones indented under their caller), each op's time
+    # counted once: the top-level lines and the rest add up to the step, a child never exceeds its
+    # parent, one line per name among siblings ------------------------------------------------------
+    for precision in ("fp32", "bf16"):
+        rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "prof_" + precision), "--steps", "6",
+                          "--precision", precision, "--profile"] + small)
+        lines = err.splitlines()
+        head = [i for i, ln in enumerate(lines) if ln.startswith("op ")]
+        step = [float(ln.split(": ")[1].split()[0]) for ln in lines if ln.startswith("profile over")]
+        rows, stack, ok = [], [], rc == 0 and len(head) == 1 and len(step) == 1
+        for ln in lines[head[0] + 1:] if ok else []:
+            if ln.startswith("(rest of the step)"):
+                rows.append((-1, "(rest)", float(ln.split()[4])))
+                break
+            depth = (len(ln) - len(ln.lstrip(" "))) // 2
+            rows.append((depth, ln.split()[0], float(ln.split()[1])))
+        ok = ok and rows and rows[-1][1] == "(rest)" and rows[-1][2] >= -0.01
+        parents, siblings = [], {}
+        for depth, name, ms in rows[:-1] if ok else []:
+            parents = parents[:depth]
+            ok = ok and len(parents) == depth and (not parents or ms <= parents[-1][1] + 1e-3)
+            key = (tuple(p[0] for p in parents), name)
+            ok = ok and key not in siblings
+            siblings[key] = ms
+            parents.append((name, ms))
+        top = sum(ms for depth, _, ms in rows if depth == 0) + (rows[-1][2] if ok else 0)
+        ok = ok and abs(top - step[0]) <= 0.01 * step[0] + 0.01
+        nested = any(depth > 0 for depth, _, _ in rows)
+        check(ok and (precision == "fp32" or "bf16 products" not in err or nested),
+              "train --profile %s: the ops' tree adds up to the step (%d lines)" % (precision, len(rows)), err)
     rc, _, err = run([T, "train", "--data", data, "--out", os.path.join(W, "bos_bad"), "--steps", "2",
                       "--tokenizer", "bytes", "--bos-token", str(ord("e"))] + small)
     check(rc == 1 and "--bos-token %d occurs" % ord("e") in err, "--bos-token of a byte the text holds is refused",
@@ -465,7 +495,7 @@ def main():
     check(rc == 0 and json.loads(out), "inspect reads a training run directory and its tokenizer", err)
     rc, _, err = run([T, "generate", "--model", os.path.join(W, "learn"), "--prompt", "ROMEO:", "-n", "40",
                       "--profile"])
-    rows = {ln.split()[0]: ln.split() for ln in err.splitlines() if ln.startswith("decode_")}
+    rows = {ln.split()[0]: ln.split() for ln in err.splitlines() if ln.lstrip().startswith("decode_")}
     n_layers = json.load(open(os.path.join(W, "learn", "latest", "config.json")))["num_hidden_layers"]
     check(rc == 0 and "decode_step" in rows and "decode_norm" in rows
           and float(rows["decode_norm"][3]) == 2 * n_layers + 1 and float(rows["decode_step"][3]) == 1
