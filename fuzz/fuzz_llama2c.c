@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <omp.h>
 #include <unistd.h>
@@ -33,13 +34,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     tlm_config cfg;
     const int header_ok = llama2c_read_config(path, &cfg) == 0;
-    tlm_model *m = llama2c_load(path);
+    tlm_model *m = llama2c_load(path, 0);
     if (m && !header_ok) abort(); /* a file whose header is refused must not load */
     if (!m) return 0;
     if (tlm_first_nonfinite(m->param_mem, m->n_params, NULL) != m->n_params) abort();
     int ids[2] = {0, m->cfg.vocab_size - 1};
     int T = m->cfg.max_seq < 2 ? m->cfg.max_seq : 2;
     if (model_forward(m, ids, NULL, 1, T, NULL) != 0) abort();
+    /* the same file loaded with its matrices rounded to bf16 as they are read (--dtype bf16)
+     * gives what the f32 load converted afterwards does, bit for bit */
+    tlm_model *m16 = llama2c_load(path, 1);
+    if (!m16 || model_weights_to_bf16(m) != 0) abort();
+    if (model_forward(m, ids, NULL, 1, T, NULL) != 0 || model_forward(m16, ids, NULL, 1, T, NULL) != 0) abort();
+    if (memcmp(model_last_logits(m), model_last_logits(m16), sizeof(float) * (size_t)m->cfg.vocab_size)) abort();
+    model_free(m16);
     model_free(m);
     return 0;
 }

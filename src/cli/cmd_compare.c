@@ -121,7 +121,7 @@ int cmd_compare(int argc, char **argv) {
             goto done;
         }
     }
-    if (!(a = model_load_dir_mapped(pa))) {
+    if (!(a = model_load_dir_mapped(pa, 0))) {
         tlm_error_prefix("A");
         goto done;
     }
@@ -151,7 +151,7 @@ int cmd_compare(int argc, char **argv) {
         }
         snprintf(rep.b_desc, sizeof rep.b_desc, ".npz of reference activations, %d arrays", z.n);
     } else {
-        if (!(b = model_load_dir_mapped(pb))) {
+        if (!(b = model_load_dir_mapped(pb, 0))) {
             tlm_error_prefix("B");
             goto done;
         }

@@ -91,7 +91,7 @@ int cmd_generate(int argc, char **argv) {
     if (prompt_file && !prompt_text) return cli_fail("generate");
     if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
-    tlm_model *m = model_load_dir_mapped(model_dir);
+    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
     if (!m || cli_apply_dtype(m, dtype) || cli_apply_precision(m, "generate", precision)) {
         model_free(m), free(prompt_text);
         return cli_fail("generate");

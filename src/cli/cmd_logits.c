@@ -61,7 +61,7 @@ int cmd_logits(int argc, char **argv) {
         free(prompt_text);
         if (rc) return cli_fail("logits");
     }
-    tlm_model *m = model_load_dir_mapped(model_dir);
+    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
     rc = 1;
     if (m) model_set_mode(m, MODEL_INFER);
     if (m && !cli_apply_dtype(m, dtype) && !cli_apply_precision(m, "logits", precision) &&

@@ -214,24 +214,24 @@ int model_export_tokenizer(const char *tokenizer_path, const char *dir, int voca
     return rc ? -1 : 0;
 }
 
-static tlm_model *load_resolved(const char *dir, int mapped);
+static tlm_model *load_resolved(const char *dir, int mapped, int bf16_weights);
 
 tlm_model *model_load_dir(const char *path) {
     char *dir = model_dir_resolve(path);
-    tlm_model *m = dir ? load_resolved(dir, 0) : NULL;
+    tlm_model *m = dir ? load_resolved(dir, 0, 0) : NULL;
     free(dir);
     return m;
 }
 
-tlm_model *model_load_dir_mapped(const char *path) {
+tlm_model *model_load_dir_mapped(const char *path, int bf16_weights) {
     char *dir = model_dir_resolve(path);
-    tlm_model *m = dir ? load_resolved(dir, 1) : NULL;
+    tlm_model *m = dir ? load_resolved(dir, 1, bf16_weights) : NULL;
     free(dir);
     return m;
 }
 
-static tlm_model *load_resolved(const char *dir, int mapped) {
-    if (is_llama2c_file(dir)) return llama2c_load(dir);
+static tlm_model *load_resolved(const char *dir, int mapped, int bf16_weights) {
+    if (is_llama2c_file(dir)) return llama2c_load(dir, bf16_weights);
     if (!is_directory(dir) && tlm_gguf_is_file(dir)) return gguf_model_load(dir);
     if (!is_directory(dir))
         return tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "

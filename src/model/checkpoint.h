@@ -12,8 +12,11 @@ tlm_model *model_load_dir(const char *dir);
 /* The same for inference: where the checkpoint file lays the parameters out exactly as the
  * engine does (a tinylm checkpoint: one F32 safetensors file in table order), they stay in
  * the read-only file mapping, shared with the page cache, instead of being copied. The model
- * cannot be trained (model_alloc_grads refuses). Other formats load as model_load_dir. */
-tlm_model *model_load_dir_mapped(const char *dir);
+ * cannot be trained (model_alloc_grads refuses). Other formats load as model_load_dir.
+ * bf16_weights: the caller will keep the matrices as bf16 (--dtype bf16): a format whose f32
+ * weights are copied in anyway (llama2.c) rounds them as it reads them; the others are converted by
+ * model_weights_to_bf16 afterwards (from the mapping, a tensor at a time). */
+tlm_model *model_load_dir_mapped(const char *dir, int bf16_weights);
 /* The checkpoint file of a llama2.c export directory (`tinylm export --format llama2c`), with
  * the tokenizer beside it. */
 #define LLAMA2C_EXPORT_FILE "model.bin"
@@ -42,9 +45,10 @@ int model_check_weights(const char *dir, const tlm_config *cfg);
 
 /* hf_load.c: builds the engine model for a Hugging Face family config and reads its tensors. */
 tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
-/* llama2c_load.c: a llama2.c checkpoint .bin (src/formats/llama2c.h). NULL + tlm_error naming
- * the file and the field on failure. */
-tlm_model *llama2c_load(const char *path);
+/* llama2c_load.c: a llama2.c checkpoint .bin (src/formats/llama2c.h); bf16_weights: its matrices
+ * rounded to bf16 as they are read, the layout and values model_weights_to_bf16 would give without
+ * the whole f32 model in memory first. NULL + tlm_error naming the file and the field on failure. */
+tlm_model *llama2c_load(const char *path, int bf16_weights);
 /* only the header (validated, the file size checked) as an engine config. -1 + tlm_error */
 int llama2c_read_config(const char *path, tlm_config *cfg);
 /* RoPE row order: dst = src with each of n_heads heads' hs rows (of cols floats) moved from

@@ -10,7 +10,9 @@
 
 #include "formats/llama2c.h"
 #include "model/checkpoint.h"
+#include "ops/quant.h"
 #include "util/error.h"
+#include "util/f16.h"
 
 /* rows of one head: interleaved pairs (2b, 2b+1) -> halves (b, b + hs/2) (checkpoint.h) */
 void llama2c_rows_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
@@ -21,40 +23,76 @@ void llama2c_rows_to_halves(float *dst, const float *src, int n_heads, int hs, i
                 memcpy(dst + ((size_t)h * hs + a * (hs / 2) + b) * cols, src + ((size_t)h * hs + 2 * b + a) * cols, row);
 }
 
-static int read_weights(llama2c_file *r, tlm_model *m) {
-    model_params *p = &m->p;
-    const tlm_config *c = &m->cfg;
-    const int d = c->d_model, f = c->d_ff, L = c->n_layers, hs = c->head_dim;
-    const size_t qd = (size_t)c->n_heads * hs, kvd = (size_t)c->n_kv_heads * hs;
-    if (llama2c_read_floats(r, p->embed, (size_t)c->vocab_size * d, "token_embedding_table")) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].attn_norm.w, d, "rms_att_weight")) return -1;
-    float *tmp = malloc(qd * d * sizeof(float));
-    if (!tmp) return tlm_error("%s: out of memory", r->path);
-    int rc = 0;
-    for (int l = 0; l < L && !rc; l++)
-        if (!(rc = llama2c_read_floats(r, tmp, qd * d, "wq"))) llama2c_rows_to_halves(p->layers[l].q.w, tmp, c->n_heads, hs, d);
-    for (int l = 0; l < L && !rc; l++)
-        if (!(rc = llama2c_read_floats(r, tmp, kvd * d, "wk"))) llama2c_rows_to_halves(p->layers[l].k.w, tmp, c->n_kv_heads, hs, d);
-    free(tmp);
-    if (rc) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].v.w, kvd * d, "wv")) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].o.w, (size_t)d * qd, "wo")) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].ffn_norm.w, d, "rms_ffn_weight")) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].gate.w, (size_t)f * d, "w1")) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].down.w, (size_t)d * f, "w2")) return -1;
-    for (int l = 0; l < L; l++)
-        if (llama2c_read_floats(r, p->layers[l].up.w, (size_t)f * d, "w3")) return -1;
-    if (llama2c_read_floats(r, p->final_norm.w, d, "rms_final_weight")) return -1;
-    /* freq_cis_real / freq_cis_imag: RoPE tables the engine recomputes */
-    if (llama2c_skip_floats(r, (size_t)c->max_seq * hs, "freq_cis")) return -1;
-    if (!c->tie_embeddings && llama2c_read_floats(r, p->lm_head, (size_t)c->vocab_size * d, "wcls")) return -1;
+/* dst row r of a head-permuted matrix (pairs -> halves, as llama2c_rows_to_halves) comes from this
+ * source row */
+static size_t pair_row(size_t r, int hs) {
+    const size_t h = r / (size_t)hs, w = r % (size_t)hs, half = (size_t)hs / 2;
+    return h * (size_t)hs + 2 * (w % half) + w / half;
+}
+
+/* The file's next array, `field`, into engine tensor `name` in the type the model keeps it in:
+ * f32 (read in place), or bf16, rounded here as model_weights_to_bf16 rounds, so the f32 copy
+ * of the whole model never exists. heads > 0: q/k rows regrouped per head (pairs -> halves).
+ * tmp holds the largest tensor's f32 values. */
+static int read_tensor(llama2c_file *r, tlm_model *m, const char *name, const char *field, int heads, float *tmp) {
+    const tensor_info *t = model_find_tensor(m, name);
+    if (!t) return tlm_error("%s: the engine has no tensor %s for %s", r->path, name, field);
+    size_t bytes;
+    void *dst = model_tensor_data(m, (int)(t - m->tensors), &bytes);
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : t->numel, rows = t->numel / cols;
+    const int hs = m->cfg.head_dim;
+    if (!t->bf16 && !heads) return llama2c_read_floats(r, dst, t->numel, field);
+    if (llama2c_read_floats(r, tmp, t->numel, field)) return -1;
+    if (!t->bf16) {
+        llama2c_rows_to_halves(dst, tmp, heads, hs, (int)cols);
+        return 0;
+    }
+    uint16_t *d16 = dst;
+#pragma omp parallel for schedule(static)
+    for (size_t row = 0; row < rows; row++) {
+        const float *src = tmp + (heads ? pair_row(row, hs) : row) * cols;
+        for (size_t j = 0; j < cols; j++) d16[row * cols + j] = tlm_f32_to_bf16(src[j]);
+    }
     return 0;
+}
+
+static int read_weights(llama2c_file *r, tlm_model *m) {
+    const tlm_config *c = &m->cfg;
+    size_t largest = 0; /* (f32 matrices without a permutation are read in place and need no buffer) */
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2 && m->tensors[i].numel > largest) largest = m->tensors[i].numel;
+    float *tmp = malloc((largest ? largest : 1) * sizeof(float));
+    if (!tmp) return tlm_error("%s: out of memory", r->path);
+    /* the file's arrays in its order: each for every layer in turn (layer -1: a model-wide one) */
+    static const struct {
+        const char *field, *name; /* name: the engine tensor, %d the layer */
+        int per_layer, heads;     /* heads: 1 = q rows (n_heads), 2 = k rows (n_kv_heads) */
+    } ARRAYS[] = {
+        {"token_embedding_table", "embed.weight", 0, 0},
+        {"rms_att_weight", "layers.%d.attn_norm.weight", 1, 0},
+        {"wq", "layers.%d.attn.q_proj.weight", 1, 1},
+        {"wk", "layers.%d.attn.k_proj.weight", 1, 2},
+        {"wv", "layers.%d.attn.v_proj.weight", 1, 0},
+        {"wo", "layers.%d.attn.o_proj.weight", 1, 0},
+        {"rms_ffn_weight", "layers.%d.ffn_norm.weight", 1, 0},
+        {"w1", "layers.%d.ffn.gate_proj.weight", 1, 0},
+        {"w2", "layers.%d.ffn.down_proj.weight", 1, 0},
+        {"w3", "layers.%d.ffn.up_proj.weight", 1, 0},
+        {"rms_final_weight", "final_norm.weight", 0, 0},
+    };
+    int rc = 0;
+    for (size_t a = 0; a < sizeof ARRAYS / sizeof ARRAYS[0] && !rc; a++)
+        for (int l = 0; l < (ARRAYS[a].per_layer ? c->n_layers : 1) && !rc; l++) {
+            char name[96];
+            snprintf(name, sizeof name, ARRAYS[a].name, l);
+            const int heads = ARRAYS[a].heads == 1 ? c->n_heads : ARRAYS[a].heads == 2 ? c->n_kv_heads : 0;
+            rc = read_tensor(r, m, name, ARRAYS[a].field, heads, tmp);
+        }
+    /* freq_cis_real / freq_cis_imag: RoPE tables the engine recomputes */
+    if (!rc) rc = llama2c_skip_floats(r, (size_t)c->max_seq * c->head_dim, "freq_cis");
+    if (!rc && !c->tie_embeddings) rc = read_tensor(r, m, "lm_head.weight", "wcls", 0, tmp);
+    free(tmp);
+    return rc ? -1 : 0;
 }
 
 /* the engine config of a llama2.c header (the format layer knows no tlm_config) */
@@ -90,11 +128,26 @@ int llama2c_read_config(const char *path, tlm_config *cfg) {
     return 0;
 }
 
-tlm_model *llama2c_load(const char *path) {
+tlm_model *llama2c_load(const char *path, int bf16_weights) {
     llama2c_file lf;
     tlm_config cfg;
     if (open_as_config(&lf, path, &cfg)) return NULL;
-    tlm_model *m = model_create(&cfg);
+    tlm_model *m = NULL;
+    if (bf16_weights) { /* the model laid out with its matrices as bf16 from the start */
+        int n = 0;
+        size_t floats = 0;
+        tensor_info *table = config_tensor_table(&cfg, &n, &floats);
+        int *storage = calloc((size_t)(n ? n : 1), sizeof *storage);
+        if (table && storage) {
+            for (int i = 0; i < n; i++) storage[i] = tensor_kept_as_bf16(&table[i]) ? WQ_BF16 : WQ_F32;
+            m = model_create_stored(&cfg, storage);
+        } else {
+            tlm_error("%s: out of memory", path);
+        }
+        free(table), free(storage);
+    } else {
+        m = model_create(&cfg);
+    }
     if (m && read_weights(&lf, m)) {
         model_free(m);
         m = NULL;

@@ -344,6 +344,9 @@ const float *model_last_logits(const tlm_model *m);
  * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
  * stay f32. Training, probes and export need f32 weights and refuse afterwards. */
 int model_weights_to_bf16(tlm_model *m);
+/* whether model_weights_to_bf16 keeps tensor t as bf16: the matrices (token embedding,
+ * projections, head), not the learned positions (added, not multiplied) */
+int tensor_kept_as_bf16(const tensor_info *t);
 /* Where each tensor of the table is kept, for a model built from a file whose matrices are not
  * all f32 (gguf_load.c): storage[i] is WQ_F32 (param_mem), WQ_BF16 (w16_mem) or a block format
  * (wq_mem; 2-D tensors only), one per tensor of config_tensor_table's order. Lays the three

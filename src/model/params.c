@@ -536,8 +536,7 @@ void model_init_weights(tlm_model *m, uint64_t seed) {
 
 /* ---- bf16 weights for inference ------------------------------------------------------------------ */
 
-/* the matrices: token embedding, projections, head (learned positions are added, not multiplied) */
-static int kept_as_bf16(const tensor_info *t) {
+int tensor_kept_as_bf16(const tensor_info *t) {
     return t->ndim == 2 && strcmp(t->name, "pos_embed.weight") != 0 && strcmp(t->name, "ple_embed.weight") != 0;
 }
 
@@ -548,7 +547,7 @@ int model_weights_to_bf16(tlm_model *m) {
     if (m->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
     if (m->mirror16) free(m->mirror16), m->mirror16 = NULL; /* (mixed precision now reads the bf16 weights) */
     size_t n16 = 0, n32 = 0;
-    for (int i = 0; i < m->n_tensors; i++) *(kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
+    for (int i = 0; i < m->n_tensors; i++) *(tensor_kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
     enum { BLOCK = 1 << 16 };
     float *rest = malloc((n32 ? n32 : 1) * sizeof(float));
     tlm_advise_huge(rest, n32 * sizeof(float));
@@ -570,7 +569,7 @@ int model_weights_to_bf16(tlm_model *m) {
     for (int i = 0; i < m->n_tensors; i++) {
         tensor_info *t = &m->tensors[i];
         const float *src = m->param_mem + t->offset;
-        if (!kept_as_bf16(t)) {
+        if (!tensor_kept_as_bf16(t)) {
             memcpy(rest + o32, src, t->numel * sizeof(float));
             t->offset = o32, o32 += t->numel;
         } else {

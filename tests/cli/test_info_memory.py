@@ -7,7 +7,9 @@
   - training activations: model_activation_floats, which tests/model/test_memory_estimate.c checks
     against the buffer model_forward allocates; here: it grows with --batch and --seq as the layout does;
   - loading a GGUF file holds the engine's copy of the weights, not the mapped file and the copy (each
-    tensor's pages are let go of once copied): peak RSS of `generate` on a 56 MiB bf16 GGUF.
+    tensor's pages are let go of once copied): peak RSS of `generate` on a 56 MiB bf16 GGUF; the same
+    for an f32 Hugging Face directory, and a llama2.c checkpoint loaded with --dtype bf16 never holds
+    the f32 model.
 
     test_info_memory.py --tinylm PATH --work DIR"""
 import json
@@ -131,6 +133,26 @@ def test_gguf_load_peak(T, work):
     check(rc == 0 and peak - peaks["small"] < 1.4 * hf_mib,
           "loading a %.0f MiB f32 Hugging Face checkpoint adds %.0f MiB at peak (< 1.4x the file)"
           % (hf_mib, peak - peaks["small"]), err)
+    # a llama2.c checkpoint (f32) loaded with --dtype bf16: each array is rounded as it is read, so the
+    # peak is the bf16 weights and one tensor's f32 values (before: the whole f32 model first, then the
+    # bf16 copy packed into it: the f32 size); and it computes what the f32 load converted to bf16 does
+    l2c = os.path.join(work, "big_l2c")
+    rc, _, err = run(T, "export", "--model", os.path.join(work, "big"), "--format", "llama2c", "--out", l2c)
+    if not check(rc == 0, "export the big model as a llama2.c checkpoint", err):
+        return
+    bin_path = os.path.join(l2c, "model.bin")
+    bin_mib = os.path.getsize(bin_path) / 1048576.0
+    rc, err, peak = peak_rss_mib([T, "generate", "--model", l2c, "--prompt", "a", "-n", "1", "--dtype", "bf16"])
+    check(rc == 0 and peak - peaks["small"] < 0.7 * bin_mib,
+          "loading a %.0f MiB f32 llama2.c checkpoint as bf16 adds %.0f MiB at peak (< 0.7x the file)"
+          % (bin_mib, peak - peaks["small"]), err)
+    outs = {}
+    for name, model in (("llama2c", bin_path), ("hf", hf)):
+        out = os.path.join(work, "logits_%s.npy" % name)
+        rc, _, err = run(T, "logits", "--model", model, "--ids", "1 5 9 200 3000", "--dtype", "bf16", "--out", out)
+        outs[name] = open(out, "rb").read() if rc == 0 else err
+    check(outs["llama2c"] == outs["hf"] and len(outs["hf"]) > 5 * 4096 * 4,
+          "--dtype bf16: the llama2.c checkpoint's logits = the same model's from its Hugging Face export, bit for bit")
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ static int mapped_checkpoint(const variant *v, const int *tok) {
     tlm_model *m = make(v), *mm = NULL;
     const int V = m->cfg.vocab_size;
     float *want = calloc((size_t)T * V, sizeof(float)), *got = calloc((size_t)T * V, sizeof(float));
-    int ok = !model_save_dir(m, dir) && (mm = model_load_dir_mapped(dir)) != NULL && mm->file_map != NULL;
+    int ok = !model_save_dir(m, dir) && (mm = model_load_dir_mapped(dir, 0)) != NULL && mm->file_map != NULL;
     ok = ok && !full_logits(m, tok, want) && !full_logits(mm, tok, got) && !memcmp(want, got, sizeof(float) * T * V);
     ok = ok && model_alloc_grads(mm) != 0; /* read-only pages: no training */
     ok = ok && !model_weights_to_bf16(mm) && !model_weights_to_bf16(m) && mm->file_map == NULL;

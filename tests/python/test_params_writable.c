@@ -47,7 +47,7 @@ int main(void) {
     expect(tlm_params_writable(a) == 0, "an owned buffer is writable as it is");
 
     /* the file mapping */
-    tlm_model *m = model_load_dir_mapped(model_dir);
+    tlm_model *m = model_load_dir_mapped(model_dir, 0);
     expect(m && m->file_map, "model_load_dir_mapped maps the parameters");
     if (!m || !m->file_map) return 1;
     const float *before = tlm_param(m, "layers.0.ffn.down_proj.weight", NULL, NULL);
