@@ -118,7 +118,7 @@ int cmd_generate(int argc, char **argv) {
     tlm_profiling = 0;
     printf("\n");
     if (!rc) print_timings(m, &st, t_load, g.mla_expanded);
-    if (!rc && profile && st.n_decoded > 0) { /* (the prompt's ops, if any ran through the full pass, are listed too) */
+    if (!rc && profile && st.n_decoded > 0) { /* (generate reset the times after the prompt) */
         fprintf(stderr, "profile over the %d decoded tokens after the first: %.4f ms per token\n", st.n_decoded,
                 st.decode_s * 1e3 / st.n_decoded);
         prof_report(stderr, st.n_decoded, st.decode_s / st.n_decoded);

@@ -13,6 +13,7 @@
 #include "model/decode.h"
 #include "infer/sampler.h"
 #include "util/clock.h"
+#include "util/profile.h"
 #include "util/error.h"
 #include "util/text_escape.h"
 
@@ -71,6 +72,7 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     int rc = prefill(m, prompt, n_prompt);
     const float *logits = model_last_logits(m);
     st.prefill_s = tlm_now_s() - t0;
+    prof_reset(); /* (--profile reports the decode steps: the prompt's ops are not theirs) */
     while (!rc && made < o->max_new_tokens) {
         /* a decode step, as run.c times it: sample, print, one forward */
         t0 = tlm_now_s();
