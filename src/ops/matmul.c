@@ -75,21 +75,7 @@ void matmul_forward_mixed(float *out, const float *inp, const uint16_t *inp16, c
 }
 
 /* dbias [OC] += the column sums of dout [N,OC] */
-static void bias_backward(float *dbias, const float *dout, int N, int OC) {
-    /* a block of columns per task walking the rows in order: contiguous reads, and each column
-     * summed in row order whatever the thread count */
-    enum { COLS = 64 };
-#pragma omp parallel for schedule(static)
-    for (int o0 = 0; o0 < OC; o0 += COLS) {
-        const int w = OC - o0 < COLS ? OC - o0 : COLS;
-        float acc[COLS] = {0};
-        for (int n = 0; n < N; n++) {
-            const float *row = dout + (size_t)n * OC + o0;
-            for (int j = 0; j < w; j++) acc[j] += row[j];
-        }
-        for (int j = 0; j < w; j++) dbias[o0 + j] += acc[j];
-    }
-}
+static void bias_backward(float *dbias, const float *dout, int N, int OC) { column_sums(dbias, NULL, dout, N, OC); }
 
 /* dinp_beta 1: dinp += dout @ W; 0: dinp = dout @ W (then dinp is neither read nor zeroed first) */
 static void backward(float dinp_beta, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,

@@ -60,6 +60,9 @@ const uint16_t *bf16_stage(int which, const float *src, size_t n);
 /* src [N,C] staged the same way, and colsum [C] (when not NULL) += the sums of its columns, each
  * in row order (a bias gradient, summed in the pass that rounds the incoming gradient) */
 const uint16_t *bf16_stage_colsum(int which, const float *src, int N, int C, float *colsum);
+/* colsum [C] (when not NULL) += the sums of the columns of src [N,C], each in row order (the same
+ * bits on any thread count), and dst [N,C] (when not NULL) = bf16(src), in one pass over src */
+void column_sums(float *colsum, uint16_t *dst, const float *src, int N, int C);
 
 /* out [N,OC] = inp [N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be NULL). Up to
  * MATVEC_MAX_ROWS rows go through the bandwidth-bound matvec kernels, more through gemm(). */
