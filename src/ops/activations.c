@@ -237,6 +237,13 @@ void vec_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void thread_columns(int C, int *c0, int *c1) {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int per = ((C + nt - 1) / nt + 15) & ~15;
+    *c0 = id * per < C ? id * per : C;
+    *c1 = (id + 1) * per < C ? (id + 1) * per : C;
+}
+
 void vec_zero(float *out, size_t n) {
     PROF_SCOPE("vec_zero");
 #pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)

@@ -353,19 +353,14 @@ void f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
 /* ---- the per-thread staging buffers -------------------------------------------------------------- */
 
 void column_sums(float *colsum, uint16_t *dst, const float *src, int N, int C) {
-    /* Each thread a contiguous range of columns, walking all rows over it in pieces of up to
-     * PIECE columns (its partial sums stay in L1): each column is summed in row order whatever the
-     * threads and pieces, so the sums are the same bits on any thread count. Long row pieces are
-     * what makes this fast: 64-column pieces (256-byte reads a row apart) took 1.8-2.6x as long
-     * once src had left the cache (1024 rows, one thread). */
+    /* pieces of up to PIECE columns of the thread's share: their partial sums stay in L1 */
     enum { PIECE = 2048 };
     void (*conv)(uint16_t *, const float *, size_t) = dst ? row_converter() : NULL;
 #pragma omp parallel if ((size_t)N * C > 4 * OMP_MIN_WORK)
     {
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        const int per = ((C + nt - 1) / nt + 15) & ~15;
-        const int c_end = (id + 1) * per < C ? (id + 1) * per : C;
-        for (int c0 = id * per; c0 < c_end; c0 += PIECE) {
+        int c_begin, c_end;
+        thread_columns(C, &c_begin, &c_end);
+        for (int c0 = c_begin; c0 < c_end; c0 += PIECE) {
             const int w = c_end - c0 < PIECE ? c_end - c0 : PIECE;
             float acc[PIECE];
             memset(acc, 0, sizeof(float) * (size_t)w);

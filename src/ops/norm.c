@@ -12,7 +12,9 @@
 #include "ops.h"
 #include "util/profile.h"
 
-enum { COL_BLOCK = 64 };
+/* DyT's dalpha: column blocks of COL_BLOCK (or wider); the norms' weight gradients: each thread's
+ * columns (thread_columns) in pieces of up to COL_PIECE, whose sums stay in L1 */
+enum { COL_BLOCK = 64, COL_PIECE = 1024 };
 
 static float row_sum(const float *x, int C) {
     float s = 0.0f;
@@ -71,25 +73,28 @@ void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *d
         }
     }
     if (!dweight && !dbias) return;
-#pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
-        const int w = c0 + COL_BLOCK < C ? COL_BLOCK : C - c0;
-        /* the block's sums in locals, which the compiler keeps in registers (through the
-         * output pointers, which may alias the inputs, it would load and store them per row);
-         * the same additions in the same order */
-        float gw[COL_BLOCK], gb[COL_BLOCK];
-        for (int j = 0; j < w; j++) gw[j] = dweight ? dweight[c0 + j] : 0.0f, gb[j] = dbias ? dbias[c0 + j] : 0.0f;
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
-            const float m = mean[n], r = rstd[n];
-            for (int j = 0; j < w; j++) {
-                gw[j] += dy[j] * (x[j] - m) * r;
-                gb[j] += dy[j];
+#pragma omp parallel
+    {
+        int c_begin, c_end;
+        thread_columns(C, &c_begin, &c_end);
+        for (int c0 = c_begin; c0 < c_end; c0 += COL_PIECE) {
+            const int w = c_end - c0 < COL_PIECE ? c_end - c0 : COL_PIECE;
+            /* the piece's sums in locals (through the output pointers, which may alias the inputs,
+             * the compiler would load and store them per row); the same additions in the same order */
+            float gw[COL_PIECE], gb[COL_PIECE];
+            for (int j = 0; j < w; j++) gw[j] = dweight ? dweight[c0 + j] : 0.0f, gb[j] = dbias ? dbias[c0 + j] : 0.0f;
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
+                const float m = mean[n], r = rstd[n];
+                for (int j = 0; j < w; j++) {
+                    gw[j] += dy[j] * (x[j] - m) * r;
+                    gb[j] += dy[j];
+                }
             }
-        }
-        for (int j = 0; j < w; j++) {
-            if (dweight) dweight[c0 + j] = gw[j];
-            if (dbias) dbias[c0 + j] = gb[j];
+            for (int j = 0; j < w; j++) {
+                if (dweight) dweight[c0 + j] = gw[j];
+                if (dbias) dbias[c0 + j] = gb[j];
+            }
         }
     }
 }
@@ -144,17 +149,21 @@ void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const floa
         }
     }
     if (!dweight || !weight) return;
-#pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += COL_BLOCK) {
-        const int w = c0 + COL_BLOCK < C ? COL_BLOCK : C - c0;
-        float gw[COL_BLOCK]; /* (in registers: as in layernorm_backward) */
-        for (int j = 0; j < w; j++) gw[j] = dweight[c0 + j];
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
-            const float r = rstd[n];
-            for (int j = 0; j < w; j++) gw[j] += dy[j] * x[j] * r;
+#pragma omp parallel
+    {
+        int c_begin, c_end;
+        thread_columns(C, &c_begin, &c_end);
+        for (int c0 = c_begin; c0 < c_end; c0 += COL_PIECE) {
+            const int w = c_end - c0 < COL_PIECE ? c_end - c0 : COL_PIECE;
+            float gw[COL_PIECE]; /* (in locals: as in layernorm_backward) */
+            for (int j = 0; j < w; j++) gw[j] = dweight[c0 + j];
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C + c0, *dy = dout + (size_t)n * C + c0;
+                const float r = rstd[n];
+                for (int j = 0; j < w; j++) gw[j] += dy[j] * x[j] * r;
+            }
+            for (int j = 0; j < w; j++) dweight[c0 + j] = gw[j];
         }
-        for (int j = 0; j < w; j++) dweight[c0 + j] = gw[j];
     }
 }
 
