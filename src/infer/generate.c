@@ -72,7 +72,11 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     int rc = prefill(m, prompt, n_prompt);
     const float *logits = model_last_logits(m);
     st.prefill_s = tlm_now_s() - t0;
-    prof_reset(); /* (--profile reports the decode steps: the prompt's ops are not theirs) */
+    if (tlm_profiling && !rc) { /* --profile: the prompt's ops on their own, then the decode steps' */
+        fprintf(stderr, "profile of the prompt's %d tokens: %.4f ms\n", n_prompt, st.prefill_s * 1e3);
+        prof_report(stderr, 1, st.prefill_s);
+    }
+    prof_reset();
     while (!rc && made < o->max_new_tokens) {
         /* a decode step, as run.c times it: sample, print, one forward */
         t0 = tlm_now_s();

@@ -67,7 +67,7 @@ static void *thread_buffer_get(thread_buffer *b, size_t bytes) {
     return b->p;
 }
 
-static _Thread_local thread_buffer stage[BF16_STAGES], dense_c;
+static _Thread_local thread_buffer stage[BF16_STAGES], dense_c, amx_scratch;
 
 #if defined(TLM_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
@@ -200,6 +200,10 @@ int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, 
     return gemm_bf16_task(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
+/* products up to this many multiply-adds go to amx.c (attention's per-block ones: 128 x 1024 x 64 is
+ * 8.4M), larger ones (the linear layers') to oneDNN */
+#define AMX_OWN_MAX (1 << 24)
+
 static int run_product(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                        int ldb, float beta, float *C, int ldc, const float *bias) {
     matmul_slot *s = find_or_build(trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f, bias != NULL);
@@ -226,6 +230,13 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
             for (int j = 0; j < N; j++)
                 C[(size_t)i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j]) + (bias ? bias[j] : 0.0f);
         return 0;
+    }
+    /* small products (attention's blocks) on the tiles directly: no primitive to build per shape,
+     * no call overhead (amx.c) */
+    if (gemm_bf16_path() == GEMM_BF16_AMX && (double)M * N * K <= AMX_OWN_MAX) {
+        void *scratch = thread_buffer_get(&amx_scratch, amx_scratch_bytes(M, N, K));
+        if (scratch && !amx_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, scratch))
+            return 0;
     }
     /* oneDNN 2.6 runs its AMX kernel only for a dense C (ldc = N): a strided one silently takes its
      * gemm:jit at a half to a third of the speed. So a strided C gets the product in this thread's
@@ -387,6 +398,7 @@ static void free_thread_state(void *unused) {
     free_matmuls();
     for (int i = 0; i < BF16_STAGES; i++) free(stage[i].p), stage[i] = (thread_buffer){0};
     free(dense_c.p), dense_c = (thread_buffer){0};
+    free(amx_scratch.p), amx_scratch = (thread_buffer){0};
 }
 
 const uint16_t *bf16_stage(int which, const float *src, size_t n) {

@@ -46,6 +46,12 @@ int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, 
 /* the same without a profile scope, for calls inside an op's parallel loop (util/profile.h) */
 int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                    int ldb, float beta, float *C, int ldc, const float *bias);
+/* amx.c: gemm_bf16_task's small products on AMX tiles without oneDNN (same arguments; scratch of
+ * amx_scratch_bytes(M, N, K)); -1 where this build has no AMX kernel. Only where
+ * gemm_bf16_path() is GEMM_BF16_AMX. */
+size_t amx_scratch_bytes(int M, int N, int K);
+int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                  int ldb, float beta, float *C, int ldc, const float *bias, void *scratch);
 /* GFLOP/s of gemm_bf16 on S x S x S (best of 7 after a warm-up run; 0 without a path): the
  * bf16 peak that info --system prints and train --profile's MFU uses */
 double gemm_bf16_measure_gflops(int S);

@@ -1,6 +1,7 @@
 target_sources(tinylm_objects PRIVATE
   src/ops/matmul.c
   src/ops/gemm_bf16.c
+  src/ops/amx.c
   src/ops/matvec.c
   src/ops/quant.c
   src/ops/norm.c

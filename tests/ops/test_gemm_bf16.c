@@ -8,7 +8,8 @@
  *    dweight and dbias accumulated, dinp accumulated or set;
  *  - where there is no path (TLM_ISA=avx2 here), gemm_bf16 refuses and the layers give the f32
  *    results bit for bit.
- * ctest runs it natively, with oneDNN capped to AVX512-BF16, and with TLM_ISA=avx2. */
+ * ctest runs it natively (on AMX: the small products on amx.c's tiles, the large on oneDNN's), with
+ * oneDNN capped to AVX512-BF16, and with TLM_ISA=avx2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,7 +179,10 @@ int main(void) {
     if (dnnl_cap && !strcmp(dnnl_cap, "AVX512_CORE_BF16"))
         CHECK(path != GEMM_BF16_AMX, "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 left AMX on");
     test_conversion();
-    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 64}, {64, 48, 100}, {100, 257, 31}, {256, 96, 384}};
+    /* (up to 2^24 multiply-adds on AMX: amx.c's tiles, with the transposed B's 16 x 16 blocks for K/2 >= 16
+     * and an even ldb, odd K included; the last shape: oneDNN's primitive) */
+    const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {17, 33, 64},  {64, 48, 100},
+                             {100, 257, 31}, {256, 96, 384}, {40, 64, 65}, {40, 64, 66}, {300, 260, 256}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)

@@ -1,0 +1,204 @@
+/* amx.c — small bf16 products on AMX tiles, for gemm_bf16_task (gemm_bf16.c).
+ *
+ * oneDNN builds a primitive per shape (0.5-1.5 ms of JIT each, measured) and spends 10-40 us on
+ * every call, which is more than the arithmetic of attention's per-block products (a 128 x 256 x 64
+ * product is 4 MFLOP: ~3 us on one core's tiles). A prompt fed through the KV cache in chunks meets
+ * a new key count, so a new shape, at every block: a 1003-token prompt took 679 ms in a fresh process
+ * and 336-364 ms once the shapes were built. Here the same products run with no per-shape cost:
+ *
+ *   Ap [M16, K32]   = op(A) rounded up to whole tiles with zeros (16 rows, 32 bf16 of K)
+ *   Bp [K32/2, N16, 2] = op(B) in the tiles' pair-interleaved layout (VNNI): Bp[k/2][n][k%2] = op(B)[k][n]
+ *   Cd [M16, N16]   = Ap Bp on the tiles (TDPBF16PS: f32 sums of bf16 pair products)
+ *   C = Cd (+ C when beta is 1) (+ bias), only its M x N part
+ *
+ * Tiles: 0-3 hold a 32 x 32 block of Cd, 4-5 two 16-row strips of Ap, 6-7 two 16-column strips of Bp.
+ * Each element of C sums its K products in the same order whatever M, N and the block it falls in,
+ * so a row computed in a short block (a prompt's chunk) equals the same row in a long one. */
+#include <stdint.h>
+#include <string.h>
+
+#include "ops.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TLM_AMX_KERNEL 1
+#endif
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+size_t amx_scratch_bytes(int M, int N, int K) {
+    const size_t m16 = round_up((size_t)M, 32), n16 = round_up((size_t)N, 32), k32 = round_up((size_t)K, 32);
+    return sizeof(uint16_t) * (m16 * k32 + k32 * n16) + sizeof(float) * m16 * n16 + 64;
+}
+
+#ifdef TLM_AMX_KERNEL
+
+/* the LDTILECFG operand (Intel SDM: palette 1, bytes per row and rows of each tile) */
+typedef struct {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((packed)) tile_config;
+
+/* Cd [m32, n32] (ld n32 floats) = Ap [m32, k32] (ld k32) x Bp [k32/2, n32, 2]; all dims whole blocks */
+__attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *Cd, const uint16_t *Ap,
+                                                                          const uint16_t *Bp, int m32, int n32,
+                                                                          int k32) {
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+    const size_t a_stride = sizeof(uint16_t) * (size_t)k32, b_stride = sizeof(uint16_t) * 2 * (size_t)n32,
+                 c_stride = sizeof(float) * (size_t)n32;
+    for (int m = 0; m < m32; m += 32)
+        for (int n = 0; n < n32; n += 32) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int k = 0; k < k32; k += 32) {
+                const uint16_t *a = Ap + (size_t)m * k32 + k, *b = Bp + (size_t)(k / 2) * 2 * n32 + 2 * (size_t)n;
+                _tile_loadd(4, a, a_stride);
+                _tile_loadd(5, a + 16 * (size_t)k32, a_stride);
+                _tile_loadd(6, b, b_stride);
+                _tile_loadd(7, b + 32, b_stride);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            float *c = Cd + (size_t)m * n32 + n;
+            _tile_stored(0, c, c_stride);
+            _tile_stored(1, c + 16, c_stride);
+            _tile_stored(2, c + 16 * (size_t)n32, c_stride);
+            _tile_stored(3, c + 16 * (size_t)n32 + 16, c_stride);
+        }
+    _tile_release();
+}
+
+/* Bp rows kp = 0 .. K/2-1 of op(B) = B^T, B [N, K] (ldb): the pairs (2kp, 2kp+1) of B's row n are
+ * one 32-bit word, so this is a 32-bit transpose of [N, K/2], done 16 x 16 words at a time */
+__attribute__((target("avx512f"))) static void pack_b_rows_of_bt(uint16_t *Bp, int n32, const uint16_t *B, int ldb,
+                                                                 int N, int K) {
+    const int KP = K / 2;
+    int n0 = 0;
+    for (; n0 + 16 <= N && (ldb % 2) == 0 && ((uintptr_t)B % 4) == 0; n0 += 16) {
+        int kp0 = 0;
+        for (; kp0 + 16 <= KP; kp0 += 16) {
+            __m512i r[16], t[16];
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const void *)(B + (size_t)(n0 + i) * ldb + 2 * kp0));
+            /* 16 x 16 transpose of 32-bit words: within 128-bit lanes, then across them */
+            for (int i = 0; i < 16; i += 2) {
+                t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+                t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) {
+                r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+                r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+                r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+                r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+            }
+            for (int i = 0; i < 4; i++) {
+                t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+                t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+                t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+                t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+            }
+            for (int i = 0; i < 4; i++) {
+                r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+                r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+                r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+                r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+            }
+            for (int j = 0; j < 16; j++) /* r[j]: word kp0 + j of rows n0 .. n0 + 15 */
+                _mm512_storeu_si512((void *)(Bp + (size_t)(kp0 + j) * 2 * n32 + 2 * (size_t)n0), r[j]);
+        }
+        for (int kp = kp0; kp < KP; kp++)
+            for (int i = 0; i < 16; i++) {
+                const uint16_t *src = B + (size_t)(n0 + i) * ldb + 2 * kp;
+                uint16_t *dst = Bp + (size_t)kp * 2 * n32 + 2 * (size_t)(n0 + i);
+                dst[0] = src[0], dst[1] = src[1];
+            }
+    }
+    for (int n = n0; n < N; n++)
+        for (int kp = 0; kp < KP; kp++) {
+            const uint16_t *src = B + (size_t)n * ldb + 2 * kp;
+            uint16_t *dst = Bp + (size_t)kp * 2 * n32 + 2 * (size_t)n;
+            dst[0] = src[0], dst[1] = src[1];
+        }
+    if (K & 1) /* the last k alone: its pair's second half stays 0 */
+        for (int n = 0; n < N; n++) Bp[(size_t)KP * 2 * n32 + 2 * (size_t)n] = B[(size_t)n * ldb + K - 1];
+}
+
+/* Bp rows of op(B) = B [K, N] (ldb): rows 2kp and 2kp+1 interleaved, 32 columns at a time */
+__attribute__((target("avx512f,avx512bw"))) static void pack_b_rows_of_b(uint16_t *Bp, int n32, const uint16_t *B,
+                                                                        int ldb, int N, int K) {
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                        37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    for (int k = 0; k < K; k += 2) {
+        const uint16_t *r0 = B + (size_t)k * ldb, *r1 = k + 1 < K ? r0 + ldb : NULL;
+        uint16_t *dst = Bp + (size_t)(k / 2) * 2 * n32;
+        for (int n = 0; n < N; n += 32) {
+            const __mmask32 m = N - n >= 32 ? 0xffffffffu : (__mmask32)((1u << (N - n)) - 1);
+            const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + n);
+            const __m512i b = r1 ? _mm512_maskz_loadu_epi16(m, r1 + n) : _mm512_setzero_si512();
+            _mm512_storeu_si512((void *)(dst + 2 * (size_t)n), _mm512_permutex2var_epi16(a, lo, b));
+            _mm512_storeu_si512((void *)(dst + 2 * (size_t)n + 32), _mm512_permutex2var_epi16(a, hi, b));
+        }
+    }
+}
+
+int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                  int ldb, float beta, float *C, int ldc, const float *bias, void *scratch) {
+    if (trans_a) return -1; /* (oneDNN's: a transposed A would need a 16-bit transpose here) */
+    const int m32 = (int)round_up((size_t)M, 32), n32 = (int)round_up((size_t)N, 32),
+              k32 = (int)round_up((size_t)K, 32);
+    uint16_t *Ap = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    uint16_t *Bp = Ap + (size_t)m32 * k32;
+    float *Cd = (float *)(Bp + (size_t)k32 * n32);
+    /* Ap: A [M, K] row by row, zeros around */
+    for (int i = 0; i < m32; i++) {
+        uint16_t *row = Ap + (size_t)i * k32;
+        if (i < M) memcpy(row, A + (size_t)i * lda, sizeof(uint16_t) * K);
+        memset(row + (i < M ? K : 0), 0, sizeof(uint16_t) * (k32 - (i < M ? K : 0)));
+    }
+    /* Bp: the rows op(B) has, then zeros to whole tiles (the columns past N are written as zeros by
+     * the packers where they fill whole vectors; the rest of each row and the rows past K here) */
+    const size_t brow = 2 * (size_t)n32;
+    for (int kp = 0; kp < k32 / 2; kp++) {
+        const int from = kp < K / 2 ? 2 * N : 0; /* (an odd K's last pair: all zeros first) */
+        memset(Bp + (size_t)kp * brow + from, 0, sizeof(uint16_t) * (brow - from));
+    }
+    if (trans_b)
+        pack_b_rows_of_bt(Bp, n32, B, ldb, N, K);
+    else
+        pack_b_rows_of_b(Bp, n32, B, ldb, N, K);
+    tiles_product(Cd, Ap, Bp, m32, n32, k32);
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        const float *d = Cd + (size_t)i * n32;
+        if (bias && beta != 0.0f)
+            for (int j = 0; j < N; j++) c[j] += d[j] + bias[j];
+        else if (bias)
+            for (int j = 0; j < N; j++) c[j] = d[j] + bias[j];
+        else if (beta != 0.0f)
+            for (int j = 0; j < N; j++) c[j] += d[j];
+        else
+            memcpy(c, d, sizeof(float) * N);
+    }
+    return 0;
+}
+
+#else
+
+int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                  int ldb, float beta, float *C, int ldc, const float *bias, void *scratch) {
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
+    (void)C, (void)ldc, (void)bias, (void)scratch;
+    return -1;
+}
+
+#endif
