@@ -6,12 +6,12 @@
  * a new key count, so a new shape, at every block: a 1003-token prompt took 679 ms in a fresh process
  * and 336-364 ms once the shapes were built. Here the same products run with no per-shape cost:
  *
- *   Ap [M16, K32]   = op(A) rounded up to whole tiles with zeros (16 rows, 32 bf16 of K)
- *   Bp [K32/2, N16, 2] = op(B) in the tiles' pair-interleaved layout (VNNI): Bp[k/2][n][k%2] = op(B)[k][n]
- *   Cd [M16, N16]   = Ap Bp on the tiles (TDPBF16PS: f32 sums of bf16 pair products)
- *   C = Cd (+ C when beta is 1) (+ bias), only its M x N part
+ *   Ap [M32, K32]   = op(A) rounded up to whole 32 x 32 blocks with zeros (where A cannot be read in place)
+ *   Bp [K32/2, N32, 2] = op(B) in the tiles' pair-interleaved layout (VNNI): Bp[k/2][n][k%2] = op(B)[k][n]
+ *   C = Ap Bp on the tiles (TDPBF16PS: f32 sums of bf16 pair products) (+ C when beta is 1) (+ bias),
+ *   a 32 x 32 block at a time, only its M x N part (A's whole strips read in place where it can be)
  *
- * Tiles: 0-3 hold a 32 x 32 block of Cd, 4-5 two 16-row strips of Ap, 6-7 two 16-column strips of Bp.
+ * Tiles: 0-3 hold a 32 x 32 block of C, 4-5 two 16-row strips of A, 6-7 two 16-column strips of Bp.
  * Each element of C sums its K products in the same order whatever M, N and the block it falls in,
  * so a row computed in a short block (a prompt's chunk) equals the same row in a long one. */
 #include <stdint.h>
@@ -27,8 +27,8 @@
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 size_t amx_scratch_bytes(int M, int N, int K) {
-    const size_t m16 = round_up((size_t)M, 32), n16 = round_up((size_t)N, 32), k32 = round_up((size_t)K, 32);
-    return sizeof(uint16_t) * (m16 * k32 + k32 * n16) + sizeof(float) * m16 * n16 + 64;
+    const size_t m32 = round_up((size_t)M, 32), n32 = round_up((size_t)N, 32), k32 = round_up((size_t)K, 32);
+    return sizeof(uint16_t) * (2 * m32 * k32 + k32 * n32) + 64; /* (Ap, Bp, a transposed A's words) */
 }
 
 #ifdef TLM_AMX_KERNEL
@@ -41,27 +41,49 @@ typedef struct {
     uint8_t rows[16];
 } __attribute__((packed)) tile_config;
 
-/* Cd [m32, n32] (ld n32 floats) = Ap [m32, k32] (ld k32) x Bp [k32/2, n32, 2]; all dims whole blocks */
-__attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *Cd, const uint16_t *Ap,
-                                                                          const uint16_t *Bp, int m32, int n32,
-                                                                          int k32) {
+/* How a product's A strips are read: rows [0, direct_rows) in place from A (ld lda, K a multiple of
+ * 32), the rest from the padded copy Ap (ld k32) whose row 0 is row `ap_row0` */
+typedef struct {
+    const uint16_t *A, *Ap;
+    int lda, direct_rows, ap_row0;
+} a_source;
+
+static const uint16_t *a_strip(const a_source *src, int m, size_t *stride, int k32) {
+    if (m < src->direct_rows) {
+        *stride = sizeof(uint16_t) * (size_t)src->lda;
+        return src->A + (size_t)m * src->lda;
+    }
+    *stride = sizeof(uint16_t) * (size_t)k32;
+    return src->Ap + (size_t)(m - src->ap_row0) * k32;
+}
+
+/* C [M, N] (ldc) = (beta 1: C +) A Bp (+ bias), 32 x 32 blocks of C in tiles 0-3: stored straight into C
+ * where a block lies inside it and is neither added to C nor given a bias, else through a block in L1
+ * whose M x N part is then put (or added: the same one f32 addition of the whole sum as before) */
+__attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *C, int ldc, float beta,
+                                                                          const float *bias, const a_source *as,
+                                                                          const uint16_t *Bp, int M, int N, int K) {
+    const int m32 = (int)round_up((size_t)M, 32), n32 = (int)round_up((size_t)N, 32),
+              k32 = (int)round_up((size_t)K, 32);
     tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
     _tile_loadconfig(&cfg);
-    const size_t a_stride = sizeof(uint16_t) * (size_t)k32, b_stride = sizeof(uint16_t) * 2 * (size_t)n32,
-                 c_stride = sizeof(float) * (size_t)n32;
-    for (int m = 0; m < m32; m += 32)
+    const size_t b_stride = sizeof(uint16_t) * 2 * (size_t)n32;
+    float block[32 * 32];
+    for (int m = 0; m < m32; m += 32) {
+        size_t a_stride;
+        const uint16_t *a0 = a_strip(as, m, &a_stride, k32), *a1 = a_strip(as, m + 16, &a_stride, k32);
         for (int n = 0; n < n32; n += 32) {
             _tile_zero(0);
             _tile_zero(1);
             _tile_zero(2);
             _tile_zero(3);
             for (int k = 0; k < k32; k += 32) {
-                const uint16_t *a = Ap + (size_t)m * k32 + k, *b = Bp + (size_t)(k / 2) * 2 * n32 + 2 * (size_t)n;
-                _tile_loadd(4, a, a_stride);
-                _tile_loadd(5, a + 16 * (size_t)k32, a_stride);
+                const uint16_t *b = Bp + (size_t)(k / 2) * 2 * n32 + 2 * (size_t)n;
+                _tile_loadd(4, a0 + k, a_stride);
+                _tile_loadd(5, a1 + k, a_stride);
                 _tile_loadd(6, b, b_stride);
                 _tile_loadd(7, b + 32, b_stride);
                 _tile_dpbf16ps(0, 4, 6);
@@ -69,27 +91,45 @@ __attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *Cd
                 _tile_dpbf16ps(2, 5, 6);
                 _tile_dpbf16ps(3, 5, 7);
             }
-            float *c = Cd + (size_t)m * n32 + n;
-            _tile_stored(0, c, c_stride);
-            _tile_stored(1, c + 16, c_stride);
-            _tile_stored(2, c + 16 * (size_t)n32, c_stride);
-            _tile_stored(3, c + 16 * (size_t)n32 + 16, c_stride);
+            if (m + 32 <= M && n + 32 <= N && beta == 0.0f && !bias) {
+                float *c = C + (size_t)m * ldc + n;
+                const size_t c_stride = sizeof(float) * (size_t)ldc;
+                _tile_stored(0, c, c_stride);
+                _tile_stored(1, c + 16, c_stride);
+                _tile_stored(2, c + 16 * (size_t)ldc, c_stride);
+                _tile_stored(3, c + 16 * (size_t)ldc + 16, c_stride);
+                continue;
+            }
+            _tile_stored(0, block, 128);
+            _tile_stored(1, block + 16, 128);
+            _tile_stored(2, block + 16 * 32, 128);
+            _tile_stored(3, block + 16 * 32 + 16, 128);
+            const int rows = M - m < 32 ? M - m : 32, cols = N - n < 32 ? N - n : 32;
+            for (int i = 0; i < rows; i++) {
+                float *c = C + (size_t)(m + i) * ldc + n;
+                const float *d = block + 32 * i;
+                for (int j = 0; j < cols; j++) {
+                    const float v = bias ? d[j] + bias[n + j] : d[j];
+                    c[j] = beta != 0.0f ? c[j] + v : v;
+                }
+            }
         }
+    }
     _tile_release();
 }
 
-/* Bp rows kp = 0 .. K/2-1 of op(B) = B^T, B [N, K] (ldb): the pairs (2kp, 2kp+1) of B's row n are
- * one 32-bit word, so this is a 32-bit transpose of [N, K/2], done 16 x 16 words at a time */
-__attribute__((target("avx512f"))) static void pack_b_rows_of_bt(uint16_t *Bp, int n32, const uint16_t *B, int ldb,
-                                                                 int N, int K) {
-    const int KP = K / 2;
-    int n0 = 0;
-    for (; n0 + 16 <= N && (ldb % 2) == 0 && ((uintptr_t)B % 4) == 0; n0 += 16) {
-        int kp0 = 0;
-        for (; kp0 + 16 <= KP; kp0 += 16) {
+/* dst [cols, rows] = src [rows, cols]^T of 32-bit words (leading dimensions in words): 16 x 16 blocks
+ * in registers, the edges one word at a time */
+__attribute__((target("avx512f"))) static void transpose_words(uint32_t *dst, size_t ld_dst, const uint32_t *src,
+                                                               size_t ld_src, int rows, int cols) {
+    int r0 = 0;
+    for (; r0 + 16 <= rows; r0 += 16) {
+        int c0 = 0;
+        for (; c0 + 16 <= cols; c0 += 16) {
             __m512i r[16], t[16];
-            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const void *)(B + (size_t)(n0 + i) * ldb + 2 * kp0));
-            /* 16 x 16 transpose of 32-bit words: within 128-bit lanes, then across them */
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const void *)(src + (size_t)(r0 + i) * ld_src + c0));
+            /* within 128-bit lanes (words, then pairs of words), then across lanes twice: afterwards
+             * r[j] holds column c0 + j of rows r0 .. r0 + 15 */
             for (int i = 0; i < 16; i += 2) {
                 t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
                 t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
@@ -112,22 +152,29 @@ __attribute__((target("avx512f"))) static void pack_b_rows_of_bt(uint16_t *Bp, i
                 r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
                 r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
             }
-            for (int j = 0; j < 16; j++) /* r[j]: word kp0 + j of rows n0 .. n0 + 15 */
-                _mm512_storeu_si512((void *)(Bp + (size_t)(kp0 + j) * 2 * n32 + 2 * (size_t)n0), r[j]);
+            for (int j = 0; j < 16; j++) _mm512_storeu_si512((void *)(dst + (size_t)(c0 + j) * ld_dst + r0), r[j]);
         }
-        for (int kp = kp0; kp < KP; kp++)
-            for (int i = 0; i < 16; i++) {
-                const uint16_t *src = B + (size_t)(n0 + i) * ldb + 2 * kp;
-                uint16_t *dst = Bp + (size_t)kp * 2 * n32 + 2 * (size_t)(n0 + i);
+        for (int c = c0; c < cols; c++)
+            for (int i = r0; i < r0 + 16; i++) dst[(size_t)c * ld_dst + i] = src[(size_t)i * ld_src + c];
+    }
+    for (int i = r0; i < rows; i++)
+        for (int c = 0; c < cols; c++) dst[(size_t)c * ld_dst + i] = src[(size_t)i * ld_src + c];
+}
+
+/* Bp rows kp = 0 .. K/2-1 of op(B) = B^T, B [N, K] (ldb): the pairs (2kp, 2kp+1) of B's row n are
+ * one 32-bit word, so this is a transpose of [N, K/2] words */
+static void pack_b_rows_of_bt(uint16_t *Bp, int n32, const uint16_t *B, int ldb, int N, int K) {
+    const int KP = K / 2;
+    if (ldb % 2 == 0 && (uintptr_t)B % 4 == 0) {
+        transpose_words((uint32_t *)Bp, (size_t)n32, (const uint32_t *)B, (size_t)ldb / 2, N, KP);
+    } else {
+        for (int n = 0; n < N; n++)
+            for (int kp = 0; kp < KP; kp++) {
+                const uint16_t *src = B + (size_t)n * ldb + 2 * kp;
+                uint16_t *dst = Bp + (size_t)kp * 2 * n32 + 2 * (size_t)n;
                 dst[0] = src[0], dst[1] = src[1];
             }
     }
-    for (int n = n0; n < N; n++)
-        for (int kp = 0; kp < KP; kp++) {
-            const uint16_t *src = B + (size_t)n * ldb + 2 * kp;
-            uint16_t *dst = Bp + (size_t)kp * 2 * n32 + 2 * (size_t)n;
-            dst[0] = src[0], dst[1] = src[1];
-        }
     if (K & 1) /* the last k alone: its pair's second half stays 0 */
         for (int n = 0; n < N; n++) Bp[(size_t)KP * 2 * n32 + 2 * (size_t)n] = B[(size_t)n * ldb + K - 1];
 }
@@ -153,17 +200,25 @@ __attribute__((target("avx512f,avx512bw"))) static void pack_b_rows_of_b(uint16_
 
 int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                   int ldb, float beta, float *C, int ldc, const float *bias, void *scratch) {
-    if (trans_a) return -1; /* (oneDNN's: a transposed A would need a 16-bit transpose here) */
     const int m32 = (int)round_up((size_t)M, 32), n32 = (int)round_up((size_t)N, 32),
               k32 = (int)round_up((size_t)K, 32);
     uint16_t *Ap = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint16_t *Bp = Ap + (size_t)m32 * k32;
-    float *Cd = (float *)(Bp + (size_t)k32 * n32);
-    /* Ap: A [M, K] row by row, zeros around */
-    for (int i = 0; i < m32; i++) {
-        uint16_t *row = Ap + (size_t)i * k32;
-        if (i < M) memcpy(row, A + (size_t)i * lda, sizeof(uint16_t) * K);
-        memset(row + (i < M ? K : 0), 0, sizeof(uint16_t) * (k32 - (i < M ? K : 0)));
+    uint16_t *W = Bp + (size_t)k32 * n32; /* (a transposed A's words) */
+    a_source as = {A, Ap, lda, 0, 0};
+    if (!trans_a) { /* whole 32-row strips of A in place when its rows hold whole tiles of K; the rest
+                     * copied into Ap with zeros around */
+        if (K % 32 == 0) as.direct_rows = as.ap_row0 = M / 32 * 32;
+        for (int i = as.ap_row0; i < m32; i++) {
+            uint16_t *row = Ap + (size_t)(i - as.ap_row0) * k32;
+            if (i < M) memcpy(row, A + (size_t)i * lda, sizeof(uint16_t) * K);
+            memset(row + (i < M ? K : 0), 0, sizeof(uint16_t) * (k32 - (i < M ? K : 0)));
+        }
+    } else { /* A [K, M]: its rows' pairs interleaved into words W [k32/2, m32] (the B packer's layout),
+              * whose transpose [m32, k32/2] words is Ap */
+        memset(W + (size_t)(K / 2) * 2 * m32, 0, sizeof(uint16_t) * (size_t)(k32 / 2 - K / 2) * 2 * m32);
+        pack_b_rows_of_b(W, m32, A, lda, M, K);
+        transpose_words((uint32_t *)Ap, (size_t)k32 / 2, (const uint32_t *)W, (size_t)m32, k32 / 2, m32);
     }
     /* Bp: the rows op(B) has, then zeros to whole tiles (the columns past N are written as zeros by
      * the packers where they fill whole vectors; the rest of each row and the rows past K here) */
@@ -176,19 +231,7 @@ int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
         pack_b_rows_of_bt(Bp, n32, B, ldb, N, K);
     else
         pack_b_rows_of_b(Bp, n32, B, ldb, N, K);
-    tiles_product(Cd, Ap, Bp, m32, n32, k32);
-    for (int i = 0; i < M; i++) {
-        float *c = C + (size_t)i * ldc;
-        const float *d = Cd + (size_t)i * n32;
-        if (bias && beta != 0.0f)
-            for (int j = 0; j < N; j++) c[j] += d[j] + bias[j];
-        else if (bias)
-            for (int j = 0; j < N; j++) c[j] = d[j] + bias[j];
-        else if (beta != 0.0f)
-            for (int j = 0; j < N; j++) c[j] += d[j];
-        else
-            memcpy(c, d, sizeof(float) * N);
-    }
+    tiles_product(C, ldc, beta, bias, &as, Bp, M, N, K);
     return 0;
 }
 
