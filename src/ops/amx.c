@@ -1,4 +1,5 @@
-/* amx.c — small bf16 products on AMX tiles, for gemm_bf16_task (gemm_bf16.c).
+/* amx.c — bf16 products on AMX tiles, for gemm_bf16_task (gemm_bf16.c): the small ones and those of
+ * threads inside a parallel region (which gemm_bf16.c's comment says why).
  *
  * oneDNN builds a primitive per shape (0.5-1.5 ms of JIT each, measured) and spends 10-40 us on
  * every call, which is more than the arithmetic of attention's per-block products (a 128 x 256 x 64
@@ -72,10 +73,14 @@ __attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *C,
     _tile_loadconfig(&cfg);
     const size_t b_stride = sizeof(uint16_t) * 2 * (size_t)n32;
     float block[32 * 32];
+    /* panels of PANEL columns, each over all the strips, so that the panel of Bp the strips read again
+     * stays in L2 (Bp whole is K x N x 2 bytes: 2 MiB for 1024 x 1024) */
+    enum { PANEL = 256 };
+    for (int n0 = 0; n0 < n32; n0 += PANEL)
     for (int m = 0; m < m32; m += 32) {
         size_t a_stride;
         const uint16_t *a0 = a_strip(as, m, &a_stride, k32), *a1 = a_strip(as, m + 16, &a_stride, k32);
-        for (int n = 0; n < n32; n += 32) {
+        for (int n = n0; n < n32 && n < n0 + PANEL; n += 32) {
             _tile_zero(0);
             _tile_zero(1);
             _tile_zero(2);

@@ -200,8 +200,8 @@ int gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, 
     return gemm_bf16_task(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
-/* products up to this many multiply-adds go to amx.c (attention's per-block ones: 128 x 1024 x 64 is
- * 8.4M), larger ones (the linear layers') to oneDNN */
+/* multiply-adds up to which a product called outside a parallel region goes to amx.c (attention's
+ * per-block ones: 128 x 1024 x 64 is 8.4M) */
 #define AMX_OWN_MAX (1 << 24)
 
 static int run_product(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
@@ -231,9 +231,13 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
                 C[(size_t)i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j]) + (bias ? bias[j] : 0.0f);
         return 0;
     }
-    /* small products (attention's blocks) on the tiles directly: no primitive to build per shape,
-     * no call overhead (amx.c) */
-    if (gemm_bf16_path() == GEMM_BF16_AMX && (double)M * N * K <= AMX_OWN_MAX) {
+    /* On AMX, amx.c's tile kernel (one thread) takes the small products, which oneDNN would build a
+     * primitive for per shape and spend more on per call than on the arithmetic (attention's blocks),
+     * and every product of a thread inside a parallel region (a split batch's linear layers: there
+     * it ran 1.0-1.4x oneDNN's speed, one thread, 1024 rows). The large products of a whole pass stay
+     * with oneDNN, which shares them among the threads (at 1024^3 on 2 threads it ran 1400 GFLOP/s,
+     * amx.c 650-910). */
+    if (gemm_bf16_path() == GEMM_BF16_AMX && ((double)M * N * K <= AMX_OWN_MAX || omp_in_parallel())) {
         void *scratch = thread_buffer_get(&amx_scratch, amx_scratch_bytes(M, N, K));
         if (scratch && !amx_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, scratch))
             return 0;

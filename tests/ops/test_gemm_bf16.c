@@ -11,6 +11,7 @@
  * ctest runs it natively (on AMX: the small products on amx.c's tiles, the large on oneDNN's), with
  * oneDNN capped to AVX512-BF16, and with TLM_ISA=avx2. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,14 @@ int main(void) {
     /* the same shape again (a primitive found, not built) */
     test_gemm(0, 1, 64, 48, 100, 0, 1.0f, 1);
     test_gemm(0, 1, 64, 48, 100, 0, 1.0f, 1);
+    /* a large product from a thread inside a parallel region (a split batch's linear layers): on
+     * AMX amx.c's, whatever the size */
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp single
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) test_gemm(ta, tb, 300, 260, 256, 3, (float)(ta ^ tb), ta);
+    }
     test_layers(40, 24, 36);
     test_layers(256, 384, 96);
     test_layers(512, 64, 160); /* (the bias gradient's column blocks on the threads) */
