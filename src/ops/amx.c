@@ -27,9 +27,15 @@
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* columns of B packed and multiplied at a time (a panel: K x PANEL x 2 bytes, 384 KiB for K = 768), and
+ * rows of C computed at a time (the copies of A they need: 2 x ROW_CHUNK x K x 2 bytes at most; the
+ * head's weight gradient, 50304 rows, had 103 MB of them per thread) */
+enum { PANEL = 256, ROW_CHUNK = 512 };
+
 size_t amx_scratch_bytes(int M, int N, int K) {
-    const size_t m32 = round_up((size_t)M, 32), n32 = round_up((size_t)N, 32), k32 = round_up((size_t)K, 32);
-    return sizeof(uint16_t) * (2 * m32 * k32 + k32 * n32) + 64; /* (Ap, Bp, a transposed A's words) */
+    const size_t m32 = round_up((size_t)(M < ROW_CHUNK ? M : ROW_CHUNK), 32), k32 = round_up((size_t)K, 32);
+    const size_t panel = round_up((size_t)(N < PANEL ? N : PANEL), 32);
+    return sizeof(uint16_t) * (2 * m32 * k32 + k32 * panel) + 64; /* (Ap, a transposed A's words, a panel of B) */
 }
 
 #ifdef TLM_AMX_KERNEL
@@ -58,12 +64,13 @@ static const uint16_t *a_strip(const a_source *src, int m, size_t *stride, int k
     return src->Ap + (size_t)(m - src->ap_row0) * k32;
 }
 
-/* C [M, N] (ldc) = (beta 1: C +) A Bp (+ bias), 32 x 32 blocks of C in tiles 0-3: stored straight into C
- * where a block lies inside it and is neither added to C nor given a bias, else through a block in L1
- * whose M x N part is then put (or added: the same one f32 addition of the whole sum as before) */
-__attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *C, int ldc, float beta,
-                                                                          const float *bias, const a_source *as,
-                                                                          const uint16_t *Bp, int M, int N, int K) {
+/* C [M, N] (ldc) = (beta 1: C +) A Bp (+ bias [N]) for one panel of at most PANEL columns: 32 x 32
+ * blocks of C in tiles 0-3, stored straight into C where a block lies inside it and is neither added
+ * to C nor given a bias, else through a block in L1 whose M x N part is then put (or added: the same
+ * one f32 addition of the whole sum as before) */
+__attribute__((target("amx-tile,amx-bf16"))) static void tiles_panel(float *C, int ldc, float beta, const float *bias,
+                                                                        const a_source *as, const uint16_t *Bp,
+                                                                        int M, int N, int K) {
     const int m32 = (int)round_up((size_t)M, 32), n32 = (int)round_up((size_t)N, 32),
               k32 = (int)round_up((size_t)K, 32);
     tile_config cfg;
@@ -73,14 +80,10 @@ __attribute__((target("amx-tile,amx-bf16"))) static void tiles_product(float *C,
     _tile_loadconfig(&cfg);
     const size_t b_stride = sizeof(uint16_t) * 2 * (size_t)n32;
     float block[32 * 32];
-    /* panels of PANEL columns, each over all the strips, so that the panel of Bp the strips read again
-     * stays in L2 (Bp whole is K x N x 2 bytes: 2 MiB for 1024 x 1024) */
-    enum { PANEL = 256 };
-    for (int n0 = 0; n0 < n32; n0 += PANEL)
     for (int m = 0; m < m32; m += 32) {
         size_t a_stride;
         const uint16_t *a0 = a_strip(as, m, &a_stride, k32), *a1 = a_strip(as, m + 16, &a_stride, k32);
-        for (int n = n0; n < n32 && n < n0 + PANEL; n += 32) {
+        for (int n = 0; n < n32; n += 32) {
             _tile_zero(0);
             _tile_zero(1);
             _tile_zero(2);
@@ -205,11 +208,18 @@ __attribute__((target("avx512f,avx512bw"))) static void pack_b_rows_of_b(uint16_
 
 int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                   int ldb, float beta, float *C, int ldc, const float *bias, void *scratch) {
-    const int m32 = (int)round_up((size_t)M, 32), n32 = (int)round_up((size_t)N, 32),
+    if (M > ROW_CHUNK) { /* (C's rows a chunk at a time: the scratch for A stays bounded) */
+        for (int m0 = 0; m0 < M; m0 += ROW_CHUNK)
+            amx_gemm_bf16(trans_a, trans_b, M - m0 < ROW_CHUNK ? M - m0 : ROW_CHUNK, N, K,
+                          trans_a ? A + m0 : A + (size_t)m0 * lda, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, bias,
+                          scratch);
+        return 0;
+    }
+    const int m32 = (int)round_up((size_t)M, 32),
               k32 = (int)round_up((size_t)K, 32);
     uint16_t *Ap = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    uint16_t *Bp = Ap + (size_t)m32 * k32;
-    uint16_t *W = Bp + (size_t)k32 * n32; /* (a transposed A's words) */
+    uint16_t *W = Ap + (size_t)m32 * k32; /* (a transposed A's words) */
+    uint16_t *Bp = W + (size_t)m32 * k32; /* (a panel of B) */
     a_source as = {A, Ap, lda, 0, 0};
     if (!trans_a) { /* whole 32-row strips of A in place when its rows hold whole tiles of K; the rest
                      * copied into Ap with zeros around */
@@ -225,18 +235,23 @@ int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
         pack_b_rows_of_b(W, m32, A, lda, M, K);
         transpose_words((uint32_t *)Ap, (size_t)k32 / 2, (const uint32_t *)W, (size_t)m32, k32 / 2, m32);
     }
-    /* Bp: the rows op(B) has, then zeros to whole tiles (the columns past N are written as zeros by
-     * the packers where they fill whole vectors; the rest of each row and the rows past K here) */
-    const size_t brow = 2 * (size_t)n32;
-    for (int kp = 0; kp < k32 / 2; kp++) {
-        const int from = kp < K / 2 ? 2 * N : 0; /* (an odd K's last pair: all zeros first) */
-        memset(Bp + (size_t)kp * brow + from, 0, sizeof(uint16_t) * (brow - from));
+    /* B a panel of PANEL columns at a time, packed into Bp and multiplied by every strip of A while it
+     * is in L2 (a head of 50304 x 768 packed whole took 77 MB per thread) */
+    for (int n0 = 0; n0 < N; n0 += PANEL) {
+        const int pw = N - n0 < PANEL ? N - n0 : PANEL, pw32 = (int)round_up((size_t)pw, 32);
+        /* the panel's rows of op(B), zeros to whole tiles (the packers write the columns past pw as
+         * zeros where they fill whole vectors; the rest of each row and the rows past K here) */
+        const size_t brow = 2 * (size_t)pw32;
+        for (int kp = 0; kp < k32 / 2; kp++) {
+            const int from = kp < K / 2 ? 2 * pw : 0; /* (an odd K's last pair: all zeros first) */
+            memset(Bp + (size_t)kp * brow + from, 0, sizeof(uint16_t) * (brow - from));
+        }
+        if (trans_b)
+            pack_b_rows_of_bt(Bp, pw32, B + (size_t)n0 * ldb, ldb, pw, K);
+        else
+            pack_b_rows_of_b(Bp, pw32, B + n0, ldb, pw, K);
+        tiles_panel(C + n0, ldc, beta, bias ? bias + n0 : NULL, &as, Bp, M, pw, K);
     }
-    if (trans_b)
-        pack_b_rows_of_bt(Bp, n32, B, ldb, N, K);
-    else
-        pack_b_rows_of_b(Bp, n32, B, ldb, N, K);
-    tiles_product(C, ldc, beta, bias, &as, Bp, M, N, K);
     return 0;
 }
 

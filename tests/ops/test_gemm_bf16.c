@@ -199,7 +199,10 @@ int main(void) {
     {
 #pragma omp single
         for (int ta = 0; ta < 2; ta++)
-            for (int tb = 0; tb < 2; tb++) test_gemm(ta, tb, 300, 260, 256, 3, (float)(ta ^ tb), ta);
+            for (int tb = 0; tb < 2; tb++) {
+                test_gemm(ta, tb, 300, 260, 256, 3, (float)(ta ^ tb), ta);
+                test_gemm(ta, tb, 600, 70, 96, 1, (float)ta, tb); /* (C's rows in two chunks, B in panels) */
+            }
     }
     test_layers(40, 24, 36);
     test_layers(256, 384, 96);
