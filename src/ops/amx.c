@@ -32,10 +32,16 @@ static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
  * head's weight gradient, 50304 rows, had 103 MB of them per thread) */
 enum { PANEL = 256, ROW_CHUNK = 512 };
 
+/* B is packed whole, once for all of C's row chunks, when that takes at most this many bytes */
+#define WHOLE_B_BYTES ((size_t)4 << 20)
+static int whole_b_fits(int N, int K) {
+    return sizeof(uint16_t) * round_up((size_t)N, 32) * round_up((size_t)K, 32) <= WHOLE_B_BYTES;
+}
+
 size_t amx_scratch_bytes(int M, int N, int K) {
     const size_t m32 = round_up((size_t)(M < ROW_CHUNK ? M : ROW_CHUNK), 32), k32 = round_up((size_t)K, 32);
-    const size_t panel = round_up((size_t)(N < PANEL ? N : PANEL), 32);
-    return sizeof(uint16_t) * (2 * m32 * k32 + k32 * panel) + 64; /* (Ap, a transposed A's words, a panel of B) */
+    const size_t cols = round_up((size_t)(whole_b_fits(N, K) ? N : N < PANEL ? N : PANEL), 32);
+    return sizeof(uint16_t) * (2 * m32 * k32 + k32 * cols) + 64; /* (Ap, a transposed A's words, B or a panel) */
 }
 
 #ifdef TLM_AMX_KERNEL
@@ -64,13 +70,14 @@ static const uint16_t *a_strip(const a_source *src, int m, size_t *stride, int k
     return src->Ap + (size_t)(m - src->ap_row0) * k32;
 }
 
-/* C [M, N] (ldc) = (beta 1: C +) A Bp (+ bias [N]) for one panel of at most PANEL columns: 32 x 32
+/* C [M, N] (ldc) = (beta 1: C +) A Bp (+ bias [N]) for one panel of at most PANEL columns (Bp's pair
+ * rows ldbp elements apart): 32 x 32
  * blocks of C in tiles 0-3, stored straight into C where a block lies inside it and is neither added
  * to C nor given a bias, else through a block in L1 whose M x N part is then put (or added: the same
  * one f32 addition of the whole sum as before) */
 __attribute__((target("amx-tile,amx-bf16"))) static void tiles_panel(float *C, int ldc, float beta, const float *bias,
                                                                         const a_source *as, const uint16_t *Bp,
-                                                                        int M, int N, int K) {
+                                                                        size_t ldbp, int M, int N, int K) {
     const int m32 = (int)round_up((size_t)M, 32), n32 = (int)round_up((size_t)N, 32),
               k32 = (int)round_up((size_t)K, 32);
     tile_config cfg;
@@ -78,7 +85,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static void tiles_panel(float *C, i
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
     _tile_loadconfig(&cfg);
-    const size_t b_stride = sizeof(uint16_t) * 2 * (size_t)n32;
+    const size_t b_stride = sizeof(uint16_t) * ldbp;
     float block[32 * 32];
     for (int m = 0; m < m32; m += 32) {
         size_t a_stride;
@@ -89,7 +96,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static void tiles_panel(float *C, i
             _tile_zero(2);
             _tile_zero(3);
             for (int k = 0; k < k32; k += 32) {
-                const uint16_t *b = Bp + (size_t)(k / 2) * 2 * n32 + 2 * (size_t)n;
+                const uint16_t *b = Bp + (size_t)(k / 2) * ldbp + 2 * (size_t)n;
                 _tile_loadd(4, a0 + k, a_stride);
                 _tile_loadd(5, a1 + k, a_stride);
                 _tile_loadd(6, b, b_stride);
@@ -206,51 +213,58 @@ __attribute__((target("avx512f,avx512bw"))) static void pack_b_rows_of_b(uint16_
     }
 }
 
+/* Bp [k32/2, pw32, 2] = op(B)'s columns n0 .. n0 + pw, zeros to whole tiles (the packers write the
+ * columns past pw as zeros where they fill whole vectors; the rest of each row and the rows past K here) */
+static void pack_b(uint16_t *Bp, int trans_b, const uint16_t *B, int ldb, int n0, int pw, int K) {
+    const int pw32 = (int)round_up((size_t)pw, 32), k32 = (int)round_up((size_t)K, 32);
+    const size_t brow = 2 * (size_t)pw32;
+    for (int kp = 0; kp < k32 / 2; kp++) {
+        const int from = kp < K / 2 ? 2 * pw : 0; /* (an odd K's last pair: all zeros first) */
+        memset(Bp + (size_t)kp * brow + from, 0, sizeof(uint16_t) * (brow - from));
+    }
+    if (trans_b)
+        pack_b_rows_of_bt(Bp, pw32, B + (size_t)n0 * ldb, ldb, pw, K);
+    else
+        pack_b_rows_of_b(Bp, pw32, B + n0, ldb, pw, K);
+}
+
 int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                   int ldb, float beta, float *C, int ldc, const float *bias, void *scratch) {
-    if (M > ROW_CHUNK) { /* (C's rows a chunk at a time: the scratch for A stays bounded) */
-        for (int m0 = 0; m0 < M; m0 += ROW_CHUNK)
-            amx_gemm_bf16(trans_a, trans_b, M - m0 < ROW_CHUNK ? M - m0 : ROW_CHUNK, N, K,
-                          trans_a ? A + m0 : A + (size_t)m0 * lda, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, bias,
-                          scratch);
-        return 0;
-    }
-    const int m32 = (int)round_up((size_t)M, 32),
-              k32 = (int)round_up((size_t)K, 32);
+    const int k32 = (int)round_up((size_t)K, 32), n32 = (int)round_up((size_t)N, 32);
+    const int mc32 = (int)round_up((size_t)(M < ROW_CHUNK ? M : ROW_CHUNK), 32);
     uint16_t *Ap = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    uint16_t *W = Ap + (size_t)m32 * k32; /* (a transposed A's words) */
-    uint16_t *Bp = W + (size_t)m32 * k32; /* (a panel of B) */
-    a_source as = {A, Ap, lda, 0, 0};
-    if (!trans_a) { /* whole 32-row strips of A in place when its rows hold whole tiles of K; the rest
-                     * copied into Ap with zeros around */
-        if (K % 32 == 0) as.direct_rows = as.ap_row0 = M / 32 * 32;
-        for (int i = as.ap_row0; i < m32; i++) {
-            uint16_t *row = Ap + (size_t)(i - as.ap_row0) * k32;
-            if (i < M) memcpy(row, A + (size_t)i * lda, sizeof(uint16_t) * K);
-            memset(row + (i < M ? K : 0), 0, sizeof(uint16_t) * (k32 - (i < M ? K : 0)));
+    uint16_t *W = Ap + (size_t)mc32 * k32; /* (a transposed A's words) */
+    uint16_t *Bp = W + (size_t)mc32 * k32; /* (B packed whole, or a panel of it) */
+    const int whole_b = whole_b_fits(N, K);
+    if (whole_b) pack_b(Bp, trans_b, B, ldb, 0, N, K);
+    for (int m0 = 0; m0 < M; m0 += ROW_CHUNK) { /* C's rows a chunk at a time (A's copies stay bounded) */
+        const int mc = M - m0 < ROW_CHUNK ? M - m0 : ROW_CHUNK, m32 = (int)round_up((size_t)mc, 32);
+        const uint16_t *Ac = trans_a ? A + m0 : A + (size_t)m0 * lda;
+        a_source as = {Ac, Ap, lda, 0, 0};
+        if (!trans_a) { /* whole 32-row strips of A in place when its rows hold whole tiles of K; the
+                         * rest copied into Ap with zeros around */
+            if (K % 32 == 0) as.direct_rows = as.ap_row0 = mc / 32 * 32;
+            for (int i = as.ap_row0; i < m32; i++) {
+                uint16_t *row = Ap + (size_t)(i - as.ap_row0) * k32;
+                if (i < mc) memcpy(row, Ac + (size_t)i * lda, sizeof(uint16_t) * K);
+                memset(row + (i < mc ? K : 0), 0, sizeof(uint16_t) * (k32 - (i < mc ? K : 0)));
+            }
+        } else { /* A [K, M]: its rows' pairs interleaved into words W [k32/2, m32] (the B packer's
+                  * layout), whose transpose [m32, k32/2] words is Ap */
+            memset(W + (size_t)(K / 2) * 2 * m32, 0, sizeof(uint16_t) * (size_t)(k32 / 2 - K / 2) * 2 * m32);
+            pack_b_rows_of_b(W, m32, Ac, lda, mc, K);
+            transpose_words((uint32_t *)Ap, (size_t)k32 / 2, (const uint32_t *)W, (size_t)m32, k32 / 2, m32);
         }
-    } else { /* A [K, M]: its rows' pairs interleaved into words W [k32/2, m32] (the B packer's layout),
-              * whose transpose [m32, k32/2] words is Ap */
-        memset(W + (size_t)(K / 2) * 2 * m32, 0, sizeof(uint16_t) * (size_t)(k32 / 2 - K / 2) * 2 * m32);
-        pack_b_rows_of_b(W, m32, A, lda, M, K);
-        transpose_words((uint32_t *)Ap, (size_t)k32 / 2, (const uint32_t *)W, (size_t)m32, k32 / 2, m32);
-    }
-    /* B a panel of PANEL columns at a time, packed into Bp and multiplied by every strip of A while it
-     * is in L2 (a head of 50304 x 768 packed whole took 77 MB per thread) */
-    for (int n0 = 0; n0 < N; n0 += PANEL) {
-        const int pw = N - n0 < PANEL ? N - n0 : PANEL, pw32 = (int)round_up((size_t)pw, 32);
-        /* the panel's rows of op(B), zeros to whole tiles (the packers write the columns past pw as
-         * zeros where they fill whole vectors; the rest of each row and the rows past K here) */
-        const size_t brow = 2 * (size_t)pw32;
-        for (int kp = 0; kp < k32 / 2; kp++) {
-            const int from = kp < K / 2 ? 2 * pw : 0; /* (an odd K's last pair: all zeros first) */
-            memset(Bp + (size_t)kp * brow + from, 0, sizeof(uint16_t) * (brow - from));
+        /* a panel of PANEL columns at a time, multiplied by every strip of A while it is in L2: B packed
+         * whole once when it is small (a weight gradient's), else each panel packed here (a head of
+         * 50304 x 768 packed whole took 77 MB per thread) */
+        for (int n0 = 0; n0 < N; n0 += PANEL) {
+            const int pw = N - n0 < PANEL ? N - n0 : PANEL;
+            if (!whole_b) pack_b(Bp, trans_b, B, ldb, n0, pw, K);
+            const uint16_t *bp = whole_b ? Bp + 2 * (size_t)n0 : Bp;
+            const size_t ldbp = 2 * (whole_b ? (size_t)n32 : round_up((size_t)pw, 32));
+            tiles_panel(C + (size_t)m0 * ldc + n0, ldc, beta, bias ? bias + n0 : NULL, &as, bp, ldbp, mc, pw, K);
         }
-        if (trans_b)
-            pack_b_rows_of_bt(Bp, pw32, B + (size_t)n0 * ldb, ldb, pw, K);
-        else
-            pack_b_rows_of_b(Bp, pw32, B + n0, ldb, pw, K);
-        tiles_panel(C + n0, ldc, beta, bias ? bias + n0 : NULL, &as, Bp, M, pw, K);
     }
     return 0;
 }

@@ -201,7 +201,8 @@ int main(void) {
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 test_gemm(ta, tb, 300, 260, 256, 3, (float)(ta ^ tb), ta);
-                test_gemm(ta, tb, 600, 70, 96, 1, (float)ta, tb); /* (C's rows in two chunks, B in panels) */
+                test_gemm(ta, tb, 600, 70, 96, 1, (float)ta, tb); /* (C's rows in two chunks) */
+                test_gemm(ta, tb, 40, 2100, 1030, 2, (float)tb, ta); /* (B over 4 MiB: packed a panel at a time) */
             }
     }
     test_layers(40, 24, 36);
