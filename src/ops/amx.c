@@ -21,7 +21,7 @@
 #include "ops.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
+#include "simd_avx512.h"
 #define TLM_AMX_KERNEL 1
 #endif
 
@@ -135,39 +135,16 @@ __attribute__((target("amx-tile,amx-bf16"))) static void tiles_panel(float *C, i
 
 /* dst [cols, rows] = src [rows, cols]^T of 32-bit words (leading dimensions in words): 16 x 16 blocks
  * in registers, the edges one word at a time */
-__attribute__((target("avx512f"))) static void transpose_words(uint32_t *dst, size_t ld_dst, const uint32_t *src,
-                                                               size_t ld_src, int rows, int cols) {
+TLM_AVX512 static void transpose_words(uint32_t *dst, size_t ld_dst, const uint32_t *src, size_t ld_src, int rows,
+                                      int cols) {
     int r0 = 0;
     for (; r0 + 16 <= rows; r0 += 16) {
         int c0 = 0;
         for (; c0 + 16 <= cols; c0 += 16) {
-            __m512i r[16], t[16];
-            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const void *)(src + (size_t)(r0 + i) * ld_src + c0));
-            /* within 128-bit lanes (words, then pairs of words), then across lanes twice: afterwards
-             * r[j] holds column c0 + j of rows r0 .. r0 + 15 */
-            for (int i = 0; i < 16; i += 2) {
-                t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-                t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-            }
-            for (int i = 0; i < 16; i += 4) {
-                r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-                r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-                r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-                r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-            }
-            for (int i = 0; i < 4; i++) {
-                t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-                t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-                t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-                t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-            }
-            for (int i = 0; i < 4; i++) {
-                r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-                r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-                r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-                r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-            }
-            for (int j = 0; j < 16; j++) _mm512_storeu_si512((void *)(dst + (size_t)(c0 + j) * ld_dst + r0), r[j]);
+            __m512 r[16]; /* (32-bit words moved as floats: shuffles only) */
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps((const float *)(src + (size_t)(r0 + i) * ld_src + c0));
+            transpose16x16(r);
+            for (int j = 0; j < 16; j++) _mm512_storeu_ps((float *)(dst + (size_t)(c0 + j) * ld_dst + r0), r[j]);
         }
         for (int c = c0; c < cols; c++)
             for (int i = r0; i < r0 + 16; i++) dst[(size_t)c * ld_dst + i] = src[(size_t)i * ld_src + c];

@@ -17,31 +17,6 @@
 
 enum { TILE_ROWS = 8, TILE_VECS = 2, KEY_CHUNK = ATTN_KEY_CHUNK };
 
-/* 16 x 16 transpose in registers: r[i] lane j -> r[j] lane i */
-TILE_INLINE void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-}
-
 /* kt [hd, KEY_CHUNK] = the n <= 64 rows of x (ld floats apart) transposed; keys n.. are 0 */
 TLM_AVX512 static void pack_keys(float *kt, const float *x, int ld, int n, int hd) {
     for (int j0 = 0; j0 < KEY_CHUNK; j0 += 16)
@@ -49,7 +24,7 @@ TLM_AVX512 static void pack_keys(float *kt, const float *x, int ld, int n, int h
             __m512 r[16];
             for (int i = 0; i < 16; i++)
                 r[i] = j0 + i < n ? _mm512_loadu_ps(x + (size_t)(j0 + i) * ld + d0) : _mm512_setzero_ps();
-            transpose16(r);
+            transpose16x16(r);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(kt + (size_t)(d0 + i) * KEY_CHUNK + j0, r[i]);
         }
 }

@@ -27,6 +27,32 @@ TLM_AVX512 static inline void store16(float *p, __m512 v, int left) {
         _mm512_mask_storeu_ps(p, tail16(left), v);
 }
 
+/* 16 x 16 transpose of 32-bit lanes in registers: r[i] lane j -> r[j] lane i (shuffles only, so any
+ * 32-bit data: attention_tiles.c's keys, amx.c's pairs of bf16) */
+TLM_AVX512 static inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
 /* exp_clamped of fastmath.h on 16 lanes: the same clamps (NaN to -87), reduction and polynomial */
 TLM_AVX512 static inline __m512 exp16_clamped(__m512 x_in) {
     /* (max(x, lo) returns lo for a NaN x: the second operand) */
