@@ -14,20 +14,17 @@
 #include "util/error.h"
 #include "util/f16.h"
 
-/* rows of one head: interleaved pairs (2b, 2b+1) -> halves (b, b + hs/2) (checkpoint.h) */
-void llama2c_rows_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
-    const size_t row = (size_t)cols * sizeof(float);
-    for (int h = 0; h < n_heads; h++)
-        for (int b = 0; b < hs / 2; b++)
-            for (int a = 0; a < 2; a++)
-                memcpy(dst + ((size_t)h * hs + a * (hs / 2) + b) * cols, src + ((size_t)h * hs + 2 * b + a) * cols, row);
-}
-
-/* dst row r of a head-permuted matrix (pairs -> halves, as llama2c_rows_to_halves) comes from this
- * source row */
+/* Row r of a head-permuted q or k matrix (pairs -> halves: llama2.c's head rows (2b, 2b+1) become
+ * rows (b, b + hs/2)) comes from this row of the file's. */
 static size_t pair_row(size_t r, int hs) {
     const size_t h = r / (size_t)hs, w = r % (size_t)hs, half = (size_t)hs / 2;
     return h * (size_t)hs + 2 * (w % half) + w / half;
+}
+
+/* (checkpoint.h) */
+void llama2c_rows_to_halves(float *dst, const float *src, int n_heads, int hs, int cols) {
+    for (size_t r = 0; r < (size_t)n_heads * hs; r++)
+        memcpy(dst + r * cols, src + pair_row(r, hs) * cols, sizeof(float) * (size_t)cols);
 }
 
 /* The file's next array, `field`, into engine tensor `name` in the type the model keeps it in:
@@ -43,15 +40,13 @@ static int read_tensor(llama2c_file *r, tlm_model *m, const char *name, const ch
     const int hs = m->cfg.head_dim;
     if (!t->bf16 && !heads) return llama2c_read_floats(r, dst, t->numel, field);
     if (llama2c_read_floats(r, tmp, t->numel, field)) return -1;
-    if (!t->bf16) {
-        llama2c_rows_to_halves(dst, tmp, heads, hs, (int)cols);
-        return 0;
-    }
-    uint16_t *d16 = dst;
 #pragma omp parallel for schedule(static)
     for (size_t row = 0; row < rows; row++) {
         const float *src = tmp + (heads ? pair_row(row, hs) : row) * cols;
-        for (size_t j = 0; j < cols; j++) d16[row * cols + j] = tlm_f32_to_bf16(src[j]);
+        if (!t->bf16)
+            memcpy((float *)dst + row * cols, src, sizeof(float) * cols);
+        else
+            for (size_t j = 0; j < cols; j++) ((uint16_t *)dst)[row * cols + j] = tlm_f32_to_bf16(src[j]);
     }
     return 0;
 }
