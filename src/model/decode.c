@@ -261,7 +261,7 @@ static int kv_chunk_attention_bf16(kv_cache *c, int l, float *out, const float *
                     const size_t qo = ((size_t)b * T + t0) * qrow + (size_t)h * hd;
                     f32_to_bf16_rows(q16, hd, q + qo, qrow, rows, hd);
                     failed |= attention_block_bf16(out + qo, qrow, S, S, k1, p16, q16, k16, v16, b, len + t0, rows, k0,
-                                                   k1, &blk_spec) != 0;
+                                                   k1, &blk_spec, 0) != 0;
                 }
             }
     }

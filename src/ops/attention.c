@@ -12,6 +12,7 @@
 #include "attention_tiles.h"
 #include "simd_avx512.h"
 #include "util/cpu.h"
+#include "util/f16.h"
 #include "util/profile.h"
 
 int attention_key_visible(int query, int key, int window) {
@@ -34,35 +35,48 @@ static inline int spec_first_key(const attention_spec *spec, int b, int pos) {
 
 /* ---- one row of the softmax, forward and backward: portable C and AVX-512 ----------------------- */
 
-static void softmax_row_c(float *s, float *p, int n, int first, int last, float softcap) {
+/* One row of scores s [n] (q.k products not yet scaled when scale != 1) -> its softmax p over the
+ * visible keys first..last, written over columns [lo, hi) (lo <= first, last < hi <= n): p 0 and,
+ * when p is not s, s the scaled, capped scores and -inf outside the visible keys. lo 0, hi n: the
+ * whole row (kept maps); a block's [k0, k1): what its products read, no more. pb (or NULL): p's
+ * columns [lo, hi) rounded to bf16 (pb[0] is column lo), while the row is in L1. */
+static void softmax_row_c(float *s, float *p, int n, int lo, int hi, int first, int last, float scale,
+                          float softcap, uint16_t *pb) {
     /* separate loops, each without branches and counting from 0 over the visible keys, so that
      * gcc and clang vectorize every one */
     float *vs = s + first, *vp = p + first;
     const int m = last + 1 - first;
+    (void)n;
+    for (int j = 0; j < m; j++) vs[j] *= scale;
     if (softcap > 0.0f)
         for (int j = 0; j < m; j++) vs[j] = softcap * tanh_inline(vs[j] / softcap);
     const float mx = max_lanes(vs, m);
     for (int j = 0; j < m; j++) vp[j] = exp_approx(vs[j] - mx);
     const float inv = 1.0f / dot_lanes(vp, NULL, m);
     for (int j = 0; j < m; j++) vp[j] *= inv;
-    for (int j = 0; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f; /* (p may be s: p last) */
-    for (int j = last + 1; j < n; j++) s[j] = -INFINITY, p[j] = 0.0f;
+    for (int j = lo; j < first; j++) s[j] = -INFINITY, p[j] = 0.0f; /* (p may be s: p last) */
+    for (int j = last + 1; j < hi; j++) s[j] = -INFINITY, p[j] = 0.0f;
+    if (pb)
+        for (int j = lo; j < hi; j++) pb[j - lo] = tlm_f32_to_bf16(p[j]);
 }
 
 /* One row of dP [n] -> d(scaled q.k) in place: softmax backward over the visible keys
  * first..last, then the soft-cap's (from the saved capped scores s), times the q.k scale;
- * 0 elsewhere. Branch-free loops from 0, so that they vectorize (as above). */
-static void softmax_row_backward_c(float *d, const float *p, const float *s, int n, int first, int last, float cap,
-                                   float scale) {
+ * 0 elsewhere in [lo, hi); pb as above. Branch-free loops from 0, so that they vectorize (as above). */
+static void softmax_row_backward_c(float *d, const float *p, const float *s, int n, int lo, int hi, int first,
+                                   int last, float cap, float scale, uint16_t *pb) {
     float *vd = d + first;
     const float *vp = p + first, *vs = s + first;
     const int m = last + 1 - first;
+    (void)n;
     const float pdp = dot_lanes(vp, vd, m);
     for (int j = 0; j < m; j++) vd[j] = vp[j] * (vd[j] - pdp) * scale;
     if (cap > 0.0f)
         for (int j = 0; j < m; j++) vd[j] *= 1.0f - (vs[j] / cap) * (vs[j] / cap);
-    for (int j = 0; j < first; j++) d[j] = 0.0f;
-    for (int j = last + 1; j < n; j++) d[j] = 0.0f;
+    for (int j = lo; j < first; j++) d[j] = 0.0f;
+    for (int j = last + 1; j < hi; j++) d[j] = 0.0f;
+    if (pb)
+        for (int j = lo; j < hi; j++) pb[j - lo] = tlm_f32_to_bf16(d[j]);
 }
 
 #if defined(__x86_64__)
@@ -76,38 +90,63 @@ TLM_AVX512 static inline __mmask16 visible16(int j, int first, int last) {
     return lo > hi ? 0 : (__mmask16)(((1u << (hi + 1)) - 1) & ~((1u << lo) - 1));
 }
 
-TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int first, int last, float softcap) {
-    if (softcap > 0.0f)
-        for (int j = first; j <= last; j++) s[j] = softcap * tanh_inline(s[j] / softcap);
+/* columns j..j+15 of a row as bf16 into pb (pb[0]: column lo), those inside [lo, hi) */
+TLM_AVX512 static inline void put_bf16(uint16_t *pb, int j, int lo, int hi, __m512 v) {
+    const __m256i h = bf16_round16(v);
+    if (j >= lo && j + 16 <= hi) {
+        _mm256_storeu_si256((__m256i *)(pb + (j - lo)), h);
+        return;
+    }
+    uint16_t t[16]; /* (a row's first or last vector when lo or hi is not a multiple of 16) */
+    _mm256_storeu_si256((__m256i *)t, h);
+    for (int i = 0; i < 16; i++)
+        if (j + i >= lo && j + i < hi) pb[j + i - lo] = t[i];
+}
+
+/* (the vectors of [lo, hi) wholly outside first..last: aligned as the row's, so they may reach up
+ * to 15 columns outside [lo, hi), inside the row, with the same masked constants) */
+TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int lo, int hi, int first, int last,
+                                          float scale, float softcap, uint16_t *pb) {
+    if (softcap > 0.0f) {
+        for (int j = first; j <= last; j++) s[j] = softcap * tanh_inline(s[j] * scale / softcap);
+        scale = 1.0f; /* (s holds the scaled scores now) */
+    }
     const int j_first = first & ~15;
+    const __m512 sc = _mm512_set1_ps(scale);
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int j = j_first; j <= last; j += 16) /* (x > max ? x : max: a NaN score never wins, as in max_lanes) */
-        vmax = _mm512_mask_max_ps(vmax, visible16(j, first, last), load16(s + j, n - j), vmax);
+        vmax = _mm512_mask_max_ps(vmax, visible16(j, first, last), _mm512_mul_ps(load16(s + j, n - j), sc), vmax);
     const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax)), minus_inf = _mm512_set1_ps(-INFINITY);
     __m512 sum = _mm512_setzero_ps();
     for (int j = j_first; j <= last; j += 16) {
         const __mmask16 vis = visible16(j, first, last);
-        const __m512 x = load16(s + j, n - j);
+        const __m512 x = _mm512_mul_ps(load16(s + j, n - j), sc);
         const __m512 e = _mm512_maskz_mov_ps(vis, exp16(_mm512_sub_ps(x, mx)));
         if (p != s) store16(s + j, _mm512_mask_blend_ps(vis, minus_inf, x), n - j);
         store16(p + j, e, n - j);
         sum = _mm512_add_ps(sum, e);
     }
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum)), zero = _mm512_setzero_ps();
-    for (int j = j_first; j <= last; j += 16) store16(p + j, _mm512_mul_ps(load16(p + j, n - j), inv), n - j);
-    /* the vectors wholly outside the visible keys (p may be s: p last) */
-    for (int j = 0; j < j_first; j += 16) {
-        if (p != s) store16(s + j, minus_inf, n - j);
-        store16(p + j, zero, n - j);
+    for (int j = j_first; j <= last; j += 16) {
+        const __m512 pv = _mm512_mul_ps(load16(p + j, n - j), inv);
+        store16(p + j, pv, n - j);
+        if (pb) put_bf16(pb, j, lo, hi, pv);
     }
-    for (int j = j_first + ((last - j_first) / 16 + 1) * 16; j < n; j += 16) {
+    /* the vectors wholly outside the visible keys (p may be s: p last) */
+    for (int j = lo & ~15; j < j_first; j += 16) {
         if (p != s) store16(s + j, minus_inf, n - j);
         store16(p + j, zero, n - j);
+        if (pb) put_bf16(pb, j, lo, hi, zero);
+    }
+    for (int j = j_first + ((last - j_first) / 16 + 1) * 16; j < hi; j += 16) {
+        if (p != s) store16(s + j, minus_inf, n - j);
+        store16(p + j, zero, n - j);
+        if (pb) put_bf16(pb, j, lo, hi, zero);
     }
 }
 
-TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, const float *s, int n, int first,
-                                                   int last, float cap, float scale) {
+TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, const float *s, int n, int lo, int hi,
+                                                   int first, int last, float cap, float scale, uint16_t *pb) {
     const int j_first = first & ~15;
     __m512 acc = _mm512_setzero_ps();
     for (int j = j_first; j <= last; j += 16)
@@ -121,15 +160,24 @@ TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, con
             const __m512 t = _mm512_mul_ps(load16(s + j, n - j), inv_cap);
             g = _mm512_mul_ps(g, _mm512_fnmadd_ps(t, t, one));
         }
-        store16(d + j, _mm512_maskz_mov_ps(visible16(j, first, last), g), n - j);
+        g = _mm512_maskz_mov_ps(visible16(j, first, last), g);
+        store16(d + j, g, n - j);
+        if (pb) put_bf16(pb, j, lo, hi, g);
     }
-    for (int j = 0; j < j_first; j += 16) store16(d + j, zero, n - j);
-    for (int j = j_first + ((last - j_first) / 16 + 1) * 16; j < n; j += 16) store16(d + j, zero, n - j);
+    for (int j = lo & ~15; j < j_first; j += 16) {
+        store16(d + j, zero, n - j);
+        if (pb) put_bf16(pb, j, lo, hi, zero);
+    }
+    for (int j = j_first + ((last - j_first) / 16 + 1) * 16; j < hi; j += 16) {
+        store16(d + j, zero, n - j);
+        if (pb) put_bf16(pb, j, lo, hi, zero);
+    }
 }
 #endif
 
-typedef void (*softmax_row_fn)(float *, float *, int, int, int, float);
-typedef void (*softmax_row_backward_fn)(float *, const float *, const float *, int, int, int, float, float);
+typedef void (*softmax_row_fn)(float *, float *, int, int, int, int, int, float, float, uint16_t *);
+typedef void (*softmax_row_backward_fn)(float *, const float *, const float *, int, int, int, int, int, float,
+                                        float, uint16_t *);
 
 static softmax_row_fn pick_softmax_row(void) {
 #if defined(__x86_64__)
@@ -146,7 +194,7 @@ static softmax_row_backward_fn pick_softmax_row_backward(void) {
 }
 
 void attention_softmax_row(float *s, float *p, int n, int first, int last, float softcap) {
-    pick_softmax_row()(s, p, n, first, last, softcap);
+    pick_softmax_row()(s, p, n, 0, n, first, last, 1.0f, softcap, NULL);
 }
 
 static void attention_row_c(float *out, float *scores, const float *q, const float *keys, const float *values,
@@ -156,7 +204,7 @@ static void attention_row_c(float *out, float *scores, const float *q, const flo
         scores[j] = dot_lanes(q, kj, head_dim) * scale;
     }
     /* (in place: the probabilities overwrite the scores) */
-    softmax_row_c(scores, scores, n_keys, first_key, n_keys - 1, softcap);
+    softmax_row_c(scores, scores, n_keys, 0, n_keys, first_key, n_keys - 1, 1.0f, softcap, NULL);
     for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
     for (int j = first_key; j < n_keys; j++) {
         const float *vj = values + (size_t)j * kv_stride;
@@ -178,7 +226,7 @@ TLM_AVX512 static void attention_row_avx512(float *out, float *scores, const flo
             acc = _mm512_fmadd_ps(load16(q + i, head_dim - i), load16(kj + i, head_dim - i), acc);
         scores[j] = _mm512_reduce_add_ps(acc) * scale;
     }
-    softmax_row_avx512(scores, scores, n_keys, first_key, n_keys - 1, softcap);
+    softmax_row_avx512(scores, scores, n_keys, 0, n_keys, first_key, n_keys - 1, 1.0f, softcap, NULL);
     for (int i = 0; i < head_dim; i += 16) {
         const int left = head_dim - i;
         const float *vi = values + i;
@@ -321,15 +369,16 @@ static head_view head_at(const float *q, const float *k, const float *v, int b, 
 }
 
 /* S [rows, T] = capped, masked scale Q K^T of queries q0.. and P its row softmax (P may be S):
- * the forward's block, and the backward's when no maps were kept */
+ * the forward's block, and the backward's when no maps were kept. Kept maps (`whole`) are written
+ * over the whole rows; a scratch block only over the keys k0..k1 that the products read. */
 static void block_probs(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
-                        const attention_spec *spec, softmax_row_fn softmax_row) {
+                        const attention_spec *spec, softmax_row_fn softmax_row, int whole) {
     int k0, k1;
     block_keys(q0, rows, spec->window, &k0, &k1);
     block_dots(bp, S, T, hv->q + (size_t)q0 * hv->q_row, hv->q_row, hv->k, hv->kv_row, rows, q0, k0, k1, spec->scale);
     for (int r = 0; r < rows; r++)
-        softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, spec_first_key(spec, hv->b, q0 + r), q0 + r,
-                    spec->softcap);
+        softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, whole ? 0 : k0, whole ? T : k1,
+                    spec_first_key(spec, hv->b, q0 + r), q0 + r, 1.0f, spec->softcap, NULL);
 }
 
 /* ---- mixed precision: the products on bf16 operands --------------------------------------------
@@ -354,26 +403,31 @@ static bf16_scratch bf16_scratch_at(float *own, int T, int hd) {
 
 /* S [rows, ld] = capped, masked scale q k^T of the block's queries (qb16: their rows, the first at
  * position q0) over keys k0..k1 (columns are absolute keys, k16 and the rows of S from key 0), P
- * its row softmax (P may be S); 0 or -1 (no product) */
-static int bf16_block_probs(float *S, float *P, int ld, const uint16_t *qb16, const uint16_t *k16, int b, int q0,
-                            int rows, int k0, int k1, const attention_spec *spec, softmax_row_fn softmax_row) {
-    const int hd = spec->head_dim;
-    if (gemm_bf16_task(0, 1, rows, k1 - k0, hd, qb16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0, ld, NULL))
-        return -1;
+ * its row softmax (P may be S; the whole rows when `whole`, else k0..k1), and P's keys k0..k1 as
+ * bf16 into pb [rows, k1 - k0], each row rounded while it is in L1 (the scale, the softmax and
+ * the rounding used to be three passes over the block); 0 or -1 (no product) */
+static int bf16_block_probs(float *S, float *P, int ld, uint16_t *pb, const uint16_t *qb16, const uint16_t *k16,
+                            int b, int q0, int rows, int k0, int k1, const attention_spec *spec,
+                            softmax_row_fn softmax_row, int whole) {
+    const int hd = spec->head_dim, nk = k1 - k0;
+    if (gemm_bf16_task(0, 1, rows, nk, hd, qb16, hd, k16 + (size_t)k0 * hd, hd, 0.0f, S + k0, ld, NULL)) return -1;
     for (int r = 0; r < rows; r++) {
-        float *sr = S + (size_t)r * ld;
-        for (int j = k0; j < k1; j++) sr[j] *= spec->scale;
-        softmax_row(sr, P + (size_t)r * ld, ld, spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap);
+        float *sr = S + (size_t)r * ld, *pr = P + (size_t)r * ld;
+        softmax_row(sr, pr, ld, k0, k1, spec_first_key(spec, b, q0 + r), q0 + r, spec->scale, spec->softcap,
+                    pb + (size_t)r * nk);
+        if (whole) { /* the kept maps' columns outside the block's keys: all masked */
+            for (int j = 0; j < k0; j++) sr[j] = -INFINITY, pr[j] = 0.0f; /* (P may be S: P last) */
+            for (int j = k1; j < ld; j++) sr[j] = -INFINITY, pr[j] = 0.0f;
+        }
     }
     return 0;
 }
 
 int attention_block_bf16(float *out, int ldo, float *S, float *P, int ld, uint16_t *pb, const uint16_t *qb16,
                          const uint16_t *k16, const uint16_t *v16, int b, int q0, int rows, int k0, int k1,
-                         const attention_spec *spec) {
-    if (bf16_block_probs(S, P, ld, qb16, k16, b, q0, rows, k0, k1, spec, pick_softmax_row())) return -1;
+                         const attention_spec *spec, int whole) {
+    if (bf16_block_probs(S, P, ld, pb, qb16, k16, b, q0, rows, k0, k1, spec, pick_softmax_row(), whole)) return -1;
     /* O = P v */
-    f32_to_bf16_rows(pb, k1 - k0, P + k0, ld, rows, k1 - k0);
     return gemm_bf16_task(0, 0, rows, spec->head_dim, k1 - k0, pb, k1 - k0, v16 + (size_t)k0 * spec->head_dim,
                           spec->head_dim, 0.0f, out, ldo, NULL);
 }
@@ -411,7 +465,7 @@ static int attention_forward_bf16(float *out, float *scores, float *probs, const
                     float *S = scores ? scores + map + (size_t)q0 * T : w.S;
                     float *P = probs ? probs + map + (size_t)q0 * T : S;
                     if (attention_block_bf16(oh + (size_t)q0 * q_row, q_row, S, P, T, w.pb, w.q + (size_t)q0 * hd,
-                                             w.k, w.v, b, q0, rows, k0, k1, spec)) {
+                                             w.k, w.v, b, q0, rows, k0, k1, spec, scores || probs)) {
                         failed = 1;
                         break;
                     }
@@ -458,9 +512,10 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                     if (probs) { /* the maps the forward kept; the scores read only under a soft-cap */
                         P = probs + map + (size_t)q0 * T;
                         S = scores ? scores + map + (size_t)q0 * T : P;
-                    } else { /* the forward's block again, bit for bit */
-                        if (bf16_block_probs(w.S, w.P, T, w.q + (size_t)q0 * hd, w.k, b, q0, rows, k0, k1, spec,
-                                             softmax_row)) {
+                        f32_to_bf16_rows(w.pb, nk, P + k0, T, rows, nk);
+                    } else { /* the forward's block again, bit for bit, P's bf16 copy with it */
+                        if (bf16_block_probs(w.S, w.P, T, w.pb, w.q + (size_t)q0 * hd, w.k, b, q0, rows, k0, k1, spec,
+                                             softmax_row, 0)) {
                             failed = 1;
                             break;
                         }
@@ -468,7 +523,6 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                     }
                     const uint16_t *do_b = w.do_ + (size_t)q0 * hd;
                     /* dV[k0..k1) += P^T dO */
-                    f32_to_bf16_rows(w.pb, nk, P + k0, T, rows, nk);
                     int bad = gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, do_b, hd, 1.0f, dvg + (size_t)k0 * kv_row,
                                              kv_row, NULL);
                     /* dP = dO v^T */
@@ -478,12 +532,12 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
                         failed = 1;
                         break;
                     }
+                    /* dS over the keys k0..k1, each row rounded to bf16 while it is in L1 */
                     for (int r = 0; r < rows; r++)
-                        softmax_row_backward(w.dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
-                                             spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap,
-                                             spec->scale);
+                        softmax_row_backward(w.dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T, k0, k1,
+                                             spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap, spec->scale,
+                                             w.pb + (size_t)r * nk);
                     /* dQ = dS k (one block holds all of a query's keys: set); dK[k0..k1) += dS^T q */
-                    f32_to_bf16_rows(w.pb, nk, w.dS + k0, T, rows, nk);
                     bad = gemm_bf16_task(0, 0, rows, hd, nk, w.pb, nk, w.k + (size_t)k0 * hd, hd, 0.0f,
                                          dq + qo + (size_t)q0 * q_row, q_row, NULL);
                     bad |= gemm_bf16_task(1, 0, nk, hd, rows, w.pb, nk, w.q + (size_t)q0 * hd, hd, 1.0f,
@@ -523,7 +577,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
                 /* S and P: the kept maps' rows, or the thread's scratch (P over S in place) */
                 float *S = scores ? scores + map + (size_t)q0 * T : own;
                 float *P = probs ? probs + map + (size_t)q0 * T : S;
-                block_probs(&bp, S, P, &hv, q0, rows, T, spec, softmax_row);
+                block_probs(&bp, S, P, &hv, q0, rows, T, spec, softmax_row, scores || probs);
                 /* O = P V */
                 block_rows(&bp, oh + (size_t)q0 * q_row, q_row, P, T, hv.v, hv.kv_row, rows, q0, k0, k1, 0);
             }
@@ -571,7 +625,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         P = probs + map + (size_t)q0 * T;
                         S = scores ? scores + map + (size_t)q0 * T : P;
                     } else { /* the forward's block again */
-                        block_probs(&bp, own, own + blk, &hv, q0, rows, T, spec, softmax_row);
+                        block_probs(&bp, own, own + blk, &hv, q0, rows, T, spec, softmax_row, 0);
                         S = own, P = own + blk;
                     }
                     const size_t qb = qo + (size_t)q0 * q_row;
@@ -580,8 +634,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     /* dP = dO V^T */
                     block_dots(&bp, dS, T, dout + qb, q_row, hv.v, kv_row, rows, q0, k0, k1, 1.0f);
                     for (int r = 0; r < rows; r++)
-                        softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T,
-                                             spec_first_key(spec, b, q0 + r), q0 + r, cap, spec->scale);
+                        softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T, k0, k1,
+                                             spec_first_key(spec, b, q0 + r), q0 + r, cap, spec->scale, NULL);
                     /* dQ = dS K (one block holds all of a query's keys: set) */
                     block_rows(&bp, dq + qb, q_row, dS, T, hv.k, kv_row, rows, q0, k0, k1, 0);
                     /* dK += dS^T Q */

@@ -240,10 +240,11 @@ int attention_bf16_products(const attention_spec *spec);
  * (columns absolute keys; then capped, masked by spec from query position q0 of batch row b on),
  * P = its row softmax into P (may be S), then out [rows, head_dim] (ld ldo) = bf16(P) v16. qb16:
  * the block's rows [rows, hd]; k16, v16 [.., hd] from key 0; pb: bf16 scratch of rows x (k1 - k0).
+ * whole: S and P are written over their whole rows (kept maps), else only over keys k0..k1.
  * 0, or -1 (a product oneDNN could not run) */
 int attention_block_bf16(float *out, int ldo, float *S, float *P, int ld, uint16_t *pb, const uint16_t *qb16,
                          const uint16_t *k16, const uint16_t *v16, int b, int q0, int rows, int k0, int k1,
-                         const attention_spec *spec);
+                         const attention_spec *spec, int whole);
 
 /* The visibility rule, the one place it is written: a query at position `query` sees the key at
  * `key` iff key <= query (causal) and, with a window, query - key < window. */

@@ -27,6 +27,18 @@ TLM_AVX512 static inline void store16(float *p, __m512 v, int left) {
         _mm512_mask_storeu_ps(p, tail16(left), v);
 }
 
+/* 16 floats rounded to bf16 as tlm_f32_to_bf16 does (util/f16.h: to nearest even in integer
+ * arithmetic, NaN kept quiet, subnormals rounded, not flushed), with AVX-512F alone: the same
+ * bits as the scalar rounding, and no dependence on AVX512-BF16's vcvtneps2bf16 (which reads
+ * subnormals as 0) */
+TLM_AVX512 static inline __m256i bf16_round16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
+    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), hi, _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+
 /* 16 x 16 transpose of 32-bit lanes in registers: r[i] lane j -> r[j] lane i (shuffles only, so any
  * 32-bit data: attention_tiles.c's keys, amx.c's pairs of bf16) */
 TLM_AVX512 static inline __attribute__((always_inline)) void transpose16x16(__m512 r[16]) {
