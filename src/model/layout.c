@@ -122,6 +122,12 @@ static void take_mla(arena *a, layer_acts *L, const tlm_config *c, size_t N) {
     L->attc = take(m, N * H * (size_t)c->v_head_dim);
 }
 
+/* a bf16 copy of a batch buffer [B*T, width] (two to a float), or NULL when a sequence's rows
+ * would not start on a float (T * width odd: a split part's rows could not be bound) */
+static uint16_t *take16(arena *a, size_t B, size_t T, size_t width) {
+    return T * width % 2 ? NULL : (uint16_t *)take(a, B * T * width / 2);
+}
+
 /* whether a later layer attends over layer l's keys and values (Gemma 4's shared K/V) */
 static int kv_shared_from(const tlm_config *c, int l) {
     for (int j = config_first_kv_shared(c); j < c->n_layers; j++)
@@ -235,6 +241,15 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
         L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
         L->up = dense ? take(a, N * lf) : NULL;
         L->hid = dense ? take(a, N * lf) : NULL;
+        /* mixed-precision training (a bf16 mirror of f32 weights): the products' inputs as the forward
+         * rounded them, for the backward's weight gradients (sublayers.c; MLA's and the experts'
+         * products round their own) */
+        arena none16 = {0};
+        arena *k16 = !lean && m->mirror16 ? a : &none16;
+        L->u16[SUB_ATTN] = !config_mla(c) ? take16(k16, B, T, d) : NULL;
+        L->att16 = !config_mla(c) ? take16(k16, B, T, lqd) : NULL;
+        L->u16[SUB_FFN] = dense ? take16(k16, B, T, d) : NULL;
+        L->hid16 = dense ? take16(k16, B, T, lf) : NULL;
         take_moe(a, L, c, moe, B, N);
         /* the stream after the FFN's residual add, before the layer's tail (per-layer input, scalar) */
         L->tail_in = config_has_layer_tail(c) ? take(a, N * d) : NULL;
@@ -357,7 +372,7 @@ int ensure_activations(tlm_model *m, int B, int T) {
      * layout — tinylm.set_threads(2) after a pass on one thread wrote past it) */
     const int slots_ok = !A->attn_scratch || A->attn_slots >= (size_t)omp_get_max_threads();
     if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
-        A->maps == maps && slots_ok)
+        A->mirror16 == !!m->mirror16 && A->maps == maps && slots_ok)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
@@ -383,6 +398,7 @@ int ensure_activations(tlm_model *m, int B, int T) {
     arena a = {.base = arena_base(A->mem)};
     layout_activations(m, A, &a, B, T);
     A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem, A->wq = !!m->wq_mem;
+    A->mirror16 = !!m->mirror16;
     return model_ensure_rope(m, T);
 }
 

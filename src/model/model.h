@@ -146,6 +146,10 @@ typedef struct {
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
     float *gate, *up, *hid;   /* [BT, f] */
+    /* mixed-precision training: the bf16 copies of the products' inputs that the forward rounds and
+     * the backward's weight gradients read again (NULL otherwise: the backward rounds its own) —
+     * the attention and FFN sublayers' inputs u [BT, d], att [BT, H*hd], hid [BT, f] */
+    uint16_t *u16[2], *att16, *hid16;
     /* mixture-of-experts internals (an MoE layer; docs/ops.md "Mixture of experts"), for N rows,
      * E experts, k chosen per row, fe = moe_intermediate_size, fs = n_shared * fe */
     float *router_logits;     /* [N, E] */
@@ -218,7 +222,7 @@ typedef struct {
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
     int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
     model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
-    int kv_layout, w16, wq;
+    int kv_layout, w16, wq, mirror16;
     int maps;                /* laid out with [B,H,T,T] attention maps */
     int logits_rows;         /* rows of logits computed: B*T, or B (the last position of each row) */
     float *mem;

@@ -54,9 +54,34 @@ void linear_backward(int into, float *dinp, linear_params *G, const float *dout,
         (into ? matmul_backward_into : matmul_backward)(dinp, G->w, G->b, dout, inp, P->w, N, IC, OC);
 }
 
-/* input u [N, IC] of several mixed-precision layers as bf16, once for all of them (NULL: f32 layers) */
-static const uint16_t *stage_shared_input(const linear_params *lp, const float *u, int N, int IC, int stage) {
-    return mixed(lp, N) && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(stage, u, (size_t)N * IC) : NULL;
+/* input u [N, IC] of mixed-precision layer lp (and others of the same input) as bf16, once for all of
+ * them: into `kept` (the layer's copy for the backward, layout.c) when there is one, else into a
+ * staging buffer; NULL: f32 layers */
+static const uint16_t *stage_shared_input(const linear_params *lp, const float *u, int N, int IC, int stage,
+                                          uint16_t *kept) {
+    if (!mixed(lp, N) || gemm_bf16_path() == GEMM_BF16_NONE) return NULL;
+    if (!kept) return bf16_stage(stage, u, (size_t)N * IC);
+    f32_to_bf16(kept, u, (size_t)N * IC);
+    return kept;
+}
+
+/* the backward's bf16 copy of the input u of mixed-precision layer lp (and others of the same
+ * input): the forward's (kept), else a new one when `shared`, else NULL (matmul_backward_bf16
+ * rounds it) */
+static const uint16_t *backward_input(const linear_params *lp, const float *u, int N, int IC, const uint16_t *kept,
+                                      int shared) {
+    if (kept && mixed(lp, N)) return kept;
+    return shared ? stage_shared_input(lp, u, N, IC, 1, NULL) : NULL;
+}
+
+/* linear_forward that leaves the bf16 copy of its input in `kept` for the backward (when mixed) */
+static void linear_forward_kept(pass_ctx *ctx, float *out, const float *inp, uint16_t *kept, const linear_params *lp,
+                                int N, int IC, int OC) {
+    const uint16_t *inp16 = kept ? stage_shared_input(lp, inp, N, IC, 0, kept) : NULL;
+    if (inp16)
+        matmul_forward_mixed(out, inp, inp16, lp->w, lp->w16, lp->b, N, IC, OC);
+    else
+        linear_forward(ctx->m, ctx->A->w_tile, out, inp, lp, N, IC, OC);
 }
 
 /* Projections of one input stored back to back (q|k|v, gate|up; params.c), each into its own
@@ -65,10 +90,12 @@ static const uint16_t *stage_shared_input(const linear_params *lp, const float *
  * columns apart). A few rows (decoding): one matrix-vector stream over the fused weights, then
  * the columns split. */
 static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const *parts,
-                          const int *widths, int n_parts, const linear_params *fused, const float *u, int N, int d) {
+                          const int *widths, int n_parts, const linear_params *fused, const float *u, uint16_t *u16_kept,
+                          int N, int d) {
     /* (quantized parts of different types have no fused view: params.c) */
     if (N > MATVEC_MAX_ROWS || !(fused->w || fused->w16 || fused->wq)) {
-        const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0); /* (mixed precision: u rounded once) */
+        /* (mixed precision: u rounded once) */
+        const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0, u16_kept);
         for (int i = 0; i < n_parts; i++) {
             if (u16)
                 matmul_forward_mixed(outs[i], u, u16, parts[i]->w, parts[i]->w16, parts[i]->b, N, d, widths[i]);
@@ -142,7 +169,8 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     float *qkv_out[3] = {a->q, a->k, a->v};
     const linear_params *qkv_parts[3] = {&P->q, &P->k, &P->v};
     const int qkv_widths[3] = {qd, kvd, kvd};
-    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, !own ? 1 : k_eq_v ? 2 : 3, &P->qkv, u, N, d);
+    project_parts(ctx, qkv_out, qkv_parts, qkv_widths, !own ? 1 : k_eq_v ? 2 : 3, &P->qkv, u, a->u16[SUB_ATTN], N,
+                  d);
     if (k_eq_v) vec_copy(a->v, a->k, (size_t)N * kvd); /* v is the k projection, before k's norm */
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), a->q, 0);
     if (own) {
@@ -183,7 +211,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
         attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
-    linear_forward(ctx->m, ctx->A->w_tile, f, a->att, &P->o, N, qd, d);
+    linear_forward_kept(ctx, f, a->att, a->att16, &P->o, N, qd, d);
 }
 
 /* du = d(attention sublayer)/du . df (set) */
@@ -199,7 +227,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     const int qd = c->n_heads * hd, kvd = KV * hd;
     const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
     const size_t nkv = (size_t)N * kvd;
-    linear_backward(1, A->datt, &G->o, df, a->att, NULL, &P->o, N, qd, d);
+    linear_backward(1, A->datt, &G->o, df, a->att, backward_input(&P->o, a->att, N, qd, a->att16, 0), &P->o, N, qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     const layer_acts *kv = kv_acts(ctx, l);
@@ -256,7 +284,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
     if (own) PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
     /* the input projections, each into its rows of the fused gradient (no join pass) */
-    const uint16_t *u16 = stage_shared_input(&P->q, u, N, d, 1);
+    const uint16_t *u16 = backward_input(&P->q, u, N, d, a->u16[SUB_ATTN], 1);
     linear_backward(1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
     if (own) linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
     if (own && !k_eq_v) linear_backward(0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
@@ -271,20 +299,20 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
     layer_acts *a = &ctx->A->layers[l];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
     if (c->ffn == FFN_GELU) {
-        linear_forward(ctx->m, ctx->A->w_tile, a->up, u, &P->up, N, d, ff);
+        linear_forward_kept(ctx, a->up, u, a->u16[SUB_FFN], &P->up, N, d, ff);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
         act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
         float *gu_out[2] = {a->gate, a->up};
         const linear_params *gu_parts[2] = {&P->gate, &P->up};
         const int gu_widths[2] = {ff, ff};
-        project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, N, d);
+        project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, a->u16[SUB_FFN], N, d);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->gate, 0);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), a->up, 0);
         glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), a->hid, 0);
-    linear_forward(ctx->m, ctx->A->w_tile, f, a->hid, &P->down, N, ff, d);
+    linear_forward_kept(ctx, f, a->hid, a->hid16, &P->down, N, ff, d);
 }
 
 /* du = d(feed-forward sublayer)/du . df (set) */
@@ -297,17 +325,19 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, ff = config_layer_ff(c, l);
     const size_t n = (size_t)N * ff;
-    linear_backward(1, A->dhid, &G->down, df, a->hid, NULL, &P->down, N, ff, d);
+    linear_backward(1, A->dhid, &G->down, df, a->hid, backward_input(&P->down, a->hid, N, ff, a->hid16, 0), &P->down, N,
+                    ff, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dup, 1);
-        linear_backward(1, du, &G->up, A->dup, u, NULL, &P->up, N, d, ff);
+        linear_backward(1, du, &G->up, A->dup, u, backward_input(&P->up, u, N, d, a->u16[SUB_FFN], 0), &P->up, N, d,
+                        ff);
     } else {
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dgate, 1);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), A->dup, 1);
-        const uint16_t *u16 = stage_shared_input(&P->gate, u, N, d, 1);
+        const uint16_t *u16 = backward_input(&P->gate, u, N, d, a->u16[SUB_FFN], 1);
         linear_backward(1, du, &G->gate, A->dgate, u, u16, &P->gate, N, d, ff);
         linear_backward(0, du, &G->up, A->dup, u, u16, &P->up, N, d, ff);
     }
