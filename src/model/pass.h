@@ -19,6 +19,9 @@ typedef struct pass_ctx {
     int failed;         /* the first point whose observer failed, + 1 (later points are skipped) */
     float aux_scale;    /* backward: what the load-balancing loss's gradient at the router's probability
                            p_e is, divided by F_e (router_aux * dloss * E / R; 0 = off) */
+    const float *rounded; /* forward, mixed-precision training: the activation whose producer (a norm,
+                             the activation function) has just written its bf16 copy into the layer's
+                             kept one (layer_acts u16, hid16), so that its products need not; else NULL */
 } pass_ctx;
 
 /* the context of an unsplit pass over the model's own activations and gradients */

@@ -55,13 +55,13 @@ void linear_backward(int into, float *dinp, linear_params *G, const float *dout,
 }
 
 /* input u [N, IC] of mixed-precision layer lp (and others of the same input) as bf16, once for all of
- * them: into `kept` (the layer's copy for the backward, layout.c) when there is one, else into a
- * staging buffer; NULL: f32 layers */
+ * them: into `kept` (the layer's copy for the backward, layout.c) when there is one (`ready`: its
+ * producer has written it already, pass_ctx.rounded), else into a staging buffer; NULL: f32 layers */
 static const uint16_t *stage_shared_input(const linear_params *lp, const float *u, int N, int IC, int stage,
-                                          uint16_t *kept) {
+                                          uint16_t *kept, int ready) {
     if (!mixed(lp, N) || gemm_bf16_path() == GEMM_BF16_NONE) return NULL;
     if (!kept) return bf16_stage(stage, u, (size_t)N * IC);
-    f32_to_bf16(kept, u, (size_t)N * IC);
+    if (!ready) f32_to_bf16(kept, u, (size_t)N * IC);
     return kept;
 }
 
@@ -71,13 +71,13 @@ static const uint16_t *stage_shared_input(const linear_params *lp, const float *
 static const uint16_t *backward_input(const linear_params *lp, const float *u, int N, int IC, const uint16_t *kept,
                                       int shared) {
     if (kept && mixed(lp, N)) return kept;
-    return shared ? stage_shared_input(lp, u, N, IC, 1, NULL) : NULL;
+    return shared ? stage_shared_input(lp, u, N, IC, 1, NULL, 0) : NULL;
 }
 
 /* linear_forward that leaves the bf16 copy of its input in `kept` for the backward (when mixed) */
 static void linear_forward_kept(pass_ctx *ctx, float *out, const float *inp, uint16_t *kept, const linear_params *lp,
                                 int N, int IC, int OC) {
-    const uint16_t *inp16 = kept ? stage_shared_input(lp, inp, N, IC, 0, kept) : NULL;
+    const uint16_t *inp16 = kept ? stage_shared_input(lp, inp, N, IC, 0, kept, ctx->rounded == inp) : NULL;
     if (inp16)
         matmul_forward_mixed(out, inp, inp16, lp->w, lp->w16, lp->b, N, IC, OC);
     else
@@ -95,7 +95,7 @@ static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params
     /* (quantized parts of different types have no fused view: params.c) */
     if (N > MATVEC_MAX_ROWS || !(fused->w || fused->w16 || fused->wq)) {
         /* (mixed precision: u rounded once) */
-        const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0, u16_kept);
+        const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0, u16_kept, u16_kept && ctx->rounded == u);
         for (int i = 0; i < n_parts; i++) {
             if (u16)
                 matmul_forward_mixed(outs[i], u, u16, parts[i]->w, parts[i]->w16, parts[i]->b, N, d, widths[i]);
@@ -112,16 +112,23 @@ static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params
 
 /* ---- norms: one call site for the four kinds ------------------------------------------------ */
 
-void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
-                         int N) {
+/* (y16, or NULL: y's bf16 copy, written in the norm's own pass) */
+static void norm_forward(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
+                         const float *x, int N) {
     if (c->norm == NORM_DYT) {
         dyt_forward(y, x, p->a, p->w, p->b, N, c->d_model);
         /* no per-row statistics: the saved "rstd" is alpha (the scale before the tanh) */
         for (int n = 0; a->rstd && n < N; n++) a->rstd[n] = p->a[0];
+        if (y16) f32_to_bf16(y16, y, (size_t)N * c->d_model);
     } else if (c->norm == NORM_LAYERNORM)
-        layernorm_forward(y, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
+        layernorm_forward_bf16(y, y16, a->mean, a->rstd, x, p->w, p->b, N, c->d_model, c->norm_eps);
     else
-        rmsnorm_forward(y, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
+        rmsnorm_forward_bf16(y, y16, a->rstd, x, p->w, config_norm_offset(c), N, c->d_model, c->norm_eps);
+}
+
+void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
+                         int N) {
+    norm_forward(c, y, NULL, a, p, x, N);
 }
 
 void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
@@ -298,10 +305,11 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
+    uint16_t *hid16 = ctx->watched ? NULL : a->hid16; /* (the activation rounds hid for down's product) */
     if (c->ffn == FFN_GELU) {
         linear_forward_kept(ctx, a->up, u, a->u16[SUB_FFN], &P->up, N, d, ff);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
-        act_forward(a->hid, a->up, (size_t)N * ff, ACT_GELU_TANH);
+        act_forward_bf16(a->hid, hid16, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
         float *gu_out[2] = {a->gate, a->up};
         const linear_params *gu_parts[2] = {&P->gate, &P->up};
@@ -309,8 +317,9 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
         project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, a->u16[SUB_FFN], N, d);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->gate, 0);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), a->up, 0);
-        glu_forward(a->hid, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
+        glu_forward_bf16(a->hid, hid16, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
+    ctx->rounded = hid16 ? a->hid : NULL;
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), a->hid, 0);
     linear_forward_kept(ctx, f, a->hid, a->hid16, &P->down, N, ff, d);
 }
@@ -438,8 +447,13 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
     const size_t Nd = (size_t)N * c->d_model;
     const float *u = x;
     if (placement_has_input_norm(c->placement)) {
-        model_norm_forward(c, s->in.y, &s->in, first_norm(&m->p, l, k), x, N);
+        /* mixed-precision training: the norm writes u's bf16 copy for the sublayer's products too
+         * (not when an observer may rewrite u at its point) */
+        const layer_acts *a = &ctx->A->layers[l];
+        uint16_t *u16 = ctx->watched ? NULL : a->u16[k];
+        norm_forward(c, s->in.y, u16, &s->in, first_norm(&m->p, l, k), x, N);
         u = s->in.y;
+        ctx->rounded = u16 ? u : NULL;
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][0]), s->in.rstd, 0);
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), s->in.y, 0);
     }
@@ -453,6 +467,7 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
         moe_forward(ctx, l, u, u, s->f);
     else
         ffn_sublayer_forward(ctx, l, u, s->f);
+    ctx->rounded = NULL;
     float *fo = s->f;
     PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), s->f, 0); /* (the probes' o_proj / down_proj) */
     if (placement_has_output_norm(c->placement)) {

@@ -76,12 +76,20 @@ TLM_AVX512 static inline __m512 act_grad16(__m512 x, int gelu_act, __m512 *a) {
 
 /* Each kernel below runs over [i0, i1): whole vectors with plain loads and stores, then the
  * last partial vector masked (masked stores in the main loop cost this CPU's write stream) */
-TLM_AVX512 static void act_forward_avx512(float *out, const float *inp, size_t i0, size_t i1, int gelu_act) {
+/* (out16, when not NULL: the results rounded to bf16 as well, bf16_round16) */
+TLM_AVX512 static void act_forward_avx512(float *out, uint16_t *out16, const float *inp, size_t i0, size_t i1,
+                                          int gelu_act) {
     size_t i = i0;
-    for (; i + 16 <= i1; i += 16) _mm512_storeu_ps(out + i, act16(_mm512_loadu_ps(inp + i), gelu_act));
+    for (; i + 16 <= i1; i += 16) {
+        const __m512 y = act16(_mm512_loadu_ps(inp + i), gelu_act);
+        _mm512_storeu_ps(out + i, y);
+        if (out16) _mm256_storeu_si256((__m256i *)(out16 + i), bf16_round16(y));
+    }
     if (i < i1) {
         const __mmask16 k = tail16((int)(i1 - i));
-        _mm512_mask_storeu_ps(out + i, k, act16(_mm512_maskz_loadu_ps(k, inp + i), gelu_act));
+        const __m512 y = act16(_mm512_maskz_loadu_ps(k, inp + i), gelu_act);
+        _mm512_mask_storeu_ps(out + i, k, y);
+        if (out16) _mm256_mask_storeu_epi16(out16 + i, k, bf16_round16(y));
     }
 }
 
@@ -108,15 +116,20 @@ TLM_AVX512 static void act_backward_avx512(float *dinp, const float *dout, const
     }
 
 /* gated: out = act(gate) up; dgate = dout up act'(gate), dup = dout act(gate) */
-TLM_AVX512 static void glu_forward_avx512(float *out, const float *gate, const float *up, size_t i0, size_t i1,
-                                          int gelu_act) {
+TLM_AVX512 static void glu_forward_avx512(float *out, uint16_t *out16, const float *gate, const float *up, size_t i0,
+                                          size_t i1, int gelu_act) {
     size_t i = i0;
-    for (; i + 16 <= i1; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(act16(_mm512_loadu_ps(gate + i), gelu_act), _mm512_loadu_ps(up + i)));
+    for (; i + 16 <= i1; i += 16) {
+        const __m512 y = _mm512_mul_ps(act16(_mm512_loadu_ps(gate + i), gelu_act), _mm512_loadu_ps(up + i));
+        _mm512_storeu_ps(out + i, y);
+        if (out16) _mm256_storeu_si256((__m256i *)(out16 + i), bf16_round16(y));
+    }
     if (i < i1) {
         const __mmask16 k = tail16((int)(i1 - i));
-        _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(act16(_mm512_maskz_loadu_ps(k, gate + i), gelu_act),
-                                                        _mm512_maskz_loadu_ps(k, up + i)));
+        const __m512 y =
+            _mm512_mul_ps(act16(_mm512_maskz_loadu_ps(k, gate + i), gelu_act), _mm512_maskz_loadu_ps(k, up + i));
+        _mm512_mask_storeu_ps(out + i, k, y);
+        if (out16) _mm256_mask_storeu_epi16(out16 + i, k, bf16_round16(y));
     }
 }
 
@@ -159,17 +172,22 @@ TLM_AVX512 static void glu_backward_avx512(float *dgate, float *dup, const float
 #define AVX512_KERNEL(n, CALL)
 #endif
 
-void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act) {
+void glu_forward_bf16(float *out, uint16_t *out16, const float *gate, const float *up, size_t n, activation act) {
     PROF_SCOPE("glu_forward");
-    AVX512_KERNEL(n, glu_forward_avx512(out, gate, up, i0, i1, g));
+    AVX512_KERNEL(n, glu_forward_avx512(out, out16, gate, up, i0, i1, g));
     FOR_ACT(act, out[i] = silu(gate[i]) * up[i], out[i] = gelu(gate[i]) * up[i]);
+    if (out16) f32_to_bf16(out16, out, n);
+}
+
+void glu_forward(float *out, const float *gate, const float *up, size_t n, activation act) {
+    glu_forward_bf16(out, NULL, gate, up, n, act);
 }
 
 /* the serial forms over [i0, i1) (ops.h): the same kernel, or the same expression, per element */
 void glu_forward_range(float *out, const float *gate, const float *up, size_t i0, size_t i1, activation act) {
 #if defined(__x86_64__)
     if (tlm_cpu_isa() == TLM_ISA_AVX512) {
-        glu_forward_avx512(out, gate, up, i0, i1, act == ACT_GELU_TANH);
+        glu_forward_avx512(out, NULL, gate, up, i0, i1, act == ACT_GELU_TANH);
         return;
     }
 #endif
@@ -182,7 +200,7 @@ void glu_forward_range(float *out, const float *gate, const float *up, size_t i0
 void act_forward_range(float *out, const float *inp, size_t i0, size_t i1, activation act) {
 #if defined(__x86_64__)
     if (tlm_cpu_isa() == TLM_ISA_AVX512) {
-        act_forward_avx512(out, inp, i0, i1, act == ACT_GELU_TANH);
+        act_forward_avx512(out, NULL, inp, i0, i1, act == ACT_GELU_TANH);
         return;
     }
 #endif
@@ -200,11 +218,14 @@ void glu_backward(float *dgate, float *dup, const float *dout, const float *gate
             (dgate[i] = dout[i] * up[i] * gelu_grad(gate[i]), dup[i] = dout[i] * gelu(gate[i])));
 }
 
-void act_forward(float *out, const float *inp, size_t n, activation act) {
+void act_forward_bf16(float *out, uint16_t *out16, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_forward");
-    AVX512_KERNEL(n, act_forward_avx512(out, inp, i0, i1, g));
+    AVX512_KERNEL(n, act_forward_avx512(out, out16, inp, i0, i1, g));
     FOR_ACT(act, out[i] = silu(inp[i]), out[i] = gelu(inp[i]));
+    if (out16) f32_to_bf16(out16, out, n);
 }
+
+void act_forward(float *out, const float *inp, size_t n, activation act) { act_forward_bf16(out, NULL, inp, n, act); }
 
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act) {
     PROF_SCOPE("act_backward");

@@ -40,12 +40,19 @@ __attribute__((noinline)) float layernorm_row(float *y, float *mean, const float
     return r;
 }
 
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
-                       const float *bias, int N, int C, float eps) {
+void layernorm_forward_bf16(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp,
+                            const float *weight, const float *bias, int N, int C, float eps) {
     PROF_SCOPE("layernorm_forward");
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
-    for (int n = 0; n < N; n++)
+    for (int n = 0; n < N; n++) {
         rstd[n] = layernorm_row(out + (size_t)n * C, mean + n, inp + (size_t)n * C, weight, bias, C, eps);
+        if (out16) f32_to_bf16_rows(out16 + (size_t)n * C, C, out + (size_t)n * C, C, 1, C);
+    }
+}
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                       const float *bias, int N, int C, float eps) {
+    layernorm_forward_bf16(out, NULL, mean, rstd, inp, weight, bias, N, C, eps);
 }
 
 void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *dbias, const float *dout,
@@ -113,12 +120,19 @@ __attribute__((noinline)) float rmsnorm_row(float *y, const float *x, const floa
     return r;
 }
 
-void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset, int N,
-                     int C, float eps) {
+void rmsnorm_forward_bf16(float *out, uint16_t *out16, float *rstd, const float *inp, const float *weight,
+                          float weight_offset, int N, int C, float eps) {
     PROF_SCOPE("rmsnorm_forward");
 #pragma omp parallel for schedule(static) if((size_t)N * C > OMP_MIN_WORK)
-    for (int n = 0; n < N; n++)
+    for (int n = 0; n < N; n++) {
         rstd[n] = rmsnorm_row(out + (size_t)n * C, inp + (size_t)n * C, weight, weight_offset, C, eps);
+        if (out16) f32_to_bf16_rows(out16 + (size_t)n * C, C, out + (size_t)n * C, C, 1, C);
+    }
+}
+
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset, int N,
+                     int C, float eps) {
+    rmsnorm_forward_bf16(out, NULL, rstd, inp, weight, weight_offset, N, C, eps);
 }
 
 void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,

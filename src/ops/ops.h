@@ -143,6 +143,13 @@ void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *d
  * of 1: Gemma 4's v norm; the backward then has no dweight). Saves rstd [N]; out may equal inp. */
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset,
                      int N, int C, float eps);
+/* The two forwards with out's bf16 copy (tlm_f32_to_bf16's bits) written into out16 [N,C] in the
+ * same pass, each row while it is in L1 (mixed-precision training's product inputs, sublayers.c);
+ * out16 NULL: as above */
+void layernorm_forward_bf16(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp,
+                            const float *weight, const float *bias, int N, int C, float eps);
+void rmsnorm_forward_bf16(float *out, uint16_t *out16, float *rstd, const float *inp, const float *weight,
+                          float weight_offset, int N, int C, float eps);
 void rmsnorm_backward(float *dinp, const float *dadd, float *dweight, const float *dout, const float *inp,
                       const float *weight, float weight_offset, const float *rstd, int N, int C);
 
@@ -276,6 +283,10 @@ void glu_backward(float *dgate, float *dup, const float *dout, const float *gate
                   activation act);
 /* plain: out [n] = act(inp); dinp [n] = dout * act'(inp) (set, not accumulated) */
 void act_forward(float *out, const float *inp, size_t n, activation act);
+/* glu_forward / act_forward that also write out's bf16 copy into out16 [n] in the same pass (as the
+ * norms' _bf16 forms above; NULL: none) */
+void glu_forward_bf16(float *out, uint16_t *out16, const float *gate, const float *up, size_t n, activation act);
+void act_forward_bf16(float *out, uint16_t *out16, const float *inp, size_t n, activation act);
 void act_backward(float *dinp, const float *dout, const float *inp, size_t n, activation act);
 /* glu_forward / act_forward over elements [i0, i1) on the calling thread alone (no OpenMP
  * construct: for the threads of a parallel region, each its own range), the same bits */

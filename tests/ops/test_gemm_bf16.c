@@ -4,6 +4,7 @@
  *    off every block size: within float32 summation error (1e-5 of sum |a b|);
  *  - f32_to_bf16 equal bit for bit to tlm_f32_to_bf16 (ties to even, subnormals, inf, NaN
  *    quieted), for lengths off the vector width; bf16_stage_colsum the same bits and column sums;
+ *    the activations' and norms' _bf16 forms: the plain op's f32 output and its tlm_f32_to_bf16;
  *  - matmul_forward_mixed and matmul_backward_bf16(_into): the products on rounded operands,
  *    dweight and dbias accumulated, dinp accumulated or set;
  *  - where there is no path (TLM_ISA=avx2 here), gemm_bf16 refuses and the layers give the f32
@@ -104,6 +105,65 @@ static void test_conversion(void) {
     }
 }
 
+/* the producers' bf16 copies (act/glu_forward_bf16, layernorm/rmsnorm_forward_bf16: mixed-precision
+ * training's product inputs): the f32 output the plain op's bit for bit, the copy tlm_f32_to_bf16 of
+ * it, for outputs that are subnormal, NaN, ties and ordinary, in lengths off the 16-wide vectors and
+ * long enough to be shared among the threads */
+static int same_bf16(const uint16_t *got, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != tlm_f32_to_bf16(y[i])) return 0;
+    return 1;
+}
+static void test_producer_copies(void) {
+    enum { N = 300007, C = 97 };
+    float *x = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N),
+          *ref = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * C), *b = malloc(sizeof(float) * C),
+          *mean = malloc(sizeof(float) * (N / C)), *rstd = malloc(sizeof(float) * (N / C));
+    uint16_t *y16 = malloc(sizeof(uint16_t) * N);
+    if (!x || !u || !y || !ref || !w || !b || !mean || !rstd || !y16) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    const float special[] = {1e-40f, -3e-39f, 2e-45f, NAN, 1.00390625f, 0.0f, -0.0f, 40.0f, -40.0f};
+    for (int i = 0; i < N; i++) {
+        x[i] = i < (int)(sizeof special / sizeof special[0]) ? special[i] : rnd() * 4.0f;
+        u[i] = i == 20 ? 1e-39f : rnd();
+    }
+    const uint32_t payload_nan = 0x7fc0ffffu; /* (a NaN whose dropped bits would carry if it were rounded) */
+    memcpy(&x[3], &payload_nan, sizeof x[3]);
+    for (int c = 0; c < C; c++) w[c] = rnd(), b[c] = rnd() * 0.1f;
+    for (int kind = 0; kind < 2; kind++) {
+        const activation act = kind ? ACT_SILU : ACT_GELU_TANH;
+        const size_t lens[] = {N, 1000, 37};
+        for (int k = 0; k < 3; k++) {
+            act_forward(ref, x, lens[k], act);
+            act_forward_bf16(y, y16, x, lens[k], act);
+            CHECK(!memcmp(y, ref, sizeof(float) * lens[k]) && same_bf16(y16, y, lens[k]),
+                  "act_forward_bf16 (%s, %zu values): f32 output or its bf16 copy differs", kind ? "silu" : "gelu",
+                  lens[k]);
+            glu_forward(ref, x, u, lens[k], act);
+            glu_forward_bf16(y, y16, x, u, lens[k], act);
+            CHECK(!memcmp(y, ref, sizeof(float) * lens[k]) && same_bf16(y16, y, lens[k]),
+                  "glu_forward_bf16 (%s, %zu values): f32 output or its bf16 copy differs", kind ? "silu" : "gelu",
+                  lens[k]);
+        }
+    }
+    const int rows = N / C;
+    layernorm_forward(ref, mean, rstd, u, w, b, rows, C, 1e-5f);
+    layernorm_forward_bf16(y, y16, mean, rstd, u, w, b, rows, C, 1e-5f);
+    CHECK(!memcmp(y, ref, sizeof(float) * rows * C) && same_bf16(y16, y, (size_t)rows * C),
+          "layernorm_forward_bf16: f32 output or its bf16 copy differs");
+    rmsnorm_forward(ref, rstd, u, w, 1.0f, rows, C, 1e-6f);
+    rmsnorm_forward_bf16(y, y16, rstd, u, w, 1.0f, rows, C, 1e-6f);
+    CHECK(!memcmp(y, ref, sizeof(float) * rows * C) && same_bf16(y16, y, (size_t)rows * C),
+          "rmsnorm_forward_bf16: f32 output or its bf16 copy differs");
+    int subnormal = 0, nan = 0;
+    act_forward_bf16(y, y16, x, 16, ACT_GELU_TANH);
+    for (int i = 0; i < 16; i++) subnormal += y[i] != 0.0f && fabsf(y[i]) < 1.17549435e-38f, nan += isnan(y[i]);
+    CHECK(subnormal >= 2 && nan == 1, "the copies' test values: %d subnormal outputs, %d NaN", subnormal, nan);
+    free(x), free(u), free(y), free(ref), free(w), free(b), free(mean), free(rstd), free(y16);
+}
+
 /* the layers: forward and backward against float64 products of the rounded operands */
 static void test_layers(int N, int IC, int OC) {
     float *x = malloc(sizeof(float) * N * IC), *w = malloc(sizeof(float) * OC * IC), *b = malloc(sizeof(float) * OC);
@@ -180,6 +240,7 @@ int main(void) {
     if (dnnl_cap && !strcmp(dnnl_cap, "AVX512_CORE_BF16"))
         CHECK(path != GEMM_BF16_AMX, "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 left AMX on");
     test_conversion();
+    test_producer_copies();
     /* (up to 2^24 multiply-adds on AMX: amx.c's tiles, with the transposed B's 16 x 16 blocks for K/2 >= 16
      * and an even ldb, odd K included; the last shape: oneDNN's primitive) */
     const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {17, 33, 64},  {64, 48, 100},
