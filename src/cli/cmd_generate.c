@@ -21,11 +21,12 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
     char types[64];
     fflush(stdout);
     fprintf(stderr,
-            "tinylm generate: load %.0f ms (%.1f MiB of %s weights, %.1f MiB read per token); prompt %d tokens in "
+            "tinylm generate: load %.0f ms (%.1f MiB of %s weights, %.1f MiB read per token); KV cache %.1f MiB "
+            "cleared in %.1f ms; prompt %d tokens in "
             "%.1f ms (%.1f tok/s); generated %d tokens, %.2f ms per token after the first (%.2f tok/s); %d threads, "
             "%s, %s; prompt products %s%s%s\n",
             load_s * 1e3, model_weight_bytes(m) / 1048576.0, model_matrix_types(m, types, sizeof types),
-            model_decode_bytes(m) / 1048576.0,
+            model_decode_bytes(m) / 1048576.0, st->kv_bytes / 1048576.0, st->setup_s * 1e3,
             st->n_prompt, st->prefill_s * 1e3, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->n_generated,
             st->n_decoded ? st->decode_s * 1e3 / st->n_decoded : 0.0,
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),

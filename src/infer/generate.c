@@ -54,7 +54,10 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     int *history = malloc(sizeof(int) * ((size_t)n_prompt + o->max_new_tokens));
     /* room for the whole generation, or the context when it is longer */
     const long want = (long)n_prompt + o->max_new_tokens;
+    const double t_setup = tlm_now_s();
     kv_cache *kv = history ? kv_cache_create(m, want < context ? (int)want : context) : NULL;
+    st.setup_s = tlm_now_s() - t_setup;
+    st.kv_bytes = kv ? sizeof(float) * kv_cache_floats(c, want < context ? (int)want : context) : 0;
     if (!kv || (o->mla_expanded && kv_cache_set_mla_absorbed(kv, m, 0))) {
         kv_cache_free(kv);
         free(history);

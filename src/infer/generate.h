@@ -20,6 +20,8 @@ typedef struct {
 /* What a generation measured (seconds; tokens) */
 typedef struct {
     int n_prompt, n_generated;
+    double setup_s;   /* the KV cache's allocation and clearing (kv_cache_create) */
+    size_t kv_bytes;  /* its size */
     double prefill_s; /* the prompt's forward pass, up to its logits */
     double decode_s;  /* every later step: sample, print, forward (one per generated token after the first) */
     int n_decoded;    /* forwards timed in decode_s */
