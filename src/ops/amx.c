@@ -28,7 +28,7 @@
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 /* columns of B packed and multiplied at a time (a panel: K x PANEL x 2 bytes, 384 KiB for K = 768), and
- * rows of C computed at a time (the copies of A they need: 2 x ROW_CHUNK x K x 2 bytes at most; the
+ * rows of C computed at a time (the copy of A they need: ROW_CHUNK x K x 2 bytes at most; the
  * head's weight gradient, 50304 rows, had 103 MB of them per thread) */
 enum { PANEL = 256, ROW_CHUNK = 512 };
 
@@ -41,7 +41,7 @@ static int whole_b_fits(int N, int K) {
 size_t amx_scratch_bytes(int M, int N, int K) {
     const size_t m32 = round_up((size_t)(M < ROW_CHUNK ? M : ROW_CHUNK), 32), k32 = round_up((size_t)K, 32);
     const size_t cols = round_up((size_t)(whole_b_fits(N, K) ? N : N < PANEL ? N : PANEL), 32);
-    return sizeof(uint16_t) * (2 * m32 * k32 + k32 * cols) + 64; /* (Ap, a transposed A's words, B or a panel) */
+    return sizeof(uint16_t) * (m32 * k32 + k32 * cols) + 64; /* (Ap, B or a panel) */
 }
 
 #ifdef TLM_AMX_KERNEL
@@ -190,6 +190,30 @@ __attribute__((target("avx512f,avx512bw"))) static void pack_b_rows_of_b(uint16_
     }
 }
 
+/* Ap [m32, k32] = A^T for A [K, M] (lda) in one pass: Ap's row m holds the pairs (A[2kp][m],
+ * A[2kp+1][m]) as words, zeros past M and K. Per 16 x 16 block of words, two rows of A's 16 columns are
+ * widened and joined into 16 words (pair kp), and a register transpose turns the 16 pairs' vectors into
+ * 16 rows of Ap (the weight gradient's doutᵀ: it was interleaved into memory and transposed from there,
+ * two passes over it) */
+TLM_AVX512 static void pack_a_transposed(uint16_t *Ap, int k32, const uint16_t *A, int lda, int M, int m32, int K) {
+    for (int m0 = 0; m0 < m32; m0 += 16) {
+        const __mmask16 cols = M - m0 >= 16 ? (__mmask16)0xffff : M - m0 > 0 ? (__mmask16)((1u << (M - m0)) - 1) : 0;
+        for (int kp0 = 0; kp0 < k32 / 2; kp0 += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; i++) {
+                const int k = 2 * (kp0 + i);
+                const __m256i lo = k < K ? _mm256_maskz_loadu_epi16(cols, A + (size_t)k * lda + m0) : _mm256_setzero_si256();
+                const __m256i hi =
+                    k + 1 < K ? _mm256_maskz_loadu_epi16(cols, A + (size_t)(k + 1) * lda + m0) : _mm256_setzero_si256();
+                const __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+                r[i] = _mm512_castsi512_ps(w);
+            }
+            transpose16x16(r);
+            for (int j = 0; j < 16; j++) _mm512_storeu_ps((float *)(Ap + (size_t)(m0 + j) * k32 + 2 * (size_t)kp0), r[j]);
+        }
+    }
+}
+
 /* Bp [k32/2, pw32, 2] = op(B)'s columns n0 .. n0 + pw, zeros to whole tiles (the packers write the
  * columns past pw as zeros where they fill whole vectors; the rest of each row and the rows past K here) */
 static void pack_b(uint16_t *Bp, int trans_b, const uint16_t *B, int ldb, int n0, int pw, int K) {
@@ -210,8 +234,7 @@ int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
     const int k32 = (int)round_up((size_t)K, 32), n32 = (int)round_up((size_t)N, 32);
     const int mc32 = (int)round_up((size_t)(M < ROW_CHUNK ? M : ROW_CHUNK), 32);
     uint16_t *Ap = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    uint16_t *W = Ap + (size_t)mc32 * k32; /* (a transposed A's words) */
-    uint16_t *Bp = W + (size_t)mc32 * k32; /* (B packed whole, or a panel of it) */
+    uint16_t *Bp = Ap + (size_t)mc32 * k32; /* (B packed whole, or a panel of it) */
     const int whole_b = whole_b_fits(N, K);
     if (whole_b) pack_b(Bp, trans_b, B, ldb, 0, N, K);
     for (int m0 = 0; m0 < M; m0 += ROW_CHUNK) { /* C's rows a chunk at a time (A's copies stay bounded) */
@@ -226,11 +249,8 @@ int amx_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const uint16_t 
                 if (i < mc) memcpy(row, Ac + (size_t)i * lda, sizeof(uint16_t) * K);
                 memset(row + (i < mc ? K : 0), 0, sizeof(uint16_t) * (k32 - (i < mc ? K : 0)));
             }
-        } else { /* A [K, M]: its rows' pairs interleaved into words W [k32/2, m32] (the B packer's
-                  * layout), whose transpose [m32, k32/2] words is Ap */
-            memset(W + (size_t)(K / 2) * 2 * m32, 0, sizeof(uint16_t) * (size_t)(k32 / 2 - K / 2) * 2 * m32);
-            pack_b_rows_of_b(W, m32, Ac, lda, mc, K);
-            transpose_words((uint32_t *)Ap, (size_t)k32 / 2, (const uint32_t *)W, (size_t)m32, k32 / 2, m32);
+        } else { /* A [K, M]: transposed into Ap */
+            pack_a_transposed(Ap, k32, Ac, lda, mc, m32, K);
         }
         /* a panel of PANEL columns at a time, multiplied by every strip of A while it is in L2: B packed
          * whole once when it is small (a weight gradient's), else each panel packed here (a head of
