@@ -86,6 +86,21 @@ static void test_conversion(void) {
     int same = 1;
     for (int i = 0; i < N; i++) same &= got[i] == tlm_f32_to_bf16(src[i]) || (isnan(src[i]) && (got[i] & 0x7fc0) == 0x7fc0);
     CHECK(same, "f32_to_bf16 of %d values differs from tlm_f32_to_bf16", N);
+    /* the same values as rows of 37 (off the 16-wide vectors) 41 apart, into rows 39 apart */
+    {
+        enum { ROWS = N / 41, COLS = 37, LDD = 39 };
+        uint16_t rows16[ROWS * LDD];
+        for (int i = 0; i < ROWS * LDD; i++) rows16[i] = 0xdead;
+        f32_to_bf16_rows(rows16, LDD, src, 41, ROWS, COLS);
+        int rows_same = 1;
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < LDD; c++) {
+                const float x = src[r * 41 + c];
+                rows_same &= c < COLS ? rows16[r * LDD + c] == tlm_f32_to_bf16(x) || (isnan(x) && (rows16[r * LDD + c] & 0x7fc0) == 0x7fc0)
+                                      : rows16[r * LDD + c] == 0xdead;
+            }
+        CHECK(rows_same, "f32_to_bf16_rows [%d x %d] differs from tlm_f32_to_bf16 or wrote past its rows", ROWS, COLS);
+    }
     const uint16_t *st = bf16_stage(1, src, N);
     CHECK(st && !memcmp(st, got, sizeof got), "bf16_stage's copy differs from f32_to_bf16's");
     /* the same values as [10, 100] and [40, 25] (column blocks of 64, a partial one): the same bits,
