@@ -180,8 +180,7 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     if (dlogits_in) {
         memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
     } else {
-        vec_zero(A->dlogits, NV);
-        crossentropy_backward(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+        crossentropy_backward_into(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
     }
     /* the load-balancing loss's gradient (the loss's backward only, not a given metric's) */
     const int moe_layers = config_moe_layers(c);

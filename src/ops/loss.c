@@ -2,6 +2,7 @@
  * optional z-loss z * logsumexp(logits)^2 (PaLM; Wortsman et al. 2023) fused into the same
  * passes: lse is a by-product of the softmax, and d lse / d logits = probs. */
 #include <math.h>
+#include <string.h>
 
 #include "fastmath.h"
 #include "ops.h"
@@ -43,11 +44,14 @@ TLM_AVX512 static double softmax_row_avx512(float *p, const float *z, int V, flo
     return s;
 }
 
-/* d [V] += scale (k p - onehot(target)) */
-TLM_AVX512 static void loss_grad_row_avx512(float *d, const float *p, int V, int target, float scale, float k) {
+/* d [V] (into: =, else +=) scale (k p - onehot(target)) */
+TLM_AVX512 static void loss_grad_row_avx512(float *d, const float *p, int V, int target, float scale, float k,
+                                            int into) {
     const __m512 sk = _mm512_set1_ps(scale * k);
-    for (int v = 0; v < V; v += 16)
-        store16(d + v, _mm512_fmadd_ps(sk, load16(p + v, V - v), load16(d + v, V - v)), V - v);
+    for (int v = 0; v < V; v += 16) {
+        const __m512 g = _mm512_mul_ps(sk, load16(p + v, V - v));
+        store16(d + v, into ? g : _mm512_add_ps(g, load16(d + v, V - v)), V - v);
+    }
     d[target] -= scale;
 }
 #endif
@@ -87,10 +91,13 @@ float crossentropy_forward(float *losses, float *lse, float *probs, const float 
     return count ? (float)(total / count) : 0.0f;
 }
 
-void crossentropy_backward(float *dlogits, const float *probs, const float *lse, const int *targets, int N, int V,
-                           float dloss_mean, int n_counted, float z) {
+static void backward(int into, float *dlogits, const float *probs, const float *lse, const int *targets, int N, int V,
+                     float dloss_mean, int n_counted, float z) {
     PROF_SCOPE("crossentropy_backward");
-    if (n_counted <= 0) return;
+    if (n_counted <= 0) {
+        if (into) vec_zero(dlogits, (size_t)N * V);
+        return;
+    }
     float scale = dloss_mean / (float)n_counted;
     int avx512 = 0;
 #if defined(__x86_64__)
@@ -98,15 +105,19 @@ void crossentropy_backward(float *dlogits, const float *probs, const float *lse,
 #endif
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        if (targets[n] < 0) continue;
         const float *p = probs + (size_t)n * V;
         float *d = dlogits + (size_t)n * V;
+        if (targets[n] < 0) { /* (no loss at this row) */
+            if (into) memset(d, 0, sizeof(float) * V);
+            continue;
+        }
 #if defined(__x86_64__)
         if (avx512) {
-            loss_grad_row_avx512(d, p, V, targets[n], scale, z != 0.0f ? 1.0f + 2.0f * z * lse[n] : 1.0f);
+            loss_grad_row_avx512(d, p, V, targets[n], scale, z != 0.0f ? 1.0f + 2.0f * z * lse[n] : 1.0f, into);
             continue;
         }
 #endif
+        if (into) memset(d, 0, sizeof(float) * V); /* (the portable loops below accumulate) */
         if (z != 0.0f) { /* d/dz_v [z lse^2] = 2 z lse p_v */
             const float k = 1.0f + 2.0f * z * lse[n];
             for (int v = 0; v < V; v++) d[v] += scale * (k * p[v] - (v == targets[n] ? 1.0f : 0.0f));
@@ -114,4 +125,14 @@ void crossentropy_backward(float *dlogits, const float *probs, const float *lse,
             for (int v = 0; v < V; v++) d[v] += scale * (p[v] - (v == targets[n] ? 1.0f : 0.0f));
         }
     }
+}
+
+void crossentropy_backward(float *dlogits, const float *probs, const float *lse, const int *targets, int N, int V,
+                           float dloss_mean, int n_counted, float z) {
+    backward(0, dlogits, probs, lse, targets, N, V, dloss_mean, n_counted, z);
+}
+
+void crossentropy_backward_into(float *dlogits, const float *probs, const float *lse, const int *targets, int N,
+                                int V, float dloss_mean, int n_counted, float z) {
+    backward(1, dlogits, probs, lse, targets, N, V, dloss_mean, n_counted, z);
 }

@@ -425,8 +425,18 @@ static void test_crossentropy(float z, float shift) {
     crossentropy_backward(dl, c.probs, c.lse, targets, 4, 5, 1.0f, counted, z);
     char name[64];
     snprintf(name, sizeof name, z ? "crossentropy + z-loss %g dlogits" : "crossentropy dlogits", z);
+    /* the set form: what zeroing and adding gives, over a buffer holding garbage (the row without a
+     * target: zeros); before the check, whose forwards move probs */
+    float *set = zeros(20);
+    for (int i = 0; i < 20; i++) set[i] = 1e30f;
+    crossentropy_backward_into(set, c.probs, c.lse, targets, 4, 5, 1.0f, counted, z);
+    const int same = !memcmp(set, dl, sizeof(float) * 20);
+    checks++;
+    failures += !same;
+    printf("%-44s %s\n", z ? "crossentropy_backward_into (z-loss) = zero + add" : "crossentropy_backward_into = zero + add",
+           same ? "ok" : "FAIL");
     check(name, c.logits, 20, dl, ce_fwd, &c, 1, &R, 1e-2f, 1e-3);
-    free(c.logits), free(c.probs), free(c.losses), free(c.lse), free(dl);
+    free(c.logits), free(c.probs), free(c.losses), free(c.lse), free(dl), free(set);
 }
 
 /* the loss, the probabilities and lse against float64, for vocabularies of 1..70 (the lanes'
