@@ -257,9 +257,10 @@ int main(void) {
     test_conversion();
     test_producer_copies();
     /* (up to 2^24 multiply-adds on AMX: amx.c's tiles, with the transposed B's 16 x 16 blocks for K/2 >= 16
-     * and an even ldb, odd K included; the last shape: oneDNN's primitive) */
+     * and an even ldb, odd K included, K over 2048 in chunks; the last shape: oneDNN's primitive) */
     const int shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {17, 33, 64},  {64, 48, 100},
-                             {100, 257, 31}, {256, 96, 384}, {40, 64, 65}, {40, 64, 66}, {300, 260, 256}};
+                             {100, 257, 31}, {256, 96, 384}, {40, 64, 65}, {40, 64, 66}, {70, 50, 4200},
+                             {300, 260, 256}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
