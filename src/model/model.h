@@ -249,6 +249,8 @@ typedef struct tlm_model {
     int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
     int bf16_products;  /* mixed precision (model_set_mixed_bf16): the matrix products on bf16 operands */
     uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
+    int mirror_fresh;   /* the trainer's AdamW step wrote mirror16 from the new weights: the next forward
+                           uses it without rounding them again (adamw_step_mirrored; cleared by it) */
     model_mode mode;
     float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
     float router_aux; /* training: model_backward adds the gradient of router_aux * acts.moe_aux, the

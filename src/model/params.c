@@ -615,8 +615,12 @@ static void bind_mirror(tlm_model *m) {
 
 void model_refresh_mirror(tlm_model *m) {
     if (!m->mirror16) return;
-    PROF_SCOPE("bf16_weight_copy");
-    f32_to_bf16(m->mirror16, m->param_mem, m->n_params);
+    if (m->mirror_fresh) /* (written by the optimizer's pass: adamw_step_mirrored) */
+        m->mirror_fresh = 0;
+    else {
+        PROF_SCOPE("bf16_weight_copy");
+        f32_to_bf16(m->mirror16, m->param_mem, m->n_params);
+    }
     bind_mirror(m); /* (again every time: a rebinding of the views, e.g. after a load, resets w16) */
 }
 

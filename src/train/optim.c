@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/f16.h"
 #include "util/hugepage.h"
 
 static int applies_decay(const tensor_info *t, bool decay_embeddings) {
@@ -71,7 +72,16 @@ double grad_global_norm(const tlm_model *m) {
     return sqrt(total);
 }
 
-void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) {
+/* one parameter's update (written once for the two loops below) */
+#define ADAMW_UPDATE(i)                                                                                                 \
+    do {                                                                                                               \
+        const float gi = g[i] * clip;                                                                                  \
+        mm[i] = b1 * mm[i] + (1.0f - b1) * gi;                                                                         \
+        vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;                                                                    \
+        p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + eps);                                     \
+    } while (0)
+
+static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *mirror) {
     PROF_SCOPE("adamw_step");
     const optim_config *c = &o->cfg;
     const float clip = c->grad_clip > 0.0f && grad_norm > c->grad_clip ? (float)(c->grad_clip / (grad_norm + 1e-6)) : 1.0f;
@@ -91,14 +101,27 @@ void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) {
         const float decay = o->decays[t] ? 1.0f - lr * c->weight_decay : 1.0f;
         float *p = m->param_mem + a, *g = m->grad_mem + a, *mm = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
         const size_t n = b - a;
+        if (!mirror) {
 #pragma omp for schedule(static) nowait
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i] * clip;
-            mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
-            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
-            p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + eps);
+            for (size_t i = 0; i < n; i++) ADAMW_UPDATE(i);
+        } else { /* the new weight rounded as model_refresh_mirror rounds it, while it is in a register */
+            uint16_t *w16 = mirror + a;
+#pragma omp for schedule(static) nowait
+            for (size_t i = 0; i < n; i++) {
+                ADAMW_UPDATE(i);
+                w16[i] = tlm_f32_to_bf16(p[i]);
+            }
         }
     }
+}
+#undef ADAMW_UPDATE
+
+void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) { step(o, m, lr, grad_norm, NULL); }
+
+void adamw_step_mirrored(adamw *o, tlm_model *m, float lr, double grad_norm) {
+    const int whole = m->mirror16 && o->lo == 0 && o->hi == m->n_params;
+    step(o, m, lr, grad_norm, whole ? m->mirror16 : NULL);
+    m->mirror_fresh = whole;
 }
 
 float lr_at(const optim_config *c, int step) {

@@ -877,7 +877,11 @@ static int train_loop(trainer *t) {
             goto out;
         }
         float lr = lr_at(&o->opt, t->step);
-        adamw_step(&t->opt, t->m, lr, st.gnorm);
+        /* (the bf16 mirror rounded in AdamW's pass when nothing changes the weights after it) */
+        if (t->shard || o->router_bias_update > 0.0f)
+            adamw_step(&t->opt, t->m, lr, st.gnorm);
+        else
+            adamw_step_mirrored(&t->opt, t->m, lr, st.gnorm);
         if (t->shard) gather_parameters(t);
         if (o->router_bias_update > 0.0f) router_bias_update(t);
         t->step++;
@@ -933,6 +937,7 @@ static int train_loop(trainer *t) {
         printf("\n");
     }
 out:
+    t->m->mirror_fresh = 0; /* (whatever runs next may change the weights before its forward) */
     while (take_stop_signal()) {
     } /* (a second Ctrl-C during the save: already answered) */
     return rc;
