@@ -3,11 +3,14 @@
 #include "util/profile.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
+#include "ops/simd_avx512.h"
+#include "util/cpu.h"
 #include "util/f16.h"
 #include "util/hugepage.h"
 
@@ -81,6 +84,43 @@ double grad_global_norm(const tlm_model *m) {
         p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + eps);                                     \
     } while (0)
 
+/* the update's constants */
+typedef struct {
+    float clip, b1, b2, decay, step_size, bc2_sqrt, eps;
+} update_k;
+
+#if defined(__x86_64__)
+/* The same update on 16 lanes, elements [i0, i1): the operations of ADAMW_UPDATE in its order, each
+ * rounded (no fused multiply-add: the build contracts none in the portable loop either), so the bits
+ * are the portable loop's. The default build's loops are SSE2; with the mirror's rounding in the
+ * same loop they became bound by instructions, not memory (small GPT-2: 6.7 -> 8.7 ms a step). */
+TLM_AVX512 static void update_avx512(float *p, const float *g, float *mm, float *vv, uint16_t *w16, size_t i0,
+                                     size_t i1, const update_k *k) {
+    const __m512 clip = _mm512_set1_ps(k->clip), b1 = _mm512_set1_ps(k->b1), b1c = _mm512_set1_ps(1.0f - k->b1),
+                 b2 = _mm512_set1_ps(k->b2), b2c = _mm512_set1_ps(1.0f - k->b2), decay = _mm512_set1_ps(k->decay),
+                 step_size = _mm512_set1_ps(k->step_size), bc2_sqrt = _mm512_set1_ps(k->bc2_sqrt),
+                 eps = _mm512_set1_ps(k->eps);
+    for (size_t i = i0; i < i1; i += 16) {
+        const int left = i1 - i < 16 ? (int)(i1 - i) : 16;
+        const __m512 gi = _mm512_mul_ps(load16(g + i, left), clip);
+        const __m512 m = _mm512_add_ps(_mm512_mul_ps(b1, load16(mm + i, left)), _mm512_mul_ps(b1c, gi));
+        const __m512 v = _mm512_add_ps(_mm512_mul_ps(b2, load16(vv + i, left)), _mm512_mul_ps(_mm512_mul_ps(b2c, gi), gi));
+        const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), bc2_sqrt), eps);
+        const __m512 w = _mm512_sub_ps(_mm512_mul_ps(load16(p + i, left), decay),
+                                       _mm512_div_ps(_mm512_mul_ps(step_size, m), den));
+        store16(mm + i, m, left);
+        store16(vv + i, v, left);
+        store16(p + i, w, left);
+        if (w16) {
+            if (left == 16)
+                _mm256_storeu_si256((__m256i *)(w16 + i), bf16_round16(w));
+            else
+                _mm256_mask_storeu_epi16(w16 + i, tail16(left), bf16_round16(w));
+        }
+    }
+}
+#endif
+
 static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *mirror) {
     PROF_SCOPE("adamw_step");
     const optim_config *c = &o->cfg;
@@ -89,6 +129,9 @@ static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *m
     const float bc1 = 1.0f - powf(c->beta1, (float)o->step), bc2 = 1.0f - powf(c->beta2, (float)o->step);
     const float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
     const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+#if defined(__x86_64__)
+    const int avx512 = tlm_cpu_isa() == TLM_ISA_AVX512;
+#endif
     /* one parallel region for all tensors: each tensor's loop is split among the threads
      * without a barrier between tensors (they are independent) */
 #pragma omp parallel
@@ -101,6 +144,16 @@ static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *m
         const float decay = o->decays[t] ? 1.0f - lr * c->weight_decay : 1.0f;
         float *p = m->param_mem + a, *g = m->grad_mem + a, *mm = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
         const size_t n = b - a;
+#if defined(__x86_64__)
+        if (avx512) { /* (each thread a contiguous share, whole vectors but the last) */
+            const update_k k = {clip, b1, b2, decay, step_size, bc2_sqrt, eps};
+            const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+            const size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
+            const size_t i0 = id * per < n ? id * per : n, i1 = i0 + per < n ? i0 + per : n;
+            update_avx512(p, g, mm, vv, mirror ? mirror + a : NULL, i0, i1, &k);
+            continue;
+        }
+#endif
         if (!mirror) {
 #pragma omp for schedule(static) nowait
             for (size_t i = 0; i < n; i++) ADAMW_UPDATE(i);

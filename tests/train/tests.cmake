@@ -15,6 +15,8 @@ tlm_c_test(test_data_sampler tests/train/test_data_sampler.c)
 # AdamW that writes the bf16 mirror in its pass (skipped, 77, without bf16 products)
 tlm_c_test(test_optim_mirror tests/train/test_optim_mirror.c)
 set_tests_properties(test_optim_mirror PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME test_optim_mirror_avx2 COMMAND test_optim_mirror)
+set_tests_properties(test_optim_mirror_avx2 PROPERTIES ENVIRONMENT "TLM_ISA=avx2;OMP_NUM_THREADS=2" SKIP_RETURN_CODE 77)
 # The training trajectory (AdamW, decay groups, clipping, schedule, accumulation) against PyTorch.
 add_executable(train_dump tests/train/train_dump.c)
 target_link_libraries(train_dump PRIVATE tinylm)
