@@ -79,6 +79,8 @@ int main(void) {
     }
     if (model_set_mixed_bf16(a, 1, NULL) != 1 || model_set_mixed_bf16(b, 1, NULL) != 1) {
         printf("%d checks, %d failures; no bf16 products on this CPU: the mirror's checks skipped\n", checks, failures);
+        adamw_free(&oa), adamw_free(&ob);
+        model_free(a), model_free(b);
         return failures ? 1 : 77;
     }
     for (int s = 0; s < 3; s++) {
