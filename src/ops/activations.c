@@ -106,12 +106,11 @@ TLM_AVX512 static void act_backward_avx512(float *dinp, const float *dout, const
     }
 }
 
-/* one contiguous share of [0, n) per thread, a multiple of 16 elements */
+/* one contiguous share of [0, n) per thread, a multiple of 16 elements (thread_share) */
 #define FOR_SHARES(n, CALL)                                                                                           \
     _Pragma("omp parallel if(n > OMP_MIN_WORK)") {                                                                   \
-        const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();                          \
-        const size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;                                                    \
-        const size_t i0 = id * per < n ? id * per : n, i1 = i0 + per < n ? i0 + per : n;                              \
+        size_t i0, i1;                                                                                                \
+        thread_share(n, &i0, &i1);                                                                                    \
         CALL;                                                                                                         \
     }
 
@@ -258,11 +257,17 @@ void vec_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void thread_share(size_t n, size_t *i0, size_t *i1) {
+    const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+    const size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
+    *i0 = id * per < n ? id * per : n;
+    *i1 = *i0 + per < n ? *i0 + per : n;
+}
+
 void thread_columns(int C, int *c0, int *c1) {
-    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const int per = ((C + nt - 1) / nt + 15) & ~15;
-    *c0 = id * per < C ? id * per : C;
-    *c1 = (id + 1) * per < C ? (id + 1) * per : C;
+    size_t i0, i1;
+    thread_share((size_t)C, &i0, &i1);
+    *c0 = (int)i0, *c1 = (int)i1;
 }
 
 void vec_zero(float *out, size_t n) {

@@ -14,7 +14,7 @@
  * loops vectorize to the default build's SSE2 only; the AVX-512 form takes 16 lanes with
  * simd_avx512.h's exp16 (the same polynomial, fused multiply-adds: values within float rounding of
  * the portable ones). At the GPT-2 124M shape's head (50304 columns) the loss was 9% of a bf16 step. */
-static double softmax_row_c(float *p, const float *z, int V, float *mx_out) {
+static double vocab_softmax_c(float *p, const float *z, int V, float *mx_out) {
     const float mx = max_lanes(z, V);
     for (int v = 0; v < V; v++) p[v] = exp_approx(z[v] - mx);
     const double s = dot_lanes(p, NULL, V);
@@ -25,7 +25,7 @@ static double softmax_row_c(float *p, const float *z, int V, float *mx_out) {
 }
 
 #if defined(__x86_64__)
-TLM_AVX512 static double softmax_row_avx512(float *p, const float *z, int V, float *mx_out) {
+TLM_AVX512 static double vocab_softmax_avx512(float *p, const float *z, int V, float *mx_out) {
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int v = 0; v < V; v += 16) /* (x > max ? x : max: a NaN logit never wins, as in max_lanes) */
         vmax = _mm512_mask_max_ps(vmax, tail16(V - v), load16(z + v, V - v), vmax);
@@ -61,9 +61,9 @@ float crossentropy_forward(float *losses, float *lse, float *probs, const float 
     PROF_SCOPE("crossentropy_forward");
     double total = 0.0, total_sq = 0.0;
     int count = 0;
-    double (*softmax_row)(float *, const float *, int, float *) = softmax_row_c;
+    double (*vocab_softmax)(float *, const float *, int, float *) = vocab_softmax_c;
 #if defined(__x86_64__)
-    if (tlm_cpu_isa() == TLM_ISA_AVX512) softmax_row = softmax_row_avx512;
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) vocab_softmax = vocab_softmax_avx512;
 #endif
 #pragma omp parallel for schedule(static) reduction(+ : total, total_sq, count)
     for (int n = 0; n < N; n++) {
@@ -73,7 +73,7 @@ float crossentropy_forward(float *losses, float *lse, float *probs, const float 
          * NaN logit still gives a NaN loss); libm's expf and a serial double sum took 1.05 ms
          * per step at a small GPT-2's shape, 0.1 of it now */
         float mx;
-        const double s = softmax_row(p, z, V, &mx);
+        const double s = vocab_softmax(p, z, V, &mx);
         const double row_lse = (double)mx + log(s);
         if (lse) lse[n] = (float)row_lse;
         if (targets[n] >= 0) {

@@ -323,10 +323,12 @@ void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a +
 void vec_acc(float *out, const float *a, size_t n);                 /* out += a */
 void vec_copy(float *out, const float *a, size_t n);                /* out = a, on the OpenMP threads */
 void vec_zero(float *out, size_t n); /* out = 0, on the OpenMP threads (a gradient buffer before it accumulates) */
-/* Inside a parallel region: this thread's contiguous share [*c0, *c1) of C columns (multiples of 16).
- * Column sums walk all rows over their share, so each column is summed in row order whatever the
- * thread count, reading long row pieces (64-column blocks a row apart read 1.8-2.6x slower once
- * the rows had left the cache). */
+/* Inside a parallel region: this thread's contiguous share [*i0, *i1) of n elements, a multiple of
+ * 16 but the last (the element-wise kernels' whole vectors; AdamW's update) */
+void thread_share(size_t n, size_t *i0, size_t *i1);
+/* ... of C columns. Column sums walk all rows over their share, so each column is summed in row
+ * order whatever the thread count, reading long row pieces (64-column blocks a row apart read
+ * 1.8-2.6x slower once the rows had left the cache). */
 void thread_columns(int C, int *c0, int *c1);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "ops/ops.h"
 #include "ops/simd_avx512.h"
 #include "util/cpu.h"
 #include "util/f16.h"
@@ -147,9 +148,8 @@ static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *m
 #if defined(__x86_64__)
         if (avx512) { /* (each thread a contiguous share, whole vectors but the last) */
             const update_k k = {clip, b1, b2, decay, step_size, bc2_sqrt, eps};
-            const size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-            const size_t per = ((n + nt - 1) / nt + 15) & ~(size_t)15;
-            const size_t i0 = id * per < n ? id * per : n, i1 = i0 + per < n ? i0 + per : n;
+            size_t i0, i1;
+            thread_share(n, &i0, &i1);
             update_avx512(p, g, mm, vv, mirror ? mirror + a : NULL, i0, i1, &k);
             continue;
         }
