@@ -63,7 +63,7 @@ static const char USAGE[] =
     "  --mla-decode F      multi-head latent attention's decode form: absorbed (default: W_UK folded into\n"
     "                      the query, W_UV after the weighted sum of the cached c_kv) or expanded (every\n"
     "                      cached position's keys and values made again from c_kv each step; f32 weights)\n"
-    "Timings (load, prompt and generation speed) go to standard error at the end.\n";
+    "Timings (load, the KV cache's clearing, prompt and generation speed) go to standard error at the end.\n";
 
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *tok_path = NULL, *prompt = "", *prompt_file = NULL, *dtype = "auto", *precision = "auto",
