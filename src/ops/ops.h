@@ -97,6 +97,9 @@ void matmul_forward_mixed(float *out, const float *inp, const uint16_t *inp16, c
 /* y [N,OC] = x [N,IC] @ W[OC,IC]^T (+ bias) streaming W once per MATVEC_MAX_ROWS rows (matvec.c:
  * AVX-512 / AVX2 / C kernels chosen from cpuid) */
 #define MATVEC_MAX_ROWS 4
+/* The matvec kernels (f32, bf16, quantized) also ask for each line of the weight stream this
+ * many bytes ahead, into L2: the hardware prefetcher alone keeps too few lines in flight */
+enum { MATVEC_PREFETCH_BYTES = 8192 };
 void matvec_f32(float *y, const float *x, const float *W, const float *bias, int N, int IC, int OC);
 void matvec_bf16(float *y, const float *x, const uint16_t *W, const float *bias, int N, int IC, int OC);
 /* One row x [IC] times rows [o0, o1) of W (f32, or bf16 W16 when not NULL) into y[o0..o1) (+ bias),

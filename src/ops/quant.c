@@ -1060,11 +1060,14 @@ AVX2_INLINE void generic_out(float *y, const float *x, const uint8_t *row, int I
  * fourth decode the weight row again, from L1). (Two weight rows side by side for one row of x,
  * to overlap their FMA chains, measured no faster on Zen 3: the decoding's own throughput is the
  * limit, about 2 cycles per 8 weights of Q4_K or Q8_0.) */
+/* (each row's lines are also asked for MATVEC_PREFETCH_BYTES ahead, into L2, as matvec.c does) */
 #define ROWS_KERNEL(TARGET, name, out)                                                                                 \
     TARGET static void name(float *y, const float *x, const uint8_t *W, size_t row_bytes, int rows, int IC, int OC,    \
                             int o0, int o1, const type_info *ti) {                                                     \
         for (int o = o0; o < o1; o++) {                                                                                \
             const uint8_t *row = W + (size_t)o * row_bytes;                                                            \
+            for (size_t b = 0; b < row_bytes; b += 64) _mm_prefetch((const char *)row + b + MATVEC_PREFETCH_BYTES,     \
+                                                                    _MM_HINT_T1);                                      \
             int n = 0;                                                                                                 \
             for (; n + 2 <= rows; n += 2) out(y + (size_t)n * OC + o, x + (size_t)n * IC, row, IC, OC, 2, ti);         \
             if (n < rows) out(y + (size_t)n * OC + o, x + (size_t)n * IC, row, IC, OC, 1, ti);                         \
