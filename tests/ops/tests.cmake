@@ -2,6 +2,7 @@ tlm_c_test(test_ops_gradcheck tests/ops/test_ops_gradcheck.c)
 # the attention softmax row and every op's gradient again on the portable loops (natively they
 # run the AVX-512 kernels where the CPU has them)
 tlm_c_test(test_softmax_row tests/ops/test_softmax_row.c)
+tlm_c_test(test_vec_zero tests/ops/test_vec_zero.c)
 foreach(t test_softmax_row test_ops_gradcheck)
   add_test(NAME ${t}_avx2 COMMAND ${t})
   # (skipped, exit 77, where the CPU's widest kernels are AVX2 already: tests/isa_cap.h)
