@@ -337,6 +337,10 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
  * mean cross-entropy plus m->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
  * the cross-entropy alone). */
 int model_backward(tlm_model *m, float dloss);
+/* The same, and *grad_norm = the norm of the whole gradient afterwards (all of m->grad_mem, as
+ * grad_global_norm computes it, bit for bit) when the pass could take it on the way (a batch split
+ * across the threads sums its parts' gradients piece by piece), else -1 */
+int model_backward_norm(tlm_model *m, float dloss, double *grad_norm);
 /* Backward of the last forward (with or without targets) from a given gradient of the logits
  * [B, T, V] instead of the loss's (hooks: gradients of a chosen metric). */
 int model_backward_from_logits(tlm_model *m, const float *dlogits);

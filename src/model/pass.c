@@ -237,12 +237,15 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d, A->start);
 }
 
-static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
+static int backward_run(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm) {
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
     pass_ctx ctx = pass_whole(m);
     signals_hold();
-    if (split_backward(m, dlogits_in, dloss)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
+    if (grad_norm) *grad_norm = -1.0;
+    /* (not with observers or hooks: what they do after the pass could change the gradients) */
+    if (m->n_observers || m->hooks) grad_norm = NULL;
+    if (split_backward(m, dlogits_in, dloss, grad_norm)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
     signals_release();
     if (ctx.watched) /* (the logits' gradient: reported, after the pass) */
         pass_fire(&ctx, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
@@ -252,10 +255,16 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss) {
 
 int model_backward(tlm_model *m, float dloss) {
     if (backward_check(m, 1)) return -1;
-    return backward_run(m, NULL, dloss);
+    return backward_run(m, NULL, dloss, NULL);
+}
+
+int model_backward_norm(tlm_model *m, float dloss, double *grad_norm) {
+    *grad_norm = -1.0;
+    if (backward_check(m, 1)) return -1;
+    return backward_run(m, NULL, dloss, grad_norm);
 }
 
 int model_backward_from_logits(tlm_model *m, const float *dlogits) {
     if (backward_check(m, 0)) return -1;
-    return backward_run(m, dlogits, 0.0f);
+    return backward_run(m, dlogits, 0.0f, NULL);
 }

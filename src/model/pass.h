@@ -132,7 +132,8 @@ struct batch_split;
 void split_free(struct batch_split *s);
 /* runs the forward split across the threads; 1 when this pass is not split (run it whole) */
 int split_forward(tlm_model *m, int has_targets, float *loss);
-/* runs the backward split across the threads; 1 when not split */
-int split_backward(tlm_model *m, const float *dlogits_in, float dloss);
+/* runs the backward split across the threads; 1 when not split. With grad_norm (not NULL): the
+ * norm of the whole gradient after it (m->grad_mem), as grad_global_norm computes it, bit for bit */
+int split_backward(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm);
 
 #endif

@@ -1,5 +1,6 @@
 /* split.c — a batch's sequences split across the threads: each thread runs the whole pass
  * (pass.c) over its rows with a pass context of its own. */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
@@ -121,16 +122,28 @@ static void split_enter(int thread) {
 static void split_leave(void) { tlm_prof_quiet = 0; }
 
 /* the gradients of parts 1.. added into the model's (in part order) and zeroed again; every
- * thread of the team takes its chunk */
-static void split_reduce_grads(tlm_model *m, int thread, int threads) {
+ * thread of the team takes its share of the sum of squares' chunks (ops.h), and with part (not
+ * NULL) also sums the squares of the total, piece by piece while it is in L1: the gradient norm
+ * without another pass over the gradients (496 MB at GPT-2 124M) */
+static void split_reduce_grads(tlm_model *m, int thread, int threads, float part[SUMSQ_CHUNKS]) {
     PROF_SCOPE("split_grad_reduce"); /* (part 0's thread's chunk: the others are quiet) */
+    enum { PIECE = 4096 };          /* floats: 16 KB of each buffer */
     const batch_split *s = m->split;
-    const size_t n = m->n_params, per = (n + (size_t)threads - 1) / (size_t)threads;
-    const size_t lo = (size_t)thread * per < n ? (size_t)thread * per : n, hi = lo + per < n ? lo + per : n;
+    const size_t n = m->n_params;
     float *g = m->grad_mem;
-    for (int p = 1; p < s->parts; p++) {
-        float *gp = s->grad_mem + (size_t)(p - 1) * n;
-        for (size_t i = lo; i < hi; i++) g[i] += gp[i], gp[i] = 0.0f;
+    for (int c = SUMSQ_CHUNKS * thread / threads; c < SUMSQ_CHUNKS * (thread + 1) / threads; c++) {
+        size_t begin, end;
+        sumsq_chunk(n, c, &begin, &end);
+        float lanes[SUMSQ_LANES] = {0};
+        for (size_t lo = begin; lo < end; lo += PIECE) {
+            const size_t hi = end - lo < PIECE ? end : lo + PIECE;
+            for (int p = 1; p < s->parts; p++) {
+                float *gp = s->grad_mem + (size_t)(p - 1) * n;
+                for (size_t i = lo; i < hi; i++) g[i] += gp[i], gp[i] = 0.0f;
+            }
+            if (part) sumsq_lanes(lanes, g + lo, hi - lo);
+        }
+        if (part) part[c] = sumsq_lanes_total(lanes);
     }
 }
 
@@ -164,11 +177,12 @@ int split_forward(tlm_model *m, int has_targets, float *loss) {
     return 0;
 }
 
-int split_backward(tlm_model *m, const float *dlogits_in, float dloss) {
+int split_backward(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm) {
     activations *A = &m->acts;
     const int parts = split_parts(m, A->B, A->T);
     if (parts < 2 || split_prepare(m, parts, 1)) return 1;
     const size_t seq_logits = (size_t)A->T * m->cfg.vocab_size;
+    float part[SUMSQ_CHUNKS];
 #pragma omp parallel num_threads(parts)
     {
         const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
@@ -179,8 +193,9 @@ int split_backward(tlm_model *m, const float *dlogits_in, float dloss) {
             backward_rows(&x, dlogits_in ? dlogits_in + first * seq_logits : NULL, dloss, A->n_counted);
         }
 #pragma omp barrier
-        split_reduce_grads(m, thread, threads);
+        split_reduce_grads(m, thread, threads, grad_norm ? part : NULL);
         split_leave();
     }
+    if (grad_norm) *grad_norm = sqrt(sumsq_total(part));
     return 0;
 }

@@ -270,6 +270,56 @@ void thread_share(size_t n, size_t *i0, size_t *i1) {
     *i1 = *i0 + per < n ? *i0 + per : n;
 }
 
+void sumsq_chunk(size_t n, int c, size_t *begin, size_t *end) {
+    const size_t per = (n + SUMSQ_CHUNKS - 1) / SUMSQ_CHUNKS;
+    *begin = (size_t)c * per < n ? (size_t)c * per : n;
+    *end = *begin + per < n ? *begin + per : n;
+}
+
+#if defined(__x86_64__)
+/* (four vectors hold the lanes: the portable loop's sums, vector by vector) */
+TLM_AVX512 static void sumsq_lanes_avx512(float lanes[SUMSQ_LANES], const float *x, size_t n) {
+    __m512 acc[4];
+    for (int v = 0; v < 4; v++) acc[v] = _mm512_loadu_ps(lanes + 16 * v);
+    size_t j = 0;
+    for (; j + SUMSQ_LANES <= n; j += SUMSQ_LANES)
+        for (int v = 0; v < 4; v++) {
+            const __m512 x16 = _mm512_loadu_ps(x + j + 16 * v);
+            acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(x16, x16));
+        }
+    for (int v = 0; v < 4 && j + 16 * v < n; v++) { /* (the missing lanes add +0: no change) */
+        const __m512 x16 = load16(x + j + 16 * v, (int)(n - j - 16 * v));
+        acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(x16, x16));
+    }
+    for (int v = 0; v < 4; v++) _mm512_storeu_ps(lanes + 16 * v, acc[v]);
+}
+#endif
+
+void sumsq_lanes(float lanes[SUMSQ_LANES], const float *x, size_t n) {
+#if defined(__x86_64__)
+    if (tlm_cpu_isa() == TLM_ISA_AVX512) {
+        sumsq_lanes_avx512(lanes, x, n);
+        return;
+    }
+#endif
+    size_t j = 0;
+    for (; j + SUMSQ_LANES <= n; j += SUMSQ_LANES)
+        for (int k = 0; k < SUMSQ_LANES; k++) lanes[k] += x[j + k] * x[j + k];
+    for (int k = 0; j + k < n; k++) lanes[k] += x[j + k] * x[j + k];
+}
+
+float sumsq_lanes_total(const float lanes[SUMSQ_LANES]) {
+    float s = 0.0f;
+    for (int k = 0; k < SUMSQ_LANES; k++) s += lanes[k];
+    return s;
+}
+
+double sumsq_total(const float chunk_totals[SUMSQ_CHUNKS]) {
+    double total = 0.0;
+    for (int c = 0; c < SUMSQ_CHUNKS; c++) total += chunk_totals[c];
+    return total;
+}
+
 void thread_columns(int C, int *c0, int *c1) {
     size_t i0, i1;
     thread_share((size_t)C, &i0, &i1);

@@ -326,6 +326,18 @@ void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a +
 void vec_acc(float *out, const float *a, size_t n);                 /* out += a */
 void vec_copy(float *out, const float *a, size_t n);                /* out = a, on the OpenMP threads */
 void vec_zero(float *out, size_t n); /* out = 0, on the OpenMP threads (a gradient buffer before it accumulates) */
+/* The gradient norm's sum of squares, with the same bits wherever it is taken (the optimizer's own
+ * pass, or a split batch's gradient sum while each piece is in the cache): n floats cut into
+ * SUMSQ_CHUNKS chunks (sumsq_chunk gives chunk c's [begin, end)); in a chunk, SUMSQ_LANES float
+ * lanes, lanes[j % SUMSQ_LANES] += x[j]^2 in order of j (no fused multiply-add; four vectors of
+ * independent sums on AVX-512), fed piece by piece through sumsq_lanes (every piece but a chunk's
+ * last a multiple of SUMSQ_LANES floats long), then summed in lane order (sumsq_lanes_total); the
+ * chunks' totals added in chunk order in double (sumsq_total). */
+enum { SUMSQ_CHUNKS = 64, SUMSQ_LANES = 64 };
+void sumsq_chunk(size_t n, int c, size_t *begin, size_t *end);
+void sumsq_lanes(float lanes[SUMSQ_LANES], const float *x, size_t n);
+float sumsq_lanes_total(const float lanes[SUMSQ_LANES]);
+double sumsq_total(const float chunk_totals[SUMSQ_CHUNKS]);
 /* Inside a parallel region: this thread's contiguous share [*i0, *i1) of n elements, a multiple of
  * 16 but the last (the element-wise kernels' whole vectors; AdamW's update) */
 void thread_share(size_t n, size_t *i0, size_t *i1);

@@ -55,25 +55,16 @@ void adamw_free(adamw *o) {
 
 double grad_global_norm(const tlm_model *m) {
     PROF_SCOPE("grad_global_norm");
-    enum { CHUNKS = 64 };
-    double part[CHUNKS];
-    const size_t n = m->n_params, per = (n + CHUNKS - 1) / CHUNKS;
+    float part[SUMSQ_CHUNKS]; /* (the same chunks and lanes as a split batch's gradient sum: ops.h) */
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < CHUNKS; c++) {
-        float s = 0.0f; /* float lanes per chunk, double across chunks */
-        const size_t begin = (size_t)c * per < n ? (size_t)c * per : n;
-        const ptrdiff_t len = (ptrdiff_t)((size_t)(c + 1) * per < n ? (size_t)(c + 1) * per - begin : n - begin);
-        /* a signed index over a local pointer: with an unsigned one, the pointer-overflow
-         * check of UBSan builds keeps clang from vectorizing as the clause asks, which it
-         * reports as an error (-Wpass-failed) */
-        const float *g = m->grad_mem + begin;
-#pragma omp simd reduction(+ : s)
-        for (ptrdiff_t i = 0; i < len; i++) s += g[i] * g[i];
-        part[c] = s;
+    for (int c = 0; c < SUMSQ_CHUNKS; c++) {
+        size_t begin, end;
+        sumsq_chunk(m->n_params, c, &begin, &end);
+        float lanes[SUMSQ_LANES] = {0};
+        sumsq_lanes(lanes, m->grad_mem + begin, end - begin);
+        part[c] = sumsq_lanes_total(lanes);
     }
-    double total = 0.0;
-    for (int c = 0; c < CHUNKS; c++) total += part[c];
-    return sqrt(total);
+    return sqrt(sumsq_total(part));
 }
 
 /* one parameter's update (written once for the two loops below) */

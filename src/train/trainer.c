@@ -758,7 +758,7 @@ typedef struct {
 static int accumulate_gradients(trainer *t, step_stats *st) {
     const train_options *o = &t->o;
     model_zero_grads(t->m);
-    double loss_sum = 0.0, lse_sq_sum = 0.0, aux_sum = 0.0;
+    double loss_sum = 0.0, lse_sq_sum = 0.0, aux_sum = 0.0, gnorm = -1.0;
     const tlm_config *c = &t->m->cfg;
     if (t->moe_count) memset(t->moe_count, 0, sizeof(float) * (size_t)config_moe_layers(c) * c->n_experts);
     for (int micro = 0; micro < o->accum; micro++) {
@@ -766,7 +766,11 @@ static int accumulate_gradients(trainer *t, step_stats *st) {
         dataset_train_batch(&t->data, &t->rng, t->inputs, t->targets);
         int frc = model_forward(t->m, local_rows(t, t->inputs), local_rows(t, t->targets), t->local_batch, o->seq, &loss);
         if (!frc && t->alog) attn_log_after_forward(t->alog, t->m);
-        if (agree(t, frc || model_backward(t->m, 1.0f / ((float)o->accum * t->size)))) return -1;
+        /* (the last micro-batch's backward may take the gradient norm on its way: one rank's gradient
+         * is the global batch's, nothing changes it before the norm) */
+        const float dloss = 1.0f / ((float)o->accum * t->size);
+        const int last = micro == o->accum - 1 && t->size == 1;
+        if (agree(t, frc || (last ? model_backward_norm(t->m, dloss, &gnorm) : model_backward(t->m, dloss)))) return -1;
         loss_sum += loss;
         lse_sq_sum += t->m->acts.lse_sq_mean;
         aux_sum += t->m->acts.moe_aux;
@@ -793,7 +797,7 @@ static int accumulate_gradients(trainer *t, step_stats *st) {
             if (sum > 0) st->max_load = fmax(st->max_load, mx * E / sum);
         }
     }
-    st->gnorm = grad_global_norm(t->m);
+    st->gnorm = gnorm >= 0.0 ? gnorm : grad_global_norm(t->m);
     return 0;
 }
 

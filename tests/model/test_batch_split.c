@@ -10,7 +10,10 @@
  *     last of each row) agree too;
  *   - a batch that divides among the threads only nearly (17 sequences on 2) is split too,
  *     with the same results; a small one that does not (3 on 2) is not split; the caller's
- *     thread count is the same after a split pass. */
+ *     thread count is the same after a split pass;
+ *   - the gradient norm a split backward takes while it sums the parts (model_backward_norm) is
+ *     grad_global_norm's of the summed gradient bit for bit; an unsplit pass (here: observed)
+ *     gives none (-1). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "train/optim.h"
 #include "variants.h"
 
 enum { T = 8, MAX_B = 17 };
@@ -41,6 +45,7 @@ static double rel_diff(const float *a, const float *b, size_t n) {
 
 typedef struct {
     float loss, lse_sq;
+    double norm, norm_ref; /* model_backward_norm's at the second backward, grad_global_norm's after */
     int counted;
     float *logits, *grads, *dres;
 } pass;
@@ -61,9 +66,12 @@ static pass run(const tlm_config *c, int B, int split, const int *tok, const int
         model_forward(m, tok, tgt, B, T, &r.loss);
         if (dlogits)
             model_backward_from_logits(m, dlogits);
+        else if (k == 1)
+            model_backward_norm(m, 0.5f, &r.norm);
         else
             model_backward(m, 0.5f);
     }
+    r.norm_ref = grad_global_norm(m);
     r.lse_sq = m->acts.lse_sq_mean, r.counted = m->acts.n_counted;
     r.logits = malloc(NV * sizeof(float)), r.grads = malloc(m->n_params * sizeof(float));
     r.dres = malloc((2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
@@ -121,6 +129,10 @@ int main(void) {
             check(rel_diff(split.dres, whole.dres, R) < 1e-5, name, "residual stream gradients");
             check(!memcmp(split.grads, again.grads, P * sizeof(float)) && split.loss == again.loss, name,
                   "a second split run is bit-identical");
+            check(split.norm >= 0.0 && !memcmp(&split.norm, &split.norm_ref, sizeof(double)), name,
+                  "the split backward's gradient norm is grad_global_norm's");
+            check(fabs(split.norm - whole.norm_ref) <= 1e-5 * whole.norm_ref, name, "gradient norm, split and unsplit");
+            check(whole.norm == -1.0, name, "an unsplit backward took a gradient norm");
 
             float *dl = malloc(NV * sizeof(float));
             for (size_t j = 0; j < NV; j++) dl[j] = (float)((j * 37) % 101) / 101.0f - 0.5f;
@@ -138,6 +150,16 @@ int main(void) {
         check(!memcmp(oa, ob, (size_t)3 * T * c.vocab_size * sizeof(float)), name, "an odd batch (not split)");
         printf("%-44s %s\n", name, failures == before ? "ok" : "FAIL");
         free(oa), free(ob);
+    }
+    { /* the norm taken piece by piece over chunks longer than the gradient sum's 4096-float pieces:
+       * a 16384-token vocabulary makes 2 x 16384 x 32 embedding and head weights */
+        tlm_config c;
+        variant_config(&c, &VARIANTS[0]);
+        c.vocab_size = 16384;
+        pass big = run(&c, 4, 1, tok, tgt, NULL);
+        check(big.norm >= 0.0 && !memcmp(&big.norm, &big.norm_ref, sizeof(double)), "16384-token vocabulary",
+              "the split backward's gradient norm is grad_global_norm's");
+        pass_free(&big);
     }
     printf("%s\n", failures ? "FAILED" : "all variants agree split and unsplit");
     return failures != 0;
