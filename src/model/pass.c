@@ -177,11 +177,20 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     model_params *g = ctx->g;
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size, L = c->n_layers;
     const size_t Nd = (size_t)N * d, NV = (size_t)N * V;
-    if (dlogits_in) {
+    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
+    /* Mixed precision: the loss's gradient written as bf16 alone, which is all the head's products
+     * read, unless something reads the f32 one (the soft-cap's backward, an observer of the
+     * logits' gradient) */
+    uint16_t *dlogits16 = !dlogits_in && c->final_softcap <= 0.0f && !ctx->watched && linear_mixed(&head, N) &&
+                                  gemm_bf16_path() != GEMM_BF16_NONE
+                              ? bf16_stage_buffer(0, NV)
+                              : NULL;
+    if (dlogits_in)
         memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
-    } else {
+    else if (dlogits16)
+        crossentropy_backward_bf16(dlogits16, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+    else
         crossentropy_backward_into(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
-    }
     /* the load-balancing loss's gradient (the loss's backward only, not a given metric's) */
     const int moe_layers = config_moe_layers(c);
     ctx->aux_scale = !dlogits_in && m->router_aux > 0.0f && moe_layers
@@ -195,9 +204,12 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
         dz = A->dlogits_raw;
     }
     const float *hL = model_residual(A, 2 * L);
-    const linear_params head = {.w = m->p.lm_head, .w16 = m->p.lm_head16};
     linear_params dhead = {.w = g->lm_head};
-    linear_backward(1, A->dfinal, &dhead, dz, c->final_norm ? A->final.y : hL, NULL, &head, N, d, V);
+    if (dlogits16) /* (A->dlogits: the f32 scratch, should a bf16 product fail) */
+        matmul_backward_bf16_rounded(1, A->dfinal, dhead.w, dlogits16, A->dlogits, c->final_norm ? A->final.y : hL,
+                                     NULL, head.w, head.w16, N, d, V);
+    else
+        linear_backward(1, A->dfinal, &dhead, dz, c->final_norm ? A->final.y : hL, NULL, &head, N, d, V);
     if (c->final_norm) PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->dfinal, 1);
     float *dhL = model_residual_grad(A, 2 * L);
     if (c->final_norm) {

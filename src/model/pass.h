@@ -79,6 +79,10 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
 void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
                     int IC, int OC);
 
+/* 1 when a layer of these weights over N rows runs in mixed precision (bf16 products: the bf16
+ * mirror of f32 weights, more rows than the matrix-vector path takes) */
+int linear_mixed(const linear_params *lp, int N);
+
 /* its backward (into: dinp set, else accumulated; the weight and bias gradients into G) */
 void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
                      const uint16_t *inp16, const linear_params *P, int N, int IC, int OC);

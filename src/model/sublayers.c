@@ -41,7 +41,8 @@ void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *
 }
 
 /* whether linear layer lp runs in mixed precision over N rows (a bf16 mirror beside its f32 weights) */
-static int mixed(const linear_params *lp, int N) { return lp->w16 && lp->w && N > MATVEC_MAX_ROWS; }
+int linear_mixed(const linear_params *lp, int N) { return lp->w16 && lp->w && N > MATVEC_MAX_ROWS; }
+static int mixed(const linear_params *lp, int N) { return linear_mixed(lp, N); }
 
 /* the layer's backward: dinp (accumulated, or set when `into`), G's weight and bias gradients
  * (accumulated); in bf16 products when the forward ran in them (inp16: inp's bf16 copy in

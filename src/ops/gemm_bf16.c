@@ -405,6 +405,8 @@ static void free_thread_state(void *unused) {
     free(amx_scratch.p), amx_scratch = (thread_buffer){0};
 }
 
+uint16_t *bf16_stage_buffer(int which, size_t n) { return stage_buffer(which, n); }
+
 const uint16_t *bf16_stage(int which, const float *src, size_t n) {
     uint16_t *dst = stage_buffer(which, n);
     if (dst) f32_to_bf16(dst, src, n);

@@ -2,12 +2,14 @@
  * optional z-loss z * logsumexp(logits)^2 (PaLM; Wortsman et al. 2023) fused into the same
  * passes: lse is a by-product of the softmax, and d lse / d logits = probs. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "fastmath.h"
 #include "ops.h"
 #include "simd_avx512.h"
 #include "util/cpu.h"
+#include "util/f16.h"
 #include "util/profile.h"
 
 /* One row's softmax p [V] of logits z, its exp-sum s and max mx (lse = mx + log s). The portable
@@ -53,6 +55,17 @@ TLM_AVX512 static void loss_grad_row_avx512(float *d, const float *p, int V, int
         store16(d + v, into ? g : _mm512_add_ps(g, load16(d + v, V - v)), V - v);
     }
     d[target] -= scale;
+}
+
+/* the same row written as bf16 only (into): the bits of loss_grad_row_avx512's f32 values rounded */
+TLM_AVX512 static void loss_grad_row_bf16_avx512(uint16_t *d16, const float *p, int V, int target, float scale, float k) {
+    const __m512 sk = _mm512_set1_ps(scale * k);
+    int v = 0;
+    for (; v + 16 <= V; v += 16)
+        _mm256_storeu_si256((__m256i *)(d16 + v), bf16_round16(_mm512_mul_ps(sk, _mm512_loadu_ps(p + v))));
+    if (v < V)
+        _mm256_mask_storeu_epi16(d16 + v, tail16(V - v), bf16_round16(_mm512_mul_ps(sk, load16(p + v, V - v))));
+    d16[target] = tlm_f32_to_bf16(scale * k * p[target] - scale);
 }
 #endif
 
@@ -123,6 +136,37 @@ static void backward(int into, float *dlogits, const float *probs, const float *
             for (int v = 0; v < V; v++) d[v] += scale * (k * p[v] - (v == targets[n] ? 1.0f : 0.0f));
         } else {
             for (int v = 0; v < V; v++) d[v] += scale * (p[v] - (v == targets[n] ? 1.0f : 0.0f));
+        }
+    }
+}
+
+void crossentropy_backward_bf16(uint16_t *dlogits16, const float *probs, const float *lse, const int *targets, int N,
+                                int V, float dloss_mean, int n_counted, float z) {
+    PROF_SCOPE("crossentropy_backward");
+    const float scale = n_counted > 0 ? dloss_mean / (float)n_counted : 0.0f;
+    int avx512 = 0;
+#if defined(__x86_64__)
+    avx512 = tlm_cpu_isa() == TLM_ISA_AVX512;
+#endif
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *p = probs + (size_t)n * V;
+        uint16_t *d = dlogits16 + (size_t)n * V;
+        if (n_counted <= 0 || targets[n] < 0) { /* (no loss at this row: +0) */
+            memset(d, 0, sizeof(uint16_t) * V);
+            continue;
+        }
+        const float k = z != 0.0f ? 1.0f + 2.0f * z * lse[n] : 1.0f;
+#if defined(__x86_64__)
+        if (avx512) {
+            loss_grad_row_bf16_avx512(d, p, V, targets[n], scale, k);
+            continue;
+        }
+#endif
+        /* (the portable loops' values: 0 + scale (k p - onehot), or without z, scale (p - onehot)) */
+        for (int v = 0; v < V; v++) {
+            const float onehot = v == targets[n] ? 1.0f : 0.0f;
+            d[v] = tlm_f32_to_bf16(0.0f + scale * (z != 0.0f ? k * p[v] - onehot : p[v] - onehot));
         }
     }
 }

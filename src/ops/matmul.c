@@ -96,6 +96,24 @@ void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float
     backward(0.0f, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
 }
 
+/* the products of a mixed-precision backward from dout16, dout's bf16 copy: inp16 (inp's, or NULL:
+ * staged here in stage 1) and weight16; a product that fails runs in f32 on dout (or on dout16
+ * widened into dout_scratch, when the caller has no f32 dout) */
+static void backward_bf16_products(float dinp_beta, float *dinp, float *dweight, const uint16_t *dout16,
+                                   const float *dout, float *dout_scratch, const float *inp, const uint16_t *inp16,
+                                   const float *weight, const uint16_t *weight16, int N, int IC, int OC) {
+    if (dweight && !inp16) inp16 = bf16_stage(1, inp, (size_t)N * IC);
+    const int dinp_failed = dinp && gemm_bf16(0, 0, N, IC, OC, dout16, OC, weight16, IC, dinp_beta, dinp, IC, NULL);
+    const int dweight_failed =
+        dweight && (!inp16 || gemm_bf16(1, 0, OC, IC, N, dout16, OC, inp16, IC, 1.0f, dweight, IC, NULL));
+    if ((dinp_failed || dweight_failed) && !dout) {
+        for (size_t i = 0; i < (size_t)N * OC; i++) dout_scratch[i] = tlm_bf16_to_f32(dout16[i]);
+        dout = dout_scratch;
+    }
+    if (dinp_failed) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC);
+    if (dweight_failed) gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+}
+
 /* the same products on bf16 copies of dout and inp (inp16: already staged by the caller, or NULL)
  * against the bf16 weights; any failure of the bf16 products (no path, out of memory for the
  * staging copies) takes the f32 route instead */
@@ -112,11 +130,15 @@ void matmul_backward_bf16(int into, float *dinp, float *dweight, float *dbias, c
         backward(dinp_beta, dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
         return;
     }
-    if (dweight && !inp16) inp16 = bf16_stage(1, inp, (size_t)N * IC);
-    if (dinp && gemm_bf16(0, 0, N, IC, OC, dout16, OC, weight16, IC, dinp_beta, dinp, IC, NULL))
-        gemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, dinp_beta, dinp, IC);
-    if (dweight && (!inp16 || gemm_bf16(1, 0, OC, IC, N, dout16, OC, inp16, IC, 1.0f, dweight, IC, NULL)))
-        gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+    backward_bf16_products(dinp_beta, dinp, dweight, dout16, dout, NULL, inp, inp16, weight, weight16, N, IC, OC);
+}
+
+void matmul_backward_bf16_rounded(int into, float *dinp, float *dweight, const uint16_t *dout16, float *dout_scratch,
+                                  const float *inp, const uint16_t *inp16, const float *weight,
+                                  const uint16_t *weight16, int N, int IC, int OC) {
+    PROF_SCOPE("matmul_backward_bf16");
+    backward_bf16_products(into ? 0.0f : 1.0f, dinp, dweight, dout16, NULL, dout_scratch, inp, inp16, weight, weight16,
+                           N, IC, OC);
 }
 
 void split_columns(float *const *dst, const int *widths, int parts, const float *src, int N) {

@@ -63,6 +63,9 @@ void f32_to_bf16_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, i
  * next call with the same `which` on this thread; NULL when out of memory */
 #define BF16_STAGES 2
 const uint16_t *bf16_stage(int which, const float *src, size_t n);
+/* this thread's staging buffer `which` itself, n bf16 long, for an op that writes its result there
+ * in bf16 (crossentropy_backward_bf16); NULL when out of memory */
+uint16_t *bf16_stage_buffer(int which, size_t n);
 /* src [N,C] staged the same way, and colsum [C] (when not NULL) += the sums of its columns, each
  * in row order (a bias gradient, summed in the pass that rounds the incoming gradient) */
 const uint16_t *bf16_stage_colsum(int which, const float *src, int N, int C, float *colsum);
@@ -123,6 +126,12 @@ void matmul_backward_into(float *dinp, float *dweight, float *dbias, const float
 void matmul_backward_bf16(int into, float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const uint16_t *inp16, const float *weight, const uint16_t *weight16, int N, int IC,
                           int OC);
+/* The same without a bias, from dout16 [N,OC], dout already rounded to bf16 by the op that made it
+ * (the loss's gradient at the head: crossentropy_backward_bf16), in stage 0. Where a bf16 product
+ * fails, dout16 is widened into dout_scratch [N,OC] for the f32 one (the same values). */
+void matmul_backward_bf16_rounded(int into, float *dinp, float *dweight, const uint16_t *dout16, float *dout_scratch,
+                                  const float *inp, const uint16_t *inp16, const float *weight,
+                                  const uint16_t *weight16, int N, int IC, int OC);
 
 /* Fused projections (decoding: one matrix-vector stream over q|k|v or gate|up) produce
  * [N, sum(widths)] columns that belong to `parts` tensors: dst[i] [N, widths[i]] <- src. */
@@ -319,6 +328,11 @@ void crossentropy_backward(float *dlogits, const float *probs, const float *lse,
                            float dloss_mean, int n_counted, float z);
 /* the same gradient set, not added (no zeroing pass first: 206 MB at GPT-2's head and 1024 rows) */
 void crossentropy_backward_into(float *dlogits, const float *probs, const float *lse, const int *targets, int N,
+                                int V, float dloss_mean, int n_counted, float z);
+/* the same gradient written only as bf16 (tlm_f32_to_bf16 of crossentropy_backward_into's values,
+ * bit for bit) into dlogits16 [N,V]: the head's bf16 products read nothing else, so mixed precision
+ * neither writes nor rounds an f32 copy (206 MB at GPT-2 124M's head) */
+void crossentropy_backward_bf16(uint16_t *dlogits16, const float *probs, const float *lse, const int *targets, int N,
                                 int V, float dloss_mean, int n_counted, float z);
 
 /* ---- small vector helpers ----------------------------------------------------------------- */

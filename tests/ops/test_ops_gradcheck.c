@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "util/f16.h"
 #include "util/rng.h"
 
 static int failures = 0, checks = 0;
@@ -439,6 +440,33 @@ static void test_crossentropy(float z, float shift) {
     free(c.logits), free(c.probs), free(c.losses), free(c.lse), free(dl), free(set);
 }
 
+/* crossentropy_backward_bf16 writes the bf16 rounding of crossentropy_backward_into's values bit
+ * for bit (vocabularies 1..40 and 1000: the vectors' tails; the target in a vector and in a tail;
+ * a row without a target; the z-loss; no counted row at all) */
+static void test_crossentropy_bf16(void) {
+    int bad = 0;
+    for (int V = 1; V <= 1000; V = V < 40 ? V + 1 : 1001)
+        for (int variant = 0; variant < 3; variant++) {
+            const int N = 4;
+            const float z = variant == 1 ? 0.1f : 0.0f;
+            int targets[4] = {V - 1, -1, V / 2, 0};
+            if (variant == 2) targets[0] = targets[2] = targets[3] = -1;
+            float *lg = rand_vec((size_t)N * V, 3.0f), *pr = zeros((size_t)N * V), *ls = zeros(N), *lse = zeros(N);
+            float *d = unset((size_t)N * V), sq;
+            uint16_t *d16 = malloc(sizeof(uint16_t) * N * V);
+            for (int i = 0; i < N * V; i++) lg[i] *= 4.0f, d16[i] = 0x7fc1; /* (garbage to be overwritten) */
+            int counted;
+            crossentropy_forward(ls, lse, pr, lg, targets, N, V, &counted, &sq);
+            crossentropy_backward_into(d, pr, lse, targets, N, V, 0.7f, counted, z);
+            crossentropy_backward_bf16(d16, pr, lse, targets, N, V, 0.7f, counted, z);
+            for (int i = 0; i < N * V; i++) bad += d16[i] != tlm_f32_to_bf16(d[i]);
+            free(lg), free(pr), free(ls), free(lse), free(d), free(d16);
+        }
+    checks++;
+    failures += bad != 0;
+    printf("%-44s %s\n", "crossentropy_backward_bf16 = bf16(_into)", bad ? "FAIL" : "ok");
+}
+
 /* the loss, the probabilities and lse against float64, for vocabularies of 1..70 (the lanes'
  * tails) and 1000, logits far from 0; a NaN logit gives a NaN loss and NaN probabilities */
 static void test_crossentropy_values(void) {
@@ -581,6 +609,7 @@ int main(void) {
     test_attention("hd 16 T 150 GQA softcap window", 1, 150, 4, 2, 16, 2.0f, 53);
     test_activations();
     test_crossentropy_values();
+    test_crossentropy_bf16();
     test_crossentropy(0.0f, 0.0f);
     test_crossentropy(1e-2f, 3.0f);
     test_crossentropy(0.5f, -2.0f);
