@@ -104,11 +104,17 @@ float crossentropy_forward(float *losses, float *lse, float *probs, const float 
     return count ? (float)(total / count) : 0.0f;
 }
 
-static void backward(int into, float *dlogits, const float *probs, const float *lse, const int *targets, int N, int V,
-                     float dloss_mean, int n_counted, float z) {
+/* The gradient rows, one mechanism for the three forms: added into dlogits (into = 0), set there
+ * (into = 1), or set as bf16 into dlogits16 (dlogits NULL): the bf16 rounding of the set form's
+ * values, from the same arithmetic in each kernel */
+static void backward(int into, float *dlogits, uint16_t *dlogits16, const float *probs, const float *lse,
+                     const int *targets, int N, int V, float dloss_mean, int n_counted, float z) {
     PROF_SCOPE("crossentropy_backward");
     if (n_counted <= 0) {
-        if (into) vec_zero(dlogits, (size_t)N * V);
+        if (dlogits16)
+            memset(dlogits16, 0, sizeof(uint16_t) * (size_t)N * V);
+        else if (into)
+            vec_zero(dlogits, (size_t)N * V);
         return;
     }
     float scale = dloss_mean / (float)n_counted;
@@ -119,20 +125,36 @@ static void backward(int into, float *dlogits, const float *probs, const float *
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * V;
-        float *d = dlogits + (size_t)n * V;
+        float *d = dlogits16 ? NULL : dlogits + (size_t)n * V;
+        uint16_t *d16 = dlogits16 ? dlogits16 + (size_t)n * V : NULL;
         if (targets[n] < 0) { /* (no loss at this row) */
-            if (into) memset(d, 0, sizeof(float) * V);
+            if (d16)
+                memset(d16, 0, sizeof(uint16_t) * V);
+            else if (into)
+                memset(d, 0, sizeof(float) * V);
             continue;
         }
+        const float k = z != 0.0f ? 1.0f + 2.0f * z * lse[n] : 1.0f;
 #if defined(__x86_64__)
         if (avx512) {
-            loss_grad_row_avx512(d, p, V, targets[n], scale, z != 0.0f ? 1.0f + 2.0f * z * lse[n] : 1.0f, into);
+            if (d16)
+                loss_grad_row_bf16_avx512(d16, p, V, targets[n], scale, k);
+            else
+                loss_grad_row_avx512(d, p, V, targets[n], scale, k, into);
             continue;
         }
 #endif
-        if (into) memset(d, 0, sizeof(float) * V); /* (the portable loops below accumulate) */
-        if (z != 0.0f) { /* d/dz_v [z lse^2] = 2 z lse p_v */
-            const float k = 1.0f + 2.0f * z * lse[n];
+        /* the portable loops accumulate: 0 + scale (k p - onehot), or without z, scale (p - onehot)
+         * (d/dz_v [z lse^2] = 2 z lse p_v) */
+        if (d16) {
+            for (int v = 0; v < V; v++) {
+                const float onehot = v == targets[n] ? 1.0f : 0.0f;
+                d16[v] = tlm_f32_to_bf16(0.0f + scale * (z != 0.0f ? k * p[v] - onehot : p[v] - onehot));
+            }
+            continue;
+        }
+        if (into) memset(d, 0, sizeof(float) * V);
+        if (z != 0.0f) {
             for (int v = 0; v < V; v++) d[v] += scale * (k * p[v] - (v == targets[n] ? 1.0f : 0.0f));
         } else {
             for (int v = 0; v < V; v++) d[v] += scale * (p[v] - (v == targets[n] ? 1.0f : 0.0f));
@@ -140,43 +162,17 @@ static void backward(int into, float *dlogits, const float *probs, const float *
     }
 }
 
-void crossentropy_backward_bf16(uint16_t *dlogits16, const float *probs, const float *lse, const int *targets, int N,
-                                int V, float dloss_mean, int n_counted, float z) {
-    PROF_SCOPE("crossentropy_backward");
-    const float scale = n_counted > 0 ? dloss_mean / (float)n_counted : 0.0f;
-    int avx512 = 0;
-#if defined(__x86_64__)
-    avx512 = tlm_cpu_isa() == TLM_ISA_AVX512;
-#endif
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *p = probs + (size_t)n * V;
-        uint16_t *d = dlogits16 + (size_t)n * V;
-        if (n_counted <= 0 || targets[n] < 0) { /* (no loss at this row: +0) */
-            memset(d, 0, sizeof(uint16_t) * V);
-            continue;
-        }
-        const float k = z != 0.0f ? 1.0f + 2.0f * z * lse[n] : 1.0f;
-#if defined(__x86_64__)
-        if (avx512) {
-            loss_grad_row_bf16_avx512(d, p, V, targets[n], scale, k);
-            continue;
-        }
-#endif
-        /* (the portable loops' values: 0 + scale (k p - onehot), or without z, scale (p - onehot)) */
-        for (int v = 0; v < V; v++) {
-            const float onehot = v == targets[n] ? 1.0f : 0.0f;
-            d[v] = tlm_f32_to_bf16(0.0f + scale * (z != 0.0f ? k * p[v] - onehot : p[v] - onehot));
-        }
-    }
-}
-
 void crossentropy_backward(float *dlogits, const float *probs, const float *lse, const int *targets, int N, int V,
                            float dloss_mean, int n_counted, float z) {
-    backward(0, dlogits, probs, lse, targets, N, V, dloss_mean, n_counted, z);
+    backward(0, dlogits, NULL, probs, lse, targets, N, V, dloss_mean, n_counted, z);
 }
 
 void crossentropy_backward_into(float *dlogits, const float *probs, const float *lse, const int *targets, int N,
                                 int V, float dloss_mean, int n_counted, float z) {
-    backward(1, dlogits, probs, lse, targets, N, V, dloss_mean, n_counted, z);
+    backward(1, dlogits, NULL, probs, lse, targets, N, V, dloss_mean, n_counted, z);
+}
+
+void crossentropy_backward_bf16(uint16_t *dlogits16, const float *probs, const float *lse, const int *targets, int N,
+                                int V, float dloss_mean, int n_counted, float z) {
+    backward(1, NULL, dlogits16, probs, lse, targets, N, V, dloss_mean, n_counted, z);
 }
