@@ -250,7 +250,10 @@ typedef struct tlm_model {
     int bf16_products;  /* mixed precision (model_set_mixed_bf16): the matrix products on bf16 operands */
     uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
     int mirror_fresh;   /* the trainer's AdamW step wrote mirror16 from the new weights: the next forward
-                           uses it without rounding them again (adamw_step_mirrored; cleared by it) */
+                           uses it without rounding them again (adamw_step_fused; cleared by it) */
+    int grad_clear;     /* grad_mem is all zero: the trainer's AdamW step cleared it as it read it
+                           (adamw_step_fused), and no backward has run since (backward_run clears the
+                           mark); model_zero_grads then has nothing to do */
     model_mode mode;
     float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
     float router_aux; /* training: model_backward adds the gradient of router_aux * acts.moe_aux, the

@@ -253,6 +253,7 @@ static int backward_run(tlm_model *m, const float *dlogits_in, float dloss, doub
     const tlm_config *c = &m->cfg;
     activations *A = &m->acts;
     pass_ctx ctx = pass_whole(m);
+    m->grad_clear = 0; /* (the pass writes the gradient) */
     signals_hold();
     if (grad_norm) *grad_norm = -1.0;
     /* (not with observers or hooks: what they do after the pass could change the gradients) */

@@ -86,7 +86,7 @@ typedef struct {
  * rounded (no fused multiply-add: the build contracts none in the portable loop either), so the bits
  * are the portable loop's. The default build's loops are SSE2; with the mirror's rounding in the
  * same loop they became bound by instructions, not memory (small GPT-2: 6.7 -> 8.7 ms a step). */
-TLM_AVX512 static void update_avx512(float *p, const float *g, float *mm, float *vv, uint16_t *w16, size_t i0,
+TLM_AVX512 static void update_avx512(float *p, float *g, float *mm, float *vv, uint16_t *w16, int clear, size_t i0,
                                      size_t i1, const update_k *k) {
     const __m512 clip = _mm512_set1_ps(k->clip), b1 = _mm512_set1_ps(k->b1), b1c = _mm512_set1_ps(1.0f - k->b1),
                  b2 = _mm512_set1_ps(k->b2), b2c = _mm512_set1_ps(1.0f - k->b2), decay = _mm512_set1_ps(k->decay),
@@ -100,6 +100,7 @@ TLM_AVX512 static void update_avx512(float *p, const float *g, float *mm, float 
         const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(v), bc2_sqrt), eps);
         const __m512 w = _mm512_sub_ps(_mm512_mul_ps(load16(p + i, left), decay),
                                        _mm512_div_ps(_mm512_mul_ps(step_size, m), den));
+        if (clear) store16(g + i, _mm512_setzero_ps(), left);
         store16(mm + i, m, left);
         store16(vv + i, v, left);
         store16(p + i, w, left);
@@ -113,7 +114,7 @@ TLM_AVX512 static void update_avx512(float *p, const float *g, float *mm, float 
 }
 #endif
 
-static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *mirror) {
+static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *mirror, int clear) {
     PROF_SCOPE("adamw_step");
     const optim_config *c = &o->cfg;
     const float clip = c->grad_clip > 0.0f && grad_norm > c->grad_clip ? (float)(c->grad_clip / (grad_norm + 1e-6)) : 1.0f;
@@ -141,31 +142,33 @@ static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *m
             const update_k k = {clip, b1, b2, decay, step_size, bc2_sqrt, eps};
             size_t i0, i1;
             thread_share(n, &i0, &i1);
-            update_avx512(p, g, mm, vv, mirror ? mirror + a : NULL, i0, i1, &k);
+            update_avx512(p, g, mm, vv, mirror ? mirror + a : NULL, clear, i0, i1, &k);
             continue;
         }
 #endif
-        if (!mirror) {
+        if (!mirror && !clear) {
 #pragma omp for schedule(static) nowait
             for (size_t i = 0; i < n; i++) ADAMW_UPDATE(i);
         } else { /* the new weight rounded as model_refresh_mirror rounds it, while it is in a register */
-            uint16_t *w16 = mirror + a;
+            uint16_t *w16 = mirror ? mirror + a : NULL;
 #pragma omp for schedule(static) nowait
             for (size_t i = 0; i < n; i++) {
                 ADAMW_UPDATE(i);
-                w16[i] = tlm_f32_to_bf16(p[i]);
+                if (w16) w16[i] = tlm_f32_to_bf16(p[i]);
+                if (clear) g[i] = 0.0f;
             }
         }
     }
 }
 #undef ADAMW_UPDATE
 
-void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) { step(o, m, lr, grad_norm, NULL); }
+void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) { step(o, m, lr, grad_norm, NULL, 0); }
 
-void adamw_step_mirrored(adamw *o, tlm_model *m, float lr, double grad_norm) {
-    const int whole = m->mirror16 && o->lo == 0 && o->hi == m->n_params;
-    step(o, m, lr, grad_norm, whole ? m->mirror16 : NULL);
-    m->mirror_fresh = whole;
+void adamw_step_fused(adamw *o, tlm_model *m, float lr, double grad_norm) {
+    const int whole = o->lo == 0 && o->hi == m->n_params;
+    step(o, m, lr, grad_norm, whole ? m->mirror16 : NULL, whole);
+    m->mirror_fresh = whole && m->mirror16;
+    m->grad_clear = whole;
 }
 
 float lr_at(const optim_config *c, int step) {

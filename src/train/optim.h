@@ -32,12 +32,14 @@ int adamw_shard(adamw *o, size_t lo, size_t hi);
  * grad_global_norm), to cfg.grad_clip (0 = off) and applies one AdamW update
  * with learning rate lr (PyTorch AdamW semantics: p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)). */
 void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm);
-/* The same update that also rounds each new weight into the model's bf16 mirror (mixed precision)
- * in the same pass, when it has one and this process updates every parameter, and then marks the
- * mirror fresh: the next forward uses it as it is instead of rounding all the weights again (one
- * pass over them fewer a step). For a caller that changes no weight between this and that forward
- * (the trainer; it clears the mark when it returns). */
-void adamw_step_mirrored(adamw *o, tlm_model *m, float lr, double grad_norm);
+/* The same update, and in the same pass, when this process updates every parameter (not a ZeRO-1
+ * shard): each new weight rounded into the model's bf16 mirror (mixed precision, when it has one),
+ * marked fresh so that the next forward uses it as it is instead of rounding all the weights again;
+ * and the gradient cleared as it is read, marked (grad_clear) so that the next model_zero_grads has
+ * nothing to do (a pass over the weights and one over the gradient fewer a step). For a caller
+ * that changes no weight between this and that forward and reads no gradient after it (the
+ * trainer; it clears the mirror's mark when it returns). */
+void adamw_step_fused(adamw *o, tlm_model *m, float lr, double grad_norm);
 
 /* L2 norm of the whole gradient, summed in a fixed order (deterministic for any thread count). */
 double grad_global_norm(const tlm_model *m);

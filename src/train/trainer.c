@@ -881,11 +881,12 @@ static int train_loop(trainer *t) {
             goto out;
         }
         float lr = lr_at(&o->opt, t->step);
-        /* (the bf16 mirror rounded in AdamW's pass when nothing changes the weights after it) */
+        /* (the bf16 mirror rounded, the gradient cleared in AdamW's pass when nothing changes the
+         * weights after it) */
         if (t->shard || o->router_bias_update > 0.0f)
             adamw_step(&t->opt, t->m, lr, st.gnorm);
         else
-            adamw_step_mirrored(&t->opt, t->m, lr, st.gnorm);
+            adamw_step_fused(&t->opt, t->m, lr, st.gnorm);
         if (t->shard) gather_parameters(t);
         if (o->router_bias_update > 0.0f) router_bias_update(t);
         t->step++;

@@ -1,13 +1,15 @@
-/* test_optim_mirror.c — adamw_step_mirrored (train/optim.c): the AdamW update that also rounds
- * the new weights into the model's bf16 mirror in its own pass:
+/* test_optim_mirror.c — adamw_step_fused (train/optim.c): the AdamW update that also rounds
+ * the new weights into the model's bf16 mirror and clears the gradient in its own pass:
  *   - adamw_step (AVX-512 where the CPU has it) gives the bits of the update written out in C here
  *     (PyTorch's AdamW, the operations in optim.c's order) for weights, moments, decay and clipping;
  *   - the weights and moments are bit-identical to adamw_step's, and the mirror equals
  *     f32_to_bf16 of the new weights, value for value; the mirror is marked fresh;
  *   - the next forward's model_refresh_mirror takes it as it is (the mark cleared, the mirror
  *     unchanged), and the one after rounds the weights again (a weight changed in between is seen);
- *   - a ZeRO-1 shard (this process updates part of the weights) and a model without a mirror
- *     leave nothing marked.
+ *   - the gradient reads zero after it and is marked clear, which model_zero_grads trusts, and the
+ *     next backward takes the mark away;
+ *   - a ZeRO-1 shard (this process updates part of the weights) leaves nothing marked and the
+ *     gradient as it was; a model without a mirror gets no mirror mark (its gradient is cleared).
  * The mirror's checks are skipped (exit 77) where the CPU has no bf16 products; ctest runs it
  * natively (the update on AVX-512 where the CPU has it) and with TLM_ISA=avx2 (the portable loop). */
 #include <math.h>
@@ -77,16 +79,36 @@ int main(void) {
               "adamw_step differs from the update written out");
         adamw_free(&orr), model_free(r), free(p), free(mm), free(vv);
     }
+    { /* without a mirror (any CPU; the portable loop under TLM_ISA=avx2): the plain update's bits,
+       * the gradient cleared and marked */
+        tlm_model *x = make(), *y = make();
+        adamw ox, oy;
+        if (!x || !y || adamw_init(&ox, x, &cfg) || adamw_init(&oy, y, &cfg)) return printf("FAIL: models\n"), 1;
+        adamw_step(&ox, x, cfg.lr, 3.0);
+        adamw_step_fused(&oy, y, cfg.lr, 3.0);
+        int cleared = y->grad_clear == 1 && y->mirror_fresh == 0;
+        for (size_t i = 0; i < y->n_params; i++) cleared &= y->grad_mem[i] == 0.0f;
+        CHECK(!memcmp(x->param_mem, y->param_mem, sizeof(float) * x->n_params) &&
+                  !memcmp(ox.m, oy.m, sizeof(float) * x->n_params) && !memcmp(ox.v, oy.v, sizeof(float) * x->n_params),
+              "the fused step (no mirror) differs from adamw_step");
+        CHECK(cleared, "the fused step (no mirror) did not clear and mark the gradient");
+        adamw_free(&ox), adamw_free(&oy), model_free(x), model_free(y);
+    }
     if (model_set_mixed_bf16(a, 1, NULL) != 1 || model_set_mixed_bf16(b, 1, NULL) != 1) {
         printf("%d checks, %d failures; no bf16 products on this CPU: the mirror's checks skipped\n", checks, failures);
         adamw_free(&oa), adamw_free(&ob);
         model_free(a), model_free(b);
         return failures ? 1 : 77;
     }
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 3; s++) { /* (the same gradient each step: b's cleared one is put back) */
+        memcpy(b->grad_mem, a->grad_mem, sizeof(float) * a->n_params);
         adamw_step(&oa, a, cfg.lr, 3.0);
-        adamw_step_mirrored(&ob, b, cfg.lr, 3.0);
+        adamw_step_fused(&ob, b, cfg.lr, 3.0);
     }
+    int cleared = b->grad_clear == 1;
+    for (size_t i = 0; i < b->n_params; i++) cleared &= b->grad_mem[i] == 0.0f && !signbit(b->grad_mem[i]);
+    CHECK(cleared && a->grad_clear == 0, "the fused step did not clear and mark the gradient (plain step's mark %d)",
+          a->grad_clear);
     CHECK(!memcmp(a->param_mem, b->param_mem, sizeof(float) * a->n_params) &&
               !memcmp(oa.m, ob.m, sizeof(float) * a->n_params) && !memcmp(oa.v, ob.v, sizeof(float) * a->n_params),
           "the mirrored step's weights or moments differ from adamw_step's");
@@ -104,12 +126,28 @@ int main(void) {
     model_refresh_mirror(b);
     CHECK(b->mirror16[0] == tlm_f32_to_bf16(b->param_mem[0]) && b->mirror16[1] == tlm_f32_to_bf16(3.0f),
           "the refresh after that did not round the weights");
+    { /* model_zero_grads trusts the mark; a backward takes it away */
+        b->grad_mem[3] = 5.0f;
+        model_zero_grads(b);
+        CHECK(b->grad_mem[3] == 5.0f, "model_zero_grads zeroed a gradient marked clear");
+        b->grad_mem[3] = 0.0f;
+        int tok[8] = {1, 5, 9, 2, 7, 3, 3, 8}, tgt[8] = {5, 9, 2, 7, 3, 3, 8, 1};
+        float loss;
+        CHECK(!model_forward(b, tok, tgt, 1, 8, &loss) && !model_backward(b, 1.0f) && b->grad_clear == 0,
+              "a backward left the gradient marked clear");
+        model_zero_grads(b);
+        int zero = 1;
+        for (size_t i = 0; i < b->n_params; i++) zero &= b->grad_mem[i] == 0.0f;
+        CHECK(zero, "model_zero_grads after a backward left a gradient");
+        memcpy(b->grad_mem, a->grad_mem, sizeof(float) * a->n_params);
+    }
     /* a shard of the weights, and a model without a mirror: no mark */
     if (adamw_shard(&ob, 0, b->n_params / 2)) return printf("FAIL: adamw_shard\n"), 1;
-    adamw_step_mirrored(&ob, b, cfg.lr, 3.0);
-    CHECK(b->mirror_fresh == 0, "a shard's step marked the mirror fresh");
+    adamw_step_fused(&ob, b, cfg.lr, 3.0);
+    CHECK(b->mirror_fresh == 0 && b->grad_clear == 0 && !memcmp(b->grad_mem, a->grad_mem, sizeof(float) * a->n_params),
+          "a shard's step marked the mirror fresh or cleared the gradient");
     model_set_mixed_bf16(a, 0, NULL);
-    adamw_step_mirrored(&oa, a, cfg.lr, 3.0);
+    adamw_step_fused(&oa, a, cfg.lr, 3.0);
     CHECK(a->mirror_fresh == 0 && !a->mirror16, "a model without a mirror was marked");
     adamw_free(&oa), adamw_free(&ob);
     model_free(a), model_free(b);
