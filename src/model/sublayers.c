@@ -42,14 +42,13 @@ void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *
 
 /* whether linear layer lp runs in mixed precision over N rows (a bf16 mirror beside its f32 weights) */
 int linear_mixed(const linear_params *lp, int N) { return lp->w16 && lp->w && N > MATVEC_MAX_ROWS; }
-static int mixed(const linear_params *lp, int N) { return linear_mixed(lp, N); }
 
 /* the layer's backward: dinp (accumulated, or set when `into`), G's weight and bias gradients
  * (accumulated); in bf16 products when the forward ran in them (inp16: inp's bf16 copy in
  * stage 1 when the caller made it for several layers of the same input, else NULL) */
 void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
                      const uint16_t *inp16, const linear_params *P, int N, int IC, int OC) {
-    if (mixed(P, N))
+    if (linear_mixed(P, N))
         matmul_backward_bf16(into, dinp, G->w, G->b, dout, inp, inp16, P->w, P->w16, N, IC, OC);
     else
         (into ? matmul_backward_into : matmul_backward)(dinp, G->w, G->b, dout, inp, P->w, N, IC, OC);
@@ -60,7 +59,7 @@ void linear_backward(int into, float *dinp, linear_params *G, const float *dout,
  * producer has written it already, pass_ctx.rounded), else into a staging buffer; NULL: f32 layers */
 static const uint16_t *stage_shared_input(const linear_params *lp, const float *u, int N, int IC, int stage,
                                           uint16_t *kept, int ready) {
-    if (!mixed(lp, N) || gemm_bf16_path() == GEMM_BF16_NONE) return NULL;
+    if (!linear_mixed(lp, N) || gemm_bf16_path() == GEMM_BF16_NONE) return NULL;
     if (!kept) return bf16_stage(stage, u, (size_t)N * IC);
     if (!ready) f32_to_bf16(kept, u, (size_t)N * IC);
     return kept;
@@ -71,7 +70,7 @@ static const uint16_t *stage_shared_input(const linear_params *lp, const float *
  * rounds it) */
 static const uint16_t *backward_input(const linear_params *lp, const float *u, int N, int IC, const uint16_t *kept,
                                       int shared) {
-    if (kept && mixed(lp, N)) return kept;
+    if (kept && linear_mixed(lp, N)) return kept;
     return shared ? stage_shared_input(lp, u, N, IC, 1, NULL, 0) : NULL;
 }
 

@@ -144,20 +144,15 @@ static void backward(int into, float *dlogits, uint16_t *dlogits16, const float 
             continue;
         }
 #endif
-        /* the portable loops accumulate: 0 + scale (k p - onehot), or without z, scale (p - onehot)
-         * (d/dz_v [z lse^2] = 2 z lse p_v) */
-        if (d16) {
-            for (int v = 0; v < V; v++) {
-                const float onehot = v == targets[n] ? 1.0f : 0.0f;
-                d16[v] = tlm_f32_to_bf16(0.0f + scale * (z != 0.0f ? k * p[v] - onehot : p[v] - onehot));
-            }
-            continue;
-        }
-        if (into) memset(d, 0, sizeof(float) * V);
-        if (z != 0.0f) {
-            for (int v = 0; v < V; v++) d[v] += scale * (k * p[v] - (v == targets[n] ? 1.0f : 0.0f));
-        } else {
-            for (int v = 0; v < V; v++) d[v] += scale * (p[v] - (v == targets[n] ? 1.0f : 0.0f));
+        /* the portable loop accumulates scale (k p - onehot) (d/dz_v [z lse^2] = 2 z lse p_v; k = 1
+         * without the z-loss, and 1 * p is p exactly), into 0 for the set forms */
+        if (into && !d16) memset(d, 0, sizeof(float) * V);
+        for (int v = 0; v < V; v++) {
+            const float g = scale * (k * p[v] - (v == targets[n] ? 1.0f : 0.0f));
+            if (d16)
+                d16[v] = tlm_f32_to_bf16(0.0f + g);
+            else
+                d[v] += g;
         }
     }
 }
