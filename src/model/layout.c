@@ -228,11 +228,14 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
          * they take no more than the layer's FFN activations, so that the backward does not
          * compute them again: nanoGPT's shape -0.35 ms of attention backward per step (of 1.6),
          * the small GPT-2's -11 ms (of 33). Past that size (long T) they are computed again; and in
-         * mixed precision (a bf16 mirror), where the recomputation is two small tile products per
-         * block: there the maps saved as much in the backward as writing them cost in the forward
-         * (small GPT-2 bf16: forward -1.8 ms, backward +2.2 ms without them; GPT-2 124M: -4.5,
-         * +5.5 ms) and took 75 and 143 MB. */
-        const int keep_probs = maps || (!lean && full_attention && att <= 2 * N * f && !m->mirror16);
+         * mixed precision with attention's products on bf16 operands (AMX), where the recomputation
+         * is two small tile products per block: there the maps saved as much in the backward as
+         * writing them cost in the forward (small GPT-2 bf16: forward -1.8 ms, backward +2.2 ms
+         * without them; GPT-2 124M: -4.5, +5.5 ms) and took 75 and 143 MB. (Mixed precision without
+         * AMX keeps attention in f32, and the maps with it.) */
+        const attention_spec mixed = {.bf16 = m->mirror16 != NULL};
+        const int keep_probs =
+            maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
         L->probs = keep_probs ? take(a, att) : NULL;
         L->att = take(a, N * lqd);
