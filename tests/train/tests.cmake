@@ -2,13 +2,10 @@ if(TLM_PYTHON)
   add_test(NAME test_train COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_train.py
            --tinylm $<TARGET_FILE:tinylm_cli> --data ${CMAKE_SOURCE_DIR}/data/tinyshakespeare.txt
            --work ${CMAKE_BINARY_DIR}/test_train)
-  # COST: the end-to-end training tests (this, test_mpi, test_precision, test_sweep) are the
-  # suite's longest, so ctest starts them first rather than leaving them for the end. They once ran
-  # alone (PROCESSORS 2): sharing the cores had made this one 6x slower under ASan, its OpenMP
-  # barriers spinning against the other test's threads. With scripts/test.sh's passive waiting
-  # they share the cores at 1.2-2x their time alone, and the sanitizer suite took 351 s instead of
-  # 373-382 s (2-core Zen 5 VM, 2026-12-04)
-  set_tests_properties(test_train PROPERTIES TIMEOUT 900 COST 60)
+  # PROCESSORS 2: its runs use both cores (two OpenMP threads, sometimes two runs at once), so
+  # ctest -j2 starts nothing beside it; sharing the cores made it 6x slower under ASan (226 s
+  # in the suite, 37 s alone), its spinning OpenMP barriers waiting on the other test's threads
+  set_tests_properties(test_train PROPERTIES TIMEOUT 900 PROCESSORS 2)
 endif()
 if(TLM_PYTHON)
   add_test(NAME test_llama2c_reference COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/train/test_llama2c_reference.py
@@ -48,7 +45,7 @@ if(TLM_PYTHON)
     set(_tlm_sweep_mpi --mpi)
   endif()
   tlm_train_test(test_sweep tests/train/test_sweep.py 600 ${_tlm_sweep_mpi})
-  set_tests_properties(test_sweep PROPERTIES COST 10) # (as test_train)
+  set_tests_properties(test_sweep PROPERTIES PROCESSORS 2) # (ranks or threads on both cores, as test_train)
 endif()
 if(TLM_PYTHON AND _tlm_has_mpi)
   set(_tlm_mpi_quick "")
@@ -56,7 +53,7 @@ if(TLM_PYTHON AND _tlm_has_mpi)
     set(_tlm_mpi_quick --quick) # the same checks on fewer steps and ranks: instrumented runs are slow
   endif()
   tlm_train_test(test_mpi tests/train/test_mpi.py 900 ${_tlm_mpi_quick})
-  set_tests_properties(test_mpi PROPERTIES COST 50) # (as test_train)
+  set_tests_properties(test_mpi PROPERTIES PROCESSORS 2) # (two ranks on both cores, as test_train)
 endif()
 # train --log-attn: attention-logit maxima and QK-norm gains per step (src/train/attn_log.c)
 if(TLM_PYTHON)
@@ -65,5 +62,5 @@ endif()
 # mixed precision end to end (train, resume, sweep, logits; the fp32 fallback forced with TLM_ISA)
 if(TLM_PYTHON)
   tlm_train_test(test_precision tests/train/test_precision.py 600)
-  set_tests_properties(test_precision PROPERTIES COST 30) # (as test_train)
+  set_tests_properties(test_precision PROPERTIES PROCESSORS 2)
 endif()
