@@ -233,7 +233,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
          * writing them cost in the forward (small GPT-2 bf16: forward -1.8 ms, backward +2.2 ms
          * without them; GPT-2 124M: -4.5, +5.5 ms) and took 75 and 143 MB. (Mixed precision without
          * AMX keeps attention in f32, and the maps with it.) */
-        const attention_spec mixed = {.bf16 = m->mirror16 != NULL};
+        const attention_spec mixed = {.bf16 = m->bf16_products}; /* (the pass's own spec.bf16: sublayers.c) */
         const int keep_probs =
             maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
