@@ -30,6 +30,7 @@
 #include "util/atomic_file.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 #include "util/utf8.h"
 
@@ -94,11 +95,35 @@ static int push_setting(cmdline *c, const char *key, const cJSON *v, const char 
     return push(c, "--set") || push(c, opt) ? -1 : 0;
 }
 
+/* Each key of object o once (cJSON keeps every repeat, and the grid's readers took the first of
+ * some and the last of others), its numbers finite as float32s (1e39 would reach a run as inf),
+ * and so on down every level. where: the object's place in the grid, "" at the top. */
+static int check_keys(const cJSON *o, const char *path, const char *where) {
+    int i = 0;
+    for (const cJSON *k = o->child; k; k = k->next, i++) {
+        char inner[256];
+        if (cJSON_IsObject(o)) {
+            for (const cJSON *j = o->child; j != k; j = j->next)
+                if (!strcmp(j->string, k->string))
+                    return tlm_error("%s: key \"%s\"%s%s%s appears twice: each key may be given once", path, k->string,
+                                     *where ? " in \"" : "", where, *where ? "\"" : "");
+            snprintf(inner, sizeof inner, "%s%s%s", where, *where ? "." : "", k->string);
+        } else {
+            snprintf(inner, sizeof inner, "%s[%d]", where, i);
+        }
+        if (cJSON_IsNumber(k) && tlm_float_from_file(k->valuedouble, TLM_FLOAT_ANY, path, inner, &(float){0}))
+            return -1;
+        if ((cJSON_IsObject(k) || cJSON_IsArray(k)) && check_keys(k, path, inner)) return -1;
+    }
+    return 0;
+}
+
 /* The grid's shape, before any run is planned: only the known keys, a preset that exists, "set"
  * holding config switches and "train" training options, non-empty axes. Returns the number of
  * runs, or -1 + error. */
 static int check_grid(const cJSON *grid, const char *path) {
     if (!cJSON_IsObject(grid)) return tlm_error("%s: the grid must be a JSON object", path);
+    if (check_keys(grid, path, "")) return -1;
     for (const cJSON *k = grid->child; k; k = k->next) {
         int known = 0;
         for (int i = 0; GRID_KEYS[i]; i++) known |= !strcmp(k->string, GRID_KEYS[i]);

@@ -15,10 +15,10 @@
 #include "util/atomic_file.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -716,34 +716,27 @@ int tlm_gguf_get_i64(const tlm_gguf *g, const char *key, int64_t *out) {
     return 1;
 }
 
-/* a FLOAT32 or FLOAT64 at p as a float: 0, or -1 with the value in text when a finite float64
- * is beyond float32's range */
-static int float_at(const unsigned char *p, gguf_type t, float *out, char *text, size_t size) {
+/* a FLOAT32 or FLOAT64 at p, as a double */
+static double float_at(const unsigned char *p, gguf_type t) {
     if (t == GGUF_FLOAT32) {
-        memcpy(out, p, 4);
-        return 0;
+        float f;
+        memcpy(&f, p, 4);
+        return f;
     }
     double d;
     memcpy(&d, p, 8);
-    if (isfinite(d) && fabs(d) > FLT_MAX) {
-        snprintf(text, size, "%g", d);
-        return -1;
-    }
-    *out = (float)d;
-    return 0;
+    return d;
 }
 
 int tlm_gguf_get_f32(const tlm_gguf *g, const char *key, float *out) {
     const kv_entry *e = lookup(g, key);
-    char k[64], v[40];
+    char k[64];
     if (!e)
         return 0;
     if (e->pub.type != GGUF_FLOAT32 && e->pub.type != GGUF_FLOAT64)
         return tlm_error("%s: key '%s' holds %s, not a float32 or float64", g->label, key,
                          kind(&e->pub, k, sizeof k));
-    if (float_at(e->val, e->pub.type, out, v, sizeof v))
-        return tlm_error("%s: key '%s' = %s (float64) is beyond the range of a float32", g->label, key, v);
-    return 1;
+    return tlm_float_from_file(float_at(e->val, e->pub.type), TLM_FLOAT_ANY, g->label, key, out) ? -1 : 1;
 }
 
 int tlm_gguf_get_bool(const tlm_gguf *g, const char *key, int *out) {
@@ -818,16 +811,19 @@ int tlm_gguf_array_str(const tlm_gguf *g, const gguf_kv *kv, uint64_t i, gguf_st
 
 int tlm_gguf_array_f32(const tlm_gguf *g, const gguf_kv *kv, uint64_t i, float *out) {
     const kv_entry *e = array_elem(g, kv, i);
-    char v[40];
     if (!e)
         return -1;
     if (kv->elem_type != GGUF_FLOAT32 && kv->elem_type != GGUF_FLOAT64)
         return tlm_error("%s: key '%.*s' is an array of %s: element %llu is not a float32 or float64", g->label,
                          show_len(&kv->key), kv->key.p, tlm_gguf_type_name(kv->elem_type), (unsigned long long)i);
-    if (float_at(e->val + (size_t)i * TYPE_SIZE[kv->elem_type], kv->elem_type, out, v, sizeof v))
-        return tlm_error("%s: key '%.*s': element %llu = %s (float64) is beyond the range of a float32", g->label,
-                         show_len(&kv->key), kv->key.p, (unsigned long long)i, v);
-    return 1;
+    const double d = float_at(e->val + (size_t)i * TYPE_SIZE[kv->elem_type], kv->elem_type);
+    if (isfinite((float)d)) { /* (the common case, without naming the element) */
+        *out = (float)d;
+        return 1;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "%.*s[%llu]", show_len(&kv->key), kv->key.p, (unsigned long long)i);
+    return tlm_float_from_file(d, TLM_FLOAT_ANY, g->label, name, out) ? -1 : 1;
 }
 
 int tlm_gguf_array_i64(const tlm_gguf *g, const gguf_kv *kv, uint64_t i, int64_t *out) {

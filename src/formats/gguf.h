@@ -92,7 +92,8 @@ const char *tlm_gguf_type_name(gguf_type t); /* "uint32", "array", ... */
 /* Typed getters: 1 and *out when present with a usable type, 0 when absent (nothing set), -1 +
  * tlm_error (file, key, the type it has) when present with a type or value that does not fit:
  * integers of any integer type if the value fits the target (a negative into unsigned does
- * not); floats from FLOAT32 or FLOAT64; bool from BOOL; strings from STRING. */
+ * not); floats from FLOAT32 or FLOAT64, refused when not finite as a float32 (NaN, +-Inf, a
+ * float64 beyond float32's range: util/finite.h); bool from BOOL; strings from STRING. */
 int tlm_gguf_get_u32(const tlm_gguf *g, const char *key, uint32_t *out);
 int tlm_gguf_get_i64(const tlm_gguf *g, const char *key, int64_t *out);
 int tlm_gguf_get_f32(const tlm_gguf *g, const char *key, float *out);

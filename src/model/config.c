@@ -16,6 +16,7 @@
 
 #include "config_keys.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 
 /* ---- enum names (the values accepted in config.json) -------------------------------------- */
@@ -156,15 +157,28 @@ static int read_int(const cJSON *it, const char *src, const char *key, int *out)
     return 0;
 }
 
-static int read_float(const cJSON *it, const char *src, const char *key, float *out) {
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) {
+/* The range of a float field, whichever family's key sets it (0 in the optional ones and the
+ * soft-caps means off: a null in the file). */
+static tlm_float_range field_range(size_t field) {
+#define IS(f) (field == offsetof(tlm_config, f))
+    if (IS(norm_eps)) return TLM_FLOAT_EPS;
+    if (IS(rope_theta) || IS(init_std) || IS(dyt_alpha_init) || IS(routed_scaling_factor)) return TLM_FLOAT_POSITIVE;
+    if (IS(attn_softcap) || IS(final_softcap) || IS(rope_theta_local) || IS(query_pre_attn_scalar) ||
+        IS(dyt_alpha_init_attn) || IS(dyt_alpha_init_ffn) || IS(dyt_alpha_init_final) || IS(deepnorm_alpha) ||
+        IS(deepnorm_beta) || IS(rope_proportional))
+        return TLM_FLOAT_NONNEG;
+#undef IS
+    return TLM_FLOAT_ANY;
+}
+
+static int read_float(const cJSON *it, const char *src, const char *key, size_t field, float *out) {
+    if (!cJSON_IsNumber(it)) {
         char *s = cJSON_PrintUnformatted(it);
         tlm_error("%s: key \"%s\" must be a number, got %s", src, key, s ? s : "?");
         free(s);
         return -1;
     }
-    *out = (float)it->valuedouble;
-    return 0;
+    return tlm_float_from_file(it->valuedouble, field_range(field), src, key, out);
 }
 
 static int read_layer_types(const cJSON *it, const char *src, const char *key, unsigned char *out) {
@@ -209,10 +223,10 @@ int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const
         if (cJSON_IsNull(it)) return *(int *)field = 0;
         return read_int(it, src, k->key, field);
     case KEY_FLOAT:
-        return read_float(it, src, k->key, field);
+        return read_float(it, src, k->key, k->offset, field);
     case KEY_FLOAT_OR_NULL:
         if (cJSON_IsNull(it)) return (*(float *)field = 0.0f), 0;
-        return read_float(it, src, k->key, field);
+        return read_float(it, src, k->key, k->offset, field);
     case KEY_BOOL:
         if (!cJSON_IsBool(it)) return tlm_error("%s: key \"%s\" must be true or false", src, k->key);
         *(bool *)field = cJSON_IsTrue(it);
@@ -422,7 +436,39 @@ int config_max_kv_dim(const tlm_config *c) {
     return w;
 }
 
+/* every float field finite, whichever reader filled it (each reader refuses what is not finite
+ * as a float32 by the file's key; this names the engine's key for what reached here otherwise) */
+static int config_validate_finite(const tlm_config *c, const char *src) {
+#define FIN(f, name) REQUIRE(isfinite(c->f), "%s: %s = %g must be a finite number", src, name, c->f)
+    FIN(norm_eps, "norm eps");
+    FIN(dyt_alpha_init, "dyt_alpha_init");
+    FIN(dyt_alpha_init_attn, "dyt_alpha_init_attn");
+    FIN(dyt_alpha_init_ffn, "dyt_alpha_init_ffn");
+    FIN(dyt_alpha_init_final, "dyt_alpha_init_final");
+    FIN(deepnorm_alpha, "deepnorm_alpha");
+    FIN(deepnorm_beta, "deepnorm_beta");
+    FIN(rope_theta, "rope_theta");
+    FIN(rope_theta_local, "rope_local_base_freq");
+    FIN(rope_factor, "rope_scaling.factor");
+    FIN(rope_low_freq_factor, "rope_scaling.low_freq_factor");
+    FIN(rope_high_freq_factor, "rope_scaling.high_freq_factor");
+    FIN(rope_beta_fast, "rope_scaling.beta_fast");
+    FIN(rope_beta_slow, "rope_scaling.beta_slow");
+    FIN(rope_mscale, "rope_scaling.mscale");
+    FIN(rope_mscale_all_dim, "rope_scaling.mscale_all_dim");
+    FIN(rope_attn_factor, "rope_scaling.attention_factor");
+    FIN(query_pre_attn_scalar, "query_pre_attn_scalar");
+    FIN(attn_softcap, "attn_logit_softcapping");
+    FIN(rope_proportional, "rope_proportional_fraction");
+    FIN(routed_scaling_factor, "routed_scaling_factor");
+    FIN(final_softcap, "final_logit_softcapping");
+    FIN(init_std, "initializer_range");
+#undef FIN
+    return 0;
+}
+
 int config_validate(const tlm_config *c, const char *src) {
+    if (config_validate_finite(c, src)) return -1;
     REQUIRE(c->vocab_size > 0, "%s: vocab_size = %d must be positive", src, c->vocab_size);
     REQUIRE(c->d_model > 0, "%s: hidden_size = %d must be positive", src, c->d_model);
     REQUIRE(c->n_layers > 0, "%s: num_hidden_layers = %d must be positive", src, c->n_layers);
@@ -436,7 +482,8 @@ int config_validate(const tlm_config *c, const char *src) {
             c->head_dim, c->d_model, c->n_heads);
     REQUIRE(c->d_ff > 0, "%s: intermediate_size = %d must be positive", src, c->d_ff);
     REQUIRE(c->max_seq > 0, "%s: max_position_embeddings = %d must be positive", src, c->max_seq);
-    REQUIRE(c->norm_eps > 0.0f, "%s: norm eps = %g must be positive", src, c->norm_eps);
+    REQUIRE(c->norm_eps > 0.0f && c->norm_eps <= 1.0f, "%s: norm eps = %g must be in (0, 1] (an epsilon next to "
+            "the variance)", src, c->norm_eps);
     REQUIRE(c->init_std > 0.0f, "%s: initializer_range = %g must be positive", src, c->init_std);
     REQUIRE(!c->norm_bias || c->norm == NORM_LAYERNORM, "%s: norm_bias = true needs norm_type \"layernorm\" (got \"%s\")",
             src, norm_type_name(c->norm));
@@ -484,7 +531,11 @@ int config_validate(const tlm_config *c, const char *src) {
                 src);
     }
     if (c->rope_scaling != ROPE_SCALING_NONE)
-        REQUIRE(c->rope_factor > 0.0f, "%s: rope_scaling.factor = %g must be positive", src, c->rope_factor);
+        REQUIRE(c->rope_factor >= 1.0f, "%s: rope_scaling.factor = %g must be >= 1 (a context extension)", src,
+                c->rope_factor);
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3)
+        REQUIRE(c->rope_low_freq_factor > 0.0f, "%s: rope_scaling.low_freq_factor = %g must be positive", src,
+                c->rope_low_freq_factor);
     if (config_validate_layer_shapes(c, src)) return -1;
     if (config_validate_mla(c, src)) return -1;
     return config_validate_moe(c, src);

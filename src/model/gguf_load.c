@@ -24,6 +24,7 @@
 #include "ops/quant.h"
 #include "util/error.h"
 #include "util/f16.h"
+#include "util/finite.h"
 #include "util/hugepage.h"
 
 /* ---- architectures ---------------------------------------------------------------------------- */
@@ -94,11 +95,16 @@ static int get_size(const meta *mt, const char *suffix, int lo, int required, in
     return 1;
 }
 
-static int get_float(const meta *mt, const char *suffix, int required, float *out) {
+/* a float key, finite as a float32 (the reader's check) and in range: 1 read, 0 absent (with
+ * required: an error), -1 */
+static int get_float(const meta *mt, const char *suffix, int required, tlm_float_range range, float *out) {
     const char *key = arch_key(mt, suffix);
-    int rc = tlm_gguf_get_f32(mt->g, key, out);
+    float v;
+    int rc = tlm_gguf_get_f32(mt->g, key, &v);
     if (rc == 0 && required) return tlm_error("%s: metadata key %s is missing", mt->path, key);
-    return rc;
+    if (rc <= 0) return rc;
+    if (tlm_float_from_file(v, range, mt->path, key, out)) return -1;
+    return 1;
 }
 
 static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_arch **arch_out, tlm_config *c) {
@@ -139,13 +145,13 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
         return tlm_error("%s: %s = %d differs from the key length %d: unsupported", path,
                          arch_key(&mt, "attention.value_length"), value_len, c->head_dim);
     if (c->norm == NORM_LAYERNORM) {
-        if (get_float(&mt, "attention.layer_norm_epsilon", 1, &c->norm_eps) < 0) return -1;
-    } else if (get_float(&mt, "attention.layer_norm_rms_epsilon", 1, &c->norm_eps) < 0) {
+        if (get_float(&mt, "attention.layer_norm_epsilon", 1, TLM_FLOAT_EPS, &c->norm_eps) < 0) return -1;
+    } else if (get_float(&mt, "attention.layer_norm_rms_epsilon", 1, TLM_FLOAT_EPS, &c->norm_eps) < 0) {
         return -1;
     }
     if (c->position == POS_ROPE) {
         c->rope_theta = 10000.0f;
-        if (get_float(&mt, "rope.freq_base", 0, &c->rope_theta) < 0) return -1;
+        if (get_float(&mt, "rope.freq_base", 0, TLM_FLOAT_POSITIVE, &c->rope_theta) < 0) return -1;
         int rot = c->head_dim;
         if (get_size(&mt, "rope.dimension_count", 1, 0, &rot) < 0) return -1;
         if (rot != c->head_dim)
@@ -154,8 +160,9 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
         gguf_str type = {"none", 4};
         if (tlm_gguf_get_str(g, arch_key(&mt, "rope.scaling.type"), &type) < 0) return -1;
         float factor = 1.0f;
-        if (get_float(&mt, "rope.scaling.factor", 0, &factor) < 0) return -1;
-        if (type.len == 6 && !memcmp(type.p, "linear", 6) && factor != 1.0f) {
+        const int linear = type.len == 6 && !memcmp(type.p, "linear", 6);
+        if (get_float(&mt, "rope.scaling.factor", 0, linear ? TLM_FLOAT_FACTOR : TLM_FLOAT_ANY, &factor) < 0) return -1;
+        if (linear && factor != 1.0f) {
             c->rope_scaling = ROPE_SCALING_LINEAR, c->rope_factor = factor;
         } else if (!(type.len == 4 && !memcmp(type.p, "none", 4)) && !(type.len == 6 && !memcmp(type.p, "linear", 6))) {
             return tlm_error("%s: %s = \"%.*s\": only none and linear RoPE scaling are supported", path,
@@ -176,14 +183,14 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
         for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = window && (l + 1) % pattern != 0;
         c->n_layer_types = c->n_layers;
         if (!strcmp(a->arch, "gemma2")) {
-            if (get_float(&mt, "attn_logit_softcapping", 0, &c->attn_softcap) < 0 ||
-                get_float(&mt, "final_logit_softcapping", 0, &c->final_softcap) < 0)
+            if (get_float(&mt, "attn_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->attn_softcap) < 0 ||
+                get_float(&mt, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0)
                 return -1;
         } else {
             c->rope_theta_local = 10000.0f; /* (llama.cpp's fixed base of Gemma 3's sliding layers) */
             /* Gemma 3 has no attention soft-cap (the converter asserts it is unset), but the converter
              * writes final_logit_softcapping when the config sets one, and the model applies it */
-            if (get_float(&mt, "final_logit_softcapping", 0, &c->final_softcap) < 0) return -1;
+            if (get_float(&mt, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0) return -1;
         }
     }
     return 0;

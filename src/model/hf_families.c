@@ -13,6 +13,7 @@
 
 #include "config_keys.h"
 #include "util/error.h"
+#include "util/finite.h"
 
 #define F(field) offsetof(tlm_config, field)
 
@@ -331,10 +332,15 @@ static int must_be_false(const cJSON *root, const char *src, const char *key, co
     return 0;
 }
 
-static int read_number(const cJSON *o, const char *src, const char *where, const char *key, double *out) {
+/* where.key: a number, finite as a float32 and in range (finite.h) */
+static int read_number(const cJSON *o, const char *src, const char *where, const char *key, tlm_float_range range,
+                       double *out) {
     const cJSON *it = item(o, key);
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-        return tlm_error("%s: %s.%s must be a number", src, where, key);
+    if (!cJSON_IsNumber(it)) return tlm_error("%s: %s.%s must be a number", src, where, key);
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s", where, key);
+    float f;
+    if (tlm_float_from_file(it->valuedouble, range, src, name, &f)) return -1;
     *out = it->valuedouble;
     return 0;
 }
@@ -357,16 +363,17 @@ int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const
                          src, where, type);
     double factor = 0;
     if (!strcmp(type, "linear")) {
-        if (read_number(rs, src, where, "factor", &factor)) return -1;
+        if (read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor)) return -1;
         c->rope_scaling = ROPE_SCALING_LINEAR;
         c->rope_factor = (float)factor;
         return 0;
     }
     if (!strcmp(type, "llama3")) {
         double lo = 0, hi = 0, om = 0;
-        if (read_number(rs, src, where, "factor", &factor) || read_number(rs, src, where, "low_freq_factor", &lo) ||
-            read_number(rs, src, where, "high_freq_factor", &hi) ||
-            read_number(rs, src, where, "original_max_position_embeddings", &om))
+        if (read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor) ||
+            read_number(rs, src, where, "low_freq_factor", TLM_FLOAT_POSITIVE, &lo) ||
+            read_number(rs, src, where, "high_freq_factor", TLM_FLOAT_POSITIVE, &hi) ||
+            read_number(rs, src, where, "original_max_position_embeddings", TLM_FLOAT_ANY, &om))
             return -1;
         if (hi <= lo) return tlm_error("%s: %s.high_freq_factor must exceed low_freq_factor", src, where);
         if (om <= 0 || om != floor(om) || om > 2147483647.0)
@@ -378,7 +385,7 @@ int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const
         return 0;
     }
     if (!strcmp(type, "yarn")) { /* (YaRN, Peng et al. 2023, as modeling_rope_utils reads it; with MLA only) */
-        if (read_number(rs, src, where, "factor", &factor)) return -1;
+        if (read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor)) return -1;
         c->rope_scaling = ROPE_SCALING_YARN;
         c->rope_factor = (float)factor;
         c->rope_beta_fast = 32.0f, c->rope_beta_slow = 1.0f;
@@ -391,7 +398,7 @@ int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const
             const cJSON *it = item(rs, opt[i]);
             if (!it || cJSON_IsNull(it)) continue; /* (null: the default, as `or 32` reads it) */
             double v = 0;
-            if (read_number(rs, src, where, opt[i], &v)) return -1;
+            if (read_number(rs, src, where, opt[i], TLM_FLOAT_ANY, &v)) return -1;
             if (v < 0) return tlm_error("%s: %s.%s = %g must be >= 0", src, where, opt[i], v);
             if (v > 0 || i >= 2) *dst[i] = (float)v;
         }
@@ -416,9 +423,10 @@ int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const
 static int apply_rope_theta(const cJSON *rp, const char *src, const char *where, float *theta) {
     const cJSON *t = item(rp, "rope_theta");
     if (!t) return 0;
-    if (!cJSON_IsNumber(t) || !(t->valuedouble > 0)) return tlm_error("%s: %s.rope_theta must be a positive number", src, where);
-    *theta = (float)t->valuedouble;
-    return 0;
+    if (!cJSON_IsNumber(t)) return tlm_error("%s: %s.rope_theta must be a positive number", src, where);
+    char name[160];
+    snprintf(name, sizeof name, "%s.rope_theta", where);
+    return tlm_float_from_file(t->valuedouble, TLM_FLOAT_POSITIVE, src, name, theta);
 }
 
 static int read_rope(tlm_config *c, const cJSON *root, const char *src, bool per_layer_type) {
@@ -625,14 +633,12 @@ static int gemma4_rope_entry(tlm_config *c, const cJSON *e, const char *src, boo
         if (!strcmp(k, "rope_type")) {
             if (!(type = cJSON_GetStringValue(it))) return tlm_error("%s: %s.rope_type must be a string", src, where);
         } else if (!strcmp(k, "rope_theta")) {
-            if (read_number(e, src, where, k, &theta) || !(theta > 0))
-                return tlm_error("%s: %s.rope_theta must be a positive number", src, where);
+            if (read_number(e, src, where, k, TLM_FLOAT_POSITIVE, &theta)) return -1;
         } else if (!strcmp(k, "partial_rotary_factor")) {
-            if (read_number(e, src, where, k, &prf) || !(prf > 0 && prf <= 1))
+            if (read_number(e, src, where, k, TLM_FLOAT_ANY, &prf) || !(prf > 0 && prf <= 1))
                 return tlm_error("%s: %s.partial_rotary_factor must be in (0, 1]", src, where);
         } else if (!strcmp(k, "factor")) {
-            if (read_number(e, src, where, k, &factor) || !(factor > 0))
-                return tlm_error("%s: %s.factor must be a positive number", src, where);
+            if (read_number(e, src, where, k, TLM_FLOAT_FACTOR, &factor)) return -1;
         } else {
             return tlm_error("%s: %s.%s is not supported (the Gemma 4 reader knows rope_type, rope_theta, "
                              "partial_rotary_factor, factor)", src, where, k);

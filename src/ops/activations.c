@@ -241,11 +241,11 @@ void act_backward(float *dinp, const float *dout, const float *inp, size_t n, ac
 void softcap_forward(float *out, const float *inp, size_t n, float cap) {
     PROF_SCOPE("softcap_forward");
 #pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)
-    for (size_t i = 0; i < n; i++) out[i] = cap * tanh_inline(inp[i] / cap);
+    for (size_t i = 0; i < n; i++) out[i] = softcap_inline(inp[i], cap);
 }
 
 void softcap_forward_range(float *out, const float *inp, size_t i0, size_t i1, float cap) {
-    for (size_t i = i0; i < i1; i++) out[i] = cap * tanh_inline(inp[i] / cap);
+    for (size_t i = i0; i < i1; i++) out[i] = softcap_inline(inp[i], cap);
 }
 
 void softcap_backward(float *dinp, const float *dout, const float *out, size_t n, float cap) {

@@ -49,7 +49,7 @@ static void softmax_row_c(float *s, float *p, int n, int lo, int hi, int first, 
     (void)n;
     for (int j = 0; j < m; j++) vs[j] *= scale;
     if (softcap > 0.0f)
-        for (int j = 0; j < m; j++) vs[j] = softcap * tanh_inline(vs[j] / softcap);
+        for (int j = 0; j < m; j++) vs[j] = softcap_inline(vs[j], softcap);
     const float mx = max_lanes(vs, m);
     for (int j = 0; j < m; j++) vp[j] = exp_approx(vs[j] - mx);
     const float inv = 1.0f / dot_lanes(vp, NULL, m);
@@ -108,7 +108,7 @@ TLM_AVX512 static inline void put_bf16(uint16_t *pb, int j, int lo, int hi, __m5
 TLM_AVX512 static void softmax_row_avx512(float *s, float *p, int n, int lo, int hi, int first, int last,
                                           float scale, float softcap, uint16_t *pb) {
     if (softcap > 0.0f) {
-        for (int j = first; j <= last; j++) s[j] = softcap * tanh_inline(s[j] * scale / softcap);
+        for (int j = first; j <= last; j++) s[j] = softcap_inline(s[j] * scale, softcap);
         scale = 1.0f; /* (s holds the scaled scores now) */
     }
     const int j_first = first & ~15;

@@ -47,6 +47,16 @@ static inline float tanh_inline(float x) {
     return 1.0f - 2.0f / (exp_approx(2.0f * x) + 1.0f);
 }
 
+/* The soft-cap cap * tanh(x / cap). Where |x / cap| < 1/16 it is x (1 - u^2/3 + 2u^4/15), u = x / cap
+ * (tanh's series, the next term below 4e-9 of x): 1 - 2 / (e^{2u} + 1) cancels u's digits away
+ * there, to 0 below float's epsilon, so that a cap far above the logits (1e38) would zero them
+ * all instead of leaving them about as they are. */
+static inline float softcap_inline(float x, float cap) {
+    const float u = x / cap, u2 = u * u;
+    const float series = x * (1.0f - u2 * (1.0f / 3.0f - u2 * (2.0f / 15.0f)));
+    return select_bits(fabsf(u) < 0.0625f, series, cap * tanh_inline(u));
+}
+
 /* Reductions over x[0..n) in 16 independent lanes, combined at the end: plain loops that gcc
  * and clang both vectorize without an `omp simd` request (which clang must report as failed
  * when it cannot honour it, as under the sanitizers). The order of the additions is fixed by n

@@ -16,7 +16,10 @@
  * The token count is not stored; every byte of the file must belong to a whole entry. */
 #include "tokenizer/tok_internal.h"
 #include "util/error.h"
+#include "util/finite.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +61,14 @@ tlm_tokenizer *tok_load_llama2c(const char *data, size_t len, const char *name) 
         if (n < 0 || (size_t)n > len - off - 8) {
             tlm_error("%s: truncated or corrupt llama2.c tokenizer: token %zu at byte %zu has length %d, %zu bytes left",
                       name, count, off, (int)n, len - off - 8);
+            return NULL;
+        }
+        float score;
+        memcpy(&score, data + off, 4);
+        if (!isfinite(score)) { /* (a NaN score would silently change every merge it is compared in) */
+            char key[48];
+            snprintf(key, sizeof key, "score of token %zu", count);
+            tlm_float_from_file(score, TLM_FLOAT_ANY, name, key, &score);
             return NULL;
         }
         off += 8 + (size_t)n;

@@ -44,6 +44,7 @@
 #include "util/machine.h"
 #include "util/profile.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 
 /* SIGINT/SIGTERM stop a run at the next step boundary, with a checkpoint. They are blocked in
@@ -216,15 +217,19 @@ static int read_state(trainer *t, const char *path) {
             *(bool *)field = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(op, SAVED_OPTIONS[i].key));
         else if (json_num(op, SAVED_OPTIONS[i].key, path, &v))
             goto done;
-        else if (SAVED_OPTIONS[i].type == SAVED_INT)
+        else if (SAVED_OPTIONS[i].type == SAVED_INT) {
+            if (!(fabs(v) <= 2147483647.0)) { /* ((int) of a larger double is undefined) */
+                tlm_error("%s: field \"%s\" = %g is not an int", path, SAVED_OPTIONS[i].key, v);
+                goto done;
+            }
             *(int *)field = (int)v;
-        else
-            *(float *)field = (float)v;
+        } else if (tlm_float_from_file(v, TLM_FLOAT_ANY, path, SAVED_OPTIONS[i].key, field))
+            goto done;
     }
     o->opt.total_steps = o->steps;
     double z = 0; /* (absent in runs saved before the z-loss existed: off) */
     if (cJSON_GetObjectItemCaseSensitive(op, "z_loss")) {
-        if (json_num(op, "z_loss", path, &z)) goto done;
+        if (json_num(op, "z_loss", path, &z) || tlm_float_from_file(z, TLM_FLOAT_ANY, path, "z_loss", &(float){0})) goto done;
         if (!(z >= 0)) {
             tlm_error("%s: field \"z_loss\" = %g must be >= 0", path, z);
             goto done;
@@ -233,7 +238,7 @@ static int read_state(trainer *t, const char *path) {
     o->z_loss = (float)z;
     double ra = 0; /* (absent in runs saved before the load-balancing loss existed: off) */
     if (cJSON_GetObjectItemCaseSensitive(op, "router_aux_loss_coef")) {
-        if (json_num(op, "router_aux_loss_coef", path, &ra)) goto done;
+        if (json_num(op, "router_aux_loss_coef", path, &ra) || tlm_float_from_file(ra, TLM_FLOAT_ANY, path, "router_aux_loss_coef", &(float){0})) goto done;
         if (!(ra >= 0)) {
             tlm_error("%s: field \"router_aux_loss_coef\" = %g must be >= 0", path, ra);
             goto done;
@@ -242,7 +247,7 @@ static int read_state(trainer *t, const char *path) {
     o->router_aux = (float)ra;
     double rb = 0; /* (absent in runs saved before the bias update existed: off) */
     if (cJSON_GetObjectItemCaseSensitive(op, "router_bias_update")) {
-        if (json_num(op, "router_bias_update", path, &rb)) goto done;
+        if (json_num(op, "router_bias_update", path, &rb) || tlm_float_from_file(rb, TLM_FLOAT_ANY, path, "router_bias_update", &(float){0})) goto done;
         if (!(rb >= 0)) {
             tlm_error("%s: field \"router_bias_update\" = %g must be >= 0", path, rb);
             goto done;

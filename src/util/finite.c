@@ -1,5 +1,7 @@
 #include "finite.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,4 +54,44 @@ int tlm_check_finite(const float *x, size_t n, size_t base, const char *file, co
     return tlm_error("%s: tensor '%s' holds %zu non-finite value%s (the first, at flat index %zu, is %s); "
                      "refused (--allow-nonfinite accepts it)",
                      file, tensor, count, count == 1 ? "" : "s", base + i, what);
+}
+
+const char *tlm_float_range_rule(tlm_float_range range) {
+    switch (range) {
+    case TLM_FLOAT_POSITIVE: return "> 0";
+    case TLM_FLOAT_NONNEG: return ">= 0";
+    case TLM_FLOAT_EPS: return "in (0, 1]";
+    case TLM_FLOAT_FACTOR: return ">= 1";
+    case TLM_FLOAT_ANY: break;
+    }
+    return "";
+}
+
+static int in_range(float f, tlm_float_range range) {
+    switch (range) {
+    case TLM_FLOAT_POSITIVE: return f > 0.0f;
+    case TLM_FLOAT_NONNEG: return f >= 0.0f;
+    case TLM_FLOAT_EPS: return f > 0.0f && f <= 1.0f;
+    case TLM_FLOAT_FACTOR: return f >= 1.0f;
+    case TLM_FLOAT_ANY: break;
+    }
+    return 1;
+}
+
+int tlm_float_from_file(double v, tlm_float_range range, const char *file, const char *key, float *out) {
+    if (v != v) return tlm_error("%s: key \"%s\" is NaN: a number is needed", file, key);
+    if (isinf(v)) return tlm_error("%s: key \"%s\" is %s: a finite number is needed", file, key, v > 0 ? "+Inf" : "-Inf");
+    /* (the test on the double: a value just above FLT_MAX that rounds down to it is a float32) */
+    if (isinf((float)v))
+        return tlm_error("%s: key \"%s\" = %g is beyond the range of a float32 (+-%g): it would be %s", file, key, v,
+                         (double)FLT_MAX, v > 0 ? "+Inf" : "-Inf");
+    const float f = (float)v;
+    if (!in_range(f, range)) {
+        if ((double)f != v && f == 0.0f)
+            return tlm_error("%s: key \"%s\" = %g is 0 as a float32: it must be %s", file, key, v,
+                             tlm_float_range_rule(range));
+        return tlm_error("%s: key \"%s\" = %g must be %s", file, key, v, tlm_float_range_rule(range));
+    }
+    *out = f;
+    return 0;
 }

@@ -23,4 +23,24 @@ size_t tlm_first_nonfinite(const float *x, size_t n, size_t *count);
  * `tensor` in `file`: with --allow-nonfinite a warning and 1, else tlm_error and -1. */
 int tlm_check_finite(const float *x, size_t n, size_t base, const char *file, const char *tensor);
 
+/* ---- one float read from a file (a config key, a metadata value, a score) -------------------- */
+
+/* What a key's value may be, once it is a finite float32. */
+typedef enum {
+    TLM_FLOAT_ANY,      /* any finite float32 */
+    TLM_FLOAT_POSITIVE, /* > 0 (a RoPE base, a gain, a divisor) */
+    TLM_FLOAT_NONNEG,   /* >= 0 (a soft-cap or an optional value, where 0 means off) */
+    TLM_FLOAT_EPS,      /* in (0, 1]: an epsilon added to a variance, small next to it */
+    TLM_FLOAT_FACTOR,   /* >= 1: a RoPE scaling factor (a context extension) */
+} tlm_float_range;
+
+/* v, as the file's parser read it (a JSON number as a double, a float32 or float64 field), as a
+ * float32 in *out: 0. NaN, +-Inf, a value beyond float32's range (1e39 would become +Inf) and
+ * one outside `range` (checked after the rounding to float32: 1e-50 is 0) are refused with
+ * tlm_error naming file and key (and nothing is written to *out): -1. */
+int tlm_float_from_file(double v, tlm_float_range range, const char *file, const char *key, float *out);
+
+/* The text that range's rule reads as ("> 0", "in (0, 1]", ...); "" for TLM_FLOAT_ANY. */
+const char *tlm_float_range_rule(tlm_float_range range);
+
 #endif

@@ -289,7 +289,7 @@ static void check_sample(const tlm_gguf *g, uint32_t alignment, const char *labe
     kv = tlm_gguf_find(g, "a.f64");
     CHECK(kv && kv->elem_type == GGUF_FLOAT64 && kv->count == 2);
     CHECK(tlm_gguf_array_f32(g, kv, 0, &f) == 1 && f == 0.25f);
-    CHECK_ERR(tlm_gguf_array_f32(g, kv, 1, &f) == -1, "'a.f64'", "element 1", "-1e+300", "range of a float32");
+    CHECK_ERR(tlm_gguf_array_f32(g, kv, 1, &f) == -1, "\"a.f64[1]\"", "-1e+300", "range of a float32");
     kv = tlm_gguf_find(g, "a.bool");
     CHECK(kv && kv->elem_type == GGUF_BOOL && kv->count == 4);
     CHECK_ERR(tlm_gguf_array_i64(g, kv, 0, &i) == -1, "'a.bool'", "array of bool");
@@ -446,6 +446,45 @@ static void test_big_vocab(void) {
     free(s);
 }
 
+/* ---- floats that are not finite as a float32 -------------------------------------------------- */
+
+/* a float32 NaN / +-Inf (scalar or array element, as tokenizer scores are) and a float64 NaN / Inf
+ * are refused by the getters, naming the file and the key (and the element) */
+static void test_nonfinite_floats(void) {
+    bytes b = {0};
+    header(&b, 3, 0, 7);
+    const float fn = NAN, fi = INFINITY, fm = -INFINITY;
+    const double dn = NAN, di = -INFINITY;
+    str(&b, "f.nan"), u32(&b, GGUF_FLOAT32), put(&b, &fn, 4);
+    str(&b, "f.inf"), u32(&b, GGUF_FLOAT32), put(&b, &fi, 4);
+    str(&b, "f.minus_inf"), u32(&b, GGUF_FLOAT32), put(&b, &fm, 4);
+    str(&b, "d.nan"), u32(&b, GGUF_FLOAT64), put(&b, &dn, 8);
+    str(&b, "d.minus_inf"), u32(&b, GGUF_FLOAT64), put(&b, &di, 8);
+    const float scores[3] = {-1.0f, NAN, INFINITY};
+    str(&b, "s.f32"), u32(&b, GGUF_ARRAY), u32(&b, GGUF_FLOAT32), u64(&b, 3), put(&b, scores, 12);
+    const double dscores[2] = {0.5, -INFINITY};
+    str(&b, "s.f64"), u32(&b, GGUF_ARRAY), u32(&b, GGUF_FLOAT64), u64(&b, 2), put(&b, dscores, 16);
+    tlm_gguf *g = good(&b);
+    if (g) {
+        float f = 7.0f;
+        CHECK_ERR(tlm_gguf_get_f32(g, "f.nan", &f) == -1, "m.gguf", "\"f.nan\"", "NaN");
+        CHECK_ERR(tlm_gguf_get_f32(g, "f.inf", &f) == -1, "m.gguf", "\"f.inf\"", "+Inf");
+        CHECK_ERR(tlm_gguf_get_f32(g, "f.minus_inf", &f) == -1, "m.gguf", "\"f.minus_inf\"", "-Inf");
+        CHECK_ERR(tlm_gguf_get_f32(g, "d.nan", &f) == -1, "m.gguf", "\"d.nan\"", "NaN");
+        CHECK_ERR(tlm_gguf_get_f32(g, "d.minus_inf", &f) == -1, "m.gguf", "\"d.minus_inf\"", "-Inf");
+        CHECK(f == 7.0f); /* (nothing written on a refusal) */
+        const gguf_kv *kv = tlm_gguf_find(g, "s.f32");
+        CHECK(tlm_gguf_array_f32(g, kv, 0, &f) == 1 && f == -1.0f);
+        CHECK_ERR(tlm_gguf_array_f32(g, kv, 1, &f) == -1, "m.gguf", "\"s.f32[1]\"", "NaN");
+        CHECK_ERR(tlm_gguf_array_f32(g, kv, 2, &f) == -1, "m.gguf", "\"s.f32[2]\"", "+Inf");
+        kv = tlm_gguf_find(g, "s.f64");
+        CHECK(tlm_gguf_array_f32(g, kv, 0, &f) == 1 && f == 0.5f);
+        CHECK_ERR(tlm_gguf_array_f32(g, kv, 1, &f) == -1, "m.gguf", "\"s.f64[1]\"", "-Inf");
+        tlm_gguf_close(g);
+    }
+    free(b.p);
+}
+
 /* ---- a hand-built version 2 file ------------------------------------------------------------- */
 
 static void test_v2_by_hand(void) {
@@ -505,7 +544,7 @@ static void test_v2_by_hand(void) {
         CHECK_ERR(tlm_gguf_get_u32(g, "v.u64", &u) == -1, "'v.u64'", "5000000000", "uint32");
         CHECK(tlm_gguf_get_i64(g, "v.i32", &i) == 1 && i == -7);
         CHECK(tlm_gguf_get_f32(g, "v.f64", &f) == 1 && f == 3.25f);
-        CHECK_ERR(tlm_gguf_get_f32(g, "v.f64_big", &f) == -1, "'v.f64_big'", "1e+200", "float32");
+        CHECK_ERR(tlm_gguf_get_f32(g, "v.f64_big", &f) == -1, "\"v.f64_big\"", "1e+200", "float32");
         CHECK(tlm_gguf_get_f32(g, "v.f32", &f) == 1 && f == -2.5f);
         CHECK_ERR(tlm_gguf_get_i64(g, "v.f32", &i) == -1, "'v.f32'", "float32", "not an integer");
         CHECK(tlm_gguf_get_bool(g, "v.bool", &bo) == 1 && bo == 1);
@@ -900,6 +939,7 @@ int main(void) {
     test_round_trip();
     test_big_vocab();
     test_v2_by_hand();
+    test_nonfinite_floats();
     test_truncations();
     test_header_errors();
     test_metadata_errors();

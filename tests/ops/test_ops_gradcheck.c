@@ -523,6 +523,30 @@ static void test_tanh_approx(void) {
     printf("%-44s max rel err %.2e %s\n", "silu (exp_approx) vs libm on [-20, 20]", worst_silu, worst_silu <= 3e-7 ? "ok" : "FAIL");
 }
 
+/* softcap_forward against cap * tanh(x / cap) in double, relative to the value, for caps from 1
+ * to 1e38: a cap far above the logits leaves them as they are (1 - 2/(e^{2u} + 1) alone zeroed
+ * every logit below cap * 6e-8: all of them for a cap of 1e38) */
+static void test_softcap_range(void) {
+    enum { N = 4001 };
+    static float x[N], y[N];
+    const float caps[] = {1.0f, 30.0f, 50.0f, 1e4f, 1e20f, 1e38f, 3.4e38f};
+    double worst = 0;
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        for (int i = 0; i < N; i++) x[i] = (float)((i - N / 2) * 0.05); /* [-100, 100] */
+        softcap_forward(y, x, N, caps[c]);
+        for (int i = 0; i < N; i++) {
+            const double ref = (double)caps[c] * tanh((double)x[i] / caps[c]);
+            /* (tanh's absolute 3e-7 is at most 5e-6 of the value where |x / cap| >= 1/16) */
+            const double err = ref == 0.0 ? fabs((double)y[i]) : fabs(y[i] - ref) / fabs(ref);
+            worst = fmax(worst, isfinite(err) ? err : 1.0);
+        }
+    }
+    const int ok = worst <= 1e-5;
+    checks++;
+    failures += !ok;
+    printf("%-44s max rel err %.2e %s\n", "softcap vs libm, caps 1 .. 3.4e38", worst, ok ? "ok" : "FAIL");
+}
+
 /* act_forward / act_backward over an array (the kernels the model runs: AVX-512 where the CPU
  * has it, the portable loops under TLM_ISA=avx2), against float64 GELU-tanh and SiLU and their
  * derivatives on [-20, 20] (1e-6 and, for the derivative's longer float formula, 5e-6 relative),
@@ -578,6 +602,7 @@ int main(void) {
     if (isa_cap_changes_nothing("test_ops_gradcheck")) return ISA_CAP_SKIP;
     rng_seed(&rng, 1234);
     test_tanh_approx();
+    test_softcap_range();
     test_act_arrays();
     test_matmul();
     test_norm(1, 0.0f, 1);
