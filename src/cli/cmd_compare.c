@@ -37,6 +37,26 @@ static int is_npz(const char *path) {
     return n > 4 && !strcmp(path + n - 4, ".npz");
 }
 
+/* the first read of the .npz: its "tokens" alone (flat integer ids, at most A's max_seq of them:
+ * the header checked before the member is inflated); every other member is listed, not read */
+typedef struct {
+    const char *path;
+    int max_seq;
+} tokens_ask;
+
+static int want_tokens(void *ctx, const char *key, const tlm_npy *h, const char *where) {
+    (void)where;
+    if (strcmp(key, "tokens")) return 0;
+    const tokens_ask *ask = ctx;
+    const int flat = h->ndim == 1 || (h->ndim == 2 && h->shape[0] == 1);
+    if (h->dtype != TLM_DT_I32 || !flat || !h->numel)
+        return tlm_error("%s: key 'tokens' must be integer token ids of shape [T] or [1, T]", ask->path);
+    if (h->numel > (size_t)ask->max_seq)
+        return tlm_error("%s: key 'tokens' holds %zu ids, more than A's max_position_embeddings %d", ask->path,
+                         h->numel, ask->max_seq);
+    return 1;
+}
+
 static void describe_model(char *buf, size_t cap, const tlm_model *m) {
     char types[96];
     snprintf(buf, cap, "%s, %d layers, d_model %d, matrices %s", m->cfg.model_type, m->cfg.n_layers, m->cfg.d_model,
@@ -126,7 +146,8 @@ int cmd_compare(int argc, char **argv) {
         goto done;
     }
     if (b_file) {
-        if (tlm_npz_read(pb, &z)) goto done;
+        tokens_ask ask = {pb, a->cfg.max_seq};
+        if (tlm_npz_read_some(pb, want_tokens, &ask, &z)) goto done;
         const tlm_npy *t = tlm_npz_find(&z, "tokens");
         if (t) {
             const int flat = t->ndim == 1 || (t->ndim == 2 && t->shape[0] == 1);
@@ -169,7 +190,13 @@ int cmd_compare(int argc, char **argv) {
         goto done;
     }
     if (b_file) {
-        if (cmp_run_npz(&z, pb, &ra, a, &rb, &missing, &n_missing, &unknown, &n_unknown)) goto done;
+        /* the second read: the members that are points of A, each header checked against its point
+         * before it is inflated */
+        tlm_npz_free(&z);
+        cmp_npz_ask ask = {&ra, pb};
+        if (tlm_npz_read_some(pb, cmp_npz_want, &ask, &z) ||
+            cmp_run_npz(&z, pb, &ra, a, &rb, &missing, &n_missing, &unknown, &n_unknown))
+            goto done;
         if (!rb.n) {
             tlm_error("%s: no key names a point of A (expected TransformerLens names such as hook_embed, "
                       "blocks.0.hook_resid_pre, ..., and logits; see docs/compare.md)", pb);

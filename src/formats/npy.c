@@ -158,7 +158,10 @@ static int parse_header(const char *label, const char *h, size_t n, tlm_npy *out
 
 /* ---- reading ----------------------------------------------------------------------- */
 
-static int parse_npy(const void *bytes, size_t n, const char *label, tlm_npy *out, int widen) {
+/* The header of an .npy image of which the first n bytes are given: dtype, ndim, shape and
+ * numel of out (no data), *el, *start the data's offset, *need its byte count. */
+static int parse_npy_header(const void *bytes, size_t n, const char *label, tlm_npy *out, int widen, elem_kind *el,
+                            size_t *start_out, size_t *need_out) {
     const unsigned char *b = bytes;
     memset(out, 0, sizeof *out);
     if (n < 10 || memcmp(b, magic, sizeof magic) != 0)
@@ -177,10 +180,10 @@ static int parse_npy(const void *bytes, size_t n, const char *label, tlm_npy *ou
     if (hlen > n - start)
         return tlm_error("%s: npy header length %zu runs past the end of the file", label, hlen);
     tlm_npy a = {0};
-    elem_kind el = EL_F4;
-    if (parse_header(label, (const char *)b + start, hlen, &a, widen, &el) != 0)
+    *el = EL_F4;
+    if (parse_header(label, (const char *)b + start, hlen, &a, widen, el) != 0)
         return -1;
-    const size_t esize = ELEMS[el].size;
+    const size_t esize = ELEMS[*el].size;
     size_t numel = 1;
     int has_zero = 0;
     for (int i = 0; i < a.ndim; i++)
@@ -191,7 +194,28 @@ static int parse_npy(const void *bytes, size_t n, const char *label, tlm_npy *ou
         numel *= (size_t)a.shape[i];
     }
     a.numel = has_zero ? 0 : numel;
-    size_t need = a.numel * esize, have = n - start - hlen;
+    *out = a;
+    *start_out = start + hlen;
+    *need_out = a.numel * esize;
+    return 0;
+}
+
+int tlm_npy_peek_widen(const void *bytes, size_t n, const char *label, tlm_npy *out, size_t *total) {
+    elem_kind el;
+    size_t start, need;
+    if (parse_npy_header(bytes, n, label, out, 1, &el, &start, &need)) return -1;
+    *total = start + need;
+    return 0;
+}
+
+static int parse_npy(const void *bytes, size_t n, const char *label, tlm_npy *out, int widen) {
+    const unsigned char *b = bytes;
+    memset(out, 0, sizeof *out);
+    tlm_npy a;
+    elem_kind el;
+    size_t data_start, need;
+    if (parse_npy_header(bytes, n, label, &a, widen, &el, &data_start, &need)) return -1;
+    const size_t esize = ELEMS[el].size, have = n - data_start;
     if (have < need)
         return tlm_error("%s: npy data is truncated: %zu bytes, the shape needs %zu", label, have, need);
     if (have > need)
@@ -199,7 +223,7 @@ static int parse_npy(const void *bytes, size_t n, const char *label, tlm_npy *ou
     a.data = malloc(a.numel ? a.numel * 4 : 1);
     if (!a.data)
         return tlm_error("%s: out of memory", label);
-    const unsigned char *src = b + start + hlen;
+    const unsigned char *src = b + data_start;
     if (esize == 4 && need) {
         memcpy(a.data, src, need);
     } else if (el == EL_F8) {

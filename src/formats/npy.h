@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct {
+typedef struct tlm_npy {
     tlm_dtype dtype; /* TLM_DT_F32 or TLM_DT_I32 */
     int ndim;        /* 0 = scalar */
     int64_t shape[TLM_MAX_DIMS];
@@ -35,6 +35,12 @@ int tlm_npy_parse(const void *bytes, size_t n, const char *label, tlm_npy *out);
  * (converted to int32; a value outside int32 is an error naming the flat index): what NumPy and
  * PyTorch users save without a cast (an .npz of reference activations, formats/npz.h). */
 int tlm_npy_parse_widen(const void *bytes, size_t n, const char *label, tlm_npy *out);
+
+/* The header alone of an .npy image of which the first n bytes are given (widened dtypes as
+ * tlm_npy_parse_widen): dtype, ndim, shape and numel in *out, data NULL, and in *total the image's
+ * size that header implies (header and data). Enough bytes: the header's length (at most 10 +
+ * 65535 bytes in version 1.0). */
+int tlm_npy_peek_widen(const void *bytes, size_t n, const char *label, tlm_npy *out, size_t *total);
 
 void tlm_npy_free(tlm_npy *a); /* frees data, zeroes *a; NULL allowed */
 

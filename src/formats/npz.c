@@ -73,10 +73,9 @@ static int find_directory(const unsigned char *b, size_t n, const char *label, u
     return 0;
 }
 
-/* one member's bytes, uncompressed (malloc'd) */
-static int member_bytes(const unsigned char *b, uint64_t local, uint64_t limit, int method, uint64_t csize,
-                        uint64_t usize, uint32_t crc, const char *label, const char *name, unsigned char **out) {
-    *out = NULL;
+/* the offset of one member's data, its sizes checked against the archive: 0 or -1 + tlm_error */
+static int member_data(const unsigned char *b, uint64_t local, uint64_t limit, int method, uint64_t csize,
+                       uint64_t usize, const char *label, const char *name, uint64_t *data_out) {
     if (local > limit || limit - local < LOCAL_LEN || u32(b + local) != SIG_LOCAL)
         return tlm_error("%s: member '%s': no local header at offset %llu", label, name, (unsigned long long)local);
     const uint64_t data = local + LOCAL_LEN + u16(b + local + 26) + u16(b + local + 28);
@@ -90,6 +89,37 @@ static int member_bytes(const unsigned char *b, uint64_t local, uint64_t limit, 
     if (method == 8 && usize / 1032 > csize + 1) /* (deflate expands at most 1032:1: a larger claim is false) */
         return tlm_error("%s: member '%s': %llu compressed bytes cannot inflate to %llu", label, name,
                          (unsigned long long)csize, (unsigned long long)usize);
+    *data_out = data;
+    return 0;
+}
+
+/* The first up to `want` bytes of a deflated member's data into out: how many, or -1 + tlm_error
+ * (inflating stops there: a member's header is read without inflating the rest) */
+static long long inflate_head(const unsigned char *in, uint64_t csize, unsigned char *out, size_t want,
+                              const char *label, const char *name) {
+    z_stream s;
+    memset(&s, 0, sizeof s);
+    if (inflateInit2(&s, -15) != Z_OK) return tlm_error("%s: zlib inflateInit failed", label);
+    s.next_in = (Bytef *)in, s.avail_in = csize > 0x40000000u ? 0x40000000u : (uInt)csize;
+    s.next_out = out, s.avail_out = (uInt)want;
+    int zr = Z_OK;
+    while (zr == Z_OK && s.avail_out > 0) {
+        const uInt before_in = s.avail_in, before_out = s.avail_out;
+        zr = inflate(&s, Z_NO_FLUSH);
+        if (zr == Z_OK && s.avail_in == before_in && s.avail_out == before_out) zr = Z_BUF_ERROR; /* no progress */
+    }
+    const size_t got = want - s.avail_out;
+    inflateEnd(&s);
+    if (zr == Z_DATA_ERROR || zr == Z_MEM_ERROR || zr == Z_NEED_DICT || (zr == Z_BUF_ERROR && s.avail_out > 0))
+        return tlm_error("%s: member '%s': the deflated data is %s", label, name,
+                         zr == Z_BUF_ERROR ? "truncated" : "corrupt");
+    return (long long)got;
+}
+
+/* one member's bytes, uncompressed (malloc'd; its size usize, which its header was checked to need) */
+static int member_bytes(const unsigned char *b, uint64_t data, int method, uint64_t csize, uint64_t usize,
+                        uint32_t crc, const char *label, const char *name, unsigned char **out) {
+    *out = NULL;
     unsigned char *u = malloc(usize ? (size_t)usize : 1);
     if (!u) return tlm_error("%s: member '%s': out of memory (%llu bytes)", label, name, (unsigned long long)usize);
     if (method == 0) {
@@ -133,7 +163,34 @@ static int member_bytes(const unsigned char *b, uint64_t local, uint64_t limit, 
     return 0;
 }
 
+/* the .npy header of a member (data at b + data): its image's size checked against the directory's
+ * usize before anything else is inflated */
+static int member_header(const unsigned char *b, uint64_t data, int method, uint64_t csize, uint64_t usize,
+                         const char *label, const char *where, tlm_npy *hdr) {
+    enum { PEEK = 12 + 65536 }; /* (a version 1.0 header at most; longer ones are refused as truncated) */
+    size_t got = usize < PEEK ? (size_t)usize : PEEK, total = 0;
+    unsigned char *head = NULL;
+    const unsigned char *h = b + data;
+    if (method == 8) {
+        if (!(head = malloc(got ? got : 1))) return tlm_error("%s: out of memory", label);
+        const long long k = inflate_head(b + data, csize, head, got, label, where);
+        if (k < 0) return free(head), -1;
+        got = (size_t)k, h = head;
+    }
+    int rc = tlm_npy_peek_widen(h, got, where, hdr, &total);
+    free(head);
+    if (rc) return -1;
+    if (total != usize)
+        return tlm_error("%s: its header (shape of %zu elements) needs %zu bytes, but the archive says it holds %llu",
+                         where, hdr->numel, total, (unsigned long long)usize);
+    return 0;
+}
+
 int tlm_npz_parse(const void *bytes, size_t n, const char *label, tlm_npz *out) {
+    return tlm_npz_parse_some(bytes, n, label, NULL, NULL, out);
+}
+
+int tlm_npz_parse_some(const void *bytes, size_t n, const char *label, tlm_npz_want want, void *ctx, tlm_npz *out) {
     const unsigned char *b = bytes;
     memset(out, 0, sizeof *out);
     uint64_t cd_off = 0, cd_size = 0, count = 0;
@@ -211,15 +268,25 @@ int tlm_npz_parse(const void *bytes, size_t n, const char *label, tlm_npz *out) 
         unsigned char *u = NULL;
         char member[1100];
         snprintf(member, sizeof member, "%s.npy", name);
-        if (member_bytes(b, local, cd_off, (int)method, csize, usize, crc, label, member, &u)) {
+        char where[2200];
+        snprintf(where, sizeof where, "%s: member '%s'", label, member);
+        uint64_t data = 0;
+        tlm_npy hdr;
+        if (member_data(b, local, cd_off, (int)method, csize, usize, label, member, &data) ||
+            member_header(b, data, (int)method, csize, usize, label, where, &hdr)) {
             rc = -1;
             break;
         }
-        char where[2200];
-        snprintf(where, sizeof where, "%s: member '%s'", label, member);
+        /* (the caller's say, on the header alone: read, list without the data, or refuse) */
+        const int take = want ? want(ctx, name, &hdr, where) : 1;
+        if (take < 0 || (take > 0 && member_bytes(b, data, (int)method, csize, usize, crc, label, member, &u))) {
+            rc = -1;
+            break;
+        }
         tlm_npz_entry *en = &z.e[z.n];
         en->key = strdup(name);
         if (!en->key) rc = tlm_error("%s: out of memory", label);
+        else if (!take) en->a = hdr;
         else if (tlm_npy_parse_widen(u, (size_t)usize, where, &en->a)) rc = -1;
         free(u);
         if (en->key) z.n++;
@@ -233,7 +300,9 @@ int tlm_npz_parse(const void *bytes, size_t n, const char *label, tlm_npz *out) 
     return 0;
 }
 
-int tlm_npz_read(const char *path, tlm_npz *out) {
+int tlm_npz_read(const char *path, tlm_npz *out) { return tlm_npz_read_some(path, NULL, NULL, out); }
+
+int tlm_npz_read_some(const char *path, tlm_npz_want want, void *ctx, tlm_npz *out) {
     memset(out, 0, sizeof *out);
     int fd = tlm_open_input(path);
     if (fd < 0) return -1;
@@ -250,7 +319,7 @@ int tlm_npz_read(const char *path, tlm_npz *out) {
     void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return tlm_error("%s: cannot map the file", path);
-    int rc = tlm_npz_parse(map, n, path, out);
+    int rc = tlm_npz_parse_some(map, n, path, want, ctx, out);
     munmap(map, n);
     return rc;
 }

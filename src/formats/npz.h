@@ -28,6 +28,17 @@ typedef struct tlm_npz {
 int tlm_npz_read(const char *path, tlm_npz *out);
 /* Parses an archive image in memory (`label` names it in errors). */
 int tlm_npz_parse(const void *bytes, size_t n, const char *label, tlm_npz *out);
+
+/* A caller's say on one member, from its .npy header alone (dtype, ndim, shape, numel; data NULL),
+ * asked before the member is inflated or copied: 1 read it, 0 list it without its data (the
+ * entry's a.data stays NULL), -1 + tlm_error refuse the archive. where: "FILE: member 'KEY.npy'".
+ * Every member's header is read from its first bytes only (at most 64 KiB inflated), and the
+ * size it implies must be the member's size in the directory: a member is never inflated past
+ * what its header promises, nor at all when the caller does not want it. */
+typedef int (*tlm_npz_want)(void *ctx, const char *key, const tlm_npy *header, const char *where);
+/* tlm_npz_read / tlm_npz_parse asking want (NULL: read every member) */
+int tlm_npz_read_some(const char *path, tlm_npz_want want, void *ctx, tlm_npz *out);
+int tlm_npz_parse_some(const void *bytes, size_t n, const char *label, tlm_npz_want want, void *ctx, tlm_npz *out);
 /* The array stored under key, or NULL. */
 const tlm_npy *tlm_npz_find(const tlm_npz *z, const char *key);
 void tlm_npz_free(tlm_npz *z); /* NULL allowed */

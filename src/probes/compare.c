@@ -245,6 +245,37 @@ static int name_push(char (**list)[CMP_NAME], int *n, const char *name) {
     return 0;
 }
 
+/* array a (its header is enough) as the reference of point t: floating point, of t's shape or t's
+ * without the batch of 1 */
+static int check_point_array(const char *label, const cmp_tensor *t, const tlm_npy *a) {
+    char want[160], got[160];
+    shape_text(want, sizeof want, t->ndim, t->shape);
+    shape_text(got, sizeof got, a->ndim, a->shape);
+    if (a->dtype != TLM_DT_F32)
+        return tlm_error("%s: key '%s' holds integers; activations must be floating point (float32 or float64)",
+                         label, t->name);
+    int same = a->ndim == t->ndim, unbatched = a->ndim == t->ndim - 1 && t->shape[0] == 1;
+    for (int d = 0; d < a->ndim && (same || unbatched); d++) {
+        if (same && a->shape[d] != t->shape[d]) same = 0;
+        if (unbatched && a->shape[d] != t->shape[d + 1]) unbatched = 0;
+    }
+    if (!same && !unbatched) {
+        char nobatch[160];
+        shape_text(nobatch, sizeof nobatch, t->ndim - 1, t->shape + 1);
+        return tlm_error("%s: key '%s' has shape %s; A's point has shape %s (or %s without the batch)", label, t->name,
+                         got, want, nobatch);
+    }
+    return 0;
+}
+
+int cmp_npz_want(void *ctx, const char *key, const tlm_npy *header, const char *where) {
+    (void)where;
+    const cmp_npz_ask *ask = ctx;
+    const cmp_tensor *t = cmp_run_find(ask->model, key);
+    if (!t) return 0; /* (not a point of A: listed as unknown, never inflated) */
+    return check_point_array(ask->label, t, header) ? -1 : 1;
+}
+
 int cmp_run_npz(const struct tlm_npz *z, const char *label, const cmp_run *model, const tlm_model *m, cmp_run *out,
                 char (**missing)[CMP_NAME], int *n_missing, char (**unknown)[CMP_NAME], int *n_unknown) {
     memset(out, 0, sizeof *out);
@@ -257,24 +288,12 @@ int cmp_run_npz(const struct tlm_npz *z, const char *label, const cmp_run *model
             rc = name_push(missing, n_missing, t->name);
             continue;
         }
-        char want[160], got[160];
-        shape_text(want, sizeof want, t->ndim, t->shape);
-        shape_text(got, sizeof got, a->ndim, a->shape);
-        if (a->dtype != TLM_DT_F32) {
-            rc = tlm_error("%s: key '%s' holds integers; activations must be floating point (float32 or float64)",
-                           label, t->name);
+        if (check_point_array(label, t, a)) {
+            rc = -1;
             break;
         }
-        int same = a->ndim == t->ndim, unbatched = a->ndim == t->ndim - 1 && t->shape[0] == 1;
-        for (int d = 0; d < a->ndim && (same || unbatched); d++) {
-            if (same && a->shape[d] != t->shape[d]) same = 0;
-            if (unbatched && a->shape[d] != t->shape[d + 1]) unbatched = 0;
-        }
-        if (!same && !unbatched) {
-            char nobatch[160];
-            shape_text(nobatch, sizeof nobatch, t->ndim - 1, t->shape + 1);
-            rc = tlm_error("%s: key '%s' has shape %s; A's point has shape %s (or %s without the batch)", label,
-                           t->name, got, want, nobatch);
+        if (!a->data) {
+            rc = tlm_error("%s: key '%s' was not read (internal error: read the .npz with cmp_npz_want)", label, t->name);
             break;
         }
         cmp_tensor *c = run_push(out, t->name, t->ndim, t->shape, t->flags, t->layer);

@@ -61,6 +61,16 @@ void cmp_run_free(cmp_run *r);
  * the attention scores (keys the model's mask hides) are set to -inf. Names of the model's run
  * the file lacks go to *missing, keys of the file that are no point of the model (other than
  * "tokens") to *unknown (malloc'd arrays of names; counts in *n_missing, *n_unknown). */
+/* tlm_npz_want (formats/npz.h) for the .npz `label` of reference activations of run `model`: a
+ * key naming a point of the run is read when its header's dtype and shape fit the point (else
+ * refused, before it is inflated), every other key is listed without its data. */
+typedef struct {
+    const cmp_run *model;
+    const char *label;
+} cmp_npz_ask;
+struct tlm_npy;
+int cmp_npz_want(void *ctx, const char *key, const struct tlm_npy *header, const char *where);
+
 int cmp_run_npz(const struct tlm_npz *npz, const char *label, const cmp_run *model, const struct tlm_model *m, cmp_run *out,
                 char (**missing)[CMP_NAME], int *n_missing, char (**unknown)[CMP_NAME], int *n_unknown);
 

@@ -17,6 +17,20 @@ static void shape_str(char *buf, size_t cap, const cmp_point *p) {
     if (u < cap) snprintf(buf + u, cap - u, "]");
 }
 
+/* what made a point diverge when its entries were not all finite and visible on both sides (its
+ * max rel Δ and cosine are over the rest: all-NaN reads as 0 and 1): 1 and the text, else 0 */
+static int special_entries(const cmp_point *p, char *why, size_t cap) {
+    if (!p->nonfinite && !p->mask_mismatch) return 0;
+    size_t u = 0;
+    if (p->nonfinite)
+        u += (size_t)snprintf(why, cap, "%zu entr%s NaN or infinite (in A or B)", p->nonfinite,
+                              p->nonfinite == 1 ? "y" : "ies");
+    if (p->mask_mismatch && u < cap)
+        snprintf(why + u, cap - u, "%s%zu entr%s masked on one side only", u ? ", " : "", p->mask_mismatch,
+                 p->mask_mismatch == 1 ? "y" : "ies");
+    return 1;
+}
+
 static const char *ref_side(const cmp_report *r) { return r->res->ref_b ? "B" : "A"; }
 
 /* ---- text --------------------------------------------------------------------------------- */
@@ -63,9 +77,17 @@ void cmp_print(FILE *f, const cmp_report *r) {
         fprintf(f, "no divergence: every point within %.3g (largest max rel Δ %.3e)\n", res->tol, res->worst_rel);
     } else {
         const cmp_point *p = &res->p[res->first];
-        fprintf(f, "first divergence: %s: max rel Δ %.3e > %.3g", p->name, p->max_rel, res->tol);
-        if (p->pos >= 0) fprintf(f, ", largest at position %d", p->pos);
-        fprintf(f, " (max |Δ| %.3e, cosine %.6f)\n", p->max_abs, p->cosine);
+        char why[160];
+        fprintf(f, "first divergence: %s: ", p->name);
+        if (special_entries(p, why, sizeof why)) { /* (the figures cover the other entries only) */
+            fprintf(f, "%s", why);
+            if (p->max_rel > res->tol) fprintf(f, "; the others: max rel Δ %.3e > %.3g", p->max_rel, res->tol);
+            fprintf(f, "\n");
+        } else {
+            fprintf(f, "max rel Δ %.3e > %.3g", p->max_rel, res->tol);
+            if (p->pos >= 0) fprintf(f, ", largest at position %d", p->pos);
+            fprintf(f, " (max |Δ| %.3e, cosine %.6f)\n", p->max_abs, p->cosine);
+        }
     }
     if (r->note[0]) fprintf(f, "note: %s\n", r->note);
     const cmp_search *s = r->search;
@@ -243,7 +265,9 @@ int cmp_write_html(const char *path, const cmp_report *r) {
         tlm_buf_printf(&b, "<b>No divergence</b>: every point within the tolerance (largest %.3e).", res->worst_rel);
     } else {
         tlm_buf_puts(&b, "<b>First divergence</b>: <code>"), esc(&b, res->p[res->first].name);
-        tlm_buf_printf(&b, "</code>, max rel &Delta; %.3e.", res->p[res->first].max_rel);
+        char why[160];
+        if (special_entries(&res->p[res->first], why, sizeof why)) tlm_buf_puts(&b, "</code>, "), esc(&b, why), tlm_buf_puts(&b, ".");
+        else tlm_buf_printf(&b, "</code>, max rel &Delta; %.3e.", res->p[res->first].max_rel);
     }
     if (res->has_output)
         tlm_buf_printf(&b, " Output: KL(A&#8214;B) mean %.3e, max %.3e nats; top-1 agreement %d/%d.", res->kl_mean,

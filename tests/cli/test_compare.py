@@ -242,6 +242,75 @@ def test_npz(T, work):
               "malformed %s refused, naming %s" % (name, ", ".join(words[1:]) or "the file"), err.strip())
 
 
+def bomb_npz(path, members):
+    """an .npz of deflated members written as a stream: (key, npy header dict, bytes of data, zero
+    bytes after them), so that a member's data can be far larger than its few compressed bytes"""
+    import io
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for key, header, data, zeros in members:
+            head = io.BytesIO()
+            np.lib.format.write_array_header_1_0(head, header)
+            with zf.open(key + ".npy", "w", force_zip64=True) as f:
+                f.write(head.getvalue() + data)
+                chunk = bytes(1 << 24)
+                for _ in range(zeros >> 24):
+                    f.write(chunk)
+                f.write(bytes(zeros & ((1 << 24) - 1)))
+    return path
+
+
+# (a small launcher measures the command: a child forked from this process would count this
+# process's own memory, torch's included, in its peak before it execs)
+RSS_LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write("\\npeak-rss-kib %d\\n" % usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status) & 255)
+"""
+
+
+def run_rss(T, *args):
+    """(exit code, stdout, stderr, peak resident memory in MiB) of one tinylm command"""
+    rc, out, err = run(sys.executable, "-c", RSS_LAUNCHER, T, *args)
+    err, _, peak = err.rpartition("\npeak-rss-kib ")
+    return rc, out, err, int(peak) / 1024.0
+
+
+def test_npz_bounded(T, work):
+    """A deflated member is checked by its header before it is inflated: a 512 MiB member whose shape is
+    not the point's, one under a key that is no point, and one whose header promises less than its
+    stated size are refused or skipped with the process's peak memory far below the member's size.
+    An all-NaN reference point's summary line says so (not "max rel Δ 0 ... cosine 1")."""
+    a, _ = make_model(work, "bomb_model", BASE, seed=3)
+    big = 512 << 20
+    f4 = lambda shape: {"descr": "<f4", "fortran_order": False, "shape": shape}  # noqa: E731
+    tokens = np.array(TOKENS, np.int32)
+    tok = ("tokens", {"descr": "<i4", "fortran_order": False, "shape": (len(TOKENS),)}, tokens.tobytes(), 0)
+    embed = ("hook_embed", f4((1, 9, 32)), np.ones((1, 9, 32), np.float32).tobytes(), 0)
+    cases = [("bomb_shape.npz", [tok, ("hook_embed", f4((1, big // 4)), b"", big)], 1,
+              ["bomb_shape.npz", "hook_embed", "[1, %d]" % (big // 4), "[1, 9, 32]"]),
+             ("bomb_unknown.npz", [tok, embed, ("junk", f4((big // 4,)), b"", big)], 0, ["junk"]),
+             ("bomb_liar.npz", [tok, ("hook_embed", f4((1, 9, 32)), b"", big)], 1,
+              ["bomb_liar.npz", "hook_embed.npy", "needs 1280 bytes", str(big + 128)])]
+    for name, members, want_rc, words in cases:
+        z = bomb_npz(os.path.join(work, name), members)
+        rc, out, err, peak = run_rss(T, "compare", a, z)
+        text = out + err
+        check(rc == want_rc and all(w in text for w in words) and peak < 64,
+              "%s (%.1f KiB on disk, a %d MiB member): exit %d naming %s, peak memory %.0f MiB < 64"
+              % (name, os.path.getsize(z) / 1024, big >> 20, want_rc, ", ".join(words), peak), err.strip()[-300:])
+    # an all-NaN reference point
+    nan = ("hook_embed", f4((1, 9, 32)), np.full((1, 9, 32), np.nan, np.float32).tobytes(), 0)
+    z = bomb_npz(os.path.join(work, "nan.npz"), [tok, nan])
+    rc, rep, out, err = compare(T, a, z)
+    line = [x for x in out.splitlines() if x.startswith("first divergence")]
+    check(rc == 0 and line == ["first divergence: hook_embed: 288 entries NaN or infinite (in A or B)"]
+          and rep and rep["first_divergence"]["name"] == "hook_embed",
+          "an all-NaN reference point: the summary line says NaN, not max rel Δ 0 and cosine 1", str(line) + err)
+
+
 # ---------------------------------------------------------------- planted convention bugs
 
 def pairs_from_halves(w, hd):
@@ -540,4 +609,4 @@ def test_hf_snippet(T, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_formats, test_errors, test_npz, test_conventions, test_hf_snippet]))
+    sys.exit(main([test_npz_bounded, test_formats, test_errors, test_npz, test_conventions, test_hf_snippet]))
