@@ -635,7 +635,8 @@ static int gemma4_rope_entry(tlm_config *c, const cJSON *e, const char *src, boo
         } else if (!strcmp(k, "rope_theta")) {
             if (read_number(e, src, where, k, TLM_FLOAT_POSITIVE, &theta)) return -1;
         } else if (!strcmp(k, "partial_rotary_factor")) {
-            if (read_number(e, src, where, k, TLM_FLOAT_ANY, &prf) || !(prf > 0 && prf <= 1))
+            if (read_number(e, src, where, k, TLM_FLOAT_ANY, &prf)) return -1;
+            if (!(prf > 0 && prf <= 1))
                 return tlm_error("%s: %s.partial_rotary_factor must be in (0, 1]", src, where);
         } else if (!strcmp(k, "factor")) {
             if (read_number(e, src, where, k, TLM_FLOAT_FACTOR, &factor)) return -1;

@@ -44,3 +44,10 @@ if(TLM_PYTHON)
            --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_compare)
   set_tests_properties(test_compare PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # every float a reader takes from a file (config.json of every family, GGUF metadata of every
+  # architecture, tokenizer scores, trainer.json, sweep grids): +-Inf, NaN, 1e39 and each range's edges
+  add_test(NAME test_file_floats COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/cli/test_file_floats.py
+           --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_file_floats)
+  set_tests_properties(test_file_floats PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 400)
+endif()
