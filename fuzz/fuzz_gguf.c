@@ -5,13 +5,34 @@
  * array accessor (and one index past the end), and every tensor's bytes, so a count, length or
  * offset the validator let through unchecked would show as a crash. Also aborts on broken
  * invariants: a refusal without a message, lookup not finding a listed key or tensor, a tensor
- * that is misaligned or has a shape outside the rules. Build: see fuzz/README.md. */
+ * that is misaligned or has a shape outside the rules. Floats that are not finite as a float32
+ * are refused by the getters (and only they: a finite float32 is always read). Then the bytes
+ * go to the model loader (through a memfd, as it takes a path): a file it accepts whose weights
+ * are all tame (|w| <= 4, so that no honest product overflows) must give finite logits on a
+ * two-token input, whatever its metadata say (a soft-cap, an eps, a RoPE base or factor that
+ * passed the checks). Build: see fuzz/README.md. */
+#define _GNU_SOURCE
 #include "formats/gguf.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "ops/quant.h"
 #include "util/error.h"
 
+#include <math.h>
+#include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* one thread: the models are tiny (as fuzz_llama2c) */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    omp_set_num_threads(1);
+    return 0;
+}
 
 static volatile uint64_t sink;
 
@@ -29,6 +50,12 @@ static int is_int(gguf_type t) {
 }
 
 static int is_float(gguf_type t) { return t == GGUF_FLOAT32 || t == GGUF_FLOAT64; }
+
+/* the last refusal was of a NaN or an infinity (a float32 is refused for nothing else) */
+static int nonfinite_refusal(void) {
+    const char *e = tlm_last_error();
+    return strstr(e, " is NaN") || strstr(e, " is +Inf") || strstr(e, " is -Inf");
+}
 
 /* a present key: 1 when the type fits, -1 (with a message) otherwise; never 0 */
 static void expect(int rc, int fits) {
@@ -64,7 +91,8 @@ static void exercise_kv(const tlm_gguf *g, const gguf_kv *kv) {
     if (ru == 0 || ri == 0)
         abort();
     int rf = tlm_gguf_get_f32(g, key, &f);
-    if (rf == 0 || (!is_float(kv->type) && rf != -1) || (kv->type == GGUF_FLOAT32 && rf != 1))
+    if (rf == 0 || (!is_float(kv->type) && rf != -1) || (rf == 1 && !isfinite(f)) ||
+        (kv->type == GGUF_FLOAT32 && rf == -1 && !nonfinite_refusal()))
         abort();
     sink += (uint64_t)u + (uint64_t)i + (uint64_t)(f == f);
     expect(tlm_gguf_get_bool(g, key, &b), kv->type == GGUF_BOOL);
@@ -91,9 +119,12 @@ static void exercise_kv(const tlm_gguf *g, const gguf_kv *kv) {
         expect(r1, kv->elem_type == GGUF_STRING);
         if (r1 == 1)
             touch(s.p, s.len);
-        int r2 = tlm_gguf_array_f32(g, kv, k, &f);
-        if (r2 == 0 || (!is_float(kv->elem_type) && r2 != -1) || (kv->elem_type == GGUF_FLOAT32 && r2 != 1))
+        float f2 = 0;
+        int r2 = tlm_gguf_array_f32(g, kv, k, &f2);
+        if (r2 == 0 || (!is_float(kv->elem_type) && r2 != -1) || (r2 == 1 && !isfinite(f2)) ||
+            (kv->elem_type == GGUF_FLOAT32 && r2 == -1 && !nonfinite_refusal()))
             abort();
+        f = r2 == 1 ? f2 : f;
         int r3 = tlm_gguf_array_i64(g, kv, k, &i);
         if (r3 == 0 || (!is_int(kv->elem_type) && r3 != -1) ||
             (is_int(kv->elem_type) && kv->elem_type != GGUF_UINT64 && r3 != 1))
@@ -123,6 +154,48 @@ static void exercise_tensor(const tlm_gguf *g, const gguf_tensor *t) {
     if (t->offset % tlm_gguf_alignment(g))
         abort();
     touch(t->data, t->nbytes);
+}
+
+/* every weight of the file dequantized is finite and |w| <= 4 (a type tinylm cannot read: not
+ * tame, the loader refuses it anyway) */
+static int tame_weights(const tlm_gguf *g) {
+    for (size_t i = 0; i < tlm_gguf_tensor_count(g); i++) {
+        const gguf_tensor *t = tlm_gguf_tensor_at(g, i);
+        const int64_t row = t->ne[0];
+        if (!wq_supported(t->type) || row <= 0 || row > (1 << 20)) return 0;
+        if (!t->nbytes) continue; /* (no elements) */
+        const size_t rb = wq_row_bytes(t->type, row);
+        if (!rb || t->nbytes % rb) return 0;
+        float *buf = malloc(sizeof(float) * (size_t)row);
+        if (!buf) return 0;
+        int ok = 1;
+        for (size_t r = 0; r < t->nbytes / rb && ok; r++) {
+            wq_dequantize_row(t->type, (const unsigned char *)t->data + r * rb, buf, row);
+            for (int64_t j = 0; j < row && ok; j++) ok = fabsf(buf[j]) <= 4.0f; /* (NaN fails too) */
+        }
+        free(buf);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* a model the loader accepts from tame weights computes finite logits */
+static void check_model(const uint8_t *data, size_t size, const tlm_gguf *g) {
+    if (!tame_weights(g)) return;
+    static int fd = -1;
+    if (fd < 0 && (fd = memfd_create("fuzz_gguf", 0)) < 0) abort();
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t)size) abort();
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    tlm_model *m = gguf_model_load(path);
+    if (!m) return;
+    int ids[2] = {0, m->cfg.vocab_size - 1};
+    const int T = m->cfg.max_seq < 2 ? m->cfg.max_seq : 2;
+    if (model_forward(m, ids, NULL, 1, T, NULL) != 0) abort();
+    const float *logits = model_last_logits(m);
+    for (int v = 0; v < m->cfg.vocab_size; v++)
+        if (!isfinite(logits[v])) abort();
+    model_free(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -156,6 +229,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len;
     if (tlm_gguf_detach_mapping(g, &base, &len) != -1) /* an image from memory has no mapping */
         abort();
+    check_model(data, size, g);
     tlm_gguf_close(g);
     return 0;
 }

@@ -138,6 +138,83 @@ def gguf_seeds():
     }
 
 
+def gguf_model(arch, extra=(), seed=0):
+    """a whole tiny model of architecture arch that gguf_load runs (1 layer, d 8, 2 heads of 4, FFN 16,
+    vocab 16, f32 weights in [-0.5, 0.5]): fuzz_gguf checks that what loads gives finite logits"""
+    d, heads, hd, ff, vocab = 8, 2, 4, 16, 16
+    state = [seed * 7919 + 1]
+
+    def floats(n):
+        out = []
+        for _ in range(n):
+            state[0] = (state[0] * 1103515245 + 12345) % (1 << 31)
+            out.append(state[0] / (1 << 31) - 0.5)
+        return struct.pack("<%df" % n, *out)
+
+    def t(name, *shape):  # shape as numpy's: ne is reversed
+        n = 1
+        for x in shape:
+            n *= x
+        return (name, 0, list(reversed(shape)), floats(n))
+
+    eps = "layer_norm_epsilon" if arch == "gpt2" else "layer_norm_rms_epsilon"
+    kvs = [("general.architecture", GGUF_STRING, arch), (arch + ".block_count", 4, 1),
+           (arch + ".embedding_length", 4, d), (arch + ".feed_forward_length", 4, ff),
+           (arch + ".attention.head_count", 4, heads), (arch + ".context_length", 4, 8),
+           (arch + ".attention." + eps, 6, 1e-5)]
+    tensors = [t("token_embd.weight", vocab, d), t("output_norm.weight", d)]
+    if arch == "gpt2":
+        tensors += [t("position_embd.weight", 8, d), t("output_norm.bias", d)]
+        layer = [t("attn_norm.weight", d), t("attn_norm.bias", d), t("attn_qkv.weight", 3 * d, d),
+                 t("attn_qkv.bias", 3 * d), t("attn_output.weight", d, d), t("attn_output.bias", d),
+                 t("ffn_norm.weight", d), t("ffn_norm.bias", d), t("ffn_up.weight", ff, d), t("ffn_up.bias", ff),
+                 t("ffn_down.weight", d, ff), t("ffn_down.bias", d)]
+    else:
+        layer = [t("attn_norm.weight", d), t("attn_q.weight", heads * hd, d), t("attn_k.weight", heads * hd, d),
+                 t("attn_v.weight", heads * hd, d), t("attn_output.weight", d, heads * hd), t("ffn_norm.weight", d),
+                 t("ffn_gate.weight", ff, d), t("ffn_up.weight", ff, d), t("ffn_down.weight", d, ff)]
+        if arch in ("gemma2", "gemma3"):
+            layer += [t("post_attention_norm.weight", d), t("post_ffw_norm.weight", d)]
+            kvs += [(arch + ".attention.key_length", 4, hd), (arch + ".attention.value_length", 4, hd)]
+        if arch == "gemma3":
+            layer += [t("attn_q_norm.weight", hd), t("attn_k_norm.weight", hd)]
+        if arch == "gemma2":
+            kvs += [("gemma2.attn_logit_softcapping", 6, 50.0), ("gemma2.final_logit_softcapping", 6, 30.0),
+                    ("gemma2.attention.sliding_window", 4, 4)]
+    tensors += [(("blk.0." + name), ty, ne, raw) for name, ty, ne, raw in layer]
+    keys = dict((k, (ty, v)) for k, ty, v in kvs)
+    for k, ty, v in extra:
+        keys[k] = (ty, v)
+    return gguf([(k, ty, v) for k, (ty, v) in keys.items()], tensors)
+
+
+# the float metadata keys gguf_load reads, per architecture
+GGUF_FLOAT_KEYS = {
+    "llama": ["attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.scaling.factor"],
+    "gemma2": ["attention.layer_norm_rms_epsilon", "rope.freq_base", "attn_logit_softcapping",
+               "final_logit_softcapping"],
+    "gemma3": ["attention.layer_norm_rms_epsilon", "rope.freq_base", "final_logit_softcapping"],
+    "gpt2": ["attention.layer_norm_epsilon"],
+}
+
+
+def gguf_model_seeds():
+    """a loadable model per architecture, and each of its float keys set to +Inf, -Inf (float32), a
+    float64 1e39, and a huge finite soft-cap"""
+    seeds = {}
+    for arch, keys in GGUF_FLOAT_KEYS.items():
+        seeds["model_" + arch] = gguf_model(arch)
+        for k in keys:
+            extra = [(arch + ".rope.scaling.type", GGUF_STRING, "linear")] if "scaling" in k else []
+            for name, ty, v in (("inf", 6, float("inf")), ("minus_inf", 6, float("-inf")), ("f64_1e39", 12, 1e39)):
+                seeds["model_%s_%s_%s" % (arch, k.replace(".", "_"), name)] = gguf_model(arch, extra + [(arch + "." + k, ty, v)])
+    seeds["model_gemma2_caps_1e38"] = gguf_model("gemma2", [("gemma2.attn_logit_softcapping", 6, 1e38),
+                                                            ("gemma2.final_logit_softcapping", 6, 1e38)])
+    seeds["model_llama_linear_4"] = gguf_model("llama", [("llama.rope.scaling.type", GGUF_STRING, "linear"),
+                                                         ("llama.rope.scaling.factor", 6, 4.0)])
+    return seeds
+
+
 def gguf_tokenizer_seeds():
     """GGUF files with tokenizer.ggml.* metadata: SentencePiece pieces (scores, every token type, byte
     pieces) and byte-level BPE (merges, each pre-tokenizer name, a control and a user token)"""
@@ -195,6 +272,27 @@ def write_all(folder, seeds, ext):
         with open(os.path.join(folder, name + ext), "wb") as f:
             f.write(raw)
     return len(seeds)
+
+
+# float keys of the config seeds, each given values a float32 cannot hold (1e999 is what a JSON parser
+# reads as infinity; 1e39 overflows float32) and, for the soft-caps, a huge finite one
+FLOAT_KEYS = {"tinylm": ["norm_eps", "rope_theta", "attn_logit_softcapping", "final_logit_softcapping",
+                         "initializer_range", "query_pre_attn_scalar"],
+              "llama": ["rms_norm_eps", "rope_theta"], "gpt2": ["layer_norm_epsilon"],
+              "gemma2": ["attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"]}
+
+
+def float_key_configs(configs):
+    out = {}
+    for name, keys in FLOAT_KEYS.items():
+        for k in keys:
+            for tag, text in (("inf", "1e999"), ("minus_inf", "-1e999"), ("1e39", "1e39"), ("1e38", "1e38")):
+                c = dict(configs[name], **{k: "@V@"})
+                out["float_%s_%s_%s" % (name, k, tag)] = json.dumps(c).replace('"@V@"', text).encode()
+    c = dict(configs["llama"])
+    c["rope_scaling"] = dict(c["rope_scaling"], factor="@V@")
+    out["float_llama_rope_scaling_factor_inf"] = json.dumps(c).replace('"@V@"', "1e999").encode()
+    return out
 
 
 def family_configs(tiny):
@@ -310,6 +408,7 @@ def more_seeds(out):
     with open(os.path.join(ROOT, "tests", "data", "llama-3.1-8b", "config.json"), "rb") as f:
         n = write_all(os.path.join(out, "config"), {"llama-3.1-8b": f.read()}, ".json")
     n += write_all(os.path.join(out, "config"), {k: json.dumps(v).encode() for k, v in configs.items()}, ".json")
+    n += write_all(os.path.join(out, "config"), float_key_configs(configs), ".json")
     n += write_all(os.path.join(out, "llama2c"), {
         "tied": llama2c_checkpoint(8, 16, 1, 2, 2, 16, 4),
         "untied_gqa": llama2c_checkpoint(8, 12, 2, 2, 1, 10, 3, shared=False, seed=1),
@@ -359,6 +458,7 @@ def main(out):
         open(os.path.join(npy_dir, name + ".npy"), "wb").write(raw)
     n = more_seeds(out)
     n_gguf = write_all(os.path.join(out, "gguf"), gguf_seeds(), ".gguf")
+    n_gguf += write_all(os.path.join(out, "gguf"), gguf_model_seeds(), ".gguf")
     n_gguf += write_all(os.path.join(out, "gguf_tokenizer"), gguf_tokenizer_seeds(), ".gguf")
     n += write_all(os.path.join(out, "npz"), npz_seeds(), ".npz")
     print(f"wrote {len(seeds)} safetensors, {len(npys)} npy, {n} config/llama2c and {n_gguf} gguf seeds, and the "
