@@ -13,9 +13,10 @@ typedef enum { NAMES_TINYLM, NAMES_LLAMA, NAMES_GEMMA, NAMES_OLMO2, NAMES_GPT2 }
 
 static naming naming_of(const tlm_config *c) {
     const char *mt = c->model_type;
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c"))
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c") ||
+        !strcmp(mt, "mistral") || !strcmp(mt, "gemma"))
         return NAMES_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strncmp(mt, "gemma3", 6) || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
     if (!strcmp(mt, "olmo2")) return NAMES_OLMO2;
     if (!strcmp(mt, "gpt2")) return NAMES_GPT2;
     return NAMES_TINYLM;

@@ -149,6 +149,25 @@ static void arch_gemma4(tlm_config *c) {
     c->head_dim_full = 512, c->ple_dim = 256;
 }
 
+/* Mistral (configuration_mistral.py, MistralAttention): Llama's body without biases (hard-coded), one
+ * sliding window for every layer (class default 4096; null: none), num_key_value_heads default 8 */
+static void arch_mistral(tlm_config *c) {
+    sizes(c, 32000, 4096, 14336, 32, 32, 8, 0, 131072);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+    c->sliding_window = 4096;
+}
+
+/* Gemma 1 (configuration_gemma.py, modeling_gemma.py): Llama's Pre-Norm layout (input_layernorm,
+ * post_attention_layernorm as the FFN's input norm) with GemmaRMSNorm's 1 + w, the GeGLU MLP (gelu tanh),
+ * the embedding times sqrt(hidden_size), a tied head, scale 1/sqrt(head_dim), head_dim 256; no soft-caps,
+ * no sliding window */
+static void arch_gemma1(tlm_config *c) {
+    sizes(c, 256000, 3072, 24576, 28, 16, 16, 256, 8192);
+    c->norm = NORM_RMSNORM_1P, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_GEGLU;
+    c->embed_scale = true, c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = true;
+}
+
 /* OLMo 2: a norm after each sublayer's output, no input norm; QK-Norm over the whole projection */
 static void arch_olmo2(tlm_config *c) {
     sizes(c, 50304, 4096, 11008, 32, 32, 0, 0, 2048);
@@ -274,6 +293,17 @@ static const config_key GEMMA4_KEYS[] = {
     {"num_experts", KEY_INT_OR_NULL, F(n_experts), NULL},
     {"top_k_experts", KEY_INT_OR_NULL, F(n_experts_per_tok), NULL},
     {"moe_intermediate_size", KEY_INT_OR_NULL, F(moe_d_ff), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* (MistralAttention and MistralMLP have no biases: attention_bias / mlp_bias are no MistralConfig keys) */
+static const config_key MISTRAL_KEYS[] = {
+    {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key GEMMA1_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
     {NULL, 0, 0, NULL},
 };
 
@@ -543,6 +573,48 @@ static int check_mixtral(tlm_config *c, const cJSON *root, const char *src) {
         return tlm_error("%s: router_jitter_noise other than 0 is not supported (the engine trains without it)", src);
     for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
     c->n_layer_types = 0;
+    return read_rope(c, root, src, false);
+}
+
+/* Mistral: the window (when set) in every layer; transformers warns about a layer_types key and ignores it */
+static int check_mistral(tlm_config *c, const cJSON *root, const char *src) {
+    derive_heads(c);
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
+    c->n_layer_types = 0;
+    return read_rope(c, root, src, false);
+}
+
+/* Gemma 1's activation: transformers 4.x's GemmaMLP reads hidden_activation (None: gelu_pytorch_tanh, hidden_act
+ * ignored); transformers 5 dropped that key and reads hidden_act. The released files carry both (hidden_act
+ * "gelu", hidden_activation "gelu_pytorch_tanh": the tanh form the models were trained with), so
+ * hidden_activation decides when present and an inert hidden_act is noted once; without it, hidden_act must be a
+ * tanh GELU, since the two versions would compute different functions from an exact "gelu" */
+static int gemma1_activation(const cJSON *root, const char *src) {
+    const cJSON *ha = item(root, "hidden_activation");
+    if (ha && !cJSON_IsNull(ha)) {
+        if (check_activation(root, src, "hidden_activation", "gelu_pytorch_tanh", GELU_TANH)) return -1;
+        const char *act = cJSON_GetStringValue(item(root, "hidden_act"));
+        if (act && strcmp(act, cJSON_GetStringValue(ha) ? cJSON_GetStringValue(ha) : "") != 0)
+            fprintf(stderr, "tinylm: note: %s: hidden_act \"%s\" is not used: hidden_activation \"%s\" decides "
+                            "Gemma's activation (GemmaMLP of transformers 4.x; the released models' tanh GELU)\n",
+                    src, act, cJSON_GetStringValue(ha));
+        return 0;
+    }
+    const cJSON *act = item(root, "hidden_act");
+    const char *a = act ? cJSON_GetStringValue(act) : "gelu_pytorch_tanh";
+    if (a && (!strcmp(a, "gelu") || !strcmp(a, "gelu_python")))
+        return tlm_error("%s: hidden_act = \"%s\" without hidden_activation is ambiguous for Gemma: transformers 4.x "
+                         "computes the tanh GELU (it ignores hidden_act), transformers 5 the exact one; add "
+                         "\"hidden_activation\": \"gelu_pytorch_tanh\" (the released models') to choose", src, a);
+    return check_activation(root, src, "hidden_act", "gelu_pytorch_tanh", GELU_TANH);
+}
+
+static int check_gemma1(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias; /* (GemmaAttention: attention_bias on q, k, v and o, as Llama) */
+    derive_heads(c);
+    if (gemma1_activation(root, src)) return -1;
+    if (must_be_false(root, src, "use_bidirectional_attention", "bidirectional attention")) return -1;
     return read_rope(c, root, src, false);
 }
 
@@ -823,6 +895,10 @@ static const char *const DEEPSEEK_V3_EXTRA[] = {"hidden_act", "pretraining_tp", 
 static const char *const GEMMA_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
                                           "partial_rotary_factor", "cache_implementation", "sliding_window_pattern",
                                           "use_bidirectional_attention", NULL};
+static const char *const MISTRAL_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                            NULL};
+static const char *const GEMMA1_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
+                                           "partial_rotary_factor", "use_bidirectional_attention", NULL};
 static const char *const OLMO2_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                                           NULL};
 /* (rope_theta and rms_norm_eps of HF_COMMON_KEYS: rope_theta is no Gemma4TextConfig field, refused as unknown) */
@@ -861,6 +937,8 @@ static const hf_family FAMILIES[] = {
     {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA, false},
     {"gpt2", arch_gpt2, NULL, GPT2_KEYS, check_gpt2, GPT2_EXTRA, false},
     {"gemma4_text", arch_gemma4, GEMMA4_COMMON_KEYS, GEMMA4_KEYS, check_gemma4, GEMMA4_EXTRA, true},
+    {"mistral", arch_mistral, HF_COMMON_KEYS, MISTRAL_KEYS, check_mistral, MISTRAL_EXTRA, false},
+    {"gemma", arch_gemma1, HF_COMMON_KEYS, GEMMA1_KEYS, check_gemma1, GEMMA1_EXTRA, false},
 };
 
 static int in_list(const char *const *list, const char *s) {
@@ -922,12 +1000,50 @@ static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
     return 0;
 }
 
+/* Gemma3Config (Gemma3ForConditionalGeneration: Gemma 3 4B / 12B / 27B): the text model of its text_config,
+ * read as gemma3_text (its class defaults where the file leaves keys out); the vision tower (vision_config and
+ * its tensors) is skipped with a note; other top-level keys than the multimodal token ids and bookkeeping get
+ * the family's warning */
+static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src) {
+    static const char *const KNOWN[] = {"text_config", "vision_config", "mm_tokens_per_image", "boi_token_index",
+                                        "eoi_token_index", "image_token_index", "boi_token_id", "eoi_token_id",
+                                        "image_token_id", "initializer_range", "tie_word_embeddings", NULL};
+    const cJSON *text = item(root, "text_config");
+    if (!cJSON_IsObject(text)) return tlm_error("%s: text_config must be an object (the text model's config)", src);
+    const char *tmt = cJSON_GetStringValue(item(text, "model_type"));
+    if (tmt && strcmp(tmt, "gemma3_text") != 0)
+        return tlm_error("%s: text_config.model_type = \"%s\": expected \"gemma3_text\"", src, tmt);
+    char where[300];
+    snprintf(where, sizeof where, "%s (text_config)", src);
+    if (hf_family_parse(cfg, text, "gemma3_text", where)) return -1;
+    for (const cJSON *it = root->child; it; it = it->next)
+        if (!in_list(KNOWN, it->string) && !in_list(HF_IGNORED, it->string)) {
+            fprintf(stderr, "tinylm: warning: %s: key \"%s\" is not used by the gemma3 (multimodal) reader\n", src,
+                    it->string);
+            note_unknown(it->string);
+        }
+    const cJSON *tie = item(root, "tie_word_embeddings");
+    if (tie && (!cJSON_IsBool(tie) || cJSON_IsTrue(tie) != cfg->tie_embeddings))
+        return tlm_error("%s: tie_word_embeddings differs between the top level and text_config", src);
+    if (item(root, "vision_config") && !cJSON_IsNull(item(root, "vision_config")))
+        fprintf(stderr, "tinylm: note: %s: the text model of a multimodal Gemma 3; vision_config and the vision "
+                        "tower skipped (the engine reads text: image token ids are embedded as themselves)\n", src);
+    snprintf(cfg->model_type, sizeof cfg->model_type, "gemma3");
+    return 0;
+}
+
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
     if (!strcmp(mt, "gemma4")) {
         if (item(root, "quantization_config"))
             return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
                              src);
         return gemma4_multimodal_parse(cfg, root, src);
+    }
+    if (!strcmp(mt, "gemma3")) {
+        if (item(root, "quantization_config"))
+            return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
+                             src);
+        return gemma3_multimodal_parse(cfg, root, src);
     }
     return hf_family_parse(cfg, root, mt, src);
 }
@@ -940,7 +1056,7 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
         char names[256] = "";
         for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
-        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma4)", src, mt, names);
+        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma3, gemma4)", src, mt, names);
     }
     if (item(root, "quantization_config"))
         return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)", src);

@@ -166,11 +166,25 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
 static const char *name_prefix(const tlm_safetensors *st, hf_family_style style, const char *model_type) {
     /* Gemma4ForConditionalGeneration: the text model is model.language_model */
     if (!strcmp(model_type, "gemma4")) return "model.language_model.";
+    /* Gemma3ForConditionalGeneration: language_model.model. in the released files (transformers 4.5x),
+     * model.language_model. since transformers 4.52 */
+    if (!strcmp(model_type, "gemma3"))
+        return tlm_st_find(st, "language_model.model.embed_tokens.weight") ? "language_model.model."
+                                                                           : "model.language_model.";
     const char *prefix = hf_default_prefix(style);
     char probe[160];
     snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
     if (!tlm_st_find(st, probe) && tlm_st_find(st, hf_embed_name(style))) prefix = "";
     return prefix;
+}
+
+/* the untied head's name: beside the text model in Gemma 3's released multimodal layout */
+static const char *head_name(const char *prefix) {
+    return !strcmp(prefix, "language_model.model.") ? "language_model.lm_head.weight" : "lm_head.weight";
+}
+
+static void rename_head(hf_tensor_ref *ref, const char *prefix) {
+    if (!strcmp(ref->name, "lm_head.weight")) snprintf(ref->name, sizeof ref->name, "%s", head_name(prefix));
 }
 
 /* Every tensor the config needs is in the file with the shape the config implies: checked
@@ -189,6 +203,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
         hf_tensor_ref ref;
         int64_t shape[3];
         rc = hf_map_tensor(c, (hf_family_style)style, prefix, t[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
+        rename_head(&ref, prefix);
         if (!rc && tlm_st_check_shape(st, ref.name, file_shape(&t[i], &ref, shape), shape))
             rc = tlm_error_prefix("%s/config.json (vocab_size %d, hidden_size %d, %d layers) does not match the "
                                   "weights",
@@ -208,6 +223,7 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         hf_tensor_ref ref;
         rc = hf_map_tensor(c, style, prefix, m->tensors[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
+        rename_head(&ref, prefix);
         if (!rc) rc = load_one(st, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
         const tlm_st_tensor *t = rc ? NULL : tlm_st_find(st, ref.name);
         if (t && t->ndim >= 2) matrices++, bf16_matrices += t->dtype == TLM_DT_BF16; /* (3-D: Gemma 4's experts) */
@@ -219,13 +235,17 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     m->stored_bf16 = matrices > 0 && bf16_matrices == matrices;
     free(scratch);
     if (!rc && c->tie_embeddings) {
-        const tlm_st_tensor *head = tlm_st_find(st, "lm_head.weight");
+        const tlm_st_tensor *head = tlm_st_find(st, head_name(prefix));
         if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
     }
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
     /* a multimodal Gemma 4 checkpoint: its vision and audio towers are not the text model's (skipped, said once) */
     static const char *const TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
                                          "model.embed_audio."};
+    /* (Gemma 3's: the SigLIP tower and the projector, in both layouts) */
+    static const char *const TOWERS3[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                          "model.multi_modal_projector."};
+    const int mm4 = !strcmp(c->model_type, "gemma4"), mm3 = !strcmp(c->model_type, "gemma3");
     size_t towers = 0, mtp = 0;
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
@@ -235,7 +255,8 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
             continue;
         }
         int tower = 0;
-        for (int j = 0; j < 4 && !strcmp(c->model_type, "gemma4"); j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
+        for (int j = 0; j < 4 && mm4; j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
+        for (int j = 0; j < 4 && mm3; j++) tower |= !strncmp(t->name, TOWERS3[j], strlen(TOWERS3[j]));
         if (tower) {
             towers++;
             continue;
@@ -250,8 +271,8 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
                         "transformers does\n", dir, mtp, c->n_nextn, c->n_nextn > 1 ? "s" : "", c->n_layers,
                 c->n_layers + c->n_nextn - 1, c->n_layers);
     if (!rc && towers)
-        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the vision and audio towers (text only)\n", dir,
-                towers);
+        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the %s (text only)\n", dir, towers,
+                mm3 ? "vision tower and its projector" : "vision and audio towers");
     return rc;
 }
 

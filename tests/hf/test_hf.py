@@ -168,7 +168,7 @@ def make_weights(family, cfg, seed):
     KV = cfg.get("num_key_value_heads") or H
     hd = cfg.get("head_dim") or d // H
     f = cfg["intermediate_size"]
-    gemma = family in ("gemma2", "gemma3_text")
+    gemma = family in ("gemma2", "gemma3_text", "gemma")
     norm_center = 0.0 if gemma else 1.0  # Gemma stores w of (1 + w)
     P = "model."
     T[P + "embed_tokens.weight"] = rng.normal(0, 1.0, (V, d))
@@ -182,6 +182,8 @@ def make_weights(family, cfg, seed):
                  "qwen3": ["input_layernorm", "post_attention_layernorm"],
                  "qwen3_moe": ["input_layernorm", "post_attention_layernorm"],
                  "mixtral": ["input_layernorm", "post_attention_layernorm"],
+                 "mistral": ["input_layernorm", "post_attention_layernorm"],
+                 "gemma": ["input_layernorm", "post_attention_layernorm"],
                  "olmo2": ["post_attention_layernorm", "post_feedforward_layernorm"],
                  "gemma2": ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                             "post_feedforward_layernorm"]}
@@ -436,6 +438,21 @@ CASES = [
      dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16, n_inner=None, layer_norm_epsilon=1e-5,
           tie_word_embeddings=False, scale_attn_weights=False, _prefix="transformer."),
      ["qkv_order"]),
+    # Mistral: a window of 4 in every layer (GQA, untied); then no window, MQA and head_dim != hidden/heads
+    # (Mistral Nemo's shape), num_key_value_heads given (the class default 8 exceeds the heads here)
+    ("mistral_window", "mistral",
+     dict(BASE, num_hidden_layers=3, num_key_value_heads=2, sliding_window=4, rope_theta=1000.0, hidden_act="silu",
+          tie_word_embeddings=False, rms_norm_eps=1e-5),
+     ["sliding_off", "window_off_by_one", "rope_interleaved"]),
+    ("mistral_nowindow_mqa", "mistral",
+     dict(BASE, num_key_value_heads=1, head_dim=16, sliding_window=None, rope_theta=500.0),
+     ["rope_interleaved"]),
+    # Gemma 1: MQA (the 2B's shape), head_dim 16 != hidden/heads, released-style activation keys (hidden_act
+    # "gelu" made inert by hidden_activation)
+    ("gemma_mqa", "gemma",
+     dict(BASE, num_key_value_heads=1, head_dim=16, rope_theta=1000.0, hidden_act="gelu",
+          hidden_activation="gelu_pytorch_tanh", attention_bias=False),
+     ["w_not_1p", "no_embed_scale", "scale_256", "silu_not_gelu"]),
     # mixtures of experts (after the others: tests below pick cases by index)
     ("qwen3_moe_step2", "qwen3_moe",
      dict(BASE, num_hidden_layers=3, num_key_value_heads=2, head_dim=16, rope_theta=1000.0, num_experts=6,
@@ -544,7 +561,8 @@ def family_tests(R):
         variants = [("f32", "F32", 1), ("bf16", "BF16", 1)]
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
-        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe", "deepseek_v3_mla_moe"):
+        if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe", "deepseek_v3_mla_moe",
+                    "mistral_window", "gemma_mqa"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -610,6 +628,70 @@ def gemma4_multimodal_tests(R):
     expect_error(R, "gemma4 multimodal unknown key", write_and(d + "_bad", dict(conf, my_switch=1), mm), "my_switch")
 
 
+def gemma3_multimodal_tests(R):
+    """A Gemma3ForConditionalGeneration checkpoint (model_type gemma3, Gemma 3 4B/12B/27B): the text model of
+    text_config (gemma3_text, its class defaults for the keys it leaves out) under language_model.model. (the
+    released files) or model.language_model. (transformers >= 4.52), the vision tower and the projector skipped
+    with a note; the logits are the text model's (hf_ref.gemma3_text on the same weights). Untied, the old
+    layout's head is language_model.lm_head.weight."""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "gemma3_pattern")
+    rng = np.random.default_rng(4)
+    for layout, tied in (("language_model.model.", True), ("model.language_model.", True),
+                         ("language_model.model.", False)):
+        c2 = dict(cfg, tie_word_embeddings=tied)
+        T = make_weights(mt, c2, seed=23)
+        text = hf_config(mt, c2)
+        conf = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text,
+                "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8}, "mm_tokens_per_image": 256,
+                "boi_token_index": 255999, "eoi_token_index": 256000, "image_token_index": 262144,
+                "initializer_range": 0.02, "transformers_version": "4.50.0.dev0"}
+        mm = {}
+        for k, v in T.items():
+            if k.startswith("model."):
+                mm[layout + k[len("model."):]] = v
+            else:  # the head
+                mm["language_model.lm_head.weight" if layout.startswith("language_model") else k] = v
+        vt = "vision_tower." if layout.startswith("language_model") else "model.vision_tower."
+        mp = "multi_modal_projector." if layout.startswith("language_model") else "model.multi_modal_projector."
+        mm[vt + "vision_model.encoder.layers.0.self_attn.q_proj.weight"] = rng.normal(size=(8, 8))
+        mm[mp + "mm_input_projection_weight"] = rng.normal(size=(8, 32))
+        d = os.path.join(R.work, "gemma3_mm_%s_%s" % (layout.split(".")[0], "tied" if tied else "untied"))
+        write_model(d, conf, mm)
+        ref = reference(mt, text, {k: stored_values(v, "F32") for k, v in T.items()}, IDS)
+        got, err = R.logits(d, IDS)
+        e = rel_err(got, ref) if got is not None else 1.0
+        R.check("gemma3 multimodal (%s, %s): the text model's logits, vision tower skipped with a note" %
+                (layout, "tied" if tied else "untied"),
+                e <= TOL and "vision_config" in err and "skipped the 2 tensors" in err, "rel err %.2e %s" % (e, err))
+    expect_error(R, "gemma3 multimodal text_config of another family",
+                 write_and(d + "_bad", dict(conf, text_config=dict(text, model_type="llama")), mm), "text_config.model_type")
+    expect_error(R, "gemma3 multimodal vision tensor outside the tower",
+                 write_and(d + "_bad2", conf, dict(mm, **{"vision_tower_extra.weight": np.zeros(2)})),
+                 "vision_tower_extra.weight")
+
+
+def gemma1_activation_tests(R):
+    """Gemma 1's activation keys: hidden_activation decides (hidden_act made inert is noted once); hidden_act
+    "gelu" alone is ambiguous between transformers 4.x (tanh) and 5 (exact) and refused; an exact
+    hidden_activation is refused as the engine has no exact-GELU GeGLU"""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "gemma_mqa")
+    d = os.path.join(R.work, name + "_f32")
+    r = R.run("load", d)
+    R.check("gemma: hidden_act made inert by hidden_activation is noted once",
+            r.returncode == 0 and r.stderr.count("hidden_act \"gelu\" is not used") == 1, r.stderr.strip())
+    T = make_weights(mt, cfg, seed=3)
+    conf = hf_config(mt, cfg)
+    del conf["hidden_activation"]
+    expect_error(R, "gemma hidden_act gelu without hidden_activation", write_and(d + "_amb", conf, T),
+                 "hidden_act", "ambiguous")
+    expect_error(R, "gemma exact hidden_activation",
+                 write_and(d + "_exact", dict(conf, hidden_activation="gelu"), T), "hidden_activation", "gelu")
+    conf2 = dict(conf)
+    del conf2["hidden_act"]
+    r = R.run("load", write_and(d + "_default", conf2, T))
+    R.check("gemma without activation keys: the class default gelu_pytorch_tanh", r.returncode == 0, r.stderr.strip())
+
+
 def write_and(d, conf, tensors):
     write_model(d, conf, tensors)
     return d
@@ -635,8 +717,8 @@ def error_tests(R):
         write_model(d, conf2 or conf, tensors if tensors is not None else T, "F32", 1, dtypes)
         return d
 
-    expect_error(R, "unsupported model_type", variant("mt", dict(conf, model_type="mistral")),
-                 'model_type "mistral"', "not supported")
+    expect_error(R, "unsupported model_type", variant("mt", dict(conf, model_type="phi3")),
+                 'model_type "phi3"', "not supported")
     expect_error(R, "unsupported rope type", variant("yarn", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0})),
                  "yarn", "rope_scaling")
     expect_error(R, "unsupported activation", variant("act", dict(conf, hidden_act="gelu")), "hidden_act", "gelu")
@@ -920,6 +1002,8 @@ def main():
     family_tests(R)
     deepseek_mtp_tests(R)
     gemma4_multimodal_tests(R)
+    gemma3_multimodal_tests(R)
+    gemma1_activation_tests(R)
     tied_head_tests(R)
     error_tests(R)
     llama2c_tests(R, a.data)
