@@ -502,6 +502,12 @@ static int qwen_sliding(tlm_config *c, const cJSON *root, const char *src) {
             return tlm_error("%s: key \"sliding_window\" must be a positive integer or null", src);
         else window = (int)sw->valuedouble;
     }
+    /* (Qwen2Config: sliding_window = None without use_sliding_window; the released Qwen2.5 / Qwen3 files carry a
+     * window anyway: inert, said once) */
+    if (!use && window > 0 && sw && !cJSON_IsNull(sw))
+        fprintf(stderr, "tinylm: note: %s: sliding_window = %d is inert: use_sliding_window is %s, so every layer "
+                        "attends in full (as transformers, which sets the window to None)\n", src, window,
+                item(root, "use_sliding_window") ? "false" : "absent (false)");
     if (!use) window = 0;
     int mwl = 28;
     const cJSON *m = item(root, "max_window_layers");
@@ -820,14 +826,22 @@ static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
     if (read_bool(root, src, "enable_moe_block", false, &c->moe_block)) return -1;
     static const char *const MOE_KEYS[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
     const int moe_vals[3] = {c->n_experts, c->n_experts_per_tok, c->moe_d_ff};
+    char inert[96] = "";
     for (int i = 0; i < 3; i++) {
         const cJSON *it = item(root, MOE_KEYS[i]);
         const bool set = it && !cJSON_IsNull(it);
-        if (set && !c->moe_block)
-            return tlm_error("%s: %s is set: it belongs to Gemma 4's mixture-of-experts block, which "
-                             "enable_moe_block false turns off (it needs the key null)", src, MOE_KEYS[i]);
+        if (set && !c->moe_block) /* (read above, so a bad value is still an error; inert, as transformers) */
+            snprintf(inert + strlen(inert), sizeof inert - strlen(inert), "%s%s", *inert ? ", " : "", MOE_KEYS[i]);
         if (c->moe_block && (!set || moe_vals[i] <= 0))
             return tlm_error("%s: enable_moe_block = true needs %s, a positive integer", src, MOE_KEYS[i]);
+    }
+    /* the sizes of a block that enable_moe_block false turns off: transformers builds the dense model and
+     * never reads them; so does the engine, saying so */
+    if (*inert) {
+        fprintf(stderr, "tinylm: note: %s: %s set while enable_moe_block is %s: inert (they size Gemma 4's "
+                        "mixture-of-experts block, which is off), ignored: the model is dense\n", src, inert,
+                item(root, "enable_moe_block") ? "false" : "absent (false)");
+        c->n_experts = c->n_experts_per_tok = c->moe_d_ff = 0;
     }
     if (c->moe_block && c->n_experts_per_tok > c->n_experts)
         return tlm_error("%s: top_k_experts = %d exceeds num_experts = %d", src, c->n_experts_per_tok, c->n_experts);

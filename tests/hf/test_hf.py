@@ -692,6 +692,37 @@ def gemma1_activation_tests(R):
     R.check("gemma without activation keys: the class default gelu_pytorch_tanh", r.returncode == 0, r.stderr.strip())
 
 
+def inert_keys_tests(R):
+    """Keys made inert by another key are read, noted once and ignored. Gemma 4 with enable_moe_block false that still carries num_experts / top_k_experts /
+    moe_intermediate_size (transformers builds the dense model from it): read, noted once, ignored; the logits
+    are the dense model's. A bad value of such a key is still an error naming it."""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "gemma4_kv_shared")
+    T = make_weights(mt, cfg, seed=31)
+    conf = dict(hf_config(mt, cfg), enable_moe_block=False, num_experts=8, top_k_experts=2, moe_intermediate_size=16)
+    d = write_and(os.path.join(R.work, "gemma4_inert_moe"), conf, T)
+    ref = reference(mt, conf, {k: stored_values(v, "F32") for k, v in T.items()}, IDS)
+    got, err = R.logits(d, IDS)
+    e = rel_err(got, ref) if got is not None else 1.0
+    R.check("gemma4: MoE sizes with enable_moe_block false are inert: noted once, the dense model's logits",
+            e <= TOL and err.count("num_experts, top_k_experts, moe_intermediate_size set while enable_moe_block") == 1,
+            "rel err %.2e %s" % (e, err))
+    del conf["enable_moe_block"]
+    got, err = R.logits(write_and(d + "_absent", conf, T), IDS)
+    e = rel_err(got, ref) if got is not None else 1.0
+    R.check("gemma4: ... and with enable_moe_block absent", e <= TOL and "absent (false)" in err, "%.2e %s" % (e, err))
+    expect_error(R, "gemma4 inert num_experts of a bad value", write_and(d + "_bad", dict(conf, num_experts="8"), T),
+                 "num_experts")
+    # Qwen2/Qwen3: the released files' sliding_window with use_sliding_window false (Qwen2.5, Qwen3)
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "qwen3_headdim")
+    T = make_weights(mt, cfg, seed=32)
+    conf = dict(hf_config(mt, cfg), sliding_window=4, use_sliding_window=False, max_window_layers=0)
+    ref = reference(mt, conf, {k: stored_values(v, "F32") for k, v in T.items()}, IDS)
+    got, err = R.logits(write_and(os.path.join(R.work, "qwen3_inert_window"), conf, T), IDS)
+    e = rel_err(got, ref) if got is not None else 1.0
+    R.check("qwen3: sliding_window with use_sliding_window false is inert: noted once, full attention",
+            e <= TOL and err.count("sliding_window = 4 is inert") == 1, "rel err %.2e %s" % (e, err))
+
+
 def write_and(d, conf, tensors):
     write_model(d, conf, tensors)
     return d
@@ -760,7 +791,6 @@ def error_tests(R):
             ("unknown key", dict(query_pre_attn_scalar=256), ["query_pre_attn_scalar", "not supported"]),
             ("attn soft-cap key", dict(attn_logit_softcapping=50.0), ["attn_logit_softcapping"]),
             ("moe block without its sizes", dict(enable_moe_block=True), ["enable_moe_block", "num_experts"]),
-            ("moe key set", dict(num_experts=8), ["num_experts"]),
             ("per-layer inputs of another vocabulary", dict(hidden_size_per_layer_input=4,
                                                             vocab_size_per_layer_input=32),
              ["vocab_size_per_layer_input"]),
@@ -1003,6 +1033,7 @@ def main():
     deepseek_mtp_tests(R)
     gemma4_multimodal_tests(R)
     gemma3_multimodal_tests(R)
+    inert_keys_tests(R)
     gemma1_activation_tests(R)
     tied_head_tests(R)
     error_tests(R)
