@@ -310,6 +310,29 @@ static void explain_positions(FILE *o, const tlm_config *c) {
     if (config_mla(c)) fprintf(o, "RoPE width: qk_rope_head_dim %d (MLA rotates only q_pe and k_pe)\n", c->qk_rope_dim);
 }
 
+void config_explain_quantization(FILE *o, const tlm_config *c) {
+    const char *m = c->quant_method;
+    if (!m[0]) return;
+    if (!strcmp(m, "fp8")) {
+        fprintf(o, "quantization: fp8 (quantization_config): weights stored as F8_%s, each multiplied by the "
+                   "weight_scale_inv of its block (", !strcmp(c->quant_fmt, "e5m2") ? "E5M2" : "E4M3");
+        if (c->quant_block[0])
+            fprintf(o, "blocks of %d x %d weights: weight_block_size; a scale tensor of [ceil(rows / %d), "
+                       "ceil(cols / %d)], the last block of a row or column partial", c->quant_block[0],
+                    c->quant_block[1], c->quant_block[0], c->quant_block[1]);
+        else
+            fprintf(o, "no weight_block_size: one scale per tensor");
+        fprintf(o, "); norms, embedding and head unquantized; tinylm does not load it\n");
+        return;
+    }
+    const int packed = !strcmp(m, "gptq") || !strcmp(m, "awq");
+    fprintf(o, "quantization: %s (quantization_config)", m);
+    if (c->quant_bits) fprintf(o, ", %d-bit weights", c->quant_bits);
+    if (c->quant_group) fprintf(o, " in groups of %d", c->quant_group);
+    fprintf(o, "%s; tinylm does not load it (info only)\n",
+            packed ? ", packed integers with per-group scales and zero points (qweight, qzeros, scales)" : "");
+}
+
 void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unknown) {
     fprintf(o, "model_type %s: %d layers, hidden_size %d, vocab %d, context %d\n", c->model_type, c->n_layers,
             c->d_model, c->vocab_size, c->max_seq);
@@ -367,6 +390,12 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
                 c->final_softcap);
     else
         fprintf(o, "final soft-cap: none\n");
+    config_explain_quantization(o, c);
+    if (c->n_nextn > 0)
+        fprintf(o, "multi-token prediction: %d layer%s (num_nextn_predict_layers) stored after the last, layers "
+                   "%d..%d: not part of the forward (transformers ignores them on load; tinylm skips them, saying "
+                   "so; info counts them on their own line)\n", c->n_nextn, c->n_nextn > 1 ? "s" : "",
+                c->n_layers, c->n_layers + c->n_nextn - 1);
     fprintf(o, "init: matrices ~ normal(0, %g)%s\n", c->init_std,
             c->scale_residual_init ? "; o_proj and down_proj also / sqrt(2 * num_hidden_layers)" : "");
     if (!unknown || unknown->n == 0) {

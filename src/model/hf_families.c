@@ -369,6 +369,53 @@ static int read_number(const cJSON *o, const char *src, const char *where, const
     return 0;
 }
 
+/* ---- quantization_config ------------------------------------------------------------------------ */
+
+/* an optional positive integer of quantization_config (absent or null: 0) */
+static int quant_int(const cJSON *q, const char *src, const char *key, int *out) {
+    const cJSON *it = item(q, key);
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 1 ||
+        it->valuedouble > (1 << 20))
+        return tlm_error("%s: quantization_config.%s must be a positive integer", src, key);
+    *out = (int)it->valuedouble;
+    return 0;
+}
+
+/* transformers' quantizers (FineGrainedFP8Config, GPTQConfig, AwqConfig, ...): read so that info and --explain
+ * describe the checkpoint; a method is never refused here (hf_model_load refuses what it cannot load) */
+static int read_quantization(tlm_config *c, const cJSON *root, const char *src) {
+    const cJSON *q = item(root, "quantization_config");
+    if (!q || cJSON_IsNull(q)) return 0;
+    if (!cJSON_IsObject(q)) return tlm_error("%s: quantization_config must be an object", src);
+    const char *m = cJSON_GetStringValue(item(q, "quant_method"));
+    if (!m || !*m || strlen(m) >= sizeof c->quant_method)
+        return tlm_error("%s: quantization_config.quant_method must be a short string (fp8, gptq, awq, ...)", src);
+    snprintf(c->quant_method, sizeof c->quant_method, "%s", m);
+    if (!strcmp(m, "fp8")) {
+        const cJSON *f = item(q, "fmt");
+        const char *fmt = f && !cJSON_IsNull(f) ? cJSON_GetStringValue(f) : "e4m3";
+        if (!fmt || (strcmp(fmt, "e4m3") != 0 && strcmp(fmt, "e5m2") != 0))
+            return tlm_error("%s: quantization_config.fmt must be \"e4m3\" or \"e5m2\"", src);
+        snprintf(c->quant_fmt, sizeof c->quant_fmt, "%s", fmt);
+        const cJSON *b = item(q, "weight_block_size");
+        if (b && !cJSON_IsNull(b)) {
+            if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2)
+                return tlm_error("%s: quantization_config.weight_block_size must be [rows, cols] or null", src);
+            for (int i = 0; i < 2; i++) {
+                const cJSON *e = cJSON_GetArrayItem(b, i);
+                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+                    e->valuedouble > (1 << 20))
+                    return tlm_error("%s: quantization_config.weight_block_size[%d] must be a positive integer (a "
+                                     "block of 0 rows or columns holds no weights)", src, i);
+                c->quant_block[i] = (int)e->valuedouble;
+            }
+        }
+        return 0;
+    }
+    return quant_int(q, src, "bits", &c->quant_bits) || quant_int(q, src, "group_size", &c->quant_group) ? -1 : 0;
+}
+
 /* ---- RoPE: rope_theta, rope_scaling (transformers 4.x) and rope_parameters (5.x) ------------ */
 
 /* Applies one rope dict ({"rope_type"|"type", "factor", ...}) as the scaling of the global RoPE
@@ -986,7 +1033,7 @@ static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
                                         "image_token_id", "video_token_id", "boa_token_id", "eoa_token_index",
                                         "eoa_token_id", "audio_token_id", "vision_soft_tokens_per_image",
                                         "audio_soft_tokens_per_image", "initializer_range", "tie_word_embeddings",
-                                        NULL};
+                                        "quantization_config", NULL};
     for (const cJSON *it = root->child; it; it = it->next)
         if (!in_list(KNOWN, it->string) && !in_list(HF_IGNORED, it->string))
             return tlm_error("%s: key \"%s\" is not supported by the gemma4 (multimodal) reader", src, it->string);
@@ -1021,7 +1068,8 @@ static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
 static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src) {
     static const char *const KNOWN[] = {"text_config", "vision_config", "mm_tokens_per_image", "boi_token_index",
                                         "eoi_token_index", "image_token_index", "boi_token_id", "eoi_token_id",
-                                        "image_token_id", "initializer_range", "tie_word_embeddings", NULL};
+                                        "image_token_id", "initializer_range", "tie_word_embeddings",
+                                        "quantization_config", NULL};
     const cJSON *text = item(root, "text_config");
     if (!cJSON_IsObject(text)) return tlm_error("%s: text_config must be an object (the text model's config)", src);
     const char *tmt = cJSON_GetStringValue(item(text, "model_type"));
@@ -1047,17 +1095,16 @@ static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
 }
 
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
-    if (!strcmp(mt, "gemma4")) {
-        if (item(root, "quantization_config"))
-            return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
-                             src);
-        return gemma4_multimodal_parse(cfg, root, src);
-    }
-    if (!strcmp(mt, "gemma3")) {
-        if (item(root, "quantization_config"))
-            return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
-                             src);
-        return gemma3_multimodal_parse(cfg, root, src);
+    if (!strcmp(mt, "gemma4") || !strcmp(mt, "gemma3")) { /* (the wrapper's quantization_config, at its top) */
+        tlm_config q;
+        config_defaults(&q);
+        if (read_quantization(&q, root, src)) return -1;
+        if ((!strcmp(mt, "gemma4") ? gemma4_multimodal_parse : gemma3_multimodal_parse)(cfg, root, src)) return -1;
+        memcpy(cfg->quant_method, q.quant_method, sizeof q.quant_method);
+        memcpy(cfg->quant_fmt, q.quant_fmt, sizeof q.quant_fmt);
+        memcpy(cfg->quant_block, q.quant_block, sizeof q.quant_block);
+        cfg->quant_bits = q.quant_bits, cfg->quant_group = q.quant_group;
+        return 0;
     }
     return hf_family_parse(cfg, root, mt, src);
 }
@@ -1072,17 +1119,17 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
         return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma3, gemma4)", src, mt, names);
     }
-    if (item(root, "quantization_config"))
-        return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)", src);
     config_defaults(cfg);
     fam->arch(cfg);
+    if (read_quantization(cfg, root, src)) return -1;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
     for (const cJSON *it = root->child; it; it = it->next) {
         const config_key *k = fam->common ? config_find_key(fam->common, it->string) : NULL;
         if (!k) k = config_find_key(fam->keys, it->string);
         if (k) {
             if (config_read_key(cfg, k, it, src)) return -1;
-        } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string)) {
+        } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string) &&
+                   strcmp(it->string, "quantization_config") != 0) {
             if (fam->strict) /* (Gemma 4: a key the reader does not know may change the numbers; never ignored) */
                 return tlm_error("%s: key \"%s\" is not supported by the %s reader (refused: it is no key of the "
                                  "family's configuration that the engine implements or knows to leave the numbers "

@@ -276,10 +276,27 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     return rc;
 }
 
+/* a quantized checkpoint the loader cannot read: refused naming the method (info and --explain describe it) */
+static int refuse_quantized(const char *dir, const tlm_config *c) {
+    if (!c->quant_method[0]) return 0;
+    const int packed = !strcmp(c->quant_method, "gptq") || !strcmp(c->quant_method, "awq");
+    char what[64] = "";
+    if (c->quant_bits) snprintf(what, sizeof what, " (%d-bit", c->quant_bits);
+    if (c->quant_bits && c->quant_group) snprintf(what + strlen(what), sizeof what - strlen(what), ", groups of %d",
+                                                  c->quant_group);
+    if (c->quant_bits) snprintf(what + strlen(what), sizeof what - strlen(what), ")");
+    return tlm_error("%s/config.json: quantization_config.quant_method \"%s\"%s: %s; tinylm loads F32, BF16 and F16 "
+                     "safetensors (`tinylm info` and `info --explain` describe this checkpoint)", dir,
+                     c->quant_method, what,
+                     packed ? "its weights are packed integers (qweight, qzeros, scales) that tinylm cannot read"
+                            : "tinylm cannot load this quantization");
+}
+
 tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
     int style = hf_family_style_of(cfg->model_type);
     if (style < 0)
         return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, cfg->model_type), NULL;
+    if (refuse_quantized(dir, cfg)) return NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
     if (!st || hf_check_shapes(cfg, st, dir)) {
         tlm_st_close(st);

@@ -212,6 +212,78 @@ def test_gemma4_info_memory(tinylm, work):
           "info: the KV cache stores shared keys and values once", out + err)
 
 
+def write_json(work, name, cfg):
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+DSV3_SMALL = dict(SMALL, model_type="deepseek_v3", num_hidden_layers=3, q_lora_rank=16, kv_lora_rank=12,
+                  qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=8, num_experts_per_tok=2,
+                  moe_intermediate_size=12, n_shared_experts=1, n_group=4, topk_group=2, first_k_dense_replace=1,
+                  num_nextn_predict_layers=1, tie_word_embeddings=False)
+
+
+def test_quantization_config(tinylm, work):
+    """quantization_config is read and described by info and --explain, never refused there (DeepSeek-V3's and
+    Qwen3's FP8 blocks, GPTQ, AWQ); loading a GPTQ model is refused naming the method; a block of 0 rows is an
+    error naming weight_block_size"""
+    fp8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
+    path = write_json(work, "dsv3_fp8", dict(DSV3_SMALL, quantization_config=fp8))
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc == 0 and "quantization: fp8" in out and "F8_E4M3" in out and "blocks of 128 x 128" in out and
+          "the last block of a row or column partial" in out and "every key of the file was understood" in out,
+          "explain: DeepSeek-V3's FP8 quantization_config described, not refused", out + err)
+    rc, out, err = run(tinylm, "info", "--config", path)
+    check(rc == 0 and "quantization: fp8" in out, "info: an FP8 config is described, not refused", out + err)
+    per_tensor = dict(fp8, weight_block_size=None, fmt="e5m2")
+    rc, out, err = run(tinylm, "info", "--explain", "--config", write_json(work, "qwen3_fp8", dict(
+        SMALL, model_type="qwen3", num_key_value_heads=2, quantization_config=per_tensor)))
+    check(rc == 0 and "F8_E5M2" in out and "one scale per tensor" in out, "explain: FP8 with one scale per tensor",
+          out + err)
+    for method, extra, want in (("gptq", dict(bits=4, group_size=128, desc_act=False, sym=True),
+                                 "quantization: gptq (quantization_config), 4-bit weights in groups of 128, packed"),
+                                ("awq", dict(bits=4, group_size=64, version="gemm", zero_point=True),
+                                 "quantization: awq (quantization_config), 4-bit weights in groups of 64, packed")):
+        cfg = dict(SMALL, model_type="llama", quantization_config=dict(extra, quant_method=method))
+        rc, out, err = run(tinylm, "info", "--explain", "--config", write_json(work, "llama_" + method, cfg))
+        check(rc == 0 and want in out and "does not load it" in out, "explain: %s named, not refused" % method,
+              out + err)
+        d = os.path.join(work, "llama_" + method + "_dir")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        rc, out, err = run(tinylm, "logits", "--model", d, "--ids", "1 2", "--out", os.path.join(work, "q.npy"))
+        check(rc != 0 and 'quant_method "%s"' % method in err and "cannot read" in err,
+              "loading a %s checkpoint is refused naming the method" % method, err)
+    bad = dict(fp8, weight_block_size=[128, 0])
+    rc, out, err = run(tinylm, "info", "--config", write_json(work, "fp8_block0", dict(DSV3_SMALL, quantization_config=bad)))
+    check(rc != 0 and "weight_block_size[1]" in err, "FP8 block size 0 is an error naming the key", err)
+
+
+def test_deepseek_mtp_info(tinylm, work):
+    """DeepSeek-V3's multi-token-prediction layer: info counts it on its own line (a layer like the last MoE
+    layer plus eh_proj [d, 2d], enorm, hnorm, shared_head.norm and its embedding and head copies [V, d]), not in
+    the total; --explain says it is outside the forward. The count is checked against the HF tensor shapes of
+    tests/hf/test_hf.py's DeepSeek-V3 checkpoint writer (the MTP layer's own tensors) plus the shared_head's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hf"))
+    import test_hf  # noqa: E402
+    T = test_hf.make_weights("deepseek_v3", dict(DSV3_SMALL, routed_scaling_factor=2.5, norm_topk_prob=True), 1)
+    L, d, V = DSV3_SMALL["num_hidden_layers"], DSV3_SMALL["hidden_size"], DSV3_SMALL["vocab_size"]
+    mtp = sum(v.size for k, v in T.items() if k.startswith("model.layers.%d." % L)) + 2 * V * d + d
+    total = sum(v.size for k, v in T.items() if not k.startswith("model.layers.%d." % L))
+    path = write_json(work, "dsv3_mtp", DSV3_SMALL)
+    rc, out, err = run(tinylm, "info", "--config", path)
+    line = next((ln for ln in out.splitlines() if ln.startswith("mtp ")), "")
+    tot = next((ln for ln in out.splitlines() if ln.startswith("total ")), "")
+    check(rc == 0 and "{:,}".format(mtp) in line and "not in the total" in line and "{:,}".format(total) in tot,
+          "info: the MTP layer on its own line (%d parameters), the total without it (%d)" % (mtp, total), out + err)
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc == 0 and "multi-token prediction: 1 layer (num_nextn_predict_layers)" in out and "layers 3..3" in out,
+          "explain: the MTP layer is named as outside the forward", out + err)
+
+
 def test_llama2c(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--model", STORIES)
     check(rc == 0 and "model_type llama2c" in out and "placement: Pre-Norm" in out and
@@ -337,4 +409,4 @@ def test_gemma4_train(tinylm, work):
 
 if __name__ == "__main__":
     sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_moe_explain, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
-                   test_dyt_alpha_by_position, test_gemma4_train]))
+                   test_dyt_alpha_by_position, test_gemma4_train, test_quantization_config, test_deepseek_mtp_info]))
