@@ -1121,6 +1121,9 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
     }
     config_defaults(cfg);
     fam->arch(cfg);
+    /* the family's _init_weights: normal(0, initializer_range) for every matrix; only GPT2PreTrainedModel also
+     * divides the residual projections (c_proj) by sqrt(2 n_layer), as the engine's default does */
+    cfg->scale_residual_init = !strcmp(mt, "gpt2");
     if (read_quantization(cfg, root, src)) return -1;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
     for (const cJSON *it = root->child; it; it = it->next) {
@@ -1138,6 +1141,15 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
             note_unknown(it->string);
         }
     }
+    /* head_dim: the class default (Qwen3's 128, Gemma's 256, ...) or, when the family has none and the file
+     * gives none, hidden_size / heads, which must then divide (GPT-2 and MLA check their own) */
+    const cJSON *hd_key = item(root, "head_dim");
+    const bool hd_absent = !hd_key || cJSON_IsNull(hd_key);
+    cfg->head_dim_default = hd_absent && cfg->head_dim > 0;
+    if (hd_absent && cfg->head_dim == 0 && cfg->kv_lora_rank == 0 && fam->common == HF_COMMON_KEYS &&
+        cfg->n_heads > 0 && cfg->d_model % cfg->n_heads != 0)
+        return tlm_error("%s: hidden_size = %d is not a multiple of num_attention_heads = %d (without head_dim, "
+                         "each head is hidden_size / num_attention_heads wide)", src, cfg->d_model, cfg->n_heads);
     /* per-layer tables (layer_sliding) have TLM_MAX_LAYERS entries: refuse more layers before
      * any family check fills them */
     if (cfg->n_layers > TLM_MAX_LAYERS || cfg->n_layers < 0)

@@ -23,8 +23,12 @@ ROWS = [
      ["y = w * x / sqrt(mean(x^2) + eps)", "eps = 1e-05, inside the sqrt", "placement: Pre-Norm",
       "norms per layer: 2, plus one final norm", "post_attention_layernorm     before the FFN: despite its name",
       "grouped-query (GQA), ratio 2", "base theta 500000", "RoPE scaling: llama3, factor 8", "head: untied",
-      "QK-norm: none", "attention soft-cap: none", "every key of the file was understood"],
-     ["(1 + w)", "sliding ("]),
+      "QK-norm: none", "attention soft-cap: none", "every key of the file was understood",
+      "attention scale: 1/sqrt(head_dim = 8)",
+      # LlamaPreTrainedModel._init_weights: normal(0, initializer_range), RMSNorm 1, no residual scaling
+      "init (the family's _init_weights in transformers): matrices and embeddings ~ normal(0, 0.02), no residual "
+      "scaling; norm weights start at 1; biases at 0"],
+     ["(1 + w)", "sliding (", "sqrt(2 * num_hidden_layers)"]),
     ("qwen2", dict(SMALL, model_type="qwen2", num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1000000.0,
                    use_sliding_window=False, sliding_window=32, max_window_layers=2, tie_word_embeddings=True),
      ["y = w * x / sqrt(mean(x^2) + eps)", "placement: Pre-Norm", "multi-query (MQA)", "biases: q/k/v yes, o no",
@@ -42,7 +46,8 @@ ROWS = [
       "post_attention_layernorm     on the attention OUTPUT, before the residual add",
       "pre_feedforward_layernorm", "post_feedforward_layernorm", "attention soft-cap: 50,",
       "final soft-cap: 30,", "layer pattern: S F S F", "alternating sliding and full", "GeGLU",
-      "multiplied by sqrt(hidden_size)", "1/sqrt(query_pre_attn_scalar = 16)"],
+      "multiplied by sqrt(hidden_size)", "1/sqrt(query_pre_attn_scalar = 16)",
+      "no residual scaling; norm weights start at 0 (the 1 + w form: a gain of 1)"],
      ["QK-norm: per head"]),
     ("gemma3_text", dict(SMALL, model_type="gemma3_text", num_hidden_layers=12, num_key_value_heads=2, head_dim=16,
                          query_pre_attn_scalar=16, sliding_window=8, sliding_window_pattern=6,
@@ -126,8 +131,44 @@ ROWS = [
     ("gpt2", dict(model_type="gpt2", vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16,
                   layer_norm_epsilon=1e-5, activation_function="gelu_new"),
      ["norm: LayerNorm, y = g * (x - mean(x)) / sqrt(var(x) + eps) + b", "with bias b", "placement: Pre-Norm",
-      "ln_1", "ln_2", "ln_f", "learned absolute position embeddings (16 positions)", "head: tied", "GELU MLP"],
+      "ln_1", "ln_2", "ln_f", "learned absolute position embeddings (16 positions)", "head: tied", "GELU MLP",
+      "attention scale: 1/sqrt(head_dim = 8)",
+      # GPT2PreTrainedModel._init_weights: the c_proj weights (attention and MLP) / sqrt(2 n_layer)
+      "init (GPT2PreTrainedModel._init_weights): matrices and embeddings ~ normal(0, 0.02); attn.c_proj and "
+      "mlp.c_proj weights also / sqrt(2 * n_layer)"],
      ["RoPE"]),
+    # GPT-2 with scale_attn_weights false: unscaled scores, and no QK-norm to blame for it
+    ("gpt2 unscaled", dict(model_type="gpt2", vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16,
+                           scale_attn_weights=False),
+     ["attention scale: 1 (scores are q . k unscaled, no 1/sqrt(head_dim): scale_attn_weights false; no QK-norm "
+      "bounds their size)", "QK-norm: none"],
+     ["the QK-norm fixes their size"]),
+    # Qwen3 without head_dim: Qwen3Config's default 128 (not hidden / heads), reported as a default
+    ("qwen3 default head_dim", dict(SMALL, model_type="qwen3", num_key_value_heads=2),
+     ["head_dim: 128 (the family's class default, the file gives none: not hidden_size / heads)"], ["(given"]),
+    # the MoE families name their norms and routers as their checkpoints do (Qwen3MoeDecoderLayer,
+    # MixtralDecoderLayer: input_layernorm / post_attention_layernorm, the FFN's input norm; Mixtral's router
+    # block_sparse_moe.gate, Qwen3-MoE's mlp.gate; DeepseekV3Attention's q_a_layernorm / kv_a_layernorm)
+    ("qwen3_moe", dict(SMALL, model_type="qwen3_moe", num_key_value_heads=2, head_dim=8, num_experts=4,
+                       num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "(HF: mlp.gate)", "renormalised to sum 1 (Qwen3-MoE: norm_topk_prob)", "QK-norm: per head"],
+     ["attn_norm", "ffn_norm", "block_sparse_moe"]),
+    ("mixtral", dict(SMALL, model_type="mixtral", num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "(HF: block_sparse_moe.gate)", "(Mixtral: always renormalised)", "no residual scaling"],
+     ["attn_norm", "ffn_norm", "HF: mlp.gate"]),
+    ("deepseek_v3", dict(SMALL, model_type="deepseek_v3", num_hidden_layers=3, q_lora_rank=16, kv_lora_rank=12,
+                         qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=8,
+                         num_experts_per_tok=2, moe_intermediate_size=12, n_group=4, topk_group=2,
+                         first_k_dense_replace=1),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "  self_attn.q_a_layernorm      inside MLA", "  self_attn.kv_a_layernorm     inside MLA",
+      "no residual scaling"],
+     ["attn_norm", "ffn_norm", "attn.q_a_norm", "attn.kv_a_norm"]),
     ("tinylm dyt", dict(SMALL, model_type="tinylm", norm_type="dyt", dyt_alpha_init=0.7, norm_placement="post"),
      ["DyT (Dynamic Tanh), y = g * tanh(alpha * x) + b", "starting at 0.7", "placement: Post-Norm",
       "and no final norm"],
@@ -294,6 +335,11 @@ def test_llama2c(tinylm, work):
 def test_explain_refusals(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--system")
     check(rc != 0 and "--explain" in err, "--explain with --system refused", err)
+    # hidden 256 over 3 heads without head_dim: named as such, not as an odd head_dim
+    path = write_json(work, "llama_3_heads", dict(SMALL, model_type="llama", hidden_size=256, num_attention_heads=3))
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc != 0 and "hidden_size = 256 is not a multiple of num_attention_heads = 3" in err and "even" not in err,
+          "hidden_size not a multiple of the heads is named as such", err)
 
 
 def test_deepnorm_train(tinylm, work):
