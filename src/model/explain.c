@@ -331,7 +331,8 @@ void config_explain_quantization(FILE *o, const tlm_config *c) {
                     c->quant_block[1], c->quant_block[0], c->quant_block[1]);
         else
             fprintf(o, "no weight_block_size: one scale per tensor");
-        fprintf(o, "); norms, embedding and head unquantized; tinylm does not load it\n");
+        fprintf(o, "); norms, embedding, router and head unquantized; tinylm loads it dequantized to float32 "
+                   "(exact), activations unquantized\n");
         return;
     }
     const int packed = !strcmp(m, "gptq") || !strcmp(m, "awq");

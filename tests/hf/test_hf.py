@@ -66,6 +66,8 @@ def encode(a, dtype):
         return to_bf16_bits(a).astype("<u2").tobytes()
     if dtype == "I32":
         return np.ascontiguousarray(a, dtype="<i4").tobytes()
+    if dtype in ("F8_E4M3", "F8_E5M2"):  # (the codes themselves, one byte each: fp8_encode)
+        return np.ascontiguousarray(a, dtype=np.uint8).tobytes()
     raise ValueError(dtype)
 
 
@@ -723,6 +725,128 @@ def inert_keys_tests(R):
             e <= TOL and err.count("sliding_window = 4 is inert") == 1, "rel err %.2e %s" % (e, err))
 
 
+# ---- FP8 (quantization_config fp8) -------------------------------------------------------------------
+
+def fp8_decode(codes, fmt):
+    """the OCP 8-bit float formats, from their definition: E4M3 ("fn": exponent bias 7, 3 mantissa bits, no
+    infinities, S.1111.111 is NaN) and E5M2 (bias 15, 2 mantissa bits, exponent 31: infinity or NaN); float64"""
+    c = np.asarray(codes, dtype=np.int64)
+    mb, bias, top = (3, 7, 15) if fmt == "e4m3" else (2, 15, 31)
+    sign = np.where(c & 0x80, -1.0, 1.0)
+    e, m = (c & 0x7F) >> mb, c & ((1 << mb) - 1)
+    v = np.where(e == 0, m * 2.0 ** (1 - bias - mb), ((1 << mb) + m) * 2.0 ** (e - bias - mb))
+    if fmt == "e4m3":
+        v = np.where((e == top) & (m == 7), np.nan, v)
+    else:
+        v = np.where(e == top, np.where(m == 0, np.inf, np.nan), v)
+    return sign * v
+
+
+def fp8_encode(x, fmt):
+    """the nearest finite code of each value (any encoding will do: the test decodes what is stored)"""
+    codes = np.arange(256)
+    vals = fp8_decode(codes, fmt)
+    ok = np.isfinite(vals)
+    order = np.argsort(vals[ok], kind="stable")
+    table, tcodes = vals[ok][order], codes[ok][order]
+    i = np.clip(np.searchsorted(table, x), 1, len(table) - 1)
+    pick = np.where(np.abs(table[i - 1] - x) <= np.abs(table[i] - x), i - 1, i)
+    return tcodes[pick].astype(np.uint8)
+
+
+def fp8_quantize(T, block, fmt, quantized):
+    """(tensors, dtypes, dequantized) of a checkpoint whose `quantized` matrices are FP8 with one
+    NAME_scale_inv (F32) per block [b0, b1] (partial last blocks), as DeepSeek-V3's release: scale =
+    amax / the format's largest value; the reference weights are decoded value * scale rounded once to f32"""
+    out, dtypes, deq = dict(T), {}, {}
+    top = 448.0 if fmt == "e4m3" else 57344.0
+    for name in quantized:
+        w = T[name]
+        R, C = w.shape
+        b0, b1 = block
+        sr, sc = -(-R // b0), -(-C // b1)
+        scale = np.zeros((sr, sc), dtype=np.float32)
+        for i in range(sr):
+            for j in range(sc):
+                blk = w[i * b0:(i + 1) * b0, j * b1:(j + 1) * b1]
+                scale[i, j] = np.float32(max(np.abs(blk).max(), 1e-12) / top)
+        full = np.repeat(np.repeat(scale.astype(np.float64), b0, 0), b1, 1)[:R, :C]
+        q = fp8_encode(w / full, fmt)
+        out[name], dtypes[name] = q, "F8_" + fmt.upper()
+        out[name + "_scale_inv"] = scale
+        deq[name] = (fp8_decode(q, fmt) * full).astype(np.float32)  # (one rounding of the exact product)
+    return out, dtypes, deq
+
+
+def fp8_tests(R):
+    """FP8 checkpoints (DeepSeek-V3 / Qwen3 FP8 releases): F8_E4M3 (and F8_E5M2) weights with a weight_scale_inv
+    per block, partial last blocks, the router, norms, embedding and head unquantized. The engine's weights (read
+    back through an export) equal the reference decoder's dequantization bit for bit; its logits match the float64
+    reference on those weights (F32 storage of the rest, and two shards that split weights from their scales);
+    hostile files give errors naming the tensor."""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "deepseek_v3_mla_moe")
+    T = make_weights(mt, cfg, seed=41)
+    L = cfg["num_hidden_layers"]
+    T = {k: v for k, v in T.items() if not k.startswith("model.layers.%d." % L)}  # (no MTP layer here)
+    conf = dict(hf_config(mt, cfg), num_nextn_predict_layers=0,
+                quantization_config={"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                     "weight_block_size": [6, 10]})
+    quantized = [k for k in T if k.endswith("_proj.weight") or k.endswith("kv_a_proj_with_mqa.weight")]
+    Q, dtypes, deq = fp8_quantize(T, (6, 10), "e4m3", quantized)
+    ref_w = dict({k: stored_values(v, "F32") for k, v in T.items()}, **{k: v.astype(np.float64) for k, v in deq.items()})
+    ref = reference(mt, conf, ref_w, IDS)
+    for tag, shards in (("", 1), ("_sharded", 2)):
+        d = os.path.join(R.work, "fp8_deepseek" + tag)
+        write_model(d, conf, Q, "F32", shards, dtypes)
+        got, err = R.logits(d, IDS)
+        e = rel_err(got, ref) if got is not None else 1.0
+        R.check("fp8 deepseek_v3%s (E4M3, blocks 6 x 10, partial): logits = float64 reference on the dequantized "
+                "weights" % tag, e <= TOL, "rel err %.2e %s" % (e, err))
+    d = os.path.join(R.work, "fp8_deepseek")
+    dst = os.path.join(R.work, "fp8_deepseek_export")
+    shutil.rmtree(dst, ignore_errors=True)
+    r = R.run("export", "--model", d, "--out", dst, "--no-tokenizer")
+    if r.returncode != 0:
+        R.check("fp8: export of the dequantized model", False, r.stderr.strip())
+    else:
+        W, _ = read_safetensors(os.path.join(dst, "model.safetensors"))
+        diff = [k for k in quantized if not np.array_equal(W[k].astype(np.float32), deq[k])]
+        R.check("fp8: every dequantized weight equals the reference decoder's, bit for bit (%d tensors)" % len(quantized),
+                not diff, "differ: %s" % diff[:3])
+    # E5M2 on a llama, blocks of 8 x 12 (partial columns of 32 and 48)
+    name, mt, cfg, _ = CASES[0]
+    T = make_weights(mt, cfg, seed=42)
+    conf = dict(hf_config(mt, cfg), quantization_config={"quant_method": "fp8", "fmt": "e5m2",
+                                                         "weight_block_size": [8, 12]})
+    quantized = [k for k in T if k.endswith("_proj.weight")]
+    Q, dtypes, deq = fp8_quantize(T, (8, 12), "e5m2", quantized)
+    ref_w = dict({k: stored_values(v, "F32") for k, v in T.items()}, **{k: v.astype(np.float64) for k, v in deq.items()})
+    d = os.path.join(R.work, "fp8_llama_e5m2")
+    write_model(d, conf, Q, "F32", 1, dtypes)
+    got, err = R.logits(d, IDS)
+    e = rel_err(got, reference(mt, conf, ref_w, IDS)) if got is not None else 1.0
+    R.check("fp8 llama (E5M2, blocks 8 x 12): logits = float64 reference", e <= TOL, "rel err %.2e %s" % (e, err))
+    # hostile files, each refused naming the tensor (or the key)
+    w0 = "model.layers.0.self_attn.q_proj.weight"
+    s0 = w0 + "_scale_inv"
+    nan_scale = dict(Q, **{s0: np.where(np.arange(Q[s0].size).reshape(Q[s0].shape) == 1, np.nan, Q[s0])})
+    inf_scale = dict(Q, **{s0: np.where(np.arange(Q[s0].size).reshape(Q[s0].shape) == 0, np.inf, Q[s0])})
+    nan_code = dict(Q, **{w0: np.where(np.arange(Q[w0].size).reshape(Q[w0].shape) == 5, 0x7F, Q[w0]).astype(np.uint8)})
+    for tag, conf2, T2, needles in (
+            ("scale missing", conf, {k: v for k, v in Q.items() if k != s0}, [s0, "missing"]),
+            ("scale of the wrong shape", conf, dict(Q, **{s0: Q[s0].T.copy()}), [s0, "shape"]),
+            ("NaN scale", conf, nan_scale, [s0, "finite"]),
+            ("Inf scale", conf, inf_scale, [s0, "finite"]),
+            ("E5M2 NaN code", conf, nan_code, [w0, "NaN"]),
+            ("block size 0", dict(conf, quantization_config=dict(conf["quantization_config"], weight_block_size=[0, 12])),
+             Q, ["weight_block_size[0]"]),
+            ("FP8 weights without quantization_config", {k: v for k, v in conf.items() if k != "quantization_config"},
+             Q, [w0, "quantization_config"])):
+        dd = os.path.join(R.work, "fp8_bad_" + tag.replace(" ", "_"))
+        write_model(dd, conf2, T2, "F32", 1, dtypes)
+        expect_error(R, "fp8 " + tag, dd, *needles)
+
+
 def write_and(d, conf, tensors):
     write_model(d, conf, tensors)
     return d
@@ -1035,6 +1159,7 @@ def main():
     gemma3_multimodal_tests(R)
     inert_keys_tests(R)
     gemma1_activation_tests(R)
+    fp8_tests(R)
     tied_head_tests(R)
     error_tests(R)
     llama2c_tests(R, a.data)
