@@ -253,6 +253,7 @@ int cmd_info(int argc, char **argv) {
     printf("norm %s (eps %g) placed %s%s, positions %s, ffn %s, qk_norm %s%s%s\n", norm_type_name(c.norm), c.norm_eps,
            placement_name(c.placement), c.residual ? "" : ", NO residual", position_name(c.position), ffn_name(c.ffn),
            qk_norm_name(c.qk_norm), c.sliding_window ? ", sliding window" : "", c.tie_embeddings ? ", tied head" : "");
+    config_explain_quantization(stdout, &c);
     printf("\n%-14s %8s %18s %9s\n", "component", "tensors", "parameters", "share");
     char num[32];
     for (int k = 0; k < C_COUNT; k++) {
@@ -269,8 +270,27 @@ int cmd_info(int argc, char **argv) {
             if (strstr(t[i].name, ".ffn.experts.")) routed += t[i].numel;
         const unsigned long long idle = routed / (unsigned long long)c.n_experts * (unsigned long long)(c.n_experts - c.n_experts_per_tok);
         thousands(num, sizeof num, total - idle);
-        printf("%-14s %8s %18s %8.3f%%  (per token: %d of the %d routed experts of each of %d MoE layers)\n", "active", "",
+        printf("%-14s %8s %18s %8.3f%%  (per token: %d of the %d routed experts of each of %d MoE layers; the whole "
+               "input embedding counted, of which a token reads one row)\n", "active", "",
                num, 100.0 * (total - idle) / total, c.n_experts_per_tok, c.n_experts, config_moe_layers(&c));
+    }
+    /* DeepSeek-V3's multi-token-prediction layers: stored in the checkpoint, not part of the model's forward
+     * (transformers skips them on load, so does tinylm), so not in the total; each is a decoder layer like the
+     * last one plus eh_proj [d, 2d], enorm, hnorm, shared_head.norm and the [vocab, d] embedding and head
+     * copies the release stores with it */
+    if (c.n_nextn > 0) {
+        char lp[32];
+        const int n_lp = snprintf(lp, sizeof lp, "layers.%d.", c.n_layers - 1);
+        unsigned long long layer = 0;
+        for (int i = 0; i < n; i++)
+            if (!strncmp(t[i].name, lp, (size_t)n_lp)) layer += t[i].numel;
+        const unsigned long long d = (unsigned long long)c.d_model, V = (unsigned long long)c.vocab_size;
+        const unsigned long long one = layer + 2 * d * d + 3 * d + 2 * V * d;
+        thousands(num, sizeof num, one * (unsigned long long)c.n_nextn);
+        printf("%-14s %8s %18s %9s  (not in the total: %d multi-token-prediction layer%s, num_nextn_predict_layers, "
+               "each a layer like layer %d plus eh_proj, enorm, hnorm, shared_head.norm and its own embedding and "
+               "head copies; loading skips %s, as transformers does)\n", "mtp", "", num, "", c.n_nextn,
+               c.n_nextn > 1 ? "s" : "", c.n_layers - 1, c.n_nextn > 1 ? "them" : "it");
     }
     thousands(num, sizeof num, sum[C_NORM]);
     printf("\n%d %s%s hold %s parameters (%.3f%% of the model).\n", norms, norm_type_name(c.norm),

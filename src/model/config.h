@@ -121,6 +121,14 @@ typedef struct {
     /* init */
     float init_std;
     bool scale_residual_init;
+    /* a Hugging Face checkpoint's quantization_config (hf_families.c): quant_method ("" when none), FP8's
+     * fmt and weight_block_size [rows, cols] (0: one scale per tensor), GPTQ's / AWQ's bits and group_size
+     * (0: not given); described by info and --explain, refused by the loader but for FP8 (docs/hf-families.md) */
+    bool head_dim_default; /* a Hugging Face family's class default head_dim, the file giving none (explain) */
+    char quant_method[24];
+    char quant_fmt[8];
+    int quant_block[2];
+    int quant_bits, quant_group;
 } tlm_config;
 
 /* Parses a config.json (model_type "tinylm", or a Hugging Face family) and validates it.

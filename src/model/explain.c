@@ -13,9 +13,11 @@ typedef enum { NAMES_TINYLM, NAMES_LLAMA, NAMES_GEMMA, NAMES_OLMO2, NAMES_GPT2 }
 
 static naming naming_of(const tlm_config *c) {
     const char *mt = c->model_type;
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c"))
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c") ||
+        !strcmp(mt, "mistral") || !strcmp(mt, "gemma") || !strcmp(mt, "qwen3_moe") || !strcmp(mt, "mixtral") ||
+        !strcmp(mt, "deepseek_v3"))
         return NAMES_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
+    if (!strcmp(mt, "gemma2") || !strncmp(mt, "gemma3", 6) || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
     if (!strcmp(mt, "olmo2")) return NAMES_OLMO2;
     if (!strcmp(mt, "gpt2")) return NAMES_GPT2;
     return NAMES_TINYLM;
@@ -185,7 +187,10 @@ static void explain_attention(FILE *o, const tlm_config *c) {
     else
         fprintf(o, "grouped-query (GQA), ratio %d: each K/V head is shared by %d query heads\n", H / KV, H / KV);
     fprintf(o, "head_dim: %d%s; q projection %d wide, k and v %d each%s\n", c->head_dim,
-            c->head_dim * H == c->d_model ? " (= hidden_size / heads)" : " (given: not hidden_size / heads)",
+            c->head_dim * H == c->d_model ? " (= hidden_size / heads)"
+            : c->head_dim_default         ? " (the family's class default, the file gives none: not hidden_size / "
+                                            "heads)"
+                                          : " (given: not hidden_size / heads)",
             H * c->head_dim, KV * c->head_dim, c->head_dim_full || c->n_kv_heads_full ? " (sliding layers)" : "");
     /* Gemma 4: the full layers have a shape of their own */
     if (c->head_dim_full || c->n_kv_heads_full) {
@@ -214,12 +219,17 @@ static void explain_attention(FILE *o, const tlm_config *c) {
             fprintf(o, "use_double_wide_mlp: those %d layers' FFN is twice as wide, intermediate size %d\n",
                     c->n_kv_shared, 2 * c->d_ff);
     }
-    if (c->query_pre_attn_scalar == 1.0f)
+    if (c->query_pre_attn_scalar == 1.0f && c->qk_norm != QK_NORM_NONE)
         fprintf(o, "attention scale: 1 (scores are q . k unscaled, no 1/sqrt(head_dim): the QK-norm fixes their "
                    "size)\n");
+    else if (c->query_pre_attn_scalar == 1.0f)
+        fprintf(o, "attention scale: 1 (scores are q . k unscaled, no 1/sqrt(head_dim)%s; no QK-norm bounds "
+                   "their size)\n", !strcmp(c->model_type, "gpt2") ? ": scale_attn_weights false" : "");
     else if (c->query_pre_attn_scalar > 0)
         fprintf(o, "attention scale: 1/sqrt(query_pre_attn_scalar = %g) instead of 1/sqrt(head_dim)\n",
                 c->query_pre_attn_scalar);
+    else
+        fprintf(o, "attention scale: 1/sqrt(head_dim = %d)\n", c->head_dim);
     const char *qk_w = c->norm == NORM_RMSNORM_1P ? "1 + w" : "w";
     if (c->qk_norm == QK_NORM_HEAD)
         fprintf(o, "QK-norm: per head, an RMSNorm (%s) of each head's q and k over head_dim (weight of %d, shared "
@@ -309,6 +319,30 @@ static void explain_positions(FILE *o, const tlm_config *c) {
     if (config_mla(c)) fprintf(o, "RoPE width: qk_rope_head_dim %d (MLA rotates only q_pe and k_pe)\n", c->qk_rope_dim);
 }
 
+void config_explain_quantization(FILE *o, const tlm_config *c) {
+    const char *m = c->quant_method;
+    if (!m[0]) return;
+    if (!strcmp(m, "fp8")) {
+        fprintf(o, "quantization: fp8 (quantization_config): weights stored as F8_%s, each multiplied by the "
+                   "weight_scale_inv of its block (", !strcmp(c->quant_fmt, "e5m2") ? "E5M2" : "E4M3");
+        if (c->quant_block[0])
+            fprintf(o, "blocks of %d x %d weights: weight_block_size; a scale tensor of [ceil(rows / %d), "
+                       "ceil(cols / %d)], the last block of a row or column partial", c->quant_block[0],
+                    c->quant_block[1], c->quant_block[0], c->quant_block[1]);
+        else
+            fprintf(o, "no weight_block_size: one scale per tensor");
+        fprintf(o, "); norms, embedding, router and head unquantized; tinylm loads it dequantized to float32 "
+                   "(exact), activations unquantized\n");
+        return;
+    }
+    const int packed = !strcmp(m, "gptq") || !strcmp(m, "awq");
+    fprintf(o, "quantization: %s (quantization_config)", m);
+    if (c->quant_bits) fprintf(o, ", %d-bit weights", c->quant_bits);
+    if (c->quant_group) fprintf(o, " in groups of %d", c->quant_group);
+    fprintf(o, "%s; tinylm does not load it (info only)\n",
+            packed ? ", packed integers with per-group scales and zero points (qweight, qzeros, scales)" : "");
+}
+
 void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unknown) {
     fprintf(o, "model_type %s: %d layers, hidden_size %d, vocab %d, context %d\n", c->model_type, c->n_layers,
             c->d_model, c->vocab_size, c->max_seq);
@@ -332,10 +366,16 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
         if (c->n_shared_experts) fprintf(o, ", plus a shared expert of %d x %d", c->n_shared_experts, c->moe_d_ff);
         fprintf(o, "\n");
         if (c->scoring == SCORING_SOFTMAX)
-            fprintf(o, "router: softmax over the %d experts' logits (HF: %s), the top %d kept%s (%s)", c->n_experts,
-                    c->moe_block ? "router.proj" : "mlp.gate", c->n_experts_per_tok,
-                    c->norm_topk_prob ? " and renormalised to sum 1" : " as they are",
-                    c->moe_block ? "Gemma 4" : "Qwen3-MoE, Mixtral");
+            fprintf(o, "router: softmax over the %d experts' logits (%s), the top %d kept%s (%s)", c->n_experts,
+                    c->moe_block                           ? "HF: router.proj"
+                    : !strcmp(c->model_type, "mixtral")    ? "HF: block_sparse_moe.gate"
+                    : !strcmp(c->model_type, "qwen3_moe")  ? "HF: mlp.gate"
+                                                           : "the engine's ffn.router",
+                    c->n_experts_per_tok, c->norm_topk_prob ? " and renormalised to sum 1" : " as they are",
+                    c->moe_block                          ? "Gemma 4"
+                    : !strcmp(c->model_type, "mixtral")   ? "Mixtral: always renormalised"
+                    : !strcmp(c->model_type, "qwen3_moe") ? "Qwen3-MoE: norm_topk_prob"
+                                                          : "as Qwen3-MoE, Mixtral");
         else
             fprintf(o, "router: each expert's sigmoid; the top %d chosen by sigmoid + e_score_correction_bias%s, weighted "
                        "by the sigmoid alone%s (DeepSeek-V3)",
@@ -366,8 +406,24 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
                 c->final_softcap);
     else
         fprintf(o, "final soft-cap: none\n");
-    fprintf(o, "init: matrices ~ normal(0, %g)%s\n", c->init_std,
-            c->scale_residual_init ? "; o_proj and down_proj also / sqrt(2 * num_hidden_layers)" : "");
+    config_explain_quantization(o, c);
+    if (c->n_nextn > 0)
+        fprintf(o, "multi-token prediction: %d layer%s (num_nextn_predict_layers) stored after the last, layers "
+                   "%d..%d: not part of the forward (transformers ignores them on load; tinylm skips them, saying "
+                   "so; info counts them on their own line)\n", c->n_nextn, c->n_nextn > 1 ? "s" : "",
+                c->n_layers, c->n_layers + c->n_nextn - 1);
+    /* the rule the family's _init_weights applies (the engine's init follows it when it trains from the config) */
+    const int gpt2 = !strcmp(c->model_type, "gpt2"), hf = strcmp(c->model_type, "tinylm") != 0;
+    fprintf(o, "init%s: matrices and embeddings ~ normal(0, %g)%s; norm weights start at %s; biases at 0\n",
+            !hf                               ? ""
+            : gpt2 && c->scale_residual_init  ? " (GPT2PreTrainedModel._init_weights)"
+            : !gpt2 && !c->scale_residual_init ? " (the family's _init_weights in transformers)"
+                                               : " (the engine's, training from this config)",
+            c->init_std,
+            !c->scale_residual_init ? ", no residual scaling"
+            : gpt2 ? "; attn.c_proj and mlp.c_proj weights also / sqrt(2 * n_layer)"
+                   : "; o_proj and down_proj also / sqrt(2 * num_hidden_layers)",
+            c->norm == NORM_RMSNORM_1P ? "0 (the 1 + w form: a gain of 1)" : "1");
     if (!unknown || unknown->n == 0) {
         fprintf(o, "keys: every key of the file was understood\n");
         return;

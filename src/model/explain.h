@@ -12,4 +12,8 @@
  * that its reader did not understand (config_collect_unknown), named at the end. */
 void config_explain(FILE *out, const tlm_config *c, const config_unknown_keys *unknown);
 
+/* One line on the checkpoint's quantization_config (nothing when it has none): the method, FP8's format and
+ * block size, GPTQ's / AWQ's bits and groups, and whether tinylm loads it. */
+void config_explain_quantization(FILE *out, const tlm_config *c);
+
 #endif

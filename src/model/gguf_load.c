@@ -47,6 +47,8 @@ static void gemma2_arch(tlm_config *c) {
     c->placement = PLACE_SANDWICH, c->ffn = FFN_GEGLU, c->embed_scale = true;
 }
 static void gemma3_arch(tlm_config *c) { gemma2_arch(c), c->qk_norm = QK_NORM_HEAD; }
+/* Gemma 1: Llama's pre-norm layout with GeGLU and the scaled embedding (its gains stored as 1 + w too) */
+static void gemma_arch(tlm_config *c) { llama_like(c), c->ffn = FFN_GEGLU, c->embed_scale = true; }
 static void olmo2_arch(tlm_config *c) { llama_like(c), c->placement = PLACE_OUTPUT, c->qk_norm = QK_NORM_FULL; }
 static void gpt2_arch(tlm_config *c) {
     c->norm = NORM_LAYERNORM, c->norm_bias = true, c->placement = PLACE_PRE, c->position = POS_LEARNED;
@@ -58,6 +60,7 @@ static const gguf_arch ARCHS[] = {
     {"qwen3", "qwen3", 0, 0, qwen3_arch},   {"gemma2", "gemma2", 0, 1, gemma2_arch},
     {"gemma3", "gemma3", 0, 1, gemma3_arch}, {"olmo2", "olmo2", 0, 0, olmo2_arch},
     {"gpt2", "gpt2", 0, 0, gpt2_arch},
+    {"gemma", "gemma", 0, 1, gemma_arch},
 };
 
 static const gguf_arch *find_arch(const gguf_str *s) {
@@ -171,6 +174,12 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
         if (tlm_gguf_find_tensor(g, "rope_freqs.weight"))
             return tlm_error("%s: tensor rope_freqs.weight (per-frequency RoPE factors, Llama 3.1 style) is not "
                              "supported yet", path);
+    }
+    /* Gemma 1 (llama.cpp's gemma, GemmaModel's converter): the 1 + w gains as below, and nothing else of
+     * Gemma 2/3's: no window, no soft-caps, scale 1/sqrt(head_dim) */
+    if (a->gemma_norms && !strcmp(a->arch, "gemma")) {
+        c->norm = NORM_RMSNORM;
+        return 0;
     }
     if (a->gemma_norms) {
         c->norm = NORM_RMSNORM; /* the stored gains are 1 + w already (see the top) */

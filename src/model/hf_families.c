@@ -150,6 +150,25 @@ static void arch_gemma4(tlm_config *c) {
     c->head_dim_full = 512, c->ple_dim = 256;
 }
 
+/* Mistral (configuration_mistral.py, MistralAttention): Llama's body without biases (hard-coded), one
+ * sliding window for every layer (class default 4096; null: none), num_key_value_heads default 8 */
+static void arch_mistral(tlm_config *c) {
+    sizes(c, 32000, 4096, 14336, 32, 32, 8, 0, 131072);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+    c->sliding_window = 4096;
+}
+
+/* Gemma 1 (configuration_gemma.py, modeling_gemma.py): Llama's Pre-Norm layout (input_layernorm,
+ * post_attention_layernorm as the FFN's input norm) with GemmaRMSNorm's 1 + w, the GeGLU MLP (gelu tanh),
+ * the embedding times sqrt(hidden_size), a tied head, scale 1/sqrt(head_dim), head_dim 256; no soft-caps,
+ * no sliding window */
+static void arch_gemma1(tlm_config *c) {
+    sizes(c, 256000, 3072, 24576, 28, 16, 16, 256, 8192);
+    c->norm = NORM_RMSNORM_1P, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_GEGLU;
+    c->embed_scale = true, c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = true;
+}
+
 /* OLMo 2: a norm after each sublayer's output, no input norm; QK-Norm over the whole projection */
 static void arch_olmo2(tlm_config *c) {
     sizes(c, 50304, 4096, 11008, 32, 32, 0, 0, 2048);
@@ -278,6 +297,17 @@ static const config_key GEMMA4_KEYS[] = {
     {NULL, 0, 0, NULL},
 };
 
+/* (MistralAttention and MistralMLP have no biases: attention_bias / mlp_bias are no MistralConfig keys) */
+static const config_key MISTRAL_KEYS[] = {
+    {"sliding_window", KEY_INT_OR_NULL, F(sliding_window), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key GEMMA1_KEYS[] = {
+    {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
+    {NULL, 0, 0, NULL},
+};
+
 static const config_key OLMO2_KEYS[] = {
     {"attention_bias", KEY_BOOL, F(attn_bias), NULL},
     {NULL, 0, 0, NULL},
@@ -343,6 +373,53 @@ static int read_number(const cJSON *o, const char *src, const char *where, const
     if (tlm_float_from_file(it->valuedouble, range, src, name, &f)) return -1;
     *out = it->valuedouble;
     return 0;
+}
+
+/* ---- quantization_config ------------------------------------------------------------------------ */
+
+/* an optional positive integer of quantization_config (absent or null: 0) */
+static int quant_int(const cJSON *q, const char *src, const char *key, int *out) {
+    const cJSON *it = item(q, key);
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 1 ||
+        it->valuedouble > (1 << 20))
+        return tlm_error("%s: quantization_config.%s must be a positive integer", src, key);
+    *out = (int)it->valuedouble;
+    return 0;
+}
+
+/* transformers' quantizers (FineGrainedFP8Config, GPTQConfig, AwqConfig, ...): read so that info and --explain
+ * describe the checkpoint; a method is never refused here (hf_model_load refuses what it cannot load) */
+static int read_quantization(tlm_config *c, const cJSON *root, const char *src) {
+    const cJSON *q = item(root, "quantization_config");
+    if (!q || cJSON_IsNull(q)) return 0;
+    if (!cJSON_IsObject(q)) return tlm_error("%s: quantization_config must be an object", src);
+    const char *m = cJSON_GetStringValue(item(q, "quant_method"));
+    if (!m || !*m || strlen(m) >= sizeof c->quant_method)
+        return tlm_error("%s: quantization_config.quant_method must be a short string (fp8, gptq, awq, ...)", src);
+    snprintf(c->quant_method, sizeof c->quant_method, "%s", m);
+    if (!strcmp(m, "fp8")) {
+        const cJSON *f = item(q, "fmt");
+        const char *fmt = f && !cJSON_IsNull(f) ? cJSON_GetStringValue(f) : "e4m3";
+        if (!fmt || (strcmp(fmt, "e4m3") != 0 && strcmp(fmt, "e5m2") != 0))
+            return tlm_error("%s: quantization_config.fmt must be \"e4m3\" or \"e5m2\"", src);
+        snprintf(c->quant_fmt, sizeof c->quant_fmt, "%s", fmt);
+        const cJSON *b = item(q, "weight_block_size");
+        if (b && !cJSON_IsNull(b)) {
+            if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2)
+                return tlm_error("%s: quantization_config.weight_block_size must be [rows, cols] or null", src);
+            for (int i = 0; i < 2; i++) {
+                const cJSON *e = cJSON_GetArrayItem(b, i);
+                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+                    e->valuedouble > (1 << 20))
+                    return tlm_error("%s: quantization_config.weight_block_size[%d] must be a positive integer (a "
+                                     "block of 0 rows or columns holds no weights)", src, i);
+                c->quant_block[i] = (int)e->valuedouble;
+            }
+        }
+        return 0;
+    }
+    return quant_int(q, src, "bits", &c->quant_bits) || quant_int(q, src, "group_size", &c->quant_group) ? -1 : 0;
 }
 
 /* ---- RoPE: rope_theta, rope_scaling (transformers 4.x) and rope_parameters (5.x) ------------ */
@@ -480,6 +557,12 @@ static int qwen_sliding(tlm_config *c, const cJSON *root, const char *src) {
             return tlm_error("%s: key \"sliding_window\" must be a positive integer or null", src);
         else window = (int)sw->valuedouble;
     }
+    /* (Qwen2Config: sliding_window = None without use_sliding_window; the released Qwen2.5 / Qwen3 files carry a
+     * window anyway: inert, said once) */
+    if (!use && window > 0 && sw && !cJSON_IsNull(sw))
+        fprintf(stderr, "tinylm: note: %s: sliding_window = %d is inert: use_sliding_window is %s, so every layer "
+                        "attends in full (as transformers, which sets the window to None)\n", src, window,
+                item(root, "use_sliding_window") ? "false" : "absent (false)");
     if (!use) window = 0;
     int mwl = 28;
     const cJSON *m = item(root, "max_window_layers");
@@ -551,6 +634,48 @@ static int check_mixtral(tlm_config *c, const cJSON *root, const char *src) {
         return tlm_error("%s: router_jitter_noise other than 0 is not supported (the engine trains without it)", src);
     for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
     c->n_layer_types = 0;
+    return read_rope(c, root, src, false);
+}
+
+/* Mistral: the window (when set) in every layer; transformers warns about a layer_types key and ignores it */
+static int check_mistral(tlm_config *c, const cJSON *root, const char *src) {
+    derive_heads(c);
+    if (check_activation(root, src, "hidden_act", "silu", SILU)) return -1;
+    for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
+    c->n_layer_types = 0;
+    return read_rope(c, root, src, false);
+}
+
+/* Gemma 1's activation: transformers 4.x's GemmaMLP reads hidden_activation (None: gelu_pytorch_tanh, hidden_act
+ * ignored); transformers 5 dropped that key and reads hidden_act. The released files carry both (hidden_act
+ * "gelu", hidden_activation "gelu_pytorch_tanh": the tanh form the models were trained with), so
+ * hidden_activation decides when present and an inert hidden_act is noted once; without it, hidden_act must be a
+ * tanh GELU, since the two versions would compute different functions from an exact "gelu" */
+static int gemma1_activation(const cJSON *root, const char *src) {
+    const cJSON *ha = item(root, "hidden_activation");
+    if (ha && !cJSON_IsNull(ha)) {
+        if (check_activation(root, src, "hidden_activation", "gelu_pytorch_tanh", GELU_TANH)) return -1;
+        const char *act = cJSON_GetStringValue(item(root, "hidden_act"));
+        if (act && strcmp(act, cJSON_GetStringValue(ha) ? cJSON_GetStringValue(ha) : "") != 0)
+            fprintf(stderr, "tinylm: note: %s: hidden_act \"%s\" is not used: hidden_activation \"%s\" decides "
+                            "Gemma's activation (GemmaMLP of transformers 4.x; the released models' tanh GELU)\n",
+                    src, act, cJSON_GetStringValue(ha));
+        return 0;
+    }
+    const cJSON *act = item(root, "hidden_act");
+    const char *a = act ? cJSON_GetStringValue(act) : "gelu_pytorch_tanh";
+    if (a && (!strcmp(a, "gelu") || !strcmp(a, "gelu_python")))
+        return tlm_error("%s: hidden_act = \"%s\" without hidden_activation is ambiguous for Gemma: transformers 4.x "
+                         "computes the tanh GELU (it ignores hidden_act), transformers 5 the exact one; add "
+                         "\"hidden_activation\": \"gelu_pytorch_tanh\" (the released models') to choose", src, a);
+    return check_activation(root, src, "hidden_act", "gelu_pytorch_tanh", GELU_TANH);
+}
+
+static int check_gemma1(tlm_config *c, const cJSON *root, const char *src) {
+    c->attn_out_bias = c->attn_bias; /* (GemmaAttention: attention_bias on q, k, v and o, as Llama) */
+    derive_heads(c);
+    if (gemma1_activation(root, src)) return -1;
+    if (must_be_false(root, src, "use_bidirectional_attention", "bidirectional attention")) return -1;
     return read_rope(c, root, src, false);
 }
 
@@ -755,14 +880,22 @@ static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
     if (read_bool(root, src, "enable_moe_block", false, &c->moe_block)) return -1;
     static const char *const MOE_KEYS[] = {"num_experts", "top_k_experts", "moe_intermediate_size"};
     const int moe_vals[3] = {c->n_experts, c->n_experts_per_tok, c->moe_d_ff};
+    char inert[96] = "";
     for (int i = 0; i < 3; i++) {
         const cJSON *it = item(root, MOE_KEYS[i]);
         const bool set = it && !cJSON_IsNull(it);
-        if (set && !c->moe_block)
-            return tlm_error("%s: %s is set: it belongs to Gemma 4's mixture-of-experts block, which "
-                             "enable_moe_block false turns off (it needs the key null)", src, MOE_KEYS[i]);
+        if (set && !c->moe_block) /* (read above, so a bad value is still an error; inert, as transformers) */
+            snprintf(inert + strlen(inert), sizeof inert - strlen(inert), "%s%s", *inert ? ", " : "", MOE_KEYS[i]);
         if (c->moe_block && (!set || moe_vals[i] <= 0))
             return tlm_error("%s: enable_moe_block = true needs %s, a positive integer", src, MOE_KEYS[i]);
+    }
+    /* the sizes of a block that enable_moe_block false turns off: transformers builds the dense model and
+     * never reads them; so does the engine, saying so */
+    if (*inert) {
+        fprintf(stderr, "tinylm: note: %s: %s set while enable_moe_block is %s: inert (they size Gemma 4's "
+                        "mixture-of-experts block, which is off), ignored: the model is dense\n", src, inert,
+                item(root, "enable_moe_block") ? "false" : "absent (false)");
+        c->n_experts = c->n_experts_per_tok = c->moe_d_ff = 0;
     }
     if (c->moe_block && c->n_experts_per_tok > c->n_experts)
         return tlm_error("%s: top_k_experts = %d exceeds num_experts = %d", src, c->n_experts_per_tok, c->n_experts);
@@ -830,6 +963,10 @@ static const char *const DEEPSEEK_V3_EXTRA[] = {"hidden_act", "pretraining_tp", 
 static const char *const GEMMA_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
                                           "partial_rotary_factor", "cache_implementation", "sliding_window_pattern",
                                           "use_bidirectional_attention", NULL};
+static const char *const MISTRAL_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                            NULL};
+static const char *const GEMMA1_EXTRA[] = {"hidden_act", "hidden_activation", "rope_scaling", "rope_parameters",
+                                           "partial_rotary_factor", "use_bidirectional_attention", NULL};
 static const char *const OLMO2_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                                           NULL};
 /* (rope_theta and rms_norm_eps of HF_COMMON_KEYS: rope_theta is no Gemma4TextConfig field, refused as unknown) */
@@ -868,6 +1005,8 @@ static const hf_family FAMILIES[] = {
     {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA, false},
     {"gpt2", arch_gpt2, NULL, GPT2_KEYS, check_gpt2, GPT2_EXTRA, false},
     {"gemma4_text", arch_gemma4, GEMMA4_COMMON_KEYS, GEMMA4_KEYS, check_gemma4, GEMMA4_EXTRA, true},
+    {"mistral", arch_mistral, HF_COMMON_KEYS, MISTRAL_KEYS, check_mistral, MISTRAL_EXTRA, false},
+    {"gemma", arch_gemma1, HF_COMMON_KEYS, GEMMA1_KEYS, check_gemma1, GEMMA1_EXTRA, false},
 };
 
 static int in_list(const char *const *list, const char *s) {
@@ -901,7 +1040,7 @@ static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
                                         "image_token_id", "video_token_id", "boa_token_id", "eoa_token_index",
                                         "eoa_token_id", "audio_token_id", "vision_soft_tokens_per_image",
                                         "audio_soft_tokens_per_image", "initializer_range", "tie_word_embeddings",
-                                        NULL};
+                                        "quantization_config", NULL};
     for (const cJSON *it = root->child; it; it = it->next)
         if (!in_list(KNOWN, it->string) && !in_list(HF_IGNORED, it->string))
             return tlm_error("%s: key \"%s\" is not supported by the gemma4 (multimodal) reader", src, it->string);
@@ -929,12 +1068,50 @@ static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
     return 0;
 }
 
+/* Gemma3Config (Gemma3ForConditionalGeneration: Gemma 3 4B / 12B / 27B): the text model of its text_config,
+ * read as gemma3_text (its class defaults where the file leaves keys out); the vision tower (vision_config and
+ * its tensors) is skipped with a note; other top-level keys than the multimodal token ids and bookkeeping get
+ * the family's warning */
+static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src) {
+    static const char *const KNOWN[] = {"text_config", "vision_config", "mm_tokens_per_image", "boi_token_index",
+                                        "eoi_token_index", "image_token_index", "boi_token_id", "eoi_token_id",
+                                        "image_token_id", "initializer_range", "tie_word_embeddings",
+                                        "quantization_config", NULL};
+    const cJSON *text = item(root, "text_config");
+    if (!cJSON_IsObject(text)) return tlm_error("%s: text_config must be an object (the text model's config)", src);
+    const char *tmt = cJSON_GetStringValue(item(text, "model_type"));
+    if (tmt && strcmp(tmt, "gemma3_text") != 0)
+        return tlm_error("%s: text_config.model_type = \"%s\": expected \"gemma3_text\"", src, tmt);
+    char where[300];
+    snprintf(where, sizeof where, "%s (text_config)", src);
+    if (hf_family_parse(cfg, text, "gemma3_text", where)) return -1;
+    for (const cJSON *it = root->child; it; it = it->next)
+        if (!in_list(KNOWN, it->string) && !in_list(HF_IGNORED, it->string)) {
+            fprintf(stderr, "tinylm: warning: %s: key \"%s\" is not used by the gemma3 (multimodal) reader\n", src,
+                    it->string);
+            note_unknown(it->string);
+        }
+    const cJSON *tie = item(root, "tie_word_embeddings");
+    if (tie && (!cJSON_IsBool(tie) || cJSON_IsTrue(tie) != cfg->tie_embeddings))
+        return tlm_error("%s: tie_word_embeddings differs between the top level and text_config", src);
+    if (item(root, "vision_config") && !cJSON_IsNull(item(root, "vision_config")))
+        fprintf(stderr, "tinylm: note: %s: the text model of a multimodal Gemma 3; vision_config and the vision "
+                        "tower skipped (the engine reads text: image token ids are embedded as themselves)\n", src);
+    snprintf(cfg->model_type, sizeof cfg->model_type, "gemma3");
+    return 0;
+}
+
 int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
-    if (!strcmp(mt, "gemma4")) {
-        if (item(root, "quantization_config"))
-            return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)",
-                             src);
-        return gemma4_multimodal_parse(cfg, root, src);
+    if (!strcmp(mt, "gemma4") || !strcmp(mt, "gemma3")) { /* (the wrapper's quantization_config, at its top) */
+        tlm_config q;
+        config_defaults(&q);
+        if (read_quantization(&q, root, src)) return -1;
+        if ((!strcmp(mt, "gemma4") ? gemma4_multimodal_parse : gemma3_multimodal_parse)(cfg, root, src)) return -1;
+        memcpy(cfg->quant_method, q.quant_method, sizeof q.quant_method);
+        memcpy(cfg->quant_fmt, q.quant_fmt, sizeof q.quant_fmt);
+        memcpy(cfg->quant_block, q.quant_block, sizeof q.quant_block);
+        cfg->quant_bits = q.quant_bits, cfg->quant_group = q.quant_group;
+        return 0;
     }
     return hf_family_parse(cfg, root, mt, src);
 }
@@ -947,19 +1124,22 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
         char names[256] = "";
         for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
-        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma4)", src, mt, names);
+        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma3, gemma4)", src, mt, names);
     }
-    if (item(root, "quantization_config"))
-        return tlm_error("%s: quantization_config: quantized checkpoints are not supported (F32, BF16, F16 only)", src);
     config_defaults(cfg);
     fam->arch(cfg);
+    /* the family's _init_weights: normal(0, initializer_range) for every matrix; only GPT2PreTrainedModel also
+     * divides the residual projections (c_proj) by sqrt(2 n_layer), as the engine's default does */
+    cfg->scale_residual_init = !strcmp(mt, "gpt2");
+    if (read_quantization(cfg, root, src)) return -1;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
     for (const cJSON *it = root->child; it; it = it->next) {
         const config_key *k = fam->common ? config_find_key(fam->common, it->string) : NULL;
         if (!k) k = config_find_key(fam->keys, it->string);
         if (k) {
             if (config_read_key(cfg, k, it, src)) return -1;
-        } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string)) {
+        } else if (!in_list(HF_IGNORED, it->string) && !in_list(fam->extra_known, it->string) &&
+                   strcmp(it->string, "quantization_config") != 0) {
             if (fam->strict) /* (Gemma 4: a key the reader does not know may change the numbers; never ignored) */
                 return tlm_error("%s: key \"%s\" is not supported by the %s reader (refused: it is no key of the "
                                  "family's configuration that the engine implements or knows to leave the numbers "
@@ -968,6 +1148,15 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
             note_unknown(it->string);
         }
     }
+    /* head_dim: the class default (Qwen3's 128, Gemma's 256, ...) or, when the family has none and the file
+     * gives none, hidden_size / heads, which must then divide (GPT-2 and MLA check their own) */
+    const cJSON *hd_key = item(root, "head_dim");
+    const bool hd_absent = !hd_key || cJSON_IsNull(hd_key);
+    cfg->head_dim_default = hd_absent && cfg->head_dim > 0;
+    if (hd_absent && cfg->head_dim == 0 && cfg->kv_lora_rank == 0 && fam->common == HF_COMMON_KEYS &&
+        cfg->n_heads > 0 && cfg->d_model % cfg->n_heads != 0)
+        return tlm_error("%s: hidden_size = %d is not a multiple of num_attention_heads = %d (without head_dim, "
+                         "each head is hidden_size / num_attention_heads wide)", src, cfg->d_model, cfg->n_heads);
     /* per-layer tables (layer_sliding) have TLM_MAX_LAYERS entries: refuse more layers before
      * any family check fills them */
     if (cfg->n_layers > TLM_MAX_LAYERS || cfg->n_layers < 0)

@@ -3,6 +3,7 @@
  * shape and dtype, converted to float32 and re-laid out where the family stores it
  * differently. Afterwards every tensor in the file must have been used, or be one that
  * transformers itself discards on load; anything else is an error naming the tensor. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,12 +96,97 @@ static int file_shape(const tensor_info *ti, const hf_tensor_ref *ref, int64_t s
     return ti->ndim;
 }
 
+/* ---- FP8 (quantization_config fp8: DeepSeek-V3, Qwen3 FP8) ----------------------------------------------
+ * A weight stored as F8_E4M3 (OCP "E4M3FN": 4 exponent bits of bias 7, 3 mantissa bits, no infinities, S.1111.111
+ * NaN) or F8_E5M2 (bias 15, 2 mantissa bits, IEEE-style infinities and NaNs) comes with NAME_scale_inv, one float
+ * per block of weight_block_size [b0, b1] weights ([ceil(rows / b0), ceil(cols / b1)], the last block of a row or
+ * column partial), or one for the tensor without a block size: weight = value * its block's scale, as
+ * transformers' FP8 dequantization; every FP8 value is exact in float32 and each product is rounded once, so the
+ * engine holds the dequantized weights exactly as float32 computes them. */
+
+static float fp8_value(tlm_dtype dt, unsigned char b) {
+    const int e4 = dt == TLM_DT_F8_E4M3, mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    const int exp = (b & 0x7F) >> mbits, man = b & ((1 << mbits) - 1), emax = e4 ? 15 : 31;
+    const float sign = b & 0x80 ? -1.0f : 1.0f;
+    if (e4 && exp == emax && man == 7) return NAN;
+    if (!e4 && exp == emax) return man ? NAN : sign * INFINITY;
+    if (exp == 0) return sign * ldexpf((float)man, 1 - bias - mbits); /* (subnormals) */
+    return sign * ldexpf((float)((1 << mbits) + man), exp - bias - mbits);
+}
+
+static int is_fp8(tlm_dtype dt) { return dt == TLM_DT_F8_E4M3 || dt == TLM_DT_F8_E5M2; }
+
+/* the scale tensor of FP8 weight `name` (NULL and an error naming both when it is missing) */
+static const tlm_st_tensor *fp8_scale_tensor(const tlm_safetensors *st, const tlm_st_tensor *t, const char *name,
+                                             char *sname, size_t cap) {
+    snprintf(sname, cap, "%s_scale_inv", name);
+    const tlm_st_tensor *s = tlm_st_find(st, sname);
+    if (!s)
+        tlm_error("%s: tensor '%.200s' is %s but its scale tensor '%.200s' is missing (FP8 weights are stored with "
+                  "one weight_scale_inv per block)", t->file, name, tlm_dtype_name(t->dtype), sname);
+    return s;
+}
+
+/* the rows x cols FP8 matrix `name` (HF_COPY layout) into dst, dequantized */
+static int load_fp8(const tlm_safetensors *st, const tlm_config *c, const tlm_st_tensor *t, const char *name,
+                    int rows, int cols, float *dst) {
+    if (strcmp(c->quant_method, "fp8") != 0)
+        return tlm_error("%s: tensor '%.200s' is %s but config.json has no quantization_config with quant_method "
+                         "\"fp8\" (its block size is unknown)", t->file, name, tlm_dtype_name(t->dtype));
+    char sname[300];
+    const tlm_st_tensor *s = fp8_scale_tensor(st, t, name, sname, sizeof sname);
+    if (!s) return -1;
+    const int b0 = c->quant_block[0], b1 = c->quant_block[1];
+    const int64_t sr = b0 ? (rows + b0 - 1) / b0 : 1, sc = b1 ? (cols + b1 - 1) / b1 : 1;
+    const int64_t want[2] = {sr, sc};
+    const int ok_shape = b0 ? s->ndim == 2 && s->shape[0] == sr && s->shape[1] == sc : s->numel == 1;
+    if (!ok_shape) {
+        char have[96], exp[96];
+        return tlm_error("%s: scale tensor '%.200s' has shape %s; the [%d, %d] weight in blocks of %s needs %s", s->file,
+                         sname, tlm_shape_str(have, sizeof have, s->ndim, s->shape), rows, cols,
+                         b0 ? "weight_block_size" : "one (no weight_block_size)",
+                         b0 ? tlm_shape_str(exp, sizeof exp, 2, want) : "one element");
+    }
+    if (!tlm_dtype_is_float_weight(s->dtype))
+        return tlm_error("%s: scale tensor '%.200s' has dtype %s (F32, BF16 or F16 expected)", s->file, sname,
+                         tlm_dtype_name(s->dtype));
+    float *scale = malloc((size_t)(sr * sc) * sizeof(float));
+    if (!scale) return tlm_error("out of memory reading '%.200s'", sname);
+    int rc = tlm_st_read_f32(s, scale, (size_t)(sr * sc));
+    const size_t bad = rc ? 0 : tlm_first_nonfinite(scale, (size_t)(sr * sc), NULL);
+    if (!rc && bad < (size_t)(sr * sc))
+        rc = tlm_error("%s: scale tensor '%.200s' holds %g at block [%lld, %lld]: every FP8 block scale must be finite",
+                       s->file, sname, scale[bad], (long long)(bad / sc), (long long)(bad % sc));
+    const unsigned char *q = t->data;
+    for (int r = 0; !rc && r < rows; r++)
+        for (int k = 0; k < cols; k++) {
+            const float v = fp8_value(t->dtype, q[(size_t)r * cols + k]);
+            if (!isfinite(v)) {
+                rc = tlm_error("%s: tensor '%.200s' holds an FP8 %s at [%d, %d] (byte 0x%02x)", t->file, name,
+                               isnan(v) ? "NaN" : "infinity", r, k, q[(size_t)r * cols + k]);
+                break;
+            }
+            dst[(size_t)r * cols + k] = v * scale[(b0 ? r / b0 : 0) * sc + (b1 ? k / b1 : 0)];
+        }
+    free(scale);
+    if (rc) return -1;
+    return tlm_check_finite(dst, (size_t)rows * cols, 0, t->file, name) < 0 ? -1 : 0;
+}
+
 /* Reads one engine tensor from its HF tensor, converting the layout. */
-static int load_one(const tlm_safetensors *st, const tensor_info *ti, const hf_tensor_ref *ref, float *dst,
-                    float **scratch, size_t *scratch_n) {
+static int load_one(const tlm_safetensors *st, const tlm_config *c, const tensor_info *ti, const hf_tensor_ref *ref,
+                    float *dst, float **scratch, size_t *scratch_n) {
     const int rows = ti->shape[0], cols = ti->ndim == 2 ? ti->shape[1] : 1;
     int64_t shape[3];
     const int ndim = file_shape(ti, ref, shape);
+    const tlm_st_tensor *ft = tlm_st_find(st, ref->name);
+    if (ft && is_fp8(ft->dtype)) {
+        if (ref->layout != HF_COPY || ti->ndim != 2)
+            return tlm_error("%s: tensor '%.200s' is %s in a layout the FP8 reader does not take (a fused, transposed "
+                             "or stacked tensor, or a vector)", ft->file, ref->name, tlm_dtype_name(ft->dtype));
+        if (tlm_st_check_shape(st, ref->name, ndim, shape)) return -1;
+        return load_fp8(st, c, ft, ref->name, rows, cols, dst);
+    }
     if (ref->layout == HF_EXPERT_ROWS) { /* rows [offset, offset + rows) of the experts' tensor, read in place */
         if (tlm_st_check_shape(st, ref->name, ndim, shape)) return -1;
         tlm_st_tensor part = *tlm_st_find(st, ref->name);
@@ -166,11 +252,25 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
 static const char *name_prefix(const tlm_safetensors *st, hf_family_style style, const char *model_type) {
     /* Gemma4ForConditionalGeneration: the text model is model.language_model */
     if (!strcmp(model_type, "gemma4")) return "model.language_model.";
+    /* Gemma3ForConditionalGeneration: language_model.model. in the released files (transformers 4.5x),
+     * model.language_model. since transformers 4.52 */
+    if (!strcmp(model_type, "gemma3"))
+        return tlm_st_find(st, "language_model.model.embed_tokens.weight") ? "language_model.model."
+                                                                           : "model.language_model.";
     const char *prefix = hf_default_prefix(style);
     char probe[160];
     snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
     if (!tlm_st_find(st, probe) && tlm_st_find(st, hf_embed_name(style))) prefix = "";
     return prefix;
+}
+
+/* the untied head's name: beside the text model in Gemma 3's released multimodal layout */
+static const char *head_name(const char *prefix) {
+    return !strcmp(prefix, "language_model.model.") ? "language_model.lm_head.weight" : "lm_head.weight";
+}
+
+static void rename_head(hf_tensor_ref *ref, const char *prefix) {
+    if (!strcmp(ref->name, "lm_head.weight")) snprintf(ref->name, sizeof ref->name, "%s", head_name(prefix));
 }
 
 /* Every tensor the config needs is in the file with the shape the config implies: checked
@@ -189,6 +289,7 @@ int hf_check_shapes(const tlm_config *c, const tlm_safetensors *st, const char *
         hf_tensor_ref ref;
         int64_t shape[3];
         rc = hf_map_tensor(c, (hf_family_style)style, prefix, t[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
+        rename_head(&ref, prefix);
         if (!rc && tlm_st_check_shape(st, ref.name, file_shape(&t[i], &ref, shape), shape))
             rc = tlm_error_prefix("%s/config.json (vocab_size %d, hidden_size %d, %d layers) does not match the "
                                   "weights",
@@ -208,8 +309,15 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         hf_tensor_ref ref;
         rc = hf_map_tensor(c, style, prefix, m->tensors[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
-        if (!rc) rc = load_one(st, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
+        rename_head(&ref, prefix);
+        if (!rc) rc = load_one(st, c, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
         const tlm_st_tensor *t = rc ? NULL : tlm_st_find(st, ref.name);
+        if (t && is_fp8(t->dtype)) { /* (its scale tensor is used too) */
+            char sname[300];
+            const tlm_st_tensor *sc = fp8_scale_tensor(st, t, ref.name, sname, sizeof sname);
+            rc = !sc ? -1 : mark_used(&used, sc);
+            tlm_st_release(st, sc);
+        }
         if (t && t->ndim >= 2) matrices++, bf16_matrices += t->dtype == TLM_DT_BF16; /* (3-D: Gemma 4's experts) */
         tlm_st_release(st, t); /* (the file's pages: the f32 copy is what stays; a fused tensor's next part
                                   reads them back from the page cache) */
@@ -219,13 +327,17 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     m->stored_bf16 = matrices > 0 && bf16_matrices == matrices;
     free(scratch);
     if (!rc && c->tie_embeddings) {
-        const tlm_st_tensor *head = tlm_st_find(st, "lm_head.weight");
+        const tlm_st_tensor *head = tlm_st_find(st, head_name(prefix));
         if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
     }
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
     /* a multimodal Gemma 4 checkpoint: its vision and audio towers are not the text model's (skipped, said once) */
     static const char *const TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
                                          "model.embed_audio."};
+    /* (Gemma 3's: the SigLIP tower and the projector, in both layouts) */
+    static const char *const TOWERS3[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                          "model.multi_modal_projector."};
+    const int mm4 = !strcmp(c->model_type, "gemma4"), mm3 = !strcmp(c->model_type, "gemma3");
     size_t towers = 0, mtp = 0;
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
@@ -235,7 +347,8 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
             continue;
         }
         int tower = 0;
-        for (int j = 0; j < 4 && !strcmp(c->model_type, "gemma4"); j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
+        for (int j = 0; j < 4 && mm4; j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
+        for (int j = 0; j < 4 && mm3; j++) tower |= !strncmp(t->name, TOWERS3[j], strlen(TOWERS3[j]));
         if (tower) {
             towers++;
             continue;
@@ -250,15 +363,32 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
                         "transformers does\n", dir, mtp, c->n_nextn, c->n_nextn > 1 ? "s" : "", c->n_layers,
                 c->n_layers + c->n_nextn - 1, c->n_layers);
     if (!rc && towers)
-        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the vision and audio towers (text only)\n", dir,
-                towers);
+        fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the %s (text only)\n", dir, towers,
+                mm3 ? "vision tower and its projector" : "vision and audio towers");
     return rc;
+}
+
+/* a quantized checkpoint the loader cannot read: refused naming the method (info and --explain describe it) */
+static int refuse_quantized(const char *dir, const tlm_config *c) {
+    if (!c->quant_method[0] || !strcmp(c->quant_method, "fp8")) return 0; /* (FP8: load_fp8) */
+    const int packed = !strcmp(c->quant_method, "gptq") || !strcmp(c->quant_method, "awq");
+    char what[64] = "";
+    if (c->quant_bits) snprintf(what, sizeof what, " (%d-bit", c->quant_bits);
+    if (c->quant_bits && c->quant_group) snprintf(what + strlen(what), sizeof what - strlen(what), ", groups of %d",
+                                                  c->quant_group);
+    if (c->quant_bits) snprintf(what + strlen(what), sizeof what - strlen(what), ")");
+    return tlm_error("%s/config.json: quantization_config.quant_method \"%s\"%s: %s; tinylm loads F32, BF16 and F16 "
+                     "safetensors (`tinylm info` and `info --explain` describe this checkpoint)", dir,
+                     c->quant_method, what,
+                     packed ? "its weights are packed integers (qweight, qzeros, scales) that tinylm cannot read"
+                            : "tinylm cannot load this quantization");
 }
 
 tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
     int style = hf_family_style_of(cfg->model_type);
     if (style < 0)
         return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, cfg->model_type), NULL;
+    if (refuse_quantized(dir, cfg)) return NULL;
     tlm_safetensors *st = tlm_st_open_dir(dir);
     if (!st || hf_check_shapes(cfg, st, dir)) {
         tlm_st_close(st);

@@ -23,8 +23,12 @@ ROWS = [
      ["y = w * x / sqrt(mean(x^2) + eps)", "eps = 1e-05, inside the sqrt", "placement: Pre-Norm",
       "norms per layer: 2, plus one final norm", "post_attention_layernorm     before the FFN: despite its name",
       "grouped-query (GQA), ratio 2", "base theta 500000", "RoPE scaling: llama3, factor 8", "head: untied",
-      "QK-norm: none", "attention soft-cap: none", "every key of the file was understood"],
-     ["(1 + w)", "sliding ("]),
+      "QK-norm: none", "attention soft-cap: none", "every key of the file was understood",
+      "attention scale: 1/sqrt(head_dim = 8)",
+      # LlamaPreTrainedModel._init_weights: normal(0, initializer_range), RMSNorm 1, no residual scaling
+      "init (the family's _init_weights in transformers): matrices and embeddings ~ normal(0, 0.02), no residual "
+      "scaling; norm weights start at 1; biases at 0"],
+     ["(1 + w)", "sliding (", "sqrt(2 * num_hidden_layers)"]),
     ("qwen2", dict(SMALL, model_type="qwen2", num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1000000.0,
                    use_sliding_window=False, sliding_window=32, max_window_layers=2, tie_word_embeddings=True),
      ["y = w * x / sqrt(mean(x^2) + eps)", "placement: Pre-Norm", "multi-query (MQA)", "biases: q/k/v yes, o no",
@@ -42,7 +46,8 @@ ROWS = [
       "post_attention_layernorm     on the attention OUTPUT, before the residual add",
       "pre_feedforward_layernorm", "post_feedforward_layernorm", "attention soft-cap: 50,",
       "final soft-cap: 30,", "layer pattern: S F S F", "alternating sliding and full", "GeGLU",
-      "multiplied by sqrt(hidden_size)", "1/sqrt(query_pre_attn_scalar = 16)"],
+      "multiplied by sqrt(hidden_size)", "1/sqrt(query_pre_attn_scalar = 16)",
+      "no residual scaling; norm weights start at 0 (the 1 + w form: a gain of 1)"],
      ["QK-norm: per head"]),
     ("gemma3_text", dict(SMALL, model_type="gemma3_text", num_hidden_layers=12, num_key_value_heads=2, head_dim=16,
                          query_pre_attn_scalar=16, sliding_window=8, sliding_window_pattern=6,
@@ -86,6 +91,36 @@ ROWS = [
      ["model_type gemma4: 2 layers", "not Gemma 2/3's 1 + w", "V norm", "layer pattern: S F", "layer_scalar",
       "every key of the file was understood"],
      ["(1 + w)"]),
+    # Mistral: Llama's body, one window in every layer (the class default 4096 when the key is absent)
+    ("mistral", dict(SMALL, model_type="mistral", num_hidden_layers=3, num_key_value_heads=2, sliding_window=8,
+                     rope_theta=1000000.0, hidden_act="silu", architectures=["MistralForCausalLM"]),
+     ["y = w * x / sqrt(mean(x^2) + eps)", "placement: Pre-Norm", "post_attention_layernorm     before the FFN: despite",
+      "grouped-query (GQA), ratio 2", "3 sliding (window 8", "every layer sliding", "biases: q/k/v no, o no",
+      "head: untied", "every key of the file was understood"],
+     ["(1 + w)", "full (causal) attention"]),
+    ("mistral default window", dict(SMALL, model_type="mistral", num_key_value_heads=4),
+     ["2 sliding (window 4096", "multi-head (MHA"], []),
+    # Gemma 1 (the 2B: MQA): 1 + w on Llama's two norms, GeGLU, scaled embedding, tied
+    ("gemma", dict(SMALL, model_type="gemma", num_key_value_heads=1, head_dim=16, hidden_act="gelu",
+                   hidden_activation="gelu_pytorch_tanh", architectures=["GemmaForCausalLM"]),
+     ["y = (1 + w) * x / sqrt(mean(x^2) + eps)", "placement: Pre-Norm", "norms per layer: 2",
+      "post_attention_layernorm     before the FFN: despite its name", "multi-query (MQA)", "GeGLU",
+      "multiplied by sqrt(hidden_size)", "head: tied", "all 2 full (causal) attention", "soft-cap: none",
+      "every key of the file was understood"],
+     ["sandwich", "pre_feedforward_layernorm", "QK-norm: per head"]),
+    # the text model of a multimodal Gemma 3 (Gemma3ForConditionalGeneration): text_config with Gemma3TextConfig's
+    # defaults for the keys it leaves out (as the released 4B/12B/27B files)
+    ("gemma3 multimodal", dict(model_type="gemma3", architectures=["Gemma3ForConditionalGeneration"],
+                               boi_token_index=255999, eoi_token_index=256000, image_token_index=262144,
+                               mm_tokens_per_image=256, initializer_range=0.02,
+                               vision_config=dict(model_type="siglip_vision_model", hidden_size=16),
+                               text_config=dict(model_type="gemma3_text", hidden_size=32, intermediate_size=48,
+                                                num_hidden_layers=6, sliding_window=8,
+                                                rope_scaling={"factor": 8.0, "rope_type": "linear"})),
+     ["model_type gemma3: 6 layers, hidden_size 32, vocab 262208", "(1 + w) * x", "placement: sandwich",
+      "QK-norm: per head, an RMSNorm (1 + w)", "layer pattern: S S S S S F", "RoPE scaling: linear",
+      "every key of the file was understood"],
+     []),
     ("olmo2", dict(SMALL, model_type="olmo2", num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=500000.0,
                    tie_word_embeddings=False),
      ["placement: output norms (OLMo 2), h = x + N(F(x)): no input norm", "norms per layer: 2",
@@ -96,8 +131,44 @@ ROWS = [
     ("gpt2", dict(model_type="gpt2", vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16,
                   layer_norm_epsilon=1e-5, activation_function="gelu_new"),
      ["norm: LayerNorm, y = g * (x - mean(x)) / sqrt(var(x) + eps) + b", "with bias b", "placement: Pre-Norm",
-      "ln_1", "ln_2", "ln_f", "learned absolute position embeddings (16 positions)", "head: tied", "GELU MLP"],
+      "ln_1", "ln_2", "ln_f", "learned absolute position embeddings (16 positions)", "head: tied", "GELU MLP",
+      "attention scale: 1/sqrt(head_dim = 8)",
+      # GPT2PreTrainedModel._init_weights: the c_proj weights (attention and MLP) / sqrt(2 n_layer)
+      "init (GPT2PreTrainedModel._init_weights): matrices and embeddings ~ normal(0, 0.02); attn.c_proj and "
+      "mlp.c_proj weights also / sqrt(2 * n_layer)"],
      ["RoPE"]),
+    # GPT-2 with scale_attn_weights false: unscaled scores, and no QK-norm to blame for it
+    ("gpt2 unscaled", dict(model_type="gpt2", vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16,
+                           scale_attn_weights=False),
+     ["attention scale: 1 (scores are q . k unscaled, no 1/sqrt(head_dim): scale_attn_weights false; no QK-norm "
+      "bounds their size)", "QK-norm: none"],
+     ["the QK-norm fixes their size"]),
+    # Qwen3 without head_dim: Qwen3Config's default 128 (not hidden / heads), reported as a default
+    ("qwen3 default head_dim", dict(SMALL, model_type="qwen3", num_key_value_heads=2),
+     ["head_dim: 128 (the family's class default, the file gives none: not hidden_size / heads)"], ["(given"]),
+    # the MoE families name their norms and routers as their checkpoints do (Qwen3MoeDecoderLayer,
+    # MixtralDecoderLayer: input_layernorm / post_attention_layernorm, the FFN's input norm; Mixtral's router
+    # block_sparse_moe.gate, Qwen3-MoE's mlp.gate; DeepseekV3Attention's q_a_layernorm / kv_a_layernorm)
+    ("qwen3_moe", dict(SMALL, model_type="qwen3_moe", num_key_value_heads=2, head_dim=8, num_experts=4,
+                       num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "(HF: mlp.gate)", "renormalised to sum 1 (Qwen3-MoE: norm_topk_prob)", "QK-norm: per head"],
+     ["attn_norm", "ffn_norm", "block_sparse_moe"]),
+    ("mixtral", dict(SMALL, model_type="mixtral", num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "(HF: block_sparse_moe.gate)", "(Mixtral: always renormalised)", "no residual scaling"],
+     ["attn_norm", "ffn_norm", "HF: mlp.gate"]),
+    ("deepseek_v3", dict(SMALL, model_type="deepseek_v3", num_hidden_layers=3, q_lora_rank=16, kv_lora_rank=12,
+                         qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=8,
+                         num_experts_per_tok=2, moe_intermediate_size=12, n_group=4, topk_group=2,
+                         first_k_dense_replace=1),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "  self_attn.q_a_layernorm      inside MLA", "  self_attn.kv_a_layernorm     inside MLA",
+      "no residual scaling"],
+     ["attn_norm", "ffn_norm", "attn.q_a_norm", "attn.kv_a_norm"]),
     ("tinylm dyt", dict(SMALL, model_type="tinylm", norm_type="dyt", dyt_alpha_init=0.7, norm_placement="post"),
      ["DyT (Dynamic Tanh), y = g * tanh(alpha * x) + b", "starting at 0.7", "placement: Post-Norm",
       "and no final norm"],
@@ -182,6 +253,78 @@ def test_gemma4_info_memory(tinylm, work):
           "info: the KV cache stores shared keys and values once", out + err)
 
 
+def write_json(work, name, cfg):
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+DSV3_SMALL = dict(SMALL, model_type="deepseek_v3", num_hidden_layers=3, q_lora_rank=16, kv_lora_rank=12,
+                  qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=8, num_experts_per_tok=2,
+                  moe_intermediate_size=12, n_shared_experts=1, n_group=4, topk_group=2, first_k_dense_replace=1,
+                  num_nextn_predict_layers=1, tie_word_embeddings=False)
+
+
+def test_quantization_config(tinylm, work):
+    """quantization_config is read and described by info and --explain, never refused there (DeepSeek-V3's and
+    Qwen3's FP8 blocks, GPTQ, AWQ); loading a GPTQ model is refused naming the method; a block of 0 rows is an
+    error naming weight_block_size"""
+    fp8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
+    path = write_json(work, "dsv3_fp8", dict(DSV3_SMALL, quantization_config=fp8))
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc == 0 and "quantization: fp8" in out and "F8_E4M3" in out and "blocks of 128 x 128" in out and
+          "the last block of a row or column partial" in out and "every key of the file was understood" in out,
+          "explain: DeepSeek-V3's FP8 quantization_config described, not refused", out + err)
+    rc, out, err = run(tinylm, "info", "--config", path)
+    check(rc == 0 and "quantization: fp8" in out, "info: an FP8 config is described, not refused", out + err)
+    per_tensor = dict(fp8, weight_block_size=None, fmt="e5m2")
+    rc, out, err = run(tinylm, "info", "--explain", "--config", write_json(work, "qwen3_fp8", dict(
+        SMALL, model_type="qwen3", num_key_value_heads=2, quantization_config=per_tensor)))
+    check(rc == 0 and "F8_E5M2" in out and "one scale per tensor" in out, "explain: FP8 with one scale per tensor",
+          out + err)
+    for method, extra, want in (("gptq", dict(bits=4, group_size=128, desc_act=False, sym=True),
+                                 "quantization: gptq (quantization_config), 4-bit weights in groups of 128, packed"),
+                                ("awq", dict(bits=4, group_size=64, version="gemm", zero_point=True),
+                                 "quantization: awq (quantization_config), 4-bit weights in groups of 64, packed")):
+        cfg = dict(SMALL, model_type="llama", quantization_config=dict(extra, quant_method=method))
+        rc, out, err = run(tinylm, "info", "--explain", "--config", write_json(work, "llama_" + method, cfg))
+        check(rc == 0 and want in out and "does not load it" in out, "explain: %s named, not refused" % method,
+              out + err)
+        d = os.path.join(work, "llama_" + method + "_dir")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        rc, out, err = run(tinylm, "logits", "--model", d, "--ids", "1 2", "--out", os.path.join(work, "q.npy"))
+        check(rc != 0 and 'quant_method "%s"' % method in err and "cannot read" in err,
+              "loading a %s checkpoint is refused naming the method" % method, err)
+    bad = dict(fp8, weight_block_size=[128, 0])
+    rc, out, err = run(tinylm, "info", "--config", write_json(work, "fp8_block0", dict(DSV3_SMALL, quantization_config=bad)))
+    check(rc != 0 and "weight_block_size[1]" in err, "FP8 block size 0 is an error naming the key", err)
+
+
+def test_deepseek_mtp_info(tinylm, work):
+    """DeepSeek-V3's multi-token-prediction layer: info counts it on its own line (a layer like the last MoE
+    layer plus eh_proj [d, 2d], enorm, hnorm, shared_head.norm and its embedding and head copies [V, d]), not in
+    the total; --explain says it is outside the forward. The count is checked against the HF tensor shapes of
+    tests/hf/test_hf.py's DeepSeek-V3 checkpoint writer (the MTP layer's own tensors) plus the shared_head's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hf"))
+    import test_hf  # noqa: E402
+    T = test_hf.make_weights("deepseek_v3", dict(DSV3_SMALL, routed_scaling_factor=2.5, norm_topk_prob=True), 1)
+    L, d, V = DSV3_SMALL["num_hidden_layers"], DSV3_SMALL["hidden_size"], DSV3_SMALL["vocab_size"]
+    mtp = sum(v.size for k, v in T.items() if k.startswith("model.layers.%d." % L)) + 2 * V * d + d
+    total = sum(v.size for k, v in T.items() if not k.startswith("model.layers.%d." % L))
+    path = write_json(work, "dsv3_mtp", DSV3_SMALL)
+    rc, out, err = run(tinylm, "info", "--config", path)
+    line = next((ln for ln in out.splitlines() if ln.startswith("mtp ")), "")
+    tot = next((ln for ln in out.splitlines() if ln.startswith("total ")), "")
+    check(rc == 0 and "{:,}".format(mtp) in line and "not in the total" in line and "{:,}".format(total) in tot,
+          "info: the MTP layer on its own line (%d parameters), the total without it (%d)" % (mtp, total), out + err)
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc == 0 and "multi-token prediction: 1 layer (num_nextn_predict_layers)" in out and "layers 3..3" in out,
+          "explain: the MTP layer is named as outside the forward", out + err)
+
+
 def test_llama2c(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--model", STORIES)
     check(rc == 0 and "model_type llama2c" in out and "placement: Pre-Norm" in out and
@@ -192,6 +335,11 @@ def test_llama2c(tinylm, work):
 def test_explain_refusals(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--system")
     check(rc != 0 and "--explain" in err, "--explain with --system refused", err)
+    # hidden 256 over 3 heads without head_dim: named as such, not as an odd head_dim
+    path = write_json(work, "llama_3_heads", dict(SMALL, model_type="llama", hidden_size=256, num_attention_heads=3))
+    rc, out, err = run(tinylm, "info", "--explain", "--config", path)
+    check(rc != 0 and "hidden_size = 256 is not a multiple of num_attention_heads = 3" in err and "even" not in err,
+          "hidden_size not a multiple of the heads is named as such", err)
 
 
 def test_deepnorm_train(tinylm, work):
@@ -307,4 +455,4 @@ def test_gemma4_train(tinylm, work):
 
 if __name__ == "__main__":
     sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_moe_explain, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
-                   test_dyt_alpha_by_position, test_gemma4_train]))
+                   test_dyt_alpha_by_position, test_gemma4_train, test_quantization_config, test_deepseek_mtp_info]))

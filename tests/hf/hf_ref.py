@@ -128,6 +128,7 @@ def _llama_like(cfg, W, ids, family, mut):
         "qwen3": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=128, kv=32),
         "qwen3_moe": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=4),
         "mixtral": dict(eps=1e-5, theta=1e6, tie=False, head_dim=None, kv=8),
+        "mistral": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=8),
     }[family]
     d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
     KV = g(cfg, "num_key_value_heads", defaults["kv"]) or H
@@ -152,8 +153,10 @@ def _llama_like(cfg, W, ids, family, mut):
     # sliding window (Qwen2/Qwen3 only): configuration_qwen2.py
     window = None
     layer_types = ["full_attention"] * L
-    if family == "mixtral":  # MistralAttention: one window for every layer, when set
-        window = g(cfg, "sliding_window", None)
+    if family in ("mixtral", "mistral"):  # MistralAttention: one window for every layer, when set
+        window = g(cfg, "sliding_window", None) if family == "mixtral" else cfg.get("sliding_window", 4096)
+        if "sliding_off" in mut:
+            window = None
         layer_types = ["sliding_attention" if window else "full_attention"] * L
     elif family != "llama":
         if g(cfg, "use_sliding_window", False) and "sliding_off" not in mut:
@@ -238,6 +241,45 @@ def qwen3_moe(cfg, W, ids, mut=()):
 
 def mixtral(cfg, W, ids, mut=()):
     return _llama_like(cfg, W, ids, "mixtral", mut)
+
+
+def mistral(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "mistral", mut)
+
+
+# ---- Gemma 1 (modeling_gemma.py: Llama's pre-norm layout with GemmaRMSNorm's 1 + w, GeGLU, scaled embedding) ----
+
+def gemma(cfg, W, ids, mut=()):
+    """GemmaModel: embedding * sqrt(hidden_size); each layer input_layernorm -> attention (scale
+    1/sqrt(head_dim), no soft-cap, no window) -> residual, post_attention_layernorm (the MLP's input) -> GeGLU
+    (tanh GELU: hidden_activation) -> residual; final norm; head tied by default. Norms (1 + w)."""
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = g(cfg, "num_key_value_heads", 16)
+    hd = g(cfg, "head_dim", 256)
+    eps = g(cfg, "rms_norm_eps", 1e-6)
+    one_plus = "w_not_1p" not in mut
+    scale = (256 if "scale_256" in mut else hd) ** -0.5
+    bias = g(cfg, "attention_bias", False)
+    inv = inv_freq(g(cfg, "rope_theta", 10000.0), hd, cfg.get("rope_scaling"), mut)
+    ids = torch.tensor(ids)
+    P = "model."
+    x = W[P + "embed_tokens.weight"][ids]
+    if "no_embed_scale" not in mut:
+        x = x * torch.tensor(d ** 0.5, dtype=DT)
+    for l in range(L):
+        p = "%slayers.%d." % (P, l)
+        h = rms_norm(x, W[p + "input_layernorm.weight"], eps, one_plus)
+        q = heads(linear(h, W, p + "self_attn.q_proj", bias), H, hd)
+        k = heads(linear(h, W, p + "self_attn.k_proj", bias), KV, hd)
+        v = heads(linear(h, W, p + "self_attn.v_proj", bias), KV, hd)
+        q, k = rope(q, inv, mut), rope(k, inv, mut)
+        x = x + linear(attention(q, k, v, scale, None, None, mut), W, p + "self_attn.o_proj", bias)
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps, one_plus)
+        act = silu if "silu_not_gelu" in mut else gelu_tanh
+        x = x + linear(act(linear(h, W, p + "mlp.gate_proj")) * linear(h, W, p + "mlp.up_proj"), W, p + "mlp.down_proj")
+    x = rms_norm(x, W[P + "norm.weight"], eps, one_plus)
+    head = W[P + "embed_tokens.weight"] if g(cfg, "tie_word_embeddings", True) else W["lm_head.weight"]
+    return x @ head.T
 
 
 # ---- OLMo 2 (norms after each sublayer output, QK-Norm over the whole projection) -----------------
@@ -673,4 +715,4 @@ def deepseek_v3(cfg, W, ids, mut=()):
 
 FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "qwen3_moe": qwen3_moe, "mixtral": mixtral, "olmo2": olmo2,
            "gemma2": gemma2, "gemma3_text": gemma3_text, "gpt2": gpt2, "gemma4_text": gemma4_text,
-           "deepseek_v3": deepseek_v3}
+           "deepseek_v3": deepseek_v3, "mistral": mistral, "gemma": gemma}

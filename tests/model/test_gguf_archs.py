@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_gguf_archs.py — tinylm reads GGUF files of every architecture it claims (llama, qwen2,
-qwen3, gemma2, gemma3, olmo2, gpt2).
+qwen3, gemma, gemma2, gemma3, olmo2, gpt2).
 
 For each family a tiny random Hugging Face checkpoint is written (tests/hf/test_hf.py's
 make_weights / write_model: the family's HF tensor names and config keys), then converted to
@@ -9,6 +9,8 @@ GGUF here, in Python, the way llama.cpp's convert_hf_to_gguf.py does for that ar
   - llama: q and k rows permuted from halves to interleaved pairs (LlamaModel.permute, k with
     the KV head count); rope.dimension_count, vocab_size, linear rope scaling;
   - qwen2 / qwen3 / olmo2: the tensors as they are (rope NEOX), biases / QK-norms renamed;
+  - gemma (Gemma 1): every *norm.weight stored as 1 + w, Llama's norm names, head_dim as key/value
+    length, no rope.freq_base, no window or soft-caps;
   - gemma2: every *norm.weight stored as 1 + w; no rope.freq_base (the converter writes none:
     10000), head_dim as key/value length, both soft-caps, the sliding window (llama.cpp slides
     on even layers);
@@ -109,7 +111,7 @@ LAYER_NAMES = {
              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
 }
 ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3_text": "gemma3",
-        "olmo2": "olmo2", "gpt2": "gpt2"}
+        "olmo2": "olmo2", "gpt2": "gpt2", "gemma": "gemma"}
 
 
 def gguf_name(family, hf):
@@ -148,6 +150,13 @@ def convert(family, cfg, T, omit=()):
         u32("block_count", cfg["n_layer"]), u32("context_length", cfg["n_ctx"])
         u32("embedding_length", cfg["n_embd"]), u32("feed_forward_length", 4 * cfg["n_embd"])
         u32("attention.head_count", cfg["n_head"]), f32("attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
+    elif family == "gemma":  # GemmaModel.set_gguf_parameters (Gemma 1: no rope base, no window, no soft-caps)
+        u32("context_length", cfg["max_position_embeddings"]), u32("embedding_length", cfg["hidden_size"])
+        u32("block_count", cfg["num_hidden_layers"]), u32("feed_forward_length", cfg["intermediate_size"])
+        u32("attention.head_count", cfg["num_attention_heads"])
+        u32("attention.head_count_kv", cfg.get("num_key_value_heads", cfg["num_attention_heads"]))
+        f32("attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
+        u32("attention.key_length", cfg["head_dim"]), u32("attention.value_length", cfg["head_dim"])
     elif family == "gemma2":  # Gemma2Model.set_gguf_parameters (no rope base: llama.cpp's 10000)
         u32("context_length", cfg["max_position_embeddings"]), u32("embedding_length", cfg["hidden_size"])
         u32("block_count", cfg["num_hidden_layers"]), u32("feed_forward_length", cfg["intermediate_size"])
@@ -203,7 +212,7 @@ def convert(family, cfg, T, omit=()):
                 w = permute_pairs(w, H)
             elif name.endswith("k_proj.weight"):
                 w = permute_pairs(w, KV or H)
-        if family in ("gemma2", "gemma3_text") and name.endswith("norm.weight") and "one_plus" not in omit:
+        if family in ("gemma2", "gemma3_text", "gemma") and name.endswith("norm.weight") and "one_plus" not in omit:
             w = w + np.float32(1)  # in float32, as the converter adds to the stored tensor
         out[gguf_name(family, name)] = np.ascontiguousarray(w)
     return kv, out
@@ -229,6 +238,9 @@ CASES = [
                          rope_scaling={"rope_type": "linear", "factor": 2.0}, final_logit_softcapping=4.0,
                          attn_logit_softcapping=None, rms_norm_eps=1e-6),
      ["one_plus", "softcap", "window", "scaling"]),
+    # Gemma 1 (2B's MQA): rope base 10000 (the converter writes none), tied head
+    ("gemma", dict(BASE, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-6, hidden_act="gelu",
+                   hidden_activation="gelu_pytorch_tanh"), ["one_plus"]),
     ("olmo2", dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm"]),
     ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16, n_ctx=16, n_inner=None,

@@ -95,6 +95,16 @@ static void v_mla_moe(tlm_config *c) {
     c->rope_interleave = false;
 }
 
+/* Gemma 1's block: Llama's pre-norm layout with (1 + w) RMSNorm, GeGLU, the scaled embedding, MQA; Mistral's
+ * window in every layer */
+static void v_gemma1(tlm_config *c) {
+    c->norm = NORM_RMSNORM_1P, c->ffn = FFN_GEGLU, c->embed_scale = true, c->n_kv_heads = 1;
+}
+static void v_mistral(tlm_config *c) {
+    c->sliding_window = 4; /* (two layers of 4 still reach back 6 positions: test_causal's change at 2 reaches 7) */
+    for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = 1;
+}
+
 typedef struct {
     const char *name;
     void (*tweak)(tlm_config *);
@@ -122,6 +132,8 @@ static const variant VARIANTS[] = {
     {"mla: q_lora, interleaved rope, dv < qk", v_mla},
     {"mla: plain q, yarn, dv > qk", v_mla_yarn},
     {"mla + moe sigmoid (deepseek-v3 block)", v_mla_moe},
+    {"gemma1: pre-norm (1+w), geglu, mqa", v_gemma1},
+    {"mistral: every layer sliding (window 4)", v_mistral},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */
