@@ -209,32 +209,26 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
 #define KT "avx2,fma,f16c"
 #define KS(name) name##_avx2
 #define DOT_US(a, u, s) _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
-#define DOT_USW(a, u, s, w) _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), w))
 #include "quant_int_kernels.h"
 #undef KT
 #undef KS
 #undef DOT_US
-#undef DOT_USW
 
 #define KT "avxvnni,avx2,fma,f16c"
 #define KS(name) name##_avxvnni
 #define DOT_US(a, u, s) _mm256_dpbusd_avx_epi32(a, u, s)
-#define DOT_USW(a, u, s, w) _mm256_dpwssd_avx_epi32(a, _mm256_maddubs_epi16(u, s), w)
 #include "quant_int_kernels.h"
 #undef KT
 #undef KS
 #undef DOT_US
-#undef DOT_USW
 
 #define KT "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 #define KS(name) name##_avx512vnni
 #define DOT_US(a, u, s) _mm256_dpbusd_epi32(a, u, s)
-#define DOT_USW(a, u, s, w) _mm256_dpwssd_epi32(a, _mm256_maddubs_epi16(u, s), w)
 #include "quant_int_kernels.h"
 #undef KT
 #undef KS
 #undef DOT_US
-#undef DOT_USW
 #endif
 
 /* ---- the paths, the mode, the calls ------------------------------------------------------------------ */
