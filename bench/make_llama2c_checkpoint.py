@@ -18,6 +18,9 @@ SHAPES = {  # dim, hidden, layers, heads, kv heads, vocab, seq
     "stories110M": (768, 2048, 12, 12, 12, 32000, 1024),
     # a larger llama-style shape (the "d 1024, 16 layers"): 271M parameters, 1.08 GB in f32
     "llama-d1024": (1024, 2816, 16, 16, 16, 32000, 1024),
+    # the Llama-3.2-1B body (d 2048, 16 layers, 32 heads / 8 KV heads, FFN 8192) with a 32000-token
+    # vocabulary: 1.1B parameters, 4.4 GB in f32
+    "llama-1b": (2048, 8192, 16, 32, 8, 32000, 1024),
 }
 
 

@@ -7,8 +7,11 @@
  * 32000x768 (a small model's projection and a 32000-token output head). Each measurement is the
  * median of repeated calls over about MS milliseconds (default 300) after a warm-up, and the best
  * call (on a shared machine the median includes other processes' time slices); the matrix is the
- * same every call, so a matrix smaller than the caches is read from them. Prints: type, shape, MB
- * of weights, threads, microseconds per call (median), GB/s (median, best). (Built on demand:
+ * same every call, so a matrix smaller than the caches is read from them. Each type is timed on
+ * the exact products (weights widened to f32) and, where it has them, the integer products
+ * (quant.h's WQ_PRODUCTS_INT8), one after the other in the same run. Prints: type, path, shape,
+ * MB of weights, threads, microseconds per call (median), GB/s (median, best), and for the
+ * integer path its speedup over the exact one (the medians' ratio). (Built on demand:
  * make quant_bench.) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +77,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) types[ntypes++] = def[i];
     }
     if (!nshapes) shapes[0][0] = 2048, shapes[0][1] = 768, shapes[1][0] = 32000, shapes[1][1] = 768, nshapes = 2;
-    printf("kernels: %s; %d row(s) of x\n", tlm_isa_name(tlm_cpu_isa()), rows);
-    printf("%-5s %12s %8s %7s %10s %8s %10s\n", "type", "OCxIC", "MB", "threads", "us/call", "GB/s", "best GB/s");
+    printf("kernels: %s, integer products %s; %d row(s) of x\n", tlm_isa_name(tlm_cpu_isa()),
+           wq_int_path_name(wq_int_path_pick()), rows);
+    printf("%-5s %-5s %12s %8s %7s %10s %8s %10s %9s\n", "type", "path", "OCxIC", "MB", "threads", "us/call", "GB/s",
+           "best GB/s", "speedup");
     rng_state r;
     rng_seed(&r, 1);
     for (int s = 0; s < nshapes; s++) {
@@ -89,22 +94,30 @@ int main(int argc, char **argv) {
             const double mb = wq_row_bytes(t, IC) * (double)OC / 1e6;
             for (int nt = 1; nt <= 2; nt++) {
                 omp_set_num_threads(nt);
-                for (int w = 0; w < 3; w++) matvec_quant(y, x, W, t, NULL, rows, IC, OC);
-                enum { MAXREP = 20000 };
-                static double times[MAXREP];
-                int reps = 0;
-                const double t_end = now_s() + ms / 1e3;
-                while (reps < MAXREP && (reps < 5 || now_s() < t_end)) {
-                    const double t0 = now_s();
-                    matvec_quant(y, x, W, t, NULL, rows, IC, OC);
-                    times[reps++] = now_s() - t0;
+                double med_mode[2] = {0, 0};
+                for (int mode = 0; mode < 2; mode++) {
+                    if (mode == 1 && !wq_int_supported(t)) continue;
+                    wq_set_products(mode ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);
+                    for (int w = 0; w < 3; w++) matvec_quant(y, x, W, t, NULL, rows, IC, OC);
+                    enum { MAXREP = 20000 };
+                    static double times[MAXREP];
+                    int reps = 0;
+                    const double t_end = now_s() + ms / 1e3;
+                    while (reps < MAXREP && (reps < 5 || now_s() < t_end)) {
+                        const double t0 = now_s();
+                        matvec_quant(y, x, W, t, NULL, rows, IC, OC);
+                        times[reps++] = now_s() - t0;
+                    }
+                    qsort(times, reps, sizeof times[0], cmp_double);
+                    const double med = times[reps / 2];
+                    med_mode[mode] = med;
+                    char shape[32], ratio[16] = "";
+                    snprintf(shape, sizeof shape, "%dx%d", OC, IC);
+                    if (mode == 1) snprintf(ratio, sizeof ratio, "%.2fx", med_mode[0] / med);
+                    printf("%-5s %-5s %12s %8.2f %7d %10.1f %8.1f %10.1f %9s\n", wq_name(t), mode ? "int8" : "exact",
+                           shape, mb, nt, med * 1e6, mb / 1e3 / med, mb / 1e3 / times[0], ratio);
                 }
-                qsort(times, reps, sizeof times[0], cmp_double);
-                const double med = times[reps / 2];
-                char shape[32];
-                snprintf(shape, sizeof shape, "%dx%d", OC, IC);
-                printf("%-5s %12s %8.2f %7d %10.1f %8.1f %10.1f\n", wq_name(t), shape, mb, nt, med * 1e6,
-                       mb / 1e3 / med, mb / 1e3 / times[0]);
+                wq_set_products(WQ_PRODUCTS_EXACT);
             }
             free(W);
         }

@@ -12,6 +12,7 @@
 #include "model/explain.h"
 #include "model/decode.h"
 #include "model/model.h"
+#include "ops/quant.h"
 #include "ops/ops.h"
 #include "util/error.h"
 #include "util/clock.h"
@@ -189,6 +190,16 @@ static int print_stored(const char *path) {
            matrix_values ? 8.0 * matrix_bytes / matrix_values : 0.0);
     printf("  %-28s %16zu bytes %11.1f MiB  (every matrix but the embedding rows not looked up)\n",
            "read per decoded token", per_token, mib((double)per_token));
+    /* the kernel each matrix type's decoding products take on this CPU (ops/quant.h) */
+    int seen[WQ_TYPE_LIMIT] = {0};
+    printf("\ndecoding products on this CPU (generate's default; --precision fp32: the exact ones):\n");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        const int k = t->qtype ? t->qtype : t->bf16 ? WQ_BF16 : WQ_F32;
+        if (t->ndim != 2 || k >= WQ_TYPE_LIMIT || seen[k]++) continue;
+        printf("  %-28s %s\n", wq_name(k), wq_product_kernel(k, WQ_PRODUCTS_INT8));
+        if (wq_int_supported(k)) printf("  %-28s %s\n", "  --precision fp32", wq_widening_kernel(k));
+    }
     model_free(m);
     return 0;
 }

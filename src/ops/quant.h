@@ -84,4 +84,37 @@ void wq_dequantize_rows(int t, const void *W, int IC, int o0, int o1, float *dst
  * products (decoded a chunk at a time on the stack, never a whole f32 row) */
 void wq_dequantize_rows_bf16(int t, const void *W, int IC, int o0, int o1, uint16_t *dst16);
 
+/* ---- integer products (quant_int.c) ------------------------------------------------------------
+ * The other numerics, for decoding: each row of x rounded once per call to 8-bit blocks (32
+ * elements for the 32-element types, 256 for the K types; an f32 scale amax / 127 each), the
+ * block products summed in integers (exact), then scaled in f32. The error against the exact
+ * products above is the activations' rounding (at most d / 2 per element); docs/gguf.md gives
+ * its measured effect on a model's logits. Process-wide choice, WQ_PRODUCTS_EXACT unless set:
+ * matvec_quant and matvec_quant_part then take the integer kernels for the types that have them
+ * (wq_int_supported); the prompt's GEMM (more than MATVEC_MAX_ROWS rows) stays as it is. */
+typedef enum { WQ_PRODUCTS_EXACT, WQ_PRODUCTS_INT8 } wq_products;
+void wq_set_products(wq_products p);
+wq_products wq_get_products(void);
+/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: 1 */
+int wq_int_supported(int t);
+/* the integer kernel sets: plain C (the reference every other set equals bit for bit), AVX2
+ * (vpmaddubsw), AVX-VNNI and AVX512-VNNI (vpdpbusd / vpdpwssd on 256 bits) */
+typedef enum { WQ_INT_SCALAR, WQ_INT_AVX2, WQ_INT_AVXVNNI, WQ_INT_AVX512VNNI, WQ_INT_PATHS } wq_int_path;
+/* whether this CPU runs set p (under TLM_ISA's cap), the widest that it runs, its name */
+int wq_int_path_available(wq_int_path p);
+wq_int_path wq_int_path_pick(void);
+const char *wq_int_path_name(wq_int_path p);
+/* y [n * OC + o] for o in [o0, o1), n < N (1 .. MATVEC_MAX_ROWS) through set p, whatever the mode
+ * (tests, benchmarks); -1 when p is not available, t has no integer kernel or IC is not whole blocks */
+int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int t, int N, int IC, int OC, int o0,
+                    int o1);
+/* matvec_quant / matvec_quant_part through the integer kernels when the mode is WQ_PRODUCTS_INT8
+ * and t has them: 0, else -1 and nothing done (the callers then widen) */
+int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC);
+int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1);
+/* what a decoding step's product of type t runs on this CPU in that mode, in words (static
+ * buffer per thread); wq_widening_kernel: the exact path's kernel */
+const char *wq_product_kernel(int t, wq_products mode);
+const char *wq_widening_kernel(int t);
+
 #endif

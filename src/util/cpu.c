@@ -143,6 +143,20 @@ int tlm_cpu_has_amx_int8(void) {
 
 int tlm_cpu_has_avx512vnni(void) { return tlm_cpu_isa() == TLM_ISA_AVX512 && tlm_cpu_features_get()->avx512_vnni; }
 
+int tlm_cpu_has_avxvnni(void) {
+#ifdef TLM_X86
+    static _Atomic int has = -1;
+    if (has < 0) {
+        unsigned a, b, c, d;
+        /* (the ymm state saved by the OS: AVX2's own condition, which detect() checks) */
+        has = detect() >= TLM_ISA_AVX2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+    }
+    return tlm_cpu_isa() >= TLM_ISA_AVX2 && has;
+#else
+    return 0;
+#endif
+}
+
 const char *tlm_cpu_brand(void) {
     static char brand[49];
 #ifdef TLM_X86

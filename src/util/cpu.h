@@ -33,6 +33,9 @@ int tlm_cpu_has_amx_bf16(void);
 int tlm_cpu_has_amx_int8(void);
 /* AVX512-VNNI present (0 when TLM_ISA caps below AVX-512) */
 int tlm_cpu_has_avx512vnni(void);
+/* AVX-VNNI (the VEX vpdpbusd on 256 bits: cpuid leaf 7 subleaf 1, EAX bit 4) present (0 when
+ * TLM_ISA caps below AVX2) */
+int tlm_cpu_has_avxvnni(void);
 /* "AMD EPYC 9R45 ..." from cpuid's brand string (for reports only; never for dispatch) */
 const char *tlm_cpu_brand(void);
 

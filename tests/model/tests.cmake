@@ -25,3 +25,7 @@ tlm_cli_test(test_gguf_model tests/model/test_gguf_model.py)
 # gpt2), converted here from random HF checkpoints as llama.cpp's convert_hf_to_gguf.py does:
 # the same logits as the HF directory and a float64 reference; each convention left out is caught
 tlm_cli_test(test_gguf_archs tests/model/test_gguf_archs.py)
+# the integer products' cost in a real model's predictions (ops/quant_int.c): stories260K over
+# TinyShakespeare, KL and top-1 agreement against the f32 weights, the integer path within a bound
+# of the exact path's (also the measuring tool of docs/gguf.md's table, given arguments)
+tlm_c_test(test_quant_fidelity tests/model/test_quant_fidelity.c)

@@ -39,3 +39,10 @@ target_include_directories(quant_bench PRIVATE ${CMAKE_SOURCE_DIR}/src)
 add_executable(gemma4_decode EXCLUDE_FROM_ALL bench/gemma4_decode.c)
 target_link_libraries(gemma4_decode PRIVATE tinylm)
 target_include_directories(gemma4_decode PRIVATE ${CMAKE_SOURCE_DIR}/src)
+# the integer products of quantized weights (ops/quant_int.c): every kernel set the CPU runs
+# against the plain C reference bit for bit, natively and capped to AVX2 and to plain C
+tlm_c_test(test_quant_int tests/ops/test_quant_int.c)
+foreach(isa avx2 scalar)
+  add_test(NAME test_quant_int_${isa} COMMAND test_quant_int)
+  set_tests_properties(test_quant_int_${isa} PROPERTIES ENVIRONMENT "TLM_ISA=${isa};OMP_NUM_THREADS=2")
+endforeach()

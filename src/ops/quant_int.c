@@ -1,0 +1,394 @@
+/* quant_int.c — the integer products of quantized weights: each row of x rounded once per call
+ * to 8-bit blocks, then every block's dot product summed in integers, exactly.
+ *
+ * The activation blocks (this file's own, modelled on ggml's Q8_0 and Q8_K): for a weight type
+ * of 32-element blocks, x is cut into blocks of 32; for the K types into blocks of 256. Each
+ * block has one f32 scale d = amax / 127 (amax the largest |x| of the block), levels
+ * q = nearest-even(x * 127 / amax) in -127..127 (so that -q never overflows a byte), and the sums
+ * of its levels per 32 (32-element types) or per 16 (K types), for the formats' offsets and
+ * minimums. A block holding a NaN or an infinity gets d = NaN: every product with it is NaN, as
+ * the f32 product would be. So x ~ d q, off by at most d / 2 per element.
+ *
+ * The product of a weight row with such a row, per weight block b (ggml's values: quant.c's
+ * comments give each layout), the integers exact:
+ *   Q8_0:  S = sum w_q a_q                          lane += S (d_w d_a)
+ *   Q4_0 / Q5_0: S = sum (q - 8 | 16) a_q            lane += S (d_w d_a)
+ *   Q4_1 / Q5_1: S = sum q a_q, A = sum a_q          lane += S (d_w d_a); lane += A (m_w d_a)
+ *   Q4_K / Q5_K: I1 = sum_j sc_j sum_{l in j} q a_q, I2 = sum_j m_j sum_{l in j} a_q
+ *                                                    lane += I1 (d d_a); lane += I2 (-(dmin d_a))
+ *   Q6_K:  I1 = sum_j sc_j sum_{l in j} (q - 32) a_q lane += I1 (d d_a)
+ * each "lane += v s" one fmaf on the integer converted to float (round to nearest), s one
+ * product, into lane b % 8 of 8 running sums; the row's value is ((l0 + l1) + (l2 + l3)) +
+ * ((l4 + l5) + (l6 + l7)). The scalar functions below are that definition; every vector kernel
+ * (quant_int_kernels.h) computes the same integers and the same float operations in the same
+ * order, so all paths give the same bits (tests/ops/test_quant_int.c). Against the exact product
+ * dot(x, dequantized row) the error is at most sum |w| d_a / 2 plus float rounding. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "ops.h"
+#include "quant.h"
+#include "quant_blocks.h"
+#include "util/cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TLM_X86_KERNELS 1
+#endif
+
+/* one quantized row of x: q [IC], d [IC / block], sum [IC / 32] or [IC / 16] (K types) */
+typedef struct {
+    const int8_t *q;
+    const float *d;
+    const int16_t *sum;
+} qx_row;
+
+static inline float reduce8(const float l[8]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
+/* the 6-bit scales and minimums of a Q4_K / Q5_K block (scale_min_k4) */
+static inline void k4_scales_mins(const uint8_t s[12], int16_t sc[8], int16_t m[8]) {
+    for (int j = 0; j < 8; j++) {
+        int a, b;
+        scale_min_k4(s, j, &a, &b);
+        sc[j] = (int16_t)a, m[j] = (int16_t)b;
+    }
+}
+/* I2 of a Q4_K / Q5_K block: sum_j m_j (the activations' sum over sub-block j of 32) */
+static inline int k4_min_sum(const int16_t m[8], const int16_t *sum16) {
+    int s = 0;
+    for (int j = 0; j < 8; j++) s += m[j] * (sum16[2 * j] + sum16[2 * j + 1]);
+    return s;
+}
+static inline void k_block_lane(float *lane, int I1, int I2, float d, float dmin, float da) {
+    *lane = fmaf((float)I1, d * da, *lane);
+    *lane = fmaf((float)I2, -(dmin * da), *lane);
+}
+
+/* ---- the activations ------------------------------------------------------------------------------ */
+
+static inline int round_even(float v) { return (int)((v + 12582912.0f) - 12582912.0f); } /* |v| < 2^22 */
+
+/* x [IC] into blocks of `block` (32 or 256) at q, d, and the level sums per `sum_len` (32 or 16) */
+static void quantize_x(const float *x, int IC, int block, int sum_len, int8_t *q, float *d, int16_t *sum) {
+    for (int b = 0; b < IC / block; b++) {
+        const float *xb = x + (size_t)b * block;
+        int8_t *qb = q + (size_t)b * block;
+        float amax = 0.0f;
+        int finite = 1;
+        for (int j = 0; j < block; j++) {
+            const float v = fabsf(xb[j]);
+            finite &= v <= 3.4028235e38f; /* (NaN and infinity fail) */
+            amax = v > amax ? v : amax;
+        }
+        if (!finite || amax == 0.0f) {
+            d[b] = finite ? 0.0f : NAN;
+            memset(qb, 0, (size_t)block);
+        } else {
+            d[b] = amax / 127.0f;
+            const float iscale = 127.0f / amax;
+            for (int j = 0; j < block; j++) {
+                const int l = round_even(xb[j] * iscale);
+                qb[j] = (int8_t)(l > 127 ? 127 : l < -127 ? -127 : l);
+            }
+        }
+    }
+    for (int s = 0; s < IC / sum_len; s++) {
+        int v = 0;
+        for (int j = 0; j < sum_len; j++) v += q[(size_t)s * sum_len + j];
+        sum[s] = (int16_t)v;
+    }
+}
+
+/* ---- the scalar reference ------------------------------------------------------------------------- */
+
+static int level_q4(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+static int level_q5(const uint8_t *qs, const uint8_t qh[4], int j) {
+    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    return level_q4(qs, j) | (int)((h >> j) & 1) << 4;
+}
+
+static float dot32_ref(int t, const uint8_t *row, const qx_row *a, int nb) {
+    float lane[8] = {0};
+    const size_t bytes = wq_block_bytes(t);
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *b = row + (size_t)i * bytes;
+        const int8_t *xq = a->q + 32 * i;
+        int S = 0, A = 0;
+        for (int j = 0; j < 32; j++) {
+            int w;
+            switch (t) {
+            case WQ_Q8_0: w = ((const blk_q8_0 *)b)->qs[j]; break;
+            case WQ_Q4_0: w = level_q4(((const blk_q4_0 *)b)->qs, j) - 8; break;
+            case WQ_Q4_1: w = level_q4(((const blk_q4_1 *)b)->qs, j); break;
+            case WQ_Q5_0: w = level_q5(((const blk_q5_0 *)b)->qs, ((const blk_q5_0 *)b)->qh, j) - 16; break;
+            default: w = level_q5(((const blk_q5_1 *)b)->qs, ((const blk_q5_1 *)b)->qh, j); break;
+            }
+            S += w * xq[j];
+            A += xq[j];
+        }
+        lane[i % 8] = fmaf((float)S, f16_at(b) * a->d[i], lane[i % 8]);
+        if (t == WQ_Q4_1 || t == WQ_Q5_1) lane[i % 8] = fmaf((float)A, f16_at(b + 2) * a->d[i], lane[i % 8]);
+    }
+    return reduce8(lane);
+}
+
+/* Q4_K / Q5_K: element e of a block is sub-block e / 32; its low 4 bits the low (sub-block even)
+ * or high nibble of qs[32 (e / 64) + e % 32], its 5th (Q5_K) bit e / 32 of qh[e % 32] */
+static float dot_k4_ref(int t, const uint8_t *row, const qx_row *a, int nb) {
+    float lane[8] = {0};
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *scales, *qs, *qh = NULL, *d, *dmin;
+        if (t == WQ_Q4_K) {
+            const blk_q4_k *b = (const blk_q4_k *)row + i;
+            scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
+        } else {
+            const blk_q5_k *b = (const blk_q5_k *)row + i;
+            scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
+        }
+        const int8_t *xq = a->q + QK_K * i;
+        int I1 = 0, I2 = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m, S = 0, A = 0;
+            scale_min_k4(scales, j, &sc, &m);
+            for (int l = 0; l < 32; l++) {
+                const int e = 32 * j + l;
+                int q = (qs[32 * (e / 64) + l] >> (4 * (j & 1))) & 15;
+                if (qh) q |= ((qh[l] >> j) & 1) << 4;
+                S += q * xq[e];
+                A += xq[e];
+            }
+            I1 += sc * S, I2 += m * A;
+        }
+        k_block_lane(lane + i % 8, I1, I2, f16_at(d), f16_at(dmin), a->d[i]);
+    }
+    return reduce8(lane);
+}
+
+/* Q6_K: element e = 128 h + 32 g + l: low nibble (g < 2) or high of ql[64 h + 32 (g & 1) + l],
+ * bits 2 g of qh[32 h + l]; sub-block e / 16 */
+static float dot_q6_k_ref(const uint8_t *row, const qx_row *a, int nb) {
+    float lane[8] = {0};
+    const blk_q6_k *b = (const blk_q6_k *)row;
+    for (int i = 0; i < nb; i++, b++) {
+        const int8_t *xq = a->q + QK_K * i;
+        int I1 = 0;
+        for (int j = 0; j < 16; j++) {
+            int S = 0;
+            for (int k = 0; k < 16; k++) {
+                const int e = 16 * j + k, h = e / 128, g = (e % 128) / 32, l = e % 32;
+                const int q = ((b->ql[64 * h + 32 * (g & 1) + l] >> (4 * (g / 2))) & 15) |
+                              ((b->qh[32 * h + l] >> (2 * g)) & 3) << 4;
+                S += (q - 32) * xq[e];
+            }
+            I1 += b->scales[j] * S;
+        }
+        lane[i % 8] = fmaf((float)I1, f16_at(b->d) * a->d[i], lane[i % 8]);
+    }
+    return reduce8(lane);
+}
+
+static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, const uint8_t *W, size_t row_bytes,
+                            int IC, int o0, int o1) {
+    for (int o = o0; o < o1; o++) {
+        const uint8_t *row = W + (size_t)o * row_bytes;
+        for (int n = 0; n < N; n++)
+            y[(size_t)n * OC + o] = t == WQ_Q6_K                     ? dot_q6_k_ref(row, a + n, IC / QK_K)
+                                    : t == WQ_Q4_K || t == WQ_Q5_K ? dot_k4_ref(t, row, a + n, IC / QK_K)
+                                                                   : dot32_ref(t, row, a + n, IC / QK);
+    }
+}
+
+/* ---- the vector kernels: one body (quant_int_kernels.h) for each 256-bit instruction set ---------- */
+
+#ifdef TLM_X86_KERNELS
+#define KT "avx2,fma,f16c"
+#define KS(name) name##_avx2
+#define DOT_US(a, u, s) _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+#include "quant_int_kernels.h"
+#undef KT
+#undef KS
+#undef DOT_US
+
+#define KT "avxvnni,avx2,fma,f16c"
+#define KS(name) name##_avxvnni
+#define DOT_US(a, u, s) _mm256_dpbusd_avx_epi32(a, u, s)
+#include "quant_int_kernels.h"
+#undef KT
+#undef KS
+#undef DOT_US
+
+#define KT "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+#define KS(name) name##_avx512vnni
+#define DOT_US(a, u, s) _mm256_dpbusd_epi32(a, u, s)
+#include "quant_int_kernels.h"
+#undef KT
+#undef KS
+#undef DOT_US
+#endif
+
+/* ---- the paths, the mode, the calls ------------------------------------------------------------------ */
+
+typedef void (*rows_int_fn)(int t, float *y, int OC, const qx_row *a, int N, const uint8_t *W, size_t row_bytes,
+                            int IC, int o0, int o1);
+
+int wq_int_supported(int t) {
+    switch (t) {
+    case WQ_Q8_0: case WQ_Q4_0: case WQ_Q4_1: case WQ_Q5_0: case WQ_Q5_1: case WQ_Q4_K: case WQ_Q5_K: case WQ_Q6_K:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int f16c_present(void) {
+#ifdef TLM_X86_KERNELS
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c");
+#else
+    return 0;
+#endif
+}
+
+int wq_int_path_available(wq_int_path p) {
+    switch (p) {
+    case WQ_INT_SCALAR: return 1;
+    case WQ_INT_AVX2: return tlm_cpu_isa() >= TLM_ISA_AVX2 && f16c_present();
+    case WQ_INT_AVXVNNI: return tlm_cpu_isa() >= TLM_ISA_AVX2 && f16c_present() && tlm_cpu_has_avxvnni();
+    case WQ_INT_AVX512VNNI: return tlm_cpu_has_avx512vnni() && f16c_present();
+    default: return 0;
+    }
+}
+
+wq_int_path wq_int_path_pick(void) {
+    static _Atomic int cached = -1; /* (TLM_ISA is read once too: tlm_cpu_isa) */
+    int p = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (p < 0) {
+        p = WQ_INT_SCALAR;
+        for (int q = WQ_INT_PATHS - 1; q > WQ_INT_SCALAR; q--)
+            if (wq_int_path_available((wq_int_path)q)) {
+                p = q;
+                break;
+            }
+        atomic_store_explicit(&cached, p, memory_order_relaxed);
+    }
+    return (wq_int_path)p;
+}
+
+const char *wq_int_path_name(wq_int_path p) {
+    switch (p) {
+    case WQ_INT_SCALAR: return "scalar";
+    case WQ_INT_AVX2: return "AVX2";
+    case WQ_INT_AVXVNNI: return "AVX-VNNI";
+    case WQ_INT_AVX512VNNI: return "AVX512-VNNI";
+    default: return "none";
+    }
+}
+
+static rows_int_fn path_fn(wq_int_path p) {
+#ifdef TLM_X86_KERNELS
+    switch (p) {
+    case WQ_INT_AVX2: return rows_int_avx2;
+    case WQ_INT_AVXVNNI: return rows_int_avxvnni;
+    case WQ_INT_AVX512VNNI: return rows_int_avx512vnni;
+    default: break;
+    }
+#endif
+    (void)p;
+    return rows_int_scalar;
+}
+
+static _Atomic int products_mode = WQ_PRODUCTS_EXACT;
+void wq_set_products(wq_products p) { atomic_store(&products_mode, (int)p); }
+wq_products wq_get_products(void) { return (wq_products)atomic_load(&products_mode); }
+
+/* this thread's quantized rows (grown, never shrunk; freed with the thread) */
+static _Thread_local struct {
+    void *p;
+    size_t cap;
+} xbuf;
+
+static size_t qx_bytes(int IC) { return ((size_t)IC + 63) / 64 * 64 + (size_t)IC / 32 * 4 + (size_t)IC / 16 * 2 + 64; }
+
+/* N rows of x [N, IC] quantized for type t into this thread's buffer: a [N]; -1 if no memory */
+static int quantize_rows(int t, const float *x, int N, int IC, qx_row *a) {
+    const size_t per = (qx_bytes(IC) + 63) / 64 * 64, need = per * (size_t)N;
+    if (need > xbuf.cap) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, need)) return -1;
+        free(xbuf.p);
+        xbuf.p = p, xbuf.cap = need;
+    }
+    const int k = wq_block_elems(t) == QK_K, block = k ? QK_K : QK, sum_len = k ? 16 : 32;
+    for (int n = 0; n < N; n++) {
+        uint8_t *base = (uint8_t *)xbuf.p + per * n;
+        int8_t *q = (int8_t *)base;
+        float *d = (float *)(base + ((size_t)IC + 63) / 64 * 64);
+        int16_t *sum = (int16_t *)(d + IC / block);
+        quantize_x(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
+        a[n] = (qx_row){q, d, sum};
+    }
+    return 0;
+}
+
+static int int_shape_ok(int t, int IC) { return wq_int_supported(t) && IC > 0 && IC % wq_block_elems(t) == 0; }
+
+int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int t, int N, int IC, int OC, int o0,
+                    int o1) {
+    qx_row a[MATVEC_MAX_ROWS];
+    if (!wq_int_path_available(p) || !int_shape_ok(t, IC) || N < 1 || N > MATVEC_MAX_ROWS) return -1;
+    if (quantize_rows(t, x, N, IC, a)) return -1;
+    path_fn(p)(t, y, OC, a, N, W, wq_row_bytes(t, IC), IC, o0, o1);
+    return 0;
+}
+
+int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC) {
+    if (wq_get_products() != WQ_PRODUCTS_INT8 || !int_shape_ok(t, IC)) return -1;
+    const rows_int_fn fn = path_fn(wq_int_path_pick());
+    const size_t row_bytes = wq_row_bytes(t, IC);
+    for (int n0 = 0; n0 < N; n0 += MATVEC_MAX_ROWS) {
+        const int rows = N - n0 < MATVEC_MAX_ROWS ? N - n0 : MATVEC_MAX_ROWS;
+        qx_row a[MATVEC_MAX_ROWS];
+        /* (the first group is the largest: once its buffer is had, the others fit in it) */
+        if (quantize_rows(t, x + (size_t)n0 * IC, rows, IC, a)) return -1;
+        float *yn = y + (size_t)n0 * OC;
+        /* (the widening kernels' split: each thread a contiguous share of the rows, a multiple of 16) */
+#pragma omp parallel
+        {
+            const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            const int per = ((OC + nt - 1) / nt + 15) & ~15;
+            const int o0 = id * per < OC ? id * per : OC, o1 = o0 + per < OC ? o0 + per : OC;
+            if (o1 > o0) {
+                fn(t, yn, OC, a, rows, W, row_bytes, IC, o0, o1);
+                if (bias)
+                    for (int n = 0; n < rows; n++)
+                        for (int o = o0; o < o1; o++) yn[(size_t)n * OC + o] += bias[o];
+            }
+        }
+    }
+    return 0;
+}
+
+int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1) {
+    if (wq_get_products() != WQ_PRODUCTS_INT8 || !int_shape_ok(t, IC)) return -1;
+    qx_row a;
+    if (quantize_rows(t, x, 1, IC, &a)) return -1;
+    path_fn(wq_int_path_pick())(t, y, o1, &a, 1, W, wq_row_bytes(t, IC), IC, o0, o1);
+    if (bias)
+        for (int o = o0; o < o1; o++) y[o] += bias[o];
+    return 0;
+}
+
+const char *wq_product_kernel(int t, wq_products mode) {
+    static _Thread_local char s[96];
+    if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t))
+        snprintf(s, sizeof s, "int8 x int8 dot products (%s), activations in 8-bit blocks of %d",
+                 wq_int_path_name(wq_int_path_pick()), wq_block_elems(t) == QK_K ? QK_K : QK);
+    else
+        snprintf(s, sizeof s, "%s", wq_widening_kernel(t));
+    return s;
+}
