@@ -137,9 +137,10 @@ class HookPoint:
 
     def __init__(self, name, hook_id, flags):
         self.name, self.id, self.flags = name, hook_id, flags
-        # the absolute positions of the rows the hook is called with (an int array): 0..T-1 in a
-        # pass; in generate's KV-cache steps the prompt's, then one new position per step (so a
-        # hook that must skip BOS writes `a[hook.positions > 0] += v`, not `a[1:] += v`)
+        # the model's positions of the activation's rows, shaped as its leading axes: [T] for one
+        # sequence, [B, T] for a batch (each row its own: a left-padded row counts from its first real
+        # token, its pads 0); in generate's KV-cache steps the prompt's, then the new one per step. A
+        # hook that must skip BOS writes `a[hook.positions > 0] += v`, not `a[1:] += v`
         self.positions = None
         # the pass's attention mask (bool [B, T], True at real tokens) when one was given, else None
         self.attention_mask = None
@@ -175,6 +176,16 @@ def _int_array(ids, what, vocab):
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
+def _replacement(r, what, of):
+    """a hook's returned value as float32, or a TypeError naming the hook (a string, None-like objects,
+    anything that is not an array of real numbers)"""
+    a = np.asarray(r) if not isinstance(r, (str, bytes)) else None
+    if a is None or a.dtype == np.bool_ or a.dtype.kind not in "fiu":
+        raise TypeError("%s: returned %s (%.60r); a replacement must be an array of numbers shaped as the %s "
+                        "(or return None after editing it in place)" % (what, type(r).__name__, r, of))
+    return a.astype(np.float32, copy=False)
+
+
 def _autograd_dlogits(metric, logits, value):
     """d metric / d logits of a metric function that returned a scalar: PyTorch's autograd, when
     installed and the function works on a torch tensor; otherwise a TypeError that says what to do"""
@@ -207,8 +218,10 @@ def _metric_dlogits(metric, logits):
         if g is None:
             raise TypeError("metric: the metric function returned None; it must return d metric / d logits, "
                             "an array shaped like the logits %s" % (logits.shape,))
-        if np.ndim(g) == 0:
-            g = _autograd_dlogits(metric, logits, g)
+        if np.ndim(g) == 0 or (np.size(g) == 1 and np.shape(g) != np.shape(logits)):
+            # a scalar, or a one-element array (lg[..., -1, A] - lg[..., -1, B] on [1, T, V] logits):
+            # the metric's value, not its gradient
+            g = _autograd_dlogits(metric, logits, np.asarray(g).reshape(()).item())
     elif isinstance(metric, tuple):
         if len(metric) != 3 or not all(_is_int(v) for v in metric):
             raise TypeError("metric: a tuple must be (pos, good, bad), three integers; got %r" % (metric,))
@@ -269,6 +282,7 @@ class Model:
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
         self._deferred_free = None  # close() with weight views alive: frees when the last goes
+        self._staged = None  # inside edit_weights(): (the engine's buffer, the block's copy, the tensor table)
         _models.add(self)
         if tokenizer and not self._tok:
             self.close()
@@ -298,6 +312,8 @@ class Model:
             self._owner = me
             try:
                 _apply_threads()
+                if self._staged is not None:  # (inside edit_weights(): the edits so far, into the engine)
+                    np.copyto(self._staged[0], self._staged[1])
                 yield self._h
             finally:
                 self._owner = None
@@ -373,6 +389,12 @@ class Model:
         if not isinstance(writable, bool):
             raise TypeError("weights: writable must be True or False, got %r" % (writable,))
         with self._using("weights") as h:
+            if self._staged is not None:  # (inside edit_weights(): views of the block's copy)
+                flat = self._staged[1]
+                if not writable:
+                    flat = flat.view()
+                    flat.flags.writeable = False
+                return Weights(self, flat, self._staged[2], writable)
             if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
                 if writable:
                     raise _err("weights")
@@ -420,14 +442,35 @@ class Model:
     @contextlib.contextmanager
     def edit_weights(self):
         """`with model.edit_weights() as W:` writable weights; every parameter is restored as it
-        was when the block ends (an ablation that does not outlive the experiment)."""
-        W = self.weights(writable=True)
-        saved = {k: v.copy() for k, v in W.engine.items()}
+        was when the block ends (an ablation that does not outlive the experiment).
+
+        W's arrays are views of a copy of the parameters that every call on the model inside the
+        block copies into the engine before it runs (one copy of the parameter buffer per call): so
+        a view kept past the block (`w = W["W_out"][0]`) writes into that detached copy, never into
+        the model — the restored weights stay restored. model.weights() inside the block gives views
+        of the same copy."""
+        if self._staged is not None:
+            raise TinylmError("edit_weights: already inside an edit_weights() block of this model (they do not nest)")
+        with self._using("edit_weights") as h:
+            if _L.tlm_params_writable(h):
+                raise _err("edit_weights")
+            table, base = _weights_mod.param_table(_L, h)
+            if table is None:
+                raise _err("edit_weights: %s" % base)
+            keep = self._keep() if self._keep is not None else None
+            if keep is None:
+                keep = _Keep()
+                self._keep = weakref.ref(keep)
+            engine = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, True)
+            saved, staged = engine.copy(), engine.copy()
+            self._staged = (engine, staged, table)
         try:
-            yield W
+            yield Weights(self, staged, table, True)
         finally:
-            for k, v in saved.items():
-                np.copyto(W.engine[k], v)
+            inside = self._owner == threading.get_ident()  # (the block left from inside a hook of a pass)
+            with contextlib.nullcontext() if inside else self._lock:
+                self._staged = None
+                np.copyto(engine, saved)
 
     @property
     def param_names(self):
@@ -478,7 +521,7 @@ class Model:
         if T == 0 or min(len(q) for q in seqs) == 0:
             raise ValueError("tokenize_batch: text %d gives no tokens (an empty text without BOS)"
                              % min(range(len(seqs)), key=lambda i: len(seqs[i])))
-        pad = self.eos if self.eos is not None and self.eos >= 0 else 0
+        pad = self.eos if self.eos is not None else 0
         ids = np.full((len(seqs), T), pad, dtype=np.int32)
         mask = np.zeros((len(seqs), T), dtype=bool)
         for b, q in enumerate(seqs):
@@ -530,7 +573,12 @@ class Model:
     def _tok_ids(self, ids, what):
         with self._tokenizer() as tok:
             V = _L.tlm_tok_vocab_size(tok)
-        a = np.asarray(ids).reshape(-1)
+        a = np.asarray(ids)
+        if a.ndim == 2 and a.shape[0] == 1:
+            a = a[0]  # (one sequence with a batch axis: rendered as that sequence)
+        elif a.ndim != 1:
+            raise ValueError("%s: ids of shape %s; one sequence [T] (or [1, T]) is one text; for a batch [B, T] "
+                             "model.to_string(ids) gives a list of texts" % (what, a.shape))
         return np.zeros(0, np.int32) if a.size == 0 and a.dtype.kind in "iuf" else _int_array(a, what, V)
 
     def decode(self, ids):
@@ -562,13 +610,17 @@ class Model:
 
     @property
     def bos(self):
+        """the tokenizer's BOS id, or None when it has none"""
         with self._tokenizer() as tok:
-            return _L.tlm_tok_bos(tok)
+            b = _L.tlm_tok_bos(tok)
+        return None if b < 0 else b
 
     @property
     def eos(self):
+        """the tokenizer's EOS id, or None when it has none"""
         with self._tokenizer() as tok:
-            return _L.tlm_tok_eos(tok)
+            e = _L.tlm_tok_eos(tok)
+        return None if e < 0 else e
 
     # ---- hooks ------------------------------------------------------------------------------
 
@@ -627,7 +679,7 @@ class Model:
                 for fn in fns:
                     r = fn(g, hp)
                     if r is not None:
-                        r = np.asarray(r, dtype=np.float32)
+                        r = _replacement(r, "backward hook %s" % hp.name, "gradient")
                         if r.shape != view.shape:
                             raise ValueError("backward hook %s: replacement has shape %s, the gradient %s"
                                              % (hp.name, r.shape, view.shape))
@@ -653,7 +705,7 @@ class Model:
                 if r is not None:
                     if not hp.writable:
                         raise TinylmError("hook %s is read-only: a replacement would not change the pass" % hp.name)
-                    r = np.asarray(r, dtype=np.float32)
+                    r = _replacement(r, "hook %s" % hp.name, "activation")
                     if r.shape != view.shape:
                         raise ValueError("hook %s: replacement has shape %s, the activation %s"
                                          % (hp.name, r.shape, view.shape))
@@ -749,7 +801,11 @@ class Model:
         hooked = bool(fwd or bwd)
         with self._using(what) as h, self._sigint_flag(hooked):
             if hooked:
-                self._attach(h, fwd, bwd, writes, squeeze, B, T, np.arange(T), mask=mask, start=start,
+                # each row's own positions, shaped as the activations' leading axes ([T], or [B, T]): a
+                # left-padded row counts from its first real token (its pads: 0), as the engine does
+                pos = np.broadcast_to(np.arange(T), (B, T)) if start is None else \
+                    np.maximum(np.arange(T)[None, :] - start[:, None], 0)
+                self._attach(h, fwd, bwd, writes, squeeze, B, T, pos[0] if squeeze else pos, mask=mask, start=start,
                              bwd_writes=bwd_writes)
             try:
                 loss = ctypes.c_float(float("nan"))
@@ -879,6 +935,8 @@ class Model:
         with metric= (as run_with_cache's: (pos, good, bad), an array, a tinylm.metrics metric or a
         function), of that metric of the logits; names: a list or None (every parameter).
         bwd_hooks: as run_with_hooks' (edited gradients flow on to the parameters)."""
+        if isinstance(names, str):
+            names = [names]  # (one name, not its characters)
         table = {n: None for n in (self.param_names if names is None else names)}
         unknown = [n for n in table if n not in set(self.param_names)]
         if unknown:
@@ -1075,6 +1133,8 @@ class Model:
         seed): each prompt's continuation is what generating it alone samples, from logits that agree
         to float32 rounding; fwd_hooks then see [B, T, ...] arrays, hook.positions [B, T] (each row's
         own positions; a left pad's 0) and hook.attention_mask [B, T]."""
+        if isinstance(prompt, np.ndarray) and prompt.ndim == 2:
+            prompt = list(prompt)  # a [B, T] array: B prompts, each row whole (a list of B continuations)
         if isinstance(prompt, (list, tuple)) and prompt and all(
                 isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt):
             # several prompts: each continued on its own (the same seed for each: a prompt's text does
@@ -1099,7 +1159,10 @@ class Model:
             if ids.size == 0:  # no prompt and no BOS token: a new line, as the CLI starts
                 ids = self.tokenize("\n", bos=False)
         else:
-            ids = _int_array(np.asarray(prompt).reshape(-1), "generate", self.vocab_size)
+            ids = _int_array(prompt, "generate", self.vocab_size)
+            if ids.ndim != 1:
+                raise ValueError("generate: ids of shape %s; a prompt is [T] token ids ([B, T]: B prompts)"
+                                 % (ids.shape,))
         P = int(ids.size)
         if P + n > self.max_positions:
             raise ValueError("generate: the prompt's %d tokens + n = %d new ones exceed the model's "
@@ -1132,7 +1195,11 @@ class Model:
 
     def _prompt_ids(self, text):
         if not isinstance(text, str):
-            return _int_array(np.asarray(text).reshape(-1), "generate", self.vocab_size)
+            ids = _int_array(text, "generate", self.vocab_size)
+            if ids.ndim != 1:
+                raise ValueError("generate: a prompt of shape %s in the list; each must be [T] token ids or a text"
+                                 % (ids.shape,))
+            return ids
         ids = self.tokenize(text)
         return ids if ids.size else self.tokenize("\n", bos=False)  # (as generate: the CLI's start)
 
@@ -1160,7 +1227,7 @@ class Model:
         flat = np.ascontiguousarray(np.concatenate(seqs), dtype=np.int32)
         lens = np.array([q.size for q in seqs], np.int32)
         IP = ctypes.POINTER(ctypes.c_int)
-        stop = ({self.bos, self.eos} - {-1}) if stop_at_eos and self._tok else set()
+        stop = ({self.bos, self.eos} - {None}) if stop_at_eos and self._tok else set()
         out = [[] for _ in range(B)]
         done = [False] * B
         toks = np.zeros(B, np.int32)
@@ -1222,7 +1289,7 @@ class Model:
         """a generator of the new ids, one sampled per step (stops at BOS/EOS with stop_at_eos)"""
         stop = set()
         if stop_at_eos and self._tok:
-            stop = {self.bos, self.eos} - {-1}
+            stop = {self.bos, self.eos} - {None}
         if not use_kv_cache:
             yield from self._generate_recompute(ids, n, setting, fwd, writes, stop)
             return

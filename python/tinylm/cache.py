@@ -307,11 +307,10 @@ class ActivationCache(dict):
         if layer is None or layer == -1:
             layer = self.n_layers
         layer = self._layer_arg(layer, "stack_neuron_results")
+        self._neurons_decompose("stack_neuron_results", layer)
         W_out = self._weights()["W_out"]
         comps, labels = [], []
         for l in range(layer):
-            if W_out[l] is None:  # (a list of per-layer views: see Weights)
-                raise ValueError("stack_neuron_results: layer %d's FFN is a mixture of experts (no dense neurons)" % l)
             f = W_out[l].shape[0]
             keep = np.arange(f)[neuron_slice] if neuron_slice is not None else np.arange(f)
             post = self["blocks.%d.mlp.hook_post" % l]  # [..., T, f]
@@ -331,6 +330,25 @@ class ActivationCache(dict):
             stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
         return (stack, labels) if return_labels else stack
 
+    def _neurons_decompose(self, what, layer):
+        """refuses (ValueError naming the model kind and why) when the FFN output of a layer before
+        `layer` is not the sum of its dense neurons' writes (+ b_out)"""
+        c = self._cfg
+        if c.get("enable_moe_block"):
+            raise ValueError("%s: this model has Gemma 4's MoE block (enable_moe_block): each layer's dense MLP output "
+                             "goes through its own RMSNorm (ln2_dense_out) and is added to the experts' normed output, "
+                             "so its neurons do not sum to what the FFN writes (a norm is not linear) and the experts "
+                             "are no neurons: there is no neuron decomposition of this model" % what)
+        moe = self._weights().moe_layers
+        hit = [l for l in moe if l < layer]
+        if hit:
+            raise ValueError("%s: layer %d is a mixture of experts (num_experts %s): its FFN output is the router-weighted "
+                             "sum of the chosen experts' outputs (mlp.hook_expert_out x mlp.hook_expert_weights), with "
+                             "no dense neurons; stop before it (layer=%d)%s" % (
+                                 what, hit[0], c.get("num_experts"), hit[0],
+                                 ", or expand_neurons=False (each layer's hook_mlp_out as one component)"
+                                 if what == "get_full_resid_decomposition" else ""))
+
     def get_full_resid_decomposition(self, layer=None, mlp_input=False, expand_neurons=True, apply_ln=False,
                                      pos_slice=None, return_labels=False):
         """The stream at `layer` as every head's result (stack_head_results), every neuron's
@@ -344,6 +362,8 @@ class ActivationCache(dict):
                              "after its heads / neurons: they do not sum to what it writes"
                              % self._cfg.get("norm_placement"))
         layer = self._layer_arg(layer, "get_full_resid_decomposition")
+        if expand_neurons:
+            self._neurons_decompose("get_full_resid_decomposition", layer)
         W = self._weights()
         comps, labels = [], []
         n_attn = layer + (1 if mlp_input else 0)
