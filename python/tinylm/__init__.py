@@ -31,10 +31,12 @@ import numpy as np
 from . import _lib
 from . import utils
 from .cache import ActivationCache
+from .compat import Config, TransformerLensMixin
+from .factored import FactoredMatrix
 from .weights import Weights
 
 __all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils",
-           "views", "metrics"]
+           "views", "metrics", "patching", "Config", "FactoredMatrix"]
 
 _L = _lib.load_library()
 _MAX_THREADS = 1024
@@ -130,6 +132,7 @@ class _Keep:
 from . import weights as _weights_mod  # noqa: E402
 from . import metrics  # noqa: E402,F401  (tinylm.metrics: metrics with their gradients)
 from . import views  # noqa: E402,F401  (tinylm.views: HTML views drawn by the inspect page)
+from . import patching  # noqa: E402,F401  (tinylm.patching: activation and attribution patching)
 
 
 class HookPoint:
@@ -243,8 +246,9 @@ def _metric_dlogits(metric, logits):
     return g
 
 
-class Model:
-    """A loaded model. One call at a time (threads take turns); close() or `with` frees it."""
+class Model(TransformerLensMixin):
+    """A loaded model. One call at a time (threads take turns); close() or `with` frees it.
+    TransformerLens' names (cfg, W_Q, to_tokens, add_hook, hooks(), ...) come from tinylm.compat."""
 
     def __init__(self, handle, path, tokenizer=None):
         self._h = ctypes.c_void_p(handle)
@@ -874,9 +878,11 @@ class Model:
                               "be incomplete" % (what, self._active["calls"][0], n_fwd, self._active["calls"][1],
                                                  n_bwd))
 
-    def _fwd_table(self, fwd_hooks):
+    def _fwd_table(self, fwd_hooks, persistent=True):
+        """{hook id: [fn]} of fwd_hooks, after the hooks add_hook / hooks() attached (persistent)"""
         table, writes = {}, set()
-        for item in fwd_hooks or ():
+        items = (self._persistent_hooks("fwd") if persistent else []) + list(fwd_hooks or ())
+        for item in items:
             if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
                 raise TypeError("fwd_hooks: each entry must be (name or name -> bool, fn(activation, hook)), got %r"
                                 % (item,))
@@ -886,11 +892,13 @@ class Model:
                 writes.add(hp.id)
         return table, writes
 
-    def _bwd_table(self, bwd_hooks):
-        """bwd_hooks [(name or name -> bool, fn(grad, hook))] -> {hook id: [fn]}; a point that has no
-        gradient (hook_scale, the attention scores and pattern, MoE's choices) is refused"""
+    def _bwd_table(self, bwd_hooks, persistent=True):
+        """bwd_hooks [(name or name -> bool, fn(grad, hook))] -> {hook id: [fn]} (after add_hook's backward
+        hooks); a point that has no gradient (hook_scale, the attention scores and pattern, MoE's choices)
+        is refused"""
         table = {}
-        for item in bwd_hooks or ():
+        items = (self._persistent_hooks("bwd") if persistent else []) + list(bwd_hooks or ())
+        for item in items:
             if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
                 raise TypeError("bwd_hooks: each entry must be (name or name -> bool, fn(gradient, hook)), got %r"
                                 % (item,))
@@ -919,13 +927,23 @@ class Model:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def __call__(self, ids, fwd_hooks=None, attention_mask=None):
+    def __call__(self, ids, fwd_hooks=None, attention_mask=None, return_type="logits", loss_per_token=False):
         """Logits [T, vocab] (or [B, T, vocab] for [B, T] ids), float32. attention_mask (bool like
         ids, from tokenize_batch; left and/or right padding): no real token attends to a pad and
         positions count from each row's first real token, so the real positions' logits are each
-        text's own (the pads' are meaningless)."""
+        text's own (the pads' are meaningless). ids may be a text (tokenized with BOS) or a list of
+        texts (tokenize_batch's right padding, with its mask), as everywhere ids are taken.
+        return_type (TransformerLens'): "logits", "loss" (loss(); loss_per_token=True: per position),
+        "both" ((logits, loss) of one pass) or None."""
+        ids, attention_mask = self._text_input(ids, attention_mask, "forward")
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError("forward: return_type = %r; 'logits', 'loss', 'both' or None" % (return_type,))
+        if return_type in ("loss", "both"):
+            logits, loss = self._logits_loss(ids, fwd_hooks, attention_mask, loss_per_token, "forward")
+            return loss if return_type == "loss" else (logits, loss)
         fwd, writes = self._fwd_table(fwd_hooks)
-        return self._run(ids, fwd=fwd, writes=writes, attention_mask=attention_mask)[0]
+        logits = self._run(ids, fwd=fwd, writes=writes, attention_mask=attention_mask)[0]
+        return logits if return_type else None
 
     forward = __call__
 
@@ -941,6 +959,7 @@ class Model:
         unknown = [n for n in table if n not in set(self.param_names)]
         if unknown:
             raise KeyError("param_grads: no parameter named %r (model.param_names lists them)" % unknown[0])
+        ids, attention_mask = self._text_input(ids, attention_mask, "param_grads")
         ids2, _ = self._ids2(ids, "param_grads")
         how, targets = self._backward_how(ids2, metric, attention_mask, "param_grads")
         bwd = self._bwd_table(bwd_hooks)
@@ -966,20 +985,27 @@ class Model:
         honours it (as model()) and positions that are pads or whose next token is a pad are left
         out of the mean. per_token=True: the loss of each position instead, float32 [.., T-1]
         (NaN where left out), from the pass's logits in float64."""
+        ids, attention_mask = self._text_input(ids, attention_mask, "loss")
+        return self._logits_loss(ids, fwd_hooks, attention_mask, per_token, "loss")[1]
+
+    def _logits_loss(self, ids, fwd_hooks, attention_mask, per_token, what):
+        """(logits, loss) of one pass: the mean loss, or per position (float32 [.., T-1], NaN where left out)"""
         fwd, writes = self._fwd_table(fwd_hooks)
-        ids2, squeeze = self._ids2(ids, "loss")
-        targets = self._loss_targets(ids2, attention_mask, "loss")
+        ids2, squeeze = self._ids2(ids, what)
+        targets = self._loss_targets(ids2, attention_mask, what)
         if not per_token:
-            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what="loss",
-                             attention_mask=attention_mask)[1]
-        logits = self._run(ids2, fwd=fwd, writes=writes, what="loss",
-                           attention_mask=attention_mask)[0].astype(np.float64)[:, :-1]
+            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what=what, attention_mask=attention_mask)
+        if ids2.shape[1] < 2:
+            raise ValueError("%s: the loss needs at least 2 tokens (a sequence of %d has nothing to predict)"
+                             % (what, ids2.shape[1]))
+        out_logits = self._run(ids2, fwd=fwd, writes=writes, what=what, attention_mask=attention_mask)[0]
+        logits = out_logits.astype(np.float64)[:, :-1]
         z = logits - logits.max(axis=-1, keepdims=True)
         lse = np.log(np.exp(z).sum(axis=-1))
         t = targets[:, :-1]
         picked = np.take_along_axis(z, np.maximum(t, 0)[..., None], axis=-1)[..., 0]
         out = np.where(t >= 0, lse - picked, np.nan).astype(np.float32)
-        return out[0] if squeeze else out
+        return (out_logits[0], out[0]) if squeeze else (out_logits, out)
 
     def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False, attention_mask=None, bwd_hooks=(), metric=None):
         """Logits with fwd_hooks = [(name or name -> bool, fn(activation, hook))] attached: fn sees
@@ -991,8 +1017,11 @@ class Model:
         it in place or return a replacement: everything upstream (earlier points, the parameters'
         gradients) is computed from what it leaves — TransformerLens' backward hooks, whose
         backward is `loss.backward()`. attention_mask: as model()."""
+        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_hooks")
         fwd, writes = self._fwd_table(fwd_hooks)
-        bwd = self._bwd_table(bwd_hooks)
+        bwd = self._bwd_table(bwd_hooks, persistent=False)
+        if bwd or metric is not None:  # (add_hook's backward hooks join a backward the call runs anyway)
+            bwd = self._bwd_table(bwd_hooks)
         ids2 = self._ids2(ids, "run_with_hooks")[0]
         how = targets = None
         if bwd:
@@ -1006,7 +1035,7 @@ class Model:
         return (logits, loss) if return_loss else logits
 
     def run_with_cache(self, ids, names=None, backward=False, metric=None, fwd_hooks=(), attention_mask=None,
-                       bwd_hooks=()):
+                       bwd_hooks=(), names_filter=None, remove_batch_dim=False, return_cache_object=True):
         """(logits, cache): cache {hook name: activation copy} for the selected names (None: all;
         a list; a callable name -> bool). backward=True also differentiates the loss (or metric=:
         (pos, good, bad) for logits[pos, good] - logits[pos, bad], an array d metric / d logits,
@@ -1016,13 +1045,32 @@ class Model:
         the edited gradient at their point. attention_mask (bool like ids, from tokenize_batch):
         the pass honours it (as model()), the loss leaves pads out, and the cache holds zeros at
         pad positions (activations and gradients; pattern rows of pad queries 0, their scores -inf;
-        hook_scale 1, so that the cache's helpers give 0 there); cache.attention_mask keeps it."""
+        hook_scale 1, so that the cache's helpers give 0 there); cache.attention_mask keeps it.
+        TransformerLens' keywords: names_filter= (as names=), remove_batch_dim=True (ids [1, T] or one
+        text in a list: the cache's arrays without the batch axis; the logits keep it),
+        return_cache_object=False (a plain dict)."""
+        if names_filter is not None:
+            if names is not None:
+                raise TypeError("run_with_cache: names= and names_filter= are one argument; give one")
+            names = names_filter
+        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_cache")
+        if not isinstance(remove_batch_dim, bool):
+            raise TypeError("run_with_cache: remove_batch_dim must be True or False")
+        if remove_batch_dim:
+            a = np.asarray(ids)
+            if a.ndim != 2 or a.shape[0] != 1:
+                raise ValueError("run_with_cache: remove_batch_dim=True needs a batch of one ([1, T] ids), got ids of "
+                                 "shape %s" % (a.shape,))
+            logits, c = self.run_with_cache(a[0], names, backward, metric, fwd_hooks,
+                                            None if attention_mask is None else np.asarray(attention_mask)[0],
+                                            bwd_hooks, return_cache_object=return_cache_object)
+            return logits[None], c
         sel = self._resolve(names)
         cache = {}
         fwd, writes = self._fwd_table(fwd_hooks)
-        ubwd = self._bwd_table(bwd_hooks)
-        if ubwd and not backward:
+        if self._bwd_table(bwd_hooks, persistent=False) and not backward:
             raise ValueError("run_with_cache: bwd_hooks need backward=True")
+        ubwd = self._bwd_table(bwd_hooks) if backward else {}
 
         def keep(a, hook):  # (a point with hook functions of the caller's: they may keep `a` too)
             cache[hook.name] = np.array(a, dtype=np.float32, copy=True)
@@ -1068,7 +1116,7 @@ class Model:
             for k in (hp.name, hp.name + "_grad"):
                 if k in cache:
                     dict.__setitem__(ordered, k, cache[k])
-        return logits, ordered
+        return logits, (ordered if return_cache_object else dict(ordered))
 
     def _zero_pads(self, key, a, mask, squeeze):
         """a cached array (in place) at the pad positions of mask [B, T]: 0 (hook_scale: 1; a pad
@@ -1110,8 +1158,9 @@ class Model:
                              % (seed,))
         return float(temperature), int(top_k), float(top_p), int(seed) % 2 ** 64
 
-    def generate(self, prompt, n=50, temperature=1.0, top_k=None, top_p=None, seed=None, fwd_hooks=(),
-                 stop_at_eos=True, return_ids=False, stream=False, use_kv_cache=True):
+    def generate(self, prompt, n=None, temperature=1.0, top_k=None, top_p=None, seed=None, fwd_hooks=(),
+                 stop_at_eos=True, return_ids=False, stream=False, use_kv_cache=True, max_new_tokens=None,
+                 do_sample=None):
         """Samples up to n tokens after prompt (text, or ids) as `tinylm generate` does: the same
         sampler (temperature 0 = greedy, top-k, top-p, the engine's RNG: the same seed gives the
         CLI's text), stopping at the tokenizer's BOS or EOS (not returned; stop_at_eos=False goes
@@ -1132,7 +1181,21 @@ class Model:
         batch through a batched KV cache (the prompts left-padded, each row its own sampler with the
         seed): each prompt's continuation is what generating it alone samples, from logits that agree
         to float32 rounding; fwd_hooks then see [B, T, ...] arrays, hook.positions [B, T] (each row's
-        own positions; a left pad's 0) and hook.attention_mask [B, T]."""
+        own positions; a left pad's 0) and hook.attention_mask [B, T]. A [B, T] id array is B prompts.
+
+        TransformerLens' keywords: max_new_tokens= (as n; 50 when neither is given), do_sample=False
+        (greedy: temperature 0)."""
+        if max_new_tokens is not None:
+            if n is not None:
+                raise TypeError("generate: n= and max_new_tokens= are one argument; give one")
+            n = max_new_tokens
+        if n is None:
+            n = 50
+        if do_sample is not None:
+            if not isinstance(do_sample, bool):
+                raise TypeError("generate: do_sample must be True or False, got %r" % (do_sample,))
+            if not do_sample:
+                temperature = 0.0
         if isinstance(prompt, np.ndarray) and prompt.ndim == 2:
             prompt = list(prompt)  # a [B, T] array: B prompts, each row whole (a list of B continuations)
         if isinstance(prompt, (list, tuple)) and prompt and all(

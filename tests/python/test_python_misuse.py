@@ -266,7 +266,7 @@ def main():
         ("vocab_size", [V], ValueError, [str(V), "outside the vocabulary"]),
         ("1.9 (float)", [1.9, 3.0], TypeError, ["integers", "float64"]),
         ("bools", [True, False], TypeError, ["integers", "bool"]),
-        ("numeric strings", ["1", "2"], TypeError, ["integers"]),
+        ("numeric strings (an array of str)", np.array(["1", "2"]), TypeError, ["integers"]),
         ("an empty list", [], ValueError, ["empty"]),
         ("a 3-d array", np.ones((1, 1, 2), np.int32), ValueError, ["shape"]),
     ]
@@ -279,9 +279,9 @@ def main():
     ]
     for label, x, exc, words in bad_ids:
         for ename, fn in entries:
-            if ename == "generate(ids)" and label == "numeric strings":
-                continue  # (a list of str is a list of prompts)
             raises("ids %s: %s refuses" % (label, ename), lambda: fn(x), exc, words)
+    check(np.array_equal(m(["1", "2"]), m(m.tokenize_batch(["1", "2"])[0])),
+          "ids: a list of str is a list of texts (TransformerLens' idiom), not ids")
     for label, x, exc, words in [("600", [600], ValueError, ["600", "outside the vocabulary"]),
                                  ("2**32 + 403", [2 ** 32 + 403], ValueError, ["outside the vocabulary"]),
                                  ("1.9", [1.9], TypeError, ["integers"])]:
