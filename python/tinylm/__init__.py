@@ -333,6 +333,7 @@ class Model(TransformerLensMixin):
         with lock, self._tok_lock:
             h, tok = self._h, self._tok
             self._h, self._tok = None, None
+            self._tl_W = None  # (the attributes' views: not a reason to keep the engine's model)
             if _L is not None:
                 if tok:
                     _L.tlm_tok_close(tok)
@@ -393,25 +394,29 @@ class Model(TransformerLensMixin):
         if not isinstance(writable, bool):
             raise TypeError("weights: writable must be True or False, got %r" % (writable,))
         with self._using("weights") as h:
-            if self._staged is not None:  # (inside edit_weights(): views of the block's copy)
-                flat = self._staged[1]
-                if not writable:
-                    flat = flat.view()
-                    flat.flags.writeable = False
-                return Weights(self, flat, self._staged[2], writable)
-            if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
-                if writable:
-                    raise _err("weights")
-                return self._widened_weights(h)
-            table, base = _weights_mod.param_table(_L, h)
-            if table is None:
-                raise _err("weights: %s" % base)
-            keep = self._keep() if self._keep is not None else None
-            if keep is None:
-                keep = _Keep()
-                self._keep = weakref.ref(keep)
-            flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
-            return Weights(self, flat, table, writable)
+            return self._weights_held(h, writable)
+
+    def _weights_held(self, h, writable):
+        """weights() for a caller that holds the model (its lock, or the pass whose hook is running)"""
+        if self._staged is not None:  # (inside edit_weights(): views of the block's copy)
+            flat = self._staged[1]
+            if not writable:
+                flat = flat.view()
+                flat.flags.writeable = False
+            return Weights(self, flat, self._staged[2], writable)
+        if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
+            if writable:
+                raise _err("weights")
+            return self._widened_weights(h)
+        table, base = _weights_mod.param_table(_L, h)
+        if table is None:
+            raise _err("weights: %s" % base)
+        keep = self._keep() if self._keep is not None else None
+        if keep is None:
+            keep = _Keep()
+            self._keep = weakref.ref(keep)
+        flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
+        return Weights(self, flat, table, writable)
 
     def _widened_weights(self, h):
         """read-only views of an f32 copy of weights the model keeps quantized (a GGUF file's blocks)

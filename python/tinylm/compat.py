@@ -7,6 +7,7 @@ differs.
 """
 import contextlib
 import os
+import threading
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def _zeros(shape):
 
 def _weight_property(key, doc):
     def get(self):
-        W = self.weights()
+        W = self._tl_weights()
         if key in W:
             return W[key]
         return self._absent_bias(key, W)
@@ -116,6 +117,24 @@ class TransformerLensMixin:
     """TransformerLens' names on Model (docs/python.md, "TransformerLens → tinylm")."""
 
     # ---- config and weights --------------------------------------------------------------------
+
+    def _tl_weights(self):
+        """read-only Weights for the attributes: made once (so that model.W_U works inside a hook,
+        where a call on the model is refused), dropped by close(); inside edit_weights() the block's copy"""
+        staged = self.__dict__.get("_staged")
+        if staged is not None:
+            flat = staged[1].view()
+            flat.flags.writeable = False
+            from .weights import Weights
+            return Weights(self, flat, staged[2], False)
+        W = self.__dict__.get("_tl_W")
+        if W is None:
+            if self._owner == threading.get_ident() and self._h is not None:
+                W = self._weights_held(self._h, False)  # (first use inside a hook: this pass holds the model)
+            else:
+                W = self.weights()
+            self._tl_W = W
+        return W
 
     @property
     def cfg(self):
@@ -144,24 +163,24 @@ class TransformerLensMixin:
     @property
     def W_K(self):
         """[L, H, d_model, d_head]: per query head (query head h reads kv head h // (H / KV)), a copy"""
-        return self.weights().repeat_kv("W_K")
+        return self._tl_weights().repeat_kv("W_K")
 
     @property
     def W_V(self):
         """[L, H, d_model, d_head]: per query head, a copy"""
-        W = self.weights()
+        W = self._tl_weights()
         if "W_V" not in W:
             raise KeyError("W_V: this model has no v_proj (K = V: attention_k_eq_v); W_K is its value projection")
         return W.repeat_kv("W_V")
 
     @property
     def b_K(self):
-        W = self.weights()
+        W = self._tl_weights()
         return W.repeat_kv("b_K") if "b_K" in W else self._absent_bias("b_K", W)
 
     @property
     def b_V(self):
-        W = self.weights()
+        W = self._tl_weights()
         return W.repeat_kv("b_V") if "b_V" in W else self._absent_bias("b_V", W)
 
     @property
@@ -181,7 +200,7 @@ class TransformerLensMixin:
         raise AttributeError("%s: this model has no such weight (model.weights().keys() lists them)" % key)
 
     def _per_head(self, what):
-        W = self.weights()
+        W = self._tl_weights()
         if any(isinstance(W[k], list) for k in ("W_Q", "W_K", "W_O") if k in W):
             raise ValueError("%s: the layers of this model differ in their attention shapes (or some read an earlier "
                              "layer's keys): take model.weights()['W_Q'][l] per layer" % what)
@@ -191,7 +210,7 @@ class TransformerLensMixin:
     def OV(self):
         """FactoredMatrix W_V @ W_O, [L, H, d_model, d_model] (W_V repeated per query head)"""
         self._per_head("OV")
-        return FactoredMatrix(self.W_V, self.weights()["W_O"])
+        return FactoredMatrix(self.W_V, self._tl_weights()["W_O"])
 
     @property
     def QK(self):

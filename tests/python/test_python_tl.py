@@ -303,6 +303,11 @@ def main():
                                                                                                         lily[0]))),
           "logit_attrs with string tokens = with their ids")
 
+    # a weight attribute inside a hook (where a call on the model is refused): the final norm's output @ W_U
+    seen = []
+    lg = m.run_with_hooks(ids, fwd_hooks=[("ln_final.hook_normalized", lambda a, h: seen.append(a @ m.W_U))])
+    check(len(seen) == 1 and rel_err(seen[0], lg) < 1e-5, "model.W_U inside a hook: ln_final output @ W_U = the logits")
+
     # 4. persistent hooks
     base = m(ids)
     plain_gen = m.generate("Once upon", 10, temperature=0)
@@ -365,6 +370,7 @@ def main():
     raises("attribution patching of ids of two lengths", lambda: tinylm.patching.get_attr_patch_resid_pre(
         m, ids, ids[:-1], (-1, 1, 2)), ValueError, ["shape"])
     m.close()
+    raises("model.W_E after close()", lambda: m.W_E, tinylm.TinylmError, ["closed"])
     print("%d passed, %d failed" % tuple(counts))
     return 1 if counts[1] else 0
 
