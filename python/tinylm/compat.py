@@ -221,15 +221,15 @@ class TransformerLensMixin:
 
     # ---- tokens ----------------------------------------------------------------------------------
 
-    def to_tokens(self, input, prepend_bos=True, padding_side="right"):
+    def to_tokens(self, input, prepend_bos=True, padding_side=None):
         """TransformerLens' to_tokens: a text -> int32 [1, T]; a list of texts -> [B, T], padded as
-        tokenize_batch pads (with EOS, on padding_side). The ids carry no pad marker: right padding
+        tokenize_batch pads (with EOS, on padding_side: None is "right"). The ids carry no pad marker: right padding
         leaves every real position's logits as the text's alone (attention is causal); with left
         padding pass the mask (model.tokenize_batch gives it), or pass the texts themselves."""
         if isinstance(input, str):
             return self.tokenize(input, bos=prepend_bos)[None]
         if isinstance(input, (list, tuple)) and input and all(isinstance(t, str) for t in input):
-            return self.tokenize_batch(list(input), bos=prepend_bos, padding_side=padding_side)[0]
+            return self.tokenize_batch(list(input), bos=prepend_bos, padding_side=padding_side or "right")[0]
         raise TypeError("to_tokens: input must be a str or a non-empty list of str, got %s" % type(input).__name__)
 
     def to_string(self, tokens):

@@ -105,7 +105,9 @@ class TokenizerMixin:
         with self._tokenizer() as tok:
             V = _L.tlm_tok_vocab_size(tok)
         a = np.asarray(ids)
-        if a.ndim == 2 and a.shape[0] == 1:
+        if a.ndim == 0:
+            a = a.reshape(1)  # (one id)
+        elif a.ndim == 2 and a.shape[0] == 1:
             a = a[0]  # (one sequence with a batch axis: rendered as that sequence)
         elif a.ndim != 1:
             raise ValueError("%s: ids of shape %s; one sequence [T] (or [1, T]) is one text; for a batch [B, T] "

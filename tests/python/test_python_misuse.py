@@ -116,6 +116,8 @@ def surprising_results(tinylm, m, work):
     raises("2. to_str_tokens([1, 1, T]) is refused", lambda: m.to_str_tokens(a[None, None]), ValueError, ["shape"])
     check(m.decode(a[None]) == m.decode(a) and m.to_str_tokens(a[None]) == m.to_str_tokens(a),
           "2. decode / to_str_tokens of [1, T] = of its one row")
+    check(m.decode(int(a[1])) == m.decode(a[1:2]) and m.decode(np.int32(a[1])) == m.decode(a[1:2]),
+          "2. decode of one id (an int) = of [id]")
     # 3. hook.positions: each row's own, in a pass as in generate; the steering idiom on a left-padded batch
     texts = ["Once upon a time, there was", "Lily"]
     ids, mask = m.tokenize_batch(texts, padding_side="left")

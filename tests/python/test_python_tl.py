@@ -289,7 +289,8 @@ def main():
           and m.generate("Once upon", max_new_tokens=12, do_sample=False) == m.generate("Once upon", 12, temperature=0),
           "generate(max_new_tokens=12) = generate(n=12); do_sample=False is greedy")
     check(np.array_equal(m.to_tokens(text), ids[None]) and np.array_equal(m.to_tokens(texts), bids)
-          and np.array_equal(m.to_tokens(text, prepend_bos=False), m.tokenize(text, bos=False)[None]),
+          and np.array_equal(m.to_tokens(text, prepend_bos=False), m.tokenize(text, bos=False)[None])
+          and np.array_equal(m.to_tokens(texts, padding_side="left"), m.tokenize_batch(texts, padding_side="left")[0]),
           "to_tokens(text) [1, T], to_tokens([texts]) = tokenize_batch's ids")
     check(m.to_string(ids) == m.decode(ids) and m.to_string(bids) == [m.decode(r) for r in bids],
           "to_string([T]) a text, to_string([B, T]) a list")
