@@ -127,7 +127,10 @@ class TokenizerMixin:
         return s
 
     def to_str_tokens(self, text_or_ids, bos=True):
-        """The text of each token (as the tokenizer's piece after the previous token)."""
+        """The text of each token (as the tokenizer's piece after the previous token); a list of texts
+        gives a list of such lists (TransformerLens' to_str_tokens of a list)."""
+        if isinstance(text_or_ids, (list, tuple)) and text_or_ids and all(isinstance(t, str) for t in text_or_ids):
+            return [self.to_str_tokens(t, bos) for t in text_or_ids]
         ids = self.tokenize(text_or_ids, bos) if isinstance(text_or_ids, str) \
             else self._tok_ids(text_or_ids, "to_str_tokens")
         out, prev, n = [], -1, ctypes.c_size_t()

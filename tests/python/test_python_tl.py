@@ -292,6 +292,7 @@ def main():
           and np.array_equal(m.to_tokens(text, prepend_bos=False), m.tokenize(text, bos=False)[None])
           and np.array_equal(m.to_tokens(texts, padding_side="left"), m.tokenize_batch(texts, padding_side="left")[0]),
           "to_tokens(text) [1, T], to_tokens([texts]) = tokenize_batch's ids")
+    check(m.to_str_tokens(texts) == [m.to_str_tokens(t) for t in texts], "to_str_tokens([texts]): a list per text")
     check(m.to_string(ids) == m.decode(ids) and m.to_string(bids) == [m.decode(r) for r in bids],
           "to_string([T]) a text, to_string([B, T]) a list")
     lily = m.tokenize("Lily", bos=False)
