@@ -70,3 +70,11 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
                    --work ${CMAKE_BINARY_DIR}/test_notebooks)
   set_tests_properties(test_notebooks PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # TransformerLens' idioms (cfg, weight attributes, text input, persistent hooks, FactoredMatrix,
+  # tinylm.patching) against the reference and the package's own calls
+  add_test(NAME test_python_tl
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_tl.py
+                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_tl)
+  set_tests_properties(test_python_tl PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
+endif()
