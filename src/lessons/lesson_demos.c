@@ -150,6 +150,7 @@ static int stream_model(lesson_out *o, const lesson_args *a) {
     stream_print(o, &s, LZ(o, "last token", "最后 token"));
     char buf[128];
     snprintf(buf, sizeof buf, "%.2g", r.sum_err_rel);
+    lesson_derived(o, 1);
     if (r.decomp_applies)
         lesson_fact(o, "the stream is the embedding plus every increment (relative error)", "残差流等于嵌入加上所有增量（相对误差）",
                     r.sum_err_rel < 1e-4, buf, "< 1e-4");
