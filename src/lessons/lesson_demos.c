@@ -3,6 +3,7 @@
  * the probes of src/probes), init-depth (the stream at initialisation by depth), reading-configs
  * (Qwen2.5-0.5B's config read by the engine; stories260K's norm gains read with the wrong offset). */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -465,10 +466,16 @@ int lesson_placement(lesson_out *o, const lesson_args *a) {
         goto done;
     }
     const int V = tlm_tokenizer_vocab_size(tok);
-    for (int i = 0; i < NV; i++) {
-        if (!(runs[i].curve = calloc((size_t)n_log + 1, sizeof(double)))) goto done;
-        if (train_variant(variants[i], ids, n, V, steps, log_every, &runs[i])) goto done;
+    /* one thread: at 256 tokens of d 64 a step is too small to share, and a second thread that
+     * waits for a busy core costs far more than it brings */
+    int threads = omp_get_max_threads(), failed = 0;
+    omp_set_num_threads(1);
+    for (int i = 0; i < NV && !failed; i++) {
+        if (!(runs[i].curve = calloc((size_t)n_log + 1, sizeof(double)))) failed = 1, tlm_error("out of memory");
+        if (!failed && train_variant(variants[i], ids, n, V, steps, log_every, &runs[i])) failed = 1;
     }
+    omp_set_num_threads(threads);
+    if (failed) goto done;
     double unigram = 0;
     {
         double *cnt = calloc((size_t)V, sizeof(double));
