@@ -12,18 +12,18 @@
 
 enum { MAXD = 1024 };
 
-/* RMSNorm with gain g (NULL: ones); returns the RMS (1 / rstd) */
+/* RMSNorm with gain g (NULL: ones) of a worked example (n <= 16); returns the RMS (1 / rstd) */
 static double k_rms(double *out, const double *x, const double *g, int n, float eps) {
-    float xf[MAXD], w[MAXD], y[MAXD], rstd;
+    float xf[16] = {0}, w[16] = {0}, y[16], rstd;
     for (int i = 0; i < n; i++) xf[i] = (float)x[i], w[i] = g ? (float)g[i] : 1.0f;
     rmsnorm_forward(y, &rstd, xf, w, 0.0f, 1, n, eps);
     for (int i = 0; out && i < n; i++) out[i] = y[i];
     return 1.0 / rstd;
 }
 
-/* LayerNorm with unit gain, no bias; *mean and *var (= 1/rstd^2 - eps) from the kernel's statistics */
+/* LayerNorm with unit gain, no bias (n <= 16); *mean and *var (= 1/rstd^2 - eps) from the kernel's statistics */
 static void k_ln(double *out, double *mean, double *var, const double *x, int n, float eps) {
-    float xf[MAXD], w[MAXD], y[MAXD], mu, rstd;
+    float xf[16] = {0}, w[16] = {0}, y[16], mu, rstd;
     for (int i = 0; i < n; i++) xf[i] = (float)x[i], w[i] = 1.0f;
     layernorm_forward(y, &mu, &rstd, xf, w, NULL, 1, n, eps);
     for (int i = 0; i < n; i++) out[i] = y[i];
@@ -41,7 +41,7 @@ static double rms_of(const double *v, int n) {
 
 /* y = x + F(x), F linear with weight gain * I (the engine's matmul), and dL/dx for dL/dy = 1 */
 static void residual_linear(double *y, double *dx, const double *x, float gain, int n) {
-    float w[16 * 16] = {0}, xf[16], f[16], yf[16], dy[16], dxf[16];
+    float w[16 * 16] = {0}, xf[16] = {0}, f[16], yf[16], dy[16] = {0}, dxf[16] = {0};
     for (int i = 0; i < n; i++) w[i * n + i] = gain, xf[i] = (float)x[i], dy[i] = 1.0f, dxf[i] = 0.0f;
     matmul_forward(f, xf, w, NULL, 1, n, n);
     vec_add(yf, xf, f, (size_t)n);
