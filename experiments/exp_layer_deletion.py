@@ -12,6 +12,38 @@ CLAIM = ("Because each block only adds a (relatively small) increment to the res
          "first block(s), which the later ones depend on; the middle blocks are the most redundant.")
 
 
+MODEST = 0.10  # a "modest" loss increase: at most this fraction of the intact loss
+LARGE = 0.25   # clearly not modest: more than this fraction
+
+
+def judge(rows):
+    """the verdict from the first table alone. rows: [model, intact loss, delete block 0, median middle,
+    max middle, delete last block, worst block, least harmful block]. The claim, for each Pre-Norm model
+    (trained here and stories260K): block 0 is the worst to delete, and deleting any later block costs a
+    modest increase. Supported when every Pre-Norm model has block 0 worst and every later block's increase
+    <= MODEST x its intact loss; not supported when some Pre-Norm model has block 0 not the worst, or a later
+    block whose deletion costs > LARGE x its intact loss; otherwise inconclusive. Returns (supported, text)."""
+    pre = [r for r in rows if r[0].startswith("pre") or r[0].startswith("stories260K")]
+    words, fails, all_ok = [], [], True
+    for r in pre:
+        later = max(r[4], r[5]) / r[1]
+        first_worst = r[6] == 0
+        words.append("%s: block 0 %s nats, the worst later block %s nats = %s of the intact loss %s%s"
+                     % (r[0], fmt(r[2]), fmt(max(r[4], r[5])), "%.0f%%" % (100 * later), fmt(r[1]),
+                        "" if first_worst else " (block %d is the worst, not block 0)" % r[6]))
+        if not first_worst or later > LARGE:
+            fails.append(r[0])
+        if not (first_worst and later <= MODEST):
+            all_ok = False
+    supported = False if fails else (True if all_ok else None)
+    text = ("%s. Rule: supported when in every Pre-Norm model block 0 is the worst to delete and every later "
+            "block costs at most %d%% of the intact loss; not supported when block 0 is not the worst or a later "
+            "block costs more than %d%% in some Pre-Norm model; otherwise inconclusive.%s"
+            % ("; ".join(words), round(100 * MODEST), round(100 * LARGE),
+               " Not modest in: %s." % ", ".join(fails) if fails else ""))
+    return supported, text
+
+
 def deletion_losses(m, ids):
     """[L] loss with block l skipped (its output replaced by its input), and the intact loss"""
     L = m.config["num_hidden_layers"]
@@ -64,21 +96,8 @@ def run(ctx):
                                   for k, v in curves.items()],
                                  title="Loss increase when one block is deleted", xlabel="deleted block",
                                  ylabel="loss increase (nats, log)", ylog=True))
-    pre = [curves[("pre", L)] for L in trained.depths(ctx)]
-    first_worst = all(int(np.argmax(c)) == 0 for c in pre)
-    mid_small = all(np.median(c[1:-1] if len(c) > 2 else c) < 0.5 * c[0] for c in pre)
-    ok = first_worst and mid_small
-    ctx.verdict(ok, "Pre-Norm: deleting block 0 costs %s nats; the median middle block %s; the last block %s "
-                    "(depths %s). Sandwich: block 0 %s, median middle %s. stories260K: block 0 %s, median middle "
-                    "%s. %s"
-                % (", ".join(fmt(c[0]) for c in pre), ", ".join(fmt(float(np.median(c[1:-1] if len(c) > 2 else c)))
-                                                                for c in pre),
-                   ", ".join(fmt(c[-1]) for c in pre), trained.depths(ctx),
-                   ", ".join(fmt(curves[("sandwich", L)][0]) for L in trained.depths(ctx)),
-                   ", ".join(fmt(float(np.median(curves[("sandwich", L)][1:-1] if L > 2 else curves[("sandwich", L)])))
-                             for L in trained.depths(ctx)),
-                   fmt(inc[0]), fmt(float(np.median(inc[1:-1]))),
-                   "Supports the claim." if ok else "Only partly supports the claim (see the table)."))
+    supported, text = judge(rows)
+    ctx.verdict(supported, text)
     ctx.note("Deletion: a hook on blocks.l.hook_resid_pre keeps a copy of the block's input and a hook on "
              "blocks.l.hook_resid_post returns it (Python API run_with_hooks). TinyShakespeare models: 16 "
              "validation windows of 64 characters; stories260K: 4 story texts of 48 tokens.")
@@ -89,4 +108,7 @@ def check(res):
     for r in res["tables"][0]["rows"]:
         if not r[2] > 0:
             bad.append("%s: deleting block 0 does not raise the loss" % r[0])
+    supported, text = judge(res["tables"][0]["rows"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the table (%s)" % (res["verdict"]["supported"], supported))
     return bad

@@ -1,5 +1,7 @@
 """residual_init — GPT-2's 1/sqrt(2N) scaling of the residual output projections keeps the stream's
 variance at initialization from growing with depth."""
+import math
+
 import svgplot
 from common import fmt
 
@@ -22,6 +24,35 @@ def stream_var(ctx, model, prompt):
     L = sum(1 for n in by if n.endswith("resid_post"))
     names = ["embed"] + ["layers.%d.resid_post" % l for l in range(L)]
     return [by[n] ** 2 / d for n in names]
+
+
+LINEAR = (0.75, 1.25)  # "about linearly": the added variance grows like depth^k with k in this range
+FLAT = 2.0             # "about the same whatever the depth": the scaled final variance moves less than this factor
+
+
+def judge(depths, un0, un, sc0, sc):
+    """the verdict from the numbers alone: un0/un (sc0/sc) the variance after the embedding and after the
+    last block, unscaled (scaled), at each depth. The claim's two parts: (1) unscaled, the variance the
+    blocks add grows about linearly with depth: exponent k of (un - un0) between depths[0] and depths[-1]
+    within LINEAR; (2) scaled, the final variance moves by less than FLAT x over the depths. Supported when
+    both hold, not supported when either fails. Returns (supported, text)."""
+    ratio = depths[-1] / depths[0]
+    add_first, add_last = un[0] - un0[0], un[-1] - un0[-1]
+    k = math.log(add_last / add_first) / math.log(ratio) if add_first > 0 and add_last > 0 else float("nan")
+    linear = LINEAR[0] <= k <= LINEAR[1]
+    grow_sc = sc[-1] / sc[0]
+    flat = 1 / FLAT < grow_sc < FLAT
+    supported = linear and flat
+    shape = ("about linear" if linear else "faster than linear" if k > LINEAR[1] else
+             "slower than linear" if k < LINEAR[0] else "not measurable")
+    text = ("From %d to %d layers (x%g) the variance the blocks add at initialisation grows x%s without the "
+            "scaling: depth^%.2f, %s (part 1 %s); the final variance with the 1/sqrt(2N) scaling moves x%s (part 2 "
+            "%s). Rule: supported when the added variance grows like depth^k with %g <= k <= %g and the scaled "
+            "final variance moves by less than %gx; not supported when either fails."
+            % (depths[0], depths[-1], ratio, fmt(add_last / add_first) if add_first > 0 else "-", k, shape,
+               "holds" if linear else "fails", fmt(grow_sc), "holds" if flat else "fails", LINEAR[0], LINEAR[1],
+               FLAT))
+    return supported, text
 
 
 def run(ctx):
@@ -52,26 +83,16 @@ def run(ctx):
                                   svgplot.Series("1/sqrt(2N)", depths, [curves[(True, L)][-1] for L in depths])],
                                  title="Variance after the last block", xlabel="layers", ylabel="mean square (log)",
                                  xlog=True, ylog=True, xticklabels={L: str(L) for L in depths}))
-    un = [curves[(False, L)][-1] for L in depths]
-    sc = [curves[(True, L)][-1] for L in depths]
-    grow_un = un[-1] / un[0]
-    grow_sc = sc[-1] / sc[0]
-    depth_ratio = depths[-1] / depths[0]
-    import math
-    ok = grow_un > 0.5 * depth_ratio and grow_sc < 2.0
-    expo = math.log(grow_un) / math.log(depth_ratio)
-    ctx.verdict(ok, "From %d to %d layers (x%g) the final stream variance grows x%s without the scaling "
-                    "(%s per block added at %d layers; growth ~ depth^%.2f, %s) and x%s with it. %s"
-                % (depths[0], depths[-1], depth_ratio, fmt(grow_un), fmt(rows[len(depths) - 1][6]), depths[-1],
-                   expo, "faster than the linear growth the claim says" if expo > 1.2 else "about linear",
-                   fmt(grow_sc), "Supports the claim that the scaling removes the growth." if ok else
-                   "Does not match the claim (see the table)."))
+    supported, text = judge(depths, [curves[(False, L)][0] for L in depths], [curves[(False, L)][-1] for L in depths],
+                            [curves[(True, L)][0] for L in depths], [curves[(True, L)][-1] for L in depths])
+    ctx.verdict(supported, text)
     ctx.note("Initialization = a checkpoint after one step at learning rate 1e-12. Variance = (L2 norm)^2 / d "
              "of `tinylm inspect --json`'s residual norms, averaged over the positions of a 64-character "
              "TinyShakespeare prompt.")
 
 
 def check(res):
+    """the verdict follows from the table (judge() on its numbers), and the qualitative outcome holds"""
     rows = res["tables"][0]["rows"]
     un = [r for r in rows if r[0] is False]
     sc = [r for r in rows if r[0] is True]
@@ -80,4 +101,8 @@ def check(res):
         bad.append("unscaled: the final variance does not grow with depth")
     if not sc[-1][4] < 2 * sc[0][4]:
         bad.append("scaled: the final variance grows more than 2x with depth")
+    supported, text = judge([r[1] for r in un], [r[2] for r in un], [r[4] for r in un], [r[2] for r in sc],
+                            [r[4] for r in sc])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the table (%s)" % (res["verdict"]["supported"], supported))
     return bad

@@ -21,7 +21,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"train", cmd_train, "train --data FILE [--preset NAME | --config FILE] [--out DIR] ...   (train --help)"},
     {"generate", cmd_generate, "generate --model DIR [--prompt TEXT] [-n N] [--temperature T] [--top-k K] [--top-p P]"},
-    {"lesson", cmd_lesson, "lesson 15                       the lesson's worked numbers, computed by the engine"},
+    {"lesson", cmd_lesson, "lesson [TOPIC] [--lang zh|en]     the course: its index, or a topic's worked numbers computed by the engine"},
     {"info", cmd_info, "info --config FILE | --model DIR  parameters by component for any config"},
     {"logits", cmd_logits, "logits --model DIR --ids \"1 5 9\" --out FILE.npy   logits [T, vocab] as .npy"},
     {"inspect", cmd_inspect,

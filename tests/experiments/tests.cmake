@@ -29,3 +29,7 @@ if(TLM_PYTHON)
                    --work ${CMAKE_BINARY_DIR}/experiments_framework --tinylm $<TARGET_FILE:tinylm_cli>)
   set_tests_properties(experiments_framework PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2")
 endif()
+# the verdict rules of post_norm_warmup, residual_init and layer_deletion on made-up numbers: seconds
+if(TLM_PYTHON)
+  add_test(NAME experiments_verdicts COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/experiments/test_verdicts.py)
+endif()

@@ -1,1 +1,9 @@
 tlm_c_test(test_lesson tests/lesson/test_lesson.c)
+# every topic of the course: its numbers against their stated values, in both languages
+tlm_c_test(test_course tests/lesson/test_course.c)
+set_tests_properties(test_course PROPERTIES TIMEOUT 300)
+# the lesson command as a learner runs it; lesson stream --model on a Qwen2-shaped checkpoint
+tlm_cli_test(test_lesson_cli tests/lesson/test_lesson_cli.py)
+if(TLM_PYTHON)
+  set_tests_properties(test_lesson_cli PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+endif()
