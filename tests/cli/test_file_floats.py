@@ -322,6 +322,23 @@ def test_trainer_state(T, work):
                   "resume: trainer.json options.%s = %s refused naming the file and the key" % (key, name),
                   err.strip()[-300:])
     open(state, "w").write(text)
+    # the optimizer's moments
+    opt = os.path.join(out, "latest", "optimizer.safetensors")
+    raw = open(opt, "rb").read()
+    n = struct.unpack_from("<Q", raw)[0]
+    header = json.loads(raw[8:8 + n])
+    for tensor, value, word in [("adam.m", float("nan"), "NaN"), ("adam.v", float("inf"), "+Inf"),
+                                ("adam.v", -1.0, ">= 0")]:
+        poked = bytearray(raw)
+        struct.pack_into("<f", poked, 8 + n + header[tensor]["data_offsets"][0] + 4 * 3, value)
+        open(opt, "wb").write(bytes(poked))
+        rc, so, err = run(T, "train", "--resume", out, "--data", TINY_TEXT, "--steps", "3")
+        check(rc == 1 and "optimizer.safetensors" in err and "'%s'" % tensor in err and "index 3" in err
+              and word in err, "resume: optimizer.safetensors %s[3] = %g refused naming the tensor" % (tensor, value),
+              err.strip()[-300:])
+    open(opt, "wb").write(raw)
+    rc, so, err = run(T, "train", "--resume", out, "--data", TINY_TEXT, "--steps", "3")
+    check(rc == 0, "resume from the restored files", err.strip()[-300:])
 
 
 def test_sweep_grid(T, work):
