@@ -162,8 +162,10 @@ static int read_int(const cJSON *it, const char *src, const char *key, int *out)
 static tlm_float_range field_range(size_t field) {
 #define IS(f) (field == offsetof(tlm_config, f))
     if (IS(norm_eps)) return TLM_FLOAT_EPS;
-    if (IS(rope_theta) || IS(init_std) || IS(dyt_alpha_init) || IS(routed_scaling_factor)) return TLM_FLOAT_POSITIVE;
+    if (IS(rope_theta) || IS(init_std) || IS(routed_scaling_factor)) return TLM_FLOAT_POSITIVE;
+    /* (dyt_alpha_init: > 0, refused by config_validate; the DeepNorm keys: > 0, by config_parse) */
     if (IS(attn_softcap) || IS(final_softcap) || IS(rope_theta_local) || IS(query_pre_attn_scalar) ||
+        IS(dyt_alpha_init) ||
         IS(dyt_alpha_init_attn) || IS(dyt_alpha_init_ffn) || IS(dyt_alpha_init_final) || IS(deepnorm_alpha) ||
         IS(deepnorm_beta) || IS(rope_proportional))
         return TLM_FLOAT_NONNEG;
