@@ -589,6 +589,8 @@ int config_validate_mla(const tlm_config *c, const char *src) {
             "%s: rope_scaling \"%s\" with kv_lora_rank (MLA) is not defined (\"yarn\" or none)", src,
             c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
     if (c->rope_scaling == ROPE_SCALING_YARN) {
+        REQUIRE(c->rope_theta != 1.0f, "%s: rope_theta = 1 with rope_scaling \"yarn\": YaRN's correction range "
+                "divides by ln(rope_theta) (NaN frequencies)", src);
         REQUIRE(c->rope_beta_fast > c->rope_beta_slow && c->rope_beta_slow > 0.0f,
                 "%s: rope_scaling.beta_fast = %g must exceed beta_slow = %g > 0", src, c->rope_beta_fast,
                 c->rope_beta_slow);

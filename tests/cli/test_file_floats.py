@@ -131,6 +131,18 @@ for mt, base in FAMILIES.items():  # the keys every family's reader shares
     CONFIG_KEYS += [(mt, base, ("rms_norm_eps",), "eps"), (mt, base, ("initializer_range",), "positive")]
 
 
+def test_yarn_theta_1(T, work):
+    """rope_theta 1 is > 0 but YaRN divides by its log: refused (else every frequency is NaN)"""
+    f = os.path.join(work, "yarn_theta_1.json")
+    open(f, "w").write(json.dumps(dict(DEEPSEEK, rope_theta=1.0)))
+    rc, out, err = run(T, "info", "--config", f)
+    check(rc == 1 and f in err and "rope_theta = 1" in err and "yarn" in err,
+          "deepseek_v3 with YaRN and rope_theta 1 refused (YaRN divides by ln(rope_theta))", err.strip())
+    open(f, "w").write(json.dumps(dict(DEEPSEEK, rope_theta=1.5)))
+    rc, out, err = run(T, "info", "--config", f)
+    check(rc == 0, "deepseek_v3 with YaRN and rope_theta 1.5 accepted", err.strip())
+
+
 def config_text(base, path, text):
     """base as JSON with the value at path replaced by the raw text"""
     cfg = json.loads(json.dumps(base))
@@ -403,5 +415,5 @@ def prepare(T, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([prepare, test_configs, test_gguf, test_tokenizer_scores, test_huge_softcap, test_sweep_grid,
+    sys.exit(main([prepare, test_configs, test_yarn_theta_1, test_gguf, test_tokenizer_scores, test_huge_softcap, test_sweep_grid,
                    test_trainer_state]))
