@@ -162,8 +162,10 @@ static int read_int(const cJSON *it, const char *src, const char *key, int *out)
 static tlm_float_range field_range(size_t field) {
 #define IS(f) (field == offsetof(tlm_config, f))
     if (IS(norm_eps)) return TLM_FLOAT_EPS;
-    if (IS(rope_theta) || IS(init_std) || IS(dyt_alpha_init) || IS(routed_scaling_factor)) return TLM_FLOAT_POSITIVE;
+    if (IS(rope_theta) || IS(init_std) || IS(routed_scaling_factor)) return TLM_FLOAT_POSITIVE;
+    /* (dyt_alpha_init: > 0, refused by config_validate; the DeepNorm keys: > 0, by config_parse) */
     if (IS(attn_softcap) || IS(final_softcap) || IS(rope_theta_local) || IS(query_pre_attn_scalar) ||
+        IS(dyt_alpha_init) ||
         IS(dyt_alpha_init_attn) || IS(dyt_alpha_init_ffn) || IS(dyt_alpha_init_final) || IS(deepnorm_alpha) ||
         IS(deepnorm_beta) || IS(rope_proportional))
         return TLM_FLOAT_NONNEG;
@@ -587,6 +589,8 @@ int config_validate_mla(const tlm_config *c, const char *src) {
             "%s: rope_scaling \"%s\" with kv_lora_rank (MLA) is not defined (\"yarn\" or none)", src,
             c->rope_scaling == ROPE_SCALING_LINEAR ? "linear" : "llama3");
     if (c->rope_scaling == ROPE_SCALING_YARN) {
+        REQUIRE(c->rope_theta != 1.0f, "%s: rope_theta = 1 with rope_scaling \"yarn\": YaRN's correction range "
+                "divides by ln(rope_theta) (NaN frequencies)", src);
         REQUIRE(c->rope_beta_fast > c->rope_beta_slow && c->rope_beta_slow > 0.0f,
                 "%s: rope_scaling.beta_fast = %g must exceed beta_slow = %g > 0", src, c->rope_beta_fast,
                 c->rope_beta_slow);

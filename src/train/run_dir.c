@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/finite.h"
 #include "util/io.h"
 
 static int fsync_path(const char *path) {
@@ -117,11 +118,20 @@ char *run_latest(const char *out_dir) {
 int run_load_optimizer(const char *ckpt_dir, adamw *opt, size_t n_params) {
     char *path = path_join(ckpt_dir, "optimizer.safetensors");
     tlm_safetensors *st = tlm_st_open(path);
-    free(path);
-    if (!st) return -1;
+    if (!st) return free(path), -1;
     int64_t shape[1] = {(int64_t)n_params};
     int rc = tlm_st_load_f32(st, "adam.m", 1, shape, opt->m) || tlm_st_load_f32(st, "adam.v", 1, shape, opt->v) ? -1 : 0;
     tlm_st_close(st);
+    /* (a NaN moment, or a negative second moment under its square root, would make every weight it
+     * touches NaN at the first step) */
+    if (!rc && (tlm_check_finite(opt->m, n_params, 0, path, "adam.m") < 0 ||
+                tlm_check_finite(opt->v, n_params, 0, path, "adam.v") < 0))
+        rc = -1;
+    for (size_t i = 0; !rc && i < n_params; i++)
+        if (opt->v[i] < 0.0f)
+            rc = tlm_error("%s: tensor 'adam.v' (second moments) holds %g at flat index %zu: it must be >= 0", path,
+                           opt->v[i], i);
+    free(path);
     return rc;
 }
 

@@ -11,6 +11,10 @@
   np.savez_compressed (float32, no batch dimension); missing and unknown keys are listed; the file's
   "tokens" are used; malformed archives (cut, not a zip, a damaged CRC, a member that is no .npy, a
   wrong shape, integer activations, tokens that disagree) are refused naming the file and the key
+- members checked by their header before they are inflated: a 512 MiB deflated member (a file of
+  0.5 MiB) whose shape is not the point's, one under a key that is no point, and one whose header
+  promises less than its stated size are refused or skipped at a peak memory under 64 MiB; an
+  all-NaN reference point's summary line says NaN (not "max rel Δ 0 ... cosine 1")
 - the convention search: for each convention of the list a broken conversion is planted — Gemma 2
   weights read as plain w, q/k rows left in interleaved pairs, Post-Norm for Pre-Norm (and the
   reverse), the attention or the final soft-cap dropped, an untied head for a tied one (and the

@@ -131,6 +131,18 @@ for mt, base in FAMILIES.items():  # the keys every family's reader shares
     CONFIG_KEYS += [(mt, base, ("rms_norm_eps",), "eps"), (mt, base, ("initializer_range",), "positive")]
 
 
+def test_yarn_theta_1(T, work):
+    """rope_theta 1 is > 0 but YaRN divides by its log: refused (else every frequency is NaN)"""
+    f = os.path.join(work, "yarn_theta_1.json")
+    open(f, "w").write(json.dumps(dict(DEEPSEEK, rope_theta=1.0)))
+    rc, out, err = run(T, "info", "--config", f)
+    check(rc == 1 and f in err and "rope_theta = 1" in err and "yarn" in err,
+          "deepseek_v3 with YaRN and rope_theta 1 refused (YaRN divides by ln(rope_theta))", err.strip())
+    open(f, "w").write(json.dumps(dict(DEEPSEEK, rope_theta=1.5)))
+    rc, out, err = run(T, "info", "--config", f)
+    check(rc == 0, "deepseek_v3 with YaRN and rope_theta 1.5 accepted", err.strip())
+
+
 def config_text(base, path, text):
     """base as JSON with the value at path replaced by the raw text"""
     cfg = json.loads(json.dumps(base))
@@ -322,6 +334,23 @@ def test_trainer_state(T, work):
                   "resume: trainer.json options.%s = %s refused naming the file and the key" % (key, name),
                   err.strip()[-300:])
     open(state, "w").write(text)
+    # the optimizer's moments
+    opt = os.path.join(out, "latest", "optimizer.safetensors")
+    raw = open(opt, "rb").read()
+    n = struct.unpack_from("<Q", raw)[0]
+    header = json.loads(raw[8:8 + n])
+    for tensor, value, word in [("adam.m", float("nan"), "NaN"), ("adam.v", float("inf"), "+Inf"),
+                                ("adam.v", -1.0, ">= 0")]:
+        poked = bytearray(raw)
+        struct.pack_into("<f", poked, 8 + n + header[tensor]["data_offsets"][0] + 4 * 3, value)
+        open(opt, "wb").write(bytes(poked))
+        rc, so, err = run(T, "train", "--resume", out, "--data", TINY_TEXT, "--steps", "3")
+        check(rc == 1 and "optimizer.safetensors" in err and "'%s'" % tensor in err and "index 3" in err
+              and word in err, "resume: optimizer.safetensors %s[3] = %g refused naming the tensor" % (tensor, value),
+              err.strip()[-300:])
+    open(opt, "wb").write(raw)
+    rc, so, err = run(T, "train", "--resume", out, "--data", TINY_TEXT, "--steps", "3")
+    check(rc == 0, "resume from the restored files", err.strip()[-300:])
 
 
 def test_sweep_grid(T, work):
@@ -386,5 +415,5 @@ def prepare(T, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([prepare, test_configs, test_gguf, test_tokenizer_scores, test_huge_softcap, test_sweep_grid,
+    sys.exit(main([prepare, test_configs, test_yarn_theta_1, test_gguf, test_tokenizer_scores, test_huge_softcap, test_sweep_grid,
                    test_trainer_state]))
