@@ -311,6 +311,16 @@ def test_conventions(T, work):
     b, _ = make_model(work, "cv_gemma_as_w", dict(GEMMA, norm_type="rmsnorm"), gp)
     expect(T, "Gemma 2 weights read with w (B) vs 1 + w (A)", g, b, "blocks.0.ln1.hook_normalized", "norm_offset",
            *ids)
+    # a Gemma checkpoint that stores the gains 1 + w (a double offset): both sides apply 1 + w, the cause says
+    # that B's weights already hold the 1, not that B applies 1 + w where A reads w
+    dp = {k: (v + 1.0 if "norm" in k else v) for k, v in gp.items()}
+    b, _ = make_model(work, "cv_gemma_double", GEMMA, dp)
+    expect(T, "Gemma weights stored as 1 + w (B) vs w (A), both 1 + w models", g, b, "blocks.0.ln1.hook_normalized",
+           "norm_offset", *ids)
+    rc, rep, out, err = compare(T, g, b, *ids)
+    text = rep and rep["search"] and rep["search"]["cause"] and rep["search"]["cause"]["text"] or ""
+    check("both apply the RMSNorm weights as 1 + w" in text and "already hold the 1" in text and
+          "where A reads" not in text, "  worded from A's and B's conventions (B adds the 1 twice)", text)
     # RoPE interleaved pairs vs halves: q/k rows left in Meta's pair order
     hd, H, KV = BASE["head_dim"], BASE["num_attention_heads"], BASE["num_key_value_heads"]
     a, ap = make_model(work, "cv_llama", BASE, seed=4)
