@@ -91,7 +91,7 @@ int cmd_compare(int argc, char **argv) {
 
     int rc = 1, *ids = NULL;
     size_t n_ids = 0;
-    char *prompt_text = NULL;
+    char *prompt_text = NULL, *config_a = NULL, *config_b = NULL;
     tlm_model *a = NULL, *b = NULL;
     tlm_npz z = {0};
     cmp_run ra = {0}, rb = {0};
@@ -194,6 +194,7 @@ int cmd_compare(int argc, char **argv) {
                      "A's matrices are %s and B's %s: the rounding of the weights is a difference of its own, from the "
                      "embedding on (a larger --tol looks past it)", ta, tb);
     }
+    if (!b_file) rep.config_a = config_a = config_to_json(&a->cfg), rep.config_b = config_b = config_to_json(&b->cfg);
     rep.a_path = pa, rep.b_path = pb, rep.b_is_file = b_file;
     rep.tokens = ids, rep.T = (int)n_ids, rep.res = &res, rep.search = searched ? &search : NULL;
     rep.missing = (const char(*)[CMP_NAME])missing, rep.n_missing = n_missing;
@@ -205,7 +206,7 @@ int cmd_compare(int argc, char **argv) {
     rc = 0;
 done:
     if (rc == 1) cli_fail("compare");
-    free(ids), free(prompt_text), free(missing), free(unknown);
+    free(ids), free(prompt_text), free(missing), free(unknown), free(config_a), free(config_b);
     cmp_result_free(&res);
     cmp_run_free(&ra), cmp_run_free(&rb);
     tlm_npz_free(&z);

@@ -141,6 +141,7 @@ typedef struct {
     const char (*unknown)[CMP_NAME];  /* keys of the file that are no point of A */
     int n_unknown;
     char note[400];           /* a remark on the result ("" none) */
+    const char *config_a, *config_b; /* both configs as the tinylm format writes them (NULL: B is a file) */
 } cmp_report;
 
 /* the text report (stdout of tinylm compare) */

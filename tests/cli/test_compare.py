@@ -549,5 +549,25 @@ def test_hf_snippet(T, work):
               "  only the scales, RoPE outputs, scores and pattern are missing", str(rep["missing_in_file"]))
 
 
+def test_config_diff(T, work):
+    """the config diff comes first: each key whose value differs between A and B (as the engine reads them) with
+    both values, and whether it changes the numerics; none for the same config"""
+    ids = ["--tokens", ",".join(map(str, TOKENS))]
+    a, ap = make_model(work, "cd_a", BASE, seed=8)
+    b, _ = make_model(work, "cd_b", dict(BASE, norm_eps=1e-2, rope_theta=500.0, initializer_range=0.05), ap)
+    rc, rep, out, err = compare(T, a, b, *ids)
+    diff = {d["key"]: d for d in (rep or {}).get("config_diff") or []}
+    ok = (rc == 0 and set(diff) == {"norm_eps", "rope_theta", "initializer_range"} and
+          diff["norm_eps"]["b"] == 0.01 and diff["rope_theta"]["changes_numerics"] and
+          not diff["initializer_range"]["changes_numerics"])
+    check(ok, "config diff: the keys that differ, both values, which change the numerics", json.dumps(diff))
+    text = out.split("tolerance")[0]
+    check("config: 3 keys differ" in text and "rope_theta" in text and "A 10000" in text and "B 500" in text and
+          "does not change the logits" in text, "  printed before the points", text)
+    rc, rep, out, err = compare(T, a, a, *ids)
+    check(rc == 0 and rep["config_diff"] == [] and "config: the same on both sides" in out,
+          "config diff: none for the same config", out[:300])
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_formats, test_errors, test_npz, test_conventions, test_hf_snippet]))
+    sys.exit(main([test_formats, test_errors, test_npz, test_conventions, test_hf_snippet, test_config_diff]))
