@@ -768,3 +768,24 @@ int cmp_search_conventions(tlm_model *cand, const tlm_model *ref_model, const cm
     }
     return 0;
 }
+
+int cmp_constant_factor(const cmp_run *a, const cmp_run *b, const char *name, double *k) {
+    const cmp_tensor *x = cmp_run_find(a, name), *y = cmp_run_find(b, name);
+    if (!x || !y || x->numel != y->numel || !x->numel) return 0;
+    double xy = 0, xx = 0, ymax = 0;
+    for (size_t i = 0; i < x->numel; i++) {
+        const double u = x->data[i], v = y->data[i];
+        if (!isfinite(u) || !isfinite(v)) continue;
+        xy += u * v, xx += u * u, ymax = fmax(ymax, fabs(v));
+    }
+    if (!(xx > 0) || !(ymax > 0)) return 0;
+    const double r = xy / xx;
+    double worst = 0;
+    for (size_t i = 0; i < x->numel; i++) {
+        const double u = x->data[i], v = y->data[i];
+        if (isfinite(u) && isfinite(v)) worst = fmax(worst, fabs(v - r * u));
+    }
+    if (worst > 1e-5 * ymax || fabs(r - 1.0) <= 1e-5) return 0;
+    *k = r;
+    return 1;
+}

@@ -149,6 +149,8 @@ void cmp_print(FILE *f, const cmp_report *r) {
         fprintf(f, " (max |Δ| %.3e, cosine %.6f)\n", p->max_abs, p->cosine);
     }
     if (r->note[0]) fprintf(f, "note: %s\n", r->note);
+    if (r->factor[0]) fprintf(f, "constant factor: %s\n", r->factor);
+    if (r->one_side[0]) fprintf(f, "one side only: %s\n", r->one_side);
     const cmp_search *s = r->search;
     if (!s) return;
     fprintf(f, "\nconvention search: each single change applied to %s, rerun, compared with %s\n", s->cand, s->ref);
@@ -231,6 +233,10 @@ int cmp_write_json(const char *path, const cmp_report *r) {
     if (res->first >= 0) cJSON_AddItemToObject(o, "first_divergence", point_json(&res->p[res->first]));
     else cJSON_AddNullToObject(o, "first_divergence");
     if (r->note[0]) cJSON_AddStringToObject(o, "note", r->note);
+    if (r->factor[0]) cJSON_AddStringToObject(o, "constant_factor", r->factor);
+    else cJSON_AddNullToObject(o, "constant_factor");
+    if (r->one_side[0]) cJSON_AddStringToObject(o, "one_side", r->one_side);
+    else cJSON_AddNullToObject(o, "one_side");
     const cmp_search *s = r->search;
     if (s) {
         cJSON *so = cJSON_AddObjectToObject(o, "search");

@@ -569,5 +569,35 @@ def test_config_diff(T, work):
           "config diff: none for the same config", out[:300])
 
 
+def test_factor_and_one_side(T, work):
+    """an exact constant factor at the first divergence is reported as such with the convention that gives it
+    (a dropped embedding scale: 1/sqrt(32); an attention scale of 1/sqrt(2) against 1/sqrt(head_dim 8): x2), and
+    a point present on one side only is turned into a cause (a dropped QK-norm)"""
+    ids = ["--tokens", ",".join(map(str, TOKENS))]
+    g, gp = make_model(work, "cf_gemma", GEMMA, seed=11)
+    b, _ = make_model(work, "cf_gemma_noscale", dict(GEMMA, embedding_scale=False), gp)
+    rc, rep, out, err = compare(T, g, b, *ids)
+    fac = (rep or {}).get("constant_factor") or ""
+    check(rc == 0 and first(rep) == "hook_embed" and "B = %.6g x A exactly" % (32 ** -0.5) in fac and
+          "the embedding scale: A multiplies the token embedding by sqrt(hidden_size) = 5.65685" in fac and
+          "constant factor: " in out, "a dropped embedding scale: the factor 1/sqrt(d) and its convention", fac)
+    a, ap = make_model(work, "cf_llama", BASE, seed=12)
+    b, _ = make_model(work, "cf_llama_scale", dict(BASE, query_pre_attn_scalar=2.0), ap)
+    rc, rep, out, err = compare(T, a, b, *ids)
+    fac = (rep or {}).get("constant_factor") or ""
+    check(rc == 0 and first(rep) == "blocks.0.attn.hook_attn_scores" and "B = 2 x A exactly" in fac and
+          "the attention scale" in fac, "a different attention scale: the factor 2 and its convention", fac)
+    q, qp = make_model(work, "cf_qk", dict(BASE, qk_norm="head"), seed=13)
+    b, _ = make_model(work, "cf_noqk", BASE, {k: v for k, v in qp.items() if "_norm.weight" not in k or "attn." not in k})
+    rc, rep, out, err = compare(T, q, b, *ids, "--no-diagnose")
+    side = (rep or {}).get("one_side") or ""
+    check(rc == 0 and "A computes a QK-norm (q and k normed before RoPE) (blocks.0.attn.hook_q_normed) that B has not"
+          in side and "one side only: " in out, "a point on one side only: a dropped QK-norm named as the cause", side)
+    rc, rep, out, err = compare(T, a, a, *ids)
+    check(rc == 0 and rep.get("constant_factor") is None and rep.get("one_side") is None,
+          "no factor and no one-sided cause when they agree", out[-300:])
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_formats, test_errors, test_npz, test_conventions, test_hf_snippet, test_config_diff]))
+    sys.exit(main([test_formats, test_errors, test_npz, test_conventions, test_hf_snippet, test_config_diff,
+                   test_factor_and_one_side]))
