@@ -1100,6 +1100,7 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
         config_defaults(&q);
         if (read_quantization(&q, root, src)) return -1;
         if ((!strcmp(mt, "gemma4") ? gemma4_multimodal_parse : gemma3_multimodal_parse)(cfg, root, src)) return -1;
+        if (!q.quant_method[0]) return 0; /* (none at the top: text_config's own, if any, stands) */
         memcpy(cfg->quant_method, q.quant_method, sizeof q.quant_method);
         memcpy(cfg->quant_fmt, q.quant_fmt, sizeof q.quant_fmt);
         memcpy(cfg->quant_block, q.quant_block, sizeof q.quant_block);
