@@ -377,7 +377,7 @@ static int quant_int(const cJSON *q, const char *src, const char *key, int *out)
     if (!it || cJSON_IsNull(it)) return 0;
     if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 1 ||
         it->valuedouble > (1 << 20))
-        return tlm_error("%s: quantization_config.%s must be a positive integer", src, key);
+        return tlm_error("%s: quantization_config.%s must be an integer from 1 to 1048576", src, key);
     *out = (int)it->valuedouble;
     return 0;
 }
@@ -406,8 +406,8 @@ static int read_quantization(tlm_config *c, const cJSON *root, const char *src) 
                 const cJSON *e = cJSON_GetArrayItem(b, i);
                 if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
                     e->valuedouble > (1 << 20))
-                    return tlm_error("%s: quantization_config.weight_block_size[%d] must be a positive integer (a "
-                                     "block of 0 rows or columns holds no weights)", src, i);
+                    return tlm_error("%s: quantization_config.weight_block_size[%d] must be an integer from 1 to "
+                                     "1048576 (a block of 0 rows or columns holds no weights)", src, i);
                 c->quant_block[i] = (int)e->valuedouble;
             }
         }
