@@ -197,6 +197,15 @@ def test_families(tinylm, work):
         present = [a for a in absent if a in out]
         check(rc == 0 and not missing and not present, "explain %s" % name,
               "rc %d, missing %s, unexpected %s\n%s%s" % (rc, missing, present, out, err))
+        # every Hugging Face family but GPT-2 initialises as its _init_weights: normal(0, initializer_range)
+        # without residual scaling, norms at their identity (Gemma 1/2/3's 1 + w: 0); one attention-scale line
+        if cfg["model_type"] not in ("tinylm", "gpt2"):
+            init = next((ln for ln in out.splitlines() if ln.startswith("init")), "")
+            one_plus = "(1 + w) * x" in out
+            ok = ("(the family's _init_weights in transformers)" in init and "no residual scaling" in init and
+                  ("start at 0 (the 1 + w form" in init) == one_plus and
+                  sum(ln.startswith("attention scale") for ln in out.splitlines()) == (0 if "MLA" in out else 1))
+            check(ok, "  %s: the family's init rule and one attention-scale line" % name, init)
 
 
 def test_unknown_keys(tinylm, work):
