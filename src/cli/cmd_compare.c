@@ -2,6 +2,7 @@
  * reference activations, run on the same tokens and compared at every activation point; the
  * first point where they diverge, and the single convention change that makes them match
  * (src/probes/compare.h, docs/compare.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,62 @@ static void describe_model(char *buf, size_t cap, const tlm_model *m) {
              model_matrix_types(m, types, sizeof types));
 }
 
+/* the first divergence as an exact constant factor B = k A, and the conventions of the two configs that give
+ * that factor at that point (the attention scale, the embedding scale, a norm's gain) */
+static void explain_factor(cmp_report *rep, const cmp_run *ra, const cmp_run *rb, const cmp_point *p,
+                           const tlm_model *a, const tlm_model *b) {
+    double k;
+    if (!cmp_constant_factor(ra, rb, p->name, &k)) return;
+    char *o = rep->factor;
+    const size_t cap = sizeof rep->factor;
+    snprintf(o, cap, "at %s, B = %.6g x A exactly (every entry; cosine 1)", p->name, k);
+    if (!b) {
+        snprintf(o + strlen(o), cap - strlen(o), ": a scale the reference applies and A does not (the attention "
+                 "scale, the embedding scale sqrt(hidden_size) = %g, a norm's gain)", sqrt((double)a->cfg.d_model));
+        return;
+    }
+    const int l = p->layer >= 0 ? p->layer : 0;
+    const double sa = config_attention_scale(&a->cfg, l), sb = config_attention_scale(&b->cfg, l);
+    const double ea = a->cfg.embed_scale ? sqrt((double)a->cfg.d_model) : 1.0;
+    const double eb = b->cfg.embed_scale ? sqrt((double)b->cfg.d_model) : 1.0;
+    const int close_att = fabs(k - sb / sa) <= 1e-4 * fabs(k), close_emb = fabs(k - eb / ea) <= 1e-4 * fabs(k);
+    if (strstr(p->name, "attn_scores") && close_att)
+        snprintf(o + strlen(o), cap - strlen(o), ": the attention scale: B's %g over A's %g is %g (1/sqrt(head_dim) vs "
+                 "1/sqrt(query_pre_attn_scalar) or 1)", sb, sa, sb / sa);
+    else if (close_emb && eb != ea)
+        snprintf(o + strlen(o), cap - strlen(o), ": the embedding scale: %s multiplies the token embedding by "
+                 "sqrt(hidden_size) = %g and %s does not", eb > ea ? "B" : "A", eb > ea ? eb : ea, eb > ea ? "A" : "B");
+    else
+        snprintf(o + strlen(o), cap - strlen(o), ": a scale one side applies and the other does not (at a norm's "
+                 "output: its gain, e.g. a constant w; the attention scale ratio of the configs is %g, the embedding "
+                 "scale ratio %g)", sb / sa, eb / ea);
+}
+
+/* points one side has and the other lacks, read as causes */
+static void explain_one_side(cmp_report *rep, const cmp_result *res) {
+    static const struct {
+        const char *suffix, *what;
+    } KINDS[] = {{"attn.hook_q_normed", "a QK-norm (q and k normed before RoPE)"},
+                 {"ln1_post.hook_scale", "a norm of the attention output (sandwich / output placement)"},
+                 {"ln2_post.hook_scale", "a norm of the FFN output (sandwich / output placement)"},
+                 {"ln_final.hook_scale", "a final norm before the head"},
+                 {"mlp.hook_router_logits", "a mixture of experts"},
+                 {"attn.hook_kv_a", "multi-head latent attention"}};
+    for (int side = 0; side < 2; side++) {
+        const int n = side ? res->n_only_b : res->n_only_a;
+        for (size_t kind = 0; kind < sizeof KINDS / sizeof KINDS[0]; kind++)
+            for (int i = 0; i < n; i++) {
+                const char *name = side ? res->only_b[i] : res->only_a[i];
+                const size_t ln = strlen(name), ls = strlen(KINDS[kind].suffix);
+                if (ln < ls || strcmp(name + ln - ls, KINDS[kind].suffix) != 0) continue;
+                char *o = rep->one_side;
+                snprintf(o + strlen(o), sizeof rep->one_side - strlen(o), "%s%s computes %s (%s) that %s has not",
+                         *o ? "; " : "", side ? "B" : "A", KINDS[kind].what, name, side ? "A" : "B");
+                break;
+            }
+    }
+}
+
 /* the sizes that make two models one architecture */
 static int same_sizes(const tlm_model *a, const tlm_model *b, const char *pa, const char *pb) {
     const tlm_config *x = &a->cfg, *y = &b->cfg;
@@ -111,7 +168,7 @@ int cmd_compare(int argc, char **argv) {
 
     int rc = 1, *ids = NULL;
     size_t n_ids = 0;
-    char *prompt_text = NULL;
+    char *prompt_text = NULL, *config_a = NULL, *config_b = NULL;
     tlm_model *a = NULL, *b = NULL;
     tlm_npz z = {0};
     cmp_run ra = {0}, rb = {0};
@@ -221,6 +278,9 @@ int cmd_compare(int argc, char **argv) {
                      "A's matrices are %s and B's %s: the rounding of the weights is a difference of its own, from the "
                      "embedding on (a larger --tol looks past it)", ta, tb);
     }
+    if (!b_file) rep.config_a = config_a = config_to_json(&a->cfg), rep.config_b = config_b = config_to_json(&b->cfg);
+    if (res.first >= 0) explain_factor(&rep, &ra, &rb, &res.p[res.first], a, b_file ? NULL : b);
+    explain_one_side(&rep, &res);
     rep.a_path = pa, rep.b_path = pb, rep.b_is_file = b_file;
     rep.tokens = ids, rep.T = (int)n_ids, rep.res = &res, rep.search = searched ? &search : NULL;
     rep.missing = (const char(*)[CMP_NAME])missing, rep.n_missing = n_missing;
@@ -232,7 +292,7 @@ int cmd_compare(int argc, char **argv) {
     rc = 0;
 done:
     if (rc == 1) cli_fail("compare");
-    free(ids), free(prompt_text), free(missing), free(unknown);
+    free(ids), free(prompt_text), free(missing), free(unknown), free(config_a), free(config_b);
     cmp_result_free(&res);
     cmp_run_free(&ra), cmp_run_free(&rb);
     tlm_npz_free(&z);

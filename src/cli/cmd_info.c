@@ -46,7 +46,8 @@ static void thousands(char *buf, size_t size, unsigned long long v) {
 }
 
 static const char USAGE[] =
-    "usage: tinylm info --config FILE | --model DIR | --system  [--context N] [--batch B --seq T] [--explain]\n"
+    "usage: tinylm info --config FILE | --model DIR | --system | --metadata FILE.gguf  [--context N] [--batch B\n"
+    "       --seq T] [--explain]\n"
     "  the architecture, the parameters by component and the memory they need (shapes only: no\n"
     "  weights are loaded): the weights in f32 and bf16, the KV cache of a --context N generation\n"
     "  (default max_position_embeddings), the activations of a training batch --batch B (default 1)\n"
@@ -56,7 +57,9 @@ static const char USAGE[] =
     "  FMA peak, sgemm speed and DRAM read bandwidth;\n"
     "  --explain: the config in plain words instead (norm type and formula, placement and the norms\n"
     "  of a layer by their checkpoint names, QK-norm, soft-caps, sliding layers, heads, RoPE, head,\n"
-    "  init), and the keys of the file its reader did not understand\n";
+    "  init), and the keys of the file its reader did not understand;\n"
+    "  --metadata FILE.gguf: every metadata key of a GGUF file with its type and value (arrays: their\n"
+    "  element type, count and first elements)\n";
 
 /* One line: the AMX units (cpuid) and whether this process may use them (XCR0, the Linux
  * permission), AVX512-BF16 and AVX512-VNNI; what the hardware has, whatever TLM_ISA says
@@ -124,6 +127,85 @@ static int info_system(void) {
 
 static double mib(double bytes) { return bytes / 1048576.0; }
 
+/* up to `max` bytes of a GGUF string, quoted, control and non-ASCII bytes escaped (a file's bytes, never trusted
+ * to be printable) */
+static void print_gguf_str(const char *p, uint64_t len, uint64_t max) {
+    putchar('"');
+    for (uint64_t i = 0; i < len && i < max; i++) {
+        const unsigned char ch = (unsigned char)p[i];
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f) printf("\\x%02x", ch);
+        else putchar(ch);
+    }
+    printf("\"%s", len > max ? "..." : "");
+    if (len > max) printf(" (%llu bytes)", (unsigned long long)len);
+}
+
+/* one scalar value of key (a NUL-terminated copy) or element i of an array kv */
+static void print_gguf_value(const tlm_gguf *g, const gguf_kv *kv, const char *key, gguf_type type, int64_t i) {
+    int64_t v = 0;
+    float f = 0.0f;
+    int b = 0;
+    gguf_str str = {"", 0};
+    int rc;
+    switch (type) {
+    case GGUF_STRING:
+        rc = i < 0 ? tlm_gguf_get_str(g, key, &str) : tlm_gguf_array_str(g, kv, (uint64_t)i, &str);
+        if (rc > 0) print_gguf_str(str.p, str.len, i < 0 ? 120 : 24);
+        break;
+    case GGUF_FLOAT32:
+    case GGUF_FLOAT64:
+        rc = i < 0 ? tlm_gguf_get_f32(g, key, &f) : tlm_gguf_array_f32(g, kv, (uint64_t)i, &f);
+        if (rc > 0) printf("%.9g", f);
+        break;
+    case GGUF_BOOL:
+        rc = i < 0 ? tlm_gguf_get_bool(g, key, &b) : tlm_gguf_array_i64(g, kv, (uint64_t)i, &v);
+        if (rc > 0) printf("%s", (i < 0 ? b : v != 0) ? "true" : "false");
+        break;
+    default:
+        rc = i < 0 ? tlm_gguf_get_i64(g, key, &v) : tlm_gguf_array_i64(g, kv, (uint64_t)i, &v);
+        if (rc > 0) printf("%lld", (long long)v);
+        break;
+    }
+    if (rc <= 0) printf("(not readable as %s)", tlm_gguf_type_name(type));
+}
+
+/* tinylm info --metadata X.gguf: every metadata key, its type and value; arrays summarised */
+static int print_metadata(const char *path) {
+    tlm_gguf *g = tlm_gguf_open(path);
+    if (!g) return cli_fail("info");
+    printf("%s: GGUF version %u, %zu metadata keys, %zu tensors\n", path, tlm_gguf_version(g), tlm_gguf_kv_count(g),
+           tlm_gguf_tensor_count(g));
+    for (size_t i = 0; i < tlm_gguf_kv_count(g); i++) {
+        const gguf_kv *kv = tlm_gguf_kv_at(g, i);
+        char key[256];
+        const int fits = kv->key.len < sizeof key && !memchr(kv->key.p, 0, kv->key.len);
+        snprintf(key, sizeof key, "%.*s", fits ? (int)kv->key.len : 0, kv->key.p);
+        if (fits) printf("%-44s ", key);
+        else print_gguf_str(kv->key.p, kv->key.len, 60), printf(" ");
+        if (kv->type != GGUF_ARRAY) {
+            printf("%-8s ", tlm_gguf_type_name(kv->type));
+            if (fits) print_gguf_value(g, kv, key, kv->type, -1);
+            else printf("(key not addressable)");
+            printf("\n");
+            continue;
+        }
+        printf("array of %llu %s", (unsigned long long)kv->count, tlm_gguf_type_name(kv->elem_type));
+        if (kv->elem_type != GGUF_ARRAY && kv->count) {
+            const uint64_t shown = kv->count < 4 ? kv->count : 4;
+            printf(": [");
+            for (uint64_t j = 0; j < shown; j++) {
+                if (j) printf(", ");
+                print_gguf_value(g, kv, key, kv->elem_type, (int64_t)j);
+            }
+            printf("%s]", kv->count > shown ? ", ..." : "");
+        }
+        printf("\n");
+    }
+    tlm_gguf_close(g);
+    return 0;
+}
+
 /* what the config needs in memory, from the shapes alone */
 static void print_memory(const tlm_config *c, const tensor_info *t, int n, int context, int batch, int seq) {
     unsigned long long f32 = 0, bf16 = 0;
@@ -167,6 +249,27 @@ static void print_memory(const tlm_config *c, const tensor_info *t, int n, int c
     if (stored < c->n_layers)
         printf("  %-28s %d of the %d layers (num_kv_shared_layers) attend over an earlier layer's keys and values:\n"
                "  %-28s stored once, by that layer\n", "", c->n_layers - stored, c->n_layers, "");
+    /* the same cache in a 2-byte element type (transformers' bf16 cache, llama.cpp's default f16 one) */
+    printf("  %-28s %16llu bytes %11.1f MiB  (the same positions in 2-byte elements: transformers' bf16 cache, "
+           "llama.cpp's default f16 one; tinylm's cache is f32)\n", "KV cache, bf16 / f16", kv / 2, mib((double)kv / 2));
+    /* sliding layers at their window: what a rolling cache holds (tinylm's keeps every position of every layer) */
+    unsigned long long windowed = 0;
+    int n_slide = 0;
+    for (int l = 0; !config_mla(c) && l < c->n_layers; l++) {
+        if (config_kv_source(c, l) != l) continue;
+        const int slide = c->sliding_window > 0 && c->layer_sliding[l] && c->sliding_window < context;
+        n_slide += slide;
+        windowed += 4ull * 2 * (unsigned long long)(slide ? c->sliding_window : context) * config_layer_kv_heads(c, l) *
+                    config_layer_head_dim(c, l);
+    }
+    if (n_slide)
+        printf("  %-28s %16llu bytes %11.1f MiB  (f32; %.1f MiB in bf16 / f16: the %d sliding layers hold their "
+               "window of %d positions, as a rolling cache does; tinylm's cache keeps all %d)\n",
+               "KV cache, sliding at window", windowed, mib((double)windowed), mib((double)windowed / 2), n_slide,
+               c->sliding_window, context);
+    if (context > c->max_seq)
+        printf("  %-28s --context %d exceeds max_position_embeddings %d: positions past it were never trained "
+               "(the model's quality there is unknown)\n", "warning:", context, c->max_seq);
     printf("  %-28s %16llu bytes %11.1f MiB  (batch %d x %d tokens, %d threads; gradients and Adam's m, v:\n"
            "  %-28s 3 x the f32 weights more)\n",
            "training activations", 4ull * acts, mib(4.0 * acts), batch, seq, omp_get_max_threads(), "");
@@ -205,12 +308,13 @@ static int print_stored(const char *path) {
 }
 
 int cmd_info(int argc, char **argv) {
-    const char *config_path = NULL, *model_dir = NULL;
+    const char *config_path = NULL, *model_dir = NULL, *metadata = NULL;
     int system = 0, explain = 0, context = 0, batch = 1, seq = 0;
     const double MAXLEN = 1 << 24;
     cli_opt opts[] = {{"--config", CLI_STR, &config_path, 0, 0, 0},
                       {"--model", CLI_STR, &model_dir, 0, 0, 0},
                       {"--system", CLI_FLAG, &system, 0, 0, 0},
+                      {"--metadata", CLI_STR, &metadata, 0, 0, 0},
                       {"--explain", CLI_FLAG, &explain, 0, 0, 0},
                       {"--context", CLI_INT, &context, 1, MAXLEN, 0},
                       {"--batch", CLI_INT, &batch, 1, 65536, 0},
@@ -218,9 +322,12 @@ int cmd_info(int argc, char **argv) {
     cli_command cmd = {"info", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
-    if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--config", "--model", "--system", NULL}))) return prc;
+    if ((prc = cli_one_of(&cmd, 1, (const char *const[]){"--config", "--model", "--system", "--metadata", NULL})))
+        return prc;
     if (system && explain) return cli_usage_error("info", "--explain explains a --config or --model, not --system");
+    if (metadata && explain) return cli_usage_error("info", "--explain explains a --config or --model, not --metadata");
     if (system) return info_system();
+    if (metadata) return print_metadata(metadata);
     tlm_config c;
     int rc;
     config_unknown_keys unknown;
@@ -306,6 +413,8 @@ int cmd_info(int argc, char **argv) {
     thousands(num, sizeof num, sum[C_NORM]);
     printf("\n%d %s%s hold %s parameters (%.3f%% of the model).\n", norms, norm_type_name(c.norm),
            norms == 1 ? "" : "s", num, 100.0 * sum[C_NORM] / total);
+    if (context > c.max_seq)
+        fprintf(stderr, "tinylm: warning: --context %d exceeds max_position_embeddings %d\n", context, c.max_seq);
     print_memory(&c, t, n, context ? context : c.max_seq, batch, seq ? seq : c.max_seq);
     free(t);
     if (model_dir && !is_directory(model_dir) && tlm_gguf_is_file(model_dir)) return print_stored(model_dir);

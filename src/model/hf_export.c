@@ -127,6 +127,22 @@ static const char *deepseek_blocker(const tlm_config *c) {
     return NULL;
 }
 
+/* Mistral (MistralForCausalLM): the llama body without biases, one sliding window in every layer */
+static const char *mistral_blocker(const tlm_config *c) {
+    if (!any_sliding(c)) return "no sliding window";
+    for (int l = 0; l < c->n_layers; l++)
+        if (!c->layer_sliding[l]) return "a sliding window on some layers only";
+    if (c->rope_theta_local > 0.0f && c->rope_theta_local != c->rope_theta) return "a RoPE base of its own on the "
+                                                                                   "sliding layers";
+    tlm_config body = *c;
+    body.sliding_window = 0;
+    memset(body.layer_sliding, 0, sizeof body.layer_sliding);
+    const char *b = hf_llama_blocker(&body);
+    if (b) return b;
+    if (c->attn_bias || c->attn_out_bias || c->mlp_bias) return "biases (MistralAttention and MistralMLP have none)";
+    return NULL;
+}
+
 const char *hf_export_family(const tlm_config *c, const char **why) {
     if (config_mla(c)) {
         const char *bd = deepseek_blocker(c);
@@ -143,6 +159,7 @@ const char *hf_export_family(const tlm_config *c, const char **why) {
     }
     const char *bl = hf_llama_blocker(c);
     if (!bl) return "llama";
+    if (!mistral_blocker(c)) return "mistral";
     const tlm_config biased = with_all_biases(c);
     const char *bg = c->norm == NORM_LAYERNORM ? gpt2_blocker(&biased) : gpt2_blocker(c);
     if (!bg) return "gpt2";
@@ -232,6 +249,25 @@ static char *llama_config(const tlm_config *c) {
     add_rope(o, c);
     cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* MistralConfig: the llama body's keys without the biases, the window of every layer */
+static char *mistral_config(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("MistralForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "mistral");
+    config_json_add_sizes(o, c);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
+    add_rope(o, c);
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
@@ -405,7 +441,8 @@ static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int
 }
 
 static int write_weights(const tlm_model *m, const char *dir, const char *family) {
-    const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") || !strcmp(family, "deepseek_v3")
+    const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") || !strcmp(family, "deepseek_v3") ||
+                              !strcmp(family, "mistral")
                           ? HF_FAMILY_LLAMA
                       : !strcmp(family, "mixtral")                            ? HF_FAMILY_MIXTRAL
                       : !strcmp(family, "gpt2")                               ? HF_FAMILY_GPT2
@@ -455,6 +492,7 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
     int written = write_weights(m, dir, fam);
     char *json = written ? NULL
                  : !strcmp(fam, "llama") ? llama_config(&m->cfg)
+                 : !strcmp(fam, "mistral") ? mistral_config(&m->cfg)
                  : !strcmp(fam, "gpt2")  ? gpt2_config(&m->cfg)
                  : !strcmp(fam, "qwen3_moe") ? moe_config(&m->cfg, 1)
                  : !strcmp(fam, "mixtral")   ? moe_config(&m->cfg, 0)

@@ -383,7 +383,7 @@ static int quant_int(const cJSON *q, const char *src, const char *key, int *out)
     if (!it || cJSON_IsNull(it)) return 0;
     if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 1 ||
         it->valuedouble > (1 << 20))
-        return tlm_error("%s: quantization_config.%s must be a positive integer", src, key);
+        return tlm_error("%s: quantization_config.%s must be an integer from 1 to 1048576", src, key);
     *out = (int)it->valuedouble;
     return 0;
 }
@@ -412,8 +412,8 @@ static int read_quantization(tlm_config *c, const cJSON *root, const char *src) 
                 const cJSON *e = cJSON_GetArrayItem(b, i);
                 if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
                     e->valuedouble > (1 << 20))
-                    return tlm_error("%s: quantization_config.weight_block_size[%d] must be a positive integer (a "
-                                     "block of 0 rows or columns holds no weights)", src, i);
+                    return tlm_error("%s: quantization_config.weight_block_size[%d] must be an integer from 1 to "
+                                     "1048576 (a block of 0 rows or columns holds no weights)", src, i);
                 c->quant_block[i] = (int)e->valuedouble;
             }
         }
@@ -1107,6 +1107,7 @@ int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const ch
         config_defaults(&q);
         if (read_quantization(&q, root, src)) return -1;
         if ((!strcmp(mt, "gemma4") ? gemma4_multimodal_parse : gemma3_multimodal_parse)(cfg, root, src)) return -1;
+        if (!q.quant_method[0]) return 0; /* (none at the top: text_config's own, if any, stands) */
         memcpy(cfg->quant_method, q.quant_method, sizeof q.quant_method);
         memcpy(cfg->quant_fmt, q.quant_fmt, sizeof q.quant_fmt);
         memcpy(cfg->quant_block, q.quant_block, sizeof q.quant_block);

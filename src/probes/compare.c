@@ -563,16 +563,27 @@ static int make_trial(int k, tlm_model *cand, const tlm_model *ref, cmp_trial *t
     switch (k) {
     case 0:
         snprintf(tr->id, sizeof tr->id, "norm_offset");
+        /* (worded from both sides' conventions: with the same one on both sides, the stored weights differ) */
         if (cc->norm == NORM_RMSNORM) {
             c.norm = NORM_RMSNORM_1P, rebuild_it = 1;
             change = "{C}'s RMSNorm weights (every norm, QK-norm included) applied as 1 + w instead of w";
-            cause = "{C} reads the RMSNorm weights as w where {R} applies them as 1 + w (Gemma's convention: the "
-                    "checkpoint stores w, the gain is 1 + w); read as 1 + w, {C} matches {R}";
+            cause = ref && ref->cfg.norm == NORM_RMSNORM
+                        ? "{C} and {R} both read the RMSNorm weights as w, but {C}'s stored weights are Gemma's offsets "
+                          "(the gain minus 1) where {R}'s are the gains themselves; read as 1 + w, {C} matches {R}"
+                        : "{C} reads the RMSNorm weights as w where {R} applies them as 1 + w (Gemma's convention: the "
+                          "checkpoint stores w, the gain is 1 + w); read as 1 + w, {C} matches {R}";
         } else if (cc->norm == NORM_RMSNORM_1P) {
             c.norm = NORM_RMSNORM, rebuild_it = 1;
             change = "{C}'s RMSNorm weights (every norm, QK-norm included) applied as w instead of 1 + w";
-            cause = "{C} applies the RMSNorm weights as 1 + w where {R} reads them as w (the stored weights already "
-                    "hold the 1, or the model is no Gemma); read as w, {C} matches {R}";
+            cause = ref && ref->cfg.norm == NORM_RMSNORM_1P
+                        ? "{C} and {R} both apply the RMSNorm weights as 1 + w, but {C}'s stored weights already hold "
+                          "the 1 (the gains 1 + w, where {R} stores the offsets w): {C} adds the 1 twice; read as w, {C} "
+                          "matches {R}"
+                    : ref ? "{C} applies the RMSNorm weights as 1 + w where {R} reads them as w (the stored weights "
+                            "already hold the 1, or the model is no Gemma); read as w, {C} matches {R}"
+                          : "{C} applies the RMSNorm weights as 1 + w where the reference's norms come out as if they "
+                            "read them as w (the stored weights already hold the 1, or the model is no Gemma); read as "
+                            "w, {C} matches {R}";
         } else {
             snprintf(tr->note, sizeof tr->note, "the norms are %s, not RMSNorm", norm_type_name(cc->norm));
         }
@@ -775,4 +786,25 @@ int cmp_search_conventions(tlm_model *cand, const tlm_model *ref_model, const cm
         }
     }
     return 0;
+}
+
+int cmp_constant_factor(const cmp_run *a, const cmp_run *b, const char *name, double *k) {
+    const cmp_tensor *x = cmp_run_find(a, name), *y = cmp_run_find(b, name);
+    if (!x || !y || x->numel != y->numel || !x->numel) return 0;
+    double xy = 0, xx = 0, ymax = 0;
+    for (size_t i = 0; i < x->numel; i++) {
+        const double u = x->data[i], v = y->data[i];
+        if (!isfinite(u) || !isfinite(v)) continue;
+        xy += u * v, xx += u * u, ymax = fmax(ymax, fabs(v));
+    }
+    if (!(xx > 0) || !(ymax > 0)) return 0;
+    const double r = xy / xx;
+    double worst = 0;
+    for (size_t i = 0; i < x->numel; i++) {
+        const double u = x->data[i], v = y->data[i];
+        if (isfinite(u) && isfinite(v)) worst = fmax(worst, fabs(v - r * u));
+    }
+    if (worst > 1e-5 * ymax || fabs(r - 1.0) <= 1e-5) return 0;
+    *k = r;
+    return 1;
 }

@@ -151,7 +151,14 @@ typedef struct {
     const char (*unknown)[CMP_NAME];  /* keys of the file that are no point of A */
     int n_unknown;
     char note[400];           /* a remark on the result ("" none) */
+    const char *config_a, *config_b; /* both configs as the tinylm format writes them (NULL: B is a file) */
+    char factor[600];   /* the first divergence is an exact constant factor: what it is and what gives one ("") */
+    char one_side[600]; /* causes read off the points one side has and the other lacks ("") */
 } cmp_report;
+
+/* 1 when run b's point `name` is k times run a's exactly (every finite entry within 1e-5 of the largest |b|,
+ * k not 1 within 1e-5; masked entries skipped) and *k set; else 0 */
+int cmp_constant_factor(const cmp_run *a, const cmp_run *b, const char *name, double *k);
 
 /* the text report (stdout of tinylm compare) */
 void cmp_print(FILE *f, const cmp_report *r);

@@ -42,12 +42,93 @@ static void print_names(FILE *f, const char *what, const char (*names)[CMP_NAME]
     fprintf(f, "%s\n", n > 12 ? " ..." : "");
 }
 
+/* the keys that size or initialise a model without changing the logits of a sequence both can run */
+static int numerics_neutral(const char *key) {
+    return !strcmp(key, "initializer_range") || !strcmp(key, "scale_residual_init") ||
+           !strcmp(key, "max_position_embeddings");
+}
+
+/* a config value as text: a number as the shortest decimal that reads back as the same float (the config holds
+ * float32 values), anything else as JSON */
+static void value_text(const cJSON *v, char *buf, size_t cap) {
+    if (!v) {
+        snprintf(buf, cap, "(absent)");
+        return;
+    }
+    if (cJSON_IsNumber(v)) {
+        if (v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e15) {
+            snprintf(buf, cap, "%.0f", v->valuedouble);
+            return;
+        }
+        for (int p = 1; p <= 17; p++) {
+            snprintf(buf, cap, "%.*g", p, v->valuedouble);
+            if ((float)strtod(buf, NULL) == (float)v->valuedouble) return;
+        }
+        return;
+    }
+    char *t = cJSON_PrintUnformatted(v);
+    snprintf(buf, cap, "%s", t ? t : "?");
+    cJSON_free(t);
+}
+
+static cJSON *value_json(const cJSON *v) {
+    if (!v) return cJSON_CreateNull();
+    if (!cJSON_IsNumber(v)) return cJSON_Duplicate(v, 1);
+    char t[64];
+    value_text(v, t, sizeof t);
+    return cJSON_CreateNumber(strtod(t, NULL));
+}
+
+/* The keys whose values differ between A's and B's configs (each as the tinylm format writes it, every
+ * switch spelled out, so a family's defaults count as values), printed to f and/or added to arr; their count */
+static int config_diff(const cmp_report *r, FILE *f, cJSON *arr) {
+    if (!r->config_a || !r->config_b) return 0;
+    cJSON *a = cJSON_Parse(r->config_a), *b = cJSON_Parse(r->config_b);
+    int n = 0;
+    for (int side = 0; a && b && side < 2; side++)
+        for (const cJSON *it = (side ? b : a)->child; it; it = it->next) {
+            const cJSON *other = cJSON_GetObjectItemCaseSensitive(side ? a : b, it->string);
+            if (side && other) continue; /* (both have it: seen from A's side) */
+            if (other && cJSON_Compare(it, other, 1)) continue;
+            const cJSON *ia = side ? other : it, *ib = side ? it : other;
+            char va[160], vb[160];
+            value_text(ia, va, sizeof va), value_text(ib, vb, sizeof vb);
+            const int numeric = !numerics_neutral(it->string);
+            if (f)
+                fprintf(f, "  %-28s A %-18s B %-18s %s\n", it->string, va, vb,
+                        numeric ? "changes the numerics" : "does not change the logits");
+            if (arr) {
+                cJSON *d = cJSON_CreateObject();
+                cJSON_AddStringToObject(d, "key", it->string);
+                cJSON_AddItemToObject(d, "a", value_json(ia));
+                cJSON_AddItemToObject(d, "b", value_json(ib));
+                cJSON_AddBoolToObject(d, "changes_numerics", numeric);
+                cJSON_AddItemToArray(arr, d);
+            }
+            n++;
+        }
+    cJSON_Delete(a), cJSON_Delete(b);
+    return n;
+}
+
 void cmp_print(FILE *f, const cmp_report *r) {
     const cmp_result *res = r->res;
     fprintf(f, "A: %s (%s)\nB: %s (%s)\n", r->a_path, r->a_desc, r->b_path, r->b_desc);
     fprintf(f, "tokens (%d):", r->T);
     for (int i = 0; i < r->T && i < 32; i++) fprintf(f, " %d", r->tokens[i]);
     fprintf(f, "%s\n", r->T > 32 ? " ..." : "");
+    if (r->config_a && r->config_b) { /* the config diff first: what differs before any number is compared */
+        cJSON *probe = cJSON_CreateArray();
+        const int nd = config_diff(r, NULL, probe);
+        cJSON_Delete(probe);
+        if (nd) {
+            fprintf(f, "config: %d key%s differ (as the engine reads each side, family defaults included):\n", nd,
+                    nd > 1 ? "s" : "");
+            config_diff(r, f, NULL);
+        } else {
+            fprintf(f, "config: the same on both sides (as the engine reads them)\n");
+        }
+    }
     fprintf(f, "tolerance %.3g: a point diverges where max |Δ| / max |%s| exceeds it\n\n", res->tol, ref_side(r));
     /* (Δ is two bytes of UTF-8 and one column: its fields are one byte wider) */
     fprintf(f, "%-44s %-18s %12s %12s %10s %4s\n", "point", "shape", "max |Δ|", "max rel Δ", "cosine", "pos");
@@ -90,6 +171,8 @@ void cmp_print(FILE *f, const cmp_report *r) {
         }
     }
     if (r->note[0]) fprintf(f, "note: %s\n", r->note);
+    if (r->factor[0]) fprintf(f, "constant factor: %s\n", r->factor);
+    if (r->one_side[0]) fprintf(f, "one side only: %s\n", r->one_side);
     const cmp_search *s = r->search;
     if (!s) return;
     fprintf(f, "\nconvention search: each single change applied to %s, rerun, compared with %s\n", s->cand, s->ref);
@@ -148,6 +231,8 @@ int cmp_write_json(const char *path, const cmp_report *r) {
     cJSON_AddStringToObject(b, "kind", r->b_is_file ? "npz" : "model");
     cJSON *tk = cJSON_AddArrayToObject(o, "tokens");
     for (int i = 0; i < r->T; i++) cJSON_AddItemToArray(tk, cJSON_CreateNumber(r->tokens[i]));
+    if (r->config_a && r->config_b) config_diff(r, NULL, cJSON_AddArrayToObject(o, "config_diff"));
+    else cJSON_AddNullToObject(o, "config_diff");
     add_num(o, "tolerance", res->tol);
     cJSON_AddStringToObject(o, "reference", ref_side(r));
     cJSON *pts = cJSON_AddArrayToObject(o, "points");
@@ -170,6 +255,10 @@ int cmp_write_json(const char *path, const cmp_report *r) {
     if (res->first >= 0) cJSON_AddItemToObject(o, "first_divergence", point_json(&res->p[res->first]));
     else cJSON_AddNullToObject(o, "first_divergence");
     if (r->note[0]) cJSON_AddStringToObject(o, "note", r->note);
+    if (r->factor[0]) cJSON_AddStringToObject(o, "constant_factor", r->factor);
+    else cJSON_AddNullToObject(o, "constant_factor");
+    if (r->one_side[0]) cJSON_AddStringToObject(o, "one_side", r->one_side);
+    else cJSON_AddNullToObject(o, "one_side");
     const cmp_search *s = r->search;
     if (s) {
         cJSON *so = cJSON_AddObjectToObject(o, "search");

@@ -384,6 +384,16 @@ def test_conventions(T, work):
     b, _ = make_model(work, "cv_gemma_as_w", dict(GEMMA, norm_type="rmsnorm"), gp)
     expect(T, "Gemma 2 weights read with w (B) vs 1 + w (A)", g, b, "blocks.0.ln1.hook_normalized", "norm_offset",
            *ids)
+    # a Gemma checkpoint that stores the gains 1 + w (a double offset): both sides apply 1 + w, the cause says
+    # that B's weights already hold the 1, not that B applies 1 + w where A reads w
+    dp = {k: (v + 1.0 if "norm" in k else v) for k, v in gp.items()}
+    b, _ = make_model(work, "cv_gemma_double", GEMMA, dp)
+    expect(T, "Gemma weights stored as 1 + w (B) vs w (A), both 1 + w models", g, b, "blocks.0.ln1.hook_normalized",
+           "norm_offset", *ids)
+    rc, rep, out, err = compare(T, g, b, *ids)
+    text = rep and rep["search"] and rep["search"]["cause"] and rep["search"]["cause"]["text"] or ""
+    check("both apply the RMSNorm weights as 1 + w" in text and "already hold the 1" in text and
+          "where A reads" not in text, "  worded from A's and B's conventions (B adds the 1 twice)", text)
     # RoPE interleaved pairs vs halves: q/k rows left in Meta's pair order
     hd, H, KV = BASE["head_dim"], BASE["num_attention_heads"], BASE["num_key_value_heads"]
     a, ap = make_model(work, "cv_llama", BASE, seed=4)
@@ -612,5 +622,55 @@ def test_hf_snippet(T, work):
               "  only the scales, RoPE outputs, scores and pattern are missing", str(rep["missing_in_file"]))
 
 
+def test_config_diff(T, work):
+    """the config diff comes first: each key whose value differs between A and B (as the engine reads them) with
+    both values, and whether it changes the numerics; none for the same config"""
+    ids = ["--tokens", ",".join(map(str, TOKENS))]
+    a, ap = make_model(work, "cd_a", BASE, seed=8)
+    b, _ = make_model(work, "cd_b", dict(BASE, norm_eps=1e-2, rope_theta=500.0, initializer_range=0.05), ap)
+    rc, rep, out, err = compare(T, a, b, *ids)
+    diff = {d["key"]: d for d in (rep or {}).get("config_diff") or []}
+    ok = (rc == 0 and set(diff) == {"norm_eps", "rope_theta", "initializer_range"} and
+          diff["norm_eps"]["b"] == 0.01 and diff["rope_theta"]["changes_numerics"] and
+          not diff["initializer_range"]["changes_numerics"])
+    check(ok, "config diff: the keys that differ, both values, which change the numerics", json.dumps(diff))
+    text = out.split("tolerance")[0]
+    check("config: 3 keys differ" in text and "rope_theta" in text and "A 10000" in text and "B 500" in text and
+          "does not change the logits" in text, "  printed before the points", text)
+    rc, rep, out, err = compare(T, a, a, *ids)
+    check(rc == 0 and rep["config_diff"] == [] and "config: the same on both sides" in out,
+          "config diff: none for the same config", out[:300])
+
+
+def test_factor_and_one_side(T, work):
+    """an exact constant factor at the first divergence is reported as such with the convention that gives it
+    (a dropped embedding scale: 1/sqrt(32); an attention scale of 1/sqrt(2) against 1/sqrt(head_dim 8): x2), and
+    a point present on one side only is turned into a cause (a dropped QK-norm)"""
+    ids = ["--tokens", ",".join(map(str, TOKENS))]
+    g, gp = make_model(work, "cf_gemma", GEMMA, seed=11)
+    b, _ = make_model(work, "cf_gemma_noscale", dict(GEMMA, embedding_scale=False), gp)
+    rc, rep, out, err = compare(T, g, b, *ids)
+    fac = (rep or {}).get("constant_factor") or ""
+    check(rc == 0 and first(rep) == "hook_embed" and "B = %.6g x A exactly" % (32 ** -0.5) in fac and
+          "the embedding scale: A multiplies the token embedding by sqrt(hidden_size) = 5.65685" in fac and
+          "constant factor: " in out, "a dropped embedding scale: the factor 1/sqrt(d) and its convention", fac)
+    a, ap = make_model(work, "cf_llama", BASE, seed=12)
+    b, _ = make_model(work, "cf_llama_scale", dict(BASE, query_pre_attn_scalar=2.0), ap)
+    rc, rep, out, err = compare(T, a, b, *ids)
+    fac = (rep or {}).get("constant_factor") or ""
+    check(rc == 0 and first(rep) == "blocks.0.attn.hook_attn_scores" and "B = 2 x A exactly" in fac and
+          "the attention scale" in fac, "a different attention scale: the factor 2 and its convention", fac)
+    q, qp = make_model(work, "cf_qk", dict(BASE, qk_norm="head"), seed=13)
+    b, _ = make_model(work, "cf_noqk", BASE, {k: v for k, v in qp.items() if "_norm.weight" not in k or "attn." not in k})
+    rc, rep, out, err = compare(T, q, b, *ids, "--no-diagnose")
+    side = (rep or {}).get("one_side") or ""
+    check(rc == 0 and "A computes a QK-norm (q and k normed before RoPE) (blocks.0.attn.hook_q_normed) that B has not"
+          in side and "one side only: " in out, "a point on one side only: a dropped QK-norm named as the cause", side)
+    rc, rep, out, err = compare(T, a, a, *ids)
+    check(rc == 0 and rep.get("constant_factor") is None and rep.get("one_side") is None,
+          "no factor and no one-sided cause when they agree", out[-300:])
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_npz_bounded, test_formats, test_errors, test_npz, test_conventions, test_hf_snippet]))
+    sys.exit(main([test_npz_bounded, test_formats, test_errors, test_npz, test_conventions, test_hf_snippet,
+                   test_config_diff, test_factor_and_one_side]))

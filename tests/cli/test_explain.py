@@ -197,6 +197,15 @@ def test_families(tinylm, work):
         present = [a for a in absent if a in out]
         check(rc == 0 and not missing and not present, "explain %s" % name,
               "rc %d, missing %s, unexpected %s\n%s%s" % (rc, missing, present, out, err))
+        # every Hugging Face family but GPT-2 initialises as its _init_weights: normal(0, initializer_range)
+        # without residual scaling, norms at their identity (Gemma 1/2/3's 1 + w: 0); one attention-scale line
+        if cfg["model_type"] not in ("tinylm", "gpt2"):
+            init = next((ln for ln in out.splitlines() if ln.startswith("init")), "")
+            one_plus = "(1 + w) * x" in out
+            ok = ("(the family's _init_weights in transformers)" in init and "no residual scaling" in init and
+                  ("start at 0 (the 1 + w form" in init) == one_plus and
+                  sum(ln.startswith("attention scale") for ln in out.splitlines()) == (0 if "MLA" in out else 1))
+            check(ok, "  %s: the family's init rule and one attention-scale line" % name, init)
 
 
 def test_unknown_keys(tinylm, work):
@@ -298,6 +307,12 @@ def test_quantization_config(tinylm, work):
         rc, out, err = run(tinylm, "logits", "--model", d, "--ids", "1 2", "--out", os.path.join(work, "q.npy"))
         check(rc != 0 and 'quant_method "%s"' % method in err and "cannot read" in err,
               "loading a %s checkpoint is refused naming the method" % method, err)
+    # a multimodal wrapper's quantization_config sits at its top level
+    mm = dict(model_type="gemma3", quantization_config=fp8,
+              text_config=dict(model_type="gemma3_text", hidden_size=32, intermediate_size=48, num_hidden_layers=2))
+    rc, out, err = run(tinylm, "info", "--explain", "--config", write_json(work, "gemma3_fp8", mm))
+    check(rc == 0 and "quantization: fp8" in out and "model_type gemma3" in out,
+          "explain: a multimodal Gemma 3's top-level quantization_config", out + err)
     bad = dict(fp8, weight_block_size=[128, 0])
     rc, out, err = run(tinylm, "info", "--config", write_json(work, "fp8_block0", dict(DSV3_SMALL, quantization_config=bad)))
     check(rc != 0 and "weight_block_size[1]" in err, "FP8 block size 0 is an error naming the key", err)

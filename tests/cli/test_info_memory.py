@@ -155,5 +155,68 @@ def test_gguf_load_peak(T, work):
           "--dtype bf16: the llama2.c checkpoint's logits = the same model's from its Hugging Face export, bit for bit")
 
 
+def test_kv_cache_kinds(T, work):
+    """the KV cache in f32 (tinylm's), in a 2-byte type, and with the sliding layers at their window: a Gemma 2
+    shape of 4 layers (layers 0 and 2 slide, window 8), 2 kv heads x 16, --context 32:
+    f32 = 4 x 2 x 32 x 32 x 4 = 32768; 2-byte = 16384; windowed = 2 x (8 + 32) x 2 x 32 x 4 = 20480;
+    a --context past max_position_embeddings (64) is warned about; within it, not"""
+    cfg = {"model_type": "gemma2", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+           "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "max_position_embeddings": 64, "sliding_window": 8, "query_pre_attn_scalar": 16}
+    path = os.path.join(work, "gemma2_kv.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run(T, "info", "--config", path, "--context", "32")
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+(KV cache, 32 positions|KV cache, bf16 / f16|KV cache, sliding at window)\s+(\d+) bytes", line)
+        if m:
+            got[m.group(1)] = int(m.group(2))
+    want = {"KV cache, 32 positions": 32768, "KV cache, bf16 / f16": 16384, "KV cache, sliding at window": 20480}
+    check(rc == 0 and got == want and "exceeds" not in out + err, "info: the KV cache per element type and with the "
+          "sliding layers at their window", "%s\n%s%s" % (got, out, err))
+    rc, out, err = run(T, "info", "--config", path, "--context", "100")
+    check(rc == 0 and "--context 100 exceeds max_position_embeddings 64" in out and "warning" in err,
+          "info: a context past max_position_embeddings is warned about", out + err)
+
+
+def gguf_kv(key, t, payload):
+    return struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", t) + payload
+
+
+def gguf_s(v):
+    b = v.encode() if isinstance(v, str) else v
+    return struct.pack("<Q", len(b)) + b
+
+
+def test_info_metadata(T, work):
+    """info --metadata lists every metadata key of a GGUF file with its type and value; arrays by element type,
+    count and first elements; a string's control bytes escaped"""
+    kvs = [gguf_kv("general.architecture", 8, gguf_s("llama")),
+           gguf_kv("llama.block_count", 4, struct.pack("<I", 2)),
+           gguf_kv("llama.rope.freq_base", 6, struct.pack("<f", 500000.0)),
+           gguf_kv("general.size_label", 8, gguf_s(b"1B\x07\n")),
+           gguf_kv("tokenizer.ggml.add_bos_token", 7, struct.pack("<B", 1)),
+           gguf_kv("general.big", 10, struct.pack("<Q", 1 << 40)),
+           gguf_kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 5) + b"".join(gguf_s(t) for t in
+                                                                                  ["<s>", "</s>", "a", "b", "c"])),
+           gguf_kv("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 3) + struct.pack("<3f", 0.0, -1.5, 2.25)),
+           gguf_kv("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, 2) + struct.pack("<2i", 1, 3))]
+    head = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs)
+    path = os.path.join(work, "meta.gguf")
+    with open(path, "wb") as f:
+        f.write(head + b"\0" * (-len(head) % 32))
+    rc, out, err = run(T, "info", "--metadata", path)
+    want = ["9 metadata keys, 0 tensors", "general.architecture", 'string   "llama"', "llama.block_count",
+            "uint32   2", "float32  500000", '"1B\\x07\\x0a"', "bool     true", "uint64   1099511627776",
+            'array of 5 string: ["<s>", "</s>", "a", "b", ...]', "array of 3 float32: [0, -1.5, 2.25]",
+            "array of 2 int32: [1, 3]"]
+    missing = [w for w in want if w not in out]
+    check(rc == 0 and not missing, "info --metadata: every key, its type and value, arrays summarised",
+          "missing %s\n%s%s" % (missing, out, err))
+    rc, out, err = run(T, "info", "--metadata", os.path.join(work, "gemma2_kv.json"))
+    check(rc != 0 and "gemma2_kv.json" in err, "info --metadata on a non-GGUF file: an error naming it", err)
+
+
 if __name__ == "__main__":
-    sys.exit(main([test_info_memory, test_gguf_load_peak]))
+    sys.exit(main([test_info_memory, test_gguf_load_peak, test_kv_cache_kinds, test_info_metadata]))
