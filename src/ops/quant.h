@@ -95,7 +95,7 @@ void wq_dequantize_rows_bf16(int t, const void *W, int IC, int o0, int o1, uint1
 typedef enum { WQ_PRODUCTS_EXACT, WQ_PRODUCTS_INT8 } wq_products;
 void wq_set_products(wq_products p);
 wq_products wq_get_products(void);
-/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: 1 */
+/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: 1 */
 int wq_int_supported(int t);
 /* the integer kernel sets: plain C (the reference every other set equals bit for bit), AVX2
  * (vpmaddubsw), AVX-VNNI and AVX512-VNNI (vpdpbusd / vpdpwssd on 256 bits) */
