@@ -37,6 +37,7 @@
 #include "quant.h"
 #include "quant_blocks.h"
 #include "util/cpu.h"
+#include "util/profile.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -412,7 +413,10 @@ int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *b
 int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1) {
     if (wq_get_products() != WQ_PRODUCTS_INT8 || !int_shape_ok(t, IC)) return -1;
     qx_row a;
-    if (quantize_rows(t, x, 1, IC, &a)) return -1;
+    {
+        PROF_SCOPE("quantize_activations");
+        if (quantize_rows(t, x, 1, IC, &a)) return -1;
+    }
     path_fn(wq_int_path_pick())(t, y, o1, &a, 1, W, wq_row_bytes(t, IC), IC, o0, o1);
     if (bias)
         for (int o = o0; o < o1; o++) y[o] += bias[o];
