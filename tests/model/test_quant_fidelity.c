@@ -18,7 +18,11 @@
  * MODEL a tinylm checkpoint or run directory, a llama2.c .bin or a GGUF file (its f32 weights are
  * the reference), TOKENIZER a path or "model" (the one stored with it), TEXT's last 10% (what
  * `tinylm train` holds out), TOKENS positions (in windows of the model's context), TYPE q8_0,
- * q4_k, ... */
+ * q4_k, ...
+ *   test_quant_fidelity --dump FILE.gguf "ID ID ..." OUT
+ * decodes the ids one at a time under the exact and the integer products and writes the logits
+ * [T, V] as raw little-endian float32 to OUT.exact.f32 and OUT.int8.f32 (for
+ * bench/quant_vs_llamacpp.py, which compares them with llama.cpp's on the same file). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +151,34 @@ static int *tokens_of(const char *tok_path, const char *model_path, const char *
     return ids;
 }
 
+static int dump(const char *path, const char *id_text, const char *out) {
+    tlm_model *m = gguf_model_load(path);
+    if (!m) return fprintf(stderr, "%s\n", tlm_last_error()), 1;
+    int ids[4096], T = 0, rc = 0;
+    for (const char *p = id_text; *p && T < 4096;) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[T++] = (int)v, p = end;
+    }
+    for (int mode = 0; mode < 2 && !rc; mode++) {
+        wq_set_products(mode ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);
+        float *l = decode_all(m, ids, T);
+        char name[1024];
+        snprintf(name, sizeof name, "%s.%s.f32", out, mode ? "int8" : "exact");
+        FILE *f = l ? fopen(name, "wb") : NULL;
+        rc = !f || fwrite(l, sizeof(float), (size_t)T * m->cfg.vocab_size, f) != (size_t)T * m->cfg.vocab_size;
+        if (f && fclose(f)) rc = 1;
+        free(l);
+    }
+    wq_set_products(WQ_PRODUCTS_EXACT);
+    model_free(m);
+    if (rc) fprintf(stderr, "--dump: failed (%s)\n", tlm_last_error());
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--dump")) return dump(argv[2], argv[3], argv[4]);
     const int as_test = argc < 2;
     const char *model_path = as_test ? TLM_SOURCE_DIR "/data/stories260K.bin" : argv[1];
     const char *tok_path = as_test ? TLM_SOURCE_DIR "/data/tok512.bin" : argc > 2 ? argv[2] : "model";
