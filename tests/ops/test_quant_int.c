@@ -11,8 +11,8 @@
  *    2^-20 sum_k |w_k| (|x_k| + d_k)); checked against the float64 product of w with the rounded
  *    activations too, within the f32 rounding alone, which a wrong level or scale would break;
  *  - the mode: WQ_PRODUCTS_INT8 makes matvec_quant and matvec_quant_part equal the picked set's
- *    products (plus the bias), WQ_PRODUCTS_EXACT leaves them as they were; a type with no integer
- *    kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN. */
+ *    products (plus the bias) where a vector set runs (else, TLM_ISA=scalar, they stay exact),
+ *    WQ_PRODUCTS_EXACT leaves them as they were; a type with no integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +164,8 @@ static void test_mode(void) {
             CHECK(!wq_int_supported(t) && wq_int_products(WQ_INT_SCALAR, want, x, W, t, 1, IC, OC, 0, OC) < 0,
                   "F16 has no integer kernel");
             CHECK(!memcmp(y, exact, sizeof y), "F16 under WQ_PRODUCTS_INT8: widened as before");
+        } else if (wq_int_path_pick() == WQ_INT_SCALAR) { /* (no vector set: the products stay exact) */
+            CHECK(!memcmp(y, exact, sizeof y), "%s under WQ_PRODUCTS_INT8 without a vector set: exact", wq_name(t));
         } else {
             CHECK(wq_int_products(wq_int_path_pick(), want, x, W, t, N, IC, OC, 0, OC) == 0, "%s: the picked set ran",
                   wq_name(t));
@@ -180,7 +182,7 @@ static void test_mode(void) {
         matvec_quant_part(part, x + 2 * IC, W, t, bias, IC, 16, 40);
         CHECK(!memcmp(part + 16, exact + 2 * OC + 16, sizeof(float) * 24), "%s: WQ_PRODUCTS_EXACT widens again",
               wq_name(t));
-        if (t != WQ_F16) { /* a NaN, then an infinity, in one block of x */
+        if (t != WQ_F16 && wq_int_path_pick() != WQ_INT_SCALAR) { /* a NaN, then an infinity, in one block of x */
             wq_set_products(WQ_PRODUCTS_INT8);
             for (int v = 0; v < 2; v++) {
                 x[IC - 5] = v ? INFINITY : NAN;
