@@ -53,20 +53,7 @@ typedef struct {
 
 static inline float reduce8(const float l[8]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-/* the 6-bit scales and minimums of a Q4_K / Q5_K block (scale_min_k4) */
-static inline void k4_scales_mins(const uint8_t s[12], int16_t sc[8], int16_t m[8]) {
-    for (int j = 0; j < 8; j++) {
-        int a, b;
-        scale_min_k4(s, j, &a, &b);
-        sc[j] = (int16_t)a, m[j] = (int16_t)b;
-    }
-}
-/* I2 of a Q4_K / Q5_K block: sum_j m_j (the activations' sum over sub-block j of 32) */
-static inline int k4_min_sum(const int16_t m[8], const int16_t *sum16) {
-    int s = 0;
-    for (int j = 0; j < 8; j++) s += m[j] * (sum16[2 * j] + sum16[2 * j + 1]);
-    return s;
-}
+/* a Q4_K / Q5_K / Q2_K block's contribution to its lane */
 static inline void k_block_lane(float *lane, int I1, int I2, float d, float dmin, float da) {
     *lane = fmaf((float)I1, d * da, *lane);
     *lane = fmaf((float)I2, -(dmin * da), *lane);
