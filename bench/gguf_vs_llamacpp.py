@@ -7,7 +7,11 @@ loads as it is; both engines read exactly those blocks.
 
     bench/gguf_vs_llamacpp.py --peers-dir /work/shared/peers --nlc /tmp/peers/nlc
         [--tinylm build/tinylm] [--rounds 3] [--types q8_0,q4_k] [--shape stories110M] [--threads 2]
-        [--steps 256] [--prompt-tokens 512] [--work /tmp/tinylm-bench-gguf]
+        [--steps 256] [--prompt-tokens 512] [--work /tmp/tinylm-bench-gguf] [--precision auto|fp32|bf16]
+
+--shape llama-1b is the Llama-3.2-1B body (bench/make_llama2c_checkpoint.py; a 4.4 GB f32
+checkpoint made once in --work). --precision is tinylm generate's: auto (its default) decodes
+quantized weights with integer products, fp32 with the exact ones (docs/gguf.md).
 
 llama.cpp runs through node-llama-cpp's prebuilt CPU build (`--nlc`: where it was installed from
 npm, outside the repository) and the peers' llamacpp/llamacpp_bench.mjs (`--peers-dir`), with an
@@ -40,6 +44,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--work", default="/tmp/tinylm-bench-gguf")
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     a = ap.parse_args()
     types = [t for t in a.types.split(",") if t]
     lcpp = os.path.join(a.peers_dir, "llamacpp", "llamacpp_bench.mjs")
@@ -72,8 +77,9 @@ def main():
     sysinfo = subprocess.run([tinylm, "info", "--system", "--threads", str(a.threads)], capture_output=True, text=True,
                              env=env).stdout
     pick = lambda key: next((l.split(":", 1)[1].strip() for l in sysinfo.splitlines() if l.startswith(key)), "?")  # noqa
-    print("machine: %s, %d cores; tinylm kernels %s; %d threads; %s shape, %d positions decoded, %d-token prompt"
-          % (pick("cpu:"), os.cpu_count(), pick("kernels:"), a.threads, a.shape, a.steps, a.prompt_tokens))
+    print("machine: %s, %d cores; tinylm kernels %s, --precision %s; %d threads; %s shape, %d positions decoded, "
+          "%d-token prompt" % (pick("cpu:"), os.cpu_count(), pick("kernels:"), a.precision, a.threads, a.shape, a.steps,
+                               a.prompt_tokens))
     res = {(e, t): {"decode": [], "prompt": [], "rss": [], "text": None} for e in ("tinylm", "llama.cpp") for t in types}
     for r in range(a.rounds):
         with open("/proc/loadavg") as f:
@@ -81,7 +87,8 @@ def main():
         for t in types:
             g = w("%s.%s.gguf" % (a.shape, t))
             e = res[("tinylm", t)]
-            base = [tinylm, "generate", "--model", g, "--temperature", "0", "--threads", str(a.threads)]
+            base = [tinylm, "generate", "--model", g, "--temperature", "0", "--threads", str(a.threads), "--precision",
+                    a.precision]
             rc, out, err, rss = run_rss(base + ["--prompt", PROMPT, "-n", str(n_new)], env, a.timeout)
             must(rc, out, err, "tinylm generate")
             e["decode"].append(float(re.search(r"\(([0-9.]+) tok/s\); [0-9]+ threads", err).group(1)))
@@ -113,7 +120,8 @@ def main():
         a_txt, b_txt = (T["text"] or "").strip(), (L["text"] or "").strip()
         n = next((i for i, (x, y) in enumerate(zip(a_txt, b_txt)) if x != y), min(len(a_txt), len(b_txt)))
         print("  greedy text: %s" % ("identical" if a_txt == b_txt else "first %d characters agree (of %d / %d): "
-                                      "llama.cpp rounds activations to 8 bits for its dot products, tinylm does not"
+                                      "both round activations to 8-bit blocks under --precision auto, but not alike; "
+                                      "under fp32 tinylm does not round them"
                                       % (n, len(a_txt), len(b_txt))))
 
 

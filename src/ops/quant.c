@@ -24,6 +24,7 @@
 #include "ops.h"
 #include "util/cpu.h"
 #include "util/error.h"
+#include "util/profile.h"
 #include "util/f16.h"
 
 #if defined(__x86_64__)
@@ -1326,6 +1327,9 @@ void matvec_quant(float *y, const float *x, const void *W, int t, const float *b
 
 void matvec_quant_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1) {
     if (o1 <= o0) return;
+    /* (a decoding step's products as `generate --profile` shows them: timed on the step's first
+     * thread only, as its norms are) */
+    PROF_SCOPE("matvec_quant_part");
     if (t == WQ_F32 || t == WQ_BF16) { /* matvec.c's kernels, as matvec_quant */
         matvec_part(y, x, t == WQ_F32 ? W : NULL, t == WQ_BF16 ? W : NULL, bias, IC, o0, o1);
         return;

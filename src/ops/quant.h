@@ -91,11 +91,13 @@ void wq_dequantize_rows_bf16(int t, const void *W, int IC, int o0, int o1, uint1
  * products above is the activations' rounding (at most d / 2 per element); docs/gguf.md gives
  * its measured effect on a model's logits. Process-wide choice, WQ_PRODUCTS_EXACT unless set:
  * matvec_quant and matvec_quant_part then take the integer kernels for the types that have them
- * (wq_int_supported); the prompt's GEMM (more than MATVEC_MAX_ROWS rows) stays as it is. */
+ * (wq_int_supported) on CPUs with a vector set of them (AVX2 or wider; the plain C set is the
+ * reference, slower than widening, so there the products stay exact); the prompt's GEMM (more
+ * than MATVEC_MAX_ROWS rows) stays as it is. */
 typedef enum { WQ_PRODUCTS_EXACT, WQ_PRODUCTS_INT8 } wq_products;
 void wq_set_products(wq_products p);
 wq_products wq_get_products(void);
-/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: 1 */
+/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: 1 */
 int wq_int_supported(int t);
 /* the integer kernel sets: plain C (the reference every other set equals bit for bit), AVX2
  * (vpmaddubsw), AVX-VNNI and AVX512-VNNI (vpdpbusd / vpdpwssd on 256 bits) */
@@ -108,8 +110,8 @@ const char *wq_int_path_name(wq_int_path p);
  * (tests, benchmarks); -1 when p is not available, t has no integer kernel or IC is not whole blocks */
 int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int t, int N, int IC, int OC, int o0,
                     int o1);
-/* matvec_quant / matvec_quant_part through the integer kernels when the mode is WQ_PRODUCTS_INT8
- * and t has them: 0, else -1 and nothing done (the callers then widen) */
+/* matvec_quant / matvec_quant_part through the integer kernels when the mode is WQ_PRODUCTS_INT8,
+ * t has them and a vector set runs them: 0, else -1 and nothing done (the callers then widen) */
 int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC);
 int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1);
 /* what a decoding step's product of type t runs on this CPU in that mode, in words (static

@@ -17,6 +17,8 @@
  *   Q4_K / Q5_K: I1 = sum_j sc_j sum_{l in j} q a_q, I2 = sum_j m_j sum_{l in j} a_q
  *                                                    lane += I1 (d d_a); lane += I2 (-(dmin d_a))
  *   Q6_K:  I1 = sum_j sc_j sum_{l in j} (q - 32) a_q lane += I1 (d d_a)
+ *   Q2_K:  as Q4_K over 16 sub-blocks of 16 (scale sc & 15, minimum sc >> 4)
+ *   Q3_K:  I1 = sum_j (s_j - 32) sum_{l in j} (q - 4) a_q  lane += I1 (d d_a)
  * each "lane += v s" one fmaf on the integer converted to float (round to nearest), s one
  * product, into lane b % 8 of 8 running sums; the row's value is ((l0 + l1) + (l2 + l3)) +
  * ((l4 + l5) + (l6 + l7)). The scalar functions below are that definition; every vector kernel
@@ -35,6 +37,7 @@
 #include "quant.h"
 #include "quant_blocks.h"
 #include "util/cpu.h"
+#include "util/profile.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -50,20 +53,7 @@ typedef struct {
 
 static inline float reduce8(const float l[8]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-/* the 6-bit scales and minimums of a Q4_K / Q5_K block (scale_min_k4) */
-static inline void k4_scales_mins(const uint8_t s[12], int16_t sc[8], int16_t m[8]) {
-    for (int j = 0; j < 8; j++) {
-        int a, b;
-        scale_min_k4(s, j, &a, &b);
-        sc[j] = (int16_t)a, m[j] = (int16_t)b;
-    }
-}
-/* I2 of a Q4_K / Q5_K block: sum_j m_j (the activations' sum over sub-block j of 32) */
-static inline int k4_min_sum(const int16_t m[8], const int16_t *sum16) {
-    int s = 0;
-    for (int j = 0; j < 8; j++) s += m[j] * (sum16[2 * j] + sum16[2 * j + 1]);
-    return s;
-}
+/* a Q4_K / Q5_K / Q2_K block's contribution to its lane */
 static inline void k_block_lane(float *lane, int I1, int I2, float d, float dmin, float da) {
     *lane = fmaf((float)I1, d * da, *lane);
     *lane = fmaf((float)I2, -(dmin * da), *lane);
@@ -192,6 +182,38 @@ static float dot_q6_k_ref(const uint8_t *row, const qx_row *a, int nb) {
     return reduce8(lane);
 }
 
+/* Q2_K / Q3_K: element e = 128 h + 32 s + l: bits 2 s of qs[32 h + l] (and for Q3_K the third bit,
+ * bit e / 32 of hmask[l]); sub-block e / 16 */
+static float dot_k23_ref(int t, const uint8_t *row, const qx_row *a, int nb) {
+    float lane[8] = {0};
+    for (int i = 0; i < nb; i++) {
+        const int8_t *xq = a->q + QK_K * i;
+        const blk_q2_k *b2 = (const blk_q2_k *)row + i;
+        const blk_q3_k *b3 = (const blk_q3_k *)row + i;
+        const uint8_t *qs = t == WQ_Q2_K ? b2->qs : b3->qs;
+        int I1 = 0, I2 = 0;
+        for (int j = 0; j < 16; j++) {
+            int S = 0, A = 0;
+            for (int k = 0; k < 16; k++) {
+                const int e = 16 * j + k;
+                int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+                if (t == WQ_Q3_K) q = (q | ((b3->hmask[e % 32] >> (e / 32)) & 1) << 2) - 4;
+                S += q * xq[e];
+                A += xq[e];
+            }
+            if (t == WQ_Q2_K)
+                I1 += (b2->scales[j] & 15) * S, I2 += (b2->scales[j] >> 4) * A;
+            else
+                I1 += scale_q3_k(b3->scales, j) * S;
+        }
+        if (t == WQ_Q2_K)
+            k_block_lane(lane + i % 8, I1, I2, f16_at(b2->d), f16_at(b2->dmin), a->d[i]);
+        else
+            lane[i % 8] = fmaf((float)I1, f16_at(b3->d) * a->d[i], lane[i % 8]);
+    }
+    return reduce8(lane);
+}
+
 static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, const uint8_t *W, size_t row_bytes,
                             int IC, int o0, int o1) {
     for (int o = o0; o < o1; o++) {
@@ -199,6 +221,7 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
         for (int n = 0; n < N; n++)
             y[(size_t)n * OC + o] = t == WQ_Q6_K                     ? dot_q6_k_ref(row, a + n, IC / QK_K)
                                     : t == WQ_Q4_K || t == WQ_Q5_K ? dot_k4_ref(t, row, a + n, IC / QK_K)
+                                    : t == WQ_Q2_K || t == WQ_Q3_K ? dot_k23_ref(t, row, a + n, IC / QK_K)
                                                                    : dot32_ref(t, row, a + n, IC / QK);
     }
 }
@@ -238,7 +261,8 @@ typedef void (*rows_int_fn)(int t, float *y, int OC, const qx_row *a, int N, con
 
 int wq_int_supported(int t) {
     switch (t) {
-    case WQ_Q8_0: case WQ_Q4_0: case WQ_Q4_1: case WQ_Q5_0: case WQ_Q5_1: case WQ_Q4_K: case WQ_Q5_K: case WQ_Q6_K:
+    case WQ_Q8_0: case WQ_Q4_0: case WQ_Q4_1: case WQ_Q5_0: case WQ_Q5_1:
+    case WQ_Q2_K: case WQ_Q3_K: case WQ_Q4_K: case WQ_Q5_K: case WQ_Q6_K:
         return 1;
     default:
         return 0;
@@ -346,8 +370,15 @@ int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int 
     return 0;
 }
 
+/* whether matvec_quant takes the integer kernels: asked for, a type and width they read, and a
+ * vector set to run them (the plain C reference is the definition the tests hold the sets to, and
+ * about 5x slower than the plain C widening products: without AVX2 the products stay exact) */
+static int int_products_on(int t, int IC) {
+    return wq_get_products() == WQ_PRODUCTS_INT8 && int_shape_ok(t, IC) && wq_int_path_pick() != WQ_INT_SCALAR;
+}
+
 int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC) {
-    if (wq_get_products() != WQ_PRODUCTS_INT8 || !int_shape_ok(t, IC)) return -1;
+    if (!int_products_on(t, IC)) return -1;
     const rows_int_fn fn = path_fn(wq_int_path_pick());
     const size_t row_bytes = wq_row_bytes(t, IC);
     for (int n0 = 0; n0 < N; n0 += MATVEC_MAX_ROWS) {
@@ -374,9 +405,12 @@ int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *b
 }
 
 int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1) {
-    if (wq_get_products() != WQ_PRODUCTS_INT8 || !int_shape_ok(t, IC)) return -1;
+    if (!int_products_on(t, IC)) return -1;
     qx_row a;
-    if (quantize_rows(t, x, 1, IC, &a)) return -1;
+    {
+        PROF_SCOPE("quantize_activations");
+        if (quantize_rows(t, x, 1, IC, &a)) return -1;
+    }
     path_fn(wq_int_path_pick())(t, y, o1, &a, 1, W, wq_row_bytes(t, IC), IC, o0, o1);
     if (bias)
         for (int o = o0; o < o1; o++) y[o] += bias[o];
@@ -384,8 +418,10 @@ int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const flo
 }
 
 const char *wq_product_kernel(int t, wq_products mode) {
-    static _Thread_local char s[96];
-    if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t))
+    static _Thread_local char s[192];
+    if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t) && wq_int_path_pick() == WQ_INT_SCALAR)
+        snprintf(s, sizeof s, "%s (no vector integer kernels here: the exact products)", wq_widening_kernel(t));
+    else if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t))
         snprintf(s, sizeof s, "int8 x int8 dot products (%s), activations in 8-bit blocks of %d",
                  wq_int_path_name(wq_int_path_pick()), wq_block_elems(t) == QK_K ? QK_K : QK);
     else

@@ -198,15 +198,69 @@ KFN void KS(block_q6_k)(const blk_q6_k *b, const int8_t *xq, const int16_t *sum1
     *v2 = zero;
 }
 
+/* Q2_K: group s of half h (levels: bits 2s of qs[32h + l]) is, like Q6_K's, sub-blocks 8h + 2s and
+ * 8h + 2s + 1; scales in the low nibbles, minimums in the high */
+KFN void KS(block_q2_k)(const blk_q2_k *b, const int8_t *xq, const int16_t *sum16, __m256i *v1, __m256i *v2) {
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i s[8];
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++)
+            s[4 * h + g] = DOT_US(zero, _mm256_and_si256(_mm256_srli_epi16(q, 2 * g), KS(bytes)(3)),
+                                  _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * g)));
+    }
+    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales), nib = _mm_set1_epi8(15);
+    const __m128i sco = _mm_and_si128(_mm_shuffle_epi8(sc, order), nib);
+    *v1 = _mm256_add_epi32(_mm256_mullo_epi32(h0, _mm256_cvtepu8_epi32(sco)),
+                           _mm256_mullo_epi32(h1, _mm256_cvtepu8_epi32(_mm_srli_si128(sco, 8))));
+    *v2 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), nib)),
+                            _mm256_loadu_si256((const __m256i *)sum16));
+}
+
+/* Q3_K: as Q2_K, the level's third bit bit 4h + s of hmask[l], the offset of 4 applied to the
+ * activations' sums, and the signed 6-bit scales */
+KFN void KS(block_q3_k)(const blk_q3_k *b, const int8_t *xq, const int16_t *sum16, __m256i *v1, __m256i *v2) {
+    const __m256i zero = _mm256_setzero_si256(), hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    __m256i s[8];
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            const __m256i hbit = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + g), KS(bytes)(1)), 2);
+            const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * g), KS(bytes)(3)), hbit);
+            s[4 * h + g] = DOT_US(zero, u, _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * g)));
+        }
+    }
+    int8_t sc8[16];
+    for (int j = 0; j < 16; j++) sc8[j] = (int8_t)scale_q3_k(b->scales, j);
+    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    const __m128i sc = _mm_loadu_si128((const __m128i *)sc8), sco = _mm_shuffle_epi8(sc, order);
+    const __m256i acc = _mm256_add_epi32(_mm256_mullo_epi32(h0, _mm256_cvtepi8_epi32(sco)),
+                                         _mm256_mullo_epi32(h1, _mm256_cvtepi8_epi32(_mm_srli_si128(sco, 8))));
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), _mm256_loadu_si256((const __m256i *)sum16));
+    *v1 = _mm256_sub_epi32(acc, _mm256_slli_epi32(off, 2));
+    *v2 = zero;
+}
+
 #define KBLOCK_K(T, b, xq, sum16, v1, v2)                                                                             \
     (T == WQ_Q4_K   ? KS(block_q4_k)((const blk_q4_k *)(b), xq, sum16, v1, v2)                                      \
      : T == WQ_Q5_K ? KS(block_q5_k)((const blk_q5_k *)(b), xq, sum16, v1, v2)                                      \
+     : T == WQ_Q2_K ? KS(block_q2_k)((const blk_q2_k *)(b), xq, sum16, v1, v2)                                      \
+     : T == WQ_Q3_K ? KS(block_q3_k)((const blk_q3_k *)(b), xq, sum16, v1, v2)                                      \
                     : KS(block_q6_k)((const blk_q6_k *)(b), xq, sum16, v1, v2))
 
 /* one weight row of nb K blocks of type T with one quantized row: 8 blocks at a time, their I1
  * and I2 side by side after an hadd tree, scaled as 8 lanes (lane j block i + j) */
 KFN float KS(dotk)(const int T, const uint8_t *row, const qx_row *a, int nb) {
-    const int bytes = T == WQ_Q4_K ? 144 : T == WQ_Q5_K ? 176 : 210, d_at = T == WQ_Q6_K ? 208 : 0;
+    const int bytes = T == WQ_Q4_K ? 144 : T == WQ_Q5_K ? 176 : T == WQ_Q2_K ? 84 : T == WQ_Q3_K ? 110 : 210;
+    const int d_at = T == WQ_Q6_K ? 208 : T == WQ_Q2_K ? 80 : T == WQ_Q3_K ? 108 : 0;
+    const int has_min = T != WQ_Q6_K && T != WQ_Q3_K, dmin_at = d_at + 2;
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= nb; i += 8) {
@@ -216,8 +270,8 @@ KFN float KS(dotk)(const int T, const uint8_t *row, const qx_row *a, int nb) {
         const uint8_t *b = row + (size_t)i * bytes;
         const __m256 da = _mm256_loadu_ps(a->d + i);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KS(tree8)(v1)), _mm256_mul_ps(KS(scales8)(b + d_at, bytes), da), acc);
-        if (T != WQ_Q6_K) {
-            const __m256 neg = _mm256_xor_ps(_mm256_mul_ps(KS(scales8)(b + 2, bytes), da), _mm256_set1_ps(-0.0f));
+        if (has_min) {
+            const __m256 neg = _mm256_xor_ps(_mm256_mul_ps(KS(scales8)(b + dmin_at, bytes), da), _mm256_set1_ps(-0.0f));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KS(tree8)(v2)), neg, acc);
         }
     }
@@ -230,7 +284,7 @@ KFN float KS(dotk)(const int T, const uint8_t *row, const qx_row *a, int nb) {
         int I1, I2;
         KS(hsum2_i32)(v1, v2, &I1, &I2);
         lane[i % 8] = fmaf((float)I1, KS(f16)(b + d_at) * a->d[i], lane[i % 8]);
-        if (T != WQ_Q6_K) lane[i % 8] = fmaf((float)I2, -(KS(f16)(b + 2) * a->d[i]), lane[i % 8]);
+        if (has_min) lane[i % 8] = fmaf((float)I2, -(KS(f16)(b + dmin_at) * a->d[i]), lane[i % 8]);
     }
     return reduce8(lane);
 }
@@ -255,6 +309,8 @@ __attribute__((target(KT))) static void KS(rows_int)(int t, float *y, int OC, co
     case WQ_Q4_K: KROWS(KS(dotk)(WQ_Q4_K, row, a + n, IC / QK_K)) break;
     case WQ_Q5_K: KROWS(KS(dotk)(WQ_Q5_K, row, a + n, IC / QK_K)) break;
     case WQ_Q6_K: KROWS(KS(dotk)(WQ_Q6_K, row, a + n, IC / QK_K)) break;
+    case WQ_Q2_K: KROWS(KS(dotk)(WQ_Q2_K, row, a + n, IC / QK_K)) break;
+    case WQ_Q3_K: KROWS(KS(dotk)(WQ_Q3_K, row, a + n, IC / QK_K)) break;
     default: break;
     }
 #undef KROWS

@@ -16,7 +16,13 @@
  * As a measurement (docs/gguf.md's table):
  *   test_quant_fidelity MODEL TOKENIZER TEXT TOKENS TYPE ...
  * MODEL a tinylm checkpoint or run directory, a llama2.c .bin or a GGUF file (its f32 weights are
- * the reference), TOKENIZER a path or "model" (the one stored with it), TYPE q8_0, q4_k, ... */
+ * the reference), TOKENIZER a path or "model" (the one stored with it), TEXT's last 10% (what
+ * `tinylm train` holds out), TOKENS positions (in windows of the model's context), TYPE q8_0,
+ * q4_k, ...
+ *   test_quant_fidelity --dump FILE.gguf "ID ID ..." OUT
+ * decodes the ids one at a time under the exact and the integer products and writes the logits
+ * [T, V] as raw little-endian float32 to OUT.exact.f32 and OUT.int8.f32 (for
+ * bench/quant_vs_llamacpp.py, which compares them with llama.cpp's on the same file). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,17 +48,19 @@ static tlm_model *load_any(const char *path) {
     return m;
 }
 
-/* logits [T, V] of every position, decoded one token at a time */
+/* logits [T, V] of every position, decoded one token at a time (in windows of the model's
+ * context, each from an empty cache) */
 static float *decode_all(tlm_model *m, const int *ids, int T) {
-    const int V = m->cfg.vocab_size;
+    const int V = m->cfg.vocab_size, W = T < m->cfg.max_seq ? T : m->cfg.max_seq;
     float *out = malloc(sizeof(float) * (size_t)T * V);
-    kv_cache *kv = kv_cache_create(m, T);
+    kv_cache *kv = kv_cache_create(m, W);
     if (!out || !kv) {
         free(out), kv_cache_free(kv);
         return NULL;
     }
     m->kv = kv;
     for (int t = 0; t < T; t++) {
+        if (t % W == 0) kv_cache_reset(kv);
         const float *l = kv_decode_step(m, ids[t]);
         if (!l) {
             free(out), out = NULL;
@@ -124,14 +132,17 @@ static int measure(const tlm_model *ref, const float *ref_logits, const int *ids
     return rc;
 }
 
-static int *tokens_of(const char *tok_path, const char *model_path, const char *text_path, int T) {
+static int *tokens_of(const char *tok_path, const char *model_path, const char *text_path, int T, int held_out) {
     tlm_tokenizer *tok = strcmp(tok_path, "model") ? tlm_tokenizer_load(tok_path) : model_load_tokenizer(model_path);
     size_t len = 0;
     char *text = tok ? read_text_file(text_path, &len) : NULL;
     int *ids = NULL;
     size_t n = 0;
+    /* the text's last 10% (what `tinylm train` holds out for validation) when asked */
+    const size_t start = held_out ? len - len / 10 : 0;
+    len -= start;
     if (text && len > (size_t)T * 8) len = (size_t)T * 8; /* (enough text for T tokens) */
-    if (!text || tlm_tokenizer_encode(tok, text, len, 1, &ids, &n) || n < (size_t)T) {
+    if (!text || tlm_tokenizer_encode(tok, text + start, len, 1, &ids, &n) || n < (size_t)T) {
         fprintf(stderr, "tokens: %s (%zu of %d)\n", tlm_last_error(), n, T);
         free(ids), ids = NULL;
     }
@@ -140,7 +151,34 @@ static int *tokens_of(const char *tok_path, const char *model_path, const char *
     return ids;
 }
 
+static int dump(const char *path, const char *id_text, const char *out) {
+    tlm_model *m = gguf_model_load(path);
+    if (!m) return fprintf(stderr, "%s\n", tlm_last_error()), 1;
+    int ids[4096], T = 0, rc = 0;
+    for (const char *p = id_text; *p && T < 4096;) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[T++] = (int)v, p = end;
+    }
+    for (int mode = 0; mode < 2 && !rc; mode++) {
+        wq_set_products(mode ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);
+        float *l = decode_all(m, ids, T);
+        char name[1024];
+        snprintf(name, sizeof name, "%s.%s.f32", out, mode ? "int8" : "exact");
+        FILE *f = l ? fopen(name, "wb") : NULL;
+        rc = !f || fwrite(l, sizeof(float), (size_t)T * m->cfg.vocab_size, f) != (size_t)T * m->cfg.vocab_size;
+        if (f && fclose(f)) rc = 1;
+        free(l);
+    }
+    wq_set_products(WQ_PRODUCTS_EXACT);
+    model_free(m);
+    if (rc) fprintf(stderr, "--dump: failed (%s)\n", tlm_last_error());
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--dump")) return dump(argv[2], argv[3], argv[4]);
     const int as_test = argc < 2;
     const char *model_path = as_test ? TLM_SOURCE_DIR "/data/stories260K.bin" : argv[1];
     const char *tok_path = as_test ? TLM_SOURCE_DIR "/data/tok512.bin" : argc > 2 ? argv[2] : "model";
@@ -156,7 +194,7 @@ int main(int argc, char **argv) {
     }
     if (T < 2 || !nt) return fprintf(stderr, "usage: test_quant_fidelity [MODEL TOKENIZER TEXT TOKENS TYPE ...]\n"), 2;
     tlm_model *ref = load_any(model_path);
-    int *ids = ref ? tokens_of(tok_path, model_path, text_path, T) : NULL;
+    int *ids = ref ? tokens_of(tok_path, model_path, text_path, T, !as_test) : NULL;
     float *ref_logits = ids ? decode_all(ref, ids, T) : NULL;
     CHECK(ref_logits != NULL, "the reference decoded %s", model_path);
     if (!ref_logits) return 1;

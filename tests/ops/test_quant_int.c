@@ -11,8 +11,8 @@
  *    2^-20 sum_k |w_k| (|x_k| + d_k)); checked against the float64 product of w with the rounded
  *    activations too, within the f32 rounding alone, which a wrong level or scale would break;
  *  - the mode: WQ_PRODUCTS_INT8 makes matvec_quant and matvec_quant_part equal the picked set's
- *    products (plus the bias), WQ_PRODUCTS_EXACT leaves them as they were; a type with no integer
- *    kernel (Q2_K) still widens; a NaN or infinity in x makes the outputs NaN. */
+ *    products (plus the bias) where a vector set runs (else, TLM_ISA=scalar, they stay exact),
+ *    WQ_PRODUCTS_EXACT leaves them as they were; a type with no integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@
 #include "util/f16.h"
 #include "util/rng.h"
 
-static const int int_types[] = {WQ_Q8_0, WQ_Q4_0, WQ_Q4_1, WQ_Q5_0, WQ_Q5_1, WQ_Q4_K, WQ_Q5_K, WQ_Q6_K};
+static const int int_types[] = {WQ_Q8_0, WQ_Q4_0, WQ_Q4_1, WQ_Q5_0, WQ_Q5_1, WQ_Q2_K, WQ_Q3_K, WQ_Q4_K, WQ_Q5_K, WQ_Q6_K};
 #define NT (int)(sizeof int_types / sizeof int_types[0])
 
 static rng_state rng;
@@ -37,6 +37,8 @@ static void f16_fields(int t, int *d, int *m) {
     switch (t) {
     case WQ_Q4_1: case WQ_Q5_1: case WQ_Q4_K: case WQ_Q5_K: *d = 0, *m = 2; break;
     case WQ_Q6_K: *d = 208; break;
+    case WQ_Q2_K: *d = 80, *m = 82; break;
+    case WQ_Q3_K: *d = 108; break;
     default: *d = 0; break;
     }
 }
@@ -144,17 +146,26 @@ static void test_mode(void) {
     float bias[48];
     for (int o = 0; o < OC; o++) bias[o] = (float)rng_normal(&rng);
     for (int ti = 0; ti < NT + 1; ti++) {
-        const int t = ti < NT ? int_types[ti] : WQ_Q2_K;
+        const int t = ti < NT ? int_types[ti] : WQ_F16;
         uint8_t *W = random_rows(t, OC, IC);
+        if (t == WQ_F16) { /* (finite values: rows quantized from gaussians) */
+            float row[512];
+            for (int o = 0; o < OC; o++) {
+                for (int k = 0; k < IC; k++) row[k] = (float)rng_normal(&rng);
+                wq_quantize_row(t, row, W + (size_t)o * wq_row_bytes(t, IC), IC);
+            }
+        }
         float *x = random_x(N, IC), y[3 * 48], want[3 * 48], exact[3 * 48], part[48];
         wq_set_products(WQ_PRODUCTS_EXACT);
         matvec_quant(exact, x, W, t, bias, N, IC, OC);
         wq_set_products(WQ_PRODUCTS_INT8);
         matvec_quant(y, x, W, t, bias, N, IC, OC);
-        if (t == WQ_Q2_K) {
+        if (t == WQ_F16) {
             CHECK(!wq_int_supported(t) && wq_int_products(WQ_INT_SCALAR, want, x, W, t, 1, IC, OC, 0, OC) < 0,
-                  "Q2_K has no integer kernel here");
-            CHECK(!memcmp(y, exact, sizeof y), "Q2_K under WQ_PRODUCTS_INT8: widened as before");
+                  "F16 has no integer kernel");
+            CHECK(!memcmp(y, exact, sizeof y), "F16 under WQ_PRODUCTS_INT8: widened as before");
+        } else if (wq_int_path_pick() == WQ_INT_SCALAR) { /* (no vector set: the products stay exact) */
+            CHECK(!memcmp(y, exact, sizeof y), "%s under WQ_PRODUCTS_INT8 without a vector set: exact", wq_name(t));
         } else {
             CHECK(wq_int_products(wq_int_path_pick(), want, x, W, t, N, IC, OC, 0, OC) == 0, "%s: the picked set ran",
                   wq_name(t));
@@ -171,7 +182,7 @@ static void test_mode(void) {
         matvec_quant_part(part, x + 2 * IC, W, t, bias, IC, 16, 40);
         CHECK(!memcmp(part + 16, exact + 2 * OC + 16, sizeof(float) * 24), "%s: WQ_PRODUCTS_EXACT widens again",
               wq_name(t));
-        if (t != WQ_Q2_K) { /* a NaN, then an infinity, in one block of x */
+        if (t != WQ_F16 && wq_int_path_pick() != WQ_INT_SCALAR) { /* a NaN, then an infinity, in one block of x */
             wq_set_products(WQ_PRODUCTS_INT8);
             for (int v = 0; v < 2; v++) {
                 x[IC - 5] = v ? INFINITY : NAN;
