@@ -14,9 +14,9 @@ against the float64 PyTorch reference (tests/reference/tinylm_ref.py) and the pa
 5. cache.compute_head_results / stack_activation / get_neuron_results against the sublayer outputs;
 6. FactoredMatrix against dense NumPy (product, transpose, SVD, eigenvalues, norm, products,
    indexing) and model.OV / model.QK against the reference's tensors;
-7. tinylm.patching: activation patching of resid_pre and of each head's output by position (and all
-   positions) against the reference patched the same way; attribution patching against the
-   reference's gradients;
+7. tinylm.patching: activation patching of resid_pre and of each head's output, query, key, value
+   (by position and all positions) and attention pattern (whole, by destination, by weight) against
+   the reference patched the same way; attribution patching against the reference's gradients;
 8. misuse: each refused with a message naming what was wrong.
 
 usage: test_python_tl.py --lib build/libtinylm.so --work DIR"""
@@ -190,6 +190,57 @@ def check_variant(tinylm, name, cfg, opts, work, rng):
                 return x
             exp[l, h] = ref_patched("blocks.%d.attn.hook_z" % l, patch)
     close("%s: patching.get_act_patch_attn_head_out_all_pos [L, H] = the reference patched" % name, got, exp, 1e-4)
+    # q / k / v / pattern: each cell written from the reference's clean run, indexed explicitly here
+    T6 = 6
+
+    def ref_grid(point, cells, index):
+        """[L, *cells]: the reference's metric with the clean `point` of layer l patched at index(cell)"""
+        out = np.zeros((L,) + cells)
+        for l in range(L):
+            src = torch.as_tensor(rclean[point % l])
+            for cell in np.ndindex(*cells):
+                def patch(x, sel=index(cell), src=src):
+                    x = x.clone()
+                    x[sel] = src[sel]
+                    return x
+                out[(l,) + cell] = ref_patched(point % l, patch)
+        return out
+    P_ = tinylm.patching
+    by_pos = lambda c: (slice(None), c[0], c[1])          # noqa: E731  ([B, T, heads, hd]: position, head)
+    all_pos = lambda c: (slice(None), slice(None), c[0])  # noqa: E731  (every position of one head)
+    for kind, heads in (("q", H), ("k", KV), ("v", KV)):
+        pt = "blocks.%d.attn.hook_" + kind
+        close("%s: patching.get_act_patch_attn_head_%s_by_pos [L, T, %d] = the reference patched" % (name, kind, heads),
+              getattr(P_, "get_act_patch_attn_head_%s_by_pos" % kind)(model, bad_ids, clean_cache, metric),
+              ref_grid(pt, (T6, heads), by_pos), 1e-4)
+        close("%s: patching.get_act_patch_attn_head_%s_all_pos [L, %d] = the reference patched" % (name, kind, heads),
+              getattr(P_, "get_act_patch_attn_head_%s_all_pos" % kind)(model, bad_ids, clean_cache, metric),
+              ref_grid(pt, (heads,), all_pos), 1e-4)
+    pt = "blocks.%d.attn.hook_pattern"  # [B, H, T_dest, T_src]
+    pat_all = P_.get_act_patch_attn_head_pattern_all_pos(model, bad_ids, clean_cache, metric)
+    close("%s: patching.get_act_patch_attn_head_pattern_all_pos [L, H] = the reference patched" % name, pat_all,
+          ref_grid(pt, (H,), lambda c: (slice(None), c[0])), 1e-4)
+    pat_pos = P_.get_act_patch_attn_head_pattern_by_pos(model, bad_ids, clean_cache, metric)
+    close("%s: patching.get_act_patch_attn_head_pattern_by_pos [L, H, T] = the reference patched" % name, pat_pos,
+          ref_grid(pt, (H, T6), lambda c: (slice(None), c[0], c[1])), 1e-4)
+    close("%s: patching.get_act_patch_attn_head_pattern_dest_src_pos [L, H, T, T] = the reference patched" % name,
+          P_.get_act_patch_attn_head_pattern_dest_src_pos(model, bad_ids, clean_cache, metric),
+          ref_grid(pt, (H, T6, T6), lambda c: (slice(None), c[0], c[1], c[2])), 1e-4)
+    if KV == H:
+        every = P_.get_act_patch_attn_head_all_pos_every(model, bad_ids, clean_cache, metric)
+        parts = [P_.get_act_patch_attn_head_out_all_pos, P_.get_act_patch_attn_head_q_all_pos,
+                 P_.get_act_patch_attn_head_k_all_pos, P_.get_act_patch_attn_head_v_all_pos]
+        check(every.shape == (5, L, H) and all(np.array_equal(every[i], f(model, bad_ids, clean_cache, metric))
+                                               for i, f in enumerate(parts)) and np.array_equal(every[4], pat_all),
+              "%s: get_act_patch_attn_head_all_pos_every = out, q, k, v, pattern stacked" % name)
+        every = P_.get_act_patch_attn_head_by_pos_every(model, bad_ids, clean_cache, metric)
+        check(every.shape == (5, L, T6, H) and np.array_equal(every[4], np.swapaxes(pat_pos, 1, 2)) and np.array_equal(
+            every[1], P_.get_act_patch_attn_head_q_by_pos(model, bad_ids, clean_cache, metric)),
+            "%s: get_act_patch_attn_head_by_pos_every [5, L, T, H] (the pattern's [L, H, T] moved to [L, T, H])" % name)
+    else:
+        raises("%s: get_act_patch_attn_head_all_pos_every with grouped-query attention" % name,
+               lambda: P_.get_act_patch_attn_head_all_pos_every(model, bad_ids, clean_cache, metric), ValueError,
+               ["%d key/value heads" % KV])
     names = ["blocks.%d.hook_resid_pre" % l for l in range(L)] + ["blocks.%d.attn.hook_z" % l for l in range(L)]
     _, rbad = ref.run_hooked(np.array([bad_ids]), names=set(names),
                              backward=lambda lg: lg[0, -1, good_tok] - lg[0, -1, bad_tok])
