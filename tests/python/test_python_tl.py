@@ -13,7 +13,7 @@ against the float64 PyTorch reference (tests/reference/tinylm_ref.py) and the pa
 4. persistent hooks: add_hook / reset_hooks (is_permanent), the hooks() context, backward add_hook;
 5. cache.compute_head_results / stack_activation / get_neuron_results against the sublayer outputs;
 6. FactoredMatrix against dense NumPy (product, transpose, SVD, eigenvalues, norm, products,
-   indexing) and model.OV / model.QK against the reference's tensors;
+   indexing, collapse_l / collapse_r, make_even, unsqueeze) and model.OV / model.QK against the reference's tensors;
 7. tinylm.patching: activation patching of resid_pre and of each head's output, query, key, value
    (by position and all positions) and attention pattern (whole, by destination, by weight) against
    the reference patched the same way; attribution patching against the reference's gradients;
@@ -142,6 +142,9 @@ def check_variant(tinylm, name, cfg, opts, work, rng):
     close("%s: OV[l, h].AB = W_V[l, kv(h)] @ W_O[l, h]" % name, OV[L - 1, H - 1].AB, WV[L - 1, rep[H - 1]] @ WO[L - 1, H - 1],
           1e-5)
     close("%s: QK[l, h].AB = W_Q[l, h] @ W_K[l, kv(h)]^T" % name, QK[0, 1].AB, WQ[0, 1] @ WK[0, rep[1]].T, 1e-5)
+    ov = WV[L - 1, rep[H - 1]] @ WO[L - 1, H - 1]
+    cl = OV[L - 1, H - 1].collapse_l()
+    close("%s: OV[l, h].collapse_l() [d_head, d]: its Gram = (W_V W_O)^T (W_V W_O)" % name, cl.T @ cl, ov.T @ ov, 1e-5)
 
     # 7. patching against the reference patched the same way
     clean = rng.integers(0, c["vocab_size"], 6).astype(np.int32)
@@ -282,6 +285,25 @@ def factored_matrix(tinylm):
     check(np.allclose(f[1].AB, (A @ B)[1]) and np.allclose(f[1:, 2:5].AB, (A @ B)[1:, 2:5])
           and np.allclose(f[0, 3], (A @ B)[0, 3]) and np.allclose(f.get_corner(2), (A @ B)[:, :2, :2]),
           "FactoredMatrix: indexing, get_corner")
+    # collapse_l / collapse_r: AB without one orthogonal factor, so their Gram matrices are AB's (sign-free)
+    AB, tr = A @ B, lambda x: np.swapaxes(x, -1, -2)
+    cl, cr = f.collapse_l(), f.collapse_r()
+    check(cl.shape == (3, 4, 6) and cr.shape == (3, 7, 4) and np.allclose(tr(cl) @ cl, tr(AB) @ AB)
+          and np.allclose(cr @ tr(cr), AB @ tr(AB)) and np.allclose(cl @ tr(cl), np.apply_along_axis(
+              np.diag, -1, np.linalg.svd(AB, compute_uv=False)[..., :4] ** 2)),
+          "FactoredMatrix: collapse_l() [.., k, rdim] (Gram = AB^T AB, rows orthogonal with norms S), "
+          "collapse_r() [.., ldim, k] (Gram = AB AB^T)")
+    check(np.allclose(f.U @ cl, AB) and np.allclose(cr @ tr(f.Vh), AB), "FactoredMatrix: U @ collapse_l() = AB = "
+          "collapse_r() @ Vh^T")
+    e = f.make_even()
+    check(np.allclose(e.AB, AB) and np.allclose(tr(e.A) @ e.A, e.B @ tr(e.B)), "FactoredMatrix: make_even() keeps AB, "
+          "A^T A = B B^T")
+    u0, u1, um = f.unsqueeze(0), f.unsqueeze(1), f.unsqueeze(-3)
+    check(u0.shape == (1, 3, 7, 6) and np.allclose(u0.AB, AB[None]) and u1.shape == (3, 1, 7, 6)
+          and np.allclose(u1.AB, AB[:, None]) and um.shape == (3, 1, 7, 6) and np.allclose((u1 @ M).AB, (AB @ M)[:, None]),
+          "FactoredMatrix: unsqueeze(0), unsqueeze(1), unsqueeze(-3) = np.expand_dims of AB")
+    raises("FactoredMatrix: unsqueeze on a matrix axis is refused", lambda: f.unsqueeze(-1), ValueError,
+           ["leading axis"])
     raises("FactoredMatrix: factors that do not chain are refused", lambda: FM(A, A), ValueError, ["chain"])
 
 
