@@ -11,6 +11,8 @@ against the float64 PyTorch reference (tests/reference/tinylm_ref.py) and the pa
    generate(max_new_tokens=, do_sample=False), to_tokens / to_string / to_single_token,
    logit_attrs with string tokens;
 4. persistent hooks: add_hook / reset_hooks (is_permanent), the hooks() context, backward add_hook;
+   hook.ctx from a forward hook to the backward hook (against the reference's activation . gradient),
+   clear_contexts; per-call prepend_bos= / padding_side= against tokenizing that way first;
 5. cache.compute_head_results / stack_activation / get_neuron_results against the sublayer outputs;
 6. FactoredMatrix against dense NumPy (product, transpose, SVD, eigenvalues, norm, products,
    indexing, collapse_l / collapse_r, make_even, unsqueeze) and model.OV / model.QK against the reference's tensors;
@@ -247,6 +249,41 @@ def check_variant(tinylm, name, cfg, opts, work, rng):
     names = ["blocks.%d.hook_resid_pre" % l for l in range(L)] + ["blocks.%d.attn.hook_z" % l for l in range(L)]
     _, rbad = ref.run_hooked(np.array([bad_ids]), names=set(names),
                              backward=lambda lg: lg[0, -1, good_tok] - lg[0, -1, bad_tok])
+    # hook.ctx: a forward hook keeps the activation, the backward hook of the same point multiplies it
+    # by its gradient (TransformerLens' idiom); = the reference's activation . its autograd gradient
+    seen = {}
+
+    def keep(a, hook):
+        hook.ctx["act"] = np.array(a, np.float64)
+
+    def use(g, hook):
+        seen[hook.name] = (hook.ctx["act"] * g).sum(-1)
+    model.run_with_hooks(bad_ids, fwd_hooks=[(n, keep) for n in names], bwd_hooks=[(n, use) for n in names],
+                         metric=(-1, good_tok, bad_tok))
+    close("%s: hook.ctx from the forward hook to the backward hook: activation . gradient = the reference's" % name,
+          np.stack([seen[n] for n in names[:L]]), np.stack([(rbad[n][0] * rbad[n + "_grad"][0]).sum(-1)
+                                                           for n in names[:L]]), 2e-4)
+    close("%s: hook.ctx per head (hook_z) = the reference's" % name, np.stack([seen[n] for n in names[L:]]),
+          np.stack([(rbad[n][0] * rbad[n + "_grad"][0]).sum(-1) for n in names[L:]]), 2e-4)
+    hp = model.hook_points[names[0]]
+    kept = "act" in hp.ctx and np.array_equal(hp.ctx["act"], np.array(rbad[names[0]][0], np.float32))
+    model.clear_contexts()
+    check(kept and hp.ctx == {}, "%s: hook.ctx outlives the call (the last activation) until clear_contexts()" % name)
+    model.run_with_hooks(bad_ids, fwd_hooks=[(names[0], keep)])
+    kept = "act" in hp.ctx
+    model.reset_hooks()
+    cleared_reset = hp.ctx == {}
+    model.run_with_hooks(bad_ids, fwd_hooks=[(names[0], keep)])
+    model.reset_hooks(clear_contexts=False)
+    kept2 = "act" in hp.ctx
+    model.run_with_hooks(bad_ids, fwd_hooks=[(names[0], keep)], clear_contexts=True)
+    cleared_run = hp.ctx == {}
+    with model.hooks(fwd_hooks=[(names[0], keep)], clear_contexts=True):
+        model(bad_ids)
+        inside = "act" in hp.ctx
+    check(kept and cleared_reset and kept2 and cleared_run and inside and hp.ctx == {},
+          "%s: reset_hooks() clears hook.ctx (clear_contexts=False keeps it); run_with_hooks(clear_contexts=True) "
+          "and hooks(clear_contexts=True) clear it after" % name)
     a_res = tinylm.patching.get_attr_patch_resid_pre(model, clean, bad_ids, (-1, good_tok, bad_tok))
     e_res = np.stack([((rclean[n][0] - rbad[n][0]) * rbad[n + "_grad"][0]).sum(-1) for n in names[:L]])
     close("%s: patching.get_attr_patch_resid_pre = (clean - corrupted) . the reference's gradient" % name, a_res,
@@ -366,6 +403,34 @@ def main():
           and np.array_equal(m.to_tokens(texts, padding_side="left"), m.tokenize_batch(texts, padding_side="left")[0]),
           "to_tokens(text) [1, T], to_tokens([texts]) = tokenize_batch's ids")
     check(m.to_str_tokens(texts) == [m.to_str_tokens(t) for t in texts], "to_str_tokens([texts]): a list per text")
+    # per-call prepend_bos= / padding_side= (TransformerLens' forward keywords): as tokenizing that way first
+    nob = m.tokenize(text, bos=False)
+    texts2 = ["Lily went to", "Once upon a time, there was"]  # (two lengths: the padding side matters)
+    lids, lmask = m.tokenize_batch(texts2, padding_side="left")
+    nids, nmask = m.tokenize_batch(texts2, bos=False)
+    check(nob.size == ids.size - 1 and np.array_equal(m(text, prepend_bos=False), m(nob))
+          and np.array_equal(m(text, prepend_bos=True), m(ids)) and np.array_equal(
+              m(texts2, padding_side="left"), m(lids, attention_mask=lmask)) and not np.array_equal(
+              m(texts2, padding_side="left"), m(texts2)) and nob[0] != m.bos
+          and np.array_equal(m(texts2, prepend_bos=False), m(nids, attention_mask=nmask)),
+          "model(text, prepend_bos=False) = model(tokenize(bos=False)); model([texts], padding_side='left') = left-padded "
+          "ids with their mask")
+    check(m(text, return_type="loss", prepend_bos=False) == m.loss(nob)
+          and np.array_equal(m.loss(texts2, per_token=True, padding_side="left"),
+                             m.loss(lids, attention_mask=lmask, per_token=True), equal_nan=True)
+          and np.array_equal(m.run_with_hooks(text, prepend_bos=False), m(nob))
+          and np.array_equal(m.run_with_cache(texts2, names=["blocks.1.hook_resid_post"], padding_side="left")[1][
+              "resid_post", 1], m.run_with_cache(lids, names=["blocks.1.hook_resid_post"], attention_mask=lmask)[1][
+              "resid_post", 1])
+          and np.array_equal(m.param_grads(text, names="embed.weight", prepend_bos=False)["embed.weight"],
+                             m.param_grads(nob, names="embed.weight")["embed.weight"])
+          and m.to_str_tokens(text, prepend_bos=False) == m.to_str_tokens(nob),
+          "prepend_bos= / padding_side= in loss, run_with_hooks, run_with_cache, param_grads, to_str_tokens")
+    # (the left-padded shorter text's real positions = that text alone)
+    row = m(texts2, padding_side="left")[0]
+    alone = m(texts2[0])
+    check(rel_err(row[-alone.shape[0]:], alone) < 1e-5, "model([texts], padding_side='left'): the shorter text's real "
+          "positions = the text alone (err %.1e)" % rel_err(row[-alone.shape[0]:], alone))
     check(m.to_string(ids) == m.decode(ids) and m.to_string(bids) == [m.decode(r) for r in bids],
           "to_string([T]) a text, to_string([B, T]) a list")
     lily = m.tokenize("Lily", bos=False)
@@ -426,6 +491,11 @@ def main():
     raises("a text with attention_mask= is refused", lambda: m(text, attention_mask=np.ones(3, bool)), ValueError,
            ["attention_mask"])
     raises("return_type='tokens' is refused", lambda: m(ids, return_type="tokens"), ValueError, ["return_type"])
+    raises("prepend_bos= with ids is refused", lambda: m(ids, prepend_bos=False), ValueError, ["prepend_bos", "ids"])
+    raises("padding_side= with ids is refused", lambda: m.run_with_cache(bids, padding_side="left"), ValueError,
+           ["padding_side"])
+    raises("padding_side='middle' is refused", lambda: m(texts, padding_side="middle"), ValueError, ["padding_side"])
+    raises("prepend_bos='no' is refused", lambda: m.loss(text, prepend_bos="no"), TypeError, ["prepend_bos"])
     raises("add_hook on an unknown point", lambda: m.add_hook("blocks.0.hook_nothing", steer), KeyError,
            ["hook_nothing"])
     raises("add_hook(dir='up')", lambda: m.add_hook("hook_embed", steer, dir="up"), ValueError, ["dir"])
