@@ -127,6 +127,13 @@ class HookPoint:
         self.positions = None
         # the pass's attention mask (bool [B, T], True at real tokens) when one was given, else None
         self.attention_mask = None
+        # TransformerLens' hook context: a dict the hook functions of this point share, across the
+        # forward and backward of a call and across calls, until clear_context() / model.clear_contexts()
+        # (or reset_hooks(), run_with_hooks(clear_contexts=True), hooks(clear_contexts=True)) empties it
+        self.ctx = {}
+
+    def clear_context(self):
+        self.ctx = {}
 
     def layer(self):
         return int(self.name.split(".")[1]) if self.name.startswith("blocks.") else None
@@ -682,15 +689,17 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
 
     # ---- running ---------------------------------------------------------------------------
 
-    def __call__(self, ids, fwd_hooks=None, attention_mask=None, return_type="logits", loss_per_token=False):
+    def __call__(self, ids, fwd_hooks=None, attention_mask=None, return_type="logits", loss_per_token=False,
+                 prepend_bos=None, padding_side=None):
         """Logits [T, vocab] (or [B, T, vocab] for [B, T] ids), float32. attention_mask (bool like
         ids, from tokenize_batch; left and/or right padding): no real token attends to a pad and
         positions count from each row's first real token, so the real positions' logits are each
         text's own (the pads' are meaningless). ids may be a text (tokenized with BOS) or a list of
         texts (tokenize_batch's right padding, with its mask), as everywhere ids are taken.
         return_type (TransformerLens'): "logits", "loss" (loss(); loss_per_token=True: per position),
-        "both" ((logits, loss) of one pass) or None."""
-        ids, attention_mask = self._text_input(ids, attention_mask, "forward")
+        "both" ((logits, loss) of one pass) or None. prepend_bos= / padding_side=: how texts are
+        tokenized (TransformerLens' per-call keywords; None: BOS, right padding)."""
+        ids, attention_mask = self._text_input(ids, attention_mask, "forward", prepend_bos, padding_side)
         if return_type not in ("logits", "loss", "both", None):
             raise ValueError("forward: return_type = %r; 'logits', 'loss', 'both' or None" % (return_type,))
         if return_type in ("loss", "both"):
@@ -702,7 +711,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
 
     forward = __call__
 
-    def param_grads(self, ids, names=None, metric=None, attention_mask=None, bwd_hooks=()):
+    def param_grads(self, ids, names=None, metric=None, attention_mask=None, bwd_hooks=(), prepend_bos=None,
+                    padding_side=None):
         """{parameter name (docs/tensors.md, model.param_names): gradient}, float32 copies shaped
         as the parameter, of the loss (mean next-token cross-entropy; attention_mask as loss()) or,
         with metric= (as run_with_cache's: (pos, good, bad), an array, a tinylm.metrics metric or a
@@ -714,7 +724,7 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         unknown = [n for n in table if n not in set(self.param_names)]
         if unknown:
             raise KeyError("param_grads: no parameter named %r (model.param_names lists them)" % unknown[0])
-        ids, attention_mask = self._text_input(ids, attention_mask, "param_grads")
+        ids, attention_mask = self._text_input(ids, attention_mask, "param_grads", prepend_bos, padding_side)
         ids2, _ = self._ids2(ids, "param_grads")
         how, targets = self._backward_how(ids2, metric, attention_mask, "param_grads")
         bwd = self._bwd_table(bwd_hooks)
@@ -734,13 +744,13 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                     out[name] = (-1,)
         return out
 
-    def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False):
+    def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False, prepend_bos=None, padding_side=None):
         """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens).
         attention_mask (bool like ids, from tokenize_batch; left and/or right padding): the pass
         honours it (as model()) and positions that are pads or whose next token is a pad are left
         out of the mean. per_token=True: the loss of each position instead, float32 [.., T-1]
         (NaN where left out), from the pass's logits in float64."""
-        ids, attention_mask = self._text_input(ids, attention_mask, "loss")
+        ids, attention_mask = self._text_input(ids, attention_mask, "loss", prepend_bos, padding_side)
         return self._logits_loss(ids, fwd_hooks, attention_mask, per_token, "loss")[1]
 
     def _logits_loss(self, ids, fwd_hooks, attention_mask, per_token, what):
@@ -762,7 +772,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         out = np.where(t >= 0, lse - picked, np.nan).astype(np.float32)
         return (out_logits[0], out[0]) if squeeze else (out_logits, out)
 
-    def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False, attention_mask=None, bwd_hooks=(), metric=None):
+    def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False, attention_mask=None, bwd_hooks=(), metric=None,
+                       prepend_bos=None, padding_side=None, clear_contexts=False):
         """Logits with fwd_hooks = [(name or name -> bool, fn(activation, hook))] attached: fn sees
         the activation (its own copy of the engine's buffer) and may return a replacement of the
         same shape (or change it in place); the pass continues from it.
@@ -771,8 +782,21 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         as run_with_cache's), and fn sees the gradient at that point as it flows back and may edit
         it in place or return a replacement: everything upstream (earlier points, the parameters'
         gradients) is computed from what it leaves — TransformerLens' backward hooks, whose
-        backward is `loss.backward()`. attention_mask: as model()."""
-        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_hooks")
+        backward is `loss.backward()`. attention_mask: as model(). hook.ctx (a dict per hook point) carries
+        what a forward hook keeps to the backward hook of the same point; clear_contexts=True empties
+        every point's ctx after the call."""
+        if not isinstance(clear_contexts, bool):
+            raise TypeError("run_with_hooks: clear_contexts must be True or False")
+        try:
+            return self._run_with_hooks(ids, fwd_hooks, return_loss, attention_mask, bwd_hooks, metric, prepend_bos,
+                                        padding_side)
+        finally:
+            if clear_contexts:
+                self.clear_contexts()
+
+    def _run_with_hooks(self, ids, fwd_hooks, return_loss, attention_mask, bwd_hooks, metric, prepend_bos,
+                        padding_side):
+        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_hooks", prepend_bos, padding_side)
         fwd, writes = self._fwd_table(fwd_hooks)
         bwd = self._bwd_table(bwd_hooks, persistent=False)
         if bwd or metric is not None:  # (add_hook's backward hooks join a backward the call runs anyway)
@@ -790,7 +814,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         return (logits, loss) if return_loss else logits
 
     def run_with_cache(self, ids, names=None, backward=False, metric=None, fwd_hooks=(), attention_mask=None,
-                       bwd_hooks=(), names_filter=None, remove_batch_dim=False, return_cache_object=True):
+                       bwd_hooks=(), names_filter=None, remove_batch_dim=False, return_cache_object=True,
+                       prepend_bos=None, padding_side=None):
         """(logits, cache): cache {hook name: activation copy} for the selected names (None: all;
         a list; a callable name -> bool). backward=True also differentiates the loss (or metric=:
         (pos, good, bad) for logits[pos, good] - logits[pos, bad], an array d metric / d logits,
@@ -803,12 +828,12 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         hook_scale 1, so that the cache's helpers give 0 there); cache.attention_mask keeps it.
         TransformerLens' keywords: names_filter= (as names=), remove_batch_dim=True (ids [1, T] or one
         text in a list: the cache's arrays without the batch axis; the logits keep it),
-        return_cache_object=False (a plain dict)."""
+        return_cache_object=False (a plain dict), prepend_bos= / padding_side= (as model())."""
         if names_filter is not None:
             if names is not None:
                 raise TypeError("run_with_cache: names= and names_filter= are one argument; give one")
             names = names_filter
-        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_cache")
+        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_cache", prepend_bos, padding_side)
         if not isinstance(remove_batch_dim, bool):
             raise TypeError("run_with_cache: remove_batch_dim must be True or False")
         if remove_batch_dim:

@@ -251,21 +251,32 @@ class TransformerLensMixin:
             raise ValueError("to_single_token: %r is %d tokens %r, not one" % (string, ids.size, pieces))
         return int(ids[0])
 
-    def _text_input(self, ids, attention_mask, what):
+    def _text_input(self, ids, attention_mask, what, prepend_bos=None, padding_side=None):
         """(ids, attention_mask) from what a call was given: a text (tokenized with BOS) or a list of texts
-        (tokenize_batch: right padding, the mask made here), else the ids and mask as given"""
+        (tokenize_batch: right padding, the mask made here), else the ids and mask as given.
+        TransformerLens' per-call prepend_bos= (True / False; None: BOS) and padding_side= ("right" /
+        "left"; None: right) say how texts are tokenized; with ids they are refused (ids are used as given)."""
+        if prepend_bos is not None and not isinstance(prepend_bos, bool):
+            raise TypeError("%s: prepend_bos must be True, False or None, got %r" % (what, prepend_bos))
+        if padding_side not in (None, "right", "left"):
+            raise ValueError("%s: padding_side=%r; must be 'right', 'left' or None" % (what, padding_side))
+        bos = True if prepend_bos is None else prepend_bos
         if isinstance(ids, str):
             if attention_mask is not None:
                 raise ValueError("%s: attention_mask= with a text: the text gives its own tokens" % what)
-            t = self.tokenize(ids)
+            t = self.tokenize(ids, bos=bos)
             if t.size == 0:
                 raise ValueError("%s: the text gives no tokens" % what)
             return t, None
         if isinstance(ids, (list, tuple)) and ids and all(isinstance(t, str) for t in ids):
             if attention_mask is not None:
                 raise ValueError("%s: attention_mask= with a list of texts: they are padded here, with their mask" % what)
-            t, m = self.tokenize_batch(list(ids))
+            t, m = self.tokenize_batch(list(ids), bos=bos, padding_side=padding_side or "right")
             return t, (m if not m.all() else None)
+        for key, v in (("prepend_bos", prepend_bos), ("padding_side", padding_side)):
+            if v is not None:
+                raise ValueError("%s: %s= applies to texts; these are token ids, used as given (tokenize them with "
+                                 "to_tokens(texts, %s=...))" % (what, key, key))
         return ids, attention_mask
 
     # ---- persistent hooks --------------------------------------------------------------------------
@@ -297,16 +308,25 @@ class TransformerLensMixin:
         self._hook_lists()[dir].append(entry)
         return entry
 
-    def reset_hooks(self, including_permanent=False):
-        """removes the hooks add_hook attached (the permanent ones too with including_permanent=True)"""
+    def clear_contexts(self):
+        """empties every hook point's hook.ctx (TransformerLens' clear_contexts)"""
+        for hp in self.hook_points.values():
+            hp.clear_context()
+
+    def reset_hooks(self, including_permanent=False, clear_contexts=True):
+        """removes the hooks add_hook attached (the permanent ones too with including_permanent=True);
+        clear_contexts=True (TransformerLens' default) also empties every hook.ctx"""
+        if clear_contexts:
+            self.clear_contexts()
         lists = self._hook_lists()
         for d in ("fwd", "bwd"):
             lists[d][:] = [e for e in lists[d] if e[2] and not including_permanent]
 
     @contextlib.contextmanager
-    def hooks(self, fwd_hooks=(), bwd_hooks=(), reset_hooks_end=True):
+    def hooks(self, fwd_hooks=(), bwd_hooks=(), reset_hooks_end=True, clear_contexts=False):
         """`with model.hooks(fwd_hooks=[(name, fn)], bwd_hooks=[...]):` the hooks attached to every call
-        inside the block (as add_hook), removed when it ends (reset_hooks_end=False keeps them)"""
+        inside the block (as add_hook), removed when it ends (reset_hooks_end=False keeps them);
+        clear_contexts=True also empties every hook.ctx then (with reset_hooks_end)"""
         added = []
         try:
             for d, items in (("fwd", fwd_hooks), ("bwd", bwd_hooks)):
@@ -321,6 +341,8 @@ class TransformerLensMixin:
                 for d, e in added:
                     if e in lists[d]:
                         lists[d].remove(e)
+                if clear_contexts:
+                    self.clear_contexts()
 
     def _persistent_hooks(self, d):
         return [(n, f) for n, f, _ in self._hook_lists()[d]]

@@ -7,6 +7,7 @@ the product.
     OV[1, 3].AB                        # the product itself, [d, d]
     U, S, Vh = OV[1, 3].svd()          # AB = U @ diag(S) @ Vh.T (TransformerLens' convention: Vh is V)
     (model.W_E @ OV[1, 3] @ model.W_U)  # a FactoredMatrix [V, V], still rank d_head
+    OV[1, 3].collapse_l()              # S Vh^T, [d_head, d]: the product without U (AB = U @ it)
 
 Leading axes broadcast as NumPy does; float64 results where the factors are (float32 stays float32).
 """
@@ -146,6 +147,36 @@ class FactoredMatrix:
     def eigenvalues(self):
         """the eigenvalues of BA ([..., mdim], complex): AB's non-zero ones (AB's others are 0)"""
         return np.linalg.eigvals(self.BA)
+
+    def collapse_l(self):
+        """S[..., :, None] * Vh^T, [..., k, rdim]: AB without its left orthogonal factor (AB = U @ collapse_l()),
+        so collapse_l()^T collapse_l() = (AB)^T AB"""
+        _, S, V = self.svd()
+        return S[..., :, None] * np.swapaxes(V, -1, -2)
+
+    def collapse_r(self):
+        """U * S[..., None, :], [..., ldim, k]: AB without its right orthogonal factor (AB = collapse_r() @ Vh^T)"""
+        U, S, _ = self.svd()
+        return U * S[..., None, :]
+
+    def make_even(self):
+        """the same product as the factors U sqrt(S) and sqrt(S) Vh^T (each factor carries half of the
+        singular values: A^T A = B B^T = diag(S)), inner dimension k"""
+        U, S, V = self.svd()
+        r = np.sqrt(S)
+        return FactoredMatrix(U * r[..., None, :], np.swapaxes(V * r[..., None, :], -1, -2))
+
+    def unsqueeze(self, k):
+        """a new axis of length 1 at position k of the leading axes (both factors get it): k in 0..ndim-2,
+        or negative, counted from the end of the new shape, in -(ndim+1)..-3 (the matrix axes stay last)"""
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise TypeError("FactoredMatrix.unsqueeze: k must be an integer, got %r" % (k,))
+        pos = k if k >= 0 else k + self.ndim + 1
+        if not 0 <= pos <= self.ndim - 2:
+            raise ValueError("FactoredMatrix.unsqueeze(%d): the new axis must be a leading axis of a shape with %d "
+                             "axes (0..%d, or -%d..-3); the last two are the matrix's" % (k, self.ndim, self.ndim - 2,
+                                                                                         self.ndim + 1))
+        return FactoredMatrix(np.expand_dims(self.A, pos), np.expand_dims(self.B, pos))
 
     def norm(self):
         """the Frobenius norm of AB, [...]"""

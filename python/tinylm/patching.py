@@ -5,11 +5,16 @@ names them, over Model.run_with_hooks and run_with_cache.
     metric = lambda logits: float(logits[-1, lily] - logits[-1, tim])
     r = tinylm.patching.get_act_patch_resid_pre(model, corrupted_ids, clean_cache, metric)   # [L, T]
     h = tinylm.patching.get_act_patch_attn_head_out_by_pos(model, corrupted_ids, clean_cache, metric)  # [L, T, H]
+    q = tinylm.patching.get_act_patch_attn_head_q_all_pos(model, corrupted_ids, clean_cache, metric)   # [L, H]
+    p = tinylm.patching.get_act_patch_attn_head_pattern_by_pos(model, corrupted_ids, clean_cache, metric)  # [L, H, T]
     a = tinylm.patching.get_attr_patch_resid_pre(model, clean_ids, corrupted_ids, (-1, lily, tim))     # [L, T]
 
 Activation patching: one forward of the corrupted ids per cell, with the clean run's activation
 written in at that cell (every batch row at that position); the cell's value is patching_metric
 of the patched logits (a function logits -> a number; a one-element array is taken as its value).
+Head-level variants patch each head's output (hook_z), its query, key or value (hook_q / hook_k /
+hook_v: with grouped-query attention k and v have the kv heads) or its attention pattern
+(hook_pattern: whole, one destination row, or one weight).
 Attribution patching (Nanda's first-order estimate, from one clean and one corrupted forward and
 one backward): (clean - corrupted) . d metric / d activation at the corrupted run, summed over the
 activation's last axis; metric as run_with_cache(backward=True, metric=) takes it ((pos, good, bad),
@@ -36,61 +41,78 @@ def _check(model, corrupted_tokens, clean_cache, names, what):
                        "such point)" % (what, missing[0]))
     ref = clean_cache[names[0]]
     lead = ids.shape
-    if ref.shape[:len(lead)] != lead:
+    shape = ref.shape
+    if names[0].endswith("hook_pattern"):  # ([.., H, T, T]: the batch axes, then T last)
+        shape = shape[:len(lead) - 1] + shape[-1:]
+    if shape[:len(lead)] != lead:
         raise ValueError("%s: the corrupted ids have shape %s, the clean cache's %s is %s: clean and corrupted must "
                          "have the same shape (position by position)" % (what, lead, names[0], ref.shape))
     return ids, mask
 
 
-def _patch_by_pos(model, corrupted_tokens, clean_cache, patching_metric, fmt, what, per_head=False):
-    """[L, T] (or [L, T, H] with per_head): the metric with clean's fmt % l patched in at (l, t[, h])"""
+def _cells(model, corrupted_tokens, clean_cache, patching_metric, fmt, what, axes):
+    """[n_layers, *sizes]: patching_metric of the corrupted run with the clean cache's fmt % l written in
+    at one cell of layer l. axes: the activation's axes a cell fixes, counted from the end, in the
+    order of the result's axes (their sizes from the clean cache); the axes not named (the batch,
+    and e.g. d_head) are patched whole."""
     L = model.n_layers
     names = [fmt % l for l in range(L)]
     ids, mask = _check(model, corrupted_tokens, clean_cache, names, what)
-    T = ids.shape[-1]
-    H = clean_cache[names[0]].shape[-2] if per_head else 1
-    out = np.zeros((L, T, H) if per_head else (L, T), np.float64)
+    sizes = None
+    for name in names:
+        shape = clean_cache[name].shape
+        s = tuple(shape[a] for a in axes)
+        if sizes is not None and s != sizes:
+            raise ValueError("%s: the layers' %s differ in shape (%s in layer 0, %s in %s): patch layer by layer with "
+                             "run_with_hooks" % (what, fmt.split(".")[-1], sizes, s, name))
+        sizes = s
+    depth = max(-a for a in axes)
+    out = np.zeros((L,) + sizes, np.float64)
     for l, name in enumerate(names):
         clean = clean_cache[name]
-        for t in range(T):
-            for h in range(H):
-                def patch(a, hook, t=t, h=h, clean=clean):
-                    if per_head:
-                        a[..., t, h, :] = clean[..., t, h, :]
-                    else:
-                        a[..., t, :] = clean[..., t, :]
-                logits = model.run_with_hooks(ids, fwd_hooks=[(name, patch)], attention_mask=mask)
-                v = _value(patching_metric(logits), what)
-                if per_head:
-                    out[l, t, h] = v
-                else:
-                    out[l, t] = v
+        for cell in np.ndindex(*sizes):
+            sel = [slice(None)] * depth
+            for a, i in zip(axes, cell):
+                sel[depth + a] = i
+            key = (Ellipsis,) + tuple(sel)
+
+            def patch(act, hook, key=key, clean=clean):
+                act[key] = clean[key]
+            logits = model.run_with_hooks(ids, fwd_hooks=[(name, patch)], attention_mask=mask)
+            out[(l,) + cell] = _value(patching_metric(logits), what)
     return out
+
+
+# the activations' trailing axes: [.., T, d] (the residual stream, the sublayer outputs),
+# [.., T, heads, d_head] (hook_z, hook_q; hook_k and hook_v have the kv heads), [.., H, T_dest, T_src] (hook_pattern)
+_STREAM_POS = (-2,)
+_HEAD_POS, _HEAD_ALL = (-3, -2), (-2,)
+_PATTERN_ALL, _PATTERN_DEST, _PATTERN_DEST_SRC = (-3,), (-3, -2), (-3, -2, -1)
 
 
 def get_act_patch_resid_pre(model, corrupted_tokens, clean_cache, patching_metric):
     """[n_layers, T]: patching_metric of the corrupted run with blocks.{l}.hook_resid_pre patched from
     the clean cache at position t"""
-    return _patch_by_pos(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_resid_pre",
-                         "get_act_patch_resid_pre")
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_resid_pre",
+                  "get_act_patch_resid_pre", _STREAM_POS)
 
 
 def get_act_patch_resid_mid(model, corrupted_tokens, clean_cache, patching_metric):
     """[n_layers, T]: as get_act_patch_resid_pre, at blocks.{l}.hook_resid_mid"""
-    return _patch_by_pos(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_resid_mid",
-                         "get_act_patch_resid_mid")
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_resid_mid",
+                  "get_act_patch_resid_mid", _STREAM_POS)
 
 
 def get_act_patch_attn_out(model, corrupted_tokens, clean_cache, patching_metric):
     """[n_layers, T]: at blocks.{l}.hook_attn_out"""
-    return _patch_by_pos(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_attn_out",
-                         "get_act_patch_attn_out")
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_attn_out",
+                  "get_act_patch_attn_out", _STREAM_POS)
 
 
 def get_act_patch_mlp_out(model, corrupted_tokens, clean_cache, patching_metric):
     """[n_layers, T]: at blocks.{l}.hook_mlp_out"""
-    return _patch_by_pos(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_mlp_out",
-                         "get_act_patch_mlp_out")
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.hook_mlp_out",
+                  "get_act_patch_mlp_out", _STREAM_POS)
 
 
 def get_act_patch_block_every(model, corrupted_tokens, clean_cache, patching_metric):
@@ -102,26 +124,103 @@ def get_act_patch_block_every(model, corrupted_tokens, clean_cache, patching_met
 def get_act_patch_attn_head_out_by_pos(model, corrupted_tokens, clean_cache, patching_metric):
     """[n_layers, T, n_heads]: each head's output (blocks.{l}.attn.hook_z, TransformerLens' head "out")
     patched from the clean cache at one position"""
-    return _patch_by_pos(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_z",
-                         "get_act_patch_attn_head_out_by_pos", per_head=True)
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_z",
+                  "get_act_patch_attn_head_out_by_pos", _HEAD_POS)
 
 
 def get_act_patch_attn_head_out_all_pos(model, corrupted_tokens, clean_cache, patching_metric):
     """[n_layers, n_heads]: each head's output patched at every position at once"""
-    what = "get_act_patch_attn_head_out_all_pos"
-    L = model.n_layers
-    names = ["blocks.%d.attn.hook_z" % l for l in range(L)]
-    ids, mask = _check(model, corrupted_tokens, clean_cache, names, what)
-    H = clean_cache[names[0]].shape[-2]
-    out = np.zeros((L, H), np.float64)
-    for l, name in enumerate(names):
-        clean = clean_cache[name]
-        for h in range(H):
-            def patch(a, hook, h=h, clean=clean):
-                a[..., h, :] = clean[..., h, :]
-            out[l, h] = _value(patching_metric(model.run_with_hooks(ids, fwd_hooks=[(name, patch)],
-                                                                    attention_mask=mask)), what)
-    return out
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_z",
+                  "get_act_patch_attn_head_out_all_pos", _HEAD_ALL)
+
+
+# q / k / v / pattern: what each head reads with, and where it looks (TransformerLens' "decomposed"
+# head patching). hook_q, hook_k and hook_v are the projections before QK-Norm and RoPE; with
+# grouped-query attention hook_k and hook_v have num_key_value_heads heads, and so do their results.
+
+def get_act_patch_attn_head_q_by_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, T, n_heads]: each head's query (blocks.{l}.attn.hook_q) patched at one position"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_q",
+                  "get_act_patch_attn_head_q_by_pos", _HEAD_POS)
+
+
+def get_act_patch_attn_head_q_all_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, n_heads]: each head's query patched at every position"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_q",
+                  "get_act_patch_attn_head_q_all_pos", _HEAD_ALL)
+
+
+def get_act_patch_attn_head_k_by_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, T, n_kv_heads]: each key head (blocks.{l}.attn.hook_k) patched at one position"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_k",
+                  "get_act_patch_attn_head_k_by_pos", _HEAD_POS)
+
+
+def get_act_patch_attn_head_k_all_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, n_kv_heads]: each key head patched at every position"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_k",
+                  "get_act_patch_attn_head_k_all_pos", _HEAD_ALL)
+
+
+def get_act_patch_attn_head_v_by_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, T, n_kv_heads]: each value head (blocks.{l}.attn.hook_v) patched at one position"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_v",
+                  "get_act_patch_attn_head_v_by_pos", _HEAD_POS)
+
+
+def get_act_patch_attn_head_v_all_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, n_kv_heads]: each value head patched at every position"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_v",
+                  "get_act_patch_attn_head_v_all_pos", _HEAD_ALL)
+
+
+def get_act_patch_attn_head_pattern_all_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, n_heads]: each head's whole attention pattern (blocks.{l}.attn.hook_pattern) patched"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_pattern",
+                  "get_act_patch_attn_head_pattern_all_pos", _PATTERN_ALL)
+
+
+def get_act_patch_attn_head_pattern_by_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, n_heads, T]: one destination position's row of each head's pattern patched (TransformerLens'
+    axis order: head, then destination)"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_pattern",
+                  "get_act_patch_attn_head_pattern_by_pos", _PATTERN_DEST)
+
+
+def get_act_patch_attn_head_pattern_dest_src_pos(model, corrupted_tokens, clean_cache, patching_metric):
+    """[n_layers, n_heads, T, T]: one (destination, source) weight of each head's pattern patched"""
+    return _cells(model, corrupted_tokens, clean_cache, patching_metric, "blocks.%d.attn.hook_pattern",
+                  "get_act_patch_attn_head_pattern_dest_src_pos", _PATTERN_DEST_SRC)
+
+
+def _same_heads(model, what):
+    c = model.config
+    H, KV = c.get("num_attention_heads"), c.get("num_key_value_heads") or c.get("num_attention_heads")
+    if KV != H:
+        raise ValueError("%s: this model has %d query heads and %d key/value heads (grouped-query attention), so the "
+                         "k and v results do not stack with the others: call the _k_ and _v_ functions on their own"
+                         % (what, H, KV))
+
+
+def get_act_patch_attn_head_all_pos_every(model, corrupted_tokens, clean_cache, patching_metric):
+    """[5, n_layers, n_heads]: each head's output, q, k, v and pattern patched at every position
+    (refused with grouped-query attention: k and v have fewer heads)"""
+    _same_heads(model, "get_act_patch_attn_head_all_pos_every")
+    return np.stack([f(model, corrupted_tokens, clean_cache, patching_metric) for f in (
+        get_act_patch_attn_head_out_all_pos, get_act_patch_attn_head_q_all_pos, get_act_patch_attn_head_k_all_pos,
+        get_act_patch_attn_head_v_all_pos, get_act_patch_attn_head_pattern_all_pos)])
+
+
+def get_act_patch_attn_head_by_pos_every(model, corrupted_tokens, clean_cache, patching_metric):
+    """[5, n_layers, T, n_heads]: output, q, k, v by position and the pattern by destination position
+    (its [L, H, T] moved to [L, T, H]); refused with grouped-query attention"""
+    _same_heads(model, "get_act_patch_attn_head_by_pos_every")
+    parts = [f(model, corrupted_tokens, clean_cache, patching_metric) for f in (
+        get_act_patch_attn_head_out_by_pos, get_act_patch_attn_head_q_by_pos, get_act_patch_attn_head_k_by_pos,
+        get_act_patch_attn_head_v_by_pos)]
+    parts.append(np.swapaxes(get_act_patch_attn_head_pattern_by_pos(model, corrupted_tokens, clean_cache,
+                                                                   patching_metric), 1, 2))
+    return np.stack(parts)
 
 
 # ---- attribution patching -----------------------------------------------------------------------------
@@ -162,4 +261,9 @@ def get_attr_patch_attn_head_out_by_pos(model, clean_tokens, corrupted_tokens, m
 
 __all__ = ["get_act_patch_resid_pre", "get_act_patch_resid_mid", "get_act_patch_attn_out", "get_act_patch_mlp_out",
            "get_act_patch_block_every", "get_act_patch_attn_head_out_by_pos", "get_act_patch_attn_head_out_all_pos",
+           "get_act_patch_attn_head_q_by_pos", "get_act_patch_attn_head_q_all_pos", "get_act_patch_attn_head_k_by_pos",
+           "get_act_patch_attn_head_k_all_pos", "get_act_patch_attn_head_v_by_pos", "get_act_patch_attn_head_v_all_pos",
+           "get_act_patch_attn_head_pattern_all_pos", "get_act_patch_attn_head_pattern_by_pos",
+           "get_act_patch_attn_head_pattern_dest_src_pos", "get_act_patch_attn_head_all_pos_every",
+           "get_act_patch_attn_head_by_pos_every",
            "attribution_patch", "get_attr_patch_resid_pre", "get_attr_patch_attn_head_out_by_pos"]

@@ -126,9 +126,14 @@ class TokenizerMixin:
         _L.tlm_free_mem(p)
         return s
 
-    def to_str_tokens(self, text_or_ids, bos=True):
+    def to_str_tokens(self, text_or_ids, bos=True, prepend_bos=None):
         """The text of each token (as the tokenizer's piece after the previous token); a list of texts
-        gives a list of such lists (TransformerLens' to_str_tokens of a list)."""
+        gives a list of such lists (TransformerLens' to_str_tokens of a list). prepend_bos= is
+        TransformerLens' name for bos= (for a text; ids are shown as given)."""
+        if prepend_bos is not None:
+            if not isinstance(prepend_bos, bool):
+                raise TypeError("to_str_tokens: prepend_bos must be True, False or None, got %r" % (prepend_bos,))
+            bos = prepend_bos
         if isinstance(text_or_ids, (list, tuple)) and text_or_ids and all(isinstance(t, str) for t in text_or_ids):
             return [self.to_str_tokens(t, bos) for t in text_or_ids]
         ids = self.tokenize(text_or_ids, bos) if isinstance(text_or_ids, str) \

@@ -11,12 +11,14 @@ against the float64 PyTorch reference (tests/reference/tinylm_ref.py) and the pa
    generate(max_new_tokens=, do_sample=False), to_tokens / to_string / to_single_token,
    logit_attrs with string tokens;
 4. persistent hooks: add_hook / reset_hooks (is_permanent), the hooks() context, backward add_hook;
+   hook.ctx from a forward hook to the backward hook (against the reference's activation . gradient),
+   clear_contexts; per-call prepend_bos= / padding_side= against tokenizing that way first;
 5. cache.compute_head_results / stack_activation / get_neuron_results against the sublayer outputs;
 6. FactoredMatrix against dense NumPy (product, transpose, SVD, eigenvalues, norm, products,
-   indexing) and model.OV / model.QK against the reference's tensors;
-7. tinylm.patching: activation patching of resid_pre and of each head's output by position (and all
-   positions) against the reference patched the same way; attribution patching against the
-   reference's gradients;
+   indexing, collapse_l / collapse_r, make_even, unsqueeze) and model.OV / model.QK against the reference's tensors;
+7. tinylm.patching: activation patching of resid_pre and of each head's output, query, key, value
+   (by position and all positions) and attention pattern (whole, by destination, by weight) against
+   the reference patched the same way; attribution patching against the reference's gradients;
 8. misuse: each refused with a message naming what was wrong.
 
 usage: test_python_tl.py --lib build/libtinylm.so --work DIR"""
@@ -142,6 +144,9 @@ def check_variant(tinylm, name, cfg, opts, work, rng):
     close("%s: OV[l, h].AB = W_V[l, kv(h)] @ W_O[l, h]" % name, OV[L - 1, H - 1].AB, WV[L - 1, rep[H - 1]] @ WO[L - 1, H - 1],
           1e-5)
     close("%s: QK[l, h].AB = W_Q[l, h] @ W_K[l, kv(h)]^T" % name, QK[0, 1].AB, WQ[0, 1] @ WK[0, rep[1]].T, 1e-5)
+    ov = WV[L - 1, rep[H - 1]] @ WO[L - 1, H - 1]
+    cl = OV[L - 1, H - 1].collapse_l()
+    close("%s: OV[l, h].collapse_l() [d_head, d]: its Gram = (W_V W_O)^T (W_V W_O)" % name, cl.T @ cl, ov.T @ ov, 1e-5)
 
     # 7. patching against the reference patched the same way
     clean = rng.integers(0, c["vocab_size"], 6).astype(np.int32)
@@ -190,9 +195,95 @@ def check_variant(tinylm, name, cfg, opts, work, rng):
                 return x
             exp[l, h] = ref_patched("blocks.%d.attn.hook_z" % l, patch)
     close("%s: patching.get_act_patch_attn_head_out_all_pos [L, H] = the reference patched" % name, got, exp, 1e-4)
+    # q / k / v / pattern: each cell written from the reference's clean run, indexed explicitly here
+    T6 = 6
+
+    def ref_grid(point, cells, index):
+        """[L, *cells]: the reference's metric with the clean `point` of layer l patched at index(cell)"""
+        out = np.zeros((L,) + cells)
+        for l in range(L):
+            src = torch.as_tensor(rclean[point % l])
+            for cell in np.ndindex(*cells):
+                def patch(x, sel=index(cell), src=src):
+                    x = x.clone()
+                    x[sel] = src[sel]
+                    return x
+                out[(l,) + cell] = ref_patched(point % l, patch)
+        return out
+    P_ = tinylm.patching
+    by_pos = lambda c: (slice(None), c[0], c[1])          # noqa: E731  ([B, T, heads, hd]: position, head)
+    all_pos = lambda c: (slice(None), slice(None), c[0])  # noqa: E731  (every position of one head)
+    for kind, heads in (("q", H), ("k", KV), ("v", KV)):
+        pt = "blocks.%d.attn.hook_" + kind
+        close("%s: patching.get_act_patch_attn_head_%s_by_pos [L, T, %d] = the reference patched" % (name, kind, heads),
+              getattr(P_, "get_act_patch_attn_head_%s_by_pos" % kind)(model, bad_ids, clean_cache, metric),
+              ref_grid(pt, (T6, heads), by_pos), 1e-4)
+        close("%s: patching.get_act_patch_attn_head_%s_all_pos [L, %d] = the reference patched" % (name, kind, heads),
+              getattr(P_, "get_act_patch_attn_head_%s_all_pos" % kind)(model, bad_ids, clean_cache, metric),
+              ref_grid(pt, (heads,), all_pos), 1e-4)
+    pt = "blocks.%d.attn.hook_pattern"  # [B, H, T_dest, T_src]
+    pat_all = P_.get_act_patch_attn_head_pattern_all_pos(model, bad_ids, clean_cache, metric)
+    close("%s: patching.get_act_patch_attn_head_pattern_all_pos [L, H] = the reference patched" % name, pat_all,
+          ref_grid(pt, (H,), lambda c: (slice(None), c[0])), 1e-4)
+    pat_pos = P_.get_act_patch_attn_head_pattern_by_pos(model, bad_ids, clean_cache, metric)
+    close("%s: patching.get_act_patch_attn_head_pattern_by_pos [L, H, T] = the reference patched" % name, pat_pos,
+          ref_grid(pt, (H, T6), lambda c: (slice(None), c[0], c[1])), 1e-4)
+    close("%s: patching.get_act_patch_attn_head_pattern_dest_src_pos [L, H, T, T] = the reference patched" % name,
+          P_.get_act_patch_attn_head_pattern_dest_src_pos(model, bad_ids, clean_cache, metric),
+          ref_grid(pt, (H, T6, T6), lambda c: (slice(None), c[0], c[1], c[2])), 1e-4)
+    if KV == H:
+        every = P_.get_act_patch_attn_head_all_pos_every(model, bad_ids, clean_cache, metric)
+        parts = [P_.get_act_patch_attn_head_out_all_pos, P_.get_act_patch_attn_head_q_all_pos,
+                 P_.get_act_patch_attn_head_k_all_pos, P_.get_act_patch_attn_head_v_all_pos]
+        check(every.shape == (5, L, H) and all(np.array_equal(every[i], f(model, bad_ids, clean_cache, metric))
+                                               for i, f in enumerate(parts)) and np.array_equal(every[4], pat_all),
+              "%s: get_act_patch_attn_head_all_pos_every = out, q, k, v, pattern stacked" % name)
+        every = P_.get_act_patch_attn_head_by_pos_every(model, bad_ids, clean_cache, metric)
+        check(every.shape == (5, L, T6, H) and np.array_equal(every[4], np.swapaxes(pat_pos, 1, 2)) and np.array_equal(
+            every[1], P_.get_act_patch_attn_head_q_by_pos(model, bad_ids, clean_cache, metric)),
+            "%s: get_act_patch_attn_head_by_pos_every [5, L, T, H] (the pattern's [L, H, T] moved to [L, T, H])" % name)
+    else:
+        raises("%s: get_act_patch_attn_head_all_pos_every with grouped-query attention" % name,
+               lambda: P_.get_act_patch_attn_head_all_pos_every(model, bad_ids, clean_cache, metric), ValueError,
+               ["%d key/value heads" % KV])
     names = ["blocks.%d.hook_resid_pre" % l for l in range(L)] + ["blocks.%d.attn.hook_z" % l for l in range(L)]
     _, rbad = ref.run_hooked(np.array([bad_ids]), names=set(names),
                              backward=lambda lg: lg[0, -1, good_tok] - lg[0, -1, bad_tok])
+    # hook.ctx: a forward hook keeps the activation, the backward hook of the same point multiplies it
+    # by its gradient (TransformerLens' idiom); = the reference's activation . its autograd gradient
+    seen = {}
+
+    def keep(a, hook):
+        hook.ctx["act"] = np.array(a, np.float64)
+
+    def use(g, hook):
+        seen[hook.name] = (hook.ctx["act"] * g).sum(-1)
+    model.run_with_hooks(bad_ids, fwd_hooks=[(n, keep) for n in names], bwd_hooks=[(n, use) for n in names],
+                         metric=(-1, good_tok, bad_tok))
+    close("%s: hook.ctx from the forward hook to the backward hook: activation . gradient = the reference's" % name,
+          np.stack([seen[n] for n in names[:L]]), np.stack([(rbad[n][0] * rbad[n + "_grad"][0]).sum(-1)
+                                                           for n in names[:L]]), 2e-4)
+    close("%s: hook.ctx per head (hook_z) = the reference's" % name, np.stack([seen[n] for n in names[L:]]),
+          np.stack([(rbad[n][0] * rbad[n + "_grad"][0]).sum(-1) for n in names[L:]]), 2e-4)
+    hp = model.hook_points[names[0]]
+    kept = "act" in hp.ctx and np.array_equal(hp.ctx["act"], np.array(rbad[names[0]][0], np.float32))
+    model.clear_contexts()
+    check(kept and hp.ctx == {}, "%s: hook.ctx outlives the call (the last activation) until clear_contexts()" % name)
+    model.run_with_hooks(bad_ids, fwd_hooks=[(names[0], keep)])
+    kept = "act" in hp.ctx
+    model.reset_hooks()
+    cleared_reset = hp.ctx == {}
+    model.run_with_hooks(bad_ids, fwd_hooks=[(names[0], keep)])
+    model.reset_hooks(clear_contexts=False)
+    kept2 = "act" in hp.ctx
+    model.run_with_hooks(bad_ids, fwd_hooks=[(names[0], keep)], clear_contexts=True)
+    cleared_run = hp.ctx == {}
+    with model.hooks(fwd_hooks=[(names[0], keep)], clear_contexts=True):
+        model(bad_ids)
+        inside = "act" in hp.ctx
+    check(kept and cleared_reset and kept2 and cleared_run and inside and hp.ctx == {},
+          "%s: reset_hooks() clears hook.ctx (clear_contexts=False keeps it); run_with_hooks(clear_contexts=True) "
+          "and hooks(clear_contexts=True) clear it after" % name)
     a_res = tinylm.patching.get_attr_patch_resid_pre(model, clean, bad_ids, (-1, good_tok, bad_tok))
     e_res = np.stack([((rclean[n][0] - rbad[n][0]) * rbad[n + "_grad"][0]).sum(-1) for n in names[:L]])
     close("%s: patching.get_attr_patch_resid_pre = (clean - corrupted) . the reference's gradient" % name, a_res,
@@ -231,6 +322,25 @@ def factored_matrix(tinylm):
     check(np.allclose(f[1].AB, (A @ B)[1]) and np.allclose(f[1:, 2:5].AB, (A @ B)[1:, 2:5])
           and np.allclose(f[0, 3], (A @ B)[0, 3]) and np.allclose(f.get_corner(2), (A @ B)[:, :2, :2]),
           "FactoredMatrix: indexing, get_corner")
+    # collapse_l / collapse_r: AB without one orthogonal factor, so their Gram matrices are AB's (sign-free)
+    AB, tr = A @ B, lambda x: np.swapaxes(x, -1, -2)
+    cl, cr = f.collapse_l(), f.collapse_r()
+    check(cl.shape == (3, 4, 6) and cr.shape == (3, 7, 4) and np.allclose(tr(cl) @ cl, tr(AB) @ AB)
+          and np.allclose(cr @ tr(cr), AB @ tr(AB)) and np.allclose(cl @ tr(cl), np.apply_along_axis(
+              np.diag, -1, np.linalg.svd(AB, compute_uv=False)[..., :4] ** 2)),
+          "FactoredMatrix: collapse_l() [.., k, rdim] (Gram = AB^T AB, rows orthogonal with norms S), "
+          "collapse_r() [.., ldim, k] (Gram = AB AB^T)")
+    check(np.allclose(f.U @ cl, AB) and np.allclose(cr @ tr(f.Vh), AB), "FactoredMatrix: U @ collapse_l() = AB = "
+          "collapse_r() @ Vh^T")
+    e = f.make_even()
+    check(np.allclose(e.AB, AB) and np.allclose(tr(e.A) @ e.A, e.B @ tr(e.B)), "FactoredMatrix: make_even() keeps AB, "
+          "A^T A = B B^T")
+    u0, u1, um = f.unsqueeze(0), f.unsqueeze(1), f.unsqueeze(-3)
+    check(u0.shape == (1, 3, 7, 6) and np.allclose(u0.AB, AB[None]) and u1.shape == (3, 1, 7, 6)
+          and np.allclose(u1.AB, AB[:, None]) and um.shape == (3, 1, 7, 6) and np.allclose((u1 @ M).AB, (AB @ M)[:, None]),
+          "FactoredMatrix: unsqueeze(0), unsqueeze(1), unsqueeze(-3) = np.expand_dims of AB")
+    raises("FactoredMatrix: unsqueeze on a matrix axis is refused", lambda: f.unsqueeze(-1), ValueError,
+           ["leading axis"])
     raises("FactoredMatrix: factors that do not chain are refused", lambda: FM(A, A), ValueError, ["chain"])
 
 
@@ -293,6 +403,34 @@ def main():
           and np.array_equal(m.to_tokens(texts, padding_side="left"), m.tokenize_batch(texts, padding_side="left")[0]),
           "to_tokens(text) [1, T], to_tokens([texts]) = tokenize_batch's ids")
     check(m.to_str_tokens(texts) == [m.to_str_tokens(t) for t in texts], "to_str_tokens([texts]): a list per text")
+    # per-call prepend_bos= / padding_side= (TransformerLens' forward keywords): as tokenizing that way first
+    nob = m.tokenize(text, bos=False)
+    texts2 = ["Lily went to", "Once upon a time, there was"]  # (two lengths: the padding side matters)
+    lids, lmask = m.tokenize_batch(texts2, padding_side="left")
+    nids, nmask = m.tokenize_batch(texts2, bos=False)
+    check(nob.size == ids.size - 1 and np.array_equal(m(text, prepend_bos=False), m(nob))
+          and np.array_equal(m(text, prepend_bos=True), m(ids)) and np.array_equal(
+              m(texts2, padding_side="left"), m(lids, attention_mask=lmask)) and not np.array_equal(
+              m(texts2, padding_side="left"), m(texts2)) and nob[0] != m.bos
+          and np.array_equal(m(texts2, prepend_bos=False), m(nids, attention_mask=nmask)),
+          "model(text, prepend_bos=False) = model(tokenize(bos=False)); model([texts], padding_side='left') = left-padded "
+          "ids with their mask")
+    check(m(text, return_type="loss", prepend_bos=False) == m.loss(nob)
+          and np.array_equal(m.loss(texts2, per_token=True, padding_side="left"),
+                             m.loss(lids, attention_mask=lmask, per_token=True), equal_nan=True)
+          and np.array_equal(m.run_with_hooks(text, prepend_bos=False), m(nob))
+          and np.array_equal(m.run_with_cache(texts2, names=["blocks.1.hook_resid_post"], padding_side="left")[1][
+              "resid_post", 1], m.run_with_cache(lids, names=["blocks.1.hook_resid_post"], attention_mask=lmask)[1][
+              "resid_post", 1])
+          and np.array_equal(m.param_grads(text, names="embed.weight", prepend_bos=False)["embed.weight"],
+                             m.param_grads(nob, names="embed.weight")["embed.weight"])
+          and m.to_str_tokens(text, prepend_bos=False) == m.to_str_tokens(nob),
+          "prepend_bos= / padding_side= in loss, run_with_hooks, run_with_cache, param_grads, to_str_tokens")
+    # (the left-padded shorter text's real positions = that text alone)
+    row = m(texts2, padding_side="left")[0]
+    alone = m(texts2[0])
+    check(rel_err(row[-alone.shape[0]:], alone) < 1e-5, "model([texts], padding_side='left'): the shorter text's real "
+          "positions = the text alone (err %.1e)" % rel_err(row[-alone.shape[0]:], alone))
     check(m.to_string(ids) == m.decode(ids) and m.to_string(bids) == [m.decode(r) for r in bids],
           "to_string([T]) a text, to_string([B, T]) a list")
     lily = m.tokenize("Lily", bos=False)
@@ -353,6 +491,11 @@ def main():
     raises("a text with attention_mask= is refused", lambda: m(text, attention_mask=np.ones(3, bool)), ValueError,
            ["attention_mask"])
     raises("return_type='tokens' is refused", lambda: m(ids, return_type="tokens"), ValueError, ["return_type"])
+    raises("prepend_bos= with ids is refused", lambda: m(ids, prepend_bos=False), ValueError, ["prepend_bos", "ids"])
+    raises("padding_side= with ids is refused", lambda: m.run_with_cache(bids, padding_side="left"), ValueError,
+           ["padding_side"])
+    raises("padding_side='middle' is refused", lambda: m(texts, padding_side="middle"), ValueError, ["padding_side"])
+    raises("prepend_bos='no' is refused", lambda: m.loss(text, prepend_bos="no"), TypeError, ["prepend_bos"])
     raises("add_hook on an unknown point", lambda: m.add_hook("blocks.0.hook_nothing", steer), KeyError,
            ["hook_nothing"])
     raises("add_hook(dir='up')", lambda: m.add_hook("hook_embed", steer, dir="up"), ValueError, ["dir"])
