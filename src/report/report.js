@@ -857,6 +857,97 @@
     }
   }
 
+  // ---- kind "lesson": tinylm lesson TOPIC --html (src/lessons/course.c) --------------------------------------
+  // The topic's text in order; consecutive numbers form one table (section, what, computed, stated, source, ok).
+  // "stream": the stream's norm by block and the increments. "figures.variants" (placement): a switch between
+  // the variants, each drawn with its stream norms and its gradient norms side by side, computed ahead.
+  var OKABE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000"];
+  function renderLesson(app, D) {
+    var zh = D.lang === "zh";
+    add(app, h("h1", { text: D.title }));
+    add(app, h("div", { class: "meta" }, h("span", {}, "tinylm lesson ", h("b", { class: "mono", text: D.topic })),
+      h("span", { id: "agree", "data-agree": String(D.agree), "data-total": String(D.total),
+        text: (zh ? "与给定值一致：" : "agree with the stated values: ") + D.agree + " / " + D.total })));
+    if (D.note) add(app, h("p", { class: "hint", text: D.note }));
+    var table = null, pre = null;
+    (D.items || []).forEach(function (it) {
+      if (it.kind !== "number") table = null;
+      if (it.kind !== "pre") pre = null;
+      if (it.kind === "heading") add(app, h("h2", { text: it.text }));
+      else if (it.kind === "text") add(app, h("p", { text: it.text }));
+      else if (it.kind === "pre") {
+        if (!pre) { pre = h("pre", { class: "command lesson-pre" }); add(app, pre); }
+        pre.textContent += (pre.textContent ? "\n" : "") + it.text;
+      } else if (it.kind === "number") {
+        if (!table) {
+          table = h("table", { class: "data lesson-numbers" });
+          table.appendChild(h("tr", {}, [zh ? "小节" : "section", zh ? "计算什么" : "what", zh ? "tinylm 算出" : "tinylm computes",
+            zh ? "给定值" : "stated", zh ? "来源" : "source", ""].map(function (c) { return h("th", { class: "l", text: c }); })));
+          add(app, h("div", { class: "scroll" }, table));
+        }
+        table.appendChild(h("tr", { class: "num-row " + (it.ok ? "ok" : "bad"), "data-ok": String(it.ok) },
+          h("td", { class: "l mono", text: it.section }), h("td", { class: "l wrap", text: it.what }),
+          h("td", { class: "l mono", text: it.computed }), h("td", { class: "l mono", text: it.stated }),
+          h("td", { class: "l", text: it.source === "text" ? (zh ? "课文" : "a lesson text") : (zh ? "公式" : "the formula") }),
+          h("td", { class: "l", text: it.ok ? "ok" : "MISMATCH" })));
+      }
+    });
+    if (D.stream) {
+      var S = D.stream, L = S.layers;
+      var names = ["emb"].concat(Array.from({ length: L }, function (_, l) { return "L" + l; }));
+      add(app, h("h2", { text: zh ? "残差流范数（按块）" : "The residual stream's norm by block" }));
+      var box = h("div", { class: "lesson-charts", id: "stream-charts" });
+      add(box, lineChart({ title: zh ? "残差流 L2 范数" : "stream L2 norm", xLabels: names, xTitle: zh ? "嵌入之后 / 第 l 块之后" : "after the embedding / after block l",
+        series: [{ name: zh ? "最后 token" : "last token", values: S.norm_last_token, color: OKABE[0] },
+                 { name: zh ? "各位置平均" : "mean over tokens", values: S.norm_mean, color: OKABE[1], dash: "6 3", marker: "square" }] }));
+      add(box, lineChart({ title: zh ? "每块的增量（最后 token）" : "each block's increments (last token)", xLabels: names.slice(1), xTitle: zh ? "块" : "block",
+        series: [{ name: zh ? "注意力" : "attention", values: S.attn_increment_last_token, color: OKABE[2] },
+                 { name: "FFN", values: S.ffn_increment_last_token, color: OKABE[3], dash: "6 3", marker: "square" }] }));
+      add(app, box);
+    }
+    var V = D.figures && D.figures.variants;
+    if (V && V.length) renderVariants(app, D.figures, zh);
+  }
+
+  function renderVariants(app, F, zh) {
+    var V = F.variants, L = F.layers;
+    add(app, h("h2", { text: zh ? "切换放置方式：同一段文本上的残差流与梯度" : "Switch the placement: stream and gradients on the same window" }));
+    if (F.window) add(app, h("p", { class: "hint" }, (zh ? "窗口（验证集开头）：" : "window (the start of the validation text): "), h("span", { class: "mono", text: JSON.stringify(F.window) })));
+    var bar = h("div", { class: "variant-switch", role: "tablist" });
+    var view = h("div", { class: "lesson-charts", id: "variant-charts" });
+    var lossBox = h("div", { id: "variant-loss" });
+    var buttons = V.map(function (v, i) {
+      var b = h("button", { type: "button", class: "variant-btn", "data-variant": v.name, role: "tab", text: v.name });
+      b.addEventListener("click", function () { show(i); });
+      bar.appendChild(b);
+      return b;
+    });
+    var names = ["emb"].concat(Array.from({ length: L }, function (_, l) { return "L" + l; }));
+    var blocks = Array.from({ length: L }, function (_, l) { return "L" + l; });
+    function show(i) {
+      var v = V[i];
+      buttons.forEach(function (b, j) { b.classList.toggle("active", j === i); b.setAttribute("aria-selected", String(j === i)); });
+      view.setAttribute("data-variant", v.name);
+      view.textContent = "";
+      var a = lineChart({ title: v.name + (zh ? "：残差流范数" : ": stream norm"), xLabels: names, xTitle: zh ? "嵌入之后 / 第 l 块之后" : "after the embedding / after block l", log: true,
+        series: [{ name: zh ? "初始化" : "at init", values: v.stream_init, color: OKABE[5], dash: "6 3", marker: "square" },
+                 { name: zh ? "训练后" : "trained", values: v.stream_trained, color: OKABE[0] }] });
+      a.setAttribute("id", "chart-stream");
+      var g = lineChart({ title: v.name + (zh ? "：各块参数梯度范数" : ": gradient norm of each block's parameters"), xLabels: blocks, xTitle: zh ? "块" : "block", log: true,
+        series: [{ name: zh ? "初始化" : "at init", values: v.grad_init, color: OKABE[5], dash: "6 3", marker: "square" },
+                 { name: zh ? "训练后" : "trained", values: v.grad_trained, color: OKABE[4] }] });
+      g.setAttribute("id", "chart-grad");
+      add(view, [a, g]);
+      lossBox.textContent = "";
+      var loss = lineChart({ title: zh ? "训练损失（选中的加粗）" : "training loss (the selected one bold)", xLabels: F.steps.map(String), xTitle: zh ? "步" : "step", width: 760,
+        series: V.map(function (w, j) { return { name: w.name, values: w.loss, color: OKABE[j % OKABE.length], width: j === i ? 4 : 1.5, dash: j === i ? null : "5 3", marker: j === i ? "circle" : "none" }; }) });
+      loss.setAttribute("id", "chart-loss");
+      add(lossBox, loss);
+    }
+    add(app, [bar, view, lossBox]);
+    show(0);
+  }
+
   // ---- main ---------------------------------------------------------------------------------------------------
   var app = document.getElementById("app");
   try {
@@ -867,6 +958,7 @@
     else if (D.kind === "experiment") renderExperiment(app, D);
     else if (D.kind === "pattern") renderPattern(app, D);
     else if (D.kind === "positions") renderPositions(app, D);
+    else if (D.kind === "lesson") renderLesson(app, D);
     else throw new Error("unknown report kind " + D.kind);
     document.body.setAttribute("data-ready", "1");
   } catch (e) {

@@ -1,0 +1,139 @@
+// test_lesson_page.mjs — `tinylm lesson TOPIC --html` pages in headless Chromium (puppeteer-core).
+//
+//   node test_lesson_page.mjs --tinylm PATH --work DIR [--chromium /usr/bin/chromium]
+//
+// Launched by run_lesson_page.py. Each page is opened from file:// with request interception: any
+// request but the page's own file and data: URLs, any console error or warning, any exception fails.
+// Checked: every number of the lesson's --json is a row of the page with its computed and stated
+// value; the placement page's switch (one button per variant) redraws the stream-norm and gradient-
+// norm charts side by side with the selected variant's values and marks it in the loss chart; the
+// stream page draws its two charts; the Chinese page is in Chinese.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import puppeteer from "puppeteer-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, "..", "..");
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith("--") ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
+const TINYLM = path.resolve(args.tinylm);
+const WORK = path.resolve(args.work);
+const CHROMIUM = args.chromium || "/usr/bin/chromium";
+const STORIES = path.join(ROOT, "data", "stories260K.bin"), DATA = path.join(ROOT, "data", "tinyshakespeare.txt");
+
+let passed = 0, failed = 0;
+function check(ok, what, detail = "") {
+  ok ? passed++ : failed++;
+  console.log(`${what.padEnd(86)} ${ok ? "ok" : "FAIL"}${!ok && detail ? "  " + String(detail).slice(0, 600) : ""}`);
+  return ok;
+}
+function tinylm(...a) {
+  const p = spawnSync(TINYLM, a.map(String), { encoding: "utf8", maxBuffer: 1 << 26, env: { ...process.env, OMP_NUM_THREADS: "2" } });
+  return { rc: p.status, out: p.stdout, err: p.stderr };
+}
+// the page's number format for chart values (report.js fmtG)
+function fmtG(x) {
+  const a = Math.abs(x);
+  if (a !== 0 && (a >= 1e4 || a < 1e-2)) return x.toExponential(2);
+  return x.toPrecision(4);
+}
+
+fs.rmSync(WORK, { recursive: true, force: true });
+fs.mkdirSync(WORK, { recursive: true });
+const browser = await puppeteer.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--no-first-run", "--disable-dev-shm-usage", "--allow-file-access-from-files"],
+});
+
+async function open(file, what) {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1300, height: 1000 });
+  const url = pathToFileURL(file).href, problems = [];
+  await page.setRequestInterception(true);
+  page.on("request", (r) => {
+    const u = r.url();
+    if (u === url || u.startsWith("data:")) r.continue();
+    else { problems.push("request " + u); r.abort(); }
+  });
+  page.on("console", (m) => { if (["error", "warning", "warn", "assert"].includes(m.type())) problems.push(`console ${m.type()}: ${m.text()}`); });
+  page.on("pageerror", (e) => problems.push("exception: " + e.message));
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("body[data-ready]", { timeout: 10000 }).catch(() => problems.push("the page never finished drawing"));
+  const ready = await page.evaluate(() => document.body.getAttribute("data-ready"));
+  if (ready !== "1") problems.push("drawing failed: " + (await page.evaluate(() => document.getElementById("app").textContent)).slice(0, 200));
+  check(problems.length === 0, `${what}: loads from file:// with no request, console error or exception`, problems.join("; "));
+  return page;
+}
+
+// writes the page and the JSON of the same lesson; returns {page, json}
+async function lesson(topic, extra, what) {
+  const html = path.join(WORK, `${topic}${extra.includes("zh") ? "-zh" : ""}.html`);
+  const r = tinylm("lesson", topic, "--stories", STORIES, "--html", html, ...extra);
+  check(r.rc === 0 && fs.existsSync(html), `${what}: lesson ${topic} --html writes the page`, r.err);
+  const j = JSON.parse(tinylm("lesson", topic, "--stories", STORIES, "--json", ...extra).out);
+  const page = await open(html, what);
+  const rows = await page.$$eval("tr.num-row", (a) => a.map((tr) => ({ ok: tr.getAttribute("data-ok"), cells: [...tr.children].map((td) => td.textContent) })));
+  const same = rows.length === j.numbers.length && rows.every((r, i) => r.ok === "true" && r.cells[0] === j.numbers[i].section &&
+    r.cells[2] === j.numbers[i].computed && r.cells[3] === j.numbers[i].stated);
+  check(same, `${what}: every number of --json is a row (section, computed, stated, ok): ${rows.length}`, JSON.stringify(rows.slice(0, 3)));
+  const agree = await page.$eval("#agree", (e) => [e.getAttribute("data-agree"), e.getAttribute("data-total")]);
+  check(agree[0] === String(j.total) && agree[1] === String(j.total), `${what}: the page says ${agree[0]} of ${agree[1]} agree`);
+  return { page, json: j, html };
+}
+
+// ---- placement: the switch ------------------------------------------------------------------------------
+{
+  const { page, html } = await lesson("placement", ["--data", DATA, "--quick"], "placement");
+  const data = JSON.parse(await page.$eval("#tlm-data", (e) => e.textContent));
+  const V = data.figures.variants;
+  const names = await page.$$eval(".variant-btn", (a) => a.map((b) => b.getAttribute("data-variant")));
+  check(JSON.stringify(names) === JSON.stringify(["pre", "post", "sandwich", "output", "none"]), "placement: one button per variant", names);
+  const paths = [];
+  for (const [i, v] of V.entries()) {
+    await page.click(`.variant-btn[data-variant="${v.name}"]`);
+    const st = await page.evaluate(() => {
+      const box = document.getElementById("variant-charts"), a = document.getElementById("chart-stream"), g = document.getElementById("chart-grad");
+      const ra = a && a.getBoundingClientRect(), rg = g && g.getBoundingClientRect();
+      return {
+        sel: box.getAttribute("data-variant"),
+        active: [...document.querySelectorAll(".variant-btn.active")].map((b) => b.getAttribute("data-variant")),
+        side: !!(ra && rg && ra.width > 200 && rg.width > 200 && ra.height > 150 && Math.abs(ra.top - rg.top) < 2 && ra.right <= rg.left + 1),
+        titles: [...document.querySelectorAll("#chart-stream title, #chart-grad title")].map((t) => t.textContent),
+        path: [...document.querySelectorAll("#chart-stream path, #chart-grad path")].map((p) => p.getAttribute("d")).join("|"),
+        lossWidths: [...document.querySelectorAll("#chart-loss path")].map((p) => p.getAttribute("stroke-width")),
+      };
+    });
+    check(st.sel === v.name && st.active.length === 1 && st.active[0] === v.name, `placement: ${v.name} selected`, JSON.stringify(st.active));
+    check(st.side, `placement ${v.name}: stream and gradient charts side by side`);
+    const want = [`trained — emb: ${fmtG(v.stream_trained[0])}`, `trained — L3: ${fmtG(v.stream_trained[4])}`,
+                  `at init — L0: ${fmtG(v.stream_init[1])}`, `trained — L0: ${fmtG(v.grad_trained[0])}`, `at init — L3: ${fmtG(v.grad_init[3])}`];
+    const missing = want.filter((w) => !st.titles.some((t) => t.endsWith(w)));
+    check(missing.length === 0, `placement ${v.name}: the charts show its stream and gradient norms`, missing.join("; "));
+    check(st.lossWidths.filter((w) => w === "4").length === 1, `placement ${v.name}: one bold curve in the loss chart`, st.lossWidths);
+    paths.push(st.path);
+  }
+  check(new Set(paths).size === V.length, "placement: each variant draws different curves");
+  await page.close();
+}
+
+// ---- stream: its charts; rms in Chinese -------------------------------------------------------------------
+{
+  const { page } = await lesson("stream", [], "stream");
+  const n = await page.$$eval("#stream-charts svg", (a) => a.length);
+  check(n === 2, "stream: the stream-norm and increment charts are drawn", n);
+  await page.close();
+}
+{
+  const { page } = await lesson("rms", ["--lang", "zh"], "rms --lang zh");
+  const text = await page.$eval("#app", (e) => e.textContent);
+  check(text.includes("思考题") && text.includes("[0.962, 1.036]"), "rms --lang zh: the Chinese page with the check question's answer");
+  await page.close();
+}
+
+await browser.close();
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
