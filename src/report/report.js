@@ -948,6 +948,37 @@
     show(0);
   }
 
+  // ---- kind "training": train --html (src/train/train_page.c) ------------------------------------------------
+  // Loss with validation loss, learning rate, gradient norm, the largest attention logit and tokens/s by step.
+  // While the run trains (live) the page reloads itself every refresh_s seconds; the last write does not.
+  function renderTraining(app, D) {
+    var P = D.points, Vd = D.validation;
+    add(app, h("h1", { text: "tinylm train " + D.run }));
+    add(app, h("div", { class: "meta" },
+      h("span", { id: "train-status", "data-status": D.status, "data-live": String(D.live) }, "status ", h("b", { text: D.status })),
+      h("span", {}, "step ", h("b", { id: "train-step", text: D.step + " / " + D.steps })),
+      h("span", {}, "last loss ", h("b", { text: fmt(D.last_loss) })),
+      h("span", {}, "last validation loss ", h("b", { text: fmt(D.last_val_loss) }))));
+    add(app, h("p", { class: "hint", text: D.live ? "The run is training: this page is rewritten at each evaluation and reloads itself every " + D.refresh_s + " s."
+      : "The run's report: written at its last step, it no longer reloads." }));
+    var xl = P.step.map(function (x) { return String(x); });
+    var at = {};
+    P.step.forEach(function (x, i) { at[x] = i; });
+    var vx = Vd.step.map(function (x) { return at[x]; });
+    var box = h("div", { class: "lesson-charts", id: "train-charts" });
+    function chart(id, opt) { var c = lineChart(opt); c.setAttribute("id", id); add(box, c); }
+    chart("chart-loss", { title: "loss", xLabels: xl, xTitle: "step", series: [
+      { name: "training loss", values: P.loss, color: OKABE[0], marker: "none", width: 1.5 },
+      { name: "validation loss", values: Vd.loss, x: vx, color: OKABE[4], marker: "square", noLine: false }] });
+    chart("chart-lr", { title: "learning rate", xLabels: xl, xTitle: "step", series: [{ name: "lr", values: P.lr, color: OKABE[2], marker: "none" }] });
+    chart("chart-grad", { title: "gradient norm (before clipping)", xLabels: xl, xTitle: "step", log: true, series: [{ name: "grad norm", values: P.grad_norm, color: OKABE[3], marker: "none" }] });
+    if (D.has_attn) chart("chart-attn", { title: "largest attention logit (any layer, head)", xLabels: xl, xTitle: "step", series: [{ name: "max |logit|", values: P.attn_max, color: OKABE[1], marker: "none" }] });
+    else add(box, h("p", { class: "notice", text: "No attention-logit maxima in this run's metrics (an older run, or --log-attn was off for its steps)." }));
+    chart("chart-tps", { title: "tokens per second", xLabels: xl, xTitle: "step", series: [{ name: "tokens/s", values: P.tokens_per_s, color: OKABE[5], marker: "none" }] });
+    add(app, box);
+    if (D.live) setTimeout(function () { location.reload(); }, Math.max(1, D.refresh_s || 5) * 1000);
+  }
+
   // ---- main ---------------------------------------------------------------------------------------------------
   var app = document.getElementById("app");
   try {
@@ -959,6 +990,7 @@
     else if (D.kind === "pattern") renderPattern(app, D);
     else if (D.kind === "positions") renderPositions(app, D);
     else if (D.kind === "lesson") renderLesson(app, D);
+    else if (D.kind === "training") renderTraining(app, D);
     else throw new Error("unknown report kind " + D.kind);
     document.body.setAttribute("data-ready", "1");
   } catch (e) {

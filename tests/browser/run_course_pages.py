@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""run_lesson_page.py — runs test_lesson_page.mjs (`tinylm lesson TOPIC --html` in headless Chromium).
+"""run_course_pages.py — runs test_course_pages.mjs (`tinylm lesson TOPIC --html` in headless Chromium).
 
-    run_lesson_page.py --tinylm PATH --work DIR
+    run_course_pages.py --tinylm PATH --work DIR
 
 The same tools as run_browser_test.py (Node.js, npm, Chromium, tests/browser/node_modules); when one
 is missing the test FAILS and says what to install."""
@@ -20,11 +20,11 @@ def main():
     ap.add_argument("--tinylm", required=True)
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
-    tools = browser_tools("test_lesson_page")
+    tools = browser_tools("test_course_pages")
     if not tools:
         return 1
     node, chromium = tools
-    p = subprocess.run([node, os.path.join(HERE, "test_lesson_page.mjs"), "--tinylm", os.path.abspath(a.tinylm),
+    p = subprocess.run([node, os.path.join(HERE, "test_course_pages.mjs"), "--tinylm", os.path.abspath(a.tinylm),
                         "--work", os.path.abspath(a.work), "--chromium", chromium], timeout=400)
     return p.returncode
 

@@ -1,14 +1,17 @@
-// test_lesson_page.mjs — `tinylm lesson TOPIC --html` pages in headless Chromium (puppeteer-core).
+// test_course_pages.mjs — `tinylm lesson TOPIC --html` pages in headless Chromium (puppeteer-core).
 //
-//   node test_lesson_page.mjs --tinylm PATH --work DIR [--chromium /usr/bin/chromium]
+//   node test_course_pages.mjs --tinylm PATH --work DIR [--chromium /usr/bin/chromium]
 //
-// Launched by run_lesson_page.py. Each page is opened from file:// with request interception: any
+// Launched by run_course_pages.py. Each page is opened from file:// with request interception: any
 // request but the page's own file and data: URLs, any console error or warning, any exception fails.
 // Checked: every number of the lesson's --json is a row of the page with its computed and stated
 // value; the placement page's switch (one button per variant) redraws the stream-norm and gradient-
 // norm charts side by side with the selected variant's values and marks it in the loss chart; the
-// stream page draws its two charts; the Chinese page is in Chinese.
-import { spawnSync } from "node:child_process";
+// stream page draws its two charts; the Chinese page is in Chinese. train --html: the final page
+// (status finished, every chart drawn, its last loss and validation points those of metrics.jsonl,
+// no reload), a copy taken while the run trained (live: it reloads itself), a bad path refused
+// before training.
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -132,6 +135,64 @@ async function lesson(topic, extra, what) {
   const text = await page.$eval("#app", (e) => e.textContent);
   check(text.includes("思考题") && text.includes("[0.962, 1.036]"), "rms --lang zh: the Chinese page with the check question's answer");
   await page.close();
+}
+
+// ---- train --html ---------------------------------------------------------------------------------------------
+{
+  const run = path.join(WORK, "run"), html = path.join(WORK, "train.html");
+  const r = tinylm("train", "--data", DATA, "--preset", "lesson15", "--steps", "60", "--eval-every", "20", "--eval-batches", "2",
+                   "--sample", "0", "--out", run, "--html", html);
+  check(r.rc === 0 && fs.existsSync(html), "train --html: the run writes its page", r.err);
+  const lines = fs.readFileSync(path.join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  const last = lines[lines.length - 1], vals = lines.filter((l) => l.val_loss !== undefined);
+  const page = await open(html, "train --html (finished)");
+  let navigations = 0;
+  page.on("framenavigated", () => navigations++);
+  const st = await page.evaluate(() => ({
+    status: document.getElementById("train-status").getAttribute("data-status"),
+    live: document.getElementById("train-status").getAttribute("data-live"),
+    charts: [...document.querySelectorAll("#train-charts svg")].map((e) => e.id),
+    titles: [...document.querySelectorAll("#chart-loss title")].map((t) => t.textContent),
+    attn: [...document.querySelectorAll("#chart-attn title")].map((t) => t.textContent),
+  }));
+  check(st.status === "finished" && st.live === "false", "train --html: the final page says finished and is not live", JSON.stringify(st.status));
+  check(JSON.stringify(st.charts) === JSON.stringify(["chart-loss", "chart-lr", "chart-grad", "chart-attn", "chart-tps"]),
+        "train --html: loss, lr, gradient norm, attention-logit maximum and tokens/s charts", st.charts);
+  check(st.titles.includes(`training loss — ${last.step}: ${fmtG(last.loss)}`), "train --html: the last loss is metrics.jsonl's", st.titles.slice(-2));
+  check(st.titles.filter((t) => t.startsWith("validation loss")).length === vals.length && vals.every((v) => st.titles.includes(`validation loss — ${v.step}: ${fmtG(v.val_loss)}`)),
+        `train --html: the ${vals.length} validation points are metrics.jsonl's`);
+  const amax = Math.max(...last.attn_max.flat());
+  check(st.attn.includes(`max |logit| — ${last.step}: ${fmtG(amax)}`), "train --html: the attention-logit maximum is metrics.jsonl's attn_max", st.attn.slice(-1));
+  await new Promise((res) => setTimeout(res, 6500));
+  check(navigations === 0, "train --html: the final page does not reload itself", navigations);
+  await page.close();
+
+  // a page taken while the run trains: live, it reloads itself
+  const run2 = path.join(WORK, "run2"), html2 = path.join(WORK, "train-live.html"), copy = path.join(WORK, "live-copy.html");
+  const child = spawn(TINYLM, ["train", "--data", DATA, "--preset", "lesson15", "--steps", "4000", "--eval-every", "10", "--eval-batches", "1",
+                               "--sample", "0", "--out", run2, "--html", html2], { stdio: "ignore", env: { ...process.env, OMP_NUM_THREADS: "1" } });
+  let got = false;
+  for (let i = 0; i < 600 && !got; i++) {
+    await new Promise((res) => setTimeout(res, 50));
+    try {
+      const t = fs.readFileSync(html2, "utf8");
+      if (t.includes('"live":true')) { fs.writeFileSync(copy, t); got = true; }
+    } catch (e) { /* not written yet */ }
+  }
+  child.kill("SIGINT");
+  await new Promise((res) => child.on("exit", res));
+  if (check(got, "train --html: a page written while the run trains")) {
+    const p2 = await open(copy, "train --html (live)");
+    const live = await p2.evaluate(() => document.getElementById("train-status").getAttribute("data-live"));
+    check(live === "true", "train --html: the live page says so");
+    const nav = await p2.waitForNavigation({ timeout: 9000 }).then(() => true).catch(() => false);
+    check(nav, "train --html: the live page reloads itself");
+    await p2.close();
+  }
+  const after = fs.readFileSync(html2, "utf8");
+  check(after.includes('"status":"stopped"') && after.includes('"live":false'), "train --html: interrupted, the page says stopped and stops reloading");
+  const bad = tinylm("train", "--data", DATA, "--preset", "lesson15", "--steps", "2", "--out", path.join(WORK, "run3"), "--html", WORK);
+  check(bad.rc !== 0 && bad.err.includes(WORK) && !fs.existsSync(path.join(WORK, "run3")), "train --html DIR: refused before training, naming it", bad.err);
 }
 
 await browser.close();
