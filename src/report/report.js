@@ -50,6 +50,10 @@
     return x.toPrecision(4);
   }
 
+  // a token as shown in a chip or a cell: its spaces as "·" (a space-only token would be a blank cell),
+  // as the SVG figures draw them; the exact text stays in the title
+  function shown(t) { return String(t).replace(/ /g, "\u00b7"); }
+
   function tickText(t) {
     var a = Math.abs(t);
     if (a !== 0 && (a >= 1e5 || a < 1e-3)) return t.toExponential(0);
@@ -230,7 +234,7 @@
       tokBox.textContent = "";
       chips = {};
       for (var i = a; i < b; i++) {
-        var c = h("span", { class: "tok" + (i === state.sel ? " sel" : "") + (i === R.position ? " report-pos" : ""), "data-pos": i, "data-text": toks[i], text: toks[i] });
+        var c = h("span", { class: "tok" + (i === state.sel ? " sel" : "") + (i === R.position ? " report-pos" : ""), "data-pos": i, "data-text": toks[i], title: JSON.stringify(toks[i]), text: shown(toks[i]) });
         chips[i] = c;
         tokBox.appendChild(c);
       }
@@ -315,6 +319,12 @@
     // residual stream by layer
     add(app, h("h2", { text: "Residual stream by layer" }));
     add(app, h("p", { class: "hint", text: "L2 norm of the stream after the embedding and after every sublayer (a = attention, f = FFN), and of what each sublayer adds (its increment), on a log axis." }));
+    // in the lessons' terms (tinylm lesson stream): what an increment is, and what the placement does to the stream
+    var pl = M.placement;
+    add(app, h("p", { class: "caption lesson-terms", text: "An increment is what one sublayer writes onto the stream: x after = x before + increment; the stream at any point is the embedding plus every increment so far. " +
+      (pl === "post" || pl === "deepnorm" ? "This model is Post-Norm: each block normalises the sum x + F(x) itself, so the stream leaves every block at RMS 1 times the gains, a norm near sqrt(d) = " + fmt(Math.sqrt(M.d_model), 1) + ", and cannot grow with depth."
+        : pl === "pre" || pl === "sandwich" ? "This model is " + (pl === "pre" ? "Pre-Norm" : "sandwich-normed") + ": nothing normalises the stream itself, so the increments pile up and its norm grows with depth (tinylm lesson stream)."
+          : "This model's placement is " + pl + ".") }));
     var growth = h("div", { class: "charts", id: "growth" });
     add(app, growth);
     function incrAt(kind, i) { // increments placed at the stream point they produce
@@ -343,6 +353,7 @@
     // logit lens grid (a window of positions)
     add(app, h("h2", { text: "Logit lens" }));
     add(app, h("p", { class: "hint", text: "Each block boundary of the stream through the model's own final norm and LM head: the top-1 token at every position, shaded by its probability. Click a cell to select its position." }));
+    add(app, h("p", { class: "caption lesson-terms", text: "Why the first rows often read the input token itself: at the embedding the stream is (about) the token's own embedding row, and with an LM head tied to the embedding its logit for token j is e_j · e_t, largest as a rule for j = t. The blocks then move the stream toward the next token." }));
     add(app, legend("p = 0", "1", viridis));
     var lensWin = Math.min(T, 40), lensBox = h("div", { class: "scroll", id: "lens-grid" }), lensStart = 0;
     function drawLens(a, b) {
@@ -350,7 +361,7 @@
       lensBox.textContent = "";
       var tb = h("table", { class: "lens" });
       var hr = h("tr", {}, h("th", { text: "position" }));
-      for (var i = a; i < b; i++) hr.appendChild(h("th", { class: i === cur() ? "sel" : "", title: "position " + i, text: toks[i] }));
+      for (var i = a; i < b; i++) hr.appendChild(h("th", { class: i === cur() ? "sel" : "", title: "position " + i, text: shown(toks[i]) }));
       var head = h("thead", {}, hr, (function () {
         var r = h("tr", {}, h("th", {}));
         for (var i = a; i < b; i++) r.appendChild(h("th", { class: "muted small", text: String(i) }));
@@ -362,7 +373,7 @@
         var tr = h("tr", {}, h("th", { text: lensNames[k] }));
         for (var j = a; j < b; j++) {
           var t = R.logit_lens[k].top1_by_position[j], c = viridis(t.prob);
-          tr.appendChild(h("td", { class: j === cur() ? "sel" : "", "data-pos": j, "data-layer": k, style: "background:" + rgb(c) + ";color:" + textOn(c), text: t.text }));
+          tr.appendChild(h("td", { class: j === cur() ? "sel" : "", "data-pos": j, "data-layer": k, style: "background:" + rgb(c) + ";color:" + textOn(c), text: shown(t.text) }));
         }
         body.appendChild(tr);
       }
@@ -404,7 +415,8 @@
     renderAttention(app, D, toks, function () { return cur(); }, listeners);
     renderNorms(app, D, toks, listeners, function () { return cur(); });
     renderExperts(app, D, toks, listeners, function () { return cur(); });
-    renderDla(app, D, toks);
+    var dlaFollow = renderDla(app, D, toks);
+    if (dlaFollow) listeners.push(dlaFollow);
     changed();
   }
 
@@ -656,8 +668,17 @@
     var items = dec.terms.map(function (t) { return { label: t.name.replace(/^layers\./, "L").replace(/\.out$/, ""), value: t.dla }; });
     if (dec.dla_final_norm_bias !== undefined) items.push({ label: "final norm bias", value: dec.dla_final_norm_bias });
     add(box, barChart(items, { width: 620 }));
-    add(box, h("p", { class: "hint", text: "Sum " + fmt(dec.dla_sum, 4) + " = the logit before the final soft-cap " + fmt(dec.logit_before_softcap, 4) +
-      "; the terms add up to the final residual within " + fmtG(dec.sum_rel_error) + " (relative)." }));
+    var capped = D.model && D.model.final_softcap > 0;
+    add(box, h("p", { class: "hint", text: "Sum " + fmt(dec.dla_sum, 4) + " = the predicted token's logit " + (capped ? "before the final soft-cap (" + fmtG(D.model.final_softcap) + ") " : "") +
+      fmt(dec.logit_before_softcap, 4) + "; the terms add up to the final residual within " + fmtG(dec.sum_rel_error) + " (relative)." }));
+    // the attribution is computed at the report's position only: say so when another token is selected
+    var away = h("p", { class: "notice dla-position", id: "dla-position", style: "display:none" });
+    box.insertBefore(away, box.firstChild);
+    return function (i) {
+      if (i === pos) { away.style.display = "none"; return; }
+      away.style.display = "";
+      away.textContent = "Position " + i + " is selected: this attribution is position " + pos + "'s, the position the page was made for (tinylm inspect --position " + i + " --html computes it there).";
+    };
   }
 
   // ---- --grad ---------------------------------------------------------------------------------------------
@@ -696,7 +717,7 @@
   function tokenStrip(app, toks, state, changed) {
     var box = h("div", { class: "tokens", id: "tokens" }), chips = [];
     toks.forEach(function (t, i) {
-      var c = h("span", { class: "tok" + (i === state.sel ? " sel" : ""), "data-pos": i, text: t });
+      var c = h("span", { class: "tok" + (i === state.sel ? " sel" : ""), "data-pos": i, title: JSON.stringify(t), text: shown(t) });
       chips.push(c);
       box.appendChild(c);
     });

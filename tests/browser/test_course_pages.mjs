@@ -137,6 +137,35 @@ async function lesson(topic, extra, what) {
   await page.close();
 }
 
+// ---- inspect --html: spaces shown, the attribution's position, the captions in the lessons' terms ----------------
+{
+  const html = path.join(WORK, "inspect.html");
+  const r = tinylm("inspect", "--model", STORIES, "--tokenizer", path.join(ROOT, "data", "tok512.bin"), "--prompt",
+                   "Once upon a time, there was a little girl", "--html", html);
+  check(r.rc === 0, "inspect --html on stories260K", r.err);
+  const page = await open(html, "inspect --html");
+  const chips = await page.$$eval("#tokens .tok", (a) => a.map((c) => ({ text: c.textContent, title: c.getAttribute("data-text"), pos: c.getAttribute("data-pos") })));
+  const spaced = chips.filter((c) => c.title.includes(" "));
+  check(spaced.length > 0 && spaced.every((c) => c.text.includes("\u00b7") && !c.text.includes(" ")) && chips.every((c) => c.text.trim() !== ""),
+        `inspect --html: tokens with spaces show them as · (${spaced.length} of ${chips.length}), none blank`, JSON.stringify(chips.slice(0, 4)));
+  const cells = await page.$$eval("#lens-grid td", (a) => a.map((td) => td.textContent));
+  check(cells.length > 0 && cells.every((t) => t.trim() !== "" && !t.includes(" ")), "inspect --html: no blank logit-lens cell", cells.filter((t) => t.trim() === "").length);
+  const last = chips.length - 1;
+  const before = await page.$eval("#dla-position", (e) => e.style.display);
+  await page.click('.tok[data-pos="2"]');
+  const after = await page.$eval("#dla-position", (e) => [e.style.display, e.textContent]);
+  check(before === "none" && after[0] === "" && after[1].includes("Position 2 is selected") && after[1].includes("position " + last),
+        "inspect --html: selecting another token says the attribution is the report position's", JSON.stringify(after));
+  await page.click(`.tok[data-pos="${last}"]`);
+  check(await page.$eval("#dla-position", (e) => e.style.display) === "none", "inspect --html: back at the report position, the notice goes");
+  const dla = await page.$eval("#dla", (e) => e.textContent);
+  check(!dla.includes("soft-cap"), "inspect --html: no soft-cap named for a model without one");
+  const caps = await page.$$eval(".lesson-terms", (a) => a.map((e) => e.textContent));
+  check(caps.length === 2 && caps[0].includes("An increment is") && caps[0].includes("Pre-Norm") && caps[1].includes("input token"),
+        "inspect --html: captions in the lessons' terms (increment, placement, early lens)", caps);
+  await page.close();
+}
+
 // ---- train --html ---------------------------------------------------------------------------------------------
 {
   const run = path.join(WORK, "run"), html = path.join(WORK, "train.html");
