@@ -166,6 +166,22 @@ async function lesson(topic, extra, what) {
   await page.close();
 }
 
+// ---- an experiment page with a wide table (stream_growth's columns): it fits, nothing hidden --------------
+{
+  const cols = ["model", "after embedding", "middle", "largest before the last block", "after the last block",
+                "last / embedding", "|inc|/|stream| block 0", "|inc|/|stream| last block", "another long column title"];
+  const rows = [["pre, 4 layers, tied, 1500 steps, bytes + BOS (attention_sinks' run) (val 1.746)", 0.8401, 4.583, 5.399, 6.971, 8.298, 3.88, 0.5578, 12.25],
+                ["Qwen2.5-0.5B (the lesson's numbers; middle: 15-20)", 0.47, 17.5, 76.1, 58.1, 123.6, "-", "-", "-"]];
+  const desc = path.join(WORK, "wide.json"), html = path.join(WORK, "wide.html");
+  fs.writeFileSync(desc, JSON.stringify({ kind: "experiment", title: "wide", tables: [{ title: "wide", columns: cols, rows }] }));
+  const r = tinylm("report", desc, "--html", html);
+  check(r.rc === 0, "tinylm report: the wide table's page", r.err);
+  const page = await open(html, "experiment page, wide table");
+  const fit = await page.$eval("table.experiment-table", (t) => [t.scrollWidth, t.parentElement.clientWidth]);
+  check(fit[0] <= fit[1], `experiment page: the 9-column table fits (${fit[0]} <= ${fit[1]} px), no column hidden`, fit);
+  await page.close();
+}
+
 // ---- train --html ---------------------------------------------------------------------------------------------
 {
   const run = path.join(WORK, "run"), html = path.join(WORK, "train.html");
