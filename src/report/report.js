@@ -717,7 +717,7 @@
   function tokenStrip(app, toks, state, changed) {
     var box = h("div", { class: "tokens", id: "tokens" }), chips = [];
     toks.forEach(function (t, i) {
-      var c = h("span", { class: "tok" + (i === state.sel ? " sel" : ""), "data-pos": i, title: JSON.stringify(t), text: shown(t) });
+      var c = h("span", { class: "tok" + (i === state.sel ? " sel" : ""), "data-pos": i, text: t });
       chips.push(c);
       box.appendChild(c);
     });
