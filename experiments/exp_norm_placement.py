@@ -197,11 +197,15 @@ def run(ctx):
         for w in (0, warm):
             series.append(svgplot.Series("%s, warmup %d" % (p, w), depths,
                                          [M[(L, p, w)][0] if M[(L, p, w)][0] else float("nan") for L in depths]))
-    ctx.figure("Largest learning rate that trains, by depth", "max_lr.svg",
-               svgplot.line_plot(series, title="largest lr that trains (missing = none; at %g = at least that, the "
-                                 "ladder's top)" % lrs[-1], xlabel="layers",
-                                 ylabel="learning rate (log)", ylog=True,
-                                 xticklabels={L: str(L) for L in depths}))
+    if any(math.isfinite(y) for se in series for y in se.ys):
+        ctx.figure("Largest learning rate that trains, by depth", "max_lr.svg",
+                   svgplot.line_plot(series, title="largest lr that trains (missing = none; at %g = at least that, "
+                                     "the ladder's top)" % lrs[-1], xlabel="layers",
+                                     ylabel="learning rate (log)", ylog=True,
+                                     xticklabels={L: str(L) for L in depths}))
+    else:  # (an empty plot says nothing: the quick form's runs are too short to train at any lr)
+        ctx.note("No run trained (val loss below %.2f) at any learning rate, placement or warmup, so the figure of "
+                 "the largest learning rate that trains is left out." % (H - MARGIN))
     # training curves at the deepest depth, at the smallest lr where Post-Norm without warmup does not train
     # but has a run (else its largest run)
     lad0 = runs[(D, "post", 0)]

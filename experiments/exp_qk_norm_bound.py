@@ -20,7 +20,7 @@ def run(ctx):
     lrs = [3e-3, 3e-2] if ctx.quick else [1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
     steps = 60 if ctx.quick else 300
     hd = SMALL["hidden_size"] // SMALL["num_attention_heads"]
-    rows, curves, worst_ratio, violations, checked = [], {}, 0.0, 0, 0
+    rows, curves, worst_ratio, violations, checked, bounds = [], {}, 0.0, 0, 0, {}
     for qk in ("none", "head"):
         for lr in lrs:
             r = ctx.train("llama-baby", dict(SMALL, qk_norm=qk), steps=steps,
@@ -40,6 +40,7 @@ def run(ctx):
                     checked += ratio.size
                     bs.append(float(b.max()))
                 bound_max = max(bs)
+                bounds[lr] = ([m["step"] for m in r.metrics], bs)
             dv = r.divergence_step()
             rows.append([qk, lr, amax[0], max(amax), amax[-1], bound_max, r.val_loss,
                          dv if dv is not None else "-"])
@@ -52,9 +53,12 @@ def run(ctx):
               [[checked, violations, worst_ratio]])
     series = [svgplot.Series("%s, lr %g" % ("QK-Norm" if qk == "head" else "no QK-Norm", lr), *curves[(qk, lr)])
               for qk in ("none", "head") for lr in lrs]
-    ctx.figure("Largest attention logit per step", "attn_max.svg",
-               svgplot.line_plot(series, title="max |attention logit| per step", xlabel="step",
-                                 ylabel="max |logit| (log)", ylog=True))
+    # the bound itself: per step (the gains are learned), and its unit-gain value sqrt(d_head)
+    series += [svgplot.Series("bound sqrt(hd) g_q g_k, QK-Norm lr %g" % lr, *bounds[lr]) for lr in lrs]
+    ctx.figure("Largest attention logit per step, with the QK-Norm bound", "attn_max.svg",
+               svgplot.line_plot(series, title="max |attention logit| per step, and the bound", xlabel="step",
+                                 ylabel="max |logit| (log)", ylog=True,
+                                 hlines=[(math.sqrt(hd), "sqrt(d_head) = %g (unit gains)" % math.sqrt(hd))]))
     mx = {(r[0], r[1]): r[3] for r in rows}
     ctx.figure("Largest logit over training vs learning rate", "attn_max_lr.svg",
                svgplot.line_plot([svgplot.Series("no QK-Norm", lrs, [mx[("none", lr)] for lr in lrs]),

@@ -74,20 +74,30 @@ def run(ctx):
               "unigram entropy %.3f)"
               % (steps, UNIGRAM), ["residual", "layers", "steps", "first loss", "last train loss", "val loss"], trows)
 
+    # a gradient of exactly 0 has no place on a log axis: it is drawn on a floor line a decade below the
+    # smallest non-zero gradient, labelled as such, so that the strongest result stays visible
+    positive = [v for g in grads.values() for v in g if v > 0]
+    floor = 10 ** (math.floor(math.log10(min(positive))) - 1) if positive else 1e-30
     series = []
     for res in (True, False):
         for L in depths:
             gi = grads[(res, L)]
-            series.append(svgplot.Series("%s, %d layers" % ("residual" if res else "no residual", L),
-                                         list(range(L)), gi))
-    ctx.note("A gradient of exactly 0 cannot be drawn on the log axis: those layers are missing from the "
-             "figure. Without the residual the forward signal itself collapses: each block's output is much "
+            zeros = sum(1 for v in gi if v == 0)
+            label = "%s, %d layers" % ("residual" if res else "no residual", L)
+            if zeros:
+                label += " (%d of %d exactly 0: on the floor)" % (zeros, L)
+            series.append(svgplot.Series(label, list(range(L)), [v if v > 0 else floor for v in gi]))
+    ctx.note("A gradient of exactly 0 cannot sit on the log axis: it is drawn on the dotted floor line (%g, a "
+             "decade below the smallest non-zero gradient), and its series says how many layers are exactly 0. "
+             "Without the residual the forward signal itself collapses: each block's output is much "
              "smaller than its input, and once the stream is far below sqrt(norm_eps) the input RMSNorm no "
              "longer rescales it and the SwiGLU of a tiny input is quadratic in it, so activations and then "
-             "gradients underflow to 0 in float32.")
+             "gradients underflow to 0 in float32." % floor)
     ctx.figure("Gradient norm at each layer's input, at initialization", "grad_by_layer.svg",
                svgplot.line_plot(series, title="|dLoss/d input of layer l| at init", xlabel="layer l",
-                                 ylabel="gradient L2 norm (log)", ylog=True))
+                                 ylabel="gradient L2 norm (log)", ylog=True,
+                                 hlines=[(floor, "exactly 0 (underflow)")] if any(v == 0 for g in grads.values()
+                                                                                  for v in g) else ()))
     cats = ["%d layers" % L for L in train_depths]
     ctx.figure("Validation loss after training", "loss_by_depth.svg",
                svgplot.bar_plot(cats, [svgplot.Series("residual", None, [losses[(True, L)].val_loss for L in train_depths]),
@@ -112,13 +122,14 @@ def run(ctx):
     ctx.verdict(ok if (vanishes or flat) else None,
                 "At depth %d the gradient at layer 0's input is %s of the last layer's with the residual and "
                 "%s without it. With the residual the fitted factor per layer is %s at depth %d (^32 = %s). Without "
-                "it the gradient grows toward the input by a factor %s per layer (0.8^32 = 8e-4, 1.2^32 = 342), "
+                "it the gradient changes toward the input by a factor per layer of %s (0.8^32 = 8e-4, 1.2^32 = 342), "
                 "and at depths %s the forward signal itself underflows, so the gradient is exactly 0. After %d "
                 "steps at depth %d: val loss %s with the residual, %s without (unigram entropy %.2f). %s"
                 % (deep, fmt(ratio_res) + "x", fmt(ratio_nores) + "x",
                    fmt(geo_factor(list(reversed(grads[(True, deep)])))), deep,
                    fmt(geo_factor(list(reversed(grads[(True, deep)]))) ** 32),
-                   ", ".join("%s (%d layers)" % (fmt(f), L) for L, f in finite) or "-",
+                   ", ".join("%s at %d layers: it %s toward the input" % (fmt(f), L, "grows" if f > 1 else "shrinks")
+                             for L, f in finite) or "-",
                    ", ".join(str(L) for L in collapsed) or "none", steps, Ld, fmt(v_res),
                    fmt(v_nores), UNIGRAM,
                    "The measurements support the claim." if ok else

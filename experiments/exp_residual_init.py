@@ -70,17 +70,22 @@ def run(ctx):
               "(llama-baby at d 64, Pre-Norm, init std 0.02)",
               ["scale_residual_init", "layers", "after embedding", "after the middle block", "after the last block",
                "last / embedding", "added per block"], rows)
+    # one colour per init in both figures (unscaled vermilion, 1/sqrt(2N) blue), the depth as dash and marker
+    COLOUR = {False: 5, True: 4}
     series = []
     for scaled in (False, True):
-        for L in depths:
+        for j, L in enumerate(depths):
             series.append(svgplot.Series("%s, %d layers" % ("1/sqrt(2N)" if scaled else "unscaled", L),
-                                         list(range(L + 1)), curves[(scaled, L)]))
+                                         list(range(L + 1)), curves[(scaled, L)],
+                                         style={"colour": COLOUR[scaled], "dash": j, "marker": j}))
     ctx.figure("Stream variance by layer at init", "variance_by_layer.svg",
                svgplot.line_plot(series, title="Residual-stream variance at init", xlabel="block boundary "
                                  "(0 = embedding)", ylabel="mean square (log)", ylog=True))
     ctx.figure("Final stream variance vs depth", "variance_vs_depth.svg",
-               svgplot.line_plot([svgplot.Series("unscaled", depths, [curves[(False, L)][-1] for L in depths]),
-                                  svgplot.Series("1/sqrt(2N)", depths, [curves[(True, L)][-1] for L in depths])],
+               svgplot.line_plot([svgplot.Series("unscaled", depths, [curves[(False, L)][-1] for L in depths],
+                                                 style={"colour": COLOUR[False], "dash": 0, "marker": 0}),
+                                  svgplot.Series("1/sqrt(2N)", depths, [curves[(True, L)][-1] for L in depths],
+                                                 style={"colour": COLOUR[True], "dash": 1, "marker": 1})],
                                  title="Variance after the last block", xlabel="layers", ylabel="mean square (log)",
                                  xlog=True, ylog=True, xticklabels={L: str(L) for L in depths}))
     supported, text = judge(depths, [curves[(False, L)][0] for L in depths], [curves[(False, L)][-1] for L in depths],

@@ -37,17 +37,20 @@ def run(ctx):
     ctx.table("Largest |attention logit| during training (`--log-attn`, after the cap) and largest |final logit| "
               "of the trained model on 8 validation windows (llama-baby at d 64, 4 layers, %d steps)" % steps,
               ["caps (attention / final)", "lr", "max |attention logit|", "max |final logit|", "val loss",
-               "diverged at step"], rows)
+               "loss above the first at step (a spike or a divergence)"], rows)
     ctx.figure("Largest attention logit per step", "attn_max.svg",
                svgplot.line_plot([svgplot.Series("%s, lr %g" % k, *v) for k, v in curves.items()],
                                  title="max |attention logit| per step (after the cap)", xlabel="step",
                                  ylabel="max |logit| (log)", ylog=True, hlines=[(50, "cap 50"), (5, "cap 5")]))
     cats = ["%s lr %g" % (r[0].split(":")[0].replace("Gemma 2", "Gemma2"), r[1]) for r in rows]
-    ctx.figure("Largest final logit and validation loss", "final_logit.svg",
-               svgplot.bar_plot(cats, [svgplot.Series("max |final logit|", None, [r[3] for r in rows]),
-                                       svgplot.Series("val loss", None, [r[4] for r in rows])],
-                                title="Final logits and loss by cap", ylabel="value",
+    # logits and losses are different quantities: one figure each, each with its own axis
+    ctx.figure("Largest final logit by cap", "final_logit.svg",
+               svgplot.bar_plot(cats, [svgplot.Series("max |final logit|", None, [r[3] for r in rows])],
+                                title="Largest |final logit| on 8 validation windows", ylabel="|logit|",
                                 hlines=[(30, "cap 30")]))
+    ctx.figure("Validation loss by cap", "val_loss.svg",
+               svgplot.bar_plot(cats, [svgplot.Series("val loss", None, [r[4] for r in rows])],
+                                title="Validation loss by cap", ylabel="val loss (nats)"))
     by = {(r[0], r[1]): r for r in rows}
     within = all((r[2] <= ac * (1 + 1e-6) or not ac) and (not isinstance(r[3], float) or not fc or r[3] <= fc + 1e-4)
                  for r, (_, ac, fc) in zip(rows, [c for c in CAPS for _ in lrs]))

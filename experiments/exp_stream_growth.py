@@ -139,11 +139,12 @@ def run(ctx):
     sand_less = all(s < p for s, p in zip(grow_sand, grow_pre))
     ok = grows and rel_falls
     ctx.verdict(ok if grows else False,
-                "Pre-Norm stream norm last/embedding: %s for depths %s (%s with depth); the relative increment "
+                "Pre-Norm stream norm last/embedding: %s for depths %s (%s); the relative increment "
                 "%s from block 0 to the last block.%s stories260K: %s. The "
                 "lesson's Qwen2.5-0.5B: %s with a drop in the last block (%s here for Pre-Norm: %s). %s"
                 % (", ".join(fmt(g) for g in grow_pre), depths(ctx),
-                   "growing" if deeper_more else "not monotone",
+                   ("one depth measured: nothing to compare across depths" if len(grow_pre) < 2 else
+                    "larger at every greater depth" if deeper_more else "not monotone across depths"),
                    "falls" if rel_falls else "does not always fall",
                    (" Sandwich: %s (%s than Pre-Norm; its output norms start at gain 1, so every increment enters the "
                     "stream at RMS ~1)." % (", ".join(fmt(g) for g in grow_sand), "less" if sand_less else

@@ -144,10 +144,28 @@ def _frame(width, height, title, xlabel, ylabel, left, top, right, bottom):
     return out
 
 
+def _wrap(label, width=27, max_lines=3):
+    """a legend label as lines of at most `width` characters, cut at spaces (a label is never cut short
+    of its end unless it needs more than max_lines lines)"""
+    words, lines, cur = str(label).split(" "), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = (cur + " " + w) if cur else w
+    lines.append(cur)
+    lines = [ln if len(ln) <= width + 6 else ln[:width + 5] + "…" for ln in lines]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][:width - 1] + "…"
+    return lines
+
+
 def _legend(out, series_styles, x, y):
     x = x - 4
+    yy = y
     for i, (label, colour, dash, marker) in enumerate(series_styles):
-        yy = y + 18 * i
         if marker is None:  # a bar: a filled swatch with the bar's outline
             out.append('<rect x="%d" y="%d" width="26" height="11" fill="%s" stroke="#000000"%s/>'
                        % (x + 2, yy - 6, colour, ' stroke-dasharray="%s"' % dash if dash else ""))
@@ -156,10 +174,21 @@ def _legend(out, series_styles, x, y):
                        % (x, yy, x + 30, yy, colour, ' stroke-dasharray="%s"' % dash if dash else ""))
         if marker:
             out.append(_marker(marker, x + 15, yy, colour))
-        label = str(label)
-        if len(label) > 24:
-            label = label[:23] + "…"
-        out.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 36, yy + 4, escape(label)))
+        lines = _wrap(label)
+        for k, ln in enumerate(lines):
+            out.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 36, yy + 4 + 14 * k, escape(ln)))
+        yy += 18 + 14 * (len(lines) - 1)
+
+
+def _style(s, i):
+    """(colour, dash, marker) of series i; Series.style {"colour": k, "dash": k, "marker": k} picks the
+    slots itself (so that one quantity keeps its colour across figures)"""
+    st = s.style if isinstance(s.style, dict) else {}
+    c = st.get("colour", i)
+    colour = PALETTE[c % len(PALETTE)]
+    dash = DASHES[st.get("dash", (i + 3 * (i // len(PALETTE)))) % len(DASHES)]
+    marker = MARKERS[st.get("marker", (i + i // len(PALETTE))) % len(MARKERS)]
+    return colour, dash, marker
 
 
 def line_plot(series, title="", xlabel="", ylabel="", xlog=False, ylog=False, width=760, height=460,
@@ -196,9 +225,7 @@ def line_plot(series, title="", xlabel="", ylabel="", xlog=False, ylog=False, wi
     styles = []
     for i, s in enumerate(series):
         # past 8 series the colours repeat: the marker and dash shift, so no two series look alike
-        colour = PALETTE[i % len(PALETTE)]
-        dash = DASHES[(i + 3 * (i // len(PALETTE))) % len(DASHES)]
-        marker = MARKERS[(i + i // len(PALETTE)) % len(MARKERS)]
+        colour, dash, marker = _style(s, i)
         styles.append((s.label, colour, dash, marker))
         pts, segs = [], []
         for x, y in zip(s.xs, s.ys):

@@ -8,15 +8,18 @@
 #include "lessons/course.h"
 #include "lessons/lesson15.h"
 #include "util/error.h"
+#include "util/io.h"
 
 static const char USAGE[] =
     "usage: tinylm lesson                      the course's index: every topic, in the lessons' order\n"
-    "       tinylm lesson TOPIC [--lang zh|en] [--json] [--stories FILE] [--data FILE] [--quick]\n"
+    "       tinylm lesson TOPIC [--lang zh|en] [--json] [--html FILE.html] [--stories FILE] [--data FILE] [--quick]\n"
     "       tinylm lesson stream --model DIR (--prompt TEXT | --ids \"1 2 3\") [--tokenizer PATH] [--no-bos]\n"
     "  TOPIC             residual, rms, rmsnorm-vs-layernorm, placement, stream, qk-norm, softcap, init-depth,\n"
     "                    reading-configs, 15\n"
     "  --lang zh|en      the language of the explanations (default en)\n"
     "  --json            the numbers as JSON (each with its section, computed and stated value, ok)\n"
+    "  --html FILE.html  also a self-contained page: the numbers, the figures and (placement) a switch between\n"
+    "                    the variants showing their stream and gradient norms side by side\n"
     "  --stories FILE    stories260K.bin for the stream and reading-configs demos (default data/stories260K.bin)\n"
     "  --data FILE       the text the placement demo trains on (default data/tinyshakespeare.txt)\n"
     "  --quick           the placement demo with 100 steps instead of 200\n"
@@ -47,7 +50,7 @@ static int put_json(char *s) {
 }
 
 int cmd_lesson(int argc, char **argv) {
-    const char *topic_arg[1], *lang = NULL;
+    const char *topic_arg[1], *lang = NULL, *html = NULL;
     lesson_args a = {0};
     int json = 0;
     cli_opt opts[] = {
@@ -56,6 +59,7 @@ int cmd_lesson(int argc, char **argv) {
         {"--ids", CLI_STR, &a.ids, 0, 0, 0},          {"--tokenizer", CLI_STR, &a.tokenizer, 0, 0, 0},
         {"--no-bos", CLI_FLAG, &a.no_bos, 0, 0, 0},   {"--stories", CLI_STR, &a.stories, 0, 0, 0},
         {"--data", CLI_STR, &a.data, 0, 0, 0},        {"--quick", CLI_FLAG, &a.quick, 0, 0, 0},
+        {"--html", CLI_STR, &html, 0, 0, 0},
     };
     cli_command cmd = {"lesson", USAGE, opts, sizeof opts / sizeof opts[0], 1, topic_arg, 1, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
@@ -67,6 +71,7 @@ int cmd_lesson(int argc, char **argv) {
         return cli_usage_error("lesson", "--lang \"%s\": expected zh or en", lang);
     if (cmd.n_args == 0) {
         if (a.model || a.prompt || a.ids) return cli_usage_error("lesson", "--model/--prompt/--ids go with a topic (stream)");
+        if (html) return cli_usage_error("lesson", "--html goes with a topic");
         if (json) return put_json(lesson_index_json()) ? cli_fail("lesson") : 0;
         lesson_print_index(stdout, lg);
         return 0;
@@ -86,7 +91,8 @@ int cmd_lesson(int argc, char **argv) {
         return cli_usage_error("lesson", "lesson stream --model DIR needs one of --prompt TEXT and --ids \"1 2 3\"");
     if ((a.prompt || a.ids) && !a.model) return cli_usage_error("lesson", "--prompt/--ids need --model DIR");
     if (a.prompt && !*a.prompt) return cli_usage_error("lesson", "--prompt is empty");
-    if (!strcmp(t->name, "15") && !json && lg == LESSON_EN) return lesson15_text(); /* as it always printed */
+    if (html && tlm_output_check(html)) return cli_fail("lesson"); /* (before any work) */
+    if (!strcmp(t->name, "15") && !json && !html && lg == LESSON_EN) return lesson15_text(); /* as it always printed */
 
     lesson_out o;
     lesson_out_init(&o, lg, t->name);
@@ -98,6 +104,7 @@ int cmd_lesson(int argc, char **argv) {
             rc = put_json(lesson_json(&o, t));
         else
             lesson_print_text(stdout, &o, t);
+        if (!rc && html) rc = lesson_html(html, &o, t);
     }
     lesson_out_free(&o);
     if (!rc && (fflush(stdout) || ferror(stdout))) rc = tlm_error("writing to standard output failed");

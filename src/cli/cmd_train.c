@@ -14,7 +14,7 @@
 
 static const char USAGE[] =
     "usage: tinylm train --data FILE [--preset NAME | --config FILE] [--out DIR] [options]\n"
-    "       tinylm train --resume DIR --data FILE [--steps N] [--stop-at N]\n\n"
+    "       tinylm train --resume DIR --data FILE [--steps N] [--stop-at N] [--html FILE.html]\n\n"
     "model:    --preset NAME (default nanogpt-baby) | --config config.json\n"
     "          --set KEY=VALUE   any config switch of docs/config.md, e.g. --set norm_placement=post\n"
     "data:     --tokenizer chars|bytes  --seq N  --batch N  --accum N (gradient accumulation)\n"
@@ -39,6 +39,10 @@ static const char USAGE[] =
     "          utilisation, printed at the end)\n"
     "          --log-attn (metrics.jsonl: each step's largest |attention logit| per layer and head,\n"
     "          attn_max, and the QK-norm gains, qk_gain_max)\n"
+    "          --html FILE.html (a self-contained page of the run: loss, validation loss, learning rate,\n"
+    "          gradient norm, largest attention logit (--html turns --log-attn on) and tokens/s, written\n"
+    "          atomically at each evaluation and reloading itself while the run trains; the last write\n"
+    "          stays as the run's report)\n"
     "parallel: mpirun -np N tinylm train ... trains data-parallel (each rank 1/N of every batch;\n"
     "          --batch must be a multiple of N); --zero1 shards the AdamW moments across the ranks\n\n"
     "presets (nanogpt-baby is nanoGPT's CPU Shakespeare model, to compare with nanoGPT;\n"
@@ -108,7 +112,7 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
         {"--config", CLI_STR, &config_path, 0, 0, 0}, {"--resume", CLI_STR, &resume, 0, 0, 0},
         {"--data", CLI_STR, &data, 0, 0, 0}, {"--out", CLI_STR, &out, 0, 0, 0}, {"--set", CLI_LIST, &set_list, 0, 0, 0},
         {"--profile", CLI_FLAG, &profile, 0, 0, 0},      {"--zero1", CLI_FLAG, &zero1, 0, 0, 0},
-        {"--log-attn", CLI_FLAG, &o.log_attn, 0, 0, 0},
+        {"--log-attn", CLI_FLAG, &o.log_attn, 0, 0, 0}, {"--html", CLI_STR, &o.html, 0, 0, 0},
     };
     int n_training = 0;
     while (strcmp(opts[n_training].name, "--stop-at")) n_training++;
@@ -124,6 +128,10 @@ static int parse_train(int argc, char **argv, char **config_json, train_options 
     int n_overrides = 0, n_sets = set_list.n;
     for (int k = 1; k < n_training; k++) n_overrides += opts[k].given;
     if (!data) return cli_usage_error("train", "--data FILE is required");
+    if (o.html) {
+        if (tlm_output_check(o.html)) return cli_fail("train");
+        o.log_attn = 1; /* (the page draws the largest attention logit) */
+    }
     o.data_path = data;
     o.zero1 = zero1;
     if (resume) {
@@ -167,6 +175,7 @@ int cmd_train_plan(int argc, char **argv, char **config_json, train_options *o) 
     const char *resume = NULL;
     int rc = parse_train(argc, argv, config_json, o, &resume);
     if (rc == CLI_CONTINUE && resume) rc = cli_usage_error("train", "a plan is a new run, not --resume");
+    if (rc == CLI_CONTINUE && o->html) rc = cli_usage_error("train", "--html is one run's page, not a plan's");
     return rc;
 }
 
@@ -177,7 +186,8 @@ int cmd_train(int argc, char **argv) {
     int rc = parse_train(argc, argv, &json, &o, &resume);
     if (rc != CLI_CONTINUE) return rc;
     if (resume) {
-        resume_options r = {.steps = o.steps, .stop_at = o.stop_at, .zero1 = o.zero1, .log_attn = o.log_attn};
+        resume_options r = {.steps = o.steps, .stop_at = o.stop_at, .zero1 = o.zero1, .log_attn = o.log_attn,
+                            .html = o.html};
         return train_resume(resume, o.data_path, &r);
     }
     rc = train_new(json, &o);

@@ -9,7 +9,10 @@
 #include <string.h>
 
 #include "lesson15.h"
+#include "report/report.h"
 #include "util/error.h"
+
+static void add_stream(struct cJSON *root, const lesson_out *o);
 
 const lesson_topic lesson_topics[] = {
     {"residual", "The residual connection: y = x + F(x)", "残差连接：y = x + F(x)",
@@ -62,6 +65,7 @@ void lesson_out_free(lesson_out *o) {
     for (int i = 0; i < o->n_item; i++) free(o->item[i].text);
     free(o->item), free(o->num);
     free(o->data_at), free(o->data_mean), free(o->data_attn), free(o->data_ffn);
+    cJSON_Delete(o->page);
     memset(o, 0, sizeof *o);
 }
 
@@ -276,20 +280,69 @@ char *lesson_json(const lesson_out *o, const lesson_topic *t) {
         cJSON_AddItemToArray(items, n);
     }
     cJSON_AddItemToObject(root, "numbers", nums);
-    if (o->data_at) { /* lesson stream --model */
-        cJSON *st = cJSON_AddObjectToObject(root, "stream");
-        cJSON_AddNumberToObject(st, "layers", o->data_L);
-        cJSON_AddItemToObject(st, "norm_last_token", cJSON_CreateDoubleArray(o->data_at, o->data_L + 1));
-        cJSON_AddItemToObject(st, "norm_mean", cJSON_CreateDoubleArray(o->data_mean, o->data_L + 1));
-        cJSON_AddItemToObject(st, "attn_increment_last_token", cJSON_CreateDoubleArray(o->data_attn, o->data_L));
-        cJSON_AddItemToObject(st, "ffn_increment_last_token", cJSON_CreateDoubleArray(o->data_ffn, o->data_L));
-    }
+    add_stream(root, o);
     cJSON_AddItemToObject(root, "text", items);
     cJSON_AddNumberToObject(root, "agree", o->n_num - bad);
     cJSON_AddNumberToObject(root, "total", o->n_num);
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     return s;
+}
+
+static void add_stream(cJSON *root, const lesson_out *o) {
+    if (!o->data_at) return;
+    cJSON *st = cJSON_AddObjectToObject(root, "stream");
+    cJSON_AddNumberToObject(st, "layers", o->data_L);
+    cJSON_AddItemToObject(st, "norm_last_token", cJSON_CreateDoubleArray(o->data_at, o->data_L + 1));
+    cJSON_AddItemToObject(st, "norm_mean", cJSON_CreateDoubleArray(o->data_mean, o->data_L + 1));
+    cJSON_AddItemToObject(st, "attn_increment_last_token", cJSON_CreateDoubleArray(o->data_attn, o->data_L));
+    cJSON_AddItemToObject(st, "ffn_increment_last_token", cJSON_CreateDoubleArray(o->data_ffn, o->data_L));
+}
+
+int lesson_html(const char *path, const lesson_out *o, const lesson_topic *t) {
+    int zh = o->lang == LESSON_ZH;
+    cJSON *root = cJSON_CreateObject(), *items = cJSON_AddArrayToObject(root, "items");
+    cJSON_AddStringToObject(root, "kind", "lesson");
+    cJSON_AddStringToObject(root, "topic", t->name);
+    cJSON_AddStringToObject(root, "title", zh ? t->title_zh : t->title_en);
+    cJSON_AddStringToObject(root, "lang", zh ? "zh" : "en");
+    cJSON_AddStringToObject(root, "note",
+                            zh ? "每个数都由引擎自己的算子计算，按给定值的精度比较。标签是主题与小节（tinylm 对主题的划分），不是课文的页码。"
+                               : "Every number is computed by the engine's own kernels and compared with its stated "
+                                 "value at that value's precision. A label names the topic and a section (tinylm's "
+                                 "division of the topic), not a page of a lesson text.");
+    int bad = 0;
+    for (int i = 0; i < o->n_item; i++) {
+        const lesson_item *it = &o->item[i];
+        cJSON *n = cJSON_CreateObject();
+        if (it->kind == LESSON_NUMBER) {
+            const lesson_number *k = &o->num[it->number];
+            cJSON_AddStringToObject(n, "kind", "number");
+            cJSON_AddStringToObject(n, "section", k->section);
+            cJSON_AddStringToObject(n, "what", k->what);
+            cJSON_AddStringToObject(n, "computed", k->computed);
+            cJSON_AddStringToObject(n, "stated", k->stated);
+            cJSON_AddStringToObject(n, "source", k->from_text ? "text" : "formula");
+            cJSON_AddBoolToObject(n, "ok", k->ok);
+            bad += !k->ok;
+        } else {
+            cJSON_AddStringToObject(n, "kind", it->kind == LESSON_HEADING ? "heading" : it->kind == LESSON_TEXT ? "text" : "pre");
+            cJSON_AddStringToObject(n, "text", it->text);
+        }
+        cJSON_AddItemToArray(items, n);
+    }
+    cJSON_AddNumberToObject(root, "agree", o->n_num - bad);
+    cJSON_AddNumberToObject(root, "total", o->n_num);
+    add_stream(root, o);
+    if (o->page) cJSON_AddItemReferenceToObject(root, "figures", (cJSON *)o->page);
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) return tlm_error("%s: out of memory", path);
+    char title[160];
+    snprintf(title, sizeof title, "tinylm lesson %s", t->name);
+    int rc = report_write_html(path, title, json);
+    free(json);
+    return rc;
 }
 
 int lesson_print_index(FILE *f, lesson_lang lang) {

@@ -50,6 +50,9 @@ typedef struct {
     /* lesson stream --model: the table's columns (owned; NULL otherwise), [data_L + 1] / [data_L] */
     int data_L;
     double *data_at, *data_mean, *data_attn, *data_ffn;
+    /* what a page draws beyond the numbers (placement: the variants' curves, stream and gradient
+     * norms), a cJSON object owned here, or NULL */
+    void *page;
 } lesson_out;
 
 typedef struct {
@@ -95,6 +98,9 @@ int lesson_run(const lesson_topic *t, lesson_out *o, const lesson_args *a);
 /* writers */
 int lesson_print_text(FILE *f, const lesson_out *o, const lesson_topic *t);
 char *lesson_json(const lesson_out *o, const lesson_topic *t); /* malloc'd */
+/* the page (src/report, kind "lesson"): the numbers, the text, the figures, the placement switch;
+ * written atomically. 0 or -1 + tlm_error naming the path */
+int lesson_html(const char *path, const lesson_out *o, const lesson_topic *t);
 int lesson_print_index(FILE *f, lesson_lang lang);
 char *lesson_index_json(void); /* malloc'd */
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "course.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -203,6 +205,9 @@ int lesson_stream(lesson_out *o, const lesson_args *a) {
     snprintf(buf, sizeof buf, "%.2g", r.sum_err_rel);
     lesson_fact(o, "the final stream = the embedding + all 2L increments (relative error)",
                 "最终的残差流 = 嵌入 + 全部 2L 个增量（相对误差）", r.decomp_applies && r.sum_err_rel < 1e-5, buf, "< 1e-5");
+    o->data_L = s.L; /* (the page's figure; o owns them now) */
+    o->data_at = s.at, o->data_mean = s.mean, o->data_attn = s.attn_at, o->data_ffn = s.ffn_at;
+    s.at = s.mean = s.attn_at = s.ffn_at = NULL;
     lesson_say(o,
                "The lesson's Qwen2.5-0.5B goes 0.47 -> 4.8 -> 15-20 -> 76.1 -> 58.1: the same growth, larger (24 "
                "layers, trained far longer), and a last block that shrinks the stream, which no small model here "
@@ -364,18 +369,42 @@ int lesson_init_depth(lesson_out *o, const lesson_args *a) {
 
 /* ---- placement --------------------------------------------------------------------------------------- */
 
+enum { PL_LAYERS = 4 };
+
 typedef struct {
     double loss0, loss_end, val;
     double *curve; /* [n_log] */
     double stream_ratio;       /* trained: stream after the last block / after the embedding (mean) */
     double stream_last;        /* trained: stream norm after the last block (mean over tokens) */
     double grad_first, grad_last; /* at init: parameter-gradient norm of block 0 and of the last block */
+    double stream0[PL_LAYERS + 1], stream1[PL_LAYERS + 1]; /* stream norm (mean over the window) by block, init / trained */
+    double grad0[PL_LAYERS], grad1[PL_LAYERS];             /* parameter-gradient norm by block, init / trained */
     int diverged;
 } placement_run;
 
+/* the stream's norm after the embedding and each block, mean over the window's tokens */
+static int window_stream(tlm_model *m, const int *window, int T, double *out) {
+    inspect_report ir = {0};
+    model_set_mode(m, MODEL_INFER);
+    int rc = inspect_run_ex(m, window, T, T - 1, 1, 0, NULL, &ir);
+    for (int k = 0; !rc && k <= PL_LAYERS; k++) out[k] = ir.points[2 * k].v.mean;
+    inspect_report_free(&ir);
+    model_set_mode(m, MODEL_TRAIN);
+    return rc;
+}
+
+/* each block's parameter-gradient norm on one batch */
+static int batch_grads(tlm_model *m, const int *tok, const int *tgt, int B, int T, double *out) {
+    inspect_grad_report g = {0};
+    int rc = inspect_grad(m, tok, tgt, B, T, &g);
+    for (int l = 0; !rc && l < PL_LAYERS; l++) out[l] = g.layer_total[l];
+    inspect_grad_report_free(&g);
+    return rc;
+}
+
 static int train_variant(const char *placement, const int *data, size_t n_data, int V, int steps, int log_every,
                          placement_run *out) {
-    enum { B = 4, T = 64, L = 4 };
+    enum { B = 4, T = 64, L = PL_LAYERS };
     char json[640];
     snprintf(json, sizeof json,
              "{\"model_type\": \"tinylm\", \"vocab_size\": %d, \"hidden_size\": 64, \"num_hidden_layers\": %d,"
@@ -387,20 +416,24 @@ static int train_variant(const char *placement, const int *data, size_t n_data, 
     tlm_model *m = model_create(&cfg);
     if (!m) return -1;
     model_init_weights(m, 1337);
-    int *tok = malloc(sizeof(int) * B * T), *tgt = malloc(sizeof(int) * B * T);
+    int *tok = malloc(sizeof(int) * B * T), *tgt = malloc(sizeof(int) * B * T), *first = malloc(sizeof(int) * B * T * 2);
     adamw opt = {0};
     optim_config oc = {.lr = 3e-3f, .min_lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                        .weight_decay = 0.1f, .grad_clip = 1.0f, .warmup_steps = steps / 10, .total_steps = steps};
     int rc = -1;
-    if (!tok || !tgt || model_alloc_grads(m) || adamw_init(&opt, m, &oc)) goto done;
-    size_t n_train = n_data * 9 / 10;
+    if (!tok || !tgt || !first) {
+        tlm_error("out of memory");
+        goto done;
+    }
+    if (model_alloc_grads(m) || adamw_init(&opt, m, &oc)) goto done;
+    const size_t n_train = n_data * 9 / 10;
+    const int *window = data + n_train; /* the same prompt for every variant: the first validation window */
     rng_state r;
     rng_seed(&r, 46);
-    inspect_grad_report g = {0};
-    for (int i = 0; i < B * T; i++) tok[i] = data[i], tgt[i] = data[i + 1];
-    if (inspect_grad(m, tok, tgt, B, T, &g)) goto done;
-    out->grad_first = g.layer_total[0], out->grad_last = g.layer_total[L - 1];
-    inspect_grad_report_free(&g);
+    /* the gradients are measured on the first training batch, before and after */
+    for (int i = 0; i < B * T; i++) first[i] = data[i], first[B * T + i] = data[i + 1];
+    if (batch_grads(m, first, first + B * T, B, T, out->grad0) || window_stream(m, window, T, out->stream0)) goto done;
+    out->grad_first = out->grad0[0], out->grad_last = out->grad0[L - 1];
     for (int step = 0; step < steps; step++) {
         for (int b = 0; b < B; b++) {
             size_t at = (size_t)rng_below(&r, (uint64_t)(n_train - T - 1));
@@ -421,27 +454,23 @@ static int train_variant(const char *placement, const int *data, size_t n_data, 
         out->loss_end = loss;
         adamw_step(&opt, m, lr_at(&oc, step), gn);
     }
-    /* validation: the held-out tenth, 8 windows; the stream at the end on the first of them */
+    if (batch_grads(m, first, first + B * T, B, T, out->grad1)) goto done;
+    /* validation: the held-out tenth, 8 windows */
     double sum = 0;
     for (int k = 0; k < 8; k++) {
-        size_t at = n_train + (size_t)k * T;
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) tok[b * T + t] = data[at + t], tgt[b * T + t] = data[at + t + 1];
+        const int *w = data + n_train + (size_t)k * T;
         float loss;
-        if (model_forward(m, tok, tgt, 1, T, &loss)) goto done;
+        if (model_forward(m, w, w + 1, 1, T, &loss)) goto done;
         sum += loss;
     }
     out->val = sum / 8;
-    inspect_report ir = {0};
-    model_set_mode(m, MODEL_INFER);
-    if (inspect_run_ex(m, tok, T, T - 1, 1, 0, NULL, &ir)) goto done;
-    out->stream_ratio = ir.points[2 * L].v.mean / ir.points[0].v.mean;
-    out->stream_last = ir.points[2 * L].v.mean;
-    inspect_report_free(&ir);
+    if (window_stream(m, window, T, out->stream1)) goto done;
+    out->stream_ratio = out->stream1[L] / out->stream1[0];
+    out->stream_last = out->stream1[L];
     rc = 0;
 done:
     adamw_free(&opt);
-    free(tok), free(tgt);
+    free(tok), free(tgt), free(first);
     model_free(m);
     return rc;
 }
@@ -515,6 +544,33 @@ int lesson_placement(lesson_out *o, const lesson_args *a) {
         k = snprintf(line, sizeof line, "%-8d", step);
         for (int i = 0; i < NV; i++) k += snprintf(line + k, sizeof line - (size_t)k, " %9.3f", runs[i].curve[s]);
         lesson_pre(o, "%s", line);
+    }
+    {   /* the page's switch: every variant's curve, stream and gradients, on the same window */
+        cJSON *pg = cJSON_CreateObject(), *vs = cJSON_AddArrayToObject(pg, "variants");
+        double *steps_at = malloc(sizeof(double) * (size_t)n_log);
+        char *window = tlm_tokenizer_decode(tok, ids + n * 9 / 10, 64);
+        if (!pg || !vs || !steps_at || !window) {
+            cJSON_Delete(pg), free(steps_at), free(window);
+            tlm_error("out of memory");
+            goto done;
+        }
+        for (int s = 0; s < n_log; s++) steps_at[s] = s == n_log - 1 ? steps - 1 : s * log_every;
+        cJSON_AddStringToObject(pg, "window", window);
+        cJSON_AddNumberToObject(pg, "layers", PL_LAYERS);
+        cJSON_AddItemToObject(pg, "steps", cJSON_CreateDoubleArray(steps_at, n_log));
+        for (int i = 0; i < NV; i++) {
+            cJSON *v = cJSON_CreateObject();
+            cJSON_AddStringToObject(v, "name", variants[i]);
+            cJSON_AddItemToObject(v, "loss", cJSON_CreateDoubleArray(runs[i].curve, n_log));
+            cJSON_AddItemToObject(v, "stream_init", cJSON_CreateDoubleArray(runs[i].stream0, PL_LAYERS + 1));
+            cJSON_AddItemToObject(v, "stream_trained", cJSON_CreateDoubleArray(runs[i].stream1, PL_LAYERS + 1));
+            cJSON_AddItemToObject(v, "grad_init", cJSON_CreateDoubleArray(runs[i].grad0, PL_LAYERS));
+            cJSON_AddItemToObject(v, "grad_trained", cJSON_CreateDoubleArray(runs[i].grad1, PL_LAYERS));
+            cJSON_AddNumberToObject(v, "val_loss", runs[i].val);
+            cJSON_AddItemToArray(vs, v);
+        }
+        free(steps_at), free(window);
+        o->page = pg;
     }
     lesson_derived(o, 1);
     char buf[160];

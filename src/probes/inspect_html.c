@@ -45,6 +45,7 @@ static cJSON *model_json(const char *model, const tlm_model *m) {
     cJSON_AddStringToObject(o, "norm", norm_name(c));
     cJSON_AddStringToObject(o, "placement", placement_name(c->placement));
     cJSON_AddBoolToObject(o, "residual", c->residual);
+    cJSON_AddNumberToObject(o, "final_softcap", c->final_softcap); /* 0: none */
     return o;
 }
 

@@ -50,6 +50,10 @@
     return x.toPrecision(4);
   }
 
+  // a token as shown in a chip or a cell: its spaces as "·" (a space-only token would be a blank cell),
+  // as the SVG figures draw them; the exact text stays in the title
+  function shown(t) { return String(t).replace(/ /g, "\u00b7"); }
+
   function tickText(t) {
     var a = Math.abs(t);
     if (a !== 0 && (a >= 1e5 || a < 1e-3)) return t.toExponential(0);
@@ -230,7 +234,7 @@
       tokBox.textContent = "";
       chips = {};
       for (var i = a; i < b; i++) {
-        var c = h("span", { class: "tok" + (i === state.sel ? " sel" : "") + (i === R.position ? " report-pos" : ""), "data-pos": i, "data-text": toks[i], text: toks[i] });
+        var c = h("span", { class: "tok" + (i === state.sel ? " sel" : "") + (i === R.position ? " report-pos" : ""), "data-pos": i, "data-text": toks[i], title: JSON.stringify(toks[i]), text: shown(toks[i]) });
         chips[i] = c;
         tokBox.appendChild(c);
       }
@@ -315,6 +319,12 @@
     // residual stream by layer
     add(app, h("h2", { text: "Residual stream by layer" }));
     add(app, h("p", { class: "hint", text: "L2 norm of the stream after the embedding and after every sublayer (a = attention, f = FFN), and of what each sublayer adds (its increment), on a log axis." }));
+    // in the lessons' terms (tinylm lesson stream): what an increment is, and what the placement does to the stream
+    var pl = M.placement;
+    add(app, h("p", { class: "caption lesson-terms", text: "An increment is what one sublayer writes onto the stream: x after = x before + increment; the stream at any point is the embedding plus every increment so far. " +
+      (pl === "post" || pl === "deepnorm" ? "This model is Post-Norm: each block normalises the sum x + F(x) itself, so the stream leaves every block at RMS 1 times the gains, a norm near sqrt(d) = " + fmt(Math.sqrt(M.d_model), 1) + ", and cannot grow with depth."
+        : pl === "pre" || pl === "sandwich" ? "This model is " + (pl === "pre" ? "Pre-Norm" : "sandwich-normed") + ": nothing normalises the stream itself, so the increments pile up and its norm grows with depth (tinylm lesson stream)."
+          : "This model's placement is " + pl + ".") }));
     var growth = h("div", { class: "charts", id: "growth" });
     add(app, growth);
     function incrAt(kind, i) { // increments placed at the stream point they produce
@@ -343,6 +353,7 @@
     // logit lens grid (a window of positions)
     add(app, h("h2", { text: "Logit lens" }));
     add(app, h("p", { class: "hint", text: "Each block boundary of the stream through the model's own final norm and LM head: the top-1 token at every position, shaded by its probability. Click a cell to select its position." }));
+    add(app, h("p", { class: "caption lesson-terms", text: "Why the first rows often read the input token itself: at the embedding the stream is (about) the token's own embedding row, and with an LM head tied to the embedding its logit for token j is e_j · e_t, largest as a rule for j = t. The blocks then move the stream toward the next token." }));
     add(app, legend("p = 0", "1", viridis));
     var lensWin = Math.min(T, 40), lensBox = h("div", { class: "scroll", id: "lens-grid" }), lensStart = 0;
     function drawLens(a, b) {
@@ -350,7 +361,7 @@
       lensBox.textContent = "";
       var tb = h("table", { class: "lens" });
       var hr = h("tr", {}, h("th", { text: "position" }));
-      for (var i = a; i < b; i++) hr.appendChild(h("th", { class: i === cur() ? "sel" : "", title: "position " + i, text: toks[i] }));
+      for (var i = a; i < b; i++) hr.appendChild(h("th", { class: i === cur() ? "sel" : "", title: "position " + i, text: shown(toks[i]) }));
       var head = h("thead", {}, hr, (function () {
         var r = h("tr", {}, h("th", {}));
         for (var i = a; i < b; i++) r.appendChild(h("th", { class: "muted small", text: String(i) }));
@@ -362,7 +373,7 @@
         var tr = h("tr", {}, h("th", { text: lensNames[k] }));
         for (var j = a; j < b; j++) {
           var t = R.logit_lens[k].top1_by_position[j], c = viridis(t.prob);
-          tr.appendChild(h("td", { class: j === cur() ? "sel" : "", "data-pos": j, "data-layer": k, style: "background:" + rgb(c) + ";color:" + textOn(c), text: t.text }));
+          tr.appendChild(h("td", { class: j === cur() ? "sel" : "", "data-pos": j, "data-layer": k, style: "background:" + rgb(c) + ";color:" + textOn(c), text: shown(t.text) }));
         }
         body.appendChild(tr);
       }
@@ -404,7 +415,8 @@
     renderAttention(app, D, toks, function () { return cur(); }, listeners);
     renderNorms(app, D, toks, listeners, function () { return cur(); });
     renderExperts(app, D, toks, listeners, function () { return cur(); });
-    renderDla(app, D, toks);
+    var dlaFollow = renderDla(app, D, toks);
+    if (dlaFollow) listeners.push(dlaFollow);
     changed();
   }
 
@@ -656,8 +668,17 @@
     var items = dec.terms.map(function (t) { return { label: t.name.replace(/^layers\./, "L").replace(/\.out$/, ""), value: t.dla }; });
     if (dec.dla_final_norm_bias !== undefined) items.push({ label: "final norm bias", value: dec.dla_final_norm_bias });
     add(box, barChart(items, { width: 620 }));
-    add(box, h("p", { class: "hint", text: "Sum " + fmt(dec.dla_sum, 4) + " = the logit before the final soft-cap " + fmt(dec.logit_before_softcap, 4) +
-      "; the terms add up to the final residual within " + fmtG(dec.sum_rel_error) + " (relative)." }));
+    var capped = D.model && D.model.final_softcap > 0;
+    add(box, h("p", { class: "hint", text: "Sum " + fmt(dec.dla_sum, 4) + " = the predicted token's logit " + (capped ? "before the final soft-cap (" + fmtG(D.model.final_softcap) + ") " : "") +
+      fmt(dec.logit_before_softcap, 4) + "; the terms add up to the final residual within " + fmtG(dec.sum_rel_error) + " (relative)." }));
+    // the attribution is computed at the report's position only: say so when another token is selected
+    var away = h("p", { class: "notice dla-position", id: "dla-position", style: "display:none" });
+    box.insertBefore(away, box.firstChild);
+    return function (i) {
+      if (i === pos) { away.style.display = "none"; return; }
+      away.style.display = "";
+      away.textContent = "Position " + i + " is selected: this attribution is position " + pos + "'s, the position the page was made for (tinylm inspect --position " + i + " --html computes it there).";
+    };
   }
 
   // ---- --grad ---------------------------------------------------------------------------------------------
@@ -857,6 +878,128 @@
     }
   }
 
+  // ---- kind "lesson": tinylm lesson TOPIC --html (src/lessons/course.c) --------------------------------------
+  // The topic's text in order; consecutive numbers form one table (section, what, computed, stated, source, ok).
+  // "stream": the stream's norm by block and the increments. "figures.variants" (placement): a switch between
+  // the variants, each drawn with its stream norms and its gradient norms side by side, computed ahead.
+  var OKABE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000"];
+  function renderLesson(app, D) {
+    var zh = D.lang === "zh";
+    add(app, h("h1", { text: D.title }));
+    add(app, h("div", { class: "meta" }, h("span", {}, "tinylm lesson ", h("b", { class: "mono", text: D.topic })),
+      h("span", { id: "agree", "data-agree": String(D.agree), "data-total": String(D.total),
+        text: (zh ? "与给定值一致：" : "agree with the stated values: ") + D.agree + " / " + D.total })));
+    if (D.note) add(app, h("p", { class: "hint", text: D.note }));
+    var table = null, pre = null;
+    (D.items || []).forEach(function (it) {
+      if (it.kind !== "number") table = null;
+      if (it.kind !== "pre") pre = null;
+      if (it.kind === "heading") add(app, h("h2", { text: it.text }));
+      else if (it.kind === "text") add(app, h("p", { text: it.text }));
+      else if (it.kind === "pre") {
+        if (!pre) { pre = h("pre", { class: "command lesson-pre" }); add(app, pre); }
+        pre.textContent += (pre.textContent ? "\n" : "") + it.text;
+      } else if (it.kind === "number") {
+        if (!table) {
+          table = h("table", { class: "data lesson-numbers" });
+          table.appendChild(h("tr", {}, [zh ? "小节" : "section", zh ? "计算什么" : "what", zh ? "tinylm 算出" : "tinylm computes",
+            zh ? "给定值" : "stated", zh ? "来源" : "source", ""].map(function (c) { return h("th", { class: "l", text: c }); })));
+          add(app, h("div", { class: "scroll" }, table));
+        }
+        table.appendChild(h("tr", { class: "num-row " + (it.ok ? "ok" : "bad"), "data-ok": String(it.ok) },
+          h("td", { class: "l mono", text: it.section }), h("td", { class: "l wrap", text: it.what }),
+          h("td", { class: "l mono", text: it.computed }), h("td", { class: "l mono", text: it.stated }),
+          h("td", { class: "l", text: it.source === "text" ? (zh ? "课文" : "a lesson text") : (zh ? "公式" : "the formula") }),
+          h("td", { class: "l", text: it.ok ? "ok" : "MISMATCH" })));
+      }
+    });
+    if (D.stream) {
+      var S = D.stream, L = S.layers;
+      var names = ["emb"].concat(Array.from({ length: L }, function (_, l) { return "L" + l; }));
+      add(app, h("h2", { text: zh ? "残差流范数（按块）" : "The residual stream's norm by block" }));
+      var box = h("div", { class: "lesson-charts", id: "stream-charts" });
+      add(box, lineChart({ title: zh ? "残差流 L2 范数" : "stream L2 norm", xLabels: names, xTitle: zh ? "嵌入之后 / 第 l 块之后" : "after the embedding / after block l",
+        series: [{ name: zh ? "最后 token" : "last token", values: S.norm_last_token, color: OKABE[0] },
+                 { name: zh ? "各位置平均" : "mean over tokens", values: S.norm_mean, color: OKABE[1], dash: "6 3", marker: "square" }] }));
+      add(box, lineChart({ title: zh ? "每块的增量（最后 token）" : "each block's increments (last token)", xLabels: names.slice(1), xTitle: zh ? "块" : "block",
+        series: [{ name: zh ? "注意力" : "attention", values: S.attn_increment_last_token, color: OKABE[2] },
+                 { name: "FFN", values: S.ffn_increment_last_token, color: OKABE[3], dash: "6 3", marker: "square" }] }));
+      add(app, box);
+    }
+    var V = D.figures && D.figures.variants;
+    if (V && V.length) renderVariants(app, D.figures, zh);
+  }
+
+  function renderVariants(app, F, zh) {
+    var V = F.variants, L = F.layers;
+    add(app, h("h2", { text: zh ? "切换放置方式：同一段文本上的残差流与梯度" : "Switch the placement: stream and gradients on the same window" }));
+    if (F.window) add(app, h("p", { class: "hint" }, (zh ? "窗口（验证集开头）：" : "window (the start of the validation text): "), h("span", { class: "mono", text: JSON.stringify(F.window) })));
+    var bar = h("div", { class: "variant-switch", role: "tablist" });
+    var view = h("div", { class: "lesson-charts", id: "variant-charts" });
+    var lossBox = h("div", { id: "variant-loss" });
+    var buttons = V.map(function (v, i) {
+      var b = h("button", { type: "button", class: "variant-btn", "data-variant": v.name, role: "tab", text: v.name });
+      b.addEventListener("click", function () { show(i); });
+      bar.appendChild(b);
+      return b;
+    });
+    var names = ["emb"].concat(Array.from({ length: L }, function (_, l) { return "L" + l; }));
+    var blocks = Array.from({ length: L }, function (_, l) { return "L" + l; });
+    function show(i) {
+      var v = V[i];
+      buttons.forEach(function (b, j) { b.classList.toggle("active", j === i); b.setAttribute("aria-selected", String(j === i)); });
+      view.setAttribute("data-variant", v.name);
+      view.textContent = "";
+      var a = lineChart({ title: v.name + (zh ? "：残差流范数" : ": stream norm"), xLabels: names, xTitle: zh ? "嵌入之后 / 第 l 块之后" : "after the embedding / after block l", log: true,
+        series: [{ name: zh ? "初始化" : "at init", values: v.stream_init, color: OKABE[5], dash: "6 3", marker: "square" },
+                 { name: zh ? "训练后" : "trained", values: v.stream_trained, color: OKABE[0] }] });
+      a.setAttribute("id", "chart-stream");
+      var g = lineChart({ title: v.name + (zh ? "：各块参数梯度范数" : ": gradient norm of each block's parameters"), xLabels: blocks, xTitle: zh ? "块" : "block", log: true,
+        series: [{ name: zh ? "初始化" : "at init", values: v.grad_init, color: OKABE[5], dash: "6 3", marker: "square" },
+                 { name: zh ? "训练后" : "trained", values: v.grad_trained, color: OKABE[4] }] });
+      g.setAttribute("id", "chart-grad");
+      add(view, [a, g]);
+      lossBox.textContent = "";
+      var loss = lineChart({ title: zh ? "训练损失（选中的加粗）" : "training loss (the selected one bold)", xLabels: F.steps.map(String), xTitle: zh ? "步" : "step", width: 760,
+        series: V.map(function (w, j) { return { name: w.name, values: w.loss, color: OKABE[j % OKABE.length], width: j === i ? 4 : 1.5, dash: j === i ? null : "5 3", marker: j === i ? "circle" : "none" }; }) });
+      loss.setAttribute("id", "chart-loss");
+      add(lossBox, loss);
+    }
+    add(app, [bar, view, lossBox]);
+    show(0);
+  }
+
+  // ---- kind "training": train --html (src/train/train_page.c) ------------------------------------------------
+  // Loss with validation loss, learning rate, gradient norm, the largest attention logit and tokens/s by step.
+  // While the run trains (live) the page reloads itself every refresh_s seconds; the last write does not.
+  function renderTraining(app, D) {
+    var P = D.points, Vd = D.validation;
+    add(app, h("h1", { text: "tinylm train " + D.run }));
+    add(app, h("div", { class: "meta" },
+      h("span", { id: "train-status", "data-status": D.status, "data-live": String(D.live) }, "status ", h("b", { text: D.status })),
+      h("span", {}, "step ", h("b", { id: "train-step", text: D.step + " / " + D.steps })),
+      h("span", {}, "last loss ", h("b", { text: fmt(D.last_loss) })),
+      h("span", {}, "last validation loss ", h("b", { text: fmt(D.last_val_loss) }))));
+    add(app, h("p", { class: "hint", text: D.live ? "The run is training: this page is rewritten at each evaluation and reloads itself every " + D.refresh_s + " s."
+      : "The run's report: written at its last step, it no longer reloads." }));
+    var xl = P.step.map(function (x) { return String(x); });
+    var at = {};
+    P.step.forEach(function (x, i) { at[x] = i; });
+    var vx = Vd.step.map(function (x) { return at[x]; });
+    var box = h("div", { class: "lesson-charts", id: "train-charts" });
+    function chart(id, opt) { var c = lineChart(opt); c.setAttribute("id", id); add(box, c); }
+    chart("chart-loss", { title: "loss", xLabels: xl, xTitle: "step", series: [
+      { name: "training loss", values: P.loss, color: OKABE[0], marker: "none", width: 1.5 },
+      { name: "validation loss", values: Vd.loss, x: vx, color: OKABE[4], marker: "square", noLine: false }] });
+    chart("chart-lr", { title: "learning rate", xLabels: xl, xTitle: "step", series: [{ name: "lr", values: P.lr, color: OKABE[2], marker: "none" }] });
+    chart("chart-grad", { title: "gradient norm (before clipping)", xLabels: xl, xTitle: "step", log: true, series: [{ name: "grad norm", values: P.grad_norm, color: OKABE[3], marker: "none" }] });
+    if (D.has_attn) chart("chart-attn", { title: "largest attention logit (any layer, head)", xLabels: xl, xTitle: "step", series: [{ name: "max |logit|", values: P.attn_max, color: OKABE[1], marker: "none" }] });
+    else add(box, h("p", { class: "notice", text: "No attention-logit maxima in this run's metrics (an older run, or --log-attn was off for its steps)." }));
+    chart("chart-tps", { title: "tokens per second", xLabels: xl, xTitle: "step", series: [{ name: "tokens/s", values: P.tokens_per_s, color: OKABE[5], marker: "none" }] });
+    add(app, box);
+    if (D.live) setTimeout(function () { location.reload(); }, Math.max(1, D.refresh_s || 5) * 1000);
+  }
+
   // ---- main ---------------------------------------------------------------------------------------------------
   var app = document.getElementById("app");
   try {
@@ -867,6 +1010,8 @@
     else if (D.kind === "experiment") renderExperiment(app, D);
     else if (D.kind === "pattern") renderPattern(app, D);
     else if (D.kind === "positions") renderPositions(app, D);
+    else if (D.kind === "lesson") renderLesson(app, D);
+    else if (D.kind === "training") renderTraining(app, D);
     else throw new Error("unknown report kind " + D.kind);
     document.body.setAttribute("data-ready", "1");
   } catch (e) {

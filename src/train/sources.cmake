@@ -5,4 +5,5 @@ target_sources(tinylm_objects PRIVATE
   src/train/presets.c
   src/train/trainer.c
   src/train/dist.c
-  src/train/attn_log.c)
+  src/train/attn_log.c
+  src/train/train_page.c)

@@ -38,6 +38,7 @@
 #include "infer/generate.h"
 #include "train/dist.h"
 #include "train/run_dir.h"
+#include "train/train_page.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
 #include "util/cpu.h"
@@ -857,6 +858,22 @@ static void write_metrics(trainer *t, const step_stats *st, int evaluated, float
     fflush(f);
 }
 
+/* --html: the run's page from its metrics.jsonl (rank 0). A live write that fails is reported once
+ * and the run goes on (the page is a view; the run's own files are what it writes); the last write's
+ * failure is the run's error. */
+static int write_page(trainer *t, const char *status, int live) {
+    static int warned = 0;
+    char *metrics = path_join(t->out_dir, "metrics.jsonl");
+    int rc = metrics ? train_page_write(t->o.html, metrics, t->out_dir, t->o.steps, status, live) : -1;
+    free(metrics);
+    if (rc && live) {
+        if (!warned) fprintf(stderr, "tinylm train: --html: %s (the run goes on)\n", tlm_last_error());
+        warned = 1;
+        return 0;
+    }
+    return rc;
+}
+
 static int train_loop(trainer *t) {
     train_options *o = &t->o;
     const int tty = isatty(STDERR_FILENO);
@@ -913,6 +930,7 @@ static int train_loop(trainer *t) {
             write_metrics(t, &st, evaluated, lr, tokens_per_step / step_s);
             if (tty || t->step % o->log_every == 0 || evaluated || t->step == o->steps)
                 progress(t, st.loss, lr, tokens_per_step / step_s, t->elapsed / t->step, tty);
+            if (o->html && evaluated && t->step < o->steps) write_page(t, "training", 1);
         }
         /* a signal may reach the ranks at different steps: all stop at the first rank's */
         if (!stop_signal) stop_signal = take_stop_signal();
@@ -947,6 +965,12 @@ static int train_loop(trainer *t) {
         printf("\n");
     }
 out:
+    if (o->html && t->rank == 0) {
+        const char *status = rc == 0 && t->step >= o->steps ? "finished"
+                             : rc == 0 || rc == 130 || rc == 143 ? "stopped"
+                                                                   : "failed";
+        if (write_page(t, status, 0) && rc == 0) rc = 1, fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
+    }
     t->m->mirror_fresh = 0; /* (whatever runs next may change the weights before its forward) */
     while (take_stop_signal()) {
     } /* (a second Ctrl-C during the save: already answered) */
@@ -1086,6 +1110,7 @@ int train_resume(const char *out_dir, const char *data_path, const resume_option
     long opt_steps = t.opt.step;
     t.o.zero1 = r->zero1; /* (properties of this session, not of the run) */
     t.o.log_attn = r->log_attn;
+    t.o.html = r->html;
     if (!rc) {
         t.data_path = strdup(data_path);
         t.tok = tlm_tokenizer_load(tok_path);

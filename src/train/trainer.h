@@ -29,6 +29,8 @@ typedef struct {
     int precision_bf16; /* --precision bf16: mixed precision (model_set_mixed_bf16); a property of the run */
     int log_attn;      /* each step's largest attention logit per head and the QK-norm gains in metrics.jsonl
                           (like zero1 a property of this session, not of the run: allowed with a resume) */
+    const char *html;  /* --html FILE: the run's page, rewritten at each evaluation (train_page.h); NULL = none.
+                          A property of this session, as log_attn */
 } train_options;
 
 /* What a resume may set for its session; the run's own options come from its checkpoint. */
@@ -36,6 +38,7 @@ typedef struct {
     int steps;    /* > 0: a new last step (after the saved one, not before the schedule's end) */
     int stop_at;  /* > 0: stop after this step with a checkpoint, as train_options.stop_at */
     int zero1, log_attn;
+    const char *html; /* as train_options.html */
 } resume_options;
 
 /* Blocks SIGINT and SIGTERM in the calling thread and in every thread it starts afterwards:
