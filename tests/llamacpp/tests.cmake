@@ -9,4 +9,5 @@ if(TLM_PYTHON)
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/llamacpp/test_llamacpp.py
                    --tinylm $<TARGET_FILE:tinylm_cli> --work ${CMAKE_BINARY_DIR}/test_llamacpp)
   set_tests_properties(test_llamacpp PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300 SKIP_RETURN_CODE 77)
+  tlm_slow(test_llamacpp)
 endif()
