@@ -6,9 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-$SUDO apt-get update -qq
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  build-essential cmake pkg-config libdnnl-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev libpcre2-dev zlib1g-dev >/dev/null
+packages=(build-essential cmake pkg-config libdnnl-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev libpcre2-dev zlib1g-dev)
+missing=()
+for p in "${packages[@]}"; do  # (only what is missing: a second run installs nothing)
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 out="runs/shakespeare-$(date +%Y%m%d-%H%M%S)"

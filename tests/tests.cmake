@@ -1,4 +1,17 @@
 # Each test area keeps its own tests/<area>/tests.cmake; they are all included here.
+#
+# Tiers: `./scripts/test.sh --quick` runs `ctest -LE slow` in the release build, what a contributor
+# runs after each change; the whole suite runs everything. A test is in the quick tier unless it
+# is labelled `slow`: a long end-to-end run, a repeat of another test under a capped ISA, a whole
+# training of an experiment. Label one with tlm_slow(NAME ...) after its definition.
+function(tlm_slow)
+  foreach(t ${ARGN})
+    if(TEST ${t})
+      set_property(TEST ${t} APPEND PROPERTY LABELS slow)
+    endif()
+  endforeach()
+endfunction()
+
 # Helper for plain C test executables linked against the library:
 function(tlm_c_test name)
   add_executable(${name} ${ARGN})

@@ -14,12 +14,13 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
     # one model cache for all of them (stream_growth, layer_deletion, attention_sinks and
     # rmsnorm_vs_layernorm share trained models): the lock runs them one at a time under ctest -j
     set_tests_properties(experiment_${_name} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 600
-                         LABELS experiments RESOURCE_LOCK tlm_experiments_models FIXTURES_SETUP experiment_pages)
+                         LABELS "experiments;slow" RESOURCE_LOCK tlm_experiments_models FIXTURES_SETUP experiment_pages)
   endforeach()
   # every experiment's report.html (the quick runs' above) opened in headless Chromium
   add_test(NAME test_experiment_pages
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/browser/run_experiment_pages.py --build ${CMAKE_BINARY_DIR})
   set_tests_properties(test_experiment_pages PROPERTIES FIXTURES_REQUIRED experiment_pages TIMEOUT 300)
+  tlm_slow(test_experiment_pages)
 endif()
 # the shared code (svgplot, common, run.py's Markdown, bf16 rounding, the training cache with a
 # fake tinylm and three tiny real runs): seconds

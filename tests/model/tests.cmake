@@ -21,6 +21,7 @@ tlm_c_test(test_model_gradcheck tests/model/test_model_gradcheck.c)
 # GGUF through the program: export in every type, an independent NumPy reader of the file and its
 # block layouts, logits against the llama2.c checkpoint, round trips, malformed files
 tlm_cli_test(test_gguf_model tests/model/test_gguf_model.py)
+tlm_slow(test_gguf_model)
 # GGUF files of every architecture the loader claims (llama, qwen2, qwen3, gemma2, gemma3, olmo2,
 # gpt2), converted here from random HF checkpoints as llama.cpp's convert_hf_to_gguf.py does:
 # the same logits as the HF directory and a float64 reference; each convention left out is caught

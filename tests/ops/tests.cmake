@@ -10,6 +10,7 @@ foreach(t test_softmax_row test_ops_gradcheck)
   # (skipped, exit 77, where the CPU's widest kernels are AVX2 already: tests/isa_cap.h)
   set_tests_properties(${t}_avx2 PROPERTIES ENVIRONMENT "TLM_ISA=avx2;OMP_NUM_THREADS=2" SKIP_RETURN_CODE 77)
 endforeach()
+tlm_slow(test_ops_gradcheck_avx2) # (every op's finite differences again: the whole suite's)
 # the matvec kernels: natively, and capped to AVX2 and to plain C (each set runs on any x86-64
 # CPU that has it; the test checks that the set asked for ran)
 tlm_c_test(test_matvec tests/ops/test_matvec.c)

@@ -26,6 +26,7 @@ function(tlm_parity_add_tests)
     set_tests_properties(parity_pytorch_bf16_avx512 PROPERTIES
                          ENVIRONMENT "OMP_NUM_THREADS=2;ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16" TIMEOUT 300
                          FIXTURES_REQUIRED parity_cases SKIP_RETURN_CODE 77)
+    tlm_slow(parity_pytorch_bf16)
   endif()
 endfunction()
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL tlm_parity_add_tests)
@@ -40,4 +41,5 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/parity/check_pipeline.py
                    --work ${CMAKE_BINARY_DIR}/parity_selftest)
   set_tests_properties(parity_selftest PROPERTIES TIMEOUT 300)
+  tlm_slow(parity_selftest)
 endif()

@@ -23,6 +23,12 @@ llama2c_ref.py for stories260K, by tinylm_ref.load for the trained model).
    activation-patching cell (resid_pre / attn_out / mlp_out by layer x position, each head's output
    at every position and by position, each head's query, key, value and pattern) = the reference
    patched the same way; and the picture the notebook draws from them.
+With --venv (test_pip_install's venv, where `pip install` put the package, its `tinylm` command and
+its `python3` kernel spec) and --tree (the copy of the repository it installed from, which has no
+build/), each notebook is executed by that venv's Python with no TINYLM_* path, PYTHONPATH or
+kernel registered by hand, as a user who opens it from the environment would: the notebook's kernel
+must be the venv's interpreter and import the venv's package. Without them (no venv module), the
+notebooks run from this checkout with TINYLM_LIB and PYTHONPATH set.
 Prints "N passed, N failed"; exits 1 on any failure."""
 import argparse
 import json
@@ -51,6 +57,48 @@ def close(a, b, tol):
         return False, float("inf")
     e = float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max())))
     return e <= tol, e
+
+
+# run by the venv's Python: executes a notebook in the `python3` kernel that environment finds, with a
+# last cell that reports the kernel's interpreter and package; the executed notebook is written out
+VENV_DRIVER = r"""
+import os, sys
+import nbformat
+from nbclient import NotebookClient
+src, dst = sys.argv[1], sys.argv[2]
+nb = nbformat.read(src, as_version=4)
+nb.cells.append(nbformat.v4.new_code_cell(
+    "import json as _j, sys as _s, tinylm as _t\nprint(_j.dumps({'python': _s.executable, 'tinylm': _t.__file__}))",
+    metadata={"tags": ["kernel"]}))
+try:
+    NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": os.path.dirname(src)}}).execute()
+finally:
+    nbformat.write(nb, dst)
+"""
+
+
+def tagged_json(nb, tag):
+    """the last line a cell tagged TAG printed, as JSON (None when no such cell printed)"""
+    for c in nb.cells:
+        if tag in c.get("metadata", {}).get("tags", []):
+            text = "".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream")
+            return json.loads(text.strip().splitlines()[-1]) if text.strip() else None
+    return None
+
+
+def execute_in_venv(path, work, python, env):
+    """runs the notebook from the venv (VENV_DRIVER); returns (RESULTS, seconds, error, KERNEL)"""
+    import nbformat
+    import subprocess
+    out = os.path.join(work, os.path.basename(path))
+    t0 = time.time()
+    p = subprocess.run([python, "-c", VENV_DRIVER, path, out], env=env, capture_output=True, text=True, timeout=900)
+    dt = time.time() - t0
+    if p.returncode != 0 or not os.path.exists(out):
+        return None, dt, (p.stdout + p.stderr)[-1500:], None
+    nb = nbformat.read(out, as_version=4)
+    R = tagged_json(nb, "results")
+    return R, dt, None if R is not None else "no cell tagged 'results'", tagged_json(nb, "kernel")
 
 
 def execute(path, work):
@@ -359,14 +407,24 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--only", default="logit_lens_dla,patching,induction_heads",
                     help="the notebooks to run, by name (comma-separated; exploratory_analysis has a test of its own)")
+    ap.add_argument("--venv", help="a venv where `pip install` put the package (test_pip_install's)")
+    ap.add_argument("--tree", help="the copy of the repository that venv was installed from")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
+    venv_py = os.path.join(os.path.abspath(a.venv), "bin", "python") if a.venv else None
+    if venv_py and not (os.path.exists(venv_py) and a.tree and os.path.isdir(os.path.join(a.tree, "examples"))):
+        print("(no venv from test_pip_install at %s: the notebooks run from this checkout)" % a.venv)
+        venv_py = None
+    venv_env = {k: v for k, v in os.environ.items()
+                if k not in ("TINYLM_LIB", "TINYLM_CLI", "TINYLM_ROOT", "TINYLM_BUILD_DIR", "PYTHONPATH", "LD_PRELOAD",
+                             "ASAN_OPTIONS", "JUPYTER_PATH")}
+    venv_env.update(TINYLM_NB_WORK=os.path.join(os.path.abspath(a.work), "induction"), PYDEVD_DISABLE_FILE_VALIDATION="1")
     os.environ.update(TINYLM_LIB=os.path.abspath(a.lib), TINYLM_CLI=os.path.abspath(a.tinylm), TINYLM_ROOT=ROOT,
                       TINYLM_NB_WORK=os.path.join(a.work, "induction"), PYDEVD_DISABLE_FILE_VALIDATION="1",
                       PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     torch.set_num_threads(1)
-    ex = os.path.join(ROOT, "examples")
+    ex = os.path.join(os.path.abspath(a.tree) if venv_py else ROOT, "examples")
     table = {"logit_lens_dla": lambda R: check_lens_dla(R, a.work), "patching": check_patching,
              "induction_heads": check_induction, "exploratory_analysis": check_exploratory}
     only = a.only.split(",")
@@ -376,9 +434,18 @@ def main():
         return 2
     for name in only:
         fn = table[name]
-        R, dt, err = execute(os.path.join(ex, name + ".ipynb"), a.work)
-        if not check(R is not None, "%s.ipynb runs in a python3 kernel (%.1f s)" % (name, dt), err):
-            continue
+        if venv_py:
+            R, dt, err, K = execute_in_venv(os.path.join(ex, name + ".ipynb"), a.work, venv_py, venv_env)
+            if not check(R is not None, "%s.ipynb runs from the venv, nothing registered by hand (%.1f s)" % (name, dt),
+                         err):
+                continue
+            site = os.path.join(os.path.abspath(a.venv), "lib")
+            check(K is not None and K["python"] == venv_py and K["tinylm"].startswith(site),
+                  "%s.ipynb: its kernel is the venv's interpreter and imports the venv's package" % name, K)
+        else:
+            R, dt, err = execute(os.path.join(ex, name + ".ipynb"), a.work)
+            if not check(R is not None, "%s.ipynb runs in a python3 kernel (%.1f s)" % (name, dt), err):
+                continue
         views = html_outputs(os.path.join(a.work, name + ".ipynb"))
         check(len(views) >= 2 and all(v.startswith('<iframe class="tinylm-view" sandbox="allow-scripts"') for v in views),
               "%s.ipynb: its %d views are the report page in sandboxed frames" % (name, len(views)))

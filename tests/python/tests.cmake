@@ -57,18 +57,26 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
   # package builds its own Release library)
   add_test(NAME test_pip_install
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_pip_install.py
-                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_pip_install)
-  set_tests_properties(test_pip_install PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 900 SKIP_RETURN_CODE 77)
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_pip_install)
+  # (its venv and tree are where test_notebooks runs the notebooks)
+  set_tests_properties(test_pip_install PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 900 SKIP_RETURN_CODE 77
+                       FIXTURES_SETUP tlm_pip_venv)
+  tlm_slow(test_pip_install)
 endif()
 if(TLM_PYTHON AND NOT TLM_SANITIZE)
   # examples/*.ipynb executed (python3-nbclient, python3-ipykernel), their numbers against the float64
   # PyTorch reference (the logit lens and DLA, activation and attribution patching, induction heads on a
-  # model `tinylm train` makes in the test); not in the sanitizer build (the kernel is a process of its own)
+  # model `tinylm train` makes in the test); not in the sanitizer build (the kernel is a process of its own).
+  # They run from test_pip_install's venv, as a user opens them: its own kernel, its installed package.
   add_test(NAME test_notebooks
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_notebooks.py
                    --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
-                   --work ${CMAKE_BINARY_DIR}/test_notebooks)
-  set_tests_properties(test_notebooks PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+                   --work ${CMAKE_BINARY_DIR}/test_notebooks --venv ${CMAKE_BINARY_DIR}/test_pip_install/venv
+                   --tree ${CMAKE_BINARY_DIR}/test_pip_install/src)
+  set_tests_properties(test_notebooks PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300
+                       FIXTURES_REQUIRED tlm_pip_venv)
+  tlm_slow(test_notebooks)
 endif()
 if(TLM_PYTHON)
   # TransformerLens' idioms (cfg, weight attributes, text input, persistent hooks, FactoredMatrix,

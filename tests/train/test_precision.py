@@ -15,7 +15,9 @@ On a CPU with bf16 products (AMX or AVX512-BF16):
   largest logit on this small model) and not at all where no path exists.
 Everywhere (here forced with TLM_ISA=avx2, which leaves no bf16 path):
 - `--precision bf16` trains in fp32 with one line saying why, bit for bit the fp32 run.
-- `--precision int8` is a usage error (exit 2)."""
+- `--precision int8` is a usage error (exit 2).
+--quick (the sanitizer build): the same checks on runs of 12 steps instead of 40 (evaluated, saved
+and resumed at half way): the same code paths, instrumented runs being slow."""
 import argparse
 import json
 import os
@@ -63,12 +65,14 @@ def main():
     ap.add_argument("--tinylm", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--quick", action="store_true", help="12-step runs (the sanitizer build)")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     W = lambda *p: os.path.join(a.work, *p)  # noqa: E731
-    common = ["--data", a.data, "--steps", "40", "--eval-every", "20", "--log-every", "5", "--sample", "0",
-              "--batch", "8", "--seq", "64", "--save-every", "20"]
+    steps, half, log = (12, 6, 3) if a.quick else (40, 20, 5)
+    common = ["--data", a.data, "--steps", str(steps), "--eval-every", str(half), "--log-every", str(log), "--sample",
+              "0", "--batch", "8", "--seq", "64", "--save-every", str(half)]
 
     rc, _, err = run([a.tinylm, "train", "--preset", "llama-baby", "--precision", "int8", "--out", W("bad")] + common)
     check(rc == 2 and "--precision" in err, "--precision int8 is a usage error", err)
@@ -122,7 +126,7 @@ def main():
     # exact resume in bf16: stop at 20, resume to 40, compare with the uninterrupted run
     dr = W("resumed_bf16")
     rc, _, err = run([a.tinylm, "train", "--preset", "llama-baby", "--precision", "bf16", "--out", dr, "--stop-at",
-                      "20"] + common)
+                      str(half)] + common)
     rc2, _, err2 = run([a.tinylm, "train", "--resume", dr, "--data", a.data])
     check(rc == 0 and rc2 == 0 and "mixed precision: bf16 products on" in err2,
           "a resume of a bf16 run computes in bf16", err + err2)
