@@ -16,6 +16,7 @@
 #include "util/profile.h"
 #include "util/error.h"
 #include "util/text_escape.h"
+#include "model/context.h"
 
 /* escape: control bytes shown as \xHH, for a terminal (util/text_escape.h) */
 static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out, int escape) {
@@ -66,7 +67,7 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     }
     memcpy(history, prompt, sizeof(int) * n_prompt);
     int len = n_prompt, made = 0;
-    m->kv = kv;
+    m->ctx->kv = kv;
     const int bos = tlm_tokenizer_bos(tok), eos = tlm_tokenizer_eos(tok);
     const int escape = isatty(fileno(out));
     if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out, escape);
@@ -104,7 +105,7 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     }
     st.n_generated = made;
     if (stats) *stats = st;
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     kv_cache_free(kv);
     free(history);
     sampler_free(&s);

@@ -19,6 +19,7 @@
 #include "ops/quant.h"
 #include "util/error.h"
 #include "util/finite.h"
+#include "model/context.h"
 
 tlm_model *tlm_load(const char *path) { return model_load_dir(path); }
 
@@ -44,7 +45,7 @@ int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, cons
     return model_forward_padded(m, tokens, targets, start, B, T, loss);
 }
 
-const float *tlm_logits(const tlm_model *m) { return m->acts.logits; }
+const float *tlm_logits(const tlm_model *m) { return m->ctx->acts.logits; }
 int tlm_backward(tlm_model *m, float dloss) { return model_backward(m, dloss); }
 
 const float *tlm_grad(const tlm_model *m, const char *name, size_t *numel) {
@@ -134,14 +135,14 @@ void tlm_sampler_free(tlm_sampler *s) {
 int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
                  float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out) {
     *n_out = 0;
-    if (m->hooks) return tlm_error("generate: detach the hooks first (a KV cache has no hook points)");
+    if (m->ctx->hooks) return tlm_error("generate: detach the hooks first (a KV cache has no hook points)");
     if (max_new < 1) return tlm_error("generate: n = %d new tokens; must be >= 1", max_new);
     /* the text generate() prints is not wanted here: only the ids */
     FILE *sink = fopen("/dev/null", "w");
     if (!sink) return tlm_error("generate: cannot open /dev/null");
     gen_options g = {.max_new_tokens = max_new, .temperature = temperature, .top_k = top_k, .top_p = top_p,
                      .seed = seed};
-    const model_mode mode = m->mode;
+    const model_mode mode = m->ctx->mode;
     model_set_mode(m, MODEL_INFER_LAST); /* as `tinylm generate` runs it */
     int rc = generate(m, tok, prompt, n_prompt, &g, sink, ids_out, n_out, NULL);
     model_set_mode(m, mode);
@@ -264,7 +265,7 @@ tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new,
  * it whole; without, in generate()'s chunks), else the last token returned */
 static int gen_feed(tlm_model *m, tlm_gen *g) {
     if (kv_cache_length(g->kv) == 0) {
-        if (m->hooks) {
+        if (m->ctx->hooks) {
             if (model_forward(m, g->prompt, NULL, 1, g->n_prompt, NULL)) return -1;
         } else {
             for (int i = 0; i < g->n_prompt; i += 256) /* (generate.c's PREFILL_CHUNK) */
@@ -283,16 +284,16 @@ int tlm_gen_next(tlm_model *m, tlm_gen *g, int *token) {
     if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
     if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
-    if (m->kv) return tlm_error("generate: the model is generating already");
+    if (m->ctx->kv) return tlm_error("generate: the model is generating already");
     const int cfg_threads = omp_get_max_threads();
     if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
-    const model_mode mode = m->mode;
+    const model_mode mode = m->ctx->mode;
     /* hooks need the training layout (every activation kept, where a rewrite goes on from); without,
      * `tinylm generate`'s own mode, so the logits are its bit for bit */
-    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
-    m->kv = g->kv;
+    model_set_mode(m, m->ctx->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
+    m->ctx->kv = g->kv;
     int rc = gen_feed(m, g);
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     model_set_mode(m, mode);
     if (cfg_threads > g->threads) omp_set_num_threads(cfg_threads);
     if (rc) {
@@ -386,16 +387,16 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
     if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
     if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
-    if (m->kv) return tlm_error("generate: the model is generating already");
+    if (m->ctx->kv) return tlm_error("generate: the model is generating already");
     const int cfg_threads = omp_get_max_threads();
     if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
-    const model_mode mode = m->mode;
+    const model_mode mode = m->ctx->mode;
     /* hooks need the training layout (as tlm_gen_next): they see [batch, T, ...] over the positions
      * the step computes, the prompts in one pass */
-    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
-    m->kv = g->kv;
+    model_set_mode(m, m->ctx->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
+    m->ctx->kv = g->kv;
     int rc = 0;
-    if (kv_cache_length(g->kv) == 0 && m->hooks) {
+    if (kv_cache_length(g->kv) == 0 && m->ctx->hooks) {
         rc = model_forward(m, g->prompts, NULL, g->batch, g->P, NULL);
     } else if (kv_cache_length(g->kv) == 0) { /* the prompts, in generate.c's chunks of positions */
         enum { CHUNK = 256 };
@@ -411,7 +412,7 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
     } else {
         rc = model_forward(m, g->pending, NULL, g->batch, 1, NULL);
     }
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     model_set_mode(m, mode);
     if (cfg_threads > g->threads) omp_set_num_threads(cfg_threads);
     if (rc) {
@@ -419,10 +420,10 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
         return -1;
     }
     /* the logits of the last position of each row: [batch, V] (generation's layout), or [batch, T, V] */
-    const int V = m->cfg.vocab_size, per_row = m->acts.logits_rows / g->batch;
+    const int V = m->cfg.vocab_size, per_row = m->ctx->acts.logits_rows / g->batch;
     for (int b = 0; b < g->batch; b++)
         tokens[b] = g->pending[b] =
-            sampler_next(&g->s[b], m->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
+            sampler_next(&g->s[b], m->ctx->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
     g->made++;
     return 0;
 }

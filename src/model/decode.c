@@ -719,12 +719,12 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
  * and no Gemma 4 MoE block or latent attention (those decode through model_forward with the cache: the same function,
  * without the one-region step) */
 static int step_applies(const tlm_model *m) {
-    return !m->cfg.moe_block && !config_mla(&m->cfg) && !m->hooks && m->n_observers == 0 && m->kv->batch == 1;
+    return !m->cfg.moe_block && !config_mla(&m->cfg) && !m->ctx->hooks && m->ctx->n_observers == 0 && m->ctx->kv->batch == 1;
 }
 
 const float *kv_decode_step(tlm_model *m, int token) {
     PROF_SCOPE("decode_step");
-    kv_cache *c = m->kv;
+    kv_cache *c = m->ctx->kv;
     if (!c || !step_applies(m)) {
         if (model_forward(m, &token, NULL, 1, 1, NULL)) return NULL;
         return model_last_logits(m);

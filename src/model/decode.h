@@ -1,4 +1,4 @@
-/* decode.h — a KV cache for incremental decoding. Attached to a model (m->kv), it makes
+/* decode.h — a KV cache for incremental decoding. Attached to a model (m->ctx->kv), it makes
  * model_forward() continue one sequence: positions start where the cache ends, each layer
  * appends its keys/values and attends over everything cached. The rest of the forward
  * (norms of any placement, FFN, head, soft-caps) is the very same code as a full pass, so
@@ -58,7 +58,7 @@ void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, flo
 int kv_cache_set_mla_absorbed(kv_cache *c, const struct tlm_model *m, int absorbed);
 int kv_cache_mla_absorbed(const kv_cache *c);
 
-/* One token through the model with the cache m->kv attached: model_forward(m, &token, NULL, 1, 1,
+/* One token through the model with the cache m->ctx->kv attached: model_forward(m, &token, NULL, 1, 1,
  * NULL) bit for bit, in one parallel region per token and without allocating (decode.c). Returns
  * the token's logits [V] (in the cache's buffers, valid until the next step; model_last_logits is
  * not updated), or NULL with tlm_error. With an observer or hooks attached it is model_forward

@@ -14,9 +14,8 @@
 
 void model_free(tlm_model *m) {
     if (!m) return;
-    free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.start_mem), free(m->acts.layers);
+    context_free(m->ctx);
     free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
-    model_hooks_free(m);
     free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->grad_mem);
     if (m->file_map)
         munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
@@ -25,14 +24,13 @@ void model_free(tlm_model *m) {
     free(m->w16_mem);
     free(m->wq_mem);
     free(m->mirror16);
-    split_free(m->split);
     free(m);
 }
 
-void model_set_mode(tlm_model *m, model_mode mode) { m->mode = mode; }
+void model_set_mode(tlm_model *m, model_mode mode) { m->ctx->mode = mode; }
 
 const float *model_last_logits(const tlm_model *m) {
-    return m->acts.logits + (size_t)(m->acts.logits_rows - 1) * m->cfg.vocab_size;
+    return m->ctx->acts.logits + (size_t)(m->ctx->acts.logits_rows - 1) * m->cfg.vocab_size;
 }
 
 /* ---- the layer's shape ----------------------------------------------------------------------- */

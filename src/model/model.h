@@ -254,22 +254,13 @@ typedef struct tlm_model {
     int grad_clear;     /* grad_mem is all zero: the trainer's AdamW step cleared it as it read it
                            (adamw_step_fused), and no backward has run since (backward_run clears the
                            mark); model_zero_grads then has nothing to do */
-    model_mode mode;
-    float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
-    float router_aux; /* training: model_backward adds the gradient of router_aux * acts.moe_aux, the
-                         load-balancing loss (Switch / Hugging Face's load_balancing_loss_func) (0 = off) */
     float *grad_mem; /* NULL until model_alloc_grads */
     model_params g;
     float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
     int rope_len;
-    activations acts;
-    struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
-    /* attached observers of every pass (model_observe), in attach order; what they need decides
-     * what the pass keeps (attention maps) and whether it may split the batch */
-    const struct model_observer *observers[MODEL_MAX_OBSERVERS];
-    int n_observers;
-    struct model_hooks *hooks; /* tlm_set_hooks's state (hooks.c), one of the observers when set */
-    struct batch_split *split; /* the per-thread views of a split batch; NULL until one is split */
+    /* the default context (context.h): what model_forward and the other model_* passes run in, and
+     * what the public tlm_* functions that take a model use */
+    struct tlm_context *ctx;
 } tlm_model;
 
 /* ---- observers: the one way to watch a pass (hooks.c) ------------------------------------------
@@ -326,7 +317,7 @@ const tensor_info *model_find_tensor(const tlm_model *m, const char *name);
  * alone (for `tinylm info`); 0 when out of memory. */
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T);
 /* Forward over tokens [B,T]; targets [B,T] (may be NULL: no loss). Returns 0 and the mean loss
- * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->acts.logits. */
+ * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->ctx->acts.logits. */
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
 /* The same over left-padded rows: start [B] (NULL: none) the index of each row's first real token,
  * 0 <= start[b] < T. The pads before it are seen by no real query (a pad query sees itself only),
@@ -337,7 +328,7 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
                          float *loss);
 /* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). The loss differentiated is the
- * mean cross-entropy plus m->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
+ * mean cross-entropy plus m->ctx->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
  * the cross-entropy alone). */
 int model_backward(tlm_model *m, float dloss);
 /* The same, and *grad_norm = the norm of the whole gradient afterwards (all of m->grad_mem, as
@@ -474,7 +465,6 @@ int model_point_count(const tlm_config *c);
 int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, size_t cap, int64_t shape[5],
                          int *flags);
 /* the probe names of the same points: points.h */
-void model_hooks_free(tlm_model *m);
 
 /* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "context.h"
 #include "util/error.h"
 #include "util/f16.h"
 #include "util/rng.h"
@@ -301,6 +301,7 @@ tlm_model *model_create(const tlm_config *cfg) {
     m->cfg = *cfg;
     m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
     m->g.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    m->ctx = context_create(m);
     model_params scratch = {.layers = m->p.layers};
     walk count = {.cfg = cfg};
     walk_tensors(&count, &scratch);
@@ -309,7 +310,7 @@ tlm_model *model_create(const tlm_config *cfg) {
     m->tensors = calloc((size_t)m->n_tensors, sizeof(tensor_info));
     m->param_mem = calloc(m->n_params, sizeof(float));
     tlm_advise_huge(m->param_mem, m->n_params * sizeof(float));
-    if (!m->p.layers || !m->g.layers || !m->tensors || !m->param_mem) {
+    if (!m->p.layers || !m->g.layers || !m->ctx || !m->tensors || !m->param_mem) {
         model_free(m);
         return tlm_error("out of memory: the model needs %zu parameters (%.1f MiB)", count.offset,
                          count.offset * 4.0 / 1048576.0),
@@ -326,9 +327,10 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     m->cfg = *cfg;
     m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
     m->g.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    m->ctx = context_create(m);
     size_t n_floats = 0;
     m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
-    if (!m->p.layers || !m->g.layers || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
+    if (!m->p.layers || !m->g.layers || !m->ctx || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
     /* multi-head latent attention reads row blocks of kv_a and rows of kv_b (mla.c, decode.c): f32 or bf16 */
     for (int i = 0; config_mla(cfg) && i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];

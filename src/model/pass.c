@@ -33,7 +33,7 @@ static void head_logits(const tlm_model *m, float *w_tile, float *logits, float 
 }
 
 void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R) {
-    head_logits(m, m->acts.w_tile, logits, logits_raw, h, R);
+    head_logits(m, m->ctx->acts.w_tile, logits, logits_raw, h, R);
 }
 
 void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
@@ -52,7 +52,7 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
     /* (left padding: positions come from A->start alone, which a batched KV cache's pass shifts by
      * the cached length) */
-    const int pos0 = m->kv && !A->start ? kv_cache_length(m->kv) : 0;
+    const int pos0 = m->ctx->kv && !A->start ? kv_cache_length(m->ctx->kv) : 0;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
     if (m->p.embed_q)
         embedding_forward_quant(A->res, A->tokens, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(c), B, T, d,
@@ -102,13 +102,13 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
 int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
                          float *loss) {
     const tlm_config *c = &m->cfg;
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const int pos0 = m->ctx->kv ? kv_cache_length(m->ctx->kv) : 0;
     if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
     if (pos0 + T > c->max_seq) /* (any position type: past it a model with RoPE runs on untrained positions) */
         return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos0 + T, c->max_seq);
-    if (m->kv && (B != kv_cache_batch(m->kv) || targets || kv_cache_room(m->kv) < T))
+    if (m->ctx->kv && (B != kv_cache_batch(m->ctx->kv) || targets || kv_cache_room(m->ctx->kv) < T))
         return tlm_error("forward: with a KV cache, feed its %d sequence(s) without targets within the cache's %d "
-                         "positions", kv_cache_batch(m->kv), kv_cache_length(m->kv) + kv_cache_room(m->kv));
+                         "positions", kv_cache_batch(m->ctx->kv), kv_cache_length(m->ctx->kv) + kv_cache_room(m->ctx->kv));
     int padded = 0;
     for (int b = 0; start && b < B; b++) {
         if (start[b] < 0 || start[b] >= T)
@@ -116,7 +116,7 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
                              start[b], T);
         padded |= start[b] > 0;
     }
-    if (padded && m->kv)
+    if (padded && m->ctx->kv)
         return tlm_error("forward: with a KV cache the left padding is the cache's (kv_cache_create_batch)");
     for (int i = 0; i < B * T; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
@@ -129,10 +129,10 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     /* (the hooks may rewrite what the pass goes on from, which the inference layouts do not keep; a
      * probe only reads each point as it fires, in any mode. With a KV cache (tlm_gen_next) the hooks
      * see the new positions, and what they leave in k and v is what the cache keeps) */
-    if (m->hooks && m->mode != MODEL_TRAIN)
+    if (m->ctx->hooks && m->ctx->mode != MODEL_TRAIN)
         return tlm_error("forward: hooks need the model in training mode");
     if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
-    activations *A = &m->acts;
+    activations *A = &m->ctx->acts;
     if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
     const int N = B * T;
     memcpy(A->tokens, tokens, sizeof(int) * N);
@@ -140,8 +140,8 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     if (padded) {
         memcpy(A->start_mem, start, sizeof(int) * B);
         A->start = A->start_mem;
-    } else if (m->kv && kv_cache_start(m->kv)) { /* relative to this pass's first position (may be < 0) */
-        for (int b = 0; b < B; b++) A->start_mem[b] = kv_cache_start(m->kv)[b] - pos0;
+    } else if (m->ctx->kv && kv_cache_start(m->ctx->kv)) { /* relative to this pass's first position (may be < 0) */
+        for (int b = 0; b < B; b++) A->start_mem[b] = kv_cache_start(m->ctx->kv)[b] - pos0;
         A->start = A->start_mem;
     }
     A->has_targets = targets != NULL;
@@ -157,13 +157,13 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     if (failed) return -1;
     moe_pool_stats(m);
     if (targets && loss) *loss = l;
-    if (m->kv) kv_cache_advance(m->kv, T);
+    if (m->ctx->kv) kv_cache_advance(m->ctx->kv, T);
     return model_after_pass(m, 0);
 }
 
 static int backward_check(tlm_model *m, int need_targets) {
-    activations *A = &m->acts;
-    if (!A->mem || (need_targets && !A->has_targets) || m->kv)
+    activations *A = &m->ctx->acts;
+    if (!A->mem || (need_targets && !A->has_targets) || m->ctx->kv)
         return tlm_error("backward: no forward pass with targets to differentiate");
     if (A->lean || !m->p.embed || m->wq_mem)
         return tlm_error("backward: the model is set up for inference (model_set_mode, bf16 or quantized weights)");
@@ -188,14 +188,14 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     if (dlogits_in)
         memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
     else if (dlogits16)
-        crossentropy_backward_bf16(dlogits16, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+        crossentropy_backward_bf16(dlogits16, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->ctx->z_loss);
     else
-        crossentropy_backward_into(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+        crossentropy_backward_into(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->ctx->z_loss);
     /* the load-balancing loss's gradient (the loss's backward only, not a given metric's) */
     const int moe_layers = config_moe_layers(c);
-    ctx->aux_scale = !dlogits_in && m->router_aux > 0.0f && moe_layers
-                         ? (float)((double)m->router_aux * dloss * c->n_experts /
-                                   ((double)moe_layers * m->acts.B * m->acts.T))
+    ctx->aux_scale = !dlogits_in && m->ctx->router_aux > 0.0f && moe_layers
+                         ? (float)((double)m->ctx->router_aux * dloss * c->n_experts /
+                                   ((double)moe_layers * m->ctx->acts.B * m->ctx->acts.T))
                          : 0.0f;
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
@@ -251,13 +251,13 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
 
 static int backward_run(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm) {
     const tlm_config *c = &m->cfg;
-    activations *A = &m->acts;
+    activations *A = &m->ctx->acts;
     pass_ctx ctx = pass_whole(m);
     m->grad_clear = 0; /* (the pass writes the gradient) */
     signals_hold();
     if (grad_norm) *grad_norm = -1.0;
     /* (not with observers or hooks: what they do after the pass could change the gradients) */
-    if (m->n_observers || m->hooks) grad_norm = NULL;
+    if (m->ctx->n_observers || m->ctx->hooks) grad_norm = NULL;
     if (split_backward(m, dlogits_in, dloss, grad_norm)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
     signals_release();
     if (ctx.watched) /* (the logits' gradient: reported, after the pass) */

@@ -9,10 +9,10 @@
 #ifndef TLM_MODEL_PASS_H
 #define TLM_MODEL_PASS_H
 
-#include "model.h"
+#include "context.h"
 
 typedef struct pass_ctx {
-    const tlm_model *m; /* config, weights (m->p), RoPE tables, m->kv */
+    const tlm_model *m; /* config, weights (m->p), RoPE tables, m->ctx->kv */
     activations *A;     /* the rows this pass runs over: the model's whole batch, or a part's */
     model_params *g;    /* weight gradients (added to): the model's, or a part's own */
     int watched;        /* an observer takes activation points (model_observer.at_point) */
@@ -112,7 +112,7 @@ void moe_pool_stats(tlm_model *m);
 
 /* ---- multi-head latent attention (mla.c) ------------------------------------------------------ */
 
-/* f [N,d] = the MLA attention sublayer of layer l on u [N,d] (with m->kv: through the latent cache) */
+/* f [N,d] = the MLA attention sublayer of layer l on u [N,d] (with m->ctx->kv: through the latent cache) */
 void mla_forward(pass_ctx *x, int l, const float *u, float *f);
 /* du = its backward (set); the weight gradients into x->g */
 void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);

@@ -47,8 +47,8 @@ static int split_first(int B, int parts, int p) { return (int)((long long)p * B 
 static int split_parts(const tlm_model *m, int B, int T) {
     const int P = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (P < 2 || (B % P && B < 8 * P) || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
-    if (model_needs_whole_batch(m) || m->kv || m->w16_mem || m->wq_mem) return 1;
-    const activations *A = &m->acts;
+    if (model_needs_whole_batch(m) || m->ctx->kv || m->w16_mem || m->wq_mem) return 1;
+    const activations *A = &m->ctx->acts;
     if (A->attn_scratch && (size_t)P > A->attn_slots) return 1;
     return P;
 }
@@ -56,18 +56,18 @@ static int split_parts(const tlm_model *m, int B, int T) {
 /* binds part `part`'s views of the current layout (a walk of pointer arithmetic, no memory) and,
  * with_grads, its gradient buffer; 0 on success */
 static int split_prepare(tlm_model *m, int parts, int with_grads) {
-    batch_split *s = m->split;
+    batch_split *s = m->ctx->split;
     const int L = m->cfg.n_layers;
-    if (s && (s->parts != parts || s->n_layers != L)) split_free(s), s = m->split = NULL;
+    if (s && (s->parts != parts || s->n_layers != L)) split_free(s), s = m->ctx->split = NULL;
     if (!s) {
-        s = m->split = calloc(1, sizeof *s);
+        s = m->ctx->split = calloc(1, sizeof *s);
         if (!s) return -1;
         s->parts = parts, s->n_layers = L;
         s->views = calloc((size_t)parts, sizeof *s->views);
         s->layers = calloc((size_t)parts * L, sizeof *s->layers);
-        if (!s->views || !s->layers) return split_free(s), m->split = NULL, -1;
+        if (!s->views || !s->layers) return split_free(s), m->ctx->split = NULL, -1;
     }
-    activations *A = &m->acts;
+    activations *A = &m->ctx->acts;
     const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, config_max_head_dim(&m->cfg));
     for (int p = 0; p < parts; p++) {
         activations *v = &s->views[p];
@@ -107,7 +107,7 @@ static int split_prepare(tlm_model *m, int parts, int with_grads) {
 
 /* part p's pass: the model's weights, its rows of the activations, its own gradients */
 static pass_ctx split_part(tlm_model *m, int p, int with_grads) {
-    pass_ctx x = {.m = m, .A = &m->split->views[p], .g = with_grads ? &m->split->g[p] : &m->g};
+    pass_ctx x = {.m = m, .A = &m->ctx->split->views[p], .g = with_grads ? &m->ctx->split->g[p] : &m->g};
     return x;
 }
 
@@ -128,7 +128,7 @@ static void split_leave(void) { tlm_prof_quiet = 0; }
 static void split_reduce_grads(tlm_model *m, int thread, int threads, float part[SUMSQ_CHUNKS]) {
     PROF_SCOPE("split_grad_reduce"); /* (part 0's thread's chunk: the others are quiet) */
     enum { PIECE = 4096 };          /* floats: 16 KB of each buffer */
-    const batch_split *s = m->split;
+    const batch_split *s = m->ctx->split;
     const size_t n = m->n_params;
     float *g = m->grad_mem;
     for (int c = SUMSQ_CHUNKS * thread / threads; c < SUMSQ_CHUNKS * (thread + 1) / threads; c++) {
@@ -148,7 +148,7 @@ static void split_reduce_grads(tlm_model *m, int thread, int threads, float part
 }
 
 int split_forward(tlm_model *m, int has_targets, float *loss) {
-    activations *A = &m->acts;
+    activations *A = &m->ctx->acts;
     const int parts = split_parts(m, A->B, A->T);
     if (parts < 2 || split_prepare(m, parts, 0)) return 1;
     float part_loss[parts];
@@ -166,7 +166,7 @@ int split_forward(tlm_model *m, int has_targets, float *loss) {
         double total = 0.0, total_sq = 0.0;
         int count = 0;
         for (int p = 0; p < parts; p++) {
-            const activations *v = &m->split->views[p];
+            const activations *v = &m->ctx->split->views[p];
             total += (double)part_loss[p] * v->n_counted, total_sq += (double)v->lse_sq_mean * v->n_counted;
             count += v->n_counted;
         }
@@ -178,7 +178,7 @@ int split_forward(tlm_model *m, int has_targets, float *loss) {
 }
 
 int split_backward(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm) {
-    activations *A = &m->acts;
+    activations *A = &m->ctx->acts;
     const int parts = split_parts(m, A->B, A->T);
     if (parts < 2 || split_prepare(m, parts, 1)) return 1;
     const size_t seq_logits = (size_t)A->T * m->cfg.vocab_size;

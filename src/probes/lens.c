@@ -18,6 +18,7 @@
 #include "train/optim.h"
 #include "util/error.h"
 #include "util/rng.h"
+#include "model/context.h"
 
 #define LENS_FORMAT "tinylm-tuned-lens"
 
@@ -232,7 +233,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     if (!frc) frc = model_forward(m, tokens, NULL, B, T, NULL);
     model_unobserve(m, &whole);
     if (frc) return -1;
-    const activations *A = &m->acts;
+    const activations *A = &m->ctx->acts;
     float *logp = malloc(NV * sizeof(float)), *logq = malloc(NV * sizeof(float)), *z = malloc(NV * sizeof(float));
     float *u = malloc(Nd * sizeof(float)), *y = malloc(Nd * sizeof(float)), *du = malloc(Nd * sizeof(float));
     float *dy = malloc(Nd * sizeof(float)), *mean = malloc((size_t)N * sizeof(float));

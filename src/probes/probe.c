@@ -19,6 +19,7 @@
 #include "model/points.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "model/context.h"
 
 struct tlm_probe {
     char **patterns;
@@ -180,8 +181,8 @@ int probe_attach(tlm_probe *p, tlm_model *m) {
 }
 
 void probe_detach(tlm_model *m) {
-    for (int i = m->n_observers - 1; i >= 0; i--)
-        if (m->observers[i]->at_point == probe_at_point) model_unobserve(m, m->observers[i]);
+    for (int i = m->ctx->n_observers - 1; i >= 0; i--)
+        if (m->ctx->observers[i]->at_point == probe_at_point) model_unobserve(m, m->ctx->observers[i]);
 }
 
 /* every name of one direction, in the order of the point table */
@@ -194,7 +195,7 @@ static int list_points(const tlm_model *m, int B, int T, int is_grad, probe_name
         /* (backward: the logits' gradient first, as it is recorded) */
         const int id = is_grad ? (step == 0 ? n - 1 : step - 1) : step;
         for (int j = 0; (r = model_point_probe(c, id, j, is_grad, B, T, &pp)) >= 0; j++) {
-            if (!r || ((pp.flags & POINT_PROBE_MAP) && m->kv)) continue; /* (decoding keeps no map) */
+            if (!r || ((pp.flags & POINT_PROBE_MAP) && m->ctx->kv)) continue; /* (decoding keeps no map) */
             if ((rc = fn(ctx, pp.name, pp.ndim, pp.shape))) return rc;
         }
     }

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "util/rng.h"
 #include "variants.h"
+#include "model/context.h"
 
 enum { B = 2, T = 6 };
 
@@ -26,7 +27,7 @@ enum { B = 2, T = 6 };
 static double loss_at(tlm_model *m, const int *tok, const int *tgt) {
     float loss = 0.0f;
     if (model_forward(m, tok, tgt, B, T, &loss)) return NAN;
-    return loss + (double)m->router_aux * m->acts.moe_aux;
+    return loss + (double)m->ctx->router_aux * m->ctx->acts.moe_aux;
 }
 
 /* the direction u over the tensors whose names contain `only` (NULL: every parameter) */
@@ -34,7 +35,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     tlm_config c;
     variant_config(&c, v);
     tlm_model *m = model_create(&c);
-    m->router_aux = router_aux;
+    m->ctx->router_aux = router_aux;
     if (!m) return printf("%-44s model_create failed\n", v->name), 1;
     model_init_weights(m, 5);
     /* larger weights than the init, so that every sublayer contributes to the loss */
@@ -86,7 +87,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     const int ok = !rc && isfinite(fd) && rel <= 1e-2;
     printf("%-44s fd %+.5e analytic %+.5e rel err %.1e %s\n", v->name, fd, analytic, rel, ok ? "ok" : "FAIL");
     if (only) printf("%-44s (the direction only over the tensors named *%s*)\n", "", only);
-    if (router_aux > 0.0f) printf("%-44s (with the load-balancing loss x %g: %.4f)\n", "", router_aux, m->acts.moe_aux);
+    if (router_aux > 0.0f) printf("%-44s (with the load-balancing loss x %g: %.4f)\n", "", router_aux, m->ctx->acts.moe_aux);
     free(p0), free(u);
     model_free(m);
     return !ok;
