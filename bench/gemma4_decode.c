@@ -44,7 +44,7 @@ static double decode(tlm_model *m, const int *tok, int n, int step, float *last)
     const float *lg = NULL;
     for (int t = PREFILL; t < PREFILL + n; t++) {
         if (step) {
-            lg = kv_decode_step(m, tok[t]);
+            lg = kv_decode_step(m->ctx, tok[t]);
         } else {
             lg = model_forward(m, tok + t, NULL, 1, 1, NULL) ? NULL : model_last_logits(m);
         }

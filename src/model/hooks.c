@@ -39,10 +39,10 @@ int model_observe(tlm_model *m, const model_observer *o) { return context_observ
 void model_unobserve(tlm_model *m, const model_observer *o) { context_unobserve(m->ctx, o); }
 
 /* the needs of the attached observers, with what each callback implies */
-static unsigned observed_needs(const tlm_model *m) {
+static unsigned observed_needs(const tlm_context *ctx) {
     unsigned needs = 0;
-    for (int i = 0; i < m->ctx->n_observers; i++) {
-        const model_observer *o = m->ctx->observers[i];
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
         needs |= o->needs;
         if (o->at_point || o->after_layer) needs |= OBSERVE_MAPS | OBSERVE_WHOLE_BATCH;
         if (o->after_pass) needs |= OBSERVE_MAPS;
@@ -50,36 +50,37 @@ static unsigned observed_needs(const tlm_model *m) {
     return needs;
 }
 
-int model_keeps_attention_maps(const tlm_model *m) { return (observed_needs(m) & OBSERVE_MAPS) != 0; }
-int model_needs_whole_batch(const tlm_model *m) { return (observed_needs(m) & OBSERVE_WHOLE_BATCH) != 0; }
+int context_keeps_attention_maps(const tlm_context *ctx) { return (observed_needs(ctx) & OBSERVE_MAPS) != 0; }
+int context_needs_whole_batch(const tlm_context *ctx) { return (observed_needs(ctx) & OBSERVE_WHOLE_BATCH) != 0; }
 
-int model_observes_points(const tlm_model *m) {
-    for (int i = 0; i < m->ctx->n_observers; i++)
-        if (m->ctx->observers[i]->at_point) return 1;
+int context_observes_points(const tlm_context *ctx) {
+    for (int i = 0; i < ctx->n_observers; i++)
+        if (ctx->observers[i]->at_point) return 1;
     return 0;
 }
 
-int model_after_pass(tlm_model *m, int is_backward) {
-    for (int i = 0; i < m->ctx->n_observers; i++) {
-        const model_observer *o = m->ctx->observers[i];
-        if (o->after_pass && o->after_pass(o->user, m, is_backward)) return -1;
+int context_after_pass(tlm_context *ctx, int is_backward) {
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
+        if (o->after_pass && o->after_pass(o->user, ctx, is_backward)) return -1;
     }
     return 0;
 }
 
 /* ---- a pass's points --------------------------------------------------------------------------- */
 
-pass_ctx pass_whole(tlm_model *m) {
-    pass_ctx x = {.m = m, .A = &m->ctx->acts, .g = &m->g, .watched = model_observes_points(m)};
+pass_ctx pass_whole(tlm_context *ctx) {
+    tlm_model *m = (tlm_model *)ctx->m; /* (the gradients are the model's: the trainer's) */
+    pass_ctx x = {.m = m, .run = ctx, .A = &ctx->acts, .g = &m->g, .watched = context_observes_points(ctx)};
     return x;
 }
 
 void pass_fire(pass_ctx *x, int id, float *data, int is_grad) {
     if (x->failed || !data) return;
-    const tlm_model *m = x->m;
-    for (int i = 0; i < m->ctx->n_observers; i++) {
-        const model_observer *o = m->ctx->observers[i];
-        if (o->at_point && o->at_point(o->user, m, id, data, x->A->B, x->A->T, is_grad)) {
+    const tlm_context *ctx = x->run;
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
+        if (o->at_point && o->at_point(o->user, ctx, id, data, x->A->B, x->A->T, is_grad)) {
             x->failed = id + 1;
             return;
         }
@@ -96,10 +97,10 @@ int pass_check_points(const pass_ctx *x) {
 }
 
 int pass_after_layer(const pass_ctx *x, int layer) {
-    const tlm_model *m = x->m;
-    for (int i = 0; i < m->ctx->n_observers; i++) {
-        const model_observer *o = m->ctx->observers[i];
-        if (o->after_layer && o->after_layer(o->user, m, layer)) return -1;
+    const tlm_context *ctx = x->run;
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
+        if (o->after_layer && o->after_layer(o->user, ctx, layer)) return -1;
     }
     return 0;
 }
@@ -115,13 +116,13 @@ struct model_hooks {
     int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
 };
 
-static int hooks_at_point(void *user, const tlm_model *m, int id, float *data, int B, int T, int is_grad) {
+static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
     struct model_hooks *h = user;
     if (id < 0 || id >= h->count || !(is_grad ? h->bwd : h->fwd)[id]) return 0;
     char name[96];
     int64_t shape[5];
     int flags;
-    int nd = model_point_describe(&m->cfg, id, B, T, name, sizeof name, shape, &flags);
+    int nd = model_point_describe(&ctx->m->cfg, id, B, T, name, sizeof name, shape, &flags);
     h->unchanged = 0;
     if (!nd) return 0;
     const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
@@ -183,8 +184,9 @@ void context_hooks_free(tlm_context *c) { (void)context_set_hooks(c, NULL, NULL,
 void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const float *probs, const float *v) {
     const tlm_model *m = x->m;
     const tlm_config *c = &m->cfg;
-    if (!m->ctx->hooks || m->ctx->hooks->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
-    if (m->ctx->hooks->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
+    const struct model_hooks *h = x->run->hooks;
+    if (!h || h->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
+    if (h->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
     const int B = x->A->B, T = x->A->T, H = c->n_heads, KV = config_layer_kv_heads(c, l), hd = config_layer_head_dim(c, l);
     const int qd = H * hd, kvd = KV * hd, group = H / KV;
     for (int b = 0; b < B; b++)

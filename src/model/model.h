@@ -142,7 +142,7 @@ typedef struct {
     float *kvb;                   /* [k_nope | v] per head = ckvn W_kvb^T [N, H (dn + dv)] */
     float *qpe, *kpe;             /* q_pe [N, H dr], k_pe [N, dr] after RoPE (de-interleaved) */
     float *attc;                  /* the attention output's first dv of each head [N, H dv] (o_proj's input) */
-    float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
+    float *scores, *probs;    /* [B, H, T, T], when kept (context_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
     float *gate, *up, *hid;   /* [BT, f] */
@@ -256,8 +256,6 @@ typedef struct tlm_model {
                            mark); model_zero_grads then has nothing to do */
     float *grad_mem; /* NULL until model_alloc_grads */
     model_params g;
-    float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
-    int rope_len;
     /* the default context (context.h): what model_forward and the other model_* passes run in, and
      * what the public tlm_* functions that take a model use */
     struct tlm_context *ctx;
@@ -276,26 +274,20 @@ typedef struct model_observer {
     /* at each activation point (points.c's id) while the pass runs: forward, data may be
      * rewritten in place; backward, data is the gradient there. Non-zero fails the pass (the
      * error names the point). Implies MAPS and WHOLE_BATCH (the hooks also the training layout). */
-    int (*at_point)(void *user, const struct tlm_model *m, int id, float *data, int B, int T, int is_grad);
+    int (*at_point)(void *user, const struct tlm_context *ctx, int id, float *data, int B, int T, int is_grad);
     /* after the embedding (layer -1) and after each layer l of a forward, while that layer's
      * activations are there (MODEL_INFER keeps one layer's). Non-zero stops the pass. Implies
      * MAPS and WHOLE_BATCH. */
-    int (*after_layer)(void *user, const struct tlm_model *m, int layer);
+    int (*after_layer)(void *user, const struct tlm_context *ctx, int layer);
     /* when a forward (is_backward 0) or backward (1) has finished, everything it computed in
      * acts / grad_mem. Non-zero fails the pass. Implies MAPS. */
-    int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
+    int (*after_pass)(void *user, const struct tlm_context *ctx, int is_backward);
     void *user;
 } model_observer;
-/* attaches o (again: nothing); -1 with tlm_error when MODEL_MAX_OBSERVERS are attached */
+/* attaches o to the model's default context (again: nothing); -1 with tlm_error when
+ * MODEL_MAX_OBSERVERS are attached. Another context: context_observe (context.h). */
 int model_observe(tlm_model *m, const model_observer *o);
 void model_unobserve(tlm_model *m, const model_observer *o);
-/* what the attached observers need: forwards keep [B,H,T,T] maps (else attention works block
- * by block in scratch and its backward computes them again); the pass runs unsplit; points fire */
-int model_keeps_attention_maps(const tlm_model *m);
-int model_needs_whole_batch(const tlm_model *m);
-int model_observes_points(const tlm_model *m);
-/* every observer's after_pass, in attach order */
-int model_after_pass(tlm_model *m, int is_backward);
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
  * configs). malloc'd; NULL + tlm_error on failure. */
@@ -339,10 +331,10 @@ int model_backward_norm(tlm_model *m, float dloss, double *grad_norm);
  * [B, T, V] instead of the loss's (hooks: gradients of a chosen metric). */
 int model_backward_from_logits(tlm_model *m, const float *dlogits);
 
-/* Sets what the following forwards are for (see model_mode); the activations are laid out
- * again at the next forward. */
+/* Sets what the following forwards of the default context are for (see model_mode); the
+ * activations are laid out again at the next forward. */
 void model_set_mode(tlm_model *m, model_mode mode);
-/* The logits of the last position of the last forward (of its last row) [V] */
+/* The logits of the last position of the default context's last forward (of its last row) [V] */
 const float *model_last_logits(const tlm_model *m);
 /* Inference with bf16 weights: every matrix (embedding, projections, head) is rounded to bf16
  * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
@@ -403,16 +395,9 @@ void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const
 void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
                          const norm_acts *a, const norm_params *p, const float *x, int N);
 attention_spec model_layer_attention(const tlm_config *c, int l);
-void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
 void model_qk_norm_shape(const tlm_config *c, int l, int N, int n_heads, int *rows, int *cols);
 activation model_ffn_activation(const tlm_config *c);
-/* The head over rows h [R, d]: final norm (output and statistics in *fn) -> LM head -> final
- * soft-cap into logits [R, V]; the logits before the cap go to logits_raw (NULL: capped in
- * place). The forward's last step, and the logit lens's on any stage of the stream. */
-void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
-                        int R);
-/* The head's second half alone: LM head -> final soft-cap over rows h [R, d] already normed */
-void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R);
+/* (the head: context.h context_head_forward; the RoPE tables: context_layer_rope) */
 float model_embed_scale(const tlm_config *c);
 
 /* ---- the engine's rules, for every caller (probes, inspect, the lens, the log, Python) ----- */
@@ -427,8 +412,6 @@ float model_norm_gain(const tlm_config *c, float w);
 float *model_residual(const activations *A, int stage);
 /* the backward's gradient at stage i (NULL in an inference layout) */
 float *model_residual_grad(const activations *A, int stage);
-/* Makes the RoPE tables cover positions [0, len). */
-int model_ensure_rope(tlm_model *m, int len);
 
 /* Points param_mem at `params` (n_params floats laid out as the tensor table says), which
  * lives in the read-only file mapping base[0..len) the model now owns, and frees the buffer

@@ -205,7 +205,8 @@ static void router_stats(inspect_report *r, const tlm_model *m, int l) {
     r->moe_entropy[l] = (float)ent;
 }
 
-static int after_layer(void *ctx, const tlm_model *m, int l) {
+static int after_layer(void *ctx, const tlm_context *run, int l) {
+    const tlm_model *m = run->m;
     pass_ctx *pc = ctx;
     if (l < 0) return 0;
     head_stats(pc->r, m, l);
@@ -286,7 +287,7 @@ static int read_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p, 
         if (!x) goto done;
         const float *h = x->data;
         if (lens) lens_apply(lens, k, u, h, T), h = u;
-        model_head_forward(m, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, h, T);
+        context_head_forward(m->ctx, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, h, T);
         o.kl[k] = 0.0;
         for (int i = 0; i < T; i++) {
             const float *row = logits + (size_t)i * V;

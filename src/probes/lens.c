@@ -260,7 +260,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
             lens_apply(lens, k, u, h, N);
         else
             memcpy(u, h, Nd * sizeof(float));
-        model_head_forward(m, z, NULL, &fn, u, N);
+        context_head_forward(m->ctx, z, NULL, &fn, u, N);
         log_softmax_rows(logq, z, N, V);
         double total = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : total)

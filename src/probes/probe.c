@@ -131,7 +131,8 @@ int probe_dump(const tlm_probe *p, const char *dir) {
 /* ---- recording at the model's activation points (model/points.h) --------------------------------- */
 
 /* the selected probe names of point id, copied (or reduced) from data as it fires */
-static int probe_at_point(void *user, const tlm_model *m, int id, float *data, int B, int T, int is_grad) {
+static int probe_at_point(void *user, const tlm_context *run, int id, float *data, int B, int T, int is_grad) {
+    const tlm_model *m = run->m;
     tlm_probe *p = user;
     const tlm_config *c = &m->cfg;
     point_probe pp;
@@ -161,7 +162,8 @@ static int probe_at_point(void *user, const tlm_model *m, int id, float *data, i
 }
 
 /* the weights' gradients, once a backward is done: grad.<tensor name> (the model's tensor table) */
-static int probe_after_pass(void *user, const tlm_model *m, int is_backward) {
+static int probe_after_pass(void *user, const tlm_context *run, int is_backward) {
+    const tlm_model *m = run->m;
     tlm_probe *p = user;
     if (!is_backward || p->n_patterns == 0) return 0;
     if (!m->grad_mem) return tlm_error("probe: the model has no gradients to record");

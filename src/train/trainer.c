@@ -939,7 +939,7 @@ static int train_loop(trainer *t) {
         int bos = tlm_tokenizer_bos(t->tok), start = bos >= 0 ? bos : t->tokens[0];
         gen_options g = {.max_new_tokens = o->sample_tokens, .temperature = 0.8f, .seed = o->seed};
         printf("\n--- sample (temperature 0.8) ---\n");
-        if (generate(t->m, t->tok, &start, 1, &g, stdout, NULL, NULL, NULL)) rc = 1;
+        if (generate(t->m->ctx, t->tok, &start, 1, &g, stdout, NULL, NULL, NULL)) rc = 1;
         printf("\n");
     }
 out:

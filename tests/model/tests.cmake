@@ -25,3 +25,8 @@ tlm_cli_test(test_gguf_model tests/model/test_gguf_model.py)
 # gpt2), converted here from random HF checkpoints as llama.cpp's convert_hf_to_gguf.py does:
 # the same logits as the HF directory and a float64 reference; each convention left out is caught
 tlm_cli_test(test_gguf_archs tests/model/test_gguf_archs.py)
+# several contexts on one model: two threads' passes and generations at once, each as it is alone;
+# a generation interleaved with hooked passes
+tlm_c_test(test_contexts tests/model/test_contexts.c)
+find_package(Threads REQUIRED)
+target_link_libraries(test_contexts PRIVATE Threads::Threads)
