@@ -50,9 +50,9 @@ int tlm_backward(tlm_model *m, float dloss) { return model_backward(m, dloss); }
 
 const float *tlm_grad(const tlm_model *m, const char *name, size_t *numel) {
     const tensor_info *t = model_find_tensor(m, name);
-    if (!t || !m->grad_mem) return NULL;
+    if (!t || !m->ctx->grad_mem) return NULL;
     if (numel) *numel = t->numel;
-    return m->grad_mem + t->offset;
+    return m->ctx->grad_mem + t->offset;
 }
 
 void tlm_zero_grad(tlm_model *m) { model_zero_grads(m); }

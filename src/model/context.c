@@ -22,6 +22,7 @@ void context_free(tlm_context *c) {
     context_hooks_free(c);
     free(c->acts.mem), free(c->acts.tokens), free(c->acts.targets), free(c->acts.start_mem), free(c->acts.layers);
     free(c->rope_cos), free(c->rope_sin), free(c->rope_cos_local), free(c->rope_sin_local);
+    free(c->grad_mem), free(c->g.layers);
     split_free(c->split);
     free(c);
 }

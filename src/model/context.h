@@ -3,13 +3,13 @@
  * llama2.c between TransformerWeights and RunState.
  *
  * A context holds the mode, the activations, the RoPE tables, the attached KV cache, the
- * observers and hooks, the batch split, the thread count and the training coefficients. Every
- * tlm_model owns one default context (m->ctx), which the model_* passes and the tlm_* functions
- * that take a model run in; more may be made on one model (context_create), and contexts of one
- * model may run at once from several threads. What a pass still writes in the model: the
- * gradients (a backward), and the bf16 mirror of f32 weights when mixed precision is on
- * (model_refresh_mirror) — not to be run in two contexts at once (docs/architecture.md).
- * Internal header; the public API is include/tinylm.h. */
+ * observers and hooks, the batch split, the gradients, the thread count and the training
+ * coefficients. Every tlm_model owns one default context (m->ctx), which the model_* passes and
+ * the tlm_* functions that take a model run in (the trainer's gradients are its); more may be
+ * made on one model (context_create), and contexts of one model may run at once from several
+ * threads. What a pass still writes in the model is the bf16 mirror of f32 weights when mixed
+ * precision is on (model_refresh_mirror): not to be run in two contexts at once
+ * (docs/architecture.md). Internal header; the public API is include/tinylm.h. */
 #ifndef TLM_MODEL_CONTEXT_H
 #define TLM_MODEL_CONTEXT_H
 
@@ -32,6 +32,13 @@ typedef struct tlm_context {
     int n_observers;
     struct model_hooks *hooks; /* tlm_set_hooks's state (hooks.c), one of the observers when set */
     struct batch_split *split; /* the per-thread views of a split batch; NULL until one is split */
+    /* the weight gradients a backward adds to, laid out as the parameters (NULL until
+     * context_alloc_grads), and their named views */
+    float *grad_mem;
+    model_params g;
+    int grad_clear; /* grad_mem is all zero: the trainer's AdamW step cleared it as it read it
+                       (adamw_step_fused), and no backward has run since (backward_run clears the
+                       mark); context_zero_grads then has nothing to do */
     /* RoPE's cos/sin of position x frequency [rope_len, hd/2] for the global layers and (Gemma 3)
      * the sliding layers' own base; grown by context_ensure_rope (a context's own: a pass of one
      * context never reallocates what another reads) */
@@ -43,6 +50,13 @@ typedef struct tlm_context {
 tlm_context *context_create(const tlm_model *m);
 /* frees what the context allocated (not an attached KV cache or observer: the caller's) */
 void context_free(tlm_context *c);
+
+/* the gradient buffer (zeroed) and its views; refused for weights a backward cannot train
+ * (quantized, bf16, a read-only mapping) */
+int context_alloc_grads(tlm_context *ctx);
+void context_zero_grads(tlm_context *ctx);
+/* the gradient of tensor i in the model's default context */
+static inline float *model_grad(const tlm_model *m, int i) { return m->ctx->grad_mem + m->tensors[i].offset; }
 
 /* ---- passes (pass.c): model.h's model_forward ... run these on the model's default context --- */
 

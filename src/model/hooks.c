@@ -70,8 +70,7 @@ int context_after_pass(tlm_context *ctx, int is_backward) {
 /* ---- a pass's points --------------------------------------------------------------------------- */
 
 pass_ctx pass_whole(tlm_context *ctx) {
-    tlm_model *m = (tlm_model *)ctx->m; /* (the gradients are the model's: the trainer's) */
-    pass_ctx x = {.m = m, .run = ctx, .A = &ctx->acts, .g = &m->g, .watched = context_observes_points(ctx)};
+    pass_ctx x = {.m = ctx->m, .run = ctx, .A = &ctx->acts, .g = &ctx->g, .watched = context_observes_points(ctx)};
     return x;
 }
 

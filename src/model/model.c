@@ -16,7 +16,7 @@
 void model_free(tlm_model *m) {
     if (!m) return;
     context_free(m->ctx);
-    free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->grad_mem);
+    free(m->p.layers), free(m->tensors);
     if (m->file_map)
         munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
     else

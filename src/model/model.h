@@ -231,8 +231,11 @@ typedef struct {
 
 /* ---- the model -------------------------------------------------------------------------------- */
 
-#define MODEL_MAX_OBSERVERS 4
+#define MODEL_MAX_OBSERVERS 4 /* (per context) */
 
+/* Config and weights, which passes read; what a pass writes is its context's (context.h). The
+ * one exception: with mixed precision on f32 weights the forward makes mirror16 again
+ * (model_refresh_mirror). */
 typedef struct tlm_model {
     tlm_config cfg;
     tensor_info *tensors;
@@ -251,11 +254,6 @@ typedef struct tlm_model {
     uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
     int mirror_fresh;   /* the trainer's AdamW step wrote mirror16 from the new weights: the next forward
                            uses it without rounding them again (adamw_step_fused; cleared by it) */
-    int grad_clear;     /* grad_mem is all zero: the trainer's AdamW step cleared it as it read it
-                           (adamw_step_fused), and no backward has run since (backward_run clears the
-                           mark); model_zero_grads then has nothing to do */
-    float *grad_mem; /* NULL until model_alloc_grads */
-    model_params g;
     /* the default context (context.h): what model_forward and the other model_* passes run in, and
      * what the public tlm_* functions that take a model use */
     struct tlm_context *ctx;
@@ -297,6 +295,7 @@ tlm_model *model_create(const tlm_config *cfg);
 void model_free(tlm_model *m);
 /* normal(0, std) matrices, scaled residual projections, zero biases, identity norms */
 void model_init_weights(tlm_model *m, uint64_t seed);
+/* the default context's gradients (context.h context_alloc_grads, context_zero_grads) */
 int model_alloc_grads(tlm_model *m);
 /* points `views` (its layers array allocated by the caller) at the tensors of a buffer laid out
  * as the parameters are */
@@ -318,12 +317,12 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
  * negative target. Not with a KV cache. */
 int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
                          float *loss);
-/* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
+/* Backward of the last forward (which had targets); gradients accumulate into m->ctx->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). The loss differentiated is the
  * mean cross-entropy plus m->ctx->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
  * the cross-entropy alone). */
 int model_backward(tlm_model *m, float dloss);
-/* The same, and *grad_norm = the norm of the whole gradient afterwards (all of m->grad_mem, as
+/* The same, and *grad_norm = the norm of the whole gradient afterwards (all of m->ctx->grad_mem, as
  * grad_global_norm computes it, bit for bit) when the pass could take it on the way (a batch split
  * across the threads sums its parts' gradients piece by piece), else -1 */
 int model_backward_norm(tlm_model *m, float dloss, double *grad_norm);
@@ -449,8 +448,8 @@ int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, 
                          int *flags);
 /* the probe names of the same points: points.h */
 
-/* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
+/* The parameter pointer of tensor i (for optimizers, loaders, probes); its gradient: context.h
+ * model_grad. */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }
-static inline float *model_grad(const tlm_model *m, int i) { return m->grad_mem + m->tensors[i].offset; }
 
 #endif

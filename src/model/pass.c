@@ -184,13 +184,13 @@ int context_forward_padded(tlm_context *ctx, const int *tokens, const int *targe
 }
 
 static int backward_check(tlm_context *ctx, int need_targets) {
-    tlm_model *m = (tlm_model *)ctx->m; /* (the gradients: below) */
+    const tlm_model *m = ctx->m;
     activations *A = &ctx->acts;
     if (!A->mem || (need_targets && !A->has_targets) || ctx->kv)
         return tlm_error("backward: no forward pass with targets to differentiate");
     if (A->lean || !m->p.embed || m->wq_mem)
         return tlm_error("backward: the model is set up for inference (model_set_mode, bf16 or quantized weights)");
-    return model_alloc_grads(m);
+    return context_alloc_grads(ctx);
 }
 
 void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int global_count) {
@@ -275,11 +275,10 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
 }
 
 static int backward_run(tlm_context *ctx, const float *dlogits_in, float dloss, double *grad_norm) {
-    tlm_model *m = (tlm_model *)ctx->m; /* (the gradients: model_alloc_grads) */
-    const tlm_config *c = &m->cfg;
+    const tlm_config *c = &ctx->m->cfg;
     activations *A = &ctx->acts;
     pass_ctx x = pass_whole(ctx);
-    m->grad_clear = 0; /* (the pass writes the gradient) */
+    ctx->grad_clear = 0; /* (the pass writes the gradient) */
     const int held = context_threads_enter(ctx);
     signals_hold();
     if (grad_norm) *grad_norm = -1.0;

@@ -15,7 +15,7 @@ typedef struct pass_ctx {
     const tlm_model *m; /* config, weights (m->p) */
     tlm_context *run;   /* the context the pass runs in: RoPE tables, run->kv, observers, hooks */
     activations *A;     /* the rows this pass runs over: the context's whole batch, or a part's */
-    model_params *g;    /* weight gradients (added to): the model's, or a part's own */
+    model_params *g;    /* weight gradients (added to): the context's, or a part's own */
     int watched;        /* an observer takes activation points (model_observer.at_point) */
     int failed;         /* the first point whose observer failed, + 1 (later points are skipped) */
     float aux_scale;    /* backward: what the load-balancing loss's gradient at the router's probability
@@ -138,7 +138,7 @@ void split_free(struct batch_split *s);
 /* runs the forward split across the threads; 1 when this pass is not split (run it whole) */
 int split_forward(tlm_context *ctx, int has_targets, float *loss);
 /* runs the backward split across the threads; 1 when not split. With grad_norm (not NULL): the
- * norm of the whole gradient after it (m->grad_mem), as grad_global_norm computes it, bit for bit */
+ * norm of the whole gradient after it (ctx->grad_mem), as grad_global_norm computes it, bit for bit */
 int split_backward(tlm_context *ctx, const float *dlogits_in, float dloss, double *grad_norm);
 
 #endif

@@ -103,7 +103,7 @@ static int split_prepare(tlm_context *ctx, int parts, int with_grads) {
             model_bind_params(m, &s->g[p], s->grad_mem + (size_t)(p - 1) * m->n_params);
         }
     }
-    s->g[0] = m->g;
+    s->g[0] = ctx->g;
     return 0;
 }
 
@@ -136,7 +136,7 @@ static void split_reduce_grads(const tlm_context *ctx, int thread, int threads, 
     enum { PIECE = 4096 };          /* floats: 16 KB of each buffer */
     const batch_split *s = ctx->split;
     const size_t n = m->n_params;
-    float *g = m->grad_mem;
+    float *g = ctx->grad_mem;
     for (int c = SUMSQ_CHUNKS * thread / threads; c < SUMSQ_CHUNKS * (thread + 1) / threads; c++) {
         size_t begin, end;
         sumsq_chunk(n, c, &begin, &end);

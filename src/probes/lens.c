@@ -53,8 +53,9 @@ static tlm_lens *lens_alloc(int L, int d, int V) {
     pm->n_params = (size_t)L * ((size_t)d * d + d);
     pm->tensors = calloc((size_t)pm->n_tensors, sizeof(tensor_info));
     pm->param_mem = calloc(pm->n_params ? pm->n_params : 1, sizeof(float));
-    pm->grad_mem = calloc(pm->n_params ? pm->n_params : 1, sizeof(float));
-    if (!pm->tensors || !pm->param_mem || !pm->grad_mem) {
+    pm->ctx = context_create(pm); /* (its gradients, for the optimizer) */
+    if (pm->ctx) pm->ctx->grad_mem = calloc(pm->n_params ? pm->n_params : 1, sizeof(float));
+    if (!pm->tensors || !pm->param_mem || !pm->ctx || !pm->ctx->grad_mem) {
         lens_free(l);
         return tlm_error("out of memory for the tuned lens (%zu parameters)", (size_t)L * ((size_t)d * d + d)), NULL;
     }

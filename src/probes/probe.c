@@ -166,7 +166,7 @@ static int probe_after_pass(void *user, const tlm_context *run, int is_backward)
     const tlm_model *m = run->m;
     tlm_probe *p = user;
     if (!is_backward || p->n_patterns == 0) return 0;
-    if (!m->grad_mem) return tlm_error("probe: the model has no gradients to record");
+    if (!m->ctx->grad_mem) return tlm_error("probe: the model has no gradients to record");
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *ti = &m->tensors[i];
         char name[128];

@@ -736,7 +736,7 @@ static void print_profile(const trainer *t, int steps, double seconds) {
 /* the gradient of the global batch: each rank's (already scaled by 1/N), summed over the ranks */
 static void allreduce_gradients(trainer *t) {
     PROF_SCOPE("allreduce_gradients");
-    dist_sum_floats(t->m->grad_mem, t->m->n_params);
+    dist_sum_floats(t->m->ctx->grad_mem, t->m->n_params);
 }
 
 /* ZeRO-1: every rank updated its shard; each gets the others' */

@@ -77,7 +77,7 @@ static pass run(const tlm_config *c, int B, int split, const int *tok, const int
     r.logits = malloc(NV * sizeof(float)), r.grads = malloc(m->n_params * sizeof(float));
     r.dres = malloc((2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
     memcpy(r.logits, m->ctx->acts.logits, NV * sizeof(float));
-    memcpy(r.grads, m->grad_mem, m->n_params * sizeof(float));
+    memcpy(r.grads, m->ctx->grad_mem, m->n_params * sizeof(float));
     memcpy(r.dres, m->ctx->acts.dres, (2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
     check((m->ctx->split != NULL) == split, "", split ? "the pass was not split" : "the pass was split");
     check(omp_get_max_threads() == 2, "", "the split left the caller's thread count changed");

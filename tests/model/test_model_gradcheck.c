@@ -70,7 +70,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     for (int i = 0; only && i < m->n_tensors; i++)
         if (strstr(m->tensors[i].name, only))
             for (size_t j = 0; j < m->tensors[i].numel; j++) u[m->tensors[i].offset + j] = (float)rng_normal(&r);
-    for (size_t j = 0; j < n; j++) analytic += (double)m->grad_mem[j] * u[j];
+    for (size_t j = 0; j < n; j++) analytic += (double)m->ctx->grad_mem[j] * u[j];
     double d[2];
     for (int k = 0; k < 2; k++) { /* central differences at h and h/2, Richardson-combined */
         /* (along one tensor the derivative is small: a wider step keeps float32's rounding of the

@@ -52,7 +52,7 @@ static int pass(tlm_model *m, const tlm_npy *tok, const tlm_npy *tgt, writer *w,
     snprintf(name, sizeof name, "%s.logits", tag);
     if (put(w, name, 3, lshape, m->ctx->acts.logits)) return -1;
     snprintf(name, sizeof name, "%s.grads", tag);
-    return put(w, name, 1, gshape, m->grad_mem);
+    return put(w, name, 1, gshape, m->ctx->grad_mem);
 }
 
 int main(int argc, char **argv) {

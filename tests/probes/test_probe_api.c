@@ -115,7 +115,7 @@ int main(void) {
     CHECK(model_backward(m, 1.0f) == 0, "backward with a probe\n");
     const probe_tensor *g = probe_find(p, "grad.layers.0.attn.q_proj.weight");
     const tensor_info *ti = model_find_tensor(m, "layers.0.attn.q_proj.weight");
-    CHECK(g && ti && g->numel == ti->numel && memcmp(g->data, m->grad_mem + ti->offset, ti->numel * 4) == 0,
+    CHECK(g && ti && g->numel == ti->numel && memcmp(g->data, m->ctx->grad_mem + ti->offset, ti->numel * 4) == 0,
           "the recorded gradient is the model's\n");
 
     /* probe_record: selected names only; a new shape replaces the old record */
