@@ -6,6 +6,10 @@ comparison within a minute), medians and per-round ratios against the first bina
 
     bench/ab_binaries.py [--rounds 5] [--what train,decode] NAME=BUILD/tinylm NAME2=OTHER/tinylm ...
 
+--what also takes train_bf16 (the same run with --precision bf16), decode_bf16 (stories110M with
+--dtype bf16) and prompt512 (stories110M, the prompt's tok/s over the first 1,700 bytes of
+TinyShakespeare, 513 tokens with BOS).
+
 Training: `train --preset nanogpt-baby --steps 60` on TinyShakespeare, the median step time of
 steps 11..60 (from metrics.jsonl's tokens_per_s; evaluation steps left out). Decode: 200
 tokens at temperature 0 after "Once upon a time" on random-weight llama2.c checkpoints of the
@@ -26,11 +30,12 @@ TOK = os.path.join(ROOT, "tests", "data", "tokenizers", "llama2", "tokenizer.bin
 SHAPES = ("stories15M", "stories110M")
 
 
-def train_ms(binary, env):
+def train_ms(binary, env, precision="fp32"):
     d = tempfile.mkdtemp()
     try:
         subprocess.run([binary, "train", "--data", os.path.join(ROOT, "data", "tinyshakespeare.txt"), "--preset",
-                        "nanogpt-baby", "--steps", "60", "--sample", "0", "--out", os.path.join(d, "run")],
+                        "nanogpt-baby", "--steps", "60", "--sample", "0", "--precision", precision,
+                        "--out", os.path.join(d, "run")],
                        env=env, check=True, capture_output=True)
         with open(os.path.join(d, "run", "metrics.jsonl")) as f:
             rows = [json.loads(line) for line in f]
@@ -40,13 +45,29 @@ def train_ms(binary, env):
     return statistics.median(1000.0 * tokens / r["tokens_per_s"] for r in rows if r["step"] > 10 and "val_loss" not in r)
 
 
-def decode_tok_s(binary, shape, env):
+def decode_tok_s(binary, shape, env, dtype="f32"):
     p = subprocess.run([binary, "generate", "--model", os.path.join(BENCH, shape + ".bin"), "--tokenizer", TOK,
-                        "--prompt", "Once upon a time", "-n", "200", "--temperature", "0"],
+                        "--prompt", "Once upon a time", "-n", "200", "--temperature", "0", "--dtype", dtype],
                        env=env, capture_output=True, text=True, check=True)
     m = re.search(r"\(([0-9.]+) tok/s\); [0-9]+ threads", p.stderr)
     if not m:
         raise SystemExit("%s generate: no tok/s in its output:\n%s" % (binary, p.stderr))
+    return float(m.group(1))
+
+
+def prompt_tok_s(binary, env):
+    with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
+        with open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), "rb") as src:
+            f.write(src.read(1700))
+    try:
+        p = subprocess.run([binary, "generate", "--model", os.path.join(BENCH, "stories110M.bin"), "--tokenizer", TOK,
+                            "--prompt-file", f.name, "-n", "2", "--temperature", "0"],
+                           env=env, capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(f.name)
+    m = re.search(r"prompt [0-9]+ tokens in [0-9.]+ ms \(([0-9.]+) tok/s\)", p.stderr)
+    if not m:
+        raise SystemExit("%s generate: no prompt tok/s in its output:\n%s" % (binary, p.stderr))
     return float(m.group(1))
 
 
@@ -61,8 +82,9 @@ def main():
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
-    keys = (["train"] if "train" in what else []) + (list(SHAPES) if "decode" in what else [])
-    if "decode" in what:
+    keys = ([k for k in ("train", "train_bf16") if k in what] + (list(SHAPES) if "decode" in what else []) +
+            [k for k in ("decode_bf16", "prompt512") if k in what])
+    if {"decode", "decode_bf16", "prompt512"} & set(what):
         os.makedirs(BENCH, exist_ok=True)
         for shape in SHAPES:
             path = os.path.join(BENCH, shape + ".bin")
@@ -74,12 +96,18 @@ def main():
         for name, binary in bins.items():
             if "train" in keys:
                 res[name]["train"].append(train_ms(binary, env))
+            if "train_bf16" in keys:
+                res[name]["train_bf16"].append(train_ms(binary, env, "bf16"))
             for shape in SHAPES if "decode" in what else ():
                 res[name][shape].append(decode_tok_s(binary, shape, env))
+            if "decode_bf16" in keys:
+                res[name]["decode_bf16"].append(decode_tok_s(binary, "stories110M", env, "bf16"))
+            if "prompt512" in keys:
+                res[name]["prompt512"].append(prompt_tok_s(binary, env))
         print("round %d: %s" % (r + 1, "; ".join("%s %s" % (n, " ".join("%s %.2f" % (k, v[-1]) for k, v in d.items()))
                                                  for n, d in res.items())), flush=True)
     first = next(iter(bins))
-    print("%-14s %s" % ("binary", "  ".join("%-28s" % (k + (" ms/step" if k == "train" else " tok/s")) for k in keys)))
+    print("%-14s %s" % ("binary", "  ".join("%-28s" % (k + (" ms/step" if k.startswith("train") else " tok/s")) for k in keys)))
     for name, d in res.items():
         cells = []
         for k in keys:

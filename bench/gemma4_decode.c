@@ -19,6 +19,7 @@
 #include "model/decode.h"
 #include "model/model.h"
 #include "util/error.h"
+#include "model/context.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -37,13 +38,13 @@ enum { PREFILL = 16 };
 static double decode(tlm_model *m, const int *tok, int n, int step, float *last) {
     kv_cache *kv = kv_cache_create(m, PREFILL + n);
     if (!kv) return -1;
-    m->kv = kv;
+    m->ctx->kv = kv;
     if (model_forward(m, tok, NULL, 1, PREFILL, NULL)) return -1;
     const double t0 = now_s();
     const float *lg = NULL;
     for (int t = PREFILL; t < PREFILL + n; t++) {
         if (step) {
-            lg = kv_decode_step(m, tok[t]);
+            lg = kv_decode_step(m->ctx, tok[t]);
         } else {
             lg = model_forward(m, tok + t, NULL, 1, 1, NULL) ? NULL : model_last_logits(m);
         }
@@ -51,7 +52,7 @@ static double decode(tlm_model *m, const int *tok, int n, int step, float *last)
     }
     const double dt = now_s() - t0;
     memcpy(last, lg, sizeof(float) * m->cfg.vocab_size);
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     kv_cache_free(kv);
     return n / dt;
 }

@@ -127,7 +127,8 @@ TLM_API tlm_sampler *tlm_sampler_new(const tlm_model *m, float temperature, int 
 TLM_API int tlm_sampler_next(tlm_sampler *s, const float *logits);
 TLM_API void tlm_sampler_free(tlm_sampler *s);
 /* `tinylm generate` itself (KV cache; stops at the tokenizer's BOS or EOS, which are not
- * returned): up to max_new ids into ids_out, their count in *n_out. No hooks may be attached. */
+ * returned): up to max_new ids into ids_out, their count in *n_out. No hooks may be attached.
+ * tok NULL: ids only, and no stop before max_new. */
 TLM_API int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
                          float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out);
 
@@ -206,6 +207,30 @@ TLM_API int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens);
 TLM_API void tlm_gen_batch_free(tlm_gen_batch *g);
 TLM_API int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
                                float *loss);
+
+/* ---- contexts: several runs of one model at once (docs/architecture.md) ----
+ * A model is its config and weights; what a pass writes (activations, a KV cache, hooks, the mode)
+ * lives in a context. The functions above that take a tlm_model run in the model's own default
+ * context, and each tlm_gen / tlm_gen_batch in one of its own. More contexts may be made on one
+ * model, and contexts of one model may run at the same time from different threads (inference:
+ * not tlm_backward, tlm_set_precision, tlm_params_writable or weight edits while they run). Each
+ * runs its passes on n_threads OpenMP threads (0: the count of the thread that calls), set around
+ * each call for the calling thread alone. Free a context before its model. */
+typedef struct tlm_context tlm_context;
+TLM_API tlm_context *tlm_context_new(const tlm_model *m, int n_threads);
+TLM_API void tlm_context_free(tlm_context *ctx);
+/* tlm_forward in this context: tokens [B, T], optional targets and loss; logits [B, T, vocab] of
+ * its last forward, valid until its next call */
+TLM_API int tlm_context_forward(tlm_context *ctx, const int *tokens, const int *targets, int B, int T, float *loss);
+TLM_API const float *tlm_context_logits(const tlm_context *ctx);
+/* tlm_set_hooks on this context's passes only */
+TLM_API int tlm_context_set_hooks(tlm_context *ctx, tlm_hook_fn fn, void *user, const unsigned char *fwd,
+                                  const unsigned char *bwd);
+/* tlm_generate in this context (its own KV cache while it runs); tok NULL: ids only, no stop at
+ * BOS/EOS before max_new */
+TLM_API int tlm_context_generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int n_prompt,
+                                 int max_new, float temperature, int top_k, float top_p, uint64_t seed, int *ids_out,
+                                 int *n_out);
 
 #ifdef __cplusplus
 }

@@ -117,7 +117,7 @@ int cmd_generate(int argc, char **argv) {
     }
     gen_stats st;
     tlm_profiling = profile;
-    rc = generate(m, tok, ids, (int)n, &g, stdout, NULL, NULL, &st) ? 1 : 0;
+    rc = generate(m->ctx, tok, ids, (int)n, &g, stdout, NULL, NULL, &st) ? 1 : 0;
     tlm_profiling = 0;
     printf("\n");
     if (!rc) print_timings(m, &st, t_load, g.mla_expanded);

@@ -11,6 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "model/context.h"
 
 static const char USAGE[] =
     "usage: tinylm logits --model DIR (--ids \"1 5 9\" | --prompt TEXT | --prompt-file FILE) --out FILE.npy\n"
@@ -67,7 +68,7 @@ int cmd_logits(int argc, char **argv) {
     if (m && !cli_apply_dtype(m, dtype) && !cli_apply_precision(m, "logits", precision) &&
         !model_forward(m, ids, NULL, 1, (int)n, NULL)) {
         int64_t shape[2] = {(int64_t)n, m->cfg.vocab_size};
-        rc = tlm_npy_write_f32(out, 2, shape, m->acts.logits) ? 1 : 0;
+        rc = tlm_npy_write_f32(out, 2, shape, m->ctx->acts.logits) ? 1 : 0;
     }
     if (rc) cli_fail("logits");
     free(ids);

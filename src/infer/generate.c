@@ -16,9 +16,11 @@
 #include "util/profile.h"
 #include "util/error.h"
 #include "util/text_escape.h"
+#include "model/context.h"
 
 /* escape: control bytes shown as \xHH, for a terminal (util/text_escape.h) */
 static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out, int escape) {
+    if (!tok || !out) return; /* (ids only) */
     size_t len;
     const char *p = tlm_tokenizer_piece(tok, prev, id, &len);
     if (!p || !len) return;
@@ -31,16 +33,18 @@ static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out, i
 /* Feeds n tokens through the KV cache in chunks, so that the activations hold one chunk
  * (a 2048-token prompt needs the memory of PREFILL_CHUNK tokens, not of 2048) */
 enum { PREFILL_CHUNK = 256 };
-static int prefill(tlm_model *m, const int *ids, int n) {
+static int prefill(tlm_context *ctx, const int *ids, int n) {
     int rc = 0;
     for (int i = 0; i < n && !rc; i += PREFILL_CHUNK)
-        rc = model_forward(m, ids + i, NULL, 1, n - i < PREFILL_CHUNK ? n - i : PREFILL_CHUNK, NULL);
+        rc = context_forward(ctx, ids + i, NULL, 1, n - i < PREFILL_CHUNK ? n - i : PREFILL_CHUNK, NULL);
     return rc;
 }
 
-int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
+int generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
              FILE *out, int *ids_out, int *n_out, gen_stats *stats) {
+    const tlm_model *m = ctx->m;
     if (n_out) *n_out = 0;
+    if (ctx->kv) return tlm_error("generate: the context is generating already");
     gen_stats st = {.n_prompt = n_prompt};
     if (n_prompt <= 0) return tlm_error("generate: the prompt is empty and the tokenizer has no BOS token to start from");
     const tlm_config *c = &m->cfg;
@@ -66,14 +70,14 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
     }
     memcpy(history, prompt, sizeof(int) * n_prompt);
     int len = n_prompt, made = 0;
-    m->kv = kv;
-    const int bos = tlm_tokenizer_bos(tok), eos = tlm_tokenizer_eos(tok);
-    const int escape = isatty(fileno(out));
+    ctx->kv = kv;
+    const int bos = tok ? tlm_tokenizer_bos(tok) : -1, eos = tok ? tlm_tokenizer_eos(tok) : -1;
+    const int escape = out && isatty(fileno(out));
     if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out, escape);
     for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i], out, escape);
     double t0 = tlm_now_s();
-    int rc = prefill(m, prompt, n_prompt);
-    const float *logits = model_last_logits(m);
+    int rc = prefill(ctx, prompt, n_prompt);
+    const float *logits = context_last_logits(ctx);
     st.prefill_s = tlm_now_s() - t0;
     if (tlm_profiling && !rc) { /* --profile: the prompt's ops on their own, then the decode steps' */
         fprintf(stderr, "profile of the prompt's %d tokens: %.4f ms\n", n_prompt, st.prefill_s * 1e3);
@@ -90,21 +94,21 @@ int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_pr
         history[len++] = next;
         if (++made == o->max_new_tokens) break;
         if (kv_cache_room(kv) > 0) { /* (one parallel region for the whole token: decode.c) */
-            logits = kv_decode_step(m, next);
+            logits = kv_decode_step(ctx, next);
             rc = logits ? 0 : -1;
         } else {
             /* the context is full: as nanoGPT does, continue from the last `context` tokens,
              * recomputed from scratch (positions restart at 0) */
             kv_cache_reset(kv);
-            rc = prefill(m, history + len - context, context);
-            logits = model_last_logits(m);
+            rc = prefill(ctx, history + len - context, context);
+            logits = context_last_logits(ctx);
         }
         st.decode_s += tlm_now_s() - t0;
         st.n_decoded++;
     }
     st.n_generated = made;
     if (stats) *stats = st;
-    m->kv = NULL;
+    ctx->kv = NULL;
     kv_cache_free(kv);
     free(history);
     sampler_free(&s);

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/model.h"
+#include "model/context.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -32,8 +32,10 @@ typedef struct {
  * (max_position_embeddings) each token is predicted from the last `context` tokens. Writes the generated ids (without the
  * prompt) to ids_out when not NULL (room for max_new_tokens) and their count to *n_out, and the
  * timings to *stats when not NULL. The KV cache holds prompt + max_new_tokens positions (at most
- * the context), not the whole context. */
-int generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
+ * the context), not the whole context. tok NULL: no text (out may be NULL), and no stop before
+ * max_new_tokens. Runs in ctx (context.h: its mode and threads; a model's
+ * default one is m->ctx), which must have no KV cache attached; attaches its own while it runs. */
+int generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
              FILE *out, int *ids_out, int *n_out, gen_stats *stats);
 
 #endif

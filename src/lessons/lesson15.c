@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "util/error.h"
+#include "model/context.h"
 
 typedef struct {
     lesson_check *out;
@@ -91,11 +92,11 @@ static int block_shapes(checks *c) {
         return -1;
     }
     /* the block's input is the residual stream after the embedding, its output after the FFN */
-    const float *dx = m->acts.dres;
+    const float *dx = m->ctx->acts.dres;
     int finite = 1;
     double norm = 0;
     for (int i = 0; i < 3 * 64; i++) finite &= isfinite(dx[i]), norm += (double)dx[i] * dx[i];
-    float v[3] = {(float)m->acts.B, (float)m->acts.T, (float)cfg.d_model};
+    float v[3] = {(float)m->ctx->acts.B, (float)m->ctx->acts.T, (float)cfg.d_model};
     float want[3] = {1, 3, 64};
     add(c, "block d_model 64, 2 heads, d_ff 128: output shape", v, want, 3, 0, 0, "[1, 3, 64]");
     float g[1] = {finite && norm > 0 ? 1.0f : 0.0f}, one[1] = {1.0f};
@@ -108,12 +109,12 @@ static int block_shapes(checks *c) {
     int a[T] = {1, 5, 9, 3, 7}, b[T] = {1, 5, 11, 3, 7};
     float *before = malloc(sizeof(float) * T * V);
     int rc = before ? model_forward(m, a, NULL, 1, T, NULL) : -1;
-    if (!rc) memcpy(before, m->acts.logits, sizeof(float) * T * V);
+    if (!rc) memcpy(before, m->ctx->acts.logits, sizeof(float) * T * V);
     if (!rc) rc = model_forward(m, b, NULL, 1, T, NULL);
     if (!rc) {
         float same[T], want[T] = {1, 1, 0, 0, 0};
         for (int t = 0; t < T; t++)
-            same[t] = memcmp(before + t * V, m->acts.logits + t * V, sizeof(float) * V) == 0 ? 1.0f : 0.0f;
+            same[t] = memcmp(before + t * V, m->ctx->acts.logits + t * V, sizeof(float) * V) == 0 ? 1.0f : 0.0f;
         add(c, "causal: token 2 changed; logits row t identical?", same, want, T, 0, 0, "[1, 1, 0, 0, 0]");
     }
     free(before);

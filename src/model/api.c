@@ -19,6 +19,7 @@
 #include "ops/quant.h"
 #include "util/error.h"
 #include "util/finite.h"
+#include "model/context.h"
 
 tlm_model *tlm_load(const char *path) { return model_load_dir(path); }
 
@@ -44,14 +45,14 @@ int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targets, cons
     return model_forward_padded(m, tokens, targets, start, B, T, loss);
 }
 
-const float *tlm_logits(const tlm_model *m) { return m->acts.logits; }
+const float *tlm_logits(const tlm_model *m) { return tlm_context_logits(m->ctx); }
 int tlm_backward(tlm_model *m, float dloss) { return model_backward(m, dloss); }
 
 const float *tlm_grad(const tlm_model *m, const char *name, size_t *numel) {
     const tensor_info *t = model_find_tensor(m, name);
-    if (!t || !m->grad_mem) return NULL;
+    if (!t || !m->ctx->grad_mem) return NULL;
     if (numel) *numel = t->numel;
-    return m->grad_mem + t->offset;
+    return m->ctx->grad_mem + t->offset;
 }
 
 void tlm_zero_grad(tlm_model *m) { model_zero_grads(m); }
@@ -134,18 +135,13 @@ void tlm_sampler_free(tlm_sampler *s) {
 int tlm_generate(tlm_model *m, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
                  float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out) {
     *n_out = 0;
-    if (m->hooks) return tlm_error("generate: detach the hooks first (a KV cache has no hook points)");
-    if (max_new < 1) return tlm_error("generate: n = %d new tokens; must be >= 1", max_new);
-    /* the text generate() prints is not wanted here: only the ids */
-    FILE *sink = fopen("/dev/null", "w");
-    if (!sink) return tlm_error("generate: cannot open /dev/null");
-    gen_options g = {.max_new_tokens = max_new, .temperature = temperature, .top_k = top_k, .top_p = top_p,
-                     .seed = seed};
-    const model_mode mode = m->mode;
-    model_set_mode(m, MODEL_INFER_LAST); /* as `tinylm generate` runs it */
-    int rc = generate(m, tok, prompt, n_prompt, &g, sink, ids_out, n_out, NULL);
-    model_set_mode(m, mode);
-    fclose(sink);
+    if (m->ctx->hooks) return tlm_error("generate: detach the hooks first (a KV cache has no hook points)");
+    /* (a context of its own: the model's default one, its mode and activations, are left as they were) */
+    tlm_context *ctx = context_create(m);
+    if (!ctx) return -1;
+    const int rc = tlm_context_generate(ctx, tok, prompt, n_prompt, max_new, temperature, top_k, top_p, seed,
+                                        ids_out, n_out);
+    context_free(ctx);
     return rc;
 }
 
@@ -216,13 +212,36 @@ tlm_model *tlm_f32_copy(const tlm_model *m) {
 
 /* ---- interface version 7: generation one token at a time, the report page ------------------------ */
 
+/* A generation runs in a context of its own (its KV cache attached, `tinylm generate`'s mode), so
+ * generations of one model and passes of the model's default context do not touch each other's
+ * state; the handle's hooks (tlm_set_hooks) are lent to it for each step (gen_borrow_hooks). */
 struct tlm_gen {
     const tlm_model *owner; /* (compared, never read: the cache is sized for this model) */
+    tlm_context *ctx;
     kv_cache *kv;
     sampler s;
-    int *prompt, n_prompt, max_new, made, pending, threads, failed;
-    const float *logits; /* the last step's, valid until the model's next pass */
+    int *prompt, n_prompt, max_new, made, pending, failed;
+    const float *logits; /* the last step's, valid until the generation's next step */
 };
+
+/* A generation's context on m with kv attached; its passes run on the caller's threads, never
+ * more than when the cache was made (context_threads: the cache's scratch is per thread). */
+static tlm_context *gen_context(const tlm_model *m, kv_cache *kv) {
+    tlm_context *ctx = kv ? context_create(m) : NULL;
+    if (ctx) ctx->kv = kv;
+    return ctx;
+}
+
+/* the handle's observers and hooks watch its generations too (python/tinylm: hooks during generate):
+ * lent to the generation's context for one step, and its mode chosen by them — hooks need the
+ * training layout (every activation kept, where a rewrite goes on from); without, `tinylm
+ * generate`'s own mode, so the logits are its bit for bit */
+static void gen_borrow_hooks(tlm_context *ctx, const tlm_context *from) {
+    memcpy(ctx->observers, from->observers, sizeof ctx->observers);
+    ctx->n_observers = from->n_observers, ctx->hooks = from->hooks;
+    context_set_mode(ctx, ctx->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
+}
+static void gen_return_hooks(tlm_context *ctx) { ctx->n_observers = 0, ctx->hooks = NULL; }
 
 tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new, float temperature, int top_k,
                      float top_p, uint64_t seed) {
@@ -248,10 +267,10 @@ tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new,
     }
     if (!strcmp(m->cfg.model_type, "llama2c")) sampler_seed_runc(&g->s, seed); /* (as generate.c) */
     /* as generate(): room for the prompt and every new token */
-    g->threads = omp_get_max_threads(); /* (the cache's scratch is per thread: no step may run on more) */
     g->kv = kv_cache_create(m, n_prompt + max_new);
-    if (!g->kv) {
-        sampler_free(&g->s), free(g->prompt), free(g);
+    g->ctx = gen_context(m, g->kv);
+    if (!g->ctx) {
+        kv_cache_free(g->kv), sampler_free(&g->s), free(g->prompt), free(g);
         return NULL;
     }
     memcpy(g->prompt, prompt, sizeof(int) * (size_t)n_prompt);
@@ -262,19 +281,20 @@ tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new,
 
 /* runs what is pending through the cache: the prompt (one pass with hooks attached, so that they see
  * it whole; without, in generate()'s chunks), else the last token returned */
-static int gen_feed(tlm_model *m, tlm_gen *g) {
+static int gen_feed(tlm_gen *g) {
+    tlm_context *ctx = g->ctx;
     if (kv_cache_length(g->kv) == 0) {
-        if (m->hooks) {
-            if (model_forward(m, g->prompt, NULL, 1, g->n_prompt, NULL)) return -1;
+        if (ctx->hooks) {
+            if (context_forward(ctx, g->prompt, NULL, 1, g->n_prompt, NULL)) return -1;
         } else {
             for (int i = 0; i < g->n_prompt; i += 256) /* (generate.c's PREFILL_CHUNK) */
-                if (model_forward(m, g->prompt + i, NULL, 1, g->n_prompt - i < 256 ? g->n_prompt - i : 256, NULL))
+                if (context_forward(ctx, g->prompt + i, NULL, 1, g->n_prompt - i < 256 ? g->n_prompt - i : 256, NULL))
                     return -1;
         }
-        g->logits = model_last_logits(m);
+        g->logits = context_last_logits(ctx);
         return 0;
     }
-    g->logits = kv_decode_step(m, g->pending);
+    g->logits = kv_decode_step(ctx, g->pending);
     return g->logits ? 0 : -1;
 }
 
@@ -283,18 +303,9 @@ int tlm_gen_next(tlm_model *m, tlm_gen *g, int *token) {
     if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
     if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
-    if (m->kv) return tlm_error("generate: the model is generating already");
-    const int cfg_threads = omp_get_max_threads();
-    if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
-    const model_mode mode = m->mode;
-    /* hooks need the training layout (every activation kept, where a rewrite goes on from); without,
-     * `tinylm generate`'s own mode, so the logits are its bit for bit */
-    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
-    m->kv = g->kv;
-    int rc = gen_feed(m, g);
-    m->kv = NULL;
-    model_set_mode(m, mode);
-    if (cfg_threads > g->threads) omp_set_num_threads(cfg_threads);
+    gen_borrow_hooks(g->ctx, m->ctx);
+    const int rc = gen_feed(g);
+    gen_return_hooks(g->ctx);
     if (rc) {
         g->failed = 1;
         return -1;
@@ -308,6 +319,7 @@ int tlm_gen_position(const tlm_gen *g) { return g ? kv_cache_length(g->kv) : 0; 
 
 void tlm_gen_free(tlm_gen *g) {
     if (!g) return;
+    context_free(g->ctx);
     kv_cache_free(g->kv);
     sampler_free(&g->s);
     free(g->prompt), free(g);
@@ -317,15 +329,17 @@ void tlm_gen_free(tlm_gen *g) {
 
 struct tlm_gen_batch {
     const tlm_model *owner;
+    tlm_context *ctx; /* (as tlm_gen's) */
     kv_cache *kv;
     sampler *s;      /* [batch]: each row's own, seeded alike (a row samples what its prompt alone would) */
     int *prompts;    /* [batch, P] left-padded */
     int *pending;    /* [batch] the tokens the last call returned */
-    int batch, P, max_new, made, threads, failed, n_samplers;
+    int batch, P, max_new, made, failed, n_samplers;
 };
 
 void tlm_gen_batch_free(tlm_gen_batch *g) {
     if (!g) return;
+    context_free(g->ctx);
     kv_cache_free(g->kv);
     for (int b = 0; b < g->n_samplers; b++) sampler_free(&g->s[b]);
     free(g->s), free(g->prompts), free(g->pending), free(g);
@@ -371,10 +385,10 @@ tlm_gen_batch *tlm_gen_batch_new(tlm_model *m, const int *prompts, const int *le
         g->n_samplers++;
         if (runc) sampler_seed_runc(&g->s[b], seed); /* (as generate.c) */
     }
-    g->threads = omp_get_max_threads();
     g->kv = kv_cache_create_batch(m, P + max_new, batch, start);
+    g->ctx = gen_context(m, g->kv);
     free(start);
-    if (!g->kv) {
+    if (!g->ctx) {
         tlm_gen_batch_free(g);
         return NULL;
     }
@@ -386,17 +400,13 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
     if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
     if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
-    if (m->kv) return tlm_error("generate: the model is generating already");
-    const int cfg_threads = omp_get_max_threads();
-    if (cfg_threads > g->threads) omp_set_num_threads(g->threads);
-    const model_mode mode = m->mode;
-    /* hooks need the training layout (as tlm_gen_next): they see [batch, T, ...] over the positions
-     * the step computes, the prompts in one pass */
-    model_set_mode(m, m->hooks ? MODEL_TRAIN : MODEL_INFER_LAST);
-    m->kv = g->kv;
+    /* (hooks: as tlm_gen_next; they see [batch, T, ...] over the positions the step computes, the
+     * prompts in one pass) */
+    tlm_context *ctx = g->ctx;
+    gen_borrow_hooks(ctx, m->ctx);
     int rc = 0;
-    if (kv_cache_length(g->kv) == 0 && m->hooks) {
-        rc = model_forward(m, g->prompts, NULL, g->batch, g->P, NULL);
+    if (kv_cache_length(g->kv) == 0 && ctx->hooks) {
+        rc = context_forward(ctx, g->prompts, NULL, g->batch, g->P, NULL);
     } else if (kv_cache_length(g->kv) == 0) { /* the prompts, in generate.c's chunks of positions */
         enum { CHUNK = 256 };
         int *chunk = malloc(sizeof(int) * (size_t)g->batch * CHUNK);
@@ -405,24 +415,22 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
             const int n = g->P - i < CHUNK ? g->P - i : CHUNK;
             for (int b = 0; b < g->batch; b++)
                 memcpy(chunk + (size_t)b * n, g->prompts + (size_t)b * g->P + i, sizeof(int) * (size_t)n);
-            rc = model_forward(m, chunk, NULL, g->batch, n, NULL);
+            rc = context_forward(ctx, chunk, NULL, g->batch, n, NULL);
         }
         free(chunk);
     } else {
-        rc = model_forward(m, g->pending, NULL, g->batch, 1, NULL);
+        rc = context_forward(ctx, g->pending, NULL, g->batch, 1, NULL);
     }
-    m->kv = NULL;
-    model_set_mode(m, mode);
-    if (cfg_threads > g->threads) omp_set_num_threads(cfg_threads);
+    gen_return_hooks(ctx);
     if (rc) {
         g->failed = 1;
         return -1;
     }
     /* the logits of the last position of each row: [batch, V] (generation's layout), or [batch, T, V] */
-    const int V = m->cfg.vocab_size, per_row = m->acts.logits_rows / g->batch;
+    const int V = m->cfg.vocab_size, per_row = ctx->acts.logits_rows / g->batch;
     for (int b = 0; b < g->batch; b++)
         tokens[b] = g->pending[b] =
-            sampler_next(&g->s[b], m->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
+            sampler_next(&g->s[b], ctx->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
     g->made++;
     return 0;
 }
@@ -437,4 +445,46 @@ char *tlm_report_html(const char *title, const char *data_json, size_t *len) {
     cJSON_Delete(root);
     if (!ok) return tlm_error("report: the data must be an object of kind \"pattern\" or \"positions\""), NULL;
     return report_page(title, data_json, len);
+}
+
+/* ---- contexts: several runs of one model at once -------------------------------------------------- */
+
+tlm_context *tlm_context_new(const tlm_model *m, int n_threads) {
+    if (!m) return tlm_error("context: the model is NULL"), NULL;
+    if (n_threads < 0 || n_threads > 1024) return tlm_error("context: %d threads; must be 0..1024", n_threads), NULL;
+    tlm_context *ctx = context_create(m);
+    if (ctx) ctx->n_threads = n_threads;
+    return ctx;
+}
+
+void tlm_context_free(tlm_context *ctx) { context_free(ctx); }
+
+int tlm_context_forward(tlm_context *ctx, const int *tokens, const int *targets, int B, int T, float *loss) {
+    if (!ctx || !tokens) return tlm_error("forward: NULL context or tokens");
+    return context_forward(ctx, tokens, targets, B, T, loss);
+}
+
+const float *tlm_context_logits(const tlm_context *ctx) { return ctx->acts.logits; }
+
+int tlm_context_set_hooks(tlm_context *ctx, tlm_hook_fn fn, void *user, const unsigned char *fwd,
+                          const unsigned char *bwd) {
+    return context_set_hooks(ctx, fn, user, fwd, bwd);
+}
+
+int tlm_context_generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int n_prompt, int max_new,
+                         float temperature, int top_k, float top_p, uint64_t seed, int *ids_out, int *n_out) {
+    *n_out = 0;
+    if (ctx->hooks) return tlm_error("generate: detach the hooks first (a KV cache has no hook points)");
+    if (max_new < 1) return tlm_error("generate: n = %d new tokens; must be >= 1", max_new);
+    /* the text generate() prints is not wanted here: only the ids */
+    FILE *sink = tok ? fopen("/dev/null", "w") : NULL;
+    if (tok && !sink) return tlm_error("generate: cannot open /dev/null");
+    gen_options g = {.max_new_tokens = max_new, .temperature = temperature, .top_k = top_k, .top_p = top_p,
+                     .seed = seed};
+    const model_mode mode = ctx->mode;
+    context_set_mode(ctx, MODEL_INFER_LAST); /* as `tinylm generate` runs it */
+    const int rc = generate(ctx, tok, prompt, n_prompt, &g, sink, ids_out, n_out, NULL);
+    context_set_mode(ctx, mode);
+    if (sink) fclose(sink);
+    return rc;
 }

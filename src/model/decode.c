@@ -110,9 +110,9 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     return used;
 }
 
-kv_cache *kv_cache_create(tlm_model *m, int max_len) { return kv_cache_create_batch(m, max_len, 1, NULL); }
+kv_cache *kv_cache_create(const tlm_model *m, int max_len) { return kv_cache_create_batch(m, max_len, 1, NULL); }
 
-kv_cache *kv_cache_create_batch(tlm_model *m, int max_len, int batch, const int *start) {
+kv_cache *kv_cache_create_batch(const tlm_model *m, int max_len, int batch, const int *start) {
     const tlm_config *cfg = &m->cfg;
     if (max_len <= 0) return tlm_error("KV cache: length %d must be positive", max_len), NULL;
     if (batch <= 0) return tlm_error("KV cache: batch %d must be positive", batch), NULL;
@@ -169,7 +169,7 @@ kv_cache *kv_cache_create_batch(tlm_model *m, int max_len, int batch, const int 
     c->own = malloc(sizeof(step_private) * c->n_threads);
     if (c->step_mem && c->own) layout_step(c, cfg, c->step_mem);
     if (!c->at || !c->layer_kv || !c->layer_hd || !c->k || !c->v || !c->scratch || !c->step_mem || !c->own ||
-        (c->mla && !c->mla_scratch) || (start && !c->start) || model_ensure_rope(m, max_len)) {
+        (c->mla && !c->mla_scratch) || (start && !c->start)) {
         kv_cache_free(c);
         return tlm_error("out of memory for a KV cache of %d positions", max_len), NULL;
     }
@@ -189,6 +189,7 @@ const int *kv_cache_start(const kv_cache *c) { return c->start; }
 void kv_cache_reset(kv_cache *c) { c->len = 0; }
 int kv_cache_length(const kv_cache *c) { return c->len; }
 int kv_cache_room(const kv_cache *c) { return c->max_len - c->len; }
+int kv_cache_threads(const kv_cache *c) { return c->n_threads; }
 void kv_cache_advance(kv_cache *c, int n) { c->len += n; }
 
 /* layer l's keys (or values) of kv head g: [max_len, hd]. Head-major, so one token's attention
@@ -437,6 +438,7 @@ enum { STEP_ATTN, STEP_FFN };
 
 typedef struct {
     const tlm_model *m;
+    const tlm_context *run; /* (its RoPE tables) */
     kv_cache *c;
     int id, nt, pos, token;
     step_private *o;
@@ -531,7 +533,7 @@ static void step_attention(const step_ctx *s, int l, const float *u) {
     const float *qr = qn, *kr = kn;
     if (cfg->position == POS_ROPE && g1 > g0) {
         const float *cs, *sn;
-        model_layer_rope(m, l, &cs, &sn);
+        context_layer_rope(s->run, l, &cs, &sn);
         rope_forward_token(s->o->qr + (size_t)h0 * hd, qn + (size_t)h0 * hd, cs, sn, h1 - h0, hd, s->pos);
         if (own) rope_forward_token(s->o->kr + (size_t)g0 * hd, kn + (size_t)g0 * hd, cs, sn, g1 - g0, hd, s->pos);
         qr = s->o->qr, kr = s->o->kr;
@@ -718,16 +720,18 @@ static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, fl
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
  * and no Gemma 4 MoE block or latent attention (those decode through model_forward with the cache: the same function,
  * without the one-region step) */
-static int step_applies(const tlm_model *m) {
-    return !m->cfg.moe_block && !config_mla(&m->cfg) && !m->hooks && m->n_observers == 0 && m->kv->batch == 1;
+static int step_applies(const tlm_context *ctx) {
+    const tlm_model *m = ctx->m;
+    return !m->cfg.moe_block && !config_mla(&m->cfg) && !ctx->hooks && ctx->n_observers == 0 && ctx->kv->batch == 1;
 }
 
-const float *kv_decode_step(tlm_model *m, int token) {
+const float *kv_decode_step(tlm_context *ctx, int token) {
     PROF_SCOPE("decode_step");
-    kv_cache *c = m->kv;
-    if (!c || !step_applies(m)) {
-        if (model_forward(m, &token, NULL, 1, 1, NULL)) return NULL;
-        return model_last_logits(m);
+    const tlm_model *m = ctx->m;
+    kv_cache *c = ctx->kv;
+    if (!c || !step_applies(ctx)) {
+        if (context_forward(ctx, &token, NULL, 1, 1, NULL)) return NULL;
+        return context_last_logits(ctx);
     }
     const tlm_config *cfg = &m->cfg;
     const int pos = c->len, d = cfg->d_model, V = cfg->vocab_size;
@@ -740,6 +744,8 @@ const float *kv_decode_step(tlm_model *m, int token) {
         return tlm_error("forward: with a KV cache, feed one sequence without targets within the cache's %d positions",
                          c->max_len),
                NULL;
+    /* (the tables for every position the cache holds, made at the first step: none after it) */
+    if (context_ensure_rope(ctx, c->max_len)) return NULL;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos * d : NULL;
     if (m->p.embed_q)
         embedding_forward_quant(c->sh.x0, &token, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(cfg), 1, 1, d,
@@ -748,9 +754,9 @@ const float *kv_decode_step(tlm_model *m, int token) {
         embedding_forward_bf16(c->sh.x0, &token, m->p.embed16, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
     else
         embedding_forward(c->sh.x0, &token, m->p.embed, wpe, model_embed_scale(cfg), 1, 1, d, NULL);
-#pragma omp parallel num_threads(c->n_threads)
+#pragma omp parallel num_threads(context_threads(ctx))
     {
-        step_ctx s = {.m = m, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos,
+        step_ctx s = {.m = m, .run = ctx, .c = c, .id = omp_get_thread_num(), .nt = omp_get_num_threads(), .pos = pos,
                       .token = token};
         s.o = &c->own[s.id];
         if (cfg->ple_dim > 0) step_ple_inputs(&s);

@@ -1,5 +1,5 @@
-/* decode.h — a KV cache for incremental decoding. Attached to a model (m->kv), it makes
- * model_forward() continue one sequence: positions start where the cache ends, each layer
+/* decode.h — a KV cache for incremental decoding. Attached to a context (ctx->kv), it makes
+ * context_forward() continue one sequence: positions start where the cache ends, each layer
  * appends its keys/values and attends over everything cached. The rest of the forward
  * (norms of any placement, FFN, head, soft-caps) is the very same code as a full pass, so
  * cached decoding and full recomputation compute the same function. */
@@ -10,19 +10,21 @@
 #include "ops/ops.h"
 
 struct tlm_model;
+struct tlm_context;
 typedef struct kv_cache kv_cache;
 
 /* queries per block when a chunk of tokens attends through the cache (scratch: this many rows
  * of max_len scores per thread) */
 #define KV_QUERY_BLOCK 64
 
-/* A cache for up to max_len positions of model m (also sizes m's RoPE tables once). */
-kv_cache *kv_cache_create(struct tlm_model *m, int max_len);
+/* A cache for up to max_len positions of model m, for passes on as many threads as the caller's
+ * omp_get_max_threads() now (its per-thread scratch; context_threads keeps to it). */
+kv_cache *kv_cache_create(const struct tlm_model *m, int max_len);
 /* ... for `batch` sequences that advance together (model_forward over [batch, T] rows: each row
  * its own keys and values); start [batch] (NULL: none) each row's first real position (its prompt
  * left-padded to the longest): no key before it is seen, positions count from it
  * (model_forward_padded's rule). */
-kv_cache *kv_cache_create_batch(struct tlm_model *m, int max_len, int batch, const int *start);
+kv_cache *kv_cache_create_batch(const struct tlm_model *m, int max_len, int batch, const int *start);
 int kv_cache_batch(const kv_cache *c);
 const int *kv_cache_start(const kv_cache *c); /* NULL when unpadded */
 void kv_cache_free(kv_cache *c);
@@ -36,6 +38,7 @@ size_t kv_cache_mha_bytes_per_token(const tlm_config *cfg);
 void kv_cache_reset(kv_cache *c);
 int kv_cache_length(const kv_cache *c); /* positions filled */
 int kv_cache_room(const kv_cache *c);   /* positions left */
+int kv_cache_threads(const kv_cache *c); /* the most threads a pass through it may run on (its scratch) */
 void kv_cache_advance(kv_cache *c, int n);
 
 /* For layer l: appends k, v [batch, T, KV*hd] at the cache's end and computes
@@ -58,11 +61,12 @@ void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, flo
 int kv_cache_set_mla_absorbed(kv_cache *c, const struct tlm_model *m, int absorbed);
 int kv_cache_mla_absorbed(const kv_cache *c);
 
-/* One token through the model with the cache m->kv attached: model_forward(m, &token, NULL, 1, 1,
- * NULL) bit for bit, in one parallel region per token and without allocating (decode.c). Returns
- * the token's logits [V] (in the cache's buffers, valid until the next step; model_last_logits is
- * not updated), or NULL with tlm_error. With an observer or hooks attached it is model_forward
- * itself (and returns model_last_logits). */
-const float *kv_decode_step(struct tlm_model *m, int token);
+/* One token through the model with the cache ctx->kv attached: context_forward(ctx, &token, NULL,
+ * 1, 1, NULL) bit for bit, in one parallel region per token and without allocating after the first
+ * step (which sizes the context's RoPE tables for the cache) (decode.c). Returns the token's logits
+ * [V] (in the cache's buffers, valid until the next step; context_last_logits is not updated), or
+ * NULL with tlm_error. With an observer or hooks attached it is context_forward itself (and
+ * returns context_last_logits). */
+const float *kv_decode_step(struct tlm_context *ctx, int token);
 
 #endif

@@ -17,29 +17,32 @@
 
 /* ---- observers --------------------------------------------------------------------------------- */
 
-int model_observe(tlm_model *m, const model_observer *o) {
-    for (int i = 0; i < m->n_observers; i++)
-        if (m->observers[i] == o) return 0;
-    if (m->n_observers == MODEL_MAX_OBSERVERS)
+int context_observe(tlm_context *c, const model_observer *o) {
+    for (int i = 0; i < c->n_observers; i++)
+        if (c->observers[i] == o) return 0;
+    if (c->n_observers == MODEL_MAX_OBSERVERS)
         return tlm_error("model: %d observers (hooks, probes, inspect) are attached already", MODEL_MAX_OBSERVERS);
-    m->observers[m->n_observers++] = o;
+    c->observers[c->n_observers++] = o;
     return 0;
 }
 
-void model_unobserve(tlm_model *m, const model_observer *o) {
-    for (int i = 0; i < m->n_observers; i++)
-        if (m->observers[i] == o) {
-            memmove(&m->observers[i], &m->observers[i + 1], sizeof *m->observers * (size_t)(m->n_observers - i - 1));
-            m->n_observers--;
+void context_unobserve(tlm_context *c, const model_observer *o) {
+    for (int i = 0; i < c->n_observers; i++)
+        if (c->observers[i] == o) {
+            memmove(&c->observers[i], &c->observers[i + 1], sizeof *c->observers * (size_t)(c->n_observers - i - 1));
+            c->n_observers--;
             return;
         }
 }
 
+int model_observe(tlm_model *m, const model_observer *o) { return context_observe(m->ctx, o); }
+void model_unobserve(tlm_model *m, const model_observer *o) { context_unobserve(m->ctx, o); }
+
 /* the needs of the attached observers, with what each callback implies */
-static unsigned observed_needs(const tlm_model *m) {
+static unsigned observed_needs(const tlm_context *ctx) {
     unsigned needs = 0;
-    for (int i = 0; i < m->n_observers; i++) {
-        const model_observer *o = m->observers[i];
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
         needs |= o->needs;
         if (o->at_point || o->after_layer) needs |= OBSERVE_MAPS | OBSERVE_WHOLE_BATCH;
         if (o->after_pass) needs |= OBSERVE_MAPS;
@@ -47,36 +50,36 @@ static unsigned observed_needs(const tlm_model *m) {
     return needs;
 }
 
-int model_keeps_attention_maps(const tlm_model *m) { return (observed_needs(m) & OBSERVE_MAPS) != 0; }
-int model_needs_whole_batch(const tlm_model *m) { return (observed_needs(m) & OBSERVE_WHOLE_BATCH) != 0; }
+int context_keeps_attention_maps(const tlm_context *ctx) { return (observed_needs(ctx) & OBSERVE_MAPS) != 0; }
+int context_needs_whole_batch(const tlm_context *ctx) { return (observed_needs(ctx) & OBSERVE_WHOLE_BATCH) != 0; }
 
-int model_observes_points(const tlm_model *m) {
-    for (int i = 0; i < m->n_observers; i++)
-        if (m->observers[i]->at_point) return 1;
+int context_observes_points(const tlm_context *ctx) {
+    for (int i = 0; i < ctx->n_observers; i++)
+        if (ctx->observers[i]->at_point) return 1;
     return 0;
 }
 
-int model_after_pass(tlm_model *m, int is_backward) {
-    for (int i = 0; i < m->n_observers; i++) {
-        const model_observer *o = m->observers[i];
-        if (o->after_pass && o->after_pass(o->user, m, is_backward)) return -1;
+int context_after_pass(tlm_context *ctx, int is_backward) {
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
+        if (o->after_pass && o->after_pass(o->user, ctx, is_backward)) return -1;
     }
     return 0;
 }
 
 /* ---- a pass's points --------------------------------------------------------------------------- */
 
-pass_ctx pass_whole(tlm_model *m) {
-    pass_ctx x = {.m = m, .A = &m->acts, .g = &m->g, .watched = model_observes_points(m)};
+pass_ctx pass_whole(tlm_context *ctx) {
+    pass_ctx x = {.m = ctx->m, .run = ctx, .A = &ctx->acts, .g = &ctx->g, .watched = context_observes_points(ctx)};
     return x;
 }
 
 void pass_fire(pass_ctx *x, int id, float *data, int is_grad) {
     if (x->failed || !data) return;
-    const tlm_model *m = x->m;
-    for (int i = 0; i < m->n_observers; i++) {
-        const model_observer *o = m->observers[i];
-        if (o->at_point && o->at_point(o->user, m, id, data, x->A->B, x->A->T, is_grad)) {
+    const tlm_context *ctx = x->run;
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
+        if (o->at_point && o->at_point(o->user, ctx, id, data, x->A->B, x->A->T, is_grad)) {
             x->failed = id + 1;
             return;
         }
@@ -93,10 +96,10 @@ int pass_check_points(const pass_ctx *x) {
 }
 
 int pass_after_layer(const pass_ctx *x, int layer) {
-    const tlm_model *m = x->m;
-    for (int i = 0; i < m->n_observers; i++) {
-        const model_observer *o = m->observers[i];
-        if (o->after_layer && o->after_layer(o->user, m, layer)) return -1;
+    const tlm_context *ctx = x->run;
+    for (int i = 0; i < ctx->n_observers; i++) {
+        const model_observer *o = ctx->observers[i];
+        if (o->after_layer && o->after_layer(o->user, ctx, layer)) return -1;
     }
     return 0;
 }
@@ -112,13 +115,13 @@ struct model_hooks {
     int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
 };
 
-static int hooks_at_point(void *user, const tlm_model *m, int id, float *data, int B, int T, int is_grad) {
+static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
     struct model_hooks *h = user;
     if (id < 0 || id >= h->count || !(is_grad ? h->bwd : h->fwd)[id]) return 0;
     char name[96];
     int64_t shape[5];
     int flags;
-    int nd = model_point_describe(&m->cfg, id, B, T, name, sizeof name, shape, &flags);
+    int nd = model_point_describe(&ctx->m->cfg, id, B, T, name, sizeof name, shape, &flags);
     h->unchanged = 0;
     if (!nd) return 0;
     const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
@@ -142,12 +145,16 @@ int tlm_hook_info(const tlm_model *m, int id, char *name, size_t name_cap, int B
 }
 
 int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd) {
-    if (m->hooks) {
-        model_unobserve(m, &m->hooks->obs);
-        free(m->hooks->fwd), free(m->hooks->bwd), free(m->hooks), m->hooks = NULL;
+    return context_set_hooks(m->ctx, fn, user, fwd, bwd);
+}
+
+int context_set_hooks(tlm_context *c, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd) {
+    if (c->hooks) {
+        context_unobserve(c, &c->hooks->obs);
+        free(c->hooks->fwd), free(c->hooks->bwd), free(c->hooks), c->hooks = NULL;
     }
     if (!fn) return 0;
-    const int n = model_point_count(&m->cfg);
+    const int n = model_point_count(&c->m->cfg);
     struct model_hooks *h = calloc(1, sizeof *h);
     if (h) h->fwd = calloc((size_t)n, 1), h->bwd = calloc((size_t)n, 1);
     if (!h || !h->fwd || !h->bwd) {
@@ -158,26 +165,27 @@ int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char 
     if (bwd) memcpy(h->bwd, bwd, (size_t)n);
     h->fn = fn, h->user = user, h->count = n;
     h->obs = (model_observer){.at_point = hooks_at_point, .user = h};
-    if (model_observe(m, &h->obs)) {
+    if (context_observe(c, &h->obs)) {
         free(h->fwd), free(h->bwd), free(h);
         return -1;
     }
-    m->hooks = h;
+    c->hooks = h;
     return 0;
 }
 
 void tlm_hook_unchanged(tlm_model *m) {
-    if (m->hooks) m->hooks->unchanged = 1;
+    if (m->ctx->hooks) m->ctx->hooks->unchanged = 1;
 }
 
-void model_hooks_free(tlm_model *m) { tlm_set_hooks(m, NULL, NULL, NULL, NULL); }
+void context_hooks_free(tlm_context *c) { (void)context_set_hooks(c, NULL, NULL, NULL, NULL); }
 
 /* When the pattern hook of layer l may have rewritten probs: att = probs @ v again. */
 void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const float *probs, const float *v) {
     const tlm_model *m = x->m;
     const tlm_config *c = &m->cfg;
-    if (!m->hooks || m->hooks->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
-    if (m->hooks->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
+    const struct model_hooks *h = x->run->hooks;
+    if (!h || h->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
+    if (h->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
     const int B = x->A->B, T = x->A->T, H = c->n_heads, KV = config_layer_kv_heads(c, l), hd = config_layer_head_dim(c, l);
     const int qd = H * hd, kvd = KV * hd, group = H / KV;
     for (int b = 0; b < B; b++)

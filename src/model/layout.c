@@ -158,11 +158,12 @@ static void copy_kv(layer_acts *to, const layer_acts *from) {
     to->k_rstd = from->k_rstd, to->v_rstd = from->v_rstd;
 }
 
-/* One walk lays out every activation for (B, T) in the model's mode; run once with a NULL
+/* One walk lays out every activation for (B, T) in the context's mode; run once with a NULL
  * base to count, then with the buffer to bind the pointers. */
-void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int T) {
+void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B, int T) {
+    const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
-    const int lean = m->mode != MODEL_TRAIN;
+    const int lean = ctx->mode != MODEL_TRAIN;
     /* (qd, kvd: the widest of any layer: the inference layout's one layer and the backward's scratch
      * serve them all) */
     const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)config_max_q_dim(c),
@@ -170,7 +171,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     const size_t att = (size_t)B * c->n_heads * T * T;
     const norm_placement pl = c->placement;
     /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
-    const int full_attention = !(lean && m->kv), maps = full_attention && model_keeps_attention_maps(m);
+    const int full_attention = !(lean && ctx->kv), maps = full_attention && context_keeps_attention_maps(ctx);
     const int any_moe = config_moe_layers(c) > 0, any_dense = config_moe_layers(c) < c->n_layers || c->moe_block;
     A->lean = lean, A->maps = maps;
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
@@ -188,7 +189,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
             copy_kv(L, &common);
             /* ... but the keys and values that a later layer reads (shared K/V) stay until it has:
              * without a KV cache, which then holds them */
-            if (!m->kv && kv_shared_from(c, l)) take_kv(a, L, c, N, lkvd, KVmax);
+            if (!ctx->kv && kv_shared_from(c, l)) take_kv(a, L, c, N, lkvd, KVmax);
             continue;
         }
         sublayer_acts *subs[2] = {&L->attn_s, &L->ffn_s};
@@ -217,7 +218,7 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
             L->k = L->v = L->kn = L->kr = L->vn = L->k_rstd = L->v_rstd = NULL;
         if (lean) { /* (the buffers every layer uses; layer 0 keeps its own when a later layer reads them) */
             copy_kv(&common, L);
-            if (!m->kv && kv_shared_from(c, 0)) take_kv(a, L, c, N, lkvd, KVmax);
+            if (!ctx->kv && kv_shared_from(c, 0)) take_kv(a, L, c, N, lkvd, KVmax);
         }
         /* the gradients that the sharing layers send back to this layer's keys and values */
         const int shared = !lean && kv_shared_from(c, l);
@@ -277,13 +278,13 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
     A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
     A->w_tile = m->w16_mem || m->wq_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
     /* the head: every position, or the last of each row */
-    const size_t R = m->mode == MODEL_INFER_LAST ? (size_t)B : N;
+    const size_t R = ctx->mode == MODEL_INFER_LAST ? (size_t)B : N;
     A->logits_rows = (int)R;
     memset(&A->final, 0, sizeof A->final);
     if (c->final_norm || R != N) take_norm(a, &A->final, R, d, 1); /* (y also gathers the last rows) */
     A->logits_raw = c->final_softcap > 0.0f ? take(a, R * V) : NULL;
     A->logits = take(a, R * V);
-    const int with_loss = m->mode != MODEL_INFER_LAST;
+    const int with_loss = ctx->mode != MODEL_INFER_LAST;
     A->probs = with_loss ? take(a, N * V) : NULL;
     A->losses = with_loss ? take(a, N) : NULL;
     A->lse = with_loss ? take(a, N) : NULL;
@@ -360,31 +361,33 @@ void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int
 }
 
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
-    tlm_model m = {.cfg = *cfg, .mode = mode}; /* f32 weights, no KV cache: the layout's inputs */
+    const tlm_model m = {.cfg = *cfg};
+    const tlm_context ctx = {.m = &m, .mode = mode}; /* f32 weights, no KV cache: the layout's inputs */
     activations A = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts))};
     if (!A.layers) return 0;
     arena count = {0};
-    layout_activations(&m, &A, &count, B, T);
+    layout_activations(&ctx, &A, &count, B, T);
     free(A.layers);
     return count.used;
 }
 
-/* Lays the activations out for (B, T) in the model's mode. The buffer only grows: a smaller
+/* Lays the activations out for (B, T) in the context's mode. The buffer only grows: a smaller
  * shape (a decoding step after a prefill, an evaluation batch) reuses it without allocating. */
-int ensure_activations(tlm_model *m, int B, int T) {
-    activations *A = &m->acts;
-    const int kv_layout = m->mode != MODEL_TRAIN && m->kv; /* (the layout depends on these) */
-    const int maps = !(kv_layout) && model_keeps_attention_maps(m);
+int ensure_activations(tlm_context *ctx, int B, int T) {
+    const tlm_model *m = ctx->m;
+    activations *A = &ctx->acts;
+    const int kv_layout = ctx->mode != MODEL_TRAIN && ctx->kv; /* (the layout depends on these) */
+    const int maps = !(kv_layout) && context_keeps_attention_maps(ctx);
     /* (the attention's scratch has a slot per thread: more threads than when it was laid out need a new
      * layout — tinylm.set_threads(2) after a pass on one thread wrote past it) */
     const int slots_ok = !A->attn_scratch || A->attn_slots >= (size_t)omp_get_max_threads();
-    if (A->mem && A->B == B && A->T == T && A->mode == m->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
+    if (A->mem && A->B == B && A->T == T && A->mode == ctx->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
         A->mirror16 == !!m->mirror16 && A->maps == maps && slots_ok)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
     arena count = {0};
-    layout_activations(m, A, &count, B, T);
+    layout_activations(ctx, A, &count, B, T);
     const size_t n_tokens = (size_t)B * T;
     if (count.used > A->capacity || n_tokens > A->token_capacity) {
         free(A->mem), free(A->tokens), free(A->targets), free(A->start_mem);
@@ -403,9 +406,9 @@ int ensure_activations(tlm_model *m, int B, int T) {
         }
     }
     arena a = {.base = arena_base(A->mem)};
-    layout_activations(m, A, &a, B, T);
-    A->B = B, A->T = T, A->mode = m->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem, A->wq = !!m->wq_mem;
+    layout_activations(ctx, A, &a, B, T);
+    A->B = B, A->T = T, A->mode = ctx->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem, A->wq = !!m->wq_mem;
     A->mirror16 = !!m->mirror16;
-    return model_ensure_rope(m, T);
+    return context_ensure_rope(ctx, T);
 }
 

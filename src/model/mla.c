@@ -20,7 +20,7 @@
  *   f    = attc W_o^T               [N, d]
  *
  * The zeros add nothing to q.k and leave att's padding 0; their gradients are dropped. With a KV
- * cache (m->kv) the layer caches ckvn and kpe only and attends through decode.c's
+ * cache (the context's kv) the layer caches ckvn and kpe only and attends through decode.c's
  * kv_mla_attention_forward (the absorbed form by default). */
 #include <string.h>
 
@@ -87,13 +87,13 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
             pe_permute(a->qpe + ((size_t)n * H + h) * dr, a->q + ((size_t)n * H + h) * qk + dn, dr, c->rope_interleave);
         pe_permute(a->kpe + (size_t)n * dr, kpe0 + (size_t)n * dr, dr, c->rope_interleave);
     }
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const int pos0 = ctx->run->kv ? kv_cache_length(ctx->run->kv) : 0;
     const float *cs, *sn;
-    model_layer_rope(m, l, &cs, &sn);
+    context_layer_rope(ctx->run, l, &cs, &sn);
     rope_forward(a->qpe, a->qpe, cs, sn, B, T, H, dr, pos0, ctx->A->start);
     rope_forward(a->kpe, a->kpe, cs, sn, B, T, 1, dr, pos0, ctx->A->start);
-    if (m->kv) { /* the latent cache: ckvn and kpe per token; the heads never expanded (absorbed form) */
-        kv_mla_attention_forward(m->kv, m, l, a->attc, a->q, a->qpe, a->ckvn, a->kpe, T);
+    if (ctx->run->kv) { /* the latent cache: ckvn and kpe per token; the heads never expanded (absorbed form) */
+        kv_mla_attention_forward(ctx->run->kv, m, l, a->attc, a->q, a->qpe, a->ckvn, a->kpe, T);
         linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);
         return;
     }
@@ -167,7 +167,7 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     }
     /* back through RoPE (the transpose of each rotation) and the de-interleaving */
     const float *cs, *sn;
-    model_layer_rope(m, l, &cs, &sn);
+    context_layer_rope(ctx->run, l, &cs, &sn);
     rope_backward(dqpe, dqpe, cs, sn, B, T, H, dr, 0, A->start);
     rope_backward(dkpe, dkpe, cs, sn, B, T, 1, dr, 0, A->start);
     float *dckv = A->d_ckv, *dkpe0 = A->d_ckv + (size_t)N * rkv;

@@ -1,7 +1,8 @@
 /* model.c — the model object and the engine's rules that callers must not re-derive: the
  * layer's attention (which keys a query sees), the residual stream's stages, the norm weight's
- * offset. The pass itself is pass.c (drivers), sublayers.c, layout.c (activation memory),
- * rope_tables.c, split.c (a batch across the threads) and hooks.c (observers, points). */
+ * offset. What runs it is a context (context.c); the pass itself is pass.c (drivers), sublayers.c,
+ * layout.c (activation memory), rope_tables.c, split.c (a batch across the threads) and hooks.c
+ * (observers, points). */
 #include "model.h"
 
 #include <math.h>
@@ -14,10 +15,8 @@
 
 void model_free(tlm_model *m) {
     if (!m) return;
-    free(m->acts.mem), free(m->acts.tokens), free(m->acts.targets), free(m->acts.start_mem), free(m->acts.layers);
-    free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
-    model_hooks_free(m);
-    free(m->p.layers), free(m->g.layers), free(m->tensors), free(m->grad_mem);
+    context_free(m->ctx);
+    free(m->p.layers), free(m->tensors);
     if (m->file_map)
         munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
     else
@@ -25,15 +24,11 @@ void model_free(tlm_model *m) {
     free(m->w16_mem);
     free(m->wq_mem);
     free(m->mirror16);
-    split_free(m->split);
     free(m);
 }
 
-void model_set_mode(tlm_model *m, model_mode mode) { m->mode = mode; }
-
-const float *model_last_logits(const tlm_model *m) {
-    return m->acts.logits + (size_t)(m->acts.logits_rows - 1) * m->cfg.vocab_size;
-}
+void model_set_mode(tlm_model *m, model_mode mode) { context_set_mode(m->ctx, mode); }
+const float *model_last_logits(const tlm_model *m) { return context_last_logits(m->ctx); }
 
 /* ---- the layer's shape ----------------------------------------------------------------------- */
 

@@ -142,7 +142,7 @@ typedef struct {
     float *kvb;                   /* [k_nope | v] per head = ckvn W_kvb^T [N, H (dn + dv)] */
     float *qpe, *kpe;             /* q_pe [N, H dr], k_pe [N, dr] after RoPE (de-interleaved) */
     float *attc;                  /* the attention output's first dv of each head [N, H dv] (o_proj's input) */
-    float *scores, *probs;    /* [B, H, T, T], when kept (model_keeps_attention_maps) */
+    float *scores, *probs;    /* [B, H, T, T], when kept (context_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
     /* FFN internals */
     float *gate, *up, *hid;   /* [BT, f] */
@@ -231,8 +231,11 @@ typedef struct {
 
 /* ---- the model -------------------------------------------------------------------------------- */
 
-#define MODEL_MAX_OBSERVERS 4
+#define MODEL_MAX_OBSERVERS 4 /* (per context) */
 
+/* Config and weights, which passes read; what a pass writes is its context's (context.h). The
+ * one exception: with mixed precision on f32 weights the forward makes mirror16 again
+ * (model_refresh_mirror). */
 typedef struct tlm_model {
     tlm_config cfg;
     tensor_info *tensors;
@@ -251,25 +254,9 @@ typedef struct tlm_model {
     uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
     int mirror_fresh;   /* the trainer's AdamW step wrote mirror16 from the new weights: the next forward
                            uses it without rounding them again (adamw_step_fused; cleared by it) */
-    int grad_clear;     /* grad_mem is all zero: the trainer's AdamW step cleared it as it read it
-                           (adamw_step_fused), and no backward has run since (backward_run clears the
-                           mark); model_zero_grads then has nothing to do */
-    model_mode mode;
-    float z_loss;    /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */
-    float router_aux; /* training: model_backward adds the gradient of router_aux * acts.moe_aux, the
-                         load-balancing loss (Switch / Hugging Face's load_balancing_loss_func) (0 = off) */
-    float *grad_mem; /* NULL until model_alloc_grads */
-    model_params g;
-    float *rope_cos, *rope_sin, *rope_cos_local, *rope_sin_local; /* [rope_len, hd/2] */
-    int rope_len;
-    activations acts;
-    struct kv_cache *kv; /* attached: forward continues the cached sequence (decode.c) */
-    /* attached observers of every pass (model_observe), in attach order; what they need decides
-     * what the pass keeps (attention maps) and whether it may split the batch */
-    const struct model_observer *observers[MODEL_MAX_OBSERVERS];
-    int n_observers;
-    struct model_hooks *hooks; /* tlm_set_hooks's state (hooks.c), one of the observers when set */
-    struct batch_split *split; /* the per-thread views of a split batch; NULL until one is split */
+    /* the default context (context.h): what model_forward and the other model_* passes run in, and
+     * what the public tlm_* functions that take a model use */
+    struct tlm_context *ctx;
 } tlm_model;
 
 /* ---- observers: the one way to watch a pass (hooks.c) ------------------------------------------
@@ -285,26 +272,20 @@ typedef struct model_observer {
     /* at each activation point (points.c's id) while the pass runs: forward, data may be
      * rewritten in place; backward, data is the gradient there. Non-zero fails the pass (the
      * error names the point). Implies MAPS and WHOLE_BATCH (the hooks also the training layout). */
-    int (*at_point)(void *user, const struct tlm_model *m, int id, float *data, int B, int T, int is_grad);
+    int (*at_point)(void *user, const struct tlm_context *ctx, int id, float *data, int B, int T, int is_grad);
     /* after the embedding (layer -1) and after each layer l of a forward, while that layer's
      * activations are there (MODEL_INFER keeps one layer's). Non-zero stops the pass. Implies
      * MAPS and WHOLE_BATCH. */
-    int (*after_layer)(void *user, const struct tlm_model *m, int layer);
+    int (*after_layer)(void *user, const struct tlm_context *ctx, int layer);
     /* when a forward (is_backward 0) or backward (1) has finished, everything it computed in
      * acts / grad_mem. Non-zero fails the pass. Implies MAPS. */
-    int (*after_pass)(void *user, const struct tlm_model *m, int is_backward);
+    int (*after_pass)(void *user, const struct tlm_context *ctx, int is_backward);
     void *user;
 } model_observer;
-/* attaches o (again: nothing); -1 with tlm_error when MODEL_MAX_OBSERVERS are attached */
+/* attaches o to the model's default context (again: nothing); -1 with tlm_error when
+ * MODEL_MAX_OBSERVERS are attached. Another context: context_observe (context.h). */
 int model_observe(tlm_model *m, const model_observer *o);
 void model_unobserve(tlm_model *m, const model_observer *o);
-/* what the attached observers need: forwards keep [B,H,T,T] maps (else attention works block
- * by block in scratch and its backward computes them again); the pass runs unsplit; points fire */
-int model_keeps_attention_maps(const tlm_model *m);
-int model_needs_whole_batch(const tlm_model *m);
-int model_observes_points(const tlm_model *m);
-/* every observer's after_pass, in attach order */
-int model_after_pass(tlm_model *m, int is_backward);
 
 /* The tensor table of a config without allocating parameters (for `tinylm info` on large
  * configs). malloc'd; NULL + tlm_error on failure. */
@@ -314,6 +295,7 @@ tlm_model *model_create(const tlm_config *cfg);
 void model_free(tlm_model *m);
 /* normal(0, std) matrices, scaled residual projections, zero biases, identity norms */
 void model_init_weights(tlm_model *m, uint64_t seed);
+/* the default context's gradients (context.h context_alloc_grads, context_zero_grads) */
 int model_alloc_grads(tlm_model *m);
 /* points `views` (its layers array allocated by the caller) at the tensors of a buffer laid out
  * as the parameters are */
@@ -326,7 +308,7 @@ const tensor_info *model_find_tensor(const tlm_model *m, const char *name);
  * alone (for `tinylm info`); 0 when out of memory. */
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T);
 /* Forward over tokens [B,T]; targets [B,T] (may be NULL: no loss). Returns 0 and the mean loss
- * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->acts.logits. */
+ * in *loss (when targets given), or -1 when the shape is unsupported. Logits are in m->ctx->acts.logits. */
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss);
 /* The same over left-padded rows: start [B] (NULL: none) the index of each row's first real token,
  * 0 <= start[b] < T. The pads before it are seen by no real query (a pad query sees itself only),
@@ -335,12 +317,12 @@ int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, in
  * negative target. Not with a KV cache. */
 int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
                          float *loss);
-/* Backward of the last forward (which had targets); gradients accumulate into m->g scaled by
+/* Backward of the last forward (which had targets); gradients accumulate into m->ctx->g scaled by
  * dloss (1 for one batch; 1/k for k accumulated micro-batches). The loss differentiated is the
- * mean cross-entropy plus m->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
+ * mean cross-entropy plus m->ctx->z_loss * mean(logsumexp^2) (acts.lse_sq_mean; forward's *loss is
  * the cross-entropy alone). */
 int model_backward(tlm_model *m, float dloss);
-/* The same, and *grad_norm = the norm of the whole gradient afterwards (all of m->grad_mem, as
+/* The same, and *grad_norm = the norm of the whole gradient afterwards (all of m->ctx->grad_mem, as
  * grad_global_norm computes it, bit for bit) when the pass could take it on the way (a batch split
  * across the threads sums its parts' gradients piece by piece), else -1 */
 int model_backward_norm(tlm_model *m, float dloss, double *grad_norm);
@@ -348,10 +330,10 @@ int model_backward_norm(tlm_model *m, float dloss, double *grad_norm);
  * [B, T, V] instead of the loss's (hooks: gradients of a chosen metric). */
 int model_backward_from_logits(tlm_model *m, const float *dlogits);
 
-/* Sets what the following forwards are for (see model_mode); the activations are laid out
- * again at the next forward. */
+/* Sets what the following forwards of the default context are for (see model_mode); the
+ * activations are laid out again at the next forward. */
 void model_set_mode(tlm_model *m, model_mode mode);
-/* The logits of the last position of the last forward (of its last row) [V] */
+/* The logits of the last position of the default context's last forward (of its last row) [V] */
 const float *model_last_logits(const tlm_model *m);
 /* Inference with bf16 weights: every matrix (embedding, projections, head) is rounded to bf16
  * once and kept only as bf16 (half the bytes per token); norms, biases and learned positions
@@ -412,16 +394,9 @@ void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const
 void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
                          const norm_acts *a, const norm_params *p, const float *x, int N);
 attention_spec model_layer_attention(const tlm_config *c, int l);
-void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab);
 void model_qk_norm_shape(const tlm_config *c, int l, int N, int n_heads, int *rows, int *cols);
 activation model_ffn_activation(const tlm_config *c);
-/* The head over rows h [R, d]: final norm (output and statistics in *fn) -> LM head -> final
- * soft-cap into logits [R, V]; the logits before the cap go to logits_raw (NULL: capped in
- * place). The forward's last step, and the logit lens's on any stage of the stream. */
-void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
-                        int R);
-/* The head's second half alone: LM head -> final soft-cap over rows h [R, d] already normed */
-void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R);
+/* (the head: context.h context_head_forward; the RoPE tables: context_layer_rope) */
 float model_embed_scale(const tlm_config *c);
 
 /* ---- the engine's rules, for every caller (probes, inspect, the lens, the log, Python) ----- */
@@ -436,8 +411,6 @@ float model_norm_gain(const tlm_config *c, float w);
 float *model_residual(const activations *A, int stage);
 /* the backward's gradient at stage i (NULL in an inference layout) */
 float *model_residual_grad(const activations *A, int stage);
-/* Makes the RoPE tables cover positions [0, len). */
-int model_ensure_rope(tlm_model *m, int len);
 
 /* Points param_mem at `params` (n_params floats laid out as the tensor table says), which
  * lives in the read-only file mapping base[0..len) the model now owns, and frees the buffer
@@ -474,10 +447,9 @@ int model_point_count(const tlm_config *c);
 int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, size_t cap, int64_t shape[5],
                          int *flags);
 /* the probe names of the same points: points.h */
-void model_hooks_free(tlm_model *m);
 
-/* The parameter/grad pointer of tensor i (for optimizers, loaders, probes). */
+/* The parameter pointer of tensor i (for optimizers, loaders, probes); its gradient: context.h
+ * model_grad. */
 static inline float *model_param(const tlm_model *m, int i) { return m->param_mem + m->tensors[i].offset; }
-static inline float *model_grad(const tlm_model *m, int i) { return m->grad_mem + m->tensors[i].offset; }
 
 #endif

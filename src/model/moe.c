@@ -222,7 +222,7 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
     const float alpha = c->routed_scaling_factor;
-    const float *frac = m->acts.moe_frac; /* (the whole batch's, for the load-balancing loss) */
+    const float *frac = ctx->run->acts.moe_frac; /* (the whole batch's, for the load-balancing loss) */
     const float aux = ctx->aux_scale;
     /* each slot's output gradient w df, each weight's <df, ey>, and through the weights the
      * router's logits (a row at a time: its k weights, then its E scores) */
@@ -313,9 +313,9 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
 
 /* ---- the load-balancing loss's statistics ----------------------------------------------------- */
 
-void moe_pool_stats(tlm_model *m) {
-    const tlm_config *c = &m->cfg;
-    activations *A = &m->acts;
+void moe_pool_stats(tlm_context *ctx) {
+    const tlm_config *c = &ctx->m->cfg;
+    activations *A = &ctx->acts;
     const int E = c->n_experts, L = config_moe_layers(c);
     A->moe_aux = 0.0f;
     if (!L || A->lean || !A->moe_frac) return;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "context.h"
 #include "util/error.h"
 #include "util/f16.h"
 #include "util/rng.h"
@@ -300,7 +300,7 @@ tlm_model *model_create(const tlm_config *cfg) {
     if (!m) return tlm_error("out of memory creating the model"), NULL;
     m->cfg = *cfg;
     m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
-    m->g.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    m->ctx = context_create(m);
     model_params scratch = {.layers = m->p.layers};
     walk count = {.cfg = cfg};
     walk_tensors(&count, &scratch);
@@ -309,7 +309,7 @@ tlm_model *model_create(const tlm_config *cfg) {
     m->tensors = calloc((size_t)m->n_tensors, sizeof(tensor_info));
     m->param_mem = calloc(m->n_params, sizeof(float));
     tlm_advise_huge(m->param_mem, m->n_params * sizeof(float));
-    if (!m->p.layers || !m->g.layers || !m->tensors || !m->param_mem) {
+    if (!m->p.layers || !m->ctx || !m->tensors || !m->param_mem) {
         model_free(m);
         return tlm_error("out of memory: the model needs %zu parameters (%.1f MiB)", count.offset,
                          count.offset * 4.0 / 1048576.0),
@@ -325,10 +325,10 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     if (!m) return tlm_error("out of memory creating the model"), NULL;
     m->cfg = *cfg;
     m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
-    m->g.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
+    m->ctx = context_create(m);
     size_t n_floats = 0;
     m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
-    if (!m->p.layers || !m->g.layers || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
+    if (!m->p.layers || !m->ctx || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
     /* multi-head latent attention reads row blocks of kv_a and rows of kv_b (mla.c, decode.c): f32 or bf16 */
     for (int i = 0; config_mla(cfg) && i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
@@ -450,23 +450,32 @@ void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len
     model_bind_params(m, &m->p, m->param_mem);
 }
 
-int model_alloc_grads(tlm_model *m) {
+int context_alloc_grads(tlm_context *ctx) {
+    const tlm_model *m = ctx->m;
     if (m->wq_mem)
         return tlm_error("this model keeps its matrices quantized (ggml blocks, for inference); training needs f32 "
                          "weights");
     if (m->file_map) return tlm_error("the model's weights are a read-only file mapping (inference only)");
-    if (m->grad_mem) return 0;
-    m->grad_mem = calloc(m->n_params, sizeof(float));
-    tlm_advise_huge(m->grad_mem, m->n_params * sizeof(float));
-    if (!m->grad_mem) return tlm_error("out of memory allocating gradients (%zu floats)", m->n_params);
-    model_bind_params(m, &m->g, m->grad_mem);
+    if (ctx->grad_mem) return 0;
+    ctx->g.layers = calloc((size_t)m->cfg.n_layers + 1, sizeof(layer_params)); /* (+1: never NULL) */
+    ctx->grad_mem = calloc(m->n_params ? m->n_params : 1, sizeof(float));
+    if (!ctx->g.layers || !ctx->grad_mem) {
+        free(ctx->g.layers), free(ctx->grad_mem);
+        ctx->g.layers = NULL, ctx->grad_mem = NULL;
+        return tlm_error("out of memory allocating gradients (%zu floats)", m->n_params);
+    }
+    tlm_advise_huge(ctx->grad_mem, m->n_params * sizeof(float));
+    model_bind_params(m, &ctx->g, ctx->grad_mem);
     return 0;
 }
 
-void model_zero_grads(tlm_model *m) {
+void context_zero_grads(tlm_context *ctx) {
     /* on the OpenMP threads: 44 MB for a small GPT-2 (none after the trainer's step: grad_clear) */
-    if (m->grad_mem && !m->grad_clear) vec_zero(m->grad_mem, m->n_params);
+    if (ctx->grad_mem && !ctx->grad_clear) vec_zero(ctx->grad_mem, ctx->m->n_params);
 }
+
+int model_alloc_grads(tlm_model *m) { return context_alloc_grads(m->ctx); }
+void model_zero_grads(tlm_model *m) { context_zero_grads(m->ctx); }
 
 tensor_info *config_tensor_table(const tlm_config *cfg, int *n_tensors, size_t *n_floats) {
     model_params views = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params))};
@@ -545,7 +554,7 @@ int model_weights_to_bf16(tlm_model *m) {
     if (m->wq_mem)
         return tlm_error("the weights are kept quantized (%s); bf16 weights come from f32 ones", "ggml blocks");
     if (m->w16_mem) return 0;
-    if (m->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
+    if (m->ctx->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
     if (m->mirror16) free(m->mirror16), m->mirror16 = NULL; /* (mixed precision now reads the bf16 weights) */
     size_t n16 = 0, n32 = 0;
     for (int i = 0; i < m->n_tensors; i++) *(tensor_kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;

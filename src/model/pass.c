@@ -32,17 +32,18 @@ static void head_logits(const tlm_model *m, float *w_tile, float *logits, float 
     if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
 }
 
-void model_head_logits(const tlm_model *m, float *logits, float *logits_raw, const float *h, int R) {
-    head_logits(m, m->acts.w_tile, logits, logits_raw, h, R);
+void context_head_logits(const tlm_context *ctx, float *logits, float *logits_raw, const float *h, int R) {
+    head_logits(ctx->m, ctx->acts.w_tile, logits, logits_raw, h, R);
 }
 
-void model_head_forward(const tlm_model *m, float *logits, float *logits_raw, const norm_acts *fn, const float *h,
-                        int R) {
+void context_head_forward(const tlm_context *ctx, float *logits, float *logits_raw, const norm_acts *fn,
+                          const float *h, int R) {
+    const tlm_model *m = ctx->m;
     if (m->cfg.final_norm) {
         model_norm_forward(&m->cfg, fn->y, fn, &m->p.final_norm, h, R);
         h = fn->y;
     }
-    model_head_logits(m, logits, logits_raw, h, R);
+    context_head_logits(ctx, logits, logits_raw, h, R);
 }
 
 int forward_rows(pass_ctx *ctx, float *loss) {
@@ -52,7 +53,7 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, V = c->vocab_size;
     /* (left padding: positions come from A->start alone, which a batched KV cache's pass shifts by
      * the cached length) */
-    const int pos0 = m->kv && !A->start ? kv_cache_length(m->kv) : 0;
+    const int pos0 = ctx->run->kv && !A->start ? kv_cache_length(ctx->run->kv) : 0;
     const float *wpe = m->p.pos_embed ? m->p.pos_embed + (size_t)pos0 * d : NULL;
     if (m->p.embed_q)
         embedding_forward_quant(A->res, A->tokens, m->p.embed_q, m->p.embed_q_type, wpe, model_embed_scale(c), B, T, d,
@@ -96,19 +97,29 @@ int forward_rows(pass_ctx *ctx, float *loss) {
 }
 
 int model_forward(tlm_model *m, const int *tokens, const int *targets, int B, int T, float *loss) {
-    return model_forward_padded(m, tokens, targets, NULL, B, T, loss);
+    return context_forward_padded(m->ctx, tokens, targets, NULL, B, T, loss);
 }
 
 int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, const int *start, int B, int T,
                          float *loss) {
+    return context_forward_padded(m->ctx, tokens, targets, start, B, T, loss);
+}
+
+int context_forward(tlm_context *ctx, const int *tokens, const int *targets, int B, int T, float *loss) {
+    return context_forward_padded(ctx, tokens, targets, NULL, B, T, loss);
+}
+
+static int forward_run(tlm_context *ctx, const int *tokens, const int *targets, const int *start, int B, int T,
+                       float *loss) {
+    const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
-    const int pos0 = m->kv ? kv_cache_length(m->kv) : 0;
+    const int pos0 = ctx->kv ? kv_cache_length(ctx->kv) : 0;
     if (B <= 0 || T <= 0) return tlm_error("forward: batch %d x %d is empty", B, T);
     if (pos0 + T > c->max_seq) /* (any position type: past it a model with RoPE runs on untrained positions) */
         return tlm_error("forward: sequence of %d tokens exceeds max_position_embeddings = %d", pos0 + T, c->max_seq);
-    if (m->kv && (B != kv_cache_batch(m->kv) || targets || kv_cache_room(m->kv) < T))
+    if (ctx->kv && (B != kv_cache_batch(ctx->kv) || targets || kv_cache_room(ctx->kv) < T))
         return tlm_error("forward: with a KV cache, feed its %d sequence(s) without targets within the cache's %d "
-                         "positions", kv_cache_batch(m->kv), kv_cache_length(m->kv) + kv_cache_room(m->kv));
+                         "positions", kv_cache_batch(ctx->kv), kv_cache_length(ctx->kv) + kv_cache_room(ctx->kv));
     int padded = 0;
     for (int b = 0; start && b < B; b++) {
         if (start[b] < 0 || start[b] >= T)
@@ -116,7 +127,7 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
                              start[b], T);
         padded |= start[b] > 0;
     }
-    if (padded && m->kv)
+    if (padded && ctx->kv)
         return tlm_error("forward: with a KV cache the left padding is the cache's (kv_cache_create_batch)");
     for (int i = 0; i < B * T; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
@@ -129,10 +140,12 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     /* (the hooks may rewrite what the pass goes on from, which the inference layouts do not keep; a
      * probe only reads each point as it fires, in any mode. With a KV cache (tlm_gen_next) the hooks
      * see the new positions, and what they leave in k and v is what the cache keeps) */
-    if (m->hooks && m->mode != MODEL_TRAIN)
+    if (ctx->hooks && ctx->mode != MODEL_TRAIN)
         return tlm_error("forward: hooks need the model in training mode");
-    if (ensure_activations(m, B, T) || model_ensure_rope(m, pos0 + T)) return -1;
-    activations *A = &m->acts;
+    /* (with a cache: the tables for every position it holds at once, not regrown at each step) */
+    const int rope_len = ctx->kv ? kv_cache_length(ctx->kv) + kv_cache_room(ctx->kv) : pos0 + T;
+    if (ensure_activations(ctx, B, T) || context_ensure_rope(ctx, rope_len)) return -1;
+    activations *A = &ctx->acts;
     if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
     const int N = B * T;
     memcpy(A->tokens, tokens, sizeof(int) * N);
@@ -140,8 +153,8 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     if (padded) {
         memcpy(A->start_mem, start, sizeof(int) * B);
         A->start = A->start_mem;
-    } else if (m->kv && kv_cache_start(m->kv)) { /* relative to this pass's first position (may be < 0) */
-        for (int b = 0; b < B; b++) A->start_mem[b] = kv_cache_start(m->kv)[b] - pos0;
+    } else if (ctx->kv && kv_cache_start(ctx->kv)) { /* relative to this pass's first position (may be < 0) */
+        for (int b = 0; b < B; b++) A->start_mem[b] = kv_cache_start(ctx->kv)[b] - pos0;
         A->start = A->start_mem;
     }
     A->has_targets = targets != NULL;
@@ -149,25 +162,35 @@ int model_forward_padded(tlm_model *m, const int *tokens, const int *targets, co
     float l = 0.0f;
     /* mixed precision: this forward's bf16 weights, for its (and its backward's) products over
      * many rows; a few-row pass (decoding) multiplies the f32 weights and needs none */
-    if (N > MATVEC_MAX_ROWS) model_refresh_mirror(m);
+    if (N > MATVEC_MAX_ROWS) model_refresh_mirror((tlm_model *)m);
     signals_hold(); /* (util/signals.h: one hold for the pass's products) */
-    pass_ctx ctx = pass_whole(m);
-    const int failed = split_forward(m, targets != NULL, &l) && (forward_rows(&ctx, &l) || pass_check_points(&ctx));
+    pass_ctx x = pass_whole(ctx);
+    const int failed = split_forward(ctx, targets != NULL, &l) && (forward_rows(&x, &l) || pass_check_points(&x));
     signals_release();
     if (failed) return -1;
-    moe_pool_stats(m);
+    moe_pool_stats(ctx);
     if (targets && loss) *loss = l;
-    if (m->kv) kv_cache_advance(m->kv, T);
-    return model_after_pass(m, 0);
+    if (ctx->kv) kv_cache_advance(ctx->kv, T);
+    return context_after_pass(ctx, 0);
 }
 
-static int backward_check(tlm_model *m, int need_targets) {
-    activations *A = &m->acts;
-    if (!A->mem || (need_targets && !A->has_targets) || m->kv)
+/* (the threads are the context's from the layout on: it sizes the per-thread scratch) */
+int context_forward_padded(tlm_context *ctx, const int *tokens, const int *targets, const int *start, int B, int T,
+                           float *loss) {
+    const int held = context_threads_enter(ctx);
+    const int rc = forward_run(ctx, tokens, targets, start, B, T, loss);
+    context_threads_leave(held);
+    return rc;
+}
+
+static int backward_check(tlm_context *ctx, int need_targets) {
+    const tlm_model *m = ctx->m;
+    activations *A = &ctx->acts;
+    if (!A->mem || (need_targets && !A->has_targets) || ctx->kv)
         return tlm_error("backward: no forward pass with targets to differentiate");
     if (A->lean || !m->p.embed || m->wq_mem)
         return tlm_error("backward: the model is set up for inference (model_set_mode, bf16 or quantized weights)");
-    return model_alloc_grads(m);
+    return context_alloc_grads(ctx);
 }
 
 void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int global_count) {
@@ -188,14 +211,16 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     if (dlogits_in)
         memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
     else if (dlogits16)
-        crossentropy_backward_bf16(dlogits16, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+        crossentropy_backward_bf16(dlogits16, A->probs, A->lse, A->targets, N, V, dloss, global_count,
+                                   ctx->run->z_loss);
     else
-        crossentropy_backward_into(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count, m->z_loss);
+        crossentropy_backward_into(A->dlogits, A->probs, A->lse, A->targets, N, V, dloss, global_count,
+                                   ctx->run->z_loss);
     /* the load-balancing loss's gradient (the loss's backward only, not a given metric's) */
     const int moe_layers = config_moe_layers(c);
-    ctx->aux_scale = !dlogits_in && m->router_aux > 0.0f && moe_layers
-                         ? (float)((double)m->router_aux * dloss * c->n_experts /
-                                   ((double)moe_layers * m->acts.B * m->acts.T))
+    ctx->aux_scale = !dlogits_in && ctx->run->router_aux > 0.0f && moe_layers
+                         ? (float)((double)ctx->run->router_aux * dloss * c->n_experts /
+                                   ((double)moe_layers * ctx->run->acts.B * ctx->run->acts.T))
                          : 0.0f;
     const float *dz = A->dlogits;
     if (c->final_softcap > 0.0f) {
@@ -249,35 +274,45 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d, A->start);
 }
 
-static int backward_run(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm) {
-    const tlm_config *c = &m->cfg;
-    activations *A = &m->acts;
-    pass_ctx ctx = pass_whole(m);
-    m->grad_clear = 0; /* (the pass writes the gradient) */
+static int backward_run(tlm_context *ctx, const float *dlogits_in, float dloss, double *grad_norm) {
+    const tlm_config *c = &ctx->m->cfg;
+    activations *A = &ctx->acts;
+    pass_ctx x = pass_whole(ctx);
+    ctx->grad_clear = 0; /* (the pass writes the gradient) */
+    const int held = context_threads_enter(ctx);
     signals_hold();
     if (grad_norm) *grad_norm = -1.0;
     /* (not with observers or hooks: what they do after the pass could change the gradients) */
-    if (m->n_observers || m->hooks) grad_norm = NULL;
-    if (split_backward(m, dlogits_in, dloss, grad_norm)) backward_rows(&ctx, dlogits_in, dloss, A->n_counted);
+    if (ctx->n_observers || ctx->hooks) grad_norm = NULL;
+    if (split_backward(ctx, dlogits_in, dloss, grad_norm)) backward_rows(&x, dlogits_in, dloss, A->n_counted);
     signals_release();
-    if (ctx.watched) /* (the logits' gradient: reported, after the pass) */
-        pass_fire(&ctx, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
-    if (pass_check_points(&ctx)) return -1;
-    return model_after_pass(m, 1);
+    if (x.watched) /* (the logits' gradient: reported, after the pass) */
+        pass_fire(&x, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
+    const int rc = pass_check_points(&x) ? -1 : context_after_pass(ctx, 1);
+    context_threads_leave(held);
+    return rc;
 }
 
-int model_backward(tlm_model *m, float dloss) {
-    if (backward_check(m, 1)) return -1;
-    return backward_run(m, NULL, dloss, NULL);
+int context_backward(tlm_context *ctx, float dloss) {
+    if (backward_check(ctx, 1)) return -1;
+    return backward_run(ctx, NULL, dloss, NULL);
 }
 
-int model_backward_norm(tlm_model *m, float dloss, double *grad_norm) {
+int context_backward_norm(tlm_context *ctx, float dloss, double *grad_norm) {
     *grad_norm = -1.0;
-    if (backward_check(m, 1)) return -1;
-    return backward_run(m, NULL, dloss, grad_norm);
+    if (backward_check(ctx, 1)) return -1;
+    return backward_run(ctx, NULL, dloss, grad_norm);
 }
 
+int context_backward_from_logits(tlm_context *ctx, const float *dlogits) {
+    if (backward_check(ctx, 0)) return -1;
+    return backward_run(ctx, dlogits, 0.0f, NULL);
+}
+
+int model_backward(tlm_model *m, float dloss) { return context_backward(m->ctx, dloss); }
+int model_backward_norm(tlm_model *m, float dloss, double *grad_norm) {
+    return context_backward_norm(m->ctx, dloss, grad_norm);
+}
 int model_backward_from_logits(tlm_model *m, const float *dlogits) {
-    if (backward_check(m, 0)) return -1;
-    return backward_run(m, dlogits, 0.0f, NULL);
+    return context_backward_from_logits(m->ctx, dlogits);
 }

@@ -1,20 +1,21 @@
 /* pass.h — the per-pass state of a forward or backward, apart from the model it runs.
  *
- * A tlm_model is the immutable part (config, weights, RoPE tables, an attached KV cache) plus
- * a default activation buffer; everything one pass writes goes through a pass_ctx: the rows of
- * activations it runs over, where its weight gradients go, and whether observers watch it.
- * A batch split across the threads (model_split.c) gives each thread its own context over its
- * rows and its own gradient view: no thread copies or writes the model itself.
+ * A pass reads the model (config and weights) and runs in a context (context.h: the activations,
+ * the RoPE tables, an attached KV cache, the observers); everything one pass writes goes through a
+ * pass_ctx: the rows of activations it runs over, where its weight gradients go, and whether
+ * observers watch it. A batch split across the threads (split.c) gives each thread its own
+ * pass_ctx over its rows and its own gradient view: no thread copies or writes the model itself.
  * Internal to src/model (the row-level drivers, the sublayers, the split, hooks.c). */
 #ifndef TLM_MODEL_PASS_H
 #define TLM_MODEL_PASS_H
 
-#include "model.h"
+#include "context.h"
 
 typedef struct pass_ctx {
-    const tlm_model *m; /* config, weights (m->p), RoPE tables, m->kv */
-    activations *A;     /* the rows this pass runs over: the model's whole batch, or a part's */
-    model_params *g;    /* weight gradients (added to): the model's, or a part's own */
+    const tlm_model *m; /* config, weights (m->p) */
+    tlm_context *run;   /* the context the pass runs in: RoPE tables, run->kv, observers, hooks */
+    activations *A;     /* the rows this pass runs over: the context's whole batch, or a part's */
+    model_params *g;    /* weight gradients (added to): the context's, or a part's own */
     int watched;        /* an observer takes activation points (model_observer.at_point) */
     int failed;         /* the first point whose observer failed, + 1 (later points are skipped) */
     float aux_scale;    /* backward: what the load-balancing loss's gradient at the router's probability
@@ -24,8 +25,8 @@ typedef struct pass_ctx {
                              kept one (layer_acts u16, hid16), so that its products need not; else NULL */
 } pass_ctx;
 
-/* the context of an unsplit pass over the model's own activations and gradients */
-pass_ctx pass_whole(tlm_model *m);
+/* an unsplit pass over the context's activations and the model's gradients */
+pass_ctx pass_whole(tlm_context *ctx);
 
 /* fires activation point `id` (model_point_id) at every observer that takes points: forward,
  * data may be rewritten in place and the pass continues from it; backward, data is the
@@ -46,7 +47,7 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
 /* every observer's after_layer, in attach order; non-zero stops the pass */
 int pass_after_layer(const pass_ctx *x, int layer);
 
-/* ---- the row-level pass (model_forward.c, model_backward.c) and its sublayers (sublayers.c) --- */
+/* ---- the row-level pass (pass.c) and its sublayers (sublayers.c) -------------------------------- */
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
 
@@ -108,11 +109,11 @@ void moe_block_backward(pass_ctx *x, int l, const float *u, const float *df, flo
 void moe_block_backward_x(pass_ctx *x, int l, const float *x_in, float *dx);
 /* after a forward in the training layout: every MoE layer's per-sequence statistics pooled into
  * acts.moe_frac / moe_prob and the load-balancing loss acts.moe_aux */
-void moe_pool_stats(tlm_model *m);
+void moe_pool_stats(tlm_context *ctx);
 
 /* ---- multi-head latent attention (mla.c) ------------------------------------------------------ */
 
-/* f [N,d] = the MLA attention sublayer of layer l on u [N,d] (with m->kv: through the latent cache) */
+/* f [N,d] = the MLA attention sublayer of layer l on u [N,d] (with x->run->kv: through the latent cache) */
 void mla_forward(pass_ctx *x, int l, const float *u, float *f);
 /* du = its backward (set); the weight gradients into x->g */
 void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
@@ -126,18 +127,18 @@ typedef struct {
     int B, b0; /* B 0: bind the whole batch; else the rows of sequences from b0 on */
 } arena;
 float *arena_base(float *mem);
-void layout_activations(const tlm_model *m, activations *A, arena *a, int B, int T);
-/* lays the model's own activations out for (B, T) in its mode (grows the buffer when needed) */
-int ensure_activations(tlm_model *m, int B, int T);
+void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B, int T);
+/* lays the context's activations out for (B, T) in its mode (grows the buffer when needed) */
+int ensure_activations(tlm_context *ctx, int B, int T);
 
 /* ---- the batch split (split.c) -------------------------------------------------------------- */
 
 struct batch_split;
 void split_free(struct batch_split *s);
 /* runs the forward split across the threads; 1 when this pass is not split (run it whole) */
-int split_forward(tlm_model *m, int has_targets, float *loss);
+int split_forward(tlm_context *ctx, int has_targets, float *loss);
 /* runs the backward split across the threads; 1 when not split. With grad_norm (not NULL): the
- * norm of the whole gradient after it (m->grad_mem), as grad_global_norm computes it, bit for bit */
-int split_backward(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm);
+ * norm of the whole gradient after it (ctx->grad_mem), as grad_global_norm computes it, bit for bit */
+int split_backward(tlm_context *ctx, const float *dlogits_in, float dloss, double *grad_norm);
 
 #endif

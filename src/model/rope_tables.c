@@ -1,9 +1,9 @@
-/* rope_tables.c — the RoPE tables of a model: cos/sin of position x frequency for positions
+/* rope_tables.c — the RoPE tables of a context: cos/sin of position x frequency for positions
  * [0, rope_len), for the global layers and (Gemma 3) the sliding-window layers' own base. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "model.h"
+#include "context.h"
 #include "util/error.h"
 
 /* RoPE tables for positions [0, len) of heads of hd dims: cos/sin of pos * inv_freq[i], computed
@@ -73,9 +73,9 @@ static void rope_tables(const tlm_config *c, float theta, int scaled, int hd, fl
         }
 }
 
-int model_ensure_rope(tlm_model *m, int len) {
-    const tlm_config *c = &m->cfg;
-    if (c->position != POS_ROPE || len <= m->rope_len) return 0;
+int context_ensure_rope(tlm_context *ctx, int len) {
+    const tlm_config *c = &ctx->m->cfg;
+    if (c->position != POS_ROPE || len <= ctx->rope_len) return 0;
     /* the global tables have the width of the full layers' heads, the local ones the sliding layers' */
     const int hd_global = config_rope_dim(c); /* (MLA: qk_rope_head_dim) */
     int local = c->rope_theta_local > 0.0f;
@@ -85,16 +85,16 @@ int model_ensure_rope(tlm_model *m, int len) {
             for (int j = 0; j < 4; j++) free(t[j]);
             return tlm_error("out of memory for RoPE tables of %d positions", len);
         }
-    free(m->rope_cos), free(m->rope_sin), free(m->rope_cos_local), free(m->rope_sin_local);
-    m->rope_cos = t[0], m->rope_sin = t[1], m->rope_cos_local = t[2], m->rope_sin_local = t[3];
-    rope_tables(c, c->rope_theta, 1, hd_global, m->rope_cos, m->rope_sin, len);
-    if (local) rope_tables(c, c->rope_theta_local, 0, c->head_dim, m->rope_cos_local, m->rope_sin_local, len);
-    m->rope_len = len;
+    free(ctx->rope_cos), free(ctx->rope_sin), free(ctx->rope_cos_local), free(ctx->rope_sin_local);
+    ctx->rope_cos = t[0], ctx->rope_sin = t[1], ctx->rope_cos_local = t[2], ctx->rope_sin_local = t[3];
+    rope_tables(c, c->rope_theta, 1, hd_global, ctx->rope_cos, ctx->rope_sin, len);
+    if (local) rope_tables(c, c->rope_theta_local, 0, c->head_dim, ctx->rope_cos_local, ctx->rope_sin_local, len);
+    ctx->rope_len = len;
     return 0;
 }
 
-void model_layer_rope(const tlm_model *m, int l, const float **cos_tab, const float **sin_tab) {
-    int local = m->cfg.rope_theta_local > 0.0f && !config_layer_full(&m->cfg, l);
-    *cos_tab = local ? m->rope_cos_local : m->rope_cos;
-    *sin_tab = local ? m->rope_sin_local : m->rope_sin;
+void context_layer_rope(const tlm_context *ctx, int l, const float **cos_tab, const float **sin_tab) {
+    int local = ctx->m->cfg.rope_theta_local > 0.0f && !config_layer_full(&ctx->m->cfg, l);
+    *cos_tab = local ? ctx->rope_cos_local : ctx->rope_cos;
+    *sin_tab = local ? ctx->rope_sin_local : ctx->rope_sin;
 }

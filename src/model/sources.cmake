@@ -4,6 +4,7 @@ target_sources(tinylm_objects PRIVATE
   src/model/hf_families.c
   src/model/params.c
   src/model/model.c
+  src/model/context.c
   src/model/layout.c
   src/model/rope_tables.c
   src/model/sublayers.c

@@ -44,30 +44,32 @@ static int split_first(int B, int parts, int p) { return (int)((long long)p * B 
  * the mean; the pass waits for it), every part has more rows than decoding's matrix-vector
  * path takes, and nothing needs the pass whole (an observer inside it or of the whole batch's
  * rounding, a KV cache, the bf16 weights' shared tile of widened rows) */
-static int split_parts(const tlm_model *m, int B, int T) {
+static int split_parts(const tlm_context *ctx, int B, int T) {
+    const tlm_model *m = ctx->m;
     const int P = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (P < 2 || (B % P && B < 8 * P) || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
-    if (model_needs_whole_batch(m) || m->kv || m->w16_mem || m->wq_mem) return 1;
-    const activations *A = &m->acts;
+    if (context_needs_whole_batch(ctx) || ctx->kv || m->w16_mem || m->wq_mem) return 1;
+    const activations *A = &ctx->acts;
     if (A->attn_scratch && (size_t)P > A->attn_slots) return 1;
     return P;
 }
 
 /* binds part `part`'s views of the current layout (a walk of pointer arithmetic, no memory) and,
  * with_grads, its gradient buffer; 0 on success */
-static int split_prepare(tlm_model *m, int parts, int with_grads) {
-    batch_split *s = m->split;
+static int split_prepare(tlm_context *ctx, int parts, int with_grads) {
+    const tlm_model *m = ctx->m;
+    batch_split *s = ctx->split;
     const int L = m->cfg.n_layers;
-    if (s && (s->parts != parts || s->n_layers != L)) split_free(s), s = m->split = NULL;
+    if (s && (s->parts != parts || s->n_layers != L)) split_free(s), s = ctx->split = NULL;
     if (!s) {
-        s = m->split = calloc(1, sizeof *s);
+        s = ctx->split = calloc(1, sizeof *s);
         if (!s) return -1;
         s->parts = parts, s->n_layers = L;
         s->views = calloc((size_t)parts, sizeof *s->views);
         s->layers = calloc((size_t)parts * L, sizeof *s->layers);
-        if (!s->views || !s->layers) return split_free(s), m->split = NULL, -1;
+        if (!s->views || !s->layers) return split_free(s), ctx->split = NULL, -1;
     }
-    activations *A = &m->acts;
+    activations *A = &ctx->acts;
     const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, config_max_head_dim(&m->cfg));
     for (int p = 0; p < parts; p++) {
         activations *v = &s->views[p];
@@ -75,7 +77,7 @@ static int split_prepare(tlm_model *m, int parts, int with_grads) {
         *v = *A;
         v->layers = s->layers + (size_t)p * L;
         arena a = {.base = arena_base(A->mem), .B = A->B, .b0 = b0};
-        layout_activations(m, v, &a, A->B, A->T);
+        layout_activations(ctx, v, &a, A->B, A->T);
         v->B = nb;
         v->logits_rows = A->logits_rows / A->B * nb; /* (T or 1 per sequence) */
         v->tokens = A->tokens + (size_t)b0 * per_seq;
@@ -101,13 +103,16 @@ static int split_prepare(tlm_model *m, int parts, int with_grads) {
             model_bind_params(m, &s->g[p], s->grad_mem + (size_t)(p - 1) * m->n_params);
         }
     }
-    s->g[0] = m->g;
+    s->g[0] = ctx->g;
     return 0;
 }
 
-/* part p's pass: the model's weights, its rows of the activations, its own gradients */
-static pass_ctx split_part(tlm_model *m, int p, int with_grads) {
-    pass_ctx x = {.m = m, .A = &m->split->views[p], .g = with_grads ? &m->split->g[p] : &m->g};
+/* part p's pass: the model's weights, its rows of the context's activations, its own gradients
+ * (nothing watches a split pass: split_parts) */
+static pass_ctx split_part(tlm_context *ctx, int p, int with_grads) {
+    pass_ctx x = pass_whole(ctx);
+    x.A = &ctx->split->views[p], x.watched = 0;
+    if (with_grads) x.g = &ctx->split->g[p];
     return x;
 }
 
@@ -125,12 +130,13 @@ static void split_leave(void) { tlm_prof_quiet = 0; }
  * thread of the team takes its share of the sum of squares' chunks (ops.h), and with part (not
  * NULL) also sums the squares of the total, piece by piece while it is in L1: the gradient norm
  * without another pass over the gradients (496 MB at GPT-2 124M) */
-static void split_reduce_grads(tlm_model *m, int thread, int threads, float part[SUMSQ_CHUNKS]) {
+static void split_reduce_grads(const tlm_context *ctx, int thread, int threads, float part[SUMSQ_CHUNKS]) {
+    const tlm_model *m = ctx->m;
     PROF_SCOPE("split_grad_reduce"); /* (part 0's thread's chunk: the others are quiet) */
     enum { PIECE = 4096 };          /* floats: 16 KB of each buffer */
-    const batch_split *s = m->split;
+    const batch_split *s = ctx->split;
     const size_t n = m->n_params;
-    float *g = m->grad_mem;
+    float *g = ctx->grad_mem;
     for (int c = SUMSQ_CHUNKS * thread / threads; c < SUMSQ_CHUNKS * (thread + 1) / threads; c++) {
         size_t begin, end;
         sumsq_chunk(n, c, &begin, &end);
@@ -147,16 +153,16 @@ static void split_reduce_grads(tlm_model *m, int thread, int threads, float part
     }
 }
 
-int split_forward(tlm_model *m, int has_targets, float *loss) {
-    activations *A = &m->acts;
-    const int parts = split_parts(m, A->B, A->T);
-    if (parts < 2 || split_prepare(m, parts, 0)) return 1;
+int split_forward(tlm_context *ctx, int has_targets, float *loss) {
+    activations *A = &ctx->acts;
+    const int parts = split_parts(ctx, A->B, A->T);
+    if (parts < 2 || split_prepare(ctx, parts, 0)) return 1;
     float part_loss[parts];
 #pragma omp parallel num_threads(parts)
     {
         split_enter(omp_get_thread_num());
         for (int p = omp_get_thread_num(); p < parts; p += omp_get_num_threads()) {
-            pass_ctx x = split_part(m, p, 0);
+            pass_ctx x = split_part(ctx, p, 0);
             part_loss[p] = 0.0f;
             (void)forward_rows(&x, &part_loss[p]); /* (nothing watches a split pass: it cannot fail) */
         }
@@ -166,7 +172,7 @@ int split_forward(tlm_model *m, int has_targets, float *loss) {
         double total = 0.0, total_sq = 0.0;
         int count = 0;
         for (int p = 0; p < parts; p++) {
-            const activations *v = &m->split->views[p];
+            const activations *v = &ctx->split->views[p];
             total += (double)part_loss[p] * v->n_counted, total_sq += (double)v->lse_sq_mean * v->n_counted;
             count += v->n_counted;
         }
@@ -177,10 +183,11 @@ int split_forward(tlm_model *m, int has_targets, float *loss) {
     return 0;
 }
 
-int split_backward(tlm_model *m, const float *dlogits_in, float dloss, double *grad_norm) {
-    activations *A = &m->acts;
-    const int parts = split_parts(m, A->B, A->T);
-    if (parts < 2 || split_prepare(m, parts, 1)) return 1;
+int split_backward(tlm_context *ctx, const float *dlogits_in, float dloss, double *grad_norm) {
+    const tlm_model *m = ctx->m;
+    activations *A = &ctx->acts;
+    const int parts = split_parts(ctx, A->B, A->T);
+    if (parts < 2 || split_prepare(ctx, parts, 1)) return 1;
     const size_t seq_logits = (size_t)A->T * m->cfg.vocab_size;
     float part[SUMSQ_CHUNKS];
 #pragma omp parallel num_threads(parts)
@@ -188,12 +195,12 @@ int split_backward(tlm_model *m, const float *dlogits_in, float dloss, double *g
         const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
         split_enter(thread);
         for (int p = thread; p < parts; p += threads) {
-            pass_ctx x = split_part(m, p, 1);
+            pass_ctx x = split_part(ctx, p, 1);
             const size_t first = (size_t)split_first(A->B, parts, p);
             backward_rows(&x, dlogits_in ? dlogits_in + first * seq_logits : NULL, dloss, A->n_counted);
         }
 #pragma omp barrier
-        split_reduce_grads(m, thread, threads, grad_norm ? part : NULL);
+        split_reduce_grads(ctx, thread, threads, grad_norm ? part : NULL);
         split_leave();
     }
     if (grad_norm) *grad_norm = sqrt(sumsq_total(part));

@@ -198,10 +198,10 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     }
     if (own && c->v_norm) /* per head, no weight (Gemma 4) */
         rmsnorm_forward(a->vn, a->v_rstd, a->v, NULL, 0.0f, N * KV, hd, c->norm_eps);
-    const int pos0 = m->kv && !ctx->A->start ? kv_cache_length(m->kv) : 0; /* (as forward_rows') */
+    const int pos0 = ctx->run->kv && !ctx->A->start ? kv_cache_length(ctx->run->kv) : 0; /* (as forward_rows') */
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
-        model_layer_rope(m, l, &cs, &sn);
+        context_layer_rope(ctx->run, l, &cs, &sn);
         rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, hd, pos0, ctx->A->start);
         PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
         if (own) {
@@ -210,10 +210,10 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
         }
     }
     const layer_acts *kv = kv_acts(ctx, l);
-    if (m->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
+    if (ctx->run->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
         attention_spec spec = model_layer_attention(c, l);
         spec.bf16 = m->bf16_products; /* (a chunk of several tokens: the full pass's bf16 products) */
-        kv_attention_forward(m->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T, spec);
+        kv_attention_forward(ctx->run->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T, spec);
     } else {
         attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
     }
@@ -264,7 +264,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
     if (c->position == POS_ROPE) {
         const float *cs, *sn;
-        model_layer_rope(m, l, &cs, &sn);
+        context_layer_rope(ctx->run, l, &cs, &sn);
         rope_backward(dq_next, dq, cs, sn, B, T, c->n_heads, hd, 0, A->start);
         t = dq, dq = dq_next, dq_next = t;
         if (own) {

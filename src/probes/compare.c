@@ -14,6 +14,7 @@
 #include "tinylm.h"
 #include "util/error.h"
 #include "util/f16.h"
+#include "model/context.h"
 
 /* ---- runs ------------------------------------------------------------------------------------ */
 
@@ -170,7 +171,8 @@ static int variant_rewrite(collector *co, int id, float *data, int B, int T) {
     return 0;
 }
 
-static int collect_at_point(void *user, const tlm_model *m, int id, float *data, int B, int T, int is_grad) {
+static int collect_at_point(void *user, const tlm_context *run, int id, float *data, int B, int T, int is_grad) {
+    const tlm_model *m = run->m;
     collector *co = user;
     if (is_grad || co->failed) return 0;
     const tlm_config *c = &m->cfg;

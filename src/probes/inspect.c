@@ -14,6 +14,7 @@
 #include "probes/probe.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "model/context.h"
 
 /* what the report keeps of one forward pass: [T, d] rows per layer, no [H, T, T] matrices (the
  * attention statistics are taken from each layer as the pass goes: head_stats) */
@@ -141,7 +142,7 @@ static void quantize_row(const float *p, int n, uint16_t *q, rank_item *rk) {
  * layer's window) and the entropy of its probabilities */
 static void head_stats(inspect_report *r, const tlm_model *m, int l) {
     const int T = r->T, H = r->n_heads;
-    const layer_acts *a = &m->acts.layers[l];
+    const layer_acts *a = &m->ctx->acts.layers[l];
 #pragma omp parallel for schedule(dynamic)
     for (int h = 0; h < H; h++) {
         inspect_head *hd = &r->heads[l * H + h];
@@ -182,7 +183,7 @@ typedef struct {
 static void router_stats(inspect_report *r, const tlm_model *m, int l) {
     const tlm_config *c = &m->cfg;
     if (!r->moe_layer || !config_layer_is_moe(c, l)) return;
-    const layer_acts *a = &m->acts.layers[l];
+    const layer_acts *a = &m->ctx->acts.layers[l];
     const int T = r->T, E = c->n_experts, k = c->n_experts_per_tok;
     r->moe_layer[l] = 1;
     float *load = r->moe_load + (size_t)l * E;
@@ -204,7 +205,8 @@ static void router_stats(inspect_report *r, const tlm_model *m, int l) {
     r->moe_entropy[l] = (float)ent;
 }
 
-static int after_layer(void *ctx, const tlm_model *m, int l) {
+static int after_layer(void *ctx, const tlm_context *run, int l) {
+    const tlm_model *m = run->m;
     pass_ctx *pc = ctx;
     if (l < 0) return 0;
     head_stats(pc->r, m, l);
@@ -285,7 +287,7 @@ static int read_lens(inspect_report *r, const tlm_model *m, const tlm_probe *p, 
         if (!x) goto done;
         const float *h = x->data;
         if (lens) lens_apply(lens, k, u, h, T), h = u;
-        model_head_forward(m, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, h, T);
+        context_head_forward(m->ctx, logits, NULL, &(norm_acts){.y = y, .mean = mean, .rstd = rstd}, h, T);
         o.kl[k] = 0.0;
         for (int i = 0; i < T; i++) {
             const float *row = logits + (size_t)i * V;
@@ -362,7 +364,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
     r->predicted = pred;
     r->predicted_prob = softmax_prob(logits->data + (size_t)pos * V, V, pred);
     r->logit = logits->data[(size_t)pos * V + pred];
-    r->logit_raw = c->final_softcap > 0.0f ? m->acts.logits_raw[(size_t)pos * V + pred] : r->logit;
+    r->logit_raw = c->final_softcap > 0.0f ? m->ctx->acts.logits_raw[(size_t)pos * V + pred] : r->logit;
     if (!c->residual) {
         snprintf(r->decomp_reason, sizeof r->decomp_reason,
                  "residual: false replaces the stream with each sublayer's output, so the final residual is not a sum");
@@ -403,7 +405,7 @@ static int decomposition(inspect_report *r, const tlm_model *m, const tlm_probe 
         if (c->final_norm) gain = model_norm_gain(c, m->p.final_norm.w[j]);
         g[j] = (double)u[j] * gain;
     }
-    const double scale = c->final_norm ? m->acts.final.rstd[pos] : 1.0;
+    const double scale = c->final_norm ? m->ctx->acts.final.rstd[pos] : 1.0;
     const int centre = c->final_norm && c->norm == NORM_LAYERNORM;
     r->dla_sum = 0.0;
     for (int k = 0; k < r->n_terms; k++) {
@@ -523,7 +525,7 @@ int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top
         return tlm_error("inspect: position %d is out of range: the input has %d tokens (0..%d)", position, T, T - 1);
     if (top_k_n <= 0 || top_k_n > c->vocab_size)
         return tlm_error("inspect: top %d is out of range (1..vocab_size = %d)", top_k_n, c->vocab_size);
-    if (m->n_observers) return tlm_error("inspect: the model already has an observer (a probe or hooks) attached");
+    if (m->ctx->n_observers) return tlm_error("inspect: the model already has an observer (a probe or hooks) attached");
     r->T = T, r->position = position, r->top_k = top_k_n, r->n_layers = c->n_layers, r->n_heads = c->n_heads;
     if (alloc_report(r, m, tokens, flags)) return -1;
     tlm_probe *p = probe_create();
@@ -533,7 +535,7 @@ int inspect_run_ex(tlm_model *m, const int *tokens, int T, int position, int top
     if (!rc) {
         /* inference layout: one layer's activations (its [H, T, T] attention included) at a time;
          * the hook takes each layer's numbers before the next layer reuses the memory */
-        const model_mode mode = m->mode;
+        const model_mode mode = m->ctx->mode;
         pass_ctx pc = {.r = r, .t0 = tlm_now_s(), .tty = isatty(2)};
         const model_observer obs = {.after_layer = after_layer, .user = &pc};
         model_set_mode(m, MODEL_INFER);
@@ -592,7 +594,7 @@ int inspect_grad(tlm_model *m, const int *tokens, const int *targets, int B, int
     const size_t Nd = (size_t)B * T * c->d_model;
     for (int k = 0; k <= 2 * L; k++) {
         point_name(r->dres[k].name, sizeof r->dres[k].name, k);
-        r->dres[k].v.at = r->dres[k].v.mean = l2(model_residual_grad(&m->acts, k), Nd);
+        r->dres[k].v.at = r->dres[k].v.mean = l2(model_residual_grad(&m->ctx->acts, k), Nd);
     }
     /* parameter gradients, grouped by layer and sublayer (squares summed, then the root) */
     for (int i = 0; i < m->n_tensors; i++) {

@@ -18,6 +18,7 @@
 #include "train/optim.h"
 #include "util/error.h"
 #include "util/rng.h"
+#include "model/context.h"
 
 #define LENS_FORMAT "tinylm-tuned-lens"
 
@@ -52,8 +53,9 @@ static tlm_lens *lens_alloc(int L, int d, int V) {
     pm->n_params = (size_t)L * ((size_t)d * d + d);
     pm->tensors = calloc((size_t)pm->n_tensors, sizeof(tensor_info));
     pm->param_mem = calloc(pm->n_params ? pm->n_params : 1, sizeof(float));
-    pm->grad_mem = calloc(pm->n_params ? pm->n_params : 1, sizeof(float));
-    if (!pm->tensors || !pm->param_mem || !pm->grad_mem) {
+    pm->ctx = context_create(pm); /* (its gradients, for the optimizer) */
+    if (pm->ctx) pm->ctx->grad_mem = calloc(pm->n_params ? pm->n_params : 1, sizeof(float));
+    if (!pm->tensors || !pm->param_mem || !pm->ctx || !pm->ctx->grad_mem) {
         lens_free(l);
         return tlm_error("out of memory for the tuned lens (%zu parameters)", (size_t)L * ((size_t)d * d + d)), NULL;
     }
@@ -232,7 +234,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
     if (!frc) frc = model_forward(m, tokens, NULL, B, T, NULL);
     model_unobserve(m, &whole);
     if (frc) return -1;
-    const activations *A = &m->acts;
+    const activations *A = &m->ctx->acts;
     float *logp = malloc(NV * sizeof(float)), *logq = malloc(NV * sizeof(float)), *z = malloc(NV * sizeof(float));
     float *u = malloc(Nd * sizeof(float)), *y = malloc(Nd * sizeof(float)), *du = malloc(Nd * sizeof(float));
     float *dy = malloc(Nd * sizeof(float)), *mean = malloc((size_t)N * sizeof(float));
@@ -259,7 +261,7 @@ int lens_kl(tlm_lens *lens, tlm_model *m, const int *tokens, int B, int T, doubl
             lens_apply(lens, k, u, h, N);
         else
             memcpy(u, h, Nd * sizeof(float));
-        model_head_forward(m, z, NULL, &fn, u, N);
+        context_head_forward(m->ctx, z, NULL, &fn, u, N);
         log_softmax_rows(logq, z, N, V);
         double total = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : total)

@@ -19,6 +19,7 @@
 #include "model/points.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "model/context.h"
 
 struct tlm_probe {
     char **patterns;
@@ -130,7 +131,8 @@ int probe_dump(const tlm_probe *p, const char *dir) {
 /* ---- recording at the model's activation points (model/points.h) --------------------------------- */
 
 /* the selected probe names of point id, copied (or reduced) from data as it fires */
-static int probe_at_point(void *user, const tlm_model *m, int id, float *data, int B, int T, int is_grad) {
+static int probe_at_point(void *user, const tlm_context *run, int id, float *data, int B, int T, int is_grad) {
+    const tlm_model *m = run->m;
     tlm_probe *p = user;
     const tlm_config *c = &m->cfg;
     point_probe pp;
@@ -160,10 +162,11 @@ static int probe_at_point(void *user, const tlm_model *m, int id, float *data, i
 }
 
 /* the weights' gradients, once a backward is done: grad.<tensor name> (the model's tensor table) */
-static int probe_after_pass(void *user, const tlm_model *m, int is_backward) {
+static int probe_after_pass(void *user, const tlm_context *run, int is_backward) {
+    const tlm_model *m = run->m;
     tlm_probe *p = user;
     if (!is_backward || p->n_patterns == 0) return 0;
-    if (!m->grad_mem) return tlm_error("probe: the model has no gradients to record");
+    if (!m->ctx->grad_mem) return tlm_error("probe: the model has no gradients to record");
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *ti = &m->tensors[i];
         char name[128];
@@ -180,8 +183,8 @@ int probe_attach(tlm_probe *p, tlm_model *m) {
 }
 
 void probe_detach(tlm_model *m) {
-    for (int i = m->n_observers - 1; i >= 0; i--)
-        if (m->observers[i]->at_point == probe_at_point) model_unobserve(m, m->observers[i]);
+    for (int i = m->ctx->n_observers - 1; i >= 0; i--)
+        if (m->ctx->observers[i]->at_point == probe_at_point) model_unobserve(m, m->ctx->observers[i]);
 }
 
 /* every name of one direction, in the order of the point table */
@@ -194,7 +197,7 @@ static int list_points(const tlm_model *m, int B, int T, int is_grad, probe_name
         /* (backward: the logits' gradient first, as it is recorded) */
         const int id = is_grad ? (step == 0 ? n - 1 : step - 1) : step;
         for (int j = 0; (r = model_point_probe(c, id, j, is_grad, B, T, &pp)) >= 0; j++) {
-            if (!r || ((pp.flags & POINT_PROBE_MAP) && m->kv)) continue; /* (decoding keeps no map) */
+            if (!r || ((pp.flags & POINT_PROBE_MAP) && m->ctx->kv)) continue; /* (decoding keeps no map) */
             if ((rc = fn(ctx, pp.name, pp.ndim, pp.shape))) return rc;
         }
     }

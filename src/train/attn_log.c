@@ -1,5 +1,6 @@
 /* attn_log.c — per-step attention-logit maxima and QK-norm gains for metrics.jsonl (attn_log.h) */
 #include "attn_log.h"
+#include "model/context.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,9 +29,9 @@ void attn_log_reset(attn_log *a) {
 }
 
 void attn_log_after_forward(attn_log *a, const tlm_model *m) {
-    const int B = m->acts.B, T = m->acts.T, H = a->H;
+    const int B = m->ctx->acts.B, T = m->ctx->acts.T, H = a->H;
     for (int l = 0; l < a->L; l++) {
-        const float *S = m->acts.layers[l].scores;
+        const float *S = m->ctx->acts.layers[l].scores;
         if (!S) continue;
         for (int h = 0; h < H; h++) {
             float mx = a->amax[l * H + h];

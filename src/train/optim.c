@@ -14,6 +14,7 @@
 #include "util/cpu.h"
 #include "util/f16.h"
 #include "util/hugepage.h"
+#include "model/context.h"
 
 static int applies_decay(const tensor_info *t, bool decay_embeddings) {
     if (t->kind == TENSOR_MATRIX || t->kind == TENSOR_RESIDUAL_MATRIX) return 1;
@@ -61,7 +62,7 @@ double grad_global_norm(const tlm_model *m) {
         size_t begin, end;
         sumsq_chunk(m->n_params, c, &begin, &end);
         float lanes[SUMSQ_LANES] = {0};
-        sumsq_lanes(lanes, m->grad_mem + begin, end - begin);
+        sumsq_lanes(lanes, m->ctx->grad_mem + begin, end - begin);
         part[c] = sumsq_lanes_total(lanes);
     }
     return sqrt(sumsq_total(part));
@@ -135,7 +136,7 @@ static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *m
         const size_t b = ti->offset + ti->numel < o->hi ? ti->offset + ti->numel : o->hi;
         if (a >= b) continue;
         const float decay = o->decays[t] ? 1.0f - lr * c->weight_decay : 1.0f;
-        float *p = m->param_mem + a, *g = m->grad_mem + a, *mm = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
+        float *p = m->param_mem + a, *g = m->ctx->grad_mem + a, *mm = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
         const size_t n = b - a;
 #if defined(__x86_64__)
         if (avx512) { /* (each thread a contiguous share, whole vectors but the last) */
@@ -168,7 +169,7 @@ void adamw_step_fused(adamw *o, tlm_model *m, float lr, double grad_norm) {
     const int whole = o->lo == 0 && o->hi == m->n_params;
     step(o, m, lr, grad_norm, whole ? m->mirror16 : NULL, whole);
     m->mirror_fresh = whole && m->mirror16;
-    m->grad_clear = whole;
+    m->ctx->grad_clear = whole;
 }
 
 float lr_at(const optim_config *c, int step) {

@@ -47,6 +47,7 @@
 #include "util/error.h"
 #include "util/finite.h"
 #include "util/io.h"
+#include "model/context.h"
 
 /* SIGINT/SIGTERM stop a run at the next step boundary, with a checkpoint. They are blocked in
  * every thread (main blocks them before any thread exists; threads inherit the mask) and taken
@@ -513,7 +514,7 @@ static int prepare(trainer *t) {
         return tlm_error("--batch %d does not split over %d ranks: give a batch that is a multiple of the ranks",
                          o->batch, t->size);
     t->local_batch = o->batch / t->size;
-    t->m->z_loss = o->z_loss;
+    t->m->ctx->z_loss = o->z_loss;
     if (o->router_aux > 0.0f && config_moe_layers(&t->m->cfg) == 0)
         return tlm_error("--router-aux-loss-coef %g: the model has no mixture-of-experts layer (num_experts = %d)",
                          o->router_aux, t->m->cfg.n_experts);
@@ -521,7 +522,7 @@ static int prepare(trainer *t) {
         return tlm_error("--router-aux-loss-coef %g: the load-balancing loss is defined for scoring_func \"softmax\" "
                          "(Switch / Qwen3-MoE / Mixtral); this model routes with \"%s\"",
                          o->router_aux, scoring_name(t->m->cfg.scoring));
-    t->m->router_aux = o->router_aux;
+    t->m->ctx->router_aux = o->router_aux;
     if (o->router_bias_update > 0.0f && (config_moe_layers(&t->m->cfg) == 0 || !config_router_has_bias(&t->m->cfg)))
         return tlm_error("--router-bias-update %g: DeepSeek-V3's auxiliary-loss-free balancing moves the routers' "
                          "e_score_correction_bias, which a mixture of experts has with scoring_func \"sigmoid\" only",
@@ -741,7 +742,7 @@ static void print_profile(const trainer *t, int steps, double seconds) {
 /* the gradient of the global batch: each rank's (already scaled by 1/N), summed over the ranks */
 static void allreduce_gradients(trainer *t) {
     PROF_SCOPE("allreduce_gradients");
-    dist_sum_floats(t->m->grad_mem, t->m->n_params);
+    dist_sum_floats(t->m->ctx->grad_mem, t->m->n_params);
 }
 
 /* ZeRO-1: every rank updated its shard; each gets the others' */
@@ -778,13 +779,13 @@ static int accumulate_gradients(trainer *t, step_stats *st) {
         const int last = micro == o->accum - 1 && t->size == 1;
         if (agree(t, frc || (last ? model_backward_norm(t->m, dloss, &gnorm) : model_backward(t->m, dloss)))) return -1;
         loss_sum += loss;
-        lse_sq_sum += t->m->acts.lse_sq_mean;
-        aux_sum += t->m->acts.moe_aux;
+        lse_sq_sum += t->m->ctx->acts.lse_sq_mean;
+        aux_sum += t->m->ctx->acts.moe_aux;
         for (int l = 0, i = 0; t->moe_count && l < c->n_layers; l++) { /* (the forward's per-sequence counts) */
             if (!config_layer_is_moe(c, l)) continue;
-            for (int b = 0; b < t->m->acts.B; b++)
+            for (int b = 0; b < t->m->ctx->acts.B; b++)
                 for (int e = 0; e < c->n_experts; e++)
-                    t->moe_count[(size_t)i * c->n_experts + e] += t->m->acts.layers[l].moe_stats[(size_t)b * 2 * c->n_experts + e];
+                    t->moe_count[(size_t)i * c->n_experts + e] += t->m->ctx->acts.layers[l].moe_stats[(size_t)b * 2 * c->n_experts + e];
             i++;
         }
     }
@@ -961,7 +962,7 @@ static int train_loop(trainer *t) {
         int bos = tlm_tokenizer_bos(t->tok), start = bos >= 0 ? bos : t->tokens[0];
         gen_options g = {.max_new_tokens = o->sample_tokens, .temperature = 0.8f, .seed = o->seed};
         printf("\n--- sample (temperature 0.8) ---\n");
-        if (generate(t->m, t->tok, &start, 1, &g, stdout, NULL, NULL, NULL)) rc = 1;
+        if (generate(t->m->ctx, t->tok, &start, 1, &g, stdout, NULL, NULL, NULL)) rc = 1;
         printf("\n");
     }
 out:

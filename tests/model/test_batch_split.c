@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "train/optim.h"
 #include "variants.h"
+#include "model/context.h"
 
 enum { T = 8, MAX_B = 17 };
 
@@ -72,13 +73,13 @@ static pass run(const tlm_config *c, int B, int split, const int *tok, const int
             model_backward(m, 0.5f);
     }
     r.norm_ref = grad_global_norm(m);
-    r.lse_sq = m->acts.lse_sq_mean, r.counted = m->acts.n_counted;
+    r.lse_sq = m->ctx->acts.lse_sq_mean, r.counted = m->ctx->acts.n_counted;
     r.logits = malloc(NV * sizeof(float)), r.grads = malloc(m->n_params * sizeof(float));
     r.dres = malloc((2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
-    memcpy(r.logits, m->acts.logits, NV * sizeof(float));
-    memcpy(r.grads, m->grad_mem, m->n_params * sizeof(float));
-    memcpy(r.dres, m->acts.dres, (2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
-    check((m->split != NULL) == split, "", split ? "the pass was not split" : "the pass was split");
+    memcpy(r.logits, m->ctx->acts.logits, NV * sizeof(float));
+    memcpy(r.grads, m->ctx->grad_mem, m->n_params * sizeof(float));
+    memcpy(r.dres, m->ctx->acts.dres, (2 * (size_t)c->n_layers + 1) * Nd * sizeof(float));
+    check((m->ctx->split != NULL) == split, "", split ? "the pass was not split" : "the pass was split");
     check(omp_get_max_threads() == 2, "", "the split left the caller's thread count changed");
     model_free(m);
     return r;
@@ -93,10 +94,10 @@ static float *infer(const tlm_config *c, int split, model_mode mode, const int *
     if (!split) model_observe(m, &WHOLE);
     model_set_mode(m, mode);
     model_forward(m, tok, NULL, batch, T, NULL);
-    const size_t n = (size_t)m->acts.logits_rows * c->vocab_size;
+    const size_t n = (size_t)m->ctx->acts.logits_rows * c->vocab_size;
     float *out = malloc(n * sizeof(float));
-    memcpy(out, m->acts.logits, n * sizeof(float));
-    check((m->split != NULL) == (split && expect_split), "", "split taken where it should not be, or not taken");
+    memcpy(out, m->ctx->acts.logits, n * sizeof(float));
+    check((m->ctx->split != NULL) == (split && expect_split), "", "split taken where it should not be, or not taken");
     model_free(m);
     return out;
 }

@@ -11,6 +11,7 @@
 
 #include "model/model.h"
 #include "variants.h"
+#include "model/context.h"
 
 int main(void) {
     int failures = 0, n = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
@@ -28,7 +29,7 @@ int main(void) {
         const size_t V = (size_t)c.vocab_size;
         float *before = malloc(sizeof(float) * B * T * V);
         model_forward(m, a, NULL, B, T, NULL);
-        memcpy(before, m->acts.logits, sizeof(float) * B * T * V);
+        memcpy(before, m->ctx->acts.logits, sizeof(float) * B * T * V);
         /* the experts chosen at positions 0 and 1 of each row, every MoE layer */
         int chosen[2][TLM_MAX_LAYERS * B * 2 * 4], n_chosen = 0;
         for (int pass = 0; pass < 2; pass++) {
@@ -38,13 +39,13 @@ int main(void) {
                 for (int r = 0; r < B && config_layer_is_moe(&c, l); r++)
                     for (int t = 0; t < 2; t++)
                         for (int j = 0; j < c.n_experts_per_tok && j < 4; j++)
-                            chosen[pass][n_chosen++] = m->acts.layers[l].topk_idx[(r * T + t) * c.n_experts_per_tok + j];
+                            chosen[pass][n_chosen++] = m->ctx->acts.layers[l].topk_idx[(r * T + t) * c.n_experts_per_tok + j];
         }
         int ok = !memcmp(chosen[0], chosen[1], sizeof(int) * n_chosen);
         const int moe = config_moe_layers(&c) > 0;
         for (int r = 0; r < B; r++)
             for (int t = 0; t < T; t++) {
-                const float *x = before + (r * T + t) * V, *y = m->acts.logits + (r * T + t) * V;
+                const float *x = before + (r * T + t) * V, *y = m->ctx->acts.logits + (r * T + t) * V;
                 int same = !memcmp(x, y, sizeof(float) * V);
                 if (moe && t < 2 && !same) {
                     double worst = 0, scale = 1e-30;

@@ -21,6 +21,7 @@
 #include "util/error.h"
 
 #include "check_count.h"
+#include "model/context.h"
 
 /* Every key of model_type "tinylm" (docs/config.md), each with a value other than its default,
  * chosen so that the whole config still validates. */
@@ -267,7 +268,7 @@ static void test_llama3_save_load(void) {
     CHECK(model_forward(m, ids, NULL, 1, T, NULL) == 0, "forward: %s", tlm_last_error());
     size_t n = (size_t)T * cfg.vocab_size;
     float *before = malloc(n * sizeof *before);
-    memcpy(before, m->acts.logits, n * sizeof *before);
+    memcpy(before, m->ctx->acts.logits, n * sizeof *before);
 
     char dir[] = "/tmp/tlm_cfg_rt_XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -283,7 +284,7 @@ static void test_llama3_save_load(void) {
               "rope_scaling lost in save/load (type %d factor %g)", (int)r->cfg.rope_scaling, r->cfg.rope_factor);
         CHECK(model_forward(r, ids, NULL, 1, T, NULL) == 0, "forward after load: %s", tlm_last_error());
         size_t differ = 0;
-        for (size_t i = 0; i < n; i++) differ += memcmp(&before[i], &r->acts.logits[i], sizeof(float)) != 0;
+        for (size_t i = 0; i < n; i++) differ += memcmp(&before[i], &r->ctx->acts.logits[i], sizeof(float)) != 0;
         CHECK(differ == 0, "%zu of %zu logits differ after save/load", differ, n);
         model_free(r);
     }

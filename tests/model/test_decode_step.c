@@ -22,6 +22,7 @@
 #include "ops/quant.h"
 #include "util/error.h"
 #include "variants.h"
+#include "model/context.h"
 
 /* m's weights with its matrices in ggml block formats, as a GGUF file would hold them: v and the
  * FFN's down projection Q8_0, the other matrices Q4_0 (so that q|k|v and gate|up have parts of
@@ -65,12 +66,12 @@ static int decode_all(tlm_model *m, const int *tok, int step, float *logits) {
     const int V = m->cfg.vocab_size;
     kv_cache *kv = kv_cache_create(m, T);
     if (!kv) return -1;
-    m->kv = kv;
+    m->ctx->kv = kv;
     int rc = model_forward(m, tok, NULL, 1, PREFILL, NULL);
     for (int t = PREFILL; t < T && !rc; t++) {
         const float *lg = NULL;
         if (step) {
-            lg = kv_decode_step(m, tok[t]);
+            lg = kv_decode_step(m->ctx, tok[t]);
             fell_back += lg && lg == model_last_logits(m);
         } else if (!model_forward(m, tok + t, NULL, 1, 1, NULL)) {
             lg = model_last_logits(m);
@@ -79,15 +80,15 @@ static int decode_all(tlm_model *m, const int *tok, int step, float *logits) {
         else memcpy(logits + (size_t)(t - PREFILL) * V, lg, sizeof(float) * V);
     }
     if (!rc && step) { /* the cache is full: refused, its length unchanged */
-        if (kv_decode_step(m, tok[0]) || kv_cache_length(kv) != T) rc = -1;
+        if (kv_decode_step(m->ctx, tok[0]) || kv_cache_length(kv) != T) rc = -1;
     }
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     kv_cache_free(kv);
     return rc;
 }
 
-static int dummy_after_pass(void *user, const tlm_model *m, int is_backward) {
-    (void)m, (void)is_backward;
+static int dummy_after_pass(void *user, const tlm_context *run, int is_backward) {
+    (void)run, (void)is_backward;
     ++*(int *)user;
     return 0;
 }
@@ -175,18 +176,18 @@ int main(void) {
     model_init_weights(m, 3);
     model_set_mode(m, MODEL_INFER_LAST);
     kv_cache *kv = kv_cache_create(m, 4);
-    m->kv = kv;
-    int bad = kv_decode_step(m, c.vocab_size) == NULL && kv_decode_step(m, -1) == NULL && kv_cache_length(kv) == 0;
+    m->ctx->kv = kv;
+    int bad = kv_decode_step(m->ctx, c.vocab_size) == NULL && kv_decode_step(m->ctx, -1) == NULL && kv_cache_length(kv) == 0;
     int calls = 0;
     model_observer ob = {.after_pass = dummy_after_pass, .user = &calls};
     model_observe(m, &ob);
-    const float *lg = kv_decode_step(m, 1);
+    const float *lg = kv_decode_step(m->ctx, 1);
     int observed = lg == model_last_logits(m) && calls == 1 && kv_cache_length(kv) == 1;
     model_unobserve(m, &ob);
     checks += 2;
     if (!bad) failures++, printf("FAIL a token outside the vocabulary was not refused, or it was written\n");
     if (!observed) failures++, printf("FAIL with an observer attached the step did not run model_forward\n");
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     kv_cache_free(kv);
     model_free(m);
     printf("%d checks, %d failed\n", checks, failures);

@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "util/f16.h"
 #include "variants.h"
+#include "model/context.h"
 
 enum { T = 14, PREFILL = 5 };
 
@@ -48,7 +49,7 @@ static tlm_model *make(const variant *v) {
 /* logits [T, V] of the full pass in the model's current mode and weights */
 static int full_logits(tlm_model *m, const int *tok, float *out) {
     if (model_forward(m, tok, NULL, 1, T, NULL)) return -1;
-    memcpy(out, m->acts.logits, sizeof(float) * m->acts.logits_rows * m->cfg.vocab_size);
+    memcpy(out, m->ctx->acts.logits, sizeof(float) * m->ctx->acts.logits_rows * m->cfg.vocab_size);
     return 0;
 }
 
@@ -58,14 +59,14 @@ static int cached_logits(tlm_model *m, const int *tok, float *out) {
     const int V = m->cfg.vocab_size;
     model_set_mode(m, MODEL_INFER_LAST);
     kv_cache *kv = kv_cache_create(m, T);
-    m->kv = kv;
+    m->ctx->kv = kv;
     int rc = model_forward(m, tok, NULL, 1, 2, NULL) || model_forward(m, tok + 2, NULL, 1, PREFILL - 2, NULL);
     if (!rc) memcpy(out + (size_t)(PREFILL - 1) * V, model_last_logits(m), sizeof(float) * V);
     for (int t = PREFILL; t < T && !rc; t++) {
         rc = model_forward(m, tok + t, NULL, 1, 1, NULL);
         memcpy(out + (size_t)t * V, model_last_logits(m), sizeof(float) * V);
     }
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     kv_cache_free(kv);
     model_set_mode(m, MODEL_TRAIN);
     return rc;
@@ -106,15 +107,15 @@ int main(void) {
 
         /* 1. INFER: same logits, bit for bit, in less memory; no backward after it */
         full_logits(m, tok, train);
-        size_t train_floats = m->acts.capacity;
+        size_t train_floats = m->ctx->acts.capacity;
         tlm_model *lean = make(&VARIANTS[i]);
         model_set_mode(lean, MODEL_INFER);
         int ok1 = !full_logits(lean, tok, got) && memcmp(got, train, sizeof(float) * T * V) == 0;
         float loss;
         ok1 = ok1 && !model_forward(lean, tok, tgt, 1, T, &loss) && model_backward(lean, 1.0f) != 0;
-        ok1 = ok1 && lean->acts.capacity < train_floats / 2;
+        ok1 = ok1 && lean->ctx->acts.capacity < train_floats / 2;
         printf("%-42s infer: identical logits, %zu of %zu floats, backward refused: %s\n", VARIANTS[i].name,
-               lean->acts.capacity, train_floats, ok1 ? "ok" : "FAIL");
+               lean->ctx->acts.capacity, train_floats, ok1 ? "ok" : "FAIL");
         model_free(lean);
 
         /* 2. INFER_LAST through the KV cache, chunked prefill */

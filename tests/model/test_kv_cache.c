@@ -20,6 +20,7 @@
 #include "ops/ops.h"
 #include "util/error.h"
 #include "variants.h"
+#include "model/context.h"
 
 int main(void) {
     if (isa_cap_changes_nothing("test_kv_cache")) return ISA_CAP_SKIP;
@@ -41,22 +42,22 @@ int main(void) {
         for (int t = 0; t < T; t++) tok[t] = (t * 13 + 5) % V;
         float *full = malloc(sizeof(float) * T * V), *inc = malloc(sizeof(float) * T * V);
         model_forward(m, tok, NULL, 1, T, NULL);
-        memcpy(full, m->acts.logits, sizeof(float) * T * V);
+        memcpy(full, m->ctx->acts.logits, sizeof(float) * T * V);
         kv_cache *kv = kv_cache_create(m, T);
         if (form == 1 && kv_cache_set_mla_absorbed(kv, m, 0)) {
             printf("%s: %s\n", VARIANTS[i].name, tlm_last_error());
             return 1;
         }
-        m->kv = kv;
+        m->ctx->kv = kv;
         int rc = model_forward(m, tok, NULL, 1, PREFILL, NULL);
-        memcpy(inc, m->acts.logits, sizeof(float) * PREFILL * V);
+        memcpy(inc, m->ctx->acts.logits, sizeof(float) * PREFILL * V);
         for (int t = PREFILL; t < T && !rc; t++) {
             rc = model_forward(m, tok + t, NULL, 1, 1, NULL);
-            memcpy(inc + t * V, m->acts.logits, sizeof(float) * V);
+            memcpy(inc + t * V, m->ctx->acts.logits, sizeof(float) * V);
         }
         /* the cache is full now: one more token must be refused, not written past the end */
         int refused = model_forward(m, tok, NULL, 1, 1, NULL) != 0;
-        m->kv = NULL;
+        m->ctx->kv = NULL;
         double max_err = 0, max_ref = 0;
         for (int j = 0; j < T * V; j++) {
             max_err = fmax(max_err, fabs(full[j] - inc[j]));
@@ -122,14 +123,14 @@ int main(void) {
             for (int t = 0; t < TB; t++) tok[t] = (t * 13 + 5) % V;
             float *full = malloc(sizeof(float) * TB * V), *inc = malloc(sizeof(float) * TB * V);
             int rc = model_forward(m, tok, NULL, 1, TB, NULL);
-            memcpy(full, m->acts.logits, sizeof(float) * TB * V);
+            memcpy(full, m->ctx->acts.logits, sizeof(float) * TB * V);
             kv_cache *kv = kv_cache_create(m, TB);
-            m->kv = kv;
+            m->ctx->kv = kv;
             rc |= model_forward(m, tok, NULL, 1, FIRST, NULL);
-            memcpy(inc, m->acts.logits, sizeof(float) * FIRST * V);
+            memcpy(inc, m->ctx->acts.logits, sizeof(float) * FIRST * V);
             rc |= model_forward(m, tok + FIRST, NULL, 1, TB - FIRST, NULL);
-            memcpy(inc + FIRST * V, m->acts.logits, sizeof(float) * (TB - FIRST) * V);
-            m->kv = NULL;
+            memcpy(inc + FIRST * V, m->ctx->acts.logits, sizeof(float) * (TB - FIRST) * V);
+            m->ctx->kv = NULL;
             double max_err = 0, max_ref = 0;
             for (int j = 0; j < TB * V; j++) {
                 max_err = fmax(max_err, fabs(full[j] - inc[j]));

@@ -1,12 +1,13 @@
 /* test_memory_estimate.c — `tinylm info`'s activation estimate is the engine's own layout:
  * model_activation_floats(config, mode, B, T), computed from the config alone, equals the
- * floats model_forward actually allocates for that batch (m->acts.capacity), for every
+ * floats model_forward actually allocates for that batch (m->ctx->acts.capacity), for every
  * architecture variant, in training and inference mode, at several (B, T). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "model/model.h"
 #include "variants.h"
+#include "model/context.h"
 
 int main(void) {
     int failures = 0, checks = 0, n = (int)(sizeof VARIANTS / sizeof VARIANTS[0]);
@@ -25,12 +26,12 @@ int main(void) {
                 for (int j = 0; j < B * T; j++) tok[j] = (j * 5 + 1) % c.vocab_size;
                 int rc = model_forward(m, tok, mode == MODEL_TRAIN ? tok : NULL, B, T, NULL);
                 size_t want = model_activation_floats(&c, (model_mode)mode, B, T);
-                int ok = rc == 0 && m->acts.capacity == want && want > 0;
+                int ok = rc == 0 && m->ctx->acts.capacity == want && want > 0;
                 checks++;
                 failures += !ok;
                 if (!ok)
                     printf("%-30s %s B=%d T=%d: allocated %zu floats, estimated %zu  FAIL\n", VARIANTS[i].name,
-                           mode == MODEL_TRAIN ? "train" : "infer", B, T, m->acts.capacity, want);
+                           mode == MODEL_TRAIN ? "train" : "infer", B, T, m->ctx->acts.capacity, want);
                 free(tok);
                 model_free(m);
             }

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "util/rng.h"
 #include "variants.h"
+#include "model/context.h"
 
 enum { B = 2, T = 6 };
 
@@ -26,7 +27,7 @@ enum { B = 2, T = 6 };
 static double loss_at(tlm_model *m, const int *tok, const int *tgt) {
     float loss = 0.0f;
     if (model_forward(m, tok, tgt, B, T, &loss)) return NAN;
-    return loss + (double)m->router_aux * m->acts.moe_aux;
+    return loss + (double)m->ctx->router_aux * m->ctx->acts.moe_aux;
 }
 
 /* the direction u over the tensors whose names contain `only` (NULL: every parameter) */
@@ -34,7 +35,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     tlm_config c;
     variant_config(&c, v);
     tlm_model *m = model_create(&c);
-    m->router_aux = router_aux;
+    m->ctx->router_aux = router_aux;
     if (!m) return printf("%-44s model_create failed\n", v->name), 1;
     model_init_weights(m, 5);
     /* larger weights than the init, so that every sublayer contributes to the loss */
@@ -69,7 +70,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     for (int i = 0; only && i < m->n_tensors; i++)
         if (strstr(m->tensors[i].name, only))
             for (size_t j = 0; j < m->tensors[i].numel; j++) u[m->tensors[i].offset + j] = (float)rng_normal(&r);
-    for (size_t j = 0; j < n; j++) analytic += (double)m->grad_mem[j] * u[j];
+    for (size_t j = 0; j < n; j++) analytic += (double)m->ctx->grad_mem[j] * u[j];
     double d[2];
     for (int k = 0; k < 2; k++) { /* central differences at h and h/2, Richardson-combined */
         /* (along one tensor the derivative is small: a wider step keeps float32's rounding of the
@@ -86,7 +87,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     const int ok = !rc && isfinite(fd) && rel <= 1e-2;
     printf("%-44s fd %+.5e analytic %+.5e rel err %.1e %s\n", v->name, fd, analytic, rel, ok ? "ok" : "FAIL");
     if (only) printf("%-44s (the direction only over the tensors named *%s*)\n", "", only);
-    if (router_aux > 0.0f) printf("%-44s (with the load-balancing loss x %g: %.4f)\n", "", router_aux, m->acts.moe_aux);
+    if (router_aux > 0.0f) printf("%-44s (with the load-balancing loss x %g: %.4f)\n", "", router_aux, m->ctx->acts.moe_aux);
     free(p0), free(u);
     model_free(m);
     return !ok;

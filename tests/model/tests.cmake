@@ -30,3 +30,8 @@ tlm_cli_test(test_gguf_archs tests/model/test_gguf_archs.py)
 # TinyShakespeare, KL and top-1 agreement against the f32 weights, the integer path within a bound
 # of the exact path's (also the measuring tool of docs/gguf.md's table, given arguments)
 tlm_c_test(test_quant_fidelity tests/model/test_quant_fidelity.c)
+# several contexts on one model: two threads' passes and generations at once, each as it is alone;
+# a generation interleaved with hooked passes
+tlm_c_test(test_contexts tests/model/test_contexts.c)
+find_package(Threads REQUIRED)
+target_link_libraries(test_contexts PRIVATE Threads::Threads)

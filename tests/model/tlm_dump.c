@@ -18,6 +18,7 @@
 #include "model/checkpoint.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "model/context.h"
 
 static int write_f32(const char *dir, const char *name, int ndim, const int64_t *shape, const float *data) {
     char path[4096];
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
         char *text = read_text_file(sub, &n);
         cJSON *o = text ? cJSON_Parse(text) : NULL;
         const cJSON *coef = cJSON_GetObjectItemCaseSensitive(o, "router_aux_loss_coef");
-        if (cJSON_IsNumber(coef)) m->router_aux = (float)coef->valuedouble;
+        if (cJSON_IsNumber(coef)) m->ctx->router_aux = (float)coef->valuedouble;
         cJSON_Delete(o);
         free(text);
         if (!o) {
@@ -77,7 +78,7 @@ int main(int argc, char **argv) {
     snprintf(sub, sizeof sub, "%s/dx", out);
     if (make_dirs(sub)) goto fail;
     int64_t lshape[3] = {B, T, V}, one = 1, xshape[3] = {B, T, d};
-    if (write_f32(out, "logits", 3, lshape, m->acts.logits) || write_f32(out, "loss", 1, &one, &loss)) goto fail;
+    if (write_f32(out, "logits", 3, lshape, m->ctx->acts.logits) || write_f32(out, "loss", 1, &one, &loss)) goto fail;
     snprintf(sub, sizeof sub, "%s/grad", out);
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
     for (int l = 0; l < m->cfg.n_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "layers.%d", l);
-        if (write_f32(sub, name, 3, xshape, m->acts.dres + (size_t)2 * l * B * T * d)) goto fail;
+        if (write_f32(sub, name, 3, xshape, m->ctx->acts.dres + (size_t)2 * l * B * T * d)) goto fail;
     }
     rc = 0;
 fail:

@@ -9,7 +9,7 @@
 
 #include "formats/npy.h"
 #include "model/checkpoint.h"
-#include "model/model.h"
+#include "model/context.h"
 #include "probes/lens.h"
 #include "util/error.h"
 #include "util/io.h"

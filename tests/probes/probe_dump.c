@@ -20,6 +20,7 @@
 #include "probes/probe.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "model/context.h"
 
 typedef struct {
     FILE *data, *index;
@@ -49,9 +50,9 @@ static int pass(tlm_model *m, const tlm_npy *tok, const tlm_npy *tgt, writer *w,
     int64_t lshape[3] = {B, T, m->cfg.vocab_size}, gshape[1] = {(int64_t)m->n_params};
     char name[64];
     snprintf(name, sizeof name, "%s.logits", tag);
-    if (put(w, name, 3, lshape, m->acts.logits)) return -1;
+    if (put(w, name, 3, lshape, m->ctx->acts.logits)) return -1;
     snprintf(name, sizeof name, "%s.grads", tag);
-    return put(w, name, 1, gshape, m->grad_mem);
+    return put(w, name, 1, gshape, m->ctx->grad_mem);
 }
 
 int main(int argc, char **argv) {

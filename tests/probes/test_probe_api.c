@@ -13,6 +13,7 @@
 #include "util/error.h"
 
 #include "check_count.h"
+#include "model/context.h"
 
 static tlm_model *make_model(const char *json) {
     tlm_config cfg;
@@ -75,13 +76,13 @@ int main(void) {
     CHECK(model_forward(m, tokens, targets, 1, T, NULL) == 0, "forward without a probe\n");
     CHECK(probe_count(p) == 0, "nothing is recorded while detached\n");
     float *ref_logits = malloc(sizeof(float) * T * 40);
-    memcpy(ref_logits, m->acts.logits, sizeof(float) * T * 40);
+    memcpy(ref_logits, m->ctx->acts.logits, sizeof(float) * T * 40);
 
     /* an attached probe records exactly what its patterns select */
     probe_select(p, "layers.*.attn.scores");
     probe_attach(p, m);
     CHECK(model_forward(m, tokens, targets, 1, T, NULL) == 0, "forward with a probe\n");
-    CHECK(memcmp(ref_logits, m->acts.logits, sizeof(float) * T * 40) == 0, "logits bit-identical with a probe\n");
+    CHECK(memcmp(ref_logits, m->ctx->acts.logits, sizeof(float) * T * 40) == 0, "logits bit-identical with a probe\n");
     CHECK(probe_count(p) == 2 * (size_t)L, "2 records per layer, got %zu\n", probe_count(p));
     for (int l = 0; l < L; l++) {
         char name[64];
@@ -114,7 +115,7 @@ int main(void) {
     CHECK(model_backward(m, 1.0f) == 0, "backward with a probe\n");
     const probe_tensor *g = probe_find(p, "grad.layers.0.attn.q_proj.weight");
     const tensor_info *ti = model_find_tensor(m, "layers.0.attn.q_proj.weight");
-    CHECK(g && ti && g->numel == ti->numel && memcmp(g->data, m->grad_mem + ti->offset, ti->numel * 4) == 0,
+    CHECK(g && ti && g->numel == ti->numel && memcmp(g->data, m->ctx->grad_mem + ti->offset, ti->numel * 4) == 0,
           "the recorded gradient is the model's\n");
 
     /* probe_record: selected names only; a new shape replaces the old record */
@@ -135,7 +136,7 @@ int main(void) {
     probe_detach(m);
     probe_attach(empty, m);
     CHECK(model_forward(m, tokens, targets, 1, T, NULL) == 0 && probe_count(empty) == 0, "empty probe\n");
-    CHECK(memcmp(ref_logits, m->acts.logits, sizeof(float) * T * 40) == 0, "logits bit-identical, empty probe\n");
+    CHECK(memcmp(ref_logits, m->ctx->acts.logits, sizeof(float) * T * 40) == 0, "logits bit-identical, empty probe\n");
     probe_detach(m);
     probe_free(empty);
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "model/context.h"
 #include "train/optim.h"
 #include "util/f16.h"
 
@@ -37,7 +37,7 @@ static tlm_model *make(void) {
     if (!m) return NULL;
     model_init_weights(m, 7);
     model_alloc_grads(m);
-    for (size_t i = 0; i < m->n_params; i++) m->grad_mem[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    for (size_t i = 0; i < m->n_params; i++) m->ctx->grad_mem[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
     return m;
 }
 
@@ -62,7 +62,7 @@ int main(void) {
                 const tensor_info *ti = &a->tensors[t];
                 const float decay = oa.decays[t] ? 1.0f - cfg.lr * cfg.weight_decay : 1.0f;
                 for (size_t i = ti->offset; i < ti->offset + ti->numel; i++) {
-                    const float gi = a->grad_mem[i] * clip;
+                    const float gi = a->ctx->grad_mem[i] * clip;
                     mm[i] = cfg.beta1 * mm[i] + (1.0f - cfg.beta1) * gi;
                     vv[i] = cfg.beta2 * vv[i] + (1.0f - cfg.beta2) * gi * gi;
                     p[i] = p[i] * decay - step_size * mm[i] / (sqrtf(vv[i]) / bc2_sqrt + cfg.eps);
@@ -86,8 +86,8 @@ int main(void) {
         if (!x || !y || adamw_init(&ox, x, &cfg) || adamw_init(&oy, y, &cfg)) return printf("FAIL: models\n"), 1;
         adamw_step(&ox, x, cfg.lr, 3.0);
         adamw_step_fused(&oy, y, cfg.lr, 3.0);
-        int cleared = y->grad_clear == 1 && y->mirror_fresh == 0;
-        for (size_t i = 0; i < y->n_params; i++) cleared &= y->grad_mem[i] == 0.0f;
+        int cleared = y->ctx->grad_clear == 1 && y->mirror_fresh == 0;
+        for (size_t i = 0; i < y->n_params; i++) cleared &= y->ctx->grad_mem[i] == 0.0f;
         CHECK(!memcmp(x->param_mem, y->param_mem, sizeof(float) * x->n_params) &&
                   !memcmp(ox.m, oy.m, sizeof(float) * x->n_params) && !memcmp(ox.v, oy.v, sizeof(float) * x->n_params),
               "the fused step (no mirror) differs from adamw_step");
@@ -101,14 +101,14 @@ int main(void) {
         return failures ? 1 : 77;
     }
     for (int s = 0; s < 3; s++) { /* (the same gradient each step: b's cleared one is put back) */
-        memcpy(b->grad_mem, a->grad_mem, sizeof(float) * a->n_params);
+        memcpy(b->ctx->grad_mem, a->ctx->grad_mem, sizeof(float) * a->n_params);
         adamw_step(&oa, a, cfg.lr, 3.0);
         adamw_step_fused(&ob, b, cfg.lr, 3.0);
     }
-    int cleared = b->grad_clear == 1;
-    for (size_t i = 0; i < b->n_params; i++) cleared &= b->grad_mem[i] == 0.0f && !signbit(b->grad_mem[i]);
-    CHECK(cleared && a->grad_clear == 0, "the fused step did not clear and mark the gradient (plain step's mark %d)",
-          a->grad_clear);
+    int cleared = b->ctx->grad_clear == 1;
+    for (size_t i = 0; i < b->n_params; i++) cleared &= b->ctx->grad_mem[i] == 0.0f && !signbit(b->ctx->grad_mem[i]);
+    CHECK(cleared && a->ctx->grad_clear == 0, "the fused step did not clear and mark the gradient (plain step's mark %d)",
+          a->ctx->grad_clear);
     CHECK(!memcmp(a->param_mem, b->param_mem, sizeof(float) * a->n_params) &&
               !memcmp(oa.m, ob.m, sizeof(float) * a->n_params) && !memcmp(oa.v, ob.v, sizeof(float) * a->n_params),
           "the mirrored step's weights or moments differ from adamw_step's");
@@ -127,24 +127,24 @@ int main(void) {
     CHECK(b->mirror16[0] == tlm_f32_to_bf16(b->param_mem[0]) && b->mirror16[1] == tlm_f32_to_bf16(3.0f),
           "the refresh after that did not round the weights");
     { /* model_zero_grads trusts the mark; a backward takes it away */
-        b->grad_mem[3] = 5.0f;
+        b->ctx->grad_mem[3] = 5.0f;
         model_zero_grads(b);
-        CHECK(b->grad_mem[3] == 5.0f, "model_zero_grads zeroed a gradient marked clear");
-        b->grad_mem[3] = 0.0f;
+        CHECK(b->ctx->grad_mem[3] == 5.0f, "model_zero_grads zeroed a gradient marked clear");
+        b->ctx->grad_mem[3] = 0.0f;
         int tok[8] = {1, 5, 9, 2, 7, 3, 3, 8}, tgt[8] = {5, 9, 2, 7, 3, 3, 8, 1};
         float loss;
-        CHECK(!model_forward(b, tok, tgt, 1, 8, &loss) && !model_backward(b, 1.0f) && b->grad_clear == 0,
+        CHECK(!model_forward(b, tok, tgt, 1, 8, &loss) && !model_backward(b, 1.0f) && b->ctx->grad_clear == 0,
               "a backward left the gradient marked clear");
         model_zero_grads(b);
         int zero = 1;
-        for (size_t i = 0; i < b->n_params; i++) zero &= b->grad_mem[i] == 0.0f;
+        for (size_t i = 0; i < b->n_params; i++) zero &= b->ctx->grad_mem[i] == 0.0f;
         CHECK(zero, "model_zero_grads after a backward left a gradient");
-        memcpy(b->grad_mem, a->grad_mem, sizeof(float) * a->n_params);
+        memcpy(b->ctx->grad_mem, a->ctx->grad_mem, sizeof(float) * a->n_params);
     }
     /* a shard of the weights, and a model without a mirror: no mark */
     if (adamw_shard(&ob, 0, b->n_params / 2)) return printf("FAIL: adamw_shard\n"), 1;
     adamw_step_fused(&ob, b, cfg.lr, 3.0);
-    CHECK(b->mirror_fresh == 0 && b->grad_clear == 0 && !memcmp(b->grad_mem, a->grad_mem, sizeof(float) * a->n_params),
+    CHECK(b->mirror_fresh == 0 && b->ctx->grad_clear == 0 && !memcmp(b->ctx->grad_mem, a->ctx->grad_mem, sizeof(float) * a->n_params),
           "a shard's step marked the mirror fresh or cleared the gradient");
     model_set_mixed_bf16(a, 0, NULL);
     adamw_step_fused(&oa, a, cfg.lr, 3.0);

@@ -23,6 +23,7 @@
 #include "train/optim.h"
 #include "util/error.h"
 #include "util/io.h"
+#include "model/context.h"
 
 /* the optimizer settings KEY=VALUE may set */
 static const struct {
@@ -71,7 +72,7 @@ static int train_dump(const char *case_dir, const char *out, int n_options, char
     tlm_model *m = model_load_dir(case_dir);
     if (!m) goto fail;
     for (int i = 0; i < n_options; i++)
-        if (set_option(&oc, &m->z_loss, options[i])) goto fail;
+        if (set_option(&oc, &m->ctx->z_loss, options[i])) goto fail;
     if (case_read_batches(case_dir, 4, "[steps, accum, B, T]", &tok, &tgt)) goto fail;
     const int steps = (int)tok.shape[0], accum = (int)tok.shape[1], B = (int)tok.shape[2], T = (int)tok.shape[3];
     losses = calloc((size_t)steps, sizeof *losses);
@@ -88,7 +89,7 @@ static int train_dump(const char *case_dir, const char *out, int n_options, char
             float loss = 0.0f;
             if (model_forward(m, tokens + at, targets + at, B, T, &loss) || model_backward(m, 1.0f / accum)) goto fail;
             loss_sum += loss;
-            lse_sq[s] += m->acts.lse_sq_mean / accum;
+            lse_sq[s] += m->ctx->acts.lse_sq_mean / accum;
         }
         losses[s] = (float)(loss_sum / accum);
         const double norm = grad_global_norm(m);
