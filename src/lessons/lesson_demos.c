@@ -12,6 +12,7 @@
 #include "course.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/context.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "probes/inspect.h"
@@ -628,7 +629,7 @@ static int greedy(tlm_model *m, const tlm_tokenizer *tok, const char *prompt, in
     size_t n0 = n;
     for (int k = 0; k < n_new && (int)n < m->cfg.max_seq; k++) {
         if (model_forward(m, ctx, NULL, 1, (int)n, NULL)) return free(ctx), -1;
-        const float *row = m->acts.logits + (n - 1) * (size_t)V;
+        const float *row = m->ctx->acts.logits + (n - 1) * (size_t)V;
         int best = 0;
         for (int v = 1; v < V; v++)
             if (row[v] > row[best]) best = v;

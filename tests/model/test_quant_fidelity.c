@@ -31,6 +31,7 @@
 
 #include "check_count.h"
 #include "model/checkpoint.h"
+#include "model/context.h"
 #include "model/decode.h"
 #include "model/gguf_export.h"
 #include "model/model.h"
@@ -58,17 +59,17 @@ static float *decode_all(tlm_model *m, const int *ids, int T) {
         free(out), kv_cache_free(kv);
         return NULL;
     }
-    m->kv = kv;
+    m->ctx->kv = kv;
     for (int t = 0; t < T; t++) {
         if (t % W == 0) kv_cache_reset(kv);
-        const float *l = kv_decode_step(m, ids[t]);
+        const float *l = kv_decode_step(m->ctx, ids[t]);
         if (!l) {
             free(out), out = NULL;
             break;
         }
         memcpy(out + (size_t)t * V, l, sizeof(float) * V);
     }
-    m->kv = NULL;
+    m->ctx->kv = NULL;
     kv_cache_free(kv);
     return out;
 }
