@@ -471,6 +471,14 @@ def main(out):
             ("e.u8", "U8", [0, 4], b""),
         ]),
         "unpadded": safetensors([("x", "F32", [1], struct.pack("<f", 1.0))], pad=False),
+        # FP8 weights with their block scales (DeepSeek-V3's layout): E4M3 with its NaN code, E5M2 with an infinity
+        "fp8": safetensors([
+            ("w.weight", "F8_E4M3", [3, 4], bytes([0x00, 0x38, 0xB8, 0x7E, 0x01, 0x7F, 0x40, 0xC0, 0x08, 0x30, 0x70,
+                                                   0xF0])),
+            ("w.weight_scale_inv", "F32", [2, 2], struct.pack("<4f", 0.5, 2.0, 1e-3, 448.0)),
+            ("v.weight", "F8_E5M2", [2, 2], bytes([0x3C, 0x7C, 0x01, 0xFE])),
+            ("v.weight_scale_inv", "F32", [1, 1], struct.pack("<f", 1.0)),
+        ], {"format": "pt"}),
     }
     for name, raw in seeds.items():
         open(os.path.join(st_dir, name + ".safetensors"), "wb").write(raw)
