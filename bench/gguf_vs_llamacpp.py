@@ -10,7 +10,9 @@ loads as it is; both engines read exactly those blocks.
         [--steps 256] [--prompt-tokens 512] [--work /tmp/tinylm-bench-gguf] [--precision auto|fp32|bf16]
 
 --shape llama-1b is the Llama-3.2-1B body (bench/make_llama2c_checkpoint.py; a 4.4 GB f32
-checkpoint made once in --work). --precision is tinylm generate's: auto (its default) decodes
+checkpoint made once in --work). --streamed --shape llama-8b: the Llama-3.1-8B body, its files
+written by bench/make_gguf_streamed.py a chunk of rows at a time (4.5 GB as Q4_K; the f32 model,
+32 GB, is never formed). --precision is tinylm generate's: auto (its default) decodes
 quantized weights with integer products, fp32 with the exact ones (docs/gguf.md).
 
 llama.cpp runs through node-llama-cpp's prebuilt CPU build (`--nlc`: where it was installed from
@@ -38,13 +40,17 @@ def main():
     ap.add_argument("--tinylm", default=os.path.join(ROOT, "build", "tinylm"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--types", default="q8_0,q4_k")
-    ap.add_argument("--shape", default="stories110M")
+    ap.add_argument("--shape", default="stories110M", help="stories15M, stories110M, llama-d1024, llama-1b; with "
+                    "--streamed also llama-8b, llama-tiny")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=256)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--work", default="/tmp/tinylm-bench-gguf")
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
+    ap.add_argument("--streamed", action="store_true",
+                    help="write the GGUF files with bench/make_gguf_streamed.py (q4_k, q8_0; never the f32 model: "
+                         "--shape llama-8b needs it)")
     a = ap.parse_args()
     types = [t for t in a.types.split(",") if t]
     lcpp = os.path.join(a.peers_dir, "llamacpp", "llamacpp_bench.mjs")
@@ -57,14 +63,30 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
 
-    ckpt = w(a.shape + ".bin")
-    if not os.path.exists(ckpt):
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "make_llama2c_checkpoint.py"), "--shape",
-                        a.shape, "--seq", "1024", "--out", ckpt], check=True)
-    for t in types:
-        rc, out, err, _ = run_rss([tinylm, "export", "--model", ckpt, "--tokenizer", TOK, "--format", "gguf", "--type",
-                                   t, "--out", w("%s.%s.gguf" % (a.shape, t))], env, a.timeout)
-        must(rc, out, err, "tinylm export --type " + t)
+    if a.streamed:
+        # the file written a chunk of rows at a time (never the f32 model), the tokenizer's metadata
+        # from a small export with the same tokenizer
+        tok_src, tok_gguf = w("stories15M.bin"), w("tokenizer-llama2.gguf")
+        if not os.path.exists(tok_gguf):
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "make_llama2c_checkpoint.py"), "--shape",
+                            "stories15M", "--out", tok_src], check=True)
+            rc, out, err, _ = run_rss([tinylm, "export", "--model", tok_src, "--tokenizer", TOK, "--format", "gguf",
+                                       "--type", "f32", "--out", tok_gguf], env, a.timeout)
+            must(rc, out, err, "tinylm export (the tokenizer's metadata)")
+        for t in types:
+            if not os.path.exists(w("%s.%s.gguf" % (a.shape, t))):
+                subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "make_gguf_streamed.py"), "--shape",
+                                a.shape, "--type", t, "--seq", "1024", "--tokenizer-from", tok_gguf, "--out",
+                                w("%s.%s.gguf" % (a.shape, t))], check=True)
+    else:
+        ckpt = w(a.shape + ".bin")
+        if not os.path.exists(ckpt):
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "make_llama2c_checkpoint.py"), "--shape",
+                            a.shape, "--seq", "1024", "--out", ckpt], check=True)
+        for t in types:
+            rc, out, err, _ = run_rss([tinylm, "export", "--model", ckpt, "--tokenizer", TOK, "--format", "gguf",
+                                       "--type", t, "--out", w("%s.%s.gguf" % (a.shape, t))], env, a.timeout)
+            must(rc, out, err, "tinylm export --type " + t)
     n_prompt = len(subprocess.run([tinylm, "tokenize", "--tokenizer", TOK, "--text", PROMPT, "--bos"], check=True,
                                   capture_output=True, text=True).stdout.split())
     n_new = a.steps - n_prompt + 1

@@ -5,7 +5,6 @@
 
 #include "cli.h"
 #include "model/model.h"
-#include "ops/quant.h"
 #include "util/error.h"
 #include "util/io.h"
 
@@ -71,9 +70,6 @@ int cli_check_precision(const char *cmd, const char *precision, int auto_ok) {
 }
 
 int cli_apply_precision(tlm_model *m, const char *cmd, const char *precision) {
-    /* the decoding products of quantized weights: exact (weights widened, activations f32) for
-     * fp32, the integer ones otherwise (docs/gguf.md measures what they cost) */
-    wq_set_products(strcmp(precision, "fp32") ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);
     if (!strcmp(precision, "auto")) /* (no bf16 path: model_set_mixed_bf16 leaves fp32 and says nothing) */
         return (m->w16_mem || m->wq_mem) && model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0;
     if (strcmp(precision, "bf16")) return 0;

@@ -12,9 +12,23 @@
 #include "infer/generate.h"
 #include "infer/sampler.h"
 #include "util/clock.h"
+#include "ops/quant.h"
 #include "util/cpu.h"
 #include "util/error.h"
 #include "util/profile.h"
+
+/* "; decode products int8 (AVX512-VNNI)" when a decoding step multiplies some of m's matrices in
+ * integers (ops/quant.h), else "" */
+static const char *decode_products(const tlm_model *m) {
+    static char s[64];
+    if (wq_get_products() != WQ_PRODUCTS_INT8 || wq_int_path_pick() == WQ_INT_SCALAR) return "";
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2 && wq_int_supported(m->tensors[i].qtype)) {
+            snprintf(s, sizeof s, "; decode products int8 (%s)", wq_int_path_name(wq_int_path_pick()));
+            return s;
+        }
+    return "";
+}
 
 /* like run.c and llama.cpp: what the run took, on stderr so stdout stays the text */
 static void print_timings(const tlm_model *m, const gen_stats *st, double load_s, int mla_expanded) {
@@ -24,14 +38,15 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
             "tinylm generate: load %.0f ms (%.1f MiB of %s weights, %.1f MiB read per token); KV cache %.1f MiB "
             "cleared in %.1f ms; prompt %d tokens in "
             "%.1f ms (%.1f tok/s); generated %d tokens, %.2f ms per token after the first (%.2f tok/s); %d threads, "
-            "%s, %s; prompt products %s%s%s\n",
+            "%s, %s; prompt products %s%s%s%s\n",
             load_s * 1e3, model_weight_bytes(m) / 1048576.0, model_matrix_types(m, types, sizeof types),
             model_decode_bytes(m) / 1048576.0, st->kv_bytes / 1048576.0, st->setup_s * 1e3,
             st->n_prompt, st->prefill_s * 1e3, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->n_generated,
             st->n_decoded ? st->decode_s * 1e3 / st->n_decoded : 0.0,
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(), m->bf16_products ? "bf16 (" : "fp32",
-            m->bf16_products ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->bf16_products ? ")" : "");
+            m->bf16_products ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->bf16_products ? ")" : "",
+            decode_products(m));
     if (config_mla(&m->cfg))
         fprintf(stderr,
                 "tinylm generate: multi-head latent attention: the KV cache holds %zu bytes per token (each layer's "
@@ -95,6 +110,9 @@ int cmd_generate(int argc, char **argv) {
     if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
     tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
+    /* decoding's products of quantized weights: exact (weights widened, activations f32) for fp32,
+     * the integer ones otherwise (docs/gguf.md measures what they cost) */
+    wq_set_products(strcmp(precision, "fp32") ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);
     if (!m || cli_apply_dtype(m, dtype) || cli_apply_precision(m, "generate", precision)) {
         model_free(m), free(prompt_text);
         return cli_fail("generate");

@@ -9,7 +9,8 @@
  * however it is computed (mul then sub, or one FMA), which is what lets the vector kernels
  * widen each weight to exactly the f32 value the scalar dequantizer writes.
  *
- * The products (matvec_quant): x stays f32, each weight is widened to that value in registers
+ * The exact products (matvec_quant; quant_int.c has the integer ones, which it hands over to when
+ * they are chosen): x stays f32, each weight is widened to that value in registers
  * and multiplied in f32 with FMA; so y = dot(x, wq_dequantize_row(W)) up to f32 summation
  * order, and the only error is the format's own. Decoding is memory-bound: W is streamed once
  * per MATVEC_MAX_ROWS rows of x, each thread a contiguous share of the output rows. */

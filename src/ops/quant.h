@@ -5,7 +5,8 @@
  * layout: ne[0] = IC is the fastest-varying dimension). The type numbers are ggml's (they are
  * what a GGUF tensor's type field says). Every block layout and formula is in quant.c.
  *
- * Numerics, the same for a few rows (decoding) and many (a prompt): the activations stay f32
+ * Numerics of the exact products (the default; quant_int.c's integer products, below, are the
+ * other choice for a few rows), the same for a few rows (decoding) and many (a prompt): the activations stay f32
  * and each weight is widened to the f32 value its block encodes (in registers for a few rows;
  * a tile of rows at a time into f32 scratch for the GEMM of many), then multiplied in f32.
  * So the only error is the format's own rounding of the weights, and a decoding step computes

@@ -12,11 +12,14 @@
  *    activations too, within the f32 rounding alone, which a wrong level or scale would break;
  *  - the mode: WQ_PRODUCTS_INT8 makes matvec_quant and matvec_quant_part equal the picked set's
  *    products (plus the bias) where a vector set runs (else, TLM_ISA=scalar, they stay exact),
- *    WQ_PRODUCTS_EXACT leaves them as they were; a type with no integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN. */
+ *    the same on 1, 2 and 3 threads, WQ_PRODUCTS_EXACT leaves them as they were; a type with no
+ *    integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <omp.h>
 
 #include "check_count.h"
 #include "ops/ops.h"
@@ -174,6 +177,14 @@ static void test_mode(void) {
                   wq_name(t));
             CHECK(memcmp(y, exact, sizeof y) != 0, "%s: the exact products differ from the integer ones", wq_name(t));
         }
+        /* the same bits on 1, 2 and 3 threads (each output row is one thread's) */
+        for (int nt = 1; nt <= 3; nt++) {
+            float yt[3 * 48];
+            omp_set_num_threads(nt);
+            matvec_quant(yt, x, W, t, bias, N, IC, OC);
+            CHECK(!memcmp(yt, y, sizeof y), "%s: matvec_quant on %d threads", wq_name(t), nt);
+        }
+        omp_set_num_threads(2);
         /* a decoding step's share: rows [16, 40) of the last row of x */
         matvec_quant_part(part, x + 2 * IC, W, t, bias, IC, 16, 40);
         CHECK(!memcmp(part + 16, y + 2 * OC + 16, sizeof(float) * 24), "%s: matvec_quant_part equals matvec_quant",
