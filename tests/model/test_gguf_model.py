@@ -81,20 +81,21 @@ def f16(b):
     return np.frombuffer(b, dtype="<f2").astype(np.float64)
 
 
-def k_scales(sc):  # Q4_K / Q5_K: 8 (scale, min) pairs of 6 bits packed in 12 bytes
-    sc = np.frombuffer(sc, dtype=np.uint8).astype(np.int64)
-    s, m = np.zeros(8, np.int64), np.zeros(8, np.int64)
+def k_scales(sc):  # Q4_K / Q5_K: 8 (scale, min) pairs of 6 bits packed in 12 bytes, per block: [blocks, 12]
+    sc = sc.astype(np.int64)
+    s, m = np.zeros((len(sc), 8), np.int64), np.zeros((len(sc), 8), np.int64)
     for j in range(8):
         if j < 4:
-            s[j], m[j] = sc[j] & 63, sc[j + 4] & 63
+            s[:, j], m[:, j] = sc[:, j] & 63, sc[:, j + 4] & 63
         else:
-            s[j] = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4)
-            m[j] = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4)
+            s[:, j] = (sc[:, j + 4] & 0xF) | ((sc[:, j - 4] >> 6) << 4)
+            m[:, j] = (sc[:, j + 4] >> 4) | ((sc[:, j] >> 6) << 4)
     return s, m
 
 
 def dequantize(t, raw, n):
-    """the values a row of n elements encodes, from the format definitions (float64)"""
+    """the values n elements encode, from the format definitions (float64); blocks are decoded all at
+    once, one row per block, so the file's rows may be passed together"""
     if t == 0:
         return np.frombuffer(raw, dtype="<f4").astype(np.float64)
     if t == 1:
@@ -102,68 +103,65 @@ def dequantize(t, raw, n):
     if t == 30:
         return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     be, bb = BLOCKS[t]
-    out = []
-    for b in range(n // be):
-        blk = raw[b * bb:(b + 1) * bb]
-        if t == 8:
-            d = f16(blk[:2])[0]
-            out.append(d * np.frombuffer(blk[2:], dtype=np.int8))
-        elif t in (2, 3, 6, 7):
-            d = f16(blk[:2])[0]
-            m = f16(blk[2:4])[0] if t in (3, 7) else 0.0
-            o = 4 if t in (3, 7) else 2
-            qh = 0
-            if t in (6, 7):
-                qh = struct.unpack_from("<I", blk, o)[0]
-                o += 4
-            qs = np.frombuffer(blk[o:o + 16], dtype=np.uint8).astype(np.int64)
-            q = np.concatenate([qs & 0xF, qs >> 4])
-            if t in (6, 7):
-                q = q | (np.array([(qh >> j) & 1 for j in range(32)]) << 4)
-            off = {2: 8, 3: 0, 6: 16, 7: 0}[t]
-            out.append(d * (q - off) + m)
-        elif t in (12, 13):
-            d, dmin = f16(blk[:2])[0], f16(blk[2:4])[0]
-            s, mn = k_scales(blk[4:16])
-            qh = np.frombuffer(blk[16:48], dtype=np.uint8).astype(np.int64) if t == 13 else None
-            qs = np.frombuffer(blk[48:] if t == 13 else blk[16:], dtype=np.uint8).astype(np.int64)
-            vals = np.zeros(256)
-            for j in range(4):  # 64 values: the low nibbles of 32 bytes, then their high nibbles
-                chunk = qs[32 * j:32 * (j + 1)]
-                for half in range(2):
-                    q = (chunk & 0xF) if half == 0 else (chunk >> 4)
-                    if t == 13:
-                        q = q + (((qh >> (2 * j + half)) & 1) << 4)
-                    sub = 2 * j + half
-                    vals[64 * j + 32 * half:64 * j + 32 * half + 32] = d * s[sub] * q - dmin * mn[sub]
-            out.append(vals)
-        elif t == 14:
-            ql = np.frombuffer(blk[:128], dtype=np.uint8).astype(np.int64)
-            qh = np.frombuffer(blk[128:192], dtype=np.uint8).astype(np.int64)
-            sc = np.frombuffer(blk[192:208], dtype=np.int8).astype(np.int64)
-            d = f16(blk[208:210])[0]
-            vals = np.zeros(256)
-            for h in range(2):  # two halves of 128
-                l, hh, s = ql[64 * h:64 * h + 64], qh[32 * h:32 * h + 32], sc[8 * h:8 * h + 8]
-                for k in range(32):
-                    q1 = ((l[k] & 0xF) | (((hh[k] >> 0) & 3) << 4)) - 32
-                    q2 = ((l[k + 32] & 0xF) | (((hh[k] >> 2) & 3) << 4)) - 32
-                    q3 = ((l[k] >> 4) | (((hh[k] >> 4) & 3) << 4)) - 32
-                    q4 = ((l[k + 32] >> 4) | (((hh[k] >> 6) & 3) << 4)) - 32
-                    base, i = 128 * h, k // 16
-                    vals[base + k] = d * s[i] * q1
-                    vals[base + k + 32] = d * s[i + 2] * q2
-                    vals[base + k + 64] = d * s[i + 4] * q3
-                    vals[base + k + 96] = d * s[i + 6] * q4
-            out.append(vals)
-    return np.concatenate(out)
+    blk = np.frombuffer(raw, dtype=np.uint8, count=n // be * bb).reshape(n // be, bb)
+
+    def f16s(a, b):  # the f16 at bytes [a, b) of each block, as a column
+        return f16(blk[:, a:b].tobytes()).reshape(-1, 1)
+
+    if t == 8:
+        out = f16s(0, 2) * blk[:, 2:].copy().view(np.int8)
+    elif t in (2, 3, 6, 7):
+        d = f16s(0, 2)
+        m = f16s(2, 4) if t in (3, 7) else 0.0
+        o = 4 if t in (3, 7) else 2
+        q = np.zeros((len(blk), 32), np.int64)
+        if t in (6, 7):
+            qh = blk[:, o:o + 4].copy().view("<u4").astype(np.int64)  # [blocks, 1]
+            q = ((qh >> np.arange(32)) & 1) << 4
+            o += 4
+        qs = blk[:, o:o + 16].astype(np.int64)
+        q = np.concatenate([qs & 0xF, qs >> 4], axis=1) | q
+        off = {2: 8, 3: 0, 6: 16, 7: 0}[t]
+        out = d * (q - off) + m
+    elif t in (12, 13):
+        d, dmin = f16s(0, 2), f16s(2, 4)
+        s, mn = k_scales(blk[:, 4:16])
+        qh = blk[:, 16:48].astype(np.int64) if t == 13 else None
+        qs = (blk[:, 48:] if t == 13 else blk[:, 16:]).astype(np.int64)
+        out = np.zeros((len(blk), 256))
+        for j in range(4):  # 64 values: the low nibbles of 32 bytes, then their high nibbles
+            chunk = qs[:, 32 * j:32 * (j + 1)]
+            for half in range(2):
+                q = (chunk & 0xF) if half == 0 else (chunk >> 4)
+                if t == 13:
+                    q = q + (((qh >> (2 * j + half)) & 1) << 4)
+                sub = 2 * j + half
+                out[:, 64 * j + 32 * half:64 * j + 32 * half + 32] = d * s[:, sub:sub + 1] * q - dmin * mn[:, sub:sub + 1]
+    elif t == 14:
+        ql, qh = blk[:, :128].astype(np.int64), blk[:, 128:192].astype(np.int64)
+        sc = blk[:, 192:208].copy().view(np.int8).astype(np.int64)
+        d = f16s(208, 210)
+        out = np.zeros((len(blk), 256))
+        i = np.arange(32) // 16  # the scale of each of the 32 positions k of a quarter
+        for h in range(2):  # two halves of 128
+            lo, hi, hh, s = ql[:, 64 * h:64 * h + 32], ql[:, 64 * h + 32:64 * h + 64], qh[:, 32 * h:32 * h + 32], \
+                sc[:, 8 * h:8 * h + 8]
+            q1 = ((lo & 0xF) | (((hh >> 0) & 3) << 4)) - 32
+            q2 = ((hi & 0xF) | (((hh >> 2) & 3) << 4)) - 32
+            q3 = ((lo >> 4) | (((hh >> 4) & 3) << 4)) - 32
+            q4 = ((hi >> 4) | (((hh >> 6) & 3) << 4)) - 32
+            base = 128 * h
+            out[:, base:base + 32] = d * s[:, i] * q1
+            out[:, base + 32:base + 64] = d * s[:, i + 2] * q2
+            out[:, base + 64:base + 96] = d * s[:, i + 4] * q3
+            out[:, base + 96:base + 128] = d * s[:, i + 6] * q4
+    return out.reshape(-1)
 
 
 def matrix(tensors, name):
     t, ne, raw = tensors[name]
     cols, rows = ne[0], (ne[1] if len(ne) > 1 else 1)
-    row_bytes = len(raw) // rows
-    return t, np.stack([dequantize(t, raw[r * row_bytes:(r + 1) * row_bytes], cols) for r in range(rows)])
+    return t, dequantize(t, raw, cols * rows).reshape(rows, cols)
 
 
 def read_llama2c(path):
