@@ -31,37 +31,19 @@ import numpy as np
 from . import _lib
 from . import utils
 from .cache import ActivationCache
+from .compat import Config, TransformerLensMixin
+from .factored import FactoredMatrix
 from .weights import Weights
 
 __all__ = ["load", "Model", "HookPoint", "set_threads", "TinylmError", "ActivationCache", "Weights", "utils",
-           "views", "metrics"]
+           "views", "metrics", "patching", "Config", "FactoredMatrix"]
 
-_L = _lib.load_library()
+from ._core import _L, _FP, TinylmError, _c_message, _err, _int_array, _replacement  # noqa: F401
+from .metrics import _metric_dlogits
+from .tokens import TokenizerMixin
+from .generate import GenerationMixin
+
 _MAX_THREADS = 1024
-
-
-_FP = ctypes.POINTER(ctypes.c_float)
-
-
-class TinylmError(RuntimeError):
-    pass
-
-
-def _c_message():
-    msg = _L.tlm_error_message()
-    return msg.decode("utf-8", "replace") if msg else ""
-
-
-def _err(what, msg=None):
-    """TinylmError 'what: <the library's message>', each prefix once (the library's message often
-    starts with the same word)."""
-    msg = _c_message() if msg is None else msg
-    last = what.rsplit(": ", 1)[-1]  # ("param_grads: backward" + "backward: ..." says backward once)
-    for prefix in (what + ": ", last + ": "):
-        while msg.startswith(prefix):
-            msg = msg[len(prefix):]
-    msg = msg.replace("(--allow-nonfinite accepts it)", "(tinylm.load(..., allow_nonfinite=True) accepts it)")
-    return TinylmError("%s: %s" % (what, msg or "failed"))
 
 
 # ---- threads ------------------------------------------------------------------------------------
@@ -130,6 +112,7 @@ class _Keep:
 from . import weights as _weights_mod  # noqa: E402
 from . import metrics  # noqa: E402,F401  (tinylm.metrics: metrics with their gradients)
 from . import views  # noqa: E402,F401  (tinylm.views: HTML views drawn by the inspect page)
+from . import patching  # noqa: E402,F401  (tinylm.patching: activation and attribution patching)
 
 
 class HookPoint:
@@ -137,12 +120,20 @@ class HookPoint:
 
     def __init__(self, name, hook_id, flags):
         self.name, self.id, self.flags = name, hook_id, flags
-        # the absolute positions of the rows the hook is called with (an int array): 0..T-1 in a
-        # pass; in generate's KV-cache steps the prompt's, then one new position per step (so a
-        # hook that must skip BOS writes `a[hook.positions > 0] += v`, not `a[1:] += v`)
+        # the model's positions of the activation's rows, shaped as its leading axes: [T] for one
+        # sequence, [B, T] for a batch (each row its own: a left-padded row counts from its first real
+        # token, its pads 0); in generate's KV-cache steps the prompt's, then the new one per step. A
+        # hook that must skip BOS writes `a[hook.positions > 0] += v`, not `a[1:] += v`
         self.positions = None
         # the pass's attention mask (bool [B, T], True at real tokens) when one was given, else None
         self.attention_mask = None
+        # TransformerLens' hook context: a dict the hook functions of this point share, across the
+        # forward and backward of a call and across calls, until clear_context() / model.clear_contexts()
+        # (or reset_hooks(), run_with_hooks(clear_contexts=True), hooks(clear_contexts=True)) empties it
+        self.ctx = {}
+
+    def clear_context(self):
+        self.ctx = {}
 
     def layer(self):
         return int(self.name.split(".")[1]) if self.name.startswith("blocks.") else None
@@ -155,83 +146,10 @@ class HookPoint:
         return "HookPoint(%r)" % self.name
 
 
-def _is_int(x):
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def _int_array(ids, what, vocab):
-    """ids as an int32 array, refused (not cast) when they are not integers or not in [0, vocab)"""
-    a = np.asarray(ids)
-    if a.size == 0:
-        raise ValueError("%s: no token ids (an empty array)" % what)
-    if a.dtype == np.bool_ or a.dtype.kind not in "iu":
-        raise TypeError("%s: token ids must be integers, got an array of %s (nothing is cast)"
-                        % (what, a.dtype))
-    lo, hi = a.min(), a.max()
-    if lo < 0 or hi >= vocab:
-        bad = lo if lo < 0 else hi
-        at = int(np.flatnonzero(a.reshape(-1) == bad)[0])
-        raise ValueError("%s: token id %d at position %d is outside the vocabulary [0, %d)" % (what, int(bad), at, vocab))
-    return np.ascontiguousarray(a, dtype=np.int32)
-
-
-def _autograd_dlogits(metric, logits, value):
-    """d metric / d logits of a metric function that returned a scalar: PyTorch's autograd, when
-    installed and the function works on a torch tensor; otherwise a TypeError that says what to do"""
-    hint = ("it must return d metric / d logits (an array shaped like the logits %s), or be one of "
-            "tinylm.metrics (logit_diff, log_prob, loss, kl_to), or use torch operations with PyTorch installed"
-            % (logits.shape,))
-    try:
-        import torch
-    except ImportError:
-        raise TypeError("metric: the metric function returned a scalar (%r) and PyTorch is not installed to "
-                        "differentiate it; %s" % (value, hint)) from None
-    t = torch.tensor(np.asarray(logits, dtype=np.float64), requires_grad=True)
-    try:
-        v = metric(t)
-        if not torch.is_tensor(v) or v.numel() != 1 or not v.requires_grad:
-            raise TypeError("not a differentiable torch scalar")
-        v.reshape(()).backward()
-    except Exception as e:  # noqa: BLE001 (any failure: the function is not torch-differentiable)
-        raise TypeError("metric: the metric function returned a scalar (%r) and could not be differentiated "
-                        "by PyTorch (%s); %s" % (value, e, hint)) from None
-    return t.grad.numpy()
-
-
-def _metric_dlogits(metric, logits):
-    """d metric / d logits for metric= : (pos, good, bad) = logits[pos, good] - logits[pos, bad]
-    (a logit difference), or an array like logits (the gradient itself), or a callable
-    logits -> such an array."""
-    if callable(metric):
-        g = metric(logits)
-        if g is None:
-            raise TypeError("metric: the metric function returned None; it must return d metric / d logits, "
-                            "an array shaped like the logits %s" % (logits.shape,))
-        if np.ndim(g) == 0:
-            g = _autograd_dlogits(metric, logits, g)
-    elif isinstance(metric, tuple):
-        if len(metric) != 3 or not all(_is_int(v) for v in metric):
-            raise TypeError("metric: a tuple must be (pos, good, bad), three integers; got %r" % (metric,))
-        pos, good, bad = metric
-        T, V = logits.shape[-2], logits.shape[-1]
-        if not -T <= pos < T or not 0 <= good < V or not 0 <= bad < V:
-            raise ValueError("metric: (pos, good, bad) = %r is outside the logits [T = %d, vocab = %d]" % (metric, T, V))
-        g = np.zeros_like(logits)
-        g[..., pos, good] += 1.0
-        g[..., pos, bad] -= 1.0
-    else:
-        g = metric
-    g = np.asarray(g)
-    if g.dtype.kind not in "fiu" or g.dtype == np.bool_:
-        raise TypeError("metric: the gradient must be numbers, got %s" % g.dtype)
-    g = np.ascontiguousarray(g, dtype=np.float32)
-    if g.shape != logits.shape:
-        raise ValueError("metric: the gradient has shape %s, the logits %s" % (g.shape, logits.shape))
-    return g
-
-
-class Model:
-    """A loaded model. One call at a time (threads take turns); close() or `with` frees it."""
+class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
+    """A loaded model. One call at a time (threads take turns); close() or `with` frees it.
+    The tokenizer's calls come from tinylm.tokens, generate from tinylm.generate, TransformerLens' names
+    (cfg, W_Q, to_tokens, add_hook, hooks(), ...) from tinylm.compat."""
 
     def __init__(self, handle, path, tokenizer=None):
         self._h = ctypes.c_void_p(handle)
@@ -269,6 +187,7 @@ class Model:
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
         self._deferred_free = None  # close() with weight views alive: frees when the last goes
+        self._staged = None  # inside edit_weights(): (the engine's buffer, the block's copy, the tensor table)
         _models.add(self)
         if tokenizer and not self._tok:
             self.close()
@@ -298,6 +217,8 @@ class Model:
             self._owner = me
             try:
                 _apply_threads()
+                if self._staged is not None:  # (inside edit_weights(): the edits so far, into the engine)
+                    np.copyto(self._staged[0], self._staged[1])
                 yield self._h
             finally:
                 self._owner = None
@@ -313,6 +234,7 @@ class Model:
         with lock, self._tok_lock:
             h, tok = self._h, self._tok
             self._h, self._tok = None, None
+            self._tl_W = None  # (the attributes' views: not a reason to keep the engine's model)
             if _L is not None:
                 if tok:
                     _L.tlm_tok_close(tok)
@@ -373,19 +295,29 @@ class Model:
         if not isinstance(writable, bool):
             raise TypeError("weights: writable must be True or False, got %r" % (writable,))
         with self._using("weights") as h:
-            if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
-                if writable:
-                    raise _err("weights")
-                return self._widened_weights(h)
-            table, base = _weights_mod.param_table(_L, h)
-            if table is None:
-                raise _err("weights: %s" % base)
-            keep = self._keep() if self._keep is not None else None
-            if keep is None:
-                keep = _Keep()
-                self._keep = weakref.ref(keep)
-            flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
-            return Weights(self, flat, table, writable)
+            return self._weights_held(h, writable)
+
+    def _weights_held(self, h, writable):
+        """weights() for a caller that holds the model (its lock, or the pass whose hook is running)"""
+        if self._staged is not None:  # (inside edit_weights(): views of the block's copy)
+            flat = self._staged[1]
+            if not writable:
+                flat = flat.view()
+                flat.flags.writeable = False
+            return Weights(self, flat, self._staged[2], writable)
+        if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
+            if writable:
+                raise _err("weights")
+            return self._widened_weights(h)
+        table, base = _weights_mod.param_table(_L, h)
+        if table is None:
+            raise _err("weights: %s" % base)
+        keep = self._keep() if self._keep is not None else None
+        if keep is None:
+            keep = _Keep()
+            self._keep = weakref.ref(keep)
+        flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
+        return Weights(self, flat, table, writable)
 
     def _widened_weights(self, h):
         """read-only views of an f32 copy of weights the model keeps quantized (a GGUF file's blocks)
@@ -420,155 +352,41 @@ class Model:
     @contextlib.contextmanager
     def edit_weights(self):
         """`with model.edit_weights() as W:` writable weights; every parameter is restored as it
-        was when the block ends (an ablation that does not outlive the experiment)."""
-        W = self.weights(writable=True)
-        saved = {k: v.copy() for k, v in W.engine.items()}
+        was when the block ends (an ablation that does not outlive the experiment).
+
+        W's arrays are views of a copy of the parameters that every call on the model inside the
+        block copies into the engine before it runs (one copy of the parameter buffer per call): so
+        a view kept past the block (`w = W["W_out"][0]`) writes into that detached copy, never into
+        the model — the restored weights stay restored. model.weights() inside the block gives views
+        of the same copy."""
+        if self._staged is not None:
+            raise TinylmError("edit_weights: already inside an edit_weights() block of this model (they do not nest)")
+        with self._using("edit_weights") as h:
+            if _L.tlm_params_writable(h):
+                raise _err("edit_weights")
+            table, base = _weights_mod.param_table(_L, h)
+            if table is None:
+                raise _err("edit_weights: %s" % base)
+            keep = self._keep() if self._keep is not None else None
+            if keep is None:
+                keep = _Keep()
+                self._keep = weakref.ref(keep)
+            engine = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, True)
+            saved, staged = engine.copy(), engine.copy()
+            self._staged = (engine, staged, table)
         try:
-            yield W
+            yield Weights(self, staged, table, True)
         finally:
-            for k, v in saved.items():
-                np.copyto(W.engine[k], v)
+            inside = self._owner == threading.get_ident()  # (the block left from inside a hook of a pass)
+            with contextlib.nullcontext() if inside else self._lock:
+                self._staged = None
+                np.copyto(engine, saved)
 
     @property
     def param_names(self):
         """the engine's tensor names (docs/tensors.md), in buffer order"""
         with self._using("param_names") as h:
             return [_L.tlm_param_name(h, i).decode() for i in range(_L.tlm_param_count(h))]
-
-    # ---- tokenizer ------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _tokenizer(self):
-        with self._tok_lock:
-            if self._h is None:
-                raise TinylmError("tokenizer: the model is closed")
-            if not self._tok:
-                raise TinylmError("no tokenizer: %s (pass tokenizer= to tinylm.load)" % self._tok_error)
-            yield self._tok
-
-    def tokenize(self, text, bos=True):
-        """text -> token ids (int32 [T]); with bos, the tokenizer's BOS first when it has one."""
-        if not isinstance(text, str):
-            raise TypeError("tokenize: text must be a str, got %s" % type(text).__name__)
-        b = text.encode("utf-8")
-        n = ctypes.c_size_t()
-        with self._tokenizer() as tok:
-            p = _L.tlm_tok_encode(tok, b, len(b), 1 if bos else 0, ctypes.byref(n))
-            if not p:
-                raise _err("tokenize")
-        ids = np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_int)), shape=(n.value,)).copy() \
-            if n.value else np.zeros(0, np.int32)
-        _L.tlm_free_mem(p)
-        return ids.astype(np.int32)
-
-    def tokenize_batch(self, texts, bos=True, padding_side="right"):
-        """A list of texts -> (ids int32 [B, T], attention_mask bool [B, T]): each text's ids
-        (tokenize), padded to the longest with the tokenizer's EOS (else id 0) on the right
-        (padding_side="right") or the left ("left"); attention_mask True at real tokens. Pass the
-        mask to model(), loss(), run_with_cache(), run_with_hooks() and param_grads(): no real token
-        attends to a pad, positions (RoPE, learned) count from each row's first real token (as
-        Hugging Face's position_ids from the mask), so every real position computes what the text
-        alone computes; the loss and the cache leave pads out."""
-        if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
-            raise TypeError("tokenize_batch: texts must be a non-empty list of str")
-        if padding_side not in ("right", "left"):
-            raise ValueError("tokenize_batch: padding_side=%r; must be 'right' or 'left'" % (padding_side,))
-        seqs = [self.tokenize(t, bos) for t in texts]
-        T = max(len(q) for q in seqs)
-        if T == 0 or min(len(q) for q in seqs) == 0:
-            raise ValueError("tokenize_batch: text %d gives no tokens (an empty text without BOS)"
-                             % min(range(len(seqs)), key=lambda i: len(seqs[i])))
-        pad = self.eos if self.eos is not None and self.eos >= 0 else 0
-        ids = np.full((len(seqs), T), pad, dtype=np.int32)
-        mask = np.zeros((len(seqs), T), dtype=bool)
-        for b, q in enumerate(seqs):
-            if padding_side == "right":
-                ids[b, :len(q)], mask[b, :len(q)] = q, True
-            else:
-                ids[b, T - len(q):], mask[b, T - len(q):] = q, True
-        return ids, mask
-
-    @staticmethod
-    def _mask(ids2, attention_mask, what):
-        """attention_mask (bool, or integers 0/1, shaped as the ids) -> (mask bool [B, T], start
-        int32 [B] or None: each row's first real token when some row is left-padded). Each row must
-        be pads, then its real tokens, then pads (left and/or right padding), with one real token
-        at least."""
-        if attention_mask is None:
-            return None, None
-        m = np.asarray(attention_mask)
-        if m.dtype != np.bool_:
-            if m.dtype.kind not in "iu" or (m.size and not np.isin(m, (0, 1)).all()):
-                raise TypeError("%s: attention_mask must be bool (True at real tokens) or integers 0/1, got %s"
-                                % (what, m.dtype if m.dtype.kind not in "iu" else "other integers"))
-            m = m.astype(bool)
-        if m.size != ids2.size:
-            raise ValueError("%s: attention_mask has %d entries, ids %s" % (what, m.size, ids2.shape))
-        m = m.reshape(ids2.shape)
-        n = m.sum(1)
-        if (n == 0).any():
-            raise ValueError("%s: row %d of attention_mask has no real token" % (what, int(np.flatnonzero(n == 0)[0])))
-        first = m.argmax(1)
-        T = ids2.shape[1]
-        runs = (np.arange(T)[None, :] >= first[:, None]) & (np.arange(T)[None, :] < (first + n)[:, None])
-        if not np.array_equal(runs, m):
-            b = int(np.flatnonzero((runs != m).any(1))[0])
-            raise ValueError("%s: row %d of attention_mask has a pad between real tokens; a row must be pads, "
-                             "its tokens, pads (left and/or right padding)" % (what, b))
-        return m, (np.ascontiguousarray(first, dtype=np.int32) if first.any() else None)
-
-    def _loss_targets(self, ids2, attention_mask, what):
-        """next-token targets [B, T], -1 (not counted) where the token or the next one is a pad"""
-        t = self._next_targets(ids2)
-        m, _ = self._mask(ids2, attention_mask, what)
-        if m is None:
-            return t
-        t[~m] = -1
-        t[:, :-1][~m[:, 1:]] = -1
-        return t
-
-    def _tok_ids(self, ids, what):
-        with self._tokenizer() as tok:
-            V = _L.tlm_tok_vocab_size(tok)
-        a = np.asarray(ids).reshape(-1)
-        return np.zeros(0, np.int32) if a.size == 0 and a.dtype.kind in "iuf" else _int_array(a, what, V)
-
-    def decode(self, ids):
-        """The text of ids, as `tinylm tokenize --decode` (BOS and EOS give no text)."""
-        ids = self._tok_ids(ids, "decode")
-        n = ctypes.c_size_t()
-        with self._tokenizer() as tok:
-            p = _L.tlm_tok_decode(tok, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int)), ids.size, ctypes.byref(n))
-            if not p:
-                raise _err("decode")
-        s = ctypes.string_at(p, n.value).decode("utf-8", "replace")
-        _L.tlm_free_mem(p)
-        return s
-
-    def to_str_tokens(self, text_or_ids, bos=True):
-        """The text of each token (as the tokenizer's piece after the previous token)."""
-        ids = self.tokenize(text_or_ids, bos) if isinstance(text_or_ids, str) \
-            else self._tok_ids(text_or_ids, "to_str_tokens")
-        out, prev, n = [], -1, ctypes.c_size_t()
-        with self._tokenizer() as tok:
-            special = {_L.tlm_tok_bos(tok), _L.tlm_tok_eos(tok)} - {-1}
-            for t in ids:
-                p = _L.tlm_tok_piece(tok, prev, int(t), ctypes.byref(n))
-                piece = ctypes.string_at(p, n.value).decode("utf-8", "replace") if p else ""
-                # (llama2.c's BOS piece is "\n<s>\n": shown as its name, as TransformerLens shows it)
-                out.append(piece.strip() if int(t) in special else piece)
-                prev = int(t)
-        return out
-
-    @property
-    def bos(self):
-        with self._tokenizer() as tok:
-            return _L.tlm_tok_bos(tok)
-
-    @property
-    def eos(self):
-        with self._tokenizer() as tok:
-            return _L.tlm_tok_eos(tok)
 
     # ---- hooks ------------------------------------------------------------------------------
 
@@ -627,7 +445,7 @@ class Model:
                 for fn in fns:
                     r = fn(g, hp)
                     if r is not None:
-                        r = np.asarray(r, dtype=np.float32)
+                        r = _replacement(r, "backward hook %s" % hp.name, "gradient")
                         if r.shape != view.shape:
                             raise ValueError("backward hook %s: replacement has shape %s, the gradient %s"
                                              % (hp.name, r.shape, view.shape))
@@ -653,7 +471,7 @@ class Model:
                 if r is not None:
                     if not hp.writable:
                         raise TinylmError("hook %s is read-only: a replacement would not change the pass" % hp.name)
-                    r = np.asarray(r, dtype=np.float32)
+                    r = _replacement(r, "hook %s" % hp.name, "activation")
                     if r.shape != view.shape:
                         raise ValueError("hook %s: replacement has shape %s, the activation %s"
                                          % (hp.name, r.shape, view.shape))
@@ -749,7 +567,11 @@ class Model:
         hooked = bool(fwd or bwd)
         with self._using(what) as h, self._sigint_flag(hooked):
             if hooked:
-                self._attach(h, fwd, bwd, writes, squeeze, B, T, np.arange(T), mask=mask, start=start,
+                # each row's own positions, shaped as the activations' leading axes ([T], or [B, T]): a
+                # left-padded row counts from its first real token (its pads: 0), as the engine does
+                pos = np.broadcast_to(np.arange(T), (B, T)) if start is None else \
+                    np.maximum(np.arange(T)[None, :] - start[:, None], 0)
+                self._attach(h, fwd, bwd, writes, squeeze, B, T, pos[0] if squeeze else pos, mask=mask, start=start,
                              bwd_writes=bwd_writes)
             try:
                 loss = ctypes.c_float(float("nan"))
@@ -818,9 +640,11 @@ class Model:
                               "be incomplete" % (what, self._active["calls"][0], n_fwd, self._active["calls"][1],
                                                  n_bwd))
 
-    def _fwd_table(self, fwd_hooks):
+    def _fwd_table(self, fwd_hooks, persistent=True):
+        """{hook id: [fn]} of fwd_hooks, after the hooks add_hook / hooks() attached (persistent)"""
         table, writes = {}, set()
-        for item in fwd_hooks or ():
+        items = (self._persistent_hooks("fwd") if persistent else []) + list(fwd_hooks or ())
+        for item in items:
             if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
                 raise TypeError("fwd_hooks: each entry must be (name or name -> bool, fn(activation, hook)), got %r"
                                 % (item,))
@@ -830,11 +654,13 @@ class Model:
                 writes.add(hp.id)
         return table, writes
 
-    def _bwd_table(self, bwd_hooks):
-        """bwd_hooks [(name or name -> bool, fn(grad, hook))] -> {hook id: [fn]}; a point that has no
-        gradient (hook_scale, the attention scores and pattern, MoE's choices) is refused"""
+    def _bwd_table(self, bwd_hooks, persistent=True):
+        """bwd_hooks [(name or name -> bool, fn(grad, hook))] -> {hook id: [fn]} (after add_hook's backward
+        hooks); a point that has no gradient (hook_scale, the attention scores and pattern, MoE's choices)
+        is refused"""
         table = {}
-        for item in bwd_hooks or ():
+        items = (self._persistent_hooks("bwd") if persistent else []) + list(bwd_hooks or ())
+        for item in items:
             if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
                 raise TypeError("bwd_hooks: each entry must be (name or name -> bool, fn(gradient, hook)), got %r"
                                 % (item,))
@@ -863,26 +689,42 @@ class Model:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def __call__(self, ids, fwd_hooks=None, attention_mask=None):
+    def __call__(self, ids, fwd_hooks=None, attention_mask=None, return_type="logits", loss_per_token=False,
+                 prepend_bos=None, padding_side=None):
         """Logits [T, vocab] (or [B, T, vocab] for [B, T] ids), float32. attention_mask (bool like
         ids, from tokenize_batch; left and/or right padding): no real token attends to a pad and
         positions count from each row's first real token, so the real positions' logits are each
-        text's own (the pads' are meaningless)."""
+        text's own (the pads' are meaningless). ids may be a text (tokenized with BOS) or a list of
+        texts (tokenize_batch's right padding, with its mask), as everywhere ids are taken.
+        return_type (TransformerLens'): "logits", "loss" (loss(); loss_per_token=True: per position),
+        "both" ((logits, loss) of one pass) or None. prepend_bos= / padding_side=: how texts are
+        tokenized (TransformerLens' per-call keywords; None: BOS, right padding)."""
+        ids, attention_mask = self._text_input(ids, attention_mask, "forward", prepend_bos, padding_side)
+        if return_type not in ("logits", "loss", "both", None):
+            raise ValueError("forward: return_type = %r; 'logits', 'loss', 'both' or None" % (return_type,))
+        if return_type in ("loss", "both"):
+            logits, loss = self._logits_loss(ids, fwd_hooks, attention_mask, loss_per_token, "forward")
+            return loss if return_type == "loss" else (logits, loss)
         fwd, writes = self._fwd_table(fwd_hooks)
-        return self._run(ids, fwd=fwd, writes=writes, attention_mask=attention_mask)[0]
+        logits = self._run(ids, fwd=fwd, writes=writes, attention_mask=attention_mask)[0]
+        return logits if return_type else None
 
     forward = __call__
 
-    def param_grads(self, ids, names=None, metric=None, attention_mask=None, bwd_hooks=()):
+    def param_grads(self, ids, names=None, metric=None, attention_mask=None, bwd_hooks=(), prepend_bos=None,
+                    padding_side=None):
         """{parameter name (docs/tensors.md, model.param_names): gradient}, float32 copies shaped
         as the parameter, of the loss (mean next-token cross-entropy; attention_mask as loss()) or,
         with metric= (as run_with_cache's: (pos, good, bad), an array, a tinylm.metrics metric or a
         function), of that metric of the logits; names: a list or None (every parameter).
         bwd_hooks: as run_with_hooks' (edited gradients flow on to the parameters)."""
+        if isinstance(names, str):
+            names = [names]  # (one name, not its characters)
         table = {n: None for n in (self.param_names if names is None else names)}
         unknown = [n for n in table if n not in set(self.param_names)]
         if unknown:
             raise KeyError("param_grads: no parameter named %r (model.param_names lists them)" % unknown[0])
+        ids, attention_mask = self._text_input(ids, attention_mask, "param_grads", prepend_bos, padding_side)
         ids2, _ = self._ids2(ids, "param_grads")
         how, targets = self._backward_how(ids2, metric, attention_mask, "param_grads")
         bwd = self._bwd_table(bwd_hooks)
@@ -902,28 +744,36 @@ class Model:
                     out[name] = (-1,)
         return out
 
-    def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False):
+    def loss(self, ids, fwd_hooks=None, attention_mask=None, per_token=False, prepend_bos=None, padding_side=None):
         """Mean next-token cross-entropy of ids (each position predicts the next; at least 2 tokens).
         attention_mask (bool like ids, from tokenize_batch; left and/or right padding): the pass
         honours it (as model()) and positions that are pads or whose next token is a pad are left
         out of the mean. per_token=True: the loss of each position instead, float32 [.., T-1]
         (NaN where left out), from the pass's logits in float64."""
+        ids, attention_mask = self._text_input(ids, attention_mask, "loss", prepend_bos, padding_side)
+        return self._logits_loss(ids, fwd_hooks, attention_mask, per_token, "loss")[1]
+
+    def _logits_loss(self, ids, fwd_hooks, attention_mask, per_token, what):
+        """(logits, loss) of one pass: the mean loss, or per position (float32 [.., T-1], NaN where left out)"""
         fwd, writes = self._fwd_table(fwd_hooks)
-        ids2, squeeze = self._ids2(ids, "loss")
-        targets = self._loss_targets(ids2, attention_mask, "loss")
+        ids2, squeeze = self._ids2(ids, what)
+        targets = self._loss_targets(ids2, attention_mask, what)
         if not per_token:
-            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what="loss",
-                             attention_mask=attention_mask)[1]
-        logits = self._run(ids2, fwd=fwd, writes=writes, what="loss",
-                           attention_mask=attention_mask)[0].astype(np.float64)[:, :-1]
+            return self._run(ids, targets=targets, fwd=fwd, writes=writes, what=what, attention_mask=attention_mask)
+        if ids2.shape[1] < 2:
+            raise ValueError("%s: the loss needs at least 2 tokens (a sequence of %d has nothing to predict)"
+                             % (what, ids2.shape[1]))
+        out_logits = self._run(ids2, fwd=fwd, writes=writes, what=what, attention_mask=attention_mask)[0]
+        logits = out_logits.astype(np.float64)[:, :-1]
         z = logits - logits.max(axis=-1, keepdims=True)
         lse = np.log(np.exp(z).sum(axis=-1))
         t = targets[:, :-1]
         picked = np.take_along_axis(z, np.maximum(t, 0)[..., None], axis=-1)[..., 0]
         out = np.where(t >= 0, lse - picked, np.nan).astype(np.float32)
-        return out[0] if squeeze else out
+        return (out_logits[0], out[0]) if squeeze else (out_logits, out)
 
-    def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False, attention_mask=None, bwd_hooks=(), metric=None):
+    def run_with_hooks(self, ids, fwd_hooks=(), return_loss=False, attention_mask=None, bwd_hooks=(), metric=None,
+                       prepend_bos=None, padding_side=None, clear_contexts=False):
         """Logits with fwd_hooks = [(name or name -> bool, fn(activation, hook))] attached: fn sees
         the activation (its own copy of the engine's buffer) and may return a replacement of the
         same shape (or change it in place); the pass continues from it.
@@ -932,9 +782,25 @@ class Model:
         as run_with_cache's), and fn sees the gradient at that point as it flows back and may edit
         it in place or return a replacement: everything upstream (earlier points, the parameters'
         gradients) is computed from what it leaves — TransformerLens' backward hooks, whose
-        backward is `loss.backward()`. attention_mask: as model()."""
+        backward is `loss.backward()`. attention_mask: as model(). hook.ctx (a dict per hook point) carries
+        what a forward hook keeps to the backward hook of the same point; clear_contexts=True empties
+        every point's ctx after the call."""
+        if not isinstance(clear_contexts, bool):
+            raise TypeError("run_with_hooks: clear_contexts must be True or False")
+        try:
+            return self._run_with_hooks(ids, fwd_hooks, return_loss, attention_mask, bwd_hooks, metric, prepend_bos,
+                                        padding_side)
+        finally:
+            if clear_contexts:
+                self.clear_contexts()
+
+    def _run_with_hooks(self, ids, fwd_hooks, return_loss, attention_mask, bwd_hooks, metric, prepend_bos,
+                        padding_side):
+        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_hooks", prepend_bos, padding_side)
         fwd, writes = self._fwd_table(fwd_hooks)
-        bwd = self._bwd_table(bwd_hooks)
+        bwd = self._bwd_table(bwd_hooks, persistent=False)
+        if bwd or metric is not None:  # (add_hook's backward hooks join a backward the call runs anyway)
+            bwd = self._bwd_table(bwd_hooks)
         ids2 = self._ids2(ids, "run_with_hooks")[0]
         how = targets = None
         if bwd:
@@ -948,7 +814,8 @@ class Model:
         return (logits, loss) if return_loss else logits
 
     def run_with_cache(self, ids, names=None, backward=False, metric=None, fwd_hooks=(), attention_mask=None,
-                       bwd_hooks=()):
+                       bwd_hooks=(), names_filter=None, remove_batch_dim=False, return_cache_object=True,
+                       prepend_bos=None, padding_side=None):
         """(logits, cache): cache {hook name: activation copy} for the selected names (None: all;
         a list; a callable name -> bool). backward=True also differentiates the loss (or metric=:
         (pos, good, bad) for logits[pos, good] - logits[pos, bad], an array d metric / d logits,
@@ -958,13 +825,32 @@ class Model:
         the edited gradient at their point. attention_mask (bool like ids, from tokenize_batch):
         the pass honours it (as model()), the loss leaves pads out, and the cache holds zeros at
         pad positions (activations and gradients; pattern rows of pad queries 0, their scores -inf;
-        hook_scale 1, so that the cache's helpers give 0 there); cache.attention_mask keeps it."""
+        hook_scale 1, so that the cache's helpers give 0 there); cache.attention_mask keeps it.
+        TransformerLens' keywords: names_filter= (as names=), remove_batch_dim=True (ids [1, T] or one
+        text in a list: the cache's arrays without the batch axis; the logits keep it),
+        return_cache_object=False (a plain dict), prepend_bos= / padding_side= (as model())."""
+        if names_filter is not None:
+            if names is not None:
+                raise TypeError("run_with_cache: names= and names_filter= are one argument; give one")
+            names = names_filter
+        ids, attention_mask = self._text_input(ids, attention_mask, "run_with_cache", prepend_bos, padding_side)
+        if not isinstance(remove_batch_dim, bool):
+            raise TypeError("run_with_cache: remove_batch_dim must be True or False")
+        if remove_batch_dim:
+            a = np.asarray(ids)
+            if a.ndim != 2 or a.shape[0] != 1:
+                raise ValueError("run_with_cache: remove_batch_dim=True needs a batch of one ([1, T] ids), got ids of "
+                                 "shape %s" % (a.shape,))
+            logits, c = self.run_with_cache(a[0], names, backward, metric, fwd_hooks,
+                                            None if attention_mask is None else np.asarray(attention_mask)[0],
+                                            bwd_hooks, return_cache_object=return_cache_object)
+            return logits[None], c
         sel = self._resolve(names)
         cache = {}
         fwd, writes = self._fwd_table(fwd_hooks)
-        ubwd = self._bwd_table(bwd_hooks)
-        if ubwd and not backward:
+        if self._bwd_table(bwd_hooks, persistent=False) and not backward:
             raise ValueError("run_with_cache: bwd_hooks need backward=True")
+        ubwd = self._bwd_table(bwd_hooks) if backward else {}
 
         def keep(a, hook):  # (a point with hook functions of the caller's: they may keep `a` too)
             cache[hook.name] = np.array(a, dtype=np.float32, copy=True)
@@ -1010,7 +896,7 @@ class Model:
             for k in (hp.name, hp.name + "_grad"):
                 if k in cache:
                     dict.__setitem__(ordered, k, cache[k])
-        return logits, ordered
+        return logits, (ordered if return_cache_object else dict(ordered))
 
     def _zero_pads(self, key, a, mask, squeeze):
         """a cached array (in place) at the pad positions of mask [B, T]: 0 (hook_scale: 1; a pad
@@ -1028,257 +914,3 @@ class Model:
         idx = pad.reshape(pad.shape + (1,) * (a.ndim - pad.ndim))
         fill = 1.0 if (hp is not None and hp.flags & _lib.HOOK_RSTD and key == name) else 0.0
         np.copyto(a, np.float32(fill), where=np.broadcast_to(idx, a.shape))
-
-    # ---- generation --------------------------------------------------------------------------
-
-    @staticmethod
-    def _sampling(temperature, top_k, top_p, seed):
-        """the C sampler's settings, checked (ValueError naming the argument)"""
-        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
-                or not (0 <= float(temperature) < float("inf")):
-            raise ValueError("generate: temperature = %r; must be a finite number >= 0 (0 = greedy)" % (temperature,))
-        if top_k is None:
-            top_k = 0
-        if not _is_int(top_k) or not 0 <= top_k <= 0x7fffffff:
-            raise ValueError("generate: top_k = %r; must be None or an integer >= 0 (0 = off)" % (top_k,))
-        if top_p is None:
-            top_p = 0.0
-        if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0.0 <= float(top_p) <= 1.0:
-            raise ValueError("generate: top_p = %r; must be None or a number in [0, 1] (0 or 1 = off)" % (top_p,))
-        if seed is None:
-            seed = int.from_bytes(os.urandom(8), "little")
-        if not _is_int(seed) or not -2 ** 63 <= seed < 2 ** 64:
-            raise ValueError("generate: seed = %r; must be an integer in [-2^63, 2^64) (as `tinylm generate --seed`)"
-                             % (seed,))
-        return float(temperature), int(top_k), float(top_p), int(seed) % 2 ** 64
-
-    def generate(self, prompt, n=50, temperature=1.0, top_k=None, top_p=None, seed=None, fwd_hooks=(),
-                 stop_at_eos=True, return_ids=False, stream=False, use_kv_cache=True):
-        """Samples up to n tokens after prompt (text, or ids) as `tinylm generate` does: the same
-        sampler (temperature 0 = greedy, top-k, top-p, the engine's RNG: the same seed gives the
-        CLI's text), stopping at the tokenizer's BOS or EOS (not returned; stop_at_eos=False goes
-        on). The prompt plus n must fit in max_position_embeddings.
-
-        Through the engine's KV cache, hooks included: fwd_hooks are called at every step over the
-        positions that step computes — the whole prompt first (one pass), then each new token
-        ([1, ...] arrays; hook.positions gives their absolute positions) — and what they leave in
-        k and v is what the cache keeps. The attention scores and pattern are not computed as a
-        [T, T] map there: hooks on them need use_kv_cache=False, which runs the whole sequence
-        again at every step (hooks then see every position every time).
-
-        Returns the continuation's text (ids with return_ids=True); stream=True returns a generator
-        of its pieces instead (each token's text as it is sampled; ids with return_ids=True). For a
-        list of prompts (texts, or lists / arrays of ids): the list of their continuations, each on its
-        own with the same seed (with
-        stream=True, (index, piece) pairs, prompt after prompt). Without stream, a list runs as one
-        batch through a batched KV cache (the prompts left-padded, each row its own sampler with the
-        seed): each prompt's continuation is what generating it alone samples, from logits that agree
-        to float32 rounding; fwd_hooks then see [B, T, ...] arrays, hook.positions [B, T] (each row's
-        own positions; a left pad's 0) and hook.attention_mask [B, T]."""
-        if isinstance(prompt, (list, tuple)) and prompt and all(
-                isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt):
-            # several prompts: each continued on its own (the same seed for each: a prompt's text does
-            # not depend on the others in the list)
-            if len(prompt) > 1 and not stream and use_kv_cache:
-                return self._generate_batch(prompt, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids,
-                                            fwd_hooks)
-            args = (n, temperature, top_k, top_p, seed, fwd_hooks, stop_at_eos, return_ids)
-            if stream:
-                streams = [self.generate(p, *args, stream=True, use_kv_cache=use_kv_cache) for p in prompt]
-                return ((i, piece) for i, st in enumerate(streams) for piece in st)
-            return [self.generate(p, *args, use_kv_cache=use_kv_cache) for p in prompt]
-        if not _is_int(n) or n < 1:
-            raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
-        for name, flag in (("stop_at_eos", stop_at_eos), ("return_ids", return_ids), ("stream", stream),
-                           ("use_kv_cache", use_kv_cache)):
-            if not isinstance(flag, bool):
-                raise TypeError("generate: %s must be True or False, got %r" % (name, flag))
-        temperature, top_k, top_p, seed = self._sampling(temperature, top_k, top_p, seed)
-        if isinstance(prompt, str):
-            ids = self.tokenize(prompt)
-            if ids.size == 0:  # no prompt and no BOS token: a new line, as the CLI starts
-                ids = self.tokenize("\n", bos=False)
-        else:
-            ids = _int_array(np.asarray(prompt).reshape(-1), "generate", self.vocab_size)
-        P = int(ids.size)
-        if P + n > self.max_positions:
-            raise ValueError("generate: the prompt's %d tokens + n = %d new ones exceed the model's "
-                             "max_position_embeddings = %d" % (P, n, self.max_positions))
-        fwd, writes = self._fwd_table(fwd_hooks)
-        if use_kv_cache:
-            maps = [self._by_id[i].name for i in fwd if self._by_id[i].flags & _lib.HOOK_MASKED
-                    or i in self._pattern_ids]
-            if maps:
-                raise ValueError("generate: %s is not computed as a [T, T] map with the KV cache; pass "
-                                 "use_kv_cache=False (every step runs the whole sequence)" % maps[0])
-        setting = (temperature, top_k, top_p, seed)
-        if stream:
-            steps = self._generate_steps(ids, n, setting, fwd, writes, stop_at_eos, use_kv_cache)
-            return steps if return_ids else self._pieces(ids, steps)
-        if not fwd and stop_at_eos and self._tok and use_kv_cache:
-            out = self._generate_cached(ids, n, *setting)  # (the CLI's own loop, in one call)
-        else:
-            out = np.array(list(self._generate_steps(ids, n, setting, fwd, writes, stop_at_eos, use_kv_cache)),
-                           np.int32)
-        if return_ids:
-            return out
-        return self._continuation(ids, out)
-
-    def _continuation(self, ids, out):
-        """the text the continuation adds after the prompt, as the CLI prints it: decoded alone, a
-        SentencePiece continuation would lose the space its first piece starts with"""
-        before, whole = self.decode(ids), self.decode(np.concatenate([np.asarray(ids, np.int32), out]))
-        return whole[len(before):] if whole.startswith(before) else self.decode(out)
-
-    def _prompt_ids(self, text):
-        if not isinstance(text, str):
-            return _int_array(np.asarray(text).reshape(-1), "generate", self.vocab_size)
-        ids = self.tokenize(text)
-        return ids if ids.size else self.tokenize("\n", bos=False)  # (as generate: the CLI's start)
-
-    def _generate_batch(self, prompts, n, temperature, top_k, top_p, seed, stop_at_eos, return_ids, fwd_hooks=()):
-        """generate for several prompts at once: one batched KV cache (tlm_gen_batch_*); fwd_hooks see
-        [B, T, ...] at each step (the prompts, then [B, 1, ...]), hook.positions [B, T] each row's own
-        positions (a left pad's: 0), hook.attention_mask [B, T] (False at pads)"""
-        if not _is_int(n) or n < 1:
-            raise ValueError("generate: n = %r; must be an integer >= 1" % (n,))
-        for name, flag in (("stop_at_eos", stop_at_eos), ("return_ids", return_ids)):
-            if not isinstance(flag, bool):
-                raise TypeError("generate: %s must be True or False, got %r" % (name, flag))
-        setting = self._sampling(temperature, top_k, top_p, seed)
-        fwd, writes = self._fwd_table(fwd_hooks)
-        maps = [self._by_id[i].name for i in fwd if self._by_id[i].flags & _lib.HOOK_MASKED or i in self._pattern_ids]
-        if maps:
-            raise ValueError("generate: %s is not computed as a [T, T] map with the KV cache; pass "
-                             "use_kv_cache=False (every step runs the whole sequence)" % maps[0])
-        seqs = [self._prompt_ids(p) for p in prompts]
-        longest = max(q.size for q in seqs)
-        if longest + n > self.max_positions:
-            raise ValueError("generate: the longest prompt's %d tokens + n = %d new ones exceed the model's "
-                             "max_position_embeddings = %d" % (longest, n, self.max_positions))
-        B = len(seqs)
-        flat = np.ascontiguousarray(np.concatenate(seqs), dtype=np.int32)
-        lens = np.array([q.size for q in seqs], np.int32)
-        IP = ctypes.POINTER(ctypes.c_int)
-        stop = ({self.bos, self.eos} - {-1}) if stop_at_eos and self._tok else set()
-        out = [[] for _ in range(B)]
-        done = [False] * B
-        toks = np.zeros(B, np.int32)
-        start = longest - lens  # (each row's left pads)
-        with self._using("generate") as h:
-            g = _L.tlm_gen_batch_new(h, flat.ctypes.data_as(IP), lens.ctypes.data_as(IP), B, n, *setting)
-            if not g:
-                raise _err("generate")
-        try:
-            for step in range(n):
-                with self._using("generate") as h, self._sigint_flag(bool(fwd)):
-                    try:
-                        if fwd:
-                            pos0, T = (0, longest) if step == 0 else (longest + step - 1, 1)
-                            idx = np.arange(pos0, pos0 + T)
-                            self._attach(h, fwd, {}, writes, False, B, T,
-                                         np.maximum(idx[None, :] - start[:, None], 0),
-                                         mask=idx[None, :] >= start[:, None])
-                        rc = _L.tlm_gen_batch_next(h, g, toks.ctypes.data_as(IP))
-                        self._raise_after(rc, "generate", "generate", len(fwd), 0)
-                    finally:
-                        if fwd:
-                            _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
-                            self._active, self._exc = None, None
-                for b in range(B):
-                    if done[b]:
-                        continue
-                    if int(toks[b]) in stop:
-                        done[b] = True
-                    else:
-                        out[b].append(int(toks[b]))
-                if all(done):
-                    break
-        finally:
-            _L.tlm_gen_batch_free(g)
-        res = [np.array(o, np.int32) for o in out]
-        return res if return_ids else [self._continuation(q, o) for q, o in zip(seqs, res)]
-
-    def _pieces(self, ids, steps):
-        """the text of each generated token after the one before it (UTF-8 split across tokens is
-        held back until complete)"""
-        import codecs
-        dec = codecs.getincrementaldecoder("utf-8")("replace")
-        prev = int(ids[-1])
-        n = ctypes.c_size_t()
-        for t in steps:
-            with self._tokenizer() as tok:
-                p = _L.tlm_tok_piece(tok, prev, int(t), ctypes.byref(n))
-                raw = ctypes.string_at(p, n.value) if p else b""
-            prev = int(t)
-            text = dec.decode(raw)
-            if text:
-                yield text
-        tail = dec.decode(b"", final=True)
-        if tail:
-            yield tail
-
-    def _generate_steps(self, ids, n, setting, fwd, writes, stop_at_eos, use_kv_cache):
-        """a generator of the new ids, one sampled per step (stops at BOS/EOS with stop_at_eos)"""
-        stop = set()
-        if stop_at_eos and self._tok:
-            stop = {self.bos, self.eos} - {-1}
-        if not use_kv_cache:
-            yield from self._generate_recompute(ids, n, setting, fwd, writes, stop)
-            return
-        ids = np.ascontiguousarray(ids, dtype=np.int32)
-        IP = ctypes.POINTER(ctypes.c_int)
-        with self._using("generate") as h:
-            g = _L.tlm_gen_new(h, ids.ctypes.data_as(IP), ids.size, n, *setting)
-            if not g:
-                raise _err("generate")
-        try:
-            tok = ctypes.c_int()
-            for _ in range(n):
-                with self._using("generate") as h, self._sigint_flag(bool(fwd)):
-                    try:
-                        if fwd:
-                            pos0 = _L.tlm_gen_position(g)
-                            T = ids.size if pos0 == 0 else 1
-                            self._attach(h, fwd, {}, writes, True, 1, T, np.arange(pos0, pos0 + T))
-                        rc = _L.tlm_gen_next(h, g, ctypes.byref(tok))
-                        self._raise_after(rc, "generate", "generate", len(fwd), 0)
-                    finally:
-                        if fwd:
-                            _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
-                            self._active, self._exc = None, None
-                if tok.value in stop:
-                    return
-                yield tok.value
-        finally:
-            _L.tlm_gen_free(g)
-
-    def _generate_cached(self, ids, n, temperature, top_k, top_p, seed):
-        IP = ctypes.POINTER(ctypes.c_int)
-        out = np.zeros(n, np.int32)
-        made = ctypes.c_int()
-        with self._using("generate") as h, self._tokenizer() as tok:
-            if _L.tlm_generate(h, tok, ids.ctypes.data_as(IP), ids.size, n, temperature, top_k, top_p, seed,
-                               out.ctypes.data_as(IP), ctypes.byref(made)):
-                raise _err("generate")
-        return out[:made.value].copy()
-
-    def _generate_recompute(self, ids, n, setting, fwd, writes, stop):
-        """use_kv_cache=False: every step runs the whole sequence (hooks see every position)"""
-        with self._using("generate") as h:
-            s = _L.tlm_sampler_new(h, *setting)
-            if not s:
-                raise _err("generate")
-        seq = list(int(i) for i in ids)
-        try:
-            for _ in range(n):
-                logits = self._run(np.array(seq, np.int32), fwd=dict(fwd), writes=writes, what="generate")[0]
-                last = np.ascontiguousarray(logits[-1], dtype=np.float32)
-                with self._using("generate"):
-                    nxt = _L.tlm_sampler_next(s, last.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-                if nxt in stop:
-                    return
-                seq.append(nxt)
-                yield nxt
-        finally:
-            _L.tlm_sampler_free(s)

@@ -307,11 +307,10 @@ class ActivationCache(dict):
         if layer is None or layer == -1:
             layer = self.n_layers
         layer = self._layer_arg(layer, "stack_neuron_results")
+        self._neurons_decompose("stack_neuron_results", layer)
         W_out = self._weights()["W_out"]
         comps, labels = [], []
         for l in range(layer):
-            if W_out[l] is None:  # (a list of per-layer views: see Weights)
-                raise ValueError("stack_neuron_results: layer %d's FFN is a mixture of experts (no dense neurons)" % l)
             f = W_out[l].shape[0]
             keep = np.arange(f)[neuron_slice] if neuron_slice is not None else np.arange(f)
             post = self["blocks.%d.mlp.hook_post" % l]  # [..., T, f]
@@ -331,6 +330,64 @@ class ActivationCache(dict):
             stack = self.apply_ln_to_stack(stack, layer, pos_slice=pos_slice)
         return (stack, labels) if return_labels else stack
 
+    def compute_head_results(self):
+        """TransformerLens' compute_head_results: adds blocks.{l}.attn.hook_result [..., T, H, d] to the
+        cache for every layer with a cached hook_z — each head's write, hook_z[..., h, :] @ W_O[l, h],
+        computed from the cached hook_z and W_O (tinylm has no hook_result point; b_O is in no head)"""
+        W_O = self._weights()["W_O"]
+        done = 0
+        for l in range(self.n_layers):
+            z = self.get("blocks.%d.attn.hook_z" % l)
+            if z is None or W_O[l] is None:
+                continue
+            r = np.einsum("...hk,hkd->...hd", z.astype(np.float64), W_O[l].astype(np.float64))
+            dict.__setitem__(self, "blocks.%d.attn.hook_result" % l, r.astype(np.float32))
+            done += 1
+        if not done:
+            raise KeyError("compute_head_results: no blocks.{l}.attn.hook_z in this cache (run_with_cache(names=...) "
+                           "left them out)")
+
+    def stack_activation(self, activation_name, layer=-1, sublayer_type=None):
+        """TransformerLens' stack_activation: cache[activation_name, l, sublayer_type] for l in
+        range(layer) (-1 or None: every layer), stacked [l, ...]"""
+        n = self.n_layers if layer is None or layer == -1 else self._layer_arg(layer, "stack_activation")
+        if n == 0:
+            raise ValueError("stack_activation: layer = 0 leaves nothing to stack")
+        key = (activation_name,) + ((sublayer_type,) if sublayer_type is not None else ())
+        return np.stack([self[(key[0], l) + key[1:]] for l in range(n)])
+
+    def get_neuron_results(self, layer, neuron_slice=None, pos_slice=None):
+        """TransformerLens' get_neuron_results: what each neuron of layer's MLP writes, [..., T, f', d]
+        = hook_post[..., n] * W_out[layer, n] (refused where the layer has no dense neurons)"""
+        layer = self._layer_arg(layer, "get_neuron_results")
+        if layer >= self.n_layers:
+            raise ValueError("get_neuron_results: layer = %d; the model has %d layers" % (layer, self.n_layers))
+        self._neurons_decompose("get_neuron_results", layer + 1)
+        W_out = self._weights()["W_out"][layer]
+        post = _pos(self["blocks.%d.mlp.hook_post" % layer], pos_slice, -2)
+        keep = np.arange(W_out.shape[0])[neuron_slice] if neuron_slice is not None else np.arange(W_out.shape[0])
+        r = post[..., keep, None].astype(np.float64) * W_out[keep].astype(np.float64)
+        return r.astype(np.float32)
+
+    def _neurons_decompose(self, what, layer):
+        """refuses (ValueError naming the model kind and why) when the FFN output of a layer before
+        `layer` is not the sum of its dense neurons' writes (+ b_out)"""
+        c = self._cfg
+        if c.get("enable_moe_block"):
+            raise ValueError("%s: this model has Gemma 4's MoE block (enable_moe_block): each layer's dense MLP output "
+                             "goes through its own RMSNorm (ln2_dense_out) and is added to the experts' normed output, "
+                             "so its neurons do not sum to what the FFN writes (a norm is not linear) and the experts "
+                             "are no neurons: there is no neuron decomposition of this model" % what)
+        moe = self._weights().moe_layers
+        hit = [l for l in moe if l < layer]
+        if hit:
+            raise ValueError("%s: layer %d is a mixture of experts (num_experts %s): its FFN output is the router-weighted "
+                             "sum of the chosen experts' outputs (mlp.hook_expert_out x mlp.hook_expert_weights), with "
+                             "no dense neurons; stop before it (layer=%d)%s" % (
+                                 what, hit[0], c.get("num_experts"), hit[0],
+                                 ", or expand_neurons=False (each layer's hook_mlp_out as one component)"
+                                 if what == "get_full_resid_decomposition" else ""))
+
     def get_full_resid_decomposition(self, layer=None, mlp_input=False, expand_neurons=True, apply_ln=False,
                                      pos_slice=None, return_labels=False):
         """The stream at `layer` as every head's result (stack_head_results), every neuron's
@@ -344,6 +401,8 @@ class ActivationCache(dict):
                              "after its heads / neurons: they do not sum to what it writes"
                              % self._cfg.get("norm_placement"))
         layer = self._layer_arg(layer, "get_full_resid_decomposition")
+        if expand_neurons:
+            self._neurons_decompose("get_full_resid_decomposition", layer)
         W = self._weights()
         comps, labels = [], []
         n_attn = layer + (1 if mlp_input else 0)
@@ -415,13 +474,18 @@ class ActivationCache(dict):
     def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None, pos_slice=None):
         """Each component's direct contribution to the logit of `tokens` (minus that of
         incorrect_tokens when given): (stack * (W_U[:, tokens] - W_U[:, incorrect])).sum(-1).
-        tokens: an id, or ids broadcasting against the stack's positions ([T], or [B, T]).
+        tokens: an id, or ids broadcasting against the stack's positions ([T], or [B, T]); a string
+        (or a list of strings) that is one token each, as TransformerLens takes.
         The stack should be normed first (apply_ln_to_stack) for logits; the final soft-cap
         (Gemma 2) is not linear and not applied."""
         W_U = self._weights()["W_U"]
         V = W_U.shape[1]
 
         def ids(t, what):
+            if isinstance(t, str):  # (TransformerLens: a string that is one token)
+                t = self.model.to_single_token(t)
+            elif isinstance(t, (list, tuple)) and t and all(isinstance(x, str) for x in t):
+                t = [self.model.to_single_token(x) for x in t]
             a = np.asarray(t)
             if a.dtype.kind not in "iu":
                 raise TypeError("logit_attrs: %s must be token ids (integers), got %s" % (what, a.dtype))

@@ -14,6 +14,8 @@ function of your own that returns a scalar is differentiated by PyTorch when it 
 (the function must then use torch operations); without it, build it from these."""
 import numpy as np
 
+from ._core import _is_int
+
 
 def _log_softmax(z):
     z = z - z.max(axis=-1, keepdims=True)
@@ -104,3 +106,62 @@ def kl_to(ref_logits, pos=None):
             g[..., pos, :] = d[..., 0, :]
         return g
     return Metric("kl_to" + ("" if pos is None else "(pos=%d)" % pos), value, grad)
+
+
+# ---- the metric= argument of run_with_cache / run_with_hooks / param_grads ---------------------------
+
+def _autograd_dlogits(metric, logits, value):
+    """d metric / d logits of a metric function that returned a scalar: PyTorch's autograd, when
+    installed and the function works on a torch tensor; otherwise a TypeError that says what to do"""
+    hint = ("it must return d metric / d logits (an array shaped like the logits %s), or be one of "
+            "tinylm.metrics (logit_diff, log_prob, loss, kl_to), or use torch operations with PyTorch installed"
+            % (logits.shape,))
+    try:
+        import torch
+    except ImportError:
+        raise TypeError("metric: the metric function returned a scalar (%r) and PyTorch is not installed to "
+                        "differentiate it; %s" % (value, hint)) from None
+    t = torch.tensor(np.asarray(logits, dtype=np.float64), requires_grad=True)
+    try:
+        v = metric(t)
+        if not torch.is_tensor(v) or v.numel() != 1 or not v.requires_grad:
+            raise TypeError("not a differentiable torch scalar")
+        v.reshape(()).backward()
+    except Exception as e:  # noqa: BLE001 (any failure: the function is not torch-differentiable)
+        raise TypeError("metric: the metric function returned a scalar (%r) and could not be differentiated "
+                        "by PyTorch (%s); %s" % (value, e, hint)) from None
+    return t.grad.numpy()
+
+
+def _metric_dlogits(metric, logits):
+    """d metric / d logits for metric= : (pos, good, bad) = logits[pos, good] - logits[pos, bad]
+    (a logit difference), or an array like logits (the gradient itself), or a callable
+    logits -> such an array."""
+    if callable(metric):
+        g = metric(logits)
+        if g is None:
+            raise TypeError("metric: the metric function returned None; it must return d metric / d logits, "
+                            "an array shaped like the logits %s" % (logits.shape,))
+        if np.ndim(g) == 0 or (np.size(g) == 1 and np.shape(g) != np.shape(logits)):
+            # a scalar, or a one-element array (lg[..., -1, A] - lg[..., -1, B] on [1, T, V] logits):
+            # the metric's value, not its gradient
+            g = _autograd_dlogits(metric, logits, np.asarray(g).reshape(()).item())
+    elif isinstance(metric, tuple):
+        if len(metric) != 3 or not all(_is_int(v) for v in metric):
+            raise TypeError("metric: a tuple must be (pos, good, bad), three integers; got %r" % (metric,))
+        pos, good, bad = metric
+        T, V = logits.shape[-2], logits.shape[-1]
+        if not -T <= pos < T or not 0 <= good < V or not 0 <= bad < V:
+            raise ValueError("metric: (pos, good, bad) = %r is outside the logits [T = %d, vocab = %d]" % (metric, T, V))
+        g = np.zeros_like(logits)
+        g[..., pos, good] += 1.0
+        g[..., pos, bad] -= 1.0
+    else:
+        g = metric
+    g = np.asarray(g)
+    if g.dtype.kind not in "fiu" or g.dtype == np.bool_:
+        raise TypeError("metric: the gradient must be numbers, got %s" % g.dtype)
+    g = np.ascontiguousarray(g, dtype=np.float32)
+    if g.shape != logits.shape:
+        raise ValueError("metric: the gradient has shape %s, the logits %s" % (g.shape, logits.shape))
+    return g

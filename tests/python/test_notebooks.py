@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""test_notebooks.py — the three notebooks of examples/ executed (Debian's python3-nbclient, the
+"""test_notebooks.py — the notebooks of examples/ executed (Debian's python3-nbclient, the
 python3 kernel of python3-ipykernel), their numbers checked against an independent float64
 PyTorch implementation (tests/reference/tinylm_ref.py, the weights read by tests/probes/
 llama2c_ref.py for stories260K, by tinylm_ref.load for the trained model).
 
-    test_notebooks.py --lib build/libtinylm.so --tinylm build/tinylm --work DIR
+    test_notebooks.py --lib build/libtinylm.so --tinylm build/tinylm --work DIR [--only NAME,...]
 
 1. logit_lens_dla.ipynb: the logit lens (each layer's stream through the final norm with its own
    scale and W_U), DLA per component and per head (the stream's terms through the final norm with
@@ -16,6 +16,13 @@ llama2c_ref.py for stories260K, by tinylm_ref.load for the trained model).
 3. induction_heads.ipynb: the model `tinylm train` made has an induction head (score > 0.3) fed by
    a previous-token head in layer 0; scores, copy losses and the ablated loss = the reference on the
    trained checkpoint; ablating the best induction head raises the second copy's loss.
+4. exploratory_analysis.ipynb (--only exploratory_analysis: its own ctest): TransformerLens'
+   exploratory-analysis flow on stories260K (she / he after Lily / Tim, a batch of 8 prompts, each
+   corrupted by its twin with the other name): the logit differences, the accumulated stream's and
+   each layer's and head's direct logit attribution, the top heads' attention to the name, every
+   activation-patching cell (resid_pre / attn_out / mlp_out by layer x position, each head's output
+   at every position and by position, each head's query, key, value and pattern) = the reference
+   patched the same way; and the picture the notebook draws from them.
 Prints "N passed, N failed"; exits 1 on any failure."""
 import argparse
 import json
@@ -225,11 +232,133 @@ def check_induction(R):
           % (R["loss_second"], R["loss_first"], best[0], best[1], R["ablated_second"]))
 
 
+def ref_patch_grid(ref, corrupt, clean_cache, point, cells, index, metric):
+    """[L, *cells]: metric of the reference's corrupted run with the clean `point` % l written in at
+    index(cell) (an index into the reference's [B, ...] activation)"""
+    L = ref.cfg["num_hidden_layers"]
+    out = np.zeros((L,) + tuple(cells))
+    with torch.no_grad():
+        for l in range(L):
+            name = point % l
+            src = torch.tensor(clean_cache[name])
+            for cell in np.ndindex(*cells):
+                def rep(t, sel=index(cell)):
+                    t = t.clone()
+                    t[sel] = src[sel]
+                    return t
+                out[(l,) + cell] = metric(ref.run_hooked(corrupt, names=(), replace={name: rep})[0])
+    return out
+
+
+def check_exploratory(R):
+    ref = stories_ref()
+    c = ref.cfg
+    L, H, KV, hd, eps = (c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"],
+                         c["norm_eps"])
+    P = {k: v.detach().numpy() for k, v in ref.params.items()}
+    WU = (P["embed.weight"] if c["tie_word_embeddings"] else P["lm_head.weight"]).T  # [d, V]
+    w = P["final_norm.weight"]
+    tokens, corrupt = np.array(R["tokens"]), np.array(R["corrupted"])
+    good, bad = np.array(R["correct"]), np.array(R["wrong"])
+    B, T = tokens.shape
+    rows, N = np.arange(B), R["name_pos"]
+    check(B == 8 and (tokens != corrupt).sum(1).tolist() == [1] * B and (tokens != corrupt)[:, N].all()
+          and np.array_equal(tokens[np.arange(B) ^ 1], corrupt), "exploratory: 8 prompts, each corrupted by its twin "
+          "with the other name (one position differs)")
+
+    def diffs(lg):
+        return lg[rows, -1, good] - lg[rows, -1, bad]
+    with torch.no_grad():
+        logits, cache = ref.run_hooked(tokens)
+        cd, cr = float(diffs(logits).mean()), float(diffs(ref.run_hooked(corrupt, names=())[0]).mean())
+    ok1, e1 = close(R["per_prompt"], diffs(logits), 1e-4)
+    ok2, e2 = close([R["clean_diff"], R["corrupted_diff"]], [cd, cr], 1e-4)
+    check(ok1 and ok2, "exploratory: the logit difference per prompt, clean and corrupted = the reference's (err %.1e, "
+          "%.1e)" % (e1, e2))
+    check(min(R["per_prompt"]) > 0 and cd > 1 and cr < -1, "exploratory: every prompt prefers its pronoun (mean %.3f; "
+          "corrupted %.3f)" % (cd, cr))
+    # direct logit attribution: the last position's pieces through the final norm with the final stream's scale
+    final = cache["blocks.%d.hook_resid_post" % (L - 1)][:, -1]                   # [B, d]
+    scale = rms(final, eps)
+    dirs = (WU[:, good] - WU[:, bad]).T                                           # [B, d]
+
+    def attr(x):  # [B, d] written into the final stream -> its mean share of the logit difference
+        return float(((x / scale * w) * dirs).sum(-1).mean())
+    acc = []
+    for l in range(L):
+        acc += [attr(cache["blocks.%d.hook_resid_pre" % l][:, -1]), attr(cache["blocks.%d.hook_resid_mid" % l][:, -1])]
+    acc.append(attr(final))
+    ok, e = close(R["accumulated"], acc, 2e-4)
+    check(ok and R["acc_labels"][-1] == "final_post" and len(acc) == 2 * L + 1, "exploratory: the accumulated stream's "
+          "logit difference (resid_pre, resid_mid by layer, the final stream) = the reference's (err %.1e)" % e)
+    pieces = [attr(cache["hook_embed"][:, -1])]
+    for l in range(L):
+        pieces += [attr(cache["blocks.%d.hook_attn_out" % l][:, -1]), attr(cache["blocks.%d.hook_mlp_out" % l][:, -1])]
+    ok, e = close(R["per_layer"], pieces, 2e-4)
+    check(ok and abs(sum(pieces) - cd) < 1e-6 * max(1.0, abs(cd)),
+          "exploratory: DLA per layer (embed, attention, MLP) = the reference's and adds up to the logit difference "
+          "(err %.1e; sum %.4f vs %.4f)" % (e, sum(pieces), cd))
+    heads = np.zeros((L, H))
+    for l in range(L):
+        z = cache["blocks.%d.attn.hook_z" % l][:, -1]                           # [B, H, hd]
+        Wo = P["layers.%d.attn.o_proj.weight" % l]                              # [d, H*hd]
+        for h in range(H):
+            heads[l, h] = attr(z[:, h] @ Wo[:, h * hd:(h + 1) * hd].T)
+    ok, e = close(R["per_head"], heads, 2e-4)
+    check(ok, "exploratory: DLA per head (hook_z @ W_O through the final norm) = the reference's (err %.1e)" % e)
+    top = [tuple(t) for t in R["top_heads"]]
+    want = [tuple(int(x) for x in np.unravel_index(i, heads.shape)) for i in np.argsort(-np.abs(heads).ravel())[:3]]
+    att = [float(cache["blocks.%d.attn.hook_pattern" % l][:, h, -1, N].mean()) for l, h in top]
+    ok, e = close(R["name_attention"], att, 2e-4)
+    check(top == want and ok, "exploratory: the top heads by |DLA| %s and their attention to the name = the "
+          "reference's (err %.1e)" % (top, e))
+    check(max(pieces[1:], key=abs) == pieces[2 * L - 1] and top[0][0] == L - 1 and min(att[:2]) > 0.3,
+          "exploratory: the last attention layer writes most of the answer (%.3f of %.3f), its top heads attend to "
+          "the name (%.3f, %.3f)" % (pieces[2 * L - 1], cd, att[0], att[1]))
+
+    # activation patching: (metric - corrupted) / (clean - corrupted), the batch patched at once
+    def restored(lg):
+        return (float(diffs(lg).mean()) - cr) / (cd - cr)
+    grid = lambda point, cells, index: ref_patch_grid(ref, corrupt, cache, point, cells, index, restored)  # noqa: E731
+    every = np.stack([grid("blocks.%%d.%s" % n, (T,), lambda c: (slice(None), c[0]))
+                      for n in ("hook_resid_pre", "hook_attn_out", "hook_mlp_out")])
+    ok, e = close(R["every"], every, 2e-4)
+    check(ok, "exploratory: patching resid_pre / attn_out / mlp_out by layer x position (%d cells) = the "
+          "reference's (err %.1e)" % (every.size, e))
+    z = "blocks.%d.attn.hook_z"
+    head_all = grid(z, (H,), lambda c: (slice(None), slice(None), c[0]))
+    head_pos = grid(z, (T, H), lambda c: (slice(None), c[0], c[1]))
+    ok1, e1 = close(R["head_all"], head_all, 2e-4)
+    ok2, e2 = close(R["head_by_pos"], head_pos, 2e-4)
+    check(ok1 and ok2, "exploratory: patching each head's output, every position and by position (%d cells) = the "
+          "reference's (err %.1e, %.1e)" % (head_all.size + head_pos.size, e1, e2))
+    q = grid("blocks.%d.attn.hook_q", (H,), lambda c: (slice(None), slice(None), c[0]))
+    k = grid("blocks.%d.attn.hook_k", (KV,), lambda c: (slice(None), slice(None), c[0]))
+    v = grid("blocks.%d.attn.hook_v", (KV,), lambda c: (slice(None), slice(None), c[0]))
+    pat = grid("blocks.%d.attn.hook_pattern", (H,), lambda c: (slice(None), c[0]))
+    errs = [close(R[n], x, 2e-4) for n, x in (("q_all", q), ("k_all", k), ("v_all", v), ("pattern_all", pat))]
+    check(all(o for o, _ in errs), "exploratory: patching each head's query, key (per kv head), value (per kv head) "
+          "and pattern = the reference's (err %s)" % ", ".join("%.1e" % e for _, e in errs))
+    # the picture the notebook describes
+    b = tuple(R["best"])
+    g = b[1] // (H // KV)
+    check(every[0][0, N] > 0.9 and every[0][:, -1].max() < 0.2 and every[0][L - 1, N] > 0.5,
+          "exploratory: the name stays at its position up to the last layer (resid_pre L%d: %.2f) and barely at the "
+          "last position (%.2f)" % (L - 1, every[0][L - 1, N], every[0][L - 1, -1]))
+    check(b == tuple(int(x) for x in np.unravel_index(np.abs(head_all).argmax(), head_all.shape)) and b[0] == L - 1
+          and head_all[b] > 0.3 and abs(v[b[0], g] - head_all[b]) < 0.15 and max(abs(q[b]), abs(k[b[0], g]),
+                                                                                  abs(pat[b])) < 0.05,
+          "exploratory: L%dH%d restores most (%.3f) through its values (%.3f), not its query, key or pattern "
+          "(%.3f, %.3f, %.3f)" % (b[0], b[1], head_all[b], v[b[0], g], q[b], k[b[0], g], pat[b]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--tinylm", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--only", default="logit_lens_dla,patching,induction_heads",
+                    help="the notebooks to run, by name (comma-separated; exploratory_analysis has a test of its own)")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
@@ -238,8 +367,15 @@ def main():
                       PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     torch.set_num_threads(1)
     ex = os.path.join(ROOT, "examples")
-    for name, fn in (("logit_lens_dla", lambda R: check_lens_dla(R, a.work)), ("patching", check_patching),
-                     ("induction_heads", check_induction)):
+    table = {"logit_lens_dla": lambda R: check_lens_dla(R, a.work), "patching": check_patching,
+             "induction_heads": check_induction, "exploratory_analysis": check_exploratory}
+    only = a.only.split(",")
+    unknown = [n for n in only if n not in table]
+    if unknown:
+        print("--only: no notebook %r (%s)" % (unknown[0], ", ".join(table)))
+        return 2
+    for name in only:
+        fn = table[name]
         R, dt, err = execute(os.path.join(ex, name + ".ipynb"), a.work)
         if not check(R is not None, "%s.ipynb runs in a python3 kernel (%.1f s)" % (name, dt), err):
             continue

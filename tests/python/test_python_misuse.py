@@ -81,6 +81,139 @@ def run_cli(*args, timeout=120):
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"), time.time() - t0
 
 
+def llama2c_tensors(path):
+    """wq, wk, wv [L, out, in] as a llama2.c .bin stores them (run.c's layout), and the header"""
+    raw = np.fromfile(path, dtype=np.float32)
+    d, hidden, L, H, KV, V, ctx = (int(x) for x in raw[:7].view(np.int32))
+    hd = d // H
+    off, out = 7, {}
+    for name, shape in (("embed", (abs(V), d)), ("rms_att", (L, d)), ("wq", (L, H * hd, d)), ("wk", (L, KV * hd, d)),
+                        ("wv", (L, KV * hd, d))):
+        n = int(np.prod(shape))
+        out[name] = raw[off:off + n].reshape(shape)
+        off += n
+    return out, dict(d=d, L=L, H=H, KV=KV, hd=hd)
+
+
+def surprising_results(tinylm, m, work):
+    """issue 44's "silent or surprising results" (1-6) and issue 41's Python findings, as a user calls them"""
+    a, b = m.tokenize("Once upon a time"), m.tokenize("Lily went to the park")
+    T = min(a.size, b.size)
+    # 1. generate with a [B, T] id array: one continuation per row (each what the row alone gives)
+    batch = np.stack([b[:T], a[:T]])
+    got = m.generate(batch, 8, temperature=0)
+    alone = [m.generate(r, 8, temperature=0) for r in batch]
+    check(isinstance(got, list) and got == alone, "1. generate([B, T] ids): a list of B continuations, each the row's "
+          "alone", "%r vs %r" % (got, alone))
+    check(m.generate(batch, 8, temperature=0, return_ids=True)[1].tolist() == m.generate(a[:T], 8, temperature=0,
+          return_ids=True).tolist(), "1. generate([B, T] ids, return_ids=True): row 1's ids = its own")
+    raises("1. generate([1, 1, T] ids) is refused", lambda: m.generate(batch[None, :1], 3), ValueError, ["shape"])
+    # 2. decode / to_str_tokens refuse what is not one sequence
+    raises("2. decode([B, T]) is refused (not joined into one text)", lambda: m.decode(batch), ValueError,
+           ["shape", "to_string"])
+    raises("2. to_str_tokens([B, T]) is refused", lambda: m.to_str_tokens(batch), ValueError, ["shape"])
+    raises("2. decode([1, 1, T]) is refused", lambda: m.decode(a[None, None]), ValueError, ["shape"])
+    raises("2. to_str_tokens([1, 1, T]) is refused", lambda: m.to_str_tokens(a[None, None]), ValueError, ["shape"])
+    check(m.decode(a[None]) == m.decode(a) and m.to_str_tokens(a[None]) == m.to_str_tokens(a),
+          "2. decode / to_str_tokens of [1, T] = of its one row")
+    check(m.decode(int(a[1])) == m.decode(a[1:2]) and m.decode(np.int32(a[1])) == m.decode(a[1:2]),
+          "2. decode of one id (an int) = of [id]")
+    # 3. hook.positions: each row's own, in a pass as in generate; the steering idiom on a left-padded batch
+    texts = ["Once upon a time, there was", "Lily"]
+    ids, mask = m.tokenize_batch(texts, padding_side="left")
+    v = np.random.default_rng(0).standard_normal(m.config["hidden_size"]).astype(np.float32)
+    seen = []
+
+    def steer(x, hook):
+        seen.append(np.array(hook.positions))
+        x[..., hook.positions > 0, :] += v
+
+    lb = m.run_with_hooks(ids, fwd_hooks=[("blocks.2.hook_resid_post", steer)], attention_mask=mask)
+    worst = 0.0
+    for r, t in enumerate(texts):
+        one = m.run_with_hooks(m.tokenize(t), fwd_hooks=[("blocks.2.hook_resid_post", steer)])
+        worst = max(worst, float(np.abs(lb[r][mask[r]] - one).max()))
+    check(worst < 1e-4, "3. steering `x[..., hook.positions > 0, :] += v` on a left-padded batch: each row's logits "
+          "= the prompt alone steered (max |diff| %.2e)" % worst)
+    expect = np.maximum(np.arange(ids.shape[1])[None] - (~mask).sum(1)[:, None], 0)
+    check(seen[0].shape == ids.shape and np.array_equal(seen[0], expect),
+          "3. hook.positions in a padded pass: [B, T], each row's own (pads 0)", str(seen[0].tolist()))
+    check(np.array_equal(seen[1], np.arange(m.tokenize(texts[0]).size)), "3. hook.positions for one sequence: [T]")
+    # 4. a metric returning a one-element array is a scalar metric
+    A, Bt = 5, 6
+    _, c2 = m.run_with_cache(a[None], names=["hook_embed"], backward=True, metric=(-1, A, Bt))
+    try:
+        _, c1 = m.run_with_cache(a[None], names=["hook_embed"], backward=True,
+                                 metric=lambda lg: lg[..., -1, A] - lg[..., -1, Bt])
+        same = np.allclose(c1["hook_embed_grad"], c2["hook_embed_grad"], rtol=1e-5, atol=1e-7)
+    except Exception as e:  # noqa: BLE001
+        same = e
+    check(same is True, "4. metric lg[..., -1, A] - lg[..., -1, B] on [1, T, V] (a one-element array): differentiated "
+          "as a scalar", same)
+    # 5. bos None without one; a replacement that is not numbers names its hook
+    raises("5. a forward hook returning a string names the hook",
+           lambda: m.run_with_hooks(a, fwd_hooks=[("blocks.1.hook_resid_post", lambda x, h: "oops")]), TypeError,
+           ["blocks.1.hook_resid_post", "str"])
+    raises("5. a backward hook returning a string names the hook",
+           lambda: m.run_with_hooks(a, bwd_hooks=[("blocks.1.hook_resid_mid", lambda g, h: "oops")]), TypeError,
+           ["backward hook blocks.1.hook_resid_mid", "str"])
+    check(m.bos == 1 and m.eos == 2, "5. model.bos / eos: the tokenizer's ids")
+    try:
+        sys.path[:0] = [os.path.join(ROOT, "tests", "reference"), os.path.join(ROOT, "tests", "parity")]
+        import tinylm_ref
+        from cases import all_cases
+        import shutil
+        qwen = os.path.join(ROOT, "tests", "data", "tokenizers", "qwen3")
+        tj = json.load(open(os.path.join(qwen, "tokenizer.json")))
+        _, cfg, opts = next(iter(all_cases()))
+        cfg = dict(cfg, vocab_size=len(tj["model"]["vocab"]) + len(tj.get("added_tokens", [])), hidden_size=8,
+                   num_attention_heads=2, intermediate_size=8)
+        d = os.path.join(work, "no_bos")
+        tinylm_ref.save(d, cfg, tinylm_ref.random_params(cfg, seed=1, std=opts["std"]))
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(qwen, f), d)
+        with tinylm.load(d) as q:
+            check(q.bos is None and q.eos is not None, "5. model.bos is None for a tokenizer without BOS (Qwen3's)",
+                  (q.bos, q.eos))
+            qi = q.tokenize("Hello world")
+            check(q.bos not in qi.tolist() and q.generate("Hello", 3, temperature=0) is not None,
+                  "5. tokenize / generate without a BOS")
+    except ImportError as e:
+        check(False, "5. the reference (tests/reference) for a model without BOS", e)
+    # 6. documented: a llama2.c checkpoint's W_Q / W_K in the rotate-half order, hook_normalized with the gain
+    P, h = llama2c_tensors(CKPT)
+    W = m.weights()
+    hd = h["hd"]
+    perm = np.concatenate([np.arange(0, hd, 2), np.arange(1, hd, 2)])
+    wq = P["wq"].reshape(h["L"], h["H"], hd, h["d"])[:, :, perm].transpose(0, 1, 3, 2)
+    wk = P["wk"].reshape(h["L"], h["KV"], hd, h["d"])[:, :, perm].transpose(0, 1, 3, 2)
+    wv = P["wv"].reshape(h["L"], h["KV"], hd, h["d"]).transpose(0, 1, 3, 2)
+    check(np.array_equal(W["W_Q"], wq) and np.array_equal(W["W_K"], wk) and np.array_equal(W["W_V"], wv),
+          "6. llama2.c: W_Q / W_K = the file's wq / wk with each head's dims [0, 2, 4, .., 1, 3, 5, ..]; W_V as stored")
+    _, cc = m.run_with_cache(a, names=["blocks.0.hook_resid_pre", "blocks.0.ln1.hook_scale",
+                                       "blocks.0.ln1.hook_normalized"])
+    x = cc["blocks.0.hook_resid_pre"] / cc["blocks.0.ln1.hook_scale"]
+    check(np.allclose(cc["blocks.0.ln1.hook_normalized"], x * P["rms_att"][0], rtol=1e-5, atol=1e-6)
+          and not np.allclose(cc["blocks.0.ln1.hook_normalized"], x, rtol=1e-3),
+          "6. ln1.hook_normalized includes the gain (TransformerLens': before it)")
+    # issue 41, 8: one parameter name as a str; a view kept past edit_weights() cannot change the model
+    g = m.param_grads(a, names="embed.weight")
+    check(list(g) == ["embed.weight"] and g["embed.weight"].shape == (m.vocab_size, h["d"]),
+          "issue 41: param_grads(names='embed.weight') is one name")
+    base = m(a)
+    with m.edit_weights() as We:
+        kept = We["W_out"][0]
+        kept[:] = 0
+        edited = m(a)
+    kept[:] = 3.0  # (after the block)
+    check(np.abs(edited - base).max() > 1e-3 and np.array_equal(m(a), base),
+          "issue 41: a view taken inside edit_weights() and written after it: the model keeps its restored weights")
+    with m.edit_weights():
+        raises("edit_weights() inside edit_weights() is refused", lambda: m.edit_weights().__enter__(),
+               tinylm.TinylmError, ["nest"])
+    check(np.array_equal(m(a), base), "edit_weights: the model as before after a refused nested block")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -135,7 +268,7 @@ def main():
         ("vocab_size", [V], ValueError, [str(V), "outside the vocabulary"]),
         ("1.9 (float)", [1.9, 3.0], TypeError, ["integers", "float64"]),
         ("bools", [True, False], TypeError, ["integers", "bool"]),
-        ("numeric strings", ["1", "2"], TypeError, ["integers"]),
+        ("numeric strings (an array of str)", np.array(["1", "2"]), TypeError, ["integers"]),
         ("an empty list", [], ValueError, ["empty"]),
         ("a 3-d array", np.ones((1, 1, 2), np.int32), ValueError, ["shape"]),
     ]
@@ -148,9 +281,9 @@ def main():
     ]
     for label, x, exc, words in bad_ids:
         for ename, fn in entries:
-            if ename == "generate(ids)" and label in ("a 3-d array", "numeric strings"):
-                continue  # (a prompt is flattened; a list of str is a list of prompts)
             raises("ids %s: %s refuses" % (label, ename), lambda: fn(x), exc, words)
+    check(np.array_equal(m(["1", "2"]), m(m.tokenize_batch(["1", "2"])[0])),
+          "ids: a list of str is a list of texts (TransformerLens' idiom), not ids")
     for label, x, exc, words in [("600", [600], ValueError, ["600", "outside the vocabulary"]),
                                  ("2**32 + 403", [2 ** 32 + 403], ValueError, ["outside the vocabulary"]),
                                  ("1.9", [1.9], TypeError, ["integers"])]:
@@ -236,6 +369,8 @@ def main():
                 check(mn.vocab_size == V, "NaN weights: load(..., allow_nonfinite=True) loads")
         except tinylm.TinylmError as e:
             check(False, "NaN weights: load(..., allow_nonfinite=True) loads", str(e))
+
+    surprising_results(tinylm, m, args.work)
 
     # ---- re-entrant calls from a hook ---------------------------------------------------------------
     other = m.tokenize("The dog ran.")

@@ -37,6 +37,11 @@ from harness import check, counts  # noqa: E402  (the check table the tests shar
 
 CASES = ["moe_softmax_top2_nonorm_shared", "moe_sigmoid_deepseek_like", "moe_mlp_only_layers"]
 
+def W_f(model):
+    """the dense FFN's width"""
+    return model.config["intermediate_size"]
+
+
 def rel_err(c, r):
     c, r = np.asarray(c, np.float64), np.asarray(r, np.float64)
     if c.shape != r.shape:
@@ -226,6 +231,26 @@ def main():
         _, cg = model.run_with_cache(ids, backward=True)
         check(all(("blocks.%d.mlp.hook_router_logits_grad" % n) in cg for n in rc["moe_layers"]),
               "%s: the router logits have gradients" % name)
+        # 7. the neuron decompositions refuse an MoE layer by name (issue 41: a KeyError 'W_out' before), and
+        # get_full_resid_decomposition(expand_neurons=False) still sums to the stream
+        first = rc["moe_layers"][0]
+        for what, fn in (("stack_neuron_results", lambda: cache.stack_neuron_results()),
+                         ("get_full_resid_decomposition", lambda: cache.get_full_resid_decomposition())):
+            try:
+                fn()
+                check(False, "%s: %s refuses the MoE layer" % (name, what))
+            except ValueError as e:
+                check(("layer %d is a mixture of experts" % first) in str(e) and what in str(e),
+                      "%s: %s refuses: MoE layer %d named" % (name, what, first), str(e))
+            except Exception as e:  # noqa: BLE001
+                check(False, "%s: %s refuses with a ValueError" % (name, what), "%s: %s" % (type(e).__name__, e))
+        if first > 0:
+            s = cache.stack_neuron_results(layer=first)
+            check(s.shape[0] == first * W_f(model), "%s: stack_neuron_results(layer=%d) before the MoE layer" % (name, first))
+        if rc["norm_placement"] == "pre":
+            full = cache.get_full_resid_decomposition(expand_neurons=False)
+            check(rel_err(full.sum(0), cache["blocks.%d.hook_resid_post" % (L - 1)]) < 1e-5,
+                  "%s: get_full_resid_decomposition(expand_neurons=False) sums to the stream" % name)
         model.close()
         check_mixed_weights(tinylm, name, cfg, d, P)
     # 6. Gemma 4's MoE block (the experts beside every layer's dense FFN) and layer types of their own
@@ -236,6 +261,14 @@ def main():
             P = tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"])
             tinylm_ref.save(d, cfg, P)
             check_mixed_weights(tinylm, name, cfg, d, P)
+            with tinylm.load(d) as model:  # (issue 41: only the dense neurons came back, 99.7% off their sum)
+                _, cache = model.run_with_cache(np.arange(6, dtype=np.int32) % cfg["vocab_size"])
+                try:
+                    cache.stack_neuron_results()
+                    check(False, "%s: stack_neuron_results refuses Gemma 4's MoE block" % name)
+                except ValueError as e:
+                    check("Gemma 4's MoE block" in str(e) and "not linear" in str(e),
+                          "%s: stack_neuron_results refuses Gemma 4's MoE block, saying why" % name, str(e))
     print("%d passed, %d failed" % (counts["passed"], counts["failed"]))
     return 1 if counts["failed"] else 0
 

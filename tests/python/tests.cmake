@@ -70,3 +70,21 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
                    --work ${CMAKE_BINARY_DIR}/test_notebooks)
   set_tests_properties(test_notebooks PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+if(TLM_PYTHON)
+  # TransformerLens' idioms (cfg, weight attributes, text input, persistent hooks, FactoredMatrix,
+  # tinylm.patching) against the reference and the package's own calls
+  add_test(NAME test_python_tl
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_tl.py
+                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_tl)
+  set_tests_properties(test_python_tl PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
+endif()
+if(TLM_PYTHON AND NOT TLM_SANITIZE)
+  # examples/exploratory_analysis.ipynb executed: TransformerLens' exploratory-analysis flow (logit difference,
+  # DLA by layer and head, attention to the name, activation patching by layer x position, by head, by head
+  # and position, and each head's q / k / v / pattern) on stories260K, every number against the float64 reference
+  add_test(NAME test_notebook_exploratory
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_notebooks.py
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_notebook_exploratory --only exploratory_analysis)
+  set_tests_properties(test_notebook_exploratory PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 600)
+endif()
