@@ -87,7 +87,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 8; }
+int tlm_abi_version(void) { return 9; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -404,6 +404,34 @@ char *tlm_report_html(const char *title, const char *data_json, size_t *len) {
     cJSON_Delete(root);
     if (!ok) return tlm_error("report: the data must be an object of kind \"pattern\" or \"positions\""), NULL;
     return report_page(title, data_json, len);
+}
+
+/* ---- interface version 9: rules a binding asks for ---------------------------------------------- */
+
+int tlm_norm_gain(const tlm_model *m, const float *w, float *gain, size_t n) {
+    if (!m || (n && (!w || !gain))) return tlm_error("norm gain: NULL model or arrays");
+    for (size_t i = 0; i < n; i++) gain[i] = model_norm_gain(&m->cfg, w[i]);
+    return 0;
+}
+
+int tlm_input_norm(const tlm_model *m, int layer, int sublayer, char *name, size_t cap) {
+    if (!m || !name || !cap) return tlm_error("input norm: NULL model or name");
+    const tlm_config *c = &m->cfg;
+    if (layer < 0 || layer > c->n_layers)
+        return tlm_error("input norm: layer %d is out of range (0..%d, %d: the final norm)", layer, c->n_layers,
+                         c->n_layers);
+    if (sublayer != 0 && sublayer != 1) return tlm_error("input norm: sublayer %d must be 0 (attention) or 1 (FFN)", sublayer);
+    int n;
+    if (layer == c->n_layers) {
+        if (!c->final_norm) return 0;
+        n = snprintf(name, cap, "ln_final");
+    } else {
+        /* (params.c binds attn_norm / ffn_norm as the sublayer's input norm under these placements) */
+        if (!placement_has_input_norm(c->placement)) return 0;
+        n = snprintf(name, cap, "blocks.%d.%s", layer, sublayer ? "ln2" : "ln1");
+    }
+    if (n < 0 || (size_t)n >= cap) return tlm_error("input norm: the name needs %d bytes; %zu given", n + 1, cap);
+    return 1;
 }
 
 /* ---- contexts: several runs of one model at once -------------------------------------------------- */

@@ -30,3 +30,6 @@ tlm_cli_test(test_gguf_archs tests/model/test_gguf_archs.py)
 tlm_c_test(test_contexts tests/model/test_contexts.c)
 find_package(Threads REQUIRED)
 target_link_libraries(test_contexts PRIVATE Threads::Threads)
+
+# tlm_norm_gain and tlm_input_norm: the rules include/tinylm.h gives the bindings
+tlm_c_test(test_binding_rules tests/model/test_binding_rules.c)
