@@ -201,9 +201,9 @@ int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, 
     shape[0] = B, shape[1] = T, shape[2] = c->d_model;
     if (!model_point_of(c, id, &l, &k) || !POINTS[k].name || !config_has(c, l, POINTS[k].req)) return 0;
     const point_desc *p = &POINTS[k];
-    if (l >= 0)
+    if (name && cap && l >= 0)
         snprintf(name, cap, "blocks.%d.%s", l, p->name);
-    else
+    else if (name && cap)
         snprintf(name, cap, "%s", p->name);
     *flags = p->flags;
     return shape_of(c, l, p, B, T, shape);
