@@ -82,9 +82,12 @@ TLM_API int tlm_hook_count(const tlm_model *m);
 TLM_API int tlm_hook_info(const tlm_model *m, int id, char *name, size_t name_cap, int B, int T, int64_t shape[5],
                   int *flags);
 TLM_API int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd);
-/* The engine's attention visibility rule for layer `layer` (causal, its sliding window): fills
- * mask [T, T] with 1 where query i sees key j, else 0. -1 (tlm_error) for a layer or T out of range. */
-TLM_API int tlm_attention_mask(const tlm_model *m, int layer, int T, unsigned char *mask);
+/* The engine's attention visibility rule for layer `layer` (causal, its sliding window) over a
+ * row whose real tokens begin at position `start` (left padding; 0: none): fills mask [T, T] with
+ * 1 where query i sees key j, else 0; no key before `start` is seen, and a pad query (i < start)
+ * sees itself alone. -1 (tlm_error) for a layer, T or start out of range. (Interface version 9
+ * added `start`: a call of version 8 is start = 0.) */
+TLM_API int tlm_attention_mask(const tlm_model *m, int layer, int T, int start, unsigned char *mask);
 /* Backward of the last forward from a gradient of its logits [B, T, vocab] (a metric's), not the loss's. */
 TLM_API int tlm_backward_logits(tlm_model *m, const float *dlogits);
 
@@ -116,6 +119,17 @@ TLM_API int tlm_is_forked_child(void);
 TLM_API int tlm_max_positions(const tlm_model *m);
 /* Process-wide: loading accepts weights holding NaN/Inf (with a warning) — the CLI's --allow-nonfinite */
 TLM_API void tlm_allow_nonfinite(int allow);
+
+/* ---- interface version 9: rules a binding asks for instead of restating them ------------------ */
+/* The gains norm weights w [n] apply, into gain [n] (may be w): w itself, or 1 + w for Gemma's
+ * (1 + w) RMSNorm (norm_type rmsnorm_1p, its QK-norm too), which stores w. -1 for NULL arrays. */
+TLM_API int tlm_norm_gain(const tlm_model *m, const float *w, float *gain, size_t n);
+/* The norm that reads the residual stream going into layer `layer`'s attention (sublayer 0) or its
+ * FFN (sublayer 1), or, for layer = the number of layers, the final norm: writes its hook-name
+ * prefix ("blocks.2.ln1", "blocks.2.ln2", "ln_final"; its weight is that + ".w") into name (cap
+ * bytes) and returns 1; 0 where no norm reads it (the placement normalises elsewhere: post,
+ * output, DeepNorm, none; a model without a final norm); -1 (tlm_error) for bad arguments. */
+TLM_API int tlm_input_norm(const tlm_model *m, int layer, int sublayer, char *name, size_t cap);
 /* Called by a forward hook callback that left the data as it was: the pass then goes on as if
  * no callback had run there (for hook_pattern: z is not computed again from the pattern, so a
  * no-op rewrite keeps the logits bit-identical). */

@@ -488,24 +488,25 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
 
     def _attention_masks(self, T, start=None, squeeze=True):
         """bool [T, T] per layer: which keys each query sees, by the engine's own rule (tlm_attention_mask);
-        with left padding (start [B]) [B, 1, T, T] ([1, T, T] for one sequence): no key before the
-        row's first real token, a pad query only itself (the engine's attention_first_key_padded)."""
-        f = _L.tlm_attention_mask
-        f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        with left padding (start [B]) [B, 1, T, T] ([1, T, T] for one sequence): each row's mask for
+        its start (no key before the row's first real token, a pad query only itself)."""
+        starts = [0] if start is None else [int(s) for s in start]
         out = {}
         for l in range(self.n_layers):
             hp = self.hook_points.get("blocks.%d.attn.hook_attn_scores" % l)
             if hp:
-                ok = np.zeros((T, T), dtype=np.uint8)
-                if f(self._h, l, T, ok.ctypes.data):
-                    raise _err("attention mask")
-                ok = ok.astype(bool)
-                if start is not None:
-                    i = np.arange(T)
-                    lo = np.minimum(start[:, None], i[None, :])  # [B, T]: the first key each query may see
-                    ok = ok[None] & (i[None, None, :] >= lo[:, :, None])  # [B, T, T]
-                    ok = ok if squeeze else ok[:, None]
-                out[hp.id] = ok
+                by_start = {}
+                for s in starts:
+                    if s not in by_start:
+                        ok = np.zeros((T, T), dtype=np.uint8)
+                        if _L.tlm_attention_mask(self._h, l, T, s, ok.ctypes.data):
+                            raise _err("attention mask")
+                        by_start[s] = ok.astype(bool)
+                if start is None:
+                    out[hp.id] = by_start[0]
+                else:
+                    ok = np.stack([by_start[s] for s in starts])  # [B, T, T]
+                    out[hp.id] = ok if squeeze else ok[:, None]
         return out
 
     def _ids2(self, ids, what):

@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 # (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
 # keeps its views of the engine's buffers by it)
@@ -106,6 +106,11 @@ def _declare(lib):
         "tlm_gen_batch_new": (P, [P, IP, IP, I, I, F, I, F, ctypes.c_uint64]),
         "tlm_gen_batch_next": (I, [P, P, IP]),
         "tlm_gen_batch_free": (V, [P]),
+        # interface version 9: the engine's rules, asked for rather than restated (tlm_attention_mask
+        # took no start before)
+        "tlm_attention_mask": (I, [P, I, I, I, P]),
+        "tlm_norm_gain": (I, [P, FP, FP, S]),
+        "tlm_input_norm": (I, [P, I, I, ctypes.c_char_p, S]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -6,11 +6,13 @@ TransformerLens does: cache["pattern", 0], cache["resid_post", -1], cache["q", 2
 the residual-stream helpers accumulated_resid, decompose_resid, stack_head_results,
 apply_ln_to_stack, logit_attrs. docs/python.md ("ActivationCache").
 """
+import ctypes
 import numbers
 import os
 
 import numpy as np
 
+from ._core import _L, _err
 from .utils import get_act_name
 
 
@@ -437,14 +439,17 @@ class ActivationCache(dict):
         return (stack, labels) if return_labels else stack
 
     def _norm_for(self, layer, mlp_input):
-        """(hook prefix, engine norm weight name) of the norm that reads the stream at `layer`"""
-        if layer == self.n_layers:
-            return ("ln_final", "ln_final.w") if self._cfg.get("final_norm", True) else (None, None)
-        pl = self._cfg.get("norm_placement", "pre")
-        if pl not in ("pre", "sandwich"):
-            return None, None  # (post, output, none: nothing normalises the sublayer's input)
-        ln = "blocks.%d.%s" % (layer, "ln2" if mlp_input else "ln1")
-        return ln, ln + ".w"
+        """(hook prefix, norm weight name) of the norm that reads the stream at `layer`, (None, None)
+        where none does: the engine's rule for the model's norm placement (tlm_input_norm)"""
+        h = self.model.__dict__.get("_h")
+        if h is None:
+            raise ValueError("apply_ln_to_stack: the model of this cache is closed")
+        name = ctypes.create_string_buffer(64)
+        rc = _L.tlm_input_norm(h, layer, 1 if mlp_input else 0, name, len(name))
+        if rc < 0:
+            raise _err("apply_ln_to_stack")
+        ln = name.value.decode() if rc else None
+        return (ln, ln + ".w") if ln else (None, None)
 
     def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False, pos_slice=None):
         """Each component of a stack [..., T, d] (summing to the stream at `layer`) through the

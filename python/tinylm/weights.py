@@ -7,6 +7,7 @@ seen through strides, not a copy: the arrays are views of the engine's memory, a
 writable=True an edit is what the next pass computes with. docs/python.md ("Weights").
 """
 import ctypes
+import weakref
 
 import numpy as np
 
@@ -46,6 +47,7 @@ class Weights(dict):
     def __init__(self, model, flat, offsets, writable):
         super().__init__()
         self._cfg = model.config
+        self._model = weakref.ref(model)  # (norm_gain asks the engine; the model owns these views)
         self.writable = writable
         self.engine = {}  # engine tensor name -> its view in the engine's own shape
         for name, (off, shape) in offsets.items():
@@ -192,11 +194,20 @@ class Weights(dict):
 
     def norm_gain(self, key):
         """The gain a norm weight applies (a copy): w, or 1 + w for Gemma's (1 + w) RMSNorm
-        (norm_type rmsnorm_1p, its QK-norm too), which stores w itself (what self[key] is)."""
+        (norm_type rmsnorm_1p, its QK-norm too), which stores w itself (what self[key] is); the
+        engine's rule (tlm_norm_gain)."""
+        from ._core import _FP, _L, _err
         w = np.asarray(self[key], dtype=np.float32)
         if key.endswith(".b") or key.endswith(".alpha"):
             raise ValueError("norm_gain: %r is not a norm's weight (a .w key)" % (key,))
-        return (1.0 + w) if self._cfg.get("norm_type") == "rmsnorm_1p" else w.copy()
+        model = self._model()
+        h = model.__dict__.get("_h") if model is not None else None
+        if h is None:
+            raise ValueError("norm_gain: the model these weights belong to is closed")
+        gain = np.array(w, dtype=np.float32, order="C")  # (a copy, computed in place)
+        if _L.tlm_norm_gain(h, gain.ctypes.data_as(_FP), gain.ctypes.data_as(_FP), gain.size):
+            raise _err("norm_gain")
+        return gain
 
     def __repr__(self):
         return "Weights(%d arrays%s: %s)" % (len(self), ", writable" if self.writable else ", read-only",

@@ -59,7 +59,8 @@ static int unknown(const char *name) {
 
 /* Subnormal floats (below 1.2e-38: exp of a softmax logit 90 below the row's maximum, squares of tiny
  * gradients in AdamW's second moment) cost a microcode assist per operation on x86: a Pre-Norm run at
- * lr 5e-2 slowed from 42k to 2.9k tok/s as they appeared. The CLI flushes them to zero (FTZ: results;
+ * a high learning rate slowed more than tenfold as they appeared (docs/performance.md, "Figures
+ * behind the code"). The CLI flushes them to zero (FTZ: results;
  * DAZ: inputs) in its main thread before any other starts, so OpenMP's and MPI's threads inherit it;
  * their values are far below every tolerance the numerics are held to. (The library leaves the
  * floating-point mode of a host process, Python's, as it finds it.) */

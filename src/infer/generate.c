@@ -12,6 +12,7 @@
 
 #include "model/decode.h"
 #include "infer/sampler.h"
+#include "infer/step.h"
 #include "util/clock.h"
 #include "util/profile.h"
 #include "util/error.h"
@@ -30,16 +31,6 @@ static void print_piece(const tlm_tokenizer *tok, int prev, int id, FILE *out, i
     fflush(out);
 }
 
-/* Feeds n tokens through the KV cache in chunks, so that the activations hold one chunk
- * (a 2048-token prompt needs the memory of PREFILL_CHUNK tokens, not of 2048) */
-enum { PREFILL_CHUNK = 256 };
-static int prefill(tlm_context *ctx, const int *ids, int n) {
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i += PREFILL_CHUNK)
-        rc = context_forward(ctx, ids + i, NULL, 1, n - i < PREFILL_CHUNK ? n - i : PREFILL_CHUNK, NULL);
-    return rc;
-}
-
 int generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int n_prompt, const gen_options *o,
              FILE *out, int *ids_out, int *n_out, gen_stats *stats) {
     const tlm_model *m = ctx->m;
@@ -52,9 +43,7 @@ int generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int 
     if (n_prompt > context)
         return tlm_error("generate: the prompt has %d tokens; the model's context is %d", n_prompt, context);
     sampler s;
-    if (sampler_init(&s, c->vocab_size, o->temperature, o->top_k, o->top_p, o->seed)) return -1;
-    /* a llama2.c checkpoint samples run.c's stream for a seed, so its outputs can be compared */
-    if (!strcmp(c->model_type, "llama2c")) sampler_seed_runc(&s, o->seed);
+    if (gen_sampler_init(&s, c, o->temperature, o->top_k, o->top_p, o->seed)) return -1;
     int *history = malloc(sizeof(int) * ((size_t)n_prompt + o->max_new_tokens));
     /* room for the whole generation, or the context when it is longer */
     const long want = (long)n_prompt + o->max_new_tokens;
@@ -76,8 +65,8 @@ int generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int 
     if (prompt[0] != bos) print_piece(tok, -1, prompt[0], out, escape);
     for (int i = 1; i < n_prompt; i++) print_piece(tok, prompt[i - 1], prompt[i], out, escape);
     double t0 = tlm_now_s();
-    int rc = prefill(ctx, prompt, n_prompt);
-    const float *logits = context_last_logits(ctx);
+    int next = -1;
+    int rc = gen_step(ctx, &s, prompt, 1, n_prompt, &next);
     st.prefill_s = tlm_now_s() - t0;
     if (tlm_profiling && !rc) { /* --profile: the prompt's ops on their own, then the decode steps' */
         fprintf(stderr, "profile of the prompt's %d tokens: %.4f ms\n", n_prompt, st.prefill_s * 1e3);
@@ -85,23 +74,20 @@ int generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int 
     }
     prof_reset();
     while (!rc && made < o->max_new_tokens) {
-        /* a decode step, as run.c times it: sample, print, one forward */
-        t0 = tlm_now_s();
-        int next = sampler_next(&s, logits);
+        /* a decode step, as run.c times it: print, one forward, sample */
         if (next == bos || next == eos) break;
+        t0 = tlm_now_s();
         print_piece(tok, history[len - 1], next, out, escape);
         if (ids_out) ids_out[made] = next;
         history[len++] = next;
         if (++made == o->max_new_tokens) break;
-        if (kv_cache_room(kv) > 0) { /* (one parallel region for the whole token: decode.c) */
-            logits = kv_decode_step(ctx, next);
-            rc = logits ? 0 : -1;
+        if (kv_cache_room(kv) > 0) {
+            rc = gen_step(ctx, &s, history + len - 1, 1, 1, &next);
         } else {
             /* the context is full: as nanoGPT does, continue from the last `context` tokens,
              * recomputed from scratch (positions restart at 0) */
             kv_cache_reset(kv);
-            rc = prefill(ctx, history + len - context, context);
-            logits = context_last_logits(ctx);
+            rc = gen_step(ctx, &s, history + len - context, 1, context, &next);
         }
         st.decode_s += tlm_now_s() - t0;
         st.n_decoded++;

@@ -22,8 +22,8 @@ typedef struct {
     int n_prompt, n_generated;
     double setup_s;   /* the KV cache's allocation and clearing (kv_cache_create) */
     size_t kv_bytes;  /* its size */
-    double prefill_s; /* the prompt's forward pass, up to its logits */
-    double decode_s;  /* every later step: sample, print, forward (one per generated token after the first) */
+    double prefill_s; /* the prompt's forward pass and the first token's sampling (step.h gen_step) */
+    double decode_s;  /* every later step: print, forward, sample (one per generated token after the first) */
     int n_decoded;    /* forwards timed in decode_s */
 } gen_stats;
 

@@ -71,8 +71,9 @@ static void sort_desc(prob_index *a, prob_index *tmp, int n) {
 /* The first index of the largest logit, as the scan `if (x[i] > x[best]) best = i` from best = 0
  * finds it (NaNs never win; a NaN x[0] stays), in 16 lanes that the compiler vectorizes: each
  * lane keeps the first index of its strict maximum above -inf, and the lanes are combined by value,
- * then by index, starting from x[0] (a NaN there compares neither above nor equal: 0 stays). That scan, one compare on a loaded x[best] per logit, took 36 us of a 32000-token
- * vocabulary (3% of a stories15M decoding step); these lanes 11 us. */
+ * then by index, starting from x[0] (a NaN there compares neither above nor equal: 0 stays).
+ * That scan, one compare on a loaded x[best] per logit, is several times slower over a vocabulary
+ * (docs/performance.md, "Figures behind the code"). */
 enum { ARGMAX_LANES = 16 };
 static int argmax(const float *x, int n) {
     float lv[ARGMAX_LANES];

@@ -12,6 +12,7 @@
 
 #include "infer/generate.h"
 #include "infer/sampler.h"
+#include "infer/step.h"
 #include "model/checkpoint.h"
 #include "model/decode.h"
 #include "report/report.h"
@@ -86,7 +87,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 8; }
+int tlm_abi_version(void) { return 9; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
@@ -119,12 +120,10 @@ struct tlm_sampler {
 tlm_sampler *tlm_sampler_new(const tlm_model *m, float temperature, int top_k, float top_p, uint64_t seed) {
     tlm_sampler *t = malloc(sizeof *t);
     if (!t) return tlm_error("out of memory"), NULL;
-    if (sampler_init(&t->s, m->cfg.vocab_size, temperature, top_k, top_p, seed)) {
+    if (gen_sampler_init(&t->s, &m->cfg, temperature, top_k, top_p, seed)) { /* (a generation's: step.h) */
         free(t);
         return NULL;
     }
-    /* as generate.c: a llama2.c checkpoint samples run.c's stream for a seed */
-    if (!strcmp(m->cfg.model_type, "llama2c")) sampler_seed_runc(&t->s, seed);
     return t;
 }
 int tlm_sampler_next(tlm_sampler *s, const float *logits) { return sampler_next(&s->s, logits); }
@@ -221,7 +220,6 @@ struct tlm_gen {
     kv_cache *kv;
     sampler s;
     int *prompt, n_prompt, max_new, made, pending, failed;
-    const float *logits; /* the last step's, valid until the generation's next step */
 };
 
 /* A generation's context on m with kv attached; its passes run on the caller's threads, never
@@ -261,11 +259,10 @@ tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new,
         free(g);
         return tlm_error("out of memory"), NULL;
     }
-    if (sampler_init(&g->s, m->cfg.vocab_size, temperature, top_k, top_p, seed)) {
+    if (gen_sampler_init(&g->s, &m->cfg, temperature, top_k, top_p, seed)) {
         free(g->prompt), free(g);
         return NULL;
     }
-    if (!strcmp(m->cfg.model_type, "llama2c")) sampler_seed_runc(&g->s, seed); /* (as generate.c) */
     /* as generate(): room for the prompt and every new token */
     g->kv = kv_cache_create(m, n_prompt + max_new);
     g->ctx = gen_context(m, g->kv);
@@ -279,38 +276,22 @@ tlm_gen *tlm_gen_new(tlm_model *m, const int *prompt, int n_prompt, int max_new,
     return g;
 }
 
-/* runs what is pending through the cache: the prompt (one pass with hooks attached, so that they see
- * it whole; without, in generate()'s chunks), else the last token returned */
-static int gen_feed(tlm_gen *g) {
-    tlm_context *ctx = g->ctx;
-    if (kv_cache_length(g->kv) == 0) {
-        if (ctx->hooks) {
-            if (context_forward(ctx, g->prompt, NULL, 1, g->n_prompt, NULL)) return -1;
-        } else {
-            for (int i = 0; i < g->n_prompt; i += 256) /* (generate.c's PREFILL_CHUNK) */
-                if (context_forward(ctx, g->prompt + i, NULL, 1, g->n_prompt - i < 256 ? g->n_prompt - i : 256, NULL))
-                    return -1;
-        }
-        g->logits = context_last_logits(ctx);
-        return 0;
-    }
-    g->logits = kv_decode_step(ctx, g->pending);
-    return g->logits ? 0 : -1;
-}
-
 int tlm_gen_next(tlm_model *m, tlm_gen *g, int *token) {
     if (!m || !g || !token) return tlm_error("generate: NULL argument");
     if (g->failed) return tlm_error("generate: an earlier step failed; start a new generation");
     if (g->made >= g->max_new) return tlm_error("generate: the %d new tokens asked for are made", g->max_new);
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
+    /* the prompt first (step.h: one pass with hooks attached, so that they see it whole), then the
+     * token the last call returned */
     gen_borrow_hooks(g->ctx, m->ctx);
-    const int rc = gen_feed(g);
+    const int rc = g->made ? gen_step(g->ctx, &g->s, &g->pending, 1, 1, &g->pending)
+                           : gen_step(g->ctx, &g->s, g->prompt, 1, g->n_prompt, &g->pending);
     gen_return_hooks(g->ctx);
     if (rc) {
         g->failed = 1;
         return -1;
     }
-    *token = g->pending = sampler_next(&g->s, g->logits);
+    *token = g->pending;
     g->made++;
     return 0;
 }
@@ -374,16 +355,14 @@ tlm_gen_batch *tlm_gen_batch_new(tlm_model *m, const int *prompts, const int *le
         return tlm_error("out of memory"), NULL;
     }
     g->batch = batch, g->P = P, g->max_new = max_new, g->owner = m;
-    const int runc = !strcmp(m->cfg.model_type, "llama2c");
     for (int b = 0, at = 0; b < batch; at += lens[b], b++) {
         start[b] = P - lens[b]; /* (left padding: the pads, id 0, are seen by no real query) */
         memcpy(g->prompts + (size_t)b * P + start[b], prompts + at, sizeof(int) * (size_t)lens[b]);
-        if (sampler_init(&g->s[b], m->cfg.vocab_size, temperature, top_k, top_p, seed)) {
+        if (gen_sampler_init(&g->s[b], &m->cfg, temperature, top_k, top_p, seed)) {
             free(start), tlm_gen_batch_free(g);
             return NULL;
         }
         g->n_samplers++;
-        if (runc) sampler_seed_runc(&g->s[b], seed); /* (as generate.c) */
     }
     g->kv = kv_cache_create_batch(m, P + max_new, batch, start);
     g->ctx = gen_context(m, g->kv);
@@ -402,35 +381,15 @@ int tlm_gen_batch_next(tlm_model *m, tlm_gen_batch *g, int *tokens) {
     if (m != g->owner) return tlm_error("generate: this generation belongs to another model");
     /* (hooks: as tlm_gen_next; they see [batch, T, ...] over the positions the step computes, the
      * prompts in one pass) */
-    tlm_context *ctx = g->ctx;
-    gen_borrow_hooks(ctx, m->ctx);
-    int rc = 0;
-    if (kv_cache_length(g->kv) == 0 && ctx->hooks) {
-        rc = context_forward(ctx, g->prompts, NULL, g->batch, g->P, NULL);
-    } else if (kv_cache_length(g->kv) == 0) { /* the prompts, in generate.c's chunks of positions */
-        enum { CHUNK = 256 };
-        int *chunk = malloc(sizeof(int) * (size_t)g->batch * CHUNK);
-        if (!chunk) rc = tlm_error("out of memory");
-        for (int i = 0; !rc && i < g->P; i += CHUNK) {
-            const int n = g->P - i < CHUNK ? g->P - i : CHUNK;
-            for (int b = 0; b < g->batch; b++)
-                memcpy(chunk + (size_t)b * n, g->prompts + (size_t)b * g->P + i, sizeof(int) * (size_t)n);
-            rc = context_forward(ctx, chunk, NULL, g->batch, n, NULL);
-        }
-        free(chunk);
-    } else {
-        rc = context_forward(ctx, g->pending, NULL, g->batch, 1, NULL);
-    }
-    gen_return_hooks(ctx);
+    gen_borrow_hooks(g->ctx, m->ctx);
+    const int rc = g->made ? gen_step(g->ctx, g->s, g->pending, g->batch, 1, g->pending)
+                           : gen_step(g->ctx, g->s, g->prompts, g->batch, g->P, g->pending);
+    gen_return_hooks(g->ctx);
     if (rc) {
         g->failed = 1;
         return -1;
     }
-    /* the logits of the last position of each row: [batch, V] (generation's layout), or [batch, T, V] */
-    const int V = m->cfg.vocab_size, per_row = ctx->acts.logits_rows / g->batch;
-    for (int b = 0; b < g->batch; b++)
-        tokens[b] = g->pending[b] =
-            sampler_next(&g->s[b], ctx->acts.logits + ((size_t)b * per_row + per_row - 1) * V);
+    memcpy(tokens, g->pending, sizeof(int) * (size_t)g->batch);
     g->made++;
     return 0;
 }
@@ -445,6 +404,34 @@ char *tlm_report_html(const char *title, const char *data_json, size_t *len) {
     cJSON_Delete(root);
     if (!ok) return tlm_error("report: the data must be an object of kind \"pattern\" or \"positions\""), NULL;
     return report_page(title, data_json, len);
+}
+
+/* ---- interface version 9: rules a binding asks for ---------------------------------------------- */
+
+int tlm_norm_gain(const tlm_model *m, const float *w, float *gain, size_t n) {
+    if (!m || (n && (!w || !gain))) return tlm_error("norm gain: NULL model or arrays");
+    for (size_t i = 0; i < n; i++) gain[i] = model_norm_gain(&m->cfg, w[i]);
+    return 0;
+}
+
+int tlm_input_norm(const tlm_model *m, int layer, int sublayer, char *name, size_t cap) {
+    if (!m || !name || !cap) return tlm_error("input norm: NULL model or name");
+    const tlm_config *c = &m->cfg;
+    if (layer < 0 || layer > c->n_layers)
+        return tlm_error("input norm: layer %d is out of range (0..%d, %d: the final norm)", layer, c->n_layers,
+                         c->n_layers);
+    if (sublayer != 0 && sublayer != 1) return tlm_error("input norm: sublayer %d must be 0 (attention) or 1 (FFN)", sublayer);
+    int n;
+    if (layer == c->n_layers) {
+        if (!c->final_norm) return 0;
+        n = snprintf(name, cap, "ln_final");
+    } else {
+        /* (params.c binds attn_norm / ffn_norm as the sublayer's input norm under these placements) */
+        if (!placement_has_input_norm(c->placement)) return 0;
+        n = snprintf(name, cap, "blocks.%d.%s", layer, sublayer ? "ln2" : "ln1");
+    }
+    if (n < 0 || (size_t)n >= cap) return tlm_error("input norm: the name needs %d bytes; %zu given", n + 1, cap);
+    return 1;
 }
 
 /* ---- contexts: several runs of one model at once -------------------------------------------------- */

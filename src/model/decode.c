@@ -156,7 +156,8 @@ kv_cache *kv_cache_create_batch(const tlm_model *m, int max_len, int batch, cons
     tlm_advise_huge(c->v, n * sizeof(float));
     /* cleared now, as llama.cpp clears its cache when it makes a context: the pages' first touch
      * (zeroing by the kernel; under memory pressure its compaction for huge pages) is paid here, not
-     * inside the prompt's pass, where it made a 512-token prompt take 130 or 260-280 ms by turns */
+     * inside the prompt's pass, where it made a 512-token prompt's time vary by turns
+     * (docs/performance.md, "Figures behind the code") */
     if (c->k) memset(c->k, 0, n * sizeof(float));
     if (c->v && !c->mla) memset(c->v, 0, n * sizeof(float));
     if (start) {
@@ -194,8 +195,8 @@ void kv_cache_advance(kv_cache *c, int n) { c->len += n; }
 
 /* layer l's keys (or values) of kv head g: [max_len, hd]. Head-major, so one token's attention
  * reads each head's cache front to back, a stream the prefetcher follows; position-major
- * ([max_len, KV*hd], run.c's layout) strides through it one 256-byte row per 3 KB (d 768):
- * 0.5 of 9.6 ms per token on the 110M shape at ~100 positions. */
+ * ([max_len, KV*hd], run.c's layout) strides through it one 256-byte row per 3 KB (d 768)
+ * (what that cost: docs/performance.md, "Figures behind the code"). */
 static float *kv_head(const kv_cache *c, float *base, int b, int l, int g) {
     return base + (size_t)b * c->row_floats + c->at[l] + (size_t)g * c->max_len * c->layer_hd[l];
 }

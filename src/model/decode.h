@@ -1,8 +1,10 @@
 /* decode.h — a KV cache for incremental decoding. Attached to a context (ctx->kv), it makes
  * context_forward() continue one sequence: positions start where the cache ends, each layer
- * appends its keys/values and attends over everything cached. The rest of the forward
- * (norms of any placement, FFN, head, soft-caps) is the very same code as a full pass, so
- * cached decoding and full recomputation compute the same function. */
+ * appends its keys/values and attends over everything cached. The rest of that forward
+ * (norms of any placement, FFN, head, soft-caps) is the full pass's code. kv_decode_step, the
+ * one-token step, is a second implementation of the layer (decode.c) that computes each value
+ * with the same kernel in the same order; tests/model/test_decode_step.c keeps the two equal bit
+ * for bit. */
 #ifndef TLM_DECODE_H
 #define TLM_DECODE_H
 

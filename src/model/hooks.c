@@ -118,10 +118,11 @@ struct model_hooks {
 static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
     struct model_hooks *h = user;
     if (id < 0 || id >= h->count || !(is_grad ? h->bwd : h->fwd)[id]) return 0;
-    char name[96];
     int64_t shape[5];
     int flags;
-    int nd = model_point_describe(&ctx->m->cfg, id, B, T, name, sizeof name, shape, &flags);
+    /* (the shape alone: the callback gets the id; the name is formatted only for a failure's
+     * message, pass_check_points) */
+    int nd = model_point_describe(&ctx->m->cfg, id, B, T, NULL, 0, shape, &flags);
     h->unchanged = 0;
     if (!nd) return 0;
     const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */

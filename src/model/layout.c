@@ -15,10 +15,10 @@
 /* An arena hands out the buffers of one layout in order. Every buffer but the shared scratch
  * is the whole batch's, sequence after sequence, so the rows of sequences [b0, b0 + nb) of any
  * of them sit at (its floats / B) * b0: an arena with b0 set binds the same layout's pointers to
- * those rows (a part of a split batch, batch_split below) instead of to the whole. */
+ * those rows (a part of a split batch, split.c's batch_split) instead of to the whole. */
 /* every buffer starts on a 64-byte line (the base is aligned, ARENA_ALIGN floats each): a
  * matrix-vector product re-reads its input row per output, and an input row off the line
- * makes every 16-float load touch two lines (measured: the 110M shape's decode 17% slower) */
+ * makes every 16-float load touch two lines (what it cost a decode: docs/performance.md, "Figures behind the code") */
 enum { ARENA_ALIGN = 16 };
 
 static float *take_at(arena *a, size_t n, size_t offset) {
@@ -227,13 +227,11 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         /* [B,H,T,T] maps: both for those who look at them (attention.c); in training also the
          * probabilities alone (and the scores under a soft-cap, whose backward reads them) while
          * they take no more than the layer's FFN activations, so that the backward does not
-         * compute them again: nanoGPT's shape -0.35 ms of attention backward per step (of 1.6),
-         * the small GPT-2's -11 ms (of 33). Past that size (long T) they are computed again; and in
-         * mixed precision with attention's products on bf16 operands (AMX), where the recomputation
-         * is two small tile products per block: there the maps saved as much in the backward as
-         * writing them cost in the forward (small GPT-2 bf16: forward -1.8 ms, backward +2.2 ms
-         * without them; GPT-2 124M: -4.5, +5.5 ms) and took 75 and 143 MB. (Mixed precision without
-         * AMX keeps attention in f32, and the maps with it.) */
+         * compute them again. Past that size (long T) they are computed again; and in mixed
+         * precision with attention's products on bf16 operands (AMX), where the recomputation is
+         * two small tile products per block: there the maps saved about as much in the backward as
+         * writing them cost in the forward, and took memory. (Mixed precision without AMX keeps
+         * attention in f32, and the maps with it.) The figures: docs/performance.md, "Figures behind the code". */
         const attention_spec mixed = {.bf16 = m->bf16_products}; /* (the pass's own spec.bf16: sublayers.c) */
         const int keep_probs =
             maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));

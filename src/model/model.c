@@ -55,13 +55,18 @@ int model_key_visible(const tlm_config *c, int l, int query, int key) {
     return attention_key_visible(query, key, model_layer_attention(c, l).window);
 }
 
-int tlm_attention_mask(const tlm_model *m, int layer, int T, unsigned char *mask) {
+int tlm_attention_mask(const tlm_model *m, int layer, int T, int start, unsigned char *mask) {
     const tlm_config *c = &m->cfg;
     if (layer < 0 || layer >= c->n_layers)
         return tlm_error("attention mask: layer %d is out of range (0..%d)", layer, c->n_layers - 1);
     if (T <= 0 || !mask) return tlm_error("attention mask: T = %d must be positive, mask non-NULL", T);
-    for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++) mask[(size_t)i * T + j] = (unsigned char)model_key_visible(c, layer, i, j);
+    if (start < 0 || start >= T) return tlm_error("attention mask: start = %d is out of range (0..%d)", start, T - 1);
+    /* (the rule the kernels apply to a left-padded row: attention_first_key_padded) */
+    const int window = model_layer_attention(c, layer).window;
+    for (int i = 0; i < T; i++) {
+        const int first = attention_first_key_padded(i, window, start);
+        for (int j = 0; j < T; j++) mask[(size_t)i * T + j] = (unsigned char)(j >= first && j <= i);
+    }
     return 0;
 }
 

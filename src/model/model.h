@@ -442,8 +442,11 @@ static inline int model_point_id(const tlm_config *c, int layer, int kind) {
     return 1 + layer * HL_COUNT + kind;
 }
 int model_point_count(const tlm_config *c);
+/* model_point_id's inverse: the layer (-1 for the model's own points) and kind of id; 0 when id is
+ * out of range (points.c) */
+int model_point_of(const tlm_config *c, int id, int *layer, int *kind);
 /* name, shape [B,T,...] and TLM_HOOK_* flags of point id; the number of dimensions, 0 when the
- * config has no such point */
+ * config has no such point. name NULL: not written (a hook's firing needs the shape alone) */
 int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, size_t cap, int64_t shape[5],
                          int *flags);
 /* the probe names of the same points: points.h */

@@ -144,8 +144,7 @@ enum { TAIL_POINTS = HL_LOGITS - HL_FINAL_SCALE + 1 };
 
 int model_point_count(const tlm_config *c) { return 1 + c->n_layers * HL_COUNT + TAIL_POINTS; }
 
-/* the layer (-1 for the model's own points) and kind of id; 0 when out of range */
-static int point_of(const tlm_config *c, int id, int *layer, int *kind) {
+int model_point_of(const tlm_config *c, int id, int *layer, int *kind) {
     const int n = model_point_count(c);
     if (id < 0 || id >= n) return 0;
     if (id == 0) *layer = -1, *kind = HL_EMBED;
@@ -200,11 +199,11 @@ int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, 
     int l, k;
     *flags = 0;
     shape[0] = B, shape[1] = T, shape[2] = c->d_model;
-    if (!point_of(c, id, &l, &k) || !POINTS[k].name || !config_has(c, l, POINTS[k].req)) return 0;
+    if (!model_point_of(c, id, &l, &k) || !POINTS[k].name || !config_has(c, l, POINTS[k].req)) return 0;
     const point_desc *p = &POINTS[k];
-    if (l >= 0)
+    if (name && cap && l >= 0)
         snprintf(name, cap, "blocks.%d.%s", l, p->name);
-    else
+    else if (name && cap)
         snprintf(name, cap, "%s", p->name);
     *flags = p->flags;
     return shape_of(c, l, p, B, T, shape);
@@ -212,7 +211,7 @@ int model_point_describe(const tlm_config *c, int id, int B, int T, char *name, 
 
 int model_point_probe(const tlm_config *c, int id, int j, int is_grad, int B, int T, point_probe *out) {
     int l, k;
-    if (!point_of(c, id, &l, &k) || j < 0 || j >= PROBE_NAMES || !POINTS[k].probe[j].name) return -1;
+    if (!model_point_of(c, id, &l, &k) || j < 0 || j >= PROBE_NAMES || !POINTS[k].probe[j].name) return -1;
     const point_desc *p = &POINTS[k];
     const probe_name *pn = &p->probe[j];
     if ((is_grad && !(pn->kind & P_GRAD)) || !config_has(c, l, pn->req)) return 0;

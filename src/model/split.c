@@ -12,9 +12,9 @@
 /* A batch of B sequences on P threads: either every op splits its own loop among the threads
  * (a fork and a join per op, each GEMM cut in P), or each thread runs the whole pass over its
  * B/P sequences (or one more) with single-threaded ops, on views of its rows of the one
- * activation layout, and the threads meet once per pass. The second measured 6-7% faster on
- * nanoGPT's GEMMs alone (every operand of a thread stays in its own core's caches, and no GEMM
- * is cut small) and 8% per training step, whose ~150 forks and joins it removes. The sequences
+ * activation layout, and the threads meet once per pass. The second is the faster (every
+ * operand of a thread stays in its own core's caches, no GEMM is cut small, and a training step's
+ * forks and joins go; the figures: docs/performance.md, "Figures behind the code"). The sequences
  * are independent in every op but the weight gradients, which are sums over all rows: each
  * part sums its rows into its own gradient buffer, and the parts are added in order at the
  * end, so a run is reproducible for a given thread count (not across thread counts, as the

@@ -11,8 +11,8 @@
 
 /* vec_zero clears a buffer this large with non-temporal stores (x86-64's SSE, on any CPU): they
  * skip reading each line before writing it. Only where no cache would keep the zeros anyway: the
- * 496 MB gradient of the GPT-2 124M shape, 24.6 -> 10.9 ms on the Intel Xeon with AMX (its L3
- * keeps ~100 MB of a stream); a small GPT-2's 43 MB stay below and in the cache. */
+ * 496 MB gradient of the GPT-2 124M shape (docs/performance.md, "Figures behind the code"); a
+ * small GPT-2's 43 MB stay below and in the cache. */
 enum { VEC_ZERO_STREAM_BYTES = 1 << 28 };
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */

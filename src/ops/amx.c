@@ -1,11 +1,11 @@
 /* amx.c — bf16 products on AMX tiles, for gemm_bf16_task (gemm_bf16.c): the small ones and those of
  * threads inside a parallel region (which gemm_bf16.c's comment says why).
  *
- * oneDNN builds a primitive per shape (0.5-1.5 ms of JIT each, measured) and spends 10-40 us on
- * every call, which is more than the arithmetic of attention's per-block products (a 128 x 256 x 64
- * product is 4 MFLOP: ~3 us on one core's tiles). A prompt fed through the KV cache in chunks meets
- * a new key count, so a new shape, at every block: a 1003-token prompt took 679 ms in a fresh process
- * and 336-364 ms once the shapes were built. Here the same products run with no per-shape cost:
+ * oneDNN builds a primitive per shape (a JIT compilation) and spends more on every call than the
+ * arithmetic of attention's per-block products (a 128 x 256 x 64 product is 4 MFLOP). A prompt fed
+ * through the KV cache in chunks meets a new key count, so a new shape, at every block, and a fresh
+ * process paid for building them all (the figures: docs/performance.md, "Figures behind the
+ * code"). Here the same products run with no per-shape cost:
  *
  *   Ap [M32, K32]   = op(A) rounded up to whole 32 x 32 blocks with zeros (where A cannot be read in place)
  *   Bp [K32/2, N32, 2] = op(B) in the tiles' pair-interleaved layout (VNNI): Bp[k/2][n][k%2] = op(B)[k][n]
@@ -231,8 +231,9 @@ static void pack_b(uint16_t *Bp, int trans_b, const uint16_t *B, int ldb, int n0
 
 /* K is taken K_CHUNK at a time past 2 K_CHUNK: the head's input gradient (K = the vocabulary,
  * 50304 for GPT-2) packed B 25 MB per panel and read each strip of A and the panel from memory again
- * for every other strip: 212 GFLOP/s on one thread (512 x 768 x 50304), against 640-670 for the
- * head's two other products. Each chunk's sums are added to C in K's order (beta 1 after the first):
+ * for every other strip, at a third of the speed of the head's two other products
+ * (docs/performance.md, "Figures behind the code"). Each chunk's sums are added to C in K's order
+ * (beta 1 after the first):
  * every row of C still sums the same products in the same order whatever M and N. */
 enum { K_CHUNK = 1024 };
 

@@ -83,7 +83,7 @@ static void softmax_row_backward_c(float *d, const float *p, const float *s, int
 /* The same rows in vectors of 16 columns aligned to the row's start: the lanes outside the
  * visible keys take their constant (-inf, 0) in the same full-vector stores, so that neither
  * the masked half of a causal row nor a partial vector needs a masked store (slow on Zen 5:
- * measured 1.4x on the whole attention with them); only a row length not a multiple of 16 ends
+ * docs/performance.md, "Figures behind the code"); only a row length not a multiple of 16 ends
  * in one. */
 TLM_AVX512 static inline __mmask16 visible16(int j, int first, int last) {
     const int lo = first - j > 0 ? first - j : 0, hi = last - j < 15 ? last - j : 15;
@@ -598,7 +598,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
     const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
     const size_t blk = block_floats(T), own_floats = attention_scratch_floats(T, hd);
     /* dk and dv sum over query blocks and the group's heads. (Zeroing each task's rows inside
-     * the task measured 0.6% slower per nanoGPT step than this pass before it.) */
+     * the task was slower than this pass before it: docs/performance.md, "Figures behind the code".) */
     const size_t n_kv = (size_t)B * T * kv_row; /* (not vec_zero: its profile scope would nest in this one) */
 #pragma omp parallel for schedule(static) if(n_kv > OMP_MIN_WORK)
     for (size_t i = 0; i < n_kv; i++) dk[i] = 0.0f, dv[i] = 0.0f;

@@ -2,9 +2,9 @@
  * tiles where the CPU has them, AVX512-BF16's vdpbf16ps otherwise, through oneDNN's matmul
  * primitive (its BLAS-like sgemm has no bf16 sibling in the C API).
  *
- * Measured on an Intel Xeon with AMX, 2 cores (bench in docs/performance.md): the primitive
- * runs 2048x1536x384 at 1.57 TFLOP/s against dnnl_sgemm's 0.37; capped to AVX512-BF16 it runs
- * at 0.21 (slower than f32 there: the issue's AMD Zen 4/5 is where that path pays).
+ * On an Intel Xeon with AMX the primitive runs several times dnnl_sgemm's speed; capped to
+ * AVX512-BF16 it is slower than f32 there (AMD Zen 4/5 is where that path pays). The figures:
+ * docs/performance.md, "Figures behind the code".
  *
  * A primitive is built for one shape, layout and thread context, and building one costs far
  * more than running a small one, so each thread keeps its own few, found by shape (training
@@ -234,9 +234,8 @@ int gemm_bf16_task(int trans_a, int trans_b, int M, int N, int K, const uint16_t
     /* On AMX, amx.c's tile kernel (one thread) takes the small products, which oneDNN would build a
      * primitive for per shape and spend more on per call than on the arithmetic (attention's blocks),
      * and every product of a thread inside a parallel region (a split batch's linear layers: there
-     * it ran 1.0-1.4x oneDNN's speed, one thread, 1024 rows). The large products of a whole pass stay
-     * with oneDNN, which shares them among the threads (at 1024^3 on 2 threads it ran 1400 GFLOP/s,
-     * amx.c 650-910). */
+     * it was at least oneDNN's speed). The large products of a whole pass stay with oneDNN, which
+     * shares them among the threads and is the faster there (docs/performance.md, "Figures behind the code"). */
     if (gemm_bf16_path() == GEMM_BF16_AMX && ((double)M * N * K <= AMX_OWN_MAX || omp_in_parallel())) {
         void *scratch = thread_buffer_get(&amx_scratch, amx_scratch_bytes(M, N, K));
         if (scratch && !amx_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, scratch))

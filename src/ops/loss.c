@@ -15,7 +15,8 @@
 /* One row's softmax p [V] of logits z, its exp-sum s and max mx (lse = mx + log s). The portable
  * loops vectorize to the default build's SSE2 only; the AVX-512 form takes 16 lanes with
  * simd_avx512.h's exp16 (the same polynomial, fused multiply-adds: values within float rounding of
- * the portable ones). At the GPT-2 124M shape's head (50304 columns) the loss was 9% of a bf16 step. */
+ * the portable ones). At a GPT-2 head (50304 columns) the loss is a visible part of a bf16 step (docs/performance.md,
+ * "Figures behind the code"). */
 static double vocab_softmax_c(float *p, const float *z, int V, float *mx_out) {
     const float mx = max_lanes(z, V);
     for (int v = 0; v < V; v++) p[v] = exp_approx(z[v] - mx);
@@ -83,8 +84,8 @@ float crossentropy_forward(float *losses, float *lse, float *probs, const float 
         const float *z = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
         /* vectorized passes: max and sum in 16 float lanes, exp inline (NaN in, NaN out, so a
-         * NaN logit still gives a NaN loss); libm's expf and a serial double sum took 1.05 ms
-         * per step at a small GPT-2's shape, 0.1 of it now */
+         * NaN logit still gives a NaN loss); libm's expf and a serial double sum were ten times
+         * slower (docs/performance.md, "Figures behind the code") */
         float mx;
         const double s = vocab_softmax(p, z, V, &mx);
         const double row_lse = (double)mx + log(s);

@@ -59,9 +59,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,fma"))) static inline __m512 lo
  *
  * The hardware prefetcher alone keeps too few lines in flight (it stops at each 4 KiB page), so
  * every cache line of the stream is also asked for MATVEC_PREFETCH_BYTES ahead, into L2 (T1).
- * Measured on the Intel Xeon with AMX, 2 threads, the 110M shape's 219 MB of bf16 decode
- * weights: 8.1 -> 5.9-6.3 ms (median of 40), flat from 8 to 32 KiB ahead; 1-2 KiB ahead gained
- * little, T0 was noisier, NTA twice as slow. The lines past the thread's share are the next
+ * The distance, the level (T1) and the gain over the hardware prefetcher alone were measured
+ * (docs/performance.md, "Figures behind the code"). The lines past the thread's share are the next
  * rows or the next matrix, read soon anyway. */
 
 #define PREFETCH_AHEAD(p) _mm_prefetch((const char *)(p) + MATVEC_PREFETCH_BYTES, _MM_HINT_T1)

@@ -356,8 +356,8 @@ double sumsq_total(const float chunk_totals[SUMSQ_CHUNKS]);
  * 16 but the last (the element-wise kernels' whole vectors; AdamW's update) */
 void thread_share(size_t n, size_t *i0, size_t *i1);
 /* ... of C columns. Column sums walk all rows over their share, so each column is summed in row
- * order whatever the thread count, reading long row pieces (64-column blocks a row apart read
- * 1.8-2.6x slower once the rows had left the cache). */
+ * order whatever the thread count, reading long row pieces (64-column blocks a row apart are
+ * slower once the rows have left the cache: docs/performance.md, "Figures behind the code"). */
 void thread_columns(int C, int *c0, int *c1);
 
 #endif

@@ -965,7 +965,7 @@ AVX2_INLINE void generic_out(float *y, const float *x, const uint8_t *row, int I
 /* rows [o0, o1) of W for `rows` rows of x, two rows of x at a time per weight row (a third and
  * fourth decode the weight row again, from L1). (Two weight rows side by side for one row of x,
  * to overlap their FMA chains, measured no faster on Zen 3: the decoding's own throughput is the
- * limit, about 2 cycles per 8 weights of Q4_K or Q8_0.) */
+ * limit; docs/performance.md, "Figures behind the code".) */
 /* (each row's lines are also asked for MATVEC_PREFETCH_BYTES ahead, into L2, as matvec.c does) */
 #define ROWS_KERNEL(TARGET, name, out)                                                                                 \
     TARGET static void name(float *y, const float *x, const uint8_t *W, size_t row_bytes, int rows, int IC, int OC,    \

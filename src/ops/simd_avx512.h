@@ -15,8 +15,8 @@ TLM_AVX512 static inline __mmask16 tail16(int left) {
 }
 
 /* 16 floats from p, or the first `left` of them (the rest 0) when left < 16; and the store that
- * matches. Whole vectors take plain loads and stores: masked stores in a main loop cost a
- * streaming kernel up to 2x on Zen 5 (measured on act_backward). */
+ * matches. Whole vectors take plain loads and stores: masked stores in a main loop slow a
+ * streaming kernel down on Zen 5 (docs/performance.md, "Figures behind the code"). */
 TLM_AVX512 static inline __m512 load16(const float *p, int left) {
     return left >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(tail16(left), p);
 }

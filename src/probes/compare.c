@@ -56,14 +56,6 @@ void cmp_run_free(cmp_run *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* the layer and kind (model.h HL_*) of point id */
-static void point_kind(const tlm_config *c, int id, int *layer, int *kind) {
-    const int tail = 1 + c->n_layers * HL_COUNT;
-    if (id == 0) *layer = -1, *kind = HL_EMBED;
-    else if (id >= tail) *layer = -1, *kind = HL_FINAL_SCALE + (id - tail);
-    else *layer = (id - 1) / HL_COUNT, *kind = (id - 1) % HL_COUNT;
-}
-
 /* keys of layer l that query i does not see: -inf (an attention map [B, H, T, T]) */
 static void mask_map(const tlm_config *c, int l, float *x, const int64_t *shape) {
     const int64_t maps = shape[0] * shape[1], T = shape[2];
@@ -122,7 +114,7 @@ static int variant_rewrite(collector *co, int id, float *data, int B, int T) {
     const tlm_model *m = co->m;
     const tlm_config *c = &m->cfg;
     int l, k;
-    point_kind(c, id, &l, &k);
+    if (!model_point_of(c, id, &l, &k)) return 0; /* (not a point: nothing to recompute) */
     const norm_params *np = NULL;
     int in_kind = -1, scale_kind = -1, in_layer = l;
     const layer_params *P = l >= 0 ? &m->p.layers[l] : NULL;
@@ -191,7 +183,7 @@ static int collect_at_point(void *user, const tlm_context *run, int id, float *d
         return -1;
     }
     int l, k;
-    point_kind(c, id, &l, &k);
+    if (!model_point_of(c, id, &l, &k)) return 0; /* (described above: in range) */
     cmp_tensor *t = run_push(co->run, name, nd, shape, flags, l);
     if (!t) {
         co->failed = 1;

@@ -86,7 +86,7 @@ typedef struct {
 /* The same update on 16 lanes, elements [i0, i1): the operations of ADAMW_UPDATE in its order, each
  * rounded (no fused multiply-add: the build contracts none in the portable loop either), so the bits
  * are the portable loop's. The default build's loops are SSE2; with the mirror's rounding in the
- * same loop they became bound by instructions, not memory (small GPT-2: 6.7 -> 8.7 ms a step). */
+ * same loop they became bound by instructions, not memory (docs/performance.md, "Figures behind the code"). */
 TLM_AVX512 static void update_avx512(float *p, float *g, float *mm, float *vv, uint16_t *w16, int clear, size_t i0,
                                      size_t i1, const update_k *k) {
     const __m512 clip = _mm512_set1_ps(k->clip), b1 = _mm512_set1_ps(k->b1), b1c = _mm512_set1_ps(1.0f - k->b1),

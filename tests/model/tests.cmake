@@ -35,3 +35,6 @@ tlm_c_test(test_quant_fidelity tests/model/test_quant_fidelity.c)
 tlm_c_test(test_contexts tests/model/test_contexts.c)
 find_package(Threads REQUIRED)
 target_link_libraries(test_contexts PRIVATE Threads::Threads)
+
+# tlm_norm_gain and tlm_input_norm: the rules include/tinylm.h gives the bindings
+tlm_c_test(test_binding_rules tests/model/test_binding_rules.c)
