@@ -14,6 +14,9 @@ CLAIM = ("Post-Norm needs learning-rate warmup and Pre-Norm does not (Xiong et a
          "bound on the last layer's gradient grows with the width (O(d sqrt(ln d))), so without warmup Post-Norm "
          "fails to train at learning rates around 1e-3 where it trains with warmup, and the wider the model the "
          "more so; Pre-Norm trains there without warmup.")
+TERMS = ("Post-Norm normalises after the residual sum, so every gradient passes through a norm at every block;"
+         " Xiong et al.'s bound on the last layer's gradient at initialisation grows with the width d, which "
+         "is why the lesson says Post-Norm needs warmup and Pre-Norm does not (tinylm lesson placement).")
 
 LAYERS = 6
 PLACEMENTS = ["post", "pre"]
