@@ -76,7 +76,8 @@ def judge(widths, lrs, st, grad):
     else:
         supported = None
     ratios = [grad[(d, "post")] for d in widths]
-    trend = ("grows with the width" if all(b > a for a, b in zip(ratios, ratios[1:])) else
+    trend = ("is measured at one width only" if len(ratios) < 2 else
+             "grows with the width" if all(b > a for a, b in zip(ratios, ratios[1:])) else
              "falls with the width" if all(b < a for a, b in zip(ratios, ratios[1:])) else "has no monotone trend")
     text = ("Post-Norm per width: %s. Pre-Norm trains without warmup wherever it trains with it: %s. At "
             "initialisation Post-Norm's last-layer gradient over its first is %s at d %s (it %s; Pre-Norm: %s). "
