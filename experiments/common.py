@@ -325,9 +325,12 @@ class Context:
         return model.tokenize(text[start:start + n_tokens], bos=False)[:n_tokens]
 
     def result(self, module, command):
-        return {"kind": "experiment", "name": self.name, "title": module.TITLE, "claim": module.CLAIM,
-                "command": command, "verdict": dict(self._verdict), "tables": self.tables,
-                "figures": self.figures, "notes": self.notes}
+        res = {"kind": "experiment", "name": self.name, "title": module.TITLE, "claim": module.CLAIM,
+               "command": command, "verdict": dict(self._verdict), "tables": self.tables,
+               "figures": self.figures, "notes": self.notes}
+        if getattr(module, "TERMS", None):  # the experiment in the lessons' terms (a caption under the claim)
+            res["terms"] = module.TERMS
+        return res
 
 
 def _outcome(d, rc, stderr, steps):

@@ -12,6 +12,9 @@ CLAIM = ("DeepNorm (Wang et al. 2022, DeepNet): Post-Norm with the residual up-w
          "and the v, o and FFN matrices initialised smaller by beta (decoder-only: alpha = (2N)^(1/4), "
          "beta = (8N)^(-1/4)) bounds the model update, so Post-Norm trains at depths and learning rates where "
          "plain Post-Norm fails, keeping Post-Norm's quality.")
+TERMS = ("DeepNorm keeps Post-Norm's normalised sum but scales the identity path (x * alpha + F(x)) and the "
+         "init of the increments (beta), so that each block's update stays small against the stream at any "
+         "depth (tinylm lesson placement, init-depth).")
 
 PLACEMENTS = ["post", "deepnorm", "pre"]
 SMALL = {"hidden_size": 64, "intermediate_size": 176}

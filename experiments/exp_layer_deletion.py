@@ -10,6 +10,9 @@ TITLE = "Deleting one block at a time: validation-loss increase per layer (Pre-N
 CLAIM = ("Because each block only adds a (relatively small) increment to the residual stream, a trained "
          "Pre-Norm model survives the deletion of any single block with a modest loss increase, except the "
          "first block(s), which the later ones depend on; the middle blocks are the most redundant.")
+TERMS = ("Deleting a block removes its increment from the stream: if each increment is small against the "
+         "stream, the blocks after it still read almost the same stream. The first block writes onto the bare "
+         "embedding, so it matters most (tinylm lesson stream).")
 
 
 MODEST = 0.10  # a "modest" loss increase: at most this fraction of the intact loss

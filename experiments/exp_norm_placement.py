@@ -11,6 +11,10 @@ TITLE = "Norm placement: the largest learning rate that trains, Post-Norm vs Pre
 CLAIM = ("Post-Norm needs learning-rate warmup and Pre-Norm does not (Xiong et al. 2020): at initialization "
          "Post-Norm's parameter gradients are largest near the output, so without warmup Post-Norm trains only "
          "at small learning rates and warmup widens its stable range, while Pre-Norm's range does not move.")
+TERMS = ("Pre-Norm normalises each sublayer's input and leaves the stream free to grow; Post-Norm normalises "
+         "the sum x + F(x) after every block, so the stream sits at sqrt(d) and the gradient passes through a "
+         "norm at every block. The lesson (after Xiong et al.) says the latter needs warmup (tinylm lesson "
+         "placement).")
 
 PLACEMENTS = ["post", "pre"]
 INIT_PLACEMENTS = ["post", "pre", "sandwich", "output"]

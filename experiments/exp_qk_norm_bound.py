@@ -12,6 +12,9 @@ CLAIM = ("Without QK-Norm the attention logits q.k/sqrt(d_head) can grow without
          "query and key weights (more at larger learning rates: attention-logit growth, Dehghani et al. 2023); "
          "with per-head QK-Norm each normalized q and k has norm at most g*sqrt(d_head), so every logit is "
          "bounded by sqrt(d_head) * g_q * g_k at every step.")
+TERMS = ("After RMSNorm with unit gains a query and a key each have length sqrt(head_dim), so q.k / "
+         "sqrt(head_dim) is at most sqrt(head_dim): 11.3 for head_dim 128. The gains are learned, so the bound"
+         " is sqrt(head_dim) g_q g_k (tinylm lesson qk-norm).")
 
 SMALL = {"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 4, "num_attention_heads": 4}
 

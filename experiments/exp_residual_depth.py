@@ -12,6 +12,9 @@ CLAIM = ("Without the residual connection the gradient reaching a layer's input 
          "per-layer factor at every layer, so it vanishes or explodes geometrically with depth "
          "(0.8^32 = 0.0008, 1.2^32 = 342) and a deep stack learns nothing; with the residual the "
          "gradient reaches every layer at about the same size and depth trains.")
+TERMS = ("A block computes y = x + F(x): the 1 in dy/dx = 1 + F'(x) is the identity path, so the gradient "
+         "reaching a layer is the gradient above it plus what F adds. Without that path it is the product of "
+         "every layer's factor: 0.8 per layer leaves 0.0008 after 32 layers (tinylm lesson residual).")
 
 UNIGRAM = 3.313  # nats, the unigram entropy of TinyShakespeare (docs/training.md)
 

@@ -11,6 +11,9 @@ CLAIM = ("Each block adds its output to the residual stream, so at initializatio
          "with depth (about linearly, one increment per sublayer); scaling the init of the projections that write "
          "into the stream (o_proj, down_proj) by 1/sqrt(2N), as GPT-2 does (`scale_residual_init`), keeps the "
          "total added variance about the same whatever the depth.")
+TERMS = ("Every block adds two increments to the stream; independent increments add their variances, so the "
+         "stream's variance at initialisation grows with the number of blocks unless the projections that "
+         "write into the stream are scaled by 1/sqrt(2N), as GPT-2 does (tinylm lesson init-depth).")
 
 SMALL = {"hidden_size": 64, "intermediate_size": 176}
 

@@ -14,6 +14,9 @@ CLAIM = ("RMSNorm (no mean, no bias) reaches the same quality as LayerNorm after
          "doing less work per norm (one reduction instead of two), and the normalization statistics must be "
          "computed in fp32: in bf16 (8 significant bits) the mean of squares, and LayerNorm's variance above all "
          "on rows with a large common offset, lose precision.")
+TERMS = ("LayerNorm subtracts the mean and divides by the standard deviation ([3, 4] -> [-1, 1]); RMSNorm only"
+         " divides by the root mean square ([3, 4] -> [0.849, 1.131]): one reduction and half the parameters "
+         "fewer (tinylm lesson rmsnorm-vs-layernorm).")
 
 
 def bf16(x):

@@ -10,6 +10,9 @@ TITLE = "Attention and final-logit soft-capping (Gemma 2: 50 / 30) vs none"
 CLAIM = ("Soft-capping, cap * tanh(x / cap), bounds the attention logits (Gemma 2: 50) and the final logits "
          "(30) smoothly: the largest logits stay below the caps whatever the learning rate, and at caps that "
          "ordinary training never reaches the loss is unchanged.")
+TERMS = ("cap * tanh(x / cap) leaves small logits almost unchanged (10 -> 9.6 at cap 30), bends those near the"
+         " cap (30 -> 22.8) and never exceeds it, with a gradient 1 - tanh^2 that shrinks but never reaches 0,"
+         " unlike hard clipping (tinylm lesson softcap).")
 
 SMALL = {"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 4}
 CAPS = [("none", 0, 0), ("Gemma 2: 50 / 30", 50, 30), ("tight: 5 / 5", 5, 5)]

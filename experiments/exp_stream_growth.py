@@ -11,6 +11,9 @@ CLAIM = ("In a Pre-Norm transformer nothing normalizes the residual stream itsel
          "depth (Qwen2.5-0.5B: 0.47 after the embedding, 4.8, 15-20 in the middle, 76.1 before the last "
          "block, 58.1 after it) while each block's increment becomes small relative to the stream. (The "
          "sandwich placement, with a norm on each sublayer's output, is measured alongside.)")
+TERMS = ("The residual stream is the embedding plus every increment written onto it (x after = x before + "
+         "increment). In Pre-Norm nothing normalises it, so its norm grows block by block while each increment"
+         " becomes small against it; a Post-Norm stream would sit at sqrt(d) (tinylm lesson stream).")
 
 QWEN = [0.47, 4.8, 17.5, 76.1, 58.1]
 

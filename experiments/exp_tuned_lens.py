@@ -13,6 +13,10 @@ CLAIM = ("The logit lens (each layer's residual stream read by the model's own f
          "the model's output. The tuned lens (Belrose et al. 2023) learns one affine translator per layer "
          "(h + A h + b, trained on KL to the final distribution with the model frozen) and brings every layer's "
          "prediction much closer to the final one, most of all in the early layers.")
+TERMS = ("The logit lens reads a stage of the residual stream through the final norm and the unembedding, as "
+         "if the later blocks were deleted; early stages are read badly because the stream there is not yet in"
+         " the head's basis (at the embedding a tied head reads back the input token), which a per-layer "
+         "translator corrects (tinylm lesson stream).")
 
 
 def lens_stages(ctx, model, data, steps, batch, seq, eval_batches, tokenizer=None):

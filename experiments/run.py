@@ -46,7 +46,10 @@ def cell(v):
 
 
 def markdown(res, figure_files):
-    md = ["# %s" % res["title"], "", "**Claim.** %s" % res["claim"], "", "**Command.** `%s`" % res["command"], ""]
+    md = ["# %s" % res["title"], "", "**Claim.** %s" % res["claim"], ""]
+    if res.get("terms"):
+        md += ["*In the lessons' terms.* %s" % res["terms"], ""]
+    md += ["**Command.** `%s`" % res["command"], ""]
     md += ["**Verdict: %s.** %s" % (verdict_word(res["verdict"]["supported"]), res["verdict"]["text"]), ""]
     for t in res["tables"]:
         md += ["## %s" % t["title"], "", "| " + " | ".join(cell(str(c)) for c in t["columns"]) + " |",

@@ -209,10 +209,24 @@ def line_plot(series, title="", xlabel="", ylabel="", xlog=False, ylog=False, wi
         xt = [(t, _fmt(t)) for t in X.ticks if X.lo - 1e-12 <= t <= X.hi + 1e-12]
         if all(isinstance(x, int) for x in xs_all):  # integer data (layers, steps): integer ticks
             xt = [(t, lab) for t, lab in xt if abs(t - round(t)) < 1e-9]
-    for t, lab in xt:
+    # every tick keeps its grid line; a label that would overlap the last one drawn (about 7 px a
+    # character at 12 px) is left out, the last tick's label always kept
+    shown, last_px, last_len = set(), None, 0
+    for k, (t, lab) in enumerate(xt):
+        px, n = X(t), len(str(lab))
+        if last_px is None or abs(px - last_px) >= 3.6 * (n + last_len) + 6:
+            shown.add(k)
+            last_px, last_len = px, n
+    if xt and len(xt) - 1 not in shown:
+        k = max(shown)
+        if len(shown) > 1 and abs(X(xt[-1][0]) - X(xt[k][0])) < 3.6 * (len(str(xt[-1][1])) + len(str(xt[k][1]))) + 6:
+            shown.discard(k)
+        shown.add(len(xt) - 1)
+    for k, (t, lab) in enumerate(xt):
         px = X(t)
         out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#dddddd"/>' % (px, top, px, bottom))
-        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px, bottom + 18, escape(lab)))
+        if k in shown:
+            out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (px, bottom + 18, escape(lab)))
     for t in Y.ticks:
         if not (Y.lo - 1e-12 * abs(Y.lo) <= t <= Y.hi * (1 + 1e-12) + 1e-12):
             continue

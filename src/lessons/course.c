@@ -214,9 +214,10 @@ static void print_para(FILE *f, const char *s, int width, int wrap) {
 int lesson_print_text(FILE *f, const lesson_out *o, const lesson_topic *t) {
     int zh = o->lang == LESSON_ZH;
     fprintf(f, "tinylm lesson %s — %s\n", t->name, zh ? t->title_zh : t->title_en);
-    fprintf(f, "%s\n", zh ? "（每个数都由引擎自己的算子计算，按课文的精度与课文的值比较；标签是主题与小节，不是课文的页码）"
-                          : "(every number is computed by the engine's own kernels and compared with the text's value at "
-                            "the text's precision; a label names the topic and section, not a page)");
+    fprintf(f, "%s\n", zh ? "（每个数都由引擎自己的算子计算，按给定值的精度与它比较；给定值来自课文或由主题的公式推出，见“课文:”/“公式:”；标签是主题与小节，不是课文的页码）"
+                          : "(every number is computed by the engine's own kernels and compared with its stated value at "
+                            "that value's precision; \"text:\" marks a value a lesson text states, \"formula:\" one "
+                            "derived from the topic's formula; a label names the topic and section, not a page)");
     int bad = 0;
     for (int i = 0; i < o->n_item; i++) {
         const lesson_item *it = &o->item[i];

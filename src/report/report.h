@@ -23,7 +23,7 @@ int report_write_html(const char *path, const char *title, const char *data_json
 char *report_page(const char *title, const char *data_json, size_t *len);
 
 /* Checks an experiment description (text of `n` bytes read from `name`) against the schema
- *   {"kind":"experiment","name":"...","title":"...","claim":"...","command":"...",
+ *   {"kind":"experiment","name":"...","title":"...","claim":"...","terms":"...","command":"...",
  *    "verdict":{"supported":true|false|null,"text":"..."},
  *    "tables":[{"title":"...","columns":["a","b"],"rows":[[1,"x"],[2,"y"]]}],
  *    "figures":[{"title":"...","svg":"<svg ...>...</svg>"}],"notes":["..."]}

@@ -840,6 +840,7 @@
     add(app, h("h1", { text: D.title }));
     if (D.name) add(app, h("div", { class: "meta" }, h("span", {}, "experiment ", h("b", { class: "mono", text: D.name }))));
     if (D.claim) add(app, h("p", { class: "claim" }, h("b", { text: "Claim: " }), D.claim));
+    if (D.terms) add(app, h("p", { class: "caption lesson-terms", id: "terms" }, h("b", { text: "In the lessons' terms: " }), String(D.terms)));
     if (D.verdict) {
       var sup = D.verdict.supported;
       var cls = sup === true ? "yes" : sup === false ? "no" : "unknown";

@@ -970,7 +970,11 @@ out:
         const char *status = rc == 0 && t->step >= o->steps ? "finished"
                              : rc == 0 || rc == 130 || rc == 143 ? "stopped"
                                                                    : "failed";
+        /* the run's own error is the one its caller reports: kept across the page's write */
+        char why[512];
+        snprintf(why, sizeof why, "%s", tlm_last_error());
         if (write_page(t, status, 0) && rc == 0) rc = 1, fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
+        else if (rc != 0 && why[0]) tlm_error("%s", why);
     }
     t->m->mirror_fresh = 0; /* (whatever runs next may change the weights before its forward) */
     while (take_stop_signal()) {

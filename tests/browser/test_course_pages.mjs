@@ -173,12 +173,15 @@ async function lesson(topic, extra, what) {
   const rows = [["pre, 4 layers, tied, 1500 steps, bytes + BOS (attention_sinks' run) (val 1.746)", 0.8401, 4.583, 5.399, 6.971, 8.298, 3.88, 0.5578, 12.25],
                 ["Qwen2.5-0.5B (the lesson's numbers; middle: 15-20)", 0.47, 17.5, 76.1, 58.1, 123.6, "-", "-", "-"]];
   const desc = path.join(WORK, "wide.json"), html = path.join(WORK, "wide.html");
-  fs.writeFileSync(desc, JSON.stringify({ kind: "experiment", title: "wide", tables: [{ title: "wide", columns: cols, rows }] }));
+  fs.writeFileSync(desc, JSON.stringify({ kind: "experiment", title: "wide", claim: "a claim", terms: "An increment is what a block adds.",
+                                          tables: [{ title: "wide", columns: cols, rows }] }));
   const r = tinylm("report", desc, "--html", html);
   check(r.rc === 0, "tinylm report: the wide table's page", r.err);
   const page = await open(html, "experiment page, wide table");
   const fit = await page.$eval("table.experiment-table", (t) => [t.scrollWidth, t.parentElement.clientWidth]);
   check(fit[0] <= fit[1], `experiment page: the 9-column table fits (${fit[0]} <= ${fit[1]} px), no column hidden`, fit);
+  const terms = await page.$eval("#terms", (e) => e.textContent).catch(() => "");
+  check(terms === "In the lessons' terms: An increment is what a block adds.", "experiment page: the caption in the lessons' terms", terms);
   await page.close();
 }
 

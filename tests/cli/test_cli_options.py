@@ -109,7 +109,7 @@ BAD = [  # args, the text the one line must hold
     (["tokenize", "--text", "a"], "--tokenizer"),
     (["lesson", "14"], "14"),
     (["lesson", "15", "--threads", "x"], "--threads"),
-    (["lesson"], "lesson"),
+    (["lesson", "rms", "--lang", "fr"], "--lang"),  # (`lesson` alone prints the course's index)
     (["frobnicate"], "frobnicate"),
 ]
 

@@ -104,8 +104,11 @@ def main():
     with open(os.path.join(out, "result.json")) as f:
         text = f.read()
     res = json.loads(text, parse_constant=lambda c: FAILS.append("non-standard JSON constant " + c))
-    check(sorted(res) == sorted(["kind", "name", "title", "claim", "command", "verdict", "tables", "figures",
-                                 "notes"]), "result.json has exactly the schema's keys")
+    check(sorted(set(res) - {"terms"}) == sorted(["kind", "name", "title", "claim", "command", "verdict", "tables",
+                                                  "figures", "notes"]), "result.json has exactly the schema's keys")
+    check("terms" not in res or (isinstance(res["terms"], str) and res["terms"] and "*In the lessons' terms.*" in
+                                 open(os.path.join(out, "README.md"), encoding="utf-8").read()),
+          "the lessons' terms (optional) are a string, shown in README.md")
     check(res["kind"] == "experiment" and res["name"] == args.name, "kind and name")
     check(all(isinstance(res[k], str) and res[k] for k in ("title", "claim", "command")), "title, claim, command")
     v = res["verdict"]

@@ -234,6 +234,18 @@ def main():
                             xticklabels={1e-3: "0.001", 1e-2: "0.01", 1e-1: "0.1"}, title="lr")
     render(svg, work, "line_xlog")
     check(">0.001<" in svg and ">0.1<" in svg, "x tick labels as given")
+    # a ladder of learning rates: labels that would print over each other are left out (the last kept);
+    # legends wrap long labels instead of cutting them
+    lrs = [1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1]
+    long_label = "Gemma 2: 50 / 30, lr 0.003 and a long tail of words"
+    svg = svgplot.line_plot([svgplot.Series(long_label, lrs, [1.0 + i for i in range(10)])], xlog=True,
+                            xticklabels={lr: "%g" % lr for lr in lrs})
+    xs = [float(x) for x in re.findall(r'<text x="([0-9.]+)" y="[0-9]+" text-anchor="middle">[0-9.e-]+</text>', svg)]
+    labs = re.findall(r'text-anchor="middle">([0-9.e-]+)</text>', svg)
+    check(labs and labs[-1] == "0.1" and "0.0001" in labs and "0.0002" not in labs and
+          all(b - a >= 3.6 * 12 for a, b in zip(xs, xs[1:])), "x tick labels that would overlap are left out")
+    words = " ".join(re.findall(r'<text x="[0-9]+" y="[0-9]+" font-size="12">([^<]*)</text>', svg))
+    check(words == long_label, "a long legend label is wrapped, not cut")
     svg = svgplot.bar_plot(["a long category name here", "b", "c"],
                            [svgplot.Series("one", None, [1.0, 2.0, float("nan")]),
                             svgplot.Series("two", None, [0.5, 3.0, 1.0])], title="bars", ylabel="v",

@@ -39,6 +39,9 @@ def warmup_cases():
     check(sup is True and post[512] == "needs warmup" and post[64] == "does not need warmup" and pre[512] == "yes",
           "post_norm_warmup: warmup rescues Post-Norm at the widest width only -> supported", text)
     check("grows with the width" in text, "post_norm_warmup: the gradient ratio's trend in d is named", text)
+    one = {k: v for k, v in grad.items() if k[0] == 512}
+    sup1, _, _, text1 = J([512], lrs, st(("trains", "diverged")), one)
+    check("one width only" in text1 and "grows" not in text1, "post_norm_warmup: one width states no trend", text1)
     sup, post, pre, text = J(widths, lrs, st(("trains", "trains")), grad)
     check(sup is False, "post_norm_warmup: Post-Norm trains without warmup wherever it does with -> not supported", text)
     sup, post, pre, text = J(widths, lrs, st(("trains", "diverged"), pre_nowarm="diverged"), grad)
