@@ -250,6 +250,12 @@ int main(void) {
     const gemm_bf16_path_t path = gemm_bf16_path();
     printf("bf16 products: %s (TLM_ISA=%s, ONEDNN_MAX_CPU_ISA=%s)\n", gemm_bf16_path_name(path), cap ? cap : "unset",
            dnnl_cap ? dnnl_cap : "unset");
+    /* oneDNN capped to AVX512-BF16 on a CPU without AMX: the native run's path, code and data, which
+     * test_gemm_bf16 has just checked (the sanitizer build felt the repeat most) */
+    if (dnnl_cap && !strcmp(dnnl_cap, "AVX512_CORE_BF16") && !tlm_cpu_features_get()->amx_bf16) {
+        printf("no AMX: capped to AVX512-BF16 is the native path (test_gemm_bf16): skipped\n");
+        return 77;
+    }
     /* the caps must take: below AVX-512 no path, oneDNN capped below AMX no AMX */
     if (cap && strcmp(cap, "avx512")) CHECK(path == GEMM_BF16_NONE, "TLM_ISA=%s left the %s path on", cap, gemm_bf16_path_name(path));
     if (dnnl_cap && !strcmp(dnnl_cap, "AVX512_CORE_BF16"))

@@ -55,6 +55,11 @@ def main():
         return 77
     drop = ("TINYLM_LIB", "TINYLM_BUILD_DIR", "PYTHONPATH", "LD_PRELOAD", "ASAN_OPTIONS")
     env = {k: v for k, v in os.environ.items() if k not in drop}
+    # setup.py's CMake build through ccache where it is installed (CMake reads the launcher from the
+    # environment): the tree is copied to the same path each run, so a second run compiles nothing;
+    # a launcher the caller chose is kept
+    if shutil.which("ccache") and "CMAKE_C_COMPILER_LAUNCHER" not in env:
+        env["CMAKE_C_COMPILER_LAUNCHER"] = "ccache"
 
     # the working tree, without build folders, .git or node_modules
     rc, out, err = run(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard", "-z"])

@@ -8,8 +8,12 @@ llama.cpp's converters write them, for each pre-tokenizer name tinylm knows:
     tokenizer.json tinylm reads with that pre-tokenizer (no Llama 3 tokenizer is in the repo);
   - an unknown pre-tokenizer name is refused, naming the file, the key and the names known.
 The GGUF files are written here from the format (tokenizer metadata only, no tensors).
+--joined (the sanitizer build): instead of one process per recorded text (each loading a vocabulary
+of 50k or 150k pieces, instrumented), the texts joined by line breaks in one process per file, whose
+ids must be those of the tokenizer files it was written from (encoder.json + vocab.bpe, the
+tokenizer.json), and the empty text alone: the same encoder code on the same texts.
 
-usage: test_gguf_tokenizer.py PATH_TO_TINYLM WORK_DIR"""
+usage: test_gguf_tokenizer.py PATH_TO_TINYLM WORK_DIR [--joined]"""
 import json
 import os
 import struct
@@ -93,6 +97,7 @@ def tokenize(tinylm, tok, text):
 
 def main():
     tinylm, work = sys.argv[1], sys.argv[2]
+    joined = sys.argv[3:] == ["--joined"]
     os.makedirs(work, exist_ok=True)
     cases = json.load(open(os.path.join(HERE, "data", "reference_ids_js.json"), encoding="utf-8"))["cases"]
 
@@ -114,6 +119,16 @@ def main():
 
     for label, path in (("gpt2", gpt2), ("qwen3", qwen)):
         mine = [c for c in cases if c["tokenizer"] == label and not c["add_bos"]]
+        if joined:
+            text = "\n".join(c["text"] for c in mine)
+            a, b = tokenize(tinylm, path, text), tokenize(tinylm, os.path.join(TOK, label), text)
+            check(isinstance(a, list) and a == b and len(a) > 100, "GGUF %s tokenizer: the %d recorded texts joined "
+                  "give the ids of the files it was written from (%s ids)" % (label, len(mine), len(a) if
+                                                                           isinstance(a, list) else a), (a, b))
+            empty = [c for c in mine if c["text"] == ""]
+            check(empty and all(tokenize(tinylm, path, c["text"]) == c["ids"] for c in empty),
+                  "GGUF %s tokenizer: the empty text gives the recorded ids" % label)
+            continue
         bad = []
         for c in mine:
             got = tokenize(tinylm, path, c["text"])
@@ -139,7 +154,7 @@ def main():
     ldir = os.path.join(work, "llama3-style")
     os.makedirs(ldir, exist_ok=True)
     with open(os.path.join(ldir, "tokenizer.json"), "w", encoding="utf-8") as f:
-        json.dump(lj, f, ensure_ascii=False)
+        f.write(json.dumps(lj, ensure_ascii=False))  # (json.dump writes piece by piece: seconds slower)
     llama = os.path.join(work, "llama3-style-tokenizer.gguf")
     bpe_gguf(llama, qtokens, qtypes, qmerges, "llama-bpe")
     texts = sorted({c["text"] for c in cases if c["text"]}) + ["prices 1234567 and 12 34", "x" * 40 + " " + "ab" * 30]

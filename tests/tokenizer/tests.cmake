@@ -16,10 +16,16 @@ if(TLM_PYTHON)
   add_test(NAME test_ref_llama2c
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/ref_llama2c_encode.py --check)
   if(TARGET tinylm_cli)
+    # (the sanitizer build: --joined, the texts in one process per tokenizer rather than one each)
+    set(_tlm_tok_joined "")
+    if(TLM_SANITIZE)
+      set(_tlm_tok_joined --joined)
+    endif()
     add_test(NAME test_cli_tokenize
-             COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/test_cli_tokenize.py $<TARGET_FILE:tinylm_cli>)
+             COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/test_cli_tokenize.py $<TARGET_FILE:tinylm_cli>
+                     ${_tlm_tok_joined})
     add_test(NAME test_gguf_tokenizer
              COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/tokenizer/test_gguf_tokenizer.py $<TARGET_FILE:tinylm_cli>
-                     ${CMAKE_CURRENT_BINARY_DIR}/test_gguf_tokenizer)
+                     ${CMAKE_CURRENT_BINARY_DIR}/test_gguf_tokenizer ${_tlm_tok_joined})
   endif()
 endif()
