@@ -40,6 +40,7 @@
 #include "util/profile.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define TLM_X86_KERNELS 1
 #endif
@@ -269,10 +270,11 @@ int wq_int_supported(int t) {
     }
 }
 
+/* cpuid leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c") */
 static int f16c_present(void) {
 #ifdef TLM_X86_KERNELS
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c");
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
 #else
     return 0;
 #endif
