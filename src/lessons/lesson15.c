@@ -60,19 +60,23 @@ static void residual_linear(float *y, float *dx, const float *x, float gain, int
     matmul_backward(dx, NULL, NULL, dy, x, w, 1, n, n);         /* the F path */
 }
 
-/* |dL/dx| / |dL/dy| through `depth` linear layers of weight gain * I, no residual */
-static float chain_gradient(float gain, int depth) {
+/* |dL/dx| / |dL/dy| through `depth` layers whose Jacobian is gain * I, plus I when residual
+ * (lesson15.h) */
+double lesson_chain_gradient(float gain, int depth, int residual) {
     enum { D = 8 };
     float w[D * D] = {0}, g[D], prev[D];
     for (int i = 0; i < D; i++) w[i * D + i] = gain, g[i] = 1.0f;
     for (int l = 0; l < depth; l++) {
         memcpy(prev, g, sizeof g);
-        memset(g, 0, sizeof g);
-        matmul_backward(g, NULL, NULL, prev, prev /* inp unused without dweight */, w, 1, D, D);
+        if (residual)
+            memcpy(g, prev, sizeof g);
+        else
+            memset(g, 0, sizeof g);
+        matmul_backward(g, NULL, NULL, prev, prev /* unused without dweight */, w, 1, D, D);
     }
-    double a = 0, b = 0;
-    for (int i = 0; i < D; i++) a += (double)g[i] * g[i], b += 1.0;
-    return (float)sqrt(a / b);
+    double a = 0;
+    for (int i = 0; i < D; i++) a += (double)g[i] * g[i];
+    return sqrt(a / D);
 }
 
 /* a one-block model at the lesson's default size: [1,3,64] in, [1,3,64] out, finite dx */
@@ -176,7 +180,7 @@ int lesson15_run(lesson_check *out, int max) {
     softcap_forward(y, hundred, 1, 50.0f);
     add(&c, "soft-cap 50 of 100", y, (const float[]){48.2f}, 1, 0.05, 1, "48.2");
 
-    float g08[1] = {chain_gradient(0.8f, 32)}, g12[1] = {chain_gradient(1.2f, 32)};
+    float g08[1] = {(float)lesson_chain_gradient(0.8f, 32, 0)}, g12[1] = {(float)lesson_chain_gradient(1.2f, 32, 0)};
     add(&c, "32 linear layers, gain 0.8, no residual: |dx|/|dy|", g08, (const float[]){0.0008f}, 1, 5e-5, 6,
         "about 0.0008");
     add(&c, "32 linear layers, gain 1.2, no residual: |dx|/|dy|", g12, (const float[]){342.0f}, 1, 1.0, 1,

@@ -12,5 +12,8 @@ typedef struct {
 
 /* Fills up to max checks; returns how many, or -1 on an internal error (tlm_last_error). */
 int lesson15_run(lesson_check *out, int max);
+/* |dL/dx| / |dL/dy| through `depth` layers whose Jacobian is gain * I (plus I when residual), by the
+ * engine's matmul_backward (lesson 15, the residual and init-depth topics) */
+double lesson_chain_gradient(float gain, int depth, int residual);
 
 #endif

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "course.h"
+#include "lesson15.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/context.h"
@@ -302,26 +303,14 @@ static int init_growth(int depth, int scaled, double *ratio) {
     return rc;
 }
 
-static double chain_gain(float gain, int depth) {
-    enum { D = 8 };
-    float w[D * D] = {0}, g[D], prev[D];
-    for (int i = 0; i < D; i++) w[i * D + i] = gain, g[i] = 1.0f;
-    for (int l = 0; l < depth; l++) {
-        memcpy(prev, g, sizeof g);
-        memset(g, 0, sizeof g);
-        matmul_backward(g, NULL, NULL, prev, prev, w, 1, D, D);
-    }
-    return g[0];
-}
-
 int lesson_init_depth(lesson_out *o, const lesson_args *a) {
     (void)a;
     double v[4];
     lesson_section(o, "1", "Products of gains over depth", "深度上增益的连乘");
     lesson_derived(o, 0);
-    v[0] = chain_gain(0.8f, 32);
+    v[0] = lesson_chain_gradient(0.8f, 32, 0);
     lesson_num(o, "32 layers of gain 0.8: 0.8^32", "32 层增益 0.8：0.8^32", v, 1, 4, "0.0008");
-    v[0] = chain_gain(1.2f, 32);
+    v[0] = lesson_chain_gradient(1.2f, 32, 0);
     lesson_num(o, "32 layers of gain 1.2: 1.2^32", "32 层增益 1.2：1.2^32", v, 1, 0, "342");
     lesson_say(o,
                "Through a stack without residuals a signal (and its gradient) is multiplied by every layer's gain: a "

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "course.h"
+#include "lesson15.h"
 #include "ops/ops.h"
 #include "util/rng.h"
 
@@ -50,24 +51,6 @@ static void residual_linear(double *y, double *dx, const double *x, float gain, 
     for (int i = 0; i < n; i++) y[i] = yf[i], dx[i] = dxf[i];
 }
 
-/* |dL/dx| / |dL/dy| through `depth` layers whose Jacobian is gain * I, plus I when residual */
-static double chain(float gain, int depth, int residual) {
-    enum { D = 8 };
-    float w[D * D] = {0}, g[D], prev[D];
-    for (int i = 0; i < D; i++) w[i * D + i] = gain, g[i] = 1.0f;
-    for (int l = 0; l < depth; l++) {
-        memcpy(prev, g, sizeof g);
-        if (residual)
-            memcpy(g, prev, sizeof g);
-        else
-            memset(g, 0, sizeof g);
-        matmul_backward(g, NULL, NULL, prev, prev /* unused without dweight */, w, 1, D, D);
-    }
-    double a = 0;
-    for (int i = 0; i < D; i++) a += (double)g[i] * g[i];
-    return sqrt(a / D);
-}
-
 int lesson_residual(lesson_out *o, const lesson_args *a) {
     (void)a;
     double y[4], dx[4];
@@ -106,17 +89,17 @@ int lesson_residual(lesson_out *o, const lesson_args *a) {
 
     lesson_section(o, "3", "32 layers with and without the identity path", "32 层：有无恒等路径");
     lesson_derived(o, 0);
-    double g = chain(0.8f, 32, 0);
+    double g = lesson_chain_gradient(0.8f, 32, 0);
     lesson_num(o, "gradient after 32 layers of gain 0.8, no residual (0.8^32)", "32 层增益 0.8、无残差后的梯度（0.8^32）", &g,
                1, 4, "0.0008");
-    g = chain(1.2f, 32, 0);
+    g = lesson_chain_gradient(1.2f, 32, 0);
     lesson_num(o, "gradient after 32 layers of gain 1.2, no residual (1.2^32)", "32 层增益 1.2、无残差后的梯度（1.2^32）", &g,
                1, 0, "342");
     lesson_derived(o, 1);
-    g = chain(0.01f, 32, 0);
+    g = lesson_chain_gradient(0.01f, 32, 0);
     lesson_num(o, "32 layers with F' = 0.01 (a block near zero at init), no residual", "32 层 F' = 0.01（初始化时近乎为零的模块），无残差",
                &g, 1, 6, "0.000000");
-    g = chain(0.01f, 32, 1);
+    g = lesson_chain_gradient(0.01f, 32, 1);
     lesson_num(o, "the same 32 layers with the residual: 1.01^32", "同样 32 层加上残差：1.01^32", &g, 1, 3, "1.375");
     lesson_say(o,
                "Without the identity path the gradient is the product of the layers' gains: 0.8 per layer leaves "
