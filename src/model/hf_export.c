@@ -239,35 +239,22 @@ static void add_rope(cJSON *o, const tlm_config *c) {
     config_json_add_rope_scaling(o, c, tidy);
 }
 
-static char *llama_config(const tlm_config *c) {
+/* LlamaConfig, or MistralConfig: the llama body's keys, Mistral's without the biases and with the
+ * window of every layer */
+static char *llama_body_config(const tlm_config *c, int mistral) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "llama");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(mistral ? "MistralForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", mistral ? "mistral" : "llama");
     config_json_add_sizes(o, c);
     cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
     add_rope(o, c);
-    cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
-    cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
-}
-
-/* MistralConfig: the llama body's keys without the biases, the window of every layer */
-static char *mistral_config(const tlm_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("MistralForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "mistral");
-    config_json_add_sizes(o, c);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
-    add_rope(o, c);
-    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    if (mistral) {
+        cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    } else {
+        cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
+        cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+    }
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
@@ -491,8 +478,8 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
     }
     int written = write_weights(m, dir, fam);
     char *json = written ? NULL
-                 : !strcmp(fam, "llama") ? llama_config(&m->cfg)
-                 : !strcmp(fam, "mistral") ? mistral_config(&m->cfg)
+                 : !strcmp(fam, "llama") ? llama_body_config(&m->cfg, 0)
+                 : !strcmp(fam, "mistral") ? llama_body_config(&m->cfg, 1)
                  : !strcmp(fam, "gpt2")  ? gpt2_config(&m->cfg)
                  : !strcmp(fam, "qwen3_moe") ? moe_config(&m->cfg, 1)
                  : !strcmp(fam, "mixtral")   ? moe_config(&m->cfg, 0)
