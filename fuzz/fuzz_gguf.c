@@ -13,7 +13,7 @@
  * passed the checks). Build: see fuzz/README.md. */
 #define _GNU_SOURCE
 #include "formats/gguf.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/model.h"
 #include "ops/quant.h"
 #include "util/error.h"

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "formats/llama2c.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/model.h"
 #include "util/finite.h"
 

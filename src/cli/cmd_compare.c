@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "formats/npz.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/model.h"
 #include "probes/compare.h"
 #include "tokenizer/tokenizer.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/decode.h"
 #include "tokenizer/tokenizer.h"
 #include "infer/generate.h"

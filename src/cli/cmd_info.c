@@ -8,8 +8,8 @@
 
 #include "cli.h"
 #include "formats/gguf.h"
-#include "model/checkpoint.h"
-#include "model/explain.h"
+#include "convert/checkpoint.h"
+#include "convert/explain.h"
 #include "model/decode.h"
 #include "model/model.h"
 #include "ops/quant.h"

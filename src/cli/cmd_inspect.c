@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "probes/inspect.h"
 #include "probes/lens.h"
 #include "probes/probe.h"

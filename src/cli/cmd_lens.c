@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/model.h"
 #include "probes/inspect.h"
 #include "probes/lens.h"

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "formats/npy.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"

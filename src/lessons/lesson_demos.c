@@ -11,7 +11,7 @@
 
 #include "course.h"
 #include "lesson15.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/config.h"
 #include "model/context.h"
 #include "model/model.h"

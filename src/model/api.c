@@ -13,7 +13,7 @@
 #include "infer/generate.h"
 #include "infer/sampler.h"
 #include "infer/step.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/decode.h"
 #include "report/report.h"
 #include "tokenizer/tokenizer.h"

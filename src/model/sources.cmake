@@ -1,7 +1,5 @@
 target_sources(tinylm_objects PRIVATE
   src/model/config.c
-  src/model/explain.c
-  src/model/hf_families.c
   src/model/params.c
   src/model/model.c
   src/model/context.c
@@ -13,15 +11,7 @@ target_sources(tinylm_objects PRIVATE
   src/model/pass.c
   src/model/split.c
   src/model/points.c
-  src/model/checkpoint.c
-  src/model/hf_load.c
-  src/model/hf_map.c
-  src/model/hf_export.c
   src/formats/llama2c.c
-  src/model/llama2c_load.c
-  src/model/llama2c_export.c
-  src/model/gguf_load.c
-  src/model/gguf_export.c
   src/model/api.c
   src/model/hooks.c
   src/model/decode.c)

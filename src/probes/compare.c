@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "formats/npz.h"
-#include "model/checkpoint.h"
-#include "model/llama2c_export.h"
+#include "convert/checkpoint.h"
+#include "convert/llama2c_export.h"
 #include "model/model.h"
 #include "tinylm.h"
 #include "util/error.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "formats/safetensors.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/finite.h"

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "tokenizer/tokenizer.h"
 #include "train/attn_log.h"
 #include "train/data.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "util/error.h"
 
 static int fail(void) {

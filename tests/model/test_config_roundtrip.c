@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "util/error.h"

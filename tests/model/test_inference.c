@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/decode.h"
 #include "model/model.h"
 #include "util/f16.h"

@@ -30,10 +30,10 @@
 #include <unistd.h>
 
 #include "check_count.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/context.h"
 #include "model/decode.h"
-#include "model/gguf_export.h"
+#include "convert/gguf_export.h"
 #include "model/model.h"
 #include "ops/quant.h"
 #include "tokenizer/tokenizer.h"

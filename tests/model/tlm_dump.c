@@ -15,7 +15,7 @@
 
 #include "../case_io.h"
 #include "formats/npy.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "util/error.h"
 #include "util/io.h"
 #include "model/context.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "formats/npy.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/context.h"
 #include "probes/lens.h"
 #include "util/error.h"

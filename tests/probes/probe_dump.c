@@ -16,7 +16,7 @@
 
 #include "../case_io.h"
 #include "formats/npy.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "probes/probe.h"
 #include "util/error.h"
 #include "util/io.h"

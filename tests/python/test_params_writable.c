@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "model/model.h"
 #include "tinylm.h"
 

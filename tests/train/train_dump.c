@@ -19,7 +19,7 @@
 
 #include "../case_io.h"
 #include "formats/npy.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "train/optim.h"
 #include "util/error.h"
 #include "util/io.h"

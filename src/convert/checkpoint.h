@@ -2,7 +2,7 @@
 #ifndef TLM_CHECKPOINT_H
 #define TLM_CHECKPOINT_H
 
-#include "model.h"
+#include "model/model.h"
 
 struct tlm_safetensors;
 

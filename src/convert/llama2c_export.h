@@ -3,7 +3,7 @@
 #ifndef TLM_LLAMA2C_EXPORT_H
 #define TLM_LLAMA2C_EXPORT_H
 
-#include "model.h"
+#include "model/model.h"
 
 /* NULL when run.c computes `c` exactly (a Llama without biases: RMSNorm eps 1e-5, RoPE theta
  * 10000 unscaled, SwiGLU, head_dim = d_model / n_heads); otherwise the first feature that

@@ -4,7 +4,7 @@
 #ifndef TLM_HF_MAP_H
 #define TLM_HF_MAP_H
 
-#include "config.h"
+#include "model/config.h"
 
 typedef enum {
     HF_FAMILY_LLAMA, /* llama, qwen2, qwen3: input_layernorm / post_attention_layernorm */

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "formats/llama2c.h"
-#include "model/checkpoint.h"
+#include "convert/checkpoint.h"
 #include "ops/quant.h"
 #include "util/error.h"
 #include "util/f16.h"

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config_keys.h"
+#include "model/config_keys.h"
 #include "util/error.h"
 #include "util/finite.h"
 

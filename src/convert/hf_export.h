@@ -9,7 +9,7 @@
 #ifndef TLM_HF_EXPORT_H
 #define TLM_HF_EXPORT_H
 
-#include "model.h"
+#include "model/model.h"
 
 /* The family that expresses `c` exactly: "llama", "gpt2" or "tinylm". For "tinylm", *why (if
  * not NULL) names the first feature that rules out the HF families. */

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "model.h"
+#include "model/model.h"
 
 struct tlm_tokenizer;
 

@@ -4,7 +4,7 @@
  * from. Tensor names and layouts come from the same map the loader uses (hf_map.c), run
  * backwards, so an export loads back into the identical parameter buffer. */
 #include "hf_export.h"
-#include "config_keys.h"
+#include "model/config_keys.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
