@@ -2,7 +2,6 @@
 #include "tinylm.h"
 
 #include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "ops/quant.h"
 #include "util/error.h"
 #include "util/finite.h"
+#include "util/fork.h"
 #include "model/context.h"
 
 tlm_model *tlm_load(const char *path) { return model_load_dir(path); }
@@ -91,23 +91,14 @@ int tlm_abi_version(void) { return 9; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 
-/* Forked children: libgomp's thread pool does not survive fork() (the child has only the forking
- * thread, and the next parallel region waits for the parent's threads forever), so a child runs
- * on one thread; tlm_set_threads keeps it there. */
-static int forked_child;
-static void after_fork_in_child(void) {
-    forked_child = 1;
-    omp_set_num_threads(1);
-}
-__attribute__((constructor)) static void register_fork_handler(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }
-
+/* (a forked child stays on one thread: util/fork.h) */
 int tlm_set_threads_checked(int n) {
     if (n < 1 || n > 1024) return tlm_error("set_threads: %d threads; must be 1..1024", n);
-    omp_set_num_threads(forked_child ? 1 : n);
+    omp_set_num_threads(process_forked_child() ? 1 : n);
     return 0;
 }
 int tlm_threads(void) { return omp_get_max_threads(); }
-int tlm_is_forked_child(void) { return forked_child; }
+int tlm_is_forked_child(void) { return process_forked_child(); }
 
 int tlm_max_positions(const tlm_model *m) { return m->cfg.max_seq; }
 

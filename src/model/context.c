@@ -8,6 +8,7 @@
 #include "pass.h"
 #include "tinylm.h"
 #include "util/error.h"
+#include "util/fork.h"
 
 tlm_context *context_create(const tlm_model *m) {
     tlm_context *c = calloc(1, sizeof *c);
@@ -36,7 +37,7 @@ const float *context_last_logits(const tlm_context *ctx) {
 /* ---- threads ------------------------------------------------------------------------------------ */
 
 int context_threads(const tlm_context *ctx) {
-    if (tlm_is_forked_child()) return 1; /* (api.c: libgomp's pool does not survive fork) */
+    if (process_forked_child()) return 1; /* (libgomp's pool does not survive fork: util/fork.h) */
     int n = ctx->n_threads > 0 ? ctx->n_threads : omp_get_max_threads();
     if (ctx->kv && n > kv_cache_threads(ctx->kv)) n = kv_cache_threads(ctx->kv); /* (its per-thread scratch) */
     return n;
