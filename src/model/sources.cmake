@@ -12,6 +12,5 @@ target_sources(tinylm_objects PRIVATE
   src/model/split.c
   src/model/points.c
   src/formats/llama2c.c
-  src/model/api.c
   src/model/hooks.c
   src/model/decode.c)
