@@ -613,8 +613,7 @@ static int check_qwen3(tlm_config *c, const cJSON *root, const char *src) {
 static int gemma_layers(tlm_config *c, int pattern, const char *src) {
     if (c->n_layer_types == 0) {
         if (pattern < 1) return tlm_error("%s: sliding_window_pattern = %d must be positive", src, pattern);
-        for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = (l + 1) % pattern != 0;
-        c->n_layer_types = c->n_layers;
+        config_sliding_pattern(c, pattern);
     }
     return 0;
 }
@@ -823,10 +822,7 @@ static int check_gemma4(tlm_config *c, const cJSON *root, const char *src) {
                              "\"vision\")", src, v ? v : "(not a string)");
     }
     /* layer types: 5 sliding : 1 full by default; the last layer is always full (__post_init__ forces it) */
-    if (c->n_layer_types == 0) {
-        for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = (l + 1) % 6 != 0;
-        c->n_layer_types = c->n_layers;
-    }
+    if (c->n_layer_types == 0) config_sliding_pattern(c, 6);
     if (c->n_layers > 0 && c->n_layer_types == c->n_layers && c->layer_sliding[c->n_layers - 1]) {
         fprintf(stderr, "tinylm: warning: %s: layer_types ends in \"sliding_attention\"; as transformers does, the "
                         "last layer is made \"full_attention\"\n", src);

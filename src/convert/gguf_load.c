@@ -188,9 +188,7 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
         if (get_size(&mt, "attention.sliding_window", 1, 0, &window) < 0) return -1;
         c->sliding_window = window;
         /* Gemma 2 slides on even layers, Gemma 3 on five of every six (llama.cpp's rule too) */
-        const int pattern = !strcmp(a->arch, "gemma2") ? 2 : 6;
-        for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = window && (l + 1) % pattern != 0;
-        c->n_layer_types = c->n_layers;
+        config_sliding_pattern(c, !window ? 0 : !strcmp(a->arch, "gemma2") ? 2 : 6);
         if (!strcmp(a->arch, "gemma2")) {
             if (get_float(&mt, "attn_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->attn_softcap) < 0 ||
                 get_float(&mt, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0)

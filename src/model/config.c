@@ -413,6 +413,11 @@ static int config_validate_layer_shapes(const tlm_config *c, const char *src) {
     return 0;
 }
 
+void config_sliding_pattern(tlm_config *c, int pattern) {
+    for (int l = 0; l < c->n_layers && l < TLM_MAX_LAYERS; l++) c->layer_sliding[l] = pattern > 0 && (l + 1) % pattern != 0;
+    c->n_layer_types = c->n_layers;
+}
+
 int config_kv_source(const tlm_config *c, int l) {
     const int first = config_first_kv_shared(c);
     if (l < first) return l;

@@ -188,6 +188,9 @@ static inline int config_layer_kv_heads(const tlm_config *c, int l) {
 static inline bool config_layer_k_eq_v(const tlm_config *c, int l) { return c->k_eq_v && config_layer_full(c, l); }
 /* the first layer that reuses an earlier layer's keys/values (n_layers: none does) */
 static inline int config_first_kv_shared(const tlm_config *c) { return c->n_layers - c->n_kv_shared; }
+/* Layer types from a repeating pattern: every pattern-th layer (l + 1 a multiple of it) full, the others
+ * sliding (Gemma 2: 2, Gemma 3 and 4: 6); pattern 0: every layer full. Sets n_layer_types = n_layers. */
+void config_sliding_pattern(tlm_config *c, int pattern);
 /* the layer whose keys and values layer l attends over: l itself, or (a shared layer) the last
  * layer before the shared ones with l's type; -1 when there is none (refused by config_validate) */
 int config_kv_source(const tlm_config *c, int l);
