@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "model/model.h"
+#include "convert/family.h"
 #include "probes/probe.h"
 #include "util/error.h"
 

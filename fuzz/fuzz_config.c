@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "convert/family.h"
 #include "model/model.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {

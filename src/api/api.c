@@ -13,6 +13,7 @@
 #include "infer/sampler.h"
 #include "infer/step.h"
 #include "convert/checkpoint.h"
+#include "convert/family.h"
 #include "model/decode.h"
 #include "report/report.h"
 #include "tokenizer/tokenizer.h"

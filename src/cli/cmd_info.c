@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "convert/checkpoint.h"
 #include "convert/explain.h"
+#include "convert/family.h"
 #include "model/decode.h"
 #include "model/model.h"
 #include "ops/quant.h"

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "family.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "model/config.h"
+#include "family.h"
 
 /* Writes the explanation of `c` to `out`; `unknown` (may be NULL) lists the keys of the file
  * that its reader did not understand (config_collect_unknown), named at the end. */

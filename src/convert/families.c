@@ -6,14 +6,18 @@
  * change the numbers, the bookkeeping keys that do not, and a check for the keys that need
  * more than a copy (RoPE, activation, sliding-window layers). Every decision is documented
  * in docs/hf-families.md. */
+#include "family.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/config_keys.h"
 #include "util/error.h"
 #include "util/finite.h"
+#include "util/io.h"
 
 #define F(field) offsetof(tlm_config, field)
 
@@ -362,19 +366,6 @@ static int must_be_false(const cJSON *root, const char *src, const char *key, co
     return 0;
 }
 
-/* where.key: a number, finite as a float32 and in range (finite.h) */
-static int read_number(const cJSON *o, const char *src, const char *where, const char *key, tlm_float_range range,
-                       double *out) {
-    const cJSON *it = item(o, key);
-    if (!cJSON_IsNumber(it)) return tlm_error("%s: %s.%s must be a number", src, where, key);
-    char name[160];
-    snprintf(name, sizeof name, "%s.%s", where, key);
-    float f;
-    if (tlm_float_from_file(it->valuedouble, range, src, name, &f)) return -1;
-    *out = it->valuedouble;
-    return 0;
-}
-
 /* ---- quantization_config ------------------------------------------------------------------------ */
 
 /* an optional positive integer of quantization_config (absent or null: 0) */
@@ -423,77 +414,6 @@ static int read_quantization(tlm_config *c, const cJSON *root, const char *src) 
 }
 
 /* ---- RoPE: rope_theta, rope_scaling (transformers 4.x) and rope_parameters (5.x) ------------ */
-
-/* Applies one rope dict ({"rope_type"|"type", "factor", ...}) as the scaling of the global RoPE
- * (`scalable`) or checks that it is the default (Gemma 3 sliding layers). The tinylm format's
- * rope_scaling key is read with it too (config.c). */
-int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const char *where, bool scalable) {
-    const char *type = cJSON_GetStringValue(item(rs, "rope_type"));
-    if (!type) type = cJSON_GetStringValue(item(rs, "type"));
-    if (!type) type = "default";
-    if (!strcmp(type, "default")) {
-        if (scalable) c->rope_scaling = ROPE_SCALING_NONE;
-        return 0;
-    }
-    if (!scalable)
-        return tlm_error("%s: %s: rope_type \"%s\" on sliding-window layers is not supported (only \"default\")",
-                         src, where, type);
-    double factor = 0;
-    if (!strcmp(type, "linear")) {
-        if (read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor)) return -1;
-        c->rope_scaling = ROPE_SCALING_LINEAR;
-        c->rope_factor = (float)factor;
-        return 0;
-    }
-    if (!strcmp(type, "llama3")) {
-        double lo = 0, hi = 0, om = 0;
-        if (read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor) ||
-            read_number(rs, src, where, "low_freq_factor", TLM_FLOAT_POSITIVE, &lo) ||
-            read_number(rs, src, where, "high_freq_factor", TLM_FLOAT_POSITIVE, &hi) ||
-            read_number(rs, src, where, "original_max_position_embeddings", TLM_FLOAT_ANY, &om))
-            return -1;
-        if (hi <= lo) return tlm_error("%s: %s.high_freq_factor must exceed low_freq_factor", src, where);
-        if (om <= 0 || om != floor(om) || om > 2147483647.0)
-            return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
-        c->rope_scaling = ROPE_SCALING_LLAMA3;
-        c->rope_factor = (float)factor;
-        c->rope_low_freq_factor = (float)lo, c->rope_high_freq_factor = (float)hi;
-        c->rope_original_max_pos = (int)om;
-        return 0;
-    }
-    if (!strcmp(type, "yarn")) { /* (YaRN, Peng et al. 2023, as modeling_rope_utils reads it; with MLA only) */
-        if (read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor)) return -1;
-        c->rope_scaling = ROPE_SCALING_YARN;
-        c->rope_factor = (float)factor;
-        c->rope_beta_fast = 32.0f, c->rope_beta_slow = 1.0f;
-        c->rope_mscale = c->rope_mscale_all_dim = c->rope_attn_factor = 0.0f;
-        c->rope_original_max_pos = 0, c->rope_truncate = true;
-        static const char *const opt[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"};
-        float *dst[] = {&c->rope_beta_fast, &c->rope_beta_slow, &c->rope_mscale, &c->rope_mscale_all_dim,
-                        &c->rope_attn_factor};
-        for (int i = 0; i < 5; i++) {
-            const cJSON *it = item(rs, opt[i]);
-            if (!it || cJSON_IsNull(it)) continue; /* (null: the default, as `or 32` reads it) */
-            double v = 0;
-            if (read_number(rs, src, where, opt[i], TLM_FLOAT_ANY, &v)) return -1;
-            if (v < 0) return tlm_error("%s: %s.%s = %g must be >= 0", src, where, opt[i], v);
-            if (v > 0 || i >= 2) *dst[i] = (float)v;
-        }
-        const cJSON *om = item(rs, "original_max_position_embeddings");
-        if (om && !cJSON_IsNull(om)) {
-            if (!cJSON_IsNumber(om) || om->valuedouble != floor(om->valuedouble) || om->valuedouble < 1 ||
-                om->valuedouble > 2147483647.0)
-                return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
-            c->rope_original_max_pos = (int)om->valuedouble;
-        }
-        const cJSON *tr = item(rs, "truncate");
-        if (tr && !cJSON_IsBool(tr)) return tlm_error("%s: %s.truncate must be true or false", src, where);
-        if (tr) c->rope_truncate = cJSON_IsTrue(tr);
-        return 0;
-    }
-    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3, yarn)", src,
-                     where, type);
-}
 
 /* rope_theta inside a rope_parameters dict overrides the top-level key (transformers 5 keeps
  * it there; 4.x configs have it at the top level). */
@@ -757,13 +677,13 @@ static int gemma4_rope_entry(tlm_config *c, const cJSON *e, const char *src, boo
         if (!strcmp(k, "rope_type")) {
             if (!(type = cJSON_GetStringValue(it))) return tlm_error("%s: %s.rope_type must be a string", src, where);
         } else if (!strcmp(k, "rope_theta")) {
-            if (read_number(e, src, where, k, TLM_FLOAT_POSITIVE, &theta)) return -1;
+            if (config_read_number(e, src, where, k, TLM_FLOAT_POSITIVE, &theta)) return -1;
         } else if (!strcmp(k, "partial_rotary_factor")) {
-            if (read_number(e, src, where, k, TLM_FLOAT_ANY, &prf)) return -1;
+            if (config_read_number(e, src, where, k, TLM_FLOAT_ANY, &prf)) return -1;
             if (!(prf > 0 && prf <= 1))
                 return tlm_error("%s: %s.partial_rotary_factor must be in (0, 1]", src, where);
         } else if (!strcmp(k, "factor")) {
-            if (read_number(e, src, where, k, TLM_FLOAT_FACTOR, &factor)) return -1;
+            if (config_read_number(e, src, where, k, TLM_FLOAT_FACTOR, &factor)) return -1;
         } else {
             return tlm_error("%s: %s.%s is not supported (the Gemma 4 reader knows rope_type, rope_theta, "
                              "partial_rotary_factor, factor)", src, where, k);
@@ -1097,7 +1017,7 @@ static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
     return 0;
 }
 
-int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
+static int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
     if (!strcmp(mt, "gemma4") || !strcmp(mt, "gemma3")) { /* (the wrapper's quantization_config, at its top) */
         tlm_config q;
         config_defaults(&q);
@@ -1160,4 +1080,31 @@ static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
         return tlm_error("%s: num_hidden_layers = %d: between 1 and %d supported", src, cfg->n_layers, TLM_MAX_LAYERS);
     if (fam->check(cfg, root, src)) return -1;
     return config_validate(cfg, src);
+}
+
+/* ---- any config.json: the engine's own format or a family's ------------------------------------- */
+
+int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
+    cJSON *root = cJSON_Parse(json_text);
+    if (!root && tlm_json_nesting_error(src, json_text, strlen(json_text))) return -1; /* (cJSON's depth limit) */
+    if (!root) return tlm_error("%s: not valid JSON (near \"%.20s\")", src, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+    int rc = -1;
+    const char *mt = cJSON_IsObject(root) ? cJSON_GetStringValue(item(root, "model_type")) : NULL;
+    if (!cJSON_IsObject(root))
+        tlm_error("%s: the top level must be a JSON object", src);
+    else if (!mt)
+        tlm_error("%s: key \"model_type\" is missing (use \"tinylm\" for the engine's own configs)", src);
+    else
+        rc = !strcmp(mt, "tinylm") ? config_from_json(cfg, root, src) : hf_config_parse(cfg, root, mt, src);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int config_load(tlm_config *cfg, const char *path) {
+    size_t n;
+    char *text = read_text_file(path, &n);
+    if (!text) return -1;
+    int rc = config_parse(cfg, text, path);
+    free(text);
+    return rc;
 }

@@ -12,6 +12,7 @@
 #include "course.h"
 #include "lesson15.h"
 #include "convert/checkpoint.h"
+#include "convert/family.h"
 #include "model/config.h"
 #include "model/context.h"
 #include "model/model.h"

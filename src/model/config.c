@@ -1,10 +1,9 @@
 /* config.c — config.json -> tlm_config, table-driven.
  *
  * Each accepted key is one row: JSON key, kind, the field it sets. model_type "tinylm" accepts
- * the engine's own switches (docs/config.md); Hugging Face families (hf_families.c) start
- * from their family's fixed architecture and accept the HF keys that change the numbers.
- * Unknown keys are an error for "tinylm" (a typo would silently run another ablation) and a
- * warning for HF files (they carry many bookkeeping keys). */
+ * the engine's own switches (docs/config.md); an unknown key is an error (a typo would silently
+ * run another ablation). The checkpoint families' readers (convert/families.c) use the same
+ * rows and readers (config_keys.h) from their family's fixed architecture. */
 #include "config.h"
 
 #include <cjson/cJSON.h>
@@ -216,6 +215,90 @@ static int read_layer_list(const cJSON *it, const char *src, const char *key, un
     return n;
 }
 
+/* where.key: a number, finite as a float32 and in range (finite.h) */
+int config_read_number(const cJSON *o, const char *src, const char *where, const char *key, tlm_float_range range,
+                       double *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(it)) return tlm_error("%s: %s.%s must be a number", src, where, key);
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s", where, key);
+    float f;
+    if (tlm_float_from_file(it->valuedouble, range, src, name, &f)) return -1;
+    *out = it->valuedouble;
+    return 0;
+}
+
+/* Applies one rope dict ({"rope_type"|"type", "factor", ...}) as the scaling of the global RoPE
+ * (`scalable`) or checks that it is the default (Gemma 3 sliding layers): the tinylm format's
+ * rope_scaling key and the families' RoPE keys (convert/families.c). */
+int config_read_rope_dict(tlm_config *c, const cJSON *rs, const char *src, const char *where, bool scalable) {
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rs, "rope_type"));
+    if (!type) type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rs, "type"));
+    if (!type) type = "default";
+    if (!strcmp(type, "default")) {
+        if (scalable) c->rope_scaling = ROPE_SCALING_NONE;
+        return 0;
+    }
+    if (!scalable)
+        return tlm_error("%s: %s: rope_type \"%s\" on sliding-window layers is not supported (only \"default\")",
+                         src, where, type);
+    double factor = 0;
+    if (!strcmp(type, "linear")) {
+        if (config_read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor)) return -1;
+        c->rope_scaling = ROPE_SCALING_LINEAR;
+        c->rope_factor = (float)factor;
+        return 0;
+    }
+    if (!strcmp(type, "llama3")) {
+        double lo = 0, hi = 0, om = 0;
+        if (config_read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor) ||
+            config_read_number(rs, src, where, "low_freq_factor", TLM_FLOAT_POSITIVE, &lo) ||
+            config_read_number(rs, src, where, "high_freq_factor", TLM_FLOAT_POSITIVE, &hi) ||
+            config_read_number(rs, src, where, "original_max_position_embeddings", TLM_FLOAT_ANY, &om))
+            return -1;
+        if (hi <= lo) return tlm_error("%s: %s.high_freq_factor must exceed low_freq_factor", src, where);
+        if (om <= 0 || om != floor(om) || om > 2147483647.0)
+            return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
+        c->rope_scaling = ROPE_SCALING_LLAMA3;
+        c->rope_factor = (float)factor;
+        c->rope_low_freq_factor = (float)lo, c->rope_high_freq_factor = (float)hi;
+        c->rope_original_max_pos = (int)om;
+        return 0;
+    }
+    if (!strcmp(type, "yarn")) { /* (YaRN, Peng et al. 2023, as modeling_rope_utils reads it; with MLA only) */
+        if (config_read_number(rs, src, where, "factor", TLM_FLOAT_FACTOR, &factor)) return -1;
+        c->rope_scaling = ROPE_SCALING_YARN;
+        c->rope_factor = (float)factor;
+        c->rope_beta_fast = 32.0f, c->rope_beta_slow = 1.0f;
+        c->rope_mscale = c->rope_mscale_all_dim = c->rope_attn_factor = 0.0f;
+        c->rope_original_max_pos = 0, c->rope_truncate = true;
+        static const char *const opt[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"};
+        float *dst[] = {&c->rope_beta_fast, &c->rope_beta_slow, &c->rope_mscale, &c->rope_mscale_all_dim,
+                        &c->rope_attn_factor};
+        for (int i = 0; i < 5; i++) {
+            const cJSON *it = cJSON_GetObjectItemCaseSensitive(rs, opt[i]);
+            if (!it || cJSON_IsNull(it)) continue; /* (null: the default, as `or 32` reads it) */
+            double v = 0;
+            if (config_read_number(rs, src, where, opt[i], TLM_FLOAT_ANY, &v)) return -1;
+            if (v < 0) return tlm_error("%s: %s.%s = %g must be >= 0", src, where, opt[i], v);
+            if (v > 0 || i >= 2) *dst[i] = (float)v;
+        }
+        const cJSON *om = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
+        if (om && !cJSON_IsNull(om)) {
+            if (!cJSON_IsNumber(om) || om->valuedouble != floor(om->valuedouble) || om->valuedouble < 1 ||
+                om->valuedouble > 2147483647.0)
+                return tlm_error("%s: %s.original_max_position_embeddings must be a positive integer", src, where);
+            c->rope_original_max_pos = (int)om->valuedouble;
+        }
+        const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
+        if (tr && !cJSON_IsBool(tr)) return tlm_error("%s: %s.truncate must be true or false", src, where);
+        if (tr) c->rope_truncate = cJSON_IsTrue(tr);
+        return 0;
+    }
+    return tlm_error("%s: %s: rope_type \"%s\" is not supported (supported: default, linear, llama3, yarn)", src,
+                     where, type);
+}
+
 int config_read_key(tlm_config *cfg, const config_key *k, const cJSON *it, const char *src) {
     void *field = (char *)cfg + k->offset;
     switch (k->kind) {
@@ -320,56 +403,23 @@ static int config_mla_given(const tlm_config *c, const cJSON *root, const char *
     return 0;
 }
 
-int config_parse(tlm_config *cfg, const char *json_text, const char *src) {
-    cJSON *root = cJSON_Parse(json_text);
-    if (!root && tlm_json_nesting_error(src, json_text, strlen(json_text))) return -1; /* (cJSON's depth limit) */
-    if (!root) return tlm_error("%s: not valid JSON (near \"%.20s\")", src, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
-    int rc = -1;
-    if (!cJSON_IsObject(root)) {
-        tlm_error("%s: the top level must be a JSON object", src);
-        goto done;
-    }
-    const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "model_type"));
-    if (!mt) {
-        tlm_error("%s: key \"model_type\" is missing (use \"tinylm\" for the engine's own configs)", src);
-        goto done;
-    }
-    if (strcmp(mt, "tinylm") != 0) {
-        rc = hf_config_parse(cfg, root, mt, src);
-        goto done;
-    }
+int config_from_json(tlm_config *cfg, const cJSON *root, const char *src) {
     config_defaults(cfg);
     for (const cJSON *it = root->child; it; it = it->next) {
         const config_key *k = config_find_key(TINYLM_KEYS, it->string);
-        if (!k) {
-            tlm_error("%s: unknown key \"%s\" (see docs/config.md for the keys of model_type \"tinylm\")", src,
-                      it->string);
-            goto done;
-        }
-        if (config_read_key(cfg, k, it, src)) goto done;
+        if (!k)
+            return tlm_error("%s: unknown key \"%s\" (see docs/config.md for the keys of model_type \"tinylm\")", src,
+                             it->string);
+        if (config_read_key(cfg, k, it, src)) return -1;
         /* (0 in the struct means "derive from the depth": a 0 in the file is a bad value, not that) */
         if ((k->offset == offsetof(tlm_config, deepnorm_alpha) || k->offset == offsetof(tlm_config, deepnorm_beta) ||
              k->offset == offsetof(tlm_config, rope_proportional)) &&
-            !(*(float *)((char *)cfg + k->offset) > 0.0f)) {
-            tlm_error("%s: %s = %g must be positive", src, k->key, *(float *)((char *)cfg + k->offset));
-            goto done;
-        }
+            !(*(float *)((char *)cfg + k->offset) > 0.0f))
+            return tlm_error("%s: %s = %g must be positive", src, k->key, *(float *)((char *)cfg + k->offset));
     }
     config_finish(cfg, root);
-    if (config_mla_given(cfg, root, src)) goto done;
-    rc = config_validate(cfg, src);
-done:
-    cJSON_Delete(root);
-    return rc;
-}
-
-int config_load(tlm_config *cfg, const char *path) {
-    size_t n;
-    char *text = read_text_file(path, &n);
-    if (!text) return -1;
-    int rc = config_parse(cfg, text, path);
-    free(text);
-    return rc;
+    if (config_mla_given(cfg, root, src)) return -1;
+    return config_validate(cfg, src);
 }
 
 /* ---- validation ------------------------------------------------------------------------------ */

@@ -131,10 +131,7 @@ typedef struct {
     int quant_bits, quant_group;
 } tlm_config;
 
-/* Parses a config.json (model_type "tinylm", or a Hugging Face family) and validates it.
- * `source` names the file in error messages. Returns 0, or -1 with tlm_last_error() set. */
-int config_parse(tlm_config *cfg, const char *json_text, const char *source);
-int config_load(tlm_config *cfg, const char *path);
+/* (reading a config.json of any family: config_parse / config_load, convert/family.h) */
 /* Checks sizes and switch combinations; the message names the key and the value. */
 int config_validate(const tlm_config *cfg, const char *source);
 /* the multi-head latent attention part of config_validate */
@@ -147,17 +144,6 @@ int config_validate_moe(const tlm_config *cfg, const char *source);
 char *config_to_json(const tlm_config *cfg);
 /* Sets every field to the documented default (sizes 0). */
 void config_defaults(tlm_config *cfg);
-
-/* The keys of a Hugging Face config that its family's reader did not use (each is also warned
- * about on stderr). config_collect_unknown(&keys) before a config_parse / config_load makes it
- * list them there; config_collect_unknown(NULL) stops. (Not thread-safe: for the CLI.) */
-#define CONFIG_MAX_UNKNOWN 64
-typedef struct {
-    int n;        /* keys listed */
-    int n_missed; /* more keys than fit */
-    char keys[CONFIG_MAX_UNKNOWN][64];
-} config_unknown_keys;
-void config_collect_unknown(config_unknown_keys *sink);
 
 /* derived helpers */
 /* What every RMSNorm gain of the model (block norms, final norm, QK-norm) is offset by: 1 for

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "convert/checkpoint.h"
+#include "convert/family.h"
 #include "tokenizer/tokenizer.h"
 #include "train/attn_log.h"
 #include "train/data.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "convert/family.h"
 #include "tinylm.h"
 #include "util/error.h"
 

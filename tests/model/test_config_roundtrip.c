@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "convert/checkpoint.h"
+#include "convert/family.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "util/error.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "formats/npy.h"
+#include "convert/family.h"
 #include "model/model.h"
 #include "probes/probe.h"
 #include "util/error.h"
