@@ -8,18 +8,20 @@
 #include <math.h>
 #include <string.h>
 
-/* checkpoint names of the norms of a layer, for the families whose names differ from ours */
+/* checkpoint names of the norms of a layer, for the families whose names differ from ours: the family
+ * table's naming (Mixtral's layer norms are Llama's) */
 typedef enum { NAMES_TINYLM, NAMES_LLAMA, NAMES_GEMMA, NAMES_OLMO2, NAMES_GPT2 } naming;
 
 static naming naming_of(const tlm_config *c) {
-    const char *mt = c->model_type;
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "llama2c") ||
-        !strcmp(mt, "mistral") || !strcmp(mt, "gemma") || !strcmp(mt, "qwen3_moe") || !strcmp(mt, "mixtral") ||
-        !strcmp(mt, "deepseek_v3"))
-        return NAMES_LLAMA;
-    if (!strcmp(mt, "gemma2") || !strncmp(mt, "gemma3", 6) || !strncmp(mt, "gemma4", 6)) return NAMES_GEMMA;
-    if (!strcmp(mt, "olmo2")) return NAMES_OLMO2;
-    if (!strcmp(mt, "gpt2")) return NAMES_GPT2;
+    const tlm_family *f = family_find(c->model_type);
+    if (!f) return NAMES_TINYLM;
+    switch (f->names) {
+    case HF_FAMILY_LLAMA:
+    case HF_FAMILY_MIXTRAL: return NAMES_LLAMA;
+    case HF_FAMILY_GEMMA: return NAMES_GEMMA;
+    case HF_FAMILY_OLMO2: return NAMES_OLMO2;
+    case HF_FAMILY_GPT2: return NAMES_GPT2;
+    }
     return NAMES_TINYLM;
 }
 

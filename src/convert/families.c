@@ -1,4 +1,5 @@
-/* hf_families.c — reading Hugging Face config.json files as engine configs.
+/* families.c — the family table (family.h): one entry per checkpoint family, and the readers of
+ * the Hugging Face config.json files as engine configs.
  *
  * A family is data: its fixed architecture (what its modeling_*.py hard-codes) together with
  * the defaults of its configuration_*.py class (config.json files are written as a diff
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_export.h"
 #include "model/config_keys.h"
 #include "util/error.h"
 #include "util/finite.h"
@@ -188,6 +190,9 @@ static void arch_gpt2(tlm_config *c) {
     c->position = POS_LEARNED, c->ffn = FFN_GELU;
     c->attn_bias = c->attn_out_bias = true, c->mlp_bias = true;
     c->norm_eps = 1e-5f, c->tie_embeddings = true;
+    /* GPT2PreTrainedModel._init_weights divides the residual projections (c_proj) by sqrt(2 n_layer), as the
+     * engine's default does; the other families' do not */
+    c->scale_residual_init = true;
 }
 
 /* ---- family keys ---------------------------------------------------------------------------- */
@@ -846,17 +851,63 @@ static int check_gpt2(tlm_config *c, const cJSON *root, const char *src) {
     return 0;
 }
 
-/* ---- the table -------------------------------------------------------------------------------- */
+/* ---- GGUF: what llama.cpp's architectures fix (gguf_load.c reads the common metadata) -------- */
 
-typedef struct {
-    const char *model_type;
-    void (*arch)(tlm_config *c);
-    const config_key *common; /* HF_COMMON_KEYS, or NULL (gpt2) */
-    const config_key *keys;
-    int (*check)(tlm_config *c, const cJSON *root, const char *src);
-    const char *const *extra_known; /* keys read by `check`, or known not to change the numbers */
-    bool strict;                    /* a key it does not know is an error naming it (else a warning) */
-} hf_family;
+static void gguf_llama_shape(tlm_config *c) {
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+}
+static void gguf_qwen2_shape(tlm_config *c) { gguf_llama_shape(c), c->attn_bias = true; }
+static void gguf_qwen3_shape(tlm_config *c) { gguf_llama_shape(c), c->qk_norm = QK_NORM_HEAD; }
+static void gguf_gemma2_shape(tlm_config *c) {
+    gguf_llama_shape(c);
+    c->placement = PLACE_SANDWICH, c->ffn = FFN_GEGLU, c->embed_scale = true;
+}
+static void gguf_gemma3_shape(tlm_config *c) { gguf_gemma2_shape(c), c->qk_norm = QK_NORM_HEAD; }
+/* Gemma 1: Llama's pre-norm layout with GeGLU and the scaled embedding (its gains stored as 1 + w too); nothing
+ * else of Gemma 2/3's: no window, no soft-caps, scale 1/sqrt(head_dim) */
+static void gguf_gemma_shape(tlm_config *c) { gguf_llama_shape(c), c->ffn = FFN_GEGLU, c->embed_scale = true; }
+static void gguf_olmo2_shape(tlm_config *c) { gguf_llama_shape(c), c->placement = PLACE_OUTPUT, c->qk_norm = QK_NORM_FULL; }
+static void gguf_gpt2_shape(tlm_config *c) {
+    c->norm = NORM_LAYERNORM, c->norm_bias = true, c->placement = PLACE_PRE, c->position = POS_LEARNED;
+    c->ffn = FFN_GELU, c->attn_bias = c->attn_out_bias = c->mlp_bias = true;
+}
+
+/* Gemma 2 and 3: the window on the sliding layers of the family's pattern (llama.cpp's rule too) */
+static int gguf_gemma_window(tlm_config *c, const gguf_meta *m, int pattern) {
+    int window = 0;
+    if (gguf_meta_size(m, "attention.sliding_window", 1, 0, &window) < 0) return -1;
+    c->sliding_window = window;
+    config_sliding_pattern(c, window ? pattern : 0);
+    return 0;
+}
+
+/* Gemma 2 slides on even layers */
+static int gguf_gemma2_metadata(tlm_config *c, const gguf_meta *m) {
+    if (gguf_gemma_window(c, m, 2) ||
+        gguf_meta_float(m, "attn_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->attn_softcap) < 0 ||
+        gguf_meta_float(m, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0)
+        return -1;
+    return 0;
+}
+
+/* Gemma 3 on five of every six; it has no attention soft-cap (the converter asserts it is unset), but the
+ * converter writes final_logit_softcapping when the config sets one, and the model applies it */
+static int gguf_gemma3_metadata(tlm_config *c, const gguf_meta *m) {
+    if (gguf_gemma_window(c, m, 6)) return -1;
+    c->rope_theta_local = 10000.0f; /* (llama.cpp's fixed base of Gemma 3's sliding layers) */
+    return gguf_meta_float(m, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0 ? -1 : 0;
+}
+
+static const gguf_family GGUF_LLAMA = {"llama", "llama", true, gguf_llama_shape, NULL};
+static const gguf_family GGUF_QWEN2 = {"qwen2", "qwen2", false, gguf_qwen2_shape, NULL};
+static const gguf_family GGUF_QWEN3 = {"qwen3", "qwen3", false, gguf_qwen3_shape, NULL};
+static const gguf_family GGUF_GEMMA2 = {"gemma2", "gemma2", false, gguf_gemma2_shape, gguf_gemma2_metadata};
+static const gguf_family GGUF_GEMMA3 = {"gemma3", "gemma3", false, gguf_gemma3_shape, gguf_gemma3_metadata};
+static const gguf_family GGUF_OLMO2 = {"olmo2", "olmo2", false, gguf_olmo2_shape, NULL};
+static const gguf_family GGUF_GPT2 = {"gpt2", "gpt2", false, gguf_gpt2_shape, NULL};
+static const gguf_family GGUF_GEMMA = {"gemma", "gemma", false, gguf_gemma_shape, NULL};
+
+/* ---- the table -------------------------------------------------------------------------------- */
 
 static const char *const LLAMA_EXTRA[] = {"hidden_act", "pretraining_tp", "rope_scaling", "rope_parameters",
                                           "partial_rotary_factor", NULL};
@@ -908,22 +959,65 @@ static const char *const GPT2_EXTRA[] = {"activation_function", "scale_attn_weig
                                          "attn_pdrop", "summary_type", "summary_use_proj", "summary_activation",
                                          "summary_proj_to_labels", "summary_first_dropout", "n_ctx", NULL};
 
-static const hf_family FAMILIES[] = {
-    {"llama", arch_llama, HF_COMMON_KEYS, LLAMA_KEYS, check_llama, LLAMA_EXTRA, false},
-    {"qwen2", arch_qwen2, HF_COMMON_KEYS, QWEN2_KEYS, check_qwen2, QWEN_EXTRA, false},
-    {"qwen3", arch_qwen3, HF_COMMON_KEYS, QWEN3_KEYS, check_qwen3, QWEN_EXTRA, false},
-    {"qwen3_moe", arch_qwen3_moe, HF_COMMON_KEYS, QWEN3_MOE_KEYS, qwen3_moe_check, QWEN3_MOE_EXTRA, false},
-    {"mixtral", arch_mixtral, HF_COMMON_KEYS, MIXTRAL_KEYS, check_mixtral, MIXTRAL_EXTRA, false},
-    {"deepseek_v3", arch_deepseek_v3, DEEPSEEK_V3_COMMON_KEYS, DEEPSEEK_V3_KEYS, check_deepseek_v3, DEEPSEEK_V3_EXTRA,
-     false},
-    {"gemma2", arch_gemma2, HF_COMMON_KEYS, GEMMA2_KEYS, check_gemma2, GEMMA_EXTRA, false},
-    {"gemma3_text", arch_gemma3, HF_COMMON_KEYS, GEMMA3_KEYS, check_gemma3, GEMMA_EXTRA, false},
-    {"olmo2", arch_olmo2, HF_COMMON_KEYS, OLMO2_KEYS, check_olmo2, OLMO2_EXTRA, false},
-    {"gpt2", arch_gpt2, NULL, GPT2_KEYS, check_gpt2, GPT2_EXTRA, false},
-    {"gemma4_text", arch_gemma4, GEMMA4_COMMON_KEYS, GEMMA4_KEYS, check_gemma4, GEMMA4_EXTRA, true},
-    {"mistral", arch_mistral, HF_COMMON_KEYS, MISTRAL_KEYS, check_mistral, MISTRAL_EXTRA, false},
-    {"gemma", arch_gemma1, HF_COMMON_KEYS, GEMMA1_KEYS, check_gemma1, GEMMA1_EXTRA, false},
+static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src);
+static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src);
+
+/* (in the order the messages list them) */
+static const tlm_family FAMILIES[] = {
+    {.model_type = "llama", .arch = arch_llama, .common = HF_COMMON_KEYS, .keys = LLAMA_KEYS, .check = check_llama,
+     .extra_known = LLAMA_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_LLAMA, .export_blocker = hf_llama_blocker,
+     .export_config = hf_llama_config},
+    {.model_type = "qwen2", .arch = arch_qwen2, .common = HF_COMMON_KEYS, .keys = QWEN2_KEYS, .check = check_qwen2,
+     .extra_known = QWEN_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_QWEN2},
+    {.model_type = "qwen3", .arch = arch_qwen3, .common = HF_COMMON_KEYS, .keys = QWEN3_KEYS, .check = check_qwen3,
+     .extra_known = QWEN_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_QWEN3},
+    {.model_type = "qwen3_moe", .arch = arch_qwen3_moe, .common = HF_COMMON_KEYS, .keys = QWEN3_MOE_KEYS,
+     .check = qwen3_moe_check, .extra_known = QWEN3_MOE_EXTRA, .names = HF_FAMILY_LLAMA,
+     .export_blocker = hf_qwen3_moe_blocker, .export_config = hf_qwen3_moe_config},
+    {.model_type = "mixtral", .arch = arch_mixtral, .common = HF_COMMON_KEYS, .keys = MIXTRAL_KEYS,
+     .check = check_mixtral, .extra_known = MIXTRAL_EXTRA, .names = HF_FAMILY_MIXTRAL,
+     .export_blocker = hf_mixtral_blocker, .export_config = hf_mixtral_config},
+    {.model_type = "deepseek_v3", .arch = arch_deepseek_v3, .common = DEEPSEEK_V3_COMMON_KEYS, .keys = DEEPSEEK_V3_KEYS,
+     .check = check_deepseek_v3, .extra_known = DEEPSEEK_V3_EXTRA, .names = HF_FAMILY_LLAMA,
+     .export_blocker = hf_deepseek_v3_blocker, .export_config = hf_deepseek_v3_config},
+    {.model_type = "gemma2", .arch = arch_gemma2, .common = HF_COMMON_KEYS, .keys = GEMMA2_KEYS, .check = check_gemma2,
+     .extra_known = GEMMA_EXTRA, .names = HF_FAMILY_GEMMA, .gguf = &GGUF_GEMMA2},
+    {.model_type = "gemma3_text", .wrapper = "gemma3", .arch = arch_gemma3, .common = HF_COMMON_KEYS,
+     .keys = GEMMA3_KEYS, .check = check_gemma3, .extra_known = GEMMA_EXTRA, .wrapper_parse = gemma3_multimodal_parse,
+     .names = HF_FAMILY_GEMMA, .gguf = &GGUF_GEMMA3},
+    {.model_type = "olmo2", .arch = arch_olmo2, .common = HF_COMMON_KEYS, .keys = OLMO2_KEYS, .check = check_olmo2,
+     .extra_known = OLMO2_EXTRA, .names = HF_FAMILY_OLMO2, .gguf = &GGUF_OLMO2},
+    {.model_type = "gpt2", .arch = arch_gpt2, .keys = GPT2_KEYS, .check = check_gpt2, .extra_known = GPT2_EXTRA,
+     .names = HF_FAMILY_GPT2, .gguf = &GGUF_GPT2, .export_blocker = hf_gpt2_blocker, .export_config = hf_gpt2_config},
+    {.model_type = "gemma4_text", .wrapper = "gemma4", .arch = arch_gemma4, .common = GEMMA4_COMMON_KEYS,
+     .keys = GEMMA4_KEYS, .check = check_gemma4, .extra_known = GEMMA4_EXTRA, .strict = true,
+     .wrapper_parse = gemma4_multimodal_parse, .names = HF_FAMILY_GEMMA},
+    {.model_type = "mistral", .arch = arch_mistral, .common = HF_COMMON_KEYS, .keys = MISTRAL_KEYS,
+     .check = check_mistral, .extra_known = MISTRAL_EXTRA, .names = HF_FAMILY_LLAMA,
+     .export_blocker = hf_mistral_blocker, .export_config = hf_mistral_config},
+    {.model_type = "gemma", .arch = arch_gemma1, .common = HF_COMMON_KEYS, .keys = GEMMA1_KEYS, .check = check_gemma1,
+     .extra_known = GEMMA1_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_GEMMA},
+    /* llama2.c checkpoints (llama2c_load.c: a header, no config.json): Llama's body and names */
+    {.model_type = "llama2c", .names = HF_FAMILY_LLAMA},
 };
+
+#define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
+
+const tlm_family *family_at(int i) { return i >= 0 && i < N_FAMILIES ? &FAMILIES[i] : NULL; }
+
+const tlm_family *family_find(const char *mt) {
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(FAMILIES[i].model_type, mt) || (FAMILIES[i].wrapper && !strcmp(FAMILIES[i].wrapper, mt)))
+            return &FAMILIES[i];
+    return NULL;
+}
+
+const tlm_family *family_find_gguf(const char *arch, size_t len) {
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (FAMILIES[i].gguf && strlen(FAMILIES[i].gguf->arch) == len && !memcmp(FAMILIES[i].gguf->arch, arch, len))
+            return &FAMILIES[i];
+    return NULL;
+}
 
 static int in_list(const char *const *list, const char *s) {
     for (int i = 0; list && list[i]; i++)
@@ -1018,11 +1112,12 @@ static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const cha
 }
 
 static int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
-    if (!strcmp(mt, "gemma4") || !strcmp(mt, "gemma3")) { /* (the wrapper's quantization_config, at its top) */
+    const tlm_family *f = family_find(mt);
+    if (f && f->wrapper && !strcmp(f->wrapper, mt)) { /* (the wrapper's quantization_config, at its top) */
         tlm_config q;
         config_defaults(&q);
         if (read_quantization(&q, root, src)) return -1;
-        if ((!strcmp(mt, "gemma4") ? gemma4_multimodal_parse : gemma3_multimodal_parse)(cfg, root, src)) return -1;
+        if (f->wrapper_parse(cfg, root, src)) return -1;
         if (!q.quant_method[0]) return 0; /* (none at the top: text_config's own, if any, stands) */
         memcpy(cfg->quant_method, q.quant_method, sizeof q.quant_method);
         memcpy(cfg->quant_fmt, q.quant_fmt, sizeof q.quant_fmt);
@@ -1034,20 +1129,23 @@ static int hf_config_parse(tlm_config *cfg, const cJSON *root, const char *mt, c
 }
 
 static int hf_family_parse(tlm_config *cfg, const cJSON *root, const char *mt, const char *src) {
-    const hf_family *fam = NULL;
-    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
-        if (!strcmp(FAMILIES[i].model_type, mt)) fam = &FAMILIES[i];
-    if (!fam) {
-        char names[256] = "";
-        for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", FAMILIES[i].model_type);
-        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s, gemma3, gemma4)", src, mt, names);
+    const tlm_family *fam = family_find(mt);
+    if (!fam || !fam->arch || strcmp(fam->model_type, mt) != 0) {
+        char names[256] = "", wrappers[64] = "";
+        for (int i = 0; i < N_FAMILIES; i++) {
+            if (!FAMILIES[i].arch) continue;
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? ", " : "",
+                     FAMILIES[i].model_type);
+            if (FAMILIES[i].wrapper)
+                snprintf(wrappers + strlen(wrappers), sizeof wrappers - strlen(wrappers), ", %s", FAMILIES[i].wrapper);
+        }
+        return tlm_error("%s: model_type \"%s\" is not supported (supported: tinylm, %s%s)", src, mt, names, wrappers);
     }
     config_defaults(cfg);
+    /* the family's _init_weights: normal(0, initializer_range) for every matrix (arch_gpt2 scales the residual
+     * projections) */
+    cfg->scale_residual_init = false;
     fam->arch(cfg);
-    /* the family's _init_weights: normal(0, initializer_range) for every matrix; only GPT2PreTrainedModel also
-     * divides the residual projections (c_proj) by sqrt(2 n_layer), as the engine's default does */
-    cfg->scale_residual_init = !strcmp(mt, "gpt2");
     if (read_quantization(cfg, root, src)) return -1;
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
     for (const cJSON *it = root->child; it; it = it->next) {

@@ -1,9 +1,69 @@
-/* family.h — reading a config.json of any checkpoint family: model_type "tinylm" (the engine's own
- * format, model/config.c) or a Hugging Face family (families.c), each validated as an engine config. */
+/* family.h — the checkpoint families, one table entry each (families.c): everything the formats
+ * know of a family in one place, as llama.cpp keeps one table per architecture for its names and
+ * keys. An entry holds
+ *   - its Hugging Face config.json reader: the fixed architecture and class defaults (arch), the
+ *     keys that change the numbers (common + keys), the check of the keys that need more than a
+ *     copy (check), the keys known not to matter (extra_known); a multimodal wrapper's model_type
+ *     read through it (wrapper);
+ *   - its tensor names: the naming style of hf_map.c (loader and exporter alike);
+ *   - its GGUF architecture: general.architecture, what llama.cpp's converter fixes and changes,
+ *     and the metadata keys of its own (gguf_load.c reads the common ones);
+ *   - its export: the blocker (NULL when the family expresses a config exactly) and the config.json
+ *     writer (hf_export.c).
+ * A new family is one entry (and the functions it names) plus its tests; docs/architecture.md.
+ * model_type "tinylm", the engine's own format, is no entry: model/config.c reads and writes it.
+ *
+ * And reading a config.json of any family: config_parse / config_load. */
 #ifndef TLM_FAMILY_H
 #define TLM_FAMILY_H
 
+#include <stdbool.h>
+
+#include "hf_map.h"
 #include "model/config.h"
+#include "model/config_keys.h"
+#include "util/finite.h"
+
+/* One GGUF file's metadata, for a family's reader of its own keys "{arch}.suffix" (gguf_load.c):
+ * 1 read, 0 absent (with required: an error naming the key), -1 + tlm_error */
+typedef struct gguf_meta gguf_meta;
+int gguf_meta_size(const gguf_meta *m, const char *suffix, int lo, int required, int *out);
+int gguf_meta_float(const gguf_meta *m, const char *suffix, int required, tlm_float_range range, float *out);
+
+typedef struct {
+    const char *arch;       /* general.architecture */
+    const char *model_type; /* the engine config's model_type for it */
+    bool interleaved_qk;    /* q, k rows stored in rope mode 0's interleaved pairs (undone on load) */
+    /* what the architecture fixes (Gemma's gains are stored as 1 + w: plain-weight RMSNorm on the stored value) */
+    void (*shape)(tlm_config *c);
+    int (*metadata)(tlm_config *c, const gguf_meta *m); /* its own keys, after the common ones; NULL: none */
+} gguf_family;
+
+typedef struct {
+    const char *model_type; /* config.json's model_type: the table's key */
+    const char *wrapper;    /* a multimodal checkpoint's model_type whose text model this family is, or NULL */
+    /* config.json (NULL arch: no config.json of its own, as llama2.c's) */
+    void (*arch)(tlm_config *c);
+    const config_key *common, *keys; /* common: the keys every RoPE family reads alike, or NULL */
+    int (*check)(tlm_config *c, const cJSON *root, const char *src);
+    const char *const *extra_known; /* keys read by `check`, or known not to change the numbers */
+    bool strict;                    /* a key it does not know is an error naming it (else a warning) */
+    int (*wrapper_parse)(tlm_config *c, const cJSON *root, const char *src); /* `wrapper`'s config.json */
+    /* tensor names */
+    hf_family_style names;
+    /* GGUF (NULL: llama.cpp has no architecture of it that tinylm reads) */
+    const gguf_family *gguf;
+    /* export (NULL: not written): NULL when the family expresses c exactly, else the first feature that
+     * rules it out; the config.json (malloc'd) */
+    const char *(*export_blocker)(const tlm_config *c);
+    char *(*export_config)(const tlm_config *c);
+} tlm_family;
+
+/* the entry of a model_type (a family's own or its wrapper's), of a GGUF architecture; NULL when none */
+const tlm_family *family_find(const char *model_type);
+const tlm_family *family_find_gguf(const char *arch, size_t len);
+/* entry i of the table in order, NULL past the end */
+const tlm_family *family_at(int i);
 
 /* Parses a config.json (model_type "tinylm", or a Hugging Face family) and validates it.
  * `source` names the file in error messages. Returns 0, or -1 with tlm_last_error() set. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "family.h"
 #include "formats/gguf.h"
 #include "gguf_export.h"
 #include "ops/quant.h"
@@ -27,56 +28,15 @@
 #include "util/finite.h"
 #include "util/hugepage.h"
 
-/* ---- architectures ---------------------------------------------------------------------------- */
-
-typedef struct {
-    const char *arch;       /* general.architecture */
-    const char *model_type; /* the engine's family name for it */
-    int interleaved_qk;     /* q, k rows stored in rope mode 0's interleaved pairs */
-    int gemma_norms;        /* gains stored as 1 + w */
-    void (*shape)(tlm_config *c);
-} gguf_arch;
-
-static void llama_like(tlm_config *c) {
-    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
-}
-static void qwen2_arch(tlm_config *c) { llama_like(c), c->attn_bias = true; }
-static void qwen3_arch(tlm_config *c) { llama_like(c), c->qk_norm = QK_NORM_HEAD; }
-static void gemma2_arch(tlm_config *c) {
-    llama_like(c);
-    c->placement = PLACE_SANDWICH, c->ffn = FFN_GEGLU, c->embed_scale = true;
-}
-static void gemma3_arch(tlm_config *c) { gemma2_arch(c), c->qk_norm = QK_NORM_HEAD; }
-/* Gemma 1: Llama's pre-norm layout with GeGLU and the scaled embedding (its gains stored as 1 + w too) */
-static void gemma_arch(tlm_config *c) { llama_like(c), c->ffn = FFN_GEGLU, c->embed_scale = true; }
-static void olmo2_arch(tlm_config *c) { llama_like(c), c->placement = PLACE_OUTPUT, c->qk_norm = QK_NORM_FULL; }
-static void gpt2_arch(tlm_config *c) {
-    c->norm = NORM_LAYERNORM, c->norm_bias = true, c->placement = PLACE_PRE, c->position = POS_LEARNED;
-    c->ffn = FFN_GELU, c->attn_bias = c->attn_out_bias = c->mlp_bias = true;
-}
-
-static const gguf_arch ARCHS[] = {
-    {"llama", "llama", 1, 0, llama_like},   {"qwen2", "qwen2", 0, 0, qwen2_arch},
-    {"qwen3", "qwen3", 0, 0, qwen3_arch},   {"gemma2", "gemma2", 0, 1, gemma2_arch},
-    {"gemma3", "gemma3", 0, 1, gemma3_arch}, {"olmo2", "olmo2", 0, 0, olmo2_arch},
-    {"gpt2", "gpt2", 0, 0, gpt2_arch},
-    {"gemma", "gemma", 0, 1, gemma_arch},
-};
-
-static const gguf_arch *find_arch(const gguf_str *s) {
-    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
-        if (strlen(ARCHS[i].arch) == s->len && !memcmp(ARCHS[i].arch, s->p, s->len)) return &ARCHS[i];
-    return NULL;
-}
-
 /* ---- metadata -> config ------------------------------------------------------------------------ */
 
 enum { SIZE_LIMIT = 1 << 24 };
 
-typedef struct {
+struct gguf_meta {
     const tlm_gguf *g;
     const char *path, *arch;
-} meta;
+};
+typedef gguf_meta meta;
 
 /* "{arch}.suffix" */
 static const char *arch_key(const meta *mt, const char *suffix) {
@@ -110,15 +70,26 @@ static int get_float(const meta *mt, const char *suffix, int required, tlm_float
     return 1;
 }
 
-static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_arch **arch_out, tlm_config *c) {
+/* (family.h: a family's own keys) */
+int gguf_meta_size(const gguf_meta *m, const char *suffix, int lo, int required, int *out) {
+    return get_size(m, suffix, lo, required, out);
+}
+int gguf_meta_float(const gguf_meta *m, const char *suffix, int required, tlm_float_range range, float *out) {
+    return get_float(m, suffix, required, range, out);
+}
+
+static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_family **arch_out, tlm_config *c) {
     gguf_str arch;
     int rc = tlm_gguf_get_str(g, "general.architecture", &arch);
     if (rc <= 0) return rc < 0 ? -1 : tlm_error("%s: metadata key general.architecture is missing", path);
-    const gguf_arch *a = find_arch(&arch);
+    const tlm_family *fam = family_find_gguf(arch.p, arch.len);
+    const gguf_family *a = fam ? fam->gguf : NULL;
     if (!a) {
         char names[160] = "";
-        for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", ARCHS[i].arch);
+        const tlm_family *f;
+        for (int i = 0; (f = family_at(i)) != NULL; i++)
+            if (f->gguf)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? ", " : "", f->gguf->arch);
         return tlm_error("%s: general.architecture = \"%.*s\" is not one tinylm runs (%s)", path,
                          (int)(arch.len > 64 ? 64 : arch.len), arch.p, names);
     }
@@ -175,32 +146,8 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
             return tlm_error("%s: tensor rope_freqs.weight (per-frequency RoPE factors, Llama 3.1 style) is not "
                              "supported yet", path);
     }
-    /* Gemma 1 (llama.cpp's gemma, GemmaModel's converter): the 1 + w gains as below, and nothing else of
-     * Gemma 2/3's: no window, no soft-caps, scale 1/sqrt(head_dim) */
-    if (a->gemma_norms && !strcmp(a->arch, "gemma")) {
-        c->norm = NORM_RMSNORM;
-        return 0;
-    }
-    if (a->gemma_norms) {
-        c->norm = NORM_RMSNORM; /* the stored gains are 1 + w already (see the top) */
-        c->query_pre_attn_scalar = 0.0f;
-        int window = 0;
-        if (get_size(&mt, "attention.sliding_window", 1, 0, &window) < 0) return -1;
-        c->sliding_window = window;
-        /* Gemma 2 slides on even layers, Gemma 3 on five of every six (llama.cpp's rule too) */
-        config_sliding_pattern(c, !window ? 0 : !strcmp(a->arch, "gemma2") ? 2 : 6);
-        if (!strcmp(a->arch, "gemma2")) {
-            if (get_float(&mt, "attn_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->attn_softcap) < 0 ||
-                get_float(&mt, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0)
-                return -1;
-        } else {
-            c->rope_theta_local = 10000.0f; /* (llama.cpp's fixed base of Gemma 3's sliding layers) */
-            /* Gemma 3 has no attention soft-cap (the converter asserts it is unset), but the converter
-             * writes final_logit_softcapping when the config sets one, and the model applies it */
-            if (get_float(&mt, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0) return -1;
-        }
-    }
-    return 0;
+    /* the architecture's own keys (family.h) */
+    return a->metadata ? a->metadata(c, &mt) : 0;
 }
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
@@ -350,7 +297,7 @@ static int check_all_used(const tlm_gguf *g, const char *path, const source *src
 
 static tlm_model *build(const tlm_gguf *g, const char *path) {
     tlm_config cfg;
-    const gguf_arch *arch;
+    const gguf_family *arch;
     if (config_from_metadata(g, path, &arch, &cfg)) return NULL;
     const gguf_tensor *embed = tlm_gguf_find_tensor(g, "token_embd.weight");
     if (!embed) return tlm_error("%s: tensor token_embd.weight is missing", path), NULL;
@@ -427,7 +374,7 @@ tlm_model *gguf_model_load(const char *path) {
 int gguf_read_config(const char *path, tlm_config *cfg) {
     tlm_gguf *g = tlm_gguf_open(path);
     if (!g) return -1;
-    const gguf_arch *arch;
+    const gguf_family *arch;
     int rc = config_from_metadata(g, path, &arch, cfg);
     const gguf_tensor *embed = rc ? NULL : tlm_gguf_find_tensor(g, "token_embd.weight");
     if (!rc && (!embed || embed->n_dims != 2 || embed->ne[1] < 1 || embed->ne[1] > SIZE_LIMIT))

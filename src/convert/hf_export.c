@@ -1,8 +1,10 @@
 /* hf_export.c — an engine model -> a Hugging Face style directory (see hf_export.h).
  *
  * The family is chosen from the architecture switches, never from where the model came
- * from. Tensor names and layouts come from the same map the loader uses (hf_map.c), run
- * backwards, so an export loads back into the identical parameter buffer. */
+ * from: the first of the family table (family.h) whose blocker lets the config through; each
+ * family's blocker and config.json writer are here. Tensor names and layouts come from the same
+ * map the loader uses (hf_map.c), run backwards, so an export loads back into the identical
+ * parameter buffer. */
 #include "hf_export.h"
 #include "model/config_keys.h"
 
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "family.h"
 #include "formats/safetensors.h"
 #include "hf_map.h"
 #include "util/atomic_file.h"
@@ -67,7 +70,7 @@ const char *hf_llama_blocker(const tlm_config *c) {
     return NULL;
 }
 
-static const char *gpt2_blocker(const tlm_config *c) {
+static const char *gpt2_blocker_as_is(const tlm_config *c) {
     const char *b = common_blocker(c);
     if (b) return b;
     if (c->norm != NORM_LAYERNORM || !c->norm_bias) return "norm other than LayerNorm with bias";
@@ -87,6 +90,12 @@ static tlm_config with_all_biases(const tlm_config *c) {
     tlm_config b = *c;
     b.norm_bias = b.attn_bias = b.attn_out_bias = b.mlp_bias = true;
     return b;
+}
+
+const char *hf_gpt2_blocker(const tlm_config *c) {
+    if (c->norm != NORM_LAYERNORM) return gpt2_blocker_as_is(c);
+    const tlm_config biased = with_all_biases(c);
+    return gpt2_blocker_as_is(&biased);
 }
 
 /* a mixture of experts that Qwen3-MoE (per-head QK-Norm) or Mixtral (none; every layer's FFN
@@ -110,9 +119,12 @@ static const char *moe_blocker(const tlm_config *c, int qwen) {
     return NULL;
 }
 
+const char *hf_qwen3_moe_blocker(const tlm_config *c) { return moe_blocker(c, 1); }
+const char *hf_mixtral_blocker(const tlm_config *c) { return moe_blocker(c, 0); }
+
 /* DeepSeek-V3 (DeepseekV3ForCausalLM): MLA on a llama-like body, DeepseekV3MoE (sigmoid routing with the
  * selection bias, a shared expert) in every layer from first_k_dense_replace on */
-static const char *deepseek_blocker(const tlm_config *c) {
+const char *hf_deepseek_v3_blocker(const tlm_config *c) {
     if (!config_mla(c)) return "no multi-head latent attention";
     if (c->n_experts == 0) return "MLA without a mixture of experts (DeepSeek-V3's layers after the dense ones are MoE)";
     tlm_config body = *c;
@@ -128,7 +140,7 @@ static const char *deepseek_blocker(const tlm_config *c) {
 }
 
 /* Mistral (MistralForCausalLM): the llama body without biases, one sliding window in every layer */
-static const char *mistral_blocker(const tlm_config *c) {
+const char *hf_mistral_blocker(const tlm_config *c) {
     if (!any_sliding(c)) return "no sliding window";
     for (int l = 0; l < c->n_layers; l++)
         if (!c->layer_sliding[l]) return "a sliding window on some layers only";
@@ -143,27 +155,17 @@ static const char *mistral_blocker(const tlm_config *c) {
     return NULL;
 }
 
+/* (the families' blockers rule each other out: at most one of them expresses a config) */
 const char *hf_export_family(const tlm_config *c, const char **why) {
-    if (config_mla(c)) {
-        const char *bd = deepseek_blocker(c);
-        if (!bd) return "deepseek_v3";
-        if (why) *why = bd;
-        return "tinylm";
-    }
-    if (c->n_experts > 0) {
-        const char *bq = moe_blocker(c, 1), *bm = moe_blocker(c, 0);
-        if (!bq) return "qwen3_moe";
-        if (!bm) return "mixtral";
-        if (why) *why = c->qk_norm == QK_NORM_HEAD ? bq : bm;
-        return "tinylm";
-    }
-    const char *bl = hf_llama_blocker(c);
-    if (!bl) return "llama";
-    if (!mistral_blocker(c)) return "mistral";
-    const tlm_config biased = with_all_biases(c);
-    const char *bg = c->norm == NORM_LAYERNORM ? gpt2_blocker(&biased) : gpt2_blocker(c);
-    if (!bg) return "gpt2";
-    if (why) *why = c->position == POS_LEARNED ? bg : bl;
+    const tlm_family *f;
+    for (int i = 0; (f = family_at(i)) != NULL; i++)
+        if (f->export_blocker && !f->export_blocker(c)) return f->model_type;
+    /* why none: the blocker of the family nearest to c */
+    if (why)
+        *why = config_mla(c)              ? hf_deepseek_v3_blocker(c)
+               : c->n_experts > 0          ? (c->qk_norm == QK_NORM_HEAD ? hf_qwen3_moe_blocker(c) : hf_mixtral_blocker(c))
+               : c->position == POS_LEARNED ? hf_gpt2_blocker(c)
+                                            : hf_llama_blocker(c);
     return "tinylm";
 }
 
@@ -264,6 +266,9 @@ static char *llama_body_config(const tlm_config *c, int mistral) {
     return s;
 }
 
+char *hf_llama_config(const tlm_config *c) { return llama_body_config(c, 0); }
+char *hf_mistral_config(const tlm_config *c) { return llama_body_config(c, 1); }
+
 /* Qwen3MoeConfig / MixtralConfig: the llama body's keys and the experts' (first_k_dense_replace
  * becomes mlp_only_layers, which Qwen3-MoE has) */
 static char *moe_config(const tlm_config *c, int qwen) {
@@ -299,8 +304,11 @@ static char *moe_config(const tlm_config *c, int qwen) {
     return s;
 }
 
+char *hf_qwen3_moe_config(const tlm_config *c) { return moe_config(c, 1); }
+char *hf_mixtral_config(const tlm_config *c) { return moe_config(c, 0); }
+
 /* DeepseekV3Config: the body's keys, MLA's and DeepseekV3MoE's */
-static char *deepseek_config(const tlm_config *c) {
+char *hf_deepseek_v3_config(const tlm_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
@@ -335,7 +343,7 @@ static char *deepseek_config(const tlm_config *c) {
     return s;
 }
 
-static char *gpt2_config(const tlm_config *c) {
+char *hf_gpt2_config(const tlm_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
@@ -427,13 +435,8 @@ static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int
     return 0;
 }
 
-static int write_weights(const tlm_model *m, const char *dir, const char *family) {
-    const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") || !strcmp(family, "deepseek_v3") ||
-                              !strcmp(family, "mistral")
-                          ? HF_FAMILY_LLAMA
-                      : !strcmp(family, "mixtral")                            ? HF_FAMILY_MIXTRAL
-                      : !strcmp(family, "gpt2")                               ? HF_FAMILY_GPT2
-                                                                              : -1;
+static int write_weights(const tlm_model *m, const char *dir, const tlm_family *family) {
+    const int style = family ? (int)family->names : -1; /* (none: the engine's own names) */
     entry_list L = {calloc((size_t)m->n_tensors, sizeof(tlm_st_entry)), calloc((size_t)m->n_tensors, sizeof(float *)), 0, 0};
     char(*names)[160] = calloc((size_t)m->n_tensors, sizeof *names);
     int rc = (!L.e || !L.owned || !names) ? tlm_error("out of memory exporting to %s", dir) : 0;
@@ -476,15 +479,9 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
         }
         m = biased;
     }
-    int written = write_weights(m, dir, fam);
-    char *json = written ? NULL
-                 : !strcmp(fam, "llama") ? llama_body_config(&m->cfg, 0)
-                 : !strcmp(fam, "mistral") ? llama_body_config(&m->cfg, 1)
-                 : !strcmp(fam, "gpt2")  ? gpt2_config(&m->cfg)
-                 : !strcmp(fam, "qwen3_moe") ? moe_config(&m->cfg, 1)
-                 : !strcmp(fam, "mixtral")   ? moe_config(&m->cfg, 0)
-                 : !strcmp(fam, "deepseek_v3") ? deepseek_config(&m->cfg)
-                                         : config_to_json(&m->cfg);
+    const tlm_family *f = family_find(fam); /* (NULL: "tinylm", the engine's own format) */
+    int written = write_weights(m, dir, f);
+    char *json = written ? NULL : f ? f->export_config(&m->cfg) : config_to_json(&m->cfg);
     model_free(biased);
     if (written) return -1;
     char *path = path_join(dir, "config.json");

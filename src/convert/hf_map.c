@@ -9,19 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "family.h"
 #include "util/error.h"
 
+/* (the family table's naming; only for families with a config.json of their own) */
 int hf_family_style_of(const char *mt) {
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3") || !strcmp(mt, "qwen3_moe") ||
-        !strcmp(mt, "deepseek_v3") || !strcmp(mt, "mistral") || !strcmp(mt, "gemma"))
-        return HF_FAMILY_LLAMA;
-    if (!strcmp(mt, "mixtral")) return HF_FAMILY_MIXTRAL;
-    if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3_text") || !strcmp(mt, "gemma4_text") ||
-        !strcmp(mt, "gemma4") || !strcmp(mt, "gemma3"))
-        return HF_FAMILY_GEMMA;
-    if (!strcmp(mt, "olmo2")) return HF_FAMILY_OLMO2;
-    if (!strcmp(mt, "gpt2")) return HF_FAMILY_GPT2;
-    return -1;
+    const tlm_family *f = family_find(mt);
+    return f && f->arch ? (int)f->names : -1;
 }
 
 const char *hf_default_prefix(hf_family_style style) { return style == HF_FAMILY_GPT2 ? "transformer." : "model."; }
