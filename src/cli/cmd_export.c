@@ -1,7 +1,7 @@
 /* tinylm export — writes a model (any directory or llama2.c .bin that `tinylm logits` loads)
  * as a Hugging Face style directory in the family its architecture matches (llama, gpt2),
- * or in the engine's own format when no family expresses it (src/model/hf_export.h); with
- * --format llama2c as a llama2.c checkpoint DIR2/model.bin (src/model/llama2c_export.h).
+ * or in the engine's own format when no family expresses it (src/convert/hf_export.h); with
+ * --format llama2c as a llama2.c checkpoint DIR2/model.bin (src/convert/llama2c_export.h).
  * The tokenizer goes with it, so the exported folder runs with `generate` as it is. */
 #include <stdio.h>
 #include <stdlib.h>

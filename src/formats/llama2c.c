@@ -1,5 +1,5 @@
 /* llama2c.c — reading llama2.c version-0 checkpoints (layout in llama2c.h): the header as a
- * header and the float arrays in file order (src/model/llama2c_load.c puts them into a
+ * header and the float arrays in file order (src/convert/llama2c_load.c puts them into a
  * model). The header is untrusted: every field is range-checked and the file size must equal
  * what the header implies, computed without overflow, before anything is allocated. */
 #include "llama2c.h"

@@ -9,8 +9,8 @@
  * [seq_len, hs/2] each (unused: RoPE is recomputed), and wcls [V, dim] when untied.
  * hs = dim / n_heads. The file size must match the header exactly.
  *
- * This file reads the format and knows nothing of the engine's model; src/model/llama2c_load.c
- * (llama2c_load, llama2c_read_config in model/checkpoint.h) maps the header to a tlm_config and
+ * This file reads the format and knows nothing of the engine's model; src/convert/llama2c_load.c
+ * (llama2c_load, llama2c_read_config in convert/checkpoint.h) maps the header to a tlm_config and
  * builds the model from the arrays. */
 #ifndef TLM_LLAMA2C_H
 #define TLM_LLAMA2C_H
