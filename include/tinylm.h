@@ -57,7 +57,7 @@ TLM_API const float *tlm_grad(const tlm_model *m, const char *tensor_name, size_
 TLM_API void tlm_zero_grad(tlm_model *m);
 
 TLM_API const char *tlm_error_message(void);
-/* The version of the interface below (bindings check it; src/model/api.c says which) */
+/* The version of the interface below (bindings check it; src/api/api.c says which) */
 TLM_API int tlm_abi_version(void);
 
 /* ---- hooks: a callback at each named activation point (docs/python.md) ---------------------

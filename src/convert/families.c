@@ -962,6 +962,16 @@ static const char *const GPT2_EXTRA[] = {"activation_function", "scale_attn_weig
 static int gemma3_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src);
 static int gemma4_multimodal_parse(tlm_config *cfg, const cJSON *root, const char *src);
 
+/* Gemma3ForConditionalGeneration: language_model.model. in the released files (transformers 4.5x),
+ * model.language_model. since transformers 4.52; the SigLIP tower and the projector, in both layouts */
+static const char *const GEMMA3_MM_PREFIXES[] = {"language_model.model.", "model.language_model.", NULL};
+static const char *const GEMMA3_MM_TOWERS[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                               "model.multi_modal_projector.", NULL};
+/* Gemma4ForConditionalGeneration: the text model is model.language_model; the vision and audio towers */
+static const char *const GEMMA4_MM_PREFIXES[] = {"model.language_model.", NULL};
+static const char *const GEMMA4_MM_TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
+                                               "model.embed_audio.", NULL};
+
 /* (in the order the messages list them) */
 static const tlm_family FAMILIES[] = {
     {.model_type = "llama", .arch = arch_llama, .common = HF_COMMON_KEYS, .keys = LLAMA_KEYS, .check = check_llama,
@@ -984,14 +994,16 @@ static const tlm_family FAMILIES[] = {
      .extra_known = GEMMA_EXTRA, .names = HF_FAMILY_GEMMA, .gguf = &GGUF_GEMMA2},
     {.model_type = "gemma3_text", .wrapper = "gemma3", .arch = arch_gemma3, .common = HF_COMMON_KEYS,
      .keys = GEMMA3_KEYS, .check = check_gemma3, .extra_known = GEMMA_EXTRA, .wrapper_parse = gemma3_multimodal_parse,
-     .names = HF_FAMILY_GEMMA, .gguf = &GGUF_GEMMA3},
+     .wrapper_prefixes = GEMMA3_MM_PREFIXES, .wrapper_towers = GEMMA3_MM_TOWERS,
+     .wrapper_towers_are = "vision tower and its projector", .names = HF_FAMILY_GEMMA, .gguf = &GGUF_GEMMA3},
     {.model_type = "olmo2", .arch = arch_olmo2, .common = HF_COMMON_KEYS, .keys = OLMO2_KEYS, .check = check_olmo2,
      .extra_known = OLMO2_EXTRA, .names = HF_FAMILY_OLMO2, .gguf = &GGUF_OLMO2},
     {.model_type = "gpt2", .arch = arch_gpt2, .keys = GPT2_KEYS, .check = check_gpt2, .extra_known = GPT2_EXTRA,
      .names = HF_FAMILY_GPT2, .gguf = &GGUF_GPT2, .export_blocker = hf_gpt2_blocker, .export_config = hf_gpt2_config},
     {.model_type = "gemma4_text", .wrapper = "gemma4", .arch = arch_gemma4, .common = GEMMA4_COMMON_KEYS,
      .keys = GEMMA4_KEYS, .check = check_gemma4, .extra_known = GEMMA4_EXTRA, .strict = true,
-     .wrapper_parse = gemma4_multimodal_parse, .names = HF_FAMILY_GEMMA},
+     .wrapper_parse = gemma4_multimodal_parse, .wrapper_prefixes = GEMMA4_MM_PREFIXES,
+     .wrapper_towers = GEMMA4_MM_TOWERS, .wrapper_towers_are = "vision and audio towers", .names = HF_FAMILY_GEMMA},
     {.model_type = "mistral", .arch = arch_mistral, .common = HF_COMMON_KEYS, .keys = MISTRAL_KEYS,
      .check = check_mistral, .extra_known = MISTRAL_EXTRA, .names = HF_FAMILY_LLAMA,
      .export_blocker = hf_mistral_blocker, .export_config = hf_mistral_config},

@@ -49,6 +49,10 @@ typedef struct {
     const char *const *extra_known; /* keys read by `check`, or known not to change the numbers */
     bool strict;                    /* a key it does not know is an error naming it (else a warning) */
     int (*wrapper_parse)(tlm_config *c, const cJSON *root, const char *src); /* `wrapper`'s config.json */
+    /* the wrapper's checkpoints: the text model's tensor prefixes (the first whose embedding is in the
+     * file, else the last), the other towers' prefixes (their tensors skipped) and what the note calls them */
+    const char *const *wrapper_prefixes, *const *wrapper_towers;
+    const char *wrapper_towers_are;
     /* tensor names */
     hf_family_style names;
     /* GGUF (NULL: llama.cpp has no architecture of it that tinylm reads) */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "family.h"
 #include "formats/safetensors.h"
 #include "hf_map.h"
 #include "util/error.h"
@@ -247,18 +248,26 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
     return rc;
 }
 
+/* the family table's entry of a multimodal wrapper's model_type (its text model's family), else NULL */
+static const tlm_family *wrapper_of(const char *model_type) {
+    const tlm_family *f = family_find(model_type);
+    return f && f->wrapper && !strcmp(f->wrapper, model_type) ? f : NULL;
+}
+
 /* *ForCausalLM checkpoints prefix the base model ("model.", "transformer."); a bare base
- * model checkpoint has no prefix */
+ * model checkpoint has no prefix; a multimodal wrapper's text model has its family's prefixes */
 static const char *name_prefix(const tlm_safetensors *st, hf_family_style style, const char *model_type) {
-    /* Gemma4ForConditionalGeneration: the text model is model.language_model */
-    if (!strcmp(model_type, "gemma4")) return "model.language_model.";
-    /* Gemma3ForConditionalGeneration: language_model.model. in the released files (transformers 4.5x),
-     * model.language_model. since transformers 4.52 */
-    if (!strcmp(model_type, "gemma3"))
-        return tlm_st_find(st, "language_model.model.embed_tokens.weight") ? "language_model.model."
-                                                                           : "model.language_model.";
-    const char *prefix = hf_default_prefix(style);
     char probe[160];
+    const tlm_family *w = wrapper_of(model_type);
+    if (w) {
+        const char *const *p = w->wrapper_prefixes;
+        for (; p[1]; p++) {
+            snprintf(probe, sizeof probe, "%s%s", *p, hf_embed_name(style));
+            if (tlm_st_find(st, probe)) break;
+        }
+        return *p;
+    }
+    const char *prefix = hf_default_prefix(style);
     snprintf(probe, sizeof probe, "%s%s", prefix, hf_embed_name(style));
     if (!tlm_st_find(st, probe) && tlm_st_find(st, hf_embed_name(style))) prefix = "";
     return prefix;
@@ -331,13 +340,8 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
     }
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
-    /* a multimodal Gemma 4 checkpoint: its vision and audio towers are not the text model's (skipped, said once) */
-    static const char *const TOWERS[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
-                                         "model.embed_audio."};
-    /* (Gemma 3's: the SigLIP tower and the projector, in both layouts) */
-    static const char *const TOWERS3[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
-                                          "model.multi_modal_projector."};
-    const int mm4 = !strcmp(c->model_type, "gemma4"), mm3 = !strcmp(c->model_type, "gemma3");
+    /* a multimodal checkpoint: its other towers are not the text model's (skipped, said once) */
+    const tlm_family *w = wrapper_of(c->model_type);
     size_t towers = 0, mtp = 0;
     for (size_t i = 0; !rc && i < tlm_st_count(st); i++) {
         const tlm_st_tensor *t = tlm_st_at(st, i);
@@ -347,8 +351,8 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
             continue;
         }
         int tower = 0;
-        for (int j = 0; j < 4 && mm4; j++) tower |= !strncmp(t->name, TOWERS[j], strlen(TOWERS[j]));
-        for (int j = 0; j < 4 && mm3; j++) tower |= !strncmp(t->name, TOWERS3[j], strlen(TOWERS3[j]));
+        for (int j = 0; w && w->wrapper_towers[j]; j++)
+            tower |= !strncmp(t->name, w->wrapper_towers[j], strlen(w->wrapper_towers[j]));
         if (tower) {
             towers++;
             continue;
@@ -364,7 +368,7 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
                 c->n_layers + c->n_nextn - 1, c->n_layers);
     if (!rc && towers)
         fprintf(stderr, "tinylm: note: %s: skipped the %zu tensors of the %s (text only)\n", dir, towers,
-                mm3 ? "vision tower and its projector" : "vision and audio towers");
+                w->wrapper_towers_are);
     return rc;
 }
 

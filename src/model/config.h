@@ -121,7 +121,7 @@ typedef struct {
     /* init */
     float init_std;
     bool scale_residual_init;
-    /* a Hugging Face checkpoint's quantization_config (hf_families.c): quant_method ("" when none), FP8's
+    /* a Hugging Face checkpoint's quantization_config (convert/families.c): quant_method ("" when none), FP8's
      * fmt and weight_block_size [rows, cols] (0: one scale per tensor), GPTQ's / AWQ's bits and group_size
      * (0: not given); described by info and --explain, refused by the loader but for FP8 (docs/hf-families.md) */
     bool head_dim_default; /* a Hugging Face family's class default head_dim, the file giving none (explain) */
