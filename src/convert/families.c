@@ -862,7 +862,11 @@ static void gguf_gemma2_shape(tlm_config *c) {
     gguf_llama_shape(c);
     c->placement = PLACE_SANDWICH, c->ffn = FFN_GEGLU, c->embed_scale = true;
 }
-static void gguf_gemma3_shape(tlm_config *c) { gguf_gemma2_shape(c), c->qk_norm = QK_NORM_HEAD; }
+/* Gemma 3: its sliding layers on llama.cpp's fixed base */
+static void gguf_gemma3_shape(tlm_config *c) {
+    gguf_gemma2_shape(c);
+    c->qk_norm = QK_NORM_HEAD, c->rope_theta_local = 10000.0f;
+}
 /* Gemma 1: Llama's pre-norm layout with GeGLU and the scaled embedding (its gains stored as 1 + w too); nothing
  * else of Gemma 2/3's: no window, no soft-caps, scale 1/sqrt(head_dim) */
 static void gguf_gemma_shape(tlm_config *c) { gguf_llama_shape(c), c->ffn = FFN_GEGLU, c->embed_scale = true; }
@@ -872,40 +876,22 @@ static void gguf_gpt2_shape(tlm_config *c) {
     c->ffn = FFN_GELU, c->attn_bias = c->attn_out_bias = c->mlp_bias = true;
 }
 
-/* Gemma 2 and 3: the window on the sliding layers of the family's pattern (llama.cpp's rule too) */
-static int gguf_gemma_window(tlm_config *c, const gguf_meta *m, int pattern) {
-    int window = 0;
-    if (gguf_meta_size(m, "attention.sliding_window", 1, 0, &window) < 0) return -1;
-    c->sliding_window = window;
-    config_sliding_pattern(c, window ? pattern : 0);
-    return 0;
-}
-
-/* Gemma 2 slides on even layers */
-static int gguf_gemma2_metadata(tlm_config *c, const gguf_meta *m) {
-    if (gguf_gemma_window(c, m, 2) ||
-        gguf_meta_float(m, "attn_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->attn_softcap) < 0 ||
-        gguf_meta_float(m, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0)
-        return -1;
-    return 0;
-}
-
-/* Gemma 3 on five of every six; it has no attention soft-cap (the converter asserts it is unset), but the
- * converter writes final_logit_softcapping when the config sets one, and the model applies it */
-static int gguf_gemma3_metadata(tlm_config *c, const gguf_meta *m) {
-    if (gguf_gemma_window(c, m, 6)) return -1;
-    c->rope_theta_local = 10000.0f; /* (llama.cpp's fixed base of Gemma 3's sliding layers) */
-    return gguf_meta_float(m, "final_logit_softcapping", 0, TLM_FLOAT_NONNEG, &c->final_softcap) < 0 ? -1 : 0;
-}
-
-static const gguf_family GGUF_LLAMA = {"llama", "llama", true, gguf_llama_shape, NULL};
-static const gguf_family GGUF_QWEN2 = {"qwen2", "qwen2", false, gguf_qwen2_shape, NULL};
-static const gguf_family GGUF_QWEN3 = {"qwen3", "qwen3", false, gguf_qwen3_shape, NULL};
-static const gguf_family GGUF_GEMMA2 = {"gemma2", "gemma2", false, gguf_gemma2_shape, gguf_gemma2_metadata};
-static const gguf_family GGUF_GEMMA3 = {"gemma3", "gemma3", false, gguf_gemma3_shape, gguf_gemma3_metadata};
-static const gguf_family GGUF_OLMO2 = {"olmo2", "olmo2", false, gguf_olmo2_shape, NULL};
-static const gguf_family GGUF_GPT2 = {"gpt2", "gpt2", false, gguf_gpt2_shape, NULL};
-static const gguf_family GGUF_GEMMA = {"gemma", "gemma", false, gguf_gemma_shape, NULL};
+#define GGUF(name, qk, shape_fn) .arch = name, .model_type = name, .interleaved_qk = qk, .shape = shape_fn
+static const gguf_family GGUF_LLAMA = {GGUF("llama", true, gguf_llama_shape)};
+static const gguf_family GGUF_QWEN2 = {GGUF("qwen2", false, gguf_qwen2_shape)};
+static const gguf_family GGUF_QWEN3 = {GGUF("qwen3", false, gguf_qwen3_shape)};
+/* Gemma 2 slides on even layers, Gemma 3 on five of every six (llama.cpp's rule too); Gemma 3 has no attention
+ * soft-cap (the converter asserts it is unset), but the converter writes final_logit_softcapping when the config
+ * sets one, and the model applies it */
+static const gguf_family GGUF_GEMMA2 = {GGUF("gemma2", false, gguf_gemma2_shape), .sliding_pattern = 2,
+                                        .floats = {{"attn_logit_softcapping", F(attn_softcap)},
+                                                   {"final_logit_softcapping", F(final_softcap)}}};
+static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape), .sliding_pattern = 6,
+                                        .floats = {{"final_logit_softcapping", F(final_softcap)}}};
+static const gguf_family GGUF_OLMO2 = {GGUF("olmo2", false, gguf_olmo2_shape)};
+static const gguf_family GGUF_GPT2 = {GGUF("gpt2", false, gguf_gpt2_shape)};
+static const gguf_family GGUF_GEMMA = {GGUF("gemma", false, gguf_gemma_shape)};
+#undef GGUF
 
 /* ---- the table -------------------------------------------------------------------------------- */
 

@@ -24,19 +24,20 @@
 #include "model/config_keys.h"
 #include "util/finite.h"
 
-/* One GGUF file's metadata, for a family's reader of its own keys "{arch}.suffix" (gguf_load.c):
- * 1 read, 0 absent (with required: an error naming the key), -1 + tlm_error */
-typedef struct gguf_meta gguf_meta;
-int gguf_meta_size(const gguf_meta *m, const char *suffix, int lo, int required, int *out);
-int gguf_meta_float(const gguf_meta *m, const char *suffix, int required, tlm_float_range range, float *out);
-
+/* A GGUF architecture (gguf_load.c reads the metadata keys every architecture has, "{arch}.block_count", ...,
+ * then these) */
 typedef struct {
     const char *arch;       /* general.architecture */
     const char *model_type; /* the engine config's model_type for it */
     bool interleaved_qk;    /* q, k rows stored in rope mode 0's interleaved pairs (undone on load) */
     /* what the architecture fixes (Gemma's gains are stored as 1 + w: plain-weight RMSNorm on the stored value) */
     void (*shape)(tlm_config *c);
-    int (*metadata)(tlm_config *c, const gguf_meta *m); /* its own keys, after the common ones; NULL: none */
+    int sliding_pattern; /* "{arch}.attention.sliding_window" on the sliding layers of this pattern
+                            (config_sliding_pattern); 0: no window */
+    struct {
+        const char *suffix; /* "{arch}.suffix", optional, >= 0 */
+        size_t field;       /* offsetof(tlm_config, the float it sets) */
+    } floats[3];            /* its own float keys ({NULL}-ended) */
 } gguf_family;
 
 typedef struct {

@@ -32,11 +32,10 @@
 
 enum { SIZE_LIMIT = 1 << 24 };
 
-struct gguf_meta {
+typedef struct {
     const tlm_gguf *g;
     const char *path, *arch;
-};
-typedef gguf_meta meta;
+} meta;
 
 /* "{arch}.suffix" */
 static const char *arch_key(const meta *mt, const char *suffix) {
@@ -68,14 +67,6 @@ static int get_float(const meta *mt, const char *suffix, int required, tlm_float
     if (rc <= 0) return rc;
     if (tlm_float_from_file(v, range, mt->path, key, out)) return -1;
     return 1;
-}
-
-/* (family.h: a family's own keys) */
-int gguf_meta_size(const gguf_meta *m, const char *suffix, int lo, int required, int *out) {
-    return get_size(m, suffix, lo, required, out);
-}
-int gguf_meta_float(const gguf_meta *m, const char *suffix, int required, tlm_float_range range, float *out) {
-    return get_float(m, suffix, required, range, out);
 }
 
 static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_family **arch_out, tlm_config *c) {
@@ -147,7 +138,16 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
                              "supported yet", path);
     }
     /* the architecture's own keys (family.h) */
-    return a->metadata ? a->metadata(c, &mt) : 0;
+    if (a->sliding_pattern) {
+        int window = 0;
+        if (get_size(&mt, "attention.sliding_window", 1, 0, &window) < 0) return -1;
+        c->sliding_window = window;
+        config_sliding_pattern(c, window ? a->sliding_pattern : 0);
+    }
+    for (int i = 0; i < (int)(sizeof a->floats / sizeof a->floats[0]) && a->floats[i].suffix; i++)
+        if (get_float(&mt, a->floats[i].suffix, 0, TLM_FLOAT_NONNEG, (float *)((char *)c + a->floats[i].field)) < 0)
+            return -1;
+    return 0;
 }
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
