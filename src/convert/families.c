@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hf_export.h"
 #include "model/config_keys.h"
 #include "util/error.h"
 #include "util/finite.h"
@@ -985,7 +984,8 @@ static const tlm_family FAMILIES[] = {
     {.model_type = "olmo2", .arch = arch_olmo2, .common = HF_COMMON_KEYS, .keys = OLMO2_KEYS, .check = check_olmo2,
      .extra_known = OLMO2_EXTRA, .names = HF_FAMILY_OLMO2, .gguf = &GGUF_OLMO2},
     {.model_type = "gpt2", .arch = arch_gpt2, .keys = GPT2_KEYS, .check = check_gpt2, .extra_known = GPT2_EXTRA,
-     .names = HF_FAMILY_GPT2, .gguf = &GGUF_GPT2, .export_blocker = hf_gpt2_blocker, .export_config = hf_gpt2_config},
+     .names = HF_FAMILY_GPT2, .gguf = &GGUF_GPT2, .export_blocker = hf_gpt2_blocker, .export_config = hf_gpt2_config,
+     .export_all_biases = true},
     {.model_type = "gemma4_text", .wrapper = "gemma4", .arch = arch_gemma4, .common = GEMMA4_COMMON_KEYS,
      .keys = GEMMA4_KEYS, .check = check_gemma4, .extra_known = GEMMA4_EXTRA, .strict = true,
      .wrapper_parse = gemma4_multimodal_parse, .wrapper_prefixes = GEMMA4_MM_PREFIXES,

@@ -9,7 +9,7 @@
  *   - its GGUF architecture: general.architecture, what llama.cpp's converter fixes and changes,
  *     and the metadata keys of its own (gguf_load.c reads the common ones);
  *   - its export: the blocker (NULL when the family expresses a config exactly) and the config.json
- *     writer (hf_export.c).
+ *     writer (family_export.c; hf_export.c writes the directory).
  * A new family is one entry (and the functions it names) plus its tests; docs/architecture.md.
  * model_type "tinylm", the engine's own format, is no entry: model/config.c reads and writes it.
  *
@@ -59,9 +59,11 @@ typedef struct {
     /* GGUF (NULL: llama.cpp has no architecture of it that tinylm reads) */
     const gguf_family *gguf;
     /* export (NULL: not written): NULL when the family expresses c exactly, else the first feature that
-     * rules it out; the config.json (malloc'd) */
+     * rules it out; the config.json (malloc'd); its files hold every bias (a model without some is written
+     * with them zero: GPT-2) */
     const char *(*export_blocker)(const tlm_config *c);
     char *(*export_config)(const tlm_config *c);
+    bool export_all_biases;
 } tlm_family;
 
 /* the entry of a model_type (a family's own or its wrapper's), of a GGUF architecture; NULL when none */
@@ -69,6 +71,23 @@ const tlm_family *family_find(const char *model_type);
 const tlm_family *family_find_gguf(const char *arch, size_t len);
 /* entry i of the table in order, NULL past the end */
 const tlm_family *family_at(int i);
+
+/* family_export.c: the exported families' blockers and config.json writers (the entries' export fields;
+ * the llama blocker also rules the GGUF and llama2.c exports) */
+const char *hf_llama_blocker(const tlm_config *c);
+const char *hf_mistral_blocker(const tlm_config *c);
+const char *hf_gpt2_blocker(const tlm_config *c);
+const char *hf_qwen3_moe_blocker(const tlm_config *c);
+const char *hf_mixtral_blocker(const tlm_config *c);
+const char *hf_deepseek_v3_blocker(const tlm_config *c);
+char *hf_llama_config(const tlm_config *c);
+char *hf_mistral_config(const tlm_config *c);
+char *hf_gpt2_config(const tlm_config *c);
+char *hf_qwen3_moe_config(const tlm_config *c);
+char *hf_mixtral_config(const tlm_config *c);
+char *hf_deepseek_v3_config(const tlm_config *c);
+/* c with every bias on (GPT-2's: a model without some is the same function with those biases zero) */
+tlm_config family_with_all_biases(const tlm_config *c);
 
 /* Parses a config.json (model_type "tinylm", or a Hugging Face family) and validates it.
  * `source` names the file in error messages. Returns 0, or -1 with tlm_last_error() set. */

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "family.h"
 #include "formats/gguf.h"
 #include "gguf_export.h"
-#include "hf_export.h"
 #include "ops/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"

@@ -15,20 +15,7 @@
  * not NULL) names the first feature that rules out the HF families. */
 const char *hf_export_family(const tlm_config *c, const char **why);
 
-/* Each exported family's entries of the family table (family.h): NULL when the family expresses `c`
- * exactly, else the first feature that rules it out; and its config.json (malloc'd). */
-const char *hf_llama_blocker(const tlm_config *c);
-const char *hf_mistral_blocker(const tlm_config *c);
-const char *hf_gpt2_blocker(const tlm_config *c);
-const char *hf_qwen3_moe_blocker(const tlm_config *c);
-const char *hf_mixtral_blocker(const tlm_config *c);
-const char *hf_deepseek_v3_blocker(const tlm_config *c);
-char *hf_llama_config(const tlm_config *c);
-char *hf_mistral_config(const tlm_config *c);
-char *hf_gpt2_config(const tlm_config *c);
-char *hf_qwen3_moe_config(const tlm_config *c);
-char *hf_mixtral_config(const tlm_config *c);
-char *hf_deepseek_v3_config(const tlm_config *c);
+/* (each family's blocker and config.json: family.h) */
 
 /* Checks that `dir` may be written: absent, empty, or holding only a previous export
  * (config.json + model.safetensors whose metadata says producer "tinylm export", and the

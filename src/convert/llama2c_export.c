@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hf_export.h"
+#include "family.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
