@@ -174,8 +174,8 @@ def make_weights(family, cfg, seed):
     norm_center = 0.0 if gemma else 1.0  # Gemma stores w of (1 + w)
     P = "model."
     T[P + "embed_tokens.weight"] = rng.normal(0, 1.0, (V, d))
-    qkv_bias = {"qwen2": True}.get(family, cfg.get("attention_bias", False))
-    o_bias = False if family == "qwen2" else cfg.get("attention_bias", False)
+    qkv_bias = {"qwen2": True, "qwen2_moe": cfg.get("qkv_bias", True)}.get(family, cfg.get("attention_bias", False))
+    o_bias = False if family in ("qwen2", "qwen2_moe") else cfg.get("attention_bias", False)
     mlp_bias = family == "llama" and cfg.get("mlp_bias", False)
     for l in range(L):
         p = "%slayers.%d." % (P, l)
@@ -183,6 +183,7 @@ def make_weights(family, cfg, seed):
                  "qwen2": ["input_layernorm", "post_attention_layernorm"],
                  "qwen3": ["input_layernorm", "post_attention_layernorm"],
                  "qwen3_moe": ["input_layernorm", "post_attention_layernorm"],
+                 "qwen2_moe": ["input_layernorm", "post_attention_layernorm"],
                  "mixtral": ["input_layernorm", "post_attention_layernorm"],
                  "mistral": ["input_layernorm", "post_attention_layernorm"],
                  "gemma": ["input_layernorm", "post_attention_layernorm"],
@@ -207,7 +208,8 @@ def make_weights(family, cfg, seed):
         if family == "olmo2":
             vec(p + "self_attn.q_norm.weight", H * hd, 1.0, 0.3)
             vec(p + "self_attn.k_norm.weight", KV * hd, 1.0, 0.3)
-        moe = family == "mixtral" or (family == "qwen3_moe" and l not in (cfg.get("mlp_only_layers") or []) and
+        moe = family == "mixtral" or (family in ("qwen3_moe", "qwen2_moe") and
+                                      l not in (cfg.get("mlp_only_layers") or []) and
                                       (l + 1) % cfg.get("decoder_sparse_step", 1) == 0)
         if moe:  # the router (gate) and each expert, in the family's names
             E = cfg.get("num_local_experts") or cfg.get("num_experts")
@@ -220,6 +222,12 @@ def make_weights(family, cfg, seed):
                 mat(q + names[0] + ".weight", fe, d)
                 mat(q + names[1] + ".weight", fe, d)
                 mat(q + names[2] + ".weight", d, fe)
+            if family == "qwen2_moe":  # the shared expert and its gate (a Linear d -> 1)
+                fs = cfg["shared_expert_intermediate_size"]
+                mat(p + "mlp.shared_expert.gate_proj.weight", fs, d)
+                mat(p + "mlp.shared_expert.up_proj.weight", fs, d)
+                mat(p + "mlp.shared_expert.down_proj.weight", d, fs)
+                mat(p + "mlp.shared_expert_gate.weight", 1, d, 3.0)
             continue
         mat(p + "mlp.gate_proj.weight", f, d)
         mat(p + "mlp.up_proj.weight", f, d)
@@ -488,6 +496,26 @@ CASES = [
           rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 12,
                         "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.8}),
      ["no_mscale", "rope_interleave_flipped", "moe_no_scaling"]),
+    # Qwen2-MoE (Qwen1.5-MoE): softmax top-2 of 4 not renormalised, a shared expert of its own width behind the
+    # sigmoid gate, q/k/v biases, a dense layer (mlp_only_layers) of intermediate_size; then renormalised, every
+    # second layer, qkv_bias false (transformers 5's key) and the released files' inert window
+    ("qwen2_moe_shared_gate", "qwen2_moe",
+     dict(BASE, num_hidden_layers=3, num_key_value_heads=2, rope_theta=1000.0, num_experts=4, num_experts_per_tok=2,
+          moe_intermediate_size=12, shared_expert_intermediate_size=40, mlp_only_layers=[1], hidden_act="silu",
+          router_aux_loss_coef=0.001, output_router_logits=False),
+     ["moe_no_shared_gate", "moe_no_shared_expert", "moe_renorm", "moe_gate_up_swapped", "no_qkv_bias"]),
+    ("qwen2_moe_step2_renorm", "qwen2_moe",
+     dict(BASE, num_key_value_heads=4, num_experts=6, num_experts_per_tok=3, moe_intermediate_size=10,
+          shared_expert_intermediate_size=24,
+          norm_topk_prob=True, decoder_sparse_step=2, qkv_bias=False, use_sliding_window=False, sliding_window=4,
+          max_window_layers=1),
+     ["moe_no_shared_gate", "moe_no_renorm"]),
+    # ... with a window of 4 on the layers layer_types names (the only form of a qwen2_moe window tinylm reads)
+    ("qwen2_moe_layer_types_window", "qwen2_moe",
+     dict(BASE, num_key_value_heads=2, num_experts=4, num_experts_per_tok=1, moe_intermediate_size=16,
+          shared_expert_intermediate_size=16, use_sliding_window=True, sliding_window=4,
+          layer_types=["sliding_attention", "full_attention"]),
+     ["sliding_off", "moe_no_shared_gate"]),
 ]
 
 
@@ -564,7 +592,7 @@ def family_tests(R):
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
         if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe", "deepseek_v3_mla_moe",
-                    "mistral_window", "gemma_mqa"):
+                    "mistral_window", "gemma_mqa", "qwen2_moe_shared_gate"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -957,6 +985,19 @@ def error_tests(R):
     expect_error(R, "qwen3_moe top-k above the experts",
                  variant("qmk", dict(hf_config("qwen3_moe", qm[2]), num_experts_per_tok=7),
                          make_weights("qwen3_moe", qm[2], 6)), "num_experts_per_tok")
+    q2 = next(c for c in CASES if c[0] == "qwen2_moe_shared_gate")
+    q2c, q2w = hf_config("qwen2_moe", q2[2]), make_weights("qwen2_moe", q2[2], 7)
+    expect_error(R, "qwen2_moe use_sliding_window without layer_types (transformers versions differ)",
+                 variant("q2msw", dict(q2c, use_sliding_window=True, sliding_window=4), q2w),
+                 "use_sliding_window", "layer_types")
+    expect_error(R, "qwen2_moe shared expert of width 0",
+                 variant("q2s0", dict(q2c, shared_expert_intermediate_size=0), q2w), "shared_expert_intermediate_size")
+    expect_error(R, "qwen2_moe shared expert gate missing",
+                 variant("q2ng", q2c, {k: v for k, v in q2w.items() if "shared_expert_gate" not in k}),
+                 "model.layers.0.mlp.shared_expert_gate.weight")
+    expect_error(R, "qwen2_moe shared expert gate of the wrong shape",
+                 variant("q2gs", q2c, dict(q2w, **{"model.layers.0.mlp.shared_expert_gate.weight": np.ones((2, 32))})),
+                 "shared_expert_gate")
 
 
 def llama2c_error_tests(R, data_dir):
