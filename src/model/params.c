@@ -349,7 +349,7 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
         if (t->ndim != 2 || (!strstr(t->name, ".ffn.experts.") && !strstr(t->name, ".ffn.router.") &&
-                             !strstr(t->name, ".ffn.shared_experts.")))
+                             !strstr(t->name, ".ffn.shared_experts.") && !strstr(t->name, ".ffn.shared_expert_gate.")))
             continue;
         if (storage[i] != WQ_F32 && storage[i] != WQ_BF16) {
             tlm_error("tensor %s: a mixture of experts kept as %s is not supported (f32, f16 or bf16 weights only)",

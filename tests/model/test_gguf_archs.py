@@ -111,7 +111,12 @@ LAYER_NAMES = {
              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
 }
 ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3_text": "gemma3",
-        "olmo2": "olmo2", "gpt2": "gpt2", "gemma": "gemma"}
+        "olmo2": "olmo2", "gpt2": "gpt2", "gemma": "gemma", "qwen2_moe": "qwen2moe"}
+# Qwen2-MoE's mixture of experts (tensor_mapping.py): the router, the shared expert and its gate
+LAYER_NAMES["llama"].update({"mlp.gate": "ffn_gate_inp", "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+                             "mlp.shared_expert.up_proj": "ffn_up_shexp",
+                             "mlp.shared_expert.down_proj": "ffn_down_shexp",
+                             "mlp.shared_expert_gate": "ffn_gate_inp_shexp"})
 
 
 def gguf_name(family, hf):
@@ -186,6 +191,10 @@ def convert(family, cfg, T, omit=()):
         if rs.get("rope_type", rs.get("type")) == "linear" and "scaling" not in omit:
             kv.append(("%s.rope.scaling.type" % a, T_STR, "linear"))
             f32("rope.scaling.factor", rs["factor"])
+        if family == "qwen2_moe":  # Qwen2MoeModel.set_gguf_parameters (+ TextModel's expert_used_count)
+            u32("expert_count", cfg["num_experts"]), u32("expert_used_count", cfg["num_experts_per_tok"])
+            u32("expert_feed_forward_length", cfg["moe_intermediate_size"])
+            u32("expert_shared_feed_forward_length", cfg["shared_expert_intermediate_size"])
         if family == "llama":
             u32("vocab_size", cfg["vocab_size"])
             u32("rope.dimension_count", cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
@@ -196,6 +205,18 @@ def convert(family, cfg, T, omit=()):
                 u32("attention.sliding_window", cfg["sliding_window"])
     out = {}
     H, KV = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
+    if family == "qwen2_moe":  # Qwen2MoeModel.modify_tensors: each layer's experts stacked into one 3-D tensor
+        T = dict(T)
+        for layer in range(cfg["num_hidden_layers"]):
+            for w_name, short in (("down_proj", "down"), ("gate_proj", "gate"), ("up_proj", "up")):
+                names = ["model.layers.%d.mlp.experts.%d.%s.weight" % (layer, e, w_name)
+                         for e in range(cfg["num_experts"])]
+                if "expert_order" in omit:
+                    names = names[::-1]
+                out["blk.%d.ffn_%s_exps.weight" % (layer, short)] = np.stack(
+                    [np.asarray(T.pop(n), dtype=np.float32) for n in names])
+            if "shared_gate" in omit:
+                T.pop("model.layers.%d.mlp.shared_expert_gate.weight" % layer)
     for name, w in T.items():
         w = np.asarray(w, dtype=np.float32)
         if ("bias" in omit and name.endswith("_proj.bias")) or ("qk_norm" in omit and "_norm.weight" in name
@@ -243,6 +264,10 @@ CASES = [
                    hidden_activation="gelu_pytorch_tanh"), ["one_plus"]),
     ("olmo2", dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm"]),
+    # Qwen2-MoE (every layer MoE, not renormalised: what llama.cpp's qwen2moe computes), experts stacked
+    ("qwen2_moe", dict(BASE, num_key_value_heads=2, rope_theta=1000.0, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=12, shared_expert_intermediate_size=20, rms_norm_eps=1e-6),
+     ["shared_gate", "expert_order", "bias"]),
     ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16, n_ctx=16, n_inner=None,
                   layer_norm_epsilon=1e-5, activation_function="gelu_new", _prefix="transformer.",
                   _mask_buffers=True),
@@ -285,6 +310,12 @@ def test_archs(tinylm, work):
         check(same <= SAME_TOL, "%s: GGUF logits = HF directory logits (rel %.1e)" % (family, same))
         check(rel(a, ref) <= REF_TOL, "%s: HF directory logits = float64 reference" % family, "%.2e" % rel(a, ref))
         check(rel(b, ref) <= REF_TOL, "%s: GGUF logits = float64 reference" % family, "%.2e" % rel(b, ref))
+        if family == "qwen2_moe":  # the shared expert's gate as llama.cpp declares it, a vector {n_embd}
+            flat = {k: (v.reshape(-1) if k.endswith("ffn_gate_inp_shexp.weight") else v) for k, v in tensors.items()}
+            p1 = os.path.join(work, family + "_gate_1d.gguf")
+            write_gguf(p1, kv, flat)
+            c1, e1 = logits(tinylm, p1, os.path.join(work, family + "_gate_1d.npy"))
+            check(c1 is not None and np.array_equal(c1, b), "%s: the gate stored 1-D reads the same" % family, e1)
         for neg in negatives:
             kv2, t2 = convert(family, conf, T, omit=(neg,))
             p2 = os.path.join(work, "%s_no_%s.gguf" % (family, neg))
@@ -293,8 +324,9 @@ def test_archs(tinylm, work):
             d = rel(c, a) if c is not None else None
             print("  %s without %s: %s" % (family, neg, "refused: " + ec.splitlines()[-1] if c is None
                                            else "differs by %.2e" % d))
-            if neg in ("bias", "qk_norm"):  # tensors the architecture needs: refused, naming one
-                check(c is None and "is missing" in ec and "blk.0.attn_q" in ec, "%s: a file without the %s tensors is refused" % (family, neg),
+            if neg in ("bias", "qk_norm", "shared_gate"):  # tensors the architecture needs: refused, naming one
+                want = "blk.0.ffn_gate_inp_shexp" if neg == "shared_gate" else "blk.0.attn_q"
+                check(c is None and "is missing" in ec and want in ec, "%s: a file without the %s tensors is refused" % (family, neg),
                       ec or "it ran")
             else:
                 check(c is not None and d > MUTANT_MIN,
