@@ -1037,7 +1037,8 @@ def export_tests(R, data_dir):
 
     # llama and gpt2 shaped models: HF export, readable by the HF reference under HF names
     for name in ("llama_gqa_llama3", "llama_tied_linear", "gpt2_plain", "gpt2_untied_noscale", "qwen3_moe_step2",
-                 "qwen3_moe_defaults_nonorm", "mixtral_gqa", "deepseek_v3_yarn_plain_q", "mistral_window"):
+                 "qwen3_moe_defaults_nonorm", "mixtral_gqa", "deepseek_v3_yarn_plain_q", "mistral_window",
+                 "qwen2_moe_shared_gate", "qwen2_moe_step2_renorm"):
         case = next(c for c in CASES if c[0] == name)
         src = os.path.join(R.work, name + "_f32")
         dst = os.path.join(R.work, "export_" + name)
