@@ -109,7 +109,7 @@ int cmd_generate(int argc, char **argv) {
     if (prompt_file && !prompt_text) return cli_fail("generate");
     if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
-    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
+    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16") ? LOAD_BF16 : !strcmp(dtype, "auto") ? LOAD_AUTO : LOAD_F32);
     /* decoding's products of quantized weights: exact (weights widened, activations f32) for fp32,
      * the integer ones otherwise (docs/gguf.md measures what they cost) */
     wq_set_products(strcmp(precision, "fp32") ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);

@@ -62,7 +62,7 @@ int cmd_logits(int argc, char **argv) {
         free(prompt_text);
         if (rc) return cli_fail("logits");
     }
-    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
+    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16") ? LOAD_BF16 : !strcmp(dtype, "auto") ? LOAD_AUTO : LOAD_F32);
     rc = 1;
     if (m) model_set_mode(m, MODEL_INFER);
     if (m && !cli_apply_dtype(m, dtype) && !cli_apply_precision(m, "logits", precision) &&

@@ -483,7 +483,21 @@ static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int
     return 0;
 }
 
-static int write_weights(const tlm_model *m, const char *dir, const char *family) {
+/* every entry's f32 values as BF16, in buffers the list owns */
+static int entries_to_bf16(entry_list *L) {
+    for (int i = 0; i < L->n; i++) {
+        tlm_st_entry *e = &L->e[i];
+        size_t n = 1;
+        for (int d = 0; d < e->ndim; d++) n *= (size_t)e->shape[d];
+        uint16_t *b = (uint16_t *)own(L, (n + 1) / 2);
+        if (!b) return tlm_error("out of memory exporting %s as bf16", e->name);
+        tlm_f32_to_bf16_array((const float *)e->data, b, n);
+        e->dtype = TLM_DT_BF16, e->data = b;
+    }
+    return 0;
+}
+
+static int write_weights(const tlm_model *m, const char *dir, const char *family, int bf16) {
     const int style = !strcmp(family, "llama") || !strcmp(family, "qwen3_moe") || !strcmp(family, "deepseek_v3") ||
                               !strcmp(family, "mistral") || !strcmp(family, "qwen2_moe")
                           ? HF_FAMILY_LLAMA
@@ -502,6 +516,7 @@ static int write_weights(const tlm_model *m, const char *dir, const char *family
                                m->tensors[i].name, &ref);
         if (!rc) rc = add_tensor(&L, names, m, i, &ref);
     }
+    if (!rc && bf16) rc = entries_to_bf16(&L);
     if (!rc) {
         char *path = path_join(dir, "model.safetensors");
         rc = path ? tlm_st_write(path, L.e, (size_t)L.n, "{\"format\":\"pt\",\"producer\":\"" PRODUCER "\"}")
@@ -513,7 +528,22 @@ static int write_weights(const tlm_model *m, const char *dir, const char *family
     return rc;
 }
 
-int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
+static int export_dir(const tlm_model *m, const char *dir, const char **family, int bf16);
+int hf_export_dir(const tlm_model *m, const char *dir, const char **family) { return export_dir(m, dir, family, 0); }
+int hf_export_dir_bf16(const tlm_model *m, const char *dir, const char **family) { return export_dir(m, dir, family, 1); }
+
+/* config.json's torch_dtype (a Hugging Face family's; the tinylm format has none) set to the weights' */
+static char *with_dtype(char *json, const char *dtype) {
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    if (!o || !cJSON_GetObjectItemCaseSensitive(o, "torch_dtype")) return cJSON_Delete(o), json;
+    free(json);
+    cJSON_ReplaceItemInObject(o, "torch_dtype", cJSON_CreateString(dtype));
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static int export_dir(const tlm_model *m, const char *dir, const char **family, int bf16) {
     const char *why = NULL;
     const char *fam = hf_export_family(&m->cfg, &why);
     /* non-finite weights are refused before anything is written */
@@ -532,7 +562,7 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
         }
         m = biased;
     }
-    int written = write_weights(m, dir, fam);
+    int written = write_weights(m, dir, fam, bf16);
     char *json = written ? NULL
                  : !strcmp(fam, "llama") ? llama_body_config(&m->cfg, 0)
                  : !strcmp(fam, "mistral") ? llama_body_config(&m->cfg, 1)
@@ -542,6 +572,7 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
                  : !strcmp(fam, "qwen2_moe") ? qwen2_moe_config(&m->cfg)
                  : !strcmp(fam, "deepseek_v3") ? deepseek_config(&m->cfg)
                                          : config_to_json(&m->cfg);
+    if (json && bf16) json = with_dtype(json, "bfloat16");
     model_free(biased);
     if (written) return -1;
     char *path = path_join(dir, "config.json");
