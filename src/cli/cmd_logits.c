@@ -20,6 +20,7 @@ static const char USAGE[] =
     "  --prompt, --prompt-file  text encoded with the model's tokenizer (or --tokenizer), BOS first\n"
     "                           when the tokenizer has one; --prompt-file - reads standard input\n"
     "  --dtype D                weights in memory: auto (default) = bf16 when the checkpoint stores bf16\n"
+    "                           or FP8 blocks (read as bf16 from the load on)\n"
     "  --precision P            fp32 (default) or bf16: the matrix products on bf16 operands, summed in f32\n";
 
 /* the prompt's tokens (with BOS) */
