@@ -505,6 +505,12 @@ def main(out):
             ("v.weight", "F8_E5M2", [2, 2], bytes([0x3C, 0x7C, 0x01, 0xFE])),
             ("v.weight_scale_inv", "F32", [1, 1], struct.pack("<f", 1.0)),
         ], {"format": "pt"}),
+        # stacked experts in FP8 (transformers' FP8Expert): [E, rows, cols] codes, [E, row blocks, col blocks] scales
+        "fp8_stacked": safetensors([
+            ("experts.gate_up_proj", "F8_E4M3", [2, 3, 2], bytes([0x38, 0xB8, 0x00, 0x7E, 0x40, 0x01, 0x30, 0x70,
+                                                                   0xF0, 0x08, 0xC0, 0x7F])),
+            ("experts.gate_up_proj_scale_inv", "F32", [2, 2, 1], struct.pack("<4f", 0.5, 2.0, 1e-3, 448.0)),
+        ], {"format": "pt"}),
     }
     for name, raw in seeds.items():
         open(os.path.join(st_dir, name + ".safetensors"), "wb").write(raw)
