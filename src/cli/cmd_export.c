@@ -24,7 +24,7 @@ static const char USAGE[] =
     "usage: tinylm export --model DIR|FILE.bin|FILE.gguf --out DIR2|FILE.gguf [--format auto|llama2c|gguf]\n"
     "                     [--type TYPE] [--tokenizer PATH] [--no-tokenizer]\n"
     "  --format auto     a Hugging Face directory (model_type llama or gpt2; a mixture of experts as\n"
-    "                    qwen3_moe or mixtral) when a family expresses\n"
+    "                    qwen3_moe, qwen2_moe or mixtral) when a family expresses\n"
     "                    the model, else the engine's own format (default)\n"
     "  --format llama2c  DIR2/model.bin, a llama2.c (run.c) checkpoint, + the tokenizer beside it;\n"
     "                    --model DIR2 loads it back\n"
