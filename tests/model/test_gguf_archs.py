@@ -52,8 +52,23 @@ BASE = test_hf.BASE
 # ---------------------------------------------------------------- a minimal GGUF v3 writer
 
 T_U32, T_F32, T_STR, T_U64 = 4, 6, 8, 10
-GGML_F32 = 0
+GGML_F32, GGML_Q8_0 = 0, 8
 ALIGN = 32
+
+
+class Q8_0:
+    """a tensor to write as ggml's Q8_0 (blocks of 32 along a row: an f16 scale d = max|x| / 127, then 32 int8
+    round(x / d)), from the format's definition; .decoded: the values a reader recovers (q * d)"""
+
+    def __init__(self, a):
+        a = np.asarray(a, dtype=np.float32)
+        self.shape = a.shape
+        blocks = a.reshape(-1, 32)
+        d = (np.abs(blocks).max(axis=1) / 127.0).astype(np.float16)
+        inv = np.where(d.astype(np.float32) > 0, 1.0 / np.maximum(d.astype(np.float32), 1e-30), 0.0)
+        q = np.clip(np.round(blocks * inv[:, None]), -127, 127).astype(np.int8)
+        self.raw = b"".join(d[i].tobytes() + q[i].tobytes() for i in range(len(d)))
+        self.decoded = (q.astype(np.float32) * d.astype(np.float32)[:, None]).reshape(a.shape)
 
 
 def _str(s):
@@ -77,10 +92,11 @@ def write_gguf(path, kvs, tensors):
             out.append(struct.pack("<Q", v))
     blobs, off = [], 0
     for name, a in tensors.items():
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        q8 = isinstance(a, Q8_0)
+        b = a.raw if q8 else np.ascontiguousarray(a, dtype="<f4").tobytes()
         ne = list(reversed(a.shape))
         out.append(_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
-                   + struct.pack("<IQ", GGML_F32, off))
+                   + struct.pack("<IQ", GGML_Q8_0 if q8 else GGML_F32, off))
         pad = -len(b) % ALIGN
         blobs.append(b + b"\0" * pad)
         off += len(b) + pad
@@ -265,8 +281,9 @@ CASES = [
     ("olmo2", dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm"]),
     # Qwen2-MoE (every layer MoE, not renormalised: what llama.cpp's qwen2moe computes), experts stacked
+    # (32 wide: whole Q8_0 blocks for the quantized-experts file)
     ("qwen2_moe", dict(BASE, num_key_value_heads=2, rope_theta=1000.0, num_experts=4, num_experts_per_tok=2,
-                       moe_intermediate_size=12, shared_expert_intermediate_size=20, rms_norm_eps=1e-6),
+                       moe_intermediate_size=32, shared_expert_intermediate_size=20, rms_norm_eps=1e-6),
      ["shared_gate", "expert_order", "bias"]),
     ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16, n_ctx=16, n_inner=None,
                   layer_norm_epsilon=1e-5, activation_function="gelu_new", _prefix="transformer.",
@@ -316,6 +333,23 @@ def test_archs(tinylm, work):
             write_gguf(p1, kv, flat)
             c1, e1 = logits(tinylm, p1, os.path.join(work, family + "_gate_1d.npy"))
             check(c1 is not None and np.array_equal(c1, b), "%s: the gate stored 1-D reads the same" % family, e1)
+            # the experts stored Q8_0 (as a quantized release): decoded to f32 at load (the engine keeps a mixture
+            # of experts in f32 or bf16), so the logits are the float64 reference's on the decoded weights
+            q8 = {k: (Q8_0(v) if "_exps." in k else v) for k, v in tensors.items()}
+            pq = os.path.join(work, family + "_q8_0_experts.gguf")
+            write_gguf(pq, kv, q8)
+            dq = dict(stored)
+            for k, v in q8.items():
+                if isinstance(v, Q8_0):  # back to the HF names: expert e of the stacked [E, rows, cols]
+                    layer, kind = k.split(".")[1], k.split(".")[2][len("ffn_"):-len("_exps")]
+                    for e in range(v.shape[0]):
+                        dq["model.layers.%s.mlp.experts.%d.%s_proj.weight" % (layer, e, kind)] = \
+                            v.decoded[e].astype(np.float64)
+            c2, e2 = logits(tinylm, pq, os.path.join(work, family + "_q8_0.npy"))
+            rq = test_hf.reference(family, conf, dq, IDS)
+            check(c2 is not None and rel(c2, rq) <= REF_TOL and rel(rq, ref) > 1e-6,
+                  "%s: Q8_0 experts decoded at load = float64 reference on the decoded weights" % family,
+                  e2 if c2 is None else "%.2e (vs the f32 weights' reference %.2e)" % (rel(c2, rq), rel(rq, ref)))
         for neg in negatives:
             kv2, t2 = convert(family, conf, T, omit=(neg,))
             p2 = os.path.join(work, "%s_no_%s.gguf" % (family, neg))
