@@ -345,6 +345,15 @@ def test_archs(tinylm, work):
                     for e in range(v.shape[0]):
                         dq["model.layers.%s.mlp.experts.%d.%s_proj.weight" % (layer, e, kind)] = \
                             v.decoded[e].astype(np.float64)
+            # hostile metadata: no expert_count; an expert_count the stacked tensors do not have
+            for tag, kv2, needle in (("no expert_count", [x for x in kv if x[0] != "qwen2moe.expert_count"],
+                                      "qwen2moe.expert_count is missing"),
+                                     ("expert_count 3", [x if x[0] != "qwen2moe.expert_count" else (x[0], x[1], 3)
+                                                         for x in kv], "blk.0.ffn_gate_inp.weight")):
+                ph = os.path.join(work, family + "_bad.gguf")
+                write_gguf(ph, kv2, tensors)
+                ch, eh = logits(tinylm, ph, os.path.join(work, "bad.npy"))
+                check(ch is None and needle in eh, "%s: %s refused naming it" % (family, tag), eh or "it ran")
             c2, e2 = logits(tinylm, pq, os.path.join(work, family + "_q8_0.npy"))
             rq = test_hf.reference(family, conf, dq, IDS)
             check(c2 is not None and rel(c2, rq) <= REF_TOL and rel(rq, ref) > 1e-6,
