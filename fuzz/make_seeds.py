@@ -181,6 +181,17 @@ def gguf_model(arch, extra=(), seed=0):
         if arch == "gemma2":
             kvs += [("gemma2.attn_logit_softcapping", 6, 50.0), ("gemma2.final_logit_softcapping", 6, 30.0),
                     ("gemma2.attention.sliding_window", 4, 4)]
+        if arch == "qwen2moe":  # q/k/v biases; 4 experts of 8 stacked, top 2, a shared expert of 12 and its gate
+            E, fe, fs = 4, 8, 12
+            layer = layer[:5] + [t("ffn_norm.weight", d), t("attn_q.bias", heads * hd), t("attn_k.bias", heads * hd),
+                                 t("attn_v.bias", heads * hd), t("ffn_gate_inp.weight", E, d),
+                                 t("ffn_gate_exps.weight", E, fe, d), t("ffn_up_exps.weight", E, fe, d),
+                                 t("ffn_down_exps.weight", E, d, fe), t("ffn_gate_shexp.weight", fs, d),
+                                 t("ffn_up_shexp.weight", fs, d), t("ffn_down_shexp.weight", d, fs),
+                                 t("ffn_gate_inp_shexp.weight", d)]
+            kvs += [("qwen2moe.expert_count", 4, E), ("qwen2moe.expert_used_count", 4, 2),
+                    ("qwen2moe.expert_feed_forward_length", 4, fe),
+                    ("qwen2moe.expert_shared_feed_forward_length", 4, fs)]
     tensors += [(("blk.0." + name), ty, ne, raw) for name, ty, ne, raw in layer]
     keys = dict((k, (ty, v)) for k, ty, v in kvs)
     for k, ty, v in extra:
@@ -195,6 +206,7 @@ GGUF_FLOAT_KEYS = {
                "final_logit_softcapping"],
     "gemma3": ["attention.layer_norm_rms_epsilon", "rope.freq_base", "final_logit_softcapping"],
     "gpt2": ["attention.layer_norm_epsilon"],
+    "qwen2moe": ["attention.layer_norm_rms_epsilon", "rope.freq_base"],
 }
 
 
@@ -365,6 +377,20 @@ def family_configs(tiny):
                                num_experts_per_tok=2, moe_intermediate_size=12, scoring_func="sigmoid", n_group=4,
                                topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True, n_shared_experts=1,
                                first_k_dense_replace=1, tie_word_embeddings=False),
+        "qwen2_moe": {"model_type": "qwen2_moe", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
+                      "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
+                      "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+                      "moe_intermediate_size": 16, "shared_expert_intermediate_size": 24, "mlp_only_layers": [0],
+                      "norm_topk_prob": False, "qkv_bias": True, "use_sliding_window": False,
+                      "sliding_window": 32768, "max_window_layers": 21},
+        "qwen2_moe_layer_types": {"model_type": "qwen2_moe", "vocab_size": 64, "hidden_size": 32,
+                                  "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                  "max_position_embeddings": 64, "num_key_value_heads": 4, "num_experts": 4,
+                                  "num_experts_per_tok": 1, "moe_intermediate_size": 16,
+                                  "shared_expert_intermediate_size": 16, "use_sliding_window": True,
+                                  "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+        "tinylm_shared_gate": dict(tiny, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                                   n_shared_experts=1, shared_expert_intermediate_size=20, shared_expert_gate=True),
         "mistral": {"model_type": "mistral", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48,
                     "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
                     "num_key_value_heads": 2, "sliding_window": 4, "hidden_act": "silu"},
@@ -478,6 +504,12 @@ def main(out):
             ("w.weight_scale_inv", "F32", [2, 2], struct.pack("<4f", 0.5, 2.0, 1e-3, 448.0)),
             ("v.weight", "F8_E5M2", [2, 2], bytes([0x3C, 0x7C, 0x01, 0xFE])),
             ("v.weight_scale_inv", "F32", [1, 1], struct.pack("<f", 1.0)),
+        ], {"format": "pt"}),
+        # stacked experts in FP8 (transformers' FP8Expert): [E, rows, cols] codes, [E, row blocks, col blocks] scales
+        "fp8_stacked": safetensors([
+            ("experts.gate_up_proj", "F8_E4M3", [2, 3, 2], bytes([0x38, 0xB8, 0x00, 0x7E, 0x40, 0x01, 0x30, 0x70,
+                                                                   0xF0, 0x08, 0xC0, 0x7F])),
+            ("experts.gate_up_proj_scale_inv", "F32", [2, 2, 1], struct.pack("<4f", 0.5, 2.0, 1e-3, 448.0)),
         ], {"format": "pt"}),
     }
     for name, raw in seeds.items():

@@ -24,7 +24,7 @@ static const char USAGE[] =
     "usage: tinylm export --model DIR|FILE.bin|FILE.gguf --out DIR2|FILE.gguf [--format auto|llama2c|gguf]\n"
     "                     [--type TYPE] [--tokenizer PATH] [--no-tokenizer]\n"
     "  --format auto     a Hugging Face directory (model_type llama or gpt2; a mixture of experts as\n"
-    "                    qwen3_moe or mixtral) when a family expresses\n"
+    "                    qwen3_moe, qwen2_moe or mixtral) when a family expresses\n"
     "                    the model, else the engine's own format (default)\n"
     "  --format llama2c  DIR2/model.bin, a llama2.c (run.c) checkpoint, + the tokenizer beside it;\n"
     "                    --model DIR2 loads it back\n"
@@ -33,6 +33,7 @@ static const char USAGE[] =
     "  --type TYPE       (gguf) the matrices' type: keep (as the model holds them: f32, or a GGUF's\n"
     "                    own types; default), f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,\n"
     "                    q5_k, q6_k; rows that are not whole blocks fall back (q4_k -> q5_0, ...)\n"
+    "                    (auto) f32 (default) or bf16: every tensor of model.safetensors in that type\n"
     "  --tokenizer PATH  the tokenizer to write with the model (default: the model's own; a llama2.c\n"
     "                    .bin holds none, so it needs this)\n"
     "  --no-tokenizer    export the weights alone\n"
@@ -156,8 +157,11 @@ int cmd_export(int argc, char **argv) {
     if (!llama2c && !gguf && strcmp(format, "auto"))
         return cli_usage_error("export", "--format must be auto, llama2c or gguf, not \"%s\"", format);
     int type = -1; /* (gguf: -1 keeps the model's own types) */
-    if (type_name && !gguf) return cli_usage_error("export", "--type is for --format gguf");
-    if (type_name && strcmp(type_name, "keep") && (wq_from_name(type_name, &type) || !wq_can_quantize(type)))
+    const int hf_bf16 = type_name && !gguf && !llama2c && !strcmp(type_name, "bf16");
+    if (type_name && llama2c) return cli_usage_error("export", "--type is for --format gguf or auto");
+    if (type_name && !gguf && strcmp(type_name, "f32") && !hf_bf16)
+        return cli_usage_error("export", "--type with --format auto must be f32 or bf16, not \"%s\"", type_name);
+    if (gguf && type_name && strcmp(type_name, "keep") && (wq_from_name(type_name, &type) || !wq_can_quantize(type)))
         return cli_usage_error("export", "--type must be keep, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
                                          "q5_k or q6_k, not \"%s\"", type_name);
     if (gguf) return export_gguf(model_dir, out, type, tokenizer, no_tokenizer);
@@ -197,7 +201,7 @@ int cmd_export(int argc, char **argv) {
         free(bin);
     } else {
         hf_export_family(&m->cfg, &why);
-        rc = hf_export_dir(m, out, &family);
+        rc = hf_bf16 ? hf_export_dir_bf16(m, out, &family) : hf_export_dir(m, out, &family);
     }
     if (rc == 0 && tok_src) rc = model_export_tokenizer(tok_src, out, m->cfg.vocab_size, &kind);
     free(tok_src);

@@ -66,7 +66,8 @@ static const char USAGE[] =
     "  --seed S            any integer from -2^63 to 2^64-1 (a negative seed is its two's complement,\n"
     "                      -1 = 2^64-1); the same seed gives the same sample (default 1337)\n"
     "  --dtype D           weights in memory: bf16 halves the bytes read per token; auto (default) = bf16\n"
-    "                      when the checkpoint stores bf16, else f32\n"
+    "                      when the checkpoint stores bf16 or FP8 blocks (read as bf16 from the load on),\n"
+    "                      else f32\n"
     "  --precision P       bf16: the prompt's matrix products on bf16 operands (AMX / AVX512-BF16;\n"
     "                      the attention's on AMX only), summed in f32; fp32: the reference numerics\n"
     "                      (quantized weights widened to f32 in every product); auto (default) = bf16\n"
@@ -109,7 +110,7 @@ int cmd_generate(int argc, char **argv) {
     if (prompt_file && !prompt_text) return cli_fail("generate");
     if (prompt_text) prompt = prompt_text;
     double t_load = tlm_now_s();
-    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
+    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16") ? LOAD_BF16 : !strcmp(dtype, "auto") ? LOAD_AUTO : LOAD_F32);
     /* decoding's products of quantized weights: exact (weights widened, activations f32) for fp32,
      * the integer ones otherwise (docs/gguf.md measures what they cost) */
     wq_set_products(strcmp(precision, "fp32") ? WQ_PRODUCTS_INT8 : WQ_PRODUCTS_EXACT);

@@ -20,6 +20,7 @@ static const char USAGE[] =
     "  --prompt, --prompt-file  text encoded with the model's tokenizer (or --tokenizer), BOS first\n"
     "                           when the tokenizer has one; --prompt-file - reads standard input\n"
     "  --dtype D                weights in memory: auto (default) = bf16 when the checkpoint stores bf16\n"
+    "                           or FP8 blocks (read as bf16 from the load on)\n"
     "  --precision P            fp32 (default) or bf16: the matrix products on bf16 operands, summed in f32\n";
 
 /* the prompt's tokens (with BOS) */
@@ -62,7 +63,7 @@ int cmd_logits(int argc, char **argv) {
         free(prompt_text);
         if (rc) return cli_fail("logits");
     }
-    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16"));
+    tlm_model *m = model_load_dir_mapped(model_dir, !strcmp(dtype, "bf16") ? LOAD_BF16 : !strcmp(dtype, "auto") ? LOAD_AUTO : LOAD_F32);
     rc = 1;
     if (m) model_set_mode(m, MODEL_INFER);
     if (m && !cli_apply_dtype(m, dtype) && !cli_apply_precision(m, "logits", precision) &&

@@ -232,7 +232,7 @@ tlm_model *model_load_dir_mapped(const char *path, int bf16_weights) {
 }
 
 static tlm_model *load_resolved(const char *dir, int mapped, int bf16_weights) {
-    if (is_llama2c_file(dir)) return llama2c_load(dir, bf16_weights);
+    if (is_llama2c_file(dir)) return llama2c_load(dir, bf16_weights == LOAD_BF16);
     if (!is_directory(dir) && tlm_gguf_is_file(dir)) return gguf_model_load(dir);
     if (!is_directory(dir))
         return tlm_error("%s: is a file, not a model: expected a directory (config.json + model.safetensors), a "
@@ -243,7 +243,7 @@ static tlm_model *load_resolved(const char *dir, int mapped, int bf16_weights) {
     int rc = config_load(&cfg, cfg_path);
     free(cfg_path);
     if (rc) return NULL;
-    if (strcmp(cfg.model_type, "tinylm") != 0) return hf_model_load(dir, &cfg);
+    if (strcmp(cfg.model_type, "tinylm") != 0) return hf_model_load(dir, &cfg, bf16_weights);
     tlm_safetensors *st = tlm_st_open_dir(dir);
     if (!st || check_shapes(&cfg, st, dir)) {
         tlm_st_close(st);

@@ -13,9 +13,11 @@ tlm_model *model_load_dir(const char *dir);
  * engine does (a tinylm checkpoint: one F32 safetensors file in table order), they stay in
  * the read-only file mapping, shared with the page cache, instead of being copied. The model
  * cannot be trained (model_alloc_grads refuses). Other formats load as model_load_dir.
- * bf16_weights: the caller will keep the matrices as bf16 (--dtype bf16): a format whose f32
- * weights are copied in anyway (llama2.c) rounds them as it reads them; the others are converted by
- * model_weights_to_bf16 afterwards (from the mapping, a tensor at a time). */
+ * bf16_weights: the caller will keep the matrices as bf16 (--dtype bf16: LOAD_BF16): a format whose f32
+ * weights are copied in anyway (llama2.c, Hugging Face directories) rounds them as it reads them; the others
+ * are converted by model_weights_to_bf16 afterwards (from the mapping, a tensor at a time). LOAD_AUTO (--dtype
+ * auto): a Hugging Face directory whose matrices are all BF16 or FP8 is read as bf16 (the others as f32). */
+enum { LOAD_F32 = 0, LOAD_BF16 = 1, LOAD_AUTO = 2 };
 tlm_model *model_load_dir_mapped(const char *dir, int bf16_weights);
 /* The checkpoint file of a llama2.c export directory (`tinylm export --format llama2c`), with
  * the tokenizer beside it. */
@@ -44,7 +46,7 @@ int model_save_dir(const tlm_model *m, const char *dir);
 int model_check_weights(const char *dir, const tlm_config *cfg);
 
 /* hf_load.c: builds the engine model for a Hugging Face family config and reads its tensors. */
-tlm_model *hf_model_load(const char *dir, const tlm_config *cfg);
+tlm_model *hf_model_load(const char *dir, const tlm_config *cfg, int bf16_weights);
 /* llama2c_load.c: a llama2.c checkpoint .bin (src/formats/llama2c.h); bf16_weights: its matrices
  * rounded to bf16 as they are read, the layout and values model_weights_to_bf16 would give without
  * the whole f32 model in memory first. NULL + tlm_error naming the file and the field on failure. */

@@ -365,18 +365,25 @@ void config_explain(FILE *o, const tlm_config *c, const config_unknown_keys *unk
             if (config_layer_is_moe(c, l)) fprintf(o, "%s%d", first ? "" : ", ", l), first = 0;
         fprintf(o, "): %d routed experts of intermediate size %d (%s each), %d chosen per token", c->n_experts,
                 c->moe_d_ff, FFN[c->ffn], c->n_experts_per_tok);
-        if (c->n_shared_experts) fprintf(o, ", plus a shared expert of %d x %d", c->n_shared_experts, c->moe_d_ff);
+        if (c->n_shared_experts && c->shared_d_ff > 0)
+            fprintf(o, ", plus a shared expert of intermediate size %d (shared_expert_intermediate_size)", c->shared_d_ff);
+        else if (c->n_shared_experts)
+            fprintf(o, ", plus a shared expert of %d x %d", c->n_shared_experts, c->moe_d_ff);
+        if (c->shared_gate)
+            fprintf(o, " whose output is multiplied by sigmoid(%s . x), a learned gate per token",
+                    !strcmp(c->model_type, "qwen2_moe") ? "mlp.shared_expert_gate" : "ffn.shared_expert_gate");
         fprintf(o, "\n");
         if (c->scoring == SCORING_SOFTMAX)
             fprintf(o, "router: softmax over the %d experts' logits (%s), the top %d kept%s (%s)", c->n_experts,
                     c->moe_block                           ? "HF: router.proj"
                     : !strcmp(c->model_type, "mixtral")    ? "HF: block_sparse_moe.gate"
-                    : !strcmp(c->model_type, "qwen3_moe")  ? "HF: mlp.gate"
+                    : !strcmp(c->model_type, "qwen3_moe") || !strcmp(c->model_type, "qwen2_moe") ? "HF: mlp.gate"
                                                            : "the engine's ffn.router",
                     c->n_experts_per_tok, c->norm_topk_prob ? " and renormalised to sum 1" : " as they are",
                     c->moe_block                          ? "Gemma 4"
                     : !strcmp(c->model_type, "mixtral")   ? "Mixtral: always renormalised"
                     : !strcmp(c->model_type, "qwen3_moe") ? "Qwen3-MoE: norm_topk_prob"
+                    : !strcmp(c->model_type, "qwen2_moe") ? "Qwen2-MoE: norm_topk_prob"
                                                           : "as Qwen3-MoE, Mixtral");
         else
             fprintf(o, "router: each expert's sigmoid; the top %d chosen by sigmoid + e_score_correction_bias%s, weighted "

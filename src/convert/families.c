@@ -91,6 +91,19 @@ static void arch_qwen3_moe(tlm_config *c) {
     c->n_experts = 128, c->n_experts_per_tok = 8, c->moe_d_ff = 768, c->norm_topk_prob = false;
 }
 
+/* Qwen2-MoE (configuration_qwen2_moe.py, Qwen1.5-MoE-A2.7B's sizes): Qwen2's attention (q, k, v with bias,
+ * qkv_bias in transformers 5; o without), every layer's FFN Qwen2MoeSparseMoeBlock unless decoder_sparse_step
+ * or mlp_only_layers keep it dense: softmax top-k (norm_topk_prob false) plus one shared expert of
+ * shared_expert_intermediate_size whose output is times sigmoid(shared_expert_gate(x)) */
+static void arch_qwen2_moe(tlm_config *c) {
+    sizes(c, 151936, 2048, 5632, 24, 16, 16, 0, 32768);
+    c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_eps = 1e-6f, c->rope_theta = 10000.0f, c->tie_embeddings = false;
+    c->attn_bias = true, c->attn_out_bias = false, c->sliding_window = 4096;
+    c->n_experts = 60, c->n_experts_per_tok = 4, c->moe_d_ff = 1408, c->norm_topk_prob = false;
+    c->n_shared_experts = 1, c->shared_d_ff = 5632, c->shared_gate = true;
+}
+
 /* Mixtral (configuration_mixtral.py): Mistral's attention (one sliding window for every layer when
  * set), every FFN a mixture of num_local_experts experts of intermediate_size, softmax routing
  * always renormalised over the chosen (MixtralSparseMoeBlock) */
@@ -220,6 +233,19 @@ static const config_key QWEN3_MOE_KEYS[] = {
     {"num_local_experts", KEY_INT, F(n_experts), NULL}, /* (transformers 5's attribute_map) */
     {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
     {"moe_intermediate_size", KEY_INT, F(moe_d_ff), NULL},
+    {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
+    {"decoder_sparse_step", KEY_INT, F(sparse_step), NULL},
+    {"mlp_only_layers", KEY_LAYER_LIST, F(mlp_only), NULL},
+    {NULL, 0, 0, NULL},
+};
+
+static const config_key QWEN2_MOE_KEYS[] = {
+    {"qkv_bias", KEY_BOOL, F(attn_bias), NULL}, /* (transformers 5; 4.x hard-codes the biases) */
+    {"layer_types", KEY_LAYER_TYPES, F(layer_sliding), NULL},
+    {"num_experts", KEY_INT, F(n_experts), NULL},
+    {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
+    {"moe_intermediate_size", KEY_INT, F(moe_d_ff), NULL},
+    {"shared_expert_intermediate_size", KEY_INT, F(shared_d_ff), NULL},
     {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
     {"decoder_sparse_step", KEY_INT, F(sparse_step), NULL},
     {"mlp_only_layers", KEY_LAYER_LIST, F(mlp_only), NULL},
@@ -548,6 +574,32 @@ static int qwen3_moe_check(tlm_config *c, const cJSON *root, const char *src) {
     return check_qwen2(c, root, src);
 }
 
+/* Qwen2-MoE. The sliding window: transformers 5 (Qwen2MoeConfig.__post_init__) makes the even layers below
+ * max_window_layers slide when use_sliding_window is true and layer_types is absent, unlike Qwen2's rule
+ * (layers >= max_window_layers), and 4.x's eager / sdpa attention applied no window at all: such a config is
+ * ambiguous and refused; with layer_types the layers are those (as Qwen2); without use_sliding_window the
+ * window is inert (the released Qwen1.5-MoE / Qwen2-57B-A14B files) */
+static int check_qwen2_moe(tlm_config *c, const cJSON *root, const char *src) {
+    if (c->sparse_step < 1) return tlm_error("%s: decoder_sparse_step = %d must be >= 1", src, c->sparse_step);
+    if (c->n_experts > 0 && c->shared_d_ff < 1)
+        return tlm_error("%s: shared_expert_intermediate_size = %d must be positive (Qwen2MoeSparseMoeBlock always "
+                         "has its shared expert)", src, c->shared_d_ff);
+    if (c->n_experts == 0) { /* (Qwen2MoeDecoderLayer: every FFN the dense Qwen2MoeMLP; the MoE sizes unused) */
+        fprintf(stderr, "tinylm: note: %s: num_experts = 0: every layer's FFN is dense (intermediate_size); the "
+                        "experts' keys are inert\n", src);
+        c->n_experts_per_tok = c->moe_d_ff = c->n_shared_experts = c->shared_d_ff = 0;
+        c->shared_gate = c->norm_topk_prob = false;
+        memset(c->mlp_only, 0, sizeof c->mlp_only), c->sparse_step = 1;
+    }
+    bool use = false;
+    if (read_bool(root, src, "use_sliding_window", false, &use)) return -1;
+    if (use && c->n_layer_types == 0)
+        return tlm_error("%s: use_sliding_window = true without layer_types is ambiguous for qwen2_moe: transformers "
+                         "5 slides the even layers below max_window_layers, 4.x's eager attention no layer; give "
+                         "layer_types to say which layers slide", src);
+    return check_qwen2(c, root, src);
+}
+
 static int check_mixtral(tlm_config *c, const cJSON *root, const char *src) {
     derive_heads(c);
     c->moe_d_ff = c->d_ff; /* (the experts are MixtralBlockSparseTop2MLP of intermediate_size) */
@@ -857,6 +909,10 @@ static void gguf_llama_shape(tlm_config *c) {
 }
 static void gguf_qwen2_shape(tlm_config *c) { gguf_llama_shape(c), c->attn_bias = true; }
 static void gguf_qwen3_shape(tlm_config *c) { gguf_llama_shape(c), c->qk_norm = QK_NORM_HEAD; }
+static void gguf_qwen2moe_shape(tlm_config *c) {
+    gguf_qwen2_shape(c);
+    c->n_shared_experts = 1, c->shared_gate = true, c->norm_topk_prob = false;
+}
 static void gguf_gemma2_shape(tlm_config *c) {
     gguf_llama_shape(c);
     c->placement = PLACE_SANDWICH, c->ffn = FFN_GEGLU, c->embed_scale = true;
@@ -890,6 +946,10 @@ static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape)
 static const gguf_family GGUF_OLMO2 = {GGUF("olmo2", false, gguf_olmo2_shape)};
 static const gguf_family GGUF_GPT2 = {GGUF("gpt2", false, gguf_gpt2_shape)};
 static const gguf_family GGUF_GEMMA = {GGUF("gemma", false, gguf_gemma_shape)};
+/* Qwen2-MoE as llama.cpp builds it (llm_build_qwen2moe): every layer a mixture of experts, softmax top-k not
+ * renormalised, one shared expert times sigmoid(ffn_gate_inp_shexp . x); its sizes are required metadata keys
+ * (gguf_load.c) */
+static const gguf_family GGUF_QWEN2MOE = {.arch = "qwen2moe", .model_type = "qwen2_moe", .shape = gguf_qwen2moe_shape};
 #undef GGUF
 
 /* ---- the table -------------------------------------------------------------------------------- */
@@ -901,6 +961,9 @@ static const char *const QWEN_EXTRA[] = {"hidden_act", "rope_scaling", "rope_par
 /* (router_aux_loss_coef and output_router_logits are training settings: tinylm train's
  * --router-aux-loss-coef; they do not change the logits) */
 static const char *const QWEN3_MOE_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
+                                              "sliding_window", "use_sliding_window", "max_window_layers",
+                                              "router_aux_loss_coef", "output_router_logits", NULL};
+static const char *const QWEN2_MOE_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
                                               "sliding_window", "use_sliding_window", "max_window_layers",
                                               "router_aux_loss_coef", "output_router_logits", NULL};
 static const char *const MIXTRAL_EXTRA[] = {"hidden_act", "rope_scaling", "rope_parameters", "partial_rotary_factor",
@@ -972,6 +1035,9 @@ static const tlm_family FAMILIES[] = {
     {.model_type = "mixtral", .arch = arch_mixtral, .common = HF_COMMON_KEYS, .keys = MIXTRAL_KEYS,
      .check = check_mixtral, .extra_known = MIXTRAL_EXTRA, .names = HF_FAMILY_MIXTRAL,
      .export_blocker = hf_mixtral_blocker, .export_config = hf_mixtral_config},
+    {.model_type = "qwen2_moe", .arch = arch_qwen2_moe, .common = HF_COMMON_KEYS, .keys = QWEN2_MOE_KEYS,
+     .check = check_qwen2_moe, .extra_known = QWEN2_MOE_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_QWEN2MOE,
+     .export_blocker = hf_qwen2_moe_blocker, .export_config = hf_qwen2_moe_config},
     {.model_type = "deepseek_v3", .arch = arch_deepseek_v3, .common = DEEPSEEK_V3_COMMON_KEYS, .keys = DEEPSEEK_V3_KEYS,
      .check = check_deepseek_v3, .extra_known = DEEPSEEK_V3_EXTRA, .names = HF_FAMILY_LLAMA,
      .export_blocker = hf_deepseek_v3_blocker, .export_config = hf_deepseek_v3_config},

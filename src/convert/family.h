@@ -79,12 +79,14 @@ const char *hf_mistral_blocker(const tlm_config *c);
 const char *hf_gpt2_blocker(const tlm_config *c);
 const char *hf_qwen3_moe_blocker(const tlm_config *c);
 const char *hf_mixtral_blocker(const tlm_config *c);
+const char *hf_qwen2_moe_blocker(const tlm_config *c);
 const char *hf_deepseek_v3_blocker(const tlm_config *c);
 char *hf_llama_config(const tlm_config *c);
 char *hf_mistral_config(const tlm_config *c);
 char *hf_gpt2_config(const tlm_config *c);
 char *hf_qwen3_moe_config(const tlm_config *c);
 char *hf_mixtral_config(const tlm_config *c);
+char *hf_qwen2_moe_config(const tlm_config *c);
 char *hf_deepseek_v3_config(const tlm_config *c);
 /* c with every bias on (GPT-2's: a model without some is the same function with those biases zero) */
 tlm_config family_with_all_biases(const tlm_config *c);

@@ -107,6 +107,27 @@ static const char *moe_blocker(const tlm_config *c, int qwen) {
 const char *hf_qwen3_moe_blocker(const tlm_config *c) { return moe_blocker(c, 1); }
 const char *hf_mixtral_blocker(const tlm_config *c) { return moe_blocker(c, 0); }
 
+/* Qwen2-MoE (Qwen2MoeForCausalLM): the llama body with q/k/v biases or none and no o bias, softmax routing
+ * without groups or scaling, one shared expert (of any width) behind its sigmoid gate, head_dim hidden / heads
+ * (Qwen2MoeAttention of transformers 4.x derives it so) */
+const char *hf_qwen2_moe_blocker(const tlm_config *c) {
+    if (c->n_experts == 0) return "no experts";
+    if (!c->shared_gate) return "no shared expert behind a sigmoid gate";
+    tlm_config body = *c;
+    body.n_experts = 0, body.n_shared_experts = 0, body.shared_d_ff = 0, body.shared_gate = false;
+    body.attn_out_bias = body.attn_bias;
+    const char *b = hf_llama_blocker(&body);
+    if (b) return b;
+    if (c->attn_out_bias) return "an o_proj bias (Qwen2MoeAttention has none)";
+    if (c->mlp_bias) return "MLP biases";
+    if (c->qk_norm != QK_NORM_NONE) return "QK-norm";
+    if (c->scoring != SCORING_SOFTMAX) return "sigmoid routing";
+    if (c->n_group > 1) return "group-limited top-k";
+    if (c->routed_scaling_factor != 1.0f) return "routed_scaling_factor other than 1";
+    if (c->head_dim * c->n_heads != c->d_model) return "head_dim other than hidden_size / num_attention_heads";
+    return NULL;
+}
+
 /* DeepSeek-V3 (DeepseekV3ForCausalLM): MLA on a llama-like body, DeepseekV3MoE (sigmoid routing with the
  * selection bias, a shared expert) in every layer from first_k_dense_replace on */
 const char *hf_deepseek_v3_blocker(const tlm_config *c) {
@@ -120,6 +141,9 @@ const char *hf_deepseek_v3_blocker(const tlm_config *c) {
     if (c->mlp_bias) return "MLP biases";
     if (c->scoring != SCORING_SIGMOID) return "softmax routing (DeepSeek-V3 routes by sigmoid scores)";
     if (c->n_shared_experts < 1) return "no shared expert";
+    if (c->shared_gate || config_shared_ff(c) != c->n_shared_experts * c->moe_d_ff)
+        return "a shared expert of its own width or behind a gate (DeepSeek-V3's is n_shared_experts experts' width, "
+               "ungated)";
     if (c->sparse_step != 1 || c->n_mlp_only > 0) return "decoder_sparse_step / mlp_only_layers";
     return NULL;
 }
@@ -222,6 +246,37 @@ static char *moe_config(const tlm_config *c, int qwen) {
 
 char *hf_qwen3_moe_config(const tlm_config *c) { return moe_config(c, 1); }
 char *hf_mixtral_config(const tlm_config *c) { return moe_config(c, 0); }
+
+/* Qwen2MoeConfig: the body's keys (qkv_bias for the q/k/v biases), the experts' and the shared expert's
+ * (first_k_dense_replace becomes mlp_only_layers) */
+char *hf_qwen2_moe_config(const tlm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen2MoeForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "qwen2_moe");
+    config_json_add_sizes(o, c);
+    cJSON_DeleteItemFromObject(o, "head_dim"); /* (no Qwen2MoeConfig key: hidden_size / heads) */
+    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
+    add_rope(o, c);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON_AddBoolToObject(o, "qkv_bias", c->attn_bias);
+    cJSON_AddNumberToObject(o, "num_experts", c->n_experts);
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", c->moe_d_ff);
+    cJSON_AddNumberToObject(o, "shared_expert_intermediate_size", config_shared_ff(c));
+    cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
+    cJSON_AddNumberToObject(o, "decoder_sparse_step", c->sparse_step);
+    cJSON_AddBoolToObject(o, "use_sliding_window", false);
+    cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
+    for (int l = 0; l < c->n_layers; l++)
+        if (l < c->first_k_dense || c->mlp_only[l]) cJSON_AddItemToArray(only, cJSON_CreateNumber(l));
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
 
 /* DeepseekV3Config: the body's keys, MLA's and DeepseekV3MoE's */
 char *hf_deepseek_v3_config(const tlm_config *c) {

@@ -137,6 +137,21 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
             return tlm_error("%s: tensor rope_freqs.weight (per-frequency RoPE factors, Llama 3.1 style) is not "
                              "supported yet", path);
     }
+    /* Qwen2-MoE (llama_model_qwen2moe::load_arch_hparams): expert_count and expert_used_count required; the
+     * experts' width expert_feed_forward_length (absent: feed_forward_length / expert_used_count), the shared
+     * expert's expert_shared_feed_forward_length (absent: feed_forward_length) */
+    if (!strcmp(a->arch, "qwen2moe")) {
+        if (get_size(&mt, "expert_count", 1, 1, &c->n_experts) < 0 ||
+            get_size(&mt, "expert_used_count", 1, 1, &c->n_experts_per_tok) < 0)
+            return -1;
+        c->moe_d_ff = c->d_ff / c->n_experts_per_tok, c->shared_d_ff = c->d_ff;
+        if (get_size(&mt, "expert_feed_forward_length", 1, 0, &c->moe_d_ff) < 0 ||
+            get_size(&mt, "expert_shared_feed_forward_length", 1, 0, &c->shared_d_ff) < 0)
+            return -1;
+        if (c->moe_d_ff < 1)
+            return tlm_error("%s: %s = %d over %d experts per token leaves the experts no width", path,
+                             arch_key(&mt, "feed_forward_length"), c->d_ff, c->n_experts_per_tok);
+    }
     /* the architecture's own keys (family.h) */
     if (a->sliding_pattern) {
         int window = 0;
@@ -161,6 +176,10 @@ int gguf_engine_name_to_file(const char *name, char *out, size_t cap) {
         {"attn.q_norm", "attn_q_norm"},     {"attn.k_norm", "attn_k_norm"},
         {"ffn.gate_proj", "ffn_gate"},      {"ffn.up_proj", "ffn_up"},
         {"ffn.down_proj", "ffn_down"},
+        /* a mixture of experts (Qwen2-MoE): the router, the shared expert and its gate (the experts: moe_expert_source) */
+        {"ffn.router", "ffn_gate_inp"},     {"ffn.shared_experts.gate_proj", "ffn_gate_shexp"},
+        {"ffn.shared_experts.up_proj", "ffn_up_shexp"}, {"ffn.shared_experts.down_proj", "ffn_down_shexp"},
+        {"ffn.shared_expert_gate", "ffn_gate_inp_shexp"},
     };
     static const char *const TOP[][2] = {{"embed.weight", "token_embd.weight"},
                                          {"pos_embed.weight", "position_embd.weight"},
@@ -197,9 +216,25 @@ typedef struct {
     int64_t row0;         /* the first of its rows (ne[1]) that is this engine tensor's (GPT-2's q|k|v) */
 } source;
 
+/* (a [1, d] engine row may be stored as a vector: llama.cpp's ffn_gate_inp_shexp is {n_embd}) */
 static int shape_matches(const gguf_tensor *t, const tensor_info *ti, int64_t rows) {
     if (ti->ndim == 1) return t->n_dims == 1 && t->ne[0] == ti->shape[0];
+    if (rows == 1 && t->n_dims == 1) return t->ne[0] == ti->shape[1];
     return t->n_dims == 2 && t->ne[0] == ti->shape[1] && t->ne[1] == rows;
+}
+
+/* expert e's matrix layers.L.ffn.experts.e.{gate,up,down}_proj.weight: rows [e * rows, (e + 1) * rows) of
+ * llama.cpp's stacked blk.L.ffn_{gate,up,down}_exps.weight (ne {cols, rows, n_expert}); 0 (name, row0), or -1
+ * when the name is not an expert's */
+static int moe_expert_source(const char *name, int rows, char *out, size_t cap, int64_t *row0) {
+    int layer, e, used = 0;
+    char which[8] = "";
+    if (sscanf(name, "layers.%d.ffn.experts.%d.%4[a-z]_proj.weight%n", &layer, &e, which, &used) != 3 || !used ||
+        name[used])
+        return -1;
+    snprintf(out, cap, "blk.%d.ffn_%s_exps.weight", layer, which);
+    *row0 = (int64_t)e * rows;
+    return 0;
 }
 
 /* finds each engine tensor's source in the file and checks its shape and type */
@@ -208,13 +243,22 @@ static int find_sources(const tlm_gguf *g, const char *path, tlm_model *probe, s
     for (int i = 0; i < probe->n_tensors; i++) {
         const tensor_info *ti = &probe->tensors[i];
         char name[128];
-        if (gguf_engine_name_to_file(ti->name, name, sizeof name))
+        int64_t rows = ti->ndim == 2 ? ti->shape[0] : 1, row0 = 0;
+        const int expert = !moe_expert_source(ti->name, (int)rows, name, sizeof name, &row0);
+        if (!expert && gguf_engine_name_to_file(ti->name, name, sizeof name))
             return tlm_error("%s: no GGUF name for the engine tensor %s (internal)", path, ti->name);
         const gguf_tensor *t = tlm_gguf_find_tensor(g, name);
-        int64_t rows = ti->ndim == 2 ? ti->shape[0] : 1, row0 = 0;
         int part;
         char fused[128]; /* (a missing tensor is named by its own name, not the fused one tried) */
-        if (!t && (part = fused_qkv_part(ti->name, fused, sizeof fused)) >= 0 && (t = tlm_gguf_find_tensor(g, fused))) {
+        if (expert) {
+            if (!t)
+                return tlm_error("%s: tensor %s is missing (the %s architecture with this metadata needs it)", path,
+                                 name, c->model_type);
+            if (t->n_dims != 3 || t->ne[0] != ti->shape[1] || t->ne[1] != rows || t->ne[2] != c->n_experts)
+                return tlm_error("%s: tensor %s has shape [%lld, %lld, %lld] (ne, fastest first); the metadata implies "
+                                 "[%d, %lld, %d]", path, name, (long long)t->ne[0], (long long)t->ne[1],
+                                 (long long)t->ne[2], ti->shape[1], (long long)rows, c->n_experts);
+        } else if (!t && (part = fused_qkv_part(ti->name, fused, sizeof fused)) >= 0 && (t = tlm_gguf_find_tensor(g, fused))) {
             snprintf(name, sizeof name, "%s", fused);
             const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
             const int64_t off[3] = {0, qd, qd + kvd}, total = qd + 2 * kvd;
@@ -245,9 +289,13 @@ static int find_sources(const tlm_gguf *g, const char *path, tlm_model *probe, s
             return tlm_error("%s: tensor %s: rows of %lld are not whole %s blocks", path, name, (long long)t->ne[0],
                              wq_name(t->type));
         src[i].t = t, src[i].row0 = row0;
-        /* matrices stay as stored; vectors and the learned positions (added, not multiplied) in f32 */
+        /* matrices stay as stored; vectors and the learned positions (added, not multiplied) in f32; a mixture of
+         * experts' matrices (which the engine keeps in f32 or bf16 only) bf16 when stored so, else decoded to f32 */
         const int matrix = ti->ndim == 2 && strcmp(ti->name, "pos_embed.weight") != 0;
         storage[i] = !matrix || t->type == WQ_F32 ? WQ_F32 : t->type;
+        if (matrix && strstr(ti->name, ".ffn.") && (strstr(ti->name, ".ffn.router.") || strstr(ti->name, "experts.") ||
+                                                    strstr(ti->name, ".shared_expert_gate.")))
+            storage[i] = t->type == WQ_BF16 ? WQ_BF16 : WQ_F32;
     }
     return 0;
 }

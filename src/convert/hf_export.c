@@ -32,6 +32,7 @@ const char *hf_export_family(const tlm_config *c, const char **why) {
     /* why none: the blocker of the family nearest to c */
     if (why)
         *why = config_mla(c)              ? hf_deepseek_v3_blocker(c)
+               : c->n_experts > 0 && c->shared_gate ? hf_qwen2_moe_blocker(c)
                : c->n_experts > 0          ? (c->qk_norm == QK_NORM_HEAD ? hf_qwen3_moe_blocker(c) : hf_mixtral_blocker(c))
                : c->position == POS_LEARNED ? hf_gpt2_blocker(c)
                                             : hf_llama_blocker(c);
@@ -163,7 +164,21 @@ static int add_tensor(entry_list *L, char (*names)[160], const tlm_model *m, int
     return 0;
 }
 
-static int write_weights(const tlm_model *m, const char *dir, const tlm_family *family) {
+/* every entry's f32 values as BF16, in buffers the list owns */
+static int entries_to_bf16(entry_list *L) {
+    for (int i = 0; i < L->n; i++) {
+        tlm_st_entry *e = &L->e[i];
+        size_t n = 1;
+        for (int d = 0; d < e->ndim; d++) n *= (size_t)e->shape[d];
+        uint16_t *b = (uint16_t *)own(L, (n + 1) / 2);
+        if (!b) return tlm_error("out of memory exporting %s as bf16", e->name);
+        tlm_f32_to_bf16_array((const float *)e->data, b, n);
+        e->dtype = TLM_DT_BF16, e->data = b;
+    }
+    return 0;
+}
+
+static int write_weights(const tlm_model *m, const char *dir, const tlm_family *family, int bf16) {
     const int style = family ? (int)family->names : -1; /* (none: the engine's own names) */
     entry_list L = {calloc((size_t)m->n_tensors, sizeof(tlm_st_entry)), calloc((size_t)m->n_tensors, sizeof(float *)), 0, 0};
     char(*names)[160] = calloc((size_t)m->n_tensors, sizeof *names);
@@ -177,6 +192,7 @@ static int write_weights(const tlm_model *m, const char *dir, const tlm_family *
                                m->tensors[i].name, &ref);
         if (!rc) rc = add_tensor(&L, names, m, i, &ref);
     }
+    if (!rc && bf16) rc = entries_to_bf16(&L);
     if (!rc) {
         char *path = path_join(dir, "model.safetensors");
         rc = path ? tlm_st_write(path, L.e, (size_t)L.n, "{\"format\":\"pt\",\"producer\":\"" PRODUCER "\"}")
@@ -188,7 +204,22 @@ static int write_weights(const tlm_model *m, const char *dir, const tlm_family *
     return rc;
 }
 
-int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
+static int export_dir(const tlm_model *m, const char *dir, const char **family, int bf16);
+int hf_export_dir(const tlm_model *m, const char *dir, const char **family) { return export_dir(m, dir, family, 0); }
+int hf_export_dir_bf16(const tlm_model *m, const char *dir, const char **family) { return export_dir(m, dir, family, 1); }
+
+/* config.json's torch_dtype (a Hugging Face family's; the tinylm format has none) set to the weights' */
+static char *with_dtype(char *json, const char *dtype) {
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    if (!o || !cJSON_GetObjectItemCaseSensitive(o, "torch_dtype")) return cJSON_Delete(o), json;
+    free(json);
+    cJSON_ReplaceItemInObject(o, "torch_dtype", cJSON_CreateString(dtype));
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static int export_dir(const tlm_model *m, const char *dir, const char **family, int bf16) {
     const char *why = NULL;
     const char *fam = hf_export_family(&m->cfg, &why);
     /* non-finite weights are refused before anything is written */
@@ -208,8 +239,9 @@ int hf_export_dir(const tlm_model *m, const char *dir, const char **family) {
         }
         m = biased;
     }
-    int written = write_weights(m, dir, f);
+    int written = write_weights(m, dir, f, bf16);
     char *json = written ? NULL : f ? f->export_config(&m->cfg) : config_to_json(&m->cfg);
+    if (json && bf16) json = with_dtype(json, "bfloat16");
     model_free(biased);
     if (written) return -1;
     char *path = path_join(dir, "config.json");

@@ -26,5 +26,8 @@ int hf_export_check_target(const char *dir);
 /* Checks the target, creates it if needed and writes model.safetensors then config.json, each
  * atomically. *family receives the model_type written. */
 int hf_export_dir(const tlm_model *m, const char *dir, const char **family);
+/* the same with every tensor written as BF16 (round to nearest even; `export --type bf16`), config.json's
+ * torch_dtype "bfloat16" */
+int hf_export_dir_bf16(const tlm_model *m, const char *dir, const char **family);
 
 #endif

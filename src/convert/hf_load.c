@@ -12,7 +12,9 @@
 #include "family.h"
 #include "formats/safetensors.h"
 #include "hf_map.h"
+#include "ops/quant.h"
 #include "util/error.h"
+#include "util/f16.h"
 #include "util/finite.h"
 
 typedef struct {
@@ -128,46 +130,56 @@ static const tlm_st_tensor *fp8_scale_tensor(const tlm_safetensors *st, const tl
     return s;
 }
 
-/* the rows x cols FP8 matrix `name` (HF_COPY layout) into dst, dequantized */
-static int load_fp8(const tlm_safetensors *st, const tlm_config *c, const tlm_st_tensor *t, const char *name,
-                    int rows, int cols, float *dst) {
+/* the rows x cols FP8 matrix `name` into dst, dequantized: the whole 2-D tensor (HF_COPY), or rows [row0, row0 +
+ * rows) of expert e's [slab, cols] matrix in a stacked [experts, slab, cols] tensor (HF_EXPERT_ROWS: Gemma 4's
+ * gate_up_proj / down_proj) whose scales are [experts, ceil(slab / b0), ceil(cols / b1)] (transformers'
+ * FP8Expert: NAME_scale_inv per expert, the blocks counted within each expert's matrix) */
+static int load_fp8_rows(const tlm_safetensors *st, const tlm_config *c, const tlm_st_tensor *t, const char *name,
+                         int experts, int e, int slab, int row0, int rows, int cols, float *dst) {
     if (strcmp(c->quant_method, "fp8") != 0)
         return tlm_error("%s: tensor '%.200s' is %s but config.json has no quantization_config with quant_method "
                          "\"fp8\" (its block size is unknown)", t->file, name, tlm_dtype_name(t->dtype));
     char sname[300];
     const tlm_st_tensor *s = fp8_scale_tensor(st, t, name, sname, sizeof sname);
     if (!s) return -1;
-    const int b0 = c->quant_block[0], b1 = c->quant_block[1];
-    const int64_t sr = b0 ? (rows + b0 - 1) / b0 : 1, sc = b1 ? (cols + b1 - 1) / b1 : 1;
-    const int64_t want[2] = {sr, sc};
-    const int ok_shape = b0 ? s->ndim == 2 && s->shape[0] == sr && s->shape[1] == sc : s->numel == 1;
+    const int b0 = c->quant_block[0], b1 = c->quant_block[1], stacked = experts > 1 || t->ndim == 3;
+    const int64_t sr = b0 ? (slab + b0 - 1) / b0 : 1, sc = b1 ? (cols + b1 - 1) / b1 : 1;
+    const int64_t want[3] = {experts, sr, sc};
+    const int ok_shape = !b0 ? s->numel == (size_t)(stacked ? experts : 1)
+                         : stacked ? s->ndim == 3 && s->shape[0] == experts && s->shape[1] == sr && s->shape[2] == sc
+                                   : s->ndim == 2 && s->shape[0] == sr && s->shape[1] == sc;
     if (!ok_shape) {
         char have[96], exp[96];
-        return tlm_error("%s: scale tensor '%.200s' has shape %s; the [%d, %d] weight in blocks of %s needs %s", s->file,
-                         sname, tlm_shape_str(have, sizeof have, s->ndim, s->shape), rows, cols,
-                         b0 ? "weight_block_size" : "one (no weight_block_size)",
-                         b0 ? tlm_shape_str(exp, sizeof exp, 2, want) : "one element");
+        return tlm_error("%s: scale tensor '%.200s' has shape %s; the %s[%d, %d] weight%s in blocks of %s needs %s",
+                         s->file, sname, tlm_shape_str(have, sizeof have, s->ndim, s->shape), stacked ? "stacked " : "",
+                         slab, cols, stacked ? " of each expert" : "", b0 ? "weight_block_size" : "one (no weight_block_size)",
+                         b0 ? tlm_shape_str(exp, sizeof exp, stacked ? 3 : 2, stacked ? want : want + 1)
+                            : stacked ? "one element per expert" : "one element");
     }
     if (!tlm_dtype_is_float_weight(s->dtype))
         return tlm_error("%s: scale tensor '%.200s' has dtype %s (F32, BF16 or F16 expected)", s->file, sname,
                          tlm_dtype_name(s->dtype));
-    float *scale = malloc((size_t)(sr * sc) * sizeof(float));
+    const size_t per = (size_t)(sr * sc); /* (one expert's scales; read whole: every block checked finite) */
+    float *scale = malloc((size_t)experts * per * sizeof(float));
     if (!scale) return tlm_error("out of memory reading '%.200s'", sname);
-    int rc = tlm_st_read_f32(s, scale, (size_t)(sr * sc));
-    const size_t bad = rc ? 0 : tlm_first_nonfinite(scale, (size_t)(sr * sc), NULL);
-    if (!rc && bad < (size_t)(sr * sc))
-        rc = tlm_error("%s: scale tensor '%.200s' holds %g at block [%lld, %lld]: every FP8 block scale must be finite",
-                       s->file, sname, scale[bad], (long long)(bad / sc), (long long)(bad % sc));
-    const unsigned char *q = t->data;
+    int rc = tlm_st_read_f32(s, scale, (size_t)experts * per);
+    const size_t bad = rc ? 0 : tlm_first_nonfinite(scale, (size_t)experts * per, NULL);
+    if (!rc && bad < (size_t)experts * per)
+        rc = tlm_error("%s: scale tensor '%.200s' holds %g at block [%s%lld, %lld]: every FP8 block scale must be "
+                       "finite", s->file, sname, scale[bad], stacked ? "expert, " : "", (long long)(bad % per / sc),
+                       (long long)(bad % sc));
+    const unsigned char *q = (const unsigned char *)t->data + ((size_t)e * slab + row0) * cols;
+    const float *es = scale + (size_t)e * per;
     for (int r = 0; !rc && r < rows; r++)
         for (int k = 0; k < cols; k++) {
             const float v = fp8_value(t->dtype, q[(size_t)r * cols + k]);
             if (!isfinite(v)) {
-                rc = tlm_error("%s: tensor '%.200s' holds an FP8 %s at [%d, %d] (byte 0x%02x)", t->file, name,
-                               isnan(v) ? "NaN" : "infinity", r, k, q[(size_t)r * cols + k]);
+                rc = tlm_error("%s: tensor '%.200s' holds an FP8 %s at [%s%d, %d] (byte 0x%02x)", t->file, name,
+                               isnan(v) ? "NaN" : "infinity", stacked ? "expert, " : "", row0 + r, k,
+                               q[(size_t)r * cols + k]);
                 break;
             }
-            dst[(size_t)r * cols + k] = v * scale[(b0 ? r / b0 : 0) * sc + (b1 ? k / b1 : 0)];
+            dst[(size_t)r * cols + k] = v * es[(b0 ? (row0 + r) / b0 : 0) * sc + (b1 ? k / b1 : 0)];
         }
     free(scale);
     if (rc) return -1;
@@ -182,11 +194,15 @@ static int load_one(const tlm_safetensors *st, const tlm_config *c, const tensor
     const int ndim = file_shape(ti, ref, shape);
     const tlm_st_tensor *ft = tlm_st_find(st, ref->name);
     if (ft && is_fp8(ft->dtype)) {
-        if (ref->layout != HF_COPY || ti->ndim != 2)
-            return tlm_error("%s: tensor '%.200s' is %s in a layout the FP8 reader does not take (a fused, transposed "
-                             "or stacked tensor, or a vector)", ft->file, ref->name, tlm_dtype_name(ft->dtype));
+        /* (GPT-2's Conv1D weights, fused and transposed, are no nn.Linear: transformers' FP8 never stores them) */
+        if ((ref->layout != HF_COPY && ref->layout != HF_EXPERT_ROWS) || ti->ndim != 2)
+            return tlm_error("%s: tensor '%.200s' is %s in a layout the FP8 reader does not take (a fused or "
+                             "transposed tensor, or a vector)", ft->file, ref->name, tlm_dtype_name(ft->dtype));
         if (tlm_st_check_shape(st, ref->name, ndim, shape)) return -1;
-        return load_fp8(st, c, ft, ref->name, rows, cols, dst);
+        if (ref->layout == HF_EXPERT_ROWS)
+            return load_fp8_rows(st, c, ft, ref->name, ref->experts, ref->offset / ref->expert_rows, ref->expert_rows,
+                                 ref->offset % ref->expert_rows, rows, cols, dst);
+        return load_fp8_rows(st, c, ft, ref->name, 1, 0, rows, 0, rows, cols, dst);
     }
     if (ref->layout == HF_EXPERT_ROWS) { /* rows [offset, offset + rows) of the experts' tensor, read in place */
         if (tlm_st_check_shape(st, ref->name, ndim, shape)) return -1;
@@ -226,8 +242,9 @@ static int load_one(const tlm_safetensors *st, const tlm_config *c, const tensor
 }
 
 /* A tied model's file may still carry lm_head.weight: transformers ties the head to the
- * embedding after loading, so the stored copy is never used. Warn when it differs. */
-static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
+ * embedding after loading, so the stored copy is never used. Warn when it differs (from the file's
+ * embedding, whatever the weights are kept as). */
+static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t, const tlm_st_tensor *embed) {
     const tlm_config *c = &m->cfg;
     if (t->ndim != 2 || t->shape[0] != c->vocab_size || t->shape[1] != c->d_model || !tlm_dtype_is_float_weight(t->dtype)) {
         char s[160];
@@ -236,15 +253,16 @@ static int check_tied_head(const tlm_model *m, const tlm_st_tensor *t) {
                          t->file, tlm_shape_str(s, sizeof s, t->ndim, t->shape), tlm_dtype_name(t->dtype),
                          c->vocab_size, c->d_model);
     }
-    float *head = malloc(t->numel * sizeof(float));
-    if (!head) return tlm_error("out of memory");
-    int rc = tlm_st_read_f32(t, head, t->numel);
-    if (!rc && memcmp(head, m->p.embed, t->numel * sizeof(float)) != 0)
+    float *head = malloc(t->numel * sizeof(float)), *emb = malloc(t->numel * sizeof(float));
+    int rc = !head || !emb ? tlm_error("out of memory") : 0;
+    if (!rc) rc = tlm_st_read_f32(t, head, t->numel) || !embed || embed->numel != t->numel ||
+                  tlm_st_read_f32(embed, emb, t->numel) ? -1 : 0;
+    if (!rc && memcmp(head, emb, t->numel * sizeof(float)) != 0)
         fprintf(stderr,
                 "tinylm: warning: %s: lm_head.weight differs from the embedding but tie_word_embeddings is true; "
                 "as in transformers, the embedding is used as the head\n",
                 t->file);
-    free(head);
+    free(head), free(emb);
     return rc;
 }
 
@@ -312,14 +330,31 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
     const tlm_config *c = &m->cfg;
     const char *prefix = name_prefix(st, style, c->model_type);
     used_set used = {0};
-    float *scratch = NULL;
-    size_t scratch_n = 0;
+    float *scratch = NULL, *f32 = NULL;
+    size_t scratch_n = 0, f32_n = 0;
     int rc = 0, matrices = 0, bf16_matrices = 0;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         hf_tensor_ref ref;
         rc = hf_map_tensor(c, style, prefix, m->tensors[i].name, &ref) ? tlm_error_prefix("%s", dir) : 0;
         rename_head(&ref, prefix);
-        if (!rc) rc = load_one(st, c, &m->tensors[i], &ref, model_param(m, i), &scratch, &scratch_n);
+        /* a matrix kept as bf16: read as f32 (FP8: value * scale, one rounding), then rounded as
+         * model_weights_to_bf16 rounds, a tensor at a time */
+        const tensor_info *ti = &m->tensors[i];
+        float *dst = model_param(m, i);
+        if (!rc && ti->bf16) {
+            if (ti->numel > f32_n) {
+                float *g = realloc(f32, ti->numel * sizeof(float));
+                if (!g) rc = tlm_error("out of memory reading tensor '%.200s'", ref.name);
+                else f32 = g, f32_n = ti->numel;
+            }
+            dst = f32;
+        }
+        if (!rc) rc = load_one(st, c, ti, &ref, dst, &scratch, &scratch_n);
+        if (!rc && ti->bf16) {
+            size_t bytes;
+            uint16_t *w16 = model_tensor_data(m, i, &bytes);
+            for (size_t j = 0; j < ti->numel; j++) w16[j] = tlm_f32_to_bf16(f32[j]);
+        }
         const tlm_st_tensor *t = rc ? NULL : tlm_st_find(st, ref.name);
         if (t && is_fp8(t->dtype)) { /* (its scale tensor is used too) */
             char sname[300];
@@ -333,11 +368,13 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         if (!rc) rc = mark_used(&used, t);
     }
     /* every matrix bf16 in the file: --dtype auto keeps them so (the values are exact in bf16) */
-    m->stored_bf16 = matrices > 0 && bf16_matrices == matrices;
-    free(scratch);
+    m->stored_bf16 = m->w16_mem != NULL || (matrices > 0 && bf16_matrices == matrices); /* (or read as bf16) */
+    free(scratch), free(f32);
     if (!rc && c->tie_embeddings) {
         const tlm_st_tensor *head = tlm_st_find(st, head_name(prefix));
-        if (head) rc = check_tied_head(m, head) || mark_used(&used, head) ? -1 : 0;
+        char embed[200];
+        snprintf(embed, sizeof embed, "%s%s", prefix, hf_embed_name(style));
+        if (head) rc = check_tied_head(m, head, tlm_st_find(st, embed)) || mark_used(&used, head) ? -1 : 0;
     }
     if (!rc && used.n) qsort(used.v, used.n, sizeof *used.v, cmp_ptr);
     /* a multimodal checkpoint: its other towers are not the text model's (skipped, said once) */
@@ -388,7 +425,39 @@ static int refuse_quantized(const char *dir, const tlm_config *c) {
                             : "tinylm cannot load this quantization");
 }
 
-tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
+/* every matrix of the files is BF16 or FP8 blocks (their scale tensors aside): --dtype auto keeps such a
+ * checkpoint compact, its matrices bf16 from the start */
+static int compact_checkpoint(const tlm_safetensors *st) {
+    int matrices = 0;
+    for (size_t i = 0; i < tlm_st_count(st); i++) {
+        const tlm_st_tensor *t = tlm_st_at(st, i);
+        const size_t n = strlen(t->name);
+        if (t->ndim < 2 || (n > 10 && !strcmp(t->name + n - 10, "_scale_inv"))) continue;
+        if (t->dtype != TLM_DT_BF16 && !is_fp8(t->dtype)) return 0;
+        matrices++;
+    }
+    return matrices > 0;
+}
+
+/* the model with its matrices (those model_weights_to_bf16 keeps so) laid out as bf16 from the start: the peak
+ * is the bf16 weights and one tensor in f32, not the whole model in f32 */
+static tlm_model *create_bf16(const tlm_config *cfg) {
+    int n = 0;
+    size_t floats = 0;
+    tensor_info *table = config_tensor_table(cfg, &n, &floats);
+    int *storage = calloc((size_t)(n ? n : 1), sizeof *storage);
+    tlm_model *m = NULL;
+    if (table && storage) {
+        for (int i = 0; i < n; i++) storage[i] = tensor_kept_as_bf16(&table[i]) ? WQ_BF16 : WQ_F32;
+        m = model_create_stored(cfg, storage);
+    } else {
+        tlm_error("out of memory creating the model");
+    }
+    free(table), free(storage);
+    return m;
+}
+
+tlm_model *hf_model_load(const char *dir, const tlm_config *cfg, int bf16_weights) {
     int style = hf_family_style_of(cfg->model_type);
     if (style < 0)
         return tlm_error("%s: loading weights of model_type \"%s\" is not supported", dir, cfg->model_type), NULL;
@@ -398,7 +467,8 @@ tlm_model *hf_model_load(const char *dir, const tlm_config *cfg) {
         tlm_st_close(st);
         return NULL;
     }
-    tlm_model *m = model_create(cfg);
+    const int bf16 = bf16_weights == LOAD_BF16 || (bf16_weights == LOAD_AUTO && compact_checkpoint(st));
+    tlm_model *m = bf16 ? create_bf16(cfg) : model_create(cfg);
     if (!m || load_tensors(m, st, dir, (hf_family_style)style)) {
         tlm_st_close(st);
         model_free(m);

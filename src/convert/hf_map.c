@@ -149,6 +149,9 @@ int hf_map_tensor(const tlm_config *c, hf_family_style style, const char *prefix
         }
         return no_place(style, name);
     }
+    /* Qwen2-MoE's one shared expert behind its gate: mlp.shared_expert.* (DeepSeek's: mlp.shared_experts.*) */
+    if (style == HF_FAMILY_LLAMA && c->shared_gate && !strncmp(rest, "ffn.shared_experts.", 19))
+        return set_name(out, lp, "mlp.shared_expert.", rest + 19);
     const name_pair *table = style == HF_FAMILY_GEMMA     ? GEMMA_LAYER
                              : style == HF_FAMILY_OLMO2   ? OLMO2_LAYER
                              : style == HF_FAMILY_MIXTRAL ? MIXTRAL_LAYER

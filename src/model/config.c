@@ -104,6 +104,8 @@ static const config_key TINYLM_KEYS[] = {
     {"num_experts_per_tok", KEY_INT, F(n_experts_per_tok), NULL},
     {"moe_intermediate_size", KEY_INT, F(moe_d_ff), NULL},
     {"n_shared_experts", KEY_INT_OR_NULL, F(n_shared_experts), NULL},
+    {"shared_expert_intermediate_size", KEY_INT_OR_NULL, F(shared_d_ff), NULL},
+    {"shared_expert_gate", KEY_BOOL, F(shared_gate), NULL},
     {"norm_topk_prob", KEY_BOOL, F(norm_topk_prob), NULL},
     {"scoring_func", KEY_ENUM, F(scoring), SCORING_NAMES},
     {"n_group", KEY_INT_OR_NULL, F(n_group), NULL},
@@ -690,6 +692,8 @@ int config_validate_moe(const tlm_config *c, const char *src) {
         REQUIRE(c->n_experts_per_tok == 0, "%s: num_experts_per_tok = %d needs num_experts > 0", src,
                 c->n_experts_per_tok);
         REQUIRE(c->n_shared_experts == 0, "%s: n_shared_experts = %d needs num_experts > 0", src, c->n_shared_experts);
+        REQUIRE(c->shared_d_ff == 0 && !c->shared_gate,
+                "%s: shared_expert_intermediate_size / shared_expert_gate need num_experts > 0", src);
         REQUIRE(c->scoring == SCORING_SOFTMAX, "%s: scoring_func = \"%s\" needs num_experts > 0", src,
                 scoring_name(c->scoring));
         REQUIRE(c->n_group <= 1 && c->topk_group <= 1, "%s: n_group / topk_group need num_experts > 0", src);
@@ -701,6 +705,13 @@ int config_validate_moe(const tlm_config *c, const char *src) {
     REQUIRE(c->moe_d_ff > 0, "%s: moe_intermediate_size = %d must be positive", src, c->moe_d_ff);
     REQUIRE(c->n_shared_experts >= 0 && c->n_shared_experts <= 64, "%s: n_shared_experts = %d: between 0 and 64",
             src, c->n_shared_experts);
+    REQUIRE(c->shared_d_ff >= 0 && c->shared_d_ff <= (1 << 20),
+            "%s: shared_expert_intermediate_size = %d: between 0 and 1048576", src, c->shared_d_ff);
+    REQUIRE(c->shared_d_ff == 0 || c->n_shared_experts >= 1,
+            "%s: shared_expert_intermediate_size = %d needs a shared expert (n_shared_experts >= 1)", src,
+            c->shared_d_ff);
+    REQUIRE(!c->shared_gate || c->n_shared_experts >= 1,
+            "%s: shared_expert_gate = true needs a shared expert (n_shared_experts >= 1)", src);
     REQUIRE(c->ffn != FFN_GELU,
             "%s: ffn_type = \"gelu\" with num_experts > 0: the experts are gated MLPs (use \"swiglu\" or \"geglu\")",
             src);
@@ -853,6 +864,8 @@ char *config_to_json(const tlm_config *c) {
         cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
         cJSON_AddNumberToObject(o, "moe_intermediate_size", c->moe_d_ff);
         cJSON_AddNumberToObject(o, "n_shared_experts", c->n_shared_experts);
+        if (c->shared_d_ff > 0) cJSON_AddNumberToObject(o, "shared_expert_intermediate_size", c->shared_d_ff);
+        if (c->shared_gate) cJSON_AddBoolToObject(o, "shared_expert_gate", true);
         cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
         cJSON_AddStringToObject(o, "scoring_func", scoring_name(c->scoring));
         cJSON_AddNumberToObject(o, "n_group", c->n_group);

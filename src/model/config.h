@@ -100,6 +100,10 @@ typedef struct {
     int n_experts_per_tok; /* num_experts_per_tok: top-k */
     int moe_d_ff;          /* moe_intermediate_size: each expert's hidden width */
     int n_shared_experts;  /* n_shared_experts: one always-on MLP of n_shared * moe_d_ff */
+    int shared_d_ff;       /* shared_expert_intermediate_size: the shared experts' width as one MLP (Qwen2-MoE's
+                              own size), 0: n_shared * moe_d_ff (config_shared_ff) */
+    bool shared_gate;      /* shared_expert_gate: the shared expert's output times sigmoid(g . u), g a learned
+                              [1, d] row (Qwen2MoeSparseMoeBlock's shared_expert_gate) */
     bool norm_topk_prob;   /* the k chosen weights renormalised to sum 1 */
     router_scoring scoring;  /* scoring_func */
     int n_group, topk_group; /* group-limited top-k (sigmoid): the best topk_group of n_group groups */
@@ -226,6 +230,10 @@ static inline bool config_layer_is_moe(const tlm_config *c, int l) {
 }
 /* whether layer l has the dense FFN of d_ff: every layer but an MoE one, and with Gemma 4's MoE
  * block every layer */
+/* the shared expert's hidden width (0: none) */
+static inline int config_shared_ff(const tlm_config *c) {
+    return c->n_shared_experts <= 0 ? 0 : c->shared_d_ff > 0 ? c->shared_d_ff : c->n_shared_experts * c->moe_d_ff;
+}
 static inline bool config_layer_has_dense(const tlm_config *c, int l) {
     return !config_layer_is_moe(c, l) || c->moe_block;
 }

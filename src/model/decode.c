@@ -28,6 +28,7 @@ typedef struct {
     float *gu, *hid;        /* gate|up [2 f] (or up [f]), FFN hidden [f] (f: the widest FFN, dense, expert or shared) */
     float *router, *ey, *sy; /* a mixture of experts: the router's logits [E], the chosen experts' outputs [k, d],
                                 the shared expert's [d] */
+    float *sgate;           /* the shared expert's gate logit [1] (shared_gate) */
     float *logits;          /* [V] */
     /* Gemma 4's per-layer inputs: the embedding's projection [L P] (scaled), every layer's input [L P],
      * a layer's gate and product [P] and its projection [d] */
@@ -80,8 +81,8 @@ static float *carve(float *base, size_t *used, size_t n) {
 static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     const size_t d = cfg->d_model, qd = (size_t)config_max_q_dim(cfg), kvd = (size_t)c->kv_dim;
     size_t ff = (size_t)config_max_ff(cfg);
-    if (cfg->n_experts > 0 && (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1) > ff)
-        ff = (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1);
+    if (cfg->n_experts > 0 && (size_t)cfg->moe_d_ff > ff) ff = (size_t)cfg->moe_d_ff;
+    if (cfg->n_experts > 0 && (size_t)config_shared_ff(cfg) > ff) ff = (size_t)config_shared_ff(cfg);
     size_t used = 0;
     step_shared *s = &c->sh;
     s->x0 = carve(base, &used, d);
@@ -93,6 +94,7 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     s->router = carve(base, &used, (size_t)cfg->n_experts);
     s->ey = carve(base, &used, (size_t)cfg->n_experts_per_tok * d);
     s->sy = carve(base, &used, d);
+    s->sgate = carve(base, &used, cfg->shared_gate ? 1 : 0);
     s->logits = carve(base, &used, (size_t)cfg->vocab_size);
     const size_t P = (size_t)cfg->ple_dim, LP = (size_t)cfg->n_layers * P;
     s->ple_ctx = carve(base, &used, LP), s->ple_in = carve(base, &used, LP);
@@ -631,6 +633,13 @@ static void step_ffn(const step_ctx *s, int l, const float *u) {
 #pragma omp barrier
 }
 
+/* Qwen2-MoE's shared-expert gate logit u . g into sh.sgate[0] (one thread's row, as the router's rows) */
+static void step_shared_gate(const step_ctx *s, const layer_params *P, const float *u) {
+    int lo, hi;
+    share(1, s, &lo, &hi);
+    step_linear(s->c->sh.sgate, u, &P->shared_expert_gate, s->m->cfg.d_model, lo, hi);
+}
+
 /* F of a mixture-of-experts layer l on u into s->c->sh.f, as moe_forward computes it for one row:
  * the router's rows shared out, then every thread routes (the same bits on each), then each chosen
  * expert as a dense FFN (its gate and up rows, the GLU, its down rows: two barriers), the shared
@@ -640,7 +649,7 @@ static void step_moe(const step_ctx *s, int l, const float *u) {
     const step_shared *sh = &s->c->sh;
     const layer_params *P = &s->m->p.layers[l];
     const int d = cfg->d_model, E = cfg->n_experts, k = cfg->n_experts_per_tok, fe = cfg->moe_d_ff;
-    const int fs = fe * cfg->n_shared_experts;
+    const int fs = config_shared_ff(cfg);
     const size_t stride = moe_expert_stride(cfg);
     const activation act = model_ffn_activation(cfg);
     int lo, hi;
@@ -669,15 +678,18 @@ static void step_moe(const step_ctx *s, int l, const float *u) {
         step_linear(sh->gu, u, &P->shared_gate, d, lo, hi);
         step_linear(sh->gu + fs, u, &P->shared_up, d, lo, hi);
         glu_forward_range(sh->hid, sh->gu, sh->gu + fs, (size_t)lo, (size_t)hi, act);
+        if (cfg->shared_gate) step_shared_gate(s, P, u);
 #pragma omp barrier
         share(d, s, &lo, &hi);
         step_linear(sh->sy, sh->hid, &P->shared_down, fs, lo, hi);
     }
+    /* (the gate's logit, one thread's, read by all after the barrier above) */
+    const float sg = fs && cfg->shared_gate ? 1.0f / (1.0f + expf(-sh->sgate[0])) : 1.0f;
     share(d, s, &lo, &hi); /* (the rows of ey and sy this thread wrote itself) */
     for (int i = lo; i < hi; i++) {
         float acc = 0.0f;
         for (int j = 0; j < k; j++) acc += w[j] * sh->ey[(size_t)j * d + i];
-        if (fs) acc += sh->sy[i];
+        if (fs) acc += sg * sh->sy[i];
         sh->f[i] = acc;
     }
 #pragma omp barrier

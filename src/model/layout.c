@@ -57,7 +57,7 @@ static size_t widest_input(const tlm_config *c) {
     if (qd > w) w = qd;
     if ((size_t)config_max_ff(c) > w) w = (size_t)config_max_ff(c);
     if ((size_t)c->ple_dim > w) w = (size_t)c->ple_dim;
-    const size_t fs = (size_t)c->moe_d_ff * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+    const size_t fs = (size_t)c->moe_d_ff > (size_t)config_shared_ff(c) ? (size_t)c->moe_d_ff : (size_t)config_shared_ff(c);
     if (c->n_experts > 0 && fs > w) w = fs; /* (the experts' and the shared expert's down) */
     if ((size_t)c->q_lora_rank > w) w = (size_t)c->q_lora_rank; /* (MLA's q_b and kv_b) */
     if ((size_t)c->kv_lora_rank > w) w = (size_t)c->kv_lora_rank;
@@ -72,7 +72,7 @@ static void take_moe(arena *a, layer_acts *L, const tlm_config *c, int moe, int 
     arena none = {0};
     arena *m = moe ? a : &none;
     const size_t E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok, fe = (size_t)c->moe_d_ff,
-                 fs = fe * (size_t)c->n_shared_experts, d = (size_t)c->d_model;
+                 fs = (size_t)config_shared_ff(c), d = (size_t)c->d_model;
     L->router_logits = take(m, N * E);
     L->router_probs = take(m, N * E);
     L->topk_idx = (int *)take(m, N * K);
@@ -90,6 +90,7 @@ static void take_moe(arena *a, layer_acts *L, const tlm_config *c, int moe, int 
     L->su = take(sm, N * fs);
     L->sh = take(sm, N * fs);
     L->sy = take(sm, N * d);
+    L->s_gate = take(moe && fs && c->shared_gate ? a : &none, N);
     L->moe_stats = take(m, (size_t)B * 2 * E);
     /* Gemma 4's MoE block: the dense output and its norm, the router's and the experts' inputs, the
      * experts' sum and its norm */
@@ -329,7 +330,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
     A->dlogits_raw = c->final_softcap > 0.0f ? take(b, N * V) : NULL; /* the pre-cap gradient */
     {
         const size_t E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok, fe = (size_t)c->moe_d_ff,
-                     fs = fe * (size_t)c->n_shared_experts;
+                     fs = (size_t)config_shared_ff(c);
         arena *mb = any_moe ? b : &none;
         A->d_ey = take(mb, N * K * d);
         A->d_xs = take(mb, N * K * d);
@@ -347,6 +348,9 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         A->d_sg = take(sb, N * fs);
         A->d_su = take(sb, N * fs);
         A->d_sh = take(sb, N * fs);
+        arena *gs = any_moe && fs && c->shared_gate ? b : &none;
+        A->d_sy = take(gs, N * d);
+        A->d_sgate = take(gs, N);
         /* the pooled load statistics: the whole batch's (a split pass's parts write only their rows' sums) */
         arena *st = any_moe ? a : &none;
         A->moe_frac = take_shared(st, E);

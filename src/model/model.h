@@ -45,6 +45,7 @@ typedef struct {
     float *score_bias;
     linear_params expert_gate, expert_up, expert_down; /* expert 0's */
     linear_params shared_gate, shared_up, shared_down;
+    linear_params shared_expert_gate; /* [1, d] (shared_gate: Qwen2-MoE's sigmoid gate on the shared expert) */
     /* Gemma 4's MoE block (moe_block), beside the dense FFN: the dense output's norm (HF
      * post_feedforward_layernorm_1), the experts' input norm (pre_feedforward_layernorm_2) and
      * output norm (post_feedforward_layernorm_2); the router's input scale [d] (router.scale) and
@@ -163,6 +164,7 @@ typedef struct {
     float *eg, *eu, *eh;      /* [N k, fe] the experts' gate, up, hidden */
     float *ey;                /* [N k, d] the experts' outputs, before their weights */
     float *sg, *su, *sh, *sy; /* the shared expert: [N, fs] x 3, [N, d] */
+    float *s_gate;            /* [N] sigmoid(u g^T), the shared expert's gate (shared_gate) */
     float *moe_stats;         /* [B, 2 E]: per sequence, rows sent to each expert and the sum of its
                                  softmax probabilities (the load-balancing loss's counts) */
     /* Gemma 4's MoE block (moe_block), on the FFN sublayer's input x [N, d]: the dense FFN's output
@@ -208,6 +210,7 @@ typedef struct {
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
     /* MoE backward scratch: [N k, d] x 2, [N k, fe] x 3, [N, E], [N, fs] x 3 */
     float *d_ey, *d_xs, *d_eg, *d_eu, *d_eh, *d_router, *d_sg, *d_su, *d_sh;
+    float *d_sy, *d_sgate; /* the shared expert's gate (shared_gate): d(its output) [N, d], d(gate logit) [N] */
     /* Gemma 4's MoE block: d mlp_f, d moe_f, d(experts' input), d(router's input) [N, d]; each chosen
      * weight's gradient times its weight before the expert's scale [N, k] (the scales' gradients) */
     float *d_mlp_f, *d_moe_f, *d_moe_u, *d_router_in, *d_topk;

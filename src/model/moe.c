@@ -13,6 +13,7 @@
  *   rows at once (linear_forward, the engine's one product entry point):
  *   ey    = down_e(act(gate_e xs) * up_e xs)       [N k, d]
  *   f[n]  = sum_j w[n,j] ey[slot(n,j)]  (j in top-k order)  + shared(u)[n]
+ *           (Qwen2-MoE: + sigmoid(u[n] . g) shared(u)[n], g the shared_expert_gate [1, d])
  *
  * The backward (docs/ops.md "Mixture of experts"): the experts' weights and inputs through the
  * slots, the router's weights through the weights w (softmax or sigmoid, the normalisation and
@@ -92,6 +93,36 @@ static void router_logits(const pass_ctx *ctx, const linear_params *r, float *z,
         matmul_forward_bf16(z, u, r->w16, NULL, N, c->d_model, c->n_experts, ctx->A->w_tile, 0);
 }
 
+/* ---- the shared expert's gate (Qwen2MoeSparseMoeBlock: shared_expert_gate, a Linear d -> 1) --------- */
+
+/* s [N] = sigmoid(u g^T) for u [N, d], g [1, d]; the product in f32 as the router's (a scalar gate per row) */
+static void shared_gate_forward(const pass_ctx *ctx, const linear_params *g, const float *u, float *s, int N) {
+    const int d = ctx->m->cfg.d_model;
+    if (g->w)
+        matmul_forward(s, u, g->w, NULL, N, d, 1);
+    else
+        matmul_forward_bf16(s, u, g->w16, NULL, N, d, 1, ctx->A->w_tile, 0);
+    for (int n = 0; n < N; n++) s[n] = 1.0f / (1.0f + expf(-s[n]));
+}
+
+/* The gate's backward, for f = ... + s * sy: dsy [N, d] = s df (the shared expert's output gradient),
+ * dz [N] = s (1 - s) <df, sy> (the gate logit's); then dg += dz^T u, du += dz g */
+static void shared_gate_dsy(const float *s, const float *df, const float *sy, float *dsy, float *dz, int N, int d) {
+#pragma omp parallel for schedule(static) if ((size_t)N * d > OMP_MIN_WORK)
+    for (int n = 0; n < N; n++) {
+        const float *g = df + (size_t)n * d, *y = sy + (size_t)n * d;
+        float *o = dsy + (size_t)n * d;
+        double acc = 0.0;
+        for (int i = 0; i < d; i++) o[i] = s[n] * g[i], acc += (double)g[i] * y[i];
+        dz[n] = (float)(acc * s[n] * (1.0 - s[n]));
+    }
+}
+
+static void shared_gate_backward(linear_params *G, const linear_params *P, const float *dz, const float *u, float *du,
+                                 int N, int d) {
+    matmul_backward(du, G->w, NULL, dz, u, P->w, N, d, 1); /* (adds into du and into the weight's gradient) */
+}
+
 /* the slots: rows grouped by expert, in row order within an expert (a counting sort) */
 static void group_rows(layer_acts *a, int N, int E, int k) {
     int *off = a->expert_off;
@@ -136,7 +167,7 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
     const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model, E = c->n_experts, k = c->n_experts_per_tok;
-    const int fe = c->moe_d_ff, fs = fe * c->n_shared_experts;
+    const int fe = c->moe_d_ff, fs = config_shared_ff(c);
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
     router_logits(ctx, &P->router, a->router_logits, ur, N);
@@ -191,6 +222,7 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
         linear_forward(m, ctx->A->w_tile, a->su, u, &P->shared_up, N, d, fs);
         glu_forward(a->sh, a->sg, a->su, (size_t)N * fs, act);
         linear_forward(m, ctx->A->w_tile, a->sy, a->sh, &P->shared_down, N, fs, d);
+        if (c->shared_gate) shared_gate_forward(ctx, &P->shared_expert_gate, u, a->s_gate, N);
     }
 #pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
@@ -201,8 +233,10 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
             const float *y = a->ey + (size_t)a->slot_of[(size_t)n * k + j] * d;
             for (int i = 0; i < d; i++) out[i] += w * y[i];
         }
-        if (fs)
-            for (int i = 0; i < d; i++) out[i] += a->sy[(size_t)n * d + i];
+        if (fs) {
+            const float sg = c->shared_gate ? a->s_gate[n] : 1.0f;
+            for (int i = 0; i < d; i++) out[i] += sg * a->sy[(size_t)n * d + i];
+        }
     }
 }
 
@@ -218,7 +252,7 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
     const layer_acts *a = &ctx->A->layers[l];
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, E = c->n_experts, k = c->n_experts_per_tok;
-    const int fe = c->moe_d_ff, fs = fe * c->n_shared_experts;
+    const int fe = c->moe_d_ff, fs = config_shared_ff(c);
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
     const float alpha = c->routed_scaling_factor;
@@ -292,10 +326,13 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
     }
     /* du: the shared expert's path (or 0), the router's, then each row's k slots */
     if (fs) {
-        linear_backward(1, A->d_sh, &G->shared_down, df, a->sh, NULL, &P->shared_down, N, fs, d);
+        const float *dsy = df; /* (the shared expert's output gradient: df, or s df behind the gate) */
+        if (c->shared_gate) shared_gate_dsy(a->s_gate, df, a->sy, A->d_sy, A->d_sgate, N, d), dsy = A->d_sy;
+        linear_backward(1, A->d_sh, &G->shared_down, dsy, a->sh, NULL, &P->shared_down, N, fs, d);
         glu_backward(A->d_sg, A->d_su, A->d_sh, a->sg, a->su, (size_t)N * fs, act);
         linear_backward(1, du, &G->shared_gate, A->d_sg, u, NULL, &P->shared_gate, N, d, fs);
         linear_backward(0, du, &G->shared_up, A->d_su, u, NULL, &P->shared_up, N, d, fs);
+        if (c->shared_gate) shared_gate_backward(&G->shared_expert_gate, &P->shared_expert_gate, A->d_sgate, u, du, N, d);
     } else {
         vec_zero(du, (size_t)N * d);
     }

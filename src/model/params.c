@@ -138,7 +138,7 @@ static void add_fused(walk *w, linear_params *fused, linear_params *const *parts
  * expert 0's; moe_expert finds the others at a fixed stride); the shared expert. */
 static void walk_moe(walk *w, layer_params *L, int l) {
     const tlm_config *c = w->cfg;
-    const int d = c->d_model, E = c->n_experts, fe = c->moe_d_ff, fs = c->n_shared_experts * fe;
+    const int d = c->d_model, E = c->n_experts, fe = c->moe_d_ff, fs = config_shared_ff(c);
     char n[96];
     snprintf(n, sizeof n, "layers.%d.ffn.router", l);
     add_linear(w, &L->router, n, E, d, false, TENSOR_MATRIX);
@@ -168,6 +168,10 @@ static void walk_moe(walk *w, layer_params *L, int l) {
         add_linear(w, &L->shared_up, n, fs, d, false, TENSOR_MATRIX);
         snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.down_proj", l);
         add_linear(w, &L->shared_down, n, d, fs, false, TENSOR_RESIDUAL_MATRIX);
+        if (c->shared_gate) { /* (HF: mlp.shared_expert_gate, a Linear d -> 1 without bias) */
+            snprintf(n, sizeof n, "layers.%d.ffn.shared_expert_gate", l);
+            add_linear(w, &L->shared_expert_gate, n, 1, d, false, TENSOR_MATRIX);
+        }
     }
 }
 
@@ -345,7 +349,7 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
         if (t->ndim != 2 || (!strstr(t->name, ".ffn.experts.") && !strstr(t->name, ".ffn.router.") &&
-                             !strstr(t->name, ".ffn.shared_experts.")))
+                             !strstr(t->name, ".ffn.shared_experts.") && !strstr(t->name, ".ffn.shared_expert_gate.")))
             continue;
         if (storage[i] != WQ_F32 && storage[i] != WQ_BF16) {
             tlm_error("tensor %s: a mixture of experts kept as %s is not supported (f32, f16 or bf16 weights only)",

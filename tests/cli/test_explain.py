@@ -160,6 +160,18 @@ ROWS = [
       "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
       "(HF: block_sparse_moe.gate)", "(Mixtral: always renormalised)", "no residual scaling"],
      ["attn_norm", "ffn_norm", "HF: mlp.gate"]),
+    # Qwen2-MoE (Qwen2MoeSparseMoeBlock): Qwen2's q/k/v biases, mlp.gate not renormalised by default, the shared
+    # expert of shared_expert_intermediate_size behind mlp.shared_expert_gate's sigmoid; the dense layer of
+    # mlp_only_layers uses intermediate_size
+    ("qwen2_moe", dict(SMALL, model_type="qwen2_moe", num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=16, shared_expert_intermediate_size=40, mlp_only_layers=[0]),
+     ["  input_layernorm              before attention",
+      "  post_attention_layernorm     before the FFN: despite its name, the FFN's INPUT norm",
+      "feed-forward (dense layers): SwiGLU", "intermediate size 48", "mixture of experts on 1 of 2 layers (1)",
+      "plus a shared expert of intermediate size 40 (shared_expert_intermediate_size) whose output is multiplied by "
+      "sigmoid(mlp.shared_expert_gate . x)", "(HF: mlp.gate), the top 2 kept as they are (Qwen2-MoE: norm_topk_prob)",
+      "biases: q/k/v yes, o no", "QK-norm: none", "every key of the file was understood"],
+     ["attn_norm", "ffn_norm", "renormalised to sum 1", "2 x 16"]),
     ("deepseek_v3", dict(SMALL, model_type="deepseek_v3", num_hidden_layers=3, q_lora_rank=16, kv_lora_rank=12,
                          qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=8,
                          num_experts_per_tok=2, moe_intermediate_size=12, n_group=4, topk_group=2,
@@ -340,6 +352,38 @@ def test_deepseek_mtp_info(tinylm, work):
           "explain: the MTP layer is named as outside the forward", out + err)
 
 
+# Qwen1.5-MoE-A2.7B's released config.json (the keys that size it; use_sliding_window false: its window inert)
+QWEN15_MOE = dict(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", hidden_act="silu", hidden_size=2048,
+                  intermediate_size=5632, max_position_embeddings=8192, max_window_layers=21, num_attention_heads=16,
+                  num_hidden_layers=24, num_key_value_heads=16, rms_norm_eps=1e-06, rope_theta=1000000.0,
+                  sliding_window=32768, tie_word_embeddings=False, torch_dtype="bfloat16", use_sliding_window=False,
+                  vocab_size=151936, decoder_sparse_step=1, moe_intermediate_size=1408,
+                  shared_expert_intermediate_size=5632, num_experts_per_tok=4, num_experts=60, norm_topk_prob=False,
+                  output_router_logits=False, router_aux_loss_coef=0.001, initializer_range=0.02)
+
+
+def test_qwen2_moe_info(tinylm, work):
+    """info's totals for Qwen1.5-MoE-A2.7B against the module tree of modeling_qwen2_moe.py counted here (q/k/v with
+    bias, o without; per layer the router, 60 experts, the shared expert and its d -> 1 gate; two norms; embedding
+    and untied head), which rounds to the published 14.3B parameters, 2.7B activated"""
+    c = QWEN15_MOE
+    d, L, V, f, fe, fs, E, k = (c["hidden_size"], c["num_hidden_layers"], c["vocab_size"], c["intermediate_size"],
+                                c["moe_intermediate_size"], c["shared_expert_intermediate_size"], c["num_experts"],
+                                c["num_experts_per_tok"])
+    attn = 4 * d * d + 3 * d
+    expert, shared = 3 * d * fe, 3 * d * fs + d
+    layer = attn + E * d + E * expert + shared + 2 * d
+    total = L * layer + 2 * V * d + d
+    active = L * (attn + E * d + k * expert + shared + 2 * d) + 2 * V * d + d
+    path = write_json(work, "qwen15_moe", c)
+    rc, out, err = run(tinylm, "info", "--config", path)
+    tot = next((ln for ln in out.splitlines() if ln.startswith("total ")), "")
+    act = next((ln for ln in out.splitlines() if ln.startswith("active ")), "")
+    check(rc == 0 and "{:,}".format(total) in tot and "{:,}".format(active) in act and round(total / 1e9, 1) == 14.3
+          and round(active / 1e9, 1) == 2.7, "info: Qwen1.5-MoE-A2.7B's %d parameters, %d active" % (total, active),
+          out + err)
+
+
 def test_llama2c(tinylm, work):
     rc, out, err = run(tinylm, "info", "--explain", "--model", STORIES)
     check(rc == 0 and "model_type llama2c" in out and "placement: Pre-Norm" in out and
@@ -470,4 +514,5 @@ def test_gemma4_train(tinylm, work):
 
 if __name__ == "__main__":
     sys.exit(main([test_families, test_unknown_keys, test_gemma4_refusals, test_gemma4_moe_explain, test_gemma4_info_memory, test_llama2c, test_explain_refusals, test_deepnorm_train,
-                   test_dyt_alpha_by_position, test_gemma4_train, test_quantization_config, test_deepseek_mtp_info]))
+                   test_dyt_alpha_by_position, test_gemma4_train, test_quantization_config, test_deepseek_mtp_info,
+                   test_qwen2_moe_info]))

@@ -129,6 +129,7 @@ def _llama_like(cfg, W, ids, family, mut):
         "qwen3_moe": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=4),
         "mixtral": dict(eps=1e-5, theta=1e6, tie=False, head_dim=None, kv=8),
         "mistral": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=8),
+        "qwen2_moe": dict(eps=1e-6, theta=10000.0, tie=False, head_dim=None, kv=16),
     }[family]
     d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
     KV = g(cfg, "num_key_value_heads", defaults["kv"]) or H
@@ -143,6 +144,8 @@ def _llama_like(cfg, W, ids, family, mut):
         mlp_bias = g(cfg, "mlp_bias", False)
     elif family == "qwen2":
         qkv_bias, o_bias, mlp_bias = True, False, False
+    elif family == "qwen2_moe":  # Qwen2MoeAttention: qkv_bias (transformers 5; True, hard-coded in 4.x), o none
+        qkv_bias, o_bias, mlp_bias = g(cfg, "qkv_bias", True), False, False
     else:
         qkv_bias = o_bias = g(cfg, "attention_bias", False)
         mlp_bias = False
@@ -185,12 +188,21 @@ def _llama_like(cfg, W, ids, family, mut):
         if family == "mixtral":
             x = x + sparse_moe(cfg, W, h, p + "block_sparse_moe.", ("w1", "w3", "w2"), True, mut)
             continue
-        if family == "qwen3_moe":
+        if family in ("qwen3_moe", "qwen2_moe"):
             step = g(cfg, "decoder_sparse_step", 1)
             if (l not in (g(cfg, "mlp_only_layers", []) or []) and g(cfg, "num_experts", 128) > 0
                     and (l + 1) % step == 0):
-                x = x + sparse_moe(cfg, W, h, p + "mlp.", ("gate_proj", "up_proj", "down_proj"),
-                                   g(cfg, "norm_topk_prob", False), mut)
+                f = sparse_moe(cfg, W, h, p + "mlp.", ("gate_proj", "up_proj", "down_proj"),
+                               g(cfg, "norm_topk_prob", False), mut)
+                if family == "qwen2_moe":  # Qwen2MoeSparseMoeBlock: + sigmoid(shared_expert_gate(h)) * shared_expert(h)
+                    s = p + "mlp.shared_expert."
+                    y = linear(silu(linear(h, W, s + "gate_proj")) * linear(h, W, s + "up_proj"), W, s + "down_proj")
+                    if "moe_no_shared_gate" not in mut:
+                        y = torch.sigmoid(linear(h, W, p + "mlp.shared_expert_gate")) * y
+                    if "moe_no_shared_expert" in mut:
+                        y = 0 * y
+                    f = f + y
+                x = x + f
                 continue
         f = silu(linear(h, W, p + "mlp.gate_proj", mlp_bias)) * linear(h, W, p + "mlp.up_proj", mlp_bias)
         x = x + linear(f, W, p + "mlp.down_proj", mlp_bias)
@@ -237,6 +249,10 @@ def qwen3(cfg, W, ids, mut=()):
 
 def qwen3_moe(cfg, W, ids, mut=()):
     return _llama_like(cfg, W, ids, "qwen3_moe", mut)
+
+
+def qwen2_moe(cfg, W, ids, mut=()):
+    return _llama_like(cfg, W, ids, "qwen2_moe", mut)
 
 
 def mixtral(cfg, W, ids, mut=()):
@@ -715,4 +731,4 @@ def deepseek_v3(cfg, W, ids, mut=()):
 
 FORWARD = {"llama": llama, "qwen2": qwen2, "qwen3": qwen3, "qwen3_moe": qwen3_moe, "mixtral": mixtral, "olmo2": olmo2,
            "gemma2": gemma2, "gemma3_text": gemma3_text, "gpt2": gpt2, "gemma4_text": gemma4_text,
-           "deepseek_v3": deepseek_v3, "mistral": mistral, "gemma": gemma}
+           "deepseek_v3": deepseek_v3, "mistral": mistral, "gemma": gemma, "qwen2_moe": qwen2_moe}

@@ -24,10 +24,11 @@ int main(int argc, char **argv) {
         model_free(m);
         return 0;
     }
-    if (argc == 5 && !strcmp(argv[1], "logits")) {
-        char *args[] = {"logits", "--model", argv[2], "--ids", argv[3], "--out", argv[4], NULL};
-        return cmd_logits(7, args);
+    if ((argc == 5 || argc == 7) && !strcmp(argv[1], "logits")) { /* (7: with --dtype D) */
+        char *args[] = {"logits", "--model", argv[2], "--ids", argv[3], "--out", argv[4], NULL, NULL, NULL};
+        if (argc == 7) args[7] = argv[5], args[8] = argv[6];
+        return cmd_logits(argc == 7 ? 9 : 7, args);
     }
-    fprintf(stderr, "usage: hf_tool logits MODEL \"ids\" OUT.npy | load MODEL | export --model M --out DIR\n");
+    fprintf(stderr, "usage: hf_tool logits MODEL \"ids\" OUT.npy [--dtype D] | load MODEL | export --model M --out DIR\n");
     return 2;
 }

@@ -117,9 +117,13 @@ def read_safetensors(path):
     for name, e in header.items():
         if name == "__metadata__":
             continue
-        assert e["dtype"] == "F32", e["dtype"]
+        assert e["dtype"] in ("F32", "BF16"), e["dtype"]
         b, en = e["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + b:8 + n + en], dtype="<f4").reshape(e["shape"]).astype(np.float64)
+        if e["dtype"] == "BF16":  # (the upper half of a float32)
+            v = np.frombuffer(raw[8 + n + b:8 + n + en], dtype="<u2").astype(np.uint32) << 16
+            out[name] = v.view(np.float32).reshape(e["shape"]).astype(np.float64)
+        else:
+            out[name] = np.frombuffer(raw[8 + n + b:8 + n + en], dtype="<f4").reshape(e["shape"]).astype(np.float64)
     return out, header.get("__metadata__", {})
 
 
@@ -174,8 +178,8 @@ def make_weights(family, cfg, seed):
     norm_center = 0.0 if gemma else 1.0  # Gemma stores w of (1 + w)
     P = "model."
     T[P + "embed_tokens.weight"] = rng.normal(0, 1.0, (V, d))
-    qkv_bias = {"qwen2": True}.get(family, cfg.get("attention_bias", False))
-    o_bias = False if family == "qwen2" else cfg.get("attention_bias", False)
+    qkv_bias = {"qwen2": True, "qwen2_moe": cfg.get("qkv_bias", True)}.get(family, cfg.get("attention_bias", False))
+    o_bias = False if family in ("qwen2", "qwen2_moe") else cfg.get("attention_bias", False)
     mlp_bias = family == "llama" and cfg.get("mlp_bias", False)
     for l in range(L):
         p = "%slayers.%d." % (P, l)
@@ -183,6 +187,7 @@ def make_weights(family, cfg, seed):
                  "qwen2": ["input_layernorm", "post_attention_layernorm"],
                  "qwen3": ["input_layernorm", "post_attention_layernorm"],
                  "qwen3_moe": ["input_layernorm", "post_attention_layernorm"],
+                 "qwen2_moe": ["input_layernorm", "post_attention_layernorm"],
                  "mixtral": ["input_layernorm", "post_attention_layernorm"],
                  "mistral": ["input_layernorm", "post_attention_layernorm"],
                  "gemma": ["input_layernorm", "post_attention_layernorm"],
@@ -207,7 +212,8 @@ def make_weights(family, cfg, seed):
         if family == "olmo2":
             vec(p + "self_attn.q_norm.weight", H * hd, 1.0, 0.3)
             vec(p + "self_attn.k_norm.weight", KV * hd, 1.0, 0.3)
-        moe = family == "mixtral" or (family == "qwen3_moe" and l not in (cfg.get("mlp_only_layers") or []) and
+        moe = family == "mixtral" or (family in ("qwen3_moe", "qwen2_moe") and
+                                      l not in (cfg.get("mlp_only_layers") or []) and
                                       (l + 1) % cfg.get("decoder_sparse_step", 1) == 0)
         if moe:  # the router (gate) and each expert, in the family's names
             E = cfg.get("num_local_experts") or cfg.get("num_experts")
@@ -220,6 +226,12 @@ def make_weights(family, cfg, seed):
                 mat(q + names[0] + ".weight", fe, d)
                 mat(q + names[1] + ".weight", fe, d)
                 mat(q + names[2] + ".weight", d, fe)
+            if family == "qwen2_moe":  # the shared expert and its gate (a Linear d -> 1)
+                fs = cfg["shared_expert_intermediate_size"]
+                mat(p + "mlp.shared_expert.gate_proj.weight", fs, d)
+                mat(p + "mlp.shared_expert.up_proj.weight", fs, d)
+                mat(p + "mlp.shared_expert.down_proj.weight", d, fs)
+                mat(p + "mlp.shared_expert_gate.weight", 1, d, 3.0)
             continue
         mat(p + "mlp.gate_proj.weight", f, d)
         mat(p + "mlp.up_proj.weight", f, d)
@@ -488,6 +500,26 @@ CASES = [
           rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 12,
                         "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.8}),
      ["no_mscale", "rope_interleave_flipped", "moe_no_scaling"]),
+    # Qwen2-MoE (Qwen1.5-MoE): softmax top-2 of 4 not renormalised, a shared expert of its own width behind the
+    # sigmoid gate, q/k/v biases, a dense layer (mlp_only_layers) of intermediate_size; then renormalised, every
+    # second layer, qkv_bias false (transformers 5's key) and the released files' inert window
+    ("qwen2_moe_shared_gate", "qwen2_moe",
+     dict(BASE, num_hidden_layers=3, num_key_value_heads=2, rope_theta=1000.0, num_experts=4, num_experts_per_tok=2,
+          moe_intermediate_size=12, shared_expert_intermediate_size=40, mlp_only_layers=[1], hidden_act="silu",
+          router_aux_loss_coef=0.001, output_router_logits=False),
+     ["moe_no_shared_gate", "moe_no_shared_expert", "moe_renorm", "moe_gate_up_swapped", "no_qkv_bias"]),
+    ("qwen2_moe_step2_renorm", "qwen2_moe",
+     dict(BASE, num_key_value_heads=4, num_experts=6, num_experts_per_tok=3, moe_intermediate_size=10,
+          shared_expert_intermediate_size=24,
+          norm_topk_prob=True, decoder_sparse_step=2, qkv_bias=False, use_sliding_window=False, sliding_window=4,
+          max_window_layers=1),
+     ["moe_no_shared_gate", "moe_no_renorm"]),
+    # ... with a window of 4 on the layers layer_types names (the only form of a qwen2_moe window tinylm reads)
+    ("qwen2_moe_layer_types_window", "qwen2_moe",
+     dict(BASE, num_key_value_heads=2, num_experts=4, num_experts_per_tok=1, moe_intermediate_size=16,
+          shared_expert_intermediate_size=16, use_sliding_window=True, sliding_window=4,
+          layer_types=["sliding_attention", "full_attention"]),
+     ["sliding_off", "moe_no_shared_gate"]),
 ]
 
 
@@ -505,11 +537,12 @@ class Runner:
         else:
             self.failed += 1
 
-    def logits(self, model, ids):
+    def logits(self, model, ids, *dtype):
         out = os.path.join(self.work, "logits.npy")
         if os.path.exists(out):
             os.remove(out)
-        r = subprocess.run([self.tool, "logits", model, " ".join(map(str, ids)), out], capture_output=True, text=True)
+        r = subprocess.run([self.tool, "logits", model, " ".join(map(str, ids)), out, *dtype], capture_output=True,
+                           text=True)
         if r.returncode != 0:
             return None, r.stderr.strip()
         return np.load(out).astype(np.float64), r.stderr.strip()
@@ -564,7 +597,7 @@ def family_tests(R):
         if name == "gemma2_sandwich":
             variants.append(("f16", "F16", 1))
         if name in ("llama_gqa_llama3", "mixtral_gqa", "gemma4_kv_shared", "gemma4_moe", "deepseek_v3_mla_moe",
-                    "mistral_window", "gemma_mqa"):
+                    "mistral_window", "gemma_mqa", "qwen2_moe_shared_gate"):
             variants.append(("sharded", "BF16", 2))
         for vname, dtype, shards in variants:
             d = os.path.join(R.work, "%s_%s" % (name, vname))
@@ -778,6 +811,127 @@ def fp8_quantize(T, block, fmt, quantized):
     return out, dtypes, deq
 
 
+def fp8_quantize_stacked(T, block, fmt, names, restart_at=None):
+    """fp8_quantize for stacked experts [E, R, C] (transformers' FP8Expert: gate_up_proj / down_proj with a
+    NAME_scale_inv of [E, ceil(R / b0), ceil(C / b1)], the blocks counted within each expert's matrix); the
+    dequantized weights, and (restart_at: a row) those of a decoder that restarts the block rows there (a reader
+    that forgot that up's rows follow gate's within one expert's blocks)"""
+    out, dtypes, deq, wrong = dict(T), {}, {}, {}
+    top = 448.0 if fmt == "e4m3" else 57344.0
+    b0, b1 = block
+    for name in names:
+        w = T[name]
+        E, R, C = w.shape
+        sr, sc = -(-R // b0), -(-C // b1)
+        scale = np.zeros((E, sr, sc), dtype=np.float32)
+        for e in range(E):
+            for i in range(sr):
+                for j in range(sc):
+                    scale[e, i, j] = np.float32(max(np.abs(w[e, i * b0:(i + 1) * b0, j * b1:(j + 1) * b1]).max(),
+                                                    1e-12) / top)
+        full = np.repeat(np.repeat(scale.astype(np.float64), b0, 1), b1, 2)[:, :R, :C]
+        q = fp8_encode(w / full, fmt)
+        out[name], dtypes[name] = q, "F8_" + fmt.upper()
+        out[name + "_scale_inv"] = scale
+        deq[name] = (fp8_decode(q, fmt) * full).astype(np.float32)
+        if restart_at is not None and name.endswith("gate_up_proj"):
+            bad = full.copy()
+            bad[:, restart_at:] = full[:, :R - restart_at]
+            wrong[name] = (fp8_decode(q, fmt) * bad).astype(np.float32)
+    return out, dtypes, deq, wrong
+
+
+def fp8_stacked_tests(R):
+    """Gemma 4's stacked experts as transformers' FP8Expert stores them (gate_up_proj [E, 2 fe, d], down_proj
+    [E, d, fe], each with a per-expert block scale tensor; blocks of 6 x 10: up's rows start inside a block), the
+    other projections FP8 too: the logits match the float64 reference on the dequantized weights; a decoder that
+    restarts the block rows at up's first row would differ; a GPT-2 checkpoint's FP8 c_attn (fused, transposed:
+    no nn.Linear, so no FP8 release has it) is refused naming the tensor"""
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "gemma4_moe")
+    T = make_weights(mt, cfg, seed=43)
+    conf = dict(hf_config(mt, cfg), quantization_config={"quant_method": "fp8", "fmt": "e4m3",
+                                                         "weight_block_size": [6, 10]})
+    stacked = [k for k in T if k.endswith("experts.gate_up_proj") or k.endswith("experts.down_proj")]
+    flat = [k for k in T if k.endswith("_proj.weight")]
+    fe = cfg["moe_intermediate_size"]
+    Q, dtypes, deq, wrong = fp8_quantize_stacked(T, (6, 10), "e4m3", stacked, restart_at=fe)
+    Q, dt2, deq2 = fp8_quantize(Q, (6, 10), "e4m3", flat)
+    dtypes.update(dt2), deq.update(deq2)
+    base = {k: stored_values(v, "F32") for k, v in T.items()}
+    ref = reference(mt, conf, dict(base, **{k: v.astype(np.float64) for k, v in deq.items()}), IDS)
+    bad = reference(mt, conf, dict(base, **{k: v.astype(np.float64) for k, v in dict(deq, **wrong).items()}), IDS)
+    d = os.path.join(R.work, "fp8_gemma4_moe")
+    write_model(d, conf, Q, "F32", 1, dtypes)
+    got, err = R.logits(d, IDS, "--dtype", "f32")
+    e = rel_err(got, ref) if got is not None else 1.0
+    R.check("fp8 gemma4 stacked experts (FP8Expert's per-expert block scales, up's rows inside a block): logits = "
+            "float64 reference on the dequantized weights", e <= TOL, "rel err %.2e %s" % (e, err))
+    R.check("fp8 stacked: a decoder that restarts the blocks at up's rows would be caught",
+            got is not None and rel_err(got, bad) > MUTANT_MIN, "%.2e" % (rel_err(got, bad) if got is not None else 0))
+    s0 = stacked[0] + "_scale_inv"
+    expect_error(R, "fp8 stacked scale of the wrong shape",
+                 write_and_dtypes(os.path.join(R.work, "fp8_gemma4_bad_scale"), conf,
+                                  dict(Q, **{s0: Q[s0][:, :-1].copy()}), dtypes), s0, "stacked")
+    g = next(c for c in CASES if c[0] == "gpt2_plain")
+    Tg = make_weights(g[1], g[2], seed=44)
+    cg = dict(hf_config(g[1], g[2]), quantization_config={"quant_method": "fp8", "fmt": "e4m3",
+                                                          "weight_block_size": [8, 8]})
+    w = next(k for k in Tg if k.endswith("attn.c_attn.weight"))
+    Qg, dtg, _ = fp8_quantize(Tg, (8, 8), "e4m3", [w])
+    expect_error(R, "fp8 GPT-2 c_attn (fused, transposed)",
+                 write_and_dtypes(os.path.join(R.work, "fp8_gpt2_c_attn"), cg, Qg, dtg), w, "layout")
+
+
+def fp8_export_tests(R, src, mt, quantized, deq):
+    """An FP8 checkpoint exported: as a Hugging Face directory in BF16 (`export --type bf16`: every tensor BF16,
+    the FP8 matrices bf16(value x scale) bit for bit, torch_dtype bfloat16, its logits the float64 reference's on
+    those weights) and as GGUF in f32 and bf16 (llama.cpp's llama): each GGUF's logits equal the FP8 directory's
+    with the same weights in memory (--dtype f32 / bf16), bit for bit"""
+    dst = os.path.join(R.work, "fp8_llama_export_bf16")
+    shutil.rmtree(dst, ignore_errors=True)
+    r = R.run("export", "--model", src, "--out", dst, "--no-tokenizer", "--type", "bf16")
+    R.check("fp8 export --type bf16 (HF)", r.returncode == 0, r.stderr.strip())
+    if r.returncode != 0:
+        return
+    raw = open(os.path.join(dst, "model.safetensors"), "rb").read()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    W, _ = read_safetensors(os.path.join(dst, "model.safetensors"))
+    conf = json.load(open(os.path.join(dst, "config.json")))
+    diff = [k for k in quantized if not np.array_equal(W[k], stored_values(deq[k], "BF16"))]
+    R.check("fp8 export bf16: every tensor BF16, the FP8 matrices bf16(value x scale) bit for bit, torch_dtype "
+            "bfloat16", not diff and all(e["dtype"] == "BF16" for k, e in header.items() if k != "__metadata__")
+            and conf.get("torch_dtype") == "bfloat16", "differ: %s" % diff[:3])
+    got, err = R.logits(dst, IDS)
+    e = rel_err(got, reference(mt, conf, W, IDS)) if got is not None else 1.0
+    R.check("fp8 export bf16: its logits = float64 reference on its weights", e <= TOL, "rel err %.2e %s" % (e, err))
+    # (GGUF: a llama that llama.cpp's llama computes: linear RoPE scaling, tied head; E4M3 blocks of 8 x 12)
+    name, mt, cfg, _ = next(c for c in CASES if c[0] == "llama_tied_linear")
+    T = make_weights(mt, cfg, seed=45)
+    Q, dtypes, _ = fp8_quantize(T, (8, 12), "e4m3", [k for k in T if k.endswith("_proj.weight")])
+    src = os.path.join(R.work, "fp8_llama_linear")
+    write_model(src, dict(hf_config(mt, cfg), quantization_config={"quant_method": "fp8", "weight_block_size": [8, 12]}),
+                Q, "F32", 1, dtypes)
+    for t in ("f32", "bf16"):
+        g = os.path.join(R.work, "fp8_llama_%s.gguf" % t)
+        if os.path.exists(g):
+            os.remove(g)
+        r = R.run("export", "--model", src, "--out", g, "--format", "gguf", "--type", t, "--no-tokenizer")
+        a, ea = R.logits(g, IDS, "--dtype", "auto") if r.returncode == 0 else (None, r.stderr.strip())
+        b, eb = R.logits(src, IDS, "--dtype", t)
+        R.check("fp8 export as GGUF %s: logits = the FP8 directory's with %s weights, bit for bit" % (t, t),
+                a is not None and b is not None and np.array_equal(a, b),
+                "%s %s %s" % (ea, eb, "" if a is None or b is None else "max diff %.2e" % np.max(np.abs(a - b))))
+    r = R.run("export", "--model", os.path.join(R.work, "fp8_deepseek"), "--out",
+              os.path.join(R.work, "fp8_deepseek.gguf"), "--format", "gguf", "--no-tokenizer")
+    R.check("fp8 deepseek_v3 as GGUF: refused (llama.cpp's llama has no MLA, no experts), saying why",
+            r.returncode != 0 and "cannot export as GGUF" in r.stderr, r.stderr.strip())
+
+
+def write_and_dtypes(d, conf, tensors, dtypes):
+    write_model(d, conf, tensors, "F32", 1, dtypes)
+    return d
+
+
 def fp8_tests(R):
     """FP8 checkpoints (DeepSeek-V3 / Qwen3 FP8 releases): F8_E4M3 (and F8_E5M2) weights with a weight_scale_inv
     per block, partial last blocks, the router, norms, embedding and head unquantized. The engine's weights (read
@@ -813,6 +967,29 @@ def fp8_tests(R):
         diff = [k for k in quantized if not np.array_equal(W[k].astype(np.float32), deq[k])]
         R.check("fp8: every dequantized weight equals the reference decoder's, bit for bit (%d tensors)" % len(quantized),
                 not diff, "differ: %s" % diff[:3])
+    # as the release is stored (every other matrix BF16): --dtype auto keeps it compact, the dequantized weights
+    # rounded once more to bf16 as they are read (the float64 reference on those weights), --dtype f32 the exact
+    # dequantized weights
+    d = os.path.join(R.work, "fp8_deepseek_bf16_rest")
+    dtypes_bf16 = dict({k: "BF16" for k in Q if k not in dtypes and not k.endswith("_scale_inv")}, **dtypes)
+    write_model(d, conf, Q, "F32", 1, dtypes_bf16)
+    rest = {k: stored_values(v, "BF16") for k, v in T.items() if k not in deq}
+    deq16 = {k: stored_values(v, "BF16") for k, v in deq.items()}
+    rel16 = max(float(np.max(np.abs(deq16[k] - deq[k]) / np.maximum(np.abs(deq[k]), 1e-30))) for k in deq)
+    ref16 = reference(mt, conf, dict(rest, **deq16), IDS)
+    ref32 = reference(mt, conf, dict(rest, **{k: v.astype(np.float64) for k, v in deq.items()}), IDS)
+    got16, err = R.logits(d, IDS)
+    e16 = rel_err(got16, ref16) if got16 is not None else 1.0
+    R.check("fp8 + BF16 rest, --dtype auto: bf16 at load = float64 reference on bf16(value x scale) (weights off the "
+            "exact dequantization by <= %.2e relative)" % rel16, e16 <= TOL and rel16 <= 2.0 ** -8,
+            "rel err %.2e %s" % (e16, err))
+    got32, err = R.logits(d, IDS, "--dtype", "f32")
+    e32 = rel_err(got32, ref32) if got32 is not None else 1.0
+    R.check("fp8 + BF16 rest, --dtype f32: the exact dequantized weights = float64 reference", e32 <= TOL,
+            "rel err %.2e %s" % (e32, err))
+    R.check("fp8: the bf16 weights are what auto ran (its logits nearer their reference than the f32 one's)",
+            got16 is not None and rel_err(got16, ref16) < rel_err(got16, ref32) and rel_err(ref16, ref32) > 1e-4,
+            "auto vs ref16 %.2e, vs ref32 %.2e" % (e16, rel_err(got16, ref32) if got16 is not None else 1.0))
     # E5M2 on a llama, blocks of 8 x 12 (partial columns of 32 and 48)
     name, mt, cfg, _ = CASES[0]
     T = make_weights(mt, cfg, seed=42)
@@ -826,6 +1003,7 @@ def fp8_tests(R):
     got, err = R.logits(d, IDS)
     e = rel_err(got, reference(mt, conf, ref_w, IDS)) if got is not None else 1.0
     R.check("fp8 llama (E5M2, blocks 8 x 12): logits = float64 reference", e <= TOL, "rel err %.2e %s" % (e, err))
+    fp8_export_tests(R, d, mt, quantized, deq)
     # hostile files, each refused naming the tensor (or the key)
     w0 = "model.layers.0.self_attn.q_proj.weight"
     s0 = w0 + "_scale_inv"
@@ -957,6 +1135,19 @@ def error_tests(R):
     expect_error(R, "qwen3_moe top-k above the experts",
                  variant("qmk", dict(hf_config("qwen3_moe", qm[2]), num_experts_per_tok=7),
                          make_weights("qwen3_moe", qm[2], 6)), "num_experts_per_tok")
+    q2 = next(c for c in CASES if c[0] == "qwen2_moe_shared_gate")
+    q2c, q2w = hf_config("qwen2_moe", q2[2]), make_weights("qwen2_moe", q2[2], 7)
+    expect_error(R, "qwen2_moe use_sliding_window without layer_types (transformers versions differ)",
+                 variant("q2msw", dict(q2c, use_sliding_window=True, sliding_window=4), q2w),
+                 "use_sliding_window", "layer_types")
+    expect_error(R, "qwen2_moe shared expert of width 0",
+                 variant("q2s0", dict(q2c, shared_expert_intermediate_size=0), q2w), "shared_expert_intermediate_size")
+    expect_error(R, "qwen2_moe shared expert gate missing",
+                 variant("q2ng", q2c, {k: v for k, v in q2w.items() if "shared_expert_gate" not in k}),
+                 "model.layers.0.mlp.shared_expert_gate.weight")
+    expect_error(R, "qwen2_moe shared expert gate of the wrong shape",
+                 variant("q2gs", q2c, dict(q2w, **{"model.layers.0.mlp.shared_expert_gate.weight": np.ones((2, 32))})),
+                 "shared_expert_gate")
 
 
 def llama2c_error_tests(R, data_dir):
@@ -996,7 +1187,8 @@ def export_tests(R, data_dir):
 
     # llama and gpt2 shaped models: HF export, readable by the HF reference under HF names
     for name in ("llama_gqa_llama3", "llama_tied_linear", "gpt2_plain", "gpt2_untied_noscale", "qwen3_moe_step2",
-                 "qwen3_moe_defaults_nonorm", "mixtral_gqa", "deepseek_v3_yarn_plain_q", "mistral_window"):
+                 "qwen3_moe_defaults_nonorm", "mixtral_gqa", "deepseek_v3_yarn_plain_q", "mistral_window",
+                 "qwen2_moe_shared_gate", "qwen2_moe_step2_renorm"):
         case = next(c for c in CASES if c[0] == name)
         src = os.path.join(R.work, name + "_f32")
         dst = os.path.join(R.work, "export_" + name)
@@ -1160,6 +1352,7 @@ def main():
     inert_keys_tests(R)
     gemma1_activation_tests(R)
     fp8_tests(R)
+    fp8_stacked_tests(R)
     tied_head_tests(R)
     error_tests(R)
     llama2c_tests(R, a.data)

@@ -52,7 +52,8 @@ static const char *EVERY_KEY_DEEPNORM =
 static const char *EVERY_KEY_MOE =
     "{\"model_type\": \"tinylm\", \"vocab_size\": 37, \"hidden_size\": 24, \"num_hidden_layers\": 7,"
     " \"num_attention_heads\": 4, \"num_experts\": 12, \"num_experts_per_tok\": 3, \"moe_intermediate_size\": 20,"
-    " \"n_shared_experts\": 2, \"norm_topk_prob\": true, \"scoring_func\": \"sigmoid\", \"n_group\": 4,"
+    " \"n_shared_experts\": 2, \"shared_expert_intermediate_size\": 44, \"shared_expert_gate\": true,"
+    " \"norm_topk_prob\": true, \"scoring_func\": \"sigmoid\", \"n_group\": 4,"
     " \"topk_group\": 2, \"routed_scaling_factor\": 2.5, \"first_k_dense_replace\": 1,"
     " \"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}";
 
@@ -73,7 +74,8 @@ static const char *const KEYS[] = {
     "rope_scaling", "embedding_scale", "attention_bias", "attention_out_bias", "qk_norm", "query_pre_attn_scalar",
     "attn_logit_softcapping", "sliding_window", "layer_types", "ffn_type", "mlp_bias", "tie_word_embeddings",
     "final_logit_softcapping", "initializer_range", "scale_residual_init", "num_experts", "num_experts_per_tok",
-    "moe_intermediate_size", "n_shared_experts", "norm_topk_prob", "scoring_func", "n_group", "topk_group",
+    "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size", "shared_expert_gate",
+    "norm_topk_prob", "scoring_func", "n_group", "topk_group",
     "routed_scaling_factor", "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers", "q_lora_rank",
     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave", NULL};
 
@@ -112,7 +114,8 @@ static void test_every_key(void) {
     /* past the first dense layer, (l + 1) % 2 == 0, not 3: layers 1 and 5 */
     int moe_layers = 0;
     for (int l = 0; l < moe.n_layers; l++) moe_layers += config_layer_is_moe(&moe, l) << l;
-    CHECK(moe.scoring == SCORING_SIGMOID && moe.n_group == 4 && moe_layers == ((1 << 1) | (1 << 5)),
+    CHECK(moe.scoring == SCORING_SIGMOID && moe.n_group == 4 && moe_layers == ((1 << 1) | (1 << 5)) &&
+              config_shared_ff(&moe) == 44 && moe.shared_gate,
           "the MoE keys not read (layers %#x)", moe_layers);
     tlm_config mla, mla_back;
     CHECK(config_parse(&mla, EVERY_KEY_MLA, "every_key_mla.json") == 0, "mla config refused: %s", tlm_last_error());

@@ -52,8 +52,23 @@ BASE = test_hf.BASE
 # ---------------------------------------------------------------- a minimal GGUF v3 writer
 
 T_U32, T_F32, T_STR, T_U64 = 4, 6, 8, 10
-GGML_F32 = 0
+GGML_F32, GGML_Q8_0 = 0, 8
 ALIGN = 32
+
+
+class Q8_0:
+    """a tensor to write as ggml's Q8_0 (blocks of 32 along a row: an f16 scale d = max|x| / 127, then 32 int8
+    round(x / d)), from the format's definition; .decoded: the values a reader recovers (q * d)"""
+
+    def __init__(self, a):
+        a = np.asarray(a, dtype=np.float32)
+        self.shape = a.shape
+        blocks = a.reshape(-1, 32)
+        d = (np.abs(blocks).max(axis=1) / 127.0).astype(np.float16)
+        inv = np.where(d.astype(np.float32) > 0, 1.0 / np.maximum(d.astype(np.float32), 1e-30), 0.0)
+        q = np.clip(np.round(blocks * inv[:, None]), -127, 127).astype(np.int8)
+        self.raw = b"".join(d[i].tobytes() + q[i].tobytes() for i in range(len(d)))
+        self.decoded = (q.astype(np.float32) * d.astype(np.float32)[:, None]).reshape(a.shape)
 
 
 def _str(s):
@@ -77,10 +92,11 @@ def write_gguf(path, kvs, tensors):
             out.append(struct.pack("<Q", v))
     blobs, off = [], 0
     for name, a in tensors.items():
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        q8 = isinstance(a, Q8_0)
+        b = a.raw if q8 else np.ascontiguousarray(a, dtype="<f4").tobytes()
         ne = list(reversed(a.shape))
         out.append(_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
-                   + struct.pack("<IQ", GGML_F32, off))
+                   + struct.pack("<IQ", GGML_Q8_0 if q8 else GGML_F32, off))
         pad = -len(b) % ALIGN
         blobs.append(b + b"\0" * pad)
         off += len(b) + pad
@@ -111,7 +127,12 @@ LAYER_NAMES = {
              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
 }
 ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2", "gemma3_text": "gemma3",
-        "olmo2": "olmo2", "gpt2": "gpt2", "gemma": "gemma"}
+        "olmo2": "olmo2", "gpt2": "gpt2", "gemma": "gemma", "qwen2_moe": "qwen2moe"}
+# Qwen2-MoE's mixture of experts (tensor_mapping.py): the router, the shared expert and its gate
+LAYER_NAMES["llama"].update({"mlp.gate": "ffn_gate_inp", "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+                             "mlp.shared_expert.up_proj": "ffn_up_shexp",
+                             "mlp.shared_expert.down_proj": "ffn_down_shexp",
+                             "mlp.shared_expert_gate": "ffn_gate_inp_shexp"})
 
 
 def gguf_name(family, hf):
@@ -186,6 +207,10 @@ def convert(family, cfg, T, omit=()):
         if rs.get("rope_type", rs.get("type")) == "linear" and "scaling" not in omit:
             kv.append(("%s.rope.scaling.type" % a, T_STR, "linear"))
             f32("rope.scaling.factor", rs["factor"])
+        if family == "qwen2_moe":  # Qwen2MoeModel.set_gguf_parameters (+ TextModel's expert_used_count)
+            u32("expert_count", cfg["num_experts"]), u32("expert_used_count", cfg["num_experts_per_tok"])
+            u32("expert_feed_forward_length", cfg["moe_intermediate_size"])
+            u32("expert_shared_feed_forward_length", cfg["shared_expert_intermediate_size"])
         if family == "llama":
             u32("vocab_size", cfg["vocab_size"])
             u32("rope.dimension_count", cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
@@ -196,6 +221,18 @@ def convert(family, cfg, T, omit=()):
                 u32("attention.sliding_window", cfg["sliding_window"])
     out = {}
     H, KV = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
+    if family == "qwen2_moe":  # Qwen2MoeModel.modify_tensors: each layer's experts stacked into one 3-D tensor
+        T = dict(T)
+        for layer in range(cfg["num_hidden_layers"]):
+            for w_name, short in (("down_proj", "down"), ("gate_proj", "gate"), ("up_proj", "up")):
+                names = ["model.layers.%d.mlp.experts.%d.%s.weight" % (layer, e, w_name)
+                         for e in range(cfg["num_experts"])]
+                if "expert_order" in omit:
+                    names = names[::-1]
+                out["blk.%d.ffn_%s_exps.weight" % (layer, short)] = np.stack(
+                    [np.asarray(T.pop(n), dtype=np.float32) for n in names])
+            if "shared_gate" in omit:
+                T.pop("model.layers.%d.mlp.shared_expert_gate.weight" % layer)
     for name, w in T.items():
         w = np.asarray(w, dtype=np.float32)
         if ("bias" in omit and name.endswith("_proj.bias")) or ("qk_norm" in omit and "_norm.weight" in name
@@ -243,6 +280,11 @@ CASES = [
                    hidden_activation="gelu_pytorch_tanh"), ["one_plus"]),
     ("olmo2", dict(BASE, num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=1000.0, tie_word_embeddings=False),
      ["qk_norm"]),
+    # Qwen2-MoE (every layer MoE, not renormalised: what llama.cpp's qwen2moe computes), experts stacked
+    # (32 wide: whole Q8_0 blocks for the quantized-experts file)
+    ("qwen2_moe", dict(BASE, num_key_value_heads=2, rope_theta=1000.0, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=32, shared_expert_intermediate_size=20, rms_norm_eps=1e-6),
+     ["shared_gate", "expert_order", "bias"]),
     ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16, n_ctx=16, n_inner=None,
                   layer_norm_epsilon=1e-5, activation_function="gelu_new", _prefix="transformer.",
                   _mask_buffers=True),
@@ -285,6 +327,38 @@ def test_archs(tinylm, work):
         check(same <= SAME_TOL, "%s: GGUF logits = HF directory logits (rel %.1e)" % (family, same))
         check(rel(a, ref) <= REF_TOL, "%s: HF directory logits = float64 reference" % family, "%.2e" % rel(a, ref))
         check(rel(b, ref) <= REF_TOL, "%s: GGUF logits = float64 reference" % family, "%.2e" % rel(b, ref))
+        if family == "qwen2_moe":  # the shared expert's gate as llama.cpp declares it, a vector {n_embd}
+            flat = {k: (v.reshape(-1) if k.endswith("ffn_gate_inp_shexp.weight") else v) for k, v in tensors.items()}
+            p1 = os.path.join(work, family + "_gate_1d.gguf")
+            write_gguf(p1, kv, flat)
+            c1, e1 = logits(tinylm, p1, os.path.join(work, family + "_gate_1d.npy"))
+            check(c1 is not None and np.array_equal(c1, b), "%s: the gate stored 1-D reads the same" % family, e1)
+            # the experts stored Q8_0 (as a quantized release): decoded to f32 at load (the engine keeps a mixture
+            # of experts in f32 or bf16), so the logits are the float64 reference's on the decoded weights
+            q8 = {k: (Q8_0(v) if "_exps." in k else v) for k, v in tensors.items()}
+            pq = os.path.join(work, family + "_q8_0_experts.gguf")
+            write_gguf(pq, kv, q8)
+            dq = dict(stored)
+            for k, v in q8.items():
+                if isinstance(v, Q8_0):  # back to the HF names: expert e of the stacked [E, rows, cols]
+                    layer, kind = k.split(".")[1], k.split(".")[2][len("ffn_"):-len("_exps")]
+                    for e in range(v.shape[0]):
+                        dq["model.layers.%s.mlp.experts.%d.%s_proj.weight" % (layer, e, kind)] = \
+                            v.decoded[e].astype(np.float64)
+            # hostile metadata: no expert_count; an expert_count the stacked tensors do not have
+            for tag, kv2, needle in (("no expert_count", [x for x in kv if x[0] != "qwen2moe.expert_count"],
+                                      "qwen2moe.expert_count is missing"),
+                                     ("expert_count 3", [x if x[0] != "qwen2moe.expert_count" else (x[0], x[1], 3)
+                                                         for x in kv], "blk.0.ffn_gate_inp.weight")):
+                ph = os.path.join(work, family + "_bad.gguf")
+                write_gguf(ph, kv2, tensors)
+                ch, eh = logits(tinylm, ph, os.path.join(work, "bad.npy"))
+                check(ch is None and needle in eh, "%s: %s refused naming it" % (family, tag), eh or "it ran")
+            c2, e2 = logits(tinylm, pq, os.path.join(work, family + "_q8_0.npy"))
+            rq = test_hf.reference(family, conf, dq, IDS)
+            check(c2 is not None and rel(c2, rq) <= REF_TOL and rel(rq, ref) > 1e-6,
+                  "%s: Q8_0 experts decoded at load = float64 reference on the decoded weights" % family,
+                  e2 if c2 is None else "%.2e (vs the f32 weights' reference %.2e)" % (rel(c2, rq), rel(rq, ref)))
         for neg in negatives:
             kv2, t2 = convert(family, conf, T, omit=(neg,))
             p2 = os.path.join(work, "%s_no_%s.gguf" % (family, neg))
@@ -293,8 +367,9 @@ def test_archs(tinylm, work):
             d = rel(c, a) if c is not None else None
             print("  %s without %s: %s" % (family, neg, "refused: " + ec.splitlines()[-1] if c is None
                                            else "differs by %.2e" % d))
-            if neg in ("bias", "qk_norm"):  # tensors the architecture needs: refused, naming one
-                check(c is None and "is missing" in ec and "blk.0.attn_q" in ec, "%s: a file without the %s tensors is refused" % (family, neg),
+            if neg in ("bias", "qk_norm", "shared_gate"):  # tensors the architecture needs: refused, naming one
+                want = "blk.0.ffn_gate_inp_shexp" if neg == "shared_gate" else "blk.0.attn_q"
+                check(c is None and "is missing" in ec and want in ec, "%s: a file without the %s tensors is refused" % (family, neg),
                       ec or "it ran")
             else:
                 check(c is not None and d > MUTANT_MIN,

@@ -153,6 +153,12 @@ int main(void) {
     for (int i = 0; i < n; i++)
         for (size_t b = 0; VARIANTS[i].tweak == v_gemma4_moe && b < sizeof BLOCK / sizeof BLOCK[0]; b++)
             failures += check_variant_dir(&VARIANTS[i], 0.0f, BLOCK[b]), extra++;
+    /* Qwen2-MoE's shared-expert gate: its weight alone, and the input norms before it (whose gradient takes
+     * the gate's input term) */
+    static const char *const QGATE[] = {".ffn.shared_expert_gate", "ffn_norm"};
+    for (int i = 0; i < n; i++)
+        for (size_t b = 0; VARIANTS[i].tweak == v_qwen2_moe && b < sizeof QGATE / sizeof QGATE[0]; b++)
+            failures += check_variant_dir(&VARIANTS[i], 0.0f, QGATE[b]), extra++;
     printf("%d passed, %d failed\n", n + 1 + extra - failures, failures);
     return failures != 0;
 }

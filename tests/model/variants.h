@@ -100,6 +100,11 @@ static void v_mla_moe(tlm_config *c) {
 static void v_gemma1(tlm_config *c) {
     c->norm = NORM_RMSNORM_1P, c->ffn = FFN_GEGLU, c->embed_scale = true, c->n_kv_heads = 1;
 }
+/* Qwen2-MoE: softmax top-2 of 4 not renormalised, a shared expert of its own width behind a sigmoid gate */
+static void v_qwen2_moe(tlm_config *c) {
+    c->n_experts = 4, c->n_experts_per_tok = 2, c->moe_d_ff = 12, c->n_shared_experts = 1, c->shared_d_ff = 20;
+    c->shared_gate = true, c->attn_bias = true;
+}
 static void v_mistral(tlm_config *c) {
     c->sliding_window = 4; /* (two layers of 4 still reach back 6 positions: test_causal's change at 2 reaches 7) */
     for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = 1;
@@ -134,6 +139,7 @@ static const variant VARIANTS[] = {
     {"mla + moe sigmoid (deepseek-v3 block)", v_mla_moe},
     {"gemma1: pre-norm (1+w), geglu, mqa", v_gemma1},
     {"mistral: every layer sliding (window 4)", v_mistral},
+    {"qwen2-moe: shared expert behind a sigmoid gate", v_qwen2_moe},
 };
 
 /* 40 tokens, d 32, 2 layers, 4 heads / 2 kv heads of 8 dims, d_ff 48, 16 positions */

@@ -199,6 +199,10 @@ def _resolve_moe(c, L):
     k = nonneg_int("num_experts_per_tok", 0)
     c["moe_intermediate_size"] = c.get("moe_intermediate_size", c["intermediate_size"])
     shared = nonneg_int("n_shared_experts", 0)
+    sff = nonneg_int("shared_expert_intermediate_size", 0)
+    c["shared_expert_gate"] = bool(c.get("shared_expert_gate", False))
+    if (sff or c["shared_expert_gate"]) and not shared:
+        raise _bad("shared_expert_intermediate_size", sff, "/ shared_expert_gate need n_shared_experts >= 1")
     c["norm_topk_prob"] = bool(c.get("norm_topk_prob", False))
     scoring = c.get("scoring_func", "softmax")
     if scoring not in SCORING:
@@ -349,11 +353,13 @@ def param_shapes(c):
                 s[p + "ffn.experts.%d.gate_proj.weight" % e] = [fe, d]
                 s[p + "ffn.experts.%d.up_proj.weight" % e] = [fe, d]
                 s[p + "ffn.experts.%d.down_proj.weight" % e] = [d, fe]
-            fs = fe * c["n_shared_experts"]
-            if fs:
+            fs = c["shared_expert_intermediate_size"] or fe * c["n_shared_experts"]
+            if c["n_shared_experts"]:
                 s[p + "ffn.shared_experts.gate_proj.weight"] = [fs, d]
                 s[p + "ffn.shared_experts.up_proj.weight"] = [fs, d]
                 s[p + "ffn.shared_experts.down_proj.weight"] = [d, fs]
+                if c["shared_expert_gate"]:  # Qwen2-MoE's sigmoid gate on the shared expert's output
+                    s[p + "ffn.shared_expert_gate.weight"] = [1, d]
         if P:  # the layer's per-layer input: gate, projection, the projection's norm
             s[p + "ple_gate.weight"] = [P, d]
             s[p + "ple_proj.weight"] = [d, P]

@@ -457,7 +457,10 @@ class Model:
                 y = self.glu("layers.%d.ffn.experts.%d." % (n, e), u[rows])
                 out = out.index_add(0, rows, y * w[rows, j, None])
         if c["n_shared_experts"]:
-            out = out + self.glu("layers.%d.ffn.shared_experts." % n, u)
+            y = self.glu("layers.%d.ffn.shared_experts." % n, u)
+            if c["shared_expert_gate"]:  # Qwen2MoeSparseMoeBlock: sigmoid(shared_expert_gate(u)) * shared_expert(u)
+                y = torch.sigmoid(u @ self.p("layers.%d.ffn.shared_expert_gate.weight" % n).t()) * y
+            out = out + y
         return out.view(B, T, d)
 
     def load_balancing_loss(self):
