@@ -69,13 +69,16 @@ TLM_API int tlm_abi_version(void);
  * and every backward at each point set in `bwd`, with the gradient there, complete and before
  * anything upstream reads it (the callback may rewrite it too: the backward continues from it; at
  * hook_attn_out / hook_mlp_out that is the sublayer's path alone). A `fwd` byte of 2 says
- * the callback may rewrite the attention pattern: z is then computed again from it. A callback returning
+ * the callback may rewrite the attention pattern (z is then computed again from it) or attn.hook_result
+ * (attn_out is then the heads' sum + b_O), unless it calls tlm_hook_unchanged. A callback returning
  * non-zero makes the pass fail with the hook's name. fn = NULL detaches. */
 enum {
     TLM_HOOK_RSTD = 1,     /* data hold 1/scale per row (the norm's reciprocal std), shape [B,T,1] */
     TLM_HOOK_MASKED = 2,   /* attention scores: entries of keys a query does not see are undefined */
     TLM_HOOK_NO_GRAD = 4,  /* no gradient is reported here */
-    TLM_HOOK_READONLY = 8  /* rewriting the data does not change the rest of the pass */
+    TLM_HOOK_READONLY = 8, /* rewriting the data does not change the rest of the pass */
+    TLM_HOOK_ON_DEMAND = 16 /* made only when its byte in fwd or bwd is set (hook_attn_in, the split q/k/v
+                              inputs, attn.hook_result, hook_mlp_in): a pass that does not ask pays nothing */
 };
 typedef int (*tlm_hook_fn)(void *user, int hook_id, float *data, int ndim, const int64_t *shape, int is_grad);
 TLM_API int tlm_hook_count(const tlm_model *m);

@@ -177,7 +177,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                 hp = HookPoint(name.value.decode(), i, flags.value)
                 self.hook_points[hp.name] = hp
                 self._by_id[i] = hp
-        self._pattern_ids = {hp.id for n, hp in self.hook_points.items() if n.endswith("attn.hook_pattern")}
+        self._pattern_ids = {hp.id for n, hp in self.hook_points.items()
+                             if n.endswith(("attn.hook_pattern", "attn.hook_result"))}
         self._tok = _L.tlm_tok_open(str(tokenizer).encode() if tokenizer else None, path.encode())
         self._tok_error = None if self._tok else _c_message()
         self._cb = _lib.HOOK_FN(self._callback)  # (kept alive as long as the model)
@@ -391,9 +392,11 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
     # ---- hooks ------------------------------------------------------------------------------
 
     def _resolve(self, names):
-        """names: None (all), a name, a list of names, or a callable name -> bool"""
+        """names: None (all but the points made only when asked for: hook_attn_in, the split q/k/v
+        inputs, hook_result, hook_mlp_in, which TransformerLens too has only when asked for), a name,
+        a list of names, or a callable name -> bool"""
         if names is None:
-            return list(self.hook_points.values())
+            return [hp for hp in self.hook_points.values() if not hp.flags & _lib.HOOK_ON_DEMAND]
         if callable(names):
             return [hp for n, hp in self.hook_points.items() if names(n)]
         if isinstance(names, str):

@@ -10,7 +10,7 @@ HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
 
 # flags of tlm_hook_info
-HOOK_RSTD, HOOK_MASKED, HOOK_NO_GRAD, HOOK_READONLY = 1, 2, 4, 8
+HOOK_RSTD, HOOK_MASKED, HOOK_NO_GRAD, HOOK_READONLY, HOOK_ON_DEMAND = 1, 2, 4, 8, 16
 
 
 def _candidates():

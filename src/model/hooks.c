@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hook_points.h"
 #include "pass.h"
 #include "tinylm.h"
 #include "util/error.h"
@@ -113,6 +114,11 @@ struct model_hooks {
     unsigned char *fwd, *bwd; /* [count]: which ids call fn (fwd 2: the callback may rewrite it) */
     int count;
     int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
+    /* the side points' memory and per-layer flags (hook_points.c) */
+    float *side;
+    size_t side_cap;
+    unsigned char *flags;
+    int n_flags;
 };
 
 static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
@@ -152,6 +158,7 @@ int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char 
 int context_set_hooks(tlm_context *c, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd) {
     if (c->hooks) {
         context_unobserve(c, &c->hooks->obs);
+        free(c->hooks->side), free(c->hooks->flags);
         free(c->hooks->fwd), free(c->hooks->bwd), free(c->hooks), c->hooks = NULL;
     }
     if (!fn) return 0;
@@ -201,4 +208,44 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
                     for (int i = 0; i < hd; i++) o[i] += p[j] * vj[i];
                 }
             }
+}
+
+/* ---- the side points' needs (hook_points.h) ------------------------------------------------------ */
+
+int pass_point_wanted(const pass_ctx *x, int id, int is_grad) {
+    const struct model_hooks *h = x->run->hooks;
+    if (!h || id < 0 || id >= h->count) return 0;
+    return (is_grad ? h->bwd : h->fwd)[id] != 0;
+}
+
+int pass_point_rewritten(const pass_ctx *x, int id) {
+    const struct model_hooks *h = x->run->hooks;
+    return h && id >= 0 && id < h->count && h->fwd[id] == 2 && !h->unchanged;
+}
+
+float *pass_hook_memory(pass_ctx *x, size_t floats) {
+    struct model_hooks *h = x->run->hooks;
+    if (!h) return NULL;
+    if (floats > h->side_cap) {
+        free(h->side);
+        h->side_cap = 0;
+        if (!(h->side = malloc(floats * sizeof(float)))) {
+            tlm_error("out of memory: %zu floats for the hook points made on demand", floats);
+            return NULL;
+        }
+        h->side_cap = floats;
+    }
+    return h->side;
+}
+
+unsigned char *pass_hook_flags(pass_ctx *x, int n) {
+    struct model_hooks *h = x->run->hooks;
+    if (!h) return NULL;
+    if (n > h->n_flags) {
+        unsigned char *f = calloc((size_t)n, 1);
+        if (!f) return NULL;
+        free(h->flags);
+        h->flags = f, h->n_flags = n;
+    }
+    return h->flags;
 }

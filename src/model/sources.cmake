@@ -24,4 +24,5 @@ target_sources(tinylm_objects PRIVATE
   src/model/gguf_export.c
   src/model/api.c
   src/model/hooks.c
+  src/model/hook_points.c
   src/model/decode.c)
