@@ -249,6 +249,21 @@ TLM_API int tlm_context_generate(tlm_context *ctx, const tlm_tokenizer *tok, con
                                  int max_new, float temperature, int top_k, float top_p, uint64_t seed, int *ids_out,
                                  int *n_out);
 
+/* ---- interface version 10: a cache the pass writes itself (python/tinylm run_with_cache) --------- */
+/* With hooks set (tlm_set_hooks, whose fn may then skip those points), every later pass writes the
+ * activation at each point id whose fwd[id] is not NULL straight into that memory, and the gradient
+ * into bwd[id], after any callback there ran: float32, C order, tlm_hook_info's shape for the pass's
+ * [B, T] (the caller sizes it). As TransformerLens shows them: a norm's hook_scale as the scale
+ * (1 / the engine's reciprocal), attention scores with -inf at the keys a query does not see. Such a
+ * point counts as asked for (the attention maps are kept only when a scores or pattern point is, the
+ * on-demand points made only when asked). fwd and bwd hold tlm_hook_count pointers each, or are NULL;
+ * tlm_set_hooks again (or with fn NULL) drops them. */
+TLM_API int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd);
+/* What the passes since the last tlm_set_hooks did for it: out[0] activations and gradients written
+ * by the capture, out[1] callbacks made, out[2] 1 when the last pass kept the [B, H, T, T] attention
+ * maps, out[3] floats of the on-demand points' memory. -1 without hooks. */
+TLM_API int tlm_hook_stats(const tlm_model *m, int64_t out[4]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 
 # (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
 # keeps its views of the engine's buffers by it)
@@ -81,6 +81,8 @@ def _declare(lib):
         "tlm_max_positions": (I, [P]),
         "tlm_allow_nonfinite": (V, [I]),
         "tlm_hook_unchanged": (V, [P]),
+        "tlm_set_capture": (I, [P, P, P]),
+        "tlm_hook_stats": (I, [P, ctypes.POINTER(ctypes.c_int64)]),
         "tlm_sampler_new": (P, [P, F, I, F, ctypes.c_uint64]),
         "tlm_sampler_next": (I, [P, FP]),
         "tlm_sampler_free": (V, [P]),

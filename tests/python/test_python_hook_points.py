@@ -11,7 +11,14 @@ use_attn_in / use_split_qkv_input / use_attn_result / use_hook_mlp_in, one copy 
    hook_mlp_in changes the parameters' gradients as a tensor hook does in the reference;
 
 on several norm placements and attention layouts (GQA, biases, Post-Norm, sandwich, DeepNorm, K = V,
-shared keys and values), and the names TransformerLens gives them.
+shared keys and values), and the names TransformerLens gives them;
+
+4. the cache the pass writes itself (tlm_set_capture): run_with_cache's arrays are views of one buffer
+   the cache allocated, written by the engine (no Python callback ran, each array written once) and
+   equal bit for bit to what a hook function sees at the point (hook_scale as the scale, the masked
+   scores -inf, a padded batch's pads); a filtered cache pays only for what it keeps: no attention maps
+   without a scores or pattern point, no on-demand point (nor its memory) unless named, and a cache of
+   every point leaves the on-demand ones out.
 
 usage: test_python_hook_points.py --lib build/libtinylm.so --work DIR"""
 import argparse
@@ -130,6 +137,54 @@ def check_variant(tinylm, name, cfg, opts, work):
     model.close()
 
 
+def cache_writes(tinylm):
+    ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
+    m = tinylm.load(ckpt, tokenizer=tok)
+    ids = np.random.default_rng(2).integers(0, m.vocab_size, (3, 12)).astype(np.int32)
+    resid = [n for n in m.hook_names if n == "hook_embed" or ".hook_resid_" in n]
+    _, c = m.run_with_cache(ids, names=resid)
+    st = m._pass_stats
+    owner = {id(v.base) for v in c.values()}
+    spans = sorted((v.ctypes.data, v.ctypes.data + v.nbytes) for v in c.values())
+    base = next(iter(c.values())).base
+    check(len(owner) == 1 and base is not None and base.flags.owndata and not any(v.flags.owndata for v in c.values())
+          and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])),
+          "cache: the arrays are views of one buffer the cache owns, none overlapping (no copy per array)")
+    check(st["written"] == len(resid) and st["callbacks"] == 0,
+          "cache: the pass wrote each of the %d arrays itself, no Python callback ran" % len(resid), st)
+    check(st["maps"] == 0 and st["side_floats"] == 0,
+          "cache: the residual-only cache kept no attention maps and made no on-demand point", st)
+    _, c2 = m.run_with_cache(ids, names=["blocks.1.attn.hook_pattern"])
+    check(m._pass_stats["maps"] == 1, "cache: asking for a pattern keeps the maps", m._pass_stats)
+    _, c3 = m.run_with_cache(ids)
+    check(not any(n.endswith(NEW) for n in c3) and m._pass_stats["side_floats"] == 0,
+          "cache: a cache of every point leaves the on-demand points out (nothing made)", m._pass_stats)
+    m.run_with_cache(ids, names=["blocks.2.attn.hook_result"])
+    check(m._pass_stats["side_floats"] > 0, "cache: naming hook_result makes it", m._pass_stats)
+    # the arrays = what a hook function sees there (every point, gradients too; a padded batch)
+    bids, bmask = m.tokenize_batch(["Lily went to the park", "Once upon a time"], padding_side="left")
+    names = list(m.hook_names)
+    for label, x, mask in (("one sequence", ids[0], None), ("a batch", ids, None), ("a left-padded batch", bids, bmask)):
+        _, cache = m.run_with_cache(x, names=names, backward=True, attention_mask=mask)
+        seen = {}
+
+        def keep(a, hook):
+            seen[hook.name] = a.copy()
+
+        def keep_g(g, hook):
+            seen[hook.name + "_grad"] = g.copy()
+        nograd = [n for n in names if not m.hook_points[n].flags & 4]
+        lg, _ = m.run_with_cache(x, names=[], backward=True, attention_mask=mask, fwd_hooks=[(n, keep) for n in names],
+                                 bwd_hooks=[(n, keep_g) for n in nograd])
+        if mask is not None:
+            for k, v in seen.items():
+                m._zero_pads(k, v, np.asarray(mask), False)
+        bad = [k for k in seen if not np.array_equal(cache[k], seen[k])]
+        check(not bad and len(seen) == len(cache),
+              "cache (%s): %d arrays = what hook functions see, bit for bit" % (label, len(cache)), bad[:5])
+    m.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -144,6 +199,7 @@ def main():
     cases = {n: (c, o) for n, c, o in all_cases()}
     for name in VARIANTS:
         check_variant(tinylm, name, cases[name][0], cases[name][1], args.work)
+    cache_writes(tinylm)
     print("%d passed, %d failed" % tuple(counts))
     return 1 if counts[1] else 0
 
