@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _lib
 from . import utils
-from .cache import ActivationCache
+from .cache import ActivationCache, _ArenaPool
 from .compat import Config, TransformerLensMixin
 from .factored import FactoredMatrix
 from .weights import Weights
@@ -186,6 +186,7 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         self._views = {}  # (hook id, address, pass shape) -> views of the engine's buffer (_callback)
         self._shapes = {}  # (B, T) -> {hook id: shape} (run_with_cache's arrays)
         self._pass_stats = None  # tlm_hook_stats of the last hooked pass (tests, bench)
+        self._arenas = _ArenaPool()  # run_with_cache's buffers
         self._exc = None
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
@@ -238,6 +239,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             h, tok = self._h, self._tok
             self._h, self._tok = None, None
             self._tl_W = None  # (the attributes' views: not a reason to keep the engine's model)
+            if getattr(self, "_arenas", None) is not None:
+                self._arenas.clear()
             if _L is not None:
                 if tok:
                     _L.tlm_tok_close(tok)
@@ -887,7 +890,7 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             for hp, g in want:
                 offsets.append(total)
                 total += (int(np.prod(shapes[hp.id])) + 15) // 16 * 16  # (each array on a 64-byte line)
-            arena = np.empty(max(total, 1), dtype=np.float32)
+            arena = self._arenas.take(total)
             tables = ((ctypes.c_void_p * self._n_hooks)(), (ctypes.c_void_p * self._n_hooks)())
             for (hp, g), off in zip(want, offsets):
                 shp = shapes[hp.id]

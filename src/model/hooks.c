@@ -151,7 +151,10 @@ static void capture_write(const tlm_context *ctx, int id, const float *data, flo
                 const int first = attention_first_key_padded(i, window, start ? start[r / H] : 0);
                 const float *src = data + ((size_t)r * T + i) * T;
                 float *o = dst + ((size_t)r * T + i) * T;
-                for (int j = 0; j < T; j++) o[j] = j >= first && j <= i ? src[j] : -INFINITY;
+                const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
+                for (int j = 0; j < f; j++) o[j] = -INFINITY;
+                memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
+                for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
             }
     } else {
         vec_copy(dst, data, n);

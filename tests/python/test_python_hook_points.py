@@ -147,13 +147,25 @@ def cache_writes(tinylm):
     owner = {id(v.base) for v in c.values()}
     spans = sorted((v.ctypes.data, v.ctypes.data + v.nbytes) for v in c.values())
     base = next(iter(c.values())).base
-    check(len(owner) == 1 and base is not None and base.flags.owndata and not any(v.flags.owndata for v in c.values())
+    check(len(owner) == 1 and isinstance(base, np.ndarray) and not any(v.flags.owndata for v in c.values())
           and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])),
           "cache: the arrays are views of one buffer the cache owns, none overlapping (no copy per array)")
     check(st["written"] == len(resid) and st["callbacks"] == 0,
           "cache: the pass wrote each of the %d arrays itself, no Python callback ran" % len(resid), st)
     check(st["maps"] == 0 and st["side_floats"] == 0,
           "cache: the residual-only cache kept no attention maps and made no on-demand point", st)
+    # a kept cache is never written by the next; a dropped one's buffer serves the next cache
+    snap = {k: v.copy() for k, v in c.items()}
+    _, k2 = m.run_with_cache(ids[::-1].copy(), names=resid)
+    check(all(np.array_equal(c[k], snap[k]) for k in c) and not np.shares_memory(base, next(iter(k2.values())).base)
+          and not all(np.array_equal(c[k], k2[k]) for k in c),
+          "cache: a second cache leaves a kept one as it was (its own buffer)")
+    addr = next(iter(k2.values())).base.ctypes.data
+    del k2
+    _, k3 = m.run_with_cache(ids, names=resid)
+    check(next(iter(k3.values())).base.ctypes.data == addr and all(np.array_equal(k3[k], snap[k]) for k in c),
+          "cache: the buffer of a dropped cache is reused by the next (same values)")
+    del k3
     _, c2 = m.run_with_cache(ids, names=["blocks.1.attn.hook_pattern"])
     check(m._pass_stats["maps"] == 1, "cache: asking for a pattern keeps the maps", m._pass_stats)
     _, c3 = m.run_with_cache(ids)
