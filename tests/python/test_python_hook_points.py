@@ -18,12 +18,15 @@ shared keys and values), and the names TransformerLens gives them;
    equal bit for bit to what a hook function sees at the point (hook_scale as the scale, the masked
    scores -inf, a padded batch's pads); a filtered cache pays only for what it keeps: no attention maps
    without a scores or pattern point, no on-demand point (nor its memory) unless named, and a cache of
-   every point leaves the on-demand ones out.
+   every point leaves the on-demand ones out;
+5. hook_result on Q8_0 weights (a GGUF file: no float32 W_O, each head through the quantized product):
+   the heads' sum + b_O = hook_attn_out within Q8_0's rounding, and a replacement changes the logits.
 
-usage: test_python_hook_points.py --lib build/libtinylm.so --work DIR"""
+usage: test_python_hook_points.py --lib build/libtinylm.so --tinylm build/tinylm --work DIR"""
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -197,10 +200,31 @@ def cache_writes(tinylm):
     m.close()
 
 
+def quantized_result(tinylm, cli, work):
+    ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
+    q8 = os.path.join(work, "s.q8_0.gguf")
+    p = subprocess.run([cli, "export", "--model", ckpt, "--tokenizer", tok, "--format", "gguf", "--type", "q8_0",
+                        "--out", q8], capture_output=True, timeout=300)
+    if not check(p.returncode == 0, "export stories260K as Q8_0", p.stderr[-300:]):
+        return
+    m = tinylm.load(q8)
+    ids = np.random.default_rng(4).integers(0, m.vocab_size, (2, 10)).astype(np.int32)
+    lg, c = m.run_with_cache(ids, names=["blocks.1.attn.hook_result", "blocks.1.hook_attn_out"])
+    close("Q8_0: hook_result summed over heads = hook_attn_out (no bias), within Q8_0's rounding",
+          c["blocks.1.attn.hook_result"].sum(-2), c["blocks.1.hook_attn_out"], 2e-2)
+
+    def cut(a, hook):
+        a[..., 0, :] = 0.0
+    cut_lg = m.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_result", cut)])
+    check(rel_err(cut_lg, lg) > 1e-3, "Q8_0: zeroing head 0's result changes the logits")
+    m.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--tinylm", help="the CLI (exports the Q8_0 file); without it that part is skipped")
     args = ap.parse_args()
     os.environ["TINYLM_LIB"] = os.path.abspath(args.lib)
     import tinylm
@@ -212,6 +236,8 @@ def main():
     for name in VARIANTS:
         check_variant(tinylm, name, cases[name][0], cases[name][1], args.work)
     cache_writes(tinylm)
+    if args.tinylm:
+        quantized_result(tinylm, args.tinylm, args.work)
     print("%d passed, %d failed" % tuple(counts))
     return 1 if counts[1] else 0
 

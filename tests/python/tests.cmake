@@ -101,6 +101,7 @@ if(TLM_PYTHON)
   # hook_mlp_in): values, gradients, forward and backward edits against the reference
   add_test(NAME test_python_hook_points
            COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_hook_points.py
-                   --lib $<TARGET_FILE:tinylm_shared> --work ${CMAKE_BINARY_DIR}/test_python_hook_points)
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_python_hook_points)
   set_tests_properties(test_python_hook_points PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
 endif()
