@@ -19,6 +19,7 @@ refused (TinylmError). docs/python.md ("Threads, processes, lifetime").
 import contextlib
 import ctypes
 import json
+import math
 import numbers
 import os
 import signal
@@ -889,13 +890,14 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             offsets, total = [], 0
             for hp, g in want:
                 offsets.append(total)
-                total += (int(np.prod(shapes[hp.id])) + 15) // 16 * 16  # (each array on a 64-byte line)
+                total += (shapes[hp.id][1] + 15) // 16 * 16  # (each array on a 64-byte line)
             arena = self._arenas.take(total)
+            base = arena.ctypes.data
             tables = ((ctypes.c_void_p * self._n_hooks)(), (ctypes.c_void_p * self._n_hooks)())
             for (hp, g), off in zip(want, offsets):
-                shp = shapes[hp.id]
-                a = arena[off:off + int(np.prod(shp))].reshape(shp)
-                tables[1 if g else 0][hp.id] = a.ctypes.data
+                shp, n = shapes[hp.id]
+                a = arena[off:off + n].reshape(shp)
+                tables[1 if g else 0][hp.id] = base + 4 * off
                 cache[hp.name + "_grad" if g else hp.name] = a[0] if squeeze else a
             cache[None] = tables  # (alive until the pass is over)
             return (ctypes.cast(tables[0], ctypes.c_void_p),
@@ -919,7 +921,7 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         return logits, (ordered if return_cache_object else dict(ordered))
 
     def _point_shapes(self, B, T):
-        """{hook id: shape} of every point for a pass [B, T] (tlm_hook_info; kept per (B, T))"""
+        """{hook id: (shape, size)} of every point for a pass [B, T] (tlm_hook_info; kept per (B, T))"""
         key = (B, T)
         got = self._shapes.get(key)
         if got is None:
@@ -928,7 +930,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             got = {}
             for i in self._by_id:
                 nd = _L.tlm_hook_info(self._h, i, None, 0, B, T, shape, ctypes.byref(flags))
-                got[i] = tuple(int(shape[j]) for j in range(nd))
+                shp = tuple(int(shape[j]) for j in range(nd))
+                got[i] = (shp, math.prod(shp))
             if len(self._shapes) > 64:
                 self._shapes.clear()
             self._shapes[key] = got
