@@ -38,7 +38,8 @@ class _ArenaPool:
             fit = [i for i, mm in enumerate(self._free) if len(mm) >= nbytes]
             mm = self._free.pop(min(fit, key=lambda i: len(self._free[i]))) if fit else None
         if mm is None:
-            mm = mmap.mmap(-1, nbytes)
+            mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (private: a forked
+            # process gets its own copy on write, as with NumPy's own memory)
             try:  # (2 MiB pages where the kernel gives them: fewer faults on first use)
                 mm.madvise(mmap.MADV_HUGEPAGE)
             except (AttributeError, OSError, ValueError):

@@ -163,6 +163,14 @@ def cache_writes(tinylm):
     check(all(np.array_equal(c[k], snap[k]) for k in c) and not np.shares_memory(base, next(iter(k2.values())).base)
           and not all(np.array_equal(c[k], k2[k]) for k in c),
           "cache: a second cache leaves a kept one as it was (its own buffer)")
+    # (the buffer is private memory: a forked child writing a cache array leaves the parent's as it was)
+    before = k2["hook_embed"].copy()
+    pid = os.fork()
+    if pid == 0:
+        k2["hook_embed"][...] = 123.0
+        os._exit(0)
+    os.waitpid(pid, 0)
+    check(np.array_equal(k2["hook_embed"], before), "cache: a forked child's write to a cache array stays its own")
     addr = next(iter(k2.values())).base.ctypes.data
     del k2
     _, k3 = m.run_with_cache(ids, names=resid)
