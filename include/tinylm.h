@@ -69,13 +69,16 @@ TLM_API int tlm_abi_version(void);
  * and every backward at each point set in `bwd`, with the gradient there, complete and before
  * anything upstream reads it (the callback may rewrite it too: the backward continues from it; at
  * hook_attn_out / hook_mlp_out that is the sublayer's path alone). A `fwd` byte of 2 says
- * the callback may rewrite the attention pattern: z is then computed again from it. A callback returning
+ * the callback may rewrite the attention pattern (z is then computed again from it) or attn.hook_result
+ * (attn_out is then the heads' sum + b_O), unless it calls tlm_hook_unchanged. A callback returning
  * non-zero makes the pass fail with the hook's name. fn = NULL detaches. */
 enum {
     TLM_HOOK_RSTD = 1,     /* data hold 1/scale per row (the norm's reciprocal std), shape [B,T,1] */
     TLM_HOOK_MASKED = 2,   /* attention scores: entries of keys a query does not see are undefined */
     TLM_HOOK_NO_GRAD = 4,  /* no gradient is reported here */
-    TLM_HOOK_READONLY = 8  /* rewriting the data does not change the rest of the pass */
+    TLM_HOOK_READONLY = 8, /* rewriting the data does not change the rest of the pass */
+    TLM_HOOK_ON_DEMAND = 16 /* made only when its byte in fwd or bwd is set (hook_attn_in, the split q/k/v
+                              inputs, attn.hook_result, hook_mlp_in): a pass that does not ask pays nothing */
 };
 typedef int (*tlm_hook_fn)(void *user, int hook_id, float *data, int ndim, const int64_t *shape, int is_grad);
 TLM_API int tlm_hook_count(const tlm_model *m);
@@ -245,6 +248,21 @@ TLM_API int tlm_context_set_hooks(tlm_context *ctx, tlm_hook_fn fn, void *user, 
 TLM_API int tlm_context_generate(tlm_context *ctx, const tlm_tokenizer *tok, const int *prompt, int n_prompt,
                                  int max_new, float temperature, int top_k, float top_p, uint64_t seed, int *ids_out,
                                  int *n_out);
+
+/* ---- interface version 10: a cache the pass writes itself (python/tinylm run_with_cache) --------- */
+/* With hooks set (tlm_set_hooks, whose fn may then skip those points), every later pass writes the
+ * activation at each point id whose fwd[id] is not NULL straight into that memory, and the gradient
+ * into bwd[id], after any callback there ran: float32, C order, tlm_hook_info's shape for the pass's
+ * [B, T] (the caller sizes it). As TransformerLens shows them: a norm's hook_scale as the scale
+ * (1 / the engine's reciprocal), attention scores with -inf at the keys a query does not see. Such a
+ * point counts as asked for (the attention maps are kept only when a scores or pattern point is, the
+ * on-demand points made only when asked). fwd and bwd hold tlm_hook_count pointers each, or are NULL;
+ * tlm_set_hooks again (or with fn NULL) drops them. */
+TLM_API int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd);
+/* What the passes since the last tlm_set_hooks did for it: out[0] activations and gradients written
+ * by the capture, out[1] callbacks made, out[2] 1 when the last pass kept the [B, H, T, T] attention
+ * maps, out[3] floats of the on-demand points' memory. -1 without hooks. */
+TLM_API int tlm_hook_stats(const tlm_model *m, int64_t out[4]);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ refused (TinylmError). docs/python.md ("Threads, processes, lifetime").
 import contextlib
 import ctypes
 import json
+import math
 import numbers
 import os
 import signal
@@ -30,7 +31,7 @@ import numpy as np
 
 from . import _lib
 from . import utils
-from .cache import ActivationCache
+from .cache import ActivationCache, _ArenaPool
 from .compat import Config, TransformerLensMixin
 from .factored import FactoredMatrix
 from .weights import Weights
@@ -177,12 +178,16 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                 hp = HookPoint(name.value.decode(), i, flags.value)
                 self.hook_points[hp.name] = hp
                 self._by_id[i] = hp
-        self._pattern_ids = {hp.id for n, hp in self.hook_points.items() if n.endswith("attn.hook_pattern")}
+        self._pattern_ids = {hp.id for n, hp in self.hook_points.items()
+                             if n.endswith(("attn.hook_pattern", "attn.hook_result"))}
         self._tok = _L.tlm_tok_open(str(tokenizer).encode() if tokenizer else None, path.encode())
         self._tok_error = None if self._tok else _c_message()
         self._cb = _lib.HOOK_FN(self._callback)  # (kept alive as long as the model)
         self._active = None
         self._views = {}  # (hook id, address, pass shape) -> views of the engine's buffer (_callback)
+        self._shapes = {}  # (B, T) -> {hook id: shape} (run_with_cache's arrays)
+        self._pass_stats = None  # tlm_hook_stats of the last hooked pass (tests, bench)
+        self._arenas = _ArenaPool()  # run_with_cache's buffers
         self._exc = None
         self._interrupted = False
         self._keep = None  # weakref to what every weight view references (close waits for them)
@@ -235,6 +240,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             h, tok = self._h, self._tok
             self._h, self._tok = None, None
             self._tl_W = None  # (the attributes' views: not a reason to keep the engine's model)
+            if getattr(self, "_arenas", None) is not None:
+                self._arenas.clear()
             if _L is not None:
                 if tok:
                     _L.tlm_tok_close(tok)
@@ -391,9 +398,11 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
     # ---- hooks ------------------------------------------------------------------------------
 
     def _resolve(self, names):
-        """names: None (all), a name, a list of names, or a callable name -> bool"""
+        """names: None (all but the points made only when asked for: hook_attn_in, the split q/k/v
+        inputs, hook_result, hook_mlp_in, which TransformerLens too has only when asked for), a name,
+        a list of names, or a callable name -> bool"""
         if names is None:
-            return list(self.hook_points.values())
+            return [hp for hp in self.hook_points.values() if not hp.flags & _lib.HOOK_ON_DEMAND]
         if callable(names):
             return [hp for n, hp in self.hook_points.items() if names(n)]
         if isinstance(names, str):
@@ -549,11 +558,13 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                 raise KeyboardInterrupt
 
     def _run(self, ids, targets=None, fwd=None, bwd=None, writes=(), backward=None, what="forward", grads=None,
-             attention_mask=None, bwd_writes=()):
+             attention_mask=None, bwd_writes=(), capture=None):
         """One forward (and backward) with hook functions attached: fwd/bwd {hook id: [fn(view, hook)]}.
         backward: None, "loss", or a dlogits callable(logits) -> array. attention_mask: as _mask (the
         left padding goes to the engine; a metric's gradient is zero at pads). bwd_writes: the ids
-        whose backward functions may edit the gradient. Returns (logits copy, loss)."""
+        whose backward functions may edit the gradient. capture: a function (B, T) -> the (fwd, bwd)
+        address tables of tlm_set_capture (the pass writes those points into them), called with the
+        model held. Returns (logits copy, loss)."""
         ids2, squeeze = self._ids2(ids, what)
         B, T = ids2.shape
         if (targets is not None or backward == "loss") and T < 2:
@@ -565,8 +576,8 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         if targets is not None:
             tg = np.ascontiguousarray(np.asarray(targets).reshape(B, T), dtype=np.int32)
         fwd, bwd = fwd or {}, bwd or {}
-        hooked = bool(fwd or bwd)
-        with self._using(what) as h, self._sigint_flag(hooked):
+        hooked = bool(fwd or bwd or capture)
+        with self._using(what) as h, self._sigint_flag(bool(fwd or bwd)):  # (no callback: Ctrl-C after the pass)
             if hooked:
                 # each row's own positions, shaped as the activations' leading axes ([T], or [B, T]): a
                 # left-padded row counts from its first real token (its pads: 0), as the engine does
@@ -574,6 +585,10 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                     np.maximum(np.arange(T)[None, :] - start[:, None], 0)
                 self._attach(h, fwd, bwd, writes, squeeze, B, T, pos[0] if squeeze else pos, mask=mask, start=start,
                              bwd_writes=bwd_writes)
+                if capture is not None:
+                    cf, cb = capture(B, T)
+                    if _L.tlm_set_capture(h, cf, cb):
+                        raise _err(what)
             try:
                 loss = ctypes.c_float(float("nan"))
                 tgp = tg.ctypes.data_as(IP) if tg is not None else None
@@ -604,6 +619,9 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                             grads[name] = np.ctypeslib.as_array(p, shape=(n.value,)).copy()
             finally:
                 if hooked:
+                    st = (ctypes.c_int64 * 4)()
+                    if not _L.tlm_hook_stats(h, st):  # (what the engine did for the hooks and the cache)
+                        self._pass_stats = dict(zip(("written", "callbacks", "maps", "side_floats"), st))
                     _L.tlm_set_hooks(h, _lib.HOOK_FN(), None, None, None)
                     self._active, self._exc = None, None
         return (logits[0] if squeeze else logits), loss.value
@@ -847,44 +865,47 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                                             bwd_hooks, return_cache_object=return_cache_object)
             return logits[None], c
         sel = self._resolve(names)
-        cache = {}
         fwd, writes = self._fwd_table(fwd_hooks)
         if self._bwd_table(bwd_hooks, persistent=False) and not backward:
             raise ValueError("run_with_cache: bwd_hooks need backward=True")
         ubwd = self._bwd_table(bwd_hooks) if backward else {}
-
-        def keep(a, hook):  # (a point with hook functions of the caller's: they may keep `a` too)
-            cache[hook.name] = np.array(a, dtype=np.float32, copy=True)
-
-        def own(a, hook):
-            # the array the callback made for this point alone (a copy of the engine's buffer, its
-            # own memory; no other function sees it after this one): kept as it is, writable
-            a.flags.writeable = True
-            cache[hook.name] = a
-
-        def own_grad(a, hook):
-            a.flags.writeable = True
-            cache[hook.name + "_grad"] = a
-
-        def keep_grad(a, hook):  # (after the caller's bwd_hooks: they may have kept `a`)
-            cache[hook.name + "_grad"] = np.array(a, dtype=np.float32, copy=True)
-
-        for hp in sel:
-            fn = keep if hp.id in fwd else own
-            fwd.setdefault(hp.id, []).append(fn)
         bwd = {i: list(f) for i, f in ubwd.items()}
         how = None
         targets = None
-        ids2 = self._ids2(ids, "run_with_cache")[0]
+        ids2, squeeze = self._ids2(ids, "run_with_cache")
         if backward:
-            for hp in sel:
-                if not hp.flags & _lib.HOOK_NO_GRAD:
-                    bwd.setdefault(hp.id, []).append(keep_grad if hp.id in ubwd else own_grad)
             how, targets = self._backward_how(ids2, metric, attention_mask, "run_with_cache")
         elif metric is not None:
             raise ValueError("run_with_cache: metric= needs backward=True")
+        # The cache's arrays are views of one buffer allocated here, which the pass writes itself
+        # (tlm_set_capture: after any hook function at the point, so the cache holds what the hooks
+        # left; hook_scale as the scale, masked scores -inf); no copy is made afterwards.
+        want = [(hp, False) for hp in sel]
+        if backward:
+            want += [(hp, True) for hp in sel if not hp.flags & _lib.HOOK_NO_GRAD]
+        cache = {}
+
+        def plan(B, T):  # (with the model held: the shapes come from the engine)
+            shapes = self._point_shapes(B, T)
+            offsets, total = [], 0
+            for hp, g in want:
+                offsets.append(total)
+                total += (shapes[hp.id][1] + 15) // 16 * 16  # (each array on a 64-byte line)
+            arena = self._arenas.take(total)
+            base = arena.ctypes.data
+            tables = ((ctypes.c_void_p * self._n_hooks)(), (ctypes.c_void_p * self._n_hooks)())
+            for (hp, g), off in zip(want, offsets):
+                shp, n = shapes[hp.id]
+                a = arena[off:off + n].reshape(shp)
+                tables[1 if g else 0][hp.id] = base + 4 * off
+                cache[hp.name + "_grad" if g else hp.name] = a[0] if squeeze else a
+            cache[None] = tables  # (alive until the pass is over)
+            return (ctypes.cast(tables[0], ctypes.c_void_p),
+                    ctypes.cast(tables[1], ctypes.c_void_p) if backward else None)
         logits, loss = self._run(ids, targets=targets, fwd=fwd, bwd=bwd, writes=writes, backward=how,
-                                 what="run_with_cache", attention_mask=attention_mask, bwd_writes=set(ubwd))
+                                 what="run_with_cache", attention_mask=attention_mask, bwd_writes=set(ubwd),
+                                 capture=plan)
+        del cache[None]
         ordered = ActivationCache({}, self)
         ordered.ids = np.array(ids, dtype=np.int32, copy=True)
         mask, _ = self._mask(ids2, attention_mask, "run_with_cache")
@@ -898,6 +919,23 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                 if k in cache:
                     dict.__setitem__(ordered, k, cache[k])
         return logits, (ordered if return_cache_object else dict(ordered))
+
+    def _point_shapes(self, B, T):
+        """{hook id: (shape, size)} of every point for a pass [B, T] (tlm_hook_info; kept per (B, T))"""
+        key = (B, T)
+        got = self._shapes.get(key)
+        if got is None:
+            shape = (ctypes.c_int64 * 5)()
+            flags = ctypes.c_int()
+            got = {}
+            for i in self._by_id:
+                nd = _L.tlm_hook_info(self._h, i, None, 0, B, T, shape, ctypes.byref(flags))
+                shp = tuple(int(shape[j]) for j in range(nd))
+                got[i] = (shp, math.prod(shp))
+            if len(self._shapes) > 64:
+                self._shapes.clear()
+            self._shapes[key] = got
+        return got
 
     def _zero_pads(self, key, a, mask, squeeze):
         """a cached array (in place) at the pad positions of mask [B, T]: 0 (hook_scale: 1; a pad

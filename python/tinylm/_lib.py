@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 
 # (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
 # keeps its views of the engine's buffers by it)
@@ -10,7 +10,7 @@ HOOK_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c
                            ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
 
 # flags of tlm_hook_info
-HOOK_RSTD, HOOK_MASKED, HOOK_NO_GRAD, HOOK_READONLY = 1, 2, 4, 8
+HOOK_RSTD, HOOK_MASKED, HOOK_NO_GRAD, HOOK_READONLY, HOOK_ON_DEMAND = 1, 2, 4, 8, 16
 
 
 def _candidates():
@@ -81,6 +81,8 @@ def _declare(lib):
         "tlm_max_positions": (I, [P]),
         "tlm_allow_nonfinite": (V, [I]),
         "tlm_hook_unchanged": (V, [P]),
+        "tlm_set_capture": (I, [P, P, P]),
+        "tlm_hook_stats": (I, [P, ctypes.POINTER(ctypes.c_int64)]),
         "tlm_sampler_new": (P, [P, F, I, F, ctypes.c_uint64]),
         "tlm_sampler_next": (I, [P, FP]),
         "tlm_sampler_free": (V, [P]),

@@ -1,19 +1,61 @@
 """cache.py — ActivationCache: what run_with_cache returns, with TransformerLens' helpers.
 
 A dict {hook name: NumPy array} (so cache["blocks.0.attn.hook_pattern"] works as before), every
-array its own copy (the engine's buffers are reused by the next pass). Also indexed as
+array the cache's own memory, which the pass wrote itself (the engine's buffers are reused by the
+next pass; the cache's are not): views of one buffer per cache (_ArenaPool). Also indexed as
 TransformerLens does: cache["pattern", 0], cache["resid_post", -1], cache["q", 2, "attn"]; and
 the residual-stream helpers accumulated_resid, decompose_resid, stack_head_results,
 apply_ln_to_stack, logit_attrs. docs/python.md ("ActivationCache").
 """
 import ctypes
+import mmap
 import numbers
 import os
+import threading
+import weakref
 
 import numpy as np
 
 from ._core import _L, _err
 from .utils import get_act_name
+
+
+class _ArenaPool:
+    """The memory of run_with_cache's arrays: one buffer per cache, reused once the last of that
+    cache's arrays is gone, so that a loop of caches does not have the kernel clear fresh pages for
+    each (which costs about as much as the pass: docs/python.md, "What a cache costs"). Keeps at
+    most `keep` free buffers."""
+
+    def __init__(self, keep=2):
+        self._free = []
+        self._lock = threading.Lock()
+        self._keep = keep
+
+    def take(self, n):
+        """a float32 array of n floats, page-aligned, uninitialised"""
+        nbytes = 4 * max(int(n), 16)
+        with self._lock:
+            fit = [i for i, mm in enumerate(self._free) if len(mm) >= nbytes]
+            mm = self._free.pop(min(fit, key=lambda i: len(self._free[i]))) if fit else None
+        if mm is None:
+            mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (private: a forked
+            # process gets its own copy on write, as with NumPy's own memory)
+            try:  # (2 MiB pages where the kernel gives them: fewer faults on first use)
+                mm.madvise(mmap.MADV_HUGEPAGE)
+            except (AttributeError, OSError, ValueError):
+                pass
+        arena = np.frombuffer(mm, dtype=np.float32, count=nbytes // 4)
+        weakref.finalize(arena, self._give, mm)  # (the arrays are views of arena: it dies with the last)
+        return arena
+
+    def _give(self, mm):
+        with self._lock:
+            self._free.append(mm)
+            del self._free[:-self._keep]
+
+    def clear(self):
+        with self._lock:
+            self._free = []
 
 
 def _pos(a, pos_slice, axis):

@@ -6,14 +6,33 @@
  * the activation buffer; in forward the callback may rewrite the values in place and the pass
  * continues from them; in backward it receives the gradient of the same tensor. With no
  * observer taking points each costs one test. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hook_points.h"
 #include "pass.h"
 #include "tinylm.h"
 #include "util/error.h"
 #include "util/signals.h"
+
+struct model_hooks {
+    model_observer obs;
+    tlm_hook_fn fn;
+    void *user;
+    unsigned char *fwd, *bwd; /* [count]: which ids call fn (fwd 2: the callback may rewrite it) */
+    int count;
+    int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
+    /* the side points' memory and per-layer flags (hook_points.c) */
+    float *side;
+    size_t side_cap;
+    unsigned char *flags;
+    int n_flags;
+    float **cap_fwd, **cap_bwd; /* [count] tlm_set_capture's destinations (NULL: none) */
+    int maps;                   /* a scores or pattern point is asked for: the pass keeps the maps */
+    int64_t written, calls;     /* tlm_hook_stats */
+};
 
 /* ---- observers --------------------------------------------------------------------------------- */
 
@@ -38,13 +57,17 @@ void context_unobserve(tlm_context *c, const model_observer *o) {
 int model_observe(tlm_model *m, const model_observer *o) { return context_observe(m->ctx, o); }
 void model_unobserve(tlm_model *m, const model_observer *o) { context_unobserve(m->ctx, o); }
 
+static unsigned hooks_needs(const struct model_hooks *h);
+
 /* the needs of the attached observers, with what each callback implies */
 static unsigned observed_needs(const tlm_context *ctx) {
     unsigned needs = 0;
     for (int i = 0; i < ctx->n_observers; i++) {
         const model_observer *o = ctx->observers[i];
         needs |= o->needs;
-        if (o->at_point || o->after_layer) needs |= OBSERVE_MAPS | OBSERVE_WHOLE_BATCH;
+        if (ctx->hooks && o == &ctx->hooks->obs) /* (the hooks know what they ask for) */
+            needs |= hooks_needs(ctx->hooks);
+        else if (o->at_point || o->after_layer) needs |= OBSERVE_MAPS | OBSERVE_WHOLE_BATCH;
         if (o->after_pass) needs |= OBSERVE_MAPS;
     }
     return needs;
@@ -106,18 +129,44 @@ int pass_after_layer(const pass_ctx *x, int layer) {
 
 /* ---- tlm_set_hooks: the public side (include/tinylm.h) ------------------------------------------ */
 
-struct model_hooks {
-    model_observer obs;
-    tlm_hook_fn fn;
-    void *user;
-    unsigned char *fwd, *bwd; /* [count]: which ids call fn (fwd 2: the callback may rewrite it) */
-    int count;
-    int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
-};
+
+/* the capture's copy of point id into dst: as it is, or as TransformerLens shows it (the scale
+ * 1/rstd; -inf at the keys the layer's mask hides, with the pass's left padding) */
+static void capture_write(const tlm_context *ctx, int id, const float *data, float *dst, int nd, const int64_t *shape,
+                          int flags, int is_grad) {
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
+    if ((flags & TLM_HOOK_RSTD) && !is_grad) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) dst[i] = 1.0f / data[i];
+    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T] */
+        int l, k;
+        model_point_of(&ctx->m->cfg, id, &l, &k);
+        const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
+        const int window = model_layer_attention(&ctx->m->cfg, l).window;
+        const int *start = ctx->acts.start;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < B * H; r++)
+            for (int i = 0; i < T; i++) {
+                const int first = attention_first_key_padded(i, window, start ? start[r / H] : 0);
+                const float *src = data + ((size_t)r * T + i) * T;
+                float *o = dst + ((size_t)r * T + i) * T;
+                const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
+                for (int j = 0; j < f; j++) o[j] = -INFINITY;
+                memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
+                for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
+            }
+    } else {
+        vec_copy(dst, data, n);
+    }
+}
 
 static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
     struct model_hooks *h = user;
-    if (id < 0 || id >= h->count || !(is_grad ? h->bwd : h->fwd)[id]) return 0;
+    if (id < 0 || id >= h->count) return 0;
+    float *dst = (is_grad ? h->cap_bwd : h->cap_fwd) ? (is_grad ? h->cap_bwd : h->cap_fwd)[id] : NULL;
+    const int call = (is_grad ? h->bwd : h->fwd)[id] && h->fn;
+    if (!call && !dst) return 0;
     int64_t shape[5];
     int flags;
     /* (the shape alone: the callback gets the id; the name is formatted only for a failure's
@@ -125,11 +174,31 @@ static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *dat
     int nd = model_point_describe(&ctx->m->cfg, id, B, T, NULL, 0, shape, &flags);
     h->unchanged = 0;
     if (!nd) return 0;
-    const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
-    const int rc = h->fn(h->user, id, data, nd, shape, is_grad);
-    signals_window_close(held);
+    int rc = 0;
+    if (call) {
+        const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
+        rc = h->fn(h->user, id, data, nd, shape, is_grad);
+        signals_window_close(held);
+        h->calls++;
+    }
+    if (!rc && dst) { /* (after the callback: the cache holds what the hooks left) */
+        capture_write(ctx, id, data, dst, nd, shape, flags, is_grad);
+        h->written++;
+    }
     return rc;
 }
+
+/* a scores or pattern point is asked for (by a callback or the capture) */
+static int wants_maps(const struct model_hooks *h, const tlm_config *c) {
+    for (int l = 0; l < c->n_layers; l++) {
+        const int ids[2] = {model_point_id(c, l, HL_ATTN_SCORES), model_point_id(c, l, HL_PATTERN)};
+        for (int i = 0; i < 2; i++)
+            if (h->fwd[ids[i]] || h->bwd[ids[i]] || (h->cap_fwd && h->cap_fwd[ids[i]])) return 1;
+    }
+    return 0;
+}
+
+static unsigned hooks_needs(const struct model_hooks *h) { return OBSERVE_WHOLE_BATCH | (h->maps ? OBSERVE_MAPS : 0); }
 
 int tlm_hook_count(const tlm_model *m) { return model_point_count(&m->cfg); }
 
@@ -152,6 +221,7 @@ int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char 
 int context_set_hooks(tlm_context *c, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd) {
     if (c->hooks) {
         context_unobserve(c, &c->hooks->obs);
+        free(c->hooks->side), free(c->hooks->flags), free(c->hooks->cap_fwd), free(c->hooks->cap_bwd);
         free(c->hooks->fwd), free(c->hooks->bwd), free(c->hooks), c->hooks = NULL;
     }
     if (!fn) return 0;
@@ -165,6 +235,7 @@ int context_set_hooks(tlm_context *c, tlm_hook_fn fn, void *user, const unsigned
     if (fwd) memcpy(h->fwd, fwd, (size_t)n);
     if (bwd) memcpy(h->bwd, bwd, (size_t)n);
     h->fn = fn, h->user = user, h->count = n;
+    h->maps = wants_maps(h, &c->m->cfg);
     h->obs = (model_observer){.at_point = hooks_at_point, .user = h};
     if (context_observe(c, &h->obs)) {
         free(h->fwd), free(h->bwd), free(h);
@@ -201,4 +272,73 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
                     for (int i = 0; i < hd; i++) o[i] += p[j] * vj[i];
                 }
             }
+}
+
+/* ---- the side points' needs (hook_points.h) ------------------------------------------------------ */
+
+int pass_point_wanted(const pass_ctx *x, int id, int is_grad) {
+    const struct model_hooks *h = x->run->hooks;
+    if (!h || id < 0 || id >= h->count) return 0;
+    float **cap = is_grad ? h->cap_bwd : h->cap_fwd;
+    return (is_grad ? h->bwd : h->fwd)[id] != 0 || (cap && cap[id]);
+}
+
+int pass_point_rewritten(const pass_ctx *x, int id) {
+    const struct model_hooks *h = x->run->hooks;
+    return h && id >= 0 && id < h->count && h->fwd[id] == 2 && !h->unchanged;
+}
+
+float *pass_hook_memory(pass_ctx *x, size_t floats) {
+    struct model_hooks *h = x->run->hooks;
+    if (!h) return NULL;
+    if (floats > h->side_cap) {
+        free(h->side);
+        h->side_cap = 0;
+        if (!(h->side = malloc(floats * sizeof(float)))) {
+            tlm_error("out of memory: %zu floats for the hook points made on demand", floats);
+            return NULL;
+        }
+        h->side_cap = floats;
+    }
+    return h->side;
+}
+
+unsigned char *pass_hook_flags(pass_ctx *x, int n) {
+    struct model_hooks *h = x->run->hooks;
+    if (!h) return NULL;
+    if (n > h->n_flags) {
+        unsigned char *f = calloc((size_t)n, 1);
+        if (!f) return NULL;
+        free(h->flags);
+        h->flags = f, h->n_flags = n;
+    }
+    return h->flags;
+}
+
+/* ---- tlm_set_capture: the pass writes the cache's arrays itself ---------------------------------- */
+
+int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd) {
+    struct model_hooks *h = m->ctx->hooks;
+    if (!h) return tlm_error("set capture: no hooks are set (tlm_set_hooks first)");
+    float **t[2] = {NULL, NULL};
+    float *const *from[2] = {fwd, bwd};
+    for (int i = 0; i < 2; i++)
+        if (from[i]) {
+            if (!(t[i] = malloc(sizeof(float *) * (size_t)h->count))) {
+                free(t[0]);
+                return tlm_error("out of memory");
+            }
+            memcpy(t[i], from[i], sizeof(float *) * (size_t)h->count);
+        }
+    free(h->cap_fwd), free(h->cap_bwd);
+    h->cap_fwd = t[0], h->cap_bwd = t[1];
+    h->maps = wants_maps(h, &m->cfg);
+    return 0;
+}
+
+int tlm_hook_stats(const tlm_model *m, int64_t out[4]) {
+    const struct model_hooks *h = m->ctx->hooks;
+    if (!h || !out) return -1;
+    out[0] = h->written, out[1] = h->calls, out[2] = m->ctx->acts.maps, out[3] = (int64_t)h->side_cap;
+    return 0;
 }

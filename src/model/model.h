@@ -426,9 +426,13 @@ void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len
  * depends on the config (model_point_describe). */
 enum {
     HL_RESID_PRE,
+    /* the attention's input stream, and its copies for q, k, v (hook_points.c: made only when watched) */
+    HL_ATTN_IN, HL_Q_INPUT, HL_K_INPUT, HL_V_INPUT,
     HL_LN1_SCALE, HL_LN1_NORMALIZED, /* the attention sublayer's input norm (pre, sandwich) */
     HL_Q, HL_K, HL_V, HL_Q_NORMED, HL_K_NORMED, HL_ROT_Q, HL_ROT_K, HL_ATTN_SCORES, HL_PATTERN, HL_Z,
+    HL_RESULT, /* each head's output through its slice of W_O (hook_points.c, only when watched) */
     HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE, HL_RESID_MID,
+    HL_MLP_IN, /* the FFN's input stream (hook_points.c, only when watched) */
     HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_PRE, HL_MLP_PRE_LINEAR, HL_MLP_POST,
     HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
     /* a mixture-of-experts layer's router and experts (docs/python.md) */

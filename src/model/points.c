@@ -12,7 +12,8 @@
 #include "tinylm.h"
 
 /* the shape after [B, T]: */
-enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB, SH_EXPERTS, SH_TOPK, SH_TOPK_D, SH_QLORA, SH_KVLORA };
+enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB, SH_EXPERTS, SH_TOPK, SH_TOPK_D, SH_QLORA, SH_KVLORA,
+       SH_HEADS_D /* [H, d]: a vector of the stream per head */ };
 /* what the config must have for a name of the point to exist */
 enum {
     REQ_IN_NORM = 1, REQ_OUT_NORM = 2, REQ_POST_NORM = 4, REQ_STATS = 8 /* a per-row scale: not DyT */,
@@ -20,7 +21,9 @@ enum {
     REQ_LAST_LAYER = 512 /* (only the last layer's point) */, REQ_DENSE = 1024 /* a dense FFN layer */,
     REQ_MOE = 2048 /* a mixture-of-experts layer */,
     REQ_OWN_KV = 4096 /* the layer makes its own keys and values (not a Gemma 4 layer that shares them) */,
-    REQ_MLA = 8192 /* multi-head latent attention */, REQ_NOT_MLA = 16384, REQ_Q_LORA = 32768 /* MLA's q_a */
+    REQ_MLA = 8192 /* multi-head latent attention */, REQ_NOT_MLA = 16384, REQ_Q_LORA = 32768 /* MLA's q_a */,
+    REQ_OWN_V = 65536 /* a v projection of its own (not Gemma 4's K = V) */,
+    REQ_NOT_MOE_BLOCK = 131072 /* not Gemma 4's MoE block (whose router reads the stream too) */
 };
 #define SCALE_FLAGS (TLM_HOOK_RSTD | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD)
 
@@ -36,7 +39,7 @@ typedef struct {
 typedef struct {
     const char *name; /* the TransformerLens name (a layer's after "blocks.<l>."); NULL: probes only */
     unsigned char shape;
-    unsigned short req; /* of the TransformerLens name (the probe names have their own) */
+    unsigned req; /* of the TransformerLens name (the probe names have their own) */
     int flags;
     const char *lives; /* where the pass keeps it (activations / layer_acts; backward: its gradient buffer) */
     probe_name probe[PROBE_NAMES]; /* (docs/probes.md) in the order they are listed */
@@ -45,6 +48,19 @@ typedef struct {
 static const point_desc POINTS[HL_COUNT + 4] = {
     [HL_RESID_PRE] = {"hook_resid_pre", SH_D, 0, 0, "res[2l]",
                       {{"resid_pre", 0, P_GRAD}, {"attn_norm.in_rms", REQ_IN_NORM, P_RMS}}},
+    /* The attention's and the FFN's input stream (TransformerLens' use_attn_in, use_split_qkv_input,
+     * use_hook_mlp_in), made only when a hook or the cache asks (hook_points.c): a rewrite changes
+     * the sublayer's input and not the residual path; q_input, k_input, v_input each feed their own
+     * projection (through their own input norm). One [B, T, d] copy each, not TransformerLens'
+     * copy per head (docs/python.md). */
+    [HL_ATTN_IN] = {"hook_attn_in", SH_D, 0, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l] (the norm reads it)",
+                    {{0}}},
+    [HL_Q_INPUT] = {"hook_q_input", SH_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of hook_attn_in",
+                    {{0}}},
+    [HL_K_INPUT] = {"hook_k_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV, TLM_HOOK_ON_DEMAND,
+                    "hook_points.c: a copy of hook_attn_in", {{0}}},
+    [HL_V_INPUT] = {"hook_v_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV | REQ_OWN_V, TLM_HOOK_ON_DEMAND,
+                    "hook_points.c: a copy of hook_attn_in", {{0}}},
     [HL_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd", {{0}}},
     [HL_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
                            {{"attn_norm.out", REQ_IN_NORM, 0}, {"attn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
@@ -65,6 +81,10 @@ static const point_desc POINTS[HL_COUNT + 4] = {
                         "scores (scaled, capped; masked keys never written)", {{"attn.scores", 0, 0}}},
     [HL_PATTERN] = {"attn.hook_pattern", SH_MAP, 0, TLM_HOOK_NO_GRAD, "probs", {{"attn.probs", 0, 0}}},
     [HL_Z] = {"attn.hook_z", SH_Q, 0, 0, "att (per head, before o_proj)", {{"attn.heads", 0, 0}}},
+    /* each head's z through its columns of W_O, without the bias (attn_out = their sum + b_O) */
+    [HL_RESULT] = {"attn.hook_result", SH_HEADS_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND,
+                   "hook_points.c: made from att when watched",
+                   {{0}}},
     /* (fired in every placement: it is the probes' attn.o_proj; a hook only with an output norm) */
     [HL_ATTN_RAW] = {"hook_attn_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "attn_s.f",
                      {{"attn.o_proj", 0, 0}, {"attn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
@@ -83,6 +103,8 @@ static const point_desc POINTS[HL_COUNT + 4] = {
                        {"attn_norm.out_rms", REQ_POST_NORM, P_RMS},
                        {"resid_mid", 0, P_GRAD},
                        {"ffn_norm.in_rms", REQ_IN_NORM, P_RMS}}},
+    [HL_MLP_IN] = {"hook_mlp_in", SH_D, REQ_NOT_MOE_BLOCK, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l+1]",
+                   {{0}}},
     [HL_LN2_SCALE] = {"ln2.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.in.rstd", {{0}}},
     [HL_LN2_NORMALIZED] = {"ln2.hook_normalized", SH_D, REQ_IN_NORM, 0, "ffn_s.in.y",
                            {{"ffn_norm.out", REQ_IN_NORM, 0}, {"ffn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
@@ -171,6 +193,8 @@ static int config_has(const tlm_config *c, int layer, unsigned req) {
     if ((req & REQ_MLA) && !config_mla(c)) return 0;
     if ((req & REQ_NOT_MLA) && config_mla(c)) return 0;
     if ((req & REQ_Q_LORA) && !(config_mla(c) && c->q_lora_rank > 0)) return 0;
+    if ((req & REQ_OWN_V) && layer >= 0 && config_layer_k_eq_v(c, layer)) return 0;
+    if ((req & REQ_NOT_MOE_BLOCK) && layer >= 0 && config_layer_is_moe(c, layer) && c->moe_block) return 0;
     return 1;
 }
 
@@ -190,6 +214,7 @@ static int shape_of(const tlm_config *c, int l, const point_desc *p, int B, int 
     case SH_TOPK_D: shape[2] = c->n_experts_per_tok, shape[3] = c->d_model; return 4;
     case SH_QLORA: shape[2] = c->q_lora_rank; return 3;
     case SH_KVLORA: shape[2] = c->kv_lora_rank; return 3;
+    case SH_HEADS_D: shape[2] = c->n_heads, shape[3] = c->d_model; return 4;
     default: return 3;
     }
 }

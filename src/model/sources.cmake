@@ -13,4 +13,5 @@ target_sources(tinylm_objects PRIVATE
   src/model/points.c
   src/formats/llama2c.c
   src/model/hooks.c
+  src/model/hook_points.c
   src/model/decode.c)

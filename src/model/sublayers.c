@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "hook_points.h"
 #include "pass.h"
 #include "util/profile.h"
 
@@ -179,6 +180,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     project_parts(ctx, qkv_out, qkv_parts, qkv_widths, !own ? 1 : k_eq_v ? 2 : 3, &P->qkv, u, a->u16[SUB_ATTN], N,
                   d);
     if (k_eq_v) vec_copy(a->v, a->k, (size_t)N * kvd); /* v is the k projection, before k's norm */
+    if (ctx->watched) hook_points_split_kv(ctx, l, a->k, a->v); /* (hook_k_input, hook_v_input) */
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), a->q, 0);
     if (own) {
         PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
@@ -219,6 +221,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
     linear_forward_kept(ctx, f, a->att, a->att16, &P->o, N, qd, d);
+    if (ctx->watched) hook_points_result(ctx, l, f); /* (attn.hook_result) */
 }
 
 /* du = d(attention sublayer)/du . df (set) */
@@ -234,7 +237,9 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     const int qd = c->n_heads * hd, kvd = KV * hd;
     const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
     const size_t nkv = (size_t)N * kvd;
-    linear_backward(1, A->datt, &G->o, df, a->att, backward_input(&P->o, a->att, N, qd, a->att16, 0), &P->o, N, qd, d);
+    if (!(ctx->watched && hook_points_result_backward(ctx, l, df))) /* (attn.hook_result's gradient changed) */
+        linear_backward(1, A->datt, &G->o, df, a->att, backward_input(&P->o, a->att, N, qd, a->att16, 0), &P->o, N,
+                        qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     const layer_acts *kv = kv_acts(ctx, l);
@@ -293,8 +298,9 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     /* the input projections, each into its rows of the fused gradient (no join pass) */
     const uint16_t *u16 = backward_input(&P->q, u, N, d, a->u16[SUB_ATTN], 1);
     linear_backward(1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
-    if (own) linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
-    if (own && !k_eq_v) linear_backward(0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
+    const int split = ctx->watched && hook_points_split_kv_backward(ctx, l, dk, dv); /* (k, v inputs of their own) */
+    if (own && !split) linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
+    if (own && !k_eq_v && !split) linear_backward(0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -445,13 +451,15 @@ void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, flo
     sublayer_acts *s = sublayer_of(ctx, l, k);
     const int N = ctx->A->B * ctx->A->T;
     const size_t Nd = (size_t)N * c->d_model;
-    const float *u = x;
+    /* (the branch's input: x, or its copy at hook_attn_in / hook_mlp_in; the residual reads x) */
+    const float *xb = ctx->watched ? hook_points_input(ctx, l, k, x) : x;
+    const float *u = xb;
     if (placement_has_input_norm(c->placement)) {
         /* mixed-precision training: the norm writes u's bf16 copy for the sublayer's products too
          * (not when an observer may rewrite u at its point) */
         const layer_acts *a = &ctx->A->layers[l];
         uint16_t *u16 = ctx->watched ? NULL : a->u16[k];
-        norm_forward(c, s->in.y, u16, &s->in, first_norm(&m->p, l, k), x, N);
+        norm_forward(c, s->in.y, u16, &s->in, first_norm(&m->p, l, k), xb, N);
         u = s->in.y;
         ctx->rounded = u16 ? u : NULL;
         PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][0]), s->in.rstd, 0);
@@ -670,7 +678,9 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     /* dx = the residual's dsum (if any; alpha dsum for DeepNorm) + the sublayer's path, in one pass */
     const float *residual = c->residual ? dsum : NULL;
     const float alpha = config_residual_scale(c);
-    if (residual && alpha != 1.0f && !has_in) /* (DeepNorm has no input norm) */
+    if (ctx->watched && hook_points_input_backward(ctx, l, k, A->du, residual, alpha, dx))
+        ; /* (the branch's input was a copy: hook_attn_in / hook_mlp_in and the split q, k, v inputs) */
+    else if (residual && alpha != 1.0f && !has_in) /* (DeepNorm has no input norm) */
         scaled_add(dx, alpha, residual, A->du, Nd);
     else if (has_in)
         model_norm_backward(c, dx, residual, first_norm(ctx->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);

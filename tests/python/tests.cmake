@@ -96,3 +96,12 @@ if(TLM_PYTHON AND NOT TLM_SANITIZE)
                    --work ${CMAKE_BINARY_DIR}/test_notebook_exploratory --only exploratory_analysis)
   set_tests_properties(test_notebook_exploratory PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 600)
 endif()
+if(TLM_PYTHON)
+  # the hook points made only when watched (hook_attn_in, split q/k/v inputs, attn.hook_result,
+  # hook_mlp_in): values, gradients, forward and backward edits against the reference
+  add_test(NAME test_python_hook_points
+           COMMAND ${TLM_PYTHON} ${CMAKE_SOURCE_DIR}/tests/python/test_python_hook_points.py
+                   --lib $<TARGET_FILE:tinylm_shared> --tinylm $<TARGET_FILE:tinylm_cli>
+                   --work ${CMAKE_BINARY_DIR}/test_python_hook_points)
+  set_tests_properties(test_python_hook_points PROPERTIES ENVIRONMENT "${_tlm_py_env}" TIMEOUT 300)
+endif()

@@ -203,6 +203,11 @@ def z_loss_term(logits, targets):
 
 # ---- the model ---------------------------------------------------------------------------
 
+# hook points that TransformerLens has only with use_attn_in / use_split_qkv_input / use_attn_result /
+# use_hook_mlp_in, and the engine makes only when asked for (TLM_HOOK_ON_DEMAND)
+ON_DEMAND = ("hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input", "attn.hook_result", "hook_mlp_in")
+
+
 class Model:
     def __init__(self, config, params, dtype=torch.float64, bf16_products=False, bf16_attention=False):
         self.cfg = resolve_config(config)
@@ -225,6 +230,8 @@ class Model:
         self.router_logits, self.router_choice, self.router_weights = [], [], []  # each MoE layer's, last forward
         self._kv = {}  # layer -> (k, v) as attention reads them (Gemma 4's shared K/V)
         self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
+        self._kv_inputs = {}  # layer -> the normed hook_k_input, hook_v_input (sublayer -> attention)
+        self._on_demand = False  # run_hooked named a point of ON_DEMAND: they are all made
 
     def _hook(self, name, x):
         return self.hook_fn(name, x) if self.hook_fn is not None else x
@@ -340,12 +347,13 @@ class Model:
         def hk(name, t):  # hooks see [B, T, heads, hd]
             return self._hook("blocks.%d.attn.%s" % (n, name), t)
 
+        xk, xv = self._kv_inputs.pop(n, (x, x))  # (hook_k_input / hook_v_input's own, when split)
         q = self.linear(p + "q_proj", x)
         q = hk("hook_q", q.view(B, T, H, hd)).reshape(B, T, H * hd)
         if own:
-            k = self.linear(p + "k_proj", x)
+            k = self.linear(p + "k_proj", xk)
             # K = V (Gemma 4's full layers): the value is the key projection, taken before k's norm
-            v = k if (c["attention_k_eq_v"] and full) else self.linear(p + "v_proj", x)
+            v = k if (c["attention_k_eq_v"] and full) else self.linear(p + "v_proj", xv)
             k = hk("hook_k", k.view(B, T, KV, hd)).reshape(B, T, KV * hd)
             v = hk("hook_v", v.view(B, T, KV, hd)).reshape(B, T, KV * hd)
         if c["qk_norm"] == "full":  # over the whole projection (OLMo 2)
@@ -393,6 +401,14 @@ class Model:
         scores = hk("hook_attn_scores", scores)
         o = mm(hk("hook_pattern", torch.softmax(scores, dim=-1)), v)  # [B, H, T, hd]
         o = hk("hook_z", o.transpose(1, 2)).reshape(B, T, H * hd)
+        if self.hook_fn is not None and self._on_demand and not self.bf16_products:
+            # attn.hook_result: head h's z through its columns of W_O (TransformerLens' use_attn_result);
+            # attn_out = the heads' sum + b_O
+            d = c["hidden_size"]
+            w = self.p(p + "o_proj.weight").view(d, H, hd)
+            res = hk("hook_result", torch.einsum("bthj,ihj->bthi", o.view(B, T, H, hd), w))
+            b = self.p(p + "o_proj.bias")
+            return res.sum(2) + b if b is not None else res.sum(2)
         return self.linear(p + "o_proj", o)
 
     def glu(self, prefix, x):
@@ -516,25 +532,37 @@ class Model:
         ln = "blocks.%d.%s" % (n, "ln1" if kind == "attn" else "ln2")
         out = "blocks.%d.hook_%s_out" % (n, kind)
         hk = self._hook
+        xb = x  # what the branch reads; the residual path reads x
+        if self.hook_fn is not None and hooks and self._on_demand:
+            # TransformerLens' hook_attn_in / hook_mlp_in: a copy of the stream for the branch alone;
+            # the attention's q, k, v each read a copy of it (hook_q_input, ...) through the input norm
+            xb = hk("blocks.%d.hook_%s_in" % (n, kind), x + 0.0)
+            if kind == "attn" and not c["mla"]:
+                xk = hk("blocks.%d.hook_k_input" % n, xb + 0.0)
+                xv = hk("blocks.%d.hook_v_input" % n, xb + 0.0)
+                xb = hk("blocks.%d.hook_q_input" % n, xb + 0.0)
+                if pl in ("pre", "sandwich"):
+                    xk, xv = self.norm(norm_in, xk), self.norm(norm_in, xv)
+                self._kv_inputs[n] = (xk, xv)
         if pl == "deepnorm":
             # DeepNorm: x_{l+1} = LN(alpha x_l + G(x_l)), Post-Norm with the residual up-weighted
-            s = c["deepnorm_alpha"] * x + hk(out, f(x))
+            s = c["deepnorm_alpha"] * x + hk(out, f(xb))
             s = hk("blocks.%d.hook_resid_%s_pre_norm" % (n, "mid" if kind == "attn" else "post"), s)
             return self.norm_hooked(norm_in, s, ln + "_post")
         if pl == "post":
-            s = x + hk(out, f(x)) if res else hk(out, f(x))
+            s = x + hk(out, f(xb)) if res else hk(out, f(xb))
             s = hk("blocks.%d.hook_resid_%s_pre_norm" % (n, "mid" if kind == "attn" else "post"), s)
             return self.norm_hooked(norm_in, s, ln + "_post")
         if pl in ("pre", "sandwich"):
-            u = hk(ln + ".hook_normalized", self.norm_hooked(norm_in, x, ln))
+            u = hk(ln + ".hook_normalized", self.norm_hooked(norm_in, xb, ln))
         if pl == "pre":
             y = f(u)
         elif pl == "sandwich":
             y = self.norm_hooked(norm_out, hk(out + "_pre_norm", f(u)), ln + "_out")
         elif pl == "output":
-            y = self.norm_hooked(norm_out, hk(out + "_pre_norm", f(x)), ln + "_out")
+            y = self.norm_hooked(norm_out, hk(out + "_pre_norm", f(xb)), ln + "_out")
         else:
-            y = f(x)
+            y = f(xb)
         y = hk(out, y)
         return x + y if res else y
 
@@ -631,6 +659,8 @@ class Model:
         for t in self.params.values():
             t.grad = None
         self.hook_fn = fn
+        # (the engine's points made only when asked for: here too only when named)
+        self._on_demand = any(n.endswith(ON_DEMAND) for n in list(names or ()) + list(replace or ()))
         try:
             logits = self.forward(tokens)
             if backward is not None:

@@ -1,0 +1,53 @@
+/* hook_points.h — the activation points that exist only when watched (hook_points.c):
+ * TransformerLens' hook_attn_in, hook_q_input / hook_k_input / hook_v_input, attn.hook_result and
+ * hook_mlp_in. A pass makes them when a hook (tlm_set_hooks) or the cache (tlm_set_capture) asks
+ * for one, forward or backward; otherwise each call below costs one test. Internal to src/model:
+ * the sublayers call them at the spots named below. */
+#ifndef TLM_MODEL_HOOK_POINTS_H
+#define TLM_MODEL_HOOK_POINTS_H
+
+#include "pass.h"
+
+/* Forward, before sublayer k of layer l reads its input stream x_in [N, d]: the stream its branch
+ * reads — x_in itself, or (attn_in / mlp_in / the split inputs watched) the layer's own copy, with
+ * those points fired on it. The residual path keeps reading x_in. */
+const float *hook_points_input(pass_ctx *x, int l, sublayer_kind k, const float *x_in);
+
+/* Forward, after the attention's q|k|v projections: k and v again from hook_k_input /
+ * hook_v_input through their own input norm, when those differ from hook_q_input. */
+void hook_points_split_kv(pass_ctx *x, int l, float *k, float *v);
+
+/* Forward, after o_proj wrote f [N, d] from att: attn.hook_result [N, H, d] fired; a rewrite sets f
+ * to the sum of the heads' results + b_O. */
+void hook_points_result(pass_ctx *x, int l, float *f);
+
+/* Backward, instead of o_proj's backward when attn.hook_result's gradient is watched and a hook
+ * changed it: datt and W_O's gradients from the per-head gradients; 0 when the caller's own
+ * backward is right (nothing watched, or the gradient left as it was). */
+int hook_points_result_backward(pass_ctx *x, int l, const float *df);
+
+/* Backward, instead of k's and v's input projections when the forward split them: their
+ * gradients at hook_k_input / hook_v_input (kept for hook_points_input_backward); 1 when done. */
+int hook_points_split_kv_backward(pass_ctx *x, int l, const float *dk, const float *dv);
+
+/* Backward, instead of the input norm's backward and the residual add: dx = alpha * residual (when
+ * not NULL) + the branch's gradient at its input, with the input points' gradients fired; 0 when
+ * the forward made no copy (the caller's own path). du: the gradient at the norm's output (or at
+ * the branch input without an input norm). */
+int hook_points_input_backward(pass_ctx *x, int l, sublayer_kind k, const float *du, const float *residual, float alpha,
+                               float *dx);
+
+/* ---- hooks.c's side of it ---------------------------------------------------------------------- */
+
+/* whether a hook or the capture asks for point id (forward or backward) */
+int pass_point_wanted(const pass_ctx *x, int id, int is_grad);
+/* after firing point id forward: whether a hook may have rewritten it (it was allowed to, and did
+ * not say it left it unchanged) */
+int pass_point_rewritten(const pass_ctx *x, int id);
+/* the hooks' side memory: at least `floats` floats (grown between passes only: the first call of
+ * a pass asks for the whole pass's), NULL with tlm_error when out of memory */
+float *pass_hook_memory(pass_ctx *x, size_t floats);
+/* per-layer flags of the side points (what the forward made), n bytes, zeroed when first made */
+unsigned char *pass_hook_flags(pass_ctx *x, int n);
+
+#endif

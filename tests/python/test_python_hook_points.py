@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""test_python_hook_points.py — the hook points a pass makes only when watched (src/model/hook_points.c):
+hook_attn_in, hook_q_input / hook_k_input / hook_v_input, attn.hook_result, hook_mlp_in, against the
+float64 PyTorch reference (tests/reference/tinylm_ref.py run_hooked, which has them as TransformerLens'
+use_attn_in / use_split_qkv_input / use_attn_result / use_hook_mlp_in, one copy of the stream each):
+
+1. values and gradients (run_with_cache(backward=True)) at every such point of every layer;
+2. a replacement at each changes the logits as the same replacement in the reference (and an
+   in-place no-op leaves them bit-identical);
+3. a backward hook that changes the gradient at hook_result (one head's) or hook_attn_in /
+   hook_mlp_in changes the parameters' gradients as a tensor hook does in the reference;
+
+on several norm placements and attention layouts (GQA, biases, Post-Norm, sandwich, DeepNorm, K = V,
+shared keys and values), and the names TransformerLens gives them;
+
+4. the cache the pass writes itself (tlm_set_capture): run_with_cache's arrays are views of one buffer
+   the cache allocated, written by the engine (no Python callback ran, each array written once) and
+   equal bit for bit to what a hook function sees at the point (hook_scale as the scale, the masked
+   scores -inf, a padded batch's pads); a filtered cache pays only for what it keeps: no attention maps
+   without a scores or pattern point, no on-demand point (nor its memory) unless named, and a cache of
+   every point leaves the on-demand ones out;
+5. hook_result on Q8_0 weights (a GGUF file: no float32 W_O, each head through the quantized product):
+   the heads' sum + b_O = hook_attn_out within Q8_0's rounding, and a replacement changes the logits.
+
+usage: test_python_hook_points.py --lib build/libtinylm.so --tinylm build/tinylm --work DIR"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import tinylm_ref  # noqa: E402
+from cases import all_cases  # noqa: E402
+
+VARIANTS = ["llama_like", "gpt2_like", "norm_layernorm_post", "gemma2_like", "deepnorm_layernorm_2",
+            "k_eq_v_no_qk_norm_bias", "shared_kv_pre", "norm_dyt_none"]
+NEW = ("hook_attn_in", "hook_q_input", "hook_k_input", "hook_v_input", "attn.hook_result", "hook_mlp_in")
+counts = [0, 0]
+
+
+def check(ok, what, detail=""):
+    counts[0 if ok else 1] += 1
+    print("%s %s%s" % ("ok  " if ok else "FAIL", what, "" if ok or not detail else ": " + str(detail)[:400]))
+    return ok
+
+
+def rel_err(c, r):
+    c, r = np.asarray(c, np.float64), np.asarray(r, np.float64)
+    if c.shape != r.shape:
+        return float("inf")
+    scale = float(np.abs(r).max()) if r.size else 0.0
+    d = float(np.abs(c - r).max()) if r.size else 0.0
+    return d / scale if scale > 0 else d
+
+
+def close(label, c, r, tol=1e-4):
+    e = rel_err(c, r)
+    return check(e < tol, label, "rel err %.2e (shapes %s, %s)" % (e, np.shape(c), np.shape(r)))
+
+
+def check_variant(tinylm, name, cfg, opts, work):
+    c = tinylm_ref.resolve_config(cfg)
+    P = tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"])
+    P = {k: v.astype(np.float32).astype(np.float64) for k, v in P.items()}  # (as the F32 file stores them)
+    d = os.path.join(work, name)
+    tinylm_ref.save(d, cfg, P)
+    ref = tinylm_ref.Model(cfg, P)
+    model = tinylm.load(d)
+    L, H, dm = c["num_hidden_layers"], c["num_attention_heads"], c["hidden_size"]
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, c["vocab_size"], (2, 9)).astype(np.int32)
+    names = [n for n in model.hook_names if n.endswith(NEW)]
+    kinds = {n.split(".", 2)[2] for n in names}
+    # 1. values and gradients
+    lg, cache = model.run_with_cache(ids, names=names, backward=True)
+    check(kinds >= {"hook_attn_in", "hook_q_input", "hook_k_input", "attn.hook_result", "hook_mlp_in"}
+          and cache["blocks.0.attn.hook_result"].shape == ids.shape + (H, dm)
+          and cache["blocks.0.hook_attn_in"].shape == ids.shape + (dm,),
+          "%s: the points exist with TransformerLens' names, hook_result [B, T, H, d]" % name, sorted(kinds))
+    rl, rc = ref.run_hooked(ids, names=set(names), backward="loss")
+    close("%s: logits with them cached" % name, lg, rl, 1e-5)
+    bad = [(k, "%.1e" % rel_err(cache[k], rc[k])) for k in names if rel_err(cache[k], rc[k]) >= 2e-5]
+    check(not bad, "%s: %d values = the reference's" % (name, len(names)), bad)
+    grads = [k + "_grad" for k in names if k + "_grad" in rc]
+    bad = [(k, "%.1e" % rel_err(cache.get(k), rc[k])) for k in grads if k not in cache or rel_err(cache[k], rc[k]) >= 1e-4]
+    check(not bad and len(grads) == len(names), "%s: %d gradients = the reference's" % (name, len(grads)), bad)
+
+    # 2. a replacement at each kind, in layer L - 1 (and the attention input of layer 0)
+    for n in [k for k in names if k.startswith("blocks.%d." % (L - 1))] + ["blocks.0.hook_attn_in"]:
+        shape = cache[n].shape[2:]
+        v = rng.standard_normal(shape).astype(np.float32) * 0.5
+        if n.endswith("hook_result"):
+            v[1:] = 0.0  # (head 0 alone)
+        got = model.run_with_hooks(ids, fwd_hooks=[(n, lambda a, hook, v=v: a + v)])
+        want = ref.run_hooked(ids, replace={n: lambda t, v=v: t + torch.as_tensor(v, dtype=t.dtype)})[0]
+        changed = rel_err(got, lg) > 1e-3
+        close("%s: replacing %s changes the logits as in the reference%s" % (name, n, "" if changed else
+              " (NOT changed)"), got, want, 1e-5)
+        check(changed, "%s: the replacement at %s changed the logits" % (name, n))
+
+        def noop(a, hook):
+            a *= 1.0
+        check(np.array_equal(model.run_with_hooks(ids, fwd_hooks=[(n, noop)]), model(ids)),
+              "%s: an in-place no-op at %s leaves the logits bit-identical" % (name, n))
+
+    # 3. backward hooks that change the gradient
+    pn = ["layers.0.attn.o_proj.weight", "layers.0.attn.q_proj.weight", "embed.weight"]
+    tg = np.full(ids.shape, -1, np.int64)
+    tg[:, :-1] = ids[:, 1:]
+    for n, edit in (("blocks.0.attn.hook_result", "head0"), ("blocks.0.hook_attn_in", "half"),
+                    ("blocks.0.hook_mlp_in", "half"), ("blocks.0.hook_k_input", "half")):
+        if n not in model.hook_points:
+            continue
+        mask = np.ones(cache[n].shape[2:], np.float32)
+        if edit == "head0":
+            mask[0] = 0.0
+        else:
+            mask *= 0.5
+
+        def bwd(g, hook, mask=mask):
+            return g * mask
+        got = model.param_grads(ids, names=pn, bwd_hooks=[(n, bwd)])
+
+        def rep(t, mask=mask):
+            t.register_hook(lambda g: g * torch.as_tensor(mask, dtype=g.dtype))
+            return t
+        ref.run_hooked(ids, replace={n: rep}, backward="loss")
+        bad = [(p, "%.1e" % rel_err(got[p], ref.params[p].grad.numpy())) for p in pn
+               if rel_err(got[p], ref.params[p].grad.numpy()) >= 1e-4]
+        check(not bad, "%s: a backward hook scaling the gradient at %s (%s) = the reference's tensor hook"
+              % (name, n, edit), bad)
+    model.close()
+
+
+def cache_writes(tinylm):
+    ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
+    m = tinylm.load(ckpt, tokenizer=tok)
+    ids = np.random.default_rng(2).integers(0, m.vocab_size, (3, 12)).astype(np.int32)
+    resid = [n for n in m.hook_names if n == "hook_embed" or ".hook_resid_" in n]
+    _, c = m.run_with_cache(ids, names=resid)
+    st = m._pass_stats
+    owner = {id(v.base) for v in c.values()}
+    spans = sorted((v.ctypes.data, v.ctypes.data + v.nbytes) for v in c.values())
+    base = next(iter(c.values())).base
+    check(len(owner) == 1 and isinstance(base, np.ndarray) and not any(v.flags.owndata for v in c.values())
+          and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])),
+          "cache: the arrays are views of one buffer the cache owns, none overlapping (no copy per array)")
+    check(st["written"] == len(resid) and st["callbacks"] == 0,
+          "cache: the pass wrote each of the %d arrays itself, no Python callback ran" % len(resid), st)
+    check(st["maps"] == 0 and st["side_floats"] == 0,
+          "cache: the residual-only cache kept no attention maps and made no on-demand point", st)
+    # a kept cache is never written by the next; a dropped one's buffer serves the next cache
+    snap = {k: v.copy() for k, v in c.items()}
+    _, k2 = m.run_with_cache(ids[::-1].copy(), names=resid)
+    check(all(np.array_equal(c[k], snap[k]) for k in c) and not np.shares_memory(base, next(iter(k2.values())).base)
+          and not all(np.array_equal(c[k], k2[k]) for k in c),
+          "cache: a second cache leaves a kept one as it was (its own buffer)")
+    # (the buffer is private memory: a forked child writing a cache array leaves the parent's as it was)
+    before = k2["hook_embed"].copy()
+    pid = os.fork()
+    if pid == 0:
+        k2["hook_embed"][...] = 123.0
+        os._exit(0)
+    os.waitpid(pid, 0)
+    check(np.array_equal(k2["hook_embed"], before), "cache: a forked child's write to a cache array stays its own")
+    addr = next(iter(k2.values())).base.ctypes.data
+    del k2
+    _, k3 = m.run_with_cache(ids, names=resid)
+    check(next(iter(k3.values())).base.ctypes.data == addr and all(np.array_equal(k3[k], snap[k]) for k in c),
+          "cache: the buffer of a dropped cache is reused by the next (same values)")
+    del k3
+    _, c2 = m.run_with_cache(ids, names=["blocks.1.attn.hook_pattern"])
+    check(m._pass_stats["maps"] == 1, "cache: asking for a pattern keeps the maps", m._pass_stats)
+    _, c3 = m.run_with_cache(ids)
+    check(not any(n.endswith(NEW) for n in c3) and m._pass_stats["side_floats"] == 0,
+          "cache: a cache of every point leaves the on-demand points out (nothing made)", m._pass_stats)
+    m.run_with_cache(ids, names=["blocks.2.attn.hook_result"])
+    check(m._pass_stats["side_floats"] > 0, "cache: naming hook_result makes it", m._pass_stats)
+    # the arrays = what a hook function sees there (every point, gradients too; a padded batch)
+    bids, bmask = m.tokenize_batch(["Lily went to the park", "Once upon a time"], padding_side="left")
+    names = list(m.hook_names)
+    for label, x, mask in (("one sequence", ids[0], None), ("a batch", ids, None), ("a left-padded batch", bids, bmask)):
+        _, cache = m.run_with_cache(x, names=names, backward=True, attention_mask=mask)
+        seen = {}
+
+        def keep(a, hook):
+            seen[hook.name] = a.copy()
+
+        def keep_g(g, hook):
+            seen[hook.name + "_grad"] = g.copy()
+        nograd = [n for n in names if not m.hook_points[n].flags & 4]
+        lg, _ = m.run_with_cache(x, names=[], backward=True, attention_mask=mask, fwd_hooks=[(n, keep) for n in names],
+                                 bwd_hooks=[(n, keep_g) for n in nograd])
+        if mask is not None:
+            for k, v in seen.items():
+                m._zero_pads(k, v, np.asarray(mask), False)
+        bad = [k for k in seen if not np.array_equal(cache[k], seen[k])]
+        check(not bad and len(seen) == len(cache),
+              "cache (%s): %d arrays = what hook functions see, bit for bit" % (label, len(cache)), bad[:5])
+    m.close()
+
+
+def quantized_result(tinylm, cli, work):
+    ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
+    q8 = os.path.join(work, "s.q8_0.gguf")
+    p = subprocess.run([cli, "export", "--model", ckpt, "--tokenizer", tok, "--format", "gguf", "--type", "q8_0",
+                        "--out", q8], capture_output=True, timeout=300)
+    if not check(p.returncode == 0, "export stories260K as Q8_0", p.stderr[-300:]):
+        return
+    m = tinylm.load(q8)
+    ids = np.random.default_rng(4).integers(0, m.vocab_size, (2, 10)).astype(np.int32)
+    lg, c = m.run_with_cache(ids, names=["blocks.1.attn.hook_result", "blocks.1.hook_attn_out"])
+    close("Q8_0: hook_result summed over heads = hook_attn_out (no bias), within Q8_0's rounding",
+          c["blocks.1.attn.hook_result"].sum(-2), c["blocks.1.hook_attn_out"], 2e-2)
+
+    def cut(a, hook):
+        a[..., 0, :] = 0.0
+    cut_lg = m.run_with_hooks(ids, fwd_hooks=[("blocks.1.attn.hook_result", cut)])
+    check(rel_err(cut_lg, lg) > 1e-3, "Q8_0: zeroing head 0's result changes the logits")
+    m.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--tinylm", help="the CLI (exports the Q8_0 file); without it that part is skipped")
+    args = ap.parse_args()
+    os.environ["TINYLM_LIB"] = os.path.abspath(args.lib)
+    import tinylm
+    tinylm.set_threads(1)
+    torch.set_num_threads(1)
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    cases = {n: (c, o) for n, c, o in all_cases()}
+    for name in VARIANTS:
+        check_variant(tinylm, name, cases[name][0], cases[name][1], args.work)
+    cache_writes(tinylm)
+    if args.tinylm:
+        quantized_result(tinylm, args.tinylm, args.work)
+    print("%d passed, %d failed" % tuple(counts))
+    return 1 if counts[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
