@@ -178,7 +178,7 @@ int tlm_params_writable(tlm_model *m) {
     if (m->wq_mem)
         return tlm_error("weights: this model's matrices are kept quantized (ggml blocks, inference only); they "
                          "cannot be edited in place");
-    if (m->w16_mem)
+    if (m->stored16)
         return tlm_error("weights: this model's matrices were converted to bf16 for inference; they cannot be edited "
                          "(load it without the bf16 conversion)");
     if (!m->file_map) return 0;

@@ -8,7 +8,7 @@
  * the tlm_* functions that take a model run in (the trainer's gradients are its); more may be
  * made on one model (context_create), and contexts of one model may run at once from several
  * threads. What a pass still writes in the model is the bf16 mirror of f32 weights when mixed
- * precision is on (model_refresh_mirror): not to be run in two contexts at once
+ * precision is on (model_weights_changed): not to be run in two contexts at once
  * (docs/architecture.md). Internal header; the public API is include/tinylm.h. */
 #ifndef TLM_MODEL_CONTEXT_H
 #define TLM_MODEL_CONTEXT_H

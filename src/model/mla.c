@@ -141,7 +141,7 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), datt, 1);
     attention_spec spec = model_layer_attention(c, l);
-    spec.bf16 = m->bf16_products;
+    spec.bf16 = m->product_bf16;
     spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, datt, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec,
                        A->attn_scratch);

@@ -162,7 +162,7 @@ static int forward_run(tlm_context *ctx, const int *tokens, const int *targets, 
     float l = 0.0f;
     /* mixed precision: this forward's bf16 weights, for its (and its backward's) products over
      * many rows; a few-row pass (decoding) multiplies the f32 weights and needs none */
-    if (N > MATVEC_MAX_ROWS) model_refresh_mirror((tlm_model *)m);
+    if (N > MATVEC_MAX_ROWS) model_weights_changed((tlm_model *)m);
     signals_hold(); /* (util/signals.h: one hold for the pass's products) */
     pass_ctx x = pass_whole(ctx);
     const int failed = split_forward(ctx, targets != NULL, &l) && (forward_rows(&x, &l) || pass_check_points(&x));

@@ -31,9 +31,9 @@
 void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
                     int IC, int OC) {
     if (lp->wq)
-        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile, m->bf16_products);
+        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile, m->product_bf16);
     else if (lp->w16 && !lp->w)
-        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, m->bf16_products);
+        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, m->product_bf16);
     else if (lp->w16 && N > MATVEC_MAX_ROWS)
         matmul_forward_mixed(out, inp, NULL, lp->w, lp->w16, lp->b, N, IC, OC);
     else
@@ -147,7 +147,7 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
                          const float *k, const float *v, int B, int T) {
     const tlm_config *c = &ctx->m->cfg;
     attention_spec spec = model_layer_attention(c, l);
-    spec.bf16 = ctx->m->bf16_products;
+    spec.bf16 = ctx->m->product_bf16;
     spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
     attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
     if (ctx->watched) {
@@ -212,7 +212,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     const layer_acts *kv = kv_acts(ctx, l);
     if (ctx->run->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
         attention_spec spec = model_layer_attention(c, l);
-        spec.bf16 = m->bf16_products; /* (a chunk of several tokens: the full pass's bf16 products) */
+        spec.bf16 = m->product_bf16; /* (a chunk of several tokens: the full pass's bf16 products) */
         kv_attention_forward(ctx->run->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T, spec);
     } else {
         attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
@@ -238,7 +238,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     const layer_acts *kv = kv_acts(ctx, l);
-    spec.bf16 = m->bf16_products;
+    spec.bf16 = m->product_bf16;
     spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);

@@ -708,7 +708,7 @@ static void progress(const trainer *t, float loss, float lr, double tok_s, doubl
 static void print_engine(const tlm_model *m) {
     char precision[200] = "";
     const attention_spec bf16_attention = {.bf16 = 1};
-    if (m->mirror16)
+    if (m->product16)
         snprintf(precision, sizeof precision,
                  "; mixed precision: bf16 products on %s (linear layers%s), f32 weights, optimizer, norms, softmax "
                  "and loss",
@@ -731,7 +731,7 @@ static void print_profile(const trainer *t, int steps, double seconds) {
                     "%d threads, %s)\n",
             flops / 1e9, flops / step_s / 1e9, 100.0 * flops / step_s / 1e9 / peak, peak, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()));
-    if (t->m->bf16_products) { /* MFU against the peak of the precision in use */
+    if (t->m->product_bf16) { /* MFU against the peak of the precision in use */
         const double bf = gemm_bf16_measure_gflops(1024);
         if (bf > 0)
             fprintf(stderr, "model FLOPs in mixed precision: %.1f%% of the measured bf16 matmul peak (%.0f GFLOP/s, %s)\n",

@@ -4,7 +4,7 @@
  *     (PyTorch's AdamW, the operations in optim.c's order) for weights, moments, decay and clipping;
  *   - the weights and moments are bit-identical to adamw_step's, and the mirror equals
  *     f32_to_bf16 of the new weights, value for value; the mirror is marked fresh;
- *   - the next forward's model_refresh_mirror takes it as it is (the mark cleared, the mirror
+ *   - the next forward's model_weights_changed takes it as it is (the mark cleared, the mirror
  *     unchanged), and the one after rounds the weights again (a weight changed in between is seen);
  *   - the gradient reads zero after it and is marked clear, which model_zero_grads trusts, and the
  *     next backward takes the mark away;
@@ -113,18 +113,18 @@ int main(void) {
               !memcmp(oa.m, ob.m, sizeof(float) * a->n_params) && !memcmp(oa.v, ob.v, sizeof(float) * a->n_params),
           "the mirrored step's weights or moments differ from adamw_step's");
     int same = 1;
-    for (size_t i = 0; i < b->n_params; i++) same &= b->mirror16[i] == tlm_f32_to_bf16(b->param_mem[i]);
+    for (size_t i = 0; i < b->n_params; i++) same &= b->product16[i] == tlm_f32_to_bf16(b->param_mem[i]);
     CHECK(same, "the mirror is not the new weights rounded");
     CHECK(b->mirror_fresh == 1 && a->mirror_fresh == 0, "fresh marks: mirrored %d, plain %d", b->mirror_fresh,
           a->mirror_fresh);
     /* the next forward takes the mirror as it is; a weight changed after that is rounded again */
-    b->mirror16[0] ^= 1; /* (a bit the refresh would put back if it rounded) */
-    model_refresh_mirror(b);
-    CHECK(b->mirror_fresh == 0 && b->mirror16[0] == (uint16_t)(tlm_f32_to_bf16(b->param_mem[0]) ^ 1),
+    b->product16[0] ^= 1; /* (a bit the refresh would put back if it rounded) */
+    model_weights_changed(b);
+    CHECK(b->mirror_fresh == 0 && b->product16[0] == (uint16_t)(tlm_f32_to_bf16(b->param_mem[0]) ^ 1),
           "the refresh after the mirrored step rounded the weights again or left the mark");
     b->param_mem[1] = 3.0f;
-    model_refresh_mirror(b);
-    CHECK(b->mirror16[0] == tlm_f32_to_bf16(b->param_mem[0]) && b->mirror16[1] == tlm_f32_to_bf16(3.0f),
+    model_weights_changed(b);
+    CHECK(b->product16[0] == tlm_f32_to_bf16(b->param_mem[0]) && b->product16[1] == tlm_f32_to_bf16(3.0f),
           "the refresh after that did not round the weights");
     { /* model_zero_grads trusts the mark; a backward takes it away */
         b->ctx->grad_mem[3] = 5.0f;
@@ -148,7 +148,7 @@ int main(void) {
           "a shard's step marked the mirror fresh or cleared the gradient");
     model_set_mixed_bf16(a, 0, NULL);
     adamw_step_fused(&oa, a, cfg.lr, 3.0);
-    CHECK(a->mirror_fresh == 0 && !a->mirror16, "a model without a mirror was marked");
+    CHECK(a->mirror_fresh == 0 && !a->product16, "a model without a mirror was marked");
     adamw_free(&oa), adamw_free(&ob);
     model_free(a), model_free(b);
     printf("%d checks, %d failures\n", checks, failures);
