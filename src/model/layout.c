@@ -232,7 +232,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
          * two small tile products per block: there the maps saved about as much in the backward as
          * writing them cost in the forward, and took memory. (Mixed precision without AMX keeps
          * attention in f32, and the maps with it.) The figures: docs/performance.md, "Figures behind the code". */
-        const attention_spec mixed = {.bf16 = m->product_bf16}; /* (the pass's own spec.bf16: sublayers.c) */
+        const attention_spec mixed = {.bf16 = ctx->product_bf16}; /* (the pass's own spec.bf16: sublayers.c) */
         const int keep_probs =
             maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
@@ -247,11 +247,12 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
         L->up = dense ? take(a, N * lf) : NULL;
         L->hid = dense ? take(a, N * lf) : NULL;
-        /* mixed-precision training (a bf16 mirror of f32 weights): the products' inputs as the forward
-         * rounded them, for the backward's weight gradients (sublayers.c; MLA's and the experts'
-         * products round their own) */
+        /* mixed-precision training (bf16 products on the bf16 copy of f32 weights: the layer's
+         * linears are stored alike, o asks for them): the products' inputs as the forward rounded
+         * them, for the backward's weight gradients (sublayers.c; MLA's and the experts' products
+         * round their own) */
         arena none16 = {0};
-        arena *k16 = !lean && m->product16 ? a : &none16;
+        arena *k16 = !lean && linear_mixed(&m->p.layers[l].o, ctx->product_bf16, (int)N) ? a : &none16;
         L->u16[SUB_ATTN] = !config_mla(c) ? take16(k16, B, T, d) : NULL;
         L->att16 = !config_mla(c) ? take16(k16, B, T, lqd) : NULL;
         L->u16[SUB_FFN] = dense ? take16(k16, B, T, d) : NULL;
@@ -379,8 +380,9 @@ int ensure_activations(tlm_context *ctx, int B, int T) {
     /* (the attention's scratch has a slot per thread: more threads than when it was laid out need a new
      * layout — tinylm.set_threads(2) after a pass on one thread wrote past it) */
     const int slots_ok = !A->attn_scratch || A->attn_slots >= (size_t)omp_get_max_threads();
-    if (A->mem && A->B == B && A->T == T && A->mode == ctx->mode && A->kv_layout == kv_layout && A->w16 == !!m->stored16 && A->wq == !!m->wq_mem &&
-        A->product16 == !!m->product16 && A->maps == maps && slots_ok)
+    if (A->mem && A->B == B && A->T == T && A->mode == ctx->mode && A->kv_layout == kv_layout &&
+        A->w16 == !!m->stored16 && A->wq == !!m->wq_mem && A->product_bf16 == ctx->product_bf16 && A->maps == maps &&
+        slots_ok)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
@@ -406,7 +408,7 @@ int ensure_activations(tlm_context *ctx, int B, int T) {
     arena a = {.base = arena_base(A->mem)};
     layout_activations(ctx, A, &a, B, T);
     A->B = B, A->T = T, A->mode = ctx->mode, A->kv_layout = kv_layout, A->w16 = !!m->stored16, A->wq = !!m->wq_mem;
-    A->product16 = !!m->product16;
+    A->product_bf16 = ctx->product_bf16;
     return context_ensure_rope(ctx, T);
 }
 

@@ -3,6 +3,7 @@ target_sources(tinylm_objects PRIVATE
   src/model/explain.c
   src/model/hf_families.c
   src/model/params.c
+  src/model/precision.c
   src/model/model.c
   src/model/context.c
   src/model/layout.c

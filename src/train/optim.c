@@ -168,7 +168,6 @@ void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) { step(o, m,
 void adamw_step_fused(adamw *o, tlm_model *m, float lr, double grad_norm) {
     const int whole = o->lo == 0 && o->hi == m->n_params;
     step(o, m, lr, grad_norm, whole ? m->product16 : NULL, whole);
-    m->mirror_fresh = whole && m->product16;
     m->ctx->grad_clear = whole;
 }
 

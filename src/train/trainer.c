@@ -904,14 +904,15 @@ static int train_loop(trainer *t) {
             goto out;
         }
         float lr = lr_at(&o->opt, t->step);
-        /* (the bf16 mirror rounded, the gradient cleared in AdamW's pass when nothing changes the
-         * weights after it) */
+        /* (the bf16 copy of the weights rounded, the gradient cleared in AdamW's pass when nothing
+         * changes the weights after it) */
         if (t->shard || o->router_bias_update > 0.0f)
             adamw_step(&t->opt, t->m, lr, st.gnorm);
         else
             adamw_step_fused(&t->opt, t->m, lr, st.gnorm);
         if (t->shard) gather_parameters(t);
         if (o->router_bias_update > 0.0f) router_bias_update(t);
+        if (t->shard || o->router_bias_update > 0.0f) model_weights_changed(t->m); /* (the fused step made it) */
         t->step++;
         double step_s = tlm_now_s() - t0;
         if (t->step > first_step + 2) profiled_steps++, profiled_s += step_s;
@@ -976,7 +977,6 @@ out:
         if (write_page(t, status, 0) && rc == 0) rc = 1, fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
         else if (rc != 0 && why[0]) tlm_error("%s", why);
     }
-    t->m->mirror_fresh = 0; /* (whatever runs next may change the weights before its forward) */
     while (take_stop_signal()) {
     } /* (a second Ctrl-C during the save: already answered) */
     return rc;
