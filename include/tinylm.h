@@ -160,7 +160,9 @@ TLM_API const char *tlm_param_name(const tlm_model *m, int i);
 TLM_API const float *tlm_param(const tlm_model *m, const char *name, int64_t shape[2], int *ndim);
 /* Makes the parameter buffer safe to write (the next pass sees the edits): a read-only file
  * mapping is copied into an owned buffer first (tlm_param pointers change); bf16-converted
- * weights are refused (-1 + message). 0: writable. */
+ * weights are refused (-1 + message). 0: writable. With bf16 products on (tlm_set_precision) the
+ * products read a bf16 copy of the weights, made when the precision is set and again by this
+ * call: after editing, call it again before the next pass. */
 TLM_API int tlm_params_writable(tlm_model *m);
 
 /* ---- interface version 5: mixed precision ---- */
@@ -229,8 +231,9 @@ TLM_API int tlm_forward_padded(tlm_model *m, const int *tokens, const int *targe
  * A model is its config and weights; what a pass writes (activations, a KV cache, hooks, the mode)
  * lives in a context. The functions above that take a tlm_model run in the model's own default
  * context, and each tlm_gen / tlm_gen_batch in one of its own. More contexts may be made on one
- * model, and contexts of one model may run at the same time from different threads (inference:
- * not tlm_backward, tlm_set_precision, tlm_params_writable or weight edits while they run). Each
+ * model, and contexts of one model may run at the same time from different threads, in either
+ * precision (inference: not tlm_backward, tlm_set_precision, tlm_params_writable or weight edits
+ * while they run: those write the model). Each
  * runs its passes on n_threads OpenMP threads (0: the count of the thread that calls), set around
  * each call for the calling thread alone. Free a context before its model. */
 typedef struct tlm_context tlm_context;

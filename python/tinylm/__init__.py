@@ -193,6 +193,10 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         self._keep = None  # weakref to what every weight view references (close waits for them)
         self._deferred_free = None  # close() with weight views alive: frees when the last goes
         self._staged = None  # inside edit_weights(): (the engine's buffer, the block's copy, the tensor table)
+        # weights the caller may have written since the last call: writable views handed out (for
+        # good), or an edit_weights() block just restored (_using has bf16 products read them)
+        self._writable_out = False
+        self._restored = False
         _models.add(self)
         if tokenizer and not self._tok:
             self.close()
@@ -224,6 +228,10 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
                 _apply_threads()
                 if self._staged is not None:  # (inside edit_weights(): the edits so far, into the engine)
                     np.copyto(self._staged[0], self._staged[1])
+                if self.precision == "bf16" and (self._staged is not None or self._writable_out or self._restored):
+                    # (bf16 products read the engine's bf16 copy of the weights: made again from the edits)
+                    _L.tlm_params_writable(self._h)
+                    self._restored = False
                 yield self._h
             finally:
                 self._owner = None
@@ -295,7 +303,9 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
         """The parameters as NumPy views of the engine's buffer under TransformerLens' names and
         shapes (W_E, W_U, W_Q [L, H, d_model, d_head], blocks.0.ln1.w, ...: docs/python.md).
         Read-only by default; writable=True: an edit (W["W_out"][0, n] = 0) is what the next pass
-        computes with. A model that keeps its matrices quantized (a GGUF file) or in bf16 gives
+        computes with (with set_precision('bf16'), each call on the model from then on makes the
+        engine's bf16 copy of the weights again, a pass over them, so that its products see the
+        edits). A model that keeps its matrices quantized (a GGUF file) or in bf16 gives
         read-only views of an f32 copy (each weight the value it encodes: 4 bytes per parameter);
         writable=True is refused there. The views stay valid after close() (the engine's model is freed when the
         last one goes)."""
@@ -324,6 +334,7 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             keep = _Keep()
             self._keep = weakref.ref(keep)
         flat = _weights_mod.flat_buffer(base, _L.tlm_num_params(h), keep, writable)
+        self._writable_out |= writable
         return Weights(self, flat, table, writable)
 
     def _widened_weights(self, h):
@@ -388,6 +399,7 @@ class Model(TransformerLensMixin, TokenizerMixin, GenerationMixin):
             with contextlib.nullcontext() if inside else self._lock:
                 self._staged = None
                 np.copyto(engine, saved)
+                self._restored = True
 
     @property
     def param_names(self):

@@ -162,18 +162,23 @@ const float *tlm_param(const tlm_model *m, const char *name, int64_t shape[2], i
     return m->param_mem + t->offset;
 }
 
-/* Every parameter view (q|k|v, gate|up, the tied head) points into param_mem, and no kernel keeps
- * a derived copy of f32 weights, so an edit there is seen by the next pass. What must not be
- * written: a read-only file mapping (copied here into an owned buffer first) and bf16 weights
- * (the f32 values are gone: refused). */
+/* Every parameter view (q|k|v, gate|up, the tied head) points into param_mem, so an edit there is
+ * seen by the next pass; the one derived copy, mixed precision's bf16 one (product16), is made
+ * again here at the end, for the edits made before the call (python/tinylm calls it before each
+ * call on a model whose weights it has handed out writable). What must not be written: a read-only
+ * file mapping (copied here into an owned buffer first) and bf16 weights (the f32 values are gone:
+ * refused). */
 int tlm_params_writable(tlm_model *m) {
     if (m->wq_mem)
         return tlm_error("weights: this model's matrices are kept quantized (ggml blocks, inference only); they "
                          "cannot be edited in place");
-    if (m->w16_mem)
+    if (m->stored16)
         return tlm_error("weights: this model's matrices were converted to bf16 for inference; they cannot be edited "
                          "(load it without the bf16 conversion)");
-    if (!m->file_map) return 0;
+    if (!m->file_map) {
+        model_weights_changed(m);
+        return 0;
+    }
     float *own = malloc((m->n_params ? m->n_params : 1) * sizeof(float));
     if (!own) return tlm_error("weights: out of memory copying %zu parameters out of the file mapping", m->n_params);
     memcpy(own, m->param_mem, m->n_params * sizeof(float));
@@ -181,6 +186,7 @@ int tlm_params_writable(tlm_model *m) {
     m->file_map = NULL, m->file_map_len = 0;
     m->param_mem = own;
     model_bind_params(m, &m->p, m->param_mem);
+    model_weights_changed(m);
     return 0;
 }
 

@@ -58,7 +58,7 @@ int cli_check_dtype(const char *cmd, const char *dtype) {
 
 int cli_apply_dtype(tlm_model *m, const char *dtype) {
     if (!strcmp(dtype, "f32")) return 0;
-    if (!strcmp(dtype, "bf16") || (!strcmp(dtype, "auto") && m->stored_bf16)) return model_weights_to_bf16(m);
+    if (!strcmp(dtype, "bf16") || (!strcmp(dtype, "auto") && m->file_stored16)) return model_weights_to_bf16(m);
     if (!strcmp(dtype, "auto")) return 0;
     return tlm_error("--dtype: \"%s\" is not one of auto, f32, bf16", dtype);
 }
@@ -71,7 +71,7 @@ int cli_check_precision(const char *cmd, const char *precision, int auto_ok) {
 
 int cli_apply_precision(tlm_model *m, const char *cmd, const char *precision) {
     if (!strcmp(precision, "auto")) /* (no bf16 path: model_set_mixed_bf16 leaves fp32 and says nothing) */
-        return (m->w16_mem || m->wq_mem) && model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0;
+        return (m->stored16 || m->wq_mem) && model_set_mixed_bf16(m, 1, NULL) < 0 ? -1 : 0;
     if (strcmp(precision, "bf16")) return 0;
     const char *why = NULL;
     const int on = model_set_mixed_bf16(m, 1, &why);

@@ -173,7 +173,7 @@ int cmd_export(int argc, char **argv) {
         return cli_fail("export");
     }
     tlm_model *m = model_load_dir(model_dir);
-    if (m && (m->wq_mem || m->w16_mem)) { /* (a GGUF's quantized or bf16 matrices: the f32 values they encode) */
+    if (m && (m->wq_mem || m->stored16)) { /* (a GGUF's quantized or bf16 matrices: the f32 values they encode) */
         tlm_model *f = model_f32_copy(m);
         model_free(m);
         m = f;

@@ -44,8 +44,8 @@ static void print_timings(const tlm_model *m, const gen_stats *st, double load_s
             st->n_prompt, st->prefill_s * 1e3, st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0.0, st->n_generated,
             st->n_decoded ? st->decode_s * 1e3 / st->n_decoded : 0.0,
             st->decode_s > 0 ? st->n_decoded / st->decode_s : 0.0, omp_get_max_threads(),
-            tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(), m->bf16_products ? "bf16 (" : "fp32",
-            m->bf16_products ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->bf16_products ? ")" : "",
+            tlm_isa_name(tlm_cpu_isa()), gemm_backend_name(), m->product_bf16 ? "bf16 (" : "fp32",
+            m->product_bf16 ? gemm_bf16_path_name(gemm_bf16_path()) : "", m->product_bf16 ? ")" : "",
             decode_products(m));
     if (config_mla(&m->cfg))
         fprintf(stderr,

@@ -368,7 +368,7 @@ static int load_tensors(tlm_model *m, const tlm_safetensors *st, const char *dir
         if (!rc) rc = mark_used(&used, t);
     }
     /* every matrix bf16 in the file: --dtype auto keeps them so (the values are exact in bf16) */
-    m->stored_bf16 = m->w16_mem != NULL || (matrices > 0 && bf16_matrices == matrices); /* (or read as bf16) */
+    m->file_stored16 = m->stored16 != NULL || (matrices > 0 && bf16_matrices == matrices); /* (or read as bf16) */
     free(scratch), free(f32);
     if (!rc && c->tie_embeddings) {
         const tlm_st_tensor *head = tlm_st_find(st, head_name(prefix));

@@ -7,9 +7,8 @@
  * coefficients. Every tlm_model owns one default context (m->ctx), which the model_* passes and
  * the tlm_* functions that take a model run in (the trainer's gradients are its); more may be
  * made on one model (context_create), and contexts of one model may run at once from several
- * threads. What a pass still writes in the model is the bf16 mirror of f32 weights when mixed
- * precision is on (model_refresh_mirror): not to be run in two contexts at once
- * (docs/architecture.md). Internal header; the public API is include/tinylm.h. */
+ * threads, in either precision: a pass writes nothing in the model (docs/architecture.md).
+ * Internal header; the public API is include/tinylm.h. */
 #ifndef TLM_MODEL_CONTEXT_H
 #define TLM_MODEL_CONTEXT_H
 
@@ -19,6 +18,8 @@
 typedef struct tlm_context {
     const tlm_model *m; /* the model this context runs (read only) */
     model_mode mode;
+    int product_bf16; /* the product dtype of the last forward and its backward (precision.h): 1 bf16,
+                         taken from the model once as the forward starts (precision_pass_bf16) */
     int n_threads;    /* the OpenMP threads its passes run on; 0: the calling thread's count
                          (omp_get_max_threads()), as the default context does */
     float z_loss;     /* training: model_backward adds the gradient of z_loss * mean(lse^2) (0 = off) */

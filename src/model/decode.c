@@ -452,13 +452,14 @@ static void share(int n, const step_ctx *s, int *lo, int *hi) {
     *hi = (int)((long long)n * (s->id + 1) / s->nt);
 }
 
-/* linear_forward's choice for a few rows: the quantized weights when there are, the f32 ones
- * (a mixed-precision bf16 mirror beside them serves only products over many rows), else the bf16 ones */
+/* linear_forward's choice for a few rows (f32 arithmetic, linear_product_bf16) by the stored dtype:
+ * the blocks, the f32 weights (a bf16 copy beside them serves only products over many rows), or
+ * the bf16 ones */
 static void step_linear(float *y, const float *x, const linear_params *lp, int IC, int o0, int o1) {
-    if (lp->wq)
+    if (linear_stored(lp) == STORED_BLOCKS)
         matvec_quant_part(y, x, lp->wq, lp->wq_type, lp->b, IC, o0, o1);
     else
-        matvec_part(y, x, lp->w, lp->w ? NULL : lp->w16, lp->b, IC, o0, o1);
+        matvec_part(y, x, lp->w, linear_stored(lp) == STORED_BF16 ? lp->w16 : NULL, lp->b, IC, o0, o1);
 }
 
 /* rows [o0, o1) of projections stored back to back (q|k|v, gate|up) into y, their outputs side by

@@ -148,12 +148,12 @@ void hook_points_split_kv(pass_ctx *x, int l, float *k, float *v) {
      * that an unchanged split gives the sublayer's own bits) */
     const float *uk = normed(x, l, s.xk, &s.nk);
     if (memcmp(s.xk, s.x_attn, n * sizeof(float))) {
-        linear_forward(m, x->A->w_tile, k, uk, &P->k, N, d, kvd);
+        linear_forward(pass_product_bf16(x), x->A->w_tile, k, uk, &P->k, N, d, kvd);
         if (k_eq_v) vec_copy(v, k, (size_t)N * kvd); /* (v is the k projection) */
     }
     if (k_eq_v) return;
     const float *uv = normed(x, l, s.xv, &s.nv);
-    if (memcmp(s.xv, s.x_attn, n * sizeof(float))) linear_forward(m, x->A->w_tile, v, uv, &P->v, N, d, kvd);
+    if (memcmp(s.xv, s.x_attn, n * sizeof(float))) linear_forward(pass_product_bf16(x), x->A->w_tile, v, uv, &P->v, N, d, kvd);
 }
 
 void hook_points_result(pass_ctx *x, int l, float *f) {
@@ -187,7 +187,7 @@ void hook_points_result(pass_ctx *x, int l, float *f) {
             for (int nn = 0; nn < N; nn++)
                 memcpy(s.zm + (size_t)nn * qd + (size_t)h * hd, z + (size_t)nn * qd + (size_t)h * hd,
                        sizeof(float) * hd);
-            linear_forward(m, x->A->w_tile, s.one, s.zm, &ob, N, qd, d);
+            linear_forward(pass_product_bf16(x), x->A->w_tile, s.one, s.zm, &ob, N, qd, d);
             for (int nn = 0; nn < N; nn++)
                 memcpy(R + ((size_t)nn * H + h) * d, s.one + (size_t)nn * d, sizeof(float) * d);
         }
@@ -284,7 +284,7 @@ int hook_points_split_kv_backward(pass_ctx *x, int l, const float *dk, const flo
     linear_params *GW[2] = {&G->k, &G->v};
     for (int i = 0; i < (k_eq_v ? 1 : 2); i++) {
         float *du = has_in ? s.du : dx[i];
-        linear_backward(1, du, GW[i], dout[i], u[i], NULL, W[i], N, d, kvd);
+        linear_backward(pass_product_bf16(x), 1, du, GW[i], dout[i], u[i], NULL, W[i], N, d, kvd);
         if (has_in)
             model_norm_backward(c, dx[i], NULL, input_norm(x->g, l, SUB_ATTN), du, na[i],
                                 input_norm(&m->p, l, SUB_ATTN), in[i], N);

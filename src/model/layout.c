@@ -233,7 +233,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
          * two small tile products per block: there the maps saved about as much in the backward as
          * writing them cost in the forward, and took memory. (Mixed precision without AMX keeps
          * attention in f32, and the maps with it.) The figures: docs/performance.md, "Figures behind the code". */
-        const attention_spec mixed = {.bf16 = m->bf16_products}; /* (the pass's own spec.bf16: sublayers.c) */
+        const attention_spec mixed = {.bf16 = ctx->product_bf16}; /* (the pass's own spec.bf16: sublayers.c) */
         const int keep_probs =
             maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
@@ -248,11 +248,12 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
         L->up = dense ? take(a, N * lf) : NULL;
         L->hid = dense ? take(a, N * lf) : NULL;
-        /* mixed-precision training (a bf16 mirror of f32 weights): the products' inputs as the forward
-         * rounded them, for the backward's weight gradients (sublayers.c; MLA's and the experts'
-         * products round their own) */
+        /* mixed-precision training (bf16 products on the bf16 copy of f32 weights: the layer's
+         * linears are stored alike, o asks for them): the products' inputs as the forward rounded
+         * them, for the backward's weight gradients (sublayers.c; MLA's and the experts' products
+         * round their own) */
         arena none16 = {0};
-        arena *k16 = !lean && m->mirror16 ? a : &none16;
+        arena *k16 = !lean && m->p.layers && linear_mixed(&m->p.layers[l].o, ctx->product_bf16, (int)N) ? a : &none16;
         L->u16[SUB_ATTN] = !config_mla(c) ? take16(k16, B, T, d) : NULL;
         L->att16 = !config_mla(c) ? take16(k16, B, T, lqd) : NULL;
         L->u16[SUB_FFN] = dense ? take16(k16, B, T, d) : NULL;
@@ -275,7 +276,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
     A->ple_in = LP ? take(a, N * LP) : NULL;
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
     A->fused = take_shared(a, (N < MATVEC_MAX_ROWS ? N : MATVEC_MAX_ROWS) * fused); /* decoding's rows only */
-    A->w_tile = m->w16_mem || m->wq_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
+    A->w_tile = m->stored16 || m->wq_mem ? take_shared(a, (size_t)MATMUL_BF16_TILE * widest_input(c)) : NULL;
     /* the head: every position, or the last of each row */
     const size_t R = ctx->mode == MODEL_INFER_LAST ? (size_t)B : N;
     A->logits_rows = (int)R;
@@ -383,8 +384,9 @@ int ensure_activations(tlm_context *ctx, int B, int T) {
     /* (the attention's scratch has a slot per thread: more threads than when it was laid out need a new
      * layout — tinylm.set_threads(2) after a pass on one thread wrote past it) */
     const int slots_ok = !A->attn_scratch || A->attn_slots >= (size_t)omp_get_max_threads();
-    if (A->mem && A->B == B && A->T == T && A->mode == ctx->mode && A->kv_layout == kv_layout && A->w16 == !!m->w16_mem && A->wq == !!m->wq_mem &&
-        A->mirror16 == !!m->mirror16 && A->maps == maps && slots_ok)
+    if (A->mem && A->B == B && A->T == T && A->mode == ctx->mode && A->kv_layout == kv_layout &&
+        A->w16 == !!m->stored16 && A->wq == !!m->wq_mem && A->product_bf16 == ctx->product_bf16 && A->maps == maps &&
+        slots_ok)
         return 0;
     if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
         return tlm_error("out of memory");
@@ -409,8 +411,8 @@ int ensure_activations(tlm_context *ctx, int B, int T) {
     }
     arena a = {.base = arena_base(A->mem)};
     layout_activations(ctx, A, &a, B, T);
-    A->B = B, A->T = T, A->mode = ctx->mode, A->kv_layout = kv_layout, A->w16 = !!m->w16_mem, A->wq = !!m->wq_mem;
-    A->mirror16 = !!m->mirror16;
+    A->B = B, A->T = T, A->mode = ctx->mode, A->kv_layout = kv_layout, A->w16 = !!m->stored16, A->wq = !!m->wq_mem;
+    A->product_bf16 = ctx->product_bf16;
     return context_ensure_rope(ctx, T);
 }
 

@@ -65,19 +65,19 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     float *w_tile = ctx->A->w_tile;
     /* q */
     if (rq > 0) {
-        linear_forward(m, w_tile, a->cq, u, &P->q_a, N, d, rq);
+        linear_forward(pass_product_bf16(ctx), w_tile, a->cq, u, &P->q_a, N, d, rq);
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_A), a->cq, 0);
         rmsnorm_forward(a->cqn, a->cq_rstd, a->cq, P->q_a_norm, 0.0f, N, rq, c->norm_eps);
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_A_NORMED), a->cqn, 0);
-        linear_forward(m, w_tile, a->q, a->cqn, &P->q_b, N, rq, H * qk);
+        linear_forward(pass_product_bf16(ctx), w_tile, a->q, a->cqn, &P->q_b, N, rq, H * qk);
     } else {
-        linear_forward(m, w_tile, a->q, u, &P->q, N, d, H * qk);
+        linear_forward(pass_product_bf16(ctx), w_tile, a->q, u, &P->q, N, d, H * qk);
     }
     /* c_kv and the raw k_pe, then c_kv's norm and its expansion to every head's k_nope and v */
     float *kpe0 = a->ckv + (size_t)N * rkv;
     const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
-    linear_forward(m, w_tile, a->ckv, u, &kv_lo, N, d, rkv);
-    linear_forward(m, w_tile, kpe0, u, &kv_hi, N, d, dr);
+    linear_forward(pass_product_bf16(ctx), w_tile, a->ckv, u, &kv_lo, N, d, rkv);
+    linear_forward(pass_product_bf16(ctx), w_tile, kpe0, u, &kv_hi, N, d, dr);
     PASS_POINT(ctx, model_point_id(c, l, HL_KV_A), a->ckv, 0);
     rmsnorm_forward(a->ckvn, a->ckv_rstd, a->ckv, P->kv_a_norm, 0.0f, N, rkv, c->norm_eps);
     PASS_POINT(ctx, model_point_id(c, l, HL_KV_A_NORMED), a->ckvn, 0);
@@ -94,10 +94,10 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     rope_forward(a->kpe, a->kpe, cs, sn, B, T, 1, dr, pos0, ctx->A->start);
     if (ctx->run->kv) { /* the latent cache: ckvn and kpe per token; the heads never expanded (absorbed form) */
         kv_mla_attention_forward(ctx->run->kv, m, l, a->attc, a->q, a->qpe, a->ckvn, a->kpe, T);
-        linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);
+        linear_forward(pass_product_bf16(ctx), w_tile, f, a->attc, &P->o, N, H * dv, d);
         return;
     }
-    linear_forward(m, w_tile, a->kvb, a->ckvn, &P->kv_b, N, rkv, H * kvw);
+    linear_forward(pass_product_bf16(ctx), w_tile, a->kvb, a->ckvn, &P->kv_b, N, rkv, H * kvw);
     /* the padded heads attention reads */
 #pragma omp parallel for schedule(static) if ((size_t)N * H * D > OMP_MIN_WORK)
     for (int n = 0; n < N; n++)
@@ -118,7 +118,7 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
     for (size_t r = 0; r < (size_t)N * H; r++) memcpy(a->attc + r * dv, a->att + r * D, sizeof(float) * dv);
-    linear_forward(m, w_tile, f, a->attc, &P->o, N, H * dv, d);
+    linear_forward(pass_product_bf16(ctx), w_tile, f, a->attc, &P->o, N, H * dv, d);
 }
 
 /* du = d(MLA sublayer)/du . df (set); the weight gradients into ctx->g */
@@ -133,7 +133,7 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     const int dn = c->qk_nope_dim, dr = c->qk_rope_dim, qk = dn + dr, dv = c->v_head_dim, D = c->head_dim;
     const int rq = c->q_lora_rank, rkv = c->kv_lora_rank, kvw = dn + dv;
     /* o_proj, then the padded heads' gradient (the padding's: 0) */
-    linear_backward(1, A->datt, &G->o, df, a->attc, NULL, &P->o, N, H * dv, d);
+    linear_backward(pass_product_bf16(ctx), 1, A->datt, &G->o, df, a->attc, NULL, &P->o, N, H * dv, d);
     float *datt = A->dk2; /* [N, H, D] */
     for (size_t r = 0; r < (size_t)N * H; r++) {
         memcpy(datt + r * D, A->datt + r * dv, sizeof(float) * dv);
@@ -141,7 +141,7 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     }
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), datt, 1);
     attention_spec spec = model_layer_attention(c, l);
-    spec.bf16 = m->bf16_products;
+    spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, datt, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec,
                        A->attn_scratch);
@@ -177,22 +177,22 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
         pe_permute_back(dkpe0 + (size_t)n * dr, dkpe + (size_t)n * dr, dr, c->rope_interleave);
     }
     /* kv: kv_b, c_kv's norm, kv_a (its two row blocks) */
-    linear_backward(1, A->d_ckvn, &G->kv_b, A->d_kvb, a->ckvn, NULL, &P->kv_b, N, rkv, H * kvw);
+    linear_backward(pass_product_bf16(ctx), 1, A->d_ckvn, &G->kv_b, A->d_kvb, a->ckvn, NULL, &P->kv_b, N, rkv, H * kvw);
     PASS_POINT(ctx, model_point_id(c, l, HL_KV_A_NORMED), A->d_ckvn, 1);
     rmsnorm_backward(dckv, NULL, G->kv_a_norm, A->d_ckvn, a->ckv, P->kv_a_norm, 0.0f, a->ckv_rstd, N, rkv);
     PASS_POINT(ctx, model_point_id(c, l, HL_KV_A), dckv, 1);
     const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
     linear_params g_lo = sub_rows(&G->kv_a, 0, d), g_hi = sub_rows(&G->kv_a, rkv, d);
-    linear_backward(1, du, &g_lo, dckv, u, NULL, &kv_lo, N, d, rkv);
-    linear_backward(0, du, &g_hi, dkpe0, u, NULL, &kv_hi, N, d, dr);
+    linear_backward(pass_product_bf16(ctx), 1, du, &g_lo, dckv, u, NULL, &kv_lo, N, d, rkv);
+    linear_backward(pass_product_bf16(ctx), 0, du, &g_hi, dkpe0, u, NULL, &kv_hi, N, d, dr);
     /* q */
     if (rq > 0) {
-        linear_backward(1, A->d_cqn, &G->q_b, dqp, a->cqn, NULL, &P->q_b, N, rq, H * qk);
+        linear_backward(pass_product_bf16(ctx), 1, A->d_cqn, &G->q_b, dqp, a->cqn, NULL, &P->q_b, N, rq, H * qk);
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_A_NORMED), A->d_cqn, 1);
         rmsnorm_backward(A->d_cq, NULL, G->q_a_norm, A->d_cqn, a->cq, P->q_a_norm, 0.0f, a->cq_rstd, N, rq);
         PASS_POINT(ctx, model_point_id(c, l, HL_Q_A), A->d_cq, 1);
-        linear_backward(0, du, &G->q_a, A->d_cq, u, NULL, &P->q_a, N, d, rq);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->q_a, A->d_cq, u, NULL, &P->q_a, N, d, rq);
     } else {
-        linear_backward(0, du, &G->q, dqp, u, NULL, &P->q, N, d, H * qk);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->q, dqp, u, NULL, &P->q, N, d, H * qk);
     }
 }

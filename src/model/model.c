@@ -21,9 +21,9 @@ void model_free(tlm_model *m) {
         munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
     else
         free(m->param_mem);
-    free(m->w16_mem);
+    free(m->stored16);
     free(m->wq_mem);
-    free(m->mirror16);
+    free(m->product16);
     free(m);
 }
 

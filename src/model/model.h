@@ -225,7 +225,7 @@ typedef struct {
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
     int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
     model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
-    int kv_layout, w16, wq, mirror16;
+    int kv_layout, w16, wq, product_bf16; /* (product_bf16: the pass's, context.h) */
     int maps;                /* laid out with [B,H,T,T] attention maps */
     int logits_rows;         /* rows of logits computed: B*T, or B (the last position of each row) */
     float *mem;
@@ -236,9 +236,9 @@ typedef struct {
 
 #define MODEL_MAX_OBSERVERS 4 /* (per context) */
 
-/* Config and weights, which passes read; what a pass writes is its context's (context.h). The
- * one exception: with mixed precision on f32 weights the forward makes mirror16 again
- * (model_refresh_mirror). */
+/* Config and weights, which passes read and never write; what a pass writes is its context's
+ * (context.h). What writes the model (an edit of the weights, the optimizer's step, the
+ * precision, a conversion) must not run while a context of it runs. */
 typedef struct tlm_model {
     tlm_config cfg;
     tensor_info *tensors;
@@ -248,15 +248,15 @@ typedef struct tlm_model {
     model_params p;
     void *file_map;    /* param_mem points into this read-only file mapping (model_load_dir_mapped) */
     size_t file_map_len;
-    uint16_t *w16_mem; /* the matrices as bf16 after model_weights_to_bf16 (param_mem keeps the rest) */
-    size_t n_bf16;     /* values in w16_mem */
-    uint8_t *wq_mem;   /* the matrices kept in ggml block formats (a GGUF file's), tensor by tensor */
-    size_t wq_bytes;   /* bytes in wq_mem */
-    int stored_bf16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
-    int bf16_products;  /* mixed precision (model_set_mixed_bf16): the matrix products on bf16 operands */
-    uint16_t *mirror16; /* with f32 weights: param_mem as bf16 for those products (NULL otherwise) */
-    int mirror_fresh;   /* the trainer's AdamW step wrote mirror16 from the new weights: the next forward
-                           uses it without rounding them again (adamw_step_fused; cleared by it) */
+    /* the stored dtypes and the product dtype: precision.h */
+    uint16_t *stored16;  /* the matrices stored as bf16 (model_weights_to_bf16; param_mem keeps the rest) */
+    size_t n_bf16;       /* values in stored16 */
+    uint8_t *wq_mem;     /* the matrices kept in ggml block formats (a GGUF file's), tensor by tensor */
+    size_t wq_bytes;     /* bytes in wq_mem */
+    int file_stored16;   /* the loaded checkpoint stores its matrices as bf16 (set by loaders) */
+    int product_bf16;    /* mixed precision (model_set_mixed_bf16): the matrix products on bf16 operands */
+    uint16_t *product16; /* with f32 weights and product_bf16: param_mem as bf16 for those products, kept
+                            equal to it by whatever writes the weights (model_weights_changed); else NULL */
     /* the default context (context.h): what model_forward and the other model_* passes run in, and
      * what the public tlm_* functions that take a model use */
     struct tlm_context *ctx;
@@ -346,7 +346,7 @@ int model_weights_to_bf16(tlm_model *m);
  * projections, head), not the learned positions (added, not multiplied) */
 int tensor_kept_as_bf16(const tensor_info *t);
 /* Where each tensor of the table is kept, for a model built from a file whose matrices are not
- * all f32 (gguf_load.c): storage[i] is WQ_F32 (param_mem), WQ_BF16 (w16_mem) or a block format
+ * all f32 (gguf_load.c): storage[i] is WQ_F32 (param_mem), WQ_BF16 (stored16) or a block format
  * (wq_mem; 2-D tensors only), one per tensor of config_tensor_table's order. Lays the three
  * buffers out (zeroed) and binds the views; the loader then fills each tensor where
  * model_tensor_data says. NULL + tlm_error. */
@@ -365,16 +365,18 @@ tlm_model *model_f32_copy(const tlm_model *m);
  * the head over many rows (forward, and the backward's input and weight gradients) run on bf16
  * copies of their operands, summed in f32 (gemm_bf16); the parameters, gradients, optimizer
  * state, norms and their statistics, softmax, the loss and every reduction stay f32, and so do
- * the few-row products of decoding. With f32 weights the bf16 copy (mirror16) is made again
- * before every forward over more than MATVEC_MAX_ROWS rows (the ones that use it), so nothing
- * that writes the weights can leave it stale; with bf16 weights
+ * the few-row products of decoding. With f32 weights the products read a bf16 copy of them
+ * (product16), made here and again by model_weights_changed after every write of the weights
+ * (a pass never writes it: contexts of the model may run at once); with bf16 weights
  * (model_weights_to_bf16) the products use them directly. Off by default (the products in f32:
  * the reference numerics); on 0 turns it off. Returns 1 when on, 0 when off, and 0 with *why set
  * when this CPU (or the kernels' cap, or the GEMM backend) has no bf16 product path: the model
  * then computes in f32. -1 + tlm_error when out of memory. */
 int model_set_mixed_bf16(tlm_model *m, int on, const char **why);
-/* mirror16 = bf16(param_mem), and the linear layers' w16 pointed into it (no-op when off) */
-void model_refresh_mirror(tlm_model *m);
+/* To be called after writing param_mem while mixed precision is on (an edit, an optimizer step
+ * that did not write the copy itself, a gather of shards): product16 = bf16(param_mem) and the
+ * linear layers' w16 pointed into it (nothing when there is no copy). Not while a pass runs. */
+void model_weights_changed(tlm_model *m);
 
 /* Model FLOPs of one token of training (forward + backward) at sequence length T: 6 per
  * matrix parameter (the head included, the embedding lookup not) plus attention's

@@ -139,24 +139,24 @@ static void group_rows(layer_acts *a, int N, int E, int k) {
     off[0] = 0;
 }
 
-/* An expert's product over its rows. In a pass over many rows with mixed precision (a bf16 mirror
- * beside the f32 weights), a bf16 product even for an expert that got only a few of them: the
- * few-row f32 path is decoding's, and a pass's products are either all bf16 or all f32 (as the
- * reference's Bf16Product rounds them all). */
+/* An expert's product over its rows. In a pass over many rows (pass_rows) with mixed precision on
+ * f32 weights, a bf16 product even for an expert that got only a few of them: the few-row f32
+ * path is decoding's, and a pass's products are either all bf16 or all f32 (as the reference's
+ * Bf16Product rounds them all). */
 static void expert_forward(const pass_ctx *ctx, float *out, const float *inp, const linear_params *lp, int rows, int IC,
-                           int OC, int many) {
-    if (many && lp->w16 && lp->w)
+                           int OC, int pass_rows) {
+    if (linear_mixed(lp, pass_product_bf16(ctx), pass_rows))
         matmul_forward_mixed(out, inp, NULL, lp->w, lp->w16, NULL, rows, IC, OC);
     else
-        linear_forward(ctx->m, ctx->A->w_tile, out, inp, lp, rows, IC, OC);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, out, inp, lp, rows, IC, OC);
 }
 
-static void expert_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
-                            const linear_params *P, int rows, int IC, int OC, int many) {
-    if (many && P->w16 && P->w)
+static void expert_backward(const pass_ctx *ctx, int into, float *dinp, linear_params *G, const float *dout,
+                            const float *inp, const linear_params *P, int rows, int IC, int OC, int pass_rows) {
+    if (linear_mixed(P, pass_product_bf16(ctx), pass_rows))
         matmul_backward_bf16(into, dinp, G->w, NULL, dout, inp, NULL, P->w, P->w16, rows, IC, OC);
     else
-        linear_backward(into, dinp, G, dout, inp, NULL, P, rows, IC, OC);
+        linear_backward(pass_product_bf16(ctx), into, dinp, G, dout, inp, NULL, P, rows, IC, OC);
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
@@ -206,11 +206,10 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
         const linear_params gate = moe_expert(&P->expert_gate, e, stride), up = moe_expert(&P->expert_up, e, stride),
                             down = moe_expert(&P->expert_down, e, stride);
         float *eg = a->eg + (size_t)r0 * fe, *eu = a->eu + (size_t)r0 * fe, *eh = a->eh + (size_t)r0 * fe;
-        const int many = N > MATVEC_MAX_ROWS;
-        expert_forward(ctx, eg, a->xs + (size_t)r0 * d, &gate, rows, d, fe, many);
-        expert_forward(ctx, eu, a->xs + (size_t)r0 * d, &up, rows, d, fe, many);
+        expert_forward(ctx, eg, a->xs + (size_t)r0 * d, &gate, rows, d, fe, N);
+        expert_forward(ctx, eu, a->xs + (size_t)r0 * d, &up, rows, d, fe, N);
         glu_forward(eh, eg, eu, (size_t)rows * fe, act);
-        expert_forward(ctx, a->ey + (size_t)r0 * d, eh, &down, rows, fe, d, many);
+        expert_forward(ctx, a->ey + (size_t)r0 * d, eh, &down, rows, fe, d, N);
     }
     if (ctx->watched && ctx->A->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
         for (size_t i = 0; i < (size_t)N * k; i++)
@@ -218,10 +217,10 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
         pass_fire(ctx, model_point_id(c, l, HL_EXPERT_OUT), ctx->A->d_ey, 0);
     }
     if (fs) {
-        linear_forward(m, ctx->A->w_tile, a->sg, u, &P->shared_gate, N, d, fs);
-        linear_forward(m, ctx->A->w_tile, a->su, u, &P->shared_up, N, d, fs);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->sg, u, &P->shared_gate, N, d, fs);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->su, u, &P->shared_up, N, d, fs);
         glu_forward(a->sh, a->sg, a->su, (size_t)N * fs, act);
-        linear_forward(m, ctx->A->w_tile, a->sy, a->sh, &P->shared_down, N, fs, d);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->sy, a->sh, &P->shared_down, N, fs, d);
         if (c->shared_gate) shared_gate_forward(ctx, &P->shared_expert_gate, u, a->s_gate, N);
     }
 #pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
@@ -318,20 +317,19 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
         linear_params dgate = moe_expert(&G->expert_gate, e, stride), dup = moe_expert(&G->expert_up, e, stride),
                       ddown = moe_expert(&G->expert_down, e, stride);
         const size_t h0 = (size_t)r0 * fe, x0 = (size_t)r0 * d;
-        const int many = N > MATVEC_MAX_ROWS;
-        expert_backward(1, A->d_eh + h0, &ddown, A->d_ey + x0, a->eh + h0, &down, rows, fe, d, many);
+        expert_backward(ctx, 1, A->d_eh + h0, &ddown, A->d_ey + x0, a->eh + h0, &down, rows, fe, d, N);
         glu_backward(A->d_eg + h0, A->d_eu + h0, A->d_eh + h0, a->eg + h0, a->eu + h0, (size_t)rows * fe, act);
-        expert_backward(1, A->d_xs + x0, &dgate, A->d_eg + h0, a->xs + x0, &gate, rows, d, fe, many);
-        expert_backward(0, A->d_xs + x0, &dup, A->d_eu + h0, a->xs + x0, &up, rows, d, fe, many);
+        expert_backward(ctx, 1, A->d_xs + x0, &dgate, A->d_eg + h0, a->xs + x0, &gate, rows, d, fe, N);
+        expert_backward(ctx, 0, A->d_xs + x0, &dup, A->d_eu + h0, a->xs + x0, &up, rows, d, fe, N);
     }
     /* du: the shared expert's path (or 0), the router's, then each row's k slots */
     if (fs) {
         const float *dsy = df; /* (the shared expert's output gradient: df, or s df behind the gate) */
         if (c->shared_gate) shared_gate_dsy(a->s_gate, df, a->sy, A->d_sy, A->d_sgate, N, d), dsy = A->d_sy;
-        linear_backward(1, A->d_sh, &G->shared_down, dsy, a->sh, NULL, &P->shared_down, N, fs, d);
+        linear_backward(pass_product_bf16(ctx), 1, A->d_sh, &G->shared_down, dsy, a->sh, NULL, &P->shared_down, N, fs, d);
         glu_backward(A->d_sg, A->d_su, A->d_sh, a->sg, a->su, (size_t)N * fs, act);
-        linear_backward(1, du, &G->shared_gate, A->d_sg, u, NULL, &P->shared_gate, N, d, fs);
-        linear_backward(0, du, &G->shared_up, A->d_su, u, NULL, &P->shared_up, N, d, fs);
+        linear_backward(pass_product_bf16(ctx), 1, du, &G->shared_gate, A->d_sg, u, NULL, &P->shared_gate, N, d, fs);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->shared_up, A->d_su, u, NULL, &P->shared_up, N, d, fs);
         if (c->shared_gate) shared_gate_backward(&G->shared_expert_gate, &P->shared_expert_gate, A->d_sgate, u, du, N, d);
     } else {
         vec_zero(du, (size_t)N * d);

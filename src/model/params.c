@@ -389,18 +389,18 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     }
     m->n_params = n32, m->n_bf16 = n16, m->wq_bytes = nq;
     m->param_mem = calloc(n32 ? n32 : 1, sizeof(float));
-    m->w16_mem = n16 ? calloc(n16, sizeof(uint16_t)) : NULL;
+    m->stored16 = n16 ? calloc(n16, sizeof(uint16_t)) : NULL;
     m->wq_mem = nq ? aligned_alloc(64, (nq + 63) & ~(size_t)63) : NULL;
-    if (!m->param_mem || (n16 && !m->w16_mem) || (nq && !m->wq_mem)) {
+    if (!m->param_mem || (n16 && !m->stored16) || (nq && !m->wq_mem)) {
         model_free(m);
         return tlm_error("out of memory: the model's weights take %.1f MiB", (n32 * 4.0 + n16 * 2.0 + nq) / 1048576.0),
                NULL;
     }
     if (nq) memset(m->wq_mem, 0, nq);
     tlm_advise_huge(m->param_mem, n32 * sizeof(float));
-    if (m->w16_mem) tlm_advise_huge(m->w16_mem, n16 * sizeof(uint16_t));
+    if (m->stored16) tlm_advise_huge(m->stored16, n16 * sizeof(uint16_t));
     if (m->wq_mem) tlm_advise_huge(m->wq_mem, nq);
-    walk bind = {.cfg = cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem, .baseq = m->wq_mem};
+    walk bind = {.cfg = cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16, .baseq = m->wq_mem};
     walk_tensors(&bind, &m->p);
     return m;
 }
@@ -413,7 +413,7 @@ void *model_tensor_data(const tlm_model *m, int i, size_t *bytes) {
     }
     if (t->bf16) {
         *bytes = t->numel * sizeof(uint16_t);
-        return m->w16_mem + t->offset;
+        return m->stored16 + t->offset;
     }
     *bytes = t->numel * sizeof(float);
     return m->param_mem + t->offset;
@@ -427,7 +427,7 @@ void model_tensor_f32(const tlm_model *m, int i, int64_t row0, int64_t rows, flo
         const uint8_t *q = model_tensor_data(m, i, &bytes);
         wq_dequantize_rows(t->qtype, q, (int)cols, (int)row0, (int)(row0 + rows), out);
     } else if (t->bf16) {
-        const uint16_t *h = m->w16_mem + t->offset + (size_t)row0 * cols;
+        const uint16_t *h = m->stored16 + t->offset + (size_t)row0 * cols;
         for (size_t j = 0; j < (size_t)(rows * cols); j++) out[j] = tlm_bf16_to_f32(h[j]);
     } else {
         memcpy(out, m->param_mem + t->offset + (size_t)row0 * cols, (size_t)(rows * cols) * sizeof(float));
@@ -452,6 +452,7 @@ void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len
     free(m->param_mem);
     m->param_mem = params, m->file_map = base, m->file_map_len = len;
     model_bind_params(m, &m->p, m->param_mem);
+    model_weights_changed(m);
 }
 
 int context_alloc_grads(tlm_context *ctx) {
@@ -557,9 +558,9 @@ int tensor_kept_as_bf16(const tensor_info *t) {
 int model_weights_to_bf16(tlm_model *m) {
     if (m->wq_mem)
         return tlm_error("the weights are kept quantized (%s); bf16 weights come from f32 ones", "ggml blocks");
-    if (m->w16_mem) return 0;
+    if (m->stored16) return 0;
     if (m->ctx->grad_mem) return tlm_error("bf16 weights are for inference: this model is being trained");
-    if (m->mirror16) free(m->mirror16), m->mirror16 = NULL; /* (mixed precision now reads the bf16 weights) */
+    if (m->product16) free(m->product16), m->product16 = NULL; /* (mixed precision now reads the bf16 weights) */
     size_t n16 = 0, n32 = 0;
     for (int i = 0; i < m->n_tensors; i++) *(tensor_kept_as_bf16(&m->tensors[i]) ? &n16 : &n32) += m->tensors[i].numel;
     enum { BLOCK = 1 << 16 };
@@ -601,73 +602,12 @@ int model_weights_to_bf16(tlm_model *m) {
     }
     free(block);
     uint16_t *w16 = m->file_map ? packed : realloc(packed, (n16 ? n16 : 1) * sizeof(uint16_t));
-    m->w16_mem = w16 ? w16 : packed; /* (a failed shrink keeps the larger block, still valid) */
+    m->stored16 = w16 ? w16 : packed; /* (a failed shrink keeps the larger block, still valid) */
     if (m->file_map) munmap(m->file_map, m->file_map_len), m->file_map = NULL;
     m->param_mem = rest, m->n_params = n32, m->n_bf16 = n16;
-    walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->w16_mem};
+    walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16};
     walk_tensors(&bind, &m->p);
     return 0;
-}
-
-/* ---- mixed precision: a bf16 mirror of the f32 weights ------------------------------------------ */
-
-/* every linear layer's w16 (and the head's) pointed into the mirror, or NULL when there is none */
-static void bind_mirror(tlm_model *m) {
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        layer_params *P = &m->p.layers[l];
-        linear_params *all[] = {&P->q,           &P->k,         &P->v,           &P->o,          &P->qkv,
-                                &P->gate,        &P->up,        &P->down,        &P->gate_up,    &P->router,
-                                &P->expert_gate, &P->expert_up, &P->expert_down, &P->shared_gate, &P->shared_up,
-                                &P->shared_down, &P->ple_gate,  &P->ple_proj, &P->q_a, &P->q_b, &P->kv_a, &P->kv_b};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            all[i]->w16 = m->mirror16 && all[i]->w ? m->mirror16 + (all[i]->w - m->param_mem) : NULL;
-    }
-    m->p.lm_head16 = m->mirror16 && m->p.lm_head ? m->mirror16 + (m->p.lm_head - m->param_mem) : NULL;
-    linear_params *mp = &m->p.ple_model_proj;
-    mp->w16 = m->mirror16 && mp->w ? m->mirror16 + (mp->w - m->param_mem) : NULL;
-}
-
-void model_refresh_mirror(tlm_model *m) {
-    if (!m->mirror16) return;
-    if (m->mirror_fresh) /* (written by the optimizer's pass: adamw_step_fused) */
-        m->mirror_fresh = 0;
-    else {
-        PROF_SCOPE("bf16_weight_copy");
-        f32_to_bf16(m->mirror16, m->param_mem, m->n_params);
-    }
-    bind_mirror(m); /* (again every time: a rebinding of the views, e.g. after a load, resets w16) */
-}
-
-int model_set_mixed_bf16(tlm_model *m, int on, const char **why) {
-    if (why) *why = NULL;
-    if (!on) {
-        m->bf16_products = 0;
-        if (!m->mirror16) return 0;
-        free(m->mirror16), m->mirror16 = NULL;
-        bind_mirror(m);
-        return 0;
-    }
-    if (gemm_bf16_path() == GEMM_BF16_NONE) {
-        if (why)
-            *why = !strncmp(gemm_backend_name(), "OpenBLAS", 8)
-                       ? "this build's GEMM backend (OpenBLAS) has no bf16 products"
-                       : "this CPU has neither AMX-BF16 nor AVX512-BF16 (or TLM_ISA caps the kernels below AVX-512)";
-        return 0;
-    }
-    m->bf16_products = 1;
-    /* (bf16 weights: the products use them as they are; quantized ones are rounded to bf16 a tile at
-     * a time, matmul_forward_quant: neither needs a mirror) */
-    if (m->w16_mem || m->wq_mem) return 1;
-    if (!m->mirror16) {
-        m->mirror16 = malloc((m->n_params ? m->n_params : 1) * sizeof(uint16_t));
-        if (!m->mirror16) {
-            m->bf16_products = 0;
-            return tlm_error("out of memory for the bf16 copy of the weights (%zu values)", m->n_params);
-        }
-        tlm_advise_huge(m->mirror16, m->n_params * sizeof(uint16_t));
-    }
-    model_refresh_mirror(m);
-    return 1;
 }
 
 size_t model_weight_bytes(const tlm_model *m) {

@@ -23,17 +23,18 @@
 float model_embed_scale(const tlm_config *c) { return c->embed_scale ? sqrtf((float)c->d_model) : 1.0f; }
 
 /* head_out = h lm_head^T; logits = softcap(head_out) (in place without logits_raw) */
-static void head_logits(const tlm_model *m, float *w_tile, float *logits, float *logits_raw, const float *h, int R) {
+static void head_logits(const tlm_model *m, int pass_bf16, float *w_tile, float *logits, float *logits_raw,
+                        const float *h, int R) {
     const tlm_config *c = &m->cfg;
     float *head_out = c->final_softcap > 0.0f && logits_raw ? logits_raw : logits;
     const linear_params head = {
         .w = m->p.lm_head, .w16 = m->p.lm_head16, .wq = m->p.lm_head_q, .wq_type = m->p.lm_head_q_type};
-    linear_forward(m, w_tile, head_out, h, &head, R, c->d_model, c->vocab_size);
+    linear_forward(pass_bf16, w_tile, head_out, h, &head, R, c->d_model, c->vocab_size);
     if (c->final_softcap > 0.0f) softcap_forward(logits, head_out, (size_t)R * c->vocab_size, c->final_softcap);
 }
 
 void context_head_logits(const tlm_context *ctx, float *logits, float *logits_raw, const float *h, int R) {
-    head_logits(ctx->m, ctx->acts.w_tile, logits, logits_raw, h, R);
+    head_logits(ctx->m, ctx->product_bf16, ctx->acts.w_tile, logits, logits_raw, h, R);
 }
 
 void context_head_forward(const tlm_context *ctx, float *logits, float *logits_raw, const norm_acts *fn,
@@ -88,7 +89,7 @@ int forward_rows(pass_ctx *ctx, float *loss) {
             PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->final.y, 0);
         }
     }
-    head_logits(m, A->w_tile, A->logits, A->logits_raw, h, R);
+    head_logits(m, pass_product_bf16(ctx), A->w_tile, A->logits, A->logits_raw, h, R);
     if (R == N) PASS_POINT(ctx, model_point_id(c, -1, HL_LOGITS), A->logits, 0);
     if (A->has_targets)
         *loss = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, A->targets, N, V, &A->n_counted,
@@ -144,6 +145,7 @@ static int forward_run(tlm_context *ctx, const int *tokens, const int *targets, 
         return tlm_error("forward: hooks need the model in training mode");
     /* (with a cache: the tables for every position it holds at once, not regrown at each step) */
     const int rope_len = ctx->kv ? kv_cache_length(ctx->kv) + kv_cache_room(ctx->kv) : pos0 + T;
+    ctx->product_bf16 = precision_pass_bf16(m); /* (this forward's and its backward's: the layout asks it) */
     if (ensure_activations(ctx, B, T) || context_ensure_rope(ctx, rope_len)) return -1;
     activations *A = &ctx->acts;
     if (targets && !A->probs) return tlm_error("forward: the model is set up for generation (last logits only): no loss");
@@ -160,9 +162,6 @@ static int forward_run(tlm_context *ctx, const int *tokens, const int *targets, 
     A->has_targets = targets != NULL;
     if (targets) memcpy(A->targets, targets, sizeof(int) * N);
     float l = 0.0f;
-    /* mixed precision: this forward's bf16 weights, for its (and its backward's) products over
-     * many rows; a few-row pass (decoding) multiplies the f32 weights and needs none */
-    if (N > MATVEC_MAX_ROWS) model_refresh_mirror((tlm_model *)m);
     signals_hold(); /* (util/signals.h: one hold for the pass's products) */
     pass_ctx x = pass_whole(ctx);
     const int failed = split_forward(ctx, targets != NULL, &l) && (forward_rows(&x, &l) || pass_check_points(&x));
@@ -204,10 +203,10 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     /* Mixed precision: the loss's gradient written as bf16 alone, which is all the head's products
      * read, unless something reads the f32 one (the soft-cap's backward, an observer of the
      * logits' gradient) */
-    uint16_t *dlogits16 = !dlogits_in && c->final_softcap <= 0.0f && !ctx->watched && linear_mixed(&head, N) &&
-                                  gemm_bf16_path() != GEMM_BF16_NONE
-                              ? bf16_stage_buffer(0, NV)
-                              : NULL;
+    uint16_t *dlogits16 =
+        !dlogits_in && c->final_softcap <= 0.0f && !ctx->watched && linear_mixed(&head, pass_product_bf16(ctx), N)
+            ? bf16_stage_buffer(0, NV)
+            : NULL;
     if (dlogits_in)
         memcpy(A->dlogits, dlogits_in, NV * sizeof(float));
     else if (dlogits16)
@@ -234,7 +233,8 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
         matmul_backward_bf16_rounded(1, A->dfinal, dhead.w, dlogits16, A->dlogits, c->final_norm ? A->final.y : hL,
                                      NULL, head.w, head.w16, N, d, V);
     else
-        linear_backward(1, A->dfinal, &dhead, dz, c->final_norm ? A->final.y : hL, NULL, &head, N, d, V);
+        linear_backward(pass_product_bf16(ctx), 1, A->dfinal, &dhead, dz, c->final_norm ? A->final.y : hL, NULL, &head,
+                        N, d, V);
     if (c->final_norm) PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->dfinal, 1);
     float *dhL = model_residual_grad(A, 2 * L);
     if (c->final_norm) {

@@ -10,6 +10,7 @@
 #define TLM_MODEL_PASS_H
 
 #include "context.h"
+#include "precision.h"
 
 typedef struct pass_ctx {
     const tlm_model *m; /* config, weights (m->p) */
@@ -76,16 +77,16 @@ void ple_inputs_backward(pass_ctx *x, const float *x0, float *dx0);
 void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float *probs, const float *q,
                          const float *k, const float *v, int B, int T);
 
-/* out [N,OC] = inp [N,IC] @ W^T + b, with f32 or bf16 weights (w_tile: the bf16 path's scratch) */
-void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
-                    int IC, int OC);
+/* the product dtype of the pass x runs (precision.h; 1: bf16), what every product site asks */
+static inline int pass_product_bf16(const pass_ctx *x) { return x->run->product_bf16; }
 
-/* 1 when a layer of these weights over N rows runs in mixed precision (bf16 products: the bf16
- * mirror of f32 weights, more rows than the matrix-vector path takes) */
-int linear_mixed(const linear_params *lp, int N);
+/* out [N,OC] = inp [N,IC] @ W^T + b, with the weights in whatever dtype they are stored, in a pass
+ * whose product dtype is bf16 when pass_bf16 (w_tile: the bf16 and block paths' scratch) */
+void linear_forward(int pass_bf16, float *w_tile, float *out, const float *inp, const linear_params *lp, int N, int IC,
+                    int OC);
 
 /* its backward (into: dinp set, else accumulated; the weight and bias gradients into G) */
-void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
+void linear_backward(int pass_bf16, int into, float *dinp, linear_params *G, const float *dout, const float *inp,
                      const uint16_t *inp16, const linear_params *P, int N, int IC, int OC);
 
 /* ---- the mixture-of-experts FFN (moe.c) ---------------------------------------------------- */

@@ -1,6 +1,7 @@
 target_sources(tinylm_objects PRIVATE
   src/model/config.c
   src/model/params.c
+  src/model/precision.c
   src/model/model.c
   src/model/context.c
   src/model/layout.c

@@ -48,7 +48,7 @@ static int split_parts(const tlm_context *ctx, int B, int T) {
     const tlm_model *m = ctx->m;
     const int P = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (P < 2 || (B % P && B < 8 * P) || (B / P) * T <= MATVEC_MAX_ROWS) return 1;
-    if (context_needs_whole_batch(ctx) || ctx->kv || m->w16_mem || m->wq_mem) return 1;
+    if (context_needs_whole_batch(ctx) || ctx->kv || m->stored16 || m->wq_mem) return 1;
     const activations *A = &ctx->acts;
     if (A->attn_scratch && (size_t)P > A->attn_slots) return 1;
     return P;

@@ -25,31 +25,30 @@
 
 /* ---- linear layers: f32, bf16 or quantized weights ------------------------------------------ */
 
-/* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever type they are kept:
- * f32 (w), bf16 only (w16: inference with bf16 weights; bf16 products over many rows when the
- * model asks for them), both (a mixed-precision mirror: bf16 products over many rows, f32
- * matrix-vector products for a few), or a ggml block format (wq: a GGUF file's, inference) */
-void linear_forward(const tlm_model *m, float *w_tile, float *out, const float *inp, const linear_params *lp, int N,
-                    int IC, int OC) {
-    if (lp->wq)
-        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile, m->bf16_products);
-    else if (lp->w16 && !lp->w)
-        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, m->bf16_products);
-    else if (lp->w16 && N > MATVEC_MAX_ROWS)
+/* out [N,OC] = inp [N,IC] @ W^T + b with the layer's weights in whichever dtype they are stored
+ * (precision.h): f32 (w; with a bf16 copy beside it, w16, for bf16 products), bf16 (w16 alone:
+ * inference with bf16 weights) or a ggml block format (wq: a GGUF file's, inference); in bf16
+ * products where linear_product_bf16 says so, else in f32 arithmetic */
+void linear_forward(int pass_bf16, float *w_tile, float *out, const float *inp, const linear_params *lp, int N, int IC,
+                    int OC) {
+    const int bf16 = linear_product_bf16(lp, pass_bf16, N);
+    const stored_dtype stored = linear_stored(lp);
+    if (stored == STORED_BLOCKS)
+        matmul_forward_quant(out, inp, lp->wq, lp->wq_type, lp->b, N, IC, OC, w_tile, bf16);
+    else if (stored == STORED_BF16)
+        matmul_forward_bf16(out, inp, lp->w16, lp->b, N, IC, OC, w_tile, bf16);
+    else if (bf16)
         matmul_forward_mixed(out, inp, NULL, lp->w, lp->w16, lp->b, N, IC, OC);
     else
         matmul_forward(out, inp, lp->w, lp->b, N, IC, OC);
 }
 
-/* whether linear layer lp runs in mixed precision over N rows (a bf16 mirror beside its f32 weights) */
-int linear_mixed(const linear_params *lp, int N) { return lp->w16 && lp->w && N > MATVEC_MAX_ROWS; }
-
 /* the layer's backward: dinp (accumulated, or set when `into`), G's weight and bias gradients
  * (accumulated); in bf16 products when the forward ran in them (inp16: inp's bf16 copy in
  * stage 1 when the caller made it for several layers of the same input, else NULL) */
-void linear_backward(int into, float *dinp, linear_params *G, const float *dout, const float *inp,
+void linear_backward(int pass_bf16, int into, float *dinp, linear_params *G, const float *dout, const float *inp,
                      const uint16_t *inp16, const linear_params *P, int N, int IC, int OC) {
-    if (linear_mixed(P, N))
+    if (linear_mixed(P, pass_bf16, N))
         matmul_backward_bf16(into, dinp, G->w, G->b, dout, inp, inp16, P->w, P->w16, N, IC, OC);
     else
         (into ? matmul_backward_into : matmul_backward)(dinp, G->w, G->b, dout, inp, P->w, N, IC, OC);
@@ -58,9 +57,9 @@ void linear_backward(int into, float *dinp, linear_params *G, const float *dout,
 /* input u [N, IC] of mixed-precision layer lp (and others of the same input) as bf16, once for all of
  * them: into `kept` (the layer's copy for the backward, layout.c) when there is one (`ready`: its
  * producer has written it already, pass_ctx.rounded), else into a staging buffer; NULL: f32 layers */
-static const uint16_t *stage_shared_input(const linear_params *lp, const float *u, int N, int IC, int stage,
-                                          uint16_t *kept, int ready) {
-    if (!linear_mixed(lp, N) || gemm_bf16_path() == GEMM_BF16_NONE) return NULL;
+static const uint16_t *stage_shared_input(int pass_bf16, const linear_params *lp, const float *u, int N, int IC,
+                                          int stage, uint16_t *kept, int ready) {
+    if (!linear_mixed(lp, pass_bf16, N)) return NULL;
     if (!kept) return bf16_stage(stage, u, (size_t)N * IC);
     if (!ready) f32_to_bf16(kept, u, (size_t)N * IC);
     return kept;
@@ -69,20 +68,21 @@ static const uint16_t *stage_shared_input(const linear_params *lp, const float *
 /* the backward's bf16 copy of the input u of mixed-precision layer lp (and others of the same
  * input): the forward's (kept), else a new one when `shared`, else NULL (matmul_backward_bf16
  * rounds it) */
-static const uint16_t *backward_input(const linear_params *lp, const float *u, int N, int IC, const uint16_t *kept,
-                                      int shared) {
-    if (kept && linear_mixed(lp, N)) return kept;
-    return shared ? stage_shared_input(lp, u, N, IC, 1, NULL, 0) : NULL;
+static const uint16_t *backward_input(int pass_bf16, const linear_params *lp, const float *u, int N, int IC,
+                                      const uint16_t *kept, int shared) {
+    if (kept && linear_mixed(lp, pass_bf16, N)) return kept;
+    return shared ? stage_shared_input(pass_bf16, lp, u, N, IC, 1, NULL, 0) : NULL;
 }
 
 /* linear_forward that leaves the bf16 copy of its input in `kept` for the backward (when mixed) */
 static void linear_forward_kept(pass_ctx *ctx, float *out, const float *inp, uint16_t *kept, const linear_params *lp,
                                 int N, int IC, int OC) {
-    const uint16_t *inp16 = kept ? stage_shared_input(lp, inp, N, IC, 0, kept, ctx->rounded == inp) : NULL;
+    const uint16_t *inp16 =
+        kept ? stage_shared_input(pass_product_bf16(ctx), lp, inp, N, IC, 0, kept, ctx->rounded == inp) : NULL;
     if (inp16)
         matmul_forward_mixed(out, inp, inp16, lp->w, lp->w16, lp->b, N, IC, OC);
     else
-        linear_forward(ctx->m, ctx->A->w_tile, out, inp, lp, N, IC, OC);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, out, inp, lp, N, IC, OC);
 }
 
 /* Projections of one input stored back to back (q|k|v, gate|up; params.c), each into its own
@@ -96,18 +96,19 @@ static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params
     /* (quantized parts of different types have no fused view: params.c) */
     if (N > MATVEC_MAX_ROWS || !(fused->w || fused->w16 || fused->wq)) {
         /* (mixed precision: u rounded once) */
-        const uint16_t *u16 = stage_shared_input(parts[0], u, N, d, 0, u16_kept, u16_kept && ctx->rounded == u);
+        const uint16_t *u16 =
+            stage_shared_input(pass_product_bf16(ctx), parts[0], u, N, d, 0, u16_kept, u16_kept && ctx->rounded == u);
         for (int i = 0; i < n_parts; i++) {
             if (u16)
                 matmul_forward_mixed(outs[i], u, u16, parts[i]->w, parts[i]->w16, parts[i]->b, N, d, widths[i]);
             else
-                linear_forward(ctx->m, ctx->A->w_tile, outs[i], u, parts[i], N, d, widths[i]);
+                linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, outs[i], u, parts[i], N, d, widths[i]);
         }
         return;
     }
     int total = 0;
     for (int i = 0; i < n_parts; i++) total += widths[i];
-    linear_forward(ctx->m, ctx->A->w_tile, ctx->A->fused, u, fused, N, d, total);
+    linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, ctx->A->fused, u, fused, N, d, total);
     split_columns(outs, widths, n_parts, ctx->A->fused, N);
 }
 
@@ -148,7 +149,7 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
                          const float *k, const float *v, int B, int T) {
     const tlm_config *c = &ctx->m->cfg;
     attention_spec spec = model_layer_attention(c, l);
-    spec.bf16 = ctx->m->bf16_products;
+    spec.bf16 = pass_product_bf16(ctx);
     spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
     attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
     if (ctx->watched) {
@@ -214,7 +215,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
     const layer_acts *kv = kv_acts(ctx, l);
     if (ctx->run->kv) { /* incremental decoding: append k, v to the cache (a shared layer: none) and attend over all of it */
         attention_spec spec = model_layer_attention(c, l);
-        spec.bf16 = m->bf16_products; /* (a chunk of several tokens: the full pass's bf16 products) */
+        spec.bf16 = pass_product_bf16(ctx); /* (a chunk of several tokens: the full pass's bf16 products) */
         kv_attention_forward(ctx->run->kv, l, a->att, a->qr, own ? a->kr : NULL, own ? a->vn : NULL, T, spec);
     } else {
         attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
@@ -238,12 +239,12 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
     const size_t nkv = (size_t)N * kvd;
     if (!(ctx->watched && hook_points_result_backward(ctx, l, df))) /* (attn.hook_result's gradient changed) */
-        linear_backward(1, A->datt, &G->o, df, a->att, backward_input(&P->o, a->att, N, qd, a->att16, 0), &P->o, N,
+        linear_backward(pass_product_bf16(ctx), 1, A->datt, &G->o, df, a->att, backward_input(pass_product_bf16(ctx), &P->o, a->att, N, qd, a->att16, 0), &P->o, N,
                         qd, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     const layer_acts *kv = kv_acts(ctx, l);
-    spec.bf16 = m->bf16_products;
+    spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);
@@ -296,11 +297,11 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
     PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
     if (own) PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
     /* the input projections, each into its rows of the fused gradient (no join pass) */
-    const uint16_t *u16 = backward_input(&P->q, u, N, d, a->u16[SUB_ATTN], 1);
-    linear_backward(1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
+    const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->q, u, N, d, a->u16[SUB_ATTN], 1);
+    linear_backward(pass_product_bf16(ctx), 1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
     const int split = ctx->watched && hook_points_split_kv_backward(ctx, l, dk, dv); /* (k, v inputs of their own) */
-    if (own && !split) linear_backward(0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
-    if (own && !k_eq_v && !split) linear_backward(0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
+    if (own && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
+    if (own && !k_eq_v && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
@@ -340,21 +341,21 @@ static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const fl
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, ff = config_layer_ff(c, l);
     const size_t n = (size_t)N * ff;
-    linear_backward(1, A->dhid, &G->down, df, a->hid, backward_input(&P->down, a->hid, N, ff, a->hid16, 0), &P->down, N,
-                    ff, d);
+    linear_backward(pass_product_bf16(ctx), 1, A->dhid, &G->down, df, a->hid,
+                    backward_input(pass_product_bf16(ctx), &P->down, a->hid, N, ff, a->hid16, 0), &P->down, N, ff, d);
     PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dup, 1);
-        linear_backward(1, du, &G->up, A->dup, u, backward_input(&P->up, u, N, d, a->u16[SUB_FFN], 0), &P->up, N, d,
-                        ff);
+        linear_backward(pass_product_bf16(ctx), 1, du, &G->up, A->dup, u,
+                        backward_input(pass_product_bf16(ctx), &P->up, u, N, d, a->u16[SUB_FFN], 0), &P->up, N, d, ff);
     } else {
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dgate, 1);
         PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), A->dup, 1);
-        const uint16_t *u16 = backward_input(&P->gate, u, N, d, a->u16[SUB_FFN], 1);
-        linear_backward(1, du, &G->gate, A->dgate, u, u16, &P->gate, N, d, ff);
-        linear_backward(0, du, &G->up, A->dup, u, u16, &P->up, N, d, ff);
+        const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->gate, u, N, d, a->u16[SUB_FFN], 1);
+        linear_backward(pass_product_bf16(ctx), 1, du, &G->gate, A->dgate, u, u16, &P->gate, N, d, ff);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->up, A->dup, u, u16, &P->up, N, d, ff);
     }
 }
 
@@ -528,10 +529,10 @@ void layer_tail_forward(pass_ctx *ctx, int l, const float *x, float *out) {
     const size_t n = (size_t)N * d;
     const float *sum = x;
     if (Pd > 0) {
-        linear_forward(m, ctx->A->w_tile, a->ple_gate, x, &P->ple_gate, N, d, Pd);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_gate, x, &P->ple_gate, N, d, Pd);
         ple_slice(a->ple_prod, ctx->A->ple_in, N, c->n_layers, Pd, l, 0);
         glu_forward(a->ple_prod, a->ple_gate, a->ple_prod, (size_t)N * Pd, model_ffn_activation(c));
-        linear_forward(m, ctx->A->w_tile, a->ple_out, a->ple_prod, &P->ple_proj, N, Pd, d);
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_out, a->ple_prod, &P->ple_proj, N, Pd, d);
         model_norm_forward(c, a->ple_out_n.y, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
         vec_add(a->tail_sum, x, a->ple_out_n.y, n);
         sum = a->tail_sum;
@@ -576,13 +577,14 @@ void layer_tail_backward(pass_ctx *ctx, int l, const float *x, const float *dout
     if (Pd == 0) return;
     /* dx (= d sum) so far; the per-layer input's path adds to it */
     model_norm_backward(c, A->dple_out, NULL, &G->ple_norm, dx, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
-    linear_backward(1, A->dple_prod, &G->ple_proj, A->dple_out, a->ple_prod, NULL, &P->ple_proj, N, Pd, d);
+    linear_backward(pass_product_bf16(ctx), 1, A->dple_prod, &G->ple_proj, A->dple_out, a->ple_prod, NULL, &P->ple_proj,
+                    N, Pd, d);
     /* prod = act(gate) * in: d gate and d in (into its slice of d ple_in) */
     ple_slice(A->dple_up, A->ple_in, N, c->n_layers, Pd, l, 0);
     glu_backward(A->dple_gate, A->dple_dup, A->dple_prod, a->ple_gate, A->dple_up, (size_t)N * Pd,
                  model_ffn_activation(c));
     ple_slice(A->dple_in, A->dple_dup, N, c->n_layers, Pd, l, 1);
-    linear_backward(0, dx, &G->ple_gate, A->dple_gate, x, NULL, &P->ple_gate, N, d, Pd);
+    linear_backward(pass_product_bf16(ctx), 0, dx, &G->ple_gate, A->dple_gate, x, NULL, &P->ple_gate, N, d, Pd);
 }
 
 /* ---- the per-layer inputs of every layer (Gemma 4), from the embedding ----------------------------
@@ -594,7 +596,7 @@ void ple_inputs_forward(pass_ctx *ctx, const float *x0) {
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
     const size_t nlp = (size_t)N * LP;
-    linear_forward(m, A->w_tile, A->ple_ctx, x0, &m->p.ple_model_proj, N, d, LP);
+    linear_forward(pass_product_bf16(ctx), A->w_tile, A->ple_ctx, x0, &m->p.ple_model_proj, N, d, LP);
     const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f);
     for (size_t i = 0; i < nlp; i++) A->ple_ctx[i] *= ks;
     rmsnorm_forward(A->ple_in, A->ple_rstd, A->ple_ctx, m->p.ple_model_norm, config_norm_offset(c), N * L, Pd,
@@ -626,7 +628,8 @@ void ple_inputs_backward(pass_ctx *ctx, const float *x0, float *dx0) {
     rmsnorm_backward(A->dple_in, NULL, g->ple_model_norm, A->dple_ctx, A->ple_ctx, m->p.ple_model_norm,
                      config_norm_offset(c), A->ple_rstd, N * L, Pd);
     for (size_t i = 0; i < nlp; i++) A->dple_in[i] *= ks; /* (now d of x0 W^T) */
-    linear_backward(1, dx0, &g->ple_model_proj, A->dple_in, x0, NULL, &m->p.ple_model_proj, N, d, LP);
+    linear_backward(pass_product_bf16(ctx), 1, dx0, &g->ple_model_proj, A->dple_in, x0, NULL, &m->p.ple_model_proj, N,
+                    d, LP);
 }
 
 /* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that

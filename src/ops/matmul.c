@@ -156,14 +156,14 @@ void split_columns(float *const *dst, const int *widths, int parts, const float 
 }
 
 void matmul_forward_quant(float *out, const float *inp, const void *weight, int wq_type, const float *bias, int N,
-                          int IC, int OC, float *tile, int bf16_products) {
+                          int IC, int OC, float *tile, int product_bf16) {
     PROF_SCOPE("matmul_forward_quant");
     if (N <= MATVEC_MAX_ROWS) {
         matvec_quant(out, inp, weight, wq_type, bias, N, IC, OC);
         return;
     }
     const uint16_t *inp16 =
-        bf16_products && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
+        product_bf16 && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
     if (inp16) {
         /* the bf16 tile takes half the f32 one's bytes: twice the rows per GEMM */
         enum { ROWS16 = 2 * MATMUL_BF16_TILE };
@@ -193,7 +193,7 @@ void matmul_forward_quant(float *out, const float *inp, const void *weight, int 
 }
 
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
-                         int OC, float *tile, int bf16_products) {
+                         int OC, float *tile, int product_bf16) {
     PROF_SCOPE("matmul_forward_bf16");
     if (N <= MATVEC_MAX_ROWS) {
         matvec_bf16(out, inp, weight, bias, N, IC, OC);
@@ -201,7 +201,7 @@ void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, c
     }
     /* many rows in mixed precision, on a CPU with bf16 products: round the rows to bf16 and multiply there */
     const uint16_t *inp16 =
-        bf16_products && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
+        product_bf16 && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
     if (inp16 && !gemm_bf16(0, 1, N, OC, IC, inp16, IC, weight, IC, 0.0f, out, OC, bias)) return;
     /* elsewhere: widen MATMUL_BF16_TILE weight rows at a time and multiply them with the f32 GEMM;
      * the widening is O(OC IC) against the GEMM's O(N OC IC) */

@@ -77,21 +77,21 @@ void column_sums(float *colsum, uint16_t *dst, const float *src, int N, int C);
  * MATVEC_MAX_ROWS rows go through the bandwidth-bound matvec kernels, more through gemm(). */
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int IC, int OC);
 /* The same with bf16 weights [OC,IC]. A few rows: widened to f32 in registers (matvec), the
- * f32 arithmetic on the bf16 values. More rows: with bf16_products, where gemm_bf16 has a path,
+ * f32 arithmetic on the bf16 values. More rows: with product_bf16, where gemm_bf16 has a path,
  * inp is rounded to bf16 and multiplied there (mixed precision: bf16 products, f32 sums);
  * otherwise the weights are widened a tile at a time (tile: MATMUL_BF16_TILE * IC floats) for
  * the f32 GEMM: the f32 arithmetic on the bf16 values again. */
 #define MATMUL_BF16_TILE 256
 void matmul_forward_bf16(float *out, const float *inp, const uint16_t *weight, const float *bias, int N, int IC,
-                         int OC, float *tile, int bf16_products);
+                         int OC, float *tile, int product_bf16);
 /* The same with weights [OC,IC] in ggml block format wq_type (ops/quant.h): a few rows through
  * matvec_quant (each weight widened in registers), more a tile of MATMUL_BF16_TILE weight rows
  * at a time dequantized into `tile` for the f32 GEMM: the same f32 arithmetic on the same values
- * either way. With bf16_products, where gemm_bf16 has a path, many rows are rounded to bf16 and
+ * either way. With product_bf16, where gemm_bf16 has a path, many rows are rounded to bf16 and
  * multiplied with tiles of the weights dequantized and rounded to bf16 (mixed precision: the
  * weights' values to 8 significant bits, f32 sums) */
 void matmul_forward_quant(float *out, const float *inp, const void *weight, int wq_type, const float *bias, int N,
-                          int IC, int OC, float *tile, int bf16_products);
+                          int IC, int OC, float *tile, int product_bf16);
 /* Mixed precision with both copies of the weights (training): inp rounded to bf16 (or inp16, its
  * bf16 copy already staged, e.g. once for q, k and v) and multiplied with weight16 in gemm_bf16;
  * the f32 product with `weight` where that has no path */

@@ -150,7 +150,7 @@ static void step(adamw *o, tlm_model *m, float lr, double grad_norm, uint16_t *m
         if (!mirror && !clear) {
 #pragma omp for schedule(static) nowait
             for (size_t i = 0; i < n; i++) ADAMW_UPDATE(i);
-        } else { /* the new weight rounded as model_refresh_mirror rounds it, while it is in a register */
+        } else { /* the new weight rounded as model_weights_changed rounds it, while it is in a register */
             uint16_t *w16 = mirror ? mirror + a : NULL;
 #pragma omp for schedule(static) nowait
             for (size_t i = 0; i < n; i++) {
@@ -167,8 +167,7 @@ void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm) { step(o, m,
 
 void adamw_step_fused(adamw *o, tlm_model *m, float lr, double grad_norm) {
     const int whole = o->lo == 0 && o->hi == m->n_params;
-    step(o, m, lr, grad_norm, whole ? m->mirror16 : NULL, whole);
-    m->mirror_fresh = whole && m->mirror16;
+    step(o, m, lr, grad_norm, whole ? m->product16 : NULL, whole);
     m->ctx->grad_clear = whole;
 }
 

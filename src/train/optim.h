@@ -30,15 +30,16 @@ void adamw_free(adamw *o);
 int adamw_shard(adamw *o, size_t lo, size_t hi);
 /* Clips the gradient, whose global L2 norm grad_norm the caller computed (once per step, with
  * grad_global_norm), to cfg.grad_clip (0 = off) and applies one AdamW update
- * with learning rate lr (PyTorch AdamW semantics: p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)). */
+ * with learning rate lr (PyTorch AdamW semantics: p *= 1 - lr*wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)).
+ * The bf16 copy of the weights (mixed precision) is the caller's to make again afterwards
+ * (model_weights_changed), once the other shards' weights are in too. */
 void adamw_step(adamw *o, tlm_model *m, float lr, double grad_norm);
 /* The same update, and in the same pass, when this process updates every parameter (not a ZeRO-1
- * shard): each new weight rounded into the model's bf16 mirror (mixed precision, when it has one),
- * marked fresh so that the next forward uses it as it is instead of rounding all the weights again;
- * and the gradient cleared as it is read, marked (grad_clear) so that the next model_zero_grads has
- * nothing to do (a pass over the weights and one over the gradient fewer a step). For a caller
- * that changes no weight between this and that forward and reads no gradient after it (the
- * trainer; it clears the mirror's mark when it returns). */
+ * shard): each new weight rounded into the model's bf16 copy (product16, mixed precision, when it
+ * has one), which is then made and needs no model_weights_changed; and the gradient cleared as it
+ * is read, marked (grad_clear) so that the next model_zero_grads has nothing to do (a pass over
+ * the weights and one over the gradient fewer a step). For a caller that reads no gradient after
+ * it (the trainer). A shard's step writes neither: as adamw_step. */
 void adamw_step_fused(adamw *o, tlm_model *m, float lr, double grad_norm);
 
 /* L2 norm of the whole gradient, summed in a fixed order (deterministic for any thread count). */

@@ -709,7 +709,7 @@ static void progress(const trainer *t, float loss, float lr, double tok_s, doubl
 static void print_engine(const tlm_model *m) {
     char precision[200] = "";
     const attention_spec bf16_attention = {.bf16 = 1};
-    if (m->mirror16)
+    if (m->product16)
         snprintf(precision, sizeof precision,
                  "; mixed precision: bf16 products on %s (linear layers%s), f32 weights, optimizer, norms, softmax "
                  "and loss",
@@ -732,7 +732,7 @@ static void print_profile(const trainer *t, int steps, double seconds) {
                     "%d threads, %s)\n",
             flops / 1e9, flops / step_s / 1e9, 100.0 * flops / step_s / 1e9 / peak, peak, omp_get_max_threads(),
             tlm_isa_name(tlm_cpu_isa()));
-    if (t->m->bf16_products) { /* MFU against the peak of the precision in use */
+    if (t->m->product_bf16) { /* MFU against the peak of the precision in use */
         const double bf = gemm_bf16_measure_gflops(1024);
         if (bf > 0)
             fprintf(stderr, "model FLOPs in mixed precision: %.1f%% of the measured bf16 matmul peak (%.0f GFLOP/s, %s)\n",
@@ -905,14 +905,15 @@ static int train_loop(trainer *t) {
             goto out;
         }
         float lr = lr_at(&o->opt, t->step);
-        /* (the bf16 mirror rounded, the gradient cleared in AdamW's pass when nothing changes the
-         * weights after it) */
+        /* (the bf16 copy of the weights rounded, the gradient cleared in AdamW's pass when nothing
+         * changes the weights after it) */
         if (t->shard || o->router_bias_update > 0.0f)
             adamw_step(&t->opt, t->m, lr, st.gnorm);
         else
             adamw_step_fused(&t->opt, t->m, lr, st.gnorm);
         if (t->shard) gather_parameters(t);
         if (o->router_bias_update > 0.0f) router_bias_update(t);
+        if (t->shard || o->router_bias_update > 0.0f) model_weights_changed(t->m); /* (the fused step made it) */
         t->step++;
         double step_s = tlm_now_s() - t0;
         if (t->step > first_step + 2) profiled_steps++, profiled_s += step_s;
@@ -977,7 +978,6 @@ out:
         if (write_page(t, status, 0) && rc == 0) rc = 1, fprintf(stderr, "tinylm train: %s\n", tlm_last_error());
         else if (rc != 0 && why[0]) tlm_error("%s", why);
     }
-    t->m->mirror_fresh = 0; /* (whatever runs next may change the weights before its forward) */
     while (take_stop_signal()) {
     } /* (a second Ctrl-C during the save: already answered) */
     return rc;

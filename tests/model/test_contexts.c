@@ -2,7 +2,10 @@
  * generations run from two threads at once give, bit for bit, what each gives alone; a generation
  * interleaved with hooked passes on the same model (between its steps, on the model's own context,
  * or at the same time on a context of their own) makes the same tokens, and the hooked passes the
- * same logits. Public API only, as a library user would. */
+ * same logits. In mixed precision too (bf16 products on the model's bf16 copy of its weights,
+ * which no pass writes): two threads' bf16 passes at once give what each gives alone, and an
+ * edit of the weights followed by tlm_params_writable is what the next bf16 pass computes with.
+ * Public API only, as a library user would. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -229,6 +232,39 @@ int main(void) {
                strstr(tlm_error_message(), "hooks"),
            "generating in a hooked context is refused, naming the hooks");
     tlm_context_free(hooked);
+
+    /* mixed precision: the bf16 copy is made when the precision is set and when the weights change,
+     * never by a pass */
+    if (tlm_set_precision(m, 1) == 1) {
+        float *a16 = forward_alone(m, a_tok, 2, 40), *b16 = forward_alone(m, b_tok, 1, 70);
+        expect(a16 && b16 && memcmp(a16, a_want, sizeof(float) * 80 * V) != 0,
+               "bf16 forwards alone (not the fp32 logits)");
+        if (!a16 || !b16) return 1;
+        fwd_job ha = {m, a_tok, 2, 40, a16, 0}, hb = {m, b_tok, 1, 70, b16, 0};
+        pthread_create(&ta, NULL, run_forwards, &ha);
+        pthread_create(&tb, NULL, run_forwards, &hb);
+        pthread_join(ta, NULL), pthread_join(tb, NULL);
+        expect(ha.same && hb.same, "two threads' bf16 forwards at once: each bit-identical to it alone");
+        /* an edit, then the call that says so: the next bf16 pass computes with the edited weights,
+         * as a model given the precision after the edit does */
+        int64_t shape[2];
+        int nd;
+        float *w = tlm_params_writable(m) ? NULL : (float *)tlm_param(m, "layers.0.ffn.down_proj.weight", shape, &nd);
+        expect(w && nd == 2, "the weights writable");
+        if (!w) return 1;
+        for (int64_t i = 0; i < shape[0] * shape[1]; i++) w[i] *= 3.0f;
+        expect(tlm_params_writable(m) == 0, "tlm_params_writable after the edit");
+        float *edited = forward_alone(m, a_tok, 2, 40);
+        tlm_set_precision(m, 0);
+        tlm_set_precision(m, 1); /* (a bf16 copy made from the edited weights) */
+        float *fresh = forward_alone(m, a_tok, 2, 40);
+        expect(edited && fresh && !memcmp(edited, fresh, sizeof(float) * 80 * V) &&
+                   memcmp(edited, a16, sizeof(float) * 80 * V) != 0,
+               "a weight edit is what the next bf16 pass computes with");
+        free(a16), free(b16), free(edited), free(fresh);
+    } else {
+        printf("no bf16 products on this CPU: the mixed-precision checks skipped\n");
+    }
 
     free(fwd), free(hooked_want), free(a_want), free(b_want);
     tlm_free(m);

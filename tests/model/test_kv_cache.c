@@ -117,7 +117,7 @@ int main(void) {
                 printf("%s: mixed precision refused on an AMX CPU\n", VARIANTS[i].name);
                 return 1;
             }
-            model_refresh_mirror(m);
+            model_weights_changed(m);
             const int V = c.vocab_size;
             int tok[TB];
             for (int t = 0; t < TB; t++) tok[t] = (t * 13 + 5) % V;

@@ -74,8 +74,8 @@ MUTANTS = [
      "x = x + self.p(\"pos_embed.weight\")[:T][None, :, :] * "
      "(math.sqrt(c[\"hidden_size\"]) if c[\"embedding_scale\"] else 1.0)"),
     ("post placement: norm before the residual add",
-     "s = x + hk(out, f(x)) if res else hk(out, f(x))",
-     "return x + self.norm(norm_in, f(x)) if res else self.norm(norm_in, f(x))"),
+     "s = x + hk(out, f(xb)) if res else hk(out, f(xb))",
+     "return x + self.norm(norm_in, f(xb)) if res else self.norm(norm_in, f(xb))"),
     ("sandwich: output norm missing", "y = self.norm_hooked(norm_out, hk(out + \"_pre_norm\", f(u)), ln + \"_out\")",
      "y = f(u)"),
     ("geglu uses silu", "h = gelu_tanh(hk(\"hook_pre\", self.linear(p + \"gate_proj\", x))) * hk(\"hook_pre_linear\", up)",

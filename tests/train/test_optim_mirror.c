@@ -1,15 +1,15 @@
 /* test_optim_mirror.c — adamw_step_fused (train/optim.c): the AdamW update that also rounds
- * the new weights into the model's bf16 mirror and clears the gradient in its own pass:
+ * the new weights into the model's bf16 copy (product16) and clears the gradient in its own pass:
  *   - adamw_step (AVX-512 where the CPU has it) gives the bits of the update written out in C here
  *     (PyTorch's AdamW, the operations in optim.c's order) for weights, moments, decay and clipping;
- *   - the weights and moments are bit-identical to adamw_step's, and the mirror equals
- *     f32_to_bf16 of the new weights, value for value; the mirror is marked fresh;
- *   - the next forward's model_refresh_mirror takes it as it is (the mark cleared, the mirror
- *     unchanged), and the one after rounds the weights again (a weight changed in between is seen);
+ *   - the weights and moments are bit-identical to adamw_step's, and the copy equals
+ *     f32_to_bf16 of the new weights, value for value;
+ *   - a forward leaves the copy as it is (a pass never writes the model), and model_weights_changed
+ *     rounds the weights again (a weight changed in between is seen);
  *   - the gradient reads zero after it and is marked clear, which model_zero_grads trusts, and the
  *     next backward takes the mark away;
- *   - a ZeRO-1 shard (this process updates part of the weights) leaves nothing marked and the
- *     gradient as it was; a model without a mirror gets no mirror mark (its gradient is cleared).
+ *   - a ZeRO-1 shard (this process updates part of the weights) leaves the copy and the gradient as
+ *     they were; a model without a copy gets none (its gradient is cleared).
  * The mirror's checks are skipped (exit 77) where the CPU has no bf16 products; ctest runs it
  * natively (the update on AVX-512 where the CPU has it) and with TLM_ISA=avx2 (the portable loop). */
 #include <math.h>
@@ -86,7 +86,7 @@ int main(void) {
         if (!x || !y || adamw_init(&ox, x, &cfg) || adamw_init(&oy, y, &cfg)) return printf("FAIL: models\n"), 1;
         adamw_step(&ox, x, cfg.lr, 3.0);
         adamw_step_fused(&oy, y, cfg.lr, 3.0);
-        int cleared = y->ctx->grad_clear == 1 && y->mirror_fresh == 0;
+        int cleared = y->ctx->grad_clear == 1 && !y->product16;
         for (size_t i = 0; i < y->n_params; i++) cleared &= y->ctx->grad_mem[i] == 0.0f;
         CHECK(!memcmp(x->param_mem, y->param_mem, sizeof(float) * x->n_params) &&
                   !memcmp(ox.m, oy.m, sizeof(float) * x->n_params) && !memcmp(ox.v, oy.v, sizeof(float) * x->n_params),
@@ -113,19 +113,21 @@ int main(void) {
               !memcmp(oa.m, ob.m, sizeof(float) * a->n_params) && !memcmp(oa.v, ob.v, sizeof(float) * a->n_params),
           "the mirrored step's weights or moments differ from adamw_step's");
     int same = 1;
-    for (size_t i = 0; i < b->n_params; i++) same &= b->mirror16[i] == tlm_f32_to_bf16(b->param_mem[i]);
+    for (size_t i = 0; i < b->n_params; i++) same &= b->product16[i] == tlm_f32_to_bf16(b->param_mem[i]);
     CHECK(same, "the mirror is not the new weights rounded");
-    CHECK(b->mirror_fresh == 1 && a->mirror_fresh == 0, "fresh marks: mirrored %d, plain %d", b->mirror_fresh,
-          a->mirror_fresh);
-    /* the next forward takes the mirror as it is; a weight changed after that is rounded again */
-    b->mirror16[0] ^= 1; /* (a bit the refresh would put back if it rounded) */
-    model_refresh_mirror(b);
-    CHECK(b->mirror_fresh == 0 && b->mirror16[0] == (uint16_t)(tlm_f32_to_bf16(b->param_mem[0]) ^ 1),
-          "the refresh after the mirrored step rounded the weights again or left the mark");
+    /* a forward reads the copy as it is; model_weights_changed rounds the weights again */
+    model_weights_changed(b);
+    b->product16[0] ^= 1; /* (a bit a refresh would put back if it rounded) */
+    {
+        int tok[8] = {1, 5, 9, 2, 7, 3, 3, 8};
+        CHECK(!model_forward(b, tok, NULL, 1, 8, NULL) &&
+                  b->product16[0] == (uint16_t)(tlm_f32_to_bf16(b->param_mem[0]) ^ 1),
+              "a forward wrote the bf16 copy of the weights");
+    }
     b->param_mem[1] = 3.0f;
-    model_refresh_mirror(b);
-    CHECK(b->mirror16[0] == tlm_f32_to_bf16(b->param_mem[0]) && b->mirror16[1] == tlm_f32_to_bf16(3.0f),
-          "the refresh after that did not round the weights");
+    model_weights_changed(b);
+    CHECK(b->product16[0] == tlm_f32_to_bf16(b->param_mem[0]) && b->product16[1] == tlm_f32_to_bf16(3.0f),
+          "model_weights_changed did not round the weights");
     { /* model_zero_grads trusts the mark; a backward takes it away */
         b->ctx->grad_mem[3] = 5.0f;
         model_zero_grads(b);
@@ -141,14 +143,19 @@ int main(void) {
         CHECK(zero, "model_zero_grads after a backward left a gradient");
         memcpy(b->ctx->grad_mem, a->ctx->grad_mem, sizeof(float) * a->n_params);
     }
-    /* a shard of the weights, and a model without a mirror: no mark */
+    /* a shard of the weights: the copy left to model_weights_changed; a model without a copy */
     if (adamw_shard(&ob, 0, b->n_params / 2)) return printf("FAIL: adamw_shard\n"), 1;
+    uint16_t *before = malloc(sizeof(uint16_t) * b->n_params);
+    if (!before) return printf("FAIL: out of memory\n"), 1;
+    memcpy(before, b->product16, sizeof(uint16_t) * b->n_params);
     adamw_step_fused(&ob, b, cfg.lr, 3.0);
-    CHECK(b->mirror_fresh == 0 && b->ctx->grad_clear == 0 && !memcmp(b->ctx->grad_mem, a->ctx->grad_mem, sizeof(float) * a->n_params),
-          "a shard's step marked the mirror fresh or cleared the gradient");
+    CHECK(!memcmp(before, b->product16, sizeof(uint16_t) * b->n_params) && b->ctx->grad_clear == 0 &&
+              !memcmp(b->ctx->grad_mem, a->ctx->grad_mem, sizeof(float) * a->n_params),
+          "a shard's step wrote the bf16 copy or cleared the gradient");
+    free(before);
     model_set_mixed_bf16(a, 0, NULL);
     adamw_step_fused(&oa, a, cfg.lr, 3.0);
-    CHECK(a->mirror_fresh == 0 && !a->mirror16, "a model without a mirror was marked");
+    CHECK(!a->product16, "a model without a copy got one");
     adamw_free(&oa), adamw_free(&ob);
     model_free(a), model_free(b);
     printf("%d checks, %d failures\n", checks, failures);
