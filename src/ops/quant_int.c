@@ -227,7 +227,8 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
     }
 }
 
-/* ---- the vector kernels: one body (quant_int_kernels.h) for each 256-bit instruction set ---------- */
+/* ---- the vector kernels: one body (quant_int_kernels.h) for each 256-bit instruction set, and
+ * 512-bit ones for the common types on AVX512-VNNI (quant_int_512.h) ------------------------------ */
 
 #ifdef TLM_X86_KERNELS
 #define KT "avx2,fma,f16c"
@@ -247,12 +248,15 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
 #undef DOT_US
 
 #define KT "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
-#define KS(name) name##_avx512vnni
+#define KS(name) name##_avx512vnni256
 #define DOT_US(a, u, s) _mm256_dpbusd_epi32(a, u, s)
 #include "quant_int_kernels.h"
 #undef KT
 #undef KS
 #undef DOT_US
+
+/* rows_int_avx512vnni: 512-bit bodies for Q4_K, Q5_K, Q6_K, the 256-bit one above for the rest */
+#include "quant_int_512.h"
 #endif
 
 /* ---- the paths, the mode, the calls ------------------------------------------------------------------ */
