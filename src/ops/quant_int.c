@@ -369,8 +369,8 @@ static int int_shape_ok(int t, int IC) { return wq_int_supported(t) && IC > 0 &&
 
 int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int t, int N, int IC, int OC, int o0,
                     int o1) {
-    qx_row a[MATVEC_MAX_ROWS];
-    if (!wq_int_path_available(p) || !int_shape_ok(t, IC) || N < 1 || N > MATVEC_MAX_ROWS) return -1;
+    qx_row a[WQ_INT_MAX_ROWS];
+    if (!wq_int_path_available(p) || !int_shape_ok(t, IC) || N < 1 || N > WQ_INT_MAX_ROWS) return -1;
     if (quantize_rows(t, x, N, IC, a)) return -1;
     path_fn(p)(t, y, OC, a, N, W, wq_row_bytes(t, IC), IC, o0, o1);
     return 0;
@@ -387,9 +387,9 @@ int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *b
     if (!int_products_on(t, IC)) return -1;
     const rows_int_fn fn = path_fn(wq_int_path_pick());
     const size_t row_bytes = wq_row_bytes(t, IC);
-    for (int n0 = 0; n0 < N; n0 += MATVEC_MAX_ROWS) {
-        const int rows = N - n0 < MATVEC_MAX_ROWS ? N - n0 : MATVEC_MAX_ROWS;
-        qx_row a[MATVEC_MAX_ROWS];
+    for (int n0 = 0; n0 < N; n0 += WQ_INT_MAX_ROWS) {
+        const int rows = N - n0 < WQ_INT_MAX_ROWS ? N - n0 : WQ_INT_MAX_ROWS;
+        qx_row a[WQ_INT_MAX_ROWS];
         /* (the first group is the largest: once its buffer is had, the others fit in it) */
         if (quantize_rows(t, x + (size_t)n0 * IC, rows, IC, a)) return -1;
         float *yn = y + (size_t)n0 * OC;

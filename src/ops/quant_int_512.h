@@ -5,7 +5,7 @@
  * A block's 256 levels are widened to bytes 64 at a time in the activations' own order (a zmm of
  * x is two 32-element sub-blocks, or four of 16 for Q6_K), and each pair of levels' 16-bit scale
  * laid beside it: that unpacking is done once per weight block and serves every row of x (up to
- * MATVEC_MAX_ROWS: a short prompt's rows reuse the block from registers). Per row: vpmaddubsw
+ * WQ_INT_MAX_ROWS: a short prompt's rows reuse the block from registers). Per row: vpmaddubsw
  * (u8 levels x s8 activations, pairs summed into 16 bits: at most 2 * 63 * 127, no saturation)
  * and vpdpwssd (times the pair's scale, summed into 32 bits), so the block's I1 of quant_int.c
  * is the sum of one vector's lanes (the 256-bit body sums every sub-block apart and meets the
@@ -131,17 +131,17 @@ ZFN void z_prep(const int T, const uint8_t *b, zk_block *k) {
         z_prep_q6((const blk_q6_k *)b, k);
 }
 
-/* one weight row of nb K blocks of type T with the N (1 .. MATVEC_MAX_ROWS) quantized rows a into
+/* one weight row of nb K blocks of type T with the N (1 .. WQ_INT_MAX_ROWS) quantized rows a into
  * out [N]: each block unpacked once, then met with every row; per row, dotk_avx512vnni256's loop
  * and float operations (8 blocks' I1 and I2 side by side after tree8, lane j block i + j) */
 ZFN void z_dotk(const int T, const uint8_t *row, const qx_row *a, const int N, int nb, float *out) {
     const int bytes = T == WQ_Q4_K ? 144 : T == WQ_Q5_K ? 176 : 210;
     const int d_at = T == WQ_Q6_K ? 208 : 0, has_min = T != WQ_Q6_K, dmin_at = d_at + 2;
-    __m256 acc[MATVEC_MAX_ROWS];
+    __m256 acc[WQ_INT_MAX_ROWS];
     for (int n = 0; n < N; n++) acc[n] = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= nb; i += 8) {
-        __m256i v1[MATVEC_MAX_ROWS][8], v2[MATVEC_MAX_ROWS][8];
+        __m256i v1[WQ_INT_MAX_ROWS][8], v2[WQ_INT_MAX_ROWS][8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             zk_block k;
@@ -161,7 +161,7 @@ ZFN void z_dotk(const int T, const uint8_t *row, const qx_row *a, const int N, i
             }
         }
     }
-    float lane[MATVEC_MAX_ROWS][8];
+    float lane[WQ_INT_MAX_ROWS][8];
     for (int n = 0; n < N; n++) _mm256_storeu_ps(lane[n], acc[n]);
     for (; i < nb; i++) {
         const uint8_t *b = row + (size_t)i * bytes;
@@ -191,7 +191,7 @@ __attribute__((target(Z5))) static void rows_int_avx512vnni(int t, float *y, int
     for (int o = o0; o < o1; o++) {
         const uint8_t *row = W + (size_t)o * row_bytes;
         for (size_t p = 0; p < row_bytes; p += 64) _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
-        float out[MATVEC_MAX_ROWS];
+        float out[WQ_INT_MAX_ROWS];
         /* (one row of x, decoding's case, with N a constant) */
         switch (t) {
         case WQ_Q4_K: N == 1 ? z_dotk(WQ_Q4_K, row, a, 1, IC / QK_K, out) : z_dotk(WQ_Q4_K, row, a, N, IC / QK_K, out); break;
