@@ -180,6 +180,45 @@ ZFN void z_dotk(const int T, const uint8_t *row, const qx_row *a, const int N, i
     for (int n = 0; n < N; n++) out[n] = reduce8(lane[n]);
 }
 
+/* decoding's case: two weight rows (row, row + rb) with one row of x, z_dotk's operations for each,
+ * the activations' loads shared and the two rows' chains interleaved */
+ZFN void z_dotk_pair(const int T, const uint8_t *row, size_t rb, const qx_row *a, int nb, float out[2]) {
+    const int bytes = T == WQ_Q4_K ? 144 : T == WQ_Q5_K ? 176 : 210;
+    const int d_at = T == WQ_Q6_K ? 208 : 0, has_min = T != WQ_Q6_K, dmin_at = d_at + 2;
+    if (nb % 8) { /* (a row of other than whole groups of 8 blocks: each row by itself) */
+        z_dotk(T, row, a, 1, nb, out);
+        z_dotk(T, row + rb, a, 1, nb, out + 1);
+        return;
+    }
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int i = 0; i < nb; i += 8) {
+        __m256i v1[2][8], v2[2][8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            for (int r = 0; r < 2; r++) {
+                zk_block k;
+                z_prep(T, row + r * rb + (size_t)(i + j) * bytes, &k);
+                z_block_mul(T, &k, a->q + QK_K * (i + j), a->sum + 16 * (i + j), &v1[r][j], &v2[r][j]);
+            }
+        const __m256 da = _mm256_loadu_ps(a->d + i);
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *b = row + r * rb + (size_t)i * bytes;
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tree8_avx512vnni256(v1[r])),
+                                     _mm256_mul_ps(scales8_avx512vnni256(b + d_at, bytes), da), acc[r]);
+            if (has_min) {
+                const __m256 neg = _mm256_xor_ps(_mm256_mul_ps(scales8_avx512vnni256(b + dmin_at, bytes), da),
+                                                 _mm256_set1_ps(-0.0f));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tree8_avx512vnni256(v2[r])), neg, acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        float lane[8];
+        _mm256_storeu_ps(lane, acc[r]);
+        out[r] = reduce8(lane);
+    }
+}
+
 /* y[n * OC + o] for the rows [o0, o1) of W and the N quantized rows of x; each weight row's
  * lines also asked for MATVEC_PREFETCH_BYTES ahead, into L2, as the widening kernels do */
 __attribute__((target(Z5))) static void rows_int_avx512vnni(int t, float *y, int OC, const qx_row *a, int N,
@@ -188,7 +227,19 @@ __attribute__((target(Z5))) static void rows_int_avx512vnni(int t, float *y, int
         rows_int_avx512vnni256(t, y, OC, a, N, W, row_bytes, IC, o0, o1);
         return;
     }
-    for (int o = o0; o < o1; o++) {
+    int o = o0;
+    if (N == 1) /* (two weight rows a pass) */
+        for (; o + 2 <= o1; o += 2) {
+            const uint8_t *row = W + (size_t)o * row_bytes;
+            for (size_t p = 0; p < 2 * row_bytes; p += 64)
+                _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
+            switch (t) {
+            case WQ_Q4_K: z_dotk_pair(WQ_Q4_K, row, row_bytes, a, IC / QK_K, y + o); break;
+            case WQ_Q5_K: z_dotk_pair(WQ_Q5_K, row, row_bytes, a, IC / QK_K, y + o); break;
+            default: z_dotk_pair(WQ_Q6_K, row, row_bytes, a, IC / QK_K, y + o); break;
+            }
+        }
+    for (; o < o1; o++) {
         const uint8_t *row = W + (size_t)o * row_bytes;
         for (size_t p = 0; p < row_bytes; p += 64) _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
         float out[WQ_INT_MAX_ROWS];

@@ -3,7 +3,8 @@
  *  - every kernel set this CPU runs (under TLM_ISA's cap: ctest runs this natively and with
  *    TLM_ISA=avx2 / scalar) gives bit for bit what the plain C reference gives, on rows of random
  *    bytes (every level, Q8_0's -128 included) with random finite f16 scales, for 1, 4 and 11 rows
- *    of x and row widths whose block counts are and are not multiples of 8;
+ *    of x, an odd number of weight rows, and row widths whose block counts are and are not
+ *    multiples of 8;
  *  - the reference itself against float64: the activations rounded as quant.h defines (recomputed
  *    here from the definition: per block d = amax / 127, q = nearest-even(x / d)), the exact
  *    product is sum w_k x_k with w = wq_dequantize_row(W), and the integer product may differ by
@@ -94,14 +95,15 @@ static void rounded_x(int t, const float *x, int IC, double *xr, double *dk) {
 }
 
 static void test_paths(void) {
-    const int ics32[] = {32, 256, 608}, icsk[] = {256, 768, 2304};
+    const int ics32[] = {32, 256, 608}, icsk[] = {256, 2048, 2304};
     int runs[WQ_INT_PATHS] = {0};
     for (int ti = 0; ti < NT; ti++) {
         const int t = int_types[ti];
         const int *ics = wq_block_elems(t) == 256 ? icsk : ics32;
         double worst_bound = 0, worst_round = 0;
         for (int s = 0; s < 3; s++) {
-            const int IC = ics[s], OC = 37, N = s == 2 ? 11 : 1 + 3 * s; /* (1, 4, and 11 rows: a short prompt's) */
+            /* (1 row of x on whole groups of 8 blocks, decoding's case; 4, and 11 rows: a short prompt's) */
+            const int IC = ics[s], OC = 37, N = s == 0 ? 4 : s == 1 ? 1 : 11;
             uint8_t *W = random_rows(t, OC, IC);
             float *x = random_x(N, IC), *ref = malloc(sizeof(float) * N * OC), *y = malloc(sizeof(float) * N * OC);
             CHECK(wq_int_products(WQ_INT_SCALAR, ref, x, W, t, N, IC, OC, 0, OC) == 0, "%s: the reference ran",
