@@ -428,8 +428,12 @@ const char *wq_product_kernel(int t, wq_products mode) {
     if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t) && wq_int_path_pick() == WQ_INT_SCALAR)
         snprintf(s, sizeof s, "%s (no vector integer kernels here: the exact products)", wq_widening_kernel(t));
     else if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t))
-        snprintf(s, sizeof s, "int8 x int8 dot products (%s), activations in 8-bit blocks of %d",
-                 wq_int_path_name(wq_int_path_pick()), wq_block_elems(t) == QK_K ? QK_K : QK);
+        snprintf(s, sizeof s, "int8 x int8 dot products (%s%s), activations in 8-bit blocks of %d",
+                 wq_int_path_name(wq_int_path_pick()),
+                 wq_int_path_pick() == WQ_INT_AVX512VNNI && (t == WQ_Q4_K || t == WQ_Q5_K || t == WQ_Q6_K)
+                     ? ", 512-bit"
+                     : "",
+                 wq_block_elems(t) == QK_K ? QK_K : QK);
     else
         snprintf(s, sizeof s, "%s", wq_widening_kernel(t));
     return s;
