@@ -20,11 +20,12 @@
 /* "; decode products int8 (AVX512-VNNI)" when a decoding step multiplies some of m's matrices in
  * integers (ops/quant.h), else "" */
 static const char *decode_products(const tlm_model *m) {
-    static char s[64];
+    static char s[96];
     if (wq_get_products() != WQ_PRODUCTS_INT8 || wq_int_path_pick() == WQ_INT_SCALAR) return "";
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].ndim == 2 && wq_int_supported(m->tensors[i].qtype)) {
-            snprintf(s, sizeof s, "; decode products int8 (%s)", wq_int_path_name(wq_int_path_pick()));
+            snprintf(s, sizeof s, "; decode products int8 (%s; prompts of up to %d tokens too)",
+                     wq_int_path_name(wq_int_path_pick()), WQ_INT_PROMPT_ROWS);
             return s;
         }
     return "";

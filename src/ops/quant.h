@@ -93,8 +93,9 @@ void wq_dequantize_rows_bf16(int t, const void *W, int IC, int o0, int o1, uint1
  * its measured effect on a model's logits. Process-wide choice, WQ_PRODUCTS_EXACT unless set:
  * matvec_quant and matvec_quant_part then take the integer kernels for the types that have them
  * (wq_int_supported) on CPUs with a vector set of them (AVX2 or wider; the plain C set is the
- * reference, slower than widening, so there the products stay exact); the prompt's GEMM (more
- * than MATVEC_MAX_ROWS rows) stays as it is. */
+ * reference, slower than widening, so there the products stay exact); so does
+ * matmul_forward_quant for up to WQ_INT_PROMPT_ROWS rows (a short prompt), the GEMM of a longer
+ * prompt stays as it is. */
 typedef enum { WQ_PRODUCTS_EXACT, WQ_PRODUCTS_INT8 } wq_products;
 void wq_set_products(wq_products p);
 wq_products wq_get_products(void);
@@ -107,7 +108,12 @@ typedef enum { WQ_INT_SCALAR, WQ_INT_AVX2, WQ_INT_AVXVNNI, WQ_INT_AVX512VNNI, WQ
 int wq_int_path_available(wq_int_path p);
 wq_int_path wq_int_path_pick(void);
 const char *wq_int_path_name(wq_int_path p);
-/* y [n * OC + o] for o in [o0, o1), n < N (1 .. MATVEC_MAX_ROWS) through set p, whatever the mode
+/* the rows of x one pass over the weights serves (a weight block is unpacked once for them all) */
+enum { WQ_INT_MAX_ROWS = 16 };
+/* matmul_forward_quant takes the integer products (in their mode) for up to this many rows of x,
+ * the widening GEMM beyond: where the two cost the same on a 2-core Zen 5 (docs/gguf.md) */
+enum { WQ_INT_PROMPT_ROWS = 16 };
+/* y [n * OC + o] for o in [o0, o1), n < N (1 .. WQ_INT_MAX_ROWS) through set p, whatever the mode
  * (tests, benchmarks); -1 when p is not available, t has no integer kernel or IC is not whole blocks */
 int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int t, int N, int IC, int OC, int o0,
                     int o1);

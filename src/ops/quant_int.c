@@ -227,7 +227,8 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
     }
 }
 
-/* ---- the vector kernels: one body (quant_int_kernels.h) for each 256-bit instruction set ---------- */
+/* ---- the vector kernels: one body (quant_int_kernels.h) for each 256-bit instruction set, and
+ * 512-bit ones for the common types on AVX512-VNNI (quant_int_512.h) ------------------------------ */
 
 #ifdef TLM_X86_KERNELS
 #define KT "avx2,fma,f16c"
@@ -247,12 +248,15 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
 #undef DOT_US
 
 #define KT "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
-#define KS(name) name##_avx512vnni
+#define KS(name) name##_avx512vnni256
 #define DOT_US(a, u, s) _mm256_dpbusd_epi32(a, u, s)
 #include "quant_int_kernels.h"
 #undef KT
 #undef KS
 #undef DOT_US
+
+/* rows_int_avx512vnni: 512-bit bodies for Q4_K, Q5_K, Q6_K, the 256-bit one above for the rest */
+#include "quant_int_512.h"
 #endif
 
 /* ---- the paths, the mode, the calls ------------------------------------------------------------------ */
@@ -365,8 +369,8 @@ static int int_shape_ok(int t, int IC) { return wq_int_supported(t) && IC > 0 &&
 
 int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int t, int N, int IC, int OC, int o0,
                     int o1) {
-    qx_row a[MATVEC_MAX_ROWS];
-    if (!wq_int_path_available(p) || !int_shape_ok(t, IC) || N < 1 || N > MATVEC_MAX_ROWS) return -1;
+    qx_row a[WQ_INT_MAX_ROWS];
+    if (!wq_int_path_available(p) || !int_shape_ok(t, IC) || N < 1 || N > WQ_INT_MAX_ROWS) return -1;
     if (quantize_rows(t, x, N, IC, a)) return -1;
     path_fn(p)(t, y, OC, a, N, W, wq_row_bytes(t, IC), IC, o0, o1);
     return 0;
@@ -383,9 +387,9 @@ int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *b
     if (!int_products_on(t, IC)) return -1;
     const rows_int_fn fn = path_fn(wq_int_path_pick());
     const size_t row_bytes = wq_row_bytes(t, IC);
-    for (int n0 = 0; n0 < N; n0 += MATVEC_MAX_ROWS) {
-        const int rows = N - n0 < MATVEC_MAX_ROWS ? N - n0 : MATVEC_MAX_ROWS;
-        qx_row a[MATVEC_MAX_ROWS];
+    for (int n0 = 0; n0 < N; n0 += WQ_INT_MAX_ROWS) {
+        const int rows = N - n0 < WQ_INT_MAX_ROWS ? N - n0 : WQ_INT_MAX_ROWS;
+        qx_row a[WQ_INT_MAX_ROWS];
         /* (the first group is the largest: once its buffer is had, the others fit in it) */
         if (quantize_rows(t, x + (size_t)n0 * IC, rows, IC, a)) return -1;
         float *yn = y + (size_t)n0 * OC;
@@ -424,8 +428,12 @@ const char *wq_product_kernel(int t, wq_products mode) {
     if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t) && wq_int_path_pick() == WQ_INT_SCALAR)
         snprintf(s, sizeof s, "%s (no vector integer kernels here: the exact products)", wq_widening_kernel(t));
     else if (mode == WQ_PRODUCTS_INT8 && wq_int_supported(t))
-        snprintf(s, sizeof s, "int8 x int8 dot products (%s), activations in 8-bit blocks of %d",
-                 wq_int_path_name(wq_int_path_pick()), wq_block_elems(t) == QK_K ? QK_K : QK);
+        snprintf(s, sizeof s, "int8 x int8 dot products (%s%s), activations in 8-bit blocks of %d",
+                 wq_int_path_name(wq_int_path_pick()),
+                 wq_int_path_pick() == WQ_INT_AVX512VNNI && (t == WQ_Q4_K || t == WQ_Q5_K || t == WQ_Q6_K)
+                     ? ", 512-bit"
+                     : "",
+                 wq_block_elems(t) == QK_K ? QK_K : QK);
     else
         snprintf(s, sizeof s, "%s", wq_widening_kernel(t));
     return s;

@@ -2,8 +2,9 @@
  *
  *  - every kernel set this CPU runs (under TLM_ISA's cap: ctest runs this natively and with
  *    TLM_ISA=avx2 / scalar) gives bit for bit what the plain C reference gives, on rows of random
- *    bytes (every level, Q8_0's -128 included) with random finite f16 scales, for 1 .. 4 rows of x
- *    and row widths whose block counts are and are not multiples of 8;
+ *    bytes (every level, Q8_0's -128 included) with random finite f16 scales, for 1, 4 and 11 rows
+ *    of x, an odd number of weight rows, and row widths whose block counts are and are not
+ *    multiples of 8;
  *  - the reference itself against float64: the activations rounded as quant.h defines (recomputed
  *    here from the definition: per block d = amax / 127, q = nearest-even(x / d)), the exact
  *    product is sum w_k x_k with w = wq_dequantize_row(W), and the integer product may differ by
@@ -13,7 +14,10 @@
  *  - the mode: WQ_PRODUCTS_INT8 makes matvec_quant and matvec_quant_part equal the picked set's
  *    products (plus the bias) where a vector set runs (else, TLM_ISA=scalar, they stay exact),
  *    the same on 1, 2 and 3 threads, WQ_PRODUCTS_EXACT leaves them as they were; a type with no
- *    integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN. */
+ *    integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN;
+ *  - a short prompt: matmul_forward_quant under WQ_PRODUCTS_INT8 gives the integer products for up
+ *    to WQ_INT_PROMPT_ROWS rows of x (two passes' worth when that exceeds WQ_INT_MAX_ROWS), and
+ *    for more rows what it gives under WQ_PRODUCTS_EXACT (the widening GEMM). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,14 +95,15 @@ static void rounded_x(int t, const float *x, int IC, double *xr, double *dk) {
 }
 
 static void test_paths(void) {
-    const int ics32[] = {32, 256, 608}, icsk[] = {256, 768, 2304};
+    const int ics32[] = {32, 256, 608}, icsk[] = {256, 2048, 2304};
     int runs[WQ_INT_PATHS] = {0};
     for (int ti = 0; ti < NT; ti++) {
         const int t = int_types[ti];
         const int *ics = wq_block_elems(t) == 256 ? icsk : ics32;
         double worst_bound = 0, worst_round = 0;
         for (int s = 0; s < 3; s++) {
-            const int IC = ics[s], OC = 37, N = 1 + s % 4 + (s == 2);
+            /* (1 row of x on whole groups of 8 blocks, decoding's case; 4, and 11 rows: a short prompt's) */
+            const int IC = ics[s], OC = 37, N = s == 0 ? 4 : s == 1 ? 1 : 11;
             uint8_t *W = random_rows(t, OC, IC);
             float *x = random_x(N, IC), *ref = malloc(sizeof(float) * N * OC), *y = malloc(sizeof(float) * N * OC);
             CHECK(wq_int_products(WQ_INT_SCALAR, ref, x, W, t, N, IC, OC, 0, OC) == 0, "%s: the reference ran",
@@ -208,6 +213,39 @@ static void test_mode(void) {
     }
 }
 
+static void test_prompt(void) {
+    enum { IC = 512, OC = 48, NMAX = WQ_INT_PROMPT_ROWS + 1 };
+    float bias[OC], *tile = malloc(sizeof(float) * MATMUL_BF16_TILE * IC);
+    for (int o = 0; o < OC; o++) bias[o] = (float)rng_normal(&rng);
+    for (int ti = 0; ti < NT; ti++) {
+        const int t = int_types[ti];
+        uint8_t *W = random_rows(t, OC, IC);
+        float *x = random_x(NMAX, IC), y[NMAX * OC], want[NMAX * OC];
+        const int ns[] = {MATVEC_MAX_ROWS + 1, WQ_INT_PROMPT_ROWS, WQ_INT_PROMPT_ROWS + 1};
+        for (int k = 0; k < 3; k++) {
+            const int N = ns[k], by_int = N <= WQ_INT_PROMPT_ROWS && wq_int_path_pick() != WQ_INT_SCALAR;
+            wq_set_products(WQ_PRODUCTS_EXACT);
+            matmul_forward_quant(want, x, W, t, bias, N, IC, OC, tile, 0);
+            if (by_int) {
+                for (int n0 = 0; n0 < N; n0 += WQ_INT_MAX_ROWS) {
+                    const int rows = N - n0 < WQ_INT_MAX_ROWS ? N - n0 : WQ_INT_MAX_ROWS;
+                    CHECK(!wq_int_products(wq_int_path_pick(), want + (size_t)n0 * OC, x + (size_t)n0 * IC, W, t, rows,
+                                           IC, OC, 0, OC),
+                          "%s: the picked set ran", wq_name(t));
+                }
+                for (int i = 0; i < N * OC; i++) want[i] += bias[i % OC];
+            }
+            wq_set_products(WQ_PRODUCTS_INT8);
+            matmul_forward_quant(y, x, W, t, bias, N, IC, OC, tile, 0);
+            CHECK(!memcmp(y, want, sizeof(float) * N * OC), "%s, %d rows of x under WQ_PRODUCTS_INT8: %s", wq_name(t), N,
+                  by_int ? "the integer products" : "the widening GEMM, as under WQ_PRODUCTS_EXACT");
+        }
+        wq_set_products(WQ_PRODUCTS_EXACT);
+        free(W), free(x);
+    }
+    free(tile);
+}
+
 int main(void) {
     const char *cap = getenv("TLM_ISA");
     printf("kernels: %s (TLM_ISA=%s); integer products: %s\n", tlm_isa_name(tlm_cpu_isa()), cap ? cap : "unset",
@@ -220,6 +258,7 @@ int main(void) {
     rng_seed(&rng, 43);
     test_paths();
     test_mode();
+    test_prompt();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures != 0;
 }
