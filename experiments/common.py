@@ -389,6 +389,13 @@ def _jsonable(v):
     return str(v)
 
 
+def table_rows(table):
+    """a stored table's rows with the non-finite numbers back as floats (_jsonable wrote them as "NaN",
+    "inf", "-inf"): a verdict recomputed from result.json then sees what run() saw"""
+    back = {"NaN": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+    return [[back.get(v, v) if isinstance(v, str) else v for v in r] for r in table["rows"]]
+
+
 def fmt(v, digits=4):
     """a number for a Markdown cell"""
     if isinstance(v, str) or v is None:

@@ -4,11 +4,14 @@ Measured on the models the claim is about (Xiao et al. 2023; Sun et al. 2024): t
 token at every sequence start (`train --bos-token`), a context of 256, long enough for the loss to
 flatten, at several checkpoints; against the same training without a BOS and with a context of 64;
 and on the shared character-level TinyShakespeare models and stories260K (no BOS / BOS, short)."""
+import math
+import re
+
 import numpy as np
 
 import svgplot
 import trained
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "attention_sinks"
 TITLE = "Attention sinks: attention mass on position 0 per head, with a BOS and a long context, over training"
@@ -175,32 +178,7 @@ def run(ctx):
                                  title="max |x| / median |x| of the residual stream", xlabel="block",
                                  ylabel="ratio (log)", ylog=True))
 
-    # ---- the verdict, by the rule, on the claim's regime
-    last = trend[bos_big][-1]
-    frac, pos0, nb = last[1], last[4], last[5]
-    vals = [p[6] for p in trend[bos_big] if p[6] is not None]
-    third = vals[-max(2, len(vals) // 3):]
-    flat = len(third) >= 2 and abs(third[0] - third[-1]) < 0.03 * third[0]
-    nob = trend.get("no BOS, T 256")
-    nob_txt = ("; without the BOS (same run otherwise): %s of heads above 5x, massive at position 0 in %d of %d blocks"
-               % (fmt(nob[-1][1]), nob[-1][4], nob[-1][5])) if nob else ""
-    other = ", ".join("%s: %s" % (n, fmt(pts[-1][1])) for n, pts in trend.items() if n != bos_big)
-    st = res["stories260K (BOS first)"]
-    ok = frac >= 0.25 and pos0 >= 1
-    supported = True if ok else (False if frac < 0.05 else None)
-    ctx.verdict(supported,
-                "%s (byte-level TinyShakespeare, llama-baby%s, %d steps, val loss %s; loss %s over the last third of "
-                "the checkpoints): "
-                "%s of its %d heads give position 0 more than 5x the uniform share (largest head %s), the largest "
-                "stream activation is at position 0 in %d of %d blocks%s. Other runs' fraction of heads above 5x: %s. "
-                "stories260K: %s; the character-level models without a BOS: %s. %s"
-                % (bos_big, " at d 64" if quick else "", last[0], fmt(vals[-1]) if vals else "-",
-                   "flat (< 3%% change)" if flat else "still falling", fmt(frac), last[8].size, fmt(last[2]), pos0, nb,
-                   nob_txt, other or "-", fmt(float((st[0] > 5 * st[1]).mean())),
-                   fmt(float(np.mean([float((res[n][0] > 5 * res[n][1]).mean()) for n in res
-                                      if n.startswith("chars")]))),
-                   {True: "Supports the claim in its own regime.", False: "Not seen even with a BOS and context "
-                    "%d." % big_T, None: "Between the rule's thresholds."}[supported]))
+    ctx.verdict(*judge(ctx.tables))
     ctx.note(RULE)
     ctx.note("The BOS runs: `tinylm train --tokenizer bytes --bos-token 2` (byte 2 never occurs in the text), so every "
              "training and validation window is the BOS then T - 1 bytes; the analysis windows are built the same "
@@ -212,6 +190,46 @@ def run(ctx):
                      % (name, r.metrics[-1]["step"], steps, fmt(r.metrics[-1].get("lr", float("nan")))))
     ctx.note("Queries 0-3 are left out of the attention means (they see few keys, so position 0 gets a large "
              "share by construction); the uniform share is the mean of 1/(i+1) over the queries used.")
+
+
+def judge(tables):
+    """the verdict, by the rule, on the claim's regime, from the page's tables alone (run() and check()
+    both call it): the over-training table (first) and the per-model head table (second to last).
+    Returns (supported, text)."""
+    trows, hrows = table_rows(tables[0]), table_rows(tables[-2])
+    quick = " at d 64, 2 layers" in tables[0]["title"]
+    trend = {}
+    for r in trows:
+        pos0, nb = (int(v) for v in r[7].split(" of "))
+        # (step, frac, big, mean, pos0, n blocks, val loss)
+        trend.setdefault(r[0], []).append((r[1], r[6], r[5], r[4], pos0, nb, r[2]))
+    big_T = max(int(re.match(r"BOS, T (\d+)$", n).group(1)) for n in trend if re.match(r"BOS, T \d+$", n))
+    bos_big = "BOS, T %d" % big_T
+    heads = {r[0]: r for r in hrows}
+    last = trend[bos_big][-1]
+    frac, pos0, nb = last[1], last[4], last[5]
+    vals = [p[6] for p in trend[bos_big] if math.isfinite(p[6])]
+    third = vals[-max(2, len(vals) // 3):]
+    flat = len(third) >= 2 and abs(third[0] - third[-1]) < 0.03 * third[0]
+    nob = trend.get("no BOS, T 256")
+    nob_txt = ("; without the BOS (same run otherwise): %s of heads above 5x, massive at position 0 in %d of %d blocks"
+               % (fmt(nob[-1][1]), nob[-1][4], nob[-1][5])) if nob else ""
+    other = ", ".join("%s: %s" % (n, fmt(pts[-1][1])) for n, pts in trend.items() if n != bos_big)
+    ok = frac >= 0.25 and pos0 >= 1
+    supported = True if ok else (False if frac < 0.05 else None)
+    return (supported,
+            "%s (byte-level TinyShakespeare, llama-baby%s, %d steps, val loss %s; loss %s over the last third of "
+            "the checkpoints): "
+            "%s of its %d heads give position 0 more than 5x the uniform share (largest head %s), the largest "
+            "stream activation is at position 0 in %d of %d blocks%s. Other runs' fraction of heads above 5x: %s. "
+            "stories260K: %s; the character-level models without a BOS: %s. %s"
+            % (bos_big, " at d 64" if quick else "", last[0], fmt(vals[-1]) if vals else "-",
+               "flat (< 3%% change)" if flat else "still falling", fmt(frac),
+               heads["%s, step %d" % (bos_big, last[0])][1], fmt(last[2]), pos0, nb,
+               nob_txt, other or "-", fmt(heads["stories260K (BOS first)"][6]),
+               fmt(float(np.mean([r[6] for n, r in heads.items() if n.startswith("chars")]))),
+               {True: "Supports the claim in its own regime.", False: "Not seen even with a BOS and context "
+                "%d." % big_T, None: "Between the rule's thresholds."}[supported]))
 
 
 def check(res):
@@ -226,4 +244,7 @@ def check(res):
             bad.append("%s block %d: the largest activation is not above the median" % (r[0], r[1]))
     if not any(r[1] >= 60 for r in res["tables"][0]["rows"]):
         bad.append("no checkpoint at the last step of the BOS run")
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

@@ -1,10 +1,11 @@
 """deepnorm — DeepNet's DeepNorm (Wang et al. 2022) lets Post-Norm train where plain Post-Norm
 fails: Post-Norm vs DeepNorm vs Pre-Norm at increasing depth, at one learning rate without warmup."""
 import math
+import re
 
 import numpy as np
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "deepnorm"
 TITLE = "DeepNorm vs Post-Norm vs Pre-Norm by depth, at a learning rate where Post-Norm fails"
@@ -134,12 +135,42 @@ def run(ctx):
                                         title="Val loss after %d steps at lr %g (missing = diverged)" % (steps, lr),
                                         ylabel="val loss (nats)", hlines=[(UNIGRAM, "unigram entropy")]))
 
-    # verdict, from the outcomes above. Rule: the claim is tested in the (lr, depth) cells where
-    # plain Post-Norm failed (diverged or learned nothing) while Pre-Norm learned something
-    # (trained or partly: the cell is learnable at all). Supported if DeepNorm trained in every
-    # such cell; not supported if it failed (diverged or learned nothing) in any; otherwise, or
-    # with no such cell, inconclusive.
-    out = {k: outcome(r) for k, r in runs.items()}
+    ctx.verdict(*judge(ctx.tables))
+    ctx.note("alpha = (2N)^(1/4) and beta = (8N)^(-1/4) are derived by the engine from num_hidden_layers "
+             "(docs/config.md; at %s layers alpha = %s, beta = %s); DeepNorm and Post-Norm have no final "
+             "norm (the stream is normed after every block); Post-Norm and Pre-Norm keep GPT-2's 1/sqrt(2N) init "
+             "of o_proj and down_proj, DeepNorm replaces it by beta on v, o and the FFN."
+             % (" / ".join(map(str, depths)), " / ".join(fmt((2.0 * L) ** 0.25) for L in depths),
+                " / ".join(fmt((8.0 * L) ** -0.25) for L in depths)))
+    ctx.note("Gradients at init are from `tinylm inspect --grad --json` on a checkpoint after one step at learning "
+             "rate 1e-12. The model update (the paper's |F(x, theta_t) - F(x, theta_0)|) is measured on the logits "
+             "through the Python API (tinylm.load of a run of k steps for each k, the learning rate constant so "
+             "that its steps are the first k of any run), against that init checkpoint; it is reported, not part "
+             "of the verdict's rule.")
+
+
+def outcome_of(val):
+    """outcome() of a run from its val loss as the table holds it"""
+    if not math.isfinite(val):
+        return "diverged"
+    if val >= UNIGRAM - 0.05:
+        return "nothing learned"
+    return "trained" if val < UNIGRAM - 0.3 else "partly"
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it). Rule: the claim is
+    tested in the (lr, depth) cells where plain Post-Norm failed (diverged or learned nothing) while
+    Pre-Norm learned something (trained or partly: the cell is learnable at all). Supported if DeepNorm
+    trained in every such cell; not supported if it failed (diverged or learned nothing) in any;
+    otherwise, or with no such cell, inconclusive. Outcomes are recomputed from the val losses.
+    Returns (supported, text)."""
+    rows, grows = table_rows(tables[0]), table_rows(tables[1])
+    steps = int(re.match(r"Training without warmup, (\d+) steps", tables[0]["title"]).group(1))
+    lrs = sorted({r[0] for r in rows})
+    depths = sorted({r[1] for r in rows})
+    val = {(r[0], r[1], r[2]): r[5] for r in rows}
+    out = {k: outcome_of(v) for k, v in val.items()}
     failed = ("diverged", "nothing learned")
     cells = [(lr, L) for lr in lrs for L in depths
              if out[(lr, L, "post")] in failed and out[(lr, L, "pre")] not in failed]
@@ -153,36 +184,26 @@ def run(ctx):
         supported = None
     name = {"post": "Post-Norm", "deepnorm": "DeepNorm", "pre": "Pre-Norm"}
     per_cell = "; ".join("lr %g, %d layers: %s" % (lr, L, ", ".join("%s %s (%s)" % (name[p], out[(lr, L, p)],
-                                                                                  fmt(runs[(lr, L, p)].val_loss))
+                                                                                  fmt(val[(lr, L, p)]))
                                                                     for p in PLACEMENTS))
                          for lr in lrs for L in depths)
-    gi = {p: grows[[r[0] for r in grows].index(D) + PLACEMENTS.index(p)] for p in PLACEMENTS}
+    D = max(depths)
+    gi = {r[1]: r for r in grows if r[0] == D}
     cell = lambda c: "lr %g / %d layers" % c  # noqa: E731
-    ctx.verdict(supported,
-                "Val loss after %d steps without warmup: %s. Rule: the claim is tested in the cells where plain "
-                "Post-Norm diverged or learned nothing (val loss >= %.2f) while Pre-Norm learned something: %s; "
-                "supported if DeepNorm trained (val loss < %.2f) in every such cell, not supported if it failed in "
-                "any. At init, %d layers, the layer-0 parameter gradient is %s (Post-Norm), %s (DeepNorm), %s "
-                "(Pre-Norm); max/min over layers %s, %s, %s. %s"
-                % (steps, per_cell, UNIGRAM - 0.05, ", ".join(map(cell, cells)) or "none", UNIGRAM - 0.3, D,
-                   fmt(gi["post"][2]), fmt(gi["deepnorm"][2]), fmt(gi["pre"][2]), fmt(gi["post"][6]),
-                   fmt(gi["deepnorm"][6]), fmt(gi["pre"][6]),
-                   {True: "DeepNorm trained wherever plain Post-Norm failed: supports the claim.",
-                    False: "DeepNorm also failed where plain Post-Norm failed (%s): does not support the claim in "
-                    "this regime." % ", ".join(map(cell, dn_bad)),
-                    None: "No cell separates the placements as the rule needs, or DeepNorm only partly trained "
-                    "there: inconclusive."}[supported]))
-    ctx.note("alpha = (2N)^(1/4) and beta = (8N)^(-1/4) are derived by the engine from num_hidden_layers "
-             "(docs/config.md; at %s layers alpha = %s, beta = %s); DeepNorm and Post-Norm have no final "
-             "norm (the stream is normed after every block); Post-Norm and Pre-Norm keep GPT-2's 1/sqrt(2N) init "
-             "of o_proj and down_proj, DeepNorm replaces it by beta on v, o and the FFN."
-             % (" / ".join(map(str, depths)), " / ".join(fmt((2.0 * L) ** 0.25) for L in depths),
-                " / ".join(fmt((8.0 * L) ** -0.25) for L in depths)))
-    ctx.note("Gradients at init are from `tinylm inspect --grad --json` on a checkpoint after one step at learning "
-             "rate 1e-12. The model update (the paper's |F(x, theta_t) - F(x, theta_0)|) is measured on the logits "
-             "through the Python API (tinylm.load of a run of k steps for each k, the learning rate constant so "
-             "that its steps are the first k of any run), against that init checkpoint; it is reported, not part "
-             "of the verdict's rule.")
+    return (supported,
+            "Val loss after %d steps without warmup: %s. Rule: the claim is tested in the cells where plain "
+            "Post-Norm diverged or learned nothing (val loss >= %.2f) while Pre-Norm learned something: %s; "
+            "supported if DeepNorm trained (val loss < %.2f) in every such cell, not supported if it failed in "
+            "any. At init, %d layers, the layer-0 parameter gradient is %s (Post-Norm), %s (DeepNorm), %s "
+            "(Pre-Norm); max/min over layers %s, %s, %s. %s"
+            % (steps, per_cell, UNIGRAM - 0.05, ", ".join(map(cell, cells)) or "none", UNIGRAM - 0.3, D,
+               fmt(gi["post"][2]), fmt(gi["deepnorm"][2]), fmt(gi["pre"][2]), fmt(gi["post"][6]),
+               fmt(gi["deepnorm"][6]), fmt(gi["pre"][6]),
+               {True: "DeepNorm trained wherever plain Post-Norm failed: supports the claim.",
+                False: "DeepNorm also failed where plain Post-Norm failed (%s): does not support the claim in "
+                "this regime." % ", ".join(map(cell, dn_bad)),
+                None: "No cell separates the placements as the rule needs, or DeepNorm only partly trained "
+                "there: inconclusive."}[supported]))
 
 
 def check(res):
@@ -207,4 +228,10 @@ def check(res):
     for p in ("pre", "deepnorm"):  # (they train: their first steps move the output, by a finite amount)
         if p in u and not all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in u[p]):
             bad.append("%s's model update is not finite and positive at every measured step: %s" % (p, u[p]))
+    for r in table_rows(res["tables"][0]):
+        if r[8] != outcome_of(r[5]):
+            bad.append("lr %g, %d layers, %s: outcome %s does not follow from val loss %s" % (r[0], r[1], r[2], r[8], r[5]))
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

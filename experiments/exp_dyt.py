@@ -4,12 +4,13 @@ the best setting in a smaller data regime."""
 import json
 import math
 import os
+import re
 import struct
 
 import numpy as np
 
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "dyt"
 TITLE = "DyT (y = g tanh(alpha x) + b) vs RMSNorm at equal steps: the paper's alpha0 rule and an alpha0 sweep"
@@ -136,27 +137,7 @@ def run(ctx):
                                 title="DyT gap to RMSNorm at %d steps (+s: embedding x sqrt(d))" % steps,
                                 ylabel="nats"))
 
-    best = res[(full_name, best_lab)].val_loss
-    gap_best = best - base
-    within = [math.isfinite(gap_best) and gap_best < 0.05 * base]
-    if small_res:
-        sbase, sbest = small_res[rms[0][0]].val_loss, small_res[best_lab].val_loss
-        within.append(math.isfinite(sbest) and sbest - sbase < 0.05 * sbase)
-        small_txt = "%s: RMSNorm %s, default DyT %s, %s %s. " % (small_name, fmt(sbase),
-                                                                  fmt(small_res[dyts[0][0]].val_loss), best_lab,
-                                                                  fmt(sbest))
-    else:
-        small_txt = ""
-    supported = True if all(within) else (False if not any(within) else None)
-    ctx.verdict(supported,
-                "%s, %d steps: RMSNorm %s; DyT default (a0 0.5, no embedding scale) %s (gap %+.3f); best DyT setting "
-                "%s: %s (gap %+.3f, %s of the default's gap closed). %s%s"
-                % (full_name, steps, fmt(base), fmt(default), gap0, best_lab, fmt(best), gap_best,
-                   "%.0f%%" % (100 * (gap0 - gap_best) / gap0) if gap0 > 0 else "-", small_txt,
-                   {True: "The best DyT setting is within 5% of RMSNorm in every regime run: supports the claim at "
-                          "this scale once alpha0 and the embedding scale are set as the paper does.",
-                    False: "DyT stays more than 5% behind RMSNorm with every alpha0 tried.",
-                    None: "Within 5% in one regime only."}[supported]))
+    ctx.verdict(*judge(ctx.tables))
     ctx.note(RULE)
     ctx.note("DyT: norm_type \"dyt\" in every norm including the final one, gamma 1, beta 0; alpha0 per position "
              "with dyt_alpha_init_attn / dyt_alpha_init_ffn / dyt_alpha_init_final (docs/config.md), the paper's "
@@ -173,6 +154,45 @@ def run(ctx):
              "losses compare within a regime, not across.")
 
 
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): the sweep table (RMSNorm's
+    rows, then the DyT settings, the default first) and, when present, the smaller-data table. Supported when
+    the best DyT setting of the sweep is within 5% of RMSNorm's val loss in every regime run, not supported
+    when in none, otherwise inconclusive. Returns (supported, text)."""
+    rows = table_rows(tables[0])
+    m = re.match(r"The sweep on (.*): loss at (\d+) steps", tables[0]["title"])
+    full_name, steps = m.group(1), int(m.group(2))
+    val = {r[0]: r[3] for r in rows}
+    dyt_labs = [r[0] for r in rows if r[0].startswith("DyT")]
+    base = min(v for lab, v in val.items() if lab not in dyt_labs)
+    default = val[dyt_labs[0]]
+    gap0 = default - base
+    best_lab = min(dyt_labs, key=lambda lab: val[lab] if math.isfinite(val[lab]) else float("inf"))
+    best = val[best_lab]
+    gap_best = best - base
+    within = [math.isfinite(gap_best) and gap_best < 0.05 * base]
+    small = [t for t in tables if t["title"].startswith("The default and the best DyT setting on the ")]
+    if small:
+        small_name = re.match(r"The default and the best DyT setting on the (.*) \(the same", small[0]["title"]).group(1)
+        sval = {r[0]: r[3] for r in table_rows(small[0])}
+        sbase, sbest = sval[rows[0][0]], sval[best_lab]
+        within.append(math.isfinite(sbest) and sbest - sbase < 0.05 * sbase)
+        small_txt = "%s: RMSNorm %s, default DyT %s, %s %s. " % (small_name, fmt(sbase), fmt(sval[dyt_labs[0]]),
+                                                                  best_lab, fmt(sbest))
+    else:
+        small_txt = ""
+    supported = True if all(within) else (False if not any(within) else None)
+    return (supported,
+            "%s, %d steps: RMSNorm %s; DyT default (a0 0.5, no embedding scale) %s (gap %+.3f); best DyT setting "
+            "%s: %s (gap %+.3f, %s of the default's gap closed). %s%s"
+            % (full_name, steps, fmt(base), fmt(default), gap0, best_lab, fmt(best), gap_best,
+               "%.0f%%" % (100 * (gap0 - gap_best) / gap0) if gap0 > 0 else "-", small_txt,
+               {True: "The best DyT setting is within 5% of RMSNorm in every regime run: supports the claim at "
+                      "this scale once alpha0 and the embedding scale are set as the paper does.",
+                False: "DyT stays more than 5% behind RMSNorm with every alpha0 tried.",
+                None: "Within 5% in one regime only."}[supported]))
+
+
 def check(res):
     bad = []
     rows = res["tables"][0]["rows"]
@@ -182,4 +202,7 @@ def check(res):
             bad.append("%s: val loss %s not below the first loss %s" % (name, val, first))
     if not rows[0][3] < rows[0][1] - 0.3:
         bad.append("RMSNorm did not learn (val %s, first %s)" % (rows[0][3], rows[0][1]))
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

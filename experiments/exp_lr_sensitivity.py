@@ -1,14 +1,13 @@
 """lr_sensitivity — final loss vs learning rate (Wortsman et al. 2023): small models reproduce the
 high-learning-rate instabilities of large ones (attention-logit growth, output-logit divergence),
 and QK-Norm and the z-loss remove them, flattening loss vs learning rate."""
-import json
 import math
 import os
 
 import numpy as np
 
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "lr_sensitivity"
 TITLE = "Learning-rate sensitivity: final loss vs learning rate, with and without QK-Norm and z-loss"
@@ -140,18 +139,54 @@ def run(ctx):
                                  xlabel="peak learning rate", ylabel="|mean lse|", xlog=True,
                                  xticklabels={lr: "%g" % lr for lr in lrs}))
 
+    ctx.verdict(*judge(ctx.tables))
+    ctx.note("max |attention logit| is `train --log-attn`'s attn_max, the largest over the steps, layers and heads; "
+             "the output logits are `tinylm logits` on 63 characters of the held-out split. A run that diverged "
+             "(NaN: the trainer stops and keeps no checkpoint) counts at the loss at init in the sensitivity "
+             "measure, as do runs that ended above it (Wortsman et al. clip the loss there).")
+    ctx.note("The z-loss coefficient is the papers' 1e-4; at %d steps its gradient (2 z lse p per position) is small. "
+             "Output-logit divergence (logits drifting to large negative values) appears late in long runs in "
+             "Wortsman et al.; a run of %d steps is far from that." % (steps, steps))
+
+
+def sens_table(rows):
+    """{(width, variant): (LR sensitivity, minimum inside the range, the same over lr >= HIGH)} from the runs
+    table's rows, as run() computes them"""
+    out = {}
+    for d in sorted({r[0] for r in rows}):
+        for name, _, _ in VARIANTS:
+            rs = sorted((r for r in rows if r[0] == d and r[1] == name), key=lambda r: r[2])
+            lrs = [r[2] for r in rs]
+            losses = [r[4] for r in rs]
+            init = min(r[3] for r in rs)
+            clipped = [min(v, init) if math.isfinite(v) else init for v in losses]
+            i = int(np.argmin(clipped))
+            out[(d, name)] = (sensitivity(losses, init), 0 < i < len(lrs) - 1,
+                              float(np.mean([v - clipped[i] for v, lr in zip(clipped, lrs) if lr >= HIGH])))
+    return out
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): the LR sensitivities
+    and whether each curve's minimum is inside the range from the sensitivity table, the attention
+    logits and logsumexps from the runs table. Returns (supported, text)."""
+    rows, srows = table_rows(tables[0]), table_rows(tables[1])
+    widths = sorted({r[0] for r in rows})
+    lrs = sorted({r[2] for r in rows})
+    res = {(r[0], r[1], r[2]): {"loss": r[4], "amax": r[5], "lse": r[6]} for r in rows}
+    sens = {(r[0], r[1]): r[5] for r in srows}
+    interior = {(r[0], r[1]): r[4] for r in srows}
+    high = {(r[0], r[1]): r[7] for r in srows}
     # the verdict, by the rule written in the claim's section of docs/experiments.md:
     #   main: at every width, QK-Norm + z-loss and QK-Norm alone have at most RATIO x the baseline's LR
     #         sensitivity (supported), at some width either has more than that (not supported), or some
     #         curve has its minimum at an end of the range (inconclusive: the range does not bracket it)
-    hi, lo = lrs[-1], lrs[0]
     parts, main, growth, zdrift, zfix = [], [], [], [], []
     for d in widths:
         b = sens[(d, "baseline")]
         ok = all(sens[(d, v)] <= RATIO * b for v in ("QK-Norm", "QK-Norm + z-loss"))
         bracket = all(interior[(d, name)] for name, _, _ in VARIANTS)
         main.append(ok if bracket else None)
-        bl = res[(d, "baseline", hi)]
         best_lr = lrs[int(np.argmin([res[(d, "baseline", lr)]["loss"] if math.isfinite(res[(d, "baseline", lr)]["loss"])
                                      else math.inf for lr in lrs]))]
         a_best = res[(d, "baseline", best_lr)]["amax"]
@@ -186,25 +221,18 @@ def run(ctx):
                 "widens" if all((b1 - q1) < (b2 - q2) for b1, q1, b2, q2 in zip(bs, qs, bs[1:], qs[1:])) else
                 "does not widen monotonically",
                 " -> ".join(fmt(b - q) for b, q in zip(bs, qs)))) if len(widths) > 1 else ""
-    ctx.verdict(supported,
-                "; ".join(parts) + ". Rule: supported if at every width QK-Norm, alone and with the z-loss, has at "
-                "most %g x the baseline's LR sensitivity and every curve has its minimum inside the lr range; not "
-                "supported if either has more at some width where the curves bracket their minima; else "
-                "inconclusive. Attention-logit growth (the baseline's largest attention logit > 10x the one at its "
-                "best lr, QK-Norm's < 1/10 of it): %s. Output-logit divergence (|mean logsumexp| > %g) in the "
-                "baseline at %s, so the z-loss's own claim %s.%s"
-                % (RATIO, "seen at every width" if all(growth) else "seen at %d of %d widths" % (sum(growth), len(widths)),
-                   LSE_DRIFT, ("%d of %d widths" % (sum(zdrift), len(widths))) if any(zdrift) else "no width",
-                   ("is tested there: the z-loss %s |logsumexp|" % ("lowers" if all(zfix) else "does not always lower"))
-                   if any(zdrift) else "is not tested by this regime (nothing for it to prevent)",
-                   (" Across widths %s: " % " -> ".join(map(str, widths)) + trend + ".") if trend else ""))
-    ctx.note("max |attention logit| is `train --log-attn`'s attn_max, the largest over the steps, layers and heads; "
-             "the output logits are `tinylm logits` on 63 characters of the held-out split. A run that diverged "
-             "(NaN: the trainer stops and keeps no checkpoint) counts at the loss at init in the sensitivity "
-             "measure, as do runs that ended above it (Wortsman et al. clip the loss there).")
-    ctx.note("The z-loss coefficient is the papers' 1e-4; at %d steps its gradient (2 z lse p per position) is small. "
-             "Output-logit divergence (logits drifting to large negative values) appears late in long runs in "
-             "Wortsman et al.; a run of %d steps is far from that." % (steps, steps))
+    return (supported,
+            "; ".join(parts) + ". Rule: supported if at every width QK-Norm, alone and with the z-loss, has at "
+            "most %g x the baseline's LR sensitivity and every curve has its minimum inside the lr range; not "
+            "supported if either has more at some width where the curves bracket their minima; else "
+            "inconclusive. Attention-logit growth (the baseline's largest attention logit > 10x the one at its "
+            "best lr, QK-Norm's < 1/10 of it): %s. Output-logit divergence (|mean logsumexp| > %g) in the "
+            "baseline at %s, so the z-loss's own claim %s.%s"
+            % (RATIO, "seen at every width" if all(growth) else "seen at %d of %d widths" % (sum(growth), len(widths)),
+               LSE_DRIFT, ("%d of %d widths" % (sum(zdrift), len(widths))) if any(zdrift) else "no width",
+               ("is tested there: the z-loss %s |logsumexp|" % ("lowers" if all(zfix) else "does not always lower"))
+               if any(zdrift) else "is not tested by this regime (nothing for it to prevent)",
+               (" Across widths %s: " % " -> ".join(map(str, widths)) + trend + ".") if trend else ""))
 
 
 def check(res):
@@ -222,4 +250,14 @@ def check(res):
         v = by[(d, name, lo)][4]
         if isinstance(v, str) or not v < 3.3:
             bad.append("%s at lr %g did not learn (val loss %s, unigram entropy 3.31)" % (name, lo, v))
+    # the sensitivity table follows from the runs table, and the verdict from both
+    again = sens_table(table_rows(res["tables"][0]))
+    for r in table_rows(res["tables"][1]):
+        s, inside, hs = again[(r[0], r[1])]
+        if inside != r[4] or not (math.isclose(s, r[5], rel_tol=1e-4, abs_tol=1e-6) and
+                                  math.isclose(hs, r[7], rel_tol=1e-4, abs_tol=1e-6)):
+            bad.append("d %s %s: the sensitivity row %s does not follow from the runs (%s)" % (r[0], r[1], r[4:], again[(r[0], r[1])]))
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

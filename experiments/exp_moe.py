@@ -7,7 +7,7 @@ import re
 import statistics
 
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "moe"
 TITLE = "Mixture of experts vs dense FFN at equal active parameters: loss, expert load balance, tokens per second"
@@ -78,6 +78,14 @@ def _load(ctx, model, windows):
     return loads, ents
 
 
+# each run's label in the tables, by key
+LABELS = {"dense": "dense (seed 1337)", "dense2": "dense (seed 2)", "softmax": "MoE softmax, no balancing",
+          "softmax_aux": "MoE softmax + aux loss %g" % AUX_COEF, "sigmoid": "MoE sigmoid, no balancing",
+          "sigmoid_bias": "MoE sigmoid + bias update %g" % BIAS_RATES[0],
+          "sigmoid_bias10": "MoE sigmoid + bias update %g" % BIAS_RATES[1]}
+MOE = ("softmax", "softmax_aux", "sigmoid", "sigmoid_bias", "sigmoid_bias10")
+
+
 def _late(values, frac=0.2):
     vals = [v for v in values if v is not None and math.isfinite(v)]
     n = max(1, int(len(vals) * frac))
@@ -89,17 +97,16 @@ def run(ctx):
     base = {"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2} if ctx.quick else {}
     opts = {"warmup": 15 if ctx.quick else 100, "eval-every": max(steps // 8, 1), "eval-batches": 10 if ctx.quick else 20}
     # (key, label in the tables, label in the figures (at most 24 characters), model keys, train options)
-    runs = [("dense", "dense (seed 1337)", "dense", {}, {}),
-            ("dense2", "dense (seed 2)", "dense, seed 2", {}, {"seed": 2}),
-            ("softmax", "MoE softmax, no balancing", "softmax", _moe(ctx, "softmax"), {}),
-            ("softmax_aux", "MoE softmax + aux loss %g" % AUX_COEF, "softmax + aux %g" % AUX_COEF, _moe(ctx, "softmax"),
+    runs = [("dense", LABELS["dense"], "dense", {}, {}),
+            ("dense2", LABELS["dense2"], "dense, seed 2", {}, {"seed": 2}),
+            ("softmax", LABELS["softmax"], "softmax", _moe(ctx, "softmax"), {}),
+            ("softmax_aux", LABELS["softmax_aux"], "softmax + aux %g" % AUX_COEF, _moe(ctx, "softmax"),
              {"router-aux-loss-coef": AUX_COEF}),
-            ("sigmoid", "MoE sigmoid, no balancing", "sigmoid", _moe(ctx, "sigmoid"), {}),
-            ("sigmoid_bias", "MoE sigmoid + bias update %g" % BIAS_RATES[0], "sigmoid + bias %g" % BIAS_RATES[0],
+            ("sigmoid", LABELS["sigmoid"], "sigmoid", _moe(ctx, "sigmoid"), {}),
+            ("sigmoid_bias", LABELS["sigmoid_bias"], "sigmoid + bias %g" % BIAS_RATES[0],
              _moe(ctx, "sigmoid"), {"router-bias-update": BIAS_RATES[0]}),
-            ("sigmoid_bias10", "MoE sigmoid + bias update %g" % BIAS_RATES[1], "sigmoid + bias %g" % BIAS_RATES[1],
+            ("sigmoid_bias10", LABELS["sigmoid_bias10"], "sigmoid + bias %g" % BIAS_RATES[1],
              _moe(ctx, "sigmoid"), {"router-bias-update": BIAS_RATES[1]})]
-    MOE = ("softmax", "softmax_aux", "sigmoid", "sigmoid_bias", "sigmoid_bias10")
     res, rows = {}, []
     windows = _windows(ctx, 4 if ctx.quick else 16, 64)
     for key, label, short, sets, o in runs:
@@ -176,44 +183,7 @@ def run(ctx):
                                                 [res[k_]["tps90"] for k_, *_ in runs])],
                                 title="training tokens per second", ylabel="tokens/s"))
 
-    # the verdict, by the rule written in CLAIM
-    dense = res["dense"]["run"].val_loss
-    spread = abs(dense - res["dense2"]["run"].val_loss)
-    gains = {key: dense - res[key]["run"].val_loss for key in ("softmax_aux", "sigmoid_bias")}
-    if all(math.isfinite(g) and g > spread for g in gains.values()):
-        quality = True
-    elif any(not math.isfinite(g) or g < -spread for g in gains.values()):
-        quality = False
-    else:
-        quality = None
-    excess = {key: res[key]["late"] - 1.0 for key in MOE}
-    halves = lambda bal, ref: math.isfinite(excess[bal]) and math.isfinite(excess[ref]) and excess[bal] <= 0.5 * excess[ref]
-    balanced = {"the aux loss": halves("softmax_aux", "softmax"),
-                "the bias update": halves("sigmoid_bias", "sigmoid") or halves("sigmoid_bias10", "sigmoid")}
-    balance = all(balanced.values())
-    supported = False if (quality is False or not balance) else (True if quality else None)
-    txt = ("Validation loss: dense %s (seed 2: %s, spread %s); MoE softmax + aux loss %s (%+.3f vs dense), MoE sigmoid "
-           "+ bias update %g %s (%+.3f); unbalanced softmax %s, sigmoid %s; bias update %g %s. "
-           % (fmt(dense), fmt(res["dense2"]["run"].val_loss), fmt(spread), fmt(res["softmax_aux"]["run"].val_loss),
-              -gains["softmax_aux"], BIAS_RATES[0], fmt(res["sigmoid_bias"]["run"].val_loss), -gains["sigmoid_bias"],
-              fmt(res["softmax"]["run"].val_loss), fmt(res["sigmoid"]["run"].val_loss), BIAS_RATES[1],
-              fmt(res["sigmoid_bias10"]["run"].val_loss)))
-    txt += ("Excess load of the busiest expert over its even share (last fifth of the steps): softmax %s without, %s "
-            "with the aux loss; sigmoid %s without, %s / %s with the bias update %g / %g. "
-            % (fmt(excess["softmax"]), fmt(excess["softmax_aux"]), fmt(excess["sigmoid"]), fmt(excess["sigmoid_bias"]),
-               fmt(excess["sigmoid_bias10"]), BIAS_RATES[0], BIAS_RATES[1]))
-    txt += ("With the aux loss the busiest expert per layer is %sx its share (mean over layers) but pooled over the "
-            "layers, which is what the loss sees, the busiest expert index gets %sx. "
-            % (fmt(res["softmax_aux"].get("layer_max", float("nan"))), fmt(res["softmax_aux"].get("pooled_max", float("nan")))))
-    txt += ("Tokens/s (90th percentile of the steps): dense %s / %s (two seeds), MoE %s to %s. "
-            % (fmt(res["dense"]["tps90"]), fmt(res["dense2"]["tps90"]), fmt(min(res[k_]["tps90"] for k_ in MOE)),
-               fmt(max(res[k_]["tps90"] for k_ in MOE))))
-    txt += {True: "The MoE is lower than dense by more than the seed spread",
-            False: "The MoE is not lower: higher than dense by more than the seed spread",
-            None: "The loss difference is within the seed spread"}[quality]
-    txt += "; " + ("both balancing methods remove at least half of the excess load." if balance else
-                   "not removing half of the excess load: %s." % " and ".join(n for n, v in balanced.items() if not v))
-    ctx.verdict(supported, txt)
+    ctx.verdict(*judge(ctx.tables))
     ctx.note("Equal active parameters: the dense FFN is a SwiGLU of width d_ff; each expert is a SwiGLU of width "
              "d_ff / 2 and a token runs k = 2 of them, so its FFN matrices and FLOPs are the dense model's; the "
              "router (E x d per layer, and sigmoid's E biases) is the difference in the active count (`tinylm info`).")
@@ -231,6 +201,59 @@ def run(ctx):
     ctx.note("tokens/s come from the trainer's own per-step timing on a machine that other jobs shared, so they are "
              "indicative only; the active FLOPs are equal, so a gap is the routing, the per-expert grouping and "
              "the smaller per-expert GEMMs.")
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it), by the rule written in
+    CLAIM: the val losses, tokens/s and late load maxima of the runs table, the per-layer and pooled
+    balance of the pooled table. Returns (supported, text)."""
+    rows = {r[0]: r for r in table_rows(tables[0])}
+    pooled = {r[0]: r for r in table_rows(tables[2])}
+    nan = float("nan")
+    res = {}
+    for key, label in LABELS.items():
+        r = rows[label]
+        res[key] = {"val": r[4], "tps90": r[6],
+                    "late": r[8] if isinstance(r[8], float) else nan}
+        if label in pooled:
+            res[key].update(layer_max=pooled[label][1], pooled_max=pooled[label][2])
+    dense = res["dense"]["val"]
+    spread = abs(dense - res["dense2"]["val"])
+    gains = {key: dense - res[key]["val"] for key in ("softmax_aux", "sigmoid_bias")}
+    if all(math.isfinite(g) and g > spread for g in gains.values()):
+        quality = True
+    elif any(not math.isfinite(g) or g < -spread for g in gains.values()):
+        quality = False
+    else:
+        quality = None
+    excess = {key: res[key]["late"] - 1.0 for key in MOE}
+    halves = lambda bal, ref: math.isfinite(excess[bal]) and math.isfinite(excess[ref]) and excess[bal] <= 0.5 * excess[ref]
+    balanced = {"the aux loss": halves("softmax_aux", "softmax"),
+                "the bias update": halves("sigmoid_bias", "sigmoid") or halves("sigmoid_bias10", "sigmoid")}
+    balance = all(balanced.values())
+    supported = False if (quality is False or not balance) else (True if quality else None)
+    txt = ("Validation loss: dense %s (seed 2: %s, spread %s); MoE softmax + aux loss %s (%+.3f vs dense), MoE sigmoid "
+           "+ bias update %g %s (%+.3f); unbalanced softmax %s, sigmoid %s; bias update %g %s. "
+           % (fmt(dense), fmt(res["dense2"]["val"]), fmt(spread), fmt(res["softmax_aux"]["val"]),
+              -gains["softmax_aux"], BIAS_RATES[0], fmt(res["sigmoid_bias"]["val"]), -gains["sigmoid_bias"],
+              fmt(res["softmax"]["val"]), fmt(res["sigmoid"]["val"]), BIAS_RATES[1],
+              fmt(res["sigmoid_bias10"]["val"])))
+    txt += ("Excess load of the busiest expert over its even share (last fifth of the steps): softmax %s without, %s "
+            "with the aux loss; sigmoid %s without, %s / %s with the bias update %g / %g. "
+            % (fmt(excess["softmax"]), fmt(excess["softmax_aux"]), fmt(excess["sigmoid"]), fmt(excess["sigmoid_bias"]),
+               fmt(excess["sigmoid_bias10"]), BIAS_RATES[0], BIAS_RATES[1]))
+    txt += ("With the aux loss the busiest expert per layer is %sx its share (mean over layers) but pooled over the "
+            "layers, which is what the loss sees, the busiest expert index gets %sx. "
+            % (fmt(res["softmax_aux"].get("layer_max", float("nan"))), fmt(res["softmax_aux"].get("pooled_max", float("nan")))))
+    txt += ("Tokens/s (90th percentile of the steps): dense %s / %s (two seeds), MoE %s to %s. "
+            % (fmt(res["dense"]["tps90"]), fmt(res["dense2"]["tps90"]), fmt(min(res[k_]["tps90"] for k_ in MOE)),
+               fmt(max(res[k_]["tps90"] for k_ in MOE))))
+    txt += {True: "The MoE is lower than dense by more than the seed spread",
+            False: "The MoE is not lower: higher than dense by more than the seed spread",
+            None: "The loss difference is within the seed spread"}[quality]
+    txt += "; " + ("both balancing methods remove at least half of the excess load." if balance else
+                   "not removing half of the excess load: %s." % " and ".join(n for n, v in balanced.items() if not v))
+    return supported, txt
 
 
 def check(res):
@@ -259,4 +282,7 @@ def check(res):
             bad.append("%s layer %s: the expert shares sum to %s" % (r[0], r[1], r[7]))
         if not (r[5] >= 0 and r[5] <= r[6] + 1e-6):
             bad.append("%s layer %s: router entropy %s outside [0, log E]" % (r[0], r[1], r[5]))
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

@@ -2,9 +2,10 @@
 measured as the largest learning rate that trains, with and without warmup, at several depths."""
 import collections
 import math
+import re
 
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "norm_placement"
 TITLE = "Norm placement: the largest learning rate that trains, Post-Norm vs Pre-Norm, with and without warmup"
@@ -93,6 +94,26 @@ def ratio_bounds(a, b, lrs):
     return lo, hi
 
 
+def rule(p, a, b, lrs):
+    """(lo, hi, holds) for one (depth, placement): a / b = the largest lr that trains with / without
+    warmup (max_lr's (value, censored)); holds True / False / None (undetermined)"""
+    lo, hi = ratio_bounds(a, b, lrs)
+    if p == "post":
+        # holds: warmup at least doubles the largest lr that trains
+        holds = True if lo >= 2 else (False if hi < 2 else None)
+        if a[0] is None:
+            holds = None  # Post-Norm trains at no lr even with warmup: nothing to compare
+    else:
+        # holds: the largest lr that trains moves by less than 2x either way
+        lo2, hi2 = ratio_bounds(b, a, lrs)
+        worst_lo = max(lo, lo2)  # the larger of the two ratios is at least this
+        worst_hi = max(hi, hi2)
+        holds = True if worst_hi < 2 else (False if worst_lo >= 2 else None)
+        if a[0] is None and b[0] is None:
+            holds = None
+    return lo, hi, holds
+
+
 def lr_text(x, lrs):
     v, cen = x
     if v is None:
@@ -137,26 +158,11 @@ def run(ctx):
 
     # the largest learning rate that trains, per (depth, placement, warmup), and the rule
     M = {k: max_lr(v) for k, v in runs.items()}
-    mrows, post_ok, pre_ok = [], {}, {}
+    mrows = []
     for L in depths:
         for p in PLACEMENTS:
             a, b = M[(L, p, warm)], M[(L, p, 0)]
-            lo, hi = ratio_bounds(a, b, lrs)
-            if p == "post":
-                # holds: warmup at least doubles the largest lr that trains
-                holds = True if lo >= 2 else (False if hi < 2 else None)
-                if a[0] is None:
-                    holds = None  # Post-Norm trains at no lr even with warmup: nothing to compare
-                post_ok[L] = holds
-            else:
-                # holds: the largest lr that trains moves by less than 2x either way
-                lo2, hi2 = ratio_bounds(b, a, lrs)
-                worst_lo = max(lo, lo2)  # the larger of the two ratios is at least this
-                worst_hi = max(hi, hi2)
-                holds = True if worst_hi < 2 else (False if worst_lo >= 2 else None)
-                if a[0] is None and b[0] is None:
-                    holds = None
-                pre_ok[L] = holds
+            lo, hi, holds = rule(p, a, b, lrs)
             mrows.append([L, p, lr_text(b, lrs), lr_text(a, lrs),
                           ("%s .. %s" % (fmt(lo), fmt(hi))) if lo != hi else fmt(lo),
                           {True: "holds", False: "fails", None: "undetermined"}[holds]])
@@ -227,7 +233,31 @@ def run(ctx):
                svgplot.line_plot(cs, title="training loss at lr %g, %d layers" % (lr_c, D), xlabel="step",
                                  ylabel="train loss (nats)", hlines=[(H, "unigram entropy")]))
 
-    # verdict
+    ctx.verdict(*judge(ctx.tables))
+    ctx.note("Unigram entropy = the entropy of the character frequencies of the training split (%.3f nats): a model "
+             "that ends near it learned nothing beyond them. 'Loss above the first' is the first step (after 10) "
+             "whose training loss exceeds the first step's, a spike or a divergence." % H)
+    ctx.note("Single seed (1337) per run: near the edge of the stable range a second seed can move the largest lr "
+             "by one step of the ladder.")
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): each ladder's largest
+    lr that trains from the runs table's statuses, rule() on them, and the gradient table. Rule:
+    supported if at every depth Post-Norm's largest lr without warmup is at most half of the one with
+    warmup and Pre-Norm's moves by less than 2x; not supported if either fails at some depth; otherwise
+    inconclusive. Returns (supported, text)."""
+    rows, grows = table_rows(tables[0]), table_rows(tables[2])
+    thr = re.search(r"final val loss < ([0-9.]+)", tables[0]["title"]).group(1)
+    lrs = sorted({r[3] for r in rows})
+    depths = sorted({r[0] for r in rows})
+    warm = max(r[2] for r in rows)
+    ladders = {}
+    for r in rows:
+        ladders.setdefault((r[0], r[1], r[2]), {})[r[3]] = (None, r[6])
+    M = {k: max_lr(v) for k, v in ladders.items()}
+    post_ok = {L: rule("post", M[(L, "post", warm)], M[(L, "post", 0)], lrs)[2] for L in depths}
+    pre_ok = {L: rule("pre", M[(L, "pre", warm)], M[(L, "pre", 0)], lrs)[2] for L in depths}
     g = {(r[0], r[1]): r for r in grows}
     grad_top = all(g[("post", L)][5] > g[("pre", L)][5] for L in depths)
     grad_big = all(g[("post", L)][5] > 1.5 for L in depths)
@@ -240,23 +270,18 @@ def run(ctx):
                         {True: "moved < 2x", False: "moved >= 2x", None: "undetermined"}[pre_ok[L]]))
     oks = list(post_ok.values()) + list(pre_ok.values())
     supported = True if all(o is True for o in oks) else (False if any(o is False for o in oks) else None)
-    ctx.verdict(supported,
-                "Largest learning rate that trains (val loss < %.2f, finite throughout): %s. Rule: supported if at "
-                "every depth Post-Norm's largest lr without warmup is at most half of the one with warmup and "
-                "Pre-Norm's moves by less than 2x; not supported if either fails at some depth; otherwise "
-                "inconclusive. At initialization the last layer's FFN gradient over the first's is %s for "
-                "Post-Norm and %s for Pre-Norm (depths %s): %s."
-                % (H - MARGIN, "; ".join(parts),
-                   ", ".join(fmt(g[("post", L)][5]) for L in depths),
-                   ", ".join(fmt(g[("pre", L)][5]) for L in depths), ", ".join(map(str, depths)),
-                   "Post-Norm's gradients are larger near the output, as Xiong et al. describe" if grad_top and grad_big
-                   else ("Post-Norm's fall less toward the output than Pre-Norm's but are not larger near it "
-                         "(last / first below 1.5)" if grad_top else "Post-Norm's are not larger near the output here")))
-    ctx.note("Unigram entropy = the entropy of the character frequencies of the training split (%.3f nats): a model "
-             "that ends near it learned nothing beyond them. 'Loss above the first' is the first step (after 10) "
-             "whose training loss exceeds the first step's, a spike or a divergence." % H)
-    ctx.note("Single seed (1337) per run: near the edge of the stable range a second seed can move the largest lr "
-             "by one step of the ladder.")
+    return (supported,
+            "Largest learning rate that trains (val loss < %s, finite throughout): %s. Rule: supported if at "
+            "every depth Post-Norm's largest lr without warmup is at most half of the one with warmup and "
+            "Pre-Norm's moves by less than 2x; not supported if either fails at some depth; otherwise "
+            "inconclusive. At initialization the last layer's FFN gradient over the first's is %s for "
+            "Post-Norm and %s for Pre-Norm (depths %s): %s."
+            % (thr, "; ".join(parts),
+               ", ".join(fmt(g[("post", L)][5]) for L in depths),
+               ", ".join(fmt(g[("pre", L)][5]) for L in depths), ", ".join(map(str, depths)),
+               "Post-Norm's gradients are larger near the output, as Xiong et al. describe" if grad_top and grad_big
+               else ("Post-Norm's fall less toward the output than Pre-Norm's but are not larger near it "
+                     "(last / first below 1.5)" if grad_top else "Post-Norm's are not larger near the output here")))
 
 
 def check(res):
@@ -269,4 +294,7 @@ def check(res):
     for r in res["tables"][0]["rows"]:
         if r[1] == "pre" and r[3] == 1e-3 and not (isinstance(r[5], float) and r[5] < r[4]):
             bad.append("pre-norm at lr 1e-3 did not lower the loss (%s from %s)" % (r[5], r[4]))
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

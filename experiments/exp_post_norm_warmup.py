@@ -47,31 +47,40 @@ def plan(quick):
 
 def judge(widths, lrs, st, grad):
     """the verdict from the numbers alone. st[(d, placement, warmup>0, lr)] is a run's status
-    ("trains", "partial", "stuck", "diverged"); grad[(d, placement)] = (last / first layer gradient at
-    init). Per width: Post-Norm 'needs warmup' when at some lr it trains with warmup and not without;
-    'does not' when at every lr where it trains with warmup it trains without too (and there is one);
-    'undetermined' when it trains at no lr even with warmup. Pre-Norm at a width: 'yes' when it trains
-    without warmup wherever it trains with it, 'no' when not, 'undetermined' when it trains at no lr with
-    warmup. Overall: supported when Post-Norm needs warmup and Pre-Norm says 'yes' at the widest width;
-    not supported when Post-Norm needs it at no width where it was determined; inconclusive otherwise.
-    Returns (supported, {d: Post-Norm's word}, {d: Pre-Norm's word}, text)."""
+    ("trains", "partial", "stuck", "diverged"); a cell not run is absent (a grid cut short by time: its
+    words are then those every outcome of the missing cells would leave standing, never a guess);
+    grad[(d, placement)] = (last / first layer gradient at init). Per width: Post-Norm 'needs warmup'
+    when at some lr it trains with warmup and not without; 'does not' when at every lr where it trains
+    with warmup it trains without too (and there is one); 'undetermined' when it trains at no lr even
+    with warmup. Pre-Norm at a width: 'yes' when it trains without warmup wherever it trains with it,
+    'no' when not, 'undetermined' when it trains at no lr with warmup. A word the missing cells could
+    still change is 'open'. Overall: supported when Post-Norm needs warmup and Pre-Norm says 'yes' at
+    the widest width; not supported when Post-Norm needs it at no width where it was determined;
+    inconclusive otherwise. Returns (supported, {d: Post-Norm's word}, {d: Pre-Norm's word}, text)."""
+    def gap(d, p):
+        """'gap' (at some lr trains with warmup and not without), 'no gap' (trains without warmup wherever
+        it trains with it, and does somewhere), 'none' (trains at no lr with warmup), or 'open'"""
+        w = [st.get((d, p, True, lr)) for lr in lrs]
+        n = [st.get((d, p, False, lr)) for lr in lrs]
+        if any(a == "trains" and b not in (None, "trains") for a, b in zip(w, n)):
+            return "gap"
+        if any(a in ("trains", None) and b != "trains" for a, b in zip(w, n)):
+            return "open"  # a missing cell there could still make a gap
+        if "trains" in w:
+            return "no gap"
+        return "open" if None in w else "none"
+
     post, pre = {}, {}
     for d in widths:
-        with_w = [lr for lr in lrs if st[(d, "post", True, lr)] == "trains"]
-        if not with_w:
-            post[d] = "undetermined"
-        elif any(st[(d, "post", False, lr)] != "trains" for lr in with_w):
-            post[d] = "needs warmup"
-        else:
-            post[d] = "does not need warmup"
-        pre_w = [lr for lr in lrs if st[(d, "pre", True, lr)] == "trains"]
-        pre[d] = ("undetermined" if not pre_w else
-                  "yes" if all(st[(d, "pre", False, lr)] == "trains" for lr in pre_w) else "no")
+        post[d] = {"gap": "needs warmup", "no gap": "does not need warmup", "none": "undetermined",
+                   "open": "open"}[gap(d, "post")]
+        pre[d] = {"gap": "no", "no gap": "yes", "none": "undetermined", "open": "open"}[gap(d, "pre")]
     D = widths[-1]
-    determined = [d for d in widths if post[d] != "undetermined"]
+    determined = [d for d in widths if post[d] in ("needs warmup", "does not need warmup")]
     if post[D] == "needs warmup" and pre[D] == "yes":
         supported = True
-    elif determined and all(post[d] == "does not need warmup" for d in determined):
+    elif determined and all(post[d] == "does not need warmup" for d in determined) and \
+            not any(post[d] == "open" for d in widths):
         supported = False
     else:
         supported = None
@@ -79,6 +88,8 @@ def judge(widths, lrs, st, grad):
     trend = ("is measured at one width only" if len(ratios) < 2 else
              "grows with the width" if all(b > a for a, b in zip(ratios, ratios[1:])) else
              "falls with the width" if all(b < a for a, b in zip(ratios, ratios[1:])) else "has no monotone trend")
+    missing = ["d %d %s %s lr %g" % (d, p, "with warmup" if wu else "without warmup", lr)
+               for d in widths for p in PLACEMENTS for wu in (False, True) for lr in lrs if (d, p, wu, lr) not in st]
     text = ("Post-Norm per width: %s. Pre-Norm trains without warmup wherever it trains with it: %s. At "
             "initialisation Post-Norm's last-layer gradient over its first is %s at d %s (it %s; Pre-Norm: %s). "
             "Rule: supported when at the widest width (d %d) Post-Norm needs warmup and Pre-Norm does not; not "
@@ -87,6 +98,9 @@ def judge(widths, lrs, st, grad):
                ", ".join("d %d %s" % (d, pre[d]) for d in widths),
                ", ".join(fmt(r) for r in ratios), ", ".join(str(d) for d in widths), trend,
                ", ".join(fmt(grad[(d, "pre")]) for d in widths), D))
+    if missing:
+        text += (" Not run (%d of %d cells): %s; 'open' = a word those cells could still change."
+                 % (len(missing), len(widths) * len(PLACEMENTS) * 2 * len(lrs), ", ".join(missing)))
     return supported, post, pre, text
 
 

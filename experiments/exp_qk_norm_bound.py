@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "qk_norm_bound"
 TITLE = "Largest attention logit during training, with and without QK-Norm, across learning rates"
@@ -69,28 +69,43 @@ def run(ctx):
                                  title="Largest |attention logit| during training", xlabel="peak learning rate",
                                  ylabel="max |logit| (log)", xlog=True, ylog=True,
                                  xticklabels={lr: "%g" % lr for lr in lrs}))
-    none_grows = mx[("none", lrs[-1])] > mx[("none", lrs[0])]
-    hi = lrs[-1]
-    smaller = mx[("head", hi)] < mx[("none", hi)]
-    ok = violations == 0 and none_grows and smaller
-    ctx.verdict(ok if violations == 0 else False,
-                "The bound sqrt(d_head) g_q g_k held for all %d (layer, head, step) values (%d violations; the "
-                "largest logit reached %s of its bound). Without QK-Norm the largest logit went from %s at lr %g "
-                "to %s at lr %g (%s); with QK-Norm %s and %s. %s"
-                % (checked, violations, fmt(worst_ratio), fmt(mx[("none", lrs[0])]), lrs[0], fmt(mx[("none", hi)]), hi,
-                   "growing with the learning rate" if none_grows else "not growing with it",
-                   fmt(mx[("head", lrs[0])]), fmt(mx[("head", hi)]),
-                   "Supports the claim." if ok else
-                   ("The bound holds, but the growth without QK-Norm is not seen at these scales."
-                    if violations == 0 else "The bound was violated.")))
+    ctx.verdict(*judge(ctx.tables))
     ctx.note("attn_max and qk_gain_max come from `tinylm train --log-attn` (docs/training.md): each step's "
              "largest |score| over the batch (after the 1/sqrt(d_head) scale) and the largest |gain| of each "
              "head's QK-norm weights that the step's forward used. The bound needs the gains to be read per "
              "step: they are learned and grow, so the logit is bounded but not by a constant.")
 
 
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): supported when the
+    bound held at every checked (layer, head, step), the largest logit without QK-Norm grew from the
+    smallest lr to the largest and QK-Norm's was below it at the largest; not supported when the bound
+    was violated; inconclusive otherwise. Returns (supported, text)."""
+    rows = table_rows(tables[0])
+    checked, violations, worst_ratio = table_rows(tables[1])[0][:3]
+    mx = {(r[0], r[1]): r[3] for r in rows}
+    lrs = sorted({r[1] for r in rows})
+    none_grows = mx[("none", lrs[-1])] > mx[("none", lrs[0])]
+    hi = lrs[-1]
+    smaller = mx[("head", hi)] < mx[("none", hi)]
+    ok = violations == 0 and none_grows and smaller
+    return (ok if violations == 0 else False,
+            "The bound sqrt(d_head) g_q g_k held for all %d (layer, head, step) values (%d violations; the "
+            "largest logit reached %s of its bound). Without QK-Norm the largest logit went from %s at lr %g "
+            "to %s at lr %g (%s); with QK-Norm %s and %s. %s"
+            % (checked, violations, fmt(worst_ratio), fmt(mx[("none", lrs[0])]), lrs[0], fmt(mx[("none", hi)]), hi,
+               "growing with the learning rate" if none_grows else "not growing with it",
+               fmt(mx[("head", lrs[0])]), fmt(mx[("head", hi)]),
+               "Supports the claim." if ok else
+               ("The bound holds, but the growth without QK-Norm is not seen at these scales."
+                if violations == 0 else "The bound was violated.")))
+
+
 def check(res):
     bad = []
     if res["tables"][1]["rows"][0][1] != 0:
         bad.append("the QK-norm bound was violated")
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

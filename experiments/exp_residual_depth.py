@@ -4,7 +4,7 @@ same size."""
 import math
 
 import svgplot
-from common import fmt, geo_factor
+from common import fmt, geo_factor, table_rows
 
 NAME = "residual_depth"
 TITLE = "Gradient flow with and without the residual connection, by depth"
@@ -109,37 +109,46 @@ def run(ctx):
                                 title="Validation loss after %d steps" % steps, ylabel="val loss (nats)",
                                 hlines=[(UNIGRAM, "unigram entropy")]))
 
-    deep = max(depths)
-    ratio_res = rows[depths.index(deep)][4]
-    ratio_nores = rows[len(depths) + depths.index(deep)][4]
-    finite = [(L, geo_factor(list(reversed(grads[(False, L)])))) for L in depths
-              if all(v > 0 for v in grads[(False, L)])]
-    collapsed = [L for L in depths if any(v == 0 for v in grads[(False, L)])]
-    Ld = max(train_depths)
-    v_res, v_nores = losses[(True, Ld)].val_loss, losses[(False, Ld)].val_loss
-    vanishes = ratio_nores < 1e-2 or ratio_nores > 1e2
-    flat = 0.1 < ratio_res < 10
-    learns = v_res < losses[(True, Ld)].initial_loss - 0.5
-    stuck = not (v_nores < UNIGRAM - 0.3)  # NaN (diverged) counts as not learning
-    ok = vanishes and flat and learns and stuck
-    ctx.verdict(ok if (vanishes or flat) else None,
-                "At depth %d the gradient at layer 0's input is %s of the last layer's with the residual and "
-                "%s without it. With the residual the fitted factor per layer is %s at depth %d (^32 = %s). Without "
-                "it the gradient changes toward the input by a factor per layer of %s (0.8^32 = 8e-4, 1.2^32 = 342), "
-                "and at depths %s the forward signal itself underflows, so the gradient is exactly 0. After %d "
-                "steps at depth %d: val loss %s with the residual, %s without (unigram entropy %.2f). %s"
-                % (deep, fmt(ratio_res) + "x", fmt(ratio_nores) + "x",
-                   fmt(geo_factor(list(reversed(grads[(True, deep)])))), deep,
-                   fmt(geo_factor(list(reversed(grads[(True, deep)]))) ** 32),
-                   ", ".join("%s at %d layers: it %s toward the input" % (fmt(f), L, "grows" if f > 1 else "shrinks")
-                             for L, f in finite) or "-",
-                   ", ".join(str(L) for L in collapsed) or "none", steps, Ld, fmt(v_res),
-                   fmt(v_nores), UNIGRAM,
-                   "The measurements support the claim." if ok else
-                   "Not every part of the claim holds here (see the tables)."))
+    ctx.verdict(*judge(ctx.tables))
     ctx.note("Gradients are from `tinylm inspect --grad --json` on a checkpoint taken after one step at learning "
              "rate 1e-12 (the initialization); the factor is exp of the least-squares slope of log|grad| "
              "against the layer index, from the last layer down to layer 0.")
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): the gradient table
+    (ratio first/last, the fitted factor per layer, the layers exactly 0) and the training table.
+    Returns (supported, text)."""
+    rows, trows = table_rows(tables[0]), table_rows(tables[2])
+    g = {(r[0], r[1]): r for r in rows}
+    depths = sorted({r[1] for r in rows})
+    deep = max(depths)
+    ratio_res, ratio_nores = g[(True, deep)][4], g[(False, deep)][4]
+    f_res = g[(True, deep)][5]
+    finite = [(L, g[(False, L)][5]) for L in depths if g[(False, L)][7] == 0]
+    collapsed = [L for L in depths if g[(False, L)][7] > 0]
+    t = {(r[0], r[1]): r for r in trows}
+    Ld = max(r[1] for r in trows)
+    steps = t[(True, Ld)][2]
+    v_res, v_nores = t[(True, Ld)][5], t[(False, Ld)][5]
+    vanishes = ratio_nores < 1e-2 or ratio_nores > 1e2
+    flat = 0.1 < ratio_res < 10
+    learns = v_res < t[(True, Ld)][3] - 0.5
+    stuck = not (v_nores < UNIGRAM - 0.3)  # NaN (diverged) counts as not learning
+    ok = vanishes and flat and learns and stuck
+    return (ok if (vanishes or flat) else None,
+            "At depth %d the gradient at layer 0's input is %s of the last layer's with the residual and "
+            "%s without it. With the residual the fitted factor per layer is %s at depth %d (^32 = %s). Without "
+            "it the gradient changes toward the input by a factor per layer of %s (0.8^32 = 8e-4, 1.2^32 = 342), "
+            "and at depths %s the forward signal itself underflows, so the gradient is exactly 0. After %d "
+            "steps at depth %d: val loss %s with the residual, %s without (unigram entropy %.2f). %s"
+            % (deep, fmt(ratio_res) + "x", fmt(ratio_nores) + "x", fmt(f_res), deep, fmt(g[(True, deep)][6]),
+               ", ".join("%s at %d layers: it %s toward the input" % (fmt(f), L, "grows" if f > 1 else "shrinks")
+                         for L, f in finite) or "-",
+               ", ".join(str(L) for L in collapsed) or "none", steps, Ld, fmt(v_res),
+               fmt(v_nores), UNIGRAM,
+               "The measurements support the claim." if ok else
+               "Not every part of the claim holds here (see the tables)."))
 
 
 def check(res):
@@ -157,4 +166,7 @@ def check(res):
     L = max(k[1] for k in t)
     if not (isinstance(t[(False, L)][5], str) or t[(True, L)][5] < t[(False, L)][5]):
         bad.append("depth %d: the residual model's val loss is not below the no-residual one" % L)
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

@@ -6,7 +6,7 @@ import numpy as np
 
 import svgplot
 import trained
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "rmsnorm_vs_layernorm"
 TITLE = "RMSNorm vs LayerNorm: quality, time per norm op, and statistics in bf16"
@@ -183,7 +183,6 @@ def run(ctx):
         fwd, bwd = fl[nt]
         frows.append([nt, fwd, bwd, n_norm * (fwd + bwd), 100.0 * n_norm * (fwd + bwd) / (mflop * 1e6)
                       if mflop == mflop else "-", n_norm * fwd])
-    saved = n_norm * (sum(fl["layernorm"]) - sum(fl["rmsnorm"]))
     ctx.table("FLOPs of the norms (per row of d = %d; per token: %d norms, 2 per layer + the final one), against "
               "the engine's %s MFLOP per token for the whole training step" % (d, n_norm, fmt(mflop)),
               ["norm_type", "forward FLOPs / row", "backward FLOPs / row", "per token, training", "share of the "
@@ -232,6 +231,36 @@ def run(ctx):
         ctx.figure("Norm time per call", "norm_time.svg",
                    svgplot.bar_plot(list(times), [svgplot.Series("fwd + bwd us/call", None, list(times.values()))],
                                     title="Norm op time per call (train --profile)", ylabel="microseconds"))
+    ctx.verdict(*judge(ctx.tables))
+    ctx.note("Why the FLOPs saving does not show as time: a norm reads and writes each row once (d floats in, d "
+             "out) and does 4-12 FLOPs per element, so it runs at memory speed, and LayerNorm's extra reduction "
+             "reuses the row already in cache; both norms are a few percent of the step's time and a fraction of "
+             "a percent of its FLOPs, against the matrix products' ~99%.")
+    ctx.note("bf16 emulated in NumPy (round to nearest even of the float32 bits). 'bf16 stored': statistics "
+             "computed in fp64/fp32 then rounded to bf16; 'bf16 accumulate': every partial sum rounded to bf16 "
+             "(the worst case of a bf16 reduction). The normalized output is x / rms (RMSNorm) and (x - mean) / "
+             "std (LayerNorm), without gains.")
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): quality (table 1), the
+    time per norm call (2), the shares of a step (3), the FLOPs (4) and the bf16 errors (5).
+    Returns (supported, text)."""
+    qrows, prow, srow, frows, brows = (table_rows(t) for t in tables[:5])
+    nan = float("nan")
+    seeds = sorted({r[1] for r in qrows})
+    steps = qrows[0][2]
+    q = {(r[0], r[1]): r[3] for r in qrows}
+    times = {r[0]: r[4] for r in prow}
+    shares = {r[0]: r[3] for r in srow if r[1].startswith("training step")}
+    dec = {r[0]: (None, None, r[3]) for r in srow if r[1].startswith("decode step")}
+    fr = {r[0]: r for r in frows}
+    saved = fr["layernorm"][3] - fr["rmsnorm"][3]
+    step_share = (fr["layernorm"][4] - fr["rmsnorm"][4] if not isinstance(fr["rmsnorm"][4], str) else nan)
+    fewer = 100.0 * (1 - fr["rmsnorm"][3] / fr["layernorm"][3])
+    names = list(dict.fromkeys(r[0] for r in brows))
+    sources = [(n, None) for n in names]
+    worst = {(r[0], r[1]): (r[4], r[6], r[8]) for r in brows}
     dq = [q[("layernorm", s)] - q[("rmsnorm", s)] for s in seeds]
     same_quality = all(abs(d) < 0.05 for d in dq)
     faster = "rmsnorm" in times and "layernorm" in times and times["rmsnorm"] < times["layernorm"]
@@ -241,35 +270,27 @@ def run(ctx):
     cheap = ("RMSNorm does %d fewer FLOPs per token in training (%s%% of the step's FLOPs; %s%% fewer than LayerNorm's "
              "norm FLOPs); the norms take %s%% (RMSNorm) / %s%% (LayerNorm) of a training step's time and %s%% / %s%% "
              "of a decode step's, so norms that cost nothing would save at most that much"
-             % (saved, fmt(100.0 * saved / (mflop * 1e6)) if mflop == mflop else "-",
-                fmt(100.0 * (1 - sum(fl["rmsnorm"]) / sum(fl["layernorm"]))), fmt(shares.get("rmsnorm", float("nan"))),
+             % (saved, fmt(step_share) if step_share == step_share else "-",
+                fmt(fewer), fmt(shares.get("rmsnorm", nan)),
                 fmt(shares.get("layernorm", float("nan"))), fmt(dec["rmsnorm"][2]) if "rmsnorm" in dec else "-",
                 fmt(dec["layernorm"][2]) if "layernorm" in dec else "-"))
-    ctx.verdict(ok if (same_quality or faster) else False,
-                "Val loss LayerNorm - RMSNorm after %d steps: %s (seeds %s). Norm fwd+bwd per call: RMSNorm %s us, "
-                "LayerNorm %s us (%s). bf16 statistics: on the real block inputs the worst RMSNorm error is %s "
-                "(accumulate) / %s (stored); with a 100-std offset the one-pass LayerNorm variance gives %s and "
-                "RMSNorm %s. %s"
-                % (steps, ", ".join(fmt(d) for d in dq), seeds, fmt(times.get("rmsnorm", float("nan"))),
-                   fmt(times.get("layernorm", float("nan"))),
-                   "RMSNorm faster" if faster else "RMSNorm not faster here",
-                   fmt(worst[(sources[1][0], "bf16 accumulate")][0]), fmt(worst[(sources[1][0], "bf16 stored")][0]),
-                   fmt(off[2]), fmt(off[0]),
-                   "Supports the claim." if ok else
-                   "Parts: same quality %s; RMSNorm cheaper %s; bf16 statistics lose precision %s." %
-                   ("holds" if same_quality else "does NOT hold",
-                    "holds" if faster else "does NOT hold in this engine (both norms are one memory-bound pass "
-                    "over each row; LayerNorm's extra reduction costs nothing measurable at d 128, and the "
-                    "timings of this shared machine vary by tens of percent)",
-                    "holds" if big else "does NOT hold")) + " Where it would show: " + cheap + ".")
-    ctx.note("Why the FLOPs saving does not show as time: a norm reads and writes each row once (d floats in, d "
-             "out) and does 4-12 FLOPs per element, so it runs at memory speed, and LayerNorm's extra reduction "
-             "reuses the row already in cache; both norms are a few percent of the step's time and a fraction of "
-             "a percent of its FLOPs, against the matrix products' ~99%.")
-    ctx.note("bf16 emulated in NumPy (round to nearest even of the float32 bits). 'bf16 stored': statistics "
-             "computed in fp64/fp32 then rounded to bf16; 'bf16 accumulate': every partial sum rounded to bf16 "
-             "(the worst case of a bf16 reduction). The normalized output is x / rms (RMSNorm) and (x - mean) / "
-             "std (LayerNorm), without gains.")
+    return (ok if (same_quality or faster) else False,
+            "Val loss LayerNorm - RMSNorm after %d steps: %s (seeds %s). Norm fwd+bwd per call: RMSNorm %s us, "
+            "LayerNorm %s us (%s). bf16 statistics: on the real block inputs the worst RMSNorm error is %s "
+            "(accumulate) / %s (stored); with a 100-std offset the one-pass LayerNorm variance gives %s and "
+            "RMSNorm %s. %s"
+            % (steps, ", ".join(fmt(d) for d in dq), seeds, fmt(times.get("rmsnorm", float("nan"))),
+               fmt(times.get("layernorm", float("nan"))),
+               "RMSNorm faster" if faster else "RMSNorm not faster here",
+               fmt(worst[(sources[1][0], "bf16 accumulate")][0]), fmt(worst[(sources[1][0], "bf16 stored")][0]),
+               fmt(off[2]), fmt(off[0]),
+               "Supports the claim." if ok else
+               "Parts: same quality %s; RMSNorm cheaper %s; bf16 statistics lose precision %s." %
+               ("holds" if same_quality else "does NOT hold",
+                "holds" if faster else "does NOT hold in this engine (both norms are one memory-bound pass "
+                "over each row; LayerNorm's extra reduction costs nothing measurable at d 128, and the "
+                "timings of this shared machine vary by tens of percent)",
+                "holds" if big else "does NOT hold")) + " Where it would show: " + cheap + ".")
 
 
 def check(res):
@@ -285,4 +306,7 @@ def check(res):
     share = [t for t in res["tables"] if t["title"].startswith("Share of a step")][0]["rows"]
     if len(share) != 4 or not all(0 < r[3] < 100 for r in share):
         bad.append("the share of a training and a decode step in the norms is missing or outside (0, 100): %s" % share)
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

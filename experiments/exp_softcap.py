@@ -3,7 +3,7 @@ import numpy as np
 
 import svgplot
 import trained
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "softcap"
 TITLE = "Attention and final-logit soft-capping (Gemma 2: 50 / 30) vs none"
@@ -54,9 +54,22 @@ def run(ctx):
     ctx.figure("Validation loss by cap", "val_loss.svg",
                svgplot.bar_plot(cats, [svgplot.Series("val loss", None, [r[4] for r in rows])],
                                 title="Validation loss by cap", ylabel="val loss (nats)"))
+    ctx.verdict(*judge(ctx.tables))
+    ctx.note("A cap of 0 is off (docs/config.md). With caps this small model's logits rarely approach 50 / 30, "
+             "so the Gemma 2 caps mostly act as the identity here; the tight caps show the bound at work.")
+
+
+def judge(tables):
+    """the verdict from the page's table alone (run() and check() both call it): supported when every
+    capped run stayed within its caps and, at the learning rates where the uncapped run stays below
+    Gemma 2's caps (50 / 30), Gemma 2's caps change the val loss by less than 0.05; inconclusive when no
+    learning rate stays below them. Returns (supported, text)."""
+    rows = table_rows(tables[0])
+    caps = {label: (ac, fc) for label, ac, fc in CAPS}
+    lrs = sorted({r[1] for r in rows})
     by = {(r[0], r[1]): r for r in rows}
-    within = all((r[2] <= ac * (1 + 1e-6) or not ac) and (not isinstance(r[3], float) or not fc or r[3] <= fc + 1e-4)
-                 for r, (_, ac, fc) in zip(rows, [c for c in CAPS for _ in lrs]))
+    within = all((r[2] <= caps[r[0]][0] * (1 + 1e-6) or not caps[r[0]][0]) and
+                 (not isinstance(r[3], float) or not caps[r[0]][1] or r[3] <= caps[r[0]][1] + 1e-4) for r in rows)
     g = [by[("Gemma 2: 50 / 30", lr)] for lr in lrs]
     n = [by[("none", lr)] for lr in lrs]
     reached = max(r[2] for r in n)
@@ -65,24 +78,22 @@ def run(ctx):
     diffs = [g[i][4] - n[i][4] for i in range(len(lrs))]
     same_loss = all(abs(diffs[i]) < 0.05 for i in unreached)
     ok = within and same_loss and bool(unreached)
-    ctx.verdict(ok if unreached else None,
-                "Every capped run stayed within its caps (%s). Without caps the largest attention logit reached %s "
-                "and the largest final logit %s (the final cap 30 is never reached here). Val loss with Gemma 2's "
-                "caps minus without: %s at lr %s; at the learning rates where uncapped training stays below the "
-                "caps (%s) the difference is %s; where the attention logits exceed 50 without the cap (%s) the cap "
-                "changes the loss by %s. The tight 5 / 5 caps: val loss %s vs %s uncapped. %s"
-                % ("yes" if within else "NO", fmt(reached), fmt(max(r[3] for r in n)),
-                   ", ".join(fmt(d) for d in diffs), ", ".join("%g" % lr for lr in lrs),
-                   ", ".join("%g" % lrs[i] for i in unreached) or "none",
-                   ", ".join(fmt(diffs[i]) for i in unreached) or "-",
-                   ", ".join("%g" % lrs[i] for i in range(len(lrs)) if i not in unreached) or "none",
-                   ", ".join(fmt(diffs[i]) for i in range(len(lrs)) if i not in unreached) or "-",
-                   ", ".join(fmt(by[("tight: 5 / 5", lr)][4]) for lr in lrs), ", ".join(fmt(r[4]) for r in n),
-                   "Supports the claim." if ok else
-                   ("No learning rate here stays below the caps without them, so the 'unchanged loss' half is "
-                    "not tested." if not unreached else "Does not support the claim (see the table).")))
-    ctx.note("A cap of 0 is off (docs/config.md). With caps this small model's logits rarely approach 50 / 30, "
-             "so the Gemma 2 caps mostly act as the identity here; the tight caps show the bound at work.")
+    return (ok if unreached else None,
+            "Every capped run stayed within its caps (%s). Without caps the largest attention logit reached %s "
+            "and the largest final logit %s (the final cap 30 is never reached here). Val loss with Gemma 2's "
+            "caps minus without: %s at lr %s; at the learning rates where uncapped training stays below the "
+            "caps (%s) the difference is %s; where the attention logits exceed 50 without the cap (%s) the cap "
+            "changes the loss by %s. The tight 5 / 5 caps: val loss %s vs %s uncapped. %s"
+            % ("yes" if within else "NO", fmt(reached), fmt(max(r[3] for r in n)),
+               ", ".join(fmt(d) for d in diffs), ", ".join("%g" % lr for lr in lrs),
+               ", ".join("%g" % lrs[i] for i in unreached) or "none",
+               ", ".join(fmt(diffs[i]) for i in unreached) or "-",
+               ", ".join("%g" % lrs[i] for i in range(len(lrs)) if i not in unreached) or "none",
+               ", ".join(fmt(diffs[i]) for i in range(len(lrs)) if i not in unreached) or "-",
+               ", ".join(fmt(by[("tight: 5 / 5", lr)][4]) for lr in lrs), ", ".join(fmt(r[4]) for r in n),
+               "Supports the claim." if ok else
+               ("No learning rate here stays below the caps without them, so the 'unchanged loss' half is "
+                "not tested." if not unreached else "Does not support the claim (see the table).")))
 
 
 def check(res):
@@ -92,4 +103,7 @@ def check(res):
             bad.append("attention logit above the cap 5: %s" % r[2])
         if r[0].startswith("tight") and not (isinstance(r[3], str) or r[3] <= 5 + 1e-4):
             bad.append("final logit above the cap 5: %s" % r[3])
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the table (%s)" % (res["verdict"]["supported"], supported))
     return bad

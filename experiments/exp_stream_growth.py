@@ -1,9 +1,11 @@
 """stream_growth — in a Pre-Norm model the residual stream's norm grows layer by layer."""
+import re
+
 import numpy as np
 
 import svgplot
 import trained
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "stream_growth"
 TITLE = "Residual-stream norm and relative increments by layer (Pre-Norm, sandwich, stories260K)"
@@ -115,7 +117,6 @@ def run(ctx):
     ctx.table("The last block: stream norm before and after it (a drop: after < the largest before)",
               ["model", "before the second-to-last block", "before the last block", "after the last block",
                "after / before", "drop"], drows)
-    drops = [r[0] for r in drows[:-1] if r[5]]
 
     series = []
     for k, (norms, rel) in prof.items():
@@ -132,38 +133,7 @@ def run(ctx):
                svgplot.line_plot([svgplot.Series("%s %d" % k, list(range(len(v[1]))), v[1]) for k, v in prof.items()],
                                  title="|attn_out + mlp_out| / |resid_pre| per block", xlabel="block",
                                  ylabel="ratio (log)", ylog=True))
-    pre = [prof[("pre", L)] for L in depths(ctx)]
-    sand = [prof[("sandwich", L)] for L in depths(ctx) if ("sandwich", L) in prof]
-    grow_pre = [n[-1] / n[0] for n, _ in pre]
-    grow_sand = [n[-1] / n[0] for n, _ in sand]
-    grows = all(g > 2 for g in grow_pre)
-    rel_falls = all(r[-1] < r[0] for _, r in pre)
-    deeper_more = grow_pre == sorted(grow_pre)
-    sand_less = all(s < p for s, p in zip(grow_sand, grow_pre))
-    ok = grows and rel_falls
-    ctx.verdict(ok if grows else False,
-                "Pre-Norm stream norm last/embedding: %s for depths %s (%s); the relative increment "
-                "%s from block 0 to the last block.%s stories260K: %s. The "
-                "lesson's Qwen2.5-0.5B: %s with a drop in the last block (%s here for Pre-Norm: %s). %s"
-                % (", ".join(fmt(g) for g in grow_pre), depths(ctx),
-                   ("one depth measured: nothing to compare across depths" if len(grow_pre) < 2 else
-                    "larger at every greater depth" if deeper_more else "not monotone across depths"),
-                   "falls" if rel_falls else "does not always fall",
-                   (" Sandwich: %s (%s than Pre-Norm; its output norms start at gain 1, so every increment enters the "
-                    "stream at RMS ~1)." % (", ".join(fmt(g) for g in grow_sand), "less" if sand_less else
-                                            ("more" if all(a > b for a, b in zip(grow_sand, grow_pre))
-                                             else "not always less"))) if sand else "",
-                   fmt(prof[[k for k in prof if k[0] == "stories260K"][0]][0][-1] /
-                       prof[[k for k in prof if k[0] == "stories260K"][0]][0][0]),
-                   fmt(QWEN[4] / QWEN[0]), "drop" if any(n[-1] < max(n[:-1]) for n, _ in pre) else "no drop",
-                   ", ".join("%s" % ("yes" if n[-1] < max(n[:-1]) else "no") for n, _ in pre),
-                   "Supports the growth claim; the magnitudes are far smaller than Qwen's (tiny models, "
-                   "%d training steps)." % trained.steps(ctx) if ok else "Does not support it (see the table).")
-                + " The last-block drop: %s." % (
-                    "seen in %s" % "; ".join(drops) if drops else
-                    "in none of the %d models (%s): after / before the last block %s-%s, against Qwen's %s"
-                    % (len(drows) - 1, "; ".join(r[0] for r in drows[:-1]), fmt(min(r[4] for r in drows[:-1])),
-                       fmt(max(r[4] for r in drows[:-1])), fmt(QWEN[4] / QWEN[3]))))
+    ctx.verdict(*judge(ctx.tables))
     ctx.note("Verdict rule: supported if the Pre-Norm stream grows more than 2x from the embedding to the last block "
              "at every depth and the relative increment falls from block 0 to the last block; the last-block drop "
              "(after the last block < the largest norm before it) is reported beside it, not part of the rule.")
@@ -173,10 +143,62 @@ def run(ctx):
              "hook_attn_out, hook_mlp_out)." % trained.steps(ctx))
 
 
+def judge(tables):
+    """the verdict from the page's two tables alone (run() and check() both call it); the rule is the
+    first note's. The shared models' rows are "pre|sandwich, L layers (val ...)"; their step count is
+    in the drop table's labels. Returns (supported, text)."""
+    rows, drows = table_rows(tables[0]), table_rows(tables[1])
+    shared = {}
+    for r in rows:
+        m = re.match(r"(pre|sandwich), (\d+) layers \(val", r[0])
+        if m:
+            shared[(m.group(1), int(m.group(2)))] = r
+    ds = sorted(L for p, L in shared if p == "pre")
+    steps = int(re.search(r", tied, (\d+) steps", drows[0][0]).group(1))
+    pre = [shared[("pre", L)] for L in ds]
+    sand = [shared[("sandwich", L)] for L in ds if ("sandwich", L) in shared]
+    # columns: 1 after the embedding, 3 largest before the last block, 4 after it, 5 last / embedding,
+    # 6 and 7 |inc|/|stream| at block 0 and the last block
+    grow_pre = [r[5] for r in pre]
+    grow_sand = [r[5] for r in sand]
+    grows = all(g > 2 for g in grow_pre)
+    rel_falls = all(r[7] < r[6] for r in pre)
+    deeper_more = grow_pre == sorted(grow_pre)
+    sand_less = all(s < p for s, p in zip(grow_sand, grow_pre))
+    ok = grows and rel_falls
+    st = [r for r in rows if r[0].startswith("stories260K")][0]
+    drops = [r[0] for r in drows[:-1] if r[5]]
+    return (ok if grows else False,
+            "Pre-Norm stream norm last/embedding: %s for depths %s (%s); the relative increment "
+            "%s from block 0 to the last block.%s stories260K: %s. The "
+            "lesson's Qwen2.5-0.5B: %s with a drop in the last block (%s here for Pre-Norm: %s). %s"
+            % (", ".join(fmt(g) for g in grow_pre), ds,
+               ("one depth measured: nothing to compare across depths" if len(grow_pre) < 2 else
+                "larger at every greater depth" if deeper_more else "not monotone across depths"),
+               "falls" if rel_falls else "does not always fall",
+               (" Sandwich: %s (%s than Pre-Norm; its output norms start at gain 1, so every increment enters the "
+                "stream at RMS ~1)." % (", ".join(fmt(g) for g in grow_sand), "less" if sand_less else
+                                        ("more" if all(a > b for a, b in zip(grow_sand, grow_pre))
+                                         else "not always less"))) if sand else "",
+               fmt(st[5]),
+               fmt(QWEN[4] / QWEN[0]), "drop" if any(r[4] < r[3] for r in pre) else "no drop",
+               ", ".join("%s" % ("yes" if r[4] < r[3] else "no") for r in pre),
+               "Supports the growth claim; the magnitudes are far smaller than Qwen's (tiny models, "
+               "%d training steps)." % steps if ok else "Does not support it (see the table).")
+            + " The last-block drop: %s." % (
+                "seen in %s" % "; ".join(drops) if drops else
+                "in none of the %d models (%s): after / before the last block %s-%s, against Qwen's %s"
+                % (len(drows) - 1, "; ".join(r[0] for r in drows[:-1]), fmt(min(r[4] for r in drows[:-1])),
+                   fmt(max(r[4] for r in drows[:-1])), fmt(QWEN[4] / QWEN[3]))))
+
+
 def check(res):
     rows = res["tables"][0]["rows"]
     bad = []
     for r in rows:
         if r[0].startswith("pre,") and not r[5] > 1.5:
             bad.append("%s: the stream does not grow (last/embedding %s)" % (r[0], r[5]))
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad

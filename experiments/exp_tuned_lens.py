@@ -4,7 +4,7 @@ import json
 import os
 
 import svgplot
-from common import fmt
+from common import fmt, table_rows
 
 NAME = "tuned_lens"
 TITLE = "Logit lens vs tuned lens: KL(final || lens) per layer"
@@ -76,16 +76,28 @@ def run(ctx):
     ctx.figure("KL to the final distribution per stage", "kl_by_stage.svg",
                svgplot.line_plot(curves, title="KL(final || lens) per stage", xlabel="stage (0 = embedding)",
                                  ylabel="KL, nats (log)", ylog=True))
-    ok = all(s[6] for s in summary)
-    ctx.verdict(ok if ok else None,
-                "; ".join("%s: mean KL %s (logit lens) vs %s (tuned lens), %sx lower; at the embedding %s vs %s"
-                          % (s[0], fmt(s[1]), fmt(s[2]), fmt(s[3], 3), fmt(s[4]), fmt(s[5])) for s in summary) +
-                (". The tuned lens is closer to the model's output at every stage of both models." if ok else
-                 ". The tuned lens is not closer at every stage."))
+    ctx.verdict(*judge(ctx.tables))
     ctx.note("`tinylm lens train` (docs/probes.md): translators initialised to the identity (so the untrained lens "
              "is the logit lens exactly), trained on the first 90% of the text's tokens, KL measured on fixed "
              "windows of the last 10%. The stories260K corpus is the model's own samples (temperature 1), since "
              "the repository has no TinyStories text.")
+
+
+def judge(tables):
+    """the verdict from the page's tables alone (run() and check() both call it): supported when, in the
+    per-stage table, the tuned lens's KL is below the logit lens's at every stage before the output of
+    every model; inconclusive otherwise. The means quoted are the summary table's. Returns (supported, text)."""
+    stages, summary = table_rows(tables[0]), table_rows(tables[1])
+    every = {}
+    for label in dict.fromkeys(r[0] for r in stages):
+        inner = [r for r in stages if r[0] == label][:-1]  # the last stage is the model's output
+        every[label] = all(r[4] < r[3] for r in inner)
+    ok = all(every.values())
+    return (ok if ok else None,
+            "; ".join("%s: mean KL %s (logit lens) vs %s (tuned lens), %sx lower; at the embedding %s vs %s"
+                      % (s[0], fmt(s[1]), fmt(s[2]), fmt(s[3], 3), fmt(s[4]), fmt(s[5])) for s in summary) +
+            (". The tuned lens is closer to the model's output at every stage of both models." if ok else
+             ". The tuned lens is not closer at every stage."))
 
 
 def check(res):
@@ -99,4 +111,11 @@ def check(res):
     for m, r in last.items():
         if r[3] != 0 or r[4] != 0:
             bad.append("%s: the last stage (the model's output) should have KL 0 for both lenses" % m)
+    if [s[6] for s in res["tables"][1]["rows"]] != [all(r[4] < r[3] for r in res["tables"][0]["rows"] if r[0] == s[0]
+                                                        and r[1] < max(q[1] for q in res["tables"][0]["rows"]
+                                                                       if q[0] == s[0])) for s in res["tables"][1]["rows"]]:
+        bad.append("the summary's 'tuned < logit at every stage' does not follow from the per-stage table")
+    supported, text = judge(res["tables"])
+    if supported != res["verdict"]["supported"] or text != res["verdict"]["text"]:
+        bad.append("the verdict (%s) does not follow from the tables (%s)" % (res["verdict"]["supported"], supported))
     return bad
