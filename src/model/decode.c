@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "pass.h"
+#include "block.h"
 #include "util/error.h"
 #include "util/f16.h"
 #include "util/hugepage.h"
@@ -435,8 +435,6 @@ void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, flo
  * computed by the same kernel, in the same order, as model_forward computes it (the row forms of
  * ops.h), so the logits are bit for bit those of model_forward (tests/model/test_decode_step.c). */
 
-enum { STEP_ATTN, STEP_FFN };
-
 typedef struct {
     const tlm_model *m;
     const tlm_context *run; /* (its RoPE tables) */
@@ -683,40 +681,54 @@ static void step_moe(const step_ctx *s, int l, const float *u) {
 #pragma omp barrier
 }
 
-/* sublayer_forward for one row: h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... (x, h: the thread's) */
-static void step_sublayer(const step_ctx *s, int l, int kind, const float *x, float *h) {
-    const tlm_config *cfg = &s->m->cfg;
-    const layer_params *P = &s->m->p.layers[l];
-    const norm_params *first = kind == STEP_ATTN ? &P->attn_norm : &P->ffn_norm;
-    const norm_params *out = kind == STEP_ATTN ? &P->attn_out_norm : &P->ffn_out_norm;
-    const int d = cfg->d_model;
-    const float *u = x;
-    if (placement_has_input_norm(cfg->placement)) {
-        step_norm(cfg, s->o->u, first, x);
-        u = s->o->u;
-    }
-    if (kind == STEP_ATTN)
-        step_attention(s, l, u);
-    else if (config_layer_is_moe(cfg, l))
-        step_moe(s, l, u);
-    else
-        step_ffn(s, l, u);
-    const float *fo = s->c->sh.f;
-    if (placement_has_output_norm(cfg->placement)) {
-        step_norm(cfg, s->o->fo, out, fo);
-        fo = s->o->fo;
-    }
-    const int post = placement_has_post_norm(cfg->placement);
-    float *sum = post ? s->o->sum : h;
-    const float alpha = config_residual_scale(cfg);
-    if (cfg->residual && alpha != 1.0f)
+/* ---- the step's way of running a block (block.h): one row, every thread of the region ------------ */
+
+static block_bufs step_bufs(void *run, int l, sublayer_kind k) {
+    const step_ctx *s = run;
+    (void)l, (void)k;
+    return (block_bufs){.u = s->o->u, .f = s->c->sh.f, .fo = s->o->fo, .sum = s->o->sum};
+}
+
+static void step_block_norm(void *run, int l, sublayer_kind k, block_norm which, float *y, const float *x) {
+    const step_ctx *s = run;
+    step_norm(&s->m->cfg, y, block_norm_params(&s->m->p, l, k, which), x);
+}
+
+static void step_block_attention(void *run, int l, const float *u, float *f) {
+    (void)f; /* (into the shared F, step_bufs') */
+    step_attention(run, l, u);
+}
+static void step_block_ffn(void *run, int l, const float *u, float *f) {
+    (void)f;
+    step_ffn(run, l, u);
+}
+static void step_block_moe(void *run, int l, const float *u, float *f) {
+    (void)f;
+    step_moe(run, l, u);
+}
+static void step_block_tail(void *run, int l, const float *x, float *out) {
+    (void)x; /* (in place: x is out) */
+    step_tail(run, l, out);
+}
+
+static void step_add(void *run, float *sum, const float *x, float alpha, const float *fo) {
+    const int d = ((const step_ctx *)run)->m->cfg.d_model;
+    if (x && alpha != 1.0f)
         for (int i = 0; i < d; i++) sum[i] = alpha * x[i] + fo[i];
-    else if (cfg->residual)
+    else if (x)
         for (int i = 0; i < d; i++) sum[i] = x[i] + fo[i];
     else
         memcpy(sum, fo, sizeof(float) * d);
-    if (post) step_norm(cfg, h, first, sum);
 }
+
+/* (no latent attention, no Gemma 4 MoE block, no points: step_applies) */
+static const block_mode DECODE_STEP = {.bufs = step_bufs,
+                                       .norm = step_block_norm,
+                                       .attention = step_block_attention,
+                                       .ffn = step_block_ffn,
+                                       .moe = step_block_moe,
+                                       .tail = step_block_tail,
+                                       .add = step_add};
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
  * and no Gemma 4 MoE block or latent attention (those decode through model_forward with the cache: the same function,
@@ -765,10 +777,8 @@ const float *kv_decode_step(tlm_context *ctx, int token) {
         tlm_prof_quiet = quiet || s.id != 0;
         const float *x = c->sh.x0; /* (read by all; from the first sublayer on each thread's own copy) */
         for (int l = 0; l < cfg->n_layers; l++) {
-            step_sublayer(&s, l, STEP_ATTN, x, s.o->x);
+            block_forward(&DECODE_STEP, &s, cfg, l, x, s.o->x, config_has_layer_tail(cfg) ? s.o->x : NULL, s.o->x);
             x = s.o->x;
-            step_sublayer(&s, l, STEP_FFN, x, s.o->x);
-            if (config_has_layer_tail(cfg)) step_tail(&s, l, s.o->x);
         }
         const float *h = x;
         if (cfg->final_norm) {

@@ -57,10 +57,20 @@ int forward_rows(pass_ctx *x, float *loss);
  * rows), into x->g */
 void backward_rows(pass_ctx *x, const float *dlogits_in, float dloss, int global_count);
 
-/* h = the sublayer of kind k of layer l applied to stream x_in (any norm placement) */
-void sublayer_forward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, float *h);
-/* dx = d(sublayer)/dx . dh (set) */
+/* dx = d(sublayer of kind k of layer l)/dx . dh (set), any norm placement (block.c; its forward:
+ * block_sublayer_forward, block.h) */
 void sublayer_backward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, const float *dh, float *dx);
+
+/* f [N,d] = the attention sublayer (MHA/GQA/sliding) of layer l on u [N,d] (with x->run->kv: through
+ * the cache), and its backward (du set; the weight gradients into x->g) */
+void attention_sublayer_forward(pass_ctx *x, int l, const float *u, float *f);
+void attention_sublayer_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+/* f [N,d] = the dense feed-forward sublayer of layer l on u [N,d], and its backward (du set) */
+void ffn_sublayer_forward(pass_ctx *x, int l, const float *u, float *f);
+void ffn_sublayer_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+/* model_norm_forward that also writes y's bf16 copy y16 (NULL: none) in the norm's own pass */
+void model_norm_forward_bf16(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
+                             const float *x, int N);
 
 /* a layer's tail (config_has_layer_tail): out = the stream after layer l from the FFN sublayer's
  * output x (the layer scalar), and its backward (dx set, the scalar's gradient added) */

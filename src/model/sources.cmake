@@ -7,6 +7,7 @@ target_sources(tinylm_objects PRIVATE
   src/model/context.c
   src/model/layout.c
   src/model/rope_tables.c
+  src/model/block.c
   src/model/sublayers.c
   src/model/moe.c
   src/model/mla.c

@@ -113,8 +113,8 @@ static void project_parts(pass_ctx *ctx, float *const *outs, const linear_params
 /* ---- norms: one call site for the four kinds ------------------------------------------------ */
 
 /* (y16, or NULL: y's bf16 copy, written in the norm's own pass) */
-static void norm_forward(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
-                         const float *x, int N) {
+void model_norm_forward_bf16(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
+                             const float *x, int N) {
     if (c->norm == NORM_DYT) {
         dyt_forward(y, x, p->a, p->w, p->b, N, c->d_model);
         /* no per-row statistics: the saved "rstd" is alpha (the scale before the tanh) */
@@ -128,7 +128,7 @@ static void norm_forward(const tlm_config *c, float *y, uint16_t *y16, const nor
 
 void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x,
                          int N) {
-    norm_forward(c, y, NULL, a, p, x, N);
+    model_norm_forward_bf16(c, y, NULL, a, p, x, N);
 }
 
 void model_norm_backward(const tlm_config *c, float *dx, const float *dadd, norm_params *g, const float *dy,
@@ -162,7 +162,7 @@ static const layer_acts *kv_acts(const pass_ctx *ctx, int l) {
     return &ctx->A->layers[config_kv_source(&ctx->m->cfg, l)];
 }
 
-static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -222,7 +222,7 @@ static void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, flo
 }
 
 /* du = d(attention sublayer)/du . df (set) */
-static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -299,7 +299,7 @@ static void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, co
 
 /* ---- feed-forward sublayer --------------------------------------------------------------------- */
 
-static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
+void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -325,7 +325,7 @@ static void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f)
 }
 
 /* du = d(feed-forward sublayer)/du . df (set) */
-static void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -408,90 +408,6 @@ void moe_block_backward_x(pass_ctx *ctx, int l, const float *x, float *dx) {
     const float rs = 1.0f / sqrtf((float)d);
     for (size_t i = 0; i < Nd; i++) A->d_router_in[i] *= rs;
     rmsnorm_backward(dx, dx, G->router_scale, A->d_router_in, x, P->router_scale, 0.0f, a->router_in.rstd, N, d);
-}
-
-/* out = alpha a + b (DeepNorm's residual add forward, and its gradient alpha dsum + du backward) */
-static void scaled_add(float *out, float alpha, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) out[i] = alpha * a[i] + b[i];
-}
-
-/* ---- one sublayer, whatever the norm placement --------------------------------------------------- */
-
-static sublayer_acts *sublayer_of(pass_ctx *ctx, int l, sublayer_kind k) {
-    return k == SUB_ATTN ? &ctx->A->layers[l].attn_s : &ctx->A->layers[l].ffn_s;
-}
-
-/* first norm (input, or post for Post-Norm) and output norm of a sublayer */
-static norm_params *first_norm(const model_params *p, int l, sublayer_kind k) {
-    return k == SUB_ATTN ? &p->layers[l].attn_norm : &p->layers[l].ffn_norm;
-}
-static norm_params *out_norm(const model_params *p, int l, sublayer_kind k) {
-    return k == SUB_ATTN ? &p->layers[l].attn_out_norm : &p->layers[l].ffn_out_norm;
-}
-
-/* hook points of a sublayer: input norm scale, its output, F before the output norm, the output
- * norm's scale, what is added to the stream, the sum before a post norm, its scale, the stream after */
-static const int SUB_HOOKS[2][8] = {
-    {HL_LN1_SCALE, HL_LN1_NORMALIZED, HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE,
-     HL_RESID_MID},
-    {HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE,
-     HL_RESID_POST}};
-
-/* h = x + N_out(F(N_in(x))), or N_post(x + F(x)), ... as the placement says */
-void sublayer_forward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, float *h) {
-    const tlm_model *m = ctx->m;
-    const tlm_config *c = &m->cfg;
-    sublayer_acts *s = sublayer_of(ctx, l, k);
-    const int N = ctx->A->B * ctx->A->T;
-    const size_t Nd = (size_t)N * c->d_model;
-    const float *u = x;
-    if (placement_has_input_norm(c->placement)) {
-        /* mixed-precision training: the norm writes u's bf16 copy for the sublayer's products too
-         * (not when an observer may rewrite u at its point) */
-        const layer_acts *a = &ctx->A->layers[l];
-        uint16_t *u16 = ctx->watched ? NULL : a->u16[k];
-        norm_forward(c, s->in.y, u16, &s->in, first_norm(&m->p, l, k), x, N);
-        u = s->in.y;
-        ctx->rounded = u16 ? u : NULL;
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][0]), s->in.rstd, 0);
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), s->in.y, 0);
-    }
-    if (k == SUB_ATTN && config_mla(c))
-        mla_forward(ctx, l, u, s->f);
-    else if (k == SUB_ATTN)
-        attention_sublayer_forward(ctx, l, u, s->f);
-    else if (config_layer_is_moe(c, l) && c->moe_block)
-        moe_block_forward(ctx, l, x, u, s->f);
-    else if (config_layer_is_moe(c, l))
-        moe_forward(ctx, l, u, u, s->f);
-    else
-        ffn_sublayer_forward(ctx, l, u, s->f);
-    ctx->rounded = NULL;
-    float *fo = s->f;
-    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), s->f, 0); /* (the probes' o_proj / down_proj) */
-    if (placement_has_output_norm(c->placement)) {
-        model_norm_forward(c, s->out.y, &s->out, out_norm(&m->p, l, k), s->f, N);
-        fo = s->out.y;
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][3]), s->out.rstd, 0);
-    }
-    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), fo, 0);
-    int post = placement_has_post_norm(c->placement);
-    float *sum = post ? s->sum : h;
-    const float alpha = config_residual_scale(c); /* (1 but for DeepNorm) */
-    if (c->residual && alpha != 1.0f)
-        scaled_add(sum, alpha, x, fo, Nd);
-    else if (c->residual)
-        vec_add(sum, x, fo, Nd);
-    else
-        memcpy(sum, fo, Nd * sizeof(float));
-    if (post) {
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][5]), sum, 0);
-        model_norm_forward(c, h, &s->post, first_norm(&m->p, l, k), sum, N);
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][6]), s->post.rstd, 0);
-    }
-    /* (with a layer tail, the stream after the layer is the tail's output: it fires resid_post) */
-    if (!(k == SUB_FFN && config_has_layer_tail(c))) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][7]), h, 0);
 }
 
 /* ---- the layer's tail (Gemma 4): the per-layer input, then the layer scalar ---------------------
@@ -620,64 +536,3 @@ void ple_inputs_backward(pass_ctx *ctx, const float *x0, float *dx0) {
     for (size_t i = 0; i < nlp; i++) A->dple_in[i] *= ks; /* (now d of x0 W^T) */
     linear_backward(1, dx0, &g->ple_model_proj, A->dple_in, x0, NULL, &m->p.ple_model_proj, N, d, LP);
 }
-
-/* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that
- * reads it) */
-void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, const float *dh, float *dx) {
-    const tlm_model *m = ctx->m;
-    const tlm_config *c = &m->cfg;
-    activations *A = ctx->A;
-    sublayer_acts *s = sublayer_of(ctx, l, k);
-    const int N = A->B * A->T;
-    const size_t Nd = (size_t)N * c->d_model;
-    const float *dsum = dh;
-    if (placement_has_post_norm(c->placement)) {
-        model_norm_backward(c, A->dsum, NULL, first_norm(ctx->g, l, k), dh, &s->post, first_norm(&m->p, l, k), s->sum,
-                            N);
-        dsum = A->dsum;
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][5]), A->dsum, 1);
-    }
-    /* what the sublayer adds to the stream: its gradient is dsum, which the residual path reads too;
-     * watched, the branch gets a copy of its own, so that a hook editing the gradient there changes
-     * the sublayer's path alone (TransformerLens' hook_attn_out / hook_mlp_out) */
-    const float *dbranch = dsum;
-    if (ctx->watched) {
-        float *copy = placement_has_output_norm(c->placement) ? A->dfinal : A->df;
-        vec_copy(copy, dsum, Nd);
-        dbranch = copy;
-    }
-    PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][4]), (float *)dbranch, 1);
-    const float *df = dbranch;
-    if (placement_has_output_norm(c->placement)) {
-        model_norm_backward(c, A->df, NULL, out_norm(ctx->g, l, k), dbranch, &s->out, out_norm(&m->p, l, k), s->f,
-                            N);
-        df = A->df;
-        PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][2]), A->df, 1);
-    }
-    const int has_in = placement_has_input_norm(c->placement);
-    const float *u = has_in ? s->in.y : x;
-    if (k == SUB_ATTN && config_mla(c)) /* (each sets du: its input projection is du's only contributor) */
-        mla_backward(ctx, l, u, df, A->du);
-    else if (k == SUB_ATTN)
-        attention_sublayer_backward(ctx, l, u, df, A->du);
-    else if (config_layer_is_moe(c, l) && c->moe_block)
-        moe_block_backward(ctx, l, u, df, A->du);
-    else if (config_layer_is_moe(c, l))
-        moe_backward(ctx, l, u, u, df, A->du, A->du);
-    else
-        ffn_sublayer_backward(ctx, l, u, df, A->du);
-    if (has_in) PASS_POINT(ctx, model_point_id(c, l, SUB_HOOKS[k][1]), A->du, 1);
-    /* dx = the residual's dsum (if any; alpha dsum for DeepNorm) + the sublayer's path, in one pass */
-    const float *residual = c->residual ? dsum : NULL;
-    const float alpha = config_residual_scale(c);
-    if (residual && alpha != 1.0f && !has_in) /* (DeepNorm has no input norm) */
-        scaled_add(dx, alpha, residual, A->du, Nd);
-    else if (has_in)
-        model_norm_backward(c, dx, residual, first_norm(ctx->g, l, k), A->du, &s->in, first_norm(&m->p, l, k), x, N);
-    else if (residual)
-        vec_add(dx, residual, A->du, Nd);
-    else
-        vec_copy(dx, A->du, Nd);
-    if (k == SUB_FFN && config_layer_is_moe(c, l) && c->moe_block) moe_block_backward_x(ctx, l, x, dx);
-}
-
