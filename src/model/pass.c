@@ -10,8 +10,9 @@
  *   loss      = crossentropy(logits, targets)  (+ probs [N,V], lse [N])
  *
  * and the backward the same list in reverse (the residual stream's gradients in dres, a stage
- * each). The sublayers are sublayers.c's; a batch may run split across the threads (split.c),
- * each part through this same code with a context of its own. */
+ * each). Each layer is the block (block.c) over the components (attention.c, mla.c, ffn.c, moe.c,
+ * ple.c); a batch may run split across the threads (split.c), each part through this same code
+ * with a context of its own. */
 #include <math.h>
 #include <string.h>
 

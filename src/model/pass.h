@@ -47,7 +47,7 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
 /* every observer's after_layer, in attach order; non-zero stops the pass */
 int pass_after_layer(const pass_ctx *x, int layer);
 
-/* ---- the row-level pass (pass.c) and its sublayers (sublayers.c) -------------------------------- */
+/* ---- the row-level pass (pass.c), the block (block.c) and its components ------------------------ */
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
 
@@ -68,6 +68,23 @@ void attention_sublayer_backward(pass_ctx *x, int l, const float *u, const float
 /* f [N,d] = the dense feed-forward sublayer of layer l on u [N,d], and its backward (du set) */
 void ffn_sublayer_forward(pass_ctx *x, int l, const float *u, float *f);
 void ffn_sublayer_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+/* the linear layers' forward that keeps the bf16 copy of its input in `kept` for the backward (when
+ * mixed), and projections of one input stored back to back (q|k|v, gate|up) each into its buffer
+ * (linear.c) */
+void linear_forward_kept(pass_ctx *ctx, float *out, const float *inp, uint16_t *kept, const linear_params *lp, int N,
+                         int IC, int OC);
+void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const *parts, const int *widths,
+                   int n_parts, const linear_params *fused, const float *u, uint16_t *u16_kept, int N, int d);
+/* the backward's bf16 copy of the input u of mixed-precision layer lp: the forward's (kept), else a
+ * new one when `shared`, else NULL */
+const uint16_t *backward_input(const linear_params *lp, const float *u, int N, int IC, const uint16_t *kept,
+                               int shared);
+/* the QK-norm of layer l over N rows of n_heads heads (norm.c: per head or over the projection, as
+ * model_qk_norm_shape says); its backward (dx = dadd + ..., dadd NULL: none; dw += the weight's) */
+void qk_norm_forward(const tlm_config *c, int l, float *y, float *rstd, const float *x, const float *w, int N,
+                     int n_heads);
+void qk_norm_backward(const tlm_config *c, int l, float *dx, const float *dadd, float *dw, const float *dy,
+                      const float *x, const float *w, const float *rstd, int N, int n_heads);
 /* model_norm_forward that also writes y's bf16 copy y16 (NULL: none) in the norm's own pass */
 void model_norm_forward_bf16(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
                              const float *x, int N);
@@ -127,6 +144,41 @@ void moe_pool_stats(tlm_context *ctx);
 void mla_forward(pass_ctx *x, int l, const float *u, float *f);
 /* du = its backward (set); the weight gradients into x->g */
 void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+
+/* ---- the one-token decode step (decode.c): each component's step beside its forward -------------
+ * Run by every thread of kv_decode_step's one parallel region: each product's output rows shared
+ * out (step_share), a barrier after each, the small ops on each thread's own copy of the row. */
+
+struct kv_cache;
+struct step_private;
+typedef struct step_ctx {
+    const tlm_model *m;
+    const tlm_context *run; /* (its RoPE tables) */
+    struct kv_cache *c;     /* the cache, and the step's buffers laid out with it (kv_cache.h) */
+    int id, nt, pos, token; /* this thread, the team's size, the token's position, the token */
+    struct step_private *o; /* this thread's own buffers */
+} step_ctx;
+
+/* this thread's equal share [lo, hi) of n */
+static inline void step_share(int n, const step_ctx *s, int *lo, int *hi) {
+    *lo = (int)((long long)n * s->id / s->nt);
+    *hi = (int)((long long)n * (s->id + 1) / s->nt);
+}
+/* rows [o0, o1) of y = x W^T + b (linear.c); of projections stored back to back (q|k|v, gate|up) */
+void linear_step(float *y, const float *x, const linear_params *lp, int IC, int o0, int o1);
+void linear_parts_step(float *y, const float *x, const linear_params *fused, const linear_params *const *parts,
+                       const int *widths, int n_parts, int IC, int o0, int o1);
+/* the model's norm of one row (norm.c); QK-norm rows [h0, h1) of one projection */
+void norm_step(const tlm_config *c, float *y, const norm_params *p, const float *x);
+void qk_norm_step(const tlm_config *c, int l, float *y, const float *x, const float *w, int n_heads, int h0, int h1);
+/* f [d] (shared) = each component's F on the thread's u [d] (attention.c, ffn.c, moe.c) */
+void attention_step(const step_ctx *s, int l, const float *u, float *f);
+void ffn_step(const step_ctx *s, int l, const float *u, float *f);
+void moe_step(const step_ctx *s, int l, const float *u, float *f);
+/* Gemma 4's per-layer input (ple.c): every layer's input for this token; layer l's tail, out from x
+ * (the thread's; out may be x) */
+void ple_inputs_step(const step_ctx *s);
+void layer_tail_step(const step_ctx *s, int l, const float *x, float *out);
 
 /* ---- the activation layout (layout.c) ------------------------------------------------------- */
 

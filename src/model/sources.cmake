@@ -8,7 +8,11 @@ target_sources(tinylm_objects PRIVATE
   src/model/layout.c
   src/model/rope_tables.c
   src/model/block.c
-  src/model/sublayers.c
+  src/model/linear.c
+  src/model/norm.c
+  src/model/attention.c
+  src/model/ffn.c
+  src/model/ple.c
   src/model/moe.c
   src/model/mla.c
   src/model/pass.c
@@ -25,4 +29,5 @@ target_sources(tinylm_objects PRIVATE
   src/model/gguf_export.c
   src/model/api.c
   src/model/hooks.c
+  src/model/kv_cache.c
   src/model/decode.c)
