@@ -75,10 +75,22 @@ void block_forward(const block_mode *bm, void *run, const tlm_config *c, int l, 
     if (tail_in) bm->tail(run, l, tail_in, out);
 }
 
-/* out = alpha a + b (DeepNorm's residual gradient alpha dsum + du) */
-static void scaled_add(float *out, float alpha, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) out[i] = alpha * a[i] + b[i];
+void block_residual_rows(float *sum, const float *x, float alpha, const float *fo, size_t i0, size_t i1) {
+    if (x && alpha != 1.0f)
+        for (size_t i = i0; i < i1; i++) sum[i] = alpha * x[i] + fo[i];
+    else if (x)
+        for (size_t i = i0; i < i1; i++) sum[i] = x[i] + fo[i];
+    else if (i1 > i0)
+        memmove(sum + i0, fo + i0, sizeof(float) * (i1 - i0));
+}
+
+void block_residual_add(float *sum, const float *x, float alpha, const float *fo, size_t n) {
+#pragma omp parallel if (n > OMP_MIN_WORK)
+    {
+        size_t i0, i1;
+        thread_share(n, &i0, &i1);
+        block_residual_rows(sum, x, alpha, fo, i0, i1);
+    }
 }
 
 /* dx = d(sublayer)/dx . dh (set: each residual slot's gradient comes from the one sublayer that
@@ -132,7 +144,7 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     const float *residual = c->residual ? dsum : NULL;
     const float alpha = config_residual_scale(c);
     if (residual && alpha != 1.0f && !has_in) /* (DeepNorm has no input norm) */
-        scaled_add(dx, alpha, residual, A->du, Nd);
+        block_residual_add(dx, residual, alpha, A->du, Nd);
     else if (has_in)
         model_norm_backward(c, dx, residual, g_first, A->du, &s->in, p_first, x, N);
     else if (residual)

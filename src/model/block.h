@@ -64,6 +64,10 @@ void block_sublayer_forward(const block_mode *bm, void *run, const tlm_config *c
  * sublayer (through tail_in and the layer's tail when the config has one); mid and out may be x */
 void block_forward(const block_mode *bm, void *run, const tlm_config *c, int l, const float *x, float *mid,
                    float *tail_in, float *out);
+/* sum = alpha x + fo (x NULL: fo; alpha 1: x + fo): the residual add, over i in [i0, i1) on the
+ * calling thread, or over n values on the OpenMP threads (sum may be x or fo) */
+void block_residual_rows(float *sum, const float *x, float alpha, const float *fo, size_t i0, size_t i1);
+void block_residual_add(float *sum, const float *x, float alpha, const float *fo, size_t n);
 /* the norm weights of norm `which` of sublayer k of layer l in p (the model's, or gradients) */
 norm_params *block_norm_params(const model_params *p, int l, sublayer_kind k, block_norm which);
 /* the model point id of point p of sublayer k of layer l */

@@ -47,13 +47,7 @@ static void step_block_moe(void *run, int l, const float *u, float *f) { moe_ste
 static void step_block_tail(void *run, int l, const float *x, float *out) { layer_tail_step(run, l, x, out); }
 
 static void step_add(void *run, float *sum, const float *x, float alpha, const float *fo) {
-    const int d = ((const step_ctx *)run)->m->cfg.d_model;
-    if (x && alpha != 1.0f)
-        for (int i = 0; i < d; i++) sum[i] = alpha * x[i] + fo[i];
-    else if (x)
-        for (int i = 0; i < d; i++) sum[i] = x[i] + fo[i];
-    else
-        memcpy(sum, fo, sizeof(float) * d);
+    block_residual_rows(sum, x, alpha, fo, 0, (size_t)((const step_ctx *)run)->m->cfg.d_model);
 }
 
 /* (no latent attention, no Gemma 4 MoE block, no points: step_applies) */

@@ -90,13 +90,7 @@ static void full_add(void *run, float *sum, const float *x, float alpha, const f
     pass_ctx *ctx = run;
     const size_t n = (size_t)ctx->A->B * ctx->A->T * ctx->m->cfg.d_model;
     ctx->rounded = NULL; /* (the sublayer's bf16 copies are spent) */
-    if (x && alpha != 1.0f) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) sum[i] = alpha * x[i] + fo[i];
-    } else if (x)
-        vec_add(sum, x, fo, n);
-    else
-        memcpy(sum, fo, n * sizeof(float));
+    block_residual_add(sum, x, alpha, fo, n);
 }
 
 static void full_point(void *run, int l, sublayer_kind k, block_point p, float *data) {
