@@ -327,3 +327,12 @@ void attention_step(const step_ctx *s, int l, const float *u, float *f) {
     linear_step(f, c->sh.att, &P->o, qd, lo, hi);
 #pragma omp barrier
 }
+
+/* ---- the component ---------------------------------------------------------------------------------- */
+
+static void attention_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    attention_sublayer_forward(ctx, l, u, f);
+}
+const sublayer_ops ATTENTION_OPS = {
+    .forward = attention_forward_op, .backward = attention_sublayer_backward, .step = attention_step};

@@ -29,6 +29,18 @@ int block_point_id(const tlm_config *c, int l, sublayer_kind k, block_point p) {
     return model_point_id(c, l, SUB_POINTS[k][p]);
 }
 
+const sublayer_ops *block_component(const tlm_config *c, int l, sublayer_kind k) {
+    if (k == SUB_ATTN) return config_mla(c) ? &MLA_OPS : &ATTENTION_OPS;
+    if (config_layer_is_moe(c, l)) return c->moe_block ? &MOE_BLOCK_OPS : &MOE_OPS;
+    return &FFN_OPS;
+}
+
+int block_has_step(const tlm_config *c) {
+    for (int l = 0; l < c->n_layers; l++)
+        if (!block_component(c, l, SUB_ATTN)->step || !block_component(c, l, SUB_FFN)->step) return 0;
+    return 1;
+}
+
 static void point(const block_mode *bm, void *run, int l, sublayer_kind k, block_point p, float *data) {
     if (bm->point) bm->point(run, l, k, p, data);
 }
@@ -42,14 +54,7 @@ void block_sublayer_forward(const block_mode *bm, void *run, const tlm_config *c
         u = b.u;
         point(bm, run, l, k, BLOCK_POINT_IN_NORMED, b.u);
     }
-    if (k == SUB_ATTN)
-        (config_mla(c) ? bm->mla : bm->attention)(run, l, u, b.f);
-    else if (config_layer_is_moe(c, l) && c->moe_block)
-        bm->moe_block(run, l, x, u, b.f);
-    else if (config_layer_is_moe(c, l))
-        bm->moe(run, l, u, b.f);
-    else
-        bm->ffn(run, l, u, b.f);
+    bm->sublayer(run, block_component(c, l, k), l, x, u, b.f);
     float *fo = b.f;
     point(bm, run, l, k, BLOCK_POINT_RAW, b.f);
     if (placement_has_output_norm(c->placement)) {
@@ -129,16 +134,8 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     }
     const int has_in = placement_has_input_norm(c->placement);
     const float *u = has_in ? s->in.y : x;
-    if (k == SUB_ATTN && config_mla(c)) /* (each sets du: its input projection is du's only contributor) */
-        mla_backward(ctx, l, u, df, A->du);
-    else if (k == SUB_ATTN)
-        attention_sublayer_backward(ctx, l, u, df, A->du);
-    else if (config_layer_is_moe(c, l) && c->moe_block)
-        moe_block_backward(ctx, l, u, df, A->du);
-    else if (config_layer_is_moe(c, l))
-        moe_backward(ctx, l, u, u, df, A->du, A->du);
-    else
-        ffn_sublayer_backward(ctx, l, u, df, A->du);
+    const sublayer_ops *op = block_component(c, l, k);
+    op->backward(ctx, l, u, df, A->du); /* (sets du: its input projection is du's only contributor) */
     if (has_in) PASS_POINT(ctx, block_point_id(c, l, k, BLOCK_POINT_IN_NORMED), A->du, 1);
     /* dx = the residual's dsum (if any; alpha dsum for DeepNorm) + the sublayer's path, in one pass */
     const float *residual = c->residual ? dsum : NULL;
@@ -151,5 +148,5 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
         vec_add(dx, residual, A->du, Nd);
     else
         vec_copy(dx, A->du, Nd);
-    if (k == SUB_FFN && config_layer_is_moe(c, l) && c->moe_block) moe_block_backward_x(ctx, l, x, dx);
+    if (op->backward_x) op->backward_x(ctx, l, x, dx);
 }

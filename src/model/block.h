@@ -5,10 +5,10 @@
  *   - the cached one-token decode step (decode.c: one OpenMP parallel region per token, each
  *     component's product rows shared out among the threads).
  *
- * A way of running (a block_mode) is a small table: where a sublayer's values go, the norm, each
- * component's forward (attention.c, mla.c, ffn.c, moe.c, ple.c), the residual add and the
- * activation points. The block calls it in the placement's order; the table calls the component
- * code of its mode. Internal to src/model. */
+ * A way of running (a block_mode) is a small table: where a sublayer's values go, the norm, how it
+ * runs a component (pass.h's sublayer_ops: attention.c, mla.c, ffn.c, moe.c), the layer's tail
+ * (ple.c), the residual add and the activation points. The block chooses the component and calls
+ * the table in the placement's order. Internal to src/model. */
 #ifndef TLM_MODEL_BLOCK_H
 #define TLM_MODEL_BLOCK_H
 
@@ -43,12 +43,8 @@ typedef struct block_mode {
     block_bufs (*bufs)(void *run, int l, sublayer_kind k);
     /* y = norm `which` of sublayer k of layer l on x (firing its scale point when the mode has points) */
     void (*norm)(void *run, int l, sublayer_kind k, block_norm which, float *y, const float *x);
-    /* F of each component on the sublayer's input u into f (NULL: the mode does not run it) */
-    void (*attention)(void *run, int l, const float *u, float *f);
-    void (*mla)(void *run, int l, const float *u, float *f);
-    void (*ffn)(void *run, int l, const float *u, float *f);
-    void (*moe)(void *run, int l, const float *u, float *f);
-    void (*moe_block)(void *run, int l, const float *x, const float *u, float *f); /* (x: the stream) */
+    /* f = F of component op on the sublayer's input u (x: the stream before the input norm) */
+    void (*sublayer)(void *run, const sublayer_ops *op, int l, const float *x, const float *u, float *f);
     /* Gemma 4's per-layer input and layer scalar after the FFN sublayer: out from x (may be x) */
     void (*tail)(void *run, int l, const float *x, float *out);
     /* sum = alpha x + fo (x NULL: sum = fo; alpha 1: x + fo), after F */
@@ -57,6 +53,10 @@ typedef struct block_mode {
     void (*point)(void *run, int l, sublayer_kind k, block_point p, float *data);
 } block_mode;
 
+/* the component that sublayer k of layer l runs (the one place that chooses it) */
+const sublayer_ops *block_component(const tlm_config *c, int l, sublayer_kind k);
+/* 1 when every component of the model has a one-token step (block_mode DECODE_STEP can run it) */
+int block_has_step(const tlm_config *c);
 /* h = sublayer k of layer l on the stream x, as the placement says (h may be x) */
 void block_sublayer_forward(const block_mode *bm, void *run, const tlm_config *c, int l, sublayer_kind k,
                             const float *x, float *h);

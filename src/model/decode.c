@@ -41,30 +41,30 @@ static void step_block_norm(void *run, int l, sublayer_kind k, block_norm which,
     norm_step(&s->m->cfg, y, block_norm_params(&s->m->p, l, k, which), x);
 }
 
-static void step_block_attention(void *run, int l, const float *u, float *f) { attention_step(run, l, u, f); }
-static void step_block_ffn(void *run, int l, const float *u, float *f) { ffn_step(run, l, u, f); }
-static void step_block_moe(void *run, int l, const float *u, float *f) { moe_step(run, l, u, f); }
+static void step_sublayer(void *run, const sublayer_ops *op, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    op->step(run, l, u, f);
+}
 static void step_block_tail(void *run, int l, const float *x, float *out) { layer_tail_step(run, l, x, out); }
 
 static void step_add(void *run, float *sum, const float *x, float alpha, const float *fo) {
     block_residual_rows(sum, x, alpha, fo, 0, (size_t)((const step_ctx *)run)->m->cfg.d_model);
 }
 
-/* (no latent attention, no Gemma 4 MoE block, no points: step_applies) */
+/* (every component with a step, no points: step_applies) */
 static const block_mode DECODE_STEP = {.bufs = step_bufs,
                                        .norm = step_block_norm,
-                                       .attention = step_block_attention,
-                                       .ffn = step_block_ffn,
-                                       .moe = step_block_moe,
+                                       .sublayer = step_sublayer,
                                        .tail = step_block_tail,
                                        .add = step_add};
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
- * and no Gemma 4 MoE block or latent attention (those decode through model_forward with the cache: the same function,
- * without the one-region step) */
+ * and every component with a step (block_has_step: Gemma 4's MoE block and latent attention have
+ * none, and decode through context_forward with the cache: the same components, without the
+ * one-region step) */
 static int step_applies(const tlm_context *ctx) {
     const tlm_model *m = ctx->m;
-    return !m->cfg.moe_block && !config_mla(&m->cfg) && !ctx->hooks && ctx->n_observers == 0 && ctx->kv->batch == 1;
+    return block_has_step(&m->cfg) && !ctx->hooks && ctx->n_observers == 0 && ctx->kv->batch == 1;
 }
 
 const float *kv_decode_step(tlm_context *ctx, int token) {

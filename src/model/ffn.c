@@ -85,3 +85,11 @@ void ffn_step(const step_ctx *s, int l, const float *u, float *f) {
     linear_step(f, sh->hid, &P->down, ff, lo, hi);
 #pragma omp barrier
 }
+
+/* ---- the component ---------------------------------------------------------------------------------- */
+
+static void ffn_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    ffn_sublayer_forward(ctx, l, u, f);
+}
+const sublayer_ops FFN_OPS = {.forward = ffn_forward_op, .backward = ffn_sublayer_backward, .step = ffn_step};

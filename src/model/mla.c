@@ -296,3 +296,11 @@ void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, flo
             }
         }
 }
+
+/* ---- the component (no one-token step: an MLA model decodes through the full pass with the cache) -- */
+
+static void mla_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    mla_forward(ctx, l, u, f);
+}
+const sublayer_ops MLA_OPS = {.forward = mla_forward_op, .backward = mla_backward};

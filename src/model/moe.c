@@ -450,3 +450,17 @@ void moe_step(const step_ctx *s, int l, const float *u, float *f) {
     }
 #pragma omp barrier
 }
+
+/* ---- the components ---------------------------------------------------------------------------------- */
+
+static void moe_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    moe_forward(ctx, l, u, u, f);
+}
+static void moe_backward_op(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    moe_backward(ctx, l, u, u, df, du, du);
+}
+const sublayer_ops MOE_OPS = {.forward = moe_forward_op, .backward = moe_backward_op, .step = moe_step};
+/* (no step: a model with it decodes through the full pass with the cache) */
+const sublayer_ops MOE_BLOCK_OPS = {
+    .forward = moe_block_forward, .backward = moe_block_backward, .backward_x = moe_block_backward_x};

@@ -77,12 +77,8 @@ static void full_norm(void *run, int l, sublayer_kind k, block_norm which, float
     }
 }
 
-static void full_attention(void *run, int l, const float *u, float *f) { attention_sublayer_forward(run, l, u, f); }
-static void full_mla(void *run, int l, const float *u, float *f) { mla_forward(run, l, u, f); }
-static void full_ffn(void *run, int l, const float *u, float *f) { ffn_sublayer_forward(run, l, u, f); }
-static void full_moe(void *run, int l, const float *u, float *f) { moe_forward(run, l, u, u, f); }
-static void full_moe_block(void *run, int l, const float *x, const float *u, float *f) {
-    moe_block_forward(run, l, x, u, f);
+static void full_sublayer(void *run, const sublayer_ops *op, int l, const float *x, const float *u, float *f) {
+    op->forward(run, l, x, u, f);
 }
 static void full_tail(void *run, int l, const float *x, float *out) { layer_tail_forward(run, l, x, out); }
 
@@ -100,11 +96,7 @@ static void full_point(void *run, int l, sublayer_kind k, block_point p, float *
 
 static const block_mode FULL_PASS = {.bufs = full_bufs,
                                      .norm = full_norm,
-                                     .attention = full_attention,
-                                     .mla = full_mla,
-                                     .ffn = full_ffn,
-                                     .moe = full_moe,
-                                     .moe_block = full_moe_block,
+                                     .sublayer = full_sublayer,
                                      .tail = full_tail,
                                      .add = full_add,
                                      .point = full_point};
