@@ -10,9 +10,10 @@
 #include "util/error.h"
 #include "util/hugepage.h"
 
-/* n floats from *p, each buffer on a 64-byte line of its own (ARENA_ALIGN's reason: the matrix-vector
- * kernels read their input once per output row); base NULL counts */
-static float *carve(float *base, size_t *used, size_t n) {
+/* n floats from base + *used (layout.c's take, for the step's buffers), each buffer on a 64-byte
+ * line of its own (ARENA_ALIGN's reason: the matrix-vector kernels read their input once per
+ * output row); base NULL counts */
+static float *take(float *base, size_t *used, size_t n) {
     float *p = base ? base + *used : NULL;
     *used += (n + 15) & ~(size_t)15;
     return p;
@@ -25,27 +26,27 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
         ff = (size_t)cfg->moe_d_ff * (cfg->n_shared_experts > 1 ? cfg->n_shared_experts : 1);
     size_t used = 0;
     step_shared *s = &c->sh;
-    s->x0 = carve(base, &used, d);
-    s->qkv = carve(base, &used, qd + 2 * kvd);
-    s->att = carve(base, &used, qd);
-    s->f = carve(base, &used, d);
-    s->gu = carve(base, &used, 2 * ff);
-    s->hid = carve(base, &used, ff);
-    s->router = carve(base, &used, (size_t)cfg->n_experts);
-    s->ey = carve(base, &used, (size_t)cfg->n_experts_per_tok * d);
-    s->sy = carve(base, &used, d);
-    s->logits = carve(base, &used, (size_t)cfg->vocab_size);
+    s->x0 = take(base, &used, d);
+    s->qkv = take(base, &used, qd + 2 * kvd);
+    s->att = take(base, &used, qd);
+    s->f = take(base, &used, d);
+    s->gu = take(base, &used, 2 * ff);
+    s->hid = take(base, &used, ff);
+    s->router = take(base, &used, (size_t)cfg->n_experts);
+    s->ey = take(base, &used, (size_t)cfg->n_experts_per_tok * d);
+    s->sy = take(base, &used, d);
+    s->logits = take(base, &used, (size_t)cfg->vocab_size);
     const size_t P = (size_t)cfg->ple_dim, LP = (size_t)cfg->n_layers * P;
-    s->ple_ctx = carve(base, &used, LP), s->ple_in = carve(base, &used, LP);
-    s->ple_gate = carve(base, &used, P), s->ple_prod = carve(base, &used, P);
-    s->ple_out = carve(base, &used, P ? d : 0);
+    s->ple_ctx = take(base, &used, LP), s->ple_in = take(base, &used, LP);
+    s->ple_gate = take(base, &used, P), s->ple_prod = take(base, &used, P);
+    s->ple_out = take(base, &used, P ? d : 0);
     for (int t = 0; t < c->n_threads; t++) {
         step_private o;
-        o.x = carve(base, &used, d), o.u = carve(base, &used, d), o.fo = carve(base, &used, d);
-        o.sum = carve(base, &used, d);
-        o.qn = carve(base, &used, qd), o.qr = carve(base, &used, qd);
-        o.kn = carve(base, &used, kvd), o.kr = carve(base, &used, kvd), o.vn = carve(base, &used, kvd);
-        o.scores = carve(base, &used, (size_t)c->max_len);
+        o.x = take(base, &used, d), o.u = take(base, &used, d), o.fo = take(base, &used, d);
+        o.sum = take(base, &used, d);
+        o.qn = take(base, &used, qd), o.qr = take(base, &used, qd);
+        o.kn = take(base, &used, kvd), o.kr = take(base, &used, kvd), o.vn = take(base, &used, kvd);
+        o.scores = take(base, &used, (size_t)c->max_len);
         if (base) c->own[t] = o;
     }
     return used;

@@ -73,6 +73,7 @@ void linear_parts_step(float *y, const float *x, const linear_params *fused, con
 /* the model's norm of one row (norm.c); QK-norm rows [h0, h1) of one projection */
 void norm_step(const tlm_config *c, float *y, const norm_params *p, const float *x);
 void qk_norm_step(const tlm_config *c, int l, float *y, const float *x, const float *w, int n_heads, int h0, int h1);
+
 /* ---- a sublayer's component: what the block (block.c) runs for it ------------------------------- */
 
 /* Its forward over rows (f [N,d] from the sublayer's input u [N,d]; x_in: the stream before the
