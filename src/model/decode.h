@@ -1,10 +1,10 @@
 /* decode.h — a KV cache for incremental decoding. Attached to a context (ctx->kv), it makes
  * context_forward() continue one sequence: positions start where the cache ends, each layer
- * appends its keys/values and attends over everything cached. The rest of that forward
- * (norms of any placement, FFN, head, soft-caps) is the full pass's code. kv_decode_step, the
- * one-token step, is a second implementation of the layer (decode.c) that computes each value
- * with the same kernel in the same order; tests/model/test_decode_step.c keeps the two equal bit
- * for bit. */
+ * appends its keys/values and attends over everything cached (kv_cache.c stores it; attention.c
+ * and mla.c write and read it). kv_decode_step, the one-token step (decode.c), runs the same block
+ * (block.c) in its one-token mode over each component's step, beside the component's forward;
+ * each value comes from the same kernel in the same order, so the logits are the full pass's bit
+ * for bit (tests/model/test_decode_step.c). */
 #ifndef TLM_DECODE_H
 #define TLM_DECODE_H
 

@@ -233,7 +233,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
          * two small tile products per block: there the maps saved about as much in the backward as
          * writing them cost in the forward, and took memory. (Mixed precision without AMX keeps
          * attention in f32, and the maps with it.) The figures: docs/performance.md, "Figures behind the code". */
-        const attention_spec mixed = {.bf16 = ctx->product_bf16}; /* (the pass's own spec.bf16: sublayers.c) */
+        const attention_spec mixed = {.bf16 = ctx->product_bf16}; /* (the pass's own spec.bf16: attention.c) */
         const int keep_probs =
             maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
@@ -250,7 +250,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         L->hid = dense ? take(a, N * lf) : NULL;
         /* mixed-precision training (bf16 products on the bf16 copy of f32 weights: the layer's
          * linears are stored alike, o asks for them): the products' inputs as the forward rounded
-         * them, for the backward's weight gradients (sublayers.c; MLA's and the experts' products
+         * them, for the backward's weight gradients (linear.c; MLA's and the experts' products
          * round their own) */
         arena none16 = {0};
         arena *k16 = !lean && m->p.layers && linear_mixed(&m->p.layers[l].o, ctx->product_bf16, (int)N) ? a : &none16;

@@ -20,12 +20,17 @@
  *   f    = attc W_o^T               [N, d]
  *
  * The zeros add nothing to q.k and leave att's padding 0; their gradients are dropped. With a KV
- * cache (the context's kv) the layer caches ckvn and kpe only and attends through decode.c's
- * kv_mla_attention_forward (the absorbed form by default). */
+ * cache (the context's kv) the layer caches ckvn and kpe only and attends through
+ * kv_mla_attention_forward (below; the absorbed form by default). The one-token decode step does not
+ * run latent attention: an MLA model decodes through context_forward with the cache (decode.c). */
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
+#include "kv_cache.h"
 #include "pass.h"
+#include "util/error.h"
+#include "util/f16.h"
 
 /* rows [r0, r0 + rows) of a linear layer's weights (f32 or bf16) as a layer of its own */
 static linear_params sub_rows(const linear_params *p, int r0, int IC) {
@@ -196,3 +201,106 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
         linear_backward(pass_product_bf16(ctx), 0, du, &G->q, dqp, u, NULL, &P->q, N, d, H * qk);
     }
 }
+
+/* ---- multi-head latent attention through the latent cache ------------------------------------- */
+
+int kv_cache_set_mla_absorbed(kv_cache *c, const struct tlm_model *m, int absorbed) {
+    if (!c->mla) return tlm_error("KV cache: the model has no multi-head latent attention");
+    if (!absorbed)
+        for (int l = 0; l < m->cfg.n_layers; l++)
+            if (!m->p.layers[l].kv_b.w)
+                return tlm_error("KV cache: MLA's expanded form needs f32 kv_b_proj weights");
+    if (!absorbed && !c->expand) {
+        const tlm_config *cfg = &m->cfg;
+        c->expand = malloc(sizeof(float) * (size_t)c->max_len * cfg->n_heads * (cfg->qk_nope_dim + cfg->v_head_dim));
+        if (!c->expand) return tlm_error("out of memory for MLA's expanded keys and values");
+    }
+    c->absorbed = absorbed != 0;
+    return 0;
+}
+
+int kv_cache_mla_absorbed(const kv_cache *c) { return c->mla && c->absorbed; }
+
+/* row r of a linear layer's weights [., IC] as f32: the f32 weights themselves, or the bf16 ones widened into tmp */
+static const float *weight_row(const linear_params *p, int r, int IC, float *tmp) {
+    if (p->w) return p->w + (size_t)r * IC;
+    const uint16_t *h = p->w16 + (size_t)r * IC;
+    for (int i = 0; i < IC; i++) tmp[i] = tlm_bf16_to_f32(h[i]);
+    return tmp;
+}
+
+static float dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, float *out, const float *q,
+                              const float *qpe, const float *ckvn, const float *kpe, int T) {
+    const tlm_config *cfg = &m->cfg;
+    const linear_params *kvb = &m->p.layers[l].kv_b;
+    const int H = cfg->n_heads, dn = cfg->qk_nope_dim, dr = cfg->qk_rope_dim, dv = cfg->v_head_dim;
+    const int qk = dn + dr, rkv = cfg->kv_lora_rank, cw = rkv + dr, kvw = dn + dv, len = c->len;
+    const float scale = model_layer_attention(cfg, l).scale;
+    float *cache = c->k + c->at[l];
+    for (int t = 0; t < T; t++) { /* append [ckvn | kpe] of each new position */
+        memcpy(cache + (size_t)(len + t) * cw, ckvn + (size_t)t * rkv, sizeof(float) * rkv);
+        memcpy(cache + (size_t)(len + t) * cw + rkv, kpe + (size_t)t * dr, sizeof(float) * dr);
+    }
+    const int n_all = len + T;
+    if (!c->absorbed) { /* expanded: every cached position's k_nope and v for every head, again (a matrix-vector
+                           product a position: a GEMM of a new row count each step would be a new oneDNN kernel) */
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n_all; j++)
+            matvec_part(c->expand + (size_t)j * H * kvw, cache + (size_t)j * cw, kvb->w, NULL, NULL, rkv, 0, H * kvw);
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const int tid = omp_get_thread_num(), n_keys = len + t + 1;
+            float *s = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * tid;
+            float *qa = c->mla_scratch + (size_t)2 * rkv * tid, *ol = qa + rkv;
+            const float *qn = q + ((size_t)t * H + h) * qk, *qp = qpe + ((size_t)t * H + h) * dr;
+            float *o = out + ((size_t)t * H + h) * dv;
+            if (c->absorbed) {
+                /* q_abs = W_UK_h^T q_nope [rkv]: rows h kvw .. h kvw + dn of kv_b (ol as the bf16 row's scratch) */
+                for (int i = 0; i < rkv; i++) qa[i] = 0.0f;
+                for (int j = 0; j < dn; j++) {
+                    const float *row = weight_row(kvb, h * kvw + j, rkv, ol);
+                    const float x = qn[j];
+                    for (int i = 0; i < rkv; i++) qa[i] += x * row[i];
+                }
+                for (int j = 0; j < n_keys; j++) {
+                    const float *cj = cache + (size_t)j * cw;
+                    s[j] = (dot(qa, cj, rkv) + dot(qp, cj + rkv, dr)) * scale;
+                }
+                attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
+                for (int i = 0; i < rkv; i++) ol[i] = 0.0f;
+                for (int j = 0; j < n_keys; j++) {
+                    const float *cj = cache + (size_t)j * cw, p = s[j];
+                    for (int i = 0; i < rkv; i++) ol[i] += p * cj[i];
+                }
+                /* out = W_UV_h ol: rows h kvw + dn .. of kv_b (qa as the bf16 row's scratch) */
+                for (int i = 0; i < dv; i++) o[i] = dot(weight_row(kvb, h * kvw + dn + i, rkv, qa), ol, rkv);
+            } else {
+                for (int j = 0; j < n_keys; j++) {
+                    const float *e = c->expand + ((size_t)j * H + h) * kvw;
+                    s[j] = (dot(qn, e, dn) + dot(qp, cache + (size_t)j * cw + rkv, dr)) * scale;
+                }
+                attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
+                for (int i = 0; i < dv; i++) o[i] = 0.0f;
+                for (int j = 0; j < n_keys; j++) {
+                    const float *e = c->expand + ((size_t)j * H + h) * kvw + dn, p = s[j];
+                    for (int i = 0; i < dv; i++) o[i] += p * e[i];
+                }
+            }
+        }
+}
+
+/* ---- the component (no one-token step: an MLA model decodes through the full pass with the cache) -- */
+
+static void mla_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    mla_forward(ctx, l, u, f);
+}
+const sublayer_ops MLA_OPS = {.forward = mla_forward_op, .backward = mla_backward};

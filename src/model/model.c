@@ -1,7 +1,7 @@
 /* model.c — the model object and the engine's rules that callers must not re-derive: the
  * layer's attention (which keys a query sees), the residual stream's stages, the norm weight's
- * offset. What runs it is a context (context.c); the pass itself is pass.c (drivers), sublayers.c,
- * layout.c (activation memory), rope_tables.c, split.c (a batch across the threads) and hooks.c
+ * offset. What runs it is a context (context.c); the pass itself is pass.c (drivers), block.c and the
+ * components (attention.c, mla.c, ffn.c, moe.c, ple.c, norm.c, linear.c), layout.c (activation memory), rope_tables.c, split.c (a batch across the threads) and hooks.c
  * (observers, points). */
 #include "model.h"
 
@@ -38,14 +38,6 @@ attention_spec model_layer_attention(const tlm_config *c, int l) {
                         .scale = config_attention_scale(c, l),
                         .softcap = c->attn_softcap, .window = c->layer_sliding[l] ? c->sliding_window : 0};
     return s;
-}
-
-/* QK-norm (and Gemma 4's v norm): RMSNorm per head (rows of layer l's head_dim) or over the whole
- * projection (rows of n * head_dim) */
-void model_qk_norm_shape(const tlm_config *c, int l, int N, int n_heads, int *rows, int *cols) {
-    int per_head = c->qk_norm == QK_NORM_HEAD;
-    *rows = per_head ? N * n_heads : N;
-    *cols = per_head ? config_layer_head_dim(c, l) : n_heads * config_layer_head_dim(c, l);
 }
 
 activation model_ffn_activation(const tlm_config *c) { return c->ffn == FFN_SWIGLU ? ACT_SILU : ACT_GELU_TANH; }

@@ -391,8 +391,7 @@ const char *model_matrix_types(const tlm_model *m, char *buf, size_t cap);
  * it does not look up (the whole table when it is also the head) and the learned positions */
 size_t model_decode_bytes(const tlm_model *m);
 
-/* Pieces of the block shared by the full forward (model.c), incremental decoding (decode.c)
- * and probes: the norm of the config's type, the attention spec and RoPE tables of layer l,
+/* Pieces of the block shared by the full forward, the decode step and the probes: the norm of the config's type, the attention spec and RoPE tables of layer l,
  * the QK-norm row shape, the FFN activation, the embedding scale. */
 void model_norm_forward(const tlm_config *c, float *y, const norm_acts *a, const norm_params *p, const float *x, int N);
 /* dx = dadd (NULL: none; dx: accumulate) + d(norm)/dx . dy; the norm's parameter gradients += into g */

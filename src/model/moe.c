@@ -19,10 +19,12 @@
  * slots, the router's weights through the weights w (softmax or sigmoid, the normalisation and
  * the scaling factor), the selection itself not differentiated (as in the references); the
  * load-balancing loss adds its gradient to the router's probabilities. Nothing allocates: the
- * buffers are the activation layout's (layout.c). */
+ * buffers are the activation layout's (layout.c). Below: Gemma 4's MoE block (the experts beside the
+ * dense FFN) and the decode step's share (moe_step). */
 #include <math.h>
 #include <string.h>
 
+#include "kv_cache.h"
 #include "pass.h"
 
 /* ---- routing -------------------------------------------------------------------------------- */
@@ -371,3 +373,135 @@ void moe_pool_stats(tlm_context *ctx) {
     }
     A->moe_aux = c->scoring == SCORING_SOFTMAX ? (float)(E * aux) : 0.0f;
 }
+
+/* ---- Gemma 4's MoE block (moe_block): the experts beside the dense FFN ---------------------------
+ * On the FFN sublayer's stream x [N, d] and its input norm's output u [N, d] (Gemma4TextDecoderLayer):
+ *   mlp_f = MLP(u)                              the dense FFN          [N, d]
+ *   r     = rmsnorm(x) * scale * d^-0.5         the router's input (no weight of its own; scale [d])
+ *   u2    = N_in2(x)                            the experts' input     (pre_feedforward_layernorm_2)
+ *   moe_f = MoE(router on r, experts on u2)     weights p_j / S * expert_scale[idx_j]
+ *   f     = N_1(mlp_f) + N_2(moe_f)             (post_feedforward_layernorm_1 / _2)
+ * and the sublayer's output norm (post_feedforward_layernorm) then norms f as for every FFN. */
+void moe_block_forward(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model;
+    const size_t Nd = (size_t)N * d;
+    ffn_sublayer_forward(ctx, l, u, a->mlp_f);
+    model_norm_forward(c, a->dense_n.y, &a->dense_n, &P->dense_out_norm, a->mlp_f, N);
+    rmsnorm_forward(a->router_in.y, a->router_in.rstd, x, P->router_scale, 0.0f, N, d, c->norm_eps);
+    const float rs = 1.0f / sqrtf((float)d);
+    for (size_t i = 0; i < Nd; i++) a->router_in.y[i] *= rs;
+    model_norm_forward(c, a->moe_in.y, &a->moe_in, &P->moe_in_norm, x, N);
+    moe_forward(ctx, l, a->router_in.y, a->moe_in.y, a->moe_f);
+    model_norm_forward(c, a->moe_n.y, &a->moe_n, &P->moe_out_norm, a->moe_f, N);
+    vec_add(f, a->dense_n.y, a->moe_n.y, Nd);
+}
+
+/* df -> du (set) through the dense path; the experts' and the router's input gradients kept in
+ * A->d_moe_u, A->d_router_in for moe_block_backward_x */
+void moe_block_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T;
+    model_norm_backward(c, A->d_mlp_f, NULL, &G->dense_out_norm, df, &a->dense_n, &P->dense_out_norm, a->mlp_f, N);
+    ffn_sublayer_backward(ctx, l, u, A->d_mlp_f, du);
+    model_norm_backward(c, A->d_moe_f, NULL, &G->moe_out_norm, df, &a->moe_n, &P->moe_out_norm, a->moe_f, N);
+    moe_backward(ctx, l, a->router_in.y, a->moe_in.y, A->d_moe_f, A->d_router_in, A->d_moe_u);
+}
+
+/* dx += the gradients at x of the experts' input norm and of the router's input */
+void moe_block_backward_x(pass_ctx *ctx, int l, const float *x, float *dx) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model;
+    const size_t Nd = (size_t)N * d;
+    model_norm_backward(c, dx, dx, &G->moe_in_norm, A->d_moe_u, &a->moe_in, &P->moe_in_norm, x, N);
+    const float rs = 1.0f / sqrtf((float)d);
+    for (size_t i = 0; i < Nd; i++) A->d_router_in[i] *= rs;
+    rmsnorm_backward(dx, dx, G->router_scale, A->d_router_in, x, P->router_scale, 0.0f, a->router_in.rstd, N, d);
+}
+
+/* ---- the decode step -------------------------------------------------------------------------------- */
+
+/* f (shared) = F of a mixture-of-experts layer l on u, as moe_forward computes it for one row:
+ * the router's rows shared out, then every thread routes (the same bits on each), then each chosen
+ * expert as a dense FFN (its gate and up rows, the GLU, its down rows: two barriers), the shared
+ * expert, and each thread its share of f = sum_j w_j y_j (+ shared), in moe_forward's order */
+void moe_step(const step_ctx *s, int l, const float *u, float *f) {
+    const tlm_config *cfg = &s->m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const layer_params *P = &s->m->p.layers[l];
+    const int d = cfg->d_model, E = cfg->n_experts, k = cfg->n_experts_per_tok, fe = cfg->moe_d_ff;
+    const int fs = config_shared_ff(cfg);
+    const size_t stride = moe_expert_stride(cfg);
+    const activation act = model_ffn_activation(cfg);
+    int lo, hi;
+    step_share(E, s, &lo, &hi);
+    linear_step(sh->router, u, &P->router, d, lo, hi);
+#pragma omp barrier
+    float p[TLM_MAX_EXPERTS], w[TLM_MAX_EXPERTS], choice[TLM_MAX_EXPERTS];
+    int idx[TLM_MAX_EXPERTS];
+    unsigned char allow[TLM_MAX_EXPERTS];
+    moe_route_row(cfg, P->score_bias, P->expert_scale, sh->router, p, idx, w, choice, allow);
+    for (int j = 0; j < k; j++) {
+        const linear_params gate = moe_expert(&P->expert_gate, idx[j], stride),
+                            up = moe_expert(&P->expert_up, idx[j], stride),
+                            down = moe_expert(&P->expert_down, idx[j], stride);
+        step_share(fe, s, &lo, &hi);
+        linear_step(sh->gu, u, &gate, d, lo, hi);
+        linear_step(sh->gu + fe, u, &up, d, lo, hi);
+        glu_forward_range(sh->hid, sh->gu, sh->gu + fe, (size_t)lo, (size_t)hi, act);
+#pragma omp barrier
+        step_share(d, s, &lo, &hi);
+        linear_step(sh->ey + (size_t)j * d, sh->hid, &down, fe, lo, hi);
+#pragma omp barrier /* (the next expert writes hid) */
+    }
+    if (fs) {
+        step_share(fs, s, &lo, &hi);
+        linear_step(sh->gu, u, &P->shared_gate, d, lo, hi);
+        linear_step(sh->gu + fs, u, &P->shared_up, d, lo, hi);
+        glu_forward_range(sh->hid, sh->gu, sh->gu + fs, (size_t)lo, (size_t)hi, act);
+        if (cfg->shared_gate) { /* Qwen2-MoE's gate logit u . g into sh.sgate[0] (one thread's row, as the router's) */
+            step_share(1, s, &lo, &hi);
+            linear_step(sh->sgate, u, &P->shared_expert_gate, d, lo, hi);
+        }
+#pragma omp barrier
+        step_share(d, s, &lo, &hi);
+        linear_step(sh->sy, sh->hid, &P->shared_down, fs, lo, hi);
+    }
+    /* (the gate's logit, one thread's, read by all after the barrier above) */
+    const float sg = fs && cfg->shared_gate ? 1.0f / (1.0f + expf(-sh->sgate[0])) : 1.0f;
+    step_share(d, s, &lo, &hi); /* (the rows of ey and sy this thread wrote itself) */
+    for (int i = lo; i < hi; i++) {
+        float acc = 0.0f;
+        for (int j = 0; j < k; j++) acc += w[j] * sh->ey[(size_t)j * d + i];
+        if (fs) acc += sg * sh->sy[i];
+        f[i] = acc;
+    }
+#pragma omp barrier
+}
+
+/* ---- the components ---------------------------------------------------------------------------------- */
+
+static void moe_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
+    (void)x;
+    moe_forward(ctx, l, u, u, f);
+}
+static void moe_backward_op(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
+    moe_backward(ctx, l, u, u, df, du, du);
+}
+const sublayer_ops MOE_OPS = {.forward = moe_forward_op, .backward = moe_backward_op, .step = moe_step};
+/* (no step: a model with it decodes through the full pass with the cache) */
+const sublayer_ops MOE_BLOCK_OPS = {
+    .forward = moe_block_forward, .backward = moe_block_backward, .backward_x = moe_block_backward_x};

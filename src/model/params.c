@@ -333,7 +333,7 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     size_t n_floats = 0;
     m->tensors = config_tensor_table(cfg, &m->n_tensors, &n_floats);
     if (!m->p.layers || !m->ctx || !m->tensors) return model_free(m), tlm_error("out of memory creating the model"), NULL;
-    /* multi-head latent attention reads row blocks of kv_a and rows of kv_b (mla.c, decode.c): f32 or bf16 */
+    /* multi-head latent attention reads row blocks of kv_a and rows of kv_b (mla.c): f32 or bf16 */
     for (int i = 0; config_mla(cfg) && i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
         if (t->ndim == 2 && strstr(t->name, ".attn.") && storage[i] != WQ_F32 && storage[i] != WQ_BF16) {

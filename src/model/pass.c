@@ -10,13 +10,15 @@
  *   loss      = crossentropy(logits, targets)  (+ probs [N,V], lse [N])
  *
  * and the backward the same list in reverse (the residual stream's gradients in dres, a stage
- * each). The sublayers are sublayers.c's; a batch may run split across the threads (split.c),
- * each part through this same code with a context of its own. */
+ * each). Each layer is the block (block.c) over the components (attention.c, mla.c, ffn.c, moe.c,
+ * ple.c); a batch may run split across the threads (split.c), each part through this same code
+ * with a context of its own. */
 #include <math.h>
 #include <string.h>
 
+#include "block.h"
 #include "decode.h"
-#include "pass.h"
+#include "hook_points.h"
 #include "util/error.h"
 #include "util/signals.h"
 
@@ -47,6 +49,66 @@ void context_head_forward(const tlm_context *ctx, float *logits, float *logits_r
     context_head_logits(ctx, logits, logits_raw, h, R);
 }
 
+/* ---- the full pass's way of running a block (block.h): over the rows of a pass context --------- */
+
+static block_bufs full_bufs(void *run, int l, sublayer_kind k) {
+    sublayer_acts *s = k == SUB_ATTN ? &((pass_ctx *)run)->A->layers[l].attn_s : &((pass_ctx *)run)->A->layers[l].ffn_s;
+    return (block_bufs){.u = s->in.y, .f = s->f, .fo = s->out.y, .sum = s->sum};
+}
+
+static const float *full_input(void *run, int l, sublayer_kind k, const float *x) {
+    pass_ctx *ctx = run;
+    return ctx->watched ? hook_points_input(ctx, l, k, x) : x;
+}
+
+static void full_norm(void *run, int l, sublayer_kind k, block_norm which, float *y, const float *x) {
+    pass_ctx *ctx = run;
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    layer_acts *a = &ctx->A->layers[l];
+    sublayer_acts *s = k == SUB_ATTN ? &a->attn_s : &a->ffn_s;
+    const int N = ctx->A->B * ctx->A->T;
+    const norm_params *p = block_norm_params(&m->p, l, k, which);
+    if (which == BLOCK_NORM_IN) {
+        /* mixed-precision training: the norm writes u's bf16 copy for the sublayer's products too
+         * (not when an observer may rewrite u at its point) */
+        uint16_t *u16 = ctx->watched ? NULL : a->u16[k];
+        model_norm_forward_bf16(c, y, u16, &s->in, p, x, N);
+        ctx->rounded = u16 ? y : NULL;
+        PASS_POINT(ctx, block_point_id(c, l, k, BLOCK_POINT_IN_SCALE), s->in.rstd, 0);
+    } else {
+        norm_acts *st = which == BLOCK_NORM_OUT ? &s->out : &s->post;
+        model_norm_forward(c, y, st, p, x, N);
+        PASS_POINT(ctx, block_point_id(c, l, k, which == BLOCK_NORM_OUT ? BLOCK_POINT_OUT_SCALE : BLOCK_POINT_POST_SCALE),
+                   st->rstd, 0);
+    }
+}
+
+static void full_sublayer(void *run, const sublayer_ops *op, int l, const float *x, const float *u, float *f) {
+    op->forward(run, l, x, u, f);
+}
+static void full_tail(void *run, int l, const float *x, float *out) { layer_tail_forward(run, l, x, out); }
+
+static void full_add(void *run, float *sum, const float *x, float alpha, const float *fo) {
+    pass_ctx *ctx = run;
+    const size_t n = (size_t)ctx->A->B * ctx->A->T * ctx->m->cfg.d_model;
+    ctx->rounded = NULL; /* (the sublayer's bf16 copies are spent) */
+    block_residual_add(sum, x, alpha, fo, n);
+}
+
+static void full_point(void *run, int l, sublayer_kind k, block_point p, float *data) {
+    pass_ctx *ctx = run;
+    PASS_POINT(ctx, block_point_id(&ctx->m->cfg, l, k, p), data, 0);
+}
+
+static const block_mode FULL_PASS = {.bufs = full_bufs,
+                                     .input = full_input,
+                                     .norm = full_norm,
+                                     .sublayer = full_sublayer,
+                                     .tail = full_tail,
+                                     .add = full_add,
+                                     .point = full_point};
+
 int forward_rows(pass_ctx *ctx, float *loss) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
@@ -69,10 +131,7 @@ int forward_rows(pass_ctx *ctx, float *loss) {
     for (int l = 0; l < c->n_layers; l++) {
         float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
         PASS_POINT(ctx, model_point_id(c, l, HL_RESID_PRE), x, 0);
-        sublayer_forward(ctx, l, SUB_ATTN, x, mid);
-        float *post = model_residual(A, 2 * l + 2), *tail_in = A->layers[l].tail_in;
-        sublayer_forward(ctx, l, SUB_FFN, mid, tail_in ? tail_in : post);
-        if (tail_in) layer_tail_forward(ctx, l, tail_in, post);
+        block_forward(&FULL_PASS, ctx, c, l, x, mid, A->layers[l].tail_in, model_residual(A, 2 * l + 2));
         if (pass_after_layer(ctx, l)) return -1;
     }
     const float *h = model_residual(A, 2 * c->n_layers);

@@ -48,7 +48,53 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
 /* every observer's after_layer, in attach order; non-zero stops the pass */
 int pass_after_layer(const pass_ctx *x, int layer);
 
-/* ---- the row-level pass (pass.c) and its sublayers (sublayers.c) -------------------------------- */
+/* ---- the one-token decode step (decode.c): each component's step beside its forward -------------
+ * Run by every thread of kv_decode_step's one parallel region: each product's output rows shared
+ * out (step_share), a barrier after each, the small ops on each thread's own copy of the row. */
+
+struct kv_cache;
+struct step_private;
+typedef struct step_ctx {
+    const tlm_model *m;
+    const tlm_context *run; /* (its RoPE tables) */
+    struct kv_cache *c;     /* the cache, and the step's buffers laid out with it (kv_cache.h) */
+    int id, nt, pos, token; /* this thread, the team's size, the token's position, the token */
+    struct step_private *o; /* this thread's own buffers */
+} step_ctx;
+
+/* this thread's equal share [lo, hi) of n */
+static inline void step_share(int n, const step_ctx *s, int *lo, int *hi) {
+    *lo = (int)((long long)n * s->id / s->nt);
+    *hi = (int)((long long)n * (s->id + 1) / s->nt);
+}
+/* rows [o0, o1) of y = x W^T + b (linear.c); of projections stored back to back (q|k|v, gate|up) */
+void linear_step(float *y, const float *x, const linear_params *lp, int IC, int o0, int o1);
+void linear_parts_step(float *y, const float *x, const linear_params *fused, const linear_params *const *parts,
+                       const int *widths, int n_parts, int IC, int o0, int o1);
+/* the model's norm of one row (norm.c); QK-norm rows [h0, h1) of one projection */
+void norm_step(const tlm_config *c, float *y, const norm_params *p, const float *x);
+void qk_norm_step(const tlm_config *c, int l, float *y, const float *x, const float *w, int n_heads, int h0, int h1);
+
+/* ---- a sublayer's component: what the block (block.c) runs for it ------------------------------- */
+
+/* Its forward over rows (f [N,d] from the sublayer's input u [N,d]; x_in: the stream before the
+ * input norm, which Gemma 4's MoE block reads too), its backward (du set; the weight gradients into
+ * x->g), the gradient at the stream when F reads it (NULL: F reads only u) and its one-token decode
+ * step (f [d] shared, from the thread's u [d]; NULL: the step does not run it and a model with it
+ * decodes through the full pass with the cache). Each component file defines its table. */
+typedef struct sublayer_ops {
+    void (*forward)(pass_ctx *x, int l, const float *x_in, const float *u, float *f);
+    void (*backward)(pass_ctx *x, int l, const float *u, const float *df, float *du);
+    void (*backward_x)(pass_ctx *x, int l, const float *x_in, float *dx); /* dx += */
+    void (*step)(const step_ctx *s, int l, const float *u, float *f);
+} sublayer_ops;
+extern const sublayer_ops ATTENTION_OPS; /* attention.c: MHA / GQA / MQA, sliding */
+extern const sublayer_ops MLA_OPS;       /* mla.c: multi-head latent attention */
+extern const sublayer_ops FFN_OPS;       /* ffn.c: the dense feed-forward */
+extern const sublayer_ops MOE_OPS;       /* moe.c: a mixture of experts */
+extern const sublayer_ops MOE_BLOCK_OPS; /* moe.c: Gemma 4's experts beside the dense FFN */
+
+/* ---- the row-level pass (pass.c), the block (block.c) and its components ------------------------ */
 
 typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
 
@@ -58,10 +104,37 @@ int forward_rows(pass_ctx *x, float *loss);
  * rows), into x->g */
 void backward_rows(pass_ctx *x, const float *dlogits_in, float dloss, int global_count);
 
-/* h = the sublayer of kind k of layer l applied to stream x_in (any norm placement) */
-void sublayer_forward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, float *h);
-/* dx = d(sublayer)/dx . dh (set) */
+/* dx = d(sublayer of kind k of layer l)/dx . dh (set), any norm placement (block.c; its forward:
+ * block_sublayer_forward, block.h) */
 void sublayer_backward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, const float *dh, float *dx);
+
+/* f [N,d] = the attention sublayer (MHA/GQA/sliding) of layer l on u [N,d] (with x->run->kv: through
+ * the cache), and its backward (du set; the weight gradients into x->g) */
+void attention_sublayer_forward(pass_ctx *x, int l, const float *u, float *f);
+void attention_sublayer_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+/* f [N,d] = the dense feed-forward sublayer of layer l on u [N,d], and its backward (du set) */
+void ffn_sublayer_forward(pass_ctx *x, int l, const float *u, float *f);
+void ffn_sublayer_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+/* the linear layers' forward that keeps the bf16 copy of its input in `kept` for the backward (when
+ * mixed), and projections of one input stored back to back (q|k|v, gate|up) each into its buffer
+ * (linear.c) */
+void linear_forward_kept(pass_ctx *ctx, float *out, const float *inp, uint16_t *kept, const linear_params *lp, int N,
+                         int IC, int OC);
+void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const *parts, const int *widths,
+                   int n_parts, const linear_params *fused, const float *u, uint16_t *u16_kept, int N, int d);
+/* the backward's bf16 copy of the input u of mixed-precision layer lp: the forward's (kept), else a
+ * new one when `shared`, else NULL */
+const uint16_t *backward_input(int pass_bf16, const linear_params *lp, const float *u, int N, int IC, const uint16_t *kept,
+                               int shared);
+/* the QK-norm of layer l over N rows of n_heads heads (norm.c: per head or over the projection, as
+ * model_qk_norm_shape says); its backward (dx = dadd + ..., dadd NULL: none; dw += the weight's) */
+void qk_norm_forward(const tlm_config *c, int l, float *y, float *rstd, const float *x, const float *w, int N,
+                     int n_heads);
+void qk_norm_backward(const tlm_config *c, int l, float *dx, const float *dadd, float *dw, const float *dy,
+                      const float *x, const float *w, const float *rstd, int N, int n_heads);
+/* model_norm_forward that also writes y's bf16 copy y16 (NULL: none) in the norm's own pass */
+void model_norm_forward_bf16(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
+                             const float *x, int N);
 
 /* a layer's tail (config_has_layer_tail): out = the stream after layer l from the FFN sublayer's
  * output x (the layer scalar), and its backward (dx set, the scalar's gradient added) */
@@ -118,6 +191,17 @@ void moe_pool_stats(tlm_context *ctx);
 void mla_forward(pass_ctx *x, int l, const float *u, float *f);
 /* du = its backward (set); the weight gradients into x->g */
 void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
+
+/* ---- each component's decode step (the struct sublayer_ops' step and the per-layer input's) ---- */
+
+/* f [d] (shared) = each component's F on the thread's u [d] (attention.c, ffn.c, moe.c) */
+void attention_step(const step_ctx *s, int l, const float *u, float *f);
+void ffn_step(const step_ctx *s, int l, const float *u, float *f);
+void moe_step(const step_ctx *s, int l, const float *u, float *f);
+/* Gemma 4's per-layer input (ple.c): every layer's input for this token; layer l's tail, out from x
+ * (the thread's; out may be x) */
+void ple_inputs_step(const step_ctx *s);
+void layer_tail_step(const step_ctx *s, int l, const float *x, float *out);
 
 /* ---- the activation layout (layout.c) ------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /* points.c — the one table of a pass's activation points: id, TransformerLens name, shape for a
  * batch [B, T], flags, where in the pass the tensor lives, and its probe names (points.h). Hooks
  * (hooks.c, Python through tlm_hook_info), probes (src/probes/probe.c: they record when a point
- * fires), the pass's firing (PASS_POINT in pass.c / sublayers.c) and the docs (docs/python.md,
+ * fires), the pass's firing (PASS_POINT in pass.c, block.c and the components) and the docs (docs/python.md,
  * docs/probes.md) all read it; one name is one tensor everywhere. Where both are useful, q
  * before and after RoPE are two points (hook_q, hook_rot_q), as TransformerLens names them. */
 #include <stdio.h>

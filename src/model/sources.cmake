@@ -6,7 +6,12 @@ target_sources(tinylm_objects PRIVATE
   src/model/context.c
   src/model/layout.c
   src/model/rope_tables.c
-  src/model/sublayers.c
+  src/model/block.c
+  src/model/linear.c
+  src/model/norm.c
+  src/model/attention.c
+  src/model/ffn.c
+  src/model/ple.c
   src/model/moe.c
   src/model/mla.c
   src/model/pass.c
@@ -15,4 +20,5 @@ target_sources(tinylm_objects PRIVATE
   src/formats/llama2c.c
   src/model/hooks.c
   src/model/hook_points.c
+  src/model/kv_cache.c
   src/model/decode.c)

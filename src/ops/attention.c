@@ -1,9 +1,9 @@
 /* attention.c — causal multi-head self-attention with GQA, soft-capped logits and an
  * optional sliding window. The full-sequence pass (training, scoring) and the KV-cache pass
- * (model/decode.c) share the visibility rule (attention_first_key) and the capped, masked
+ * (model/attention.c) share the visibility rule (attention_first_key) and the capped, masked
  * softmax of one row of scores (attention_softmax_row); they differ in how the dot products
- * are computed (GEMMs here, attention_row's or decode.c's own loops there), so their results
- * agree to float32 rounding, not bit for bit. */
+ * are computed (GEMMs here, attention_row's or model/attention.c's own loops there), so their
+ * results agree to float32 rounding, not bit for bit. */
 #include <math.h>
 #include <omp.h>
 

@@ -156,7 +156,7 @@ void layernorm_backward(float *dinp, const float *dadd, float *dweight, float *d
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, float weight_offset,
                      int N, int C, float eps);
 /* The two forwards with out's bf16 copy (tlm_f32_to_bf16's bits) written into out16 [N,C] in the
- * same pass, each row while it is in L1 (mixed-precision training's product inputs, sublayers.c);
+ * same pass, each row while it is in L1 (mixed-precision training's product inputs, model/linear.c);
  * out16 NULL: as above */
 void layernorm_forward_bf16(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp,
                             const float *weight, const float *bias, int N, int C, float eps);

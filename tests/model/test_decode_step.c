@@ -1,5 +1,8 @@
 /* test_decode_step.c — kv_decode_step (one parallel region per token, model/decode.c) computes
- * exactly what model_forward computes for one token through the KV cache: the same logits bit
+ * exactly what model_forward computes for one token through the KV cache. Both run the one block
+ * (model/block.c: the norm placement written once) over the components, in its two modes: the
+ * full pass over rows and the one-token step (each component's step beside its forward), so this
+ * checks one code path in two modes: the same logits bit
  * for bit (memcmp), at every position of a prefill + decode up to the cache's end, for every
  * architecture variant (placements, norms, QK-norm, GQA/MQA, sliding window, learned positions,
  * soft-caps, biases, DyT, DeepNorm) and a shape whose widths are no multiple of 16; with f32

@@ -1,0 +1,188 @@
+/* ple.c — Gemma 4's per-layer input: every layer's input made once from the embedding
+ * (ple_inputs_*), and each layer's tail after its FFN sublayer (layer_tail_*: the per-layer input
+ * gated in, then the layer scalar), forward and backward over rows and the decode step's share. */
+#include <math.h>
+#include <string.h>
+
+#include "kv_cache.h"
+#include "pass.h"
+
+/* ---- the layer's tail (Gemma 4): the per-layer input, then the layer scalar ---------------------
+ *   gate = x W_gate^T            [N, P]      (x: the stream after the FFN's residual add)
+ *   prod = act(gate) * ple_in_l  [N, P]      (ple_in_l: layer l's slice of the per-layer inputs)
+ *   pout = prod W_proj^T         [N, d]
+ *   sum  = x + N(pout)           [N, d]      (N: the model's norm, weight of its own)
+ *   out  = scalar * sum          [N, d] */
+
+/* ple_in's slice of layer l [N, P] out of [N, L*P] into / from a contiguous [N, P] */
+static void ple_slice(float *dst, const float *src, int N, int L, int P, int l, int to_slice) {
+    for (int n = 0; n < N; n++) {
+        if (to_slice)
+            memcpy(dst + ((size_t)n * L + l) * P, src + (size_t)n * P, sizeof(float) * P);
+        else
+            memcpy(dst + (size_t)n * P, src + ((size_t)n * L + l) * P, sizeof(float) * P);
+    }
+}
+
+void layer_tail_forward(pass_ctx *ctx, int l, const float *x, float *out) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_acts *a = &ctx->A->layers[l];
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model, Pd = c->ple_dim;
+    const size_t n = (size_t)N * d;
+    const float *sum = x;
+    if (Pd > 0) {
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_gate, x, &P->ple_gate, N, d, Pd);
+        ple_slice(a->ple_prod, ctx->A->ple_in, N, c->n_layers, Pd, l, 0);
+        glu_forward(a->ple_prod, a->ple_gate, a->ple_prod, (size_t)N * Pd, model_ffn_activation(c));
+        linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_out, a->ple_prod, &P->ple_proj, N, Pd, d);
+        model_norm_forward(c, a->ple_out_n.y, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
+        vec_add(a->tail_sum, x, a->ple_out_n.y, n);
+        sum = a->tail_sum;
+    }
+    const float s = c->layer_scalar ? P->scalar[0] : 1.0f;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) out[i] = s * sum[i];
+    PASS_POINT(ctx, model_point_id(c, l, HL_RESID_POST), out, 0);
+}
+
+/* dx = d(tail)/dx . dout (set); the scalar's and the per-layer input's weight gradients added, and
+ * d ple_in's slice of layer l set */
+void layer_tail_backward(pass_ctx *ctx, int l, const float *x, const float *dout, float *dx) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    const layer_params *P = &m->p.layers[l];
+    layer_params *G = &ctx->g->layers[l];
+    const layer_acts *a = &ctx->A->layers[l];
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model, Pd = c->ple_dim;
+    const size_t n = (size_t)N * d;
+    const float *sum = Pd > 0 ? a->tail_sum : x;
+    const float s = c->layer_scalar ? P->scalar[0] : 1.0f;
+    /* ds = sum(dout * sum): each of TAIL_BLOCKS blocks sums its range in order, and the blocks are added
+     * in order, so the result does not depend on the thread count (as DyT's alpha, norm.c) */
+    enum { TAIL_BLOCKS = 256 };
+    const size_t width = (n + TAIL_BLOCKS - 1) / TAIL_BLOCKS;
+    double part[TAIL_BLOCKS];
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int b = 0; b < TAIL_BLOCKS; b++) {
+        const size_t i0 = (size_t)b * width, i1 = i0 + width < n ? i0 + width : n;
+        double acc = 0.0;
+        for (size_t i = i0; i < i1; i++) {
+            dx[i] = s * dout[i];
+            acc += (double)dout[i] * sum[i];
+        }
+        part[b] = acc;
+    }
+    double ds = 0.0;
+    for (int b = 0; b < TAIL_BLOCKS; b++) ds += part[b];
+    if (c->layer_scalar) G->scalar[0] += (float)ds;
+    if (Pd == 0) return;
+    /* dx (= d sum) so far; the per-layer input's path adds to it */
+    model_norm_backward(c, A->dple_out, NULL, &G->ple_norm, dx, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
+    linear_backward(pass_product_bf16(ctx), 1, A->dple_prod, &G->ple_proj, A->dple_out, a->ple_prod, NULL, &P->ple_proj, N, Pd, d);
+    /* prod = act(gate) * in: d gate and d in (into its slice of d ple_in) */
+    ple_slice(A->dple_up, A->ple_in, N, c->n_layers, Pd, l, 0);
+    glu_backward(A->dple_gate, A->dple_dup, A->dple_prod, a->ple_gate, A->dple_up, (size_t)N * Pd,
+                 model_ffn_activation(c));
+    ple_slice(A->dple_in, A->dple_dup, N, c->n_layers, Pd, l, 1);
+    linear_backward(pass_product_bf16(ctx), 0, dx, &G->ple_gate, A->dple_gate, x, NULL, &P->ple_gate, N, d, Pd);
+}
+
+/* ---- the per-layer inputs of every layer (Gemma 4), from the embedding ----------------------------
+ *   ctx = (x0 W_model_proj^T) d^-0.5                       [N, L*P]   (x0: the scaled token embedding)
+ *   in  = (rmsnorm_P(ctx) + sqrt(P) ple_embed[tok]) 2^-0.5  [N, L*P]   (rmsnorm over each layer's P) */
+void ple_inputs_forward(pass_ctx *ctx, const float *x0) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
+    const size_t nlp = (size_t)N * LP;
+    linear_forward(pass_product_bf16(ctx), A->w_tile, A->ple_ctx, x0, &m->p.ple_model_proj, N, d, LP);
+    const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f);
+    for (size_t i = 0; i < nlp; i++) A->ple_ctx[i] *= ks;
+    rmsnorm_forward(A->ple_in, A->ple_rstd, A->ple_ctx, m->p.ple_model_norm, config_norm_offset(c), N * L, Pd,
+                    c->norm_eps);
+    const float es = sqrtf((float)Pd);
+    for (int t = 0; t < N; t++) {
+        const float *row = m->p.ple_embed + (size_t)A->tokens[t] * LP;
+        float *y = A->ple_in + (size_t)t * LP;
+        for (int j = 0; j < LP; j++) y[j] = (y[j] + row[j] * es) * r2;
+    }
+}
+
+/* the per-layer inputs' backward from d ple_in (every layer's slice set): the tables' and the
+ * projection's gradients added, d x0 into dx0 (set) */
+void ple_inputs_backward(pass_ctx *ctx, const float *x0, float *dx0) {
+    const tlm_model *m = ctx->m;
+    const tlm_config *c = &m->cfg;
+    activations *A = ctx->A;
+    model_params *g = ctx->g;
+    const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
+    const size_t nlp = (size_t)N * LP;
+    const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f), es = sqrtf((float)Pd);
+    for (int t = 0; t < N; t++) { /* the token table: rows += sqrt(P) 2^-0.5 d in */
+        float *row = g->ple_embed + (size_t)A->tokens[t] * LP;
+        const float *dy = A->dple_in + (size_t)t * LP;
+        for (int j = 0; j < LP; j++) row[j] += dy[j] * r2 * es;
+    }
+    for (size_t i = 0; i < nlp; i++) A->dple_ctx[i] = A->dple_in[i] * r2; /* d norm(ctx) */
+    rmsnorm_backward(A->dple_in, NULL, g->ple_model_norm, A->dple_ctx, A->ple_ctx, m->p.ple_model_norm,
+                     config_norm_offset(c), A->ple_rstd, N * L, Pd);
+    for (size_t i = 0; i < nlp; i++) A->dple_in[i] *= ks; /* (now d of x0 W^T) */
+    linear_backward(pass_product_bf16(ctx), 1, dx0, &g->ple_model_proj, A->dple_in, x0, NULL, &m->p.ple_model_proj, N, d, LP);
+}
+
+/* ---- the decode step -------------------------------------------------------------------------------- */
+
+/* Gemma 4's per-layer inputs of every layer for this token, as ple_inputs_forward computes them:
+ * the embedding's projection (rows shared out, each thread scaling its own), then each thread its
+ * share of the layers' slices: RMSNorm, plus the token table's row * sqrt(P), / sqrt(2) */
+void ple_inputs_step(const step_ctx *s) {
+    const tlm_model *m = s->m;
+    const tlm_config *cfg = &m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const int d = cfg->d_model, L = cfg->n_layers, Pd = cfg->ple_dim, LP = L * Pd;
+    const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f), es = sqrtf((float)Pd);
+    int lo, hi;
+    step_share(LP, s, &lo, &hi);
+    linear_step(sh->ple_ctx, sh->x0, &m->p.ple_model_proj, d, lo, hi);
+    for (int i = lo; i < hi; i++) sh->ple_ctx[i] *= ks;
+#pragma omp barrier
+    step_share(L, s, &lo, &hi);
+    const float *row = m->p.ple_embed + (size_t)s->token * LP;
+    for (int j = lo; j < hi; j++) {
+        float *y = sh->ple_in + (size_t)j * Pd;
+        rmsnorm_row(y, sh->ple_ctx + (size_t)j * Pd, m->p.ple_model_norm, config_norm_offset(cfg), Pd, cfg->norm_eps);
+        for (int i = 0; i < Pd; i++) y[i] = (y[i] + row[(size_t)j * Pd + i] * es) * r2;
+    }
+#pragma omp barrier
+}
+
+/* out = layer l's tail on the thread's stream x (out may be x), as layer_tail_forward: x + N(proj(act(gate x) *
+ * its per-layer input)), then times the layer scalar */
+void layer_tail_step(const step_ctx *s, int l, const float *x, float *out) {
+    const tlm_model *m = s->m;
+    const tlm_config *cfg = &m->cfg;
+    const step_shared *sh = &s->c->sh;
+    const layer_params *P = &m->p.layers[l];
+    const int d = cfg->d_model, Pd = cfg->ple_dim;
+    const float *sum = x;
+    if (Pd > 0) {
+        int lo, hi;
+        step_share(Pd, s, &lo, &hi);
+        linear_step(sh->ple_gate, x, &P->ple_gate, d, lo, hi);
+        glu_forward_range(sh->ple_prod, sh->ple_gate, sh->ple_in + (size_t)l * Pd, (size_t)lo, (size_t)hi,
+                          model_ffn_activation(cfg));
+#pragma omp barrier
+        step_share(d, s, &lo, &hi);
+        linear_step(sh->ple_out, sh->ple_prod, &P->ple_proj, Pd, lo, hi);
+#pragma omp barrier
+        norm_step(cfg, s->o->fo, &P->ple_norm, sh->ple_out);
+        for (int i = 0; i < d; i++) s->o->sum[i] = x[i] + s->o->fo[i];
+        sum = s->o->sum;
+    }
+    const float sc = cfg->layer_scalar ? P->scalar[0] : 1.0f;
+    for (int i = 0; i < d; i++) out[i] = sc * sum[i];
+}
