@@ -211,7 +211,7 @@ static void explain_attention(FILE *o, const tlm_config *c) {
                    "keys/values of the last earlier layer of its type (", c->n_kv_shared, first, c->n_layers - 1);
         int said_s = 0, said_f = 0;
         for (int l = first; l < c->n_layers; l++) {
-            const int full = config_layer_full(c, l);
+            const int full = config_layer_full_attention(c, l);
             if (full ? said_f++ : said_s++) continue;
             fprintf(o, "%s%s: layer %d", said_s + said_f > 1 ? ", " : "", full ? "full" : "sliding",
                     config_kv_source(c, l));

@@ -292,13 +292,7 @@ char *hf_deepseek_v3_config(const tlm_config *c) {
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
     cJSON_AddBoolToObject(o, "attention_bias", false);
-    if (c->q_lora_rank > 0) cJSON_AddNumberToObject(o, "q_lora_rank", c->q_lora_rank);
-    else cJSON_AddNullToObject(o, "q_lora_rank");
-    cJSON_AddNumberToObject(o, "kv_lora_rank", c->kv_lora_rank);
-    cJSON_AddNumberToObject(o, "qk_nope_head_dim", c->qk_nope_dim);
-    cJSON_AddNumberToObject(o, "qk_rope_head_dim", c->qk_rope_dim);
-    cJSON_AddNumberToObject(o, "v_head_dim", c->v_head_dim);
-    cJSON_AddBoolToObject(o, "rope_interleave", c->rope_interleave);
+    config_json_add_mla(o, c);
     cJSON_AddNumberToObject(o, "n_routed_experts", c->n_experts);
     cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
     cJSON_AddNumberToObject(o, "moe_intermediate_size", c->moe_d_ff);

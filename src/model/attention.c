@@ -29,9 +29,9 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
     attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
-    if (ctx->watched) {
-        pass_fire(ctx, model_point_id(c, l, HL_ATTN_SCORES), scores, 0);
-        pass_fire(ctx, model_point_id(c, l, HL_PATTERN), probs, 0);
+    if (ctx->observed) {
+        pass_fire(ctx, model_point_id(c, l, PT_ATTN_SCORES), scores, 0);
+        pass_fire(ctx, model_point_id(c, l, PT_PATTERN), probs, 0);
         model_hook_attention_from_probs(ctx, l, att, probs, v);
     }
 }
@@ -58,18 +58,18 @@ void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) 
     project_parts(ctx, qkv_out, qkv_parts, qkv_widths, !own ? 1 : k_eq_v ? 2 : 3, &P->qkv, u, a->u16[SUB_ATTN], N,
                   d);
     if (k_eq_v) vec_copy(a->v, a->k, (size_t)N * kvd); /* v is the k projection, before k's norm */
-    if (ctx->watched) hook_points_split_kv(ctx, l, a->k, a->v); /* (hook_k_input, hook_v_input) */
-    PASS_POINT(ctx, model_point_id(c, l, HL_Q), a->q, 0);
+    if (ctx->observed) hook_points_split_kv(ctx, l, a->k, a->v); /* (hook_k_input, hook_v_input) */
+    PASS_POINT(ctx, model_point_id(c, l, PT_Q), a->q, 0);
     if (own) {
-        PASS_POINT(ctx, model_point_id(c, l, HL_K), a->k, 0);
-        PASS_POINT(ctx, model_point_id(c, l, HL_V), a->v, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_K), a->k, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_V), a->v, 0);
     }
     if (c->qk_norm != QK_NORM_NONE) {
         qk_norm_forward(c, l, a->qn, a->q_rstd, a->q, P->q_norm, N, c->n_heads);
-        PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), a->qn, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_NORMED), a->qn, 0);
         if (own) {
             qk_norm_forward(c, l, a->kn, a->k_rstd, a->k, P->k_norm, N, KV);
-            PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), a->kn, 0);
+            PASS_POINT(ctx, model_point_id(c, l, PT_K_NORMED), a->kn, 0);
         }
     }
     if (own && c->v_norm) /* per head, no weight (Gemma 4) */
@@ -79,10 +79,10 @@ void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) 
         const float *cs, *sn;
         context_layer_rope(ctx->run, l, &cs, &sn);
         rope_forward(a->qr, a->qn, cs, sn, B, T, c->n_heads, hd, pos0, ctx->A->start);
-        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), a->qr, 0);
         if (own) {
             rope_forward(a->kr, a->kn, cs, sn, B, T, KV, hd, pos0, ctx->A->start);
-            PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+            PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), a->kr, 0);
         }
     }
     const layer_acts *kv = kv_acts(ctx, l);
@@ -93,9 +93,9 @@ void attention_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) 
     } else {
         attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T);
     }
-    PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_Z), a->att, 0);
     linear_forward_kept(ctx, f, a->att, a->att16, &P->o, N, qd, d);
-    if (ctx->watched) hook_points_result(ctx, l, f); /* (attn.hook_result) */
+    if (ctx->observed) hook_points_result(ctx, l, f); /* (attn.hook_result) */
 }
 
 /* du = d(attention sublayer)/du . df (set) */
@@ -111,10 +111,10 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
     const int qd = c->n_heads * hd, kvd = KV * hd;
     const int own = config_kv_source(c, l) == l, k_eq_v = own && config_layer_k_eq_v(c, l);
     const size_t nkv = (size_t)N * kvd;
-    if (!(ctx->watched && hook_points_result_backward(ctx, l, df))) /* (attn.hook_result's gradient changed) */
+    if (!(ctx->observed && hook_points_result_backward(ctx, l, df))) /* (attn.hook_result's gradient changed) */
         linear_backward(pass_product_bf16(ctx), 1, A->datt, &G->o, df, a->att,
                         backward_input(pass_product_bf16(ctx), &P->o, a->att, N, qd, a->att16, 0), &P->o, N, qd, d);
-    PASS_POINT(ctx, model_point_id(c, l, HL_Z), A->datt, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_Z), A->datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     const layer_acts *kv = kv_acts(ctx, l);
     spec.bf16 = pass_product_bf16(ctx);
@@ -134,10 +134,10 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
         rmsnorm_backward(A->dv2, NULL, NULL, A->dv, a->v, NULL, 0.0f, a->v_rstd, N * KV, hd);
         dv = A->dv2;
     }
-    if (own) PASS_POINT(ctx, model_point_id(c, l, HL_V), dv, 1);
+    if (own) PASS_POINT(ctx, model_point_id(c, l, PT_V), dv, 1);
     if (c->position == POS_ROPE) {
-        PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), A->dq, 1);
-        if (own) PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), A->dq, 1);
+        if (own) PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), A->dk, 1);
     }
     /* walk back through RoPE and QK-norm, alternating between two gradient buffers */
     float *dq = A->dq, *dq_next = A->dq2, *dk = A->dk, *dk_next = A->dk2, *t;
@@ -153,22 +153,22 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
     }
     int k_has_v = 0; /* (K = V: v's gradient added to the k projection's) */
     if (c->qk_norm != QK_NORM_NONE) {
-        PASS_POINT(ctx, model_point_id(c, l, HL_Q_NORMED), dq, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_NORMED), dq, 1);
         qk_norm_backward(c, l, dq_next, NULL, G->q_norm, dq, a->q, P->q_norm, a->q_rstd, N, c->n_heads);
         dq = dq_next;
         if (own) {
-            PASS_POINT(ctx, model_point_id(c, l, HL_K_NORMED), dk, 1);
+            PASS_POINT(ctx, model_point_id(c, l, PT_K_NORMED), dk, 1);
             qk_norm_backward(c, l, dk_next, k_eq_v ? dv : NULL, G->k_norm, dk, a->k, P->k_norm, a->k_rstd, N, KV);
             dk = dk_next, k_has_v = k_eq_v;
         }
     }
     if (k_eq_v && !k_has_v) vec_acc(dk, dv, nkv);
-    PASS_POINT(ctx, model_point_id(c, l, HL_Q), dq, 1);
-    if (own) PASS_POINT(ctx, model_point_id(c, l, HL_K), dk, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_Q), dq, 1);
+    if (own) PASS_POINT(ctx, model_point_id(c, l, PT_K), dk, 1);
     /* the input projections, each into its rows of the fused gradient (no join pass) */
     const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->q, u, N, d, a->u16[SUB_ATTN], 1);
     linear_backward(pass_product_bf16(ctx), 1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
-    const int split = ctx->watched && hook_points_split_kv_backward(ctx, l, dk, dv); /* (k, v inputs of their own) */
+    const int split = ctx->observed && hook_points_split_kv_backward(ctx, l, dk, dv); /* (k, v inputs of their own) */
     if (own && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
     if (own && !k_eq_v && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }

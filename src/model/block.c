@@ -21,10 +21,10 @@ norm_params *block_norm_params(const model_params *p, int l, sublayer_kind k, bl
 
 /* the points of each sublayer, in block_point's order */
 static const int SUB_POINTS[2][BLOCK_POINTS] = {
-    {HL_LN1_SCALE, HL_LN1_NORMALIZED, HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE,
-     HL_RESID_MID},
-    {HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE,
-     HL_RESID_POST}};
+    {PT_LN1_SCALE, PT_LN1_NORMALIZED, PT_ATTN_RAW, PT_LN1_OUT_SCALE, PT_ATTN_OUT, PT_ATTN_SUM, PT_LN1_POST_SCALE,
+     PT_RESID_MID},
+    {PT_LN2_SCALE, PT_LN2_NORMALIZED, PT_MLP_RAW, PT_LN2_OUT_SCALE, PT_MLP_OUT, PT_MLP_SUM, PT_LN2_POST_SCALE,
+     PT_RESID_POST}};
 
 int block_point_id(const tlm_config *c, int l, sublayer_kind k, block_point p) {
     return model_point_id(c, l, SUB_POINTS[k][p]);
@@ -70,15 +70,15 @@ void block_sublayer_forward(const block_mode *bm, void *run, const tlm_config *c
         point(bm, run, l, k, BLOCK_POINT_SUM, sum);
         bm->norm(run, l, k, BLOCK_NORM_POST, h, sum);
     }
-    /* (with a layer tail, the stream after the layer is the tail's output: it fires resid_post) */
-    if (!(k == SUB_FFN && config_has_layer_tail(c))) point(bm, run, l, k, BLOCK_POINT_RESID, h);
+    /* (with a layer epilogue, the stream after the layer is the epilogue's output: it fires resid_post) */
+    if (!(k == SUB_FFN && config_has_layer_epilogue(c))) point(bm, run, l, k, BLOCK_POINT_RESID, h);
 }
 
 void block_forward(const block_mode *bm, void *run, const tlm_config *c, int l, const float *x, float *mid,
-                   float *tail_in, float *out) {
+                   float *epilogue_in, float *out) {
     block_sublayer_forward(bm, run, c, l, SUB_ATTN, x, mid);
-    block_sublayer_forward(bm, run, c, l, SUB_FFN, mid, tail_in ? tail_in : out);
-    if (tail_in) bm->tail(run, l, tail_in, out);
+    block_sublayer_forward(bm, run, c, l, SUB_FFN, mid, epilogue_in ? epilogue_in : out);
+    if (epilogue_in) bm->epilogue(run, l, epilogue_in, out);
 }
 
 void block_residual_rows(float *sum, const float *x, float alpha, const float *fo, size_t i0, size_t i1) {
@@ -117,10 +117,10 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
         PASS_POINT(ctx, block_point_id(c, l, k, BLOCK_POINT_SUM), A->dsum, 1);
     }
     /* what the sublayer adds to the stream: its gradient is dsum, which the residual path reads too;
-     * watched, the branch gets a copy of its own, so that a hook editing the gradient there changes
+     * observed, the branch gets a copy of its own, so that a hook editing the gradient there changes
      * the sublayer's path alone (TransformerLens' hook_attn_out / hook_mlp_out) */
     const float *dbranch = dsum;
-    if (ctx->watched) {
+    if (ctx->observed) {
         float *copy = placement_has_output_norm(c->placement) ? A->dfinal : A->df;
         vec_copy(copy, dsum, Nd);
         dbranch = copy;
@@ -141,7 +141,7 @@ void sublayer_backward(pass_ctx *ctx, int l, sublayer_kind k, const float *x, co
     /* dx = the residual's dsum (if any; alpha dsum for DeepNorm) + the sublayer's path, in one pass */
     const float *residual = c->residual ? dsum : NULL;
     const float alpha = config_residual_scale(c);
-    if (ctx->watched && hook_points_input_backward(ctx, l, k, A->du, residual, alpha, dx))
+    if (ctx->observed && hook_points_input_backward(ctx, l, k, A->du, residual, alpha, dx))
         ; /* (the branch's input was a copy: hook_attn_in / hook_mlp_in and the split q, k, v inputs) */
     else if (residual && alpha != 1.0f && !has_in) /* (DeepNorm has no input norm) */
         block_residual_add(dx, residual, alpha, A->du, Nd);

@@ -6,7 +6,7 @@
  *     component's product rows shared out among the threads).
  *
  * A way of running (a block_mode) is a small table: where a sublayer's values go, the norm, how it
- * runs a component (pass.h's sublayer_ops: attention.c, mla.c, ffn.c, moe.c), the layer's tail
+ * runs a component (pass.h's sublayer_ops: attention.c, mla.c, ffn.c, moe.c), the layer's epilogue
  * (ple.c), the residual add and the activation points. The block chooses the component and calls
  * the table in the placement's order. Internal to src/model. */
 #ifndef TLM_MODEL_BLOCK_H
@@ -49,7 +49,7 @@ typedef struct block_mode {
     /* f = F of component op on the sublayer's input u (x: the stream before the input norm) */
     void (*sublayer)(void *run, const sublayer_ops *op, int l, const float *x, const float *u, float *f);
     /* Gemma 4's per-layer input and layer scalar after the FFN sublayer: out from x (may be x) */
-    void (*tail)(void *run, int l, const float *x, float *out);
+    void (*epilogue)(void *run, int l, const float *x, float *out);
     /* sum = alpha x + fo (x NULL: sum = fo; alpha 1: x + fo), after F */
     void (*add)(void *run, float *sum, const float *x, float alpha, const float *fo);
     /* fires point p of sublayer k of layer l on data; NULL: a mode without points */
@@ -64,9 +64,9 @@ int block_has_step(const tlm_config *c);
 void block_sublayer_forward(const block_mode *bm, void *run, const tlm_config *c, int l, sublayer_kind k,
                             const float *x, float *h);
 /* layer l on the stream x: mid = x through the attention sublayer, out = mid through the FFN
- * sublayer (through tail_in and the layer's tail when the config has one); mid and out may be x */
+ * sublayer (through epilogue_in and the layer's epilogue when the config has one); mid and out may be x */
 void block_forward(const block_mode *bm, void *run, const tlm_config *c, int l, const float *x, float *mid,
-                   float *tail_in, float *out);
+                   float *epilogue_in, float *out);
 /* sum = alpha x + fo (x NULL: fo; alpha 1: x + fo): the residual add, over i in [i0, i1) on the
  * calling thread, or over n values on the OpenMP threads (sum may be x or fo) */
 void block_residual_rows(float *sum, const float *x, float alpha, const float *fo, size_t i0, size_t i1);

@@ -446,7 +446,7 @@ static int config_validate_layer_shapes(const tlm_config *c, const char *src) {
             "%s: rope_proportional_fraction = %g needs position_embedding \"rope\"", src, c->rope_proportional);
     /* sliding layers without a base of their own use the full layers' RoPE tables: one width */
     bool any_sliding = false;
-    for (int l = 0; l < c->n_layers; l++) any_sliding |= !config_layer_full(c, l);
+    for (int l = 0; l < c->n_layers; l++) any_sliding |= !config_layer_full_attention(c, l);
     REQUIRE(!(c->position == POS_ROPE && any_sliding && c->rope_theta_local == 0.0f && c->head_dim_full > 0 &&
               c->head_dim_full != c->head_dim),
             "%s: global_head_dim = %d differs from head_dim = %d: the sliding layers need a RoPE base of their own "
@@ -459,8 +459,8 @@ static int config_validate_layer_shapes(const tlm_config *c, const char *src) {
         REQUIRE(config_kv_source(c, l) >= 0,
                 "%s: num_kv_shared_layers = %d: layer %d (%s) shares the keys and values of the last earlier layer "
                 "of its type, but no layer before %d is %s",
-                src, c->n_kv_shared, l, config_layer_full(c, l) ? "full_attention" : "sliding_attention",
-                config_first_kv_shared(c), config_layer_full(c, l) ? "full_attention" : "sliding_attention");
+                src, c->n_kv_shared, l, config_layer_full_attention(c, l) ? "full_attention" : "sliding_attention",
+                config_first_kv_shared(c), config_layer_full_attention(c, l) ? "full_attention" : "sliding_attention");
     REQUIRE(c->ple_dim >= 0, "%s: hidden_size_per_layer_input = %d must be >= 0", src, c->ple_dim);
     return 0;
 }
@@ -474,7 +474,7 @@ int config_kv_source(const tlm_config *c, int l) {
     const int first = config_first_kv_shared(c);
     if (l < first) return l;
     for (int j = first - 1; j >= 0; j--)
-        if (config_layer_full(c, j) == config_layer_full(c, l)) return j;
+        if (config_layer_full_attention(c, j) == config_layer_full_attention(c, l)) return j;
     return -1;
 }
 
@@ -793,6 +793,17 @@ void config_json_add_rope_scaling(cJSON *o, const tlm_config *c, double (*tidy)(
     }
 }
 
+/* multi-head latent attention's keys, as DeepseekV3Config names them (the engine's format uses the same) */
+void config_json_add_mla(cJSON *o, const tlm_config *c) {
+    if (c->q_lora_rank > 0) cJSON_AddNumberToObject(o, "q_lora_rank", c->q_lora_rank);
+    else cJSON_AddNullToObject(o, "q_lora_rank");
+    cJSON_AddNumberToObject(o, "kv_lora_rank", c->kv_lora_rank);
+    cJSON_AddNumberToObject(o, "qk_nope_head_dim", c->qk_nope_dim);
+    cJSON_AddNumberToObject(o, "qk_rope_head_dim", c->qk_rope_dim);
+    cJSON_AddNumberToObject(o, "v_head_dim", c->v_head_dim);
+    cJSON_AddBoolToObject(o, "rope_interleave", c->rope_interleave);
+}
+
 void config_json_add_sizes(cJSON *o, const tlm_config *c) {
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_size", c->d_model);
@@ -848,15 +859,7 @@ char *config_to_json(const tlm_config *c) {
     if (c->ple_dim) cJSON_AddNumberToObject(o, "hidden_size_per_layer_input", c->ple_dim);
     if (c->layer_scalar) cJSON_AddBoolToObject(o, "layer_scalar", true);
     if (c->ffn_double_shared) cJSON_AddBoolToObject(o, "use_double_wide_mlp", true);
-    if (config_mla(c)) {
-        if (c->q_lora_rank > 0) cJSON_AddNumberToObject(o, "q_lora_rank", c->q_lora_rank);
-        else cJSON_AddNullToObject(o, "q_lora_rank");
-        cJSON_AddNumberToObject(o, "kv_lora_rank", c->kv_lora_rank);
-        cJSON_AddNumberToObject(o, "qk_nope_head_dim", c->qk_nope_dim);
-        cJSON_AddNumberToObject(o, "qk_rope_head_dim", c->qk_rope_dim);
-        cJSON_AddNumberToObject(o, "v_head_dim", c->v_head_dim);
-        cJSON_AddBoolToObject(o, "rope_interleave", c->rope_interleave);
-    }
+    if (config_mla(c)) config_json_add_mla(o, c);
     cJSON_AddStringToObject(o, "ffn_type", ffn_name(c->ffn));
     cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     if (c->n_experts > 0) {

@@ -167,15 +167,15 @@ static inline float config_residual_scale(const tlm_config *c) {
 
 /* ---- the shape of layer l (Gemma 4's layer types; one shape for every layer otherwise) ---- */
 /* a full-attention layer (layer type "full_attention"; its RoPE, head dim and kv heads are the full layers') */
-static inline bool config_layer_full(const tlm_config *c, int l) { return !c->layer_sliding[l]; }
+static inline bool config_layer_full_attention(const tlm_config *c, int l) { return !c->layer_sliding[l]; }
 static inline int config_layer_head_dim(const tlm_config *c, int l) {
-    return c->head_dim_full > 0 && config_layer_full(c, l) ? c->head_dim_full : c->head_dim;
+    return c->head_dim_full > 0 && config_layer_full_attention(c, l) ? c->head_dim_full : c->head_dim;
 }
 static inline int config_layer_kv_heads(const tlm_config *c, int l) {
-    return c->n_kv_heads_full > 0 && config_layer_full(c, l) ? c->n_kv_heads_full : c->n_kv_heads;
+    return c->n_kv_heads_full > 0 && config_layer_full_attention(c, l) ? c->n_kv_heads_full : c->n_kv_heads;
 }
 /* v is the k projection (K = V) in layer l */
-static inline bool config_layer_k_eq_v(const tlm_config *c, int l) { return c->k_eq_v && config_layer_full(c, l); }
+static inline bool config_layer_k_eq_v(const tlm_config *c, int l) { return c->k_eq_v && config_layer_full_attention(c, l); }
 /* the first layer that reuses an earlier layer's keys/values (n_layers: none does) */
 static inline int config_first_kv_shared(const tlm_config *c) { return c->n_layers - c->n_kv_shared; }
 /* Layer types from a repeating pattern: every pattern-th layer (l + 1 a multiple of it) full, the others
@@ -196,8 +196,8 @@ int config_max_q_dim(const tlm_config *c);
 int config_max_kv_dim(const tlm_config *c);
 int config_max_head_dim(const tlm_config *c);
 
-/* whether each layer ends in a tail after the FFN sublayer: Gemma 4's per-layer input and layer scalar */
-static inline bool config_has_layer_tail(const tlm_config *c) { return c->layer_scalar || c->ple_dim > 0; }
+/* whether each layer ends in an epilogue after the FFN sublayer: Gemma 4's per-layer input and layer scalar */
+static inline bool config_has_layer_epilogue(const tlm_config *c) { return c->layer_scalar || c->ple_dim > 0; }
 
 const char *norm_type_name(norm_type t);
 const char *placement_name(norm_placement p);

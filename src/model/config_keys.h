@@ -33,6 +33,8 @@ const config_key *config_find_key(const config_key *table, const char *name);
 void config_finish(tlm_config *cfg, const cJSON *root);
 /* The size keys shared by tinylm and Llama-style configs (vocab_size ... max_position_embeddings). */
 void config_json_add_sizes(cJSON *o, const tlm_config *c);
+/* multi-head latent attention's keys (DeepseekV3Config's names) */
+void config_json_add_mla(cJSON *o, const tlm_config *c);
 
 /* The engine's own config.json (model_type "tinylm", docs/config.md), parsed, into cfg, validated.
  * 0, or -1 + tlm_error naming `src` and the key. */

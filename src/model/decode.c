@@ -45,7 +45,7 @@ static void step_sublayer(void *run, const sublayer_ops *op, int l, const float 
     (void)x;
     op->step(run, l, u, f);
 }
-static void step_block_tail(void *run, int l, const float *x, float *out) { layer_tail_step(run, l, x, out); }
+static void step_block_epilogue(void *run, int l, const float *x, float *out) { layer_epilogue_step(run, l, x, out); }
 
 static void step_add(void *run, float *sum, const float *x, float alpha, const float *fo) {
     block_residual_rows(sum, x, alpha, fo, 0, (size_t)((const step_ctx *)run)->m->cfg.d_model);
@@ -55,7 +55,7 @@ static void step_add(void *run, float *sum, const float *x, float alpha, const f
 static const block_mode DECODE_STEP = {.bufs = step_bufs,
                                        .norm = step_block_norm,
                                        .sublayer = step_sublayer,
-                                       .tail = step_block_tail,
+                                       .epilogue = step_block_epilogue,
                                        .add = step_add};
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
@@ -106,7 +106,7 @@ const float *kv_decode_step(tlm_context *ctx, int token) {
         tlm_prof_quiet = quiet || s.id != 0;
         const float *x = c->sh.x0; /* (read by all; from the first sublayer on each thread's own copy) */
         for (int l = 0; l < cfg->n_layers; l++) {
-            block_forward(&DECODE_STEP, &s, cfg, l, x, s.o->x, config_has_layer_tail(cfg) ? s.o->x : NULL, s.o->x);
+            block_forward(&DECODE_STEP, &s, cfg, l, x, s.o->x, config_has_layer_epilogue(cfg) ? s.o->x : NULL, s.o->x);
             x = s.o->x;
         }
         const float *h = x;

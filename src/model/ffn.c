@@ -13,22 +13,22 @@ void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const layer_params *P = &m->p.layers[l];
     layer_acts *a = &ctx->A->layers[l];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
-    uint16_t *hid16 = ctx->watched ? NULL : a->hid16; /* (the activation rounds hid for down's product) */
+    uint16_t *hid16 = ctx->observed ? NULL : a->hid16; /* (the activation rounds hid for down's product) */
     if (c->ffn == FFN_GELU) {
         linear_forward_kept(ctx, a->up, u, a->u16[SUB_FFN], &P->up, N, d, ff);
-        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->up, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), a->up, 0);
         act_forward_bf16(a->hid, hid16, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
         float *gu_out[2] = {a->gate, a->up};
         const linear_params *gu_parts[2] = {&P->gate, &P->up};
         const int gu_widths[2] = {ff, ff};
         project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, a->u16[SUB_FFN], N, d);
-        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), a->gate, 0);
-        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), a->up, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), a->gate, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE_LINEAR), a->up, 0);
         glu_forward_bf16(a->hid, hid16, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
     }
-    ctx->rounded = hid16 ? a->hid : NULL;
-    PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), a->hid, 0);
+    ctx->copy16_of = hid16 ? a->hid : NULL;
+    PASS_POINT(ctx, model_point_id(c, l, PT_MLP_POST), a->hid, 0);
     linear_forward_kept(ctx, f, a->hid, a->hid16, &P->down, N, ff, d);
 }
 
@@ -44,16 +44,16 @@ void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df
     const size_t n = (size_t)N * ff;
     linear_backward(pass_product_bf16(ctx), 1, A->dhid, &G->down, df, a->hid, backward_input(pass_product_bf16(ctx), &P->down, a->hid, N, ff, a->hid16, 0), &P->down, N,
                     ff, d);
-    PASS_POINT(ctx, model_point_id(c, l, HL_MLP_POST), A->dhid, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_MLP_POST), A->dhid, 1);
     if (c->ffn == FFN_GELU) {
         act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
-        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dup, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), A->dup, 1);
         linear_backward(pass_product_bf16(ctx), 1, du, &G->up, A->dup, u, backward_input(pass_product_bf16(ctx), &P->up, u, N, d, a->u16[SUB_FFN], 0), &P->up, N, d,
                         ff);
     } else {
         glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
-        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE), A->dgate, 1);
-        PASS_POINT(ctx, model_point_id(c, l, HL_MLP_PRE_LINEAR), A->dup, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), A->dgate, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE_LINEAR), A->dup, 1);
         const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->gate, u, N, d, a->u16[SUB_FFN], 1);
         linear_backward(pass_product_bf16(ctx), 1, du, &G->gate, A->dgate, u, u16, &P->gate, N, d, ff);
         linear_backward(pass_product_bf16(ctx), 0, du, &G->up, A->dup, u, u16, &P->up, N, d, ff);

@@ -1,4 +1,4 @@
-/* hook_points.c — the activation points a pass makes only when watched (hook_points.h):
+/* hook_points.c — the activation points a pass makes only when observed (hook_points.h):
  *
  *   hook_attn_in  [N, d]     a copy of the attention's input stream; its branch (the input norm,
  *                            q, k, v) reads the copy, the residual path the stream itself
@@ -14,7 +14,7 @@
  * dW_O[:, h] = sum_n d result_h^T z_h.
  *
  * Nothing here runs unless a hook or the cache asks for one of these points (pass_point_wanted):
- * an unwatched pass pays one test per call site, a watched one only for what is asked. */
+ * an unwatched pass pays one test per call site, a observed one only for what is asked. */
 #include <string.h>
 
 #include "hook_points.h"
@@ -35,11 +35,11 @@ static int wanted(const pass_ctx *x, int l, int kind) {
 }
 
 static int wants_split(const pass_ctx *x, int l) {
-    return wanted(x, l, HL_Q_INPUT) || wanted(x, l, HL_K_INPUT) || wanted(x, l, HL_V_INPUT);
+    return wanted(x, l, PT_Q_INPUT) || wanted(x, l, PT_K_INPUT) || wanted(x, l, PT_V_INPUT);
 }
 
 static int layer_wants(const pass_ctx *x, int l) {
-    return wanted(x, l, HL_ATTN_IN) || wants_split(x, l) || wanted(x, l, HL_MLP_IN);
+    return wanted(x, l, PT_ATTN_IN) || wants_split(x, l) || wanted(x, l, PT_MLP_IN);
 }
 
 /* ---- the side memory: a block per layer that asks, then the shared scratch ----------------------- */
@@ -70,7 +70,7 @@ static int side_of(pass_ctx *x, int l, side *s) {
     const size_t base = (size_t)n_slots * layer_floats(N, d);
     float *m = pass_hook_memory(x, base + N * H * d + 5 * N * d + N * qd);
     if (!m) {
-        if (!x->failed) x->failed = model_point_id(c, l, HL_ATTN_IN) + 1;
+        if (!x->failed) x->failed = model_point_id(c, l, PT_ATTN_IN) + 1;
         return 0;
     }
     memset(s, 0, sizeof *s);
@@ -107,21 +107,21 @@ const float *hook_points_input(pass_ctx *x, int l, sublayer_kind k, const float 
     if (!made) return x_in;
     *made = 0;
     const int split = k == SUB_ATTN && wants_split(x, l);
-    if (!(wanted(x, l, k == SUB_ATTN ? HL_ATTN_IN : HL_MLP_IN) || split)) return x_in;
+    if (!(wanted(x, l, k == SUB_ATTN ? PT_ATTN_IN : PT_MLP_IN) || split)) return x_in;
     side s;
     if (!side_of(x, l, &s)) return x_in;
     const size_t n = (size_t)x->A->B * x->A->T * c->d_model;
     float *X = k == SUB_ATTN ? s.x_attn : s.x_mlp;
     vec_copy(X, x_in, n);
     *made = MADE_COPY;
-    pass_fire(x, model_point_id(c, l, k == SUB_ATTN ? HL_ATTN_IN : HL_MLP_IN), X, 0);
+    pass_fire(x, model_point_id(c, l, k == SUB_ATTN ? PT_ATTN_IN : PT_MLP_IN), X, 0);
     if (split) {
         vec_copy(s.xk, X, n);
         vec_copy(s.xv, X, n);
         *made |= MADE_SPLIT;
-        pass_fire(x, model_point_id(c, l, HL_Q_INPUT), X, 0); /* (X is q's input from here on) */
-        pass_fire(x, model_point_id(c, l, HL_K_INPUT), s.xk, 0);
-        pass_fire(x, model_point_id(c, l, HL_V_INPUT), s.xv, 0);
+        pass_fire(x, model_point_id(c, l, PT_Q_INPUT), X, 0); /* (X is q's input from here on) */
+        pass_fire(x, model_point_id(c, l, PT_K_INPUT), s.xk, 0);
+        pass_fire(x, model_point_id(c, l, PT_V_INPUT), s.xv, 0);
     }
     return X;
 }
@@ -159,7 +159,7 @@ void hook_points_split_kv(pass_ctx *x, int l, float *k, float *v) {
 void hook_points_result(pass_ctx *x, int l, float *f) {
     const tlm_model *m = x->m;
     const tlm_config *c = &m->cfg;
-    const int id = model_point_id(c, l, HL_RESULT);
+    const int id = model_point_id(c, l, PT_RESULT);
     side s; /* (asked for backward only: nothing to fire here) */
     if (!pass_point_wanted(x, id, 0) || !has_point(x, id) || !side_of(x, l, &s)) return;
     const linear_params *o = &m->p.layers[l].o;
@@ -208,7 +208,7 @@ void hook_points_result(pass_ctx *x, int l, float *f) {
 int hook_points_result_backward(pass_ctx *x, int l, const float *df) {
     const tlm_model *m = x->m;
     const tlm_config *c = &m->cfg;
-    const int id = model_point_id(c, l, HL_RESULT);
+    const int id = model_point_id(c, l, PT_RESULT);
     side s;
     if (!pass_point_wanted(x, id, 1) || !has_point(x, id) || !side_of(x, l, &s)) return 0;
     const int N = x->A->B * x->A->T, d = c->d_model, H = c->n_heads, hd = config_layer_head_dim(c, l), qd = H * hd;
@@ -308,13 +308,13 @@ int hook_points_input_backward(pass_ctx *x, int l, sublayer_kind k, const float 
     else
         vec_copy(s.dxq, du, n);
     if (*made & MADE_SPLIT) {
-        pass_fire(x, model_point_id(c, l, HL_V_INPUT), s.dxv, 1);
-        pass_fire(x, model_point_id(c, l, HL_K_INPUT), s.dxk, 1);
-        pass_fire(x, model_point_id(c, l, HL_Q_INPUT), s.dxq, 1);
+        pass_fire(x, model_point_id(c, l, PT_V_INPUT), s.dxv, 1);
+        pass_fire(x, model_point_id(c, l, PT_K_INPUT), s.dxk, 1);
+        pass_fire(x, model_point_id(c, l, PT_Q_INPUT), s.dxq, 1);
         vec_acc(s.dxq, s.dxk, n);
         vec_acc(s.dxq, s.dxv, n);
     }
-    pass_fire(x, model_point_id(c, l, k == SUB_ATTN ? HL_ATTN_IN : HL_MLP_IN), s.dxq, 1);
+    pass_fire(x, model_point_id(c, l, k == SUB_ATTN ? PT_ATTN_IN : PT_MLP_IN), s.dxq, 1);
     if (!residual)
         vec_copy(dx, s.dxq, n);
     else {

@@ -1,4 +1,4 @@
-/* hook_points.h — the activation points that exist only when watched (hook_points.c):
+/* hook_points.h — the activation points that exist only when observed (hook_points.c):
  * TransformerLens' hook_attn_in, hook_q_input / hook_k_input / hook_v_input, attn.hook_result and
  * hook_mlp_in. A pass makes them when a hook (tlm_set_hooks) or the cache (tlm_set_capture) asks
  * for one, forward or backward; otherwise each call below costs one test. Internal to src/model:
@@ -9,7 +9,7 @@
 #include "pass.h"
 
 /* Forward, before sublayer k of layer l reads its input stream x_in [N, d]: the stream its branch
- * reads — x_in itself, or (attn_in / mlp_in / the split inputs watched) the layer's own copy, with
+ * reads — x_in itself, or (attn_in / mlp_in / the split inputs observed) the layer's own copy, with
  * those points fired on it. The residual path keeps reading x_in. */
 const float *hook_points_input(pass_ctx *x, int l, sublayer_kind k, const float *x_in);
 
@@ -21,9 +21,9 @@ void hook_points_split_kv(pass_ctx *x, int l, float *k, float *v);
  * to the sum of the heads' results + b_O. */
 void hook_points_result(pass_ctx *x, int l, float *f);
 
-/* Backward, instead of o_proj's backward when attn.hook_result's gradient is watched and a hook
+/* Backward, instead of o_proj's backward when attn.hook_result's gradient is observed and a hook
  * changed it: datt and W_O's gradients from the per-head gradients; 0 when the caller's own
- * backward is right (nothing watched, or the gradient left as it was). */
+ * backward is right (nothing observed, or the gradient left as it was). */
 int hook_points_result_backward(pass_ctx *x, int l, const float *df);
 
 /* Backward, instead of k's and v's input projections when the forward split them: their

@@ -93,7 +93,7 @@ int context_after_pass(tlm_context *ctx, int is_backward) {
 /* ---- a pass's points --------------------------------------------------------------------------- */
 
 pass_ctx pass_whole(tlm_context *ctx) {
-    pass_ctx x = {.m = ctx->m, .run = ctx, .A = &ctx->acts, .g = &ctx->g, .watched = context_observes_points(ctx)};
+    pass_ctx x = {.m = ctx->m, .run = ctx, .A = &ctx->acts, .g = &ctx->g, .observed = context_observes_points(ctx)};
     return x;
 }
 
@@ -191,7 +191,7 @@ static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *dat
 /* a scores or pattern point is asked for (by a callback or the capture) */
 static int wants_maps(const struct model_hooks *h, const tlm_config *c) {
     for (int l = 0; l < c->n_layers; l++) {
-        const int ids[2] = {model_point_id(c, l, HL_ATTN_SCORES), model_point_id(c, l, HL_PATTERN)};
+        const int ids[2] = {model_point_id(c, l, PT_ATTN_SCORES), model_point_id(c, l, PT_PATTERN)};
         for (int i = 0; i < 2; i++)
             if (h->fwd[ids[i]] || h->bwd[ids[i]] || (h->cap_fwd && h->cap_fwd[ids[i]])) return 1;
     }
@@ -256,7 +256,7 @@ void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const
     const tlm_model *m = x->m;
     const tlm_config *c = &m->cfg;
     const struct model_hooks *h = x->run->hooks;
-    if (!h || h->fwd[model_point_id(c, l, HL_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
+    if (!h || h->fwd[model_point_id(c, l, PT_PATTERN)] != 2) return; /* 2: a hook may rewrite it */
     if (h->unchanged) return; /* (the callback said it left the pattern as it was: z stays the kernel's) */
     const int B = x->A->B, T = x->A->T, H = c->n_heads, KV = config_layer_kv_heads(c, l), hd = config_layer_head_dim(c, l);
     const int qd = H * hd, kvd = KV * hd, group = H / KV;

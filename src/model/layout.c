@@ -164,7 +164,7 @@ static void copy_kv(layer_acts *to, const layer_acts *from) {
 void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B, int T) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
-    const int lean = ctx->mode != MODEL_TRAIN;
+    const int one_layer = ctx->mode != MODEL_TRAIN;
     /* (qd, kvd: the widest of any layer: the inference layout's one layer and the backward's scratch
      * serve them all) */
     const size_t N = (size_t)B * T, d = c->d_model, qd = (size_t)config_max_q_dim(c),
@@ -172,20 +172,20 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
     const size_t att = (size_t)B * c->n_heads * T * T;
     const norm_placement pl = c->placement;
     /* attention through a KV cache needs no [B,H,T,T] matrices (decode.c) */
-    const int full_attention = !(lean && ctx->kv), maps = full_attention && context_keeps_attention_maps(ctx);
+    const int full_attention = !(one_layer && ctx->kv), maps = full_attention && context_keeps_attention_maps(ctx);
     const int any_moe = config_moe_layers(c) > 0, any_dense = config_moe_layers(c) < c->n_layers || c->moe_block;
-    A->lean = lean, A->maps = maps;
+    A->one_layer = one_layer, A->maps = maps;
     /* the residual stream: every stage for training and probes; two alternating slots for inference */
-    A->res = take_stages(a, lean ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
+    A->res = take_stages(a, one_layer ? 2 : 2 * (size_t)c->n_layers + 1, N * d);
     A->stage = N * d;
     layer_acts common = {0}; /* the inference layout's keys and values */
     for (int l = 0; l < c->n_layers; l++) {
         layer_acts *L = &A->layers[l];
         /* this layer's widths (training); the inference layout's one layer has the widest */
         const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
-        const size_t lqd = lean ? qd : (size_t)c->n_heads * hd, lkvd = lean ? kvd : (size_t)KV * hd;
-        const int KVmax = lean ? c->n_heads : KV; /* (rows of the per-head statistics) */
-        if (lean && l > 0) { /* inference: every layer reuses layer 0's activations */
+        const size_t lqd = one_layer ? qd : (size_t)c->n_heads * hd, lkvd = one_layer ? kvd : (size_t)KV * hd;
+        const int KVmax = one_layer ? c->n_heads : KV; /* (rows of the per-head statistics) */
+        if (one_layer && l > 0) { /* inference: every layer reuses layer 0's activations */
             *L = A->layers[0];
             copy_kv(L, &common);
             /* ... but the keys and values that a later layer reads (shared K/V) stay until it has:
@@ -213,16 +213,16 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         L->qr = c->position == POS_ROPE ? take(a, N * lqd) : L->qn;
         /* a layer that shares an earlier layer's keys and values has none of its own (training: the
          * pass reads the source layer's; the inference layout's layer 0 has them for every layer) */
-        if (lean || config_kv_source(c, l) == l)
+        if (one_layer || config_kv_source(c, l) == l)
             take_kv(a, L, c, N, lkvd, KVmax);
         else
             L->k = L->v = L->kn = L->kr = L->vn = L->k_rstd = L->v_rstd = NULL;
-        if (lean) { /* (the buffers every layer uses; layer 0 keeps its own when a later layer reads them) */
+        if (one_layer) { /* (the buffers every layer uses; layer 0 keeps its own when a later layer reads them) */
             copy_kv(&common, L);
             if (!ctx->kv && kv_shared_from(c, 0)) take_kv(a, L, c, N, lkvd, KVmax);
         }
         /* the gradients that the sharing layers send back to this layer's keys and values */
-        const int shared = !lean && kv_shared_from(c, l);
+        const int shared = !one_layer && kv_shared_from(c, l);
         L->dk_shared = shared ? take(a, N * lkvd) : NULL;
         L->dv_shared = shared ? take(a, N * lkvd) : NULL;
         /* [B,H,T,T] maps: both for those who look at them (attention.c); in training also the
@@ -235,16 +235,16 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
          * attention in f32, and the maps with it.) The figures: docs/performance.md, "Figures behind the code". */
         const attention_spec mixed = {.bf16 = ctx->product_bf16}; /* (the pass's own spec.bf16: attention.c) */
         const int keep_probs =
-            maps || (!lean && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
+            maps || (!one_layer && full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
         L->scores = maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
         L->probs = keep_probs ? take(a, att) : NULL;
         L->att = take(a, N * lqd);
         take_mla(a, L, c, N);
         /* the FFN: dense, or a mixture of experts (inference: layer 0's buffers serve every layer,
          * so they hold both kinds when the model has both) */
-        const int dense = lean ? any_dense : config_layer_has_dense(c, l),
-                  moe = lean ? any_moe : config_layer_is_moe(c, l);
-        const size_t lf = lean ? f : (size_t)config_layer_ff(c, l);
+        const int dense = one_layer ? any_dense : config_layer_has_dense(c, l),
+                  moe = one_layer ? any_moe : config_layer_is_moe(c, l);
+        const size_t lf = one_layer ? f : (size_t)config_layer_ff(c, l);
         L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
         L->up = dense ? take(a, N * lf) : NULL;
         L->hid = dense ? take(a, N * lf) : NULL;
@@ -253,21 +253,21 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
          * them, for the backward's weight gradients (linear.c; MLA's and the experts' products
          * round their own) */
         arena none16 = {0};
-        arena *k16 = !lean && m->p.layers && linear_mixed(&m->p.layers[l].o, ctx->product_bf16, (int)N) ? a : &none16;
+        arena *k16 = !one_layer && m->p.layers && linear_mixed(&m->p.layers[l].o, ctx->product_bf16, (int)N) ? a : &none16;
         L->u16[SUB_ATTN] = !config_mla(c) ? take16(k16, B, T, d) : NULL;
         L->att16 = !config_mla(c) ? take16(k16, B, T, lqd) : NULL;
         L->u16[SUB_FFN] = dense ? take16(k16, B, T, d) : NULL;
         L->hid16 = dense ? take16(k16, B, T, lf) : NULL;
         take_moe(a, L, c, moe, B, N);
-        /* the stream after the FFN's residual add, before the layer's tail (per-layer input, scalar) */
-        L->tail_in = config_has_layer_tail(c) ? take(a, N * d) : NULL;
+        /* the stream after the FFN's residual add, before the layer's epilogue (per-layer input, scalar) */
+        L->epilogue_in = config_has_layer_epilogue(c) ? take(a, N * d) : NULL;
         const size_t P = (size_t)c->ple_dim;
         L->ple_gate = P ? take(a, N * P) : NULL;
         L->ple_prod = P ? take(a, N * P) : NULL;
         L->ple_out = P ? take(a, N * d) : NULL;
         memset(&L->ple_out_n, 0, sizeof L->ple_out_n);
         if (P) take_norm(a, &L->ple_out_n, N, d, 1);
-        L->tail_sum = P ? take(a, N * d) : NULL;
+        L->epilogue_sum = P ? take(a, N * d) : NULL;
     }
     /* Gemma 4's per-layer inputs of every layer, made once from the embedding */
     const size_t LP = (size_t)c->n_layers * c->ple_dim;
@@ -290,13 +290,13 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
     A->lse = with_loss ? take(a, N) : NULL;
     /* backward scratch: training layout only (an arena without memory hands out NULLs) */
     arena none = {0};
-    arena *b = lean ? &none : a;
+    arena *b = one_layer ? &none : a;
     A->dres = take_stages(b, 2 * (size_t)c->n_layers + 1, N * d);
     A->dsum = take(b, N * d);
     A->df = take(b, N * d);
     A->du = take(b, N * d);
     A->dfinal = take(b, N * d);
-    A->dtail = config_has_layer_tail(c) ? take(b, N * d) : NULL;
+    A->d_epilogue = config_has_layer_epilogue(c) ? take(b, N * d) : NULL;
     A->dple_in = LP ? take(b, N * LP) : NULL;
     A->dple_ctx = LP ? take(b, N * LP) : NULL;
     A->dple_prod = LP ? take(b, N * c->ple_dim) : NULL;

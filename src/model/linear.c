@@ -41,7 +41,7 @@ void linear_backward(int pass_bf16, int into, float *dinp, linear_params *G, con
 
 /* input u [N, IC] of mixed-precision layer lp (and others of the same input) as bf16, once for all of
  * them: into `kept` (the layer's copy for the backward, layout.c) when there is one (`ready`: its
- * producer has written it already, pass_ctx.rounded), else into a staging buffer; NULL: f32 layers */
+ * producer has written it already, pass_ctx.copy16_of), else into a staging buffer; NULL: f32 layers */
 static const uint16_t *stage_shared_input(int pass_bf16, const linear_params *lp, const float *u, int N, int IC,
                                           int stage, uint16_t *kept, int ready) {
     if (!linear_mixed(lp, pass_bf16, N)) return NULL;
@@ -63,7 +63,7 @@ const uint16_t *backward_input(int pass_bf16, const linear_params *lp, const flo
 void linear_forward_kept(pass_ctx *ctx, float *out, const float *inp, uint16_t *kept, const linear_params *lp,
                                 int N, int IC, int OC) {
     const uint16_t *inp16 =
-        kept ? stage_shared_input(pass_product_bf16(ctx), lp, inp, N, IC, 0, kept, ctx->rounded == inp) : NULL;
+        kept ? stage_shared_input(pass_product_bf16(ctx), lp, inp, N, IC, 0, kept, ctx->copy16_of == inp) : NULL;
     if (inp16)
         matmul_forward_mixed(out, inp, inp16, lp->w, lp->w16, lp->b, N, IC, OC);
     else
@@ -82,7 +82,7 @@ void project_parts(pass_ctx *ctx, float *const *outs, const linear_params *const
     if (N > MATVEC_MAX_ROWS || !(fused->w || fused->w16 || fused->wq)) {
         /* (mixed precision: u rounded once) */
         const uint16_t *u16 =
-            stage_shared_input(pass_product_bf16(ctx), parts[0], u, N, d, 0, u16_kept, u16_kept && ctx->rounded == u);
+            stage_shared_input(pass_product_bf16(ctx), parts[0], u, N, d, 0, u16_kept, u16_kept && ctx->copy16_of == u);
         for (int i = 0; i < n_parts; i++) {
             if (u16)
                 matmul_forward_mixed(outs[i], u, u16, parts[i]->w, parts[i]->w16, parts[i]->b, N, d, widths[i]);

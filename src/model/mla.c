@@ -71,9 +71,9 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     /* q */
     if (rq > 0) {
         linear_forward(pass_product_bf16(ctx), w_tile, a->cq, u, &P->q_a, N, d, rq);
-        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A), a->cq, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A), a->cq, 0);
         rmsnorm_forward(a->cqn, a->cq_rstd, a->cq, P->q_a_norm, 0.0f, N, rq, c->norm_eps);
-        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A_NORMED), a->cqn, 0);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A_NORMED), a->cqn, 0);
         linear_forward(pass_product_bf16(ctx), w_tile, a->q, a->cqn, &P->q_b, N, rq, H * qk);
     } else {
         linear_forward(pass_product_bf16(ctx), w_tile, a->q, u, &P->q, N, d, H * qk);
@@ -83,9 +83,9 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
     linear_forward(pass_product_bf16(ctx), w_tile, a->ckv, u, &kv_lo, N, d, rkv);
     linear_forward(pass_product_bf16(ctx), w_tile, kpe0, u, &kv_hi, N, d, dr);
-    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A), a->ckv, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_KV_A), a->ckv, 0);
     rmsnorm_forward(a->ckvn, a->ckv_rstd, a->ckv, P->kv_a_norm, 0.0f, N, rkv, c->norm_eps);
-    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A_NORMED), a->ckvn, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_KV_A_NORMED), a->ckvn, 0);
     /* RoPE on q_pe and k_pe (de-interleaved first with rope_interleave) */
     for (int n = 0; n < N; n++) {
         for (int h = 0; h < H; h++)
@@ -117,11 +117,11 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
             memcpy(K + dn, a->kpe + (size_t)n * dr, sizeof(float) * dr);
             memcpy(V, kv + dn, sizeof(float) * dv);
         }
-    PASS_POINT(ctx, model_point_id(c, l, HL_V), a->vn, 0);
-    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), a->qr, 0);
-    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), a->kr, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_V), a->vn, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), a->qr, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), a->kr, 0);
     attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T);
-    PASS_POINT(ctx, model_point_id(c, l, HL_Z), a->att, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_Z), a->att, 0);
     for (size_t r = 0; r < (size_t)N * H; r++) memcpy(a->attc + r * dv, a->att + r * D, sizeof(float) * dv);
     linear_forward(pass_product_bf16(ctx), w_tile, f, a->attc, &P->o, N, H * dv, d);
 }
@@ -144,15 +144,15 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
         memcpy(datt + r * D, A->datt + r * dv, sizeof(float) * dv);
         memset(datt + r * D + dv, 0, sizeof(float) * (D - dv));
     }
-    PASS_POINT(ctx, model_point_id(c, l, HL_Z), datt, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_Z), datt, 1);
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
     attention_backward(A->dq, A->dk, A->dv, datt, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec,
                        A->attn_scratch);
-    PASS_POINT(ctx, model_point_id(c, l, HL_V), A->dv, 1);
-    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_Q), A->dq, 1);
-    PASS_POINT(ctx, model_point_id(c, l, HL_ROT_K), A->dk, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_V), A->dv, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), A->dq, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), A->dk, 1);
     /* split the heads' gradients: d q (nope and pe), d kvb (k_nope and v), d k_pe summed over the heads */
     float *dqp = A->dq2, *dqpe = A->d_qpe, *dkpe = A->d_kpe;
 #pragma omp parallel for schedule(static) if ((size_t)N * H * D > OMP_MIN_WORK)
@@ -183,9 +183,9 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     }
     /* kv: kv_b, c_kv's norm, kv_a (its two row blocks) */
     linear_backward(pass_product_bf16(ctx), 1, A->d_ckvn, &G->kv_b, A->d_kvb, a->ckvn, NULL, &P->kv_b, N, rkv, H * kvw);
-    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A_NORMED), A->d_ckvn, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_KV_A_NORMED), A->d_ckvn, 1);
     rmsnorm_backward(dckv, NULL, G->kv_a_norm, A->d_ckvn, a->ckv, P->kv_a_norm, 0.0f, a->ckv_rstd, N, rkv);
-    PASS_POINT(ctx, model_point_id(c, l, HL_KV_A), dckv, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_KV_A), dckv, 1);
     const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
     linear_params g_lo = sub_rows(&G->kv_a, 0, d), g_hi = sub_rows(&G->kv_a, rkv, d);
     linear_backward(pass_product_bf16(ctx), 1, du, &g_lo, dckv, u, NULL, &kv_lo, N, d, rkv);
@@ -193,9 +193,9 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     /* q */
     if (rq > 0) {
         linear_backward(pass_product_bf16(ctx), 1, A->d_cqn, &G->q_b, dqp, a->cqn, NULL, &P->q_b, N, rq, H * qk);
-        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A_NORMED), A->d_cqn, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A_NORMED), A->d_cqn, 1);
         rmsnorm_backward(A->d_cq, NULL, G->q_a_norm, A->d_cqn, a->cq, P->q_a_norm, 0.0f, a->cq_rstd, N, rq);
-        PASS_POINT(ctx, model_point_id(c, l, HL_Q_A), A->d_cq, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A), A->d_cq, 1);
         linear_backward(pass_product_bf16(ctx), 0, du, &G->q_a, A->d_cq, u, NULL, &P->q_a, N, d, rq);
     } else {
         linear_backward(pass_product_bf16(ctx), 0, du, &G->q, dqp, u, NULL, &P->q, N, d, H * qk);

@@ -67,7 +67,7 @@ float model_norm_gain(const tlm_config *c, float w) { return w + config_norm_off
 /* ---- the residual stream --------------------------------------------------------------------- */
 
 float *model_residual(const activations *A, int stage) {
-    return A->res + (size_t)(A->lean ? stage % 2 : stage) * A->stage;
+    return A->res + (size_t)(A->one_layer ? stage % 2 : stage) * A->stage;
 }
 
 float *model_residual_grad(const activations *A, int stage) {

@@ -130,10 +130,10 @@ typedef struct {
     float *v_rstd, *vn;       /* Gemma 4's v norm: statistics, v after it (alias v when off) */
     float *dk_shared, *dv_shared; /* training, a layer whose keys/values later layers share: the gradients
                                      they send back to its kr, vn [BT, KV*hd] (summed, then added) */
-    float *tail_in;           /* the stream after the FFN's residual add, before the layer's tail */
-    /* per-layer input (Gemma 4): gate = tail_in W_gate^T [BT, P], prod = act(gate) * ple_in's slice [BT, P],
-     * pout = prod W_proj^T [BT, d], its norm, tail_sum = tail_in + norm(pout) [BT, d] (before the scalar) */
-    float *ple_gate, *ple_prod, *ple_out, *tail_sum;
+    float *epilogue_in;           /* the stream after the FFN's residual add, before the layer's epilogue */
+    /* per-layer input (Gemma 4): gate = epilogue_in W_gate^T [BT, P], prod = act(gate) * ple_in's slice [BT, P],
+     * pout = prod W_proj^T [BT, d], its norm, epilogue_sum = epilogue_in + norm(pout) [BT, d] (before the scalar) */
+    float *ple_gate, *ple_prod, *ple_out, *epilogue_sum;
     norm_acts ple_out_n;
     /* multi-head latent attention (config_mla; mla.c), N rows, rq, rkv the ranks, dr the rope dims:
      * q (the projection [N, H qk]) is in q's first N H qk floats; qr, kr, vn [N, H D] are the padded heads
@@ -196,7 +196,7 @@ typedef struct {
     float *dres;         /* [(2L+1), BT, d] gradient of the residual stream */
     float *dsum, *df, *du, *dfinal;                 /* [BT, d] */
     float *datt, *dq, *dq2, *dk, *dk2, *dv, *dv2;   /* [BT, H*hd] / [BT, KV*hd] (the widest layer's) */
-    float *dtail;                                    /* [BT, d] gradient before a layer's scalar */
+    float *d_epilogue;                                    /* [BT, d] gradient before a layer's scalar */
     /* Gemma 4's per-layer inputs: ple_ctx = (res[0] W^T) d^-0.5 [BT, L*P] (before its norm), its
      * rstd [BT*L], ple_in = (norm(ple_ctx) + sqrt(P) ple_embed[tok]) / sqrt(2) [BT, L*P]; backward:
      * d ple_in, d ple_ctx [BT, L*P], d prod, d gate [BT, P], d pout [BT, d], d res[0] from them */
@@ -223,7 +223,7 @@ typedef struct {
     float *attn_scratch;     /* attention_scratch_floats(T) per thread */
     size_t attn_slots;       /* threads attn_scratch has room for */
     float *w_tile;           /* bf16 weights widened a tile at a time (MATMUL_BF16_TILE x widest input) */
-    int lean;                /* laid out for inference (model_mode): one layer's worth, no backward */
+    int one_layer;                /* laid out for inference (model_mode): one layer's worth, no backward */
     model_mode mode;         /* the mode, KV-cache use and weight type the layout was made for */
     int kv_layout, w16, wq, product_bf16; /* (product_bf16: the pass's, context.h) */
     int maps;                /* laid out with [B,H,T,T] attention maps */
@@ -426,28 +426,28 @@ void model_use_mapped_params(tlm_model *m, float *params, void *base, size_t len
 /* Point kinds of one layer, then the model's own (the embedding, the final norm). Which exist
  * depends on the config (model_point_describe). */
 enum {
-    HL_RESID_PRE,
-    /* the attention's input stream, and its copies for q, k, v (hook_points.c: made only when watched) */
-    HL_ATTN_IN, HL_Q_INPUT, HL_K_INPUT, HL_V_INPUT,
-    HL_LN1_SCALE, HL_LN1_NORMALIZED, /* the attention sublayer's input norm (pre, sandwich) */
-    HL_Q, HL_K, HL_V, HL_Q_NORMED, HL_K_NORMED, HL_ROT_Q, HL_ROT_K, HL_ATTN_SCORES, HL_PATTERN, HL_Z,
-    HL_RESULT, /* each head's output through its slice of W_O (hook_points.c, only when watched) */
-    HL_ATTN_RAW, HL_LN1_OUT_SCALE, HL_ATTN_OUT, HL_ATTN_SUM, HL_LN1_POST_SCALE, HL_RESID_MID,
-    HL_MLP_IN, /* the FFN's input stream (hook_points.c, only when watched) */
-    HL_LN2_SCALE, HL_LN2_NORMALIZED, HL_MLP_PRE, HL_MLP_PRE_LINEAR, HL_MLP_POST,
-    HL_MLP_RAW, HL_LN2_OUT_SCALE, HL_MLP_OUT, HL_MLP_SUM, HL_LN2_POST_SCALE, HL_RESID_POST,
+    PT_RESID_PRE,
+    /* the attention's input stream, and its copies for q, k, v (hook_points.c: made only when observed) */
+    PT_ATTN_IN, PT_Q_INPUT, PT_K_INPUT, PT_V_INPUT,
+    PT_LN1_SCALE, PT_LN1_NORMALIZED, /* the attention sublayer's input norm (pre, sandwich) */
+    PT_Q, PT_K, PT_V, PT_Q_NORMED, PT_K_NORMED, PT_ROT_Q, PT_ROT_K, PT_ATTN_SCORES, PT_PATTERN, PT_Z,
+    PT_RESULT, /* each head's output through its slice of W_O (hook_points.c, only when observed) */
+    PT_ATTN_RAW, PT_LN1_OUT_SCALE, PT_ATTN_OUT, PT_ATTN_SUM, PT_LN1_POST_SCALE, PT_RESID_MID,
+    PT_MLP_IN, /* the FFN's input stream (hook_points.c, only when observed) */
+    PT_LN2_SCALE, PT_LN2_NORMALIZED, PT_MLP_PRE, PT_MLP_PRE_LINEAR, PT_MLP_POST,
+    PT_MLP_RAW, PT_LN2_OUT_SCALE, PT_MLP_OUT, PT_MLP_SUM, PT_LN2_POST_SCALE, PT_RESID_POST,
     /* a mixture-of-experts layer's router and experts (docs/python.md) */
-    HL_ROUTER_LOGITS, HL_EXPERT_IDS, HL_EXPERT_WEIGHTS, HL_EXPERT_OUT,
+    PT_ROUTER_LOGITS, PT_EXPERT_IDS, PT_EXPERT_WEIGHTS, PT_EXPERT_OUT,
     /* multi-head latent attention's compressed vectors before and after their RMSNorms (mla.c) */
-    HL_Q_A, HL_Q_A_NORMED, HL_KV_A, HL_KV_A_NORMED,
-    HL_COUNT, /* per layer */
-    HL_EMBED = HL_COUNT, HL_FINAL_SCALE, HL_FINAL_NORMALIZED, HL_LOGITS /* (layer -1) */
+    PT_Q_A, PT_Q_A_NORMED, PT_KV_A, PT_KV_A_NORMED,
+    PT_COUNT, /* per layer */
+    PT_EMBED = PT_COUNT, PT_FINAL_SCALE, PT_FINAL_NORMALIZED, PT_LOGITS /* (layer -1) */
 };
-/* ids: 0 the embedding, 1 + l * HL_COUNT + kind for layer l, then the final norm's two, the logits */
+/* ids: 0 the embedding, 1 + l * PT_COUNT + kind for layer l, then the final norm's two, the logits */
 static inline int model_point_id(const tlm_config *c, int layer, int kind) {
-    if (kind == HL_EMBED) return 0;
-    if (kind > HL_EMBED) return 1 + c->n_layers * HL_COUNT + kind - HL_FINAL_SCALE;
-    return 1 + layer * HL_COUNT + kind;
+    if (kind == PT_EMBED) return 0;
+    if (kind > PT_EMBED) return 1 + c->n_layers * PT_COUNT + kind - PT_FINAL_SCALE;
+    return 1 + layer * PT_COUNT + kind;
 }
 int model_point_count(const tlm_config *c);
 /* model_point_id's inverse: the layer (-1 for the model's own points) and kind of id; 0 when id is

@@ -173,7 +173,7 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
     router_logits(ctx, &P->router, a->router_logits, ur, N);
-    PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), a->router_logits, 0); /* (a hook may reroute) */
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROUTER_LOGITS), a->router_logits, 0); /* (a hook may reroute) */
 #pragma omp parallel for schedule(static) if ((size_t)N * E > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float choice[TLM_MAX_EXPERTS];
@@ -193,11 +193,11 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
             for (int e = 0; e < E; e++) psum[e] += a->router_probs[n * E + e];
         }
     }
-    if (ctx->watched && ctx->A->d_router) { /* the chosen experts as floats (in backward scratch) */
+    if (ctx->observed && ctx->A->d_router) { /* the chosen experts as floats (in backward scratch) */
         for (size_t i = 0; i < (size_t)N * k; i++) ctx->A->d_router[i] = (float)a->topk_idx[i];
-        pass_fire(ctx, model_point_id(c, l, HL_EXPERT_IDS), ctx->A->d_router, 0);
+        pass_fire(ctx, model_point_id(c, l, PT_EXPERT_IDS), ctx->A->d_router, 0);
     }
-    PASS_POINT(ctx, model_point_id(c, l, HL_EXPERT_WEIGHTS), a->topk_w, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_EXPERT_WEIGHTS), a->topk_w, 0);
     group_rows(a, N, E, k);
     const size_t NK = (size_t)N * k;
 #pragma omp parallel for schedule(static) if (NK * d > OMP_MIN_WORK)
@@ -213,10 +213,10 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
         glu_forward(eh, eg, eu, (size_t)rows * fe, act);
         expert_forward(ctx, a->ey + (size_t)r0 * d, eh, &down, rows, fe, d, N);
     }
-    if (ctx->watched && ctx->A->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
+    if (ctx->observed && ctx->A->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
         for (size_t i = 0; i < (size_t)N * k; i++)
             memcpy(ctx->A->d_ey + i * d, a->ey + (size_t)a->slot_of[i] * d, sizeof(float) * d);
-        pass_fire(ctx, model_point_id(c, l, HL_EXPERT_OUT), ctx->A->d_ey, 0);
+        pass_fire(ctx, model_point_id(c, l, PT_EXPERT_OUT), ctx->A->d_ey, 0);
     }
     if (fs) {
         linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->sg, u, &P->shared_gate, N, d, fs);
@@ -306,7 +306,7 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
             for (int e = 0; e < E; e++) dz[e] = (float)(dp[e] * p[e] * (1.0 - p[e]));
         }
     }
-    PASS_POINT(ctx, model_point_id(c, l, HL_ROUTER_LOGITS), A->d_router, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROUTER_LOGITS), A->d_router, 1);
     if (P->expert_scale) /* (one thread, rows in order: the same sum whatever the thread count) */
         for (int n = 0; n < N; n++)
             for (int j = 0; j < k; j++) G->expert_scale[a->topk_idx[(size_t)n * k + j]] += A->d_topk[(size_t)n * k + j];
@@ -355,7 +355,7 @@ void moe_pool_stats(tlm_context *ctx) {
     activations *A = &ctx->acts;
     const int E = c->n_experts, L = config_moe_layers(c);
     A->moe_aux = 0.0f;
-    if (!L || A->lean || !A->moe_frac) return;
+    if (!L || A->one_layer || !A->moe_frac) return;
     double cnt[TLM_MAX_EXPERTS] = {0}, psum[TLM_MAX_EXPERTS] = {0};
     for (int l = 0; l < c->n_layers; l++) {
         if (!config_layer_is_moe(c, l)) continue;

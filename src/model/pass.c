@@ -58,7 +58,7 @@ static block_bufs full_bufs(void *run, int l, sublayer_kind k) {
 
 static const float *full_input(void *run, int l, sublayer_kind k, const float *x) {
     pass_ctx *ctx = run;
-    return ctx->watched ? hook_points_input(ctx, l, k, x) : x;
+    return ctx->observed ? hook_points_input(ctx, l, k, x) : x;
 }
 
 static void full_norm(void *run, int l, sublayer_kind k, block_norm which, float *y, const float *x) {
@@ -72,9 +72,9 @@ static void full_norm(void *run, int l, sublayer_kind k, block_norm which, float
     if (which == BLOCK_NORM_IN) {
         /* mixed-precision training: the norm writes u's bf16 copy for the sublayer's products too
          * (not when an observer may rewrite u at its point) */
-        uint16_t *u16 = ctx->watched ? NULL : a->u16[k];
+        uint16_t *u16 = ctx->observed ? NULL : a->u16[k];
         model_norm_forward_bf16(c, y, u16, &s->in, p, x, N);
-        ctx->rounded = u16 ? y : NULL;
+        ctx->copy16_of = u16 ? y : NULL;
         PASS_POINT(ctx, block_point_id(c, l, k, BLOCK_POINT_IN_SCALE), s->in.rstd, 0);
     } else {
         norm_acts *st = which == BLOCK_NORM_OUT ? &s->out : &s->post;
@@ -87,12 +87,12 @@ static void full_norm(void *run, int l, sublayer_kind k, block_norm which, float
 static void full_sublayer(void *run, const sublayer_ops *op, int l, const float *x, const float *u, float *f) {
     op->forward(run, l, x, u, f);
 }
-static void full_tail(void *run, int l, const float *x, float *out) { layer_tail_forward(run, l, x, out); }
+static void full_epilogue(void *run, int l, const float *x, float *out) { layer_epilogue_forward(run, l, x, out); }
 
 static void full_add(void *run, float *sum, const float *x, float alpha, const float *fo) {
     pass_ctx *ctx = run;
     const size_t n = (size_t)ctx->A->B * ctx->A->T * ctx->m->cfg.d_model;
-    ctx->rounded = NULL; /* (the sublayer's bf16 copies are spent) */
+    ctx->copy16_of = NULL; /* (the sublayer's bf16 copies are spent) */
     block_residual_add(sum, x, alpha, fo, n);
 }
 
@@ -105,7 +105,7 @@ static const block_mode FULL_PASS = {.bufs = full_bufs,
                                      .input = full_input,
                                      .norm = full_norm,
                                      .sublayer = full_sublayer,
-                                     .tail = full_tail,
+                                     .epilogue = full_epilogue,
                                      .add = full_add,
                                      .point = full_point};
 
@@ -125,13 +125,13 @@ int forward_rows(pass_ctx *ctx, float *loss) {
         embedding_forward_bf16(A->res, A->tokens, m->p.embed16, wpe, model_embed_scale(c), B, T, d, A->start);
     else
         embedding_forward(A->res, A->tokens, m->p.embed, wpe, model_embed_scale(c), B, T, d, A->start);
-    PASS_POINT(ctx, model_point_id(c, -1, HL_EMBED), A->res, 0);
+    PASS_POINT(ctx, model_point_id(c, -1, PT_EMBED), A->res, 0);
     if (c->ple_dim > 0) ple_inputs_forward(ctx, A->res); /* (Gemma 4: every layer's per-layer input) */
     if (pass_after_layer(ctx, -1)) return -1;
     for (int l = 0; l < c->n_layers; l++) {
         float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
-        PASS_POINT(ctx, model_point_id(c, l, HL_RESID_PRE), x, 0);
-        block_forward(&FULL_PASS, ctx, c, l, x, mid, A->layers[l].tail_in, model_residual(A, 2 * l + 2));
+        PASS_POINT(ctx, model_point_id(c, l, PT_RESID_PRE), x, 0);
+        block_forward(&FULL_PASS, ctx, c, l, x, mid, A->layers[l].epilogue_in, model_residual(A, 2 * l + 2));
         if (pass_after_layer(ctx, l)) return -1;
     }
     const float *h = model_residual(A, 2 * c->n_layers);
@@ -144,12 +144,12 @@ int forward_rows(pass_ctx *ctx, float *loss) {
         model_norm_forward(c, A->final.y, &A->final, &m->p.final_norm, h, R);
         h = A->final.y;
         if (R == N) { /* (the points are [B, T, ...]: not fired for the last rows alone) */
-            PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_SCALE), A->final.rstd, 0);
-            PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->final.y, 0);
+            PASS_POINT(ctx, model_point_id(c, -1, PT_FINAL_SCALE), A->final.rstd, 0);
+            PASS_POINT(ctx, model_point_id(c, -1, PT_FINAL_NORMALIZED), A->final.y, 0);
         }
     }
     head_logits(m, pass_product_bf16(ctx), A->w_tile, A->logits, A->logits_raw, h, R);
-    if (R == N) PASS_POINT(ctx, model_point_id(c, -1, HL_LOGITS), A->logits, 0);
+    if (R == N) PASS_POINT(ctx, model_point_id(c, -1, PT_LOGITS), A->logits, 0);
     if (A->has_targets)
         *loss = crossentropy_forward(A->losses, A->lse, A->probs, A->logits, A->targets, N, V, &A->n_counted,
                                      &A->lse_sq_mean);
@@ -246,7 +246,7 @@ static int backward_check(tlm_context *ctx, int need_targets) {
     activations *A = &ctx->acts;
     if (!A->mem || (need_targets && !A->has_targets) || ctx->kv)
         return tlm_error("backward: no forward pass with targets to differentiate");
-    if (A->lean || !m->p.embed || m->wq_mem)
+    if (A->one_layer || !m->p.embed || m->wq_mem)
         return tlm_error("backward: the model is set up for inference (model_set_mode, bf16 or quantized weights)");
     return context_alloc_grads(ctx);
 }
@@ -263,7 +263,7 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
      * read, unless something reads the f32 one (the soft-cap's backward, an observer of the
      * logits' gradient) */
     uint16_t *dlogits16 =
-        !dlogits_in && c->final_softcap <= 0.0f && !ctx->watched && linear_mixed(&head, pass_product_bf16(ctx), N)
+        !dlogits_in && c->final_softcap <= 0.0f && !ctx->observed && linear_mixed(&head, pass_product_bf16(ctx), N)
             ? bf16_stage_buffer(0, NV)
             : NULL;
     if (dlogits_in)
@@ -294,7 +294,7 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     else
         linear_backward(pass_product_bf16(ctx), 1, A->dfinal, &dhead, dz, c->final_norm ? A->final.y : hL, NULL, &head,
                         N, d, V);
-    if (c->final_norm) PASS_POINT(ctx, model_point_id(c, -1, HL_FINAL_NORMALIZED), A->dfinal, 1);
+    if (c->final_norm) PASS_POINT(ctx, model_point_id(c, -1, PT_FINAL_NORMALIZED), A->dfinal, 1);
     float *dhL = model_residual_grad(A, 2 * L);
     if (c->final_norm) {
         model_norm_backward(c, dhL, NULL, &g->final_norm, A->dfinal, &A->final, &m->p.final_norm, hL, N);
@@ -311,23 +311,23 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
     /* the residual stream's gradient at each stage is complete once the one sublayer that reads the
      * stage has run its backward: its points fire then, before anything upstream reads it (a hook
      * that edits it changes every gradient upstream; aliases fire in the forward's reverse order) */
-    PASS_POINT(ctx, model_point_id(c, L - 1, HL_RESID_POST), model_residual_grad(A, 2 * L), 1);
+    PASS_POINT(ctx, model_point_id(c, L - 1, PT_RESID_POST), model_residual_grad(A, 2 * L), 1);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = model_residual(A, 2 * l), *mid = model_residual(A, 2 * l + 1);
         const float *dpost = model_residual_grad(A, 2 * l + 2);
-        if (A->layers[l].tail_in) {
-            layer_tail_backward(ctx, l, A->layers[l].tail_in, dpost, A->dtail);
-            dpost = A->dtail;
+        if (A->layers[l].epilogue_in) {
+            layer_epilogue_backward(ctx, l, A->layers[l].epilogue_in, dpost, A->d_epilogue);
+            dpost = A->d_epilogue;
         }
         sublayer_backward(ctx, l, SUB_FFN, mid, dpost, model_residual_grad(A, 2 * l + 1));
-        PASS_POINT(ctx, model_point_id(c, l, HL_RESID_MID), model_residual_grad(A, 2 * l + 1), 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_RESID_MID), model_residual_grad(A, 2 * l + 1), 1);
         sublayer_backward(ctx, l, SUB_ATTN, x, model_residual_grad(A, 2 * l + 1), model_residual_grad(A, 2 * l));
         if (l == 0 && c->ple_dim > 0) { /* the per-layer inputs were made from the embedding too */
             ple_inputs_backward(ctx, model_residual(A, 0), A->dple_x0);
             vec_acc(A->dres, A->dple_x0, Nd);
         }
-        PASS_POINT(ctx, model_point_id(c, l, HL_RESID_PRE), model_residual_grad(A, 2 * l), 1);
-        PASS_POINT(ctx, l ? model_point_id(c, l - 1, HL_RESID_POST) : model_point_id(c, -1, HL_EMBED),
+        PASS_POINT(ctx, model_point_id(c, l, PT_RESID_PRE), model_residual_grad(A, 2 * l), 1);
+        PASS_POINT(ctx, l ? model_point_id(c, l - 1, PT_RESID_POST) : model_point_id(c, -1, PT_EMBED),
                    model_residual_grad(A, 2 * l), 1);
     }
     embedding_backward(g->embed, g->pos_embed, A->dres, A->tokens, model_embed_scale(c), B, T, d, A->start);
@@ -345,8 +345,8 @@ static int backward_run(tlm_context *ctx, const float *dlogits_in, float dloss, 
     if (ctx->n_observers || ctx->hooks) grad_norm = NULL;
     if (split_backward(ctx, dlogits_in, dloss, grad_norm)) backward_rows(&x, dlogits_in, dloss, A->n_counted);
     signals_release();
-    if (x.watched) /* (the logits' gradient: reported, after the pass) */
-        pass_fire(&x, model_point_id(c, -1, HL_LOGITS), A->dlogits, 1);
+    if (x.observed) /* (the logits' gradient: reported, after the pass) */
+        pass_fire(&x, model_point_id(c, -1, PT_LOGITS), A->dlogits, 1);
     const int rc = pass_check_points(&x) ? -1 : context_after_pass(ctx, 1);
     context_threads_leave(held);
     return rc;

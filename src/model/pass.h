@@ -17,11 +17,11 @@ typedef struct pass_ctx {
     tlm_context *run;   /* the context the pass runs in: RoPE tables, run->kv, observers, hooks */
     activations *A;     /* the rows this pass runs over: the context's whole batch, or a part's */
     model_params *g;    /* weight gradients (added to): the context's, or a part's own */
-    int watched;        /* an observer takes activation points (model_observer.at_point) */
+    int observed;        /* an observer takes activation points (model_observer.at_point) */
     int failed;         /* the first point whose observer failed, + 1 (later points are skipped) */
     float aux_scale;    /* backward: what the load-balancing loss's gradient at the router's probability
                            p_e is, divided by F_e (router_aux * dloss * E / R; 0 = off) */
-    const float *rounded; /* forward, mixed-precision training: the activation whose producer (a norm,
+    const float *copy16_of; /* forward, mixed-precision training: the activation whose producer (a norm,
                              the activation function) has just written its bf16 copy into the layer's
                              kept one (layer_acts u16, hid16), so that its products need not; else NULL */
 } pass_ctx;
@@ -37,7 +37,7 @@ void pass_fire(pass_ctx *x, int id, float *data, int is_grad);
 #define PASS_POINT(x, id, data, is_grad) ((void)(x), (void)(id), (void)(data), (void)(is_grad))
 #else
 #define PASS_POINT(x, id, data, is_grad) \
-    do { if ((x)->watched) pass_fire((x), (id), (data), (is_grad)); } while (0)
+    do { if ((x)->observed) pass_fire((x), (id), (data), (is_grad)); } while (0)
 #endif
 /* after a pass: -1 naming the point whose observer failed */
 int pass_check_points(const pass_ctx *x);
@@ -136,10 +136,10 @@ void qk_norm_backward(const tlm_config *c, int l, float *dx, const float *dadd, 
 void model_norm_forward_bf16(const tlm_config *c, float *y, uint16_t *y16, const norm_acts *a, const norm_params *p,
                              const float *x, int N);
 
-/* a layer's tail (config_has_layer_tail): out = the stream after layer l from the FFN sublayer's
+/* a layer's epilogue (config_has_layer_epilogue): out = the stream after layer l from the FFN sublayer's
  * output x (the layer scalar), and its backward (dx set, the scalar's gradient added) */
-void layer_tail_forward(pass_ctx *x, int l, const float *x_in, float *out);
-void layer_tail_backward(pass_ctx *x, int l, const float *x_in, const float *dout, float *dx);
+void layer_epilogue_forward(pass_ctx *x, int l, const float *x_in, float *out);
+void layer_epilogue_backward(pass_ctx *x, int l, const float *x_in, const float *dout, float *dx);
 /* Gemma 4's per-layer inputs of every layer (A->ple_in) from the scaled embedding x0, and their
  * backward from A->dple_in (dx0 set) */
 void ple_inputs_forward(pass_ctx *x, const float *x0);
@@ -198,10 +198,10 @@ void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du
 void attention_step(const step_ctx *s, int l, const float *u, float *f);
 void ffn_step(const step_ctx *s, int l, const float *u, float *f);
 void moe_step(const step_ctx *s, int l, const float *u, float *f);
-/* Gemma 4's per-layer input (ple.c): every layer's input for this token; layer l's tail, out from x
+/* Gemma 4's per-layer input (ple.c): every layer's input for this token; layer l's epilogue, out from x
  * (the thread's; out may be x) */
 void ple_inputs_step(const step_ctx *s);
-void layer_tail_step(const step_ctx *s, int l, const float *x, float *out);
+void layer_epilogue_step(const step_ctx *s, int l, const float *x, float *out);
 
 /* ---- the activation layout (layout.c) ------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* ple.c — Gemma 4's per-layer input: every layer's input made once from the embedding
- * (ple_inputs_*), and each layer's tail after its FFN sublayer (layer_tail_*: the per-layer input
+ * (ple_inputs_*), and each layer's epilogue after its FFN sublayer (layer_epilogue_*: the per-layer input
  * gated in, then the layer scalar), forward and backward over rows and the decode step's share. */
 #include <math.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "kv_cache.h"
 #include "pass.h"
 
-/* ---- the layer's tail (Gemma 4): the per-layer input, then the layer scalar ---------------------
+/* ---- the layer's epilogue (Gemma 4): the per-layer input, then the layer scalar ---------------------
  *   gate = x W_gate^T            [N, P]      (x: the stream after the FFN's residual add)
  *   prod = act(gate) * ple_in_l  [N, P]      (ple_in_l: layer l's slice of the per-layer inputs)
  *   pout = prod W_proj^T         [N, d]
@@ -24,7 +24,7 @@ static void ple_slice(float *dst, const float *src, int N, int L, int P, int l, 
     }
 }
 
-void layer_tail_forward(pass_ctx *ctx, int l, const float *x, float *out) {
+void layer_epilogue_forward(pass_ctx *ctx, int l, const float *x, float *out) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -38,18 +38,18 @@ void layer_tail_forward(pass_ctx *ctx, int l, const float *x, float *out) {
         glu_forward(a->ple_prod, a->ple_gate, a->ple_prod, (size_t)N * Pd, model_ffn_activation(c));
         linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_out, a->ple_prod, &P->ple_proj, N, Pd, d);
         model_norm_forward(c, a->ple_out_n.y, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
-        vec_add(a->tail_sum, x, a->ple_out_n.y, n);
-        sum = a->tail_sum;
+        vec_add(a->epilogue_sum, x, a->ple_out_n.y, n);
+        sum = a->epilogue_sum;
     }
     const float s = c->layer_scalar ? P->scalar[0] : 1.0f;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) out[i] = s * sum[i];
-    PASS_POINT(ctx, model_point_id(c, l, HL_RESID_POST), out, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_RESID_POST), out, 0);
 }
 
-/* dx = d(tail)/dx . dout (set); the scalar's and the per-layer input's weight gradients added, and
+/* dx = d(epilogue)/dx . dout (set); the scalar's and the per-layer input's weight gradients added, and
  * d ple_in's slice of layer l set */
-void layer_tail_backward(pass_ctx *ctx, int l, const float *x, const float *dout, float *dx) {
+void layer_epilogue_backward(pass_ctx *ctx, int l, const float *x, const float *dout, float *dx) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
@@ -58,7 +58,7 @@ void layer_tail_backward(pass_ctx *ctx, int l, const float *x, const float *dout
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, Pd = c->ple_dim;
     const size_t n = (size_t)N * d;
-    const float *sum = Pd > 0 ? a->tail_sum : x;
+    const float *sum = Pd > 0 ? a->epilogue_sum : x;
     const float s = c->layer_scalar ? P->scalar[0] : 1.0f;
     /* ds = sum(dout * sum): each of TAIL_BLOCKS blocks sums its range in order, and the blocks are added
      * in order, so the result does not depend on the thread count (as DyT's alpha, norm.c) */
@@ -160,9 +160,9 @@ void ple_inputs_step(const step_ctx *s) {
 #pragma omp barrier
 }
 
-/* out = layer l's tail on the thread's stream x (out may be x), as layer_tail_forward: x + N(proj(act(gate x) *
+/* out = layer l's epilogue on the thread's stream x (out may be x), as layer_epilogue_forward: x + N(proj(act(gate x) *
  * its per-layer input)), then times the layer scalar */
-void layer_tail_step(const step_ctx *s, int l, const float *x, float *out) {
+void layer_epilogue_step(const step_ctx *s, int l, const float *x, float *out) {
     const tlm_model *m = s->m;
     const tlm_config *cfg = &m->cfg;
     const step_shared *sh = &s->c->sh;

@@ -45,133 +45,133 @@ typedef struct {
     probe_name probe[PROBE_NAMES]; /* (docs/probes.md) in the order they are listed */
 } point_desc;
 
-static const point_desc POINTS[HL_COUNT + 4] = {
-    [HL_RESID_PRE] = {"hook_resid_pre", SH_D, 0, 0, "res[2l]",
+static const point_desc POINTS[PT_COUNT + 4] = {
+    [PT_RESID_PRE] = {"hook_resid_pre", SH_D, 0, 0, "res[2l]",
                       {{"resid_pre", 0, P_GRAD}, {"attn_norm.in_rms", REQ_IN_NORM, P_RMS}}},
     /* The attention's and the FFN's input stream (TransformerLens' use_attn_in, use_split_qkv_input,
      * use_hook_mlp_in), made only when a hook or the cache asks (hook_points.c): a rewrite changes
      * the sublayer's input and not the residual path; q_input, k_input, v_input each feed their own
      * projection (through their own input norm). One [B, T, d] copy each, not TransformerLens'
      * copy per head (docs/python.md). */
-    [HL_ATTN_IN] = {"hook_attn_in", SH_D, 0, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l] (the norm reads it)",
+    [PT_ATTN_IN] = {"hook_attn_in", SH_D, 0, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l] (the norm reads it)",
                     {{0}}},
-    [HL_Q_INPUT] = {"hook_q_input", SH_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of hook_attn_in",
+    [PT_Q_INPUT] = {"hook_q_input", SH_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of hook_attn_in",
                     {{0}}},
-    [HL_K_INPUT] = {"hook_k_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV, TLM_HOOK_ON_DEMAND,
+    [PT_K_INPUT] = {"hook_k_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV, TLM_HOOK_ON_DEMAND,
                     "hook_points.c: a copy of hook_attn_in", {{0}}},
-    [HL_V_INPUT] = {"hook_v_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV | REQ_OWN_V, TLM_HOOK_ON_DEMAND,
+    [PT_V_INPUT] = {"hook_v_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV | REQ_OWN_V, TLM_HOOK_ON_DEMAND,
                     "hook_points.c: a copy of hook_attn_in", {{0}}},
-    [HL_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd", {{0}}},
-    [HL_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
+    [PT_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd", {{0}}},
+    [PT_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
                            {{"attn_norm.out", REQ_IN_NORM, 0}, {"attn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
-    [HL_Q] = {"attn.hook_q", SH_Q, REQ_NOT_MLA, 0, "q (the projection, before QK-norm and RoPE)", {{"attn.q", REQ_NOT_MLA, 0}}},
-    [HL_K] = {"attn.hook_k", SH_KV, REQ_OWN_KV | REQ_NOT_MLA, 0, "k (the projection, before QK-norm and RoPE)",
+    [PT_Q] = {"attn.hook_q", SH_Q, REQ_NOT_MLA, 0, "q (the projection, before QK-norm and RoPE)", {{"attn.q", REQ_NOT_MLA, 0}}},
+    [PT_K] = {"attn.hook_k", SH_KV, REQ_OWN_KV | REQ_NOT_MLA, 0, "k (the projection, before QK-norm and RoPE)",
               {{"attn.k", REQ_OWN_KV | REQ_NOT_MLA, 0}}},
-    [HL_V] = {"attn.hook_v", SH_KV, REQ_OWN_KV, 0, "v (the projection, before Gemma 4's v norm)",
+    [PT_V] = {"attn.hook_v", SH_KV, REQ_OWN_KV, 0, "v (the projection, before Gemma 4's v norm)",
               {{"attn.v", REQ_OWN_KV, 0}}},
-    [HL_Q_NORMED] = {"attn.hook_q_normed", SH_Q, REQ_QK_NORM, 0, "qn (after QK-norm)",
+    [PT_Q_NORMED] = {"attn.hook_q_normed", SH_Q, REQ_QK_NORM, 0, "qn (after QK-norm)",
                      {{"attn.q_normed", REQ_QK_NORM, 0}}},
-    [HL_K_NORMED] = {"attn.hook_k_normed", SH_KV, REQ_QK_NORM | REQ_OWN_KV, 0, "kn (after QK-norm)",
+    [PT_K_NORMED] = {"attn.hook_k_normed", SH_KV, REQ_QK_NORM | REQ_OWN_KV, 0, "kn (after QK-norm)",
                      {{"attn.k_normed", REQ_QK_NORM | REQ_OWN_KV, 0}}},
-    [HL_ROT_Q] = {"attn.hook_rot_q", SH_Q, REQ_ROPE, 0, "qr (after RoPE: what attention reads)",
+    [PT_ROT_Q] = {"attn.hook_rot_q", SH_Q, REQ_ROPE, 0, "qr (after RoPE: what attention reads)",
                   {{"attn.rot_q", REQ_ROPE, 0}}},
-    [HL_ROT_K] = {"attn.hook_rot_k", SH_KV, REQ_ROPE | REQ_OWN_KV, 0, "kr (after RoPE: what attention reads)",
+    [PT_ROT_K] = {"attn.hook_rot_k", SH_KV, REQ_ROPE | REQ_OWN_KV, 0, "kr (after RoPE: what attention reads)",
                   {{"attn.rot_k", REQ_ROPE | REQ_OWN_KV, 0}}},
-    [HL_ATTN_SCORES] = {"attn.hook_attn_scores", SH_MAP, 0, TLM_HOOK_MASKED | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+    [PT_ATTN_SCORES] = {"attn.hook_attn_scores", SH_MAP, 0, TLM_HOOK_MASKED | TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
                         "scores (scaled, capped; masked keys never written)", {{"attn.scores", 0, 0}}},
-    [HL_PATTERN] = {"attn.hook_pattern", SH_MAP, 0, TLM_HOOK_NO_GRAD, "probs", {{"attn.probs", 0, 0}}},
-    [HL_Z] = {"attn.hook_z", SH_Q, 0, 0, "att (per head, before o_proj)", {{"attn.heads", 0, 0}}},
+    [PT_PATTERN] = {"attn.hook_pattern", SH_MAP, 0, TLM_HOOK_NO_GRAD, "probs", {{"attn.probs", 0, 0}}},
+    [PT_Z] = {"attn.hook_z", SH_Q, 0, 0, "att (per head, before o_proj)", {{"attn.heads", 0, 0}}},
     /* each head's z through its columns of W_O, without the bias (attn_out = their sum + b_O) */
-    [HL_RESULT] = {"attn.hook_result", SH_HEADS_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND,
-                   "hook_points.c: made from att when watched",
+    [PT_RESULT] = {"attn.hook_result", SH_HEADS_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND,
+                   "hook_points.c: made from att when observed",
                    {{0}}},
     /* (fired in every placement: it is the probes' attn.o_proj; a hook only with an output norm) */
-    [HL_ATTN_RAW] = {"hook_attn_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "attn_s.f",
+    [PT_ATTN_RAW] = {"hook_attn_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "attn_s.f",
                      {{"attn.o_proj", 0, 0}, {"attn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
-    [HL_LN1_OUT_SCALE] = {"ln1_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.out.rstd",
+    [PT_LN1_OUT_SCALE] = {"ln1_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.out.rstd",
                           {{0}}},
-    [HL_ATTN_OUT] = {"hook_attn_out", SH_D, 0, 0, "attn_s.out.y, else attn_s.f (what is added to the stream)",
+    [PT_ATTN_OUT] = {"hook_attn_out", SH_D, 0, 0, "attn_s.out.y, else attn_s.f (what is added to the stream)",
                      {{"attn_out_norm.out", REQ_OUT_NORM, 0},
                       {"attn_out_norm.out_rms", REQ_OUT_NORM, P_RMS},
                       {"attn.out", 0, 0}}},
-    [HL_ATTN_SUM] = {"hook_resid_mid_pre_norm", SH_D, REQ_POST_NORM, 0, "attn_s.sum",
+    [PT_ATTN_SUM] = {"hook_resid_mid_pre_norm", SH_D, REQ_POST_NORM, 0, "attn_s.sum",
                      {{"attn_norm.in_rms", REQ_POST_NORM, P_RMS}}},
-    [HL_LN1_POST_SCALE] = {"ln1_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS,
+    [PT_LN1_POST_SCALE] = {"ln1_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS,
                            "attn_s.post.rstd", {{0}}},
-    [HL_RESID_MID] = {"hook_resid_mid", SH_D, 0, 0, "res[2l+1]",
+    [PT_RESID_MID] = {"hook_resid_mid", SH_D, 0, 0, "res[2l+1]",
                       {{"attn_norm.out", REQ_POST_NORM, 0},
                        {"attn_norm.out_rms", REQ_POST_NORM, P_RMS},
                        {"resid_mid", 0, P_GRAD},
                        {"ffn_norm.in_rms", REQ_IN_NORM, P_RMS}}},
-    [HL_MLP_IN] = {"hook_mlp_in", SH_D, REQ_NOT_MOE_BLOCK, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l+1]",
+    [PT_MLP_IN] = {"hook_mlp_in", SH_D, REQ_NOT_MOE_BLOCK, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l+1]",
                    {{0}}},
-    [HL_LN2_SCALE] = {"ln2.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.in.rstd", {{0}}},
-    [HL_LN2_NORMALIZED] = {"ln2.hook_normalized", SH_D, REQ_IN_NORM, 0, "ffn_s.in.y",
+    [PT_LN2_SCALE] = {"ln2.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.in.rstd", {{0}}},
+    [PT_LN2_NORMALIZED] = {"ln2.hook_normalized", SH_D, REQ_IN_NORM, 0, "ffn_s.in.y",
                            {{"ffn_norm.out", REQ_IN_NORM, 0}, {"ffn_norm.out_rms", REQ_IN_NORM, P_RMS}}},
-    [HL_MLP_PRE] = {"mlp.hook_pre", SH_FF, REQ_DENSE, 0, "gate (gated FFNs), else up",
+    [PT_MLP_PRE] = {"mlp.hook_pre", SH_FF, REQ_DENSE, 0, "gate (gated FFNs), else up",
                     {{"ffn.gate", REQ_GATED | REQ_DENSE, 0}, {"ffn.up", REQ_GELU | REQ_DENSE, 0}}},
-    [HL_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", SH_FF, REQ_GATED | REQ_DENSE, 0, "up (gated FFNs)",
+    [PT_MLP_PRE_LINEAR] = {"mlp.hook_pre_linear", SH_FF, REQ_GATED | REQ_DENSE, 0, "up (gated FFNs)",
                            {{"ffn.up", REQ_GATED | REQ_DENSE, 0}}},
-    [HL_MLP_POST] = {"mlp.hook_post", SH_FF, REQ_DENSE, 0, "hid", {{"ffn.hidden", REQ_DENSE, 0}}},
+    [PT_MLP_POST] = {"mlp.hook_post", SH_FF, REQ_DENSE, 0, "hid", {{"ffn.hidden", REQ_DENSE, 0}}},
     /* a mixture of experts: the router's logits (rewritable: routing follows what the hook leaves;
      * its gradient is the router's dz), the chosen experts best first (their indices as floats),
      * their weights in the sum, and each chosen expert's output before its weight */
-    [HL_ROUTER_LOGITS] = {"mlp.hook_router_logits", SH_EXPERTS, REQ_MOE, 0, "router_logits; backward d_router",
+    [PT_ROUTER_LOGITS] = {"mlp.hook_router_logits", SH_EXPERTS, REQ_MOE, 0, "router_logits; backward d_router",
                           {{"ffn.router_logits", REQ_MOE, 0}}},
-    [HL_EXPERT_IDS] = {"mlp.hook_expert_ids", SH_TOPK, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+    [PT_EXPERT_IDS] = {"mlp.hook_expert_ids", SH_TOPK, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
                        "topk_idx (as floats)", {{"ffn.expert_ids", REQ_MOE, 0}}},
-    [HL_EXPERT_WEIGHTS] = {"mlp.hook_expert_weights", SH_TOPK, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+    [PT_EXPERT_WEIGHTS] = {"mlp.hook_expert_weights", SH_TOPK, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
                            "topk_w", {{"ffn.expert_weights", REQ_MOE, 0}}},
-    [HL_EXPERT_OUT] = {"mlp.hook_expert_out", SH_TOPK_D, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
+    [PT_EXPERT_OUT] = {"mlp.hook_expert_out", SH_TOPK_D, REQ_MOE, TLM_HOOK_READONLY | TLM_HOOK_NO_GRAD,
                        "ey gathered by row (the backward's d_ey as scratch)", {{0}}},
     /* MLA (an MLA layer's hook_v, hook_rot_q, hook_rot_k and hook_z are its zero-padded heads of head_dim
      * = max(qk_nope + qk_rope, v_head_dim); it has no hook_q, hook_k): c_q and c_kv before and after the
      * RMSNorms DeepSeek puts on them (the probes' in_rms / out_rms of attn.q_a_norm and attn.kv_a_norm) */
-    [HL_Q_A] = {"attn.hook_q_a", SH_QLORA, REQ_Q_LORA, 0, "cq (q_a_proj's output)",
+    [PT_Q_A] = {"attn.hook_q_a", SH_QLORA, REQ_Q_LORA, 0, "cq (q_a_proj's output)",
                 {{"attn.q_a", REQ_Q_LORA, 0}, {"attn.q_a_norm.in_rms", REQ_Q_LORA, P_RMS}}},
-    [HL_Q_A_NORMED] = {"attn.hook_q_a_normed", SH_QLORA, REQ_Q_LORA, 0, "cqn (after q_a_norm)",
+    [PT_Q_A_NORMED] = {"attn.hook_q_a_normed", SH_QLORA, REQ_Q_LORA, 0, "cqn (after q_a_norm)",
                        {{"attn.q_a_normed", REQ_Q_LORA, 0}, {"attn.q_a_norm.out_rms", REQ_Q_LORA, P_RMS}}},
-    [HL_KV_A] = {"attn.hook_kv_a", SH_KVLORA, REQ_MLA, 0, "ckv (c_kv: kv_a_proj's first kv_lora_rank outputs)",
+    [PT_KV_A] = {"attn.hook_kv_a", SH_KVLORA, REQ_MLA, 0, "ckv (c_kv: kv_a_proj's first kv_lora_rank outputs)",
                  {{"attn.kv_a", REQ_MLA, 0}, {"attn.kv_a_norm.in_rms", REQ_MLA, P_RMS}}},
-    [HL_KV_A_NORMED] = {"attn.hook_kv_a_normed", SH_KVLORA, REQ_MLA, 0, "ckvn (after kv_a_norm: what the cache holds)",
+    [PT_KV_A_NORMED] = {"attn.hook_kv_a_normed", SH_KVLORA, REQ_MLA, 0, "ckvn (after kv_a_norm: what the cache holds)",
                         {{"attn.kv_a_normed", REQ_MLA, 0}, {"attn.kv_a_norm.out_rms", REQ_MLA, P_RMS}}},
-    [HL_MLP_RAW] = {"hook_mlp_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "ffn_s.f",
+    [PT_MLP_RAW] = {"hook_mlp_out_pre_norm", SH_D, REQ_OUT_NORM, 0, "ffn_s.f",
                     {{"ffn.down_proj", 0, 0}, {"ffn_out_norm.in_rms", REQ_OUT_NORM, P_RMS}}},
-    [HL_LN2_OUT_SCALE] = {"ln2_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.out.rstd",
+    [PT_LN2_OUT_SCALE] = {"ln2_out.hook_scale", SH_ROW, REQ_OUT_NORM | REQ_STATS, SCALE_FLAGS, "ffn_s.out.rstd",
                           {{0}}},
-    [HL_MLP_OUT] = {"hook_mlp_out", SH_D, 0, 0, "ffn_s.out.y, else ffn_s.f",
+    [PT_MLP_OUT] = {"hook_mlp_out", SH_D, 0, 0, "ffn_s.out.y, else ffn_s.f",
                     {{"ffn_out_norm.out", REQ_OUT_NORM, 0},
                      {"ffn_out_norm.out_rms", REQ_OUT_NORM, P_RMS},
                      {"ffn.out", 0, 0}}},
-    [HL_MLP_SUM] = {"hook_resid_post_pre_norm", SH_D, REQ_POST_NORM, 0, "ffn_s.sum",
+    [PT_MLP_SUM] = {"hook_resid_post_pre_norm", SH_D, REQ_POST_NORM, 0, "ffn_s.sum",
                     {{"ffn_norm.in_rms", REQ_POST_NORM, P_RMS}}},
-    [HL_LN2_POST_SCALE] = {"ln2_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS,
+    [PT_LN2_POST_SCALE] = {"ln2_post.hook_scale", SH_ROW, REQ_POST_NORM | REQ_STATS, SCALE_FLAGS,
                            "ffn_s.post.rstd", {{0}}},
-    [HL_RESID_POST] = {"hook_resid_post", SH_D, 0, 0, "res[2l+2]",
+    [PT_RESID_POST] = {"hook_resid_post", SH_D, 0, 0, "res[2l+2]",
                        {{"ffn_norm.out", REQ_POST_NORM, 0},
                         {"ffn_norm.out_rms", REQ_POST_NORM, P_RMS},
                         {"resid_post", 0, P_GRAD},
                         {"final_norm.in_rms", REQ_FINAL_NORM | REQ_LAST_LAYER, P_TOP | P_RMS}}},
-    [HL_EMBED] = {"hook_embed", SH_D, 0, 0, "res[0]", {{"embed", 0, P_TOP}}},
-    [HL_FINAL_SCALE] = {"ln_final.hook_scale", SH_ROW, REQ_FINAL_NORM | REQ_STATS, SCALE_FLAGS, "final.rstd", {{0}}},
-    [HL_FINAL_NORMALIZED] = {"ln_final.hook_normalized", SH_D, REQ_FINAL_NORM, 0, "final.y",
+    [PT_EMBED] = {"hook_embed", SH_D, 0, 0, "res[0]", {{"embed", 0, P_TOP}}},
+    [PT_FINAL_SCALE] = {"ln_final.hook_scale", SH_ROW, REQ_FINAL_NORM | REQ_STATS, SCALE_FLAGS, "final.rstd", {{0}}},
+    [PT_FINAL_NORMALIZED] = {"ln_final.hook_normalized", SH_D, REQ_FINAL_NORM, 0, "final.y",
                              {{"final_norm.out", REQ_FINAL_NORM, P_TOP},
                               {"final_norm.out_rms", REQ_FINAL_NORM, P_TOP | P_RMS}}},
     /* (no hook: TransformerLens has none for the logits) */
-    [HL_LOGITS] = {NULL, SH_VOCAB, 0, 0, "logits; backward dlogits", {{"logits", 0, P_TOP | P_GRAD}}},
+    [PT_LOGITS] = {NULL, SH_VOCAB, 0, 0, "logits; backward dlogits", {{"logits", 0, P_TOP | P_GRAD}}},
 };
 
 /* the model's own points after the layers' */
-enum { TAIL_POINTS = HL_LOGITS - HL_FINAL_SCALE + 1 };
+enum { TAIL_POINTS = PT_LOGITS - PT_FINAL_SCALE + 1 };
 
-int model_point_count(const tlm_config *c) { return 1 + c->n_layers * HL_COUNT + TAIL_POINTS; }
+int model_point_count(const tlm_config *c) { return 1 + c->n_layers * PT_COUNT + TAIL_POINTS; }
 
 int model_point_of(const tlm_config *c, int id, int *layer, int *kind) {
     const int n = model_point_count(c);
     if (id < 0 || id >= n) return 0;
-    if (id == 0) *layer = -1, *kind = HL_EMBED;
-    else if (id >= n - TAIL_POINTS) *layer = -1, *kind = HL_FINAL_SCALE + (id - (n - TAIL_POINTS));
-    else *layer = (id - 1) / HL_COUNT, *kind = (id - 1) % HL_COUNT;
+    if (id == 0) *layer = -1, *kind = PT_EMBED;
+    else if (id >= n - TAIL_POINTS) *layer = -1, *kind = PT_FINAL_SCALE + (id - (n - TAIL_POINTS));
+    else *layer = (id - 1) / PT_COUNT, *kind = (id - 1) % PT_COUNT;
     return 1;
 }
 

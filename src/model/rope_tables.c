@@ -94,7 +94,7 @@ int context_ensure_rope(tlm_context *ctx, int len) {
 }
 
 void context_layer_rope(const tlm_context *ctx, int l, const float **cos_tab, const float **sin_tab) {
-    int local = ctx->m->cfg.rope_theta_local > 0.0f && !config_layer_full(&ctx->m->cfg, l);
+    int local = ctx->m->cfg.rope_theta_local > 0.0f && !config_layer_full_attention(&ctx->m->cfg, l);
     *cos_tab = local ? ctx->rope_cos_local : ctx->rope_cos;
     *sin_tab = local ? ctx->rope_sin_local : ctx->rope_sin;
 }

@@ -111,7 +111,7 @@ static int split_prepare(tlm_context *ctx, int parts, int with_grads) {
  * (nothing watches a split pass: split_parts) */
 static pass_ctx split_part(tlm_context *ctx, int p, int with_grads) {
     pass_ctx x = pass_whole(ctx);
-    x.A = &ctx->split->views[p], x.watched = 0;
+    x.A = &ctx->split->views[p], x.observed = 0;
     if (with_grads) x.g = &ctx->split->g[p];
     return x;
 }

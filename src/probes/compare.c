@@ -120,31 +120,31 @@ static int variant_rewrite(collector *co, int id, float *data, int B, int T) {
     const layer_params *P = l >= 0 ? &m->p.layers[l] : NULL;
     const int out_norm = placement_has_output_norm(c->placement), post = placement_has_post_norm(c->placement);
     switch (k) {
-    case HL_LN1_NORMALIZED: np = &P->attn_norm, in_kind = HL_RESID_PRE, scale_kind = HL_LN1_SCALE; break;
-    case HL_LN2_NORMALIZED: np = &P->ffn_norm, in_kind = HL_RESID_MID, scale_kind = HL_LN2_SCALE; break;
-    case HL_ATTN_OUT:
-        if (out_norm) np = &P->attn_out_norm, in_kind = HL_ATTN_RAW, scale_kind = HL_LN1_OUT_SCALE;
+    case PT_LN1_NORMALIZED: np = &P->attn_norm, in_kind = PT_RESID_PRE, scale_kind = PT_LN1_SCALE; break;
+    case PT_LN2_NORMALIZED: np = &P->ffn_norm, in_kind = PT_RESID_MID, scale_kind = PT_LN2_SCALE; break;
+    case PT_ATTN_OUT:
+        if (out_norm) np = &P->attn_out_norm, in_kind = PT_ATTN_RAW, scale_kind = PT_LN1_OUT_SCALE;
         break;
-    case HL_MLP_OUT:
-        if (out_norm) np = &P->ffn_out_norm, in_kind = HL_MLP_RAW, scale_kind = HL_LN2_OUT_SCALE;
+    case PT_MLP_OUT:
+        if (out_norm) np = &P->ffn_out_norm, in_kind = PT_MLP_RAW, scale_kind = PT_LN2_OUT_SCALE;
         break;
-    case HL_RESID_MID:
-        if (post) np = &P->attn_norm, in_kind = HL_ATTN_SUM, scale_kind = HL_LN1_POST_SCALE;
+    case PT_RESID_MID:
+        if (post) np = &P->attn_norm, in_kind = PT_ATTN_SUM, scale_kind = PT_LN1_POST_SCALE;
         break;
-    case HL_RESID_POST:
-        if (post) np = &P->ffn_norm, in_kind = HL_MLP_SUM, scale_kind = HL_LN2_POST_SCALE;
+    case PT_RESID_POST:
+        if (post) np = &P->ffn_norm, in_kind = PT_MLP_SUM, scale_kind = PT_LN2_POST_SCALE;
         break;
-    case HL_FINAL_NORMALIZED:
-        np = &m->p.final_norm, in_kind = HL_RESID_POST, scale_kind = HL_FINAL_SCALE, in_layer = c->n_layers - 1;
+    case PT_FINAL_NORMALIZED:
+        np = &m->p.final_norm, in_kind = PT_RESID_POST, scale_kind = PT_FINAL_SCALE, in_layer = c->n_layers - 1;
         break;
-    case HL_Q_NORMED:
-    case HL_K_NORMED: {
-        const cmp_tensor *in = recorded(co, model_point_id(c, l, k == HL_Q_NORMED ? HL_Q : HL_K));
+    case PT_Q_NORMED:
+    case PT_K_NORMED: {
+        const cmp_tensor *in = recorded(co, model_point_id(c, l, k == PT_Q_NORMED ? PT_Q : PT_K));
         if (!in) return -1;
         int rows, cols;
-        model_qk_norm_shape(c, l, B * T, k == HL_Q_NORMED ? c->n_heads : config_layer_kv_heads(c, l), &rows, &cols);
+        model_qk_norm_shape(c, l, B * T, k == PT_Q_NORMED ? c->n_heads : config_layer_kv_heads(c, l), &rows, &cols);
         variant_norm(co->variant, c->norm_eps, 1, config_norm_offset(c), data, NULL, in->data,
-                     k == HL_Q_NORMED ? P->q_norm : P->k_norm, NULL, rows, cols);
+                     k == PT_Q_NORMED ? P->q_norm : P->k_norm, NULL, rows, cols);
         return 0;
     }
     default: break;
@@ -172,7 +172,7 @@ static int collect_at_point(void *user, const tlm_context *run, int id, float *d
     int64_t shape[5];
     int flags;
     int nd = model_point_describe(c, id, B, T, name, sizeof name, shape, &flags);
-    if (!nd && id == model_point_id(c, -1, HL_LOGITS)) {
+    if (!nd && id == model_point_id(c, -1, PT_LOGITS)) {
         snprintf(name, sizeof name, "logits");
         shape[0] = B, shape[1] = T, shape[2] = c->vocab_size, nd = 3, flags = 0;
     }
