@@ -181,29 +181,55 @@ static void add_rope(cJSON *o, const tlm_config *c) {
     config_json_add_rope_scaling(o, c, tidy);
 }
 
+/* a config.json's opening: architectures [arch], model_type, the sizes every RoPE family names alike */
+static cJSON *config_open(const tlm_config *c, const char *arch, const char *model_type) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString(arch));
+    cJSON_AddStringToObject(o, "model_type", model_type);
+    config_json_add_sizes(o, c);
+    return o;
+}
+
+static void add_eps_rope(cJSON *o, const tlm_config *c) {
+    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
+    add_rope(o, c);
+}
+
+/* SiLU, the tied head, the init's std */
+static void add_act_tie_init(cJSON *o, const tlm_config *c) {
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+}
+
+/* the dense layers among the experts' (first_k_dense_replace as mlp_only_layers) */
+static void add_mlp_only(cJSON *o, const tlm_config *c) {
+    cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
+    for (int l = 0; l < c->n_layers; l++)
+        if (l < c->first_k_dense || c->mlp_only[l]) cJSON_AddItemToArray(only, cJSON_CreateNumber(l));
+}
+
+/* torch_dtype float32 (the weights as written; a bf16 export replaces it), then the text */
+static char *config_close(cJSON *o) {
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
 /* LlamaConfig, or MistralConfig: the llama body's keys, Mistral's without the biases and with the
  * window of every layer */
 static char *llama_body_config(const tlm_config *c, int mistral) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString(mistral ? "MistralForCausalLM" : "LlamaForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", mistral ? "mistral" : "llama");
-    config_json_add_sizes(o, c);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
-    add_rope(o, c);
+    cJSON *o = config_open(c, mistral ? "MistralForCausalLM" : "LlamaForCausalLM", mistral ? "mistral" : "llama");
+    add_eps_rope(o, c);
     if (mistral) {
         cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
     } else {
         cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
         cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
     }
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
+    add_act_tie_init(o, c);
+    return config_close(o);
 }
 
 char *hf_llama_config(const tlm_config *c) { return llama_body_config(c, 0); }
@@ -212,16 +238,9 @@ char *hf_mistral_config(const tlm_config *c) { return llama_body_config(c, 1); }
 /* Qwen3MoeConfig / MixtralConfig: the llama body's keys and the experts' (first_k_dense_replace
  * becomes mlp_only_layers, which Qwen3-MoE has) */
 static char *moe_config(const tlm_config *c, int qwen) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString(qwen ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", qwen ? "qwen3_moe" : "mixtral");
-    config_json_add_sizes(o, c);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
-    add_rope(o, c);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    cJSON *o = config_open(c, qwen ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM", qwen ? "qwen3_moe" : "mixtral");
+    add_eps_rope(o, c);
+    add_act_tie_init(o, c);
     cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
     if (qwen) {
         cJSON_AddBoolToObject(o, "attention_bias", c->attn_bias);
@@ -230,18 +249,13 @@ static char *moe_config(const tlm_config *c, int qwen) {
         cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
         cJSON_AddNumberToObject(o, "decoder_sparse_step", c->sparse_step);
         cJSON_AddBoolToObject(o, "use_sliding_window", false);
-        cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
-        for (int l = 0; l < c->n_layers; l++)
-            if (l < c->first_k_dense || c->mlp_only[l]) cJSON_AddItemToArray(only, cJSON_CreateNumber(l));
+        add_mlp_only(o, c);
     } else {
         cJSON_AddNumberToObject(o, "num_local_experts", c->n_experts);
         cJSON_ReplaceItemInObject(o, "intermediate_size", cJSON_CreateNumber(c->moe_d_ff)); /* (the experts') */
         cJSON_AddNullToObject(o, "sliding_window");
     }
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
+    return config_close(o);
 }
 
 char *hf_qwen3_moe_config(const tlm_config *c) { return moe_config(c, 1); }
@@ -250,17 +264,10 @@ char *hf_mixtral_config(const tlm_config *c) { return moe_config(c, 0); }
 /* Qwen2MoeConfig: the body's keys (qkv_bias for the q/k/v biases), the experts' and the shared expert's
  * (first_k_dense_replace becomes mlp_only_layers) */
 char *hf_qwen2_moe_config(const tlm_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen2MoeForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "qwen2_moe");
-    config_json_add_sizes(o, c);
+    cJSON *o = config_open(c, "Qwen2MoeForCausalLM", "qwen2_moe");
     cJSON_DeleteItemFromObject(o, "head_dim"); /* (no Qwen2MoeConfig key: hidden_size / heads) */
-    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
-    add_rope(o, c);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    add_eps_rope(o, c);
+    add_act_tie_init(o, c);
     cJSON_AddBoolToObject(o, "qkv_bias", c->attn_bias);
     cJSON_AddNumberToObject(o, "num_experts", c->n_experts);
     cJSON_AddNumberToObject(o, "num_experts_per_tok", c->n_experts_per_tok);
@@ -269,28 +276,16 @@ char *hf_qwen2_moe_config(const tlm_config *c) {
     cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
     cJSON_AddNumberToObject(o, "decoder_sparse_step", c->sparse_step);
     cJSON_AddBoolToObject(o, "use_sliding_window", false);
-    cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
-    for (int l = 0; l < c->n_layers; l++)
-        if (l < c->first_k_dense || c->mlp_only[l]) cJSON_AddItemToArray(only, cJSON_CreateNumber(l));
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
+    add_mlp_only(o, c);
+    return config_close(o);
 }
 
 /* DeepseekV3Config: the body's keys, MLA's and DeepseekV3MoE's */
 char *hf_deepseek_v3_config(const tlm_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("DeepseekV3ForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "deepseek_v3");
-    config_json_add_sizes(o, c);
+    cJSON *o = config_open(c, "DeepseekV3ForCausalLM", "deepseek_v3");
     cJSON_DeleteItemFromObject(o, "head_dim"); /* (DeepseekV3Config sets it to qk_rope_head_dim) */
-    cJSON_AddNumberToObject(o, "rms_norm_eps", tidy(c->norm_eps));
-    add_rope(o, c);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
+    add_eps_rope(o, c);
+    add_act_tie_init(o, c);
     cJSON_AddBoolToObject(o, "attention_bias", false);
     config_json_add_mla(o, c);
     cJSON_AddNumberToObject(o, "n_routed_experts", c->n_experts);
@@ -302,10 +297,7 @@ char *hf_deepseek_v3_config(const tlm_config *c) {
     cJSON_AddNumberToObject(o, "topk_group", c->topk_group);
     cJSON_AddNumberToObject(o, "first_k_dense_replace", c->first_k_dense);
     cJSON_AddBoolToObject(o, "norm_topk_prob", c->norm_topk_prob);
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
+    return config_close(o);
 }
 
 char *hf_gpt2_config(const tlm_config *c) {
@@ -324,8 +316,5 @@ char *hf_gpt2_config(const tlm_config *c) {
     cJSON_AddBoolToObject(o, "scale_attn_weights", c->query_pre_attn_scalar != 1.0f);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
     cJSON_AddNumberToObject(o, "initializer_range", tidy(c->init_std));
-    cJSON_AddStringToObject(o, "torch_dtype", "float32");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
+    return config_close(o);
 }
