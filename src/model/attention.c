@@ -13,12 +13,13 @@
  * Each op's activation point fires (PASS_POINT) right after it, with the id of points.c's table. */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hook_points.h"
 #include "kv_cache.h"
-#include "pass.h"
+#include "components.h"
 #include "util/f16.h"
 #include "util/profile.h"
 
@@ -340,5 +341,146 @@ static void attention_forward_op(pass_ctx *ctx, int l, const float *x, const flo
     (void)x;
     attention_sublayer_forward(ctx, l, u, f);
 }
-const sublayer_ops ATTENTION_OPS = {
-    .forward = attention_forward_op, .backward = attention_sublayer_backward, .step = attention_step};
+
+/* its tensors in layer l: q|k|v back to back (Gemma 4: full layers have their own head_dim and kv
+ * heads; a layer that shares an earlier layer's keys and values has no k, v of its own; K = V
+ * layers no v), o, the QK-norm's gains */
+static void attention_params(param_walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, hd = config_layer_head_dim(c, l), qd = c->n_heads * hd,
+              kvd = config_layer_kv_heads(c, l) * hd;
+    const bool own_kv = config_kv_source(c, l) == l, own_v = own_kv && !config_layer_k_eq_v(c, l);
+    char n[96];
+    linear_params *parts[3] = {&L->q, &L->k, &L->v};
+    const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
+    const int outs[3] = {qd, kvd, kvd};
+    walk_fused(w, &L->qkv, parts, names, outs, own_v ? 3 : own_kv ? 2 : 1, d, c->attn_bias, l);
+    snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+    walk_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
+    if (c->qk_norm != QK_NORM_NONE) {
+        float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
+        bool full = c->qk_norm == QK_NORM_FULL;
+        snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
+        walk_add(w, &L->q_norm, n, full ? qd : hd, 0, TENSOR_NORM, id);
+        if (own_kv) {
+            snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
+            walk_add(w, &L->k_norm, n, full ? kvd : hd, 0, TENSOR_NORM, id);
+        }
+    }
+}
+
+/* whether a later layer attends over layer l's keys and values (Gemma 4's shared K/V) */
+static int kv_shared_from(const tlm_config *c, int l) {
+    for (int j = config_first_kv_shared(c); j < c->n_layers; j++)
+        if (config_kv_source(c, j) == l) return 1;
+    return 0;
+}
+
+/* a layer's keys and values: the projections, after QK-norm, RoPE and the v norm (each aliasing
+ * the one before when its step is off), N rows of kv heads KV of kvd floats */
+static void take_kv(arena *a, layer_acts *L, const tlm_config *c, size_t N, size_t kvd, int KV) {
+    L->k = take(a, N * kvd);
+    L->v = take(a, N * kvd); /* (K = V layers: the k projection's copy, what the v norm reads) */
+    L->kn = L->k, L->k_rstd = NULL;
+    if (c->qk_norm != QK_NORM_NONE) {
+        L->k_rstd = take(a, c->qk_norm == QK_NORM_HEAD ? N * KV : N);
+        L->kn = take(a, N * kvd);
+    }
+    L->kr = c->position == POS_ROPE ? take(a, N * kvd) : L->kn;
+    L->vn = L->v, L->v_rstd = NULL;
+    if (c->v_norm) {
+        L->v_rstd = take(a, N * KV);
+        L->vn = take(a, N * kvd);
+    }
+}
+
+static void copy_kv(layer_acts *to, const layer_acts *from) {
+    to->k = from->k, to->v = from->v, to->kn = from->kn, to->kr = from->kr, to->vn = from->vn;
+    to->k_rstd = from->k_rstd, to->v_rstd = from->v_rstd;
+}
+
+void attention_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+    const tlm_context *ctx = lc->ctx;
+    const tlm_config *c = lc->c;
+    const int one_layer = lc->one_layer;
+    /* this layer's widths (training); the inference layout's one layer has the widest of any layer,
+     * and the per-head statistics' rows of every head */
+    const int hd = config_layer_head_dim(c, l), KV = config_layer_kv_heads(c, l);
+    const size_t N = lc->N, lqd = one_layer ? (size_t)config_max_q_dim(c) : (size_t)c->n_heads * hd,
+                 lkvd = one_layer ? (size_t)config_max_kv_dim(c) : (size_t)KV * hd;
+    const int KVmax = one_layer ? c->n_heads : KV;
+    if (lc->reuse) { /* the inference layout's later layers: layer 0's buffers, the common keys and values... */
+        copy_kv(L, &lc->common);
+        /* ... but the keys and values that a later layer reads (shared K/V) stay until it has:
+         * without a KV cache, which then holds them */
+        if (!ctx->kv && kv_shared_from(c, l)) take_kv(a, L, c, N, lkvd, KVmax);
+        return;
+    }
+    L->q = take(a, N * lqd);
+    L->qn = L->q, L->q_rstd = NULL;
+    if (c->qk_norm != QK_NORM_NONE) {
+        L->q_rstd = take(a, c->qk_norm == QK_NORM_HEAD ? N * c->n_heads : N);
+        L->qn = take(a, N * lqd);
+    }
+    L->qr = c->position == POS_ROPE ? take(a, N * lqd) : L->qn;
+    /* a layer that shares an earlier layer's keys and values has none of its own (training: the
+     * pass reads the source layer's; the inference layout's layer 0 has them for every layer) */
+    if (one_layer || config_kv_source(c, l) == l)
+        take_kv(a, L, c, N, lkvd, KVmax);
+    else
+        L->k = L->v = L->kn = L->kr = L->vn = L->k_rstd = L->v_rstd = NULL;
+    if (one_layer) { /* (the buffers every layer uses; layer 0 keeps its own when a later layer reads them) */
+        copy_kv(&lc->common, L);
+        if (!ctx->kv && kv_shared_from(c, 0)) take_kv(a, L, c, N, lkvd, KVmax);
+    }
+    /* the gradients that the sharing layers send back to this layer's keys and values */
+    const int shared = !one_layer && kv_shared_from(c, l);
+    L->dk_shared = shared ? take(a, N * lkvd) : NULL;
+    L->dv_shared = shared ? take(a, N * lkvd) : NULL;
+    /* [B,H,T,T] maps: both for those who look at them; in training also the probabilities alone
+     * (and the scores under a soft-cap, whose backward reads them) while they take no more than the
+     * layer's FFN activations, so that the backward does not compute them again. Past that size
+     * (long T) they are computed again; and in mixed precision with attention's products on bf16
+     * operands (AMX), where the recomputation is two small tile products per block: there the maps
+     * saved about as much in the backward as writing them cost in the forward, and took memory.
+     * (Mixed precision without AMX keeps attention in f32, and the maps with it.) The figures:
+     * docs/performance.md, "Figures behind the code". */
+    const size_t att = (size_t)lc->B * c->n_heads * lc->T * lc->T, f = (size_t)config_max_ff(c);
+    const attention_spec mixed = {.bf16 = ctx->product_bf16}; /* (the pass's own spec.bf16) */
+    const int keep_probs =
+        lc->maps || (!one_layer && lc->full_attention && att <= 2 * N * f && !attention_bf16_products(&mixed));
+    L->scores = lc->maps || (keep_probs && model_layer_attention(c, l).softcap > 0.0f) ? take(a, att) : NULL;
+    L->probs = keep_probs ? take(a, att) : NULL;
+    L->att = take(a, N * lqd);
+    /* mixed-precision training: the products' inputs as the forward rounded them (linear.c; latent
+     * attention's products round their own) */
+    arena none16 = {0};
+    arena *k16 = lc->keep16 && !config_mla(c) ? a : &none16;
+    L->u16[SUB_ATTN] = take16(k16, lc->B, lc->T, c->d_model);
+    L->att16 = take16(k16, lc->B, lc->T, lqd);
+}
+
+/* the backward's scratch (the widest layer's; latent attention's too) and, for attention over the
+ * whole sequence, each thread's: a query block's S, P, dS and the tile kernels' keys */
+static void attention_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
+    const tlm_config *c = lc->c;
+    const size_t N = lc->N, qd = (size_t)config_max_q_dim(c), kvd = (size_t)config_max_kv_dim(c);
+    A->datt = take(b, N * qd);
+    A->dq = take(b, N * qd);
+    A->dq2 = take(b, N * qd);
+    A->dk = take(b, N * kvd);
+    A->dk2 = take(b, N * kvd);
+    A->dv = take(b, N * kvd);
+    A->dv2 = c->v_norm ? take(b, N * kvd) : NULL;
+    arena none = {0};
+    A->attn_slots = (size_t)omp_get_max_threads();
+    A->attn_scratch = take_shared(lc->full_attention ? a : &none,
+                                  attention_scratch_floats(lc->T, config_max_head_dim(c)) * A->attn_slots);
+}
+
+const sublayer_ops ATTENTION_OPS = {.forward = attention_forward_op,
+                                    .backward = attention_sublayer_backward,
+                                    .step = attention_step,
+                                    .params = attention_params,
+                                    .layout = attention_layout,
+                                    .scratch = attention_scratch};

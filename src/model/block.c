@@ -36,6 +36,12 @@ const sublayer_ops *block_component(const tlm_config *c, int l, sublayer_kind k)
     return &FFN_OPS;
 }
 
+const sublayer_ops *block_components(int i) {
+    /* (Gemma 4's MoE block lays out through MOE_OPS: the same buffers) */
+    static const sublayer_ops *const ALL[] = {&ATTENTION_OPS, &MLA_OPS, &FFN_OPS, &MOE_OPS};
+    return i >= 0 && i < (int)(sizeof ALL / sizeof ALL[0]) ? ALL[i] : NULL;
+}
+
 int block_has_step(const tlm_config *c) {
     for (int l = 0; l < c->n_layers; l++)
         if (!block_component(c, l, SUB_ATTN)->step || !block_component(c, l, SUB_FFN)->step) return 0;

@@ -6,13 +6,13 @@
  *     component's product rows shared out among the threads).
  *
  * A way of running (a block_mode) is a small table: where a sublayer's values go, the norm, how it
- * runs a component (pass.h's sublayer_ops: attention.c, mla.c, ffn.c, moe.c), the layer's epilogue
+ * runs a component (run.h's sublayer_ops: attention.c, mla.c, ffn.c, moe.c), the layer's epilogue
  * (ple.c), the residual add and the activation points. The block chooses the component and calls
  * the table in the placement's order. Internal to src/model. */
 #ifndef TLM_MODEL_BLOCK_H
 #define TLM_MODEL_BLOCK_H
 
-#include "pass.h"
+#include "components.h"
 
 /* a sublayer's norms: its input norm (pre, sandwich), output norm (sandwich, output), post norm
  * (post, deepnorm: the input norm's weights) */
@@ -58,6 +58,8 @@ typedef struct block_mode {
 
 /* the component that sublayer k of layer l runs (the one place that chooses it) */
 const sublayer_ops *block_component(const tlm_config *c, int l, sublayer_kind k);
+/* every component, in the order the activation layout visits them (layout.c); NULL after the last */
+const sublayer_ops *block_components(int i);
 /* 1 when every component of the model has a one-token step (block_mode DECODE_STEP can run it) */
 int block_has_step(const tlm_config *c);
 /* h = sublayer k of layer l on the stream x, as the placement says (h may be x) */
@@ -67,6 +69,8 @@ void block_sublayer_forward(const block_mode *bm, void *run, const tlm_config *c
  * sublayer (through epilogue_in and the layer's epilogue when the config has one); mid and out may be x */
 void block_forward(const block_mode *bm, void *run, const tlm_config *c, int l, const float *x, float *mid,
                    float *epilogue_in, float *out);
+/* dx = d(sublayer of kind k of layer l)/dx . dh (set), any norm placement (the full pass's backward) */
+void sublayer_backward(pass_ctx *x, int l, sublayer_kind k, const float *x_in, const float *dh, float *dx);
 /* sum = alpha x + fo (x NULL: fo; alpha 1: x + fo): the residual add, over i in [i0, i1) on the
  * calling thread, or over n values on the OpenMP threads (sum may be x or fo) */
 void block_residual_rows(float *sum, const float *x, float alpha, const float *fo, size_t i0, size_t i1);

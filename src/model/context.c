@@ -1,32 +1,13 @@
-/* context.c — a context's lifetime (context.h). */
+/* context.c — a context's mode, its last logits and its threads (context.h): what the components may
+ * ask of the context they run in. Its lifetime (context_create, context_free) is pass.c's, beside the
+ * drivers whose state it frees. */
 #include "context.h"
 
 #include <omp.h>
 #include <stdlib.h>
 
-#include "decode.h"
-#include "pass.h"
-#include "tinylm.h"
-#include "util/error.h"
+#include "kv_cache.h"
 #include "util/fork.h"
-
-tlm_context *context_create(const tlm_model *m) {
-    tlm_context *c = calloc(1, sizeof *c);
-    if (!c) return tlm_error("out of memory creating a context"), NULL;
-    c->m = m;
-    c->mode = MODEL_TRAIN;
-    return c;
-}
-
-void context_free(tlm_context *c) {
-    if (!c) return;
-    context_hooks_free(c);
-    free(c->acts.mem), free(c->acts.tokens), free(c->acts.targets), free(c->acts.start_mem), free(c->acts.layers);
-    free(c->rope_cos), free(c->rope_sin), free(c->rope_cos_local), free(c->rope_sin_local);
-    free(c->grad_mem), free(c->g.layers);
-    split_free(c->split);
-    free(c);
-}
 
 void context_set_mode(tlm_context *ctx, model_mode mode) { ctx->mode = mode; }
 

@@ -4,8 +4,10 @@
  *   gelu:  up = u W_up^T [N,f];  hid = gelu(up)
  *   gated: gate|up = u W_gu^T [N,f|f];  hid = act(gate) * up
  *   f = hid W_down^T [N,d] */
+#include <stdio.h>
+
+#include "components.h"
 #include "kv_cache.h"
-#include "pass.h"
 
 void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
@@ -92,4 +94,49 @@ static void ffn_forward_op(pass_ctx *ctx, int l, const float *x, const float *u,
     (void)x;
     ffn_sublayer_forward(ctx, l, u, f);
 }
-const sublayer_ops FFN_OPS = {.forward = ffn_forward_op, .backward = ffn_sublayer_backward, .step = ffn_step};
+
+void ffn_params(param_walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    linear_params *parts[2] = {&L->gate, &L->up};
+    const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
+    const int outs[2] = {config_layer_ff(c, l), config_layer_ff(c, l)};
+    char n[96];
+    if (c->ffn != FFN_GELU)
+        walk_fused(w, &L->gate_up, parts, names, outs, 2, c->d_model, c->mlp_bias, l);
+    else
+        walk_fused(w, &L->up, parts + 1, names + 1, outs + 1, 1, c->d_model, c->mlp_bias, l);
+    snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
+    walk_linear(w, &L->down, n, c->d_model, config_layer_ff(c, l), c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
+}
+
+/* its buffers in a layer with the dense FFN (the inference layout: in layer 0's when any layer has
+ * it, at the widest d_ff), with the bf16 copies of its products' inputs in mixed-precision training */
+static void ffn_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+    const tlm_config *c = lc->c;
+    if (lc->reuse) return;
+    const int any_dense = config_moe_layers(c) < c->n_layers || c->moe_block;
+    const int dense = lc->one_layer ? any_dense : config_layer_has_dense(c, l);
+    const size_t N = lc->N, lf = lc->one_layer ? (size_t)config_max_ff(c) : (size_t)config_layer_ff(c, l);
+    L->gate = dense && c->ffn != FFN_GELU ? take(a, N * lf) : NULL;
+    L->up = dense ? take(a, N * lf) : NULL;
+    L->hid = dense ? take(a, N * lf) : NULL;
+    arena none16 = {0};
+    arena *k16 = lc->keep16 && dense ? a : &none16;
+    L->u16[SUB_FFN] = take16(k16, lc->B, lc->T, c->d_model);
+    L->hid16 = take16(k16, lc->B, lc->T, lf);
+}
+
+static void ffn_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
+    (void)a;
+    const size_t n = lc->N * (size_t)config_max_ff(lc->c);
+    A->dgate = take(b, n);
+    A->dup = take(b, n);
+    A->dhid = take(b, n);
+}
+
+const sublayer_ops FFN_OPS = {.forward = ffn_forward_op,
+                              .backward = ffn_sublayer_backward,
+                              .step = ffn_step,
+                              .params = ffn_params,
+                              .layout = ffn_layout,
+                              .scratch = ffn_scratch};

@@ -6,7 +6,7 @@
 #ifndef TLM_MODEL_HOOK_POINTS_H
 #define TLM_MODEL_HOOK_POINTS_H
 
-#include "pass.h"
+#include "components.h"
 
 /* Forward, before sublayer k of layer l reads its input stream x_in [N, d]: the stream its branch
  * reads — x_in itself, or (attn_in / mlp_in / the split inputs observed) the layer's own copy, with
@@ -37,17 +37,6 @@ int hook_points_split_kv_backward(pass_ctx *x, int l, const float *dk, const flo
 int hook_points_input_backward(pass_ctx *x, int l, sublayer_kind k, const float *du, const float *residual, float alpha,
                                float *dx);
 
-/* ---- hooks.c's side of it ---------------------------------------------------------------------- */
-
-/* whether a hook or the capture asks for point id (forward or backward) */
-int pass_point_wanted(const pass_ctx *x, int id, int is_grad);
-/* after firing point id forward: whether a hook may have rewritten it (it was allowed to, and did
- * not say it left it unchanged) */
-int pass_point_rewritten(const pass_ctx *x, int id);
-/* the hooks' side memory: at least `floats` floats (grown between passes only: the first call of
- * a pass asks for the whole pass's), NULL with tlm_error when out of memory */
-float *pass_hook_memory(pass_ctx *x, size_t floats);
-/* per-layer flags of the side points (what the forward made), n bytes, zeroed when first made */
-unsigned char *pass_hook_flags(pass_ctx *x, int n);
+/* (hooks.c's side of it, pass_point_wanted ... pass_hook_flags: run.h) */
 
 #endif

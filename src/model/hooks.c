@@ -1,5 +1,5 @@
 /* hooks.c — observers of a pass (model.h model_observer) and the one firing mechanism of its
- * activation points (pass.h PASS_POINT), and tlm_set_hooks, the observer behind the Python
+ * activation points (run.h PASS_POINT), and tlm_set_hooks, the observer behind the Python
  * package's hooks (docs/python.md).
  *
  * With a hook attached, the pass calls it at each named point (points.c) with a pointer into
@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hook_points.h"
-#include "pass.h"
+#include "run.h"
 #include "tinylm.h"
 #include "util/error.h"
 #include "util/signals.h"

@@ -1,10 +1,10 @@
 /* kv_cache.h — the KV cache's layout (kv_cache.c), for the components that write and read it
  * (attention.c, mla.c) and the one-token decode step's buffers, laid out with it (decode.c and
- * each component's step). The cache's API is decode.h's. Internal to src/model. */
+ * each component's step). The cache's API is kv_cache_api.h's. Internal to src/model. */
 #ifndef TLM_MODEL_KV_CACHE_H
 #define TLM_MODEL_KV_CACHE_H
 
-#include "decode.h"
+#include "kv_cache_api.h"
 #include "model.h"
 
 /* the decode step's buffers, laid out once with the cache: what every thread reads (the

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ops/quant.h"
-#include "pass.h"
+#include "components.h"
 #include "util/profile.h"
 
 /* ---- linear layers: f32, bf16 or quantized weights ------------------------------------------ */

@@ -24,11 +24,12 @@
  * kv_mla_attention_forward (below; the absorbed form by default). The one-token decode step does not
  * run latent attention: an MLA model decodes through context_forward with the cache (decode.c). */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "components.h"
 #include "kv_cache.h"
-#include "pass.h"
 #include "util/error.h"
 #include "util/f16.h"
 
@@ -303,4 +304,75 @@ static void mla_forward_op(pass_ctx *ctx, int l, const float *x, const float *u,
     (void)x;
     mla_forward(ctx, l, u, f);
 }
-const sublayer_ops MLA_OPS = {.forward = mla_forward_op, .backward = mla_backward};
+
+/* its tensors in layer l (docs/tensors.md): q (q_a, its norm, q_b; or one q projection without
+ * q_lora_rank), kv_a (c_kv and k_pe), its norm (over c_kv), kv_b (each head's k_nope and v), o.
+ * Its two norms are plain RMSNorms (gain w, starting at 1) whatever norm_type. */
+static void mla_params(param_walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, H = c->n_heads, qk = config_mla_qk_dim(c), rq = c->q_lora_rank, rkv = c->kv_lora_rank;
+    char n[96];
+    if (rq > 0) {
+        snprintf(n, sizeof n, "layers.%d.attn.q_a_proj", l);
+        walk_linear(w, &L->q_a, n, rq, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.attn.q_a_norm.weight", l);
+        walk_add(w, &L->q_a_norm, n, rq, 0, TENSOR_NORM, 1.0f);
+        snprintf(n, sizeof n, "layers.%d.attn.q_b_proj", l);
+        walk_linear(w, &L->q_b, n, H * qk, rq, false, TENSOR_MATRIX);
+    } else {
+        snprintf(n, sizeof n, "layers.%d.attn.q_proj", l);
+        walk_linear(w, &L->q, n, H * qk, d, false, TENSOR_MATRIX);
+    }
+    snprintf(n, sizeof n, "layers.%d.attn.kv_a_proj", l);
+    walk_linear(w, &L->kv_a, n, rkv + c->qk_rope_dim, d, false, TENSOR_MATRIX);
+    snprintf(n, sizeof n, "layers.%d.attn.kv_a_norm.weight", l);
+    walk_add(w, &L->kv_a_norm, n, rkv, 0, TENSOR_NORM, 1.0f);
+    snprintf(n, sizeof n, "layers.%d.attn.kv_b_proj", l);
+    walk_linear(w, &L->kv_b, n, H * (c->qk_nope_dim + c->v_head_dim), rkv, false, TENSOR_MATRIX);
+    snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
+    walk_linear(w, &L->o, n, d, H * c->v_head_dim, false, TENSOR_RESIDUAL_MATRIX);
+}
+
+/* an MLA layer's own buffers (beside the attention's, attention_layout, whose q, qr, kr, vn and att
+ * it writes as the padded heads) */
+static void mla_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+    (void)l;
+    const tlm_config *c = lc->c;
+    if (lc->reuse) return;
+    arena none = {0};
+    arena *m = config_mla(c) ? a : &none, *q = config_mla(c) && c->q_lora_rank > 0 ? a : &none;
+    const size_t N = lc->N, H = (size_t)c->n_heads, rq = (size_t)c->q_lora_rank, rkv = (size_t)c->kv_lora_rank,
+                 dr = (size_t)c->qk_rope_dim;
+    L->cq = take(q, N * rq);
+    L->cq_rstd = take(q, N);
+    L->cqn = take(q, N * rq);
+    L->ckv = take(m, N * (rkv + dr));
+    L->ckv_rstd = take(m, N);
+    L->ckvn = take(m, N * rkv);
+    L->kvb = take(m, N * H * (size_t)(c->qk_nope_dim + c->v_head_dim));
+    L->qpe = take(m, N * H * dr);
+    L->kpe = take(m, N * dr);
+    L->attc = take(m, N * H * (size_t)c->v_head_dim);
+}
+
+static void mla_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
+    (void)a;
+    const tlm_config *c = lc->c;
+    arena none = {0};
+    arena *mb = config_mla(c) ? b : &none;
+    const size_t N = lc->N, H = (size_t)c->n_heads, rq = (size_t)c->q_lora_rank, rkv = (size_t)c->kv_lora_rank,
+                 dr = (size_t)c->qk_rope_dim;
+    A->d_kvb = take(mb, N * H * (size_t)(c->qk_nope_dim + c->v_head_dim));
+    A->d_ckv = take(mb, N * (rkv + dr));
+    A->d_ckvn = take(mb, N * rkv);
+    A->d_cqn = take(mb, N * rq);
+    A->d_cq = take(mb, N * rq);
+    A->d_kpe = take(mb, N * dr);
+    A->d_qpe = take(mb, N * H * dr);
+}
+
+const sublayer_ops MLA_OPS = {.forward = mla_forward_op,
+                              .backward = mla_backward,
+                              .params = mla_params,
+                              .layout = mla_layout,
+                              .scratch = mla_scratch};

@@ -1,34 +1,20 @@
-/* model.c — the model object and the engine's rules that callers must not re-derive: the
- * layer's attention (which keys a query sees), the residual stream's stages, the norm weight's
- * offset. What runs it is a context (context.c); the pass itself is pass.c (drivers), block.c and the
- * components (attention.c, mla.c, ffn.c, moe.c, ple.c, norm.c, linear.c), layout.c (activation memory), rope_tables.c, split.c (a batch across the threads) and hooks.c
- * (observers, points). */
+/* model.c — the engine's rules that callers must not re-derive: the layer's attention (which keys
+ * a query sees), the FFN's activation, the residual stream's stages, the norm weight's offset. It
+ * calls nothing but the config's: the components and the drivers both ask it. The model's
+ * lifetime is params.c's (model_create, model_free); what runs it is a context (context.h); the
+ * pass itself is pass.c (drivers), block.c and the components (attention.c, mla.c, ffn.c, moe.c,
+ * ple.c, norm.c, linear.c), layout.c (activation memory), rope_tables.c, split.c (a batch across
+ * the threads) and hooks.c (observers, points). */
 #include "model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "pass.h"
 #include "tinylm.h"
 #include "util/error.h"
 
-void model_free(tlm_model *m) {
-    if (!m) return;
-    context_free(m->ctx);
-    free(m->p.layers), free(m->tensors);
-    if (m->file_map)
-        munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
-    else
-        free(m->param_mem);
-    free(m->stored16);
-    free(m->wq_mem);
-    free(m->product16);
-    free(m);
-}
 
-void model_set_mode(tlm_model *m, model_mode mode) { context_set_mode(m->ctx, mode); }
-const float *model_last_logits(const tlm_model *m) { return context_last_logits(m->ctx); }
 
 /* ---- the layer's shape ----------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* moe.c — a mixture-of-experts FFN, forward and backward, over the rows of a pass context
- * (pass.h). For N rows u [N, d], E experts, k chosen per row, fe = moe_intermediate_size:
+ * (components.h). For N rows u [N, d], E experts, k chosen per row, fe = moe_intermediate_size:
  *
  *   z     = u W_r^T                       [N, E]  the router's logits (f32 products always)
  *   p     = softmax(z)  or  sigmoid(z)    [N, E]  the scores (scoring_func)
@@ -22,10 +22,11 @@
  * buffers are the activation layout's (layout.c). Below: Gemma 4's MoE block (the experts beside the
  * dense FFN) and the decode step's share (moe_step). */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "components.h"
 #include "kv_cache.h"
-#include "pass.h"
 
 /* ---- routing -------------------------------------------------------------------------------- */
 
@@ -501,7 +502,146 @@ static void moe_forward_op(pass_ctx *ctx, int l, const float *x, const float *u,
 static void moe_backward_op(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
     moe_backward(ctx, l, u, u, df, du, du);
 }
-const sublayer_ops MOE_OPS = {.forward = moe_forward_op, .backward = moe_backward_op, .step = moe_step};
-/* (no step: a model with it decodes through the full pass with the cache) */
-const sublayer_ops MOE_BLOCK_OPS = {
-    .forward = moe_block_forward, .backward = moe_block_backward, .backward_x = moe_block_backward_x};
+
+/* its tensors in layer l: the router (HF: mlp.gate) and, for sigmoid scoring, its selection bias;
+ * each expert's gate, up and down back to back, expert after expert (the views bind expert 0's;
+ * moe_expert finds the others at a fixed stride); the shared expert. */
+static void moe_params(param_walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    const int d = c->d_model, E = c->n_experts, fe = c->moe_d_ff, fs = config_shared_ff(c);
+    char n[96];
+    snprintf(n, sizeof n, "layers.%d.ffn.router", l);
+    walk_linear(w, &L->router, n, E, d, false, TENSOR_MATRIX);
+    if (config_router_has_bias(c)) {
+        snprintf(n, sizeof n, "layers.%d.ffn.router.e_score_correction_bias", l);
+        walk_add(w, &L->score_bias, n, E, 0, TENSOR_BIAS, 0.0f);
+    }
+    if (c->moe_block) { /* Gemma 4's router: its input's scale, each expert's weight scale (gains: start at 1) */
+        snprintf(n, sizeof n, "layers.%d.ffn.router.scale", l);
+        walk_add(w, &L->router_scale, n, d, 0, TENSOR_NORM, 1.0f);
+        snprintf(n, sizeof n, "layers.%d.ffn.router.expert_scale", l);
+        walk_add(w, &L->expert_scale, n, E, 0, TENSOR_NORM, 1.0f);
+    }
+    const matrix_slots none = {0};
+    for (int e = 0; e < E; e++) {
+        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.gate_proj.weight", l, e);
+        walk_kept(w, e ? none : LINEAR_SLOTS(&L->expert_gate), n, fe, d, TENSOR_MATRIX, 0.0f);
+        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.up_proj.weight", l, e);
+        walk_kept(w, e ? none : LINEAR_SLOTS(&L->expert_up), n, fe, d, TENSOR_MATRIX, 0.0f);
+        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.down_proj.weight", l, e);
+        walk_kept(w, e ? none : LINEAR_SLOTS(&L->expert_down), n, d, fe, TENSOR_RESIDUAL_MATRIX, 0.0f);
+    }
+    if (fs > 0) {
+        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.gate_proj", l);
+        walk_linear(w, &L->shared_gate, n, fs, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.up_proj", l);
+        walk_linear(w, &L->shared_up, n, fs, d, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.down_proj", l);
+        walk_linear(w, &L->shared_down, n, d, fs, false, TENSOR_RESIDUAL_MATRIX);
+        if (c->shared_gate) { /* (HF: mlp.shared_expert_gate, a Linear d -> 1 without bias) */
+            snprintf(n, sizeof n, "layers.%d.ffn.shared_expert_gate", l);
+            walk_linear(w, &L->shared_expert_gate, n, 1, d, false, TENSOR_MATRIX);
+        }
+    }
+}
+
+/* Gemma 4's MoE block: the dense FFN's tensors, the dense output's norm, the experts' input and
+ * output norms, then the experts' */
+static void moe_block_params(param_walk *w, layer_params *L, int l) {
+    char n[96];
+    ffn_params(w, L, l);
+    snprintf(n, sizeof n, "layers.%d.dense_out_norm", l), walk_norm(w, &L->dense_out_norm, n, 0.0f);
+    snprintf(n, sizeof n, "layers.%d.moe_in_norm", l), walk_norm(w, &L->moe_in_norm, n, 0.0f);
+    snprintf(n, sizeof n, "layers.%d.moe_out_norm", l), walk_norm(w, &L->moe_out_norm, n, 0.0f);
+    moe_params(w, L, l);
+}
+
+/* An MoE layer's buffers (in the inference layout: in layer 0's when any layer is one; Gemma 4's
+ * MoE block's too): the router's, the routing (ints in float slots), the gathered rows and the
+ * experts' activations, the shared expert's, the load statistics. The per-expert offsets are E + 1
+ * per sequence, so that a part of a split batch (an arena with b0 set) gets room of its own. */
+static void moe_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+    const tlm_config *c = lc->c;
+    if (lc->reuse) return;
+    const int moe = lc->one_layer ? config_moe_layers(c) > 0 : config_layer_is_moe(c, l);
+    arena none = {0};
+    arena *m = moe ? a : &none;
+    const size_t N = lc->N, E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok, fe = (size_t)c->moe_d_ff,
+                 fs = (size_t)config_shared_ff(c), d = (size_t)c->d_model;
+    L->router_logits = take(m, N * E);
+    L->router_probs = take(m, N * E);
+    L->topk_idx = (int *)take(m, N * K);
+    L->topk_w = take(m, N * K);
+    L->slot_of = (int *)take(m, N * K);
+    L->slot_row = (int *)take(m, N * K);
+    L->expert_off = (int *)take(m, (size_t)lc->B * (E + 1));
+    L->xs = take(m, N * K * d);
+    L->eg = take(m, N * K * fe);
+    L->eu = take(m, N * K * fe);
+    L->eh = take(m, N * K * fe);
+    L->ey = take(m, N * K * d);
+    arena *sm = moe && fs ? a : &none;
+    L->sg = take(sm, N * fs);
+    L->su = take(sm, N * fs);
+    L->sh = take(sm, N * fs);
+    L->sy = take(sm, N * d);
+    L->s_gate = take(moe && fs && c->shared_gate ? a : &none, N);
+    L->moe_stats = take(m, (size_t)lc->B * 2 * E);
+    /* Gemma 4's MoE block: the dense output and its norm, the router's and the experts' inputs, the
+     * experts' sum and its norm */
+    arena *gb = moe && c->moe_block ? a : &none;
+    L->mlp_f = take(gb, N * d);
+    L->moe_f = take(gb, N * d);
+    norm_acts *ns[4] = {&L->dense_n, &L->router_in, &L->moe_in, &L->moe_n};
+    for (int i = 0; i < 4; i++) {
+        ns[i]->y = take(gb, N * d);
+        ns[i]->mean = take(gb, N);
+        ns[i]->rstd = take(gb, N);
+    }
+}
+
+/* the backward's scratch, and the pooled load statistics (the whole batch's: a split pass's parts
+ * write only their rows' sums; in either layout) */
+static void moe_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
+    const tlm_config *c = lc->c;
+    const int any_moe = config_moe_layers(c) > 0;
+    const size_t N = lc->N, d = (size_t)c->d_model, E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok,
+                 fe = (size_t)c->moe_d_ff, fs = (size_t)config_shared_ff(c);
+    arena none = {0};
+    arena *mb = any_moe ? b : &none;
+    A->d_ey = take(mb, N * K * d);
+    A->d_xs = take(mb, N * K * d);
+    A->d_eg = take(mb, N * K * fe);
+    A->d_eu = take(mb, N * K * fe);
+    A->d_eh = take(mb, N * K * fe);
+    A->d_router = take(mb, N * E);
+    arena *gb = any_moe && c->moe_block ? b : &none;
+    A->d_mlp_f = take(gb, N * d);
+    A->d_moe_f = take(gb, N * d);
+    A->d_moe_u = take(gb, N * d);
+    A->d_router_in = take(gb, N * d);
+    A->d_topk = take(gb, N * K);
+    arena *sb = any_moe && fs ? b : &none;
+    A->d_sg = take(sb, N * fs);
+    A->d_su = take(sb, N * fs);
+    A->d_sh = take(sb, N * fs);
+    arena *gs = any_moe && fs && c->shared_gate ? b : &none;
+    A->d_sy = take(gs, N * d);
+    A->d_sgate = take(gs, N);
+    arena *st = any_moe ? a : &none;
+    A->moe_frac = take_shared(st, E);
+    A->moe_prob = take_shared(st, E);
+}
+
+const sublayer_ops MOE_OPS = {.forward = moe_forward_op,
+                              .backward = moe_backward_op,
+                              .step = moe_step,
+                              .params = moe_params,
+                              .layout = moe_layout,
+                              .scratch = moe_scratch};
+/* (no step: a model with it decodes through the full pass with the cache; its buffers are MOE_OPS's
+ * and FFN_OPS's layout's) */
+const sublayer_ops MOE_BLOCK_OPS = {.forward = moe_block_forward,
+                                    .backward = moe_block_backward,
+                                    .backward_x = moe_block_backward_x,
+                                    .params = moe_block_params};

@@ -1,7 +1,9 @@
 /* norm.c — the model's norm (LayerNorm, RMSNorm, DyT: config.norm) forward and backward over rows,
  * the QK-norm (per head or over the projection), and the decode step's rows of each. Where the norms go around a sublayer
  * is block.c's. */
-#include "pass.h"
+#include <stdio.h>
+
+#include "components.h"
 #include "util/profile.h"
 
 /* ---- norms: one call site for the four kinds ------------------------------------------------ */
@@ -83,4 +85,21 @@ void qk_norm_step(const tlm_config *c, int l, float *y, const float *x, const fl
     if (rows == 1) h0 = 0, h1 = 1; /* (over the whole projection: every thread the whole row) */
     for (int r = h0; r < h1; r++)
         rmsnorm_row(y + (size_t)r * cols, x + (size_t)r * cols, w, config_norm_offset(c), cols, c->norm_eps);
+}
+
+/* ---- the norm's fragment of the parameter walk ------------------------------------------------- */
+
+void walk_norm(param_walk *w, norm_params *np, const char *name, float alpha0) {
+    const tlm_config *c = w->cfg;
+    char buf[96];
+    snprintf(buf, sizeof buf, "%.80s.weight", name);
+    walk_add(w, &np->w, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+    if ((c->norm == NORM_LAYERNORM && c->norm_bias) || c->norm == NORM_DYT) {
+        snprintf(buf, sizeof buf, "%.80s.bias", name);
+        walk_add(w, &np->b, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
+    }
+    if (c->norm == NORM_DYT) { /* the scalar alpha: a norm parameter (no weight decay), init dyt_alpha_init */
+        snprintf(buf, sizeof buf, "%.80s.alpha", name);
+        walk_add(w, &np->a, buf, 1, 0, TENSOR_NORM, alpha0 > 0.0f ? alpha0 : c->dyt_alpha_init);
+    }
 }

@@ -1,14 +1,16 @@
 /* params.c — the parameter table: one walk over the config lists every tensor in the
  * documented order (docs/tensors.md) with its name, shape and kind. The same walk lays out
  * the one contiguous buffer and points the named views (model_params) into it — for the
- * parameters and, with another base, for their gradients. */
+ * parameters and, with another base, for their gradients. This file drives it: each component's
+ * tensors are its own file's params fragment (its sublayer_ops table; walk.h's steps). Also the
+ * model's lifetime (model_create, model_free). */
 #include <math.h>
 #include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
+#include "block.h"
 #include "util/error.h"
 #include "util/f16.h"
 #include "util/rng.h"
@@ -16,288 +18,64 @@
 #include "util/profile.h"
 #include "ops/quant.h"
 
-typedef struct {
-    const tlm_config *cfg;
-    tensor_info *table; /* NULL: only count */
-    int count;
-    size_t offset;
-    float *base; /* NULL: do not bind views */
-    /* binding after model_weights_to_bf16 moved the tensors: each tensor's place comes from
-     * this table (offset into base, or into base16 when bf16) */
-    const tensor_info *placed;
-    const uint16_t *base16;
-    const uint8_t *baseq;
-} walk;
-
-/* Where a matrix's views go in each type it can be kept in (NULL members: never is) */
-typedef struct {
-    float **f32;
-    const uint16_t **bf16;
-    const void **q;
-    int *q_type;
-} matrix_slots;
-
-#define LINEAR_SLOTS(lp) ((matrix_slots){&(lp)->w, &(lp)->w16, &(lp)->wq, &(lp)->wq_type})
-
-static void add_kept(walk *w, matrix_slots s, const char *name, int rows, int cols, tensor_kind kind,
-                     float identity) {
-    size_t numel = (size_t)rows * (cols ? (size_t)cols : 1);
-    if (w->table) {
-        tensor_info *t = &w->table[w->count];
-        snprintf(t->name, sizeof t->name, "%s", name);
-        t->ndim = cols ? 2 : 1;
-        t->shape[0] = rows;
-        t->shape[1] = cols;
-        t->offset = w->offset;
-        t->numel = numel;
-        t->kind = kind;
-        t->identity = identity;
-    }
-    if (w->base && w->placed) {
-        const tensor_info *t = &w->placed[w->count];
-        if (s.f32) *s.f32 = t->bf16 || t->qtype ? NULL : w->base + t->offset;
-        if (s.bf16) *s.bf16 = t->bf16 ? w->base16 + t->offset : NULL;
-        if (s.q) *s.q = t->qtype ? w->baseq + t->offset : NULL;
-        if (s.q_type) *s.q_type = t->qtype;
-    } else if (w->base && s.f32) {
-        *s.f32 = w->base + w->offset;
-    }
-    w->count++;
-    w->offset += numel;
-}
-
-/* a tensor kept in f32 only (norms, biases, learned positions) */
-static void add(walk *w, float **slot, const char *name, int rows, int cols, tensor_kind kind, float identity) {
-    add_kept(w, (matrix_slots){slot, NULL, NULL, NULL}, name, rows, cols, kind, identity);
-}
-
-/* alpha0: the position's DyT init (attn / ffn / final, 0 = dyt_alpha_init) */
-static void add_norm_at(walk *w, norm_params *np, const char *name, float alpha0) {
-    const tlm_config *c = w->cfg;
-    char buf[96];
-    snprintf(buf, sizeof buf, "%.80s.weight", name);
-    add(w, &np->w, buf, c->d_model, 0, TENSOR_NORM, c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
-    if ((c->norm == NORM_LAYERNORM && c->norm_bias) || c->norm == NORM_DYT) {
-        snprintf(buf, sizeof buf, "%.80s.bias", name);
-        add(w, &np->b, buf, c->d_model, 0, TENSOR_BIAS, 0.0f);
-    }
-    if (c->norm == NORM_DYT) { /* the scalar alpha: a norm parameter (no weight decay), init dyt_alpha_init */
-        snprintf(buf, sizeof buf, "%.80s.alpha", name);
-        add(w, &np->a, buf, 1, 0, TENSOR_NORM, alpha0 > 0.0f ? alpha0 : c->dyt_alpha_init);
-    }
-}
-
-static void add_norm(walk *w, norm_params *np, const char *name) { add_norm_at(w, np, name, 0.0f); }
-
-static void add_linear(walk *w, linear_params *lp, const char *name, int out, int in, bool bias, tensor_kind kind) {
-    char buf[96];
-    snprintf(buf, sizeof buf, "%.80s.weight", name);
-    add_kept(w, LINEAR_SLOTS(lp), buf, out, in, kind, 0.0f);
-    if (bias) {
-        snprintf(buf, sizeof buf, "%.80s.bias", name);
-        add(w, &lp->b, buf, out, 0, TENSOR_BIAS, 0.0f);
-    }
-}
-
-/* Several projections of the same input stored back to back: all weights, then all biases,
- * so that `fused` views them as one [sum(outs), in] matrix (and one bias vector) and the
- * forward needs one GEMM instead of n (q|k|v, gate|up). */
-static void add_fused(walk *w, linear_params *fused, linear_params *const *parts, const char *const *names,
-                      const int *outs, int n, int in, bool bias, int layer) {
-    char buf[96];
-    for (int i = 0; i < n; i++) {
-        snprintf(buf, sizeof buf, "layers.%d.%s.weight", layer, names[i]);
-        add_kept(w, LINEAR_SLOTS(parts[i]), buf, outs[i], in, TENSOR_MATRIX, 0.0f);
-    }
-    for (int i = 0; bias && i < n; i++) {
-        snprintf(buf, sizeof buf, "layers.%d.%s.bias", layer, names[i]);
-        add(w, &parts[i]->b, buf, outs[i], 0, TENSOR_BIAS, 0.0f);
-    }
-    if (w->base) {
-        fused->w = parts[0]->w;
-        fused->w16 = parts[0]->w16;
-        fused->wq = parts[0]->wq, fused->wq_type = parts[0]->wq_type;
-        fused->b = bias ? parts[0]->b : NULL;
-        /* quantized parts of different types (Q4_K_M files keep v in Q6_K, q and k in Q4_K) are
-         * not one matrix: no fused view, the passes then use the parts (tables lay the parts of a
-         * type out back to back, as f32 and bf16 ones) */
-        for (int i = 1; i < n && fused->wq; i++)
-            if (parts[i]->wq_type != fused->wq_type ||
-                parts[i]->wq != parts[i - 1]->wq + wq_row_bytes(fused->wq_type, in) * (size_t)outs[i - 1])
-                fused->wq = NULL, fused->wq_type = 0;
-        /* a part kept in another store (f32 beside bf16 or quantized) leaves no whole matrix either */
-        for (int i = 1; i < n; i++) {
-            if (fused->w && parts[i]->w != parts[i - 1]->w + (size_t)outs[i - 1] * in) fused->w = NULL;
-            if (fused->w16 && parts[i]->w16 != parts[i - 1]->w16 + (size_t)outs[i - 1] * in) fused->w16 = NULL;
-        }
-    }
-}
-
-/* A mixture-of-experts FFN: the router (HF: mlp.gate) and, for sigmoid scoring, its selection
- * bias; each expert's gate, up and down back to back, expert after expert (the views bind
- * expert 0's; moe_expert finds the others at a fixed stride); the shared expert. */
-static void walk_moe(walk *w, layer_params *L, int l) {
-    const tlm_config *c = w->cfg;
-    const int d = c->d_model, E = c->n_experts, fe = c->moe_d_ff, fs = config_shared_ff(c);
-    char n[96];
-    snprintf(n, sizeof n, "layers.%d.ffn.router", l);
-    add_linear(w, &L->router, n, E, d, false, TENSOR_MATRIX);
-    if (config_router_has_bias(c)) {
-        snprintf(n, sizeof n, "layers.%d.ffn.router.e_score_correction_bias", l);
-        add(w, &L->score_bias, n, E, 0, TENSOR_BIAS, 0.0f);
-    }
-    if (c->moe_block) { /* Gemma 4's router: its input's scale, each expert's weight scale (gains: start at 1) */
-        snprintf(n, sizeof n, "layers.%d.ffn.router.scale", l);
-        add(w, &L->router_scale, n, d, 0, TENSOR_NORM, 1.0f);
-        snprintf(n, sizeof n, "layers.%d.ffn.router.expert_scale", l);
-        add(w, &L->expert_scale, n, E, 0, TENSOR_NORM, 1.0f);
-    }
-    const matrix_slots none = {0};
-    for (int e = 0; e < E; e++) {
-        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.gate_proj.weight", l, e);
-        add_kept(w, e ? none : LINEAR_SLOTS(&L->expert_gate), n, fe, d, TENSOR_MATRIX, 0.0f);
-        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.up_proj.weight", l, e);
-        add_kept(w, e ? none : LINEAR_SLOTS(&L->expert_up), n, fe, d, TENSOR_MATRIX, 0.0f);
-        snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.down_proj.weight", l, e);
-        add_kept(w, e ? none : LINEAR_SLOTS(&L->expert_down), n, d, fe, TENSOR_RESIDUAL_MATRIX, 0.0f);
-    }
-    if (fs > 0) {
-        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.gate_proj", l);
-        add_linear(w, &L->shared_gate, n, fs, d, false, TENSOR_MATRIX);
-        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.up_proj", l);
-        add_linear(w, &L->shared_up, n, fs, d, false, TENSOR_MATRIX);
-        snprintf(n, sizeof n, "layers.%d.ffn.shared_experts.down_proj", l);
-        add_linear(w, &L->shared_down, n, d, fs, false, TENSOR_RESIDUAL_MATRIX);
-        if (c->shared_gate) { /* (HF: mlp.shared_expert_gate, a Linear d -> 1 without bias) */
-            snprintf(n, sizeof n, "layers.%d.ffn.shared_expert_gate", l);
-            add_linear(w, &L->shared_expert_gate, n, 1, d, false, TENSOR_MATRIX);
-        }
-    }
-}
-
-/* Multi-head latent attention's projections (docs/tensors.md): q (q_a, its norm, q_b; or one q
- * projection without q_lora_rank), kv_a (c_kv and k_pe), its norm (over c_kv), kv_b (each head's
- * k_nope and v), o. Its two norms are plain RMSNorms (gain w, starting at 1) whatever norm_type. */
-static void walk_mla(walk *w, layer_params *L, int l) {
-    const tlm_config *c = w->cfg;
-    const int d = c->d_model, H = c->n_heads, qk = config_mla_qk_dim(c), rq = c->q_lora_rank, rkv = c->kv_lora_rank;
-    char n[96];
-    if (rq > 0) {
-        snprintf(n, sizeof n, "layers.%d.attn.q_a_proj", l);
-        add_linear(w, &L->q_a, n, rq, d, false, TENSOR_MATRIX);
-        snprintf(n, sizeof n, "layers.%d.attn.q_a_norm.weight", l);
-        add(w, &L->q_a_norm, n, rq, 0, TENSOR_NORM, 1.0f);
-        snprintf(n, sizeof n, "layers.%d.attn.q_b_proj", l);
-        add_linear(w, &L->q_b, n, H * qk, rq, false, TENSOR_MATRIX);
-    } else {
-        snprintf(n, sizeof n, "layers.%d.attn.q_proj", l);
-        add_linear(w, &L->q, n, H * qk, d, false, TENSOR_MATRIX);
-    }
-    snprintf(n, sizeof n, "layers.%d.attn.kv_a_proj", l);
-    add_linear(w, &L->kv_a, n, rkv + c->qk_rope_dim, d, false, TENSOR_MATRIX);
-    snprintf(n, sizeof n, "layers.%d.attn.kv_a_norm.weight", l);
-    add(w, &L->kv_a_norm, n, rkv, 0, TENSOR_NORM, 1.0f);
-    snprintf(n, sizeof n, "layers.%d.attn.kv_b_proj", l);
-    add_linear(w, &L->kv_b, n, H * (c->qk_nope_dim + c->v_head_dim), rkv, false, TENSOR_MATRIX);
-    snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
-    add_linear(w, &L->o, n, d, H * c->v_head_dim, false, TENSOR_RESIDUAL_MATRIX);
-}
-
-static void walk_tensors(walk *w, model_params *p) {
+/* the walk: the embedding, Gemma 4's per-layer inputs, then each layer as its block orders it (each
+ * sublayer's norms, then its component's tensors: block_component's params fragment, in its own
+ * file), its epilogue's, then the final norm and the head */
+static void walk_tensors(param_walk *w, model_params *p) {
     const tlm_config *c = w->cfg;
     const int d = c->d_model;
-    const bool glu = c->ffn != FFN_GELU;
+    const int norms = placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement),
+              out_norm = placement_has_output_norm(c->placement);
     char n[96];
-    add_kept(w, (matrix_slots){&p->embed, &p->embed16, &p->embed_q, &p->embed_q_type}, "embed.weight", c->vocab_size,
-             d, TENSOR_EMBEDDING, 0.0f);
-    if (c->position == POS_LEARNED) add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
-    if (c->ple_dim > 0) { /* Gemma 4's per-layer inputs: the token table, the embedding's projection, its norm */
-        const int lp = c->n_layers * c->ple_dim;
-        add(w, &p->ple_embed, "ple_embed.weight", c->vocab_size, lp, TENSOR_EMBEDDING, 0.0f);
-        add_linear(w, &p->ple_model_proj, "ple_model_proj", lp, d, false, TENSOR_MATRIX);
-        add(w, &p->ple_model_norm, "ple_model_norm.weight", c->ple_dim, 0, TENSOR_NORM,
-            c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
-    }
+    walk_kept(w, (matrix_slots){&p->embed, &p->embed16, &p->embed_q, &p->embed_q_type}, "embed.weight", c->vocab_size,
+              d, TENSOR_EMBEDDING, 0.0f);
+    if (c->position == POS_LEARNED) walk_add(w, &p->pos_embed, "pos_embed.weight", c->max_seq, d, TENSOR_EMBEDDING, 0.0f);
+    ple_model_params(w, p);
     for (int l = 0; l < c->n_layers; l++) {
         layer_params *L = &p->layers[l];
-        /* the layer's shape (Gemma 4: full layers have their own head_dim and kv heads; a layer that
-         * shares an earlier layer's keys and values has no k, v of its own; K = V layers no v) */
-        const int hd = config_layer_head_dim(c, l), qd = c->n_heads * hd, kvd = config_layer_kv_heads(c, l) * hd;
-        const bool own_kv = config_kv_source(c, l) == l, own_v = own_kv && !config_layer_k_eq_v(c, l);
         memset(L, 0, sizeof *L); /* (the views of absent tensors stay NULL) */
-        if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.attn_norm", l), add_norm_at(w, &L->attn_norm, n, c->dyt_alpha_init_attn);
-        if (placement_has_output_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.attn_out_norm", l),
-                add_norm_at(w, &L->attn_out_norm, n, c->dyt_alpha_init_attn);
-        if (config_mla(c)) {
-            walk_mla(w, L, l);
-        } else {
-            linear_params *parts[3] = {&L->q, &L->k, &L->v};
-            const char *names[3] = {"attn.q_proj", "attn.k_proj", "attn.v_proj"};
-            const int outs[3] = {qd, kvd, kvd};
-            add_fused(w, &L->qkv, parts, names, outs, own_v ? 3 : own_kv ? 2 : 1, d, c->attn_bias, l);
-            snprintf(n, sizeof n, "layers.%d.attn.o_proj", l);
-            add_linear(w, &L->o, n, d, qd, c->attn_out_bias, TENSOR_RESIDUAL_MATRIX);
+        static const char *const NAME[2][2] = {{"attn_norm", "attn_out_norm"}, {"ffn_norm", "ffn_out_norm"}};
+        for (int k = SUB_ATTN; k <= SUB_FFN; k++) {
+            const float alpha0 = k == SUB_ATTN ? c->dyt_alpha_init_attn : c->dyt_alpha_init_ffn;
+            if (norms)
+                snprintf(n, sizeof n, "layers.%d.%s", l, NAME[k][0]),
+                    walk_norm(w, block_norm_params(p, l, (sublayer_kind)k, BLOCK_NORM_IN), n, alpha0);
+            if (out_norm)
+                snprintf(n, sizeof n, "layers.%d.%s", l, NAME[k][1]),
+                    walk_norm(w, block_norm_params(p, l, (sublayer_kind)k, BLOCK_NORM_OUT), n, alpha0);
+            block_component(c, l, (sublayer_kind)k)->params(w, L, l);
         }
-        if (c->qk_norm != QK_NORM_NONE) {
-            float id = c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f;
-            bool full = c->qk_norm == QK_NORM_FULL;
-            snprintf(n, sizeof n, "layers.%d.attn.q_norm.weight", l);
-            add(w, &L->q_norm, n, full ? qd : hd, 0, TENSOR_NORM, id);
-            if (own_kv) {
-                snprintf(n, sizeof n, "layers.%d.attn.k_norm.weight", l);
-                add(w, &L->k_norm, n, full ? kvd : hd, 0, TENSOR_NORM, id);
-            }
-        }
-        if (placement_has_input_norm(c->placement) || placement_has_post_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.ffn_norm", l), add_norm_at(w, &L->ffn_norm, n, c->dyt_alpha_init_ffn);
-        if (placement_has_output_norm(c->placement))
-            snprintf(n, sizeof n, "layers.%d.ffn_out_norm", l),
-                add_norm_at(w, &L->ffn_out_norm, n, c->dyt_alpha_init_ffn);
-        if (config_layer_has_dense(c, l)) {
-            linear_params *parts[2] = {&L->gate, &L->up};
-            const char *names[2] = {"ffn.gate_proj", "ffn.up_proj"};
-            const int outs[2] = {config_layer_ff(c, l), config_layer_ff(c, l)};
-            if (glu)
-                add_fused(w, &L->gate_up, parts, names, outs, 2, d, c->mlp_bias, l);
-            else
-                add_fused(w, &L->up, parts + 1, names + 1, outs + 1, 1, d, c->mlp_bias, l);
-            snprintf(n, sizeof n, "layers.%d.ffn.down_proj", l);
-            add_linear(w, &L->down, n, d, config_layer_ff(c, l), c->mlp_bias, TENSOR_RESIDUAL_MATRIX);
-        }
-        if (config_layer_is_moe(c, l)) {
-            if (c->moe_block) { /* Gemma 4: the dense output's norm, the experts' input and output norms */
-                snprintf(n, sizeof n, "layers.%d.dense_out_norm", l), add_norm(w, &L->dense_out_norm, n);
-                snprintf(n, sizeof n, "layers.%d.moe_in_norm", l), add_norm(w, &L->moe_in_norm, n);
-                snprintf(n, sizeof n, "layers.%d.moe_out_norm", l), add_norm(w, &L->moe_out_norm, n);
-            }
-            walk_moe(w, L, l);
-        }
-        if (c->ple_dim > 0) { /* the layer's per-layer input: gate, projection, the projection's norm */
-            snprintf(n, sizeof n, "layers.%d.ple_gate", l);
-            add_linear(w, &L->ple_gate, n, c->ple_dim, d, false, TENSOR_MATRIX);
-            snprintf(n, sizeof n, "layers.%d.ple_proj", l);
-            add_linear(w, &L->ple_proj, n, d, c->ple_dim, false, TENSOR_MATRIX);
-            snprintf(n, sizeof n, "layers.%d.ple_norm", l), add_norm(w, &L->ple_norm, n);
-        }
-        if (c->layer_scalar) { /* (a gain, like a norm's: no weight decay, starts at 1) */
-            snprintf(n, sizeof n, "layers.%d.layer_scalar", l);
-            add(w, &L->scalar, n, 1, 0, TENSOR_NORM, 1.0f);
-        }
+        layer_epilogue_params(w, L, l);
     }
-    if (c->final_norm) add_norm_at(w, &p->final_norm, "final_norm", c->dyt_alpha_init_final);
+    if (c->final_norm) walk_norm(w, &p->final_norm, "final_norm", c->dyt_alpha_init_final);
     if (!c->tie_embeddings)
-        add_kept(w, (matrix_slots){&p->lm_head, &p->lm_head16, &p->lm_head_q, &p->lm_head_q_type}, "lm_head.weight",
-                 c->vocab_size, d, TENSOR_MATRIX, 0.0f);
+        walk_kept(w, (matrix_slots){&p->lm_head, &p->lm_head16, &p->lm_head_q, &p->lm_head_q_type}, "lm_head.weight",
+                  c->vocab_size, d, TENSOR_MATRIX, 0.0f);
     if (w->base && c->tie_embeddings)
         p->lm_head = p->embed, p->lm_head16 = p->embed16, p->lm_head_q = p->embed_q, p->lm_head_q_type = p->embed_q_type;
 }
 
 void model_bind_params(const tlm_model *m, model_params *views, float *base) {
-    walk w = {.cfg = &m->cfg, .base = base};
+    param_walk w = {.cfg = &m->cfg, .base = base};
     walk_tensors(&w, views);
 }
+
+void model_free(tlm_model *m) {
+    if (!m) return;
+    context_free(m->ctx);
+    free(m->p.layers), free(m->tensors);
+    if (m->file_map)
+        munmap(m->file_map, m->file_map_len); /* (param_mem points into it) */
+    else
+        free(m->param_mem);
+    free(m->stored16);
+    free(m->wq_mem);
+    free(m->product16);
+    free(m);
+}
+
+void model_set_mode(tlm_model *m, model_mode mode) { context_set_mode(m->ctx, mode); }
+const float *model_last_logits(const tlm_model *m) { return context_last_logits(m->ctx); }
 
 tlm_model *model_create(const tlm_config *cfg) {
     tlm_model *m = calloc(1, sizeof *m);
@@ -306,7 +84,7 @@ tlm_model *model_create(const tlm_config *cfg) {
     m->p.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params));
     m->ctx = context_create(m);
     model_params scratch = {.layers = m->p.layers};
-    walk count = {.cfg = cfg};
+    param_walk count = {.cfg = cfg};
     walk_tensors(&count, &scratch);
     m->n_tensors = count.count;
     m->n_params = count.offset;
@@ -319,7 +97,7 @@ tlm_model *model_create(const tlm_config *cfg) {
                          count.offset * 4.0 / 1048576.0),
                NULL;
     }
-    walk fill = {.cfg = cfg, .table = m->tensors, .base = m->param_mem};
+    param_walk fill = {.cfg = cfg, .table = m->tensors, .base = m->param_mem};
     walk_tensors(&fill, &m->p);
     return m;
 }
@@ -400,7 +178,7 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
     tlm_advise_huge(m->param_mem, n32 * sizeof(float));
     if (m->stored16) tlm_advise_huge(m->stored16, n16 * sizeof(uint16_t));
     if (m->wq_mem) tlm_advise_huge(m->wq_mem, nq);
-    walk bind = {.cfg = cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16, .baseq = m->wq_mem};
+    param_walk bind = {.cfg = cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16, .baseq = m->wq_mem};
     walk_tensors(&bind, &m->p);
     return m;
 }
@@ -484,11 +262,11 @@ void model_zero_grads(tlm_model *m) { context_zero_grads(m->ctx); }
 
 tensor_info *config_tensor_table(const tlm_config *cfg, int *n_tensors, size_t *n_floats) {
     model_params views = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_params))};
-    walk count = {.cfg = cfg};
+    param_walk count = {.cfg = cfg};
     if (views.layers) walk_tensors(&count, &views);
     tensor_info *table = views.layers ? calloc((size_t)count.count, sizeof(tensor_info)) : NULL;
     if (table) {
-        walk fill = {.cfg = cfg, .table = table};
+        param_walk fill = {.cfg = cfg, .table = table};
         walk_tensors(&fill, &views);
         *n_tensors = count.count;
         *n_floats = count.offset;
@@ -605,7 +383,7 @@ int model_weights_to_bf16(tlm_model *m) {
     m->stored16 = w16 ? w16 : packed; /* (a failed shrink keeps the larger block, still valid) */
     if (m->file_map) munmap(m->file_map, m->file_map_len), m->file_map = NULL;
     m->param_mem = rest, m->n_params = n32, m->n_bf16 = n16;
-    walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16};
+    param_walk bind = {.cfg = &m->cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16};
     walk_tensors(&bind, &m->p);
     return 0;
 }

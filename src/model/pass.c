@@ -14,11 +14,13 @@
  * ple.c); a batch may run split across the threads (split.c), each part through this same code
  * with a context of its own. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "block.h"
 #include "decode.h"
 #include "hook_points.h"
+#include "pass.h"
 #include "util/error.h"
 #include "util/signals.h"
 
@@ -47,6 +49,26 @@ void context_head_forward(const tlm_context *ctx, float *logits, float *logits_r
         h = fn->y;
     }
     context_head_logits(ctx, logits, logits_raw, h, R);
+}
+
+/* ---- a context's lifetime ------------------------------------------------------------------------ */
+
+tlm_context *context_create(const tlm_model *m) {
+    tlm_context *c = calloc(1, sizeof *c);
+    if (!c) return tlm_error("out of memory creating a context"), NULL;
+    c->m = m;
+    c->mode = MODEL_TRAIN;
+    return c;
+}
+
+void context_free(tlm_context *c) {
+    if (!c) return;
+    context_hooks_free(c);
+    free(c->acts.mem), free(c->acts.tokens), free(c->acts.targets), free(c->acts.start_mem), free(c->acts.layers);
+    free(c->rope_cos), free(c->rope_sin), free(c->rope_cos_local), free(c->rope_sin_local);
+    free(c->grad_mem), free(c->g.layers);
+    split_free(c->split);
+    free(c);
 }
 
 /* ---- the full pass's way of running a block (block.h): over the rows of a pass context --------- */

@@ -2,10 +2,11 @@
  * (ple_inputs_*), and each layer's epilogue after its FFN sublayer (layer_epilogue_*: the per-layer input
  * gated in, then the layer scalar), forward and backward over rows and the decode step's share. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "components.h"
 #include "kv_cache.h"
-#include "pass.h"
 
 /* ---- the layer's epilogue (Gemma 4): the per-layer input, then the layer scalar ---------------------
  *   gate = x W_gate^T            [N, P]      (x: the stream after the FFN's residual add)
@@ -185,4 +186,73 @@ void layer_epilogue_step(const step_ctx *s, int l, const float *x, float *out) {
     }
     const float sc = cfg->layer_scalar ? P->scalar[0] : 1.0f;
     for (int i = 0; i < d; i++) out[i] = sc * sum[i];
+}
+
+/* ---- its fragments: the tensors and the buffers ------------------------------------------------------ */
+
+/* before the layers: the token table, the embedding's projection, its norm */
+void ple_model_params(param_walk *w, model_params *p) {
+    const tlm_config *c = w->cfg;
+    if (c->ple_dim <= 0) return;
+    const int lp = c->n_layers * c->ple_dim;
+    walk_add(w, &p->ple_embed, "ple_embed.weight", c->vocab_size, lp, TENSOR_EMBEDDING, 0.0f);
+    walk_linear(w, &p->ple_model_proj, "ple_model_proj", lp, c->d_model, false, TENSOR_MATRIX);
+    walk_add(w, &p->ple_model_norm, "ple_model_norm.weight", c->ple_dim, 0, TENSOR_NORM,
+             c->norm == NORM_RMSNORM_1P ? 0.0f : 1.0f);
+}
+
+/* layer l's: its per-layer input's gate, projection and the projection's norm; the layer scalar */
+void layer_epilogue_params(param_walk *w, layer_params *L, int l) {
+    const tlm_config *c = w->cfg;
+    char n[96];
+    if (c->ple_dim > 0) {
+        snprintf(n, sizeof n, "layers.%d.ple_gate", l);
+        walk_linear(w, &L->ple_gate, n, c->ple_dim, c->d_model, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ple_proj", l);
+        walk_linear(w, &L->ple_proj, n, c->d_model, c->ple_dim, false, TENSOR_MATRIX);
+        snprintf(n, sizeof n, "layers.%d.ple_norm", l), walk_norm(w, &L->ple_norm, n, 0.0f);
+    }
+    if (c->layer_scalar) { /* (a gain, like a norm's: no weight decay, starts at 1) */
+        snprintf(n, sizeof n, "layers.%d.layer_scalar", l);
+        walk_add(w, &L->scalar, n, 1, 0, TENSOR_NORM, 1.0f);
+    }
+}
+
+/* the stream after the FFN's residual add, before the epilogue; the per-layer input's buffers */
+void layer_epilogue_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+    (void)l;
+    const tlm_config *c = lc->c;
+    if (lc->reuse) return;
+    const size_t N = lc->N, d = (size_t)c->d_model, P = (size_t)c->ple_dim;
+    L->epilogue_in = config_has_layer_epilogue(c) ? take(a, N * d) : NULL;
+    L->ple_gate = P ? take(a, N * P) : NULL;
+    L->ple_prod = P ? take(a, N * P) : NULL;
+    L->ple_out = P ? take(a, N * d) : NULL;
+    memset(&L->ple_out_n, 0, sizeof L->ple_out_n);
+    if (P) take_norm(a, &L->ple_out_n, N, d, 1);
+    L->epilogue_sum = P ? take(a, N * d) : NULL;
+}
+
+/* every layer's per-layer inputs, made once from the embedding */
+void ple_model_layout(const layout_ctx *lc, arena *a, activations *A) {
+    const tlm_config *c = lc->c;
+    const size_t N = lc->N, LP = (size_t)c->n_layers * c->ple_dim;
+    A->ple_ctx = LP ? take(a, N * LP) : NULL;
+    A->ple_rstd = LP ? take(a, N * c->n_layers) : NULL;
+    A->ple_in = LP ? take(a, N * LP) : NULL;
+}
+
+/* the backward's: before a layer's scalar, and the per-layer inputs' */
+void ple_scratch(const layout_ctx *lc, arena *b, activations *A) {
+    const tlm_config *c = lc->c;
+    const size_t N = lc->N, d = (size_t)c->d_model, P = (size_t)c->ple_dim, LP = (size_t)c->n_layers * P;
+    A->d_epilogue = config_has_layer_epilogue(c) ? take(b, N * d) : NULL;
+    A->dple_in = LP ? take(b, N * LP) : NULL;
+    A->dple_ctx = LP ? take(b, N * LP) : NULL;
+    A->dple_prod = LP ? take(b, N * P) : NULL;
+    A->dple_gate = LP ? take(b, N * P) : NULL;
+    A->dple_up = LP ? take(b, N * P) : NULL;
+    A->dple_dup = LP ? take(b, N * P) : NULL;
+    A->dple_out = LP ? take(b, N * d) : NULL;
+    A->dple_x0 = LP ? take(b, N * d) : NULL;
 }

@@ -5,7 +5,7 @@
  * A row may carry a few probe names: the tensor itself (layers.0.attn.q), the RMS of each of its
  * rows (layers.0.attn_norm.in_rms, the RMS of the norm's input), and the same tensor under the
  * role it plays in a given norm placement (with Post-Norm, layers.0.resid_mid is also
- * layers.0.attn_norm.out). Probes record them when the row's point fires (pass.h PASS_POINT). */
+ * layers.0.attn_norm.out). Probes record them when the row's point fires (run.h PASS_POINT). */
 #ifndef TLM_MODEL_POINTS_H
 #define TLM_MODEL_POINTS_H
 

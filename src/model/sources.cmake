@@ -1,5 +1,6 @@
 target_sources(tinylm_objects PRIVATE
   src/model/config.c
+  src/model/walk.c
   src/model/params.c
   src/model/precision.c
   src/model/model.c
