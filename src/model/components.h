@@ -114,6 +114,7 @@ void mla_backward(pass_ctx *x, int l, const float *u, const float *df, float *du
 void attention_step(const step_ctx *s, int l, const float *u, float *f);
 void ffn_step(const step_ctx *s, int l, const float *u, float *f);
 void moe_step(const step_ctx *s, int l, const float *u, float *f);
+void mla_step(const step_ctx *s, int l, const float *u, float *f);
 /* Gemma 4's per-layer input (ple.c): every layer's input for this token; layer l's epilogue, out from x
  * (the thread's; out may be x) */
 void ple_inputs_step(const step_ctx *s);

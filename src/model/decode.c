@@ -59,9 +59,8 @@ static const block_mode DECODE_STEP = {.bufs = step_bufs,
                                        .add = step_add};
 
 /* whether the step can run this pass: no observer or hook (they need model_forward's activations),
- * and every component with a step (block_has_step: Gemma 4's MoE block and latent attention have
- * none, and decode through context_forward with the cache: the same components, without the
- * one-region step) */
+ * and every component with a step (block_has_step: Gemma 4's MoE block has none, and decodes
+ * through context_forward with the cache: the same components, without the one-region step) */
 static int step_applies(const tlm_context *ctx) {
     const tlm_model *m = ctx->m;
     return block_has_step(&m->cfg) && !ctx->hooks && ctx->n_observers == 0 && ctx->kv->batch == 1;

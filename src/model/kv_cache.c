@@ -41,6 +41,12 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
     s->ple_ctx = take(base, &used, LP), s->ple_in = take(base, &used, LP);
     s->ple_gate = take(base, &used, P), s->ple_prod = take(base, &used, P);
     s->ple_out = take(base, &used, P ? d : 0);
+    const int mla = config_mla(cfg);
+    const size_t rq = mla ? (size_t)cfg->q_lora_rank : 0, rkv = mla ? (size_t)cfg->kv_lora_rank : 0,
+                 dr = mla ? (size_t)cfg->qk_rope_dim : 0, H = (size_t)cfg->n_heads;
+    s->mla_cq = take(base, &used, rq);
+    s->mla_q = take(base, &used, mla ? H * (size_t)config_mla_qk_dim(cfg) : 0);
+    s->mla_ckv = take(base, &used, rkv + dr);
     for (int t = 0; t < c->n_threads; t++) {
         step_private o;
         o.x = take(base, &used, d), o.u = take(base, &used, d), o.fo = take(base, &used, d);
@@ -48,6 +54,8 @@ static size_t layout_step(kv_cache *c, const tlm_config *cfg, float *base) {
         o.qn = take(base, &used, qd), o.qr = take(base, &used, qd);
         o.kn = take(base, &used, kvd), o.kr = take(base, &used, kvd), o.vn = take(base, &used, kvd);
         o.scores = take(base, &used, (size_t)c->max_len);
+        o.mla_cqn = take(base, &used, rq), o.mla_ckvn = take(base, &used, rkv);
+        o.mla_kpe = take(base, &used, dr), o.mla_qpe = take(base, &used, H * dr);
         if (base) c->own[t] = o;
     }
     return used;

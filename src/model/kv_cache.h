@@ -20,6 +20,8 @@ typedef struct {
     /* Gemma 4's per-layer inputs: the embedding's projection [L P] (scaled), every layer's input [L P],
      * a layer's gate and product [P] and its projection [d] */
     float *ple_ctx, *ple_in, *ple_gate, *ple_prod, *ple_out;
+    /* latent attention (mla.c): c_q [rq], the queries [H qk], [c_kv | k_pe] [rkv + dr] (its output: att) */
+    float *mla_cq, *mla_q, *mla_ckv;
 } step_shared;
 
 typedef struct step_private {
@@ -27,6 +29,9 @@ typedef struct step_private {
     float *qn, *kn, *qr, *kr; /* after QK-norm / RoPE [qd], [kvd] */
     float *vn;                /* after the v norm (Gemma 4) [kvd] */
     float *scores;            /* one head's scores [max_len] */
+    /* latent attention: norm(c_q) [rq], norm(c_kv) [rkv], the rotated k_pe [dr] and q_pe of the thread's
+     * heads [H dr] */
+    float *mla_cqn, *mla_ckvn, *mla_kpe, *mla_qpe;
 } step_private;
 
 struct kv_cache {

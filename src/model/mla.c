@@ -21,8 +21,9 @@
  *
  * The zeros add nothing to q.k and leave att's padding 0; their gradients are dropped. With a KV
  * cache (the context's kv) the layer caches ckvn and kpe only and attends through
- * kv_mla_attention_forward (below; the absorbed form by default). The one-token decode step does not
- * run latent attention: an MLA model decodes through context_forward with the cache (decode.c). */
+ * kv_mla_attention_forward (below; the absorbed form by default). Its one-token decode step
+ * (mla_step) is that arithmetic on one token, each product's rows and the heads shared out among
+ * the threads (decode.c's one parallel region). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,12 +237,63 @@ static float dot(const float *a, const float *b, int n) {
     return s;
 }
 
+/* head h of the query at position n_keys - 1 over every cached position [0, n_keys): o [dv] from
+ * q_nope qn [dn] and the rotated q_pe qp [dr], in scratch tid's buffers (the full pass's and the
+ * step's: each head the same arithmetic in the same order) */
+static void mla_cached_head(kv_cache *c, const tlm_config *cfg, const linear_params *kvb, float scale, int l, int h,
+                            const float *qn, const float *qp, int n_keys, int tid, float *o) {
+    const int H = cfg->n_heads, dn = cfg->qk_nope_dim, dr = cfg->qk_rope_dim, dv = cfg->v_head_dim;
+    const int rkv = cfg->kv_lora_rank, cw = rkv + dr, kvw = dn + dv;
+    const float *cache = c->k + c->at[l];
+    float *s = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * tid;
+    float *qa = c->mla_scratch + (size_t)2 * rkv * tid, *ol = qa + rkv;
+    if (c->absorbed) {
+        /* q_abs = W_UK_h^T q_nope [rkv]: rows h kvw .. h kvw + dn of kv_b (ol as the bf16 row's scratch) */
+        for (int i = 0; i < rkv; i++) qa[i] = 0.0f;
+        for (int j = 0; j < dn; j++) {
+            const float *row = weight_row(kvb, h * kvw + j, rkv, ol);
+            const float x = qn[j];
+            for (int i = 0; i < rkv; i++) qa[i] += x * row[i];
+        }
+        for (int j = 0; j < n_keys; j++) {
+            const float *cj = cache + (size_t)j * cw;
+            s[j] = (dot(qa, cj, rkv) + dot(qp, cj + rkv, dr)) * scale;
+        }
+        attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
+        for (int i = 0; i < rkv; i++) ol[i] = 0.0f;
+        for (int j = 0; j < n_keys; j++) {
+            const float *cj = cache + (size_t)j * cw, p = s[j];
+            for (int i = 0; i < rkv; i++) ol[i] += p * cj[i];
+        }
+        /* out = W_UV_h ol: rows h kvw + dn .. of kv_b (qa as the bf16 row's scratch) */
+        for (int i = 0; i < dv; i++) o[i] = dot(weight_row(kvb, h * kvw + dn + i, rkv, qa), ol, rkv);
+    } else {
+        for (int j = 0; j < n_keys; j++) {
+            const float *e = c->expand + ((size_t)j * H + h) * kvw;
+            s[j] = (dot(qn, e, dn) + dot(qp, cache + (size_t)j * cw + rkv, dr)) * scale;
+        }
+        attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
+        for (int i = 0; i < dv; i++) o[i] = 0.0f;
+        for (int j = 0; j < n_keys; j++) {
+            const float *e = c->expand + ((size_t)j * H + h) * kvw + dn, p = s[j];
+            for (int i = 0; i < dv; i++) o[i] += p * e[i];
+        }
+    }
+}
+
+/* the expanded form's k_nope and v of cached position j for every head (a matrix-vector product a
+ * position: a GEMM of a new row count each step would be a new oneDNN kernel) */
+static void mla_expand_position(kv_cache *c, const tlm_config *cfg, const linear_params *kvb, int l, int j) {
+    const int rkv = cfg->kv_lora_rank, cw = rkv + cfg->qk_rope_dim, hkv = cfg->n_heads * (cfg->qk_nope_dim + cfg->v_head_dim);
+    matvec_part(c->expand + (size_t)j * hkv, c->k + c->at[l] + (size_t)j * cw, kvb->w, NULL, NULL, rkv, 0, hkv);
+}
+
 void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, float *out, const float *q,
                               const float *qpe, const float *ckvn, const float *kpe, int T) {
     const tlm_config *cfg = &m->cfg;
     const linear_params *kvb = &m->p.layers[l].kv_b;
     const int H = cfg->n_heads, dn = cfg->qk_nope_dim, dr = cfg->qk_rope_dim, dv = cfg->v_head_dim;
-    const int qk = dn + dr, rkv = cfg->kv_lora_rank, cw = rkv + dr, kvw = dn + dv, len = c->len;
+    const int qk = dn + dr, rkv = cfg->kv_lora_rank, cw = rkv + dr, len = c->len;
     const float scale = model_layer_attention(cfg, l).scale;
     float *cache = c->k + c->at[l];
     for (int t = 0; t < T; t++) { /* append [ckvn | kpe] of each new position */
@@ -249,56 +301,73 @@ void kv_mla_attention_forward(kv_cache *c, const struct tlm_model *m, int l, flo
         memcpy(cache + (size_t)(len + t) * cw + rkv, kpe + (size_t)t * dr, sizeof(float) * dr);
     }
     const int n_all = len + T;
-    if (!c->absorbed) { /* expanded: every cached position's k_nope and v for every head, again (a matrix-vector
-                           product a position: a GEMM of a new row count each step would be a new oneDNN kernel) */
+    if (!c->absorbed) { /* expanded: every cached position's k_nope and v for every head, again */
 #pragma omp parallel for schedule(static)
-        for (int j = 0; j < n_all; j++)
-            matvec_part(c->expand + (size_t)j * H * kvw, cache + (size_t)j * cw, kvb->w, NULL, NULL, rkv, 0, H * kvw);
+        for (int j = 0; j < n_all; j++) mla_expand_position(c, cfg, kvb, l, j);
     }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int t = 0; t < T; t++)
-        for (int h = 0; h < H; h++) {
-            const int tid = omp_get_thread_num(), n_keys = len + t + 1;
-            float *s = c->scratch + (size_t)KV_QUERY_BLOCK * c->max_len * tid;
-            float *qa = c->mla_scratch + (size_t)2 * rkv * tid, *ol = qa + rkv;
-            const float *qn = q + ((size_t)t * H + h) * qk, *qp = qpe + ((size_t)t * H + h) * dr;
-            float *o = out + ((size_t)t * H + h) * dv;
-            if (c->absorbed) {
-                /* q_abs = W_UK_h^T q_nope [rkv]: rows h kvw .. h kvw + dn of kv_b (ol as the bf16 row's scratch) */
-                for (int i = 0; i < rkv; i++) qa[i] = 0.0f;
-                for (int j = 0; j < dn; j++) {
-                    const float *row = weight_row(kvb, h * kvw + j, rkv, ol);
-                    const float x = qn[j];
-                    for (int i = 0; i < rkv; i++) qa[i] += x * row[i];
-                }
-                for (int j = 0; j < n_keys; j++) {
-                    const float *cj = cache + (size_t)j * cw;
-                    s[j] = (dot(qa, cj, rkv) + dot(qp, cj + rkv, dr)) * scale;
-                }
-                attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
-                for (int i = 0; i < rkv; i++) ol[i] = 0.0f;
-                for (int j = 0; j < n_keys; j++) {
-                    const float *cj = cache + (size_t)j * cw, p = s[j];
-                    for (int i = 0; i < rkv; i++) ol[i] += p * cj[i];
-                }
-                /* out = W_UV_h ol: rows h kvw + dn .. of kv_b (qa as the bf16 row's scratch) */
-                for (int i = 0; i < dv; i++) o[i] = dot(weight_row(kvb, h * kvw + dn + i, rkv, qa), ol, rkv);
-            } else {
-                for (int j = 0; j < n_keys; j++) {
-                    const float *e = c->expand + ((size_t)j * H + h) * kvw;
-                    s[j] = (dot(qn, e, dn) + dot(qp, cache + (size_t)j * cw + rkv, dr)) * scale;
-                }
-                attention_softmax_row(s, s, n_keys, 0, n_keys - 1, 0.0f);
-                for (int i = 0; i < dv; i++) o[i] = 0.0f;
-                for (int j = 0; j < n_keys; j++) {
-                    const float *e = c->expand + ((size_t)j * H + h) * kvw + dn, p = s[j];
-                    for (int i = 0; i < dv; i++) o[i] += p * e[i];
-                }
-            }
-        }
+        for (int h = 0; h < H; h++)
+            mla_cached_head(c, cfg, kvb, scale, l, h, q + ((size_t)t * H + h) * qk, qpe + ((size_t)t * H + h) * dr,
+                            len + t + 1, omp_get_thread_num(), out + ((size_t)t * H + h) * dv);
 }
 
-/* ---- the component (no one-token step: an MLA model decodes through the full pass with the cache) -- */
+/* ---- the one-token step: the full pass's arithmetic on one token through the cache ------------------
+ * Each product's rows shared out among the threads; the norms and the key's RoPE on every thread's own
+ * copy (the same values), the queries' RoPE and the heads on each thread's share of the heads. */
+void mla_step(const step_ctx *s, int l, const float *u, float *f) {
+    const tlm_config *cfg = &s->m->cfg;
+    const layer_params *P = &s->m->p.layers[l];
+    kv_cache *c = s->c;
+    step_shared *sh = &c->sh;
+    step_private *o = s->o;
+    const int d = cfg->d_model, H = cfg->n_heads, dn = cfg->qk_nope_dim, dr = cfg->qk_rope_dim, qk = dn + dr;
+    const int dv = cfg->v_head_dim, rq = cfg->q_lora_rank, rkv = cfg->kv_lora_rank, cw = rkv + dr, pos = s->pos;
+    int lo, hi;
+    /* c_q (or q) and [c_kv | k_pe] from u */
+    step_share(rq > 0 ? rq : H * qk, s, &lo, &hi);
+    linear_step(rq > 0 ? sh->mla_cq : sh->mla_q, u, rq > 0 ? &P->q_a : &P->q, d, lo, hi);
+    step_share(cw, s, &lo, &hi);
+    linear_step(sh->mla_ckv, u, &P->kv_a, d, lo, hi);
+#pragma omp barrier
+    if (rq > 0) {
+        rmsnorm_row(o->mla_cqn, sh->mla_cq, P->q_a_norm, 0.0f, rq, cfg->norm_eps);
+        step_share(H * qk, s, &lo, &hi);
+        linear_step(sh->mla_q, o->mla_cqn, &P->q_b, rq, lo, hi);
+    }
+    const float *cs, *sn;
+    context_layer_rope(s->run, l, &cs, &sn);
+    rmsnorm_row(o->mla_ckvn, sh->mla_ckv, P->kv_a_norm, 0.0f, rkv, cfg->norm_eps);
+    pe_permute(o->mla_kpe, sh->mla_ckv + rkv, dr, cfg->rope_interleave);
+    rope_forward_token(o->mla_kpe, o->mla_kpe, cs, sn, 1, dr, pos);
+    if (s->id == 0) { /* the cache entry: every thread computed the same */
+        float *entry = c->k + c->at[l] + (size_t)pos * cw;
+        memcpy(entry, o->mla_ckvn, sizeof(float) * rkv);
+        memcpy(entry + rkv, o->mla_kpe, sizeof(float) * dr);
+    }
+#pragma omp barrier
+    const linear_params *kvb = &P->kv_b;
+    if (!c->absorbed) {
+        step_share(pos + 1, s, &lo, &hi);
+        for (int j = lo; j < hi; j++) mla_expand_position(c, cfg, kvb, l, j);
+#pragma omp barrier
+    }
+    int h0, h1;
+    step_share(H, s, &h0, &h1);
+    for (int h = h0; h < h1; h++)
+        pe_permute(o->mla_qpe + (size_t)h * dr, sh->mla_q + (size_t)h * qk + dn, dr, cfg->rope_interleave);
+    if (h1 > h0) rope_forward_token(o->mla_qpe + (size_t)h0 * dr, o->mla_qpe + (size_t)h0 * dr, cs, sn, h1 - h0, dr, pos);
+    const float scale = model_layer_attention(cfg, l).scale;
+    for (int h = h0; h < h1; h++)
+        mla_cached_head(c, cfg, kvb, scale, l, h, sh->mla_q + (size_t)h * qk, o->mla_qpe + (size_t)h * dr, pos + 1,
+                        s->id, sh->att + (size_t)h * dv);
+#pragma omp barrier
+    step_share(d, s, &lo, &hi);
+    linear_step(f, sh->att, &P->o, H * dv, lo, hi);
+#pragma omp barrier
+}
+
+/* ---- the component ---------------------------------------------------------------------------------- */
 
 static void mla_forward_op(pass_ctx *ctx, int l, const float *x, const float *u, float *f) {
     (void)x;
@@ -373,6 +442,7 @@ static void mla_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A
 
 const sublayer_ops MLA_OPS = {.forward = mla_forward_op,
                               .backward = mla_backward,
+                              .step = mla_step,
                               .params = mla_params,
                               .layout = mla_layout,
                               .scratch = mla_scratch};

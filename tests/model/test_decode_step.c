@@ -12,8 +12,9 @@
  * kv head of its own, as MQA's second thread has on 2). Then: a full cache and a token outside
  * the vocabulary are refused (nothing written), and with an observer attached the step is
  * model_forward itself. Every variant but Gemma 4's MoE block runs the step itself (not the
- * fallback to model_forward), Gemma 4's layer types, K = V, shared K/V, v norm, per-layer inputs and
- * layer scalar included. */
+ * fallback to model_forward), Gemma 4's layer types, K = V, shared K/V, v norm, per-layer inputs,
+ * layer scalar and latent attention (MLA, in both its absorbed and, with f32 weights, its expanded
+ * form) included. */
 #include "isa_cap.h"
 #include <omp.h>
 #include <stdio.h>
@@ -62,6 +63,8 @@ enum { T = 14, PREFILL = 5 };
 
 /* steps that ran model_forward instead of the one-region step (its logits are model_forward's) */
 static int fell_back;
+/* latent attention's decode form for the next caches: 1 expanded (kv_cache_set_mla_absorbed 0) */
+static int mla_expanded;
 
 /* the logits of positions PREFILL..T-1, one token at a time: through kv_decode_step (step 1) or
  * model_forward (step 0), after the same prefill; -1 when a pass failed */
@@ -69,6 +72,7 @@ static int decode_all(tlm_model *m, const int *tok, int step, float *logits) {
     const int V = m->cfg.vocab_size;
     kv_cache *kv = kv_cache_create(m, T);
     if (!kv) return -1;
+    if (mla_expanded && kv_cache_set_mla_absorbed(kv, m, 0)) return kv_cache_free(kv), -1;
     m->ctx->kv = kv;
     int rc = model_forward(m, tok, NULL, 1, PREFILL, NULL);
     for (int t = PREFILL; t < T && !rc; t++) {
@@ -140,7 +144,9 @@ int main(void) {
              * cores spin at every barrier while one waits for a core, ~0.5 s per variant) */
             const int max_threads = i == 0 || i == n_var ? 3 : 2;
             fell_back = 0;
+            for (int form = 0; form <= (config_mla(&c) && wt == 0); form++)
             for (int nt = 1; nt <= max_threads; nt++) {
+                mla_expanded = form;
                 omp_set_num_threads(nt);
                 int rc = decode_all(m, tok, 0, ref) || decode_all(m, tok, 1, got);
                 int same = !rc && !memcmp(ref, got, sizeof(float) * (T - PREFILL) * V);
@@ -150,16 +156,17 @@ int main(void) {
                     int first = -1;
                     for (int j = 0; !rc && j < (T - PREFILL) * V && first < 0; j++)
                         if (memcmp(ref + j, got + j, sizeof(float))) first = j;
-                    printf("FAIL %-44s %s %d threads: %s (first difference at position %d, logit %d)\n", var->name,
-                           wt_name, nt, rc ? "a pass failed" : "logits differ",
+                    printf("FAIL %-44s %s%s %d threads: %s (first difference at position %d, logit %d)\n", var->name,
+                           wt_name, form ? " (MLA expanded)" : "", nt, rc ? "a pass failed" : "logits differ",
                            first < 0 ? -1 : PREFILL + first / V, first < 0 ? -1 : first % V);
                 }
             }
             omp_set_num_threads(2);
+            mla_expanded = 0;
             /* every variant decodes through the one-region step (Gemma 4's layer types, K = V, shared
-             * K/V, v norm, per-layer inputs, layer scalar included) but Gemma 4's MoE block and
-             * latent attention (MLA: the absorbed form runs in model_forward with the cache) */
-            const bool falls_back = c.moe_block || config_mla(&c);
+             * K/V, v norm, per-layer inputs, layer scalar, latent attention included) but Gemma 4's
+             * MoE block */
+            const bool falls_back = c.moe_block;
             checks++;
             if ((fell_back > 0) != falls_back) {
                 failures++;
