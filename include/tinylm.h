@@ -267,6 +267,13 @@ TLM_API int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd);
  * maps, out[3] floats of the on-demand points' memory. -1 without hooks. */
 TLM_API int tlm_hook_stats(const tlm_model *m, int64_t out[4]);
 
+/* ---- interface version 11: split q/k/v inputs per head (python/tinylm set_use_split_qkv_input) ---- */
+/* per_head 1: hook_q_input / hook_k_input / hook_v_input are a copy of the stream per head, as
+ * TransformerLens' use_split_qkv_input: [B, T, n_heads, d] for q, [B, T, n_kv_heads, d] for k and v
+ * (tlm_hook_info's shapes follow), each head's q, k, v computed from its own copy through the input
+ * norm; 0 (the default): one [B, T, d] copy each. Between passes; 0, or -1 without a model. */
+TLM_API int tlm_set_split_qkv_input(tlm_model *m, int per_head);
+
 #ifdef __cplusplus
 }
 #endif

@@ -167,8 +167,9 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
     if (own) PASS_POINT(ctx, model_point_id(c, l, PT_K), dk, 1);
     /* the input projections, each into its rows of the fused gradient (no join pass) */
     const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->q, u, N, d, a->u16[SUB_ATTN], 1);
-    linear_backward(pass_product_bf16(ctx), 1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
-    const int split = ctx->observed && hook_points_split_kv_backward(ctx, l, dk, dv); /* (k, v inputs of their own) */
+    /* (inputs of their own: 1 k's and v's, 2 every head's q, k and v) */
+    const int split = ctx->observed ? hook_points_split_backward(ctx, l, dq, dk, dv, du) : 0;
+    if (split < 2) linear_backward(pass_product_bf16(ctx), 1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
     if (own && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
     if (own && !k_eq_v && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }
