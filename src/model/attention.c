@@ -28,6 +28,7 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
+    scores = hook_points_map(ctx, l, PT_ATTN_SCORES, scores), probs = hook_points_map(ctx, l, PT_PATTERN, probs);
     attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
     if (ctx->observed) {
         pass_fire(ctx, model_point_id(c, l, PT_ATTN_SCORES), scores, 0);
@@ -119,7 +120,8 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
     const layer_acts *kv = kv_acts(ctx, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
-    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
+    attention_backward(A->dq, A->dk, A->dv, A->datt, hook_points_map(ctx, l, PT_ATTN_SCORES, a->scores),
+                       hook_points_map(ctx, l, PT_PATTERN, a->probs), a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);
     if (!own) { /* shared keys and values: their gradients go back to the layer that made them */
         vec_acc(kv->dk_shared, A->dk, nkv);

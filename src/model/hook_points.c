@@ -324,6 +324,12 @@ void hook_points_result(pass_ctx *x, int l, float *f) {
         }
 }
 
+float *hook_points_map(const pass_ctx *x, int l, int kind, float *own) {
+    if (!own || !x->observed) return own;
+    float *dst = pass_capture_of(x, model_point_id(&x->m->cfg, l, kind));
+    return dst ? dst : own;
+}
+
 /* ---- backward ----------------------------------------------------------------------------------- */
 
 int hook_points_result_backward(pass_ctx *x, int l, const float *df) {

@@ -41,7 +41,16 @@ int hook_points_split_backward(pass_ctx *x, int l, const float *dq, const float 
 int hook_points_input_backward(pass_ctx *x, int l, sublayer_kind k, const float *du, const float *residual, float alpha,
                                float *dx);
 
+/* The [B, H, T, T] attention map of kind PT_ATTN_SCORES or PT_PATTERN of layer l that the pass keeps
+ * (own, NULL: none): the cache's array when the capture (tlm_set_capture) takes that point and the
+ * hooks are the pass's only observer, so that the kernel writes the map there and no copy is made;
+ * else own. The forward and its backward ask alike (the backward reads the maps from there). */
+float *hook_points_map(const pass_ctx *x, int l, int kind, float *own);
+
 /* ---- hooks.c's side of it ---------------------------------------------------------------------- */
+
+/* the capture's forward destination of point id when the hooks are the pass's only observer, else NULL */
+float *pass_capture_of(const pass_ctx *x, int id);
 
 /* whether a hook or the capture asks for point id (forward or backward) */
 int pass_point_wanted(const pass_ctx *x, int id, int is_grad);

@@ -132,13 +132,31 @@ int pass_after_layer(const pass_ctx *x, int layer) {
 
 /* the capture's copy of point id into dst: as it is, or as TransformerLens shows it (the scale
  * 1/rstd; -inf at the keys the layer's mask hides, with the pass's left padding) */
-static void capture_write(const tlm_context *ctx, int id, const float *data, float *dst, int nd, const int64_t *shape,
-                          int flags, int is_grad) {
+static int capture_write(const tlm_context *ctx, int id, const float *data, float *dst, int nd, const int64_t *shape,
+                         int flags, int is_grad) {
     size_t n = 1;
     for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
     if ((flags & TLM_HOOK_RSTD) && !is_grad) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = 1.0f / data[i];
+    } else if (dst == data && (flags & TLM_HOOK_MASKED) && !is_grad) { /* (the kernel wrote the map here: the
+                                                                       * masked keys -inf, the rest as it is) */
+        int l, k;
+        model_point_of(&ctx->m->cfg, id, &l, &k);
+        const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
+        const int window = model_layer_attention(&ctx->m->cfg, l).window;
+        const int *start = ctx->acts.start;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < B * H; r++)
+            for (int i = 0; i < T; i++) {
+                const int first = attention_first_key_padded(i, window, start ? start[r / H] : 0);
+                float *o = dst + ((size_t)r * T + i) * T;
+                const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
+                for (int j = 0; j < f; j++) o[j] = -INFINITY;
+                for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
+            }
+    } else if (dst == data) {
+        return 0;
     } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T] */
         int l, k;
         model_point_of(&ctx->m->cfg, id, &l, &k);
@@ -159,6 +177,7 @@ static void capture_write(const tlm_context *ctx, int id, const float *data, flo
     } else {
         vec_copy(dst, data, n);
     }
+    return dst != data; /* (1: copied; 0: the pass wrote the map there itself) */
 }
 
 static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
@@ -182,8 +201,7 @@ static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *dat
         h->calls++;
     }
     if (!rc && dst) { /* (after the callback: the cache holds what the hooks left) */
-        capture_write(ctx, id, data, dst, nd, shape, flags, is_grad);
-        h->written++;
+        h->written += capture_write(ctx, id, data, dst, nd, shape, flags, is_grad);
     }
     return rc;
 }
@@ -281,6 +299,13 @@ int pass_point_wanted(const pass_ctx *x, int id, int is_grad) {
     if (!h || id < 0 || id >= h->count) return 0;
     float **cap = is_grad ? h->cap_bwd : h->cap_fwd;
     return (is_grad ? h->bwd : h->fwd)[id] != 0 || (cap && cap[id]);
+}
+
+float *pass_capture_of(const pass_ctx *x, int id) {
+    const tlm_context *ctx = x->run;
+    const struct model_hooks *h = ctx->hooks;
+    if (!h || !h->cap_fwd || id < 0 || id >= h->count || ctx->n_observers != 1) return NULL;
+    return h->cap_fwd[id];
 }
 
 int pass_point_rewritten(const pass_ctx *x, int id) {

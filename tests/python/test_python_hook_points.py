@@ -14,7 +14,8 @@ on several norm placements and attention layouts (GQA, biases, Post-Norm, sandwi
 shared keys and values), and the names TransformerLens gives them;
 
 4. the cache the pass writes itself (tlm_set_capture): run_with_cache's arrays are views of one buffer
-   the cache allocated, written by the engine (no Python callback ran, each array written once) and
+   the cache allocated, written by the engine (no Python callback ran, each array written once; the
+   attention maps by the attention kernel itself, the backward reading them there) and
    equal bit for bit to what a hook function sees at the point (hook_scale as the scale, the masked
    scores -inf, a padded batch's pads); a filtered cache pays only for what it keeps: no attention maps
    without a scores or pattern point, no on-demand point (nor its memory) unless named, and a cache of
@@ -340,6 +341,12 @@ def cache_writes(tinylm):
     del k3
     _, c2 = m.run_with_cache(ids, names=["blocks.1.attn.hook_pattern"])
     check(m._pass_stats["maps"] == 1, "cache: asking for a pattern keeps the maps", m._pass_stats)
+    # the attention kernel writes a captured map straight into the cache's array: the capture copies none
+    maps = ["blocks.1.attn.hook_pattern", "blocks.1.attn.hook_attn_scores"]
+    m.run_with_cache(ids, names=maps + resid)
+    check(m._pass_stats["written"] == len(resid) and m._pass_stats["maps"] == 1,
+          "cache: the kernel writes the captured scores and pattern into the cache's arrays themselves (no copy)",
+          m._pass_stats)
     _, c3 = m.run_with_cache(ids)
     check(not any(n.endswith(NEW) for n in c3) and m._pass_stats["side_floats"] == 0,
           "cache: a cache of every point leaves the on-demand points out (nothing made)", m._pass_stats)
