@@ -24,9 +24,9 @@ struct model_hooks {
     unsigned char *fwd, *bwd; /* [count]: which ids call fn (fwd 2: the callback may rewrite it) */
     int count;
     int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
-    /* the side points' memory and per-layer flags (hook_points.c) */
-    float *side;
-    size_t side_cap;
+    /* the floats of the side points' memory (the context's hook_side) its passes used, and their
+     * per-layer flags (hook_points.c) */
+    size_t side_used;
     unsigned char *flags;
     int n_flags;
     float **cap_fwd, **cap_bwd; /* [count] tlm_set_capture's destinations (NULL: none) */
@@ -239,7 +239,7 @@ int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char 
 int context_set_hooks(tlm_context *c, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd) {
     if (c->hooks) {
         context_unobserve(c, &c->hooks->obs);
-        free(c->hooks->side), free(c->hooks->flags), free(c->hooks->cap_fwd), free(c->hooks->cap_bwd);
+        free(c->hooks->flags), free(c->hooks->cap_fwd), free(c->hooks->cap_bwd);
         free(c->hooks->fwd), free(c->hooks->bwd), free(c->hooks), c->hooks = NULL;
     }
     if (!fn) return 0;
@@ -267,7 +267,11 @@ void tlm_hook_unchanged(tlm_model *m) {
     if (m->ctx->hooks) m->ctx->hooks->unchanged = 1;
 }
 
-void context_hooks_free(tlm_context *c) { (void)context_set_hooks(c, NULL, NULL, NULL, NULL); }
+void context_hooks_free(tlm_context *c) {
+    (void)context_set_hooks(c, NULL, NULL, NULL, NULL);
+    free(c->hook_side);
+    c->hook_side = NULL, c->hook_side_cap = 0;
+}
 
 /* When the pattern hook of layer l may have rewritten probs: att = probs @ v again. */
 void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const float *probs, const float *v) {
@@ -316,16 +320,18 @@ int pass_point_rewritten(const pass_ctx *x, int id) {
 float *pass_hook_memory(pass_ctx *x, size_t floats) {
     struct model_hooks *h = x->run->hooks;
     if (!h) return NULL;
-    if (floats > h->side_cap) {
-        free(h->side);
-        h->side_cap = 0;
-        if (!(h->side = malloc(floats * sizeof(float)))) {
+    tlm_context *c = x->run;
+    if (floats > h->side_used) h->side_used = floats;
+    if (floats > c->hook_side_cap) {
+        free(c->hook_side);
+        c->hook_side_cap = 0;
+        if (!(c->hook_side = malloc(floats * sizeof(float)))) {
             tlm_error("out of memory: %zu floats for the hook points made on demand", floats);
             return NULL;
         }
-        h->side_cap = floats;
+        c->hook_side_cap = floats;
     }
-    return h->side;
+    return c->hook_side;
 }
 
 unsigned char *pass_hook_flags(pass_ctx *x, int n) {
@@ -364,6 +370,6 @@ int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd) {
 int tlm_hook_stats(const tlm_model *m, int64_t out[4]) {
     const struct model_hooks *h = m->ctx->hooks;
     if (!h || !out) return -1;
-    out[0] = h->written, out[1] = h->calls, out[2] = m->ctx->acts.maps, out[3] = (int64_t)h->side_cap;
+    out[0] = h->written, out[1] = h->calls, out[2] = m->ctx->acts.maps, out[3] = (int64_t)h->side_used;
     return 0;
 }

@@ -258,6 +258,20 @@ def split_heads_misc(tinylm, cli, work):
     lg, _ = m.run_with_cache(ids, names=resid + ["blocks.1.attn.hook_pattern"])
     check(np.array_equal(lg, plain) and m._pass_stats["side_floats"] == 0,
           "split per head: a cache without the split inputs makes no copy (on-demand memory 0)", m._pass_stats)
+    # the on-demand points' memory stays with the model from one call to the next: a loop of per-head
+    # caches does not have the kernel clear fresh pages for it each call (the cache's own buffer is pooled)
+    import resource
+    qin = [n for n in m.hook_names if n.endswith("hook_q_input")]
+    big = np.random.default_rng(10).integers(0, m.vocab_size, (8, 128)).astype(np.int32)
+    for _ in range(2):
+        m.run_with_cache(big, names=qin)
+    pages = m._pass_stats["side_floats"] * 4 // 4096
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(3):
+        m.run_with_cache(big, names=qin)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    check(pages > 1000 and faults < pages // 2, "split per head: three more caches fault %d pages in, their on-demand "
+          "memory is %d pages (kept, not allocated again)" % (faults, pages))
     for bad, err in (("yes", TypeError), (1, TypeError)):
         try:
             m.set_use_split_qkv_input(bad)
