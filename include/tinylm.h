@@ -266,8 +266,9 @@ TLM_API int tlm_context_generate(tlm_context *ctx, const tlm_tokenizer *tok, con
 TLM_API int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd);
 /* What the passes since the last tlm_set_hooks did for it: out[0] activations and gradients the
  * capture copied (a captured attention map is written there by the attention kernel itself, and
- * read there by the backward: not counted), out[1] callbacks made, out[2] 1 when the last pass kept the [B, H, T, T] attention
- * maps, out[3] floats of the on-demand points' memory. -1 without hooks. */
+ * read there by the backward: not counted), out[1] callbacks made, out[2] 1 when the last pass
+ * kept the [B, H, T, T] attention maps, out[3] floats of the on-demand points' memory its passes
+ * used (that memory stays with the model between calls). -1 without hooks. */
 TLM_API int tlm_hook_stats(const tlm_model *m, int64_t out[4]);
 
 /* ---- interface version 11: split q/k/v inputs per head (python/tinylm set_use_split_qkv_input) ---- */
