@@ -361,6 +361,26 @@ def cache_writes(tinylm):
     check(m._pass_stats["written"] == len(resid) and m._pass_stats["maps"] == 1,
           "cache: the kernel writes the captured scores and pattern into the cache's arrays themselves (no copy)",
           m._pass_stats)
+
+    # ... and a hook rewriting a captured pattern rewrites it there: z follows it, the backward reads it
+    def blank(a, hook):
+        a[:, 2] = 0.0
+        a[:, 2, :, 0] = 1.0  # (head 2 attends to the first token alone)
+    pn = "blocks.1.attn.hook_pattern"
+    gn = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_z"]
+    lg_c, cc = m.run_with_cache(ids, names=[pn] + gn, fwd_hooks=[(pn, blank)], backward=True)
+    seen_g = {}
+
+    def keep_grad(g, hook):
+        seen_g[hook.name] = g.copy()
+    lg_h, _ = m.run_with_cache(ids, names=[], fwd_hooks=[(pn, blank)], bwd_hooks=[(n, keep_grad) for n in gn],
+                               backward=True)
+    want = np.zeros_like(cc[pn][:, 2])
+    want[..., 0] = 1.0
+    check(np.array_equal(lg_c, lg_h) and np.array_equal(cc[pn][:, 2], want)
+          and all(np.array_equal(cc[n + "_grad"], seen_g[n]) for n in gn),
+          "cache: a hook rewriting a captured pattern: the cache holds the rewrite, logits and gradients as "
+          "without the capture, bit for bit")
     _, c3 = m.run_with_cache(ids)
     check(not any(n.endswith(NEW) for n in c3) and m._pass_stats["side_floats"] == 0,
           "cache: a cache of every point leaves the on-demand points out (nothing made)", m._pass_stats)
