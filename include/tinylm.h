@@ -260,12 +260,23 @@ TLM_API int tlm_context_generate(tlm_context *ctx, const tlm_tokenizer *tok, con
  * (1 / the engine's reciprocal), attention scores with -inf at the keys a query does not see. Such a
  * point counts as asked for (the attention maps are kept only when a scores or pattern point is, the
  * on-demand points made only when asked). fwd and bwd hold tlm_hook_count pointers each, or are NULL;
- * tlm_set_hooks again (or with fn NULL) drops them. */
+ * tlm_set_hooks again (or with fn NULL) drops them. A captured attention map (scores, pattern) is
+ * written into fwd[id] by the attention kernel and read from there by the backward (when the hooks
+ * are the only observer): keep that memory as the forward left it until its backward. */
 TLM_API int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd);
-/* What the passes since the last tlm_set_hooks did for it: out[0] activations and gradients written
- * by the capture, out[1] callbacks made, out[2] 1 when the last pass kept the [B, H, T, T] attention
- * maps, out[3] floats of the on-demand points' memory. -1 without hooks. */
+/* What the passes since the last tlm_set_hooks did for it: out[0] activations and gradients the
+ * capture copied (a captured attention map is written there by the attention kernel itself, and
+ * read there by the backward: not counted), out[1] callbacks made, out[2] 1 when the last pass
+ * kept the [B, H, T, T] attention maps, out[3] floats of the on-demand points' memory its passes
+ * used (that memory stays with the model between calls). -1 without hooks. */
 TLM_API int tlm_hook_stats(const tlm_model *m, int64_t out[4]);
+
+/* ---- interface version 11: split q/k/v inputs per head (python/tinylm set_use_split_qkv_input) ---- */
+/* per_head 1: hook_q_input / hook_k_input / hook_v_input are a copy of the stream per head, as
+ * TransformerLens' use_split_qkv_input: [B, T, n_heads, d] for q, [B, T, n_kv_heads, d] for k and v
+ * (tlm_hook_info's shapes follow), each head's q, k, v computed from its own copy through the input
+ * norm; 0 (the default): one [B, T, d] copy each. Between passes; 0, or -1 without a model. */
+TLM_API int tlm_set_split_qkv_input(tlm_model *m, int per_head);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 
 # (data as an address: a plain int is the cheapest argument for ctypes to convert, and the package
 # keeps its views of the engine's buffers by it)
@@ -113,6 +113,8 @@ def _declare(lib):
         "tlm_attention_mask": (I, [P, I, I, I, P]),
         "tlm_norm_gain": (I, [P, FP, FP, S]),
         "tlm_input_norm": (I, [P, I, I, ctypes.c_char_p, S]),
+        # interface version 11: the split q/k/v inputs per head
+        "tlm_set_split_qkv_input": (I, [P, I]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from ._core import _L, _err
 from .factored import FactoredMatrix
 
 # TransformerLens' act_fn names for the engine's ffn_type (docs/config.md: the GELUs are tanh's)
@@ -25,15 +26,16 @@ class Config:
     normalization_type positional_embedding_type n_key_value_heads eps rotary_base rotary_dim
     rotary_adjacent_pairs attn_scores_soft_cap output_logits_soft_cap window_size use_attn_scale
     final_rms num_experts experts_per_token original_architecture model_name device dtype
-    default_prepend_bos tokenizer_prepends_bos, plus tinylm's norm_placement and the whole engine
-    config as .config (a dict). to_dict() gives them all."""
+    default_prepend_bos tokenizer_prepends_bos use_split_qkv_input, plus tinylm's norm_placement and
+    the whole engine config as .config (a dict). to_dict() gives them all. use_split_qkv_input is the
+    one that can be set (cfg.use_split_qkv_input = True is model.set_use_split_qkv_input(True))."""
 
     _FIELDS = ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "d_vocab", "d_vocab_out", "n_ctx", "act_fn",
                "gated_mlp", "normalization_type", "positional_embedding_type", "n_key_value_heads", "eps",
                "rotary_base", "rotary_dim", "rotary_adjacent_pairs", "attn_scores_soft_cap",
                "output_logits_soft_cap", "window_size", "use_attn_scale", "attn_scale", "final_rms", "num_experts",
                "experts_per_token", "original_architecture", "model_name", "device", "dtype", "default_prepend_bos",
-               "tokenizer_prepends_bos", "attn_only", "parallel_attn_mlp", "norm_placement")
+               "tokenizer_prepends_bos", "attn_only", "parallel_attn_mlp", "norm_placement", "use_split_qkv_input")
 
     def __init__(self, model):
         c = model.config
@@ -80,6 +82,8 @@ class Config:
         self.attn_only = False
         self.parallel_attn_mlp = False
         self.norm_placement = c.get("norm_placement", "pre")
+        self.use_split_qkv_input = bool(model.__dict__.get("_split_qkv", False))
+        object.__setattr__(self, "_model", model)
 
     def to_dict(self):
         return {k: getattr(self, k) for k in self._FIELDS}
@@ -90,6 +94,10 @@ class Config:
         return getattr(self, key)
 
     def __setattr__(self, key, value):
+        if key == "use_split_qkv_input" and getattr(self, "_frozen", False):
+            self._model.set_use_split_qkv_input(value)
+            object.__setattr__(self, key, bool(value))
+            return
         if getattr(self, "_frozen", False):
             raise AttributeError("cfg.%s: the config is read-only (it describes the loaded model)" % key)
         object.__setattr__(self, key, value)
@@ -142,6 +150,24 @@ class TransformerLensMixin:
         c = Config(self)
         c._frozen = True
         return c
+
+    def set_use_split_qkv_input(self, use_split_qkv_input):
+        """TransformerLens' use_split_qkv_input: True makes blocks.{l}.hook_q_input a copy of the stream
+        per head, [.., T, n_heads, d_model], and hook_k_input / hook_v_input one per kv head,
+        [.., T, n_key_value_heads, d_model] (TransformerLens' grouped-query layout); each head's q, k or
+        v reads its own copy through the layer's input norm, so an edit of one head's copy changes
+        that head alone, and the gradient there is that head's (their sum over heads is the gradient
+        of the single copy). False (the default): one [.., T, d_model] copy each. Like every such
+        point, they are made only when a hook or the cache asks for them; the switch costs a pass
+        that does not ask nothing."""
+        if not isinstance(use_split_qkv_input, (bool, np.bool_)):
+            raise TypeError("set_use_split_qkv_input: True or False, got %r" % (use_split_qkv_input,))
+        with self._using("set_use_split_qkv_input") as h:
+            if _L.tlm_set_split_qkv_input(h, int(bool(use_split_qkv_input))):
+                raise _err("set_use_split_qkv_input")
+            self._split_qkv = bool(use_split_qkv_input)
+            self._shapes.clear()  # (the points' shapes per pass changed)
+            self._views.clear()
 
     W_E = _weight_property("W_E", "[d_vocab, d_model], a read-only view of the embedding")
     W_U = _weight_property("W_U", "[d_model, d_vocab] (W_E's memory when tied)")

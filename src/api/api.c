@@ -88,7 +88,7 @@ int tlm_tok_eos(const tlm_tokenizer *t) { return tlm_tokenizer_eos(t); }
 int tlm_tok_vocab_size(const tlm_tokenizer *t) { return tlm_tokenizer_vocab_size(t); }
 
 /* The interface version python/tinylm checks (bump it when a declaration in tinylm.h changes). */
-int tlm_abi_version(void) { return 10; }
+int tlm_abi_version(void) { return 11; }
 
 /* ---- more for bindings: sampling, generation, process state (python/tinylm) ------------------- */
 

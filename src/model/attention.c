@@ -29,6 +29,7 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
+    scores = hook_points_map(ctx, l, PT_ATTN_SCORES, scores), probs = hook_points_map(ctx, l, PT_PATTERN, probs);
     attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
     if (ctx->observed) {
         pass_fire(ctx, model_point_id(c, l, PT_ATTN_SCORES), scores, 0);
@@ -120,7 +121,8 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
     const layer_acts *kv = kv_acts(ctx, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
-    attention_backward(A->dq, A->dk, A->dv, A->datt, a->scores, a->probs, a->qr, kv->kr, kv->vn, B, T, &spec,
+    attention_backward(A->dq, A->dk, A->dv, A->datt, hook_points_map(ctx, l, PT_ATTN_SCORES, a->scores),
+                       hook_points_map(ctx, l, PT_PATTERN, a->probs), a->qr, kv->kr, kv->vn, B, T, &spec,
                        A->attn_scratch);
     if (!own) { /* shared keys and values: their gradients go back to the layer that made them */
         vec_acc(kv->dk_shared, A->dk, nkv);
@@ -168,8 +170,9 @@ void attention_sublayer_backward(pass_ctx *ctx, int l, const float *u, const flo
     if (own) PASS_POINT(ctx, model_point_id(c, l, PT_K), dk, 1);
     /* the input projections, each into its rows of the fused gradient (no join pass) */
     const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->q, u, N, d, a->u16[SUB_ATTN], 1);
-    linear_backward(pass_product_bf16(ctx), 1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
-    const int split = ctx->observed && hook_points_split_kv_backward(ctx, l, dk, dv); /* (k, v inputs of their own) */
+    /* (inputs of their own: 1 k's and v's, 2 every head's q, k and v) */
+    const int split = ctx->observed ? hook_points_split_backward(ctx, l, dq, dk, dv, du) : 0;
+    if (split < 2) linear_backward(pass_product_bf16(ctx), 1, du, &G->q, dq, u, u16, &P->q, N, d, qd);
     if (own && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->k, dk, u, u16, &P->k, N, d, kvd);
     if (own && !k_eq_v && !split) linear_backward(pass_product_bf16(ctx), 0, du, &G->v, dv, u, u16, &P->v, N, d, kvd);
 }

@@ -133,6 +133,9 @@ typedef struct {
     char quant_fmt[8];
     int quant_block[2];
     int quant_bits, quant_group;
+    /* not a config key: hook_q_input / hook_k_input / hook_v_input one copy of the stream per head
+     * (TransformerLens' use_split_qkv_input; tlm_set_split_qkv_input, src/model/hook_points.c) */
+    bool split_qkv_heads;
 } tlm_config;
 
 /* (reading a config.json of any family: config_parse / config_load, convert/family.h) */

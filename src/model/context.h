@@ -32,6 +32,8 @@ typedef struct tlm_context {
     const struct model_observer *observers[MODEL_MAX_OBSERVERS];
     int n_observers;
     struct model_hooks *hooks; /* tlm_set_hooks's state (hooks.c), one of the observers when set */
+    float *hook_side;          /* the on-demand hook points' memory (hooks.c): kept from one set of */
+    size_t hook_side_cap;      /* hooks to the next (no fresh pages per call), freed with the context */
     struct batch_split *split; /* the per-thread views of a split batch; NULL until one is split */
     /* the weight gradients a backward adds to, laid out as the parameters (NULL until
      * context_alloc_grads), and their named views */

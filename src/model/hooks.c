@@ -23,9 +23,9 @@ struct model_hooks {
     unsigned char *fwd, *bwd; /* [count]: which ids call fn (fwd 2: the callback may rewrite it) */
     int count;
     int unchanged; /* set by tlm_hook_unchanged during the last callback: it left the data as it was */
-    /* the side points' memory and per-layer flags (hook_points.c) */
-    float *side;
-    size_t side_cap;
+    /* the floats of the side points' memory (the context's hook_side) its passes used, and their
+     * per-layer flags (hook_points.c) */
+    size_t side_used;
     unsigned char *flags;
     int n_flags;
     float **cap_fwd, **cap_bwd; /* [count] tlm_set_capture's destinations (NULL: none) */
@@ -131,13 +131,31 @@ int pass_after_layer(const pass_ctx *x, int layer) {
 
 /* the capture's copy of point id into dst: as it is, or as TransformerLens shows it (the scale
  * 1/rstd; -inf at the keys the layer's mask hides, with the pass's left padding) */
-static void capture_write(const tlm_context *ctx, int id, const float *data, float *dst, int nd, const int64_t *shape,
-                          int flags, int is_grad) {
+static int capture_write(const tlm_context *ctx, int id, const float *data, float *dst, int nd, const int64_t *shape,
+                         int flags, int is_grad) {
     size_t n = 1;
     for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
     if ((flags & TLM_HOOK_RSTD) && !is_grad) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = 1.0f / data[i];
+    } else if (dst == data && (flags & TLM_HOOK_MASKED) && !is_grad) { /* (the kernel wrote the map here: the
+                                                                       * masked keys -inf, the rest as it is) */
+        int l, k;
+        model_point_of(&ctx->m->cfg, id, &l, &k);
+        const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
+        const int window = model_layer_attention(&ctx->m->cfg, l).window;
+        const int *start = ctx->acts.start;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < B * H; r++)
+            for (int i = 0; i < T; i++) {
+                const int first = attention_first_key_padded(i, window, start ? start[r / H] : 0);
+                float *o = dst + ((size_t)r * T + i) * T;
+                const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
+                for (int j = 0; j < f; j++) o[j] = -INFINITY;
+                for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
+            }
+    } else if (dst == data) {
+        return 0;
     } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T] */
         int l, k;
         model_point_of(&ctx->m->cfg, id, &l, &k);
@@ -158,6 +176,7 @@ static void capture_write(const tlm_context *ctx, int id, const float *data, flo
     } else {
         vec_copy(dst, data, n);
     }
+    return dst != data; /* (1: copied; 0: the pass wrote the map there itself) */
 }
 
 static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
@@ -181,8 +200,7 @@ static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *dat
         h->calls++;
     }
     if (!rc && dst) { /* (after the callback: the cache holds what the hooks left) */
-        capture_write(ctx, id, data, dst, nd, shape, flags, is_grad);
-        h->written++;
+        h->written += capture_write(ctx, id, data, dst, nd, shape, flags, is_grad);
     }
     return rc;
 }
@@ -220,7 +238,7 @@ int tlm_set_hooks(tlm_model *m, tlm_hook_fn fn, void *user, const unsigned char 
 int context_set_hooks(tlm_context *c, tlm_hook_fn fn, void *user, const unsigned char *fwd, const unsigned char *bwd) {
     if (c->hooks) {
         context_unobserve(c, &c->hooks->obs);
-        free(c->hooks->side), free(c->hooks->flags), free(c->hooks->cap_fwd), free(c->hooks->cap_bwd);
+        free(c->hooks->flags), free(c->hooks->cap_fwd), free(c->hooks->cap_bwd);
         free(c->hooks->fwd), free(c->hooks->bwd), free(c->hooks), c->hooks = NULL;
     }
     if (!fn) return 0;
@@ -248,7 +266,11 @@ void tlm_hook_unchanged(tlm_model *m) {
     if (m->ctx->hooks) m->ctx->hooks->unchanged = 1;
 }
 
-void context_hooks_free(tlm_context *c) { (void)context_set_hooks(c, NULL, NULL, NULL, NULL); }
+void context_hooks_free(tlm_context *c) {
+    (void)context_set_hooks(c, NULL, NULL, NULL, NULL);
+    free(c->hook_side);
+    c->hook_side = NULL, c->hook_side_cap = 0;
+}
 
 /* When the pattern hook of layer l may have rewritten probs: att = probs @ v again. */
 void model_hook_attention_from_probs(const pass_ctx *x, int l, float *att, const float *probs, const float *v) {
@@ -282,6 +304,13 @@ int pass_point_wanted(const pass_ctx *x, int id, int is_grad) {
     return (is_grad ? h->bwd : h->fwd)[id] != 0 || (cap && cap[id]);
 }
 
+float *pass_capture_of(const pass_ctx *x, int id) {
+    const tlm_context *ctx = x->run;
+    const struct model_hooks *h = ctx->hooks;
+    if (!h || !h->cap_fwd || id < 0 || id >= h->count || ctx->n_observers != 1) return NULL;
+    return h->cap_fwd[id];
+}
+
 int pass_point_rewritten(const pass_ctx *x, int id) {
     const struct model_hooks *h = x->run->hooks;
     return h && id >= 0 && id < h->count && h->fwd[id] == 2 && !h->unchanged;
@@ -290,16 +319,18 @@ int pass_point_rewritten(const pass_ctx *x, int id) {
 float *pass_hook_memory(pass_ctx *x, size_t floats) {
     struct model_hooks *h = x->run->hooks;
     if (!h) return NULL;
-    if (floats > h->side_cap) {
-        free(h->side);
-        h->side_cap = 0;
-        if (!(h->side = malloc(floats * sizeof(float)))) {
+    tlm_context *c = x->run;
+    if (floats > h->side_used) h->side_used = floats;
+    if (floats > c->hook_side_cap) {
+        free(c->hook_side);
+        c->hook_side_cap = 0;
+        if (!(c->hook_side = malloc(floats * sizeof(float)))) {
             tlm_error("out of memory: %zu floats for the hook points made on demand", floats);
             return NULL;
         }
-        h->side_cap = floats;
+        c->hook_side_cap = floats;
     }
-    return h->side;
+    return c->hook_side;
 }
 
 unsigned char *pass_hook_flags(pass_ctx *x, int n) {
@@ -338,6 +369,6 @@ int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd) {
 int tlm_hook_stats(const tlm_model *m, int64_t out[4]) {
     const struct model_hooks *h = m->ctx->hooks;
     if (!h || !out) return -1;
-    out[0] = h->written, out[1] = h->calls, out[2] = m->ctx->acts.maps, out[3] = (int64_t)h->side_cap;
+    out[0] = h->written, out[1] = h->calls, out[2] = m->ctx->acts.maps, out[3] = (int64_t)h->side_used;
     return 0;
 }

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "components.h"
+#include "hook_points.h"
 #include "kv_cache.h"
 #include "util/error.h"
 #include "util/f16.h"
@@ -150,7 +151,8 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
-    attention_backward(A->dq, A->dk, A->dv, datt, a->scores, a->probs, a->qr, a->kr, a->vn, B, T, &spec,
+    attention_backward(A->dq, A->dk, A->dv, datt, hook_points_map(ctx, l, PT_ATTN_SCORES, a->scores),
+                       hook_points_map(ctx, l, PT_PATTERN, a->probs), a->qr, a->kr, a->vn, B, T, &spec,
                        A->attn_scratch);
     PASS_POINT(ctx, model_point_id(c, l, PT_V), A->dv, 1);
     PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), A->dq, 1);

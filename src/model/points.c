@@ -13,7 +13,8 @@
 
 /* the shape after [B, T]: */
 enum { SH_D, SH_ROW, SH_Q, SH_KV, SH_MAP, SH_FF, SH_VOCAB, SH_EXPERTS, SH_TOPK, SH_TOPK_D, SH_QLORA, SH_KVLORA,
-       SH_HEADS_D /* [H, d]: a vector of the stream per head */ };
+       SH_HEADS_D /* [H, d]: a vector of the stream per head */,
+       SH_Q_INPUT, SH_KV_INPUT /* [d], or per head ([H, d], [kv heads, d]) with cfg.split_qkv_heads */ };
 /* what the config must have for a name of the point to exist */
 enum {
     REQ_IN_NORM = 1, REQ_OUT_NORM = 2, REQ_POST_NORM = 4, REQ_STATS = 8 /* a per-row scale: not DyT */,
@@ -51,15 +52,16 @@ static const point_desc POINTS[PT_COUNT + 4] = {
     /* The attention's and the FFN's input stream (TransformerLens' use_attn_in, use_split_qkv_input,
      * use_hook_mlp_in), made only when a hook or the cache asks (hook_points.c): a rewrite changes
      * the sublayer's input and not the residual path; q_input, k_input, v_input each feed their own
-     * projection (through their own input norm). One [B, T, d] copy each, not TransformerLens'
-     * copy per head (docs/python.md). */
+     * projection (through their own input norm). One [B, T, d] copy each, or with
+     * cfg.split_qkv_heads TransformerLens' copy per head: [B, T, H, d] for q, [B, T, kv heads, d]
+     * for k and v (docs/python.md). */
     [PT_ATTN_IN] = {"hook_attn_in", SH_D, 0, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of res[2l] (the norm reads it)",
                     {{0}}},
-    [PT_Q_INPUT] = {"hook_q_input", SH_D, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of hook_attn_in",
+    [PT_Q_INPUT] = {"hook_q_input", SH_Q_INPUT, REQ_NOT_MLA, TLM_HOOK_ON_DEMAND, "hook_points.c: a copy of hook_attn_in",
                     {{0}}},
-    [PT_K_INPUT] = {"hook_k_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV, TLM_HOOK_ON_DEMAND,
+    [PT_K_INPUT] = {"hook_k_input", SH_KV_INPUT, REQ_NOT_MLA | REQ_OWN_KV, TLM_HOOK_ON_DEMAND,
                     "hook_points.c: a copy of hook_attn_in", {{0}}},
-    [PT_V_INPUT] = {"hook_v_input", SH_D, REQ_NOT_MLA | REQ_OWN_KV | REQ_OWN_V, TLM_HOOK_ON_DEMAND,
+    [PT_V_INPUT] = {"hook_v_input", SH_KV_INPUT, REQ_NOT_MLA | REQ_OWN_KV | REQ_OWN_V, TLM_HOOK_ON_DEMAND,
                     "hook_points.c: a copy of hook_attn_in", {{0}}},
     [PT_LN1_SCALE] = {"ln1.hook_scale", SH_ROW, REQ_IN_NORM | REQ_STATS, SCALE_FLAGS, "attn_s.in.rstd", {{0}}},
     [PT_LN1_NORMALIZED] = {"ln1.hook_normalized", SH_D, REQ_IN_NORM, 0, "attn_s.in.y",
@@ -215,6 +217,12 @@ static int shape_of(const tlm_config *c, int l, const point_desc *p, int B, int 
     case SH_QLORA: shape[2] = c->q_lora_rank; return 3;
     case SH_KVLORA: shape[2] = c->kv_lora_rank; return 3;
     case SH_HEADS_D: shape[2] = c->n_heads, shape[3] = c->d_model; return 4;
+    case SH_Q_INPUT:
+    case SH_KV_INPUT:
+        if (!c->split_qkv_heads) return 3;
+        shape[2] = p->shape == SH_Q_INPUT ? c->n_heads : l >= 0 ? config_layer_kv_heads(c, l) : c->n_kv_heads;
+        shape[3] = c->d_model;
+        return 4;
     default: return 3;
     }
 }

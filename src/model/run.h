@@ -58,6 +58,8 @@ int pass_after_layer(const pass_ctx *x, int layer);
 
 /* whether a hook or the capture asks for point id (forward or backward) */
 int pass_point_wanted(const pass_ctx *x, int id, int is_grad);
+/* the capture's forward destination of point id when the hooks are the pass's only observer, else NULL */
+float *pass_capture_of(const pass_ctx *x, int id);
 /* after firing point id forward: whether a hook may have rewritten it (it was allowed to, and did
  * not say it left it unchanged) */
 int pass_point_rewritten(const pass_ctx *x, int id);

@@ -14,13 +14,22 @@ on several norm placements and attention layouts (GQA, biases, Post-Norm, sandwi
 shared keys and values), and the names TransformerLens gives them;
 
 4. the cache the pass writes itself (tlm_set_capture): run_with_cache's arrays are views of one buffer
-   the cache allocated, written by the engine (no Python callback ran, each array written once) and
+   the cache allocated, written by the engine (no Python callback ran, each array written once; the
+   attention maps by the attention kernel itself, the backward reading them there) and
    equal bit for bit to what a hook function sees at the point (hook_scale as the scale, the masked
    scores -inf, a padded batch's pads); a filtered cache pays only for what it keeps: no attention maps
    without a scores or pattern point, no on-demand point (nor its memory) unless named, and a cache of
    every point leaves the on-demand ones out;
 5. hook_result on Q8_0 weights (a GGUF file: no float32 W_O, each head through the quantized product):
-   the heads' sum + b_O = hook_attn_out within Q8_0's rounding, and a replacement changes the logits.
+   the heads' sum + b_O = hook_attn_out within Q8_0's rounding, and a replacement changes the logits;
+6. the split inputs per head (set_use_split_qkv_input(True), TransformerLens' use_split_qkv_input):
+   hook_q_input [B, T, H, d], hook_k_input / hook_v_input [B, T, KV, d], against the reference with
+   the same switch (a copy per head, ln1 on each): values and gradients (their sum over heads = the
+   single copy's gradient), an edit of one head's copy changes that head's q / k / v alone (the
+   others bit for bit) and the logits as in the reference, a backward hook on one head's gradient
+   changes the parameters' gradients as a tensor hook does; pre-norm, post-norm, sandwich, DeepNorm,
+   GQA, QK-norm, biases, K = V, shared keys and values; and with the switch on, a pass that does not
+   ask for them makes nothing (and on Q8_0 weights an edited head goes through the quantized product).
 
 usage: test_python_hook_points.py --lib build/libtinylm.so --tinylm build/tinylm --work DIR"""
 import argparse
@@ -140,6 +149,173 @@ def check_variant(tinylm, name, cfg, opts, work):
     model.close()
 
 
+SPLIT_VARIANTS = ["llama_like", "gpt2_like", "norm_layernorm_post", "gemma2_like", "qwen3_like",
+                  "deepnorm_layernorm_2", "k_eq_v_no_qk_norm_bias", "shared_kv_pre"]
+SPLIT = ("hook_q_input", "hook_k_input", "hook_v_input")
+
+
+def check_split_heads(tinylm, name, cfg, opts, work):
+    c = tinylm_ref.resolve_config(cfg)
+    P = tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"])
+    P = {k: v.astype(np.float32).astype(np.float64) for k, v in P.items()}
+    d = os.path.join(work, "split_" + name)
+    tinylm_ref.save(d, cfg, P)
+    ref = tinylm_ref.Model(cfg, P)
+    ref.split_qkv_heads = True
+    model = tinylm.load(d)
+    L, H, dm = c["num_hidden_layers"], c["num_attention_heads"], c["hidden_size"]
+    rng = np.random.default_rng(7)
+    ids = rng.integers(0, c["vocab_size"], (2, 9)).astype(np.int32)
+    names = [n for n in model.hook_names if n.endswith(SPLIT)]
+    _, single = model.run_with_cache(ids, names=names, backward=True)
+    plain = model(ids)
+    model.cfg.use_split_qkv_input = True  # (TransformerLens' spelling; set_use_split_qkv_input(True) the same)
+    lg, cache = model.run_with_cache(ids, names=names, backward=True)
+    KV = {n: cache[n].shape[2] for n in names}
+    want_kv = {n: (H if n.endswith("q_input") else tinylm_ref.layer_shape(c, int(n.split(".")[1]))[1]) for n in names}
+    check(model.cfg.use_split_qkv_input and KV == want_kv and all(cache[n].shape == ids.shape + (KV[n], dm) for n in names),
+          "%s split per head: hook_q_input [B, T, H, d], k / v [B, T, KV, d] (KV %s)" % (name, sorted(set(KV.values()))))
+    check(np.array_equal(lg, plain), "%s split per head: the logits with every head's copy cached = a plain pass's, "
+          "bit for bit" % name)
+    rl, rc = ref.run_hooked(ids, names=set(names), backward="loss")
+    close("%s split per head: logits = the reference's" % name, lg, rl, 1e-5)
+    bad = [(k, "%.1e" % rel_err(cache[k], rc[k])) for k in names if rel_err(cache[k], rc[k]) >= 2e-5]
+    check(not bad, "%s split per head: %d values = the reference's" % (name, len(names)), bad)
+    bad = [(k, "%.1e" % rel_err(cache[k + "_grad"], rc[k + "_grad"])) for k in names
+           if rel_err(cache[k + "_grad"], rc[k + "_grad"]) >= 1e-4]
+    check(not bad, "%s split per head: %d gradients (one per head) = the reference's" % (name, len(names)), bad)
+    bad = [k for k in names if rel_err(cache[k + "_grad"].sum(2), single[k + "_grad"]) >= 1e-5]
+    check(not bad, "%s split per head: each gradient summed over heads = the single copy's" % name, bad)
+
+    # one head's copy edited: that head's q / k / v alone changes, the logits as in the reference
+    qkv = {"hook_q_input": "attn.hook_q", "hook_k_input": "attn.hook_k", "hook_v_input": "attn.hook_v"}
+    for n in ["blocks.%d.%s" % (L - 1, k) for k in SPLIT] + ["blocks.0.hook_k_input"]:
+        if n not in model.hook_points:
+            continue
+        layer, kind = n.split(".")[1], n.split(".")[2]
+        h = KV[n] - 1
+        v = rng.standard_normal(dm).astype(np.float32) * 0.5
+
+        def edit(a, hook, v=v, h=h):
+            a[..., h, :] += v
+        outs = ["blocks.%s.%s" % (layer, qkv[kind])]
+        if kind == "hook_k_input" and "blocks.%s.attn.hook_v" % layer in model.hook_points and \
+                "blocks.%s.hook_v_input" % layer not in model.hook_points:
+            outs.append("blocks.%s.attn.hook_v" % layer)  # (K = V: v is the k projection)
+        _, before = model.run_with_cache(ids, names=outs)
+        got, after = model.run_with_cache(ids, names=outs, fwd_hooks=[(n, edit)])
+        others = all(np.array_equal(np.delete(after[o], h, axis=2), np.delete(before[o], h, axis=2)) for o in outs)
+        moved = all(rel_err(after[o][..., h, :], before[o][..., h, :]) > 1e-3 for o in outs)
+        check(others and moved, "%s split per head: editing head %d of %s changes that head of %s alone"
+              % (name, h, n, "/".join(o.split(".")[-1] for o in outs)))
+
+        def rep(t, v=v, h=h):
+            t = t.clone()
+            t[..., h, :] += torch.as_tensor(v, dtype=t.dtype)
+            return t
+        want = ref.run_hooked(ids, replace={n: rep})[0]
+        close("%s split per head: that edit changes the logits as in the reference" % name, got, want, 1e-5)
+
+        def noop(a, hook):
+            a *= 1.0
+        check(np.array_equal(model.run_with_hooks(ids, fwd_hooks=[(n, noop)]), plain),
+              "%s split per head: an in-place no-op at %s leaves the logits bit-identical" % (name, n))
+
+    # a backward hook on one head's gradient
+    pn = ["layers.0.attn.q_proj.weight", "layers.0.attn.k_proj.weight", "embed.weight"]
+    pn = [p for p in pn if p in ref.params]
+    if c["norm_placement"] in ("pre", "sandwich"):
+        pn.append("layers.0.attn_norm.weight")
+    for n in ("blocks.0.hook_q_input", "blocks.0.hook_k_input"):
+        if n not in model.hook_points:
+            continue
+        mask = np.ones((KV[n], dm), np.float32)
+        mask[0] = 0.0
+        mask[-1] = 3.0
+        got = model.param_grads(ids, names=pn, bwd_hooks=[(n, lambda g, hook, mask=mask: g * mask)])
+
+        def rep(t, mask=mask):
+            t.register_hook(lambda g: g * torch.as_tensor(mask, dtype=g.dtype))
+            return t
+        ref.run_hooked(ids, replace={n: rep}, backward="loss")
+        bad = [(p, "%.1e" % rel_err(got[p], ref.params[p].grad.numpy())) for p in pn
+               if rel_err(got[p], ref.params[p].grad.numpy()) >= 1e-4]
+        check(not bad, "%s split per head: a backward hook zeroing head 0's / tripling the last head's gradient at "
+              "%s = the reference's tensor hook" % (name, n), bad)
+    model.set_use_split_qkv_input(False)
+    _, back = model.run_with_cache(ids, names=names[:1])
+    check(back[names[0]].shape == ids.shape + (dm,), "%s: set_use_split_qkv_input(False): one copy again" % name)
+    model.close()
+
+
+def split_heads_misc(tinylm, cli, work):
+    ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
+    m = tinylm.load(ckpt, tokenizer=tok)
+    ids = np.random.default_rng(8).integers(0, m.vocab_size, (3, 12)).astype(np.int32)
+    plain = m(ids)
+    m.set_use_split_qkv_input(True)
+    resid = [n for n in m.hook_names if ".hook_resid_" in n]
+    lg, _ = m.run_with_cache(ids, names=resid + ["blocks.1.attn.hook_pattern"])
+    check(np.array_equal(lg, plain) and m._pass_stats["side_floats"] == 0,
+          "split per head: a cache without the split inputs makes no copy (on-demand memory 0)", m._pass_stats)
+    # the on-demand points' memory stays with the model from one call to the next: a loop of per-head
+    # caches does not have the kernel clear fresh pages for it each call (the cache's own buffer is pooled)
+    import resource
+    qin = [n for n in m.hook_names if n.endswith("hook_q_input")]
+    big = np.random.default_rng(10).integers(0, m.vocab_size, (8, 128)).astype(np.int32)
+    for _ in range(2):
+        m.run_with_cache(big, names=qin)
+    pages = m._pass_stats["side_floats"] * 4 // 4096
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(3):
+        m.run_with_cache(big, names=qin)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    check(pages > 1000 and faults < pages // 2, "split per head: three more caches fault %d pages in, their on-demand "
+          "memory is %d pages (kept, not allocated again)" % (faults, pages))
+    for bad, err in (("yes", TypeError), (1, TypeError)):
+        try:
+            m.set_use_split_qkv_input(bad)
+            check(False, "set_use_split_qkv_input(%r) refused" % (bad,))
+        except err:
+            check(True, "set_use_split_qkv_input(%r) refused" % (bad,))
+    caught = []
+
+    def inside(a, hook):
+        try:
+            m.set_use_split_qkv_input(False)
+        except tinylm.TinylmError as e:
+            caught.append(str(e))
+    m.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_pre", inside)])
+    check(len(caught) == 1 and m.cfg.use_split_qkv_input, "split per head: switching inside a hook is refused", caught)
+    try:
+        m.cfg.n_heads = 3
+        check(False, "cfg: other fields stay read-only")
+    except AttributeError:
+        check(True, "cfg: other fields stay read-only")
+    m.close()
+    if not cli:
+        return
+    q8 = os.path.join(work, "s.q8_0.gguf")
+    if not os.path.exists(q8):
+        return
+    m = tinylm.load(q8)
+    m.set_use_split_qkv_input(True)
+    lg0 = m(ids)
+    n = "blocks.2.hook_q_input"
+    _, c0 = m.run_with_cache(ids, names=["blocks.2.attn.hook_q"])
+
+    shift = np.random.default_rng(9).standard_normal(m.cfg.d_model).astype(np.float32)
+
+    def edit(a, hook):
+        a[..., 3, :] += shift  # (not a scale: the RMSNorm would undo it)
+    lg, c1 = m.run_with_cache(ids, names=["blocks.2.attn.hook_q"], fwd_hooks=[(n, edit)])
+    q0, q1 = c0["blocks.2.attn.hook_q"], c1["blocks.2.attn.hook_q"]
+    check(np.array_equal(np.delete(q0, 3, axis=2), np.delete(q1, 3, axis=2)) and rel_err(q1[..., 3, :], q0[..., 3, :]) > 1e-3
+          and rel_err(lg, lg0) > 1e-4, "Q8_0 split per head: editing head 3's copy changes its q alone (the quantized "
+          "product) and the logits")
+    m.close()
+
+
 def cache_writes(tinylm):
     ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
     m = tinylm.load(ckpt, tokenizer=tok)
@@ -179,6 +355,32 @@ def cache_writes(tinylm):
     del k3
     _, c2 = m.run_with_cache(ids, names=["blocks.1.attn.hook_pattern"])
     check(m._pass_stats["maps"] == 1, "cache: asking for a pattern keeps the maps", m._pass_stats)
+    # the attention kernel writes a captured map straight into the cache's array: the capture copies none
+    maps = ["blocks.1.attn.hook_pattern", "blocks.1.attn.hook_attn_scores"]
+    m.run_with_cache(ids, names=maps + resid)
+    check(m._pass_stats["written"] == len(resid) and m._pass_stats["maps"] == 1,
+          "cache: the kernel writes the captured scores and pattern into the cache's arrays themselves (no copy)",
+          m._pass_stats)
+
+    # ... and a hook rewriting a captured pattern rewrites it there: z follows it, the backward reads it
+    def blank(a, hook):
+        a[:, 2] = 0.0
+        a[:, 2, :, 0] = 1.0  # (head 2 attends to the first token alone)
+    pn = "blocks.1.attn.hook_pattern"
+    gn = ["blocks.0.hook_resid_post", "blocks.1.attn.hook_z"]
+    lg_c, cc = m.run_with_cache(ids, names=[pn] + gn, fwd_hooks=[(pn, blank)], backward=True)
+    seen_g = {}
+
+    def keep_grad(g, hook):
+        seen_g[hook.name] = g.copy()
+    lg_h, _ = m.run_with_cache(ids, names=[], fwd_hooks=[(pn, blank)], bwd_hooks=[(n, keep_grad) for n in gn],
+                               backward=True)
+    want = np.zeros_like(cc[pn][:, 2])
+    want[..., 0] = 1.0
+    check(np.array_equal(lg_c, lg_h) and np.array_equal(cc[pn][:, 2], want)
+          and all(np.array_equal(cc[n + "_grad"], seen_g[n]) for n in gn),
+          "cache: a hook rewriting a captured pattern: the cache holds the rewrite, logits and gradients as "
+          "without the capture, bit for bit")
     _, c3 = m.run_with_cache(ids)
     check(not any(n.endswith(NEW) for n in c3) and m._pass_stats["side_floats"] == 0,
           "cache: a cache of every point leaves the on-demand points out (nothing made)", m._pass_stats)
@@ -243,9 +445,12 @@ def main():
     cases = {n: (c, o) for n, c, o in all_cases()}
     for name in VARIANTS:
         check_variant(tinylm, name, cases[name][0], cases[name][1], args.work)
+    for name in SPLIT_VARIANTS:
+        check_split_heads(tinylm, name, cases[name][0], cases[name][1], args.work)
     cache_writes(tinylm)
     if args.tinylm:
         quantized_result(tinylm, args.tinylm, args.work)
+    split_heads_misc(tinylm, args.tinylm, args.work)
     print("%d passed, %d failed" % tuple(counts))
     return 1 if counts[1] else 0
 

@@ -232,6 +232,9 @@ class Model:
         self.hook_fn = None  # fn(name, tensor) -> tensor at each named point (run_hooked)
         self._kv_inputs = {}  # layer -> the normed hook_k_input, hook_v_input (sublayer -> attention)
         self._on_demand = False  # run_hooked named a point of ON_DEMAND: they are all made
+        # TransformerLens' use_split_qkv_input: hook_q_input [B, T, H, d], hook_k_input / hook_v_input
+        # [B, T, KV, d], each head's q, k, v from its own copy through the input norm
+        self.split_qkv_heads = False
 
     def _hook(self, name, x):
         return self.hook_fn(name, x) if self.hook_fn is not None else x
@@ -347,10 +350,24 @@ class Model:
         def hk(name, t):  # hooks see [B, T, heads, hd]
             return self._hook("blocks.%d.attn.%s" % (n, name), t)
 
-        xk, xv = self._kv_inputs.pop(n, (x, x))  # (hook_k_input / hook_v_input's own, when split)
-        q = self.linear(p + "q_proj", x)
+        xin = self._kv_inputs.pop(n, (x, x))  # (hook_k_input / hook_v_input's own, when split)
+        d = c["hidden_size"]
+
+        def per_head(name, t, heads):  # t [B, T, heads, d] -> [B, T, heads * hd], head h by its rows of W
+            y = torch.einsum("bthi,hji->bthj", t, self.p(p + name + ".weight").view(heads, hd, d))
+            b = self.p(p + name + ".bias")
+            return (y + b.view(heads, hd) if b is not None else y).reshape(B, T, heads * hd)
+
+        if len(xin) == 3:  # per head: q, k, v each from its heads' own normed copies
+            q = per_head("q_proj", xin[0], H)
+        else:
+            xk, xv = xin
+            q = self.linear(p + "q_proj", x)
         q = hk("hook_q", q.view(B, T, H, hd)).reshape(B, T, H * hd)
-        if own:
+        if own and len(xin) == 3:
+            k = per_head("k_proj", xin[1], KV)
+            v = k if (c["attention_k_eq_v"] and full) else per_head("v_proj", xin[2], KV)
+        elif own:
             k = self.linear(p + "k_proj", xk)
             # K = V (Gemma 4's full layers): the value is the key projection, taken before k's norm
             v = k if (c["attention_k_eq_v"] and full) else self.linear(p + "v_proj", xv)
@@ -537,7 +554,20 @@ class Model:
             # TransformerLens' hook_attn_in / hook_mlp_in: a copy of the stream for the branch alone;
             # the attention's q, k, v each read a copy of it (hook_q_input, ...) through the input norm
             xb = hk("blocks.%d.hook_%s_in" % (n, kind), x + 0.0)
-            if kind == "attn" and not c["mla"]:
+            if kind == "attn" and not c["mla"] and self.split_qkv_heads:
+                # TransformerLens' use_split_qkv_input: a copy per head (per kv head for k and v), ln1
+                # applied to each; what ln1's own points show is hook_attn_in's norm, read by no head
+                _, KV = layer_shape(c, n)
+                own = kv_source(c, n) == n
+                k_eq_v = c["attention_k_eq_v"] and c["layer_types"][n] == "full_attention"
+                rep = lambda t, h: t.unsqueeze(2).repeat(1, 1, h, 1)  # noqa: E731
+                xs = [hk("blocks.%d.hook_q_input" % n, rep(xb, c["num_attention_heads"])),
+                      hk("blocks.%d.hook_k_input" % n, rep(xb, KV)) if own else None,
+                      hk("blocks.%d.hook_v_input" % n, rep(xb, KV)) if own and not k_eq_v else None]
+                if pl in ("pre", "sandwich"):
+                    xs = [self.norm(norm_in, t) if t is not None else None for t in xs]
+                self._kv_inputs[n] = tuple(xs)
+            elif kind == "attn" and not c["mla"]:
                 xk = hk("blocks.%d.hook_k_input" % n, xb + 0.0)
                 xv = hk("blocks.%d.hook_v_input" % n, xb + 0.0)
                 xb = hk("blocks.%d.hook_q_input" % n, xb + 0.0)
