@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""test_gguf_export_archs.py — `tinylm export --format gguf` writes every family whose architecture
+llama.cpp defines and tinylm reads back (llama, qwen2, qwen3, qwen2moe, gemma, gemma2, gemma3, olmo2,
+gpt2; Mistral as llama), and refuses the others naming the reason.
+
+For each family a tiny random Hugging Face checkpoint (tests/hf/test_hf.py's make_weights /
+write_model, the cases of test_gguf_archs.py, vocabulary 512 so that tok512.bin goes with it) is
+exported, and:
+  (a) f32: the file holds exactly what llama.cpp's converter writes for that checkpoint
+      (test_gguf_archs.convert, written from convert_hf_to_gguf.py: its metadata keys and values,
+      its tensor names, shapes and values, bit for bit; no tensor more), and tinylm's logits of the
+      file equal its logits of the HF directory bit for bit;
+  (b) exporting that GGUF again (the model read back: Gemma's gains hold the 1, q and k in the
+      engine's halves) gives the same tensors bit for bit;
+  (c) bf16, q8_0 and q4_k (whose rows of 32 fall back to q5_0, of 48 to f32): the file's decoded
+      matrices, taken back to the HF layout (q/k pairs undone, GPT-2's Conv1D transposed, experts
+      unstacked), give tests/hf/hf_ref.py's float64 forward that tinylm's logits of the file match
+      within test_hf's 1e-4 — every block in its place — and they differ from the f32 logits (the
+      type was applied);
+  (d) llama.cpp (node-llama-cpp's build, tests/llamacpp/llamacpp_oracle.mjs: flash attention off,
+      F32 KV cache) loads the f32 file and its log-probabilities at every position match tinylm's
+      within test_llamacpp.py's 1e-4, for every family; skipped (said so) without Node.js >= 20 or
+      tests/llamacpp/node_modules.
+Refusals: qwen3_moe, mixtral, deepseek_v3 (each family's reason), a Gemma 2 with an untied head, a
+Gemma 2 without soft-caps, a Qwen3 with attention biases (each the first feature llama.cpp's
+architecture lacks); the export onto its own input file.
+
+usage: test_gguf_export_archs.py --tinylm PATH --work DIR"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "hf"))
+sys.path.insert(0, HERE)
+from harness import TOK512, check, main, run  # noqa: E402
+import test_hf  # noqa: E402
+import test_gguf_archs as ga  # noqa: E402
+from test_gguf_model import matrix, read_gguf  # noqa: E402
+
+IDS = test_hf.IDS
+REF_TOL = test_hf.TOL
+LLAMACPP_TOL = 1e-4  # test_llamacpp.py's bound for f32 files
+ORACLE = os.path.join(ROOT, "tests", "llamacpp", "llamacpp_oracle.mjs")
+NLC = os.path.join(ROOT, "tests", "llamacpp", "node_modules", "node-llama-cpp")
+
+CASES = [(f, dict(cfg, vocab_size=512)) for f, cfg, _ in ga.CASES]
+# Mistral: llama's architecture; its window (16 > the 12 ids) written as the context length, where the two
+# attentions are one; without a window, the whole context
+CASES += [("mistral", dict(ga.BASE, vocab_size=512, num_key_value_heads=2, head_dim=16, sliding_window=16,
+                           rope_theta=1000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)),
+          ("mistral", dict(ga.BASE, vocab_size=512, num_key_value_heads=1, sliding_window=None, rope_theta=1000.0,
+                           rms_norm_eps=1e-6, tie_word_embeddings=True))]
+ARCH = dict(ga.ARCH, mistral="llama")
+ga.ARCH.setdefault("mistral", "llama")
+
+
+def converted(family, conf, T):
+    """llama.cpp's converter's file for the checkpoint (test_gguf_archs.convert; Mistral as llama with
+    LlamaModel's keys, the window as the context)"""
+    if family != "mistral":
+        return ga.convert(family, conf, T)
+    as_llama = dict(conf, model_type="llama")
+    if conf.get("sliding_window"):
+        as_llama["max_position_embeddings"] = min(conf["max_position_embeddings"], conf["sliding_window"])
+    as_llama.setdefault("rms_norm_eps", 1e-6)
+    as_llama.setdefault("rope_theta", 10000.0)
+    kv, tensors = ga.convert("llama", as_llama, T)
+    return kv, tensors
+
+
+def logits(tinylm, model, out):
+    if os.path.exists(out):
+        os.remove(out)
+    rc, _, err = run(tinylm, "logits", "--model", model, "--ids", " ".join(map(str, IDS)), "--out", out,
+                     "--precision", "fp32")
+    return (np.load(out).astype(np.float64) if rc == 0 else None), err.strip()
+
+
+def export(tinylm, model, out, typ, tok=True):
+    return run(tinylm, "export", "--model", model, "--format", "gguf", "--type", typ, "--out", out,
+               *(["--tokenizer", TOK512] if tok else ["--no-tokenizer"]))
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def same_as_converter(label, path, kv_ref, t_ref):
+    """(a): every key the converter writes with its value, its tensors bit for bit, no other tensor"""
+    _, kv, tensors = read_gguf(path)
+    bad_keys = [k for k, _, v in kv_ref if k != "general.file_type" and
+                (k not in kv or (kv[k] != v if isinstance(v, (int, str)) else np.float32(kv[k]) != np.float32(v)))]
+    check(not bad_keys, "%s: the converter's %d metadata keys, the same values" % (label, len(kv_ref)),
+          ", ".join("%s: %r vs %r" % (k, kv.get(k), dict((a, c) for a, _, c in kv_ref)[k]) for k in bad_keys))
+    names_ok = set(tensors) == set(t_ref)
+    check(names_ok, "%s: the converter's %d tensor names, no other" % (label, len(t_ref)),
+          "only ours: %s; only the converter's: %s" % (sorted(set(tensors) - set(t_ref)),
+                                                      sorted(set(t_ref) - set(tensors))))
+    diff = []
+    for name, want in t_ref.items():
+        if name not in tensors:
+            continue
+        t, ne, raw = tensors[name]
+        want = np.asarray(want, dtype=np.float32)
+        got = np.frombuffer(raw, dtype="<f4") if t == 0 else None
+        # (ne fastest first; trailing 1s aside, as llama.cpp reads a [1, d] row as {d})
+        shape_ok = [n for n in ne if n != 1] == [n for n in reversed(want.shape) if n != 1]
+        if t != 0 or not shape_ok or not np.array_equal(got, want.reshape(-1)):
+            diff.append("%s (type %d, ne %s vs %s)" % (name, t, ne, list(reversed(want.shape))))
+    check(names_ok and not diff, "%s: every tensor F32, its shape and values bit for bit" % label, "; ".join(diff[:4]))
+    return kv, tensors
+
+
+def hf_weights(family, conf, T, tensors):
+    """the file's decoded matrices under their HF names and layout (the converter's steps undone); the
+    vectors are the HF checkpoint's own (written F32: test (a) checks them)"""
+    W = {k: test_hf.stored_values(v, "F32") for k, v in T.items()}
+    H, KV = conf.get("num_attention_heads"), conf.get("num_key_value_heads")
+    for name in T:
+        if family == "qwen2_moe" and ".mlp.experts." in name:
+            layer, e, kind = name.split(".")[2], int(name.split(".")[5]), name.split(".")[6][:-len("_proj")]
+            t, ne, raw = tensors["blk.%s.ffn_%s_exps.weight" % (layer, kind)]
+            from test_gguf_model import dequantize
+            W[name] = dequantize(t, raw, int(np.prod(ne))).reshape(ne[2], ne[1], ne[0])[e]
+            continue
+        if np.asarray(T[name]).ndim != 2 or (family == "gpt2" and name.endswith(".attn.bias")):
+            continue
+        g = ga.gguf_name("llama" if family == "mistral" else family, name)
+        if g not in tensors:
+            continue
+        w = matrix(tensors, g)[1]
+        if family == "gpt2" and name.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight")):
+            w = w.T
+        if family in ("llama", "mistral") and name.endswith(("q_proj.weight", "k_proj.weight")):
+            n = H if name.endswith("q_proj.weight") else (KV or H)
+            hd = w.shape[0] // n  # the inverse of permute_pairs: (i, half) back to (half, i)
+            w = w.reshape(n, hd // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+        W[name] = w.reshape(np.asarray(T[name]).shape)
+    return W
+
+
+def llamacpp_available():
+    node = shutil.which("node")
+    if not node or not os.path.exists(os.path.join(NLC, "package.json")):
+        return None, "Node.js or tests/llamacpp/node_modules is missing"
+    v = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    if not v.startswith("v") or int(v[1:].split(".")[0]) < 20:
+        return None, "Node.js %s is older than node-llama-cpp needs (20)" % v
+    return node, ""
+
+
+def log_softmax(x):
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+# ggml's CPU GELU (GELU and GeGLU: Gemma's, GPT-2's) reads a table of f16 values indexed by the input rounded to
+# f16 (GGML_GELU_FP16: y = f16(gelu(f16(x))) for -10 < x < 10, 0 below, x above), which moves these families'
+# log-probabilities by 1e-3 .. 1e-2 from any f32 forward. There llama.cpp must match a float64 forward with that
+# GELU within LLAMACPP_TOL, and tinylm (whose GELU is the function's f32 value) stay within GELU_TOL of
+# llama.cpp: about twice the largest difference measured (7e-3, gpt2).
+GELU_FAMILIES = ("gemma", "gemma2", "gemma3_text", "gpt2")
+GELU_TOL = 2e-2
+
+
+def gelu_f16_table(x):
+    import torch
+    y = ga_hf_ref().gelu_tanh_f64(x.to(torch.float16).to(torch.float64)).to(torch.float16).to(torch.float64)
+    return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, y))
+
+
+def ga_hf_ref():
+    import hf_ref
+    if not hasattr(hf_ref, "gelu_tanh_f64"):
+        hf_ref.gelu_tanh_f64 = hf_ref.gelu_tanh
+    return hf_ref
+
+
+def reference_ggml_gelu(family, conf, W, ids):
+    """test_hf.reference with ggml's table GELU"""
+    hf_ref = ga_hf_ref()
+    hf_ref.gelu_tanh = gelu_f16_table
+    try:
+        return test_hf.reference(family, conf, W, ids)
+    finally:
+        hf_ref.gelu_tanh = hf_ref.gelu_tanh_f64
+
+
+def llamacpp_check(node, work, label, family, conf, T, path, tl):
+    out = os.path.join(work, os.path.basename(path) + ".oracle.json")
+    p = subprocess.run([node, ORACLE, path, "--ids", " ".join(map(str, IDS)), "-n", "0", "--positions",
+                        str(len(IDS)), "--out", out], capture_output=True, timeout=300)
+    if not check(p.returncode == 0, "%s: llama.cpp loads and runs the f32 file" % label,
+                 (p.stdout + p.stderr).decode("utf-8", "replace")[-1500:]):
+        return None
+    lc = json.load(open(out))
+    batch = np.array([[np.nan if v is None else v for v in r] for r in lc["batch"]["logprobs"]], dtype=np.float64)
+    ours = log_softmax(tl)
+    d = float(np.nanmax(np.abs(batch - ours))) if batch.shape == ours.shape else float("inf")
+    gelu = family in GELU_FAMILIES
+    tol = GELU_TOL if gelu else LLAMACPP_TOL
+    check(d < tol and not np.isnan(batch).any(),
+          "%s: llama.cpp's log p at all %d positions = tinylm's: max |diff| %.2g < %g" % (label, len(IDS), d, tol),
+          "shape %s vs %s" % (batch.shape, ours.shape))
+    if gelu:
+        W = {k: test_hf.stored_values(v, "F32") for k, v in T.items()}
+        emu = log_softmax(reference_ggml_gelu(family, conf, W, IDS))
+        # (an input within f32 noise of a tie between two f16 values may round the other way in llama.cpp, moving
+        # its position by up to ~1e-3: most positions, not all, as test_llamacpp.py's emulation)
+        per_pos = np.abs(batch - emu).max(axis=1)
+        close = int((per_pos < LLAMACPP_TOL).sum())
+        check(close * 4 >= 3 * len(IDS),
+              "%s: and a float64 forward with ggml's f16-table GELU is llama.cpp's within %g at %d of %d positions"
+              % (label, LLAMACPP_TOL, close, len(IDS)), "per position: %s" % np.array2string(per_pos, precision=2))
+    return d
+
+
+def test_families(tinylm, work):
+    node, why = llamacpp_available()
+    if not node:
+        print("SKIP (d) llama.cpp: %s" % why)
+    measured = []
+    for i, (family, cfg) in enumerate(CASES):
+        label = "%s%s" % (family, "" if family != "mistral" or cfg.get("sliding_window") else " (no window)")
+        tag = label.replace(" ", "_").replace("(", "").replace(")", "")
+        T = test_hf.make_weights(family, cfg, seed=700 + i)
+        conf = test_hf.hf_config(family, cfg)
+        hf_dir = os.path.join(work, tag + "_hf")
+        test_hf.write_model(hf_dir, conf, T, "F32")
+        a, ea = logits(tinylm, hf_dir, os.path.join(work, tag + "_hf.npy"))
+        if not check(a is not None, "%s: tinylm runs the HF directory" % label, ea):
+            continue
+        path = os.path.join(work, tag + "_f32.gguf")
+        rc, out, err = export(tinylm, hf_dir, path, "f32")
+        if not check(rc == 0 and "as GGUF (%s, F32)" % ARCH[family] in out,
+                     "%s: export --format gguf --type f32 (architecture %s)" % (label, ARCH[family]), out + err):
+            continue
+        kv_ref, t_ref = converted(family, conf, T)
+        _, tensors = same_as_converter(label, path, kv_ref, t_ref)
+        b, eb = logits(tinylm, path, os.path.join(work, tag + "_gguf.npy"))
+        check(b is not None and np.array_equal(a, b), "%s: logits of the file = of the HF directory, bit for bit"
+              % label, eb if b is None else "max diff %.2g" % np.abs(a - b).max())
+        # (b) the file read back and written again
+        again = os.path.join(work, tag + "_again.gguf")
+        rc, out, err = export(tinylm, path, again, "f32")
+        if check(rc == 0, "%s: the file exported again" % label, err):
+            _, _, t2 = read_gguf(again)
+            check(set(t2) == set(tensors) and all(t2[n][2] == tensors[n][2] for n in tensors),
+                  "%s: the same tensors bit for bit" % label)
+        # (c) the matrices' types
+        ref_f32 = test_hf.reference(family, conf, {k: test_hf.stored_values(v, "F32") for k, v in T.items()}, IDS)
+        for typ in ("bf16", "q8_0", "q4_k"):
+            pq = os.path.join(work, "%s_%s.gguf" % (tag, typ))
+            rc, out, err = export(tinylm, hf_dir, pq, typ)
+            if not check(rc == 0, "%s: export --type %s" % (label, typ), out + err):
+                continue
+            _, kvq, tq = read_gguf(pq)
+            c, ec = logits(tinylm, pq, os.path.join(work, "q.npy"))
+            rq = test_hf.reference(family, conf, hf_weights(family, conf, T, tq), IDS)
+            types = sorted({t for t, ne, _ in tq.values() if len(ne) >= 2})
+            check(c is not None and rel(c, rq) <= REF_TOL and rel(rq, ref_f32) > 1e-7,
+                  "%s %s: logits = float64 forward of the decoded matrices (types %s)" % (label, typ, types),
+                  ec if c is None else "%.2e (the decoded weights move the reference by %.2e)"
+                  % (rel(c, rq), rel(rq, ref_f32)))
+        # (d) llama.cpp
+        if node:
+            d = llamacpp_check(node, work, label, family, conf, T, path, b if b is not None else a)
+            if d is not None:
+                measured.append((label, d))
+    if measured:
+        print("llama.cpp vs tinylm, max |log p| over the vocabulary at every position (f32 files): " +
+              ", ".join("%s %.1e" % m for m in measured))
+
+
+def test_refusals(tinylm, work):
+    by_name = {name: (mt, cfg) for name, mt, cfg, *_ in test_hf.CASES}
+    refused = [("qwen3_moe", "llama.cpp's qwen3moe is not written yet"),
+               ("mixtral_gqa", "llama.cpp's llama with experts is not written yet"),
+               ("deepseek_v3_yarn_plain_q", "llama.cpp's deepseek2 stores multi-head latent attention")]
+    for name, needle in refused:
+        if name not in by_name:
+            name = next(n for n in by_name if n.startswith(name))
+        mt, cfg = by_name[name]
+        T = test_hf.make_weights(mt, cfg, seed=5)
+        d = os.path.join(work, name)
+        test_hf.write_model(d, test_hf.hf_config(mt, cfg), T, "F32")
+        out = os.path.join(work, name + ".gguf")
+        rc, _, err = export(tinylm, d, out, "f32", tok=False)
+        check(rc != 0 and needle in err and not os.path.exists(out), "%s: refused, naming why" % mt, err or "exported")
+    g2 = dict(ga.CASES[3][1])
+    for what, cfg, family, needle in (
+            ("an untied Gemma 2", dict(g2, tie_word_embeddings=False), "gemma2", "an untied head"),
+            ("a Gemma 2 without soft-caps", dict(g2, attn_logit_softcapping=None, final_logit_softcapping=None),
+             "gemma2", "soft-cap off"),
+            ("a Qwen3 with attention biases", dict(ga.CASES[2][1], attention_bias=True), "qwen3",
+             "llama.cpp's qwen3 architecture: biases")):
+        T = test_hf.make_weights(family, cfg, seed=6)
+        d = os.path.join(work, what.replace(" ", "_"))
+        test_hf.write_model(d, test_hf.hf_config(family, cfg), T, "F32")
+        out = os.path.join(work, "refused.gguf")
+        rc, _, err = export(tinylm, d, out, "f32", tok=False)
+        check(rc != 0 and needle in err and not os.path.exists(out), "%s: refused, naming the feature" % what,
+              err or "exported")
+    # never over its input: the f32 export of the first case onto itself
+    src = os.path.join(work, "self.gguf")
+    T = test_hf.make_weights("qwen2", ga.CASES[1][1], seed=7)
+    d = os.path.join(work, "self_hf")
+    test_hf.write_model(d, test_hf.hf_config("qwen2", ga.CASES[1][1]), T, "F32")
+    if check(export(tinylm, d, src, "f32", tok=False)[0] == 0, "qwen2: exported for the overwrite check"):
+        before = open(src, "rb").read()
+        rc, _, err = export(tinylm, src, src, "q8_0", tok=False)
+        check(rc != 0 and "input" in err and open(src, "rb").read() == before,
+              "export --out its own --model file: refused, the file unchanged", err or "it ran")
+
+
+if __name__ == "__main__":
+    sys.exit(main([test_families, test_refusals]))
