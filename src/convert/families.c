@@ -904,11 +904,16 @@ static int check_gpt2(tlm_config *c, const cJSON *root, const char *src) {
 
 /* ---- GGUF: what llama.cpp's architectures fix (gguf_load.c reads the common metadata) -------- */
 
+/* (with experts, llama.cpp's llama renormalises the chosen weights: Mixtral) */
 static void gguf_llama_shape(tlm_config *c) {
     c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
+    c->norm_topk_prob = true;
 }
 static void gguf_qwen2_shape(tlm_config *c) { gguf_llama_shape(c), c->attn_bias = true; }
 static void gguf_qwen3_shape(tlm_config *c) { gguf_llama_shape(c), c->qk_norm = QK_NORM_HEAD; }
+/* Qwen3-MoE as llm_build_qwen3moe computes it: Qwen3's attention, every layer a mixture of experts, softmax top-k
+ * renormalised, no shared expert */
+static void gguf_qwen3moe_shape(tlm_config *c) { gguf_qwen3_shape(c); }
 static void gguf_qwen2moe_shape(tlm_config *c) {
     gguf_qwen2_shape(c);
     c->n_shared_experts = 1, c->shared_gate = true, c->norm_topk_prob = false;
@@ -950,6 +955,8 @@ static const gguf_family GGUF_GEMMA = {GGUF("gemma", false, gguf_gemma_shape, gg
 /* Qwen2-MoE as llama.cpp builds it (llm_build_qwen2moe): every layer a mixture of experts, softmax top-k not
  * renormalised, one shared expert times sigmoid(ffn_gate_inp_shexp . x); its sizes are required metadata keys
  * (gguf_load.c) */
+static const gguf_family GGUF_QWEN3MOE = {.arch = "qwen3moe", .model_type = "qwen3_moe", .shape = gguf_qwen3moe_shape,
+                                          .export_blocker = gguf_qwen3moe_blocker};
 static const gguf_family GGUF_QWEN2MOE = {.arch = "qwen2moe", .model_type = "qwen2_moe", .shape = gguf_qwen2moe_shape,
                                           .export_blocker = gguf_qwen2moe_blocker};
 #undef GGUF
@@ -1033,13 +1040,9 @@ static const tlm_family FAMILIES[] = {
      .extra_known = QWEN_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_QWEN3},
     {.model_type = "qwen3_moe", .arch = arch_qwen3_moe, .common = HF_COMMON_KEYS, .keys = QWEN3_MOE_KEYS,
      .check = qwen3_moe_check, .extra_known = QWEN3_MOE_EXTRA, .names = HF_FAMILY_LLAMA,
-     .gguf_refused = "llama.cpp's qwen3moe is not written yet (tinylm's GGUF reader does not read it back to check "
-                     "the file)",
-     .export_blocker = hf_qwen3_moe_blocker, .export_config = hf_qwen3_moe_config},
+     .gguf = &GGUF_QWEN3MOE, .export_blocker = hf_qwen3_moe_blocker, .export_config = hf_qwen3_moe_config},
     {.model_type = "mixtral", .arch = arch_mixtral, .common = HF_COMMON_KEYS, .keys = MIXTRAL_KEYS,
      .check = check_mixtral, .extra_known = MIXTRAL_EXTRA, .names = HF_FAMILY_MIXTRAL,
-     .gguf_refused = "llama.cpp's llama with experts is not written yet (tinylm's GGUF reader does not read its "
-                     "experts back to check the file)",
      .export_blocker = hf_mixtral_blocker, .export_config = hf_mixtral_config},
     {.model_type = "qwen2_moe", .arch = arch_qwen2_moe, .common = HF_COMMON_KEYS, .keys = QWEN2_MOE_KEYS,
      .check = check_qwen2_moe, .extra_known = QWEN2_MOE_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_QWEN2MOE,

@@ -99,6 +99,7 @@ const char *gguf_llama_blocker(const tlm_config *c);
 const char *gguf_qwen2_blocker(const tlm_config *c);
 const char *gguf_qwen3_blocker(const tlm_config *c);
 const char *gguf_qwen2moe_blocker(const tlm_config *c);
+const char *gguf_qwen3moe_blocker(const tlm_config *c);
 const char *gguf_gemma_blocker(const tlm_config *c);
 const char *gguf_gemma2_blocker(const tlm_config *c);
 const char *gguf_gemma3_blocker(const tlm_config *c);

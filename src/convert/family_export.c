@@ -201,8 +201,10 @@ static const char *no_biases(const tlm_config *c) {
     return c->attn_bias || c->attn_out_bias || c->mlp_bias ? "biases (the architecture has none)" : NULL;
 }
 
+/* (with experts: Mixtral's, every layer, softmax top-k renormalised; llama.cpp's llama with an expert_count) */
 const char *gguf_llama_blocker(const tlm_config *c) {
-    const char *why = gguf_body(c);
+    const char *why = c->n_experts > 0 ? hf_mixtral_blocker(c) : gguf_body(c);
+    if (!why && c->rope_scaling == ROPE_SCALING_LLAMA3) why = "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
     return why ? why : no_biases(c);
 }
 
@@ -244,6 +246,17 @@ const char *gguf_qwen2moe_blocker(const tlm_config *c) {
     if (c->n_shared_experts != 1) return "other than one shared expert";
     if (c->rope_scaling == ROPE_SCALING_LLAMA3) return "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
     return NULL;
+}
+
+/* Qwen3-MoE as llm_build_qwen3moe computes it: Qwen3's attention, every layer experts (softmax top-k, always
+ * renormalised), no shared expert */
+const char *gguf_qwen3moe_blocker(const tlm_config *c) {
+    const char *why = hf_qwen3_moe_blocker(c);
+    if (why) return why;
+    if (config_moe_layers(c) != c->n_layers) return "dense layers among the experts' (llama.cpp's qwen3moe has none)";
+    if (!c->norm_topk_prob) return "routed weights not renormalised (llama.cpp's qwen3moe renormalises them)";
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3) return "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
+    return no_biases(c);
 }
 
 /* the Gemma features every Gemma architecture has: the (1 + w) RMSNorm (or plain, on a model read from a GGUF

@@ -117,13 +117,15 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const 
     const tlm_family *fam = gguf_export_family(c, &why);
     if (!fam) return tlm_error("cannot export as GGUF: %s", why);
     const gguf_family *a = fam->gguf;
+    /* (llama's experts, Mixtral's, are feed_forward_length wide; the other architectures' have a key of their own) */
+    const int llama_moe = c->n_experts > 0 && !strcmp(a->arch, "llama");
     int rc = tlm_gguf_set_str(w, "general.architecture", a->arch, strlen(a->arch)) ||
              tlm_gguf_set_str(w, "general.name", name, strlen(name)) ||
              tlm_gguf_set_u32(w, "general.file_type", file_type(type)) ||
              tlm_gguf_set_u32(w, akey(a, "context_length"), (uint32_t)gguf_export_context(a, c)) ||
              tlm_gguf_set_u32(w, akey(a, "embedding_length"), (uint32_t)c->d_model) ||
              tlm_gguf_set_u32(w, akey(a, "block_count"), (uint32_t)c->n_layers) ||
-             tlm_gguf_set_u32(w, akey(a, "feed_forward_length"), (uint32_t)c->d_ff) ||
+             tlm_gguf_set_u32(w, akey(a, "feed_forward_length"), (uint32_t)(llama_moe ? c->moe_d_ff : c->d_ff)) ||
              tlm_gguf_set_u32(w, akey(a, "attention.head_count"), (uint32_t)c->n_heads) ||
              tlm_gguf_set_u32(w, akey(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads) ||
              tlm_gguf_set_u32(w, akey(a, "attention.key_length"), (uint32_t)c->head_dim) ||
@@ -148,7 +150,7 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const 
     if (!rc && c->n_experts > 0)
         rc = tlm_gguf_set_u32(w, akey(a, "expert_count"), (uint32_t)c->n_experts) ||
              tlm_gguf_set_u32(w, akey(a, "expert_used_count"), (uint32_t)c->n_experts_per_tok) ||
-             tlm_gguf_set_u32(w, akey(a, "expert_feed_forward_length"), (uint32_t)c->moe_d_ff) ||
+             (!llama_moe && tlm_gguf_set_u32(w, akey(a, "expert_feed_forward_length"), (uint32_t)c->moe_d_ff)) ||
              (c->n_shared_experts > 0 &&
               tlm_gguf_set_u32(w, akey(a, "expert_shared_feed_forward_length"), (uint32_t)config_shared_ff(c)));
     return rc ? -1 : 0;

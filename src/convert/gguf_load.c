@@ -137,16 +137,22 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
             return tlm_error("%s: tensor rope_freqs.weight (per-frequency RoPE factors, Llama 3.1 style) is not "
                              "supported yet", path);
     }
-    /* Qwen2-MoE (llama_model_qwen2moe::load_arch_hparams): expert_count and expert_used_count required; the
-     * experts' width expert_feed_forward_length (absent: feed_forward_length / expert_used_count), the shared
-     * expert's expert_shared_feed_forward_length (absent: feed_forward_length) */
-    if (!strcmp(a->arch, "qwen2moe")) {
+    /* a mixture of experts: Qwen2-MoE (llama_model_qwen2moe::load_arch_hparams) and Qwen3-MoE need expert_count and
+     * expert_used_count, their experts' width expert_feed_forward_length (Qwen2-MoE's absent: feed_forward_length /
+     * expert_used_count; Qwen3-MoE's required), Qwen2-MoE's shared expert expert_shared_feed_forward_length (absent:
+     * feed_forward_length); llama with an expert_count (Mixtral) has experts of feed_forward_length */
+    const int qwen2moe = !strcmp(a->arch, "qwen2moe"), qwen3moe = !strcmp(a->arch, "qwen3moe");
+    int llama_experts = 0; /* (0 or absent: dense) */
+    if (!strcmp(a->arch, "llama") && get_size(&mt, "expert_count", 0, 0, &llama_experts) < 0) return -1;
+    const int llama_moe = llama_experts > 0;
+    if (qwen2moe || qwen3moe || llama_moe) {
         if (get_size(&mt, "expert_count", 1, 1, &c->n_experts) < 0 ||
             get_size(&mt, "expert_used_count", 1, 1, &c->n_experts_per_tok) < 0)
             return -1;
-        c->moe_d_ff = c->d_ff / c->n_experts_per_tok, c->shared_d_ff = c->d_ff;
-        if (get_size(&mt, "expert_feed_forward_length", 1, 0, &c->moe_d_ff) < 0 ||
-            get_size(&mt, "expert_shared_feed_forward_length", 1, 0, &c->shared_d_ff) < 0)
+        c->moe_d_ff = llama_moe ? c->d_ff : c->d_ff / c->n_experts_per_tok;
+        if (qwen2moe) c->shared_d_ff = c->d_ff;
+        if ((!llama_moe && get_size(&mt, "expert_feed_forward_length", 1, qwen3moe, &c->moe_d_ff) < 0) ||
+            (qwen2moe && get_size(&mt, "expert_shared_feed_forward_length", 1, 0, &c->shared_d_ff) < 0))
             return -1;
         if (c->moe_d_ff < 1)
             return tlm_error("%s: %s = %d over %d experts per token leaves the experts no width", path,

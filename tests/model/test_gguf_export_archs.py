@@ -57,13 +57,58 @@ CASES += [("mistral", dict(ga.BASE, vocab_size=512, num_key_value_heads=2, head_
                            rope_theta=1000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)),
           ("mistral", dict(ga.BASE, vocab_size=512, num_key_value_heads=1, sliding_window=None, rope_theta=1000.0,
                            rms_norm_eps=1e-6, tie_word_embeddings=True))]
-ARCH = dict(ga.ARCH, mistral="llama")
-ga.ARCH.setdefault("mistral", "llama")
+# Qwen3-MoE (every layer experts, renormalised: what llama.cpp's qwen3moe computes) and Mixtral (llama.cpp's llama
+# with an expert_count)
+CASES += [("qwen3_moe", dict(ga.BASE, vocab_size=512, num_key_value_heads=2, head_dim=16, rope_theta=1000.0,
+                             num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+                             decoder_sparse_step=1, mlp_only_layers=[], rms_norm_eps=1e-6)),
+          ("mixtral", dict(ga.BASE, vocab_size=512, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                           rope_theta=1e4, sliding_window=None, router_jitter_noise=0.0, hidden_act="silu",
+                           rms_norm_eps=1e-5))]
+ARCH = dict(ga.ARCH, mistral="llama", qwen3_moe="qwen3moe", mixtral="llama")
+# each layer's experts in HF names: (router, {gguf kind: [expert e's weight name]})
+MOE_NAMES = {"qwen3_moe": ("mlp.gate", {"gate": "mlp.experts.%d.gate_proj", "up": "mlp.experts.%d.up_proj",
+                                        "down": "mlp.experts.%d.down_proj"}),
+             "qwen2_moe": ("mlp.gate", {"gate": "mlp.experts.%d.gate_proj", "up": "mlp.experts.%d.up_proj",
+                                        "down": "mlp.experts.%d.down_proj"}),
+             "mixtral": ("block_sparse_moe.gate", {"gate": "block_sparse_moe.experts.%d.w1",
+                                                   "up": "block_sparse_moe.experts.%d.w3",
+                                                   "down": "block_sparse_moe.experts.%d.w2"})}
+
+
+def stack_experts(family, conf, T):
+    """(the checkpoint without its experts and routers, the stacked / renamed GGUF tensors), as the converters'
+    modify_tensors do (Qwen3MoeModel, LlamaModel for Mixtral)"""
+    router, kinds = MOE_NAMES[family]
+    T, out = dict(T), {}
+    E = conf.get("num_experts") or conf.get("num_local_experts")
+    for layer in range(conf["num_hidden_layers"]):
+        p = "model.layers.%d." % layer
+        out["blk.%d.ffn_gate_inp.weight" % layer] = np.asarray(T.pop(p + router + ".weight"), dtype=np.float32)
+        for kind, name in kinds.items():
+            out["blk.%d.ffn_%s_exps.weight" % (layer, kind)] = np.stack(
+                [np.asarray(T.pop(p + (name % e) + ".weight"), dtype=np.float32) for e in range(E)])
+    return T, out
 
 
 def converted(family, conf, T):
     """llama.cpp's converter's file for the checkpoint (test_gguf_archs.convert; Mistral as llama with
     LlamaModel's keys, the window as the context)"""
+    if family == "qwen3_moe":  # Qwen3MoeModel: Qwen3's keys and tensors, the experts' keys
+        rest, experts = stack_experts(family, conf, T)
+        kv, tensors = ga.convert("qwen3", conf, rest)
+        kv = [(k.replace("qwen3.", "qwen3moe.", 1), t, "qwen3moe" if k == "general.architecture" else v)
+              for k, t, v in kv]
+        kv += [("qwen3moe.expert_count", ga.T_U32, conf["num_experts"]),
+               ("qwen3moe.expert_used_count", ga.T_U32, conf["num_experts_per_tok"]),
+               ("qwen3moe.expert_feed_forward_length", ga.T_U32, conf["moe_intermediate_size"])]
+        return kv, dict(tensors, **experts)
+    if family == "mixtral":  # LlamaModel: llama's keys (intermediate_size: the experts'), q/k permuted, experts
+        rest, experts = stack_experts(family, conf, T)
+        kv, tensors = ga.convert("llama", dict(conf, rms_norm_eps=conf.get("rms_norm_eps", 1e-5)), rest)
+        kv += [("llama.expert_count", ga.T_U32, conf["num_local_experts"]),
+               ("llama.expert_used_count", ga.T_U32, conf["num_experts_per_tok"])]
+        return kv, dict(tensors, **experts)
     if family != "mistral":
         return ga.convert(family, conf, T)
     as_llama = dict(conf, model_type="llama")
@@ -123,22 +168,30 @@ def hf_weights(family, conf, T, tensors):
     vectors are the HF checkpoint's own (written F32: test (a) checks them)"""
     W = {k: test_hf.stored_values(v, "F32") for k, v in T.items()}
     H, KV = conf.get("num_attention_heads"), conf.get("num_key_value_heads")
+    from test_gguf_model import dequantize
+    expert_of = {}
+    for layer in range(conf.get("num_hidden_layers", 0)):
+        for kind, pat in MOE_NAMES.get(family, (None, {}))[1].items():
+            for e in range(conf.get("num_experts") or conf.get("num_local_experts") or 0):
+                expert_of["model.layers.%d.%s.weight" % (layer, pat % e)] = (layer, kind, e)
     for name in T:
-        if family == "qwen2_moe" and ".mlp.experts." in name:
-            layer, e, kind = name.split(".")[2], int(name.split(".")[5]), name.split(".")[6][:-len("_proj")]
-            t, ne, raw = tensors["blk.%s.ffn_%s_exps.weight" % (layer, kind)]
-            from test_gguf_model import dequantize
+        if name in expert_of:
+            layer, kind, e = expert_of[name]
+            t, ne, raw = tensors["blk.%d.ffn_%s_exps.weight" % (layer, kind)]
             W[name] = dequantize(t, raw, int(np.prod(ne))).reshape(ne[2], ne[1], ne[0])[e]
             continue
         if np.asarray(T[name]).ndim != 2 or (family == "gpt2" and name.endswith(".attn.bias")):
             continue
-        g = ga.gguf_name("llama" if family == "mistral" else family, name)
+        try:  # (the routers, kept F32, are the checkpoint's own values)
+            g = ga.gguf_name({"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3"}.get(family, family), name)
+        except (KeyError, AssertionError):
+            continue
         if g not in tensors:
             continue
         w = matrix(tensors, g)[1]
         if family == "gpt2" and name.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight")):
             w = w.T
-        if family in ("llama", "mistral") and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if family in ("llama", "mistral", "mixtral") and name.endswith(("q_proj.weight", "k_proj.weight")):
             n = H if name.endswith("q_proj.weight") else (KV or H)
             hd = w.shape[0] // n  # the inverse of permute_pairs: (i, half) back to (half, i)
             w = w.reshape(n, hd // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
@@ -282,9 +335,9 @@ def test_families(tinylm, work):
 
 def test_refusals(tinylm, work):
     by_name = {name: (mt, cfg) for name, mt, cfg, *_ in test_hf.CASES}
-    refused = [("qwen3_moe", "llama.cpp's qwen3moe is not written yet"),
-               ("mixtral_gqa", "llama.cpp's llama with experts is not written yet"),
-               ("deepseek_v3_yarn_plain_q", "llama.cpp's deepseek2 stores multi-head latent attention")]
+    refused = [("deepseek_v3_yarn_plain_q", "llama.cpp's deepseek2 stores multi-head latent attention"),
+               ("qwen3_moe_step2", "llama.cpp's qwen3moe architecture: dense layers among the experts'"),
+               ("qwen3_moe_defaults_nonorm", "llama.cpp's qwen3moe architecture: dense layers")]
     for name, needle in refused:
         if name not in by_name:
             name = next(n for n in by_name if n.startswith(name))
@@ -309,6 +362,20 @@ def test_refusals(tinylm, work):
         rc, _, err = export(tinylm, d, out, "f32", tok=False)
         check(rc != 0 and needle in err and not os.path.exists(out), "%s: refused, naming the feature" % what,
               err or "exported")
+    # hostile metadata on the architectures the reader gained: Qwen3-MoE without its experts' width, a llama whose
+    # expert_count its stacked experts do not have
+    for family, drop, change, needle in (("qwen3_moe", "qwen3moe.expert_feed_forward_length", None,
+                                          "qwen3moe.expert_feed_forward_length is missing"),
+                                         ("mixtral", None, ("llama.expert_count", 3), "blk.0.ffn_gate_inp.weight")):
+        cfg = next(c for f, c in CASES if f == family)
+        T = test_hf.make_weights(family, cfg, seed=8)
+        kv, tensors = converted(family, test_hf.hf_config(family, cfg), T)
+        kv = [(k, t, change[1] if change and k == change[0] else v) for k, t, v in kv if k != drop]
+        bad = os.path.join(work, "bad_%s.gguf" % family)
+        ga.write_gguf(bad, kv, tensors)
+        c, e = logits(tinylm, bad, os.path.join(work, "bad.npy"))
+        check(c is None and needle in e, "%s: a file with %s refused, naming it" % (family, drop or "%s = %d" % change),
+              e or "it ran")
     # never over its input: the f32 export of the first case onto itself
     src = os.path.join(work, "self.gguf")
     T = test_hf.make_weights("qwen2", ga.CASES[1][1], seed=7)
