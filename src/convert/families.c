@@ -945,9 +945,11 @@ static const gguf_family GGUF_QWEN3 = {GGUF("qwen3", false, gguf_qwen3_shape, gg
  * soft-cap (the converter asserts it is unset), but the converter writes final_logit_softcapping when the config
  * sets one, and the model applies it */
 static const gguf_family GGUF_GEMMA2 = {GGUF("gemma2", false, gguf_gemma2_shape, gguf_gemma2_blocker), .sliding_pattern = 2,
+                                        .wide_scale_layers = 46,
                                         .floats = {{"attn_logit_softcapping", F(attn_softcap)},
                                                    {"final_logit_softcapping", F(final_softcap)}}};
 static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape, gguf_gemma3_blocker), .sliding_pattern = 6,
+                                        .wide_scale_layers = 62,
                                         .floats = {{"final_logit_softcapping", F(final_softcap)}}};
 static const gguf_family GGUF_OLMO2 = {GGUF("olmo2", false, gguf_olmo2_shape, gguf_olmo2_blocker)};
 static const gguf_family GGUF_GPT2 = {GGUF("gpt2", false, gguf_gpt2_shape, gguf_gpt2_blocker)};

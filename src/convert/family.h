@@ -38,6 +38,9 @@ typedef struct {
         const char *suffix; /* "{arch}.suffix", optional, >= 0 */
         size_t field;       /* offsetof(tlm_config, the float it sets) */
     } floats[3];            /* its own float keys ({NULL}-ended) */
+    int wide_scale_layers;  /* the block_count at which llama.cpp scales q by (d / H)^-0.5 rather than
+                               head_dim^-0.5 (Gemma 2 / 3 27B: 46 / 62 layers; it tells the model by its
+                               depth); 0: never */
     /* export (family_export.c; NULL: tinylm does not write it): the first feature of a config this
      * architecture of llama.cpp's does not compute as the engine does, or NULL when it computes it exactly */
     const char *(*export_blocker)(const tlm_config *c);

@@ -261,15 +261,22 @@ const char *gguf_qwen3moe_blocker(const tlm_config *c) {
 
 /* the Gemma features every Gemma architecture has: the (1 + w) RMSNorm (or plain, on a model read from a GGUF
  * file, whose gains hold the 1), GeGLU, the embedding times sqrt(d), a tied head (llama.cpp's gemma and gemma2
- * have no output tensor), scale head_dim^-0.5 (llama.cpp derives it from head_dim; tinylm's reader too) */
-static const char *gemma_common(const tlm_config *c, tlm_config *b) {
+ * have no output tensor), the attention scale llama.cpp derives (head_dim^-0.5, or (d / H)^-0.5 at the depth
+ * wide_scale_layers; tinylm's reader too) */
+static const char *gemma_common(const tlm_config *c, int wide_scale_layers, tlm_config *b) {
     if (c->norm != NORM_RMSNORM_1P && c->norm != NORM_RMSNORM) return "a norm other than RMSNorm";
     if (c->ffn != FFN_GEGLU) return "an FFN other than GeGLU";
     if (!c->embed_scale) return "no embedding scale sqrt(d)";
     if (!c->tie_embeddings) return "an untied head (llama.cpp's Gemma architectures read none)";
-    if (c->query_pre_attn_scalar != 0.0f && c->query_pre_attn_scalar != (float)c->head_dim)
-        return "query_pre_attn_scalar other than head_dim (llama.cpp's Gemma architectures scale by head_dim^-0.5; "
-               "the 27B's rule is not written)";
+    /* (llama.cpp's scalar: head_dim, or d / H at the 27B's depth) */
+    const float qpas = c->query_pre_attn_scalar != 0.0f ? c->query_pre_attn_scalar : (float)c->head_dim;
+    if (wide_scale_layers && c->n_layers == wide_scale_layers) {
+        if (qpas != (float)(c->d_model / c->n_heads))
+            return "query_pre_attn_scalar other than hidden_size / heads at the depth where llama.cpp scales by it "
+                   "(the 27B's)";
+    } else if (qpas != (float)c->head_dim) {
+        return "query_pre_attn_scalar other than head_dim (llama.cpp scales by head_dim^-0.5 but at the 27B's depth)";
+    }
     *b = *c;
     b->norm = NORM_RMSNORM, b->ffn = FFN_SWIGLU, b->embed_scale = false, b->query_pre_attn_scalar = 0.0f;
     return NULL;
@@ -278,7 +285,7 @@ static const char *gemma_common(const tlm_config *c, tlm_config *b) {
 /* Gemma 1: the llama layout otherwise, no soft-caps, no window */
 const char *gguf_gemma_blocker(const tlm_config *c) {
     tlm_config b;
-    const char *why = gemma_common(c, &b);
+    const char *why = gemma_common(c, 0, &b);
     if (why) return why;
     if (c->placement != PLACE_PRE) return "norm placement other than pre (Gemma 1's)";
     const char *body = gguf_body(&b);
@@ -299,7 +306,7 @@ static const char *gemma_sliding(const tlm_config *c, int pattern, bool none_ok)
 /* Gemma 2: the sandwich norms, both soft-caps (llama.cpp applies them always), even layers sliding */
 const char *gguf_gemma2_blocker(const tlm_config *c) {
     tlm_config b;
-    const char *why = gemma_common(c, &b);
+    const char *why = gemma_common(c, family_find("gemma2")->gguf->wide_scale_layers, &b);
     if (why) return why;
     if (c->placement != PLACE_SANDWICH) return "norm placement other than the sandwich (Gemma 2's)";
     if (c->qk_norm != QK_NORM_NONE) return "QK-norm";
@@ -318,7 +325,7 @@ const char *gguf_gemma2_blocker(const tlm_config *c) {
  * 10000 (llama.cpp fixes it), the global layers on rope.freq_base (and the linear scaling) */
 const char *gguf_gemma3_blocker(const tlm_config *c) {
     tlm_config b;
-    const char *why = gemma_common(c, &b);
+    const char *why = gemma_common(c, family_find("gemma3_text")->gguf->wide_scale_layers, &b);
     if (why) return why;
     if (c->placement != PLACE_SANDWICH) return "norm placement other than the sandwich (Gemma 3's)";
     if (c->qk_norm != QK_NORM_HEAD) return "no per-head QK-norm (Gemma 3's)";

@@ -158,6 +158,10 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
             return tlm_error("%s: %s = %d over %d experts per token leaves the experts no width", path,
                              arch_key(&mt, "feed_forward_length"), c->d_ff, c->n_experts_per_tok);
     }
+    /* Gemma 2 / 3 27B: llama.cpp scales q by (n_embd / n_head)^-0.5 (an integer quotient) when the depth is the 27B's
+     * (llama_model_gemma2::load_arch_hparams), head_dim^-0.5 otherwise */
+    if (a->wide_scale_layers && c->n_layers == a->wide_scale_layers)
+        c->query_pre_attn_scalar = (float)(c->d_model / c->n_heads);
     /* the architecture's own keys (family.h) */
     if (a->sliding_pattern) {
         int window = 0;
