@@ -936,7 +936,7 @@ static void gguf_gpt2_shape(tlm_config *c) {
     c->ffn = FFN_GELU, c->attn_bias = c->attn_out_bias = c->mlp_bias = true;
 }
 
-#define GGUF(name, qk, shape_fn, blocker) \
+#define GGUF(name, qk, shape_fn, blocker)                                                                              \
     .arch = name, .model_type = name, .interleaved_qk = qk, .shape = shape_fn, .export_blocker = blocker
 static const gguf_family GGUF_LLAMA = {GGUF("llama", true, gguf_llama_shape, gguf_llama_blocker)};
 static const gguf_family GGUF_QWEN2 = {GGUF("qwen2", false, gguf_qwen2_shape, gguf_qwen2_blocker)};
@@ -944,21 +944,21 @@ static const gguf_family GGUF_QWEN3 = {GGUF("qwen3", false, gguf_qwen3_shape, gg
 /* Gemma 2 slides on even layers, Gemma 3 on five of every six (llama.cpp's rule too); Gemma 3 has no attention
  * soft-cap (the converter asserts it is unset), but the converter writes final_logit_softcapping when the config
  * sets one, and the model applies it */
-static const gguf_family GGUF_GEMMA2 = {GGUF("gemma2", false, gguf_gemma2_shape, gguf_gemma2_blocker), .sliding_pattern = 2,
-                                        .wide_scale_layers = 46,
-                                        .floats = {{"attn_logit_softcapping", F(attn_softcap)},
-                                                   {"final_logit_softcapping", F(final_softcap)}}};
-static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape, gguf_gemma3_blocker), .sliding_pattern = 6,
-                                        .wide_scale_layers = 62,
+static const gguf_family GGUF_GEMMA2 = {
+    GGUF("gemma2", false, gguf_gemma2_shape, gguf_gemma2_blocker), .sliding_pattern = 2, .wide_scale_layers = 46,
+    .floats = {{"attn_logit_softcapping", F(attn_softcap)}, {"final_logit_softcapping", F(final_softcap)}}};
+static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape, gguf_gemma3_blocker),
+                                        .sliding_pattern = 6, .wide_scale_layers = 62,
                                         .floats = {{"final_logit_softcapping", F(final_softcap)}}};
 static const gguf_family GGUF_OLMO2 = {GGUF("olmo2", false, gguf_olmo2_shape, gguf_olmo2_blocker)};
 static const gguf_family GGUF_GPT2 = {GGUF("gpt2", false, gguf_gpt2_shape, gguf_gpt2_blocker)};
 static const gguf_family GGUF_GEMMA = {GGUF("gemma", false, gguf_gemma_shape, gguf_gemma_blocker)};
+/* Qwen3-MoE (llm_build_qwen3moe; gguf_qwen3moe_shape); its sizes are required metadata keys (gguf_load.c) */
+static const gguf_family GGUF_QWEN3MOE = {.arch = "qwen3moe", .model_type = "qwen3_moe", .shape = gguf_qwen3moe_shape,
+                                          .export_blocker = gguf_qwen3moe_blocker};
 /* Qwen2-MoE as llama.cpp builds it (llm_build_qwen2moe): every layer a mixture of experts, softmax top-k not
  * renormalised, one shared expert times sigmoid(ffn_gate_inp_shexp . x); its sizes are required metadata keys
  * (gguf_load.c) */
-static const gguf_family GGUF_QWEN3MOE = {.arch = "qwen3moe", .model_type = "qwen3_moe", .shape = gguf_qwen3moe_shape,
-                                          .export_blocker = gguf_qwen3moe_blocker};
 static const gguf_family GGUF_QWEN2MOE = {.arch = "qwen2moe", .model_type = "qwen2_moe", .shape = gguf_qwen2moe_shape,
                                           .export_blocker = gguf_qwen2moe_blocker};
 #undef GGUF

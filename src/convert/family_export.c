@@ -204,7 +204,8 @@ static const char *no_biases(const tlm_config *c) {
 /* (with experts: Mixtral's, every layer, softmax top-k renormalised; llama.cpp's llama with an expert_count) */
 const char *gguf_llama_blocker(const tlm_config *c) {
     const char *why = c->n_experts > 0 ? hf_mixtral_blocker(c) : gguf_body(c);
-    if (!why && c->rope_scaling == ROPE_SCALING_LLAMA3) why = "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
+    if (!why && c->rope_scaling == ROPE_SCALING_LLAMA3)
+        why = "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
     return why ? why : no_biases(c);
 }
 

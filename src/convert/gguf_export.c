@@ -119,6 +119,8 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const 
     const gguf_family *a = fam->gguf;
     /* (llama's experts, Mixtral's, are feed_forward_length wide; the other architectures' have a key of their own) */
     const int llama_moe = c->n_experts > 0 && !strcmp(a->arch, "llama");
+    const char *eps_key =
+        c->norm == NORM_LAYERNORM ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     int rc = tlm_gguf_set_str(w, "general.architecture", a->arch, strlen(a->arch)) ||
              tlm_gguf_set_str(w, "general.name", name, strlen(name)) ||
              tlm_gguf_set_u32(w, "general.file_type", file_type(type)) ||
@@ -130,8 +132,7 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const 
              tlm_gguf_set_u32(w, akey(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads) ||
              tlm_gguf_set_u32(w, akey(a, "attention.key_length"), (uint32_t)c->head_dim) ||
              tlm_gguf_set_u32(w, akey(a, "attention.value_length"), (uint32_t)c->head_dim) ||
-             tlm_gguf_set_f32(w, akey(a, c->norm == NORM_LAYERNORM ? "attention.layer_norm_epsilon"
-                                                                   : "attention.layer_norm_rms_epsilon"), c->norm_eps) ||
+             tlm_gguf_set_f32(w, akey(a, eps_key), c->norm_eps) ||
              tlm_gguf_set_u32(w, akey(a, "vocab_size"), (uint32_t)c->vocab_size);
     if (!rc && c->position == POS_ROPE)
         rc = tlm_gguf_set_f32(w, akey(a, "rope.freq_base"), c->rope_theta) ||
