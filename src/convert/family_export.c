@@ -340,10 +340,10 @@ const char *gguf_gemma3_blocker(const tlm_config *c) {
     return body ? body : no_biases(c);
 }
 
-/* GPT-2: LayerNorm with bias, learned positions, GELU, every bias, heads of d / H without GQA, scale
- * head_dim^-0.5 */
+/* GPT-2: LayerNorm, learned positions, GELU, heads of d / H without GQA, scale head_dim^-0.5; every bias (those the
+ * model has not are written zero: gguf_export_file) */
 const char *gguf_gpt2_blocker(const tlm_config *c) {
-    const char *why = gpt2_blocker_as_is(c);
+    const char *why = hf_gpt2_blocker(c);
     if (why) return why;
     if (c->query_pre_attn_scalar == 1.0f) return "attention scores not scaled (scale_attn_weights false)";
     return NULL;

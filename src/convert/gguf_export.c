@@ -169,14 +169,16 @@ typedef struct {
                 llama.cpp's converter keeps them) */
 } gguf_out;
 
-static int find_index(const tlm_model *m, const char *name) {
-    const tensor_info *t = model_find_tensor(m, name);
-    return t ? (int)(t - m->tensors) : -1;
+/* entry i of the table tab[n] named `name`, or -1 */
+static int find_index(const tensor_info *tab, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(tab[i].name, name)) return i;
+    return -1;
 }
 
-static int plan_tensor(const tlm_model *m, const gguf_family *a, int i, gguf_out *o) {
-    const tlm_config *c = &m->cfg;
-    const tensor_info *t = &m->tensors[i];
+/* (indices into the table tab[n] of the tensors written: the model's, or GPT-2's with every bias) */
+static int plan_tensor(const tensor_info *tab, int n, const tlm_config *c, const gguf_family *a, int i, gguf_out *o) {
+    const tensor_info *t = &tab[i];
     const int matrix = t->ndim == 2, rows = matrix ? t->shape[0] : 1, cols = matrix ? t->shape[1] : t->shape[0];
     char other[128];
     int layer, e, used = 0;
@@ -191,7 +193,7 @@ static int plan_tensor(const tlm_model *m, const gguf_family *a, int i, gguf_out
         snprintf(o->name, sizeof o->name, "blk.%d.ffn_%s_exps.weight", layer, which);
         for (int k = 1; k < c->n_experts; k++) {
             snprintf(other, sizeof other, "layers.%d.ffn.experts.%d.%s_proj.weight", layer, k, which);
-            if ((o->parts[k] = find_index(m, other)) < 0) return tlm_error("no engine tensor %s (internal)", other);
+            if ((o->parts[k] = find_index(tab, n, other)) < 0) return tlm_error("no engine tensor %s (internal)", other);
         }
         o->n_parts = c->n_experts, o->n_dims = 3, o->ne[2] = c->n_experts;
         return 1;
@@ -207,8 +209,8 @@ static int plan_tensor(const tlm_model *m, const gguf_family *a, int i, gguf_out
         for (int k = 1; k < 3; k++) {
             snprintf(other, sizeof other, "%s", t->name);
             other[at] = "qkv"[k];
-            if ((o->parts[k] = find_index(m, other)) < 0) return tlm_error("no engine tensor %s (internal)", other);
-            o->ne[matrix] += m->tensors[o->parts[k]].shape[0];
+            if ((o->parts[k] = find_index(tab, n, other)) < 0) return tlm_error("no engine tensor %s (internal)", other);
+            o->ne[matrix] += tab[o->parts[k]].shape[0];
         }
         o->n_parts = 3;
         char *p = strstr(o->name, "attn_q.");
@@ -226,18 +228,25 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
     if (!fam) return tlm_error("cannot export as GGUF: %s", why);
     const gguf_family *a = fam->gguf;
     if (!wq_can_quantize(type)) return tlm_error("cannot write GGUF tensors of type %s", wq_name(type));
+    /* the tensors written: the model's; GPT-2's every bias, those the model has not (nanoGPT's) written zero, the
+     * same function (family_with_all_biases) */
+    int n = m->n_tensors;
+    size_t floats;
+    const tlm_config biased = family_with_all_biases(c);
+    tensor_info *all = fam->export_all_biases ? config_tensor_table(&biased, &n, &floats) : NULL;
+    const tensor_info *tab = all ? all : m->tensors;
     tlm_gguf_writer *w = tlm_gguf_writer_new();
-    void **bufs = calloc((size_t)m->n_tensors, sizeof *bufs);
+    void **bufs = calloc((size_t)n, sizeof *bufs);
     int *parts = malloc((size_t)(c->n_experts > 3 ? c->n_experts : 3) * sizeof *parts);
-    int rc = !w || !bufs || !parts ? tlm_error("out of memory") : 0;
+    int rc = !w || !bufs || !parts || (fam->export_all_biases && !all) ? tlm_error("out of memory") : 0;
     if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf(tok, w));
     *n_fallback = 0;
     /* a (1 + w) norm's gains are written as 1 + w: llama.cpp multiplies by the stored value (gguf_load.c) */
     const float offset = config_norm_offset(c);
-    for (int i = 0; i < m->n_tensors && !rc; i++) {
-        const tensor_info *t = &m->tensors[i];
+    for (int i = 0; i < n && !rc; i++) {
+        const tensor_info *t = &tab[i];
         gguf_out o = {.parts = parts};
-        const int planned = plan_tensor(m, a, i, &o);
+        const int planned = plan_tensor(tab, n, c, a, i, &o);
         if (planned <= 0) {
             rc = planned;
             continue;
@@ -247,7 +256,8 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
         *n_fallback += matrix && !o.f32 && out_type != type;
         size_t total = 0;
         for (int k = 0; k < o.n_parts && !rc; k++) {
-            const tensor_info *p = &m->tensors[o.parts[k]];
+            const tensor_info *p = &tab[o.parts[k]];
+            const int src = all ? find_index(m->tensors, m->n_tensors, p->name) : o.parts[k];
             int *perm = NULL;
             if (a->interleaved_qk && matrix &&
                 (ends_with(p->name, ".attn.q_proj.weight") || ends_with(p->name, ".attn.k_proj.weight")) &&
@@ -256,13 +266,19 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
                 rc = tlm_error("out of memory");
                 break;
             }
-            size_t bytes = 0;
-            void *part = tensor_as(m, o.parts[k], out_type, perm, &bytes);
+            size_t bytes = p->numel * sizeof(float);
+            void *part = src >= 0 ? tensor_as(m, src, out_type, perm, &bytes)
+                         : p->kind == TENSOR_BIAS ? calloc(bytes + 1, 1) /* (a bias the model has not: 0) */
+                                                  : NULL;
             free(perm);
+            if (!part && src < 0 && p->kind != TENSOR_BIAS) {
+                rc = tlm_error("no engine tensor %s (internal)", p->name);
+                break;
+            }
             void *grown = part ? realloc(bufs[i], total + bytes + 1) : NULL;
             if (!grown) {
                 free(part);
-                rc = part ? tlm_error("out of memory exporting %s", p->name) : -1;
+                rc = part || src < 0 ? tlm_error("out of memory exporting %s", p->name) : -1;
                 break;
             }
             bufs[i] = grown;
@@ -275,8 +291,8 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
         if (!rc) rc = tlm_gguf_add_tensor(w, o.name, out_type, o.n_dims, o.ne, bufs[i], total);
     }
     if (!rc) rc = tlm_gguf_write(w, path);
-    for (int i = 0; bufs && i < m->n_tensors; i++) free(bufs[i]);
-    free(bufs), free(parts);
+    for (int i = 0; bufs && i < n; i++) free(bufs[i]);
+    free(bufs), free(parts), free(all);
     tlm_gguf_writer_free(w);
     return rc ? -1 : 0;
 }

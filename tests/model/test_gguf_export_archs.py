@@ -21,9 +21,12 @@ exported, and:
       F32 KV cache) loads the f32 file and its log-probabilities at every position match tinylm's
       within test_llamacpp.py's 1e-4, for every family; skipped (said so) without Node.js >= 20 or
       tests/llamacpp/node_modules.
-Refusals: qwen3_moe, mixtral, deepseek_v3 (each family's reason), a Gemma 2 with an untied head, a
-Gemma 2 without soft-caps, a Qwen3 with attention biases (each the first feature llama.cpp's
-architecture lacks); the export onto its own input file.
+The engine's nanogpt-baby shape (no biases) is written as gpt2 with zero biases: the same logits bit
+for bit, and llama.cpp's within the GELU bound. Refusals: deepseek_v3 (the family's reason), a qwen3_moe
+with dense layers, a Gemma 2 with an untied head, a Gemma 2 without soft-caps, a Qwen3 with attention
+biases, a 46-layer Gemma 2 scaled by head_dim (each the first feature llama.cpp's architecture lacks);
+hostile metadata on the architectures the reader gained (qwen3moe, llama with experts); the export
+onto its own input file.
 
 usage: test_gguf_export_archs.py --tinylm PATH --work DIR"""
 import json
@@ -281,7 +284,7 @@ def llamacpp_check(node, work, label, family, conf, T, path, tl):
         check(wide < DEEP_TOL and narrow > DEEP_APART,
               "%s: llama.cpp scales by (d / H)^-0.5: within %.2g of that forward, %.2g (> %g) from head_dim^-0.5's"
               % (label, wide, narrow, DEEP_APART))
-    elif gelu:
+    elif gelu and T is not None:
         W = {k: test_hf.stored_values(v, "F32") for k, v in T.items()}
         emu = log_softmax(reference_ggml_gelu(family, conf, W, IDS))
         # (an input within f32 noise of a tie between two f16 values may round the other way in llama.cpp, moving
@@ -352,6 +355,43 @@ def test_families(tinylm, work):
               ", ".join("%s %.1e" % m for m in measured))
 
 
+def test_nanogpt(tinylm, work):
+    """the engine's nanogpt-baby shape (LayerNorm without bias, no linear biases, learned positions, GELU, tied) is
+    GPT-2 with those biases zero: written as llama.cpp's gpt2 with zero biases, the same logits bit for bit"""
+    src = os.path.join(work, "nanogpt_baby")
+    d, L, V, T, ff = 32, 2, 512, 16, 128
+    rng = np.random.default_rng(11)
+    W = {"embed.weight": rng.normal(0, 0.5, (V, d)), "pos_embed.weight": rng.normal(0, 0.5, (T, d)),
+         "final_norm.weight": 1 + rng.normal(0, 0.1, d)}
+    for layer in range(L):
+        p = "layers.%d." % layer
+        W.update({p + "attn_norm.weight": 1 + rng.normal(0, 0.1, d), p + "ffn_norm.weight": 1 + rng.normal(0, 0.1, d)})
+        for n, shape in (("attn.q_proj", (d, d)), ("attn.k_proj", (d, d)), ("attn.v_proj", (d, d)),
+                         ("attn.o_proj", (d, d)), ("ffn.up_proj", (ff, d)), ("ffn.down_proj", (d, ff))):
+            W[p + n + ".weight"] = rng.normal(0, 0.2, shape)
+    test_hf.write_model(src, {"model_type": "tinylm", "hidden_size": d, "num_hidden_layers": L,
+                              "num_attention_heads": 4, "intermediate_size": ff, "max_position_embeddings": T,
+                              "norm_type": "layernorm", "norm_bias": False, "norm_placement": "pre",
+                              "position_embedding": "learned", "ffn_type": "gelu", "tie_word_embeddings": True,
+                              "vocab_size": V}, {k: v.astype(np.float32) for k, v in W.items()})
+    a, ea = logits(tinylm, src, os.path.join(work, "nanogpt.npy"))
+    path = os.path.join(work, "nanogpt_f32.gguf")
+    rc, out, err = export(tinylm, src, path, "f32")
+    if not check(a is not None and rc == 0 and "as GGUF (gpt2, F32)" in out,
+                 "nanogpt-baby: export --format gguf (architecture gpt2)", ea + out + err):
+        return
+    _, kv, tensors = read_gguf(path)
+    biases = [n for n in tensors if n.endswith(".bias")]
+    zero = all(not np.any(np.frombuffer(tensors[n][2], dtype="<f4")) for n in biases)
+    check(len(biases) == 1 + 6 * L and zero, "nanogpt-baby: its %d biases written, all zero" % len(biases))
+    b, eb = logits(tinylm, path, os.path.join(work, "nanogpt_gguf.npy"))
+    check(b is not None and np.array_equal(a, b), "nanogpt-baby: logits of the file = of the model, bit for bit",
+          eb if b is None else "max diff %.2g" % np.abs(a - b).max())
+    node, why = llamacpp_available()
+    if node and b is not None:
+        llamacpp_check(node, work, "nanogpt-baby", "gpt2", {"num_hidden_layers": L}, None, path, b)
+
+
 def test_refusals(tinylm, work):
     by_name = {name: (mt, cfg) for name, mt, cfg, *_ in test_hf.CASES}
     refused = [("deepseek_v3_yarn_plain_q", "llama.cpp's deepseek2 stores multi-head latent attention"),
@@ -410,4 +450,4 @@ def test_refusals(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_refusals]))
+    sys.exit(main([test_families, test_nanogpt, test_refusals]))
