@@ -119,6 +119,10 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const 
     const gguf_family *a = fam->gguf;
     /* (llama's experts, Mixtral's, are feed_forward_length wide; the other architectures' have a key of their own) */
     const int llama_moe = c->n_experts > 0 && !strcmp(a->arch, "llama");
+    if (gguf_export_context(a, c) != c->max_seq)
+        fprintf(stderr, "tinylm: note: every layer slides with a window of %d, which llama.cpp's %s has not: written "
+                        "as context_length %d (of %d), within which the two attentions are one\n", c->sliding_window,
+                a->arch, gguf_export_context(a, c), c->max_seq);
     const char *eps_key =
         c->norm == NORM_LAYERNORM ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     int rc = tlm_gguf_set_str(w, "general.architecture", a->arch, strlen(a->arch)) ||

@@ -21,7 +21,8 @@ exported, and:
       F32 KV cache) loads the f32 file and its log-probabilities at every position match tinylm's
       within test_llamacpp.py's 1e-4, for every family; skipped (said so) without Node.js >= 20 or
       tests/llamacpp/node_modules.
-The engine's nanogpt-baby shape (no biases) is written as gpt2 with zero biases: the same logits bit
+A multimodal Gemma 3 (Gemma3ForConditionalGeneration) is written as the converter's gemma3 file of its
+text model. The engine's nanogpt-baby shape (no biases) is written as gpt2 with zero biases: the same logits bit
 for bit, and llama.cpp's within the GELU bound. Refusals: deepseek_v3 (the family's reason), a qwen3_moe
 with dense layers, a Gemma 2 with an untied head, a Gemma 2 without soft-caps, a Qwen3 with attention
 biases, a 46-layer Gemma 2 scaled by head_dim (each the first feature llama.cpp's architecture lacks);
@@ -318,6 +319,9 @@ def test_families(tinylm, work):
         if not check(rc == 0 and "as GGUF (%s, F32)" % ARCH[family] in out,
                      "%s: export --format gguf --type f32 (architecture %s)" % (label, ARCH[family]), out + err):
             continue
+        if family == "mistral" and cfg.get("sliding_window"):
+            check("written as context_length %d (of %d)" % (cfg["sliding_window"], cfg["max_position_embeddings"])
+                  in err, "%s: the window written as the context length, said so" % label, err)
         kv_ref, t_ref = converted(family, conf, T)
         _, tensors = same_as_converter(label, path, kv_ref, t_ref)
         b, eb = logits(tinylm, path, os.path.join(work, tag + "_gguf.npy"))
@@ -392,6 +396,31 @@ def test_nanogpt(tinylm, work):
         llamacpp_check(node, work, "nanogpt-baby", "gpt2", {"num_hidden_layers": L}, None, path, b)
 
 
+def test_gemma3_multimodal(tinylm, work):
+    """Gemma3ForConditionalGeneration (model_type gemma3, the 4B/12B/27B files): its text model is written as
+    gemma3, the file the converter writes for the text checkpoint; the vision tower is not in it"""
+    family, cfg = next((f, c) for f, c in CASES if f == "gemma3_text")
+    T = test_hf.make_weights(family, cfg, seed=31)
+    text = test_hf.hf_config(family, cfg)
+    conf = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text,
+            "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8}, "mm_tokens_per_image": 256}
+    mm = {"language_model.model." + k[len("model."):]: v for k, v in T.items()}
+    mm["vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight"] = np.ones((8, 8), np.float32)
+    d = os.path.join(work, "gemma3_multimodal")
+    test_hf.write_model(d, conf, mm, "F32")
+    path = os.path.join(work, "gemma3_multimodal.gguf")
+    rc, out, err = export(tinylm, d, path, "f32")
+    if not check(rc == 0 and "as GGUF (gemma3, F32)" in out, "gemma3 multimodal: its text model exported as gemma3",
+                 out + err):
+        return
+    kv_ref, t_ref = converted(family, text, T)
+    same_as_converter("gemma3 multimodal", path, kv_ref, t_ref)
+    a, ea = logits(tinylm, d, os.path.join(work, "mm.npy"))
+    b, eb = logits(tinylm, path, os.path.join(work, "mm_gguf.npy"))
+    check(a is not None and b is not None and np.array_equal(a, b),
+          "gemma3 multimodal: logits of the file = of the checkpoint, bit for bit", ea + eb)
+
+
 def test_refusals(tinylm, work):
     by_name = {name: (mt, cfg) for name, mt, cfg, *_ in test_hf.CASES}
     refused = [("deepseek_v3_yarn_plain_q", "llama.cpp's deepseek2 stores multi-head latent attention"),
@@ -450,4 +479,4 @@ def test_refusals(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_nanogpt, test_refusals]))
+    sys.exit(main([test_families, test_nanogpt, test_gemma3_multimodal, test_refusals]))
