@@ -904,16 +904,15 @@ static int check_gpt2(tlm_config *c, const cJSON *root, const char *src) {
 
 /* ---- GGUF: what llama.cpp's architectures fix (gguf_load.c reads the common metadata) -------- */
 
-/* (with experts, llama.cpp's llama renormalises the chosen weights: Mixtral) */
+/* (with experts, Mixtral's, llama.cpp's llama renormalises the chosen weights: gguf_load.c) */
 static void gguf_llama_shape(tlm_config *c) {
     c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
-    c->norm_topk_prob = true;
 }
 static void gguf_qwen2_shape(tlm_config *c) { gguf_llama_shape(c), c->attn_bias = true; }
 static void gguf_qwen3_shape(tlm_config *c) { gguf_llama_shape(c), c->qk_norm = QK_NORM_HEAD; }
 /* Qwen3-MoE as llm_build_qwen3moe computes it: Qwen3's attention, every layer a mixture of experts, softmax top-k
  * renormalised, no shared expert */
-static void gguf_qwen3moe_shape(tlm_config *c) { gguf_qwen3_shape(c); }
+static void gguf_qwen3moe_shape(tlm_config *c) { gguf_qwen3_shape(c), c->norm_topk_prob = true; }
 static void gguf_qwen2moe_shape(tlm_config *c) {
     gguf_qwen2_shape(c);
     c->n_shared_experts = 1, c->shared_gate = true, c->norm_topk_prob = false;

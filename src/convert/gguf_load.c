@@ -150,6 +150,7 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
             get_size(&mt, "expert_used_count", 1, 1, &c->n_experts_per_tok) < 0)
             return -1;
         c->moe_d_ff = llama_moe ? c->d_ff : c->d_ff / c->n_experts_per_tok;
+        if (llama_moe) c->norm_topk_prob = true; /* (llama.cpp's llama renormalises the chosen experts' weights) */
         if (qwen2moe) c->shared_d_ff = c->d_ff;
         if ((!llama_moe && get_size(&mt, "expert_feed_forward_length", 1, qwen3moe, &c->moe_d_ff) < 0) ||
             (qwen2moe && get_size(&mt, "expert_shared_feed_forward_length", 1, 0, &c->shared_d_ff) < 0))
