@@ -173,8 +173,10 @@ typedef struct {
                 llama.cpp's converter keeps them) */
 } gguf_out;
 
-/* entry i of the table tab[n] named `name`, or -1 */
-static int find_index(const tensor_info *tab, int n, const char *name) {
+/* entry i of the table tab[n] named `name`, or -1; entry `guess` tried first (a layer's experts lie at a fixed
+ * stride in the engine's table: a model of thousands of them is not searched for each) */
+static int find_index(const tensor_info *tab, int n, const char *name, int guess) {
+    if (guess >= 0 && guess < n && !strcmp(tab[guess].name, name)) return guess;
     for (int i = 0; i < n; i++)
         if (!strcmp(tab[i].name, name)) return i;
     return -1;
@@ -197,7 +199,9 @@ static int plan_tensor(const tensor_info *tab, int n, const tlm_config *c, const
         snprintf(o->name, sizeof o->name, "blk.%d.ffn_%s_exps.weight", layer, which);
         for (int k = 1; k < c->n_experts; k++) {
             snprintf(other, sizeof other, "layers.%d.ffn.experts.%d.%s_proj.weight", layer, k, which);
-            if ((o->parts[k] = find_index(tab, n, other)) < 0) return tlm_error("no engine tensor %s (internal)", other);
+            const int guess = k > 1 ? o->parts[k - 1] + (o->parts[1] - o->parts[0]) : -1;
+            if ((o->parts[k] = find_index(tab, n, other, guess)) < 0)
+                return tlm_error("no engine tensor %s (internal)", other);
         }
         o->n_parts = c->n_experts, o->n_dims = 3, o->ne[2] = c->n_experts;
         return 1;
@@ -213,7 +217,8 @@ static int plan_tensor(const tensor_info *tab, int n, const tlm_config *c, const
         for (int k = 1; k < 3; k++) {
             snprintf(other, sizeof other, "%s", t->name);
             other[at] = "qkv"[k];
-            if ((o->parts[k] = find_index(tab, n, other)) < 0) return tlm_error("no engine tensor %s (internal)", other);
+            if ((o->parts[k] = find_index(tab, n, other, -1)) < 0)
+                return tlm_error("no engine tensor %s (internal)", other);
             o->ne[matrix] += tab[o->parts[k]].shape[0];
         }
         o->n_parts = 3;
@@ -261,7 +266,7 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
         size_t total = 0;
         for (int k = 0; k < o.n_parts && !rc; k++) {
             const tensor_info *p = &tab[o.parts[k]];
-            const int src = all ? find_index(m->tensors, m->n_tensors, p->name) : o.parts[k];
+            const int src = all ? find_index(m->tensors, m->n_tensors, p->name, -1) : o.parts[k];
             int *perm = NULL;
             if (a->interleaved_qk && matrix &&
                 (ends_with(p->name, ".attn.q_proj.weight") || ends_with(p->name, ".attn.k_proj.weight")) &&
