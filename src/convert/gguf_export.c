@@ -1,6 +1,6 @@
 /* gguf_export.c — an engine model as a GGUF file llama.cpp runs: the architecture that computes
  * its config (the family table's GGUF export column, family_export.c: llama, qwen2, qwen3,
- * qwen2moe, gemma, gemma2, gemma3, olmo2, gpt2), llama.cpp's metadata keys and tensor names, the
+ * qwen2moe, qwen3moe, gemma, gemma2, gemma3, olmo2, gpt2), llama.cpp's metadata keys and tensor names, the
  * tokenizer in the file's metadata, every matrix in the type asked for (vectors, the learned
  * positions and the routers stay F32, as llama.cpp's converter keeps them).
  *
