@@ -248,7 +248,7 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
     void **bufs = calloc((size_t)n, sizeof *bufs);
     int *parts = malloc((size_t)(c->n_experts > 3 ? c->n_experts : 3) * sizeof *parts);
     int rc = !w || !bufs || !parts || (fam->export_all_biases && !all) ? tlm_error("out of memory") : 0;
-    if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf(tok, w));
+    if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf_padded(tok, w, c->vocab_size));
     *n_fallback = 0;
     /* a (1 + w) norm's gains are written as 1 + w: llama.cpp multiplies by the stored value (gguf_load.c) */
     const float offset = config_norm_offset(c);

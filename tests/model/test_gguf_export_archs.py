@@ -35,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 
@@ -421,7 +422,87 @@ def test_gemma3_multimodal(tinylm, work):
           "gemma3 multimodal: logits of the file = of the checkpoint, bit for bit", ea + eb)
 
 
+TOKENIZERS = os.path.join(ROOT, "tests", "data", "tokenizers")
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def tokenize(tinylm, tok, text):
+    rc, out, err = run(tinylm, "tokenize", "--tokenizer", tok, "--text", text)
+    return [int(x) for x in out.split()] if rc == 0 else err.strip()
+
+
+def test_bpe_tokenizers(tinylm, work):
+    """a Hugging Face tokenizer.json (byte-level BPE) goes into the file as llama.cpp's "gpt2" model with the
+    pre-tokenizer's name: Qwen 3's ("qwen2": NFC, single digits) and the same vocabulary with Llama 3's
+    pre-tokenizer ("llama-bpe"); tinylm's ids from the file are the tokenizer.json's, and so are llama.cpp's"""
+    qj = json.load(open(os.path.join(TOKENIZERS, "qwen3", "tokenizer.json"), encoding="utf-8"))
+    lj = dict(qj, normalizer=None, model=dict(qj["model"], ignore_merges=True))
+    lj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    texts = json.load(open(os.path.join(ROOT, "tests", "tokenizer", "data", "strings.json"), encoding="utf-8"))
+    texts = [t for t in texts if t and "\n" not in t][:12] + ["prices 1234567 and 12 34", "caf\u00e9 na\u0131ve",
+                                                                 "<|im_start|>user hi<|im_end|>"]
+    node, why = llamacpp_available()
+    cfg = dict(ga.BASE, vocab_size=151936, hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+               intermediate_size=32, rope_theta=1000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
+    T = test_hf.make_weights("qwen2", cfg, seed=41)
+    for label, tj, pre in (("Qwen 3's tokenizer.json", qj, "qwen2"), ("Llama 3's pre-tokenizer", lj, "llama-bpe")):
+        d = os.path.join(work, "bpe_" + pre)
+        test_hf.write_model(d, test_hf.hf_config("qwen2", cfg), T, "F32")
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            f.write(json.dumps(tj, ensure_ascii=False))
+        path = os.path.join(work, "bpe_%s.gguf" % pre)
+        rc, out, err = run(tinylm, "export", "--model", d, "--format", "gguf", "--type", "f32", "--out", path)
+        if not check(rc == 0, "%s: exported with the model" % label, out + err):
+            continue
+        _, kv, _ = read_gguf(path)
+        check(kv.get("tokenizer.ggml.model") == "gpt2" and kv.get("tokenizer.ggml.pre") == pre and
+              len(kv.get("tokenizer.ggml.merges", [])) == len(tj["model"]["merges"]),
+              "%s: model gpt2, pre %s, all %d merges" % (label, pre, len(tj["model"]["merges"])),
+              "%s %s" % (kv.get("tokenizer.ggml.model"), kv.get("tokenizer.ggml.pre")))
+        im = tj["model"]["vocab"].get("<|im_start|>") or next(a["id"] for a in tj["added_tokens"]
+                                                            if a["content"] == "<|im_start|>")
+        check(kv["tokenizer.ggml.token_type"][im] == 3 and kv["tokenizer.ggml.token_type"][0] == 1 and
+              kv["tokenizer.ggml.tokens"][-1] == "[PAD%d]" % (cfg["vocab_size"] - 1) and
+              kv["tokenizer.ggml.token_type"][-1] == 5 and len(kv["tokenizer.ggml.tokens"]) == cfg["vocab_size"],
+              "%s: <|im_start|> CONTROL, the ids past the tokenizer's [PAD<id>] UNUSED up to the model's %d"
+              % (label, cfg["vocab_size"]))
+        want = [tokenize(tinylm, d, t) for t in texts]
+        got = [tokenize(tinylm, path, t) for t in texts]
+        check(all(isinstance(w, list) for w in want) and got == want,
+              "%s: the file's ids = the tokenizer.json's on %d texts" % (label, len(texts)),
+              [(t, w, g) for t, w, g in zip(texts, want, got) if w != g][:2])
+        if node:
+            # (llama.cpp's qwen2 pre-tokenizer skips the tokenizer.json's NFC normalizer: on text that is not in
+            # NFC its ids differ from transformers' and tinylm's; compared on the texts NFC leaves alone)
+            # (and without the control tokens, which the oracle's tokenization reads as text; their type is checked)
+            nfc = [i for i, t in enumerate(texts) if unicodedata.normalize("NFC", t) == t and "<|" not in t]
+            out = os.path.join(work, "bpe_%s.json" % pre)
+            p = subprocess.run([node, ORACLE, path, "--out", out, *[a for i in nfc for a in ("--tokenize", texts[i])]],
+                               capture_output=True, timeout=300)
+            lc = json.load(open(out)) if p.returncode == 0 else None
+            want = [want[i] for i in nfc]
+            check(lc is not None and [x["tokens"] for x in lc["tokenizations"]] == want,
+                  "%s: llama.cpp's ids from the file = the tokenizer.json's (%d texts in NFC)" % (label, len(nfc)),
+                  (p.stdout + p.stderr).decode("utf-8", "replace")[-800:] if lc is None else
+                  [(x["text"], x["tokens"], w) for x, w in zip(lc["tokenizations"], want) if x["tokens"] != w][:2])
+
+
 def test_refusals(tinylm, work):
+    # a tokenizer llama.cpp's byte-level "gpt2" model does not express (Mistral's SentencePiece BPE with byte
+    # fallback): refused, naming it, nothing written
+    cfg = dict(ga.BASE, vocab_size=32768, hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+               intermediate_size=32, sliding_window=None)
+    d = os.path.join(work, "mistral_tok")
+    test_hf.write_model(d, test_hf.hf_config("mistral", cfg), test_hf.make_weights("mistral", cfg, seed=9), "F32")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(TOKENIZERS, "mistral", f), d)
+    out = os.path.join(work, "mistral_tok.gguf")
+    rc, _, err = run(tinylm, "export", "--model", d, "--format", "gguf", "--out", out)
+    check(rc != 0 and "can be written into a GGUF file yet" in err and not os.path.exists(out),
+          "a SentencePiece BPE tokenizer.json (Mistral's): refused, naming it", err or "exported")
     by_name = {name: (mt, cfg) for name, mt, cfg, *_ in test_hf.CASES}
     refused = [("deepseek_v3_yarn_plain_q", "llama.cpp's deepseek2 stores multi-head latent attention"),
                ("qwen3_moe_step2", "llama.cpp's qwen3moe architecture: dense layers among the experts'"),
@@ -479,4 +560,4 @@ def test_refusals(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_nanogpt, test_gemma3_multimodal, test_refusals]))
+    sys.exit(main([test_families, test_nanogpt, test_gemma3_multimodal, test_bpe_tokenizers, test_refusals]))
