@@ -22,7 +22,8 @@ exported, and:
       within test_llamacpp.py's 1e-4, for every family; skipped (said so) without Node.js >= 20 or
       tests/llamacpp/node_modules.
 A multimodal Gemma 3 (Gemma3ForConditionalGeneration) is written as the converter's gemma3 file of its
-text model. The engine's nanogpt-baby shape (no biases) is written as gpt2 with zero biases: the same logits bit
+text model. A byte-level BPE tokenizer.json (Qwen 3's, and with Llama 3's pre-tokenizer) goes into the
+file as llama.cpp's "gpt2" model: the file's ids are the tokenizer.json's in tinylm and in llama.cpp. The engine's nanogpt-baby shape (no biases) is written as gpt2 with zero biases: the same logits bit
 for bit, and llama.cpp's within the GELU bound. Refusals: deepseek_v3 (the family's reason), a qwen3_moe
 with dense layers, a Gemma 2 with an untied head, a Gemma 2 without soft-caps, a Qwen3 with attention
 biases, a 46-layer Gemma 2 scaled by head_dim (each the first feature llama.cpp's architecture lacks);
