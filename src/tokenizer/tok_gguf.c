@@ -358,7 +358,8 @@ static int bpe_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w, int n) {
         if (!lens[i]) rc = tlm_error("tokenizer (%s): id %d has no vocabulary string", t->kind_name, i);
     }
     for (int k = 0; k < t->n_added && !rc; k++)
-        if (t->added[k].id >= 0 && t->added[k].id < n) types[t->added[k].id] = t->added[k].special ? TT_CONTROL : TT_USER;
+        if (t->added[k].id >= 0 && t->added[k].id < n)
+            types[t->added[k].id] = t->added[k].special ? TT_CONTROL : TT_USER;
     size_t m = 0;
     for (size_t s = 0; !rc && s < t->merges.cap; s++) {
         const tok_pairmap_slot *sl = &t->merges.slots[s];
