@@ -491,6 +491,34 @@ def test_bpe_tokenizers(tinylm, work):
                   [(x["text"], x["tokens"], w) for x, w in zip(lc["tokenizations"], want) if x["tokens"] != w][:2])
 
 
+def test_gpt2_tokenizer(tinylm, work):
+    """GPT-2's encoder.json + vocab.bpe with a GPT-2 model: pre "gpt-2"; tinylm's and llama.cpp's ids from the file
+    are the files' own"""
+    cfg = dict(vocab_size=50257, n_embd=16, n_layer=1, n_head=2, n_positions=16, n_ctx=16, n_inner=None,
+               layer_norm_epsilon=1e-5, activation_function="gelu_new", _prefix="transformer.", _mask_buffers=True)
+    d = os.path.join(work, "gpt2_tok")
+    test_hf.write_model(d, test_hf.hf_config("gpt2", cfg), test_hf.make_weights("gpt2", cfg, seed=3), "F32")
+    tok, path = os.path.join(TOKENIZERS, "gpt2"), os.path.join(work, "gpt2_tok.gguf")
+    rc, out, err = run(tinylm, "export", "--model", d, "--format", "gguf", "--type", "f32", "--tokenizer", tok,
+                       "--out", path)
+    if not check(rc == 0 and read_gguf(path)[1].get("tokenizer.ggml.pre") == "gpt-2",
+                 "GPT-2's tokenizer files: exported as pre gpt-2", out + err):
+        return
+    texts = ["Hello world, it's 2024!", "  spaces  and\nnewlines", "caf\u00e9 \U0001F600"]
+    want = [tokenize(tinylm, tok, t) for t in texts]
+    check([tokenize(tinylm, path, t) for t in texts] == want and all(isinstance(w, list) for w in want),
+          "GPT-2's tokenizer files: the file's ids = theirs on %d texts" % len(texts))
+    node, _ = llamacpp_available()
+    if node:
+        out = os.path.join(work, "gpt2_tok.json")
+        p = subprocess.run([node, ORACLE, path, "--out", out, *[a for t in texts for a in ("--tokenize", t)]],
+                           capture_output=True, timeout=300)
+        lc = json.load(open(out)) if p.returncode == 0 else None
+        check(lc is not None and [x["tokens"] for x in lc["tokenizations"]] == want,
+              "GPT-2's tokenizer files: llama.cpp's ids from the file = theirs",
+              (p.stdout + p.stderr).decode("utf-8", "replace")[-800:] if lc is None else lc["tokenizations"])
+
+
 def test_refusals(tinylm, work):
     # a tokenizer llama.cpp's byte-level "gpt2" model does not express (Mistral's SentencePiece BPE with byte
     # fallback): refused, naming it, nothing written
@@ -561,4 +589,5 @@ def test_refusals(tinylm, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main([test_families, test_nanogpt, test_gemma3_multimodal, test_bpe_tokenizers, test_refusals]))
+    sys.exit(main([test_families, test_nanogpt, test_gemma3_multimodal, test_bpe_tokenizers, test_gpt2_tokenizer,
+                  test_refusals]))
