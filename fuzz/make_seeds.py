@@ -192,6 +192,16 @@ def gguf_model(arch, extra=(), seed=0):
             kvs += [("qwen2moe.expert_count", 4, E), ("qwen2moe.expert_used_count", 4, 2),
                     ("qwen2moe.expert_feed_forward_length", 4, fe),
                     ("qwen2moe.expert_shared_feed_forward_length", 4, fs)]
+        if arch in ("qwen3moe", "llama_moe"):  # 4 experts stacked, top 2 (Qwen3-MoE: QK-norm, experts of 8;
+            E, fe = 4, 8 if arch == "qwen3moe" else ff  # Mixtral as llama: experts of feed_forward_length)
+            layer = layer[:6] + [t("ffn_gate_inp.weight", E, d), t("ffn_gate_exps.weight", E, fe, d),
+                                 t("ffn_up_exps.weight", E, fe, d), t("ffn_down_exps.weight", E, d, fe)]
+            a = "llama" if arch == "llama_moe" else arch
+            if arch == "qwen3moe":
+                layer += [t("attn_q_norm.weight", hd), t("attn_k_norm.weight", hd)]
+                kvs += [("qwen3moe.expert_feed_forward_length", 4, fe)]
+            kvs = [(k.replace(arch + ".", a + ".", 1), ty, a if k == "general.architecture" else v) for k, ty, v in kvs]
+            kvs += [(a + ".expert_count", 4, E), (a + ".expert_used_count", 4, 2)]
     tensors += [(("blk.0." + name), ty, ne, raw) for name, ty, ne, raw in layer]
     keys = dict((k, (ty, v)) for k, ty, v in kvs)
     for k, ty, v in extra:
@@ -207,6 +217,7 @@ GGUF_FLOAT_KEYS = {
     "gemma3": ["attention.layer_norm_rms_epsilon", "rope.freq_base", "final_logit_softcapping"],
     "gpt2": ["attention.layer_norm_epsilon"],
     "qwen2moe": ["attention.layer_norm_rms_epsilon", "rope.freq_base"],
+    "qwen3moe": ["attention.layer_norm_rms_epsilon", "rope.freq_base"],
 }
 
 
@@ -222,6 +233,7 @@ def gguf_model_seeds():
                 seeds["model_%s_%s_%s" % (arch, k.replace(".", "_"), name)] = gguf_model(arch, extra + [(arch + "." + k, ty, v)])
     seeds["model_gemma2_caps_1e38"] = gguf_model("gemma2", [("gemma2.attn_logit_softcapping", 6, 1e38),
                                                             ("gemma2.final_logit_softcapping", 6, 1e38)])
+    seeds["model_llama_moe"] = gguf_model("llama_moe")
     seeds["model_llama_linear_4"] = gguf_model("llama", [("llama.rope.scaling.type", GGUF_STRING, "linear"),
                                                          ("llama.rope.scaling.factor", 6, 4.0)])
     return seeds

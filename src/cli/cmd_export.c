@@ -28,8 +28,9 @@ static const char USAGE[] =
     "                    the model, else the engine's own format (default)\n"
     "  --format llama2c  DIR2/model.bin, a llama2.c (run.c) checkpoint, + the tokenizer beside it;\n"
     "                    --model DIR2 loads it back\n"
-    "  --format gguf     one GGUF file FILE.gguf (llama.cpp's format; llama architecture), the\n"
-    "                    tokenizer in its metadata\n"
+    "  --format gguf     one GGUF file FILE.gguf (llama.cpp's format) in the architecture that\n"
+    "                    computes the model (llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2,\n"
+    "                    gemma3, olmo2, gpt2; docs/gguf.md), the tokenizer in its metadata\n"
     "  --type TYPE       (gguf) the matrices' type: keep (as the model holds them: f32, or a GGUF's\n"
     "                    own types; default), f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,\n"
     "                    q5_k, q6_k; rows that are not whole blocks fall back (q4_k -> q5_0, ...)\n"
@@ -101,8 +102,7 @@ static int export_gguf(const char *model_dir, const char *out, int type, const c
     if (!m) return cli_fail("export");
     const char *why = gguf_export_blocker(&m->cfg);
     if (why) {
-        tlm_error("%s: cannot export as GGUF (llama.cpp's llama architecture computes it differently): %s", model_dir,
-                  why);
+        tlm_error("%s: cannot export as GGUF: %s", model_dir, why);
         model_free(m);
         return cli_fail("export");
     }
@@ -131,7 +131,7 @@ static int export_gguf(const char *model_dir, const char *out, int type, const c
     int fallback = 0;
     int rc = gguf_export_file(m, tok, type, out, base, &fallback);
     if (rc == 0) {
-        printf("exported %s as GGUF (llama, %s) to %s", model_dir, wq_name(type), out);
+        printf("exported %s as GGUF (%s, %s) to %s", model_dir, gguf_export_arch(&m->cfg), wq_name(type), out);
         if (fallback) printf(" (%d matrices whose rows are not whole %s blocks in a fallback type)", fallback, wq_name(type));
         printf(tok ? ", with its %s tokenizer\n" : ", without a tokenizer\n", tok ? tlm_tokenizer_kind(tok) : "");
     }

@@ -904,11 +904,15 @@ static int check_gpt2(tlm_config *c, const cJSON *root, const char *src) {
 
 /* ---- GGUF: what llama.cpp's architectures fix (gguf_load.c reads the common metadata) -------- */
 
+/* (with experts, Mixtral's, llama.cpp's llama renormalises the chosen weights: gguf_load.c) */
 static void gguf_llama_shape(tlm_config *c) {
     c->norm = NORM_RMSNORM, c->placement = PLACE_PRE, c->position = POS_ROPE, c->ffn = FFN_SWIGLU;
 }
 static void gguf_qwen2_shape(tlm_config *c) { gguf_llama_shape(c), c->attn_bias = true; }
 static void gguf_qwen3_shape(tlm_config *c) { gguf_llama_shape(c), c->qk_norm = QK_NORM_HEAD; }
+/* Qwen3-MoE as llm_build_qwen3moe computes it: Qwen3's attention, every layer a mixture of experts, softmax top-k
+ * renormalised, no shared expert */
+static void gguf_qwen3moe_shape(tlm_config *c) { gguf_qwen3_shape(c), c->norm_topk_prob = true; }
 static void gguf_qwen2moe_shape(tlm_config *c) {
     gguf_qwen2_shape(c);
     c->n_shared_experts = 1, c->shared_gate = true, c->norm_topk_prob = false;
@@ -931,25 +935,31 @@ static void gguf_gpt2_shape(tlm_config *c) {
     c->ffn = FFN_GELU, c->attn_bias = c->attn_out_bias = c->mlp_bias = true;
 }
 
-#define GGUF(name, qk, shape_fn) .arch = name, .model_type = name, .interleaved_qk = qk, .shape = shape_fn
-static const gguf_family GGUF_LLAMA = {GGUF("llama", true, gguf_llama_shape)};
-static const gguf_family GGUF_QWEN2 = {GGUF("qwen2", false, gguf_qwen2_shape)};
-static const gguf_family GGUF_QWEN3 = {GGUF("qwen3", false, gguf_qwen3_shape)};
+#define GGUF(name, qk, shape_fn, blocker)                                                                              \
+    .arch = name, .model_type = name, .interleaved_qk = qk, .shape = shape_fn, .export_blocker = blocker
+static const gguf_family GGUF_LLAMA = {GGUF("llama", true, gguf_llama_shape, gguf_llama_blocker)};
+static const gguf_family GGUF_QWEN2 = {GGUF("qwen2", false, gguf_qwen2_shape, gguf_qwen2_blocker)};
+static const gguf_family GGUF_QWEN3 = {GGUF("qwen3", false, gguf_qwen3_shape, gguf_qwen3_blocker)};
 /* Gemma 2 slides on even layers, Gemma 3 on five of every six (llama.cpp's rule too); Gemma 3 has no attention
  * soft-cap (the converter asserts it is unset), but the converter writes final_logit_softcapping when the config
  * sets one, and the model applies it */
-static const gguf_family GGUF_GEMMA2 = {GGUF("gemma2", false, gguf_gemma2_shape), .sliding_pattern = 2,
-                                        .floats = {{"attn_logit_softcapping", F(attn_softcap)},
-                                                   {"final_logit_softcapping", F(final_softcap)}}};
-static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape), .sliding_pattern = 6,
+static const gguf_family GGUF_GEMMA2 = {
+    GGUF("gemma2", false, gguf_gemma2_shape, gguf_gemma2_blocker), .sliding_pattern = 2, .wide_scale_layers = 46,
+    .floats = {{"attn_logit_softcapping", F(attn_softcap)}, {"final_logit_softcapping", F(final_softcap)}}};
+static const gguf_family GGUF_GEMMA3 = {GGUF("gemma3", false, gguf_gemma3_shape, gguf_gemma3_blocker),
+                                        .sliding_pattern = 6, .wide_scale_layers = 62,
                                         .floats = {{"final_logit_softcapping", F(final_softcap)}}};
-static const gguf_family GGUF_OLMO2 = {GGUF("olmo2", false, gguf_olmo2_shape)};
-static const gguf_family GGUF_GPT2 = {GGUF("gpt2", false, gguf_gpt2_shape)};
-static const gguf_family GGUF_GEMMA = {GGUF("gemma", false, gguf_gemma_shape)};
+static const gguf_family GGUF_OLMO2 = {GGUF("olmo2", false, gguf_olmo2_shape, gguf_olmo2_blocker)};
+static const gguf_family GGUF_GPT2 = {GGUF("gpt2", false, gguf_gpt2_shape, gguf_gpt2_blocker)};
+static const gguf_family GGUF_GEMMA = {GGUF("gemma", false, gguf_gemma_shape, gguf_gemma_blocker)};
+/* Qwen3-MoE (llm_build_qwen3moe; gguf_qwen3moe_shape); its sizes are required metadata keys (gguf_load.c) */
+static const gguf_family GGUF_QWEN3MOE = {.arch = "qwen3moe", .model_type = "qwen3_moe", .shape = gguf_qwen3moe_shape,
+                                          .export_blocker = gguf_qwen3moe_blocker};
 /* Qwen2-MoE as llama.cpp builds it (llm_build_qwen2moe): every layer a mixture of experts, softmax top-k not
  * renormalised, one shared expert times sigmoid(ffn_gate_inp_shexp . x); its sizes are required metadata keys
  * (gguf_load.c) */
-static const gguf_family GGUF_QWEN2MOE = {.arch = "qwen2moe", .model_type = "qwen2_moe", .shape = gguf_qwen2moe_shape};
+static const gguf_family GGUF_QWEN2MOE = {.arch = "qwen2moe", .model_type = "qwen2_moe", .shape = gguf_qwen2moe_shape,
+                                          .export_blocker = gguf_qwen2moe_blocker};
 #undef GGUF
 
 /* ---- the table -------------------------------------------------------------------------------- */
@@ -1031,7 +1041,7 @@ static const tlm_family FAMILIES[] = {
      .extra_known = QWEN_EXTRA, .names = HF_FAMILY_LLAMA, .gguf = &GGUF_QWEN3},
     {.model_type = "qwen3_moe", .arch = arch_qwen3_moe, .common = HF_COMMON_KEYS, .keys = QWEN3_MOE_KEYS,
      .check = qwen3_moe_check, .extra_known = QWEN3_MOE_EXTRA, .names = HF_FAMILY_LLAMA,
-     .export_blocker = hf_qwen3_moe_blocker, .export_config = hf_qwen3_moe_config},
+     .gguf = &GGUF_QWEN3MOE, .export_blocker = hf_qwen3_moe_blocker, .export_config = hf_qwen3_moe_config},
     {.model_type = "mixtral", .arch = arch_mixtral, .common = HF_COMMON_KEYS, .keys = MIXTRAL_KEYS,
      .check = check_mixtral, .extra_known = MIXTRAL_EXTRA, .names = HF_FAMILY_MIXTRAL,
      .export_blocker = hf_mixtral_blocker, .export_config = hf_mixtral_config},
@@ -1040,6 +1050,8 @@ static const tlm_family FAMILIES[] = {
      .export_blocker = hf_qwen2_moe_blocker, .export_config = hf_qwen2_moe_config},
     {.model_type = "deepseek_v3", .arch = arch_deepseek_v3, .common = DEEPSEEK_V3_COMMON_KEYS, .keys = DEEPSEEK_V3_KEYS,
      .check = check_deepseek_v3, .extra_known = DEEPSEEK_V3_EXTRA, .names = HF_FAMILY_LLAMA,
+     .gguf_refused = "llama.cpp's deepseek2 stores multi-head latent attention in its own layout (kv_b_proj split "
+                     "into attn_k_b and attn_v_b), which tinylm neither writes nor reads",
      .export_blocker = hf_deepseek_v3_blocker, .export_config = hf_deepseek_v3_config},
     {.model_type = "gemma2", .arch = arch_gemma2, .common = HF_COMMON_KEYS, .keys = GEMMA2_KEYS, .check = check_gemma2,
      .extra_known = GEMMA_EXTRA, .names = HF_FAMILY_GEMMA, .gguf = &GGUF_GEMMA2},
@@ -1055,7 +1067,9 @@ static const tlm_family FAMILIES[] = {
     {.model_type = "gemma4_text", .wrapper = "gemma4", .arch = arch_gemma4, .common = GEMMA4_COMMON_KEYS,
      .keys = GEMMA4_KEYS, .check = check_gemma4, .extra_known = GEMMA4_EXTRA, .strict = true,
      .wrapper_parse = gemma4_multimodal_parse, .wrapper_prefixes = GEMMA4_MM_PREFIXES,
-     .wrapper_towers = GEMMA4_MM_TOWERS, .wrapper_towers_are = "vision and audio towers", .names = HF_FAMILY_GEMMA},
+     .wrapper_towers = GEMMA4_MM_TOWERS, .wrapper_towers_are = "vision and audio towers", .names = HF_FAMILY_GEMMA,
+     .gguf_refused = "llama.cpp's gemma4 (per-layer inputs, shared keys and values, layer types of their own shapes) "
+                     "is not written: tinylm's GGUF reader does not read it"},
     {.model_type = "mistral", .arch = arch_mistral, .common = HF_COMMON_KEYS, .keys = MISTRAL_KEYS,
      .check = check_mistral, .extra_known = MISTRAL_EXTRA, .names = HF_FAMILY_LLAMA,
      .export_blocker = hf_mistral_blocker, .export_config = hf_mistral_config},

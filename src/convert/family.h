@@ -38,6 +38,12 @@ typedef struct {
         const char *suffix; /* "{arch}.suffix", optional, >= 0 */
         size_t field;       /* offsetof(tlm_config, the float it sets) */
     } floats[3];            /* its own float keys ({NULL}-ended) */
+    int wide_scale_layers;  /* the block_count at which llama.cpp scales q by (d / H)^-0.5 rather than
+                               head_dim^-0.5 (Gemma 2 / 3 27B: 46 / 62 layers; it tells the model by its
+                               depth); 0: never */
+    /* export (family_export.c; NULL: tinylm does not write it): the first feature of a config this
+     * architecture of llama.cpp's does not compute as the engine does, or NULL when it computes it exactly */
+    const char *(*export_blocker)(const tlm_config *c);
 } gguf_family;
 
 typedef struct {
@@ -58,6 +64,9 @@ typedef struct {
     hf_family_style names;
     /* GGUF (NULL: llama.cpp has no architecture of it that tinylm reads) */
     const gguf_family *gguf;
+    /* why `export --format gguf` writes no model of this family (NULL: its own architecture's, or another
+     * family's that computes it, writes it: gguf_export_family) */
+    const char *gguf_refused;
     /* export (NULL: not written): NULL when the family expresses c exactly, else the first feature that
      * rules it out; the config.json (malloc'd); its files hold every bias (a model without some is written
      * with them zero: GPT-2) */
@@ -88,6 +97,25 @@ char *hf_qwen3_moe_config(const tlm_config *c);
 char *hf_mixtral_config(const tlm_config *c);
 char *hf_qwen2_moe_config(const tlm_config *c);
 char *hf_deepseek_v3_config(const tlm_config *c);
+/* the GGUF architectures' export blockers (the gguf_family entries') */
+const char *gguf_llama_blocker(const tlm_config *c);
+const char *gguf_qwen2_blocker(const tlm_config *c);
+const char *gguf_qwen3_blocker(const tlm_config *c);
+const char *gguf_qwen2moe_blocker(const tlm_config *c);
+const char *gguf_qwen3moe_blocker(const tlm_config *c);
+const char *gguf_gemma_blocker(const tlm_config *c);
+const char *gguf_gemma2_blocker(const tlm_config *c);
+const char *gguf_gemma3_blocker(const tlm_config *c);
+const char *gguf_olmo2_blocker(const tlm_config *c);
+const char *gguf_gpt2_blocker(const tlm_config *c);
+/* The family whose GGUF architecture `export --format gguf` writes c as: c's own family's when its
+ * architecture computes c, else the first in the table's order whose does (a Mistral is llama's, an
+ * engine-format model the first that fits). NULL with *why set (static text, or a buffer of this
+ * thread's) when none does: the family's gguf_refused, or its (else llama's) architecture's blocker. */
+const tlm_family *gguf_export_family(const tlm_config *c, const char **why);
+/* the context_length a file of architecture `a` says for c: max_seq, or the window when every layer slides
+ * alike and the architecture has no window (within the window the two attentions are one) */
+int gguf_export_context(const gguf_family *a, const tlm_config *c);
 /* c with every bias on (GPT-2's: a model without some is the same function with those biases zero) */
 tlm_config family_with_all_biases(const tlm_config *c);
 

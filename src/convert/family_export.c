@@ -164,6 +164,212 @@ const char *hf_mistral_blocker(const tlm_config *c) {
     return NULL;
 }
 
+/* ---- which of llama.cpp's GGUF architectures computes the config ---------------------------------------------------
+
+   Each blocker takes the features its architecture has off a copy of the config and hands the rest to the body
+   every one of them shares with llama (gguf_body); the first feature left that the architecture lacks is the
+   answer. What llama.cpp fixes rather than reads (Gemma 2 slides on even layers, Gemma 3 on five of six with
+   base 10000 there, Gemma's attention scale from head_dim, its tied head) must be what the config says. */
+
+/* every layer slides with one window and one RoPE base: within the window that is full attention */
+static bool uniform_sliding(const tlm_config *c) {
+    if (!any_sliding(c)) return false;
+    for (int l = 0; l < c->n_layers; l++)
+        if (!c->layer_sliding[l]) return false;
+    return c->rope_theta_local <= 0.0f || c->rope_theta_local == c->rope_theta;
+}
+
+static void clear_sliding(tlm_config *b) {
+    b->sliding_window = 0, b->rope_theta_local = 0.0f;
+    memset(b->layer_sliding, 0, sizeof b->layer_sliding);
+}
+
+/* the llama body (hf_llama_blocker: no Gemma 4 switch, MLA, experts, DyT, ...), plain RMSNorm, RoPE unscaled
+ * or linear; a window in every layer alike is written as the context (gguf_export_context) */
+static const char *gguf_body(const tlm_config *c) {
+    tlm_config b = *c;
+    if (uniform_sliding(c)) clear_sliding(&b);
+    if (any_sliding(&b)) return "a sliding window on some layers only (the architecture has none)";
+    const char *why = hf_llama_blocker(&b);
+    if (why) return why;
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3) return "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
+    if (c->norm != NORM_RMSNORM) return "a norm other than plain-weight RMSNorm";
+    return NULL;
+}
+
+static const char *no_biases(const tlm_config *c) {
+    return c->attn_bias || c->attn_out_bias || c->mlp_bias ? "biases (the architecture has none)" : NULL;
+}
+
+/* (with experts: Mixtral's, every layer, softmax top-k renormalised; llama.cpp's llama with an expert_count) */
+const char *gguf_llama_blocker(const tlm_config *c) {
+    const char *why = c->n_experts > 0 ? hf_mixtral_blocker(c) : gguf_body(c);
+    if (!why && c->rope_scaling == ROPE_SCALING_LLAMA3)
+        why = "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
+    return why ? why : no_biases(c);
+}
+
+/* Qwen2: q, k, v with biases, o and the MLP without */
+const char *gguf_qwen2_blocker(const tlm_config *c) {
+    if (!c->attn_bias || c->attn_out_bias || c->mlp_bias) return "biases other than on q, k and v only";
+    tlm_config b = *c;
+    b.attn_bias = false;
+    return gguf_body(&b);
+}
+
+/* Qwen3: per-head QK-norm, no biases */
+const char *gguf_qwen3_blocker(const tlm_config *c) {
+    if (c->qk_norm != QK_NORM_HEAD) return "no per-head QK-norm";
+    tlm_config b = *c;
+    b.qk_norm = QK_NORM_NONE;
+    const char *why = gguf_body(&b);
+    return why ? why : no_biases(c);
+}
+
+/* OLMo 2: a norm after each sublayer only, QK-norm over the whole projection, no biases */
+const char *gguf_olmo2_blocker(const tlm_config *c) {
+    if (c->placement != PLACE_OUTPUT) return "norm placement other than after each sublayer (OLMo 2's)";
+    if (c->qk_norm != QK_NORM_FULL) return "no QK-norm over the whole projection";
+    tlm_config b = *c;
+    b.placement = PLACE_PRE, b.qk_norm = QK_NORM_NONE;
+    const char *why = gguf_body(&b);
+    return why ? why : no_biases(c);
+}
+
+/* Qwen2-MoE as llm_build_qwen2moe computes it: every layer experts (softmax top-k, not renormalised) and one
+ * shared expert behind its sigmoid gate; q, k, v biases */
+const char *gguf_qwen2moe_blocker(const tlm_config *c) {
+    const char *why = hf_qwen2_moe_blocker(c);
+    if (why) return why;
+    if (!c->attn_bias) return "no q/k/v biases (llama.cpp's qwen2moe has them)";
+    if (config_moe_layers(c) != c->n_layers) return "dense layers among the experts' (llama.cpp's qwen2moe has none)";
+    if (c->norm_topk_prob) return "routed weights renormalised (llama.cpp's qwen2moe does not)";
+    if (c->n_shared_experts != 1) return "other than one shared expert";
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3) return "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
+    return NULL;
+}
+
+/* Qwen3-MoE as llm_build_qwen3moe computes it: Qwen3's attention, every layer experts (softmax top-k, always
+ * renormalised), no shared expert */
+const char *gguf_qwen3moe_blocker(const tlm_config *c) {
+    const char *why = hf_qwen3_moe_blocker(c);
+    if (why) return why;
+    if (config_moe_layers(c) != c->n_layers) return "dense layers among the experts' (llama.cpp's qwen3moe has none)";
+    if (!c->norm_topk_prob) return "routed weights not renormalised (llama.cpp's qwen3moe renormalises them)";
+    if (c->rope_scaling == ROPE_SCALING_LLAMA3) return "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
+    return no_biases(c);
+}
+
+/* the Gemma features every Gemma architecture has: the (1 + w) RMSNorm (or plain, on a model read from a GGUF
+ * file, whose gains hold the 1), GeGLU, the embedding times sqrt(d), a tied head (llama.cpp's gemma and gemma2
+ * have no output tensor), the attention scale llama.cpp derives (head_dim^-0.5, or (d / H)^-0.5 at the depth
+ * wide_scale_layers; tinylm's reader too) */
+static const char *gemma_common(const tlm_config *c, int wide_scale_layers, tlm_config *b) {
+    if (c->norm != NORM_RMSNORM_1P && c->norm != NORM_RMSNORM) return "a norm other than RMSNorm";
+    if (c->ffn != FFN_GEGLU) return "an FFN other than GeGLU";
+    if (!c->embed_scale) return "no embedding scale sqrt(d)";
+    if (!c->tie_embeddings) return "an untied head (llama.cpp's Gemma architectures read none)";
+    /* (llama.cpp's scalar: head_dim, or d / H at the 27B's depth) */
+    const float qpas = c->query_pre_attn_scalar != 0.0f ? c->query_pre_attn_scalar : (float)c->head_dim;
+    if (wide_scale_layers && c->n_layers == wide_scale_layers) {
+        if (qpas != (float)(c->d_model / c->n_heads))
+            return "query_pre_attn_scalar other than hidden_size / heads at the depth where llama.cpp scales by it "
+                   "(the 27B's)";
+    } else if (qpas != (float)c->head_dim) {
+        return "query_pre_attn_scalar other than head_dim (llama.cpp scales by head_dim^-0.5 but at the 27B's depth)";
+    }
+    *b = *c;
+    b->norm = NORM_RMSNORM, b->ffn = FFN_SWIGLU, b->embed_scale = false, b->query_pre_attn_scalar = 0.0f;
+    return NULL;
+}
+
+/* Gemma 1: the llama layout otherwise, no soft-caps, no window */
+const char *gguf_gemma_blocker(const tlm_config *c) {
+    tlm_config b;
+    const char *why = gemma_common(c, 0, &b);
+    if (why) return why;
+    if (c->placement != PLACE_PRE) return "norm placement other than pre (Gemma 1's)";
+    const char *body = gguf_body(&b);
+    return body ? body : no_biases(c);
+}
+
+/* the sliding layers of Gemma 2 (pattern 2) or Gemma 3 (pattern 6) exactly, or (Gemma 2) none */
+static const char *gemma_sliding(const tlm_config *c, int pattern, bool none_ok) {
+    if (c->sliding_window <= 0 || !any_sliding(c))
+        return none_ok ? NULL : "no sliding window (llama.cpp's gemma3 slides on five layers of every six)";
+    for (int l = 0; l < c->n_layers; l++)
+        if ((bool)c->layer_sliding[l] != ((l + 1) % pattern != 0))
+            return pattern == 2 ? "sliding layers other than the even ones (llama.cpp's gemma2 slides on those)"
+                                : "sliding layers other than five of every six (llama.cpp's gemma3 slides on those)";
+    return NULL;
+}
+
+/* Gemma 2: the sandwich norms, both soft-caps (llama.cpp applies them always), even layers sliding */
+const char *gguf_gemma2_blocker(const tlm_config *c) {
+    tlm_config b;
+    const char *why = gemma_common(c, family_find("gemma2")->gguf->wide_scale_layers, &b);
+    if (why) return why;
+    if (c->placement != PLACE_SANDWICH) return "norm placement other than the sandwich (Gemma 2's)";
+    if (c->qk_norm != QK_NORM_NONE) return "QK-norm";
+    if (c->attn_softcap <= 0.0f || c->final_softcap <= 0.0f)
+        return "an attention or final soft-cap off (llama.cpp's gemma2 applies both)";
+    if ((why = gemma_sliding(c, 2, true))) return why;
+    if (c->rope_theta_local > 0.0f && c->rope_theta_local != c->rope_theta)
+        return "a RoPE base of the sliding layers' own";
+    b.placement = PLACE_PRE, b.attn_softcap = b.final_softcap = 0.0f;
+    clear_sliding(&b);
+    const char *body = gguf_body(&b);
+    return body ? body : no_biases(c);
+}
+
+/* Gemma 3: Gemma 2's body with per-head QK-norm, no attention soft-cap, five of six layers sliding on RoPE base
+ * 10000 (llama.cpp fixes it), the global layers on rope.freq_base (and the linear scaling) */
+const char *gguf_gemma3_blocker(const tlm_config *c) {
+    tlm_config b;
+    const char *why = gemma_common(c, family_find("gemma3_text")->gguf->wide_scale_layers, &b);
+    if (why) return why;
+    if (c->placement != PLACE_SANDWICH) return "norm placement other than the sandwich (Gemma 3's)";
+    if (c->qk_norm != QK_NORM_HEAD) return "no per-head QK-norm (Gemma 3's)";
+    if (c->attn_softcap != 0.0f) return "attention soft-capping (llama.cpp's gemma3 has none)";
+    if ((why = gemma_sliding(c, 6, false))) return why;
+    if ((c->rope_theta_local > 0.0f ? c->rope_theta_local : c->rope_theta) != 10000.0f)
+        return "a RoPE base of the sliding layers other than 10000 (llama.cpp's gemma3 fixes it)";
+    b.placement = PLACE_PRE, b.qk_norm = QK_NORM_NONE, b.final_softcap = 0.0f;
+    clear_sliding(&b);
+    const char *body = gguf_body(&b);
+    return body ? body : no_biases(c);
+}
+
+/* GPT-2: LayerNorm, learned positions, GELU, heads of d / H without GQA, scale head_dim^-0.5; every bias (those the
+ * model has not are written zero: gguf_export_file) */
+const char *gguf_gpt2_blocker(const tlm_config *c) {
+    const char *why = hf_gpt2_blocker(c);
+    if (why) return why;
+    if (c->query_pre_attn_scalar == 1.0f) return "attention scores not scaled (scale_attn_weights false)";
+    return NULL;
+}
+
+const tlm_family *gguf_export_family(const tlm_config *c, const char **why) {
+    const tlm_family *own = family_find(c->model_type), *f;
+    if (own && own->gguf_refused) return *why = own->gguf_refused, NULL;
+    const char *own_why = own && own->gguf && own->gguf->export_blocker ? own->gguf->export_blocker(c) : NULL;
+    if (own && own->gguf && own->gguf->export_blocker && !own_why) return own;
+    for (int i = 0; (f = family_at(i)) != NULL; i++)
+        if (f->gguf && f->gguf->export_blocker && !f->gguf->export_blocker(c)) return f;
+    static _Thread_local char msg[256];
+    if (own_why)
+        snprintf(msg, sizeof msg, "llama.cpp's %s architecture: %s", own->gguf->arch, own_why);
+    else
+        snprintf(msg, sizeof msg, "no architecture of llama.cpp's that tinylm writes computes it (llama: %s)",
+                 gguf_llama_blocker(c));
+    return *why = msg, NULL;
+}
+
+int gguf_export_context(const gguf_family *a, const tlm_config *c) {
+    if (!a->sliding_pattern && uniform_sliding(c) && c->sliding_window < c->max_seq) return c->sliding_window;
+    return c->max_seq;
+}
+
 /* ---- each family's config.json ------------------------------------------------------------------------------------ */
 
 /* the shortest decimal that reads back as the same float (1e-05, not 9.99999974737875e-06) */

@@ -1,8 +1,12 @@
-/* gguf_export.c — an engine model as a GGUF file llama.cpp runs: the architecture its config
- * matches (llama for now), llama.cpp's metadata keys and tensor names, the tokenizer in the
- * file's metadata, every matrix in the type asked for (vectors stay F32).
+/* gguf_export.c — an engine model as a GGUF file llama.cpp runs: the architecture that computes
+ * its config (the family table's GGUF export column, family_export.c: llama, qwen2, qwen3,
+ * qwen2moe, qwen3moe, gemma, gemma2, gemma3, olmo2, gpt2), llama.cpp's metadata keys and tensor names, the
+ * tokenizer in the file's metadata, every matrix in the type asked for (vectors, the learned
+ * positions and the routers stay F32, as llama.cpp's converter keeps them).
  *
- * The inverse of gguf_load.c: q and k rows go back to llama's interleaved pairs; the matrices of
+ * The inverse of gguf_load.c: q and k rows go back to llama's interleaved pairs; Gemma's (1 + w)
+ * gains are written as 1 + w; GPT-2's q, k, v as one attn_qkv; a layer's experts stacked as
+ * ffn_{gate,up,down}_exps [n_expert, rows, cols]; the matrices of
  * a model loaded from a GGUF file that are already in the type asked for are written as the
  * same bytes (f32 -> GGUF -> tinylm -> GGUF keeps every tensor bit for bit), other types are
  * dequantized to their f32 values and quantized again (ops/quant.h). */
@@ -19,12 +23,8 @@
 #include "util/error.h"
 
 const char *gguf_export_blocker(const tlm_config *c) {
-    const char *why = hf_llama_blocker(c);
-    if (why) return why;
-    if (c->rope_scaling == ROPE_SCALING_LLAMA3) return "Llama 3 RoPE scaling (llama.cpp wants a rope_freqs tensor)";
-    if (c->attn_bias || c->attn_out_bias || c->mlp_bias) return "biases";
-    if (c->norm != NORM_RMSNORM) return "a norm other than plain-weight RMSNorm";
-    return NULL;
+    const char *why = NULL;
+    return gguf_export_family(c, &why) ? NULL : why;
 }
 
 /* llama.cpp's general.file_type of a file whose matrices are mostly `type` */
@@ -102,68 +102,212 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* "{arch}.suffix" */
+static const char *akey(const gguf_family *a, const char *suffix) {
+    static _Thread_local char key[160];
+    snprintf(key, sizeof key, "%s.%s", a->arch, suffix);
+    return key;
+}
+
+/* the keys every architecture reads (gguf_load.c), then the architecture's own: its float keys (family.h;
+ * a soft-cap 0 is off and left out), its window, the experts' sizes */
 static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const char *name) {
     const tlm_config *c = &m->cfg;
-    return tlm_gguf_set_str(w, "general.architecture", "llama", 5) ||
-           tlm_gguf_set_str(w, "general.name", name, strlen(name)) ||
-           tlm_gguf_set_u32(w, "general.file_type", file_type(type)) ||
-           tlm_gguf_set_u32(w, "llama.context_length", (uint32_t)c->max_seq) ||
-           tlm_gguf_set_u32(w, "llama.embedding_length", (uint32_t)c->d_model) ||
-           tlm_gguf_set_u32(w, "llama.block_count", (uint32_t)c->n_layers) ||
-           tlm_gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)c->d_ff) ||
-           tlm_gguf_set_u32(w, "llama.attention.head_count", (uint32_t)c->n_heads) ||
-           tlm_gguf_set_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads) ||
-           tlm_gguf_set_u32(w, "llama.attention.key_length", (uint32_t)c->head_dim) ||
-           tlm_gguf_set_u32(w, "llama.attention.value_length", (uint32_t)c->head_dim) ||
-           tlm_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps) ||
-           tlm_gguf_set_f32(w, "llama.rope.freq_base", c->rope_theta) ||
-           tlm_gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim) ||
-           tlm_gguf_set_u32(w, "llama.vocab_size", (uint32_t)c->vocab_size) ||
-           (c->rope_scaling == ROPE_SCALING_LINEAR &&
-            (tlm_gguf_set_str(w, "llama.rope.scaling.type", "linear", 6) ||
-             tlm_gguf_set_f32(w, "llama.rope.scaling.factor", c->rope_factor)));
+    const char *why;
+    const tlm_family *fam = gguf_export_family(c, &why);
+    if (!fam) return tlm_error("cannot export as GGUF: %s", why);
+    const gguf_family *a = fam->gguf;
+    /* (llama's experts, Mixtral's, are feed_forward_length wide; the other architectures' have a key of their own) */
+    const int llama_moe = c->n_experts > 0 && !strcmp(a->arch, "llama");
+    if (gguf_export_context(a, c) != c->max_seq)
+        fprintf(stderr, "tinylm: note: every layer slides with a window of %d, which llama.cpp's %s has not: written "
+                        "as context_length %d (of %d), within which the two attentions are one\n", c->sliding_window,
+                a->arch, gguf_export_context(a, c), c->max_seq);
+    const char *eps_key =
+        c->norm == NORM_LAYERNORM ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    int rc = tlm_gguf_set_str(w, "general.architecture", a->arch, strlen(a->arch)) ||
+             tlm_gguf_set_str(w, "general.name", name, strlen(name)) ||
+             tlm_gguf_set_u32(w, "general.file_type", file_type(type)) ||
+             tlm_gguf_set_u32(w, akey(a, "context_length"), (uint32_t)gguf_export_context(a, c)) ||
+             tlm_gguf_set_u32(w, akey(a, "embedding_length"), (uint32_t)c->d_model) ||
+             tlm_gguf_set_u32(w, akey(a, "block_count"), (uint32_t)c->n_layers) ||
+             tlm_gguf_set_u32(w, akey(a, "feed_forward_length"), (uint32_t)(llama_moe ? c->moe_d_ff : c->d_ff)) ||
+             tlm_gguf_set_u32(w, akey(a, "attention.head_count"), (uint32_t)c->n_heads) ||
+             tlm_gguf_set_u32(w, akey(a, "attention.head_count_kv"), (uint32_t)c->n_kv_heads) ||
+             tlm_gguf_set_u32(w, akey(a, "attention.key_length"), (uint32_t)c->head_dim) ||
+             tlm_gguf_set_u32(w, akey(a, "attention.value_length"), (uint32_t)c->head_dim) ||
+             tlm_gguf_set_f32(w, akey(a, eps_key), c->norm_eps) ||
+             tlm_gguf_set_u32(w, akey(a, "vocab_size"), (uint32_t)c->vocab_size);
+    if (!rc && c->position == POS_ROPE)
+        rc = tlm_gguf_set_f32(w, akey(a, "rope.freq_base"), c->rope_theta) ||
+             tlm_gguf_set_u32(w, akey(a, "rope.dimension_count"), (uint32_t)c->head_dim) ||
+             (c->rope_scaling == ROPE_SCALING_LINEAR &&
+              (tlm_gguf_set_str(w, akey(a, "rope.scaling.type"), "linear", 6) ||
+               tlm_gguf_set_f32(w, akey(a, "rope.scaling.factor"), c->rope_factor)));
+    for (int i = 0; !rc && i < (int)(sizeof a->floats / sizeof a->floats[0]) && a->floats[i].suffix; i++) {
+        const float v = *(const float *)((const char *)c + a->floats[i].field);
+        if (v != 0.0f) rc = tlm_gguf_set_f32(w, akey(a, a->floats[i].suffix), v);
+    }
+    /* (no sliding layer: a window of the whole context, which llama.cpp's Gemma 2 needs) */
+    if (!rc && a->sliding_pattern)
+        rc = tlm_gguf_set_u32(w, akey(a, "attention.sliding_window"),
+                              (uint32_t)(c->sliding_window > 0 ? c->sliding_window : c->max_seq));
+    if (!rc && c->n_experts > 0)
+        rc = tlm_gguf_set_u32(w, akey(a, "expert_count"), (uint32_t)c->n_experts) ||
+             tlm_gguf_set_u32(w, akey(a, "expert_used_count"), (uint32_t)c->n_experts_per_tok) ||
+             (!llama_moe && tlm_gguf_set_u32(w, akey(a, "expert_feed_forward_length"), (uint32_t)c->moe_d_ff)) ||
+             (c->n_shared_experts > 0 &&
+              tlm_gguf_set_u32(w, akey(a, "expert_shared_feed_forward_length"), (uint32_t)config_shared_ff(c)));
+    return rc ? -1 : 0;
+}
+
+/* the engine tensors one GGUF tensor is made of, its name, shape and type: engine tensor i alone, or (i the
+ * first of them) GPT-2's q|k|v as attn_qkv, a layer's experts stacked as ffn_{gate,up,down}_exps; 0 when
+ * engine tensor i is written as part of another, -1 + tlm_error */
+typedef struct {
+    char name[128];
+    int n_parts, *parts; /* engine tensor indices, their rows one after another */
+    int n_dims;
+    int64_t ne[3];
+    int f32; /* written F32 whatever the type asked for: vectors, the learned positions, routers (as
+                llama.cpp's converter keeps them) */
+} gguf_out;
+
+/* entry i of the table tab[n] named `name`, or -1; entry `guess` tried first (a layer's experts lie at a fixed
+ * stride in the engine's table: a model of thousands of them is not searched for each) */
+static int find_index(const tensor_info *tab, int n, const char *name, int guess) {
+    if (guess >= 0 && guess < n && !strcmp(tab[guess].name, name)) return guess;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(tab[i].name, name)) return i;
+    return -1;
+}
+
+/* (indices into the table tab[n] of the tensors written: the model's, or GPT-2's with every bias) */
+static int plan_tensor(const tensor_info *tab, int n, const tlm_config *c, const gguf_family *a, int i, gguf_out *o) {
+    const tensor_info *t = &tab[i];
+    const int matrix = t->ndim == 2, rows = matrix ? t->shape[0] : 1, cols = matrix ? t->shape[1] : t->shape[0];
+    char other[128];
+    int layer, e, used = 0;
+    char which[8] = "";
+    o->parts[0] = i, o->n_parts = 1, o->n_dims = matrix ? 2 : 1;
+    o->ne[0] = cols, o->ne[1] = rows, o->ne[2] = 1;
+    o->f32 = !matrix || !strcmp(t->name, "pos_embed.weight") || strstr(t->name, ".ffn.router.") ||
+             strstr(t->name, ".ffn.shared_expert_gate.");
+    if (sscanf(t->name, "layers.%d.ffn.experts.%d.%4[a-z]_proj.weight%n", &layer, &e, which, &used) == 3 && used &&
+        !t->name[used]) {
+        if (e) return 0; /* (written with expert 0) */
+        snprintf(o->name, sizeof o->name, "blk.%d.ffn_%s_exps.weight", layer, which);
+        for (int k = 1; k < c->n_experts; k++) {
+            snprintf(other, sizeof other, "layers.%d.ffn.experts.%d.%s_proj.weight", layer, k, which);
+            const int guess = k > 1 ? o->parts[k - 1] + (o->parts[1] - o->parts[0]) : -1;
+            if ((o->parts[k] = find_index(tab, n, other, guess)) < 0)
+                return tlm_error("no engine tensor %s (internal)", other);
+        }
+        o->n_parts = c->n_experts, o->n_dims = 3, o->ne[2] = c->n_experts;
+        return 1;
+    }
+    if (gguf_engine_name_to_file(t->name, o->name, sizeof o->name))
+        return tlm_error("no GGUF name for %s (internal)", t->name);
+    if (strstr(t->name, ".ffn.shared_expert_gate.")) o->n_dims = 1; /* ({n_embd}, as llama.cpp declares it) */
+    /* GPT-2: q, k, v (weights, biases) as one attn_qkv */
+    const char *qkv = strstr(t->name, ".attn.");
+    if (!strcmp(a->arch, "gpt2") && qkv && qkv[6] && !strncmp(qkv + 7, "_proj.", 6) && strchr("qkv", qkv[6])) {
+        if (qkv[6] != 'q') return 0; /* (written with q) */
+        const size_t at = (size_t)(qkv - t->name) + 6;
+        for (int k = 1; k < 3; k++) {
+            snprintf(other, sizeof other, "%s", t->name);
+            other[at] = "qkv"[k];
+            if ((o->parts[k] = find_index(tab, n, other, -1)) < 0)
+                return tlm_error("no engine tensor %s (internal)", other);
+            o->ne[matrix] += tab[o->parts[k]].shape[0];
+        }
+        o->n_parts = 3;
+        char *p = strstr(o->name, "attn_q.");
+        if (!p) return tlm_error("no GGUF name for %s (internal)", t->name);
+        memmove(p + 8, p + 6, strlen(p + 6) + 1), memcpy(p, "attn_qkv", 8);
+    }
+    return 1;
 }
 
 int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int type, const char *path,
                      const char *name, int *n_fallback) {
     const tlm_config *c = &m->cfg;
-    const char *blocker = gguf_export_blocker(c);
-    if (blocker) return tlm_error("cannot export as GGUF (llama architecture): %s", blocker);
+    const char *why;
+    const tlm_family *fam = gguf_export_family(c, &why);
+    if (!fam) return tlm_error("cannot export as GGUF: %s", why);
+    const gguf_family *a = fam->gguf;
     if (!wq_can_quantize(type)) return tlm_error("cannot write GGUF tensors of type %s", wq_name(type));
+    /* the tensors written: the model's; GPT-2's every bias, those the model has not (nanoGPT's) written zero, the
+     * same function (family_with_all_biases) */
+    int n = m->n_tensors;
+    size_t floats;
+    const tlm_config biased = family_with_all_biases(c);
+    tensor_info *all = fam->export_all_biases ? config_tensor_table(&biased, &n, &floats) : NULL;
+    const tensor_info *tab = all ? all : m->tensors;
     tlm_gguf_writer *w = tlm_gguf_writer_new();
-    void **bufs = calloc((size_t)m->n_tensors, sizeof *bufs);
-    int rc = !w || !bufs ? tlm_error("out of memory") : 0;
-    if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf(tok, w));
+    void **bufs = calloc((size_t)n, sizeof *bufs);
+    int *parts = malloc((size_t)(c->n_experts > 3 ? c->n_experts : 3) * sizeof *parts);
+    int rc = !w || !bufs || !parts || (fam->export_all_biases && !all) ? tlm_error("out of memory") : 0;
+    if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf_padded(tok, w, c->vocab_size));
     *n_fallback = 0;
-    for (int i = 0; i < m->n_tensors && !rc; i++) {
-        const tensor_info *t = &m->tensors[i];
-        char gname[128];
-        if (gguf_engine_name_to_file(t->name, gname, sizeof gname)) {
-            rc = tlm_error("no GGUF name for %s (internal)", t->name);
-            break;
+    /* a (1 + w) norm's gains are written as 1 + w: llama.cpp multiplies by the stored value (gguf_load.c) */
+    const float offset = config_norm_offset(c);
+    for (int i = 0; i < n && !rc; i++) {
+        const tensor_info *t = &tab[i];
+        gguf_out o = {.parts = parts};
+        const int planned = plan_tensor(tab, n, c, a, i, &o);
+        if (planned <= 0) {
+            rc = planned;
+            continue;
         }
         const int matrix = t->ndim == 2;
-        const int out_type = matrix ? fit_type(type, t->shape[1]) : WQ_F32;
-        *n_fallback += matrix && out_type != type;
-        int *perm = NULL;
-        if (matrix && (ends_with(t->name, ".attn.q_proj.weight") || ends_with(t->name, ".attn.k_proj.weight")) &&
-            !(perm = pairs_from_halves(ends_with(t->name, ".q_proj.weight") ? c->n_heads : c->n_kv_heads, c->head_dim))) {
-            rc = tlm_error("out of memory");
-            break;
+        const int out_type = o.f32 ? WQ_F32 : fit_type(type, t->shape[1]);
+        *n_fallback += matrix && !o.f32 && out_type != type;
+        size_t total = 0;
+        for (int k = 0; k < o.n_parts && !rc; k++) {
+            const tensor_info *p = &tab[o.parts[k]];
+            const int src = all ? find_index(m->tensors, m->n_tensors, p->name, -1) : o.parts[k];
+            int *perm = NULL;
+            if (a->interleaved_qk && matrix &&
+                (ends_with(p->name, ".attn.q_proj.weight") || ends_with(p->name, ".attn.k_proj.weight")) &&
+                !(perm = pairs_from_halves(ends_with(p->name, ".q_proj.weight") ? c->n_heads : c->n_kv_heads,
+                                           c->head_dim))) {
+                rc = tlm_error("out of memory");
+                break;
+            }
+            size_t bytes = p->numel * sizeof(float);
+            void *part = src >= 0 ? tensor_as(m, src, out_type, perm, &bytes)
+                         : p->kind == TENSOR_BIAS ? calloc(bytes + 1, 1) /* (a bias the model has not: 0) */
+                                                  : NULL;
+            free(perm);
+            if (!part && src < 0 && p->kind != TENSOR_BIAS) {
+                rc = tlm_error("no engine tensor %s (internal)", p->name);
+                break;
+            }
+            void *grown = part ? realloc(bufs[i], total + bytes + 1) : NULL;
+            if (!grown) {
+                free(part);
+                rc = part || src < 0 ? tlm_error("out of memory exporting %s", p->name) : -1;
+                break;
+            }
+            bufs[i] = grown;
+            memcpy((char *)bufs[i] + total, part, bytes);
+            free(part);
+            if (p->kind == TENSOR_NORM && p->identity == 0.0f && offset != 0.0f)
+                for (size_t j = 0; j < bytes / sizeof(float); j++) ((float *)((char *)bufs[i] + total))[j] += offset;
+            total += bytes;
         }
-        size_t bytes = 0;
-        bufs[i] = tensor_as(m, i, out_type, perm, &bytes);
-        free(perm);
-        if (!bufs[i]) {
-            rc = -1;
-            break;
-        }
-        const int64_t ne[2] = {matrix ? t->shape[1] : t->shape[0], matrix ? t->shape[0] : 1};
-        rc = tlm_gguf_add_tensor(w, gname, out_type, matrix ? 2 : 1, ne, bufs[i], bytes);
+        if (!rc) rc = tlm_gguf_add_tensor(w, o.name, out_type, o.n_dims, o.ne, bufs[i], total);
     }
     if (!rc) rc = tlm_gguf_write(w, path);
-    for (int i = 0; bufs && i < m->n_tensors; i++) free(bufs[i]);
-    free(bufs);
+    for (int i = 0; bufs && i < n; i++) free(bufs[i]);
+    free(bufs), free(parts), free(all);
     tlm_gguf_writer_free(w);
     return rc ? -1 : 0;
+}
+
+const char *gguf_export_arch(const tlm_config *c) {
+    const char *why;
+    const tlm_family *f = gguf_export_family(c, &why);
+    return f ? f->gguf->arch : NULL;
 }

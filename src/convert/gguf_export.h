@@ -9,13 +9,16 @@
 
 struct tlm_tokenizer;
 
-/* NULL when llama.cpp's llama architecture computes `c` exactly (a Llama without biases, plain
- * RMSNorm, RoPE unscaled or linear), else the first feature that rules it out. */
+/* NULL when one of llama.cpp's architectures that tinylm writes computes `c` exactly (the family
+ * table's GGUF export column: gguf_export_family), else why none does. */
 const char *gguf_export_blocker(const tlm_config *c);
+/* the general.architecture `c` is written as ("llama", "qwen2", "gemma2", ...), NULL when none */
+const char *gguf_export_arch(const tlm_config *c);
 
-/* Writes `path` atomically: metadata (general.name = name), the tokenizer's metadata (tok may be
- * NULL: none), each matrix as ggml type `type` (ops/quant.h; where its rows are not whole blocks
- * of it, the fallback type, counted in *n_fallback), vectors as F32. -1 + tlm_error. */
+/* Writes `path` atomically in the architecture gguf_export_arch names: metadata (general.name =
+ * name), the tokenizer's metadata (tok may be NULL: none), each matrix as ggml type `type`
+ * (ops/quant.h; where its rows are not whole blocks of it, the fallback type, counted in
+ * *n_fallback), vectors, the learned positions and the routers as F32. -1 + tlm_error. */
 int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int type, const char *path,
                      const char *name, int *n_fallback);
 

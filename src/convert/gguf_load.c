@@ -137,21 +137,32 @@ static int config_from_metadata(const tlm_gguf *g, const char *path, const gguf_
             return tlm_error("%s: tensor rope_freqs.weight (per-frequency RoPE factors, Llama 3.1 style) is not "
                              "supported yet", path);
     }
-    /* Qwen2-MoE (llama_model_qwen2moe::load_arch_hparams): expert_count and expert_used_count required; the
-     * experts' width expert_feed_forward_length (absent: feed_forward_length / expert_used_count), the shared
-     * expert's expert_shared_feed_forward_length (absent: feed_forward_length) */
-    if (!strcmp(a->arch, "qwen2moe")) {
+    /* a mixture of experts: Qwen2-MoE (llama_model_qwen2moe::load_arch_hparams) and Qwen3-MoE need expert_count and
+     * expert_used_count, their experts' width expert_feed_forward_length (Qwen2-MoE's absent: feed_forward_length /
+     * expert_used_count; Qwen3-MoE's required), Qwen2-MoE's shared expert expert_shared_feed_forward_length (absent:
+     * feed_forward_length); llama with an expert_count (Mixtral) has experts of feed_forward_length */
+    const int qwen2moe = !strcmp(a->arch, "qwen2moe"), qwen3moe = !strcmp(a->arch, "qwen3moe");
+    int llama_experts = 0; /* (0 or absent: dense) */
+    if (!strcmp(a->arch, "llama") && get_size(&mt, "expert_count", 0, 0, &llama_experts) < 0) return -1;
+    const int llama_moe = llama_experts > 0;
+    if (qwen2moe || qwen3moe || llama_moe) {
         if (get_size(&mt, "expert_count", 1, 1, &c->n_experts) < 0 ||
             get_size(&mt, "expert_used_count", 1, 1, &c->n_experts_per_tok) < 0)
             return -1;
-        c->moe_d_ff = c->d_ff / c->n_experts_per_tok, c->shared_d_ff = c->d_ff;
-        if (get_size(&mt, "expert_feed_forward_length", 1, 0, &c->moe_d_ff) < 0 ||
-            get_size(&mt, "expert_shared_feed_forward_length", 1, 0, &c->shared_d_ff) < 0)
+        c->moe_d_ff = llama_moe ? c->d_ff : c->d_ff / c->n_experts_per_tok;
+        if (llama_moe) c->norm_topk_prob = true; /* (llama.cpp's llama renormalises the chosen experts' weights) */
+        if (qwen2moe) c->shared_d_ff = c->d_ff;
+        if ((!llama_moe && get_size(&mt, "expert_feed_forward_length", 1, qwen3moe, &c->moe_d_ff) < 0) ||
+            (qwen2moe && get_size(&mt, "expert_shared_feed_forward_length", 1, 0, &c->shared_d_ff) < 0))
             return -1;
         if (c->moe_d_ff < 1)
             return tlm_error("%s: %s = %d over %d experts per token leaves the experts no width", path,
                              arch_key(&mt, "feed_forward_length"), c->d_ff, c->n_experts_per_tok);
     }
+    /* Gemma 2 / 3 27B: llama.cpp scales q by (n_embd / n_head)^-0.5 (an integer quotient) when the depth is the 27B's
+     * (llama_model_gemma2::load_arch_hparams), head_dim^-0.5 otherwise */
+    if (a->wide_scale_layers && c->n_layers == a->wide_scale_layers)
+        c->query_pre_attn_scalar = (float)(c->d_model / c->n_heads);
     /* the architecture's own keys (family.h) */
     if (a->sliding_pattern) {
         int window = 0;

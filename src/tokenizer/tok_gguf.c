@@ -208,6 +208,7 @@ static tlm_tokenizer *load_bpe(const tlm_gguf *g, const char *name, const gguf_k
     if (pattern) { /* Split(regex, Isolated), then the byte-level mapping without a regex of its own */
         t->pres[0].type = PRE_SPLIT, t->pres[0].behavior = SPLIT_ISOLATED;
         if (!(t->pres[0].re = tok_regex_compile(pattern, strlen(pattern), 0, name))) goto fail;
+        if (!(t->pres[0].pattern = strdup(pattern))) goto oom;
         t->pres[1].type = PRE_BYTELEVEL;
         t->n_pres = 2;
     } else {
@@ -300,8 +301,106 @@ static int spm_piece(const tlm_tokenizer *t, int i, tlm_buf *out, int *type) {
     return 0;
 }
 
+/* the tokenizer.ggml.pre that names a byte-level BPE tokenizer's normalizer and pre-tokenizer (PRES: GPT-2's
+ * ByteLevel regex alone, or Llama 3's / Qwen 2's Split then the byte-level mapping, with their NFC and
+ * ignore_merges), or NULL when none does */
+static const char *bpe_pre_name(const tlm_tokenizer *t) {
+    if (t->n_pres == 1 && t->pres[0].type == PRE_BYTELEVEL && t->pres[0].re && !t->pres[0].add_prefix_space &&
+        !t->n_norms && !t->ignore_merges)
+        return "gpt-2";
+    if (t->n_pres != 2 || t->pres[0].type != PRE_SPLIT || t->pres[0].behavior != SPLIT_ISOLATED ||
+        !t->pres[0].pattern || t->pres[1].type != PRE_BYTELEVEL || t->pres[1].re || t->pres[1].add_prefix_space)
+        return NULL;
+    const int nfc = t->n_norms == 1 && t->norms[0].type == TOK_NORM_NFC;
+    for (size_t i = 0; i < sizeof PRES / sizeof PRES[0]; i++)
+        if (PRES[i].pattern && !strcmp(PRES[i].pattern, t->pres[0].pattern) && PRES[i].nfc == nfc &&
+            (nfc || !t->n_norms) && PRES[i].ignore_merges == t->ignore_merges)
+            return PRES[i].name;
+    return NULL;
+}
+
+typedef struct {
+    int32_t rank, a, b;
+} merge_rank;
+
+static int by_rank(const void *x, const void *y) {
+    const merge_rank *p = x, *q = y;
+    return (p->rank > q->rank) - (p->rank < q->rank);
+}
+
+/* A byte-level BPE tokenizer (a tokenizer.json's, GPT-2's files, a GGUF's) as llama.cpp's "gpt2" model: the
+ * vocabulary strings, the merges "a b" by rank, the added tokens as CONTROL (special) or USER_DEFINED, the
+ * pre-tokenizer by name (tok_load_gguf reads it back as the same tokenizer) */
+static int bpe_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w, int n) {
+    const char *pre = bpe_pre_name(t);
+    if (!pre)
+        return tlm_error("tokenizer (%s): its normalizer / pre-tokenizer is none of those llama.cpp names that tinylm "
+                         "writes (gpt-2, llama-bpe, qwen2)", t->kind_name);
+    if (t->byte_fallback) return tlm_error("tokenizer (%s): byte fallback in a byte-level BPE", t->kind_name);
+    const char **tokens = calloc((size_t)n, sizeof *tokens);
+    size_t *lens = calloc((size_t)n, sizeof *lens);
+    int32_t *types = malloc((size_t)n * sizeof *types);
+    merge_rank *mr = malloc((t->merges.count ? t->merges.count : 1) * sizeof *mr);
+    char **merges = calloc(t->merges.count ? t->merges.count : 1, sizeof *merges);
+    int rc = !tokens || !lens || !types || !mr || !merges ? tlm_error("out of memory writing the tokenizer") : 0;
+    tlm_buf pads = {0}; /* ("[PAD<id>]" each, NUL-terminated, for the ids past the tokenizer's) */
+    for (int i = t->vocab_size; i < n && !rc; i++) {
+        char pad[24];
+        const int len = snprintf(pad, sizeof pad, "[PAD%d]", i);
+        if (tlm_buf_put(&pads, pad, (size_t)len + 1)) rc = tlm_error("out of memory writing the tokenizer");
+    }
+    for (int i = 0, off = 0; i < n && !rc; i++) {
+        if (i >= t->vocab_size) {
+            tokens[i] = pads.data + off, lens[i] = strlen(tokens[i]), types[i] = TT_UNUSED, off += (int)lens[i] + 1;
+            continue;
+        }
+        tokens[i] = tok_form(t, i, &lens[i]), types[i] = TT_NORMAL;
+        if (!lens[i]) rc = tlm_error("tokenizer (%s): id %d has no vocabulary string", t->kind_name, i);
+    }
+    for (int k = 0; k < t->n_added && !rc; k++)
+        if (t->added[k].id >= 0 && t->added[k].id < n)
+            types[t->added[k].id] = t->added[k].special ? TT_CONTROL : TT_USER;
+    size_t m = 0;
+    for (size_t s = 0; !rc && s < t->merges.cap; s++) {
+        const tok_pairmap_slot *sl = &t->merges.slots[s];
+        if (sl->id < 0) continue; /* (an empty slot) */
+        mr[m].rank = sl->rank, mr[m].a = (int32_t)(sl->key >> 32), mr[m].b = (int32_t)(uint32_t)sl->key, m++;
+    }
+    if (!rc) qsort(mr, m, sizeof *mr, by_rank);
+    size_t *mlens = malloc((m ? m : 1) * sizeof *mlens);
+    if (!rc && !mlens) rc = tlm_error("out of memory writing the tokenizer");
+    for (size_t k = 0; k < m && !rc; k++) {
+        size_t la, lb;
+        const char *a = tok_form(t, mr[k].a, &la), *b = tok_form(t, mr[k].b, &lb);
+        if (!(merges[k] = malloc(la + lb + 1))) {
+            rc = tlm_error("out of memory writing the tokenizer");
+            break;
+        }
+        memcpy(merges[k], a, la), merges[k][la] = ' ', memcpy(merges[k] + la + 1, b, lb), mlens[k] = la + 1 + lb;
+    }
+    if (!rc)
+        rc = tlm_gguf_set_str(w, "tokenizer.ggml.model", "gpt2", 4) ||
+             tlm_gguf_set_str(w, "tokenizer.ggml.pre", pre, strlen(pre)) ||
+             tlm_gguf_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tokens, lens, (uint64_t)n) ||
+             tlm_gguf_set_array(w, "tokenizer.ggml.token_type", GGUF_INT32, types, (uint64_t)n) ||
+             tlm_gguf_set_str_array(w, "tokenizer.ggml.merges", (const char *const *)merges, mlens, (uint64_t)m) ||
+             (t->bos >= 0 && tlm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos)) ||
+             (t->eos >= 0 && t->eos < n && tlm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos)) ||
+             tlm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", t->bos >= 0);
+    for (size_t k = 0; merges && k < m; k++) free(merges[k]);
+    free(tokens), free(lens), free(types), free(mr), free(merges), free(mlens);
+    tlm_buf_free(&pads);
+    return rc ? -1 : 0;
+}
+
 int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w) {
-    const int n = t->vocab_size;
+    return tlm_tokenizer_to_gguf_padded(t, w, t->vocab_size);
+}
+
+int tlm_tokenizer_to_gguf_padded(const tlm_tokenizer *t, tlm_gguf_writer *w, int n_vocab) {
+    if (n_vocab < t->vocab_size) n_vocab = t->vocab_size;
+    if (t->kind == TOK_BPE && t->byte_level) return bpe_to_gguf(t, w, n_vocab);
+    const int n = n_vocab;
     /* (the training tokenizers as SentencePiece vocabularies that encode to the same ids: single
      * code points, or the 256 byte pieces) */
     const int simple = t->kind == TOK_CHARS || t->kind == TOK_BYTES;
@@ -315,13 +414,18 @@ int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, tlm_gguf_writer *w) {
     tlm_buf tmp = {0};
     int rc = !pieces || !lens || !scores || !types ? tlm_error("out of memory writing the tokenizer") : 0;
     for (int i = 0; i < n && !rc; i++) {
-        int type;
-        if (spm_piece(t, i, &tmp, &type) || !(pieces[i] = malloc(tmp.len ? tmp.len : 1))) {
+        int type = TT_UNUSED;
+        char pad[24];
+        const int padded = i >= t->vocab_size; /* ("[PAD<id>]", score -1000, as llama.cpp's converter pads) */
+        tmp.len = 0;
+        if ((padded ? tlm_buf_put(&tmp, pad, (size_t)snprintf(pad, sizeof pad, "[PAD%d]", i))
+                    : spm_piece(t, i, &tmp, &type)) ||
+            !(pieces[i] = malloc(tmp.len ? tmp.len : 1))) {
             rc = tlm_error("out of memory writing the tokenizer");
             break;
         }
         memcpy(pieces[i], tmp.data, tmp.len), lens[i] = tmp.len;
-        scores[i] = simple ? 0.0f : t->scores[i], types[i] = type;
+        scores[i] = padded ? -1000.0f : simple ? 0.0f : t->scores[i], types[i] = type;
     }
     const int bos = t->bos >= 0 ? t->bos : 1, eos = t->eos >= 0 ? t->eos : 2;
     if (!rc)

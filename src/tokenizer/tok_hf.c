@@ -278,6 +278,7 @@ static int load_pre(tlm_tokenizer *t, const cJSON *p, const char *name, int dept
         const char *src = re ? re : lit;
         if (!is_utf8(src)) return tlm_error("%s: pre_tokenizer Split: pattern is not UTF-8", name);
         st->re = tok_regex_compile(src, strlen(src), re == NULL, name);
+        if (st->re && re && !(st->pattern = strdup(re))) return tlm_error("%s: out of memory", name);
         return st->re ? 0 : -1;
     }
     if (strcmp(type, "ByteLevel") == 0) {

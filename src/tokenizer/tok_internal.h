@@ -56,6 +56,8 @@ typedef struct {
     size_t replacement_len;
     int prepend;              /* Metaspace: 0 never, 1 always, 2 first section only */
     int split;                /* Metaspace */
+    char *pattern;            /* Split: the regex source (or NULL: a literal), to write the tokenizer back
+                                 (tok_gguf.c names the pre-tokenizer by it) */
 } tok_pre;
 
 typedef struct {

@@ -85,6 +85,7 @@ void tlm_tokenizer_free(tlm_tokenizer *t) {
     for (int i = 0; i < t->n_pres; i++) {
         tok_regex_free(t->pres[i].re);
         free(t->pres[i].replacement);
+        free(t->pres[i].pattern);
     }
     free(t->pres);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].content);

@@ -39,10 +39,14 @@ char *tlm_tokenizer_locate(const char *path);
 /* The tokenizer held in a GGUF file's metadata (tokenizer.ggml.*: SentencePiece "llama" or BPE
  * "gpt2"; tok_gguf.c). */
 tlm_tokenizer *tlm_tokenizer_load_gguf(const char *path);
-/* Writes the tokenizer as tokenizer.ggml.* metadata (SentencePiece-style vocabularies: llama2.c's,
- * a GGUF's; BPE ones are refused for now). -1 + tlm_error. */
+/* Writes the tokenizer as tokenizer.ggml.* metadata: SentencePiece-style vocabularies (llama2.c's, a
+ * GGUF's, the training tokenizers) as model "llama", byte-level BPE (a tokenizer.json's, GPT-2's) as
+ * "gpt2" with its pre-tokenizer's name (gpt-2, llama-bpe, qwen2; another is refused). The _padded form
+ * lists n_vocab tokens (llama.cpp takes the token count as the model's vocabulary): ids past the
+ * tokenizer's are "[PAD<id>]", type UNUSED, as llama.cpp's converter pads. -1 + tlm_error. */
 struct tlm_gguf_writer;
 int tlm_tokenizer_to_gguf(const tlm_tokenizer *t, struct tlm_gguf_writer *w);
+int tlm_tokenizer_to_gguf_padded(const tlm_tokenizer *t, struct tlm_gguf_writer *w, int n_vocab);
 tlm_tokenizer *tlm_tokenizer_load_memory(const void *data, size_t len, const char *name);
 
 /* Saves a bytes or chars tokenizer in the engine's own format (JSON), atomically

@@ -234,6 +234,10 @@ def gguf_keys():
         if a != "gpt2":
             rows.append((a, a + ".rope.freq_base", [], "positive"))
             rows.append((a, a + ".rope.scaling.factor", [(a + ".rope.scaling.type", GT_STR, "linear")], "factor"))
+    for a in ("qwen2moe", "qwen3moe"):  # (with the experts' keys they require)
+        moe = [(a + ".expert_count", GT_U32, 4), (a + ".expert_used_count", GT_U32, 2),
+               (a + ".expert_feed_forward_length", GT_U32, 8)]
+        rows += [(a, a + ".attention.layer_norm_rms_epsilon", moe, "eps"), (a, a + ".rope.freq_base", moe, "positive")]
     rows += [("gemma2", "gemma2.attn_logit_softcapping", [], "nonneg"),
              ("gemma2", "gemma2.final_logit_softcapping", [], "nonneg"),
              ("gemma3", "gemma3.final_logit_softcapping", [], "nonneg")]

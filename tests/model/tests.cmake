@@ -38,3 +38,12 @@ target_link_libraries(test_contexts PRIVATE Threads::Threads)
 
 # tlm_norm_gain and tlm_input_norm: the rules include/tinylm.h gives the bindings
 tlm_c_test(test_binding_rules tests/model/test_binding_rules.c)
+
+# export --format gguf of every family llama.cpp defines and tinylm reads back: the converter's file bit for
+# bit, the HF directory's logits bit for bit (f32), bf16 / q8_0 / q4_k against a float64 forward of the decoded
+# matrices, llama.cpp's log-probabilities within 1e-4 (node-llama-cpp, when installed), the refusals
+tlm_cli_test(test_gguf_export_archs tests/model/test_gguf_export_archs.py)
+tlm_slow(test_gguf_export_archs)
+if(TLM_PYTHON)
+  set_tests_properties(test_gguf_export_archs PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
+endif()
