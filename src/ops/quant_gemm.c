@@ -10,15 +10,16 @@
  *   u   [block][k / 4][PW][4]   the levels as unsigned bytes u = w + off (w the signed level the
  *                               format defines: Q8_0 off 128, Q4_0 8, Q5_0 16, Q6_K 32, Q3_K 4,
  *                               the others 0), so that vpdpbusd (u8 x s8) takes them as they are;
- *   sc, mm [block][sub-block][PW]   the sub-block scales (1 where the format has none) and the
- *                               minimums (Q4_K, Q5_K, Q2_K; 1 for Q4_1 / Q5_1, whose m multiplies
- *                               the block's A);
+ *   sc [block][sub-block][PW]   the sub-block scales (1 where the format has none);
+ *   mm [block][sub-block / 2][PW]   the minimums (Q4_K, Q5_K, Q2_K; 1 for Q4_1 / Q5_1, whose m
+ *                               multiplies the block's A) as 16-bit pairs: sub-blocks 2h, 2h + 1;
  *   dw, m2 [block][PW]          the block's f16 d and its minimum factor (-dmin for the K types,
  *                               m for Q4_1 / Q5_1) as f32.
  * The panel then serves every row of x: a tile of weight rows (the vector's lanes) x NR rows of x
  * (register-blocked) sums per sub-block j S_j = sum u a (vpdpbusd, four products per lane) and
  *   I1 = sum_j sc_j (S_j - off A_j)        I2 = sum_j mm_j A_j
- * which are quant_int.c's integers exactly (exact integer sums in any order, no overflow: each
+ * (I2 by vpdpwssd on the 16-bit pairs of mm and of A_j, |A_j| <= 32 * 127) which are quant_int.c's
+ * integers exactly (exact integer sums in any order, no overflow: each
  * fits the reference's own int), then per block, as there:
  *   lane[i % 8] = fmaf((float)I1, d_w d_a, lane);  lane = fmaf((float)I2, m2 d_a, lane)
  * (m2 d_a = -(dmin d_a) exactly: negation is exact) and the row's value ((l0 + l1) + (l2 + l3)) +
@@ -72,13 +73,16 @@ typedef struct {
     float *dw, *m2;
 } gpanel;
 
-/* the quantized rows of x: row n's levels q + n * IC, scales d + n * nb, sub-block sums A + n * nb * ns */
+/* the quantized rows of x: row n's levels q + n * IC, scales d + n * nb, sub-block sums A + n * nb * ns
+ * and the same as 16-bit pairs (sub-blocks 2h, 2h + 1 of a block) A2 + n * nb * nh */
 typedef struct {
     const int8_t *q;
     const float *d;
-    const int32_t *A;
-    int IC, nb, ns;
+    const int32_t *A, *A2;
+    int IC, nb, ns, nh;
 } gacts;
+
+static inline int32_t pair16(int lo, int hi) { return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16); }
 
 /* ---- unpacking ------------------------------------------------------------------------------------- */
 
@@ -97,7 +101,7 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
     for (int i = 0; i < nb; i++) {
         const uint8_t *b = row + (size_t)i * bytes;
         uint32_t *u = (uint32_t *)P->u + (size_t)i * g4 * PW + pr;
-        int32_t *sc = P->sc + (size_t)i * ns * PW + pr, *mm = P->mm + (size_t)i * ns * PW + pr;
+        int32_t *sc = P->sc + (size_t)i * ns * PW + pr, *mm = P->mm + (size_t)i * ((ns + 1) / 2) * PW + pr;
         float *dw = P->dw + (size_t)i * PW + pr, *m2 = P->m2 + (size_t)i * PW + pr;
         switch (t) {
         case WQ_Q8_0: {
@@ -110,7 +114,7 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
             const uint8_t *qs = t == WQ_Q4_0 ? ((const blk_q4_0 *)b)->qs : ((const blk_q4_1 *)b)->qs;
             for (int k = 0; k < 8; k++) u[k * PW] = (ld32(qs + (4 * k) % 16) >> (4 * (k / 4))) & 0x0f0f0f0fu;
             *dw = f16_at(b);
-            if (t == WQ_Q4_1) *m2 = f16_at(b + 2), *mm = 1;
+            if (t == WQ_Q4_1) *m2 = f16_at(b + 2), *mm = pair16(1, 0);
             break;
         }
         case WQ_Q5_0: case WQ_Q5_1: {
@@ -119,7 +123,7 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
             for (int k = 0; k < 8; k++)
                 u[k * PW] = ((ld32(qs + (4 * k) % 16) >> (4 * (k / 4))) & 0x0f0f0f0fu) | spread4(h >> (4 * k) & 15) << 4;
             *dw = f16_at(b);
-            if (t == WQ_Q5_1) *m2 = f16_at(b + 2), *mm = 1;
+            if (t == WQ_Q5_1) *m2 = f16_at(b + 2), *mm = pair16(1, 0);
             break;
         }
         case WQ_Q2_K: {
@@ -128,7 +132,8 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
                 const int e = 4 * k;
                 u[k * PW] = (ld32(q->qs + 32 * (e / 128) + e % 32) >> (2 * ((e % 128) / 32))) & 0x03030303u;
             }
-            for (int j = 0; j < 16; j++) sc[j * PW] = q->scales[j] & 15, mm[j * PW] = q->scales[j] >> 4;
+            for (int j = 0; j < 16; j++) sc[j * PW] = q->scales[j] & 15;
+            for (int h = 0; h < 8; h++) mm[h * PW] = pair16(q->scales[2 * h] >> 4, q->scales[2 * h + 1] >> 4);
             *dw = f16_at(q->d), *m2 = -f16_at(q->dmin);
             break;
         }
@@ -153,10 +158,10 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
                 if (t == WQ_Q5_K) v |= ((ld32(q5->qh + l) >> j) & 0x01010101u) << 4;
                 u[k * PW] = v;
             }
-            for (int j = 0; j < 8; j++) {
-                int s, m;
-                scale_min_k4(scales, j, &s, &m);
-                sc[j * PW] = s, mm[j * PW] = m;
+            for (int h = 0; h < 4; h++) {
+                int s0, m0, s1, m1;
+                scale_min_k4(scales, 2 * h, &s0, &m0), scale_min_k4(scales, 2 * h + 1, &s1, &m1);
+                sc[2 * h * PW] = s0, sc[(2 * h + 1) * PW] = s1, mm[h * PW] = pair16(m0, m1);
             }
             *dw = f16_at(q4->d), *m2 = -f16_at(q4->dmin); /* (the same offsets in both layouts) */
             break;
@@ -196,7 +201,10 @@ static void panel_scalar(const gfmt *f, const gpanel *P, int nb, const gacts *X,
                         S += u[((e / 4) * PW + p) * 4 + e % 4] * xq[(size_t)i * f->bk + e];
                     S -= f->off * xa[i * ns + j];
                     I1 += f->has_sc ? P->sc[((size_t)i * ns + j) * PW + p] * S : S;
-                    if (f->has_mm) I2 += P->mm[((size_t)i * ns + j) * PW + p] * xa[i * ns + j];
+                    if (f->has_mm) {
+                        const int32_t w = P->mm[((size_t)i * ((ns + 1) / 2) + j / 2) * PW + p];
+                        I2 += (int16_t)(uint16_t)((uint32_t)w >> (16 * (j & 1))) * xa[i * ns + j];
+                    }
                 }
                 lane[i % 8] = fmaf((float)I1, P->dw[(size_t)i * PW + p] * xd[i], lane[i % 8]);
                 if (f->has_mm) lane[i % 8] = fmaf((float)I2, P->m2[(size_t)i * PW + p] * xd[i], lane[i % 8]);
@@ -227,6 +235,7 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #define V_LD(p) _mm256_load_si256((const __m256i *)(p))
 #define V_BC(p) _mm256_set1_epi32(*(const int32_t *)(const void *)(p))
 #define V_DOT(a, u, s) _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
+#define V_DOTW(a, u, v) _mm256_add_epi32(a, _mm256_madd_epi16(u, v))
 #define V_ADD _mm256_add_epi32
 #define V_SUB _mm256_sub_epi32
 #define V_MUL _mm256_mullo_epi32
@@ -245,18 +254,22 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #undef GT
 #undef GS
 #undef V_DOT
+#undef V_DOTW
 
 #define GT "avxvnni,avx2,fma"
 #define GS(name) name##_avxvnni
 #define V_DOT(a, u, s) _mm256_dpbusd_avx_epi32(a, u, s)
+#define V_DOTW(a, u, v) _mm256_dpwssd_avx_epi32(a, u, v)
 #include "quant_gemm_kernels.h"
 #undef GT
 #undef GS
 #undef V_DOT
+#undef V_DOTW
 
 #define GT "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma"
 #define GS(name) name##_vnni256
 #define V_DOT(a, u, s) _mm256_dpbusd_epi32(a, u, s)
+#define V_DOTW(a, u, v) _mm256_dpwssd_epi32(a, u, v)
 #include "quant_gemm_kernels.h"
 #undef GT
 #undef GS
@@ -268,6 +281,7 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #undef V_LD
 #undef V_BC
 #undef V_DOT
+#undef V_DOTW
 #undef V_ADD
 #undef V_SUB
 #undef V_MUL
@@ -293,6 +307,7 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #define V_LD(p) _mm512_load_si512((const void *)(p))
 #define V_BC(p) _mm512_set1_epi32(*(const int32_t *)(const void *)(p))
 #define V_DOT(a, u, s) _mm512_dpbusd_epi32(a, u, s)
+#define V_DOTW(a, u, v) _mm512_dpwssd_epi32(a, u, v)
 #define V_ADD _mm512_add_epi32
 #define V_SUB _mm512_sub_epi32
 #define V_MUL _mm512_mullo_epi32
@@ -377,26 +392,86 @@ static void *grow(grow_buf *b, size_t need) {
 
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
+#ifdef TLM_X86_KERNELS
+/* wq_int_quantize_row's rounding 16 lanes at a time, bit for bit: the same amax (a maximum is
+ * exact), d = amax / 127 and 127 / amax in scalar f32, x * (127 / amax) rounded to nearest even
+ * (vcvtps2dq under the default rounding, as the reference's 1.5 * 2^23 trick for |v| < 2^22),
+ * clamped to -127..127; a block with a NaN or infinity d = NaN and levels 0, an all-zero one d = 0;
+ * the level sums per sub-block of sl straight into A */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void quantize_row_512(const float *x, int IC,
+                                                                                         int bk, int sl, int8_t *q,
+                                                                                         float *d, int32_t *A) {
+    const __m512 big = _mm512_set1_ps(3.4028235e38f);
+    for (int b = 0; b < IC / bk; b++) {
+        const float *xb = x + (size_t)b * bk;
+        int8_t *qb = q + (size_t)b * bk;
+        int32_t *ab = A + (size_t)b * (bk / sl);
+        __m512 amax = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (int k = 0; k < bk; k += 16) {
+            const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xb + k));
+            bad |= _mm512_cmp_ps_mask(a, big, _CMP_NLE_UQ); /* (NaN or infinity) */
+            amax = _mm512_max_ps(amax, a);
+        }
+        const float m = _mm512_reduce_max_ps(amax);
+        if (bad || m == 0.0f) {
+            d[b] = bad ? NAN : 0.0f;
+            memset(qb, 0, (size_t)bk);
+            for (int j = 0; j < bk / sl; j++) ab[j] = 0;
+            continue;
+        }
+        d[b] = m / 127.0f;
+        const __m512 is = _mm512_set1_ps(127.0f / m);
+        const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+        for (int k = 0; k < bk; k += 16) {
+            __m512i l = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + k), is));
+            l = _mm512_max_epi32(_mm512_min_epi32(l, hi), lo);
+            _mm_storeu_si128((__m128i *)(qb + k), _mm512_cvtepi32_epi8(l));
+            const int sum = _mm512_reduce_add_epi32(l);
+            if (k % sl == 0) ab[k / sl] = sum;
+            else ab[k / sl] += sum;
+        }
+    }
+}
+#endif
+
 /* x's N rows quantized for t (as quant_int.c rounds them) into X; -1 if no memory */
 static int quantize_acts(int t, const gfmt *f, const float *x, int N, int IC, gacts *X) {
-    const int nb = IC / f->bk, ns = f->bk / f->sl, sum_len = f->bk == QK_K ? 16 : 32;
+    const int nb = IC / f->bk, ns = f->bk / f->sl, nh = (ns + 1) / 2, sum_len = f->bk == QK_K ? 16 : 32;
     const size_t qb = up64((size_t)N * IC), db = up64(sizeof(float) * N * nb), sb = up64(sizeof(int16_t) * N * (IC / sum_len));
-    uint8_t *base = grow(&xbuf, qb + db + sb + up64(sizeof(int32_t) * N * nb * ns));
+    const size_t ab = up64(sizeof(int32_t) * N * nb * ns);
+    uint8_t *base = grow(&xbuf, qb + db + sb + ab + up64(sizeof(int32_t) * N * nb * nh));
     if (!base) return -1;
     int8_t *q = (int8_t *)base;
     float *d = (float *)(base + qb);
     int16_t *s16 = (int16_t *)(base + qb + db);
-    int32_t *A = (int32_t *)(base + qb + db + sb);
+    int32_t *A = (int32_t *)(base + qb + db + sb), *A2 = (int32_t *)(base + qb + db + sb + ab);
+#ifdef TLM_X86_KERNELS
+    const int wide = tlm_cpu_isa() >= TLM_ISA_AVX512;
+#else
+    const int wide = 0;
+#endif
     PROF_SCOPE("quantize_activations");
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        int16_t *s = s16 + (size_t)n * (IC / sum_len);
-        wq_int_quantize_row(t, x + (size_t)n * IC, IC, q + (size_t)n * IC, d + (size_t)n * nb, s);
-        int32_t *a = A + (size_t)n * nb * ns;
-        const int per = f->sl / sum_len; /* (1, or 2 sums of 16 per sub-block of 32) */
-        for (int j = 0; j < nb * ns; j++) a[j] = per == 2 ? s[2 * j] + s[2 * j + 1] : s[j];
+        int32_t *a = A + (size_t)n * nb * ns, *a2 = A2 + (size_t)n * nb * nh;
+#ifdef TLM_X86_KERNELS
+        if (wide)
+            quantize_row_512(x + (size_t)n * IC, IC, f->bk, f->sl, q + (size_t)n * IC, d + (size_t)n * nb, a);
+        else
+#endif
+        {
+            int16_t *s = s16 + (size_t)n * (IC / sum_len);
+            wq_int_quantize_row(t, x + (size_t)n * IC, IC, q + (size_t)n * IC, d + (size_t)n * nb, s);
+            const int per = f->sl / sum_len; /* (1, or 2 sums of 16 per sub-block of 32) */
+            for (int j = 0; j < nb * ns; j++) a[j] = per == 2 ? s[2 * j] + s[2 * j + 1] : s[j];
+        }
+        for (int i = 0; i < nb; i++)
+            for (int h = 0; h < nh; h++)
+                a2[i * nh + h] = pair16(a[i * ns + 2 * h], 2 * h + 1 < ns ? a[i * ns + 2 * h + 1] : 0);
     }
-    *X = (gacts){q, d, A, IC, nb, ns};
+    (void)wide;
+    *X = (gacts){q, d, A, A2, IC, nb, ns, nh};
     return 0;
 }
 

@@ -5,6 +5,7 @@
  *   VI, VF          the integer and float vector types, and their operations V_* / F_*
  *   V_DOT(a,u,s)    a + the sums of 4 adjacent u8 * s8 products in each 32-bit lane (vpdpbusd;
  *                   AVX2: vpmaddubsw + vpmaddwd with ones, exact for levels <= 128)
+ *   V_DOTW(a,u,v)   a + the sums of 2 adjacent s16 * s16 products (vpdpwssd; AVX2: vpmaddwd)
  * A tile is GOV * GW weight rows of the panel (one lane each) x GNR rows of x: per k step of 4
  * elements one load of the weight rows' 4 levels each per vector, one broadcast of each row of
  * x's 4 levels, GNR * GOV dot products; per sub-block the offset and scale applied to the
@@ -21,9 +22,9 @@ GFN int32_t GS(ld_i32)(const int8_t *p) {
 
 /* rows xq/xd/xa [GNR] of x with the panel's weight rows [po, po + GPASS): out [GNR][GPASS] */
 GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, const int has_mm, const gpanel *P,
-                  int nb, const int8_t *const *xq, const float *const *xd, const int32_t *const *xa, int po,
-                  float *lanes, float *out) {
-    const int ns = bk / sl, g4 = bk / 4;
+                  int nb, const int8_t *const *xq, const float *const *xd, const int32_t *const *xa,
+                  const int32_t *const *xa2, int po, float *lanes, float *out) {
+    const int ns = bk / sl, nh = (ns + 1) / 2, g4 = bk / 4;
     for (int k = 0; k < 8 * GNR * GOV; k++) F_ST(lanes + k * GW, F_ZERO());
     for (int i = 0; i < nb; i++) {
         VI I1[GNR][GOV];
@@ -73,11 +74,12 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
             if (has_mm) {
 #pragma GCC unroll 4
                 for (int v = 0; v < GOV; v++) I2[v] = V_ZERO();
-                for (int j = 0; j < ns; j++) {
-                    const VI a = V_SET1(xa[r][i * ns + j]);
+#pragma GCC unroll 8
+                for (int h = 0; h < nh; h++) {
+                    const VI a = V_SET1(xa2[r][i * nh + h]);
 #pragma GCC unroll 4
                     for (int v = 0; v < GOV; v++)
-                        I2[v] = V_ADD(I2[v], V_MUL(V_LD(P->mm + ((size_t)(i * ns + j) * PW + po + v * GW)), a));
+                        I2[v] = V_DOTW(I2[v], V_LD(P->mm + ((size_t)(i * nh + h) * PW + po + v * GW)), a);
                 }
             }
 #pragma GCC unroll 4
@@ -106,13 +108,14 @@ GFN void GS(body)(const int bk, const int sl, const int off, const int has_sc, c
     for (int n0 = 0; n0 < N; n0 += GNR) {
         const int8_t *xq[GNR];
         const float *xd[GNR];
-        const int32_t *xa[GNR];
+        const int32_t *xa[GNR], *xa2[GNR];
         for (int r = 0; r < GNR; r++) { /* (a short last tile repeats its last row, not stored) */
             const int n = n0 + r < N ? n0 + r : N - 1;
             xq[r] = X->q + (size_t)n * X->IC, xd[r] = X->d + (size_t)n * nb, xa[r] = X->A + (size_t)n * nb * ns;
+            xa2[r] = X->A2 + (size_t)n * nb * X->nh;
         }
         for (int po = 0; po < rows; po += GPASS) {
-            GS(tile)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, po, lanes, out);
+            GS(tile)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, xa2, po, lanes, out);
             const int cols = rows - po < GPASS ? rows - po : GPASS;
             for (int r = 0; r < GNR && n0 + r < N; r++)
                 memcpy(y + (size_t)(n0 + r) * OC + o0 + po, out + r * GPASS, sizeof(float) * cols);

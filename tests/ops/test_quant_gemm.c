@@ -62,13 +62,15 @@ static uint8_t *random_rows(int t, int OC, int IC) {
     return W;
 }
 
-/* N rows of x: gaussian, each 32-block with its own magnitude (some zero, one large) */
+/* N rows of x: gaussian, each 32-block with its own magnitude (some zero, one large, some ties) */
 static float *random_x(int N, int IC) {
     float *x = malloc(sizeof(float) * N * IC);
     for (int i = 0; i < N * IC; i += 32) {
         const int kind = (int)rng_below(&rng, 8);
         const double s = kind == 0 ? 0.0 : kind == 1 ? 300.0 : kind == 2 ? 1e-3 : 1.0;
         for (int j = 0; j < 32; j++) x[i + j] = (float)(rng_normal(&rng) * s);
+        if (kind == 3) /* (a block of ties: amax 127, so 127 / amax = 1 and every k + 0.5 rounds to even) */
+            for (int j = 0; j < 32; j++) x[i + j] = j == 0 ? -127.0f : (float)(j % 16) - 7.5f;
     }
     return x;
 }
