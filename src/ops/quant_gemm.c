@@ -237,7 +237,6 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #define V_DOT(a, u, s) _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
 #define V_DOTW(a, u, v) _mm256_add_epi32(a, _mm256_madd_epi16(u, v))
 #define V_ADD _mm256_add_epi32
-#define V_SUB _mm256_sub_epi32
 #define V_MUL _mm256_mullo_epi32
 #define V_SET1 _mm256_set1_epi32
 #define V_ZERO _mm256_setzero_si256
@@ -283,7 +282,6 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #undef V_DOT
 #undef V_DOTW
 #undef V_ADD
-#undef V_SUB
 #undef V_MUL
 #undef V_SET1
 #undef V_ZERO
@@ -309,7 +307,6 @@ static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, fl
 #define V_DOT(a, u, s) _mm512_dpbusd_epi32(a, u, s)
 #define V_DOTW(a, u, v) _mm512_dpwssd_epi32(a, u, v)
 #define V_ADD _mm512_add_epi32
-#define V_SUB _mm512_sub_epi32
 #define V_MUL _mm512_mullo_epi32
 #define V_SET1 _mm512_set1_epi32
 #define V_ZERO _mm512_setzero_si512

@@ -25,7 +25,6 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
                   int nb, const int8_t *const *xq, const float *const *xd, const int32_t *const *xa,
                   const int32_t *const *xa2, int po, float *lanes, float *out) {
     const int ns = bk / sl, nh = (ns + 1) / 2, g4 = bk / 4;
-    for (int k = 0; k < 8 * GNR * GOV; k++) F_ST(lanes + k * GW, F_ZERO());
     for (int i = 0; i < nb; i++) {
         VI I1[GNR][GOV];
 #pragma GCC unroll 16
@@ -34,11 +33,14 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
             for (int v = 0; v < GOV; v++) I1[r][v] = V_ZERO();
         const uint8_t *u = P->u + ((size_t)i * g4 * PW + po) * 4;
         for (int j = 0; j < ns; j++) {
+            /* (S starts at -off A_j: the offset's term, exact, before the products) */
             VI S[GNR][GOV];
 #pragma GCC unroll 16
-            for (int r = 0; r < GNR; r++)
+            for (int r = 0; r < GNR; r++) {
+                const VI s0 = off ? V_SET1(-off * xa[r][i * ns + j]) : V_ZERO();
 #pragma GCC unroll 4
-                for (int v = 0; v < GOV; v++) S[r][v] = V_ZERO();
+                for (int v = 0; v < GOV; v++) S[r][v] = s0;
+            }
 #pragma GCC unroll 8
             for (int s = 0; s < sl / 4; s++) {
                 const int k4 = j * (sl / 4) + s;
@@ -52,13 +54,6 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
                     for (int v = 0; v < GOV; v++) S[r][v] = V_DOT(S[r][v], w[v], a);
                 }
             }
-            if (off)
-#pragma GCC unroll 16
-                for (int r = 0; r < GNR; r++) {
-                    const VI o = V_SET1(off * xa[r][i * ns + j]);
-#pragma GCC unroll 4
-                    for (int v = 0; v < GOV; v++) S[r][v] = V_SUB(S[r][v], o);
-                }
 #pragma GCC unroll 4
             for (int v = 0; v < GOV; v++) {
                 const VI c = has_sc ? V_LD(P->sc + ((size_t)(i * ns + j) * PW + po + v * GW)) : V_ZERO();
@@ -86,7 +81,8 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
             for (int v = 0; v < GOV; v++) {
                 float *l = L + (r * GOV + v) * GW;
                 const size_t at = (size_t)i * PW + po + v * GW;
-                VF acc = F_FMA(F_CVT(I1[r][v]), F_MUL(F_LD(P->dw + at), da), F_LD(l));
+                /* (a lane's first block starts it: fmaf(I1, s, +0), as the reference's zeroed lanes) */
+                VF acc = F_FMA(F_CVT(I1[r][v]), F_MUL(F_LD(P->dw + at), da), i < 8 ? F_ZERO() : F_LD(l));
                 if (has_mm) acc = F_FMA(F_CVT(I2[v]), F_MUL(F_LD(P->m2 + at), da), acc);
                 F_ST(l, acc);
             }
@@ -94,7 +90,7 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
     }
     for (int k = 0; k < GNR * GOV; k++) {
         VF l[8];
-        for (int m = 0; m < 8; m++) l[m] = F_LD(lanes + ((size_t)m * GNR * GOV + k) * GW);
+        for (int m = 0; m < 8; m++) l[m] = m < nb ? F_LD(lanes + ((size_t)m * GNR * GOV + k) * GW) : F_ZERO();
         F_ST(out + k * GW, F_ADD(F_ADD(F_ADD(l[0], l[1]), F_ADD(l[2], l[3])), F_ADD(F_ADD(l[4], l[5]), F_ADD(l[6], l[7]))));
     }
 }
