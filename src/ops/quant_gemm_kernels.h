@@ -66,7 +66,10 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
         for (int r = 0; r < GNR; r++) {
             const VF da = F_SET1(xd[r][i]);
             VI I2[GOV];
-            if (has_mm) {
+            if (has_mm && ns == 1) { /* (Q4_1 / Q5_1: the minimum multiplies the block's A itself) */
+#pragma GCC unroll 4
+                for (int v = 0; v < GOV; v++) I2[v] = V_SET1(xa[r][i]);
+            } else if (has_mm) {
 #pragma GCC unroll 4
                 for (int v = 0; v < GOV; v++) I2[v] = V_ZERO();
 #pragma GCC unroll 8
