@@ -217,7 +217,7 @@ static void panel_scalar(const gfmt *f, const gpanel *P, int nb, const gacts *X,
 typedef void (*panel_fn)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows);
 
 static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows) {
-    gfmt f;
+    gfmt f = {0};
     gfmt_of(t, &f);
     panel_scalar(&f, P, nb, X, N, y, OC, o0, rows);
 }
@@ -336,7 +336,7 @@ const char *wq_gemm_name(wq_gemm_kernel k) {
 }
 
 int wq_gemm_available(wq_gemm_kernel k, int t) {
-    gfmt f;
+    gfmt f = {0};
     if (gfmt_of(t, &f)) return 0;
     switch (k) {
     case WQ_GEMM_SCALAR: return 1;
@@ -370,8 +370,9 @@ static panel_fn kernel_fn(wq_gemm_kernel k) {
     return run_scalar;
 }
 
-/* buffers grown, never shrunk (freed with the thread): x's quantized rows (the calling thread's)
- * and each worker's panel */
+/* the calling thread's buffers, grown, never shrunk: x's quantized rows, and the panels of the
+ * threads of its parallel regions side by side (a worker thread's own would be lost when the
+ * runtime ends it) */
 typedef struct {
     void *p;
     size_t cap;
@@ -472,66 +473,70 @@ static int quantize_acts(int t, const gfmt *f, const float *x, int N, int IC, ga
     return 0;
 }
 
-/* the panel's arrays for nb blocks in this thread's buffer; -1 if no memory */
-static int panel_alloc(const gfmt *f, int nb, gpanel *P, size_t *bytes) {
+/* a panel's bytes for nb blocks (a multiple of 64) */
+static size_t panel_bytes(const gfmt *f, int nb) {
     const int ns = f->bk / f->sl;
-    const size_t ub = (size_t)nb * f->bk * PW, ib = sizeof(int32_t) * (size_t)nb * ns * PW, fb = sizeof(float) * (size_t)nb * PW;
-    uint8_t *base = grow(&pbuf, ub + 2 * ib + 2 * fb);
-    if (!base) return -1;
-    *P = (gpanel){base, (int32_t *)(base + ub), (int32_t *)(base + ub + ib), (float *)(base + ub + 2 * ib),
-                  (float *)(base + ub + 2 * ib + fb)};
-    *bytes = ub + 2 * ib + 2 * fb;
-    return 0;
+    return up64((size_t)nb * f->bk * PW + 2 * sizeof(int32_t) * (size_t)nb * ns * PW + 2 * sizeof(float) * (size_t)nb * PW);
 }
 
-/* panels [p0, p1) of W: unpack each, then all N rows through fn; -1 if no memory */
-static int panels(panel_fn fn, int t, const gfmt *f, const uint8_t *W, const gacts *X, int N, float *y, int OC,
-                  int p0, int p1) {
-    gpanel P;
-    size_t bytes;
+/* the panel's arrays for nb blocks at base */
+static gpanel panel_at(const gfmt *f, int nb, uint8_t *base) {
+    const int ns = f->bk / f->sl;
+    const size_t ub = (size_t)nb * f->bk * PW, ib = sizeof(int32_t) * (size_t)nb * ns * PW, fb = sizeof(float) * (size_t)nb * PW;
+    return (gpanel){base, (int32_t *)(base + ub), (int32_t *)(base + ub + ib), (float *)(base + ub + 2 * ib),
+                    (float *)(base + ub + 2 * ib + fb)};
+}
+
+/* panels [p0, p1) of W, each unpacked at base, then all N rows through fn */
+static void panels(panel_fn fn, int t, const gfmt *f, const uint8_t *W, const gacts *X, int N, float *y, int OC,
+                   int p0, int p1, uint8_t *base) {
     const int nb = X->nb;
     const size_t row_bytes = wq_row_bytes(t, X->IC);
-    if (p1 > p0 && panel_alloc(f, nb, &P, &bytes)) return -1;
+    const gpanel P = panel_at(f, nb, base);
     for (int p = p0; p < p1; p++) {
         const int o0 = p * PW, rows = OC - o0 < PW ? OC - o0 : PW;
         /* (a short last panel: its missing rows all zeros, their outputs never stored) */
-        if (rows < PW) memset(P.u, 0, bytes);
+        if (rows < PW) memset(base, 0, panel_bytes(f, nb));
         for (int r = 0; r < rows; r++) unpack_row(t, f, W + (size_t)(o0 + r) * row_bytes, nb, &P, r);
         fn(t, &P, nb, X, N, y, OC, o0, rows);
     }
-    return 0;
 }
 
 static int int_shape_ok(int t, int IC, gfmt *f) { return !gfmt_of(t, f) && IC > 0 && IC % f->bk == 0; }
 
 int wq_gemm_products(wq_gemm_kernel k, float *y, const float *x, const void *W, int t, int N, int IC, int OC) {
-    gfmt f;
+    gfmt f = {0};
     gacts X;
     if (!int_shape_ok(t, IC, &f) || !wq_gemm_available(k, t) || N < 1 || OC < 1) return -1;
-    if (quantize_acts(t, &f, x, N, IC, &X)) return -1;
-    return panels(kernel_fn(k), t, &f, W, &X, N, y, OC, 0, (OC + PW - 1) / PW);
+    uint8_t *base = quantize_acts(t, &f, x, N, IC, &X) ? NULL : grow(&pbuf, panel_bytes(&f, X.nb));
+    if (!base) return -1;
+    panels(kernel_fn(k), t, &f, W, &X, N, y, OC, 0, (OC + PW - 1) / PW, base);
+    return 0;
 }
 
 int wq_gemm_forward(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC) {
-    gfmt f;
+    gfmt f = {0};
     gacts X;
     if (wq_get_products() != WQ_PRODUCTS_INT8 || !int_shape_ok(t, IC, &f) || N < 1 || OC < 1) return -1;
     const wq_gemm_kernel k = wq_gemm_pick(t);
     if (k == WQ_GEMM_SCALAR) return -1;
     PROF_SCOPE("quant_gemm");
+    const int threads = omp_get_max_threads();
     if (quantize_acts(t, &f, x, N, IC, &X)) return -1;
+    const size_t per = panel_bytes(&f, X.nb);
+    uint8_t *base = grow(&pbuf, per * threads);
+    if (!base) return -1;
     const panel_fn fn = kernel_fn(k);
     const int np = (OC + PW - 1) / PW;
-    int failed = 0;
-#pragma omp parallel reduction(| : failed)
+#pragma omp parallel num_threads(threads)
     {
         /* each thread a contiguous share of the panels */
         const int nt = omp_get_num_threads(), id = omp_get_thread_num();
         const int p0 = (int)((long)np * id / nt), p1 = (int)((long)np * (id + 1) / nt);
-        failed |= panels(fn, t, &f, W, &X, N, y, OC, p0, p1) != 0;
-        if (!failed && bias)
+        panels(fn, t, &f, W, &X, N, y, OC, p0, p1, base + per * id);
+        if (bias)
             for (int n = 0; n < N; n++)
                 for (int o = p0 * PW; o < (p1 * PW < OC ? p1 * PW : OC); o++) y[(size_t)n * OC + o] += bias[o];
     }
-    return failed ? -1 : 0;
+    return 0;
 }

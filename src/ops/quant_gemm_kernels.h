@@ -127,7 +127,7 @@ static __attribute__((target(GT))) void GS(run)(int t, const gpanel *P, int nb, 
     /* (each case a constant type: the shape folded into the body) */
 #define GCASE(T)                                                                                                       \
     case T: {                                                                                                          \
-        gfmt f;                                                                                                        \
+        gfmt f = {0};                                                                                                      \
         gfmt_of(T, &f);                                                                                                \
         GS(body)(f.bk, f.sl, f.off, f.has_sc, f.has_mm, P, nb, X, N, y, OC, o0, rows);                                 \
         break;                                                                                                         \
