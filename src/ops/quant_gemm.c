@@ -450,7 +450,7 @@ static int quantize_acts(int t, const gfmt *f, const float *x, int N, int IC, ga
     const int wide = 0;
 #endif
     PROF_SCOPE("quantize_activations");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16)
     for (int n = 0; n < N; n++) {
         int32_t *a = A + (size_t)n * nb * ns, *a2 = A2 + (size_t)n * nb * nh;
 #ifdef TLM_X86_KERNELS
@@ -528,15 +528,18 @@ int wq_gemm_forward(float *y, const float *x, const void *W, int t, const float 
     if (!base) return -1;
     const panel_fn fn = kernel_fn(k);
     const int np = (OC + PW - 1) / PW;
+    /* (panels handed out one at a time: a thread the system sets aside for a while leaves its
+     * share to the others instead of holding the pass up) */
 #pragma omp parallel num_threads(threads)
     {
-        /* each thread a contiguous share of the panels */
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        const int p0 = (int)((long)np * id / nt), p1 = (int)((long)np * (id + 1) / nt);
-        panels(fn, t, &f, W, &X, N, y, OC, p0, p1, base + per * id);
-        if (bias)
-            for (int n = 0; n < N; n++)
-                for (int o = p0 * PW; o < (p1 * PW < OC ? p1 * PW : OC); o++) y[(size_t)n * OC + o] += bias[o];
+        uint8_t *mine = base + per * omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+        for (int p = 0; p < np; p++) {
+            panels(fn, t, &f, W, &X, N, y, OC, p, p + 1, mine);
+            if (bias)
+                for (int n = 0; n < N; n++)
+                    for (int o = p * PW; o < (p * PW + PW < OC ? p * PW + PW : OC); o++) y[(size_t)n * OC + o] += bias[o];
+        }
     }
     return 0;
 }
