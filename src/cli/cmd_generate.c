@@ -13,6 +13,7 @@
 #include "infer/sampler.h"
 #include "util/clock.h"
 #include "ops/quant.h"
+#include "ops/quant_gemm.h"
 #include "util/cpu.h"
 #include "util/error.h"
 #include "util/profile.h"
@@ -24,8 +25,11 @@ static const char *decode_products(const tlm_model *m) {
     if (wq_get_products() != WQ_PRODUCTS_INT8 || wq_int_path_pick() == WQ_INT_SCALAR) return "";
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].ndim == 2 && wq_int_supported(m->tensors[i].qtype)) {
-            snprintf(s, sizeof s, "; decode products int8 (%s; prompts of up to %d tokens too)",
-                     wq_int_path_name(wq_int_path_pick()), WQ_INT_PROMPT_ROWS);
+            if (wq_gemm_pick(m->tensors[i].qtype) != WQ_GEMM_SCALAR) /* (longer prompts: quant_gemm.h) */
+                snprintf(s, sizeof s, "; decode products int8 (%s; prompts too)", wq_int_path_name(wq_int_path_pick()));
+            else
+                snprintf(s, sizeof s, "; decode products int8 (%s; prompts of up to %d tokens too)",
+                         wq_int_path_name(wq_int_path_pick()), WQ_INT_PROMPT_ROWS);
             return s;
         }
     return "";

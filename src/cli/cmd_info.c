@@ -14,6 +14,7 @@
 #include "model/decode.h"
 #include "model/model.h"
 #include "ops/quant.h"
+#include "ops/quant_gemm.h"
 #include "ops/ops.h"
 #include "util/error.h"
 #include "util/clock.h"
@@ -302,6 +303,9 @@ static int print_stored(const char *path) {
         const int k = t->qtype ? t->qtype : t->bf16 ? WQ_BF16 : WQ_F32;
         if (t->ndim != 2 || k >= WQ_TYPE_LIMIT || seen[k]++) continue;
         printf("  %-28s %s\n", wq_name(k), wq_product_kernel(k, WQ_PRODUCTS_INT8));
+        if (wq_int_supported(k) && wq_gemm_pick(k) != WQ_GEMM_SCALAR) /* (ops/quant_gemm.h) */
+            printf("  %-28s int8 GEMM (%s), each weight block unpacked once for all rows\n", "  prompts over 16 tokens",
+                   wq_gemm_name(wq_gemm_pick(k)));
         if (wq_int_supported(k)) printf("  %-28s %s\n", "  --precision fp32", wq_widening_kernel(k));
     }
     model_free(m);

@@ -10,6 +10,7 @@
 
 #include "ops.h"
 #include "quant.h"
+#include "quant_gemm.h"
 #include "util/profile.h"
 #include "util/cpu.h"
 #include "util/f16.h"
@@ -165,6 +166,8 @@ void matmul_forward_quant(float *out, const float *inp, const void *weight, int 
     /* a short prompt in the integer mode: one pass over the weights for up to WQ_INT_MAX_ROWS rows,
      * each block unpacked once for them, instead of widening the whole matrix for the GEMM */
     if (N <= WQ_INT_PROMPT_ROWS && !wq_int_matvec(out, inp, weight, wq_type, bias, N, IC, OC)) return;
+    /* a longer one: the integer GEMM (quant_gemm.h), each weight block unpacked once for all rows */
+    if (N > WQ_INT_PROMPT_ROWS && !wq_gemm_forward(out, inp, weight, wq_type, bias, N, IC, OC)) return;
     const uint16_t *inp16 =
         product_bf16 && gemm_bf16_path() != GEMM_BF16_NONE ? bf16_stage(0, inp, (size_t)N * IC) : NULL;
     if (inp16) {

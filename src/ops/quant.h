@@ -121,6 +121,9 @@ int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int 
  * t has them and a vector set runs them: 0, else -1 and nothing done (the callers then widen) */
 int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *bias, int N, int IC, int OC);
 int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const float *bias, int IC, int o0, int o1);
+/* one row of x [IC] (whole blocks of t) rounded to t's activation blocks as above: levels q [IC],
+ * scales d [IC / 32 or IC / 256 (K types)], level sums [IC / 32 or IC / 16 (K types)] */
+void wq_int_quantize_row(int t, const float *x, int IC, int8_t *q, float *d, int16_t *sum);
 /* what a decoding step's product of type t runs on this CPU in that mode, in words (static
  * buffer per thread); wq_widening_kernel: the exact path's kernel */
 const char *wq_product_kernel(int t, wq_products mode);

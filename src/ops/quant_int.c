@@ -95,6 +95,12 @@ static void quantize_x(const float *x, int IC, int block, int sum_len, int8_t *q
     }
 }
 
+/* quant.h: x [IC] as type t's activation blocks (the prompt GEMM's rows, quant_gemm.c) */
+void wq_int_quantize_row(int t, const float *x, int IC, int8_t *q, float *d, int16_t *sum) {
+    const int k = wq_block_elems(t) == QK_K;
+    quantize_x(x, IC, k ? QK_K : QK, k ? 16 : 32, q, d, sum);
+}
+
 /* ---- the scalar reference ------------------------------------------------------------------------- */
 
 static int level_q4(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }

@@ -5,6 +5,7 @@ target_sources(tinylm_objects PRIVATE
   src/ops/matvec.c
   src/ops/quant.c
   src/ops/quant_int.c
+  src/ops/quant_gemm.c
   src/ops/norm.c
   src/ops/embedding.c
   src/ops/rope.c

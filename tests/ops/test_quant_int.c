@@ -17,7 +17,8 @@
  *    integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN;
  *  - a short prompt: matmul_forward_quant under WQ_PRODUCTS_INT8 gives the integer products for up
  *    to WQ_INT_PROMPT_ROWS rows of x (two passes' worth when that exceeds WQ_INT_MAX_ROWS), and
- *    for more rows what it gives under WQ_PRODUCTS_EXACT (the widening GEMM). */
+ *    for more rows the same integer products (quant_gemm.c's GEMM) where a vector body runs the
+ *    type, else what it gives under WQ_PRODUCTS_EXACT (the widening GEMM). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "check_count.h"
 #include "ops/ops.h"
 #include "ops/quant.h"
+#include "ops/quant_gemm.h"
 #include "util/cpu.h"
 #include "util/f16.h"
 #include "util/rng.h"
@@ -223,7 +225,9 @@ static void test_prompt(void) {
         float *x = random_x(NMAX, IC), y[NMAX * OC], want[NMAX * OC];
         const int ns[] = {MATVEC_MAX_ROWS + 1, WQ_INT_PROMPT_ROWS, WQ_INT_PROMPT_ROWS + 1};
         for (int k = 0; k < 3; k++) {
-            const int N = ns[k], by_int = N <= WQ_INT_PROMPT_ROWS && wq_int_path_pick() != WQ_INT_SCALAR;
+            /* (longer prompts: the integer GEMM of quant_gemm.c, the same bits, where a vector body runs t) */
+            const int N = ns[k], by_int = (N <= WQ_INT_PROMPT_ROWS ? wq_int_path_pick() != WQ_INT_SCALAR
+                                                                    : wq_gemm_pick(t) != WQ_GEMM_SCALAR);
             wq_set_products(WQ_PRODUCTS_EXACT);
             matmul_forward_quant(want, x, W, t, bias, N, IC, OC, tile, 0);
             if (by_int) {

@@ -49,3 +49,15 @@ foreach(isa avx2 scalar)
   add_test(NAME test_quant_int_${isa} COMMAND test_quant_int)
   set_tests_properties(test_quant_int_${isa} PROPERTIES ENVIRONMENT "TLM_ISA=${isa};OMP_NUM_THREADS=2")
 endforeach()
+# the integer GEMM of a prompt's rows with quantized weights (ops/quant_gemm.c): every kernel body
+# the CPU runs against quant_int.c's plain C reference bit for bit, natively and capped to AVX2 and
+# to plain C; matmul_forward_quant's route to it
+tlm_c_test(test_quant_gemm tests/ops/test_quant_gemm.c)
+foreach(isa avx2 scalar)
+  add_test(NAME test_quant_gemm_${isa} COMMAND test_quant_gemm)
+  set_tests_properties(test_quant_gemm_${isa} PROPERTIES ENVIRONMENT "TLM_ISA=${isa};OMP_NUM_THREADS=2")
+endforeach()
+tlm_slow(test_quant_gemm_avx2 test_quant_gemm_scalar)
+add_executable(quant_gemm_bench EXCLUDE_FROM_ALL bench/quant_gemm_bench.c)
+target_link_libraries(quant_gemm_bench PRIVATE tinylm)
+target_include_directories(quant_gemm_bench PRIVATE ${CMAKE_SOURCE_DIR}/src)

@@ -1,0 +1,152 @@
+/* quant_gemm_kernels.h — the vector bodies of quant_gemm.c, one source for every kernel set.
+ * quant_gemm.c includes this file once per set, with
+ *   GT, GS(name)    the target attribute string, the set's suffix on each name
+ *   GW, GOV, GNR    32-bit lanes per vector, vectors of weight rows per tile, rows of x per tile
+ *   VI, VF          the integer and float vector types, and their operations V_* / F_*
+ *   V_DOT(a,u,s)    a + the sums of 4 adjacent u8 * s8 products in each 32-bit lane (vpdpbusd;
+ *                   AVX2: vpmaddubsw + vpmaddwd with ones, exact for levels <= 128)
+ *   V_DOTW(a,u,v)   a + the sums of 2 adjacent s16 * s16 products (vpdpwssd; AVX2: vpmaddwd)
+ * A tile is GOV * GW weight rows of the panel (one lane each) x GNR rows of x: per k step of 4
+ * elements one load of the weight rows' 4 levels each per vector, one broadcast of each row of
+ * x's 4 levels, GNR * GOV dot products; per sub-block the offset and scale applied to the
+ * integer sums; per block the float steps of quant_gemm.c in its order. */
+
+#define GFN static inline __attribute__((always_inline, target(GT)))
+#define GPASS (GOV * GW)
+
+GFN int32_t GS(ld_i32)(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* rows xq/xd/xa [GNR] of x with the panel's weight rows [po, po + GPASS): out [GNR][GPASS] */
+GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, const int has_mm, const gpanel *P,
+                  int nb, const int8_t *const *xq, const float *const *xd, const int32_t *const *xa,
+                  const int32_t *const *xa2, int po, float *lanes, float *out) {
+    const int ns = bk / sl, nh = (ns + 1) / 2, g4 = bk / 4;
+    for (int i = 0; i < nb; i++) {
+        VI I1[GNR][GOV];
+#pragma GCC unroll 16
+        for (int r = 0; r < GNR; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < GOV; v++) I1[r][v] = V_ZERO();
+        const uint8_t *u = P->u + ((size_t)i * g4 * PW + po) * 4;
+        for (int j = 0; j < ns; j++) {
+            /* (S starts at -off A_j: the offset's term, exact, before the products) */
+            VI S[GNR][GOV];
+#pragma GCC unroll 16
+            for (int r = 0; r < GNR; r++) {
+                const VI s0 = off ? V_SET1(-off * xa[r][i * ns + j]) : V_ZERO();
+#pragma GCC unroll 4
+                for (int v = 0; v < GOV; v++) S[r][v] = s0;
+            }
+#pragma GCC unroll 8
+            for (int s = 0; s < sl / 4; s++) {
+                const int k4 = j * (sl / 4) + s;
+                VI w[GOV];
+#pragma GCC unroll 4
+                for (int v = 0; v < GOV; v++) w[v] = V_LD(u + ((size_t)k4 * PW + v * GW) * 4);
+#pragma GCC unroll 16
+                for (int r = 0; r < GNR; r++) {
+                    const VI a = V_SET1(GS(ld_i32)(xq[r] + (size_t)i * bk + 4 * k4));
+#pragma GCC unroll 4
+                    for (int v = 0; v < GOV; v++) S[r][v] = V_DOT(S[r][v], w[v], a);
+                }
+            }
+#pragma GCC unroll 4
+            for (int v = 0; v < GOV; v++) {
+                const VI c = has_sc ? V_LD(P->sc + ((size_t)(i * ns + j) * PW + po + v * GW)) : V_ZERO();
+#pragma GCC unroll 16
+                for (int r = 0; r < GNR; r++) I1[r][v] = V_ADD(I1[r][v], has_sc ? V_MUL(S[r][v], c) : S[r][v]);
+            }
+        }
+        float *L = lanes + (size_t)(i % 8) * GNR * GPASS;
+#pragma GCC unroll 16
+        for (int r = 0; r < GNR; r++) {
+            const VF da = F_SET1(xd[r][i]);
+            VI I2[GOV];
+            if (has_mm && ns == 1) { /* (Q4_1 / Q5_1: the minimum multiplies the block's A itself) */
+#pragma GCC unroll 4
+                for (int v = 0; v < GOV; v++) I2[v] = V_SET1(xa[r][i]);
+            } else if (has_mm) {
+#pragma GCC unroll 4
+                for (int v = 0; v < GOV; v++) I2[v] = V_ZERO();
+#pragma GCC unroll 8
+                for (int h = 0; h < nh; h++) {
+                    const VI a = V_SET1(xa2[r][i * nh + h]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < GOV; v++)
+                        I2[v] = V_DOTW(I2[v], V_LD(P->mm + ((size_t)(i * nh + h) * PW + po + v * GW)), a);
+                }
+            }
+#pragma GCC unroll 4
+            for (int v = 0; v < GOV; v++) {
+                float *l = L + (r * GOV + v) * GW;
+                const size_t at = (size_t)i * PW + po + v * GW;
+                /* (a lane's first block starts it: fmaf(I1, s, +0), as the reference's zeroed lanes) */
+                VF acc = F_FMA(F_CVT(I1[r][v]), F_MUL(F_LD(P->dw + at), da), i < 8 ? F_ZERO() : F_LD(l));
+                if (has_mm) acc = F_FMA(F_CVT(I2[v]), F_MUL(F_LD(P->m2 + at), da), acc);
+                F_ST(l, acc);
+            }
+        }
+    }
+    for (int k = 0; k < GNR * GOV; k++) {
+        VF l[8];
+        for (int m = 0; m < 8; m++) l[m] = m < nb ? F_LD(lanes + ((size_t)m * GNR * GOV + k) * GW) : F_ZERO();
+        F_ST(out + k * GW, F_ADD(F_ADD(F_ADD(l[0], l[1]), F_ADD(l[2], l[3])), F_ADD(F_ADD(l[4], l[5]), F_ADD(l[6], l[7]))));
+    }
+}
+
+/* the panel's weight rows [0, rows) with every row of x, into y's columns o0.. */
+GFN void GS(body)(const int bk, const int sl, const int off, const int has_sc, const int has_mm, const gpanel *P,
+                  int nb, const gacts *X, int N, float *y, int OC, int o0, int rows) {
+    float lanes[8 * GNR * GPASS] __attribute__((aligned(64)));
+    float out[GNR * GPASS] __attribute__((aligned(64)));
+    const int ns = bk / sl;
+    for (int n0 = 0; n0 < N; n0 += GNR) {
+        const int8_t *xq[GNR];
+        const float *xd[GNR];
+        const int32_t *xa[GNR], *xa2[GNR];
+        for (int r = 0; r < GNR; r++) { /* (a short last tile repeats its last row, not stored) */
+            const int n = n0 + r < N ? n0 + r : N - 1;
+            xq[r] = X->q + (size_t)n * X->IC, xd[r] = X->d + (size_t)n * nb, xa[r] = X->A + (size_t)n * nb * ns;
+            xa2[r] = X->A2 + (size_t)n * nb * X->nh;
+        }
+        for (int po = 0; po < rows; po += GPASS) {
+            GS(tile)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, xa2, po, lanes, out);
+            const int cols = rows - po < GPASS ? rows - po : GPASS;
+            for (int r = 0; r < GNR && n0 + r < N; r++)
+                memcpy(y + (size_t)(n0 + r) * OC + o0 + po, out + r * GPASS, sizeof(float) * cols);
+        }
+    }
+}
+
+static __attribute__((target(GT))) void GS(run)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y,
+                                                int OC, int o0, int rows) {
+    /* (each case a constant type: the shape folded into the body) */
+#define GCASE(T)                                                                                                       \
+    case T: {                                                                                                          \
+        gfmt f = {0};                                                                                                      \
+        gfmt_of(T, &f);                                                                                                \
+        GS(body)(f.bk, f.sl, f.off, f.has_sc, f.has_mm, P, nb, X, N, y, OC, o0, rows);                                 \
+        break;                                                                                                         \
+    }
+    switch (t) {
+        GCASE(WQ_Q8_0)
+        GCASE(WQ_Q4_0)
+        GCASE(WQ_Q4_1)
+        GCASE(WQ_Q5_0)
+        GCASE(WQ_Q5_1)
+        GCASE(WQ_Q2_K)
+        GCASE(WQ_Q3_K)
+        GCASE(WQ_Q4_K)
+        GCASE(WQ_Q5_K)
+        GCASE(WQ_Q6_K)
+    default: break;
+    }
+}
+
+#undef GCASE
+#undef GFN
+#undef GPASS
