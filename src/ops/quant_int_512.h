@@ -373,19 +373,22 @@ ZFN void z_dec_rows(const int T, const int R, const uint8_t *row, size_t rb, con
     }
 }
 
-/* the rows [o0, o1) of a Q4_K / Q5_K matrix with one row of x: four rows a pass, each pass's
- * lines also asked for MATVEC_PREFETCH_BYTES ahead, into L2, as the widening kernels do */
+/* the rows [o0, o1) of a Q4_K / Q5_K matrix with one row of x: four rows a pass, the lines of each
+ * pass also asked for Z_DEC_AHEAD bytes ahead, into L2 (a row streamed from DRAM by one core
+ * arrives mostly by these requests; this distance measured best for four rows a pass, twice the
+ * widening kernels': docs/performance.md) */
+enum { Z_DEC_AHEAD = 2 * MATVEC_PREFETCH_BYTES };
 ZFN void z_dec_matvec(const int T, float *y, const qx_row *a, const uint8_t *W, size_t row_bytes, int nb, int o0,
                       int o1) {
     int o = o0;
     for (; o + 4 <= o1; o += 4) {
         const uint8_t *row = W + (size_t)o * row_bytes;
-        for (size_t p = 0; p < 4 * row_bytes; p += 64) _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
+        for (size_t p = 0; p < 4 * row_bytes; p += 64) _mm_prefetch((const char *)row + p + Z_DEC_AHEAD, _MM_HINT_T1);
         z_dec_rows(T, 4, row, row_bytes, a, nb, y + o);
     }
     for (; o < o1; o++) {
         const uint8_t *row = W + (size_t)o * row_bytes;
-        for (size_t p = 0; p < row_bytes; p += 64) _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
+        for (size_t p = 0; p < row_bytes; p += 64) _mm_prefetch((const char *)row + p + Z_DEC_AHEAD, _MM_HINT_T1);
         z_dec_rows(T, 1, row, row_bytes, a, nb, y + o);
     }
 }
