@@ -262,6 +262,46 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
 
 /* rows_int_avx512vnni: 512-bit bodies for Q4_K, Q5_K, Q6_K, the 256-bit one above for the rest */
 #include "quant_int_512.h"
+
+/* quantize_x on 16 elements at a time (the AVX512-VNNI set's activations): the same float
+ * operations one by one (a product, then the add and subtract that round it, no fused multiply-add),
+ * so the same levels, scales and sums */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_x_512(const float *x, int IC, int block,
+                                                                                int sum_len, int8_t *q, float *d,
+                                                                                int16_t *sum) {
+    const __m512 big = _mm512_set1_ps(3.4028235e38f), magic = _mm512_set1_ps(12582912.0f);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    for (int b = 0; b < IC / block; b++) {
+        const float *xb = x + (size_t)b * block;
+        int8_t *qb = q + (size_t)b * block;
+        int16_t *sb = sum + (size_t)b * block / sum_len;
+        __m512 m = _mm512_setzero_ps();
+        __mmask16 finite = 0xffff;
+        for (int j = 0; j < block; j += 16) {
+            const __m512 v = _mm512_abs_ps(_mm512_loadu_ps(xb + j));
+            finite &= _mm512_cmp_ps_mask(v, big, _CMP_LE_OQ); /* (NaN and infinity fail) */
+            m = _mm512_max_ps(m, v);
+        }
+        const float amax = _mm512_reduce_max_ps(m);
+        if (finite != 0xffff || amax == 0.0f) {
+            d[b] = finite == 0xffff ? 0.0f : NAN;
+            for (int j = 0; j < block; j += 16) _mm_storeu_si128((__m128i *)(qb + j), _mm_setzero_si128());
+            for (int k = 0; k < block / sum_len; k++) sb[k] = 0;
+            continue;
+        }
+        d[b] = amax / 127.0f;
+        const __m512 iscale = _mm512_set1_ps(127.0f / amax);
+        int acc = 0;
+        for (int j = 0; j < block; j += 16) {
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + j), iscale);
+            __m512i l = _mm512_cvtps_epi32(_mm512_sub_ps(_mm512_add_ps(v, magic), magic)); /* (integral: exact) */
+            l = _mm512_max_epi32(_mm512_min_epi32(l, hi), lo);
+            _mm_storeu_si128((__m128i *)(qb + j), _mm512_cvtepi32_epi8(l));
+            acc += _mm512_reduce_add_epi32(l);
+            if ((j + 16) % sum_len == 0) sb[j / sum_len] = (int16_t)acc, acc = 0;
+        }
+    }
+}
 #endif
 
 /* ---- the paths, the mode, the calls ------------------------------------------------------------------ */
@@ -368,7 +408,12 @@ static int quantize_rows(wq_int_path p, int t, const float *x, int N, int IC, qx
         int8_t *q = (int8_t *)base;
         float *d = (float *)(base + r64((size_t)IC));
         int16_t *sum = (int16_t *)(d + IC / block);
-        quantize_x(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
+#ifdef TLM_X86_KERNELS
+        if (p == WQ_INT_AVX512VNNI)
+            quantize_x_512(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
+        else
+#endif
+            quantize_x(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
         a[n] = (qx_row){q, d, sum, NULL, NULL};
         if (p == WQ_INT_AVX512VNNI && N == 1 && (t == WQ_Q4_K || t == WQ_Q5_K)) {
             int8_t *qk = (int8_t *)(base + qx_head(IC));
