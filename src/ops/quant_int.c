@@ -46,9 +46,9 @@
 #endif
 
 /* one quantized row of x: q [IC], d [IC / block], sum [IC / 32] or [IC / 16] (K types); for
- * Q4_K / Q5_K also qk [IC], q with each block's 32-element sub-blocks in the order 0 2 1 3 4 6 5 7
- * (the order of a block's nibbles: quant_int_512.h), and sum32 [IC / 32], the sums of 32; else
- * both NULL */
+ * Q4_K / Q5_K rows of whole groups of 8 blocks also qk [IC], q with each block's 32-element
+ * sub-blocks in the order 0 2 1 3 4 6 5 7 (the order of a block's nibbles: quant_int_512.h), and
+ * sum32 [IC / 32], the sums of 32; else both NULL */
 typedef struct {
     const int8_t *q;
     const float *d;
@@ -415,14 +415,14 @@ static int quantize_rows(wq_int_path p, int t, const float *x, int N, int IC, qx
 #endif
             quantize_x(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
         a[n] = (qx_row){q, d, sum, NULL, NULL};
-        if (p == WQ_INT_AVX512VNNI && N == 1 && (t == WQ_Q4_K || t == WQ_Q5_K)) {
+        if (p == WQ_INT_AVX512VNNI && N == 1 && (t == WQ_Q4_K || t == WQ_Q5_K) && IC / QK_K % 8 == 0) {
             int8_t *qk = (int8_t *)(base + qx_head(IC));
             int16_t *sum32 = (int16_t *)(base + qx_head(IC) + r64((size_t)IC));
             static const int from[8] = {0, 2, 1, 3, 4, 6, 5, 7};
             for (int b = 0; b < IC / QK_K; b++)
                 for (int c = 0; c < 8; c++) memcpy(qk + QK_K * b + 32 * c, q + QK_K * b + 32 * from[c], 32);
             /* (per 8 blocks, those of even index first: the order quant_int_512.h's unpacks leave
-             * them in; a last group of fewer than 8 blocks is not read) */
+             * them in; rows of whole groups of 8 blocks only, those the kernel takes) */
             for (int j = 0; j < IC / 32; j++) {
                 const int g = j / 64, blk = j / 8 % 8, s = j % 8;
                 sum32[64 * g + (blk % 2) * 32 + (blk / 2) * 8 + s] = (int16_t)(sum[2 * j] + sum[2 * j + 1]);
