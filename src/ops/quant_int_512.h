@@ -302,19 +302,19 @@ ZFN __m512i z_dec_block(const int q5, const uint8_t *b, const int8_t *xq, const 
     return _mm512_mullo_epi32(f, z_dec_zx8to32(scp));
 }
 
-/* eight vectors' lane sums, lane j the sum of c[j]'s: pairs, then quads summed by unpacks (each
- * 128-bit lane then holds 4 vectors' partials), then the 128-bit lanes */
-ZFN __m256i z_dec_tree8(const __m512i c[8]) {
-    __m512i q[2];
-    for (int h = 0; h < 2; h++) {
-        const __m512i *e = c + 4 * h;
-        const __m512i p0 = _mm512_add_epi32(_mm512_unpacklo_epi32(e[0], e[1]), _mm512_unpackhi_epi32(e[0], e[1]));
-        const __m512i p1 = _mm512_add_epi32(_mm512_unpacklo_epi32(e[2], e[3]), _mm512_unpackhi_epi32(e[2], e[3]));
-        q[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
-    }
+/* eight vectors' lane sums (lane j: the sum of vector j's lanes), built as the vectors come:
+ * pairs summed by 32-bit unpacks, pairs of pairs by 64-bit ones (each 128-bit lane then holds
+ * four vectors' partials), then the 128-bit lanes of the two quads */
+ZFN __m512i z_dec_pair(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+ZFN __m512i z_dec_quad(__m512i p0, __m512i p1) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(p0, p1), _mm512_unpackhi_epi64(p0, p1));
+}
+ZFN __m256i z_dec_lanes(__m512i q0, __m512i q1) {
     /* [q0 L0 + L2, q0 L1 + L3, q1 L0 + L2, q1 L1 + L3], then its 128-bit lanes 0 + 1 and 2 + 3 */
-    const __m512i s = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                       _mm512_shuffle_i64x2(q[0], q[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512i s = _mm512_add_epi32(_mm512_shuffle_i64x2(q0, q1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                       _mm512_shuffle_i64x2(q0, q1, _MM_SHUFFLE(3, 2, 3, 2)));
     const __m512i v = _mm512_shuffle_i64x2(s, s, _MM_SHUFFLE(3, 1, 2, 0));
     return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
@@ -345,7 +345,7 @@ ZFN void z_dec_rows(const int T, const int R, const uint8_t *row, size_t rb, con
     __m256 acc[4];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i += 8) {
-        __m512i c[4][8], mn[4];
+        __m512i mn[4];
         __m256 dw[4], mw[4];
         for (int r = 0; r < R; r++) {
             __m512i sc;
@@ -353,14 +353,23 @@ ZFN void z_dec_rows(const int T, const int R, const uint8_t *row, size_t rb, con
             _mm512_store_si512((void *)scp[r], _mm512_shuffle_epi8(sc, even));
             _mm512_store_si512((void *)(scp[r] + 64), _mm512_shuffle_epi8(sc, odd));
         }
+        /* (each block's lanes go into the tree as they come: fewer vectors live at once) */
+        __m512i c[4], pr[4], qd[4][2];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-            for (int r = 0; r < R; r++)
-                c[r][j] = z_dec_block(T == WQ_Q5_K, row + r * rb + (size_t)(i + j) * bytes, a->qk + QK_K * (i + j),
-                                      scp[r] + (j % 2) * 64 + (j / 2) * 16);
+            for (int r = 0; r < R; r++) {
+                const __m512i v = z_dec_block(T == WQ_Q5_K, row + r * rb + (size_t)(i + j) * bytes, a->qk + QK_K * (i + j),
+                                              scp[r] + (j % 2) * 64 + (j / 2) * 16);
+                if (j % 2 == 0)
+                    c[r] = v;
+                else if (j % 4 == 1)
+                    pr[r] = z_dec_pair(c[r], v);
+                else
+                    qd[r][j / 4] = z_dec_quad(pr[r], z_dec_pair(c[r], v));
+            }
         const __m256 da = _mm256_loadu_ps(a->d + i);
         for (int r = 0; r < R; r++) {
-            const __m256i i1 = z_dec_tree8(c[r]), i2 = z_dec_i2(mn[r], a->sum32 + 8 * i);
+            const __m256i i1 = z_dec_lanes(qd[r][0], qd[r][1]), i2 = z_dec_i2(mn[r], a->sum32 + 8 * i);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw[r], da), acc[r]);
             const __m256 neg = _mm256_xor_ps(_mm256_mul_ps(mw[r], da), _mm256_set1_ps(-0.0f));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), neg, acc[r]);
