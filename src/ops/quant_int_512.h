@@ -277,8 +277,11 @@ ZFN __m512i z_dec_block(const int q5, const uint8_t *b, const int8_t *xq, const 
     const __m512i m15 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
     const uint8_t *qs = b + (q5 ? 48 : 16);
     const __m512i Q0 = _mm512_loadu_si512((const void *)qs), Q1 = _mm512_loadu_si512((const void *)(qs + 64));
-    __m512i u[4] = {_mm512_and_si512(Q0, m15), _mm512_and_si512(_mm512_srli_epi16(Q0, 4), m15),
-                    _mm512_and_si512(Q1, m15), _mm512_and_si512(_mm512_srli_epi16(Q1, 4), m15)};
+    /* (Q4_K: the high nibbles left in place, 16 times their level: no shift, and the chunks of low
+     * nibbles get 16 times their scales, so the block's lanes sum to 16 I1, exactly) */
+    const __m512i m240 = _mm512_set1_epi8((char)0xf0);
+    __m512i u[4] = {_mm512_and_si512(Q0, m15), q5 ? _mm512_and_si512(_mm512_srli_epi16(Q0, 4), m15) : _mm512_and_si512(Q0, m240),
+                    _mm512_and_si512(Q1, m15), q5 ? _mm512_and_si512(_mm512_srli_epi16(Q1, 4), m15) : _mm512_and_si512(Q1, m240)};
     if (q5) {
         /* the 5th bit of sub-block s is bit s of qh[l]: with qh in the low 256 bits and qh >> 2
          * in the high, chunk c's (sub-blocks s, s + 2) is bit (0, 1, 4, 5)[c] of each half, moved
@@ -299,7 +302,9 @@ ZFN __m512i z_dec_block(const int q5, const uint8_t *b, const int8_t *xq, const 
     const __m512i e01 = _mm512_add_epi32(_mm512_unpacklo_epi32(d0, d1), _mm512_unpackhi_epi32(d0, d1));
     const __m512i e23 = _mm512_add_epi32(_mm512_unpacklo_epi32(d2, d3), _mm512_unpackhi_epi32(d2, d3));
     const __m512i f = _mm512_add_epi32(_mm512_unpacklo_epi64(e01, e23), _mm512_unpackhi_epi64(e01, e23));
-    return _mm512_mullo_epi32(f, z_dec_zx8to32(scp));
+    __m512i sc = z_dec_zx8to32(scp);
+    if (!q5) sc = _mm512_sllv_epi32(sc, _mm512_set4_epi32(0, 4, 0, 4)); /* (lanes 0, 2 of each 4: low nibbles) */
+    return _mm512_mullo_epi32(f, sc);
 }
 
 /* eight vectors' lane sums (lane j: the sum of vector j's lanes), built as the vectors come:
@@ -369,7 +374,9 @@ ZFN void z_dec_rows(const int T, const int R, const uint8_t *row, size_t rb, con
             }
         const __m256 da = _mm256_loadu_ps(a->d + i);
         for (int r = 0; r < R; r++) {
-            const __m256i i1 = z_dec_lanes(qd[r][0], qd[r][1]), i2 = z_dec_i2(mn[r], a->sum32 + 8 * i);
+            __m256i i1 = z_dec_lanes(qd[r][0], qd[r][1]);
+            if (T == WQ_Q4_K) i1 = _mm256_srai_epi32(i1, 4); /* (16 I1: see z_dec_block) */
+            const __m256i i2 = z_dec_i2(mn[r], a->sum32 + 8 * i);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw[r], da), acc[r]);
             const __m256 neg = _mm256_xor_ps(_mm256_mul_ps(mw[r], da), _mm256_set1_ps(-0.0f));
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i2), neg, acc[r]);
