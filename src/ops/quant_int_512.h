@@ -11,7 +11,9 @@
  * is the sum of one vector's lanes (the 256-bit body sums every sub-block apart and meets the
  * scales after an hadd tree); eight blocks' vectors then go through the same tree8 and the same
  * float operations as there. The integers are the reference's, so every output is bit for bit
- * the reference's (tests/ops/test_quant_int.c). */
+ * the reference's (tests/ops/test_quant_int.c). Decoding's Q4_K and Q5_K (one row of x, rows of
+ * whole groups of 8 blocks) take their own body instead (z_dec_*, below), written to the count of
+ * vector operations a block. */
 
 #define Z5 "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 #define ZFN static inline __attribute__((always_inline, target(Z5)))
