@@ -282,8 +282,10 @@ ZFN __m512i z_dec_block(const int q5, const uint8_t *b, const int8_t *xq, const 
     /* (Q4_K: the high nibbles left in place, 16 times their level: no shift, and the chunks of low
      * nibbles get 16 times their scales, so the block's lanes sum to 16 I1, exactly) */
     const __m512i m240 = _mm512_set1_epi8((char)0xf0);
-    __m512i u[4] = {_mm512_and_si512(Q0, m15), q5 ? _mm512_and_si512(_mm512_srli_epi16(Q0, 4), m15) : _mm512_and_si512(Q0, m240),
-                    _mm512_and_si512(Q1, m15), q5 ? _mm512_and_si512(_mm512_srli_epi16(Q1, 4), m15) : _mm512_and_si512(Q1, m240)};
+    __m512i u[4] = {_mm512_and_si512(Q0, m15),
+                    q5 ? _mm512_and_si512(_mm512_srli_epi16(Q0, 4), m15) : _mm512_and_si512(Q0, m240),
+                    _mm512_and_si512(Q1, m15),
+                    q5 ? _mm512_and_si512(_mm512_srli_epi16(Q1, 4), m15) : _mm512_and_si512(Q1, m240)};
     if (q5) {
         /* the 5th bit of sub-block s is bit s of qh[l]: with qh in the low 256 bits and qh >> 2
          * in the high, chunk c's (sub-blocks s, s + 2) is bit (0, 1, 4, 5)[c] of each half, moved
@@ -365,8 +367,8 @@ ZFN void z_dec_rows(const int T, const int R, const uint8_t *row, size_t rb, con
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             for (int r = 0; r < R; r++) {
-                const __m512i v = z_dec_block(T == WQ_Q5_K, row + r * rb + (size_t)(i + j) * bytes, a->qk + QK_K * (i + j),
-                                              scp[r] + (j % 2) * 64 + (j / 2) * 16);
+                const __m512i v = z_dec_block(T == WQ_Q5_K, row + r * rb + (size_t)(i + j) * bytes,
+                                              a->qk + QK_K * (i + j), scp[r] + (j % 2) * 64 + (j / 2) * 16);
                 if (j % 2 == 0)
                     c[r] = v;
                 else if (j % 4 == 1)

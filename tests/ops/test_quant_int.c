@@ -167,7 +167,8 @@ static void test_decode_shapes(void) {
         int rc = -1;
 #pragma omp parallel num_threads(2)
         if (omp_get_thread_num() == 1) rc = wq_int_products(wq_int_path_pick(), y, x, W, t, 1, IC, OC, 0, OC);
-        CHECK(rc == 0 && wq_int_products(WQ_INT_SCALAR, ref, x, W, t, 1, IC, OC, 0, OC) == 0 && !memcmp(y, ref, sizeof y),
+        CHECK(rc == 0 && wq_int_products(WQ_INT_SCALAR, ref, x, W, t, 1, IC, OC, 0, OC) == 0 &&
+                  !memcmp(y, ref, sizeof y),
               "%s IC %d on a fresh thread: the reference's bits", wq_name(t), IC);
         free(W), free(x);
     }
@@ -184,8 +185,9 @@ static void test_decode_shapes(void) {
                     memset(y, 0xff, sizeof y);
                     CHECK(wq_int_products((wq_int_path)p, y, x, W, t, 1, IC, OC, 0, OC) == 0, "%s ran",
                           wq_int_path_name(p));
-                    CHECK(!memcmp(y, ref, sizeof(float) * OC), "%s %s IC %d OC %d, one row of x: not the reference's bits",
-                          wq_name(t), wq_int_path_name(p), IC, OC);
+                    CHECK(!memcmp(y, ref, sizeof(float) * OC),
+                          "%s %s IC %d OC %d, one row of x: not the reference's bits", wq_name(t), wq_int_path_name(p),
+                          IC, OC);
                     if (OC > 6) { /* (rows [3, 34): 7 passes of 4 and 3 rows left, from an odd row) */
                         memset(y, 0xff, sizeof y);
                         CHECK(wq_int_products((wq_int_path)p, y, x, W, t, 1, IC, OC, 3, 34) == 0, "%s ran",
