@@ -54,39 +54,6 @@ static int fit_type(int want, int cols) {
     return cols % wq_block_elems(fallback) == 0 ? fallback : WQ_F32;
 }
 
-/* engine tensor i's rows as `type` into a malloc'd buffer (*bytes): the stored bytes when the
- * tensor is kept in that type, else its f32 values (dequantized when kept quantized) quantized;
- * perm (NULL: none) reorders the rows: file row r = engine row perm[r] */
-static void *tensor_as(const tlm_model *m, int i, int type, const int *perm, size_t *bytes) {
-    const tensor_info *t = &m->tensors[i];
-    const int rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
-    const int kept = t->qtype ? t->qtype : t->bf16 ? WQ_BF16 : WQ_F32;
-    const size_t in_row = wq_row_bytes(kept, cols), out_row = wq_row_bytes(type, cols);
-    size_t stored_bytes;
-    const uint8_t *stored = model_tensor_data(m, i, &stored_bytes);
-    uint8_t *out = malloc((size_t)rows * out_row + 1);
-    float *row = kept == type ? NULL : malloc((size_t)cols * sizeof(float));
-    if (!out || (kept != type && !row)) {
-        free(out), free(row);
-        return tlm_error("out of memory exporting %s", t->name), NULL;
-    }
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *from = stored + (size_t)(perm ? perm[r] : r) * in_row;
-        if (kept == type) {
-            memcpy(out + (size_t)r * out_row, from, out_row);
-            continue;
-        }
-        wq_dequantize_row(kept, from, row, cols);
-        if (wq_quantize_row(type, row, out + (size_t)r * out_row, cols)) {
-            free(out), free(row);
-            return tlm_error_prefix("exporting %s as %s", t->name, wq_name(type)), NULL;
-        }
-    }
-    free(row);
-    *bytes = (size_t)rows * out_row;
-    return out;
-}
-
 /* file row r of q or k (interleaved pairs) = engine row perm[r] (halves) */
 static int *pairs_from_halves(int n_heads, int hd) {
     int *perm = malloc((size_t)n_heads * hd * sizeof(int));
@@ -102,8 +69,7 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const char *name) {
-    const tlm_config *c = &m->cfg;
+static int set_metadata(tlm_gguf_writer *w, const tlm_config *c, int type, const char *name) {
     return tlm_gguf_set_str(w, "general.architecture", "llama", 5) ||
            tlm_gguf_set_str(w, "general.name", name, strlen(name)) ||
            tlm_gguf_set_u32(w, "general.file_type", file_type(type)) ||
@@ -124,46 +90,128 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const 
              tlm_gguf_set_f32(w, "llama.rope.scaling.factor", c->rope_factor)));
 }
 
-int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int type, const char *path,
-                     const char *name, int *n_fallback) {
-    const tlm_config *c = &m->cfg;
+/* Where the tensors' values come from as the file is written, one tensor at a time: a loaded
+ * model's stored bytes, or (m NULL) the engine's init drawn a chunk of rows at a time in table
+ * order (tensor_init_values), so that the f32 model is never formed. */
+typedef struct {
+    const tlm_config *cfg;
+    const tensor_info *tensors;
+    const tlm_model *m;
+    int type;          /* the type asked for */
+    int next;          /* the tensor the init's generator has come to */
+    rng_state rng;     /* (init) */
+    float *rows;       /* (init) a chunk of rows in f32, CHUNK_FLOATS (or one row, when longer) */
+    size_t rows_floats;
+} export_src;
+
+enum { CHUNK_FLOATS = 1 << 20 };
+
+/* tensor i's rows in the file's type, into out (tlm_gguf_fill): the stored bytes when the tensor
+ * is kept in that type, else its f32 values (dequantized when kept quantized, drawn when made
+ * here) quantized; q and k rows reordered to llama's interleaved pairs (file row r = engine row
+ * perm[r], within a head: a chunk of whole heads holds all the rows its file rows take) */
+static int fill_tensor(void *user, size_t index, void *out, size_t nbytes) {
+    export_src *s = user;
+    const tlm_config *c = s->cfg;
+    const tensor_info *t = &s->tensors[index];
+    const int i = (int)index, matrix = t->ndim == 2, rows = matrix ? t->shape[0] : 1,
+              cols = matrix ? t->shape[1] : t->shape[0];
+    const int type = matrix ? fit_type(s->type, cols) : WQ_F32;
+    const int kept = s->m ? (t->qtype ? t->qtype : t->bf16 ? WQ_BF16 : WQ_F32) : WQ_F32;
+    const size_t in_row = wq_row_bytes(kept, cols), out_row = wq_row_bytes(type, cols);
+    if (nbytes != (size_t)rows * out_row || (!s->m && i != s->next))
+        return tlm_error("exporting %s: asked for out of order or at the wrong size (internal)", t->name);
+    const int qk = matrix && (ends_with(t->name, ".attn.q_proj.weight") || ends_with(t->name, ".attn.k_proj.weight"));
+    int *perm = qk ? pairs_from_halves(ends_with(t->name, ".q_proj.weight") ? c->n_heads : c->n_kv_heads, c->head_dim)
+                   : NULL;
+    float *row = kept == type ? NULL : malloc((size_t)cols * sizeof(float));
+    if ((qk && !perm) || (kept != type && !row)) {
+        free(perm), free(row);
+        return tlm_error("out of memory exporting %s", t->name);
+    }
+    const uint8_t *stored = NULL;
+    int chunk = rows;
+    if (s->m) {
+        size_t stored_bytes;
+        stored = model_tensor_data(s->m, i, &stored_bytes);
+    } else {
+        chunk = (int)(s->rows_floats / (size_t)cols); /* (rows_floats holds a head's rows of any tensor) */
+        if (qk) chunk -= chunk % c->head_dim;
+        stored = (const uint8_t *)s->rows;
+    }
+    int rc = 0;
+    for (int r0 = 0; r0 < rows && !rc; r0 += chunk) {
+        const int n = rows - r0 < chunk ? rows - r0 : chunk;
+        if (!s->m) tensor_init_values(c, t, &s->rng, s->rows, (size_t)n * cols);
+        for (int r = r0; r < r0 + n && !rc; r++) {
+            const size_t from_row = (size_t)(perm ? perm[r] : r) - (s->m ? 0 : (size_t)r0);
+            const uint8_t *from = stored + from_row * in_row;
+            uint8_t *to = (uint8_t *)out + (size_t)r * out_row;
+            if (kept == type) {
+                memcpy(to, from, out_row);
+                continue;
+            }
+            wq_dequantize_row(kept, from, row, cols);
+            if (wq_quantize_row(type, row, to, cols)) rc = tlm_error_prefix("exporting %s as %s", t->name, wq_name(type));
+        }
+    }
+    s->next = i + 1;
+    free(perm), free(row);
+    return rc;
+}
+
+static int export_tensors(export_src *s, int n_tensors, const struct tlm_tokenizer *tok, const char *path,
+                          const char *name, int *n_fallback) {
+    const tlm_config *c = s->cfg;
     const char *blocker = gguf_export_blocker(c);
     if (blocker) return tlm_error("cannot export as GGUF (llama architecture): %s", blocker);
-    if (!wq_can_quantize(type)) return tlm_error("cannot write GGUF tensors of type %s", wq_name(type));
+    if (!wq_can_quantize(s->type)) return tlm_error("cannot write GGUF tensors of type %s", wq_name(s->type));
     tlm_gguf_writer *w = tlm_gguf_writer_new();
-    void **bufs = calloc((size_t)m->n_tensors, sizeof *bufs);
-    int rc = !w || !bufs ? tlm_error("out of memory") : 0;
-    if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf(tok, w));
+    int rc = !w ? tlm_error("out of memory") : 0;
+    if (!rc) rc = set_metadata(w, c, s->type, name) || (tok && tlm_tokenizer_to_gguf(tok, w));
     *n_fallback = 0;
-    for (int i = 0; i < m->n_tensors && !rc; i++) {
-        const tensor_info *t = &m->tensors[i];
+    for (int i = 0; i < n_tensors && !rc; i++) {
+        const tensor_info *t = &s->tensors[i];
         char gname[128];
         if (gguf_engine_name_to_file(t->name, gname, sizeof gname)) {
             rc = tlm_error("no GGUF name for %s (internal)", t->name);
             break;
         }
         const int matrix = t->ndim == 2;
-        const int out_type = matrix ? fit_type(type, t->shape[1]) : WQ_F32;
-        *n_fallback += matrix && out_type != type;
-        int *perm = NULL;
-        if (matrix && (ends_with(t->name, ".attn.q_proj.weight") || ends_with(t->name, ".attn.k_proj.weight")) &&
-            !(perm = pairs_from_halves(ends_with(t->name, ".q_proj.weight") ? c->n_heads : c->n_kv_heads, c->head_dim))) {
-            rc = tlm_error("out of memory");
-            break;
-        }
-        size_t bytes = 0;
-        bufs[i] = tensor_as(m, i, out_type, perm, &bytes);
-        free(perm);
-        if (!bufs[i]) {
-            rc = -1;
-            break;
-        }
+        const int out_type = matrix ? fit_type(s->type, t->shape[1]) : WQ_F32;
+        *n_fallback += matrix && out_type != s->type;
         const int64_t ne[2] = {matrix ? t->shape[1] : t->shape[0], matrix ? t->shape[0] : 1};
-        rc = tlm_gguf_add_tensor(w, gname, out_type, matrix ? 2 : 1, ne, bufs[i], bytes);
+        rc = tlm_gguf_add_tensor_deferred(w, gname, out_type, matrix ? 2 : 1, ne,
+                                          (size_t)ne[1] * wq_row_bytes(out_type, (int)ne[0]));
     }
-    if (!rc) rc = tlm_gguf_write(w, path);
-    for (int i = 0; bufs && i < m->n_tensors; i++) free(bufs[i]);
-    free(bufs);
+    if (!rc) rc = tlm_gguf_write_streamed(w, path, fill_tensor, s);
     tlm_gguf_writer_free(w);
     return rc ? -1 : 0;
+}
+
+int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int type, const char *path,
+                     const char *name, int *n_fallback) {
+    export_src s = {.cfg = &m->cfg, .tensors = m->tensors, .m = m, .type = type};
+    return export_tensors(&s, m->n_tensors, tok, path, name, n_fallback);
+}
+
+int gguf_export_init_file(const tlm_config *c, uint64_t seed, const struct tlm_tokenizer *tok, int type,
+                          const char *path, const char *name, int *n_fallback) {
+    int n_tensors = 0;
+    size_t n_floats = 0;
+    export_src s = {.cfg = c, .type = type};
+    s.tensors = config_tensor_table(c, &n_tensors, &n_floats);
+    if (!s.tensors) return -1;
+    s.rows_floats = CHUNK_FLOATS;
+    for (int i = 0; i < n_tensors; i++) { /* (at least one row, or one head of q or k rows) */
+        const tensor_info *t = &s.tensors[i];
+        const size_t cols = (size_t)(t->ndim == 2 ? t->shape[1] : t->shape[0]);
+        if (cols * (size_t)(c->head_dim > 0 ? c->head_dim : 1) > s.rows_floats) s.rows_floats = cols * c->head_dim;
+    }
+    s.rows = malloc(s.rows_floats * sizeof(float));
+    rng_seed(&s.rng, seed);
+    int rc = s.rows ? export_tensors(&s, n_tensors, tok, path, name, n_fallback) : tlm_error("out of memory");
+    free(s.rows);
+    free((void *)s.tensors);
+    return rc;
 }

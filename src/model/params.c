@@ -521,32 +521,32 @@ static int deepnorm_scaled(const tensor_info *t) {
     return 0;
 }
 
-void model_init_weights(tlm_model *m, uint64_t seed) {
-    const tlm_config *c = &m->cfg;
-    rng_state r;
-    rng_seed(&r, seed);
+void tensor_init_values(const tlm_config *c, const tensor_info *t, rng_state *r, float *x, size_t n) {
     float resid_scale = c->scale_residual_init ? 1.0f / sqrtf(2.0f * (float)c->n_layers) : 1.0f;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const tensor_info *t = &m->tensors[i];
-        float *x = m->param_mem + t->offset;
-        float std = c->init_std * (t->kind == TENSOR_RESIDUAL_MATRIX ? resid_scale : 1.0f);
-        if (c->placement == PLACE_DEEPNORM && deepnorm_scaled(t)) std *= config_deepnorm_beta(c);
-        for (size_t j = 0; j < t->numel; j++) {
-            switch (t->kind) {
-            case TENSOR_MATRIX:
-            case TENSOR_RESIDUAL_MATRIX:
-            case TENSOR_EMBEDDING:
-                x[j] = (float)(std * rng_normal(&r));
-                break;
-            case TENSOR_BIAS:
-                x[j] = 0.0f;
-                break;
-            case TENSOR_NORM:
-                x[j] = t->identity;
-                break;
-            }
+    float std = c->init_std * (t->kind == TENSOR_RESIDUAL_MATRIX ? resid_scale : 1.0f);
+    if (c->placement == PLACE_DEEPNORM && deepnorm_scaled(t)) std *= config_deepnorm_beta(c);
+    for (size_t j = 0; j < n; j++) {
+        switch (t->kind) {
+        case TENSOR_MATRIX:
+        case TENSOR_RESIDUAL_MATRIX:
+        case TENSOR_EMBEDDING:
+            x[j] = (float)(std * rng_normal(r));
+            break;
+        case TENSOR_BIAS:
+            x[j] = 0.0f;
+            break;
+        case TENSOR_NORM:
+            x[j] = t->identity;
+            break;
         }
     }
+}
+
+void model_init_weights(tlm_model *m, uint64_t seed) {
+    rng_state r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < m->n_tensors; i++)
+        tensor_init_values(&m->cfg, &m->tensors[i], &r, m->param_mem + m->tensors[i].offset, m->tensors[i].numel);
 }
 
 /* ---- bf16 weights for inference ------------------------------------------------------------------ */
