@@ -17,6 +17,7 @@
 #include "ops/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/rng.h"
 
 const char *gguf_export_blocker(const tlm_config *c) {
     const char *why = hf_llama_blocker(c);
@@ -92,7 +93,7 @@ static int set_metadata(tlm_gguf_writer *w, const tlm_config *c, int type, const
 
 /* Where the tensors' values come from as the file is written, one tensor at a time: a loaded
  * model's stored bytes, or (m NULL) the engine's init drawn a chunk of rows at a time in table
- * order (tensor_init_values), so that the f32 model is never formed. */
+ * order (tensor_init_draws, tensor_init_from_draws), so that the f32 model is never formed. */
 typedef struct {
     const tlm_config *cfg;
     const tensor_info *tensors;
@@ -100,7 +101,8 @@ typedef struct {
     int type;          /* the type asked for */
     int next;          /* the tensor the init's generator has come to */
     rng_state rng;     /* (init) */
-    float *rows;       /* (init) a chunk of rows in f32, CHUNK_FLOATS (or one row, when longer) */
+    float *rows;       /* (init) a chunk of rows in f32: rows_floats, CHUNK_FLOATS or a head's rows */
+    uint64_t *draws;   /* (init) the generator's draws for them (2 per value at most) */
     size_t rows_floats;
 } export_src;
 
@@ -124,11 +126,7 @@ static int fill_tensor(void *user, size_t index, void *out, size_t nbytes) {
     const int qk = matrix && (ends_with(t->name, ".attn.q_proj.weight") || ends_with(t->name, ".attn.k_proj.weight"));
     int *perm = qk ? pairs_from_halves(ends_with(t->name, ".q_proj.weight") ? c->n_heads : c->n_kv_heads, c->head_dim)
                    : NULL;
-    float *row = kept == type ? NULL : malloc((size_t)cols * sizeof(float));
-    if ((qk && !perm) || (kept != type && !row)) {
-        free(perm), free(row);
-        return tlm_error("out of memory exporting %s", t->name);
-    }
+    if (qk && !perm) return tlm_error("out of memory exporting %s", t->name);
     const uint8_t *stored = NULL;
     int chunk = rows;
     if (s->m) {
@@ -142,21 +140,57 @@ static int fill_tensor(void *user, size_t index, void *out, size_t nbytes) {
     int rc = 0;
     for (int r0 = 0; r0 < rows && !rc; r0 += chunk) {
         const int n = rows - r0 < chunk ? rows - r0 : chunk;
-        if (!s->m) tensor_init_values(c, t, &s->rng, s->rows, (size_t)n * cols);
-        for (int r = r0; r < r0 + n && !rc; r++) {
-            const size_t from_row = (size_t)(perm ? perm[r] : r) - (s->m ? 0 : (size_t)r0);
-            const uint8_t *from = stored + from_row * in_row;
-            uint8_t *to = (uint8_t *)out + (size_t)r * out_row;
-            if (kept == type) {
-                memcpy(to, from, out_row);
-                continue;
+        const size_t per = s->m ? 0 : (size_t)tensor_init_draws(t) * cols; /* (draws a row) */
+        for (size_t j = 0; j < per * n; j++) s->draws[j] = rng_u64(&s->rng);
+        /* the threads make the rows' values of the draws (log, cos), then quantize the rows (ggml's
+         * scale searches): nearly all of an export's time. The first row that fails is done again
+         * here, for its message (tlm_error is per thread). */
+        int bad = rows, oom = 0;
+#pragma omp parallel if (n > 1)
+        {
+            if (!s->m) {
+#pragma omp for schedule(static)
+                for (int r = 0; r < n; r++)
+                    tensor_init_from_draws(c, t, s->draws + per * r, s->rows + (size_t)r * cols, (size_t)cols);
             }
-            wq_dequantize_row(kept, from, row, cols);
-            if (wq_quantize_row(type, row, to, cols)) rc = tlm_error_prefix("exporting %s as %s", t->name, wq_name(type));
+            float *row = kept == type ? NULL : malloc((size_t)cols * sizeof(float));
+            if (kept != type && !row) {
+#pragma omp atomic write
+                oom = 1;
+            }
+#pragma omp for schedule(static)
+            for (int r = r0; r < r0 + n; r++) {
+                const size_t from_row = (size_t)(perm ? perm[r] : r) - (s->m ? 0 : (size_t)r0);
+                const uint8_t *from = stored + from_row * in_row;
+                uint8_t *to = (uint8_t *)out + (size_t)r * out_row;
+                if (kept == type) {
+                    memcpy(to, from, out_row);
+                    continue;
+                }
+                if (!row) continue;
+                wq_dequantize_row(kept, from, row, cols);
+                if (wq_quantize_row(type, row, to, cols)) {
+#pragma omp critical(gguf_export_bad_row)
+                    if (r < bad) bad = r;
+                }
+            }
+            free(row);
+        }
+        if (oom) rc = tlm_error("out of memory exporting %s", t->name);
+        else if (bad < rows) {
+            const size_t from_row = (size_t)(perm ? perm[bad] : bad) - (s->m ? 0 : (size_t)r0);
+            float *row = malloc((size_t)cols * sizeof(float));
+            if (row) {
+                wq_dequantize_row(kept, stored + from_row * in_row, row, cols);
+                wq_quantize_row(type, row, (uint8_t *)out + (size_t)bad * out_row, cols);
+            }
+            rc = row ? tlm_error_prefix("exporting %s as %s", t->name, wq_name(type))
+                     : tlm_error("out of memory exporting %s", t->name);
+            free(row);
         }
     }
     s->next = i + 1;
-    free(perm), free(row);
+    free(perm);
     return rc;
 }
 
@@ -209,9 +243,10 @@ int gguf_export_init_file(const tlm_config *c, uint64_t seed, const struct tlm_t
         if (cols * (size_t)(c->head_dim > 0 ? c->head_dim : 1) > s.rows_floats) s.rows_floats = cols * c->head_dim;
     }
     s.rows = malloc(s.rows_floats * sizeof(float));
+    s.draws = malloc(2 * s.rows_floats * sizeof(uint64_t));
     rng_seed(&s.rng, seed);
-    int rc = s.rows ? export_tensors(&s, n_tensors, tok, path, name, n_fallback) : tlm_error("out of memory");
-    free(s.rows);
+    int rc = s.rows && s.draws ? export_tensors(&s, n_tensors, tok, path, name, n_fallback) : tlm_error("out of memory");
+    free(s.rows), free(s.draws);
     free((void *)s.tensors);
     return rc;
 }
