@@ -39,6 +39,6 @@ target_link_libraries(test_contexts PRIVATE Threads::Threads)
 # tlm_norm_gain and tlm_input_norm: the rules include/tinylm.h gives the bindings
 tlm_c_test(test_binding_rules tests/model/test_binding_rules.c)
 # `tinylm export --config` (gguf_export_init_file): a new model streamed to a GGUF file a chunk of
-# rows at a time, the same bytes as the model made and exported (f32, q8_0, q4_k, q6_k; fallbacks;
+# rows at a time, the same bytes as the model made and exported (f32, q8_0, q4_k; fallbacks;
 # tensors of several chunks)
 tlm_c_test(test_gguf_stream tests/model/test_gguf_stream.c)
