@@ -170,7 +170,7 @@ static int fill_tensor(void *user, size_t index, void *out, size_t nbytes) {
                 if (!row) continue;
                 wq_dequantize_row(kept, from, row, cols);
                 if (wq_quantize_row(type, row, to, cols)) {
-#pragma omp critical(gguf_export_bad_row)
+#pragma omp critical
                     if (r < bad) bad = r;
                 }
             }
