@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "convert/checkpoint.h"
+#include "convert/family.h"
 #include "convert/gguf_export.h"
 #include "convert/hf_export.h"
 #include "convert/llama2c_export.h"
@@ -38,7 +39,50 @@ static const char USAGE[] =
     "  --tokenizer PATH  the tokenizer to write with the model (default: the model's own; a llama2.c\n"
     "                    .bin holds none, so it needs this)\n"
     "  --no-tokenizer    export the weights alone\n"
-    "  DIR2 must be absent, empty, or a previous export (it is never cleared)\n";
+    "  DIR2 must be absent, empty, or a previous export (it is never cleared)\n"
+    "usage: tinylm export --config FILE --format gguf --type TYPE --out FILE.gguf [--seed N]\n"
+    "                     [--tokenizer PATH | --no-tokenizer]\n"
+    "  a new model of config.json FILE, initialised as `tinylm train --seed N` does (default 1337),\n"
+    "  written a tensor at a time: the f32 model is never formed, so a model far larger than\n"
+    "  memory in f32 (an 8B body: 32 GB) is made as q4_k in the memory of one of its tensors;\n"
+    "  the same bytes as exporting that model once made. TYPE is not keep.\n";
+
+/* --config: a model of the config's shape, initialised with the seed, streamed to a GGUF file */
+static int export_gguf_init(const char *config_path, uint64_t seed, const char *out, int type, const char *tokenizer,
+                            int no_tokenizer) {
+    if (is_directory(out)) {
+        tlm_error("%s: is a directory; --format gguf writes one file (e.g. --out model.gguf)", out);
+        return cli_fail("export");
+    }
+    tlm_config c;
+    if (config_load(&c, config_path)) return cli_fail("export");
+    const char *why = gguf_export_blocker(&c);
+    if (why) {
+        tlm_error("%s: cannot export as GGUF (llama.cpp's llama architecture computes it differently): %s", config_path,
+                  why);
+        return cli_fail("export");
+    }
+    tlm_tokenizer *tok = no_tokenizer ? NULL : tlm_tokenizer_load(tokenizer);
+    if (!no_tokenizer && !tok) return cli_fail("export");
+    if (tok && tlm_tokenizer_vocab_size(tok) > c.vocab_size) {
+        tlm_error("the tokenizer has %d tokens but the config's vocab_size is %d; they do not belong together",
+                  tlm_tokenizer_vocab_size(tok), c.vocab_size);
+        tlm_tokenizer_free(tok);
+        return cli_fail("export");
+    }
+    char name[64];
+    snprintf(name, sizeof name, "random seed %llu", (unsigned long long)seed);
+    int fallback = 0;
+    int rc = gguf_export_init_file(&c, seed, tok, type, out, name, &fallback);
+    if (rc == 0) {
+        printf("wrote a new model of %s (seed %llu) as GGUF (llama, %s) to %s", config_path, (unsigned long long)seed,
+               wq_name(type), out);
+        if (fallback) printf(" (%d matrices whose rows are not whole %s blocks in a fallback type)", fallback, wq_name(type));
+        printf(tok ? ", with the %s tokenizer\n" : ", without a tokenizer\n", tok ? tlm_tokenizer_kind(tok) : "");
+    }
+    tlm_tokenizer_free(tok);
+    return rc ? cli_fail("export") : 0;
+}
 
 /* The tokenizer to write with the model: the one given, else the model's own (in its
  * directory, a run's latest checkpoint, beside a llama2.c export's model.bin). Checked before
@@ -141,9 +185,12 @@ static int export_gguf(const char *model_dir, const char *out, int type, const c
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *model_dir = NULL, *out = NULL, *format = "auto", *tokenizer = NULL, *type_name = NULL;
+    const char *model_dir = NULL, *out = NULL, *format = "auto", *tokenizer = NULL, *type_name = NULL, *config = NULL;
     int no_tokenizer = 0;
+    uint64_t seed = 1337;
     cli_opt opts[] = {{"--model", CLI_STR, &model_dir, 0, 0, 0},
+                      {"--config", CLI_STR, &config, 0, 0, 0},
+                      {"--seed", CLI_SEED, &seed, 0, 0, 0},
                       {"--out", CLI_STR, &out, 0, 0, 0},
                       {"--format", CLI_STR, &format, 0, 0, 0},
                       {"--type", CLI_STR, &type_name, 0, 0, 0},
@@ -152,6 +199,18 @@ int cmd_export(int argc, char **argv) {
     cli_command cmd = {"export", USAGE, opts, sizeof opts / sizeof opts[0], 1, NULL, 0, 0, NULL};
     int prc = cli_parse(&cmd, argc, argv);
     if (prc != CLI_CONTINUE) return prc;
+    if (config) {
+        if (model_dir) return cli_usage_error("export", "--config (a new model) and --model exclude each other");
+        if (!out || !type_name || strcmp(format, "gguf"))
+            return cli_usage_error("export", "--config writes a new model as --format gguf --type TYPE --out FILE.gguf");
+        int type;
+        if (wq_from_name(type_name, &type) || !wq_can_quantize(type))
+            return cli_usage_error("export", "--type must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or "
+                                             "q6_k, not \"%s\"", type_name);
+        if (no_tokenizer == !!tokenizer)
+            return cli_usage_error("export", "--config needs --tokenizer PATH or --no-tokenizer (a config holds none)");
+        return export_gguf_init(config, seed, out, type, tokenizer, no_tokenizer);
+    }
     if (!model_dir || !out) return cli_usage_error("export", "--model and --out DIR2 are required");
     const int llama2c = !strcmp(format, "llama2c"), gguf = !strcmp(format, "gguf");
     if (!llama2c && !gguf && strcmp(format, "auto"))

@@ -21,6 +21,7 @@
 #include "ops/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/rng.h"
 
 const char *gguf_export_blocker(const tlm_config *c) {
     const char *why = NULL;
@@ -111,8 +112,7 @@ static const char *akey(const gguf_family *a, const char *suffix) {
 
 /* the keys every architecture reads (gguf_load.c), then the architecture's own: its float keys (family.h;
  * a soft-cap 0 is off and left out), its window, the experts' sizes */
-static int set_metadata(tlm_gguf_writer *w, const tlm_model *m, int type, const char *name) {
-    const tlm_config *c = &m->cfg;
+static int set_metadata(tlm_gguf_writer *w, const tlm_config *c, int type, const char *name) {
     const char *why;
     const tlm_family *fam = gguf_export_family(c, &why);
     if (!fam) return tlm_error("cannot export as GGUF: %s", why);
@@ -248,7 +248,7 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
     void **bufs = calloc((size_t)n, sizeof *bufs);
     int *parts = malloc((size_t)(c->n_experts > 3 ? c->n_experts : 3) * sizeof *parts);
     int rc = !w || !bufs || !parts || (fam->export_all_biases && !all) ? tlm_error("out of memory") : 0;
-    if (!rc) rc = set_metadata(w, m, type, name) || (tok && tlm_tokenizer_to_gguf_padded(tok, w, c->vocab_size));
+    if (!rc) rc = set_metadata(w, c, type, name) || (tok && tlm_tokenizer_to_gguf_padded(tok, w, c->vocab_size));
     *n_fallback = 0;
     /* a (1 + w) norm's gains are written as 1 + w: llama.cpp multiplies by the stored value (gguf_load.c) */
     const float offset = config_norm_offset(c);
@@ -306,8 +306,126 @@ int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int ty
     return rc ? -1 : 0;
 }
 
+/* export --config: a new model's tensors made as the file is written, one tensor at a time, the
+ * engine's init drawn a chunk of rows at a time in table order (tensor_init_draws,
+ * tensor_init_from_draws), so that the f32 model is never formed. */
+typedef struct {
+    const tlm_config *cfg;
+    const tensor_info *tensors;
+    int type;          /* the type asked for */
+    int next;          /* the tensor the generator has come to */
+    rng_state rng;
+    float *rows;       /* a chunk of rows in f32: rows_floats, CHUNK_FLOATS or a head's rows */
+    uint64_t *draws;   /* the generator's draws for them (2 per value at most) */
+    size_t rows_floats;
+} init_src;
+
+enum { CHUNK_FLOATS = 1 << 20 };
+
+/* tensor i's rows in the file's type, into out (tlm_gguf_fill): drawn, then quantized; q and k
+ * rows reordered to llama's interleaved pairs (file row r = engine row perm[r], within a head: a
+ * chunk of whole heads holds all the rows its file rows take) */
+static int fill_tensor(void *user, size_t index, void *out, size_t nbytes) {
+    init_src *s = user;
+    const tlm_config *c = s->cfg;
+    const tensor_info *t = &s->tensors[index];
+    const int i = (int)index, matrix = t->ndim == 2, rows = matrix ? t->shape[0] : 1,
+              cols = matrix ? t->shape[1] : t->shape[0];
+    const int type = matrix ? fit_type(s->type, cols) : WQ_F32;
+    const size_t out_row = wq_row_bytes(type, cols);
+    if (nbytes != (size_t)rows * out_row || i != s->next)
+        return tlm_error("exporting %s: asked for out of order or at the wrong size (internal)", t->name);
+    const int qk = matrix && (ends_with(t->name, ".attn.q_proj.weight") || ends_with(t->name, ".attn.k_proj.weight"));
+    int *perm = qk ? pairs_from_halves(ends_with(t->name, ".q_proj.weight") ? c->n_heads : c->n_kv_heads, c->head_dim)
+                   : NULL;
+    if (qk && !perm) return tlm_error("out of memory exporting %s", t->name);
+    int chunk = (int)(s->rows_floats / (size_t)cols); /* (rows_floats holds a head's rows of any tensor) */
+    if (qk) chunk -= chunk % c->head_dim;
+    int rc = 0;
+    for (int r0 = 0; r0 < rows && !rc; r0 += chunk) {
+        const int n = rows - r0 < chunk ? rows - r0 : chunk;
+        const size_t per = (size_t)tensor_init_draws(t) * cols; /* (draws a row) */
+        for (size_t j = 0; j < per * n; j++) s->draws[j] = rng_u64(&s->rng);
+        /* the threads make the rows' values of the draws (log, cos), then quantize the rows (ggml's
+         * scale searches): nearly all of an export's time. The first row that fails is done again
+         * here, for its message (tlm_error is per thread). */
+        int bad = rows;
+#pragma omp parallel if (n > 1)
+        {
+#pragma omp for schedule(static)
+            for (int r = 0; r < n; r++)
+                tensor_init_from_draws(c, t, s->draws + per * r, s->rows + (size_t)r * cols, (size_t)cols);
+#pragma omp for schedule(static)
+            for (int r = r0; r < r0 + n; r++) {
+                const float *from = s->rows + ((size_t)(perm ? perm[r] : r) - (size_t)r0) * cols;
+                if (wq_quantize_row(type, from, (uint8_t *)out + (size_t)r * out_row, cols)) {
+#pragma omp critical
+                    if (r < bad) bad = r;
+                }
+            }
+        }
+        if (bad < rows) {
+            const float *from = s->rows + ((size_t)(perm ? perm[bad] : bad) - (size_t)r0) * cols;
+            wq_quantize_row(type, from, (uint8_t *)out + (size_t)bad * out_row, cols);
+            rc = tlm_error_prefix("exporting %s as %s", t->name, wq_name(type));
+        }
+    }
+    s->next = i + 1;
+    free(perm);
+    return rc;
+}
+
 const char *gguf_export_arch(const tlm_config *c) {
     const char *why;
     const tlm_family *f = gguf_export_family(c, &why);
     return f ? f->gguf->arch : NULL;
+}
+
+int gguf_export_init_file(const tlm_config *c, uint64_t seed, const struct tlm_tokenizer *tok, int type,
+                          const char *path, const char *name, int *n_fallback) {
+    const char *why;
+    const tlm_family *fam = gguf_export_family(c, &why);
+    if (!fam) return tlm_error("cannot export as GGUF: %s", why);
+    /* (one engine tensor a file tensor, none offset: what fill_tensor writes) */
+    if (strcmp(fam->gguf->arch, "llama") || c->n_experts > 0)
+        return tlm_error("export --config writes llama bodies without experts (this config is %s%s)", fam->gguf->arch,
+                         c->n_experts > 0 ? " with experts" : "");
+    if (!wq_can_quantize(type)) return tlm_error("cannot write GGUF tensors of type %s", wq_name(type));
+    int n_tensors = 0;
+    size_t n_floats = 0;
+    init_src s = {.cfg = c, .type = type};
+    s.tensors = config_tensor_table(c, &n_tensors, &n_floats);
+    if (!s.tensors) return -1;
+    s.rows_floats = CHUNK_FLOATS;
+    for (int i = 0; i < n_tensors; i++) { /* (at least one row, or one head of q or k rows) */
+        const tensor_info *t = &s.tensors[i];
+        const size_t cols = (size_t)(t->ndim == 2 ? t->shape[1] : t->shape[0]);
+        if (cols * (size_t)(c->head_dim > 0 ? c->head_dim : 1) > s.rows_floats) s.rows_floats = cols * c->head_dim;
+    }
+    s.rows = malloc(s.rows_floats * sizeof(float));
+    s.draws = malloc(2 * s.rows_floats * sizeof(uint64_t));
+    rng_seed(&s.rng, seed);
+    tlm_gguf_writer *w = tlm_gguf_writer_new();
+    int rc = s.rows && s.draws && w ? 0 : tlm_error("out of memory");
+    if (!rc) rc = set_metadata(w, c, type, name) || (tok && tlm_tokenizer_to_gguf_padded(tok, w, c->vocab_size));
+    *n_fallback = 0;
+    for (int i = 0; i < n_tensors && !rc; i++) {
+        const tensor_info *t = &s.tensors[i];
+        char gname[128];
+        if (gguf_engine_name_to_file(t->name, gname, sizeof gname)) {
+            rc = tlm_error("no GGUF name for %s (internal)", t->name);
+            break;
+        }
+        const int matrix = t->ndim == 2;
+        const int out_type = matrix ? fit_type(type, t->shape[1]) : WQ_F32;
+        *n_fallback += matrix && out_type != type;
+        const int64_t ne[2] = {matrix ? t->shape[1] : t->shape[0], matrix ? t->shape[0] : 1};
+        rc = tlm_gguf_add_tensor_deferred(w, gname, out_type, matrix ? 2 : 1, ne,
+                                          (size_t)ne[1] * wq_row_bytes(out_type, (int)ne[0]));
+    }
+    if (!rc) rc = tlm_gguf_write_streamed(w, path, fill_tensor, &s);
+    tlm_gguf_writer_free(w);
+    free(s.rows), free(s.draws);
+    free((void *)s.tensors);
+    return rc ? -1 : 0;
 }

@@ -4,6 +4,7 @@
 #define TLM_GGUF_EXPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/model.h"
 
@@ -21,6 +22,12 @@ const char *gguf_export_arch(const tlm_config *c);
  * *n_fallback), vectors, the learned positions and the routers as F32. -1 + tlm_error. */
 int gguf_export_file(const tlm_model *m, const struct tlm_tokenizer *tok, int type, const char *path,
                      const char *name, int *n_fallback);
+
+/* The model of config c that model_init_weights(seed) makes, written as gguf_export_file writes
+ * it, byte for byte, without forming it: each tensor drawn a chunk of rows at a time in f32 and
+ * quantized, the writer holding one tensor in `type` (a model larger than memory in f32). */
+int gguf_export_init_file(const tlm_config *c, uint64_t seed, const struct tlm_tokenizer *tok, int type,
+                          const char *path, const char *name, int *n_fallback);
 
 /* "layers.3.attn.q_proj.weight" -> "blk.3.attn_q.weight" (docs/formats.md lists them); 0, or -1
  * for a name without a GGUF counterpart */

@@ -873,6 +873,7 @@ typedef struct {
     int64_t ne[TLM_GGUF_MAX_DIMS];
     const void *data;
     size_t nbytes;
+    int deferred; /* its bytes come from tlm_gguf_write_streamed's fill */
 } w_tensor;
 
 struct tlm_gguf_writer {
@@ -1039,8 +1040,8 @@ int tlm_gguf_set_str_array(tlm_gguf_writer *w, const char *key, const char *cons
     return rc;
 }
 
-int tlm_gguf_add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
-                        const void *data, size_t nbytes) {
+static int add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
+                      const void *data, size_t nbytes, int deferred) {
     if (!name || !*name)
         return tlm_error("gguf writer: tensor #%zu has no name", w->n_t);
     size_t len = strlen(name);
@@ -1054,7 +1055,7 @@ int tlm_gguf_add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_di
         return tlm_error("gguf writer: tensor '%s': n_dims %d is outside 1..%d", name, n_dims, TLM_GGUF_MAX_DIMS);
     if (!wq_supported(type))
         return tlm_error("gguf writer: tensor '%s': type %s is not one tinylm can size", name, wq_name(type));
-    w_tensor t = {.type = type, .n_dims = n_dims, .data = data, .nbytes = nbytes};
+    w_tensor t = {.type = type, .n_dims = n_dims, .data = data, .nbytes = nbytes, .deferred = deferred};
     int empty = 0;
     for (int d = 0; d < TLM_GGUF_MAX_DIMS; d++)
         t.ne[d] = d < n_dims ? ne[d] : 1;
@@ -1080,12 +1081,22 @@ int tlm_gguf_add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_di
         return tlm_error("gguf writer: tensor '%s': %zu bytes of data given, but %s with %d dims [%lld, %lld, %lld, "
                          "%lld] holds %llu", name, nbytes, wq_name(type), n_dims, (long long)t.ne[0],
                          (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3], (unsigned long long)want);
-    if (nbytes && !data)
+    if (nbytes && !data && !deferred)
         return tlm_error("gguf writer: tensor '%s': data is NULL", name);
     if (tlm_grow_array((void **)&w->t, &w->cap_t, w->n_t + 1, sizeof *w->t) || !(t.name = strdup(name)))
         return tlm_error("gguf writer: out of memory");
     w->t[w->n_t++] = t;
     return 0;
+}
+
+int tlm_gguf_add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
+                        const void *data, size_t nbytes) {
+    return add_tensor(w, name, type, n_dims, ne, data, nbytes, 0);
+}
+
+int tlm_gguf_add_tensor_deferred(tlm_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
+                                 size_t nbytes) {
+    return add_tensor(w, name, type, n_dims, ne, NULL, nbytes, 1);
 }
 
 static int write_zeros(tlm_atomic *f, size_t n) {
@@ -1099,10 +1110,17 @@ static int write_zeros(tlm_atomic *f, size_t n) {
     return 0;
 }
 
-int tlm_gguf_write(tlm_gguf_writer *w, const char *path) {
-    size_t a = w->alignment;
+int tlm_gguf_write(tlm_gguf_writer *w, const char *path) { return tlm_gguf_write_streamed(w, path, NULL, NULL); }
+
+int tlm_gguf_write_streamed(tlm_gguf_writer *w, const char *path, tlm_gguf_fill fill, void *user) {
+    size_t a = w->alignment, most = 0;
     if (w->kv.oom)
         return tlm_error("%s: out of memory while the metadata was added", path);
+    for (size_t i = 0; i < w->n_t; i++)
+        if (w->t[i].deferred && w->t[i].nbytes > most)
+            most = w->t[i].nbytes;
+    if (most && !fill)
+        return tlm_error("%s: tensors were added without their data, and nothing gives it (internal)", path);
     uint64_t *offsets = malloc((w->n_t + 1) * sizeof *offsets);
     if (!offsets)
         return tlm_error("%s: out of memory", path);
@@ -1137,8 +1155,10 @@ int tlm_gguf_write(tlm_gguf_writer *w, const char *path) {
         free(offsets);
         return tlm_error("%s: out of memory", path);
     }
-    tlm_atomic *f = tlm_atomic_open(path);
-    int rc = f ? 0 : -1;
+    /* one buffer, the largest deferred tensor's, filled again for each of them */
+    void *buf = most ? malloc(most) : NULL;
+    tlm_atomic *f = most && !buf ? NULL : tlm_atomic_open(path);
+    int rc = f ? 0 : most && !buf ? tlm_error("%s: out of memory (%zu bytes for one tensor)", path, most) : -1;
     if (f) {
         rc = tlm_atomic_write(f, h.data, h.len);
         if (rc == 0 && w->n_t)
@@ -1146,7 +1166,10 @@ int tlm_gguf_write(tlm_gguf_writer *w, const char *path) {
         uint64_t at = 0;
         for (size_t i = 0; i < w->n_t && rc == 0; i++) {
             rc = write_zeros(f, (size_t)(offsets[i] - at));
-            if (rc == 0 && w->t[i].nbytes)
+            if (rc == 0 && w->t[i].nbytes && w->t[i].deferred)
+                rc = fill(user, i, buf, w->t[i].nbytes) ? tlm_error_prefix("%s: tensor '%s'", path, w->t[i].name)
+                                                        : tlm_atomic_write(f, buf, w->t[i].nbytes);
+            else if (rc == 0 && w->t[i].nbytes)
                 rc = tlm_atomic_write(f, w->t[i].data, w->t[i].nbytes);
             at = offsets[i] + w->t[i].nbytes;
         }
@@ -1157,5 +1180,6 @@ int tlm_gguf_write(tlm_gguf_writer *w, const char *path) {
     }
     tlm_buf_free(&h);
     free(offsets);
+    free(buf);
     return rc;
 }

@@ -146,5 +146,14 @@ int tlm_gguf_add_tensor(tlm_gguf_writer *w, const char *name, int type, int n_di
  * file stays until the rename), alignment 32 (or general.alignment's), tensors in the order
  * added, the file ending with the last tensor's bytes. -1 + tlm_error. */
 int tlm_gguf_write(tlm_gguf_writer *w, const char *path);
+/* A file larger than memory: a tensor added without its data (nbytes as tlm_gguf_add_tensor
+ * checks them), whose bytes tlm_gguf_write_streamed asks `fill` for when it comes to it, in the
+ * order added: fill(user, index among all tensors, out, nbytes) writes them to out (a buffer the
+ * size of the largest deferred tensor, reused) and returns 0, or -1 + tlm_error (the file is then
+ * not written). The writer holds one such tensor at a time. */
+typedef int (*tlm_gguf_fill)(void *user, size_t index, void *out, size_t nbytes);
+int tlm_gguf_add_tensor_deferred(tlm_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
+                                 size_t nbytes);
+int tlm_gguf_write_streamed(tlm_gguf_writer *w, const char *path, tlm_gguf_fill fill, void *user);
 
 #endif

@@ -298,6 +298,12 @@ tlm_model *model_create(const tlm_config *cfg);
 void model_free(tlm_model *m);
 /* normal(0, std) matrices, scaled residual projections, zero biases, identity norms */
 void model_init_weights(tlm_model *m, uint64_t seed);
+/* That init, a tensor's values at a time, in two parts so that threads may share the costly one
+ * (gguf_export_init_file makes a model larger than memory so): the generator's draws, taken in
+ * table order, tensor_init_draws(t) per value (2 for a normal one: rng_normal's, else 0), and the
+ * values made of them (u: n * tensor_init_draws(t) draws; the same floats as model_init_weights) */
+int tensor_init_draws(const tensor_info *t);
+void tensor_init_from_draws(const tlm_config *c, const tensor_info *t, const uint64_t *u, float *x, size_t n);
 /* the default context's gradients (context.h context_alloc_grads, context_zero_grads) */
 int model_alloc_grads(tlm_model *m);
 /* points `views` (its layers array allocated by the caller) at the tensors of a buffer laid out

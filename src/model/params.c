@@ -299,30 +299,33 @@ static int deepnorm_scaled(const tensor_info *t) {
     return 0;
 }
 
+int tensor_init_draws(const tensor_info *t) {
+    return t->kind == TENSOR_MATRIX || t->kind == TENSOR_RESIDUAL_MATRIX || t->kind == TENSOR_EMBEDDING ? 2 : 0;
+}
+
+void tensor_init_from_draws(const tlm_config *c, const tensor_info *t, const uint64_t *u, float *x, size_t n) {
+    if (!tensor_init_draws(t)) {
+        for (size_t j = 0; j < n; j++) x[j] = t->kind == TENSOR_BIAS ? 0.0f : t->identity;
+        return;
+    }
+    float resid_scale = c->scale_residual_init ? 1.0f / sqrtf(2.0f * (float)c->n_layers) : 1.0f;
+    float std = c->init_std * (t->kind == TENSOR_RESIDUAL_MATRIX ? resid_scale : 1.0f);
+    if (c->placement == PLACE_DEEPNORM && deepnorm_scaled(t)) std *= config_deepnorm_beta(c);
+    for (size_t j = 0; j < n; j++) x[j] = (float)(std * rng_normal_of(u[2 * j], u[2 * j + 1]));
+}
+
 void model_init_weights(tlm_model *m, uint64_t seed) {
-    const tlm_config *c = &m->cfg;
     rng_state r;
     rng_seed(&r, seed);
-    float resid_scale = c->scale_residual_init ? 1.0f / sqrtf(2.0f * (float)c->n_layers) : 1.0f;
+    enum { BATCH = 2048 };
+    uint64_t u[2 * BATCH];
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_info *t = &m->tensors[i];
-        float *x = m->param_mem + t->offset;
-        float std = c->init_std * (t->kind == TENSOR_RESIDUAL_MATRIX ? resid_scale : 1.0f);
-        if (c->placement == PLACE_DEEPNORM && deepnorm_scaled(t)) std *= config_deepnorm_beta(c);
-        for (size_t j = 0; j < t->numel; j++) {
-            switch (t->kind) {
-            case TENSOR_MATRIX:
-            case TENSOR_RESIDUAL_MATRIX:
-            case TENSOR_EMBEDDING:
-                x[j] = (float)(std * rng_normal(&r));
-                break;
-            case TENSOR_BIAS:
-                x[j] = 0.0f;
-                break;
-            case TENSOR_NORM:
-                x[j] = t->identity;
-                break;
-            }
+        const int per = tensor_init_draws(t);
+        for (size_t j0 = 0; j0 < t->numel; j0 += BATCH) {
+            const size_t k = t->numel - j0 < BATCH ? t->numel - j0 : BATCH;
+            for (size_t j = 0; j < per * k; j++) u[j] = rng_u64(&r);
+            tensor_init_from_draws(&m->cfg, t, u, m->param_mem + t->offset + j0, k);
         }
     }
 }

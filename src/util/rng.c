@@ -37,8 +37,13 @@ uint64_t rng_below(rng_state *r, uint64_t n) {
     return x % n;
 }
 
-double rng_normal(rng_state *r) {
-    double u1 = ((rng_u64(r) >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] : log is finite */
-    double u2 = (rng_u64(r) >> 11) / 9007199254740992.0;
+double rng_normal_of(uint64_t a, uint64_t b) {
+    double u1 = ((a >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] : log is finite */
+    double u2 = (b >> 11) / 9007199254740992.0;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+double rng_normal(rng_state *r) {
+    const uint64_t a = rng_u64(r);
+    return rng_normal_of(a, rng_u64(r));
 }

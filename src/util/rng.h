@@ -20,5 +20,8 @@ float rng_float(rng_state *r);
 uint64_t rng_below(rng_state *r, uint64_t n);
 /* standard normal (Box-Muller, computed in double) */
 double rng_normal(rng_state *r);
+/* the normal that rng_normal makes of its two draws a, b (in that order): the draws are cheap and
+ * sequential, this is the costly part, which threads may share (tensor_init_from_draws) */
+double rng_normal_of(uint64_t a, uint64_t b);
 
 #endif

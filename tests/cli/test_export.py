@@ -210,5 +210,47 @@ def test_errors(tinylm, work):
               "... and --no-tokenizer exports its weights", out + err)
 
 
+def test_new_model_gguf(tinylm, work):
+    """export --config: a new model streamed into a GGUF file (test_gguf_stream checks its bytes)"""
+    cfg = os.path.join(work, "new_cfg.json")
+    with open(cfg, "w") as f:
+        json.dump({"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
+                   "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                   "tie_word_embeddings": False}, f)
+    g = os.path.join(work, "new.gguf")
+    base = ["export", "--config", cfg, "--format", "gguf", "--type", "q4_k"]
+    rc, out, err = run(tinylm, *base, "--tokenizer", TOK512, "--seed", "7", "--out", g)
+    check(rc == 0 and "seed 7" in out and "Q4_K" in out and "llama2c tokenizer" in out, "export --config writes",
+          out + err)
+    text = gen(tinylm, g)
+    check(not text.startswith("ERROR"), "the new file generates with its tokenizer", text)
+    with open(g, "rb") as f:
+        first = f.read()
+    rc, _, err = run(tinylm, *base, "--tokenizer", TOK512, "--seed", "8", "--out", g + ".8")
+    with open(g + ".8", "rb") as f:
+        check(rc == 0 and len(f.read()) == len(first), "another seed: a file of the same size", err)
+    rc, _, err = run(tinylm, *base, "--tokenizer", TOK512, "--seed", "7", "--out", g + ".again")
+    with open(g + ".again", "rb") as f:
+        check(rc == 0 and f.read() == first, "the same seed: the same bytes", err)
+    with open(cfg) as f:
+        cfg_text = f.read()
+    for args, code, what in ((["--no-tokenizer", "--out", cfg], 1, "--out onto the config: refused"),
+                             (["--no-tokenizer", "--model", STORIES, "--out", g + ".x"], 2, "--config with --model"),
+                             (["--out", g + ".x"], 2, "neither --tokenizer nor --no-tokenizer"),
+                             (["--no-tokenizer", "--type", "keep", "--out", g + ".x"], 2, "--type keep")):
+        rc, _, err = run(tinylm, *base, *args)
+        check(rc == code and not os.path.exists(g + ".x"), what, err)
+    with open(cfg) as f:
+        check(f.read() == cfg_text, "the config is left as it was")
+    rc, _, err = run(tinylm, "export", "--config", cfg, "--type", "q4_k", "--no-tokenizer", "--out", g + ".x")
+    check(rc == 2 and "--format gguf" in err, "--config without --format gguf", err)
+    with open(cfg, "w") as f:
+        json.dump(dict(json.loads(cfg_text), attention_bias=True), f)
+    rc, _, err = run(tinylm, *base, "--no-tokenizer", "--out", g + ".x")
+    check(rc == 1 and "biases" in err and not os.path.exists(g + ".x"), "a config llama.cpp cannot run: refused", err)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main([test_llama2c_stories, test_trained_runs, test_hf_tokenizers, test_errors]))
+    raise SystemExit(main([test_llama2c_stories, test_trained_runs, test_hf_tokenizers, test_errors,
+                           test_new_model_gguf]))

@@ -47,3 +47,7 @@ tlm_slow(test_gguf_export_archs)
 if(TLM_PYTHON)
   set_tests_properties(test_gguf_export_archs PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300)
 endif()
+# `tinylm export --config` (gguf_export_init_file): a new model streamed to a GGUF file a chunk of
+# rows at a time, the same bytes as the model made and exported (f32, q8_0, q4_k; fallbacks;
+# tensors of several chunks)
+tlm_c_test(test_gguf_stream tests/model/test_gguf_stream.c)
