@@ -111,7 +111,7 @@ const char *wq_int_path_name(wq_int_path p);
 /* the rows of x one pass over the weights serves (a weight block is unpacked once for them all) */
 enum { WQ_INT_MAX_ROWS = 16 };
 /* matmul_forward_quant takes the integer products (in their mode) for up to this many rows of x,
- * the widening GEMM beyond: where the two cost the same on a 2-core Zen 5 (docs/gguf.md) */
+ * the widening GEMM beyond: where the two cost the same on a 2-core Zen 4 (docs/gguf.md) */
 enum { WQ_INT_PROMPT_ROWS = 16 };
 /* y [n * OC + o] for o in [o0, o1), n < N (1 .. WQ_INT_MAX_ROWS) through set p, whatever the mode
  * (tests, benchmarks); -1 when p is not available, t has no integer kernel or IC is not whole blocks */
