@@ -210,6 +210,8 @@ def hf_weights(family, conf, T, tensors):
 
 
 def llamacpp_available():
+    if os.environ.get("TLM_TEST_NO_LLAMACPP"):
+        return None, "not in the sanitizer build (llama.cpp's code is not what it instruments; the release run checks it)"
     node = shutil.which("node")
     if not node or not os.path.exists(os.path.join(NLC, "package.json")):
         return None, "Node.js or tests/llamacpp/node_modules is missing"
