@@ -138,25 +138,8 @@ static int capture_write(const tlm_context *ctx, int id, const float *data, floa
     if ((flags & TLM_HOOK_RSTD) && !is_grad) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = 1.0f / data[i];
-    } else if (dst == data && (flags & TLM_HOOK_MASKED) && !is_grad) { /* (the kernel wrote the map here: the
-                                                                       * masked keys -inf, the rest as it is) */
-        int l, k;
-        model_point_of(&ctx->m->cfg, id, &l, &k);
-        const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
-        const int window = model_layer_attention(&ctx->m->cfg, l).window;
-        const int *start = ctx->acts.start;
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < B * H; r++)
-            for (int i = 0; i < T; i++) {
-                const int first = attention_first_key_padded(i, window, start ? start[r / H] : 0);
-                float *o = dst + ((size_t)r * T + i) * T;
-                const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
-                for (int j = 0; j < f; j++) o[j] = -INFINITY;
-                for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
-            }
-    } else if (dst == data) {
-        return 0;
-    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T] */
+    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T]; dst == data: the kernel wrote the map
+                                                        * there, only the masked keys are set to -inf */
         int l, k;
         model_point_of(&ctx->m->cfg, id, &l, &k);
         const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
@@ -170,9 +153,11 @@ static int capture_write(const tlm_context *ctx, int id, const float *data, floa
                 float *o = dst + ((size_t)r * T + i) * T;
                 const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
                 for (int j = 0; j < f; j++) o[j] = -INFINITY;
-                memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
+                if (o != src) memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
                 for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
             }
+    } else if (dst == data) {
+        return 0;
     } else {
         vec_copy(dst, data, n);
     }

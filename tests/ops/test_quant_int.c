@@ -34,42 +34,9 @@
 #include "util/f16.h"
 #include "util/rng.h"
 
-static const int int_types[] = {WQ_Q8_0, WQ_Q4_0, WQ_Q4_1, WQ_Q5_0, WQ_Q5_1, WQ_Q2_K, WQ_Q3_K, WQ_Q4_K, WQ_Q5_K, WQ_Q6_K};
-#define NT (int)(sizeof int_types / sizeof int_types[0])
+#include "quant_rows_random.h"
 
 static rng_state rng;
-
-/* the byte offsets of the f16 fields of a block (ggml-common.h): d and, where there is one, the
- * minimum; -1 none */
-static void f16_fields(int t, int *d, int *m) {
-    *m = -1;
-    switch (t) {
-    case WQ_Q4_1: case WQ_Q5_1: case WQ_Q4_K: case WQ_Q5_K: *d = 0, *m = 2; break;
-    case WQ_Q6_K: *d = 208; break;
-    case WQ_Q2_K: *d = 80, *m = 82; break;
-    case WQ_Q3_K: *d = 108; break;
-    default: *d = 0; break;
-    }
-}
-
-static void put_f16(uint8_t *p, float v) {
-    const uint16_t h = tlm_f32_to_f16(v);
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
-
-/* OC rows of IC random bytes, each block's f16 fields a finite scale of either sign */
-static uint8_t *random_rows(int t, int OC, int IC) {
-    const size_t row = wq_row_bytes(t, IC), bb = wq_block_bytes(t);
-    uint8_t *W = malloc(row * OC);
-    for (size_t i = 0; i < row * OC; i++) W[i] = (uint8_t)rng_u64(&rng);
-    int d, m;
-    f16_fields(t, &d, &m);
-    for (size_t b = 0; b < row * OC; b += bb) {
-        put_f16(W + b + d, (float)(rng_normal(&rng) * 1e-3));
-        if (m >= 0) put_f16(W + b + m, (float)(rng_normal(&rng) * 1e-3));
-    }
-    return W;
-}
 
 /* N rows of x: gaussian, each 32-block with its own magnitude (some zero, one large) */
 static float *random_x(int N, int IC) {
@@ -106,7 +73,7 @@ static void test_paths(void) {
         for (int s = 0; s < 3; s++) {
             /* (1 row of x on whole groups of 8 blocks, decoding's case; 4, and 11 rows: a short prompt's) */
             const int IC = ics[s], OC = 37, N = s == 0 ? 4 : s == 1 ? 1 : 11;
-            uint8_t *W = random_rows(t, OC, IC);
+            uint8_t *W = random_rows(&rng, t, OC, IC);
             float *x = random_x(N, IC), *ref = malloc(sizeof(float) * N * OC), *y = malloc(sizeof(float) * N * OC);
             CHECK(wq_int_products(WQ_INT_SCALAR, ref, x, W, t, N, IC, OC, 0, OC) == 0, "%s: the reference ran",
                   wq_name(t));
@@ -157,7 +124,7 @@ static void test_mode(void) {
     for (int o = 0; o < OC; o++) bias[o] = (float)rng_normal(&rng);
     for (int ti = 0; ti < NT + 1; ti++) {
         const int t = ti < NT ? int_types[ti] : WQ_F16;
-        uint8_t *W = random_rows(t, OC, IC);
+        uint8_t *W = random_rows(&rng, t, OC, IC);
         if (t == WQ_F16) { /* (finite values: rows quantized from gaussians) */
             float row[512];
             for (int o = 0; o < OC; o++) {
@@ -221,7 +188,7 @@ static void test_prompt(void) {
     for (int o = 0; o < OC; o++) bias[o] = (float)rng_normal(&rng);
     for (int ti = 0; ti < NT; ti++) {
         const int t = int_types[ti];
-        uint8_t *W = random_rows(t, OC, IC);
+        uint8_t *W = random_rows(&rng, t, OC, IC);
         float *x = random_x(NMAX, IC), y[NMAX * OC], want[NMAX * OC];
         const int ns[] = {MATVEC_MAX_ROWS + 1, WQ_INT_PROMPT_ROWS, WQ_INT_PROMPT_ROWS + 1};
         for (int k = 0; k < 3; k++) {
