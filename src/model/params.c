@@ -174,10 +174,10 @@ tlm_model *model_create_stored(const tlm_config *cfg, const int *storage) {
         return tlm_error("out of memory: the model's weights take %.1f MiB", (n32 * 4.0 + n16 * 2.0 + nq) / 1048576.0),
                NULL;
     }
-    if (nq) memset(m->wq_mem, 0, nq);
     tlm_advise_huge(m->param_mem, n32 * sizeof(float));
     if (m->stored16) tlm_advise_huge(m->stored16, n16 * sizeof(uint16_t));
     if (m->wq_mem) tlm_advise_huge(m->wq_mem, nq);
+    if (nq) memset(m->wq_mem, 0, nq);
     param_walk bind = {.cfg = cfg, .base = m->param_mem, .placed = m->tensors, .base16 = m->stored16, .baseq = m->wq_mem};
     walk_tensors(&bind, &m->p);
     return m;
