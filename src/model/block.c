@@ -38,7 +38,9 @@ const sublayer_ops *block_component(const tlm_config *c, int l, sublayer_kind k)
 
 const sublayer_ops *block_components(int i) {
     /* (Gemma 4's MoE block lays out through MOE_OPS: the same buffers) */
-    static const sublayer_ops *const ALL[] = {&ATTENTION_OPS, &MLA_OPS, &FFN_OPS, &MOE_OPS};
+    static const sublayer_ops *const ALL[COMPONENT_COUNT] = {
+        [COMPONENT_ATTENTION] = &ATTENTION_OPS, [COMPONENT_MLA] = &MLA_OPS, [COMPONENT_FFN] = &FFN_OPS,
+        [COMPONENT_MOE] = &MOE_OPS, [COMPONENT_PLE] = &PLE_OPS};
     return i >= 0 && i < (int)(sizeof ALL / sizeof ALL[0]) ? ALL[i] : NULL;
 }
 

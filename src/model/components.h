@@ -14,6 +14,21 @@ extern const sublayer_ops MLA_OPS;       /* mla.c: multi-head latent attention *
 extern const sublayer_ops FFN_OPS;       /* ffn.c: the dense feed-forward */
 extern const sublayer_ops MOE_OPS;       /* moe.c: a mixture of experts */
 extern const sublayer_ops MOE_BLOCK_OPS; /* moe.c: Gemma 4's experts beside the dense FFN */
+extern const sublayer_ops PLE_OPS;       /* ple.c: Gemma 4's per-layer input (its buffers only: the
+                                            layer's epilogue, not a sublayer) */
+
+/* Each component's slot: its index in block_components (the activation layout's order) and of its own
+ * structs in layer_acts.own and activations.own (a component reads its own as own[COMPONENT_X], once
+ * per layer) */
+typedef enum {
+    COMPONENT_ATTENTION,
+    COMPONENT_MLA,
+    COMPONENT_FFN,
+    COMPONENT_MOE,
+    COMPONENT_PLE,
+    COMPONENT_COUNT
+} component_slot;
+_Static_assert((int)COMPONENT_COUNT <= (int)ACTS_OWN_SLOTS, "model.h's ACTS_OWN_SLOTS: a slot for each component");
 
 /* ---- the one-token steps' shared pieces --------------------------------------------------------- */
 
@@ -58,8 +73,8 @@ void model_norm_forward_bf16(const tlm_config *c, float *y, uint16_t *y16, const
  * output x (the layer scalar), and its backward (dx set, the scalar's gradient added) */
 void layer_epilogue_forward(pass_ctx *x, int l, const float *x_in, float *out);
 void layer_epilogue_backward(pass_ctx *x, int l, const float *x_in, const float *dout, float *dx);
-/* Gemma 4's per-layer inputs of every layer (A->ple_in) from the scaled embedding x0, and their
- * backward from A->dple_in (dx0 set) */
+/* Gemma 4's per-layer inputs of every layer (ple.c's own) from the scaled embedding x0, and their
+ * backward (their gradient at x0 added into dx0) */
 void ple_inputs_forward(pass_ctx *x, const float *x0);
 void ple_inputs_backward(pass_ctx *x, const float *x0, float *dx0);
 
@@ -98,7 +113,7 @@ void moe_block_forward(pass_ctx *x, int l, const float *x_in, const float *u, fl
 void moe_block_backward(pass_ctx *x, int l, const float *u, const float *df, float *du);
 void moe_block_backward_x(pass_ctx *x, int l, const float *x_in, float *dx);
 /* after a forward in the training layout: every MoE layer's per-sequence statistics pooled into
- * acts.moe_frac / moe_prob and the load-balancing loss acts.moe_aux */
+ * the pass's own (moe.c) and the load-balancing loss acts.moe_aux */
 void moe_pool_stats(tlm_context *ctx);
 
 /* ---- multi-head latent attention (mla.c) ------------------------------------------------------ */
@@ -134,8 +149,8 @@ void attention_layout(layout_ctx *lc, arena *a, layer_acts *L, int l);
  * layer l's epilogue's (ple_gate, ple_proj, ple_norm, layer_scalar) */
 void ple_model_params(param_walk *w, model_params *p);
 void layer_epilogue_params(param_walk *w, layer_params *L, int l);
-/* layer l's epilogue's buffers; the per-layer inputs' (after the layers); their backward scratch */
-void layer_epilogue_layout(layout_ctx *lc, arena *a, layer_acts *L, int l);
+/* (layer l's epilogue's buffers: PLE_OPS's layout) the per-layer inputs' (after the layers); their
+ * backward scratch */
 void ple_model_layout(const layout_ctx *lc, arena *a, activations *A);
 void ple_scratch(const layout_ctx *lc, arena *b, activations *A);
 

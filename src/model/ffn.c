@@ -9,22 +9,34 @@
 #include "components.h"
 #include "kv_cache.h"
 
+/* a dense FFN layer's own buffers (the widest layer's d_ff f in the inference layout) */
+typedef struct {
+    float *gate, *up, *hid; /* [N, f] */
+    uint16_t *hid16;        /* mixed-precision training: hid as the forward rounded it for down [N, f] */
+} ffn_acts;
+
+/* its backward scratch [N, f] x 3 */
+typedef struct {
+    float *dgate, *dup, *dhid;
+} ffn_pass_acts;
+
 void ffn_sublayer_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
-    layer_acts *a = &ctx->A->layers[l];
+    layer_acts *L = &ctx->A->layers[l];
+    ffn_acts *a = L->own[COMPONENT_FFN];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
     uint16_t *hid16 = ctx->observed ? NULL : a->hid16; /* (the activation rounds hid for down's product) */
     if (c->ffn == FFN_GELU) {
-        linear_forward_kept(ctx, a->up, u, a->u16[SUB_FFN], &P->up, N, d, ff);
+        linear_forward_kept(ctx, a->up, u, L->u16[SUB_FFN], &P->up, N, d, ff);
         PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), a->up, 0);
         act_forward_bf16(a->hid, hid16, a->up, (size_t)N * ff, ACT_GELU_TANH);
     } else {
         float *gu_out[2] = {a->gate, a->up};
         const linear_params *gu_parts[2] = {&P->gate, &P->up};
         const int gu_widths[2] = {ff, ff};
-        project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, a->u16[SUB_FFN], N, d);
+        project_parts(ctx, gu_out, gu_parts, gu_widths, 2, &P->gate_up, u, L->u16[SUB_FFN], N, d);
         PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), a->gate, 0);
         PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE_LINEAR), a->up, 0);
         glu_forward_bf16(a->hid, hid16, a->gate, a->up, (size_t)N * ff, model_ffn_activation(c));
@@ -40,25 +52,26 @@ void ffn_sublayer_backward(pass_ctx *ctx, int l, const float *u, const float *df
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_params *G = &ctx->g->layers[l];
-    const layer_acts *a = &ctx->A->layers[l];
-    activations *A = ctx->A;
-    const int N = A->B * A->T, d = c->d_model, ff = config_layer_ff(c, l);
+    const layer_acts *L = &ctx->A->layers[l];
+    const ffn_acts *a = L->own[COMPONENT_FFN];
+    const ffn_pass_acts *S = ctx->A->own[COMPONENT_FFN];
+    const int N = ctx->A->B * ctx->A->T, d = c->d_model, ff = config_layer_ff(c, l);
     const size_t n = (size_t)N * ff;
-    linear_backward(pass_product_bf16(ctx), 1, A->dhid, &G->down, df, a->hid, backward_input(pass_product_bf16(ctx), &P->down, a->hid, N, ff, a->hid16, 0), &P->down, N,
+    linear_backward(pass_product_bf16(ctx), 1, S->dhid, &G->down, df, a->hid, backward_input(pass_product_bf16(ctx), &P->down, a->hid, N, ff, a->hid16, 0), &P->down, N,
                     ff, d);
-    PASS_POINT(ctx, model_point_id(c, l, PT_MLP_POST), A->dhid, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_MLP_POST), S->dhid, 1);
     if (c->ffn == FFN_GELU) {
-        act_backward(A->dup, A->dhid, a->up, n, ACT_GELU_TANH);
-        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), A->dup, 1);
-        linear_backward(pass_product_bf16(ctx), 1, du, &G->up, A->dup, u, backward_input(pass_product_bf16(ctx), &P->up, u, N, d, a->u16[SUB_FFN], 0), &P->up, N, d,
+        act_backward(S->dup, S->dhid, a->up, n, ACT_GELU_TANH);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), S->dup, 1);
+        linear_backward(pass_product_bf16(ctx), 1, du, &G->up, S->dup, u, backward_input(pass_product_bf16(ctx), &P->up, u, N, d, L->u16[SUB_FFN], 0), &P->up, N, d,
                         ff);
     } else {
-        glu_backward(A->dgate, A->dup, A->dhid, a->gate, a->up, n, model_ffn_activation(c));
-        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), A->dgate, 1);
-        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE_LINEAR), A->dup, 1);
-        const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->gate, u, N, d, a->u16[SUB_FFN], 1);
-        linear_backward(pass_product_bf16(ctx), 1, du, &G->gate, A->dgate, u, u16, &P->gate, N, d, ff);
-        linear_backward(pass_product_bf16(ctx), 0, du, &G->up, A->dup, u, u16, &P->up, N, d, ff);
+        glu_backward(S->dgate, S->dup, S->dhid, a->gate, a->up, n, model_ffn_activation(c));
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE), S->dgate, 1);
+        PASS_POINT(ctx, model_point_id(c, l, PT_MLP_PRE_LINEAR), S->dup, 1);
+        const uint16_t *u16 = backward_input(pass_product_bf16(ctx), &P->gate, u, N, d, L->u16[SUB_FFN], 1);
+        linear_backward(pass_product_bf16(ctx), 1, du, &G->gate, S->dgate, u, u16, &P->gate, N, d, ff);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->up, S->dup, u, u16, &P->up, N, d, ff);
     }
 }
 
@@ -111,8 +124,9 @@ void ffn_params(param_walk *w, layer_params *L, int l) {
 
 /* its buffers in a layer with the dense FFN (the inference layout: in layer 0's when any layer has
  * it, at the widest d_ff), with the bf16 copies of its products' inputs in mixed-precision training */
-static void ffn_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+static void ffn_layout(layout_ctx *lc, arena *a, layer_acts *layer, int l) {
     const tlm_config *c = lc->c;
+    ffn_acts *L = layer->own[COMPONENT_FFN];
     if (lc->reuse) return;
     const int any_dense = config_moe_layers(c) < c->n_layers || c->moe_block;
     const int dense = lc->one_layer ? any_dense : config_layer_has_dense(c, l);
@@ -122,16 +136,17 @@ static void ffn_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
     L->hid = dense ? take(a, N * lf) : NULL;
     arena none16 = {0};
     arena *k16 = lc->keep16 && dense ? a : &none16;
-    L->u16[SUB_FFN] = take16(k16, lc->B, lc->T, c->d_model);
+    layer->u16[SUB_FFN] = take16(k16, lc->B, lc->T, c->d_model);
     L->hid16 = take16(k16, lc->B, lc->T, lf);
 }
 
 static void ffn_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
     (void)a;
+    ffn_pass_acts *S = A->own[COMPONENT_FFN];
     const size_t n = lc->N * (size_t)config_max_ff(lc->c);
-    A->dgate = take(b, n);
-    A->dup = take(b, n);
-    A->dhid = take(b, n);
+    S->dgate = take(b, n);
+    S->dup = take(b, n);
+    S->dhid = take(b, n);
 }
 
 const sublayer_ops FFN_OPS = {.forward = ffn_forward_op,
@@ -139,4 +154,6 @@ const sublayer_ops FFN_OPS = {.forward = ffn_forward_op,
                               .step = ffn_step,
                               .params = ffn_params,
                               .layout = ffn_layout,
-                              .scratch = ffn_scratch};
+                              .scratch = ffn_scratch,
+                              .layer_acts_size = sizeof(ffn_acts),
+                              .pass_acts_size = sizeof(ffn_pass_acts)};

@@ -25,6 +25,50 @@ static size_t widest_input(const tlm_config *c) {
     return w;
 }
 
+/* a component's own struct in the block of the layers: in 16-byte steps (each starts aligned) */
+static size_t own_round(size_t n) { return (n + 15) & ~(size_t)15; }
+
+int activations_alloc_layers(activations *A, int n_layers) {
+    size_t per_layer = 0, per_pass = 0;
+    for (int i = 0; block_components(i); i++) {
+        per_layer += own_round(block_components(i)->layer_acts_size);
+        per_pass += own_round(block_components(i)->pass_acts_size);
+    }
+    const size_t head = own_round((size_t)n_layers * sizeof(layer_acts));
+    char *mem = calloc(1, head + (size_t)n_layers * per_layer + per_pass);
+    if (!mem) return -1;
+    A->layers = (layer_acts *)mem;
+    char *at = mem + head;
+    for (int l = 0; l < n_layers; l++)
+        for (int i = 0; block_components(i); i++)
+            if (block_components(i)->layer_acts_size)
+                A->layers[l].own[i] = at, at += own_round(block_components(i)->layer_acts_size);
+    for (int i = 0; block_components(i); i++)
+        if (block_components(i)->pass_acts_size) A->own[i] = at, at += own_round(block_components(i)->pass_acts_size);
+    return 0;
+}
+
+void activations_view(activations *v, const activations *A) {
+    layer_acts *layers = v->layers;
+    void *own[ACTS_OWN_SLOTS];
+    memcpy(own, v->own, sizeof own);
+    *v = *A;
+    v->layers = layers;
+    memcpy(v->own, own, sizeof own);
+}
+
+/* the inference layout's later layer l: layer 0's buffers, and each component's own struct a copy of
+ * layer 0's (layer l keeps its own struct: a later layout of another mode binds it again) */
+static void reuse_layer0(activations *A, int l) {
+    layer_acts *L = &A->layers[l];
+    void *own[ACTS_OWN_SLOTS];
+    memcpy(own, L->own, sizeof own);
+    *L = A->layers[0];
+    memcpy(L->own, own, sizeof own);
+    for (int i = 0; block_components(i); i++)
+        if (own[i]) memcpy(own[i], A->layers[0].own[i], block_components(i)->layer_acts_size);
+}
+
 /* One walk lays out every activation for (B, T) in the context's mode; run once with a NULL
  * base to count, then with the buffer to bind the pointers. Each layer: the block's (the
  * placement's norms around each sublayer), then every component's fragment (block_components:
@@ -50,7 +94,7 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
         layer_acts *L = &A->layers[l];
         lc.reuse = one_layer && l > 0;
         if (lc.reuse) { /* inference: every layer reuses layer 0's activations (the fragments add what not) */
-            *L = A->layers[0];
+            reuse_layer0(A, l);
         } else {
             sublayer_acts *subs[2] = {&L->attn_s, &L->ffn_s};
             for (int s = 0; s < 2; s++) {
@@ -68,9 +112,8 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
          * linears are stored alike, o asks for them): the products keep their inputs as the forward
          * rounded them, for the backward's weight gradients (linear.c) */
         lc.keep16 = !one_layer && m->p.layers && linear_mixed(&m->p.layers[l].o, ctx->product_bf16, (int)N);
-        for (int i = 0; block_components(i); i++)
+        for (int i = 0; block_components(i); i++) /* (the epilogue's, PLE_OPS, last) */
             if (block_components(i)->layout) block_components(i)->layout(&lc, a, L, l);
-        layer_epilogue_layout(&lc, a, L, l);
     }
     ple_model_layout(&lc, a, A);
     const size_t fused = qd + 2 * kvd > 2 * f ? qd + 2 * kvd : 2 * f;
@@ -105,8 +148,8 @@ void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B,
 size_t model_activation_floats(const tlm_config *cfg, model_mode mode, int B, int T) {
     const tlm_model m = {.cfg = *cfg};
     const tlm_context ctx = {.m = &m, .mode = mode}; /* f32 weights, no KV cache: the layout's inputs */
-    activations A = {.layers = calloc((size_t)cfg->n_layers, sizeof(layer_acts))};
-    if (!A.layers) return 0;
+    activations A = {0};
+    if (activations_alloc_layers(&A, cfg->n_layers)) return 0;
     arena count = {0};
     layout_activations(&ctx, &A, &count, B, T);
     free(A.layers);
@@ -127,7 +170,7 @@ int ensure_activations(tlm_context *ctx, int B, int T) {
         A->w16 == !!m->stored16 && A->wq == !!m->wq_mem && A->product_bf16 == ctx->product_bf16 && A->maps == maps &&
         slots_ok)
         return 0;
-    if (!A->layers && !(A->layers = calloc((size_t)m->cfg.n_layers, sizeof(layer_acts))))
+    if (!A->layers && activations_alloc_layers(A, m->cfg.n_layers))
         return tlm_error("out of memory");
     arena count = {0};
     layout_activations(ctx, A, &count, B, T);

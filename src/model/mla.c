@@ -35,6 +35,23 @@
 #include "util/error.h"
 #include "util/f16.h"
 
+/* A latent-attention layer's own buffers, N rows, rq, rkv the ranks, dr the rope dims (q, the projection
+ * [N, H qk], is in the attention's q's first N H qk floats; the attention's qr, kr, vn [N, H D] are the
+ * padded heads it reads and att its output) */
+typedef struct {
+    float *cq, *cq_rstd, *cqn;    /* c_q = u W_qa^T [N, rq], its RMSNorm's rstd [N] and output */
+    float *ckv, *ckv_rstd, *ckvn; /* [c_kv | k_pe] = u W_kva^T [N, rkv + dr], c_kv's rstd [N], RMSNorm(c_kv) [N, rkv] */
+    float *kvb;                   /* [k_nope | v] per head = ckvn W_kvb^T [N, H (dn + dv)] */
+    float *qpe, *kpe;             /* q_pe [N, H dr], k_pe [N, dr] after RoPE (de-interleaved) */
+    float *attc;                  /* the attention output's first dv of each head [N, H dv] (o_proj's input) */
+} mla_acts;
+
+/* its backward scratch: d kvb [N, H (dn + dv)], d [c_kv | k_pe] [N, rkv + dr], d ckvn [N, rkv], d cqn,
+ * d cq [N, rq], d k_pe [N, dr], d q_pe [N, H dr] */
+typedef struct {
+    float *d_kvb, *d_ckv, *d_ckvn, *d_cqn, *d_cq, *d_kpe, *d_qpe;
+} mla_pass_acts;
+
 /* rows [r0, r0 + rows) of a linear layer's weights (f32 or bf16) as a layer of its own */
 static linear_params sub_rows(const linear_params *p, int r0, int IC) {
     linear_params s = {0};
@@ -66,7 +83,8 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
-    layer_acts *a = &ctx->A->layers[l];
+    layer_acts *L = &ctx->A->layers[l];
+    mla_acts *a = L->own[COMPONENT_MLA];
     const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model, H = c->n_heads;
     const int dn = c->qk_nope_dim, dr = c->qk_rope_dim, qk = dn + dr, dv = c->v_head_dim, D = c->head_dim;
     const int rq = c->q_lora_rank, rkv = c->kv_lora_rank, kvw = dn + dv;
@@ -77,9 +95,9 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
         PASS_POINT(ctx, model_point_id(c, l, PT_Q_A), a->cq, 0);
         rmsnorm_forward(a->cqn, a->cq_rstd, a->cq, P->q_a_norm, 0.0f, N, rq, c->norm_eps);
         PASS_POINT(ctx, model_point_id(c, l, PT_Q_A_NORMED), a->cqn, 0);
-        linear_forward(pass_product_bf16(ctx), w_tile, a->q, a->cqn, &P->q_b, N, rq, H * qk);
+        linear_forward(pass_product_bf16(ctx), w_tile, L->q, a->cqn, &P->q_b, N, rq, H * qk);
     } else {
-        linear_forward(pass_product_bf16(ctx), w_tile, a->q, u, &P->q, N, d, H * qk);
+        linear_forward(pass_product_bf16(ctx), w_tile, L->q, u, &P->q, N, d, H * qk);
     }
     /* c_kv and the raw k_pe, then c_kv's norm and its expansion to every head's k_nope and v */
     float *kpe0 = a->ckv + (size_t)N * rkv;
@@ -92,7 +110,7 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     /* RoPE on q_pe and k_pe (de-interleaved first with rope_interleave) */
     for (int n = 0; n < N; n++) {
         for (int h = 0; h < H; h++)
-            pe_permute(a->qpe + ((size_t)n * H + h) * dr, a->q + ((size_t)n * H + h) * qk + dn, dr, c->rope_interleave);
+            pe_permute(a->qpe + ((size_t)n * H + h) * dr, L->q + ((size_t)n * H + h) * qk + dn, dr, c->rope_interleave);
         pe_permute(a->kpe + (size_t)n * dr, kpe0 + (size_t)n * dr, dr, c->rope_interleave);
     }
     const int pos0 = ctx->run->kv ? kv_cache_length(ctx->run->kv) : 0;
@@ -101,7 +119,7 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     rope_forward(a->qpe, a->qpe, cs, sn, B, T, H, dr, pos0, ctx->A->start);
     rope_forward(a->kpe, a->kpe, cs, sn, B, T, 1, dr, pos0, ctx->A->start);
     if (ctx->run->kv) { /* the latent cache: ckvn and kpe per token; the heads never expanded (absorbed form) */
-        kv_mla_attention_forward(ctx->run->kv, m, l, a->attc, a->q, a->qpe, a->ckvn, a->kpe, T);
+        kv_mla_attention_forward(ctx->run->kv, m, l, a->attc, L->q, a->qpe, a->ckvn, a->kpe, T);
         linear_forward(pass_product_bf16(ctx), w_tile, f, a->attc, &P->o, N, H * dv, d);
         return;
     }
@@ -111,8 +129,8 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++) {
             const size_t at = ((size_t)n * H + h) * D;
-            float *Q = a->qr + at, *K = a->kr + at, *V = a->vn + at;
-            const float *qh = a->q + ((size_t)n * H + h) * qk, *kv = a->kvb + ((size_t)n * H + h) * kvw;
+            float *Q = L->qr + at, *K = L->kr + at, *V = L->vn + at;
+            const float *qh = L->q + ((size_t)n * H + h) * qk, *kv = a->kvb + ((size_t)n * H + h) * kvw;
             memset(Q, 0, sizeof(float) * D), memset(K, 0, sizeof(float) * D), memset(V, 0, sizeof(float) * D);
             memcpy(Q, qh, sizeof(float) * dn);
             memcpy(Q + dn, a->qpe + ((size_t)n * H + h) * dr, sizeof(float) * dr);
@@ -120,12 +138,12 @@ void mla_forward(pass_ctx *ctx, int l, const float *u, float *f) {
             memcpy(K + dn, a->kpe + (size_t)n * dr, sizeof(float) * dr);
             memcpy(V, kv + dn, sizeof(float) * dv);
         }
-    PASS_POINT(ctx, model_point_id(c, l, PT_V), a->vn, 0);
-    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), a->qr, 0);
-    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), a->kr, 0);
-    attention_full_pass(ctx, l, a->att, a->scores, a->probs, a->qr, a->kr, a->vn, B, T);
-    PASS_POINT(ctx, model_point_id(c, l, PT_Z), a->att, 0);
-    for (size_t r = 0; r < (size_t)N * H; r++) memcpy(a->attc + r * dv, a->att + r * D, sizeof(float) * dv);
+    PASS_POINT(ctx, model_point_id(c, l, PT_V), L->vn, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), L->qr, 0);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), L->kr, 0);
+    attention_full_pass(ctx, l, L->att, L->scores, L->probs, L->qr, L->kr, L->vn, B, T);
+    PASS_POINT(ctx, model_point_id(c, l, PT_Z), L->att, 0);
+    for (size_t r = 0; r < (size_t)N * H; r++) memcpy(a->attc + r * dv, L->att + r * D, sizeof(float) * dv);
     linear_forward(pass_product_bf16(ctx), w_tile, f, a->attc, &P->o, N, H * dv, d);
 }
 
@@ -135,8 +153,10 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_params *G = &ctx->g->layers[l];
-    const layer_acts *a = &ctx->A->layers[l];
+    const layer_acts *L = &ctx->A->layers[l];
+    const mla_acts *a = L->own[COMPONENT_MLA];
     activations *A = ctx->A;
+    const mla_pass_acts *S = A->own[COMPONENT_MLA];
     const int B = A->B, T = A->T, N = B * T, d = c->d_model, H = c->n_heads;
     const int dn = c->qk_nope_dim, dr = c->qk_rope_dim, qk = dn + dr, dv = c->v_head_dim, D = c->head_dim;
     const int rq = c->q_lora_rank, rkv = c->kv_lora_rank, kvw = dn + dv;
@@ -151,14 +171,14 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = A->start;
-    attention_backward(A->dq, A->dk, A->dv, datt, hook_points_map(ctx, l, PT_ATTN_SCORES, a->scores),
-                       hook_points_map(ctx, l, PT_PATTERN, a->probs), a->qr, a->kr, a->vn, B, T, &spec,
+    attention_backward(A->dq, A->dk, A->dv, datt, hook_points_map(ctx, l, PT_ATTN_SCORES, L->scores),
+                       hook_points_map(ctx, l, PT_PATTERN, L->probs), L->qr, L->kr, L->vn, B, T, &spec,
                        A->attn_scratch);
     PASS_POINT(ctx, model_point_id(c, l, PT_V), A->dv, 1);
     PASS_POINT(ctx, model_point_id(c, l, PT_ROT_Q), A->dq, 1);
     PASS_POINT(ctx, model_point_id(c, l, PT_ROT_K), A->dk, 1);
     /* split the heads' gradients: d q (nope and pe), d kvb (k_nope and v), d k_pe summed over the heads */
-    float *dqp = A->dq2, *dqpe = A->d_qpe, *dkpe = A->d_kpe;
+    float *dqp = A->dq2, *dqpe = S->d_qpe, *dkpe = S->d_kpe;
 #pragma omp parallel for schedule(static) if ((size_t)N * H * D > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float *dk_pe = dkpe + (size_t)n * dr;
@@ -166,7 +186,7 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
         for (int h = 0; h < H; h++) {
             const size_t at = ((size_t)n * H + h) * D;
             const float *dQ = A->dq + at, *dK = A->dk + at, *dV = A->dv + at;
-            float *dkv = A->d_kvb + ((size_t)n * H + h) * kvw;
+            float *dkv = S->d_kvb + ((size_t)n * H + h) * kvw;
             memcpy(dqp + ((size_t)n * H + h) * qk, dQ, sizeof(float) * dn);
             memcpy(dqpe + ((size_t)n * H + h) * dr, dQ + dn, sizeof(float) * dr);
             memcpy(dkv, dK, sizeof(float) * dn);
@@ -179,16 +199,16 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     context_layer_rope(ctx->run, l, &cs, &sn);
     rope_backward(dqpe, dqpe, cs, sn, B, T, H, dr, 0, A->start);
     rope_backward(dkpe, dkpe, cs, sn, B, T, 1, dr, 0, A->start);
-    float *dckv = A->d_ckv, *dkpe0 = A->d_ckv + (size_t)N * rkv;
+    float *dckv = S->d_ckv, *dkpe0 = S->d_ckv + (size_t)N * rkv;
     for (int n = 0; n < N; n++) {
         for (int h = 0; h < H; h++)
             pe_permute_back(dqp + ((size_t)n * H + h) * qk + dn, dqpe + ((size_t)n * H + h) * dr, dr, c->rope_interleave);
         pe_permute_back(dkpe0 + (size_t)n * dr, dkpe + (size_t)n * dr, dr, c->rope_interleave);
     }
     /* kv: kv_b, c_kv's norm, kv_a (its two row blocks) */
-    linear_backward(pass_product_bf16(ctx), 1, A->d_ckvn, &G->kv_b, A->d_kvb, a->ckvn, NULL, &P->kv_b, N, rkv, H * kvw);
-    PASS_POINT(ctx, model_point_id(c, l, PT_KV_A_NORMED), A->d_ckvn, 1);
-    rmsnorm_backward(dckv, NULL, G->kv_a_norm, A->d_ckvn, a->ckv, P->kv_a_norm, 0.0f, a->ckv_rstd, N, rkv);
+    linear_backward(pass_product_bf16(ctx), 1, S->d_ckvn, &G->kv_b, S->d_kvb, a->ckvn, NULL, &P->kv_b, N, rkv, H * kvw);
+    PASS_POINT(ctx, model_point_id(c, l, PT_KV_A_NORMED), S->d_ckvn, 1);
+    rmsnorm_backward(dckv, NULL, G->kv_a_norm, S->d_ckvn, a->ckv, P->kv_a_norm, 0.0f, a->ckv_rstd, N, rkv);
     PASS_POINT(ctx, model_point_id(c, l, PT_KV_A), dckv, 1);
     const linear_params kv_lo = sub_rows(&P->kv_a, 0, d), kv_hi = sub_rows(&P->kv_a, rkv, d);
     linear_params g_lo = sub_rows(&G->kv_a, 0, d), g_hi = sub_rows(&G->kv_a, rkv, d);
@@ -196,11 +216,11 @@ void mla_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *
     linear_backward(pass_product_bf16(ctx), 0, du, &g_hi, dkpe0, u, NULL, &kv_hi, N, d, dr);
     /* q */
     if (rq > 0) {
-        linear_backward(pass_product_bf16(ctx), 1, A->d_cqn, &G->q_b, dqp, a->cqn, NULL, &P->q_b, N, rq, H * qk);
-        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A_NORMED), A->d_cqn, 1);
-        rmsnorm_backward(A->d_cq, NULL, G->q_a_norm, A->d_cqn, a->cq, P->q_a_norm, 0.0f, a->cq_rstd, N, rq);
-        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A), A->d_cq, 1);
-        linear_backward(pass_product_bf16(ctx), 0, du, &G->q_a, A->d_cq, u, NULL, &P->q_a, N, d, rq);
+        linear_backward(pass_product_bf16(ctx), 1, S->d_cqn, &G->q_b, dqp, a->cqn, NULL, &P->q_b, N, rq, H * qk);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A_NORMED), S->d_cqn, 1);
+        rmsnorm_backward(S->d_cq, NULL, G->q_a_norm, S->d_cqn, a->cq, P->q_a_norm, 0.0f, a->cq_rstd, N, rq);
+        PASS_POINT(ctx, model_point_id(c, l, PT_Q_A), S->d_cq, 1);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->q_a, S->d_cq, u, NULL, &P->q_a, N, d, rq);
     } else {
         linear_backward(pass_product_bf16(ctx), 0, du, &G->q, dqp, u, NULL, &P->q, N, d, H * qk);
     }
@@ -406,9 +426,10 @@ static void mla_params(param_walk *w, layer_params *L, int l) {
 
 /* an MLA layer's own buffers (beside the attention's, attention_layout, whose q, qr, kr, vn and att
  * it writes as the padded heads) */
-static void mla_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+static void mla_layout(layout_ctx *lc, arena *a, layer_acts *layer, int l) {
     (void)l;
     const tlm_config *c = lc->c;
+    mla_acts *L = layer->own[COMPONENT_MLA];
     if (lc->reuse) return;
     arena none = {0};
     arena *m = config_mla(c) ? a : &none, *q = config_mla(c) && c->q_lora_rank > 0 ? a : &none;
@@ -426,20 +447,21 @@ static void mla_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
     L->attc = take(m, N * H * (size_t)c->v_head_dim);
 }
 
-static void mla_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
+static void mla_scratch(const layout_ctx *lc, arena *a, arena *b, activations *acts) {
     (void)a;
+    mla_pass_acts *S = acts->own[COMPONENT_MLA];
     const tlm_config *c = lc->c;
     arena none = {0};
     arena *mb = config_mla(c) ? b : &none;
     const size_t N = lc->N, H = (size_t)c->n_heads, rq = (size_t)c->q_lora_rank, rkv = (size_t)c->kv_lora_rank,
                  dr = (size_t)c->qk_rope_dim;
-    A->d_kvb = take(mb, N * H * (size_t)(c->qk_nope_dim + c->v_head_dim));
-    A->d_ckv = take(mb, N * (rkv + dr));
-    A->d_ckvn = take(mb, N * rkv);
-    A->d_cqn = take(mb, N * rq);
-    A->d_cq = take(mb, N * rq);
-    A->d_kpe = take(mb, N * dr);
-    A->d_qpe = take(mb, N * H * dr);
+    S->d_kvb = take(mb, N * H * (size_t)(c->qk_nope_dim + c->v_head_dim));
+    S->d_ckv = take(mb, N * (rkv + dr));
+    S->d_ckvn = take(mb, N * rkv);
+    S->d_cqn = take(mb, N * rq);
+    S->d_cq = take(mb, N * rq);
+    S->d_kpe = take(mb, N * dr);
+    S->d_qpe = take(mb, N * H * dr);
 }
 
 const sublayer_ops MLA_OPS = {.forward = mla_forward_op,
@@ -447,4 +469,6 @@ const sublayer_ops MLA_OPS = {.forward = mla_forward_op,
                               .step = mla_step,
                               .params = mla_params,
                               .layout = mla_layout,
-                              .scratch = mla_scratch};
+                              .scratch = mla_scratch,
+                              .layer_acts_size = sizeof(mla_acts),
+                              .pass_acts_size = sizeof(mla_pass_acts)};

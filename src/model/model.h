@@ -119,9 +119,16 @@ typedef struct {
     norm_acts post; /* post norm (post) */
 } sublayer_acts;
 
+/* A component's own buffers (those no other component, the block or the drivers read) are a struct
+ * declared in its file (mla.c's mla_acts, ...), one per layer and one per pass (its backward's
+ * scratch and its buffers of the whole model), reached through its slot of `own` (components.h's
+ * component_slot). The layout (layout.c) allocates them with the layers and its fragments fill them:
+ * a component with buffers of its own adds no field here. */
+enum { ACTS_OWN_SLOTS = 8 };
+
 typedef struct {
     sublayer_acts attn_s, ffn_s;
-    /* attention internals */
+    /* attention internals (what every attention kind writes: latent attention's padded heads too) */
     float *q, *k, *v;         /* projections [BT, H*hd], [BT, KV*hd] (the layer's hd, KV; k, v NULL in a
                                  layer that shares an earlier one's: it reads that layer's kr and vn) */
     float *q_rstd, *k_rstd;   /* QK-norm statistics */
@@ -131,47 +138,13 @@ typedef struct {
     float *dk_shared, *dv_shared; /* training, a layer whose keys/values later layers share: the gradients
                                      they send back to its kr, vn [BT, KV*hd] (summed, then added) */
     float *epilogue_in;           /* the stream after the FFN's residual add, before the layer's epilogue */
-    /* per-layer input (Gemma 4): gate = epilogue_in W_gate^T [BT, P], prod = act(gate) * ple_in's slice [BT, P],
-     * pout = prod W_proj^T [BT, d], its norm, epilogue_sum = epilogue_in + norm(pout) [BT, d] (before the scalar) */
-    float *ple_gate, *ple_prod, *ple_out, *epilogue_sum;
-    norm_acts ple_out_n;
-    /* multi-head latent attention (config_mla; mla.c), N rows, rq, rkv the ranks, dr the rope dims:
-     * q (the projection [N, H qk]) is in q's first N H qk floats; qr, kr, vn [N, H D] are the padded heads
-     * attention reads (D = head_dim = max(qk, dv)) and att its output */
-    float *cq, *cq_rstd, *cqn;    /* c_q = u W_qa^T [N, rq], its RMSNorm's rstd [N] and output */
-    float *ckv, *ckv_rstd, *ckvn; /* [c_kv | k_pe] = u W_kva^T [N, rkv + dr], c_kv's rstd [N], RMSNorm(c_kv) [N, rkv] */
-    float *kvb;                   /* [k_nope | v] per head = ckvn W_kvb^T [N, H (dn + dv)] */
-    float *qpe, *kpe;             /* q_pe [N, H dr], k_pe [N, dr] after RoPE (de-interleaved) */
-    float *attc;                  /* the attention output's first dv of each head [N, H dv] (o_proj's input) */
     float *scores, *probs;    /* [B, H, T, T], when kept (context_keeps_attention_maps) */
     float *att;               /* attention output before o_proj [BT, H*hd] */
-    /* FFN internals */
-    float *gate, *up, *hid;   /* [BT, f] */
     /* mixed-precision training: the bf16 copies of the products' inputs that the forward rounds and
      * the backward's weight gradients read again (NULL otherwise: the backward rounds its own) —
-     * the attention and FFN sublayers' inputs u [BT, d], att [BT, H*hd], hid [BT, f] */
-    uint16_t *u16[2], *att16, *hid16;
-    /* mixture-of-experts internals (an MoE layer; docs/ops.md "Mixture of experts"), for N rows,
-     * E experts, k chosen per row, fe = moe_intermediate_size, fs = n_shared * fe */
-    float *router_logits;     /* [N, E] */
-    float *router_probs;      /* [N, E] softmax, or each expert's sigmoid */
-    int *topk_idx;            /* [N, k] the chosen experts, best first (ties: the lower index) */
-    float *topk_w;            /* [N, k] their weights in the sum */
-    int *slot_of;             /* [N, k] where row n's j-th choice sits in the expert-sorted slots */
-    int *slot_row;            /* [N k] the row of each slot; expert e's slots are [off[e], off[e+1]) */
-    int *expert_off;          /* [E + 1] (a part of a split batch: its own) */
-    float *xs;                /* [N k, d] each slot's input row (u gathered by expert) */
-    float *eg, *eu, *eh;      /* [N k, fe] the experts' gate, up, hidden */
-    float *ey;                /* [N k, d] the experts' outputs, before their weights */
-    float *sg, *su, *sh, *sy; /* the shared expert: [N, fs] x 3, [N, d] */
-    float *s_gate;            /* [N] sigmoid(u g^T), the shared expert's gate (shared_gate) */
-    float *moe_stats;         /* [B, 2 E]: per sequence, rows sent to each expert and the sum of its
-                                 softmax probabilities (the load-balancing loss's counts) */
-    /* Gemma 4's MoE block (moe_block), on the FFN sublayer's input x [N, d]: the dense FFN's output
-     * mlp_f and its norm dense_n; the router's input router_in (y = rmsnorm(x) * scale * d^-0.5,
-     * rstd); the experts' input norm moe_in; their weighted sum moe_f and its norm moe_n */
-    float *mlp_f, *moe_f;
-    norm_acts dense_n, router_in, moe_in, moe_n;
+     * the attention and FFN sublayers' inputs u [BT, d], att [BT, H*hd] (the FFN's hid: ffn.c's) */
+    uint16_t *u16[2], *att16;
+    void *own[ACTS_OWN_SLOTS]; /* each component's own struct for this layer (NULL: none) */
 } layer_acts;
 
 typedef struct {
@@ -197,28 +170,9 @@ typedef struct {
     float *dsum, *df, *du, *dfinal;                 /* [BT, d] */
     float *datt, *dq, *dq2, *dk, *dk2, *dv, *dv2;   /* [BT, H*hd] / [BT, KV*hd] (the widest layer's) */
     float *d_epilogue;                                    /* [BT, d] gradient before a layer's scalar */
-    /* Gemma 4's per-layer inputs: ple_ctx = (res[0] W^T) d^-0.5 [BT, L*P] (before its norm), its
-     * rstd [BT*L], ple_in = (norm(ple_ctx) + sqrt(P) ple_embed[tok]) / sqrt(2) [BT, L*P]; backward:
-     * d ple_in, d ple_ctx [BT, L*P], d prod, d gate [BT, P], d pout [BT, d], d res[0] from them */
-    float *ple_ctx, *ple_rstd, *ple_in;
-    float *dple_in, *dple_ctx, *dple_prod, *dple_gate, *dple_up, *dple_dup, *dple_out, *dple_x0;
-    float *dgate, *dup, *dhid;                       /* [BT, f] */
-    /* MLA backward scratch: d kvb [N, H (dn + dv)], d [c_kv | k_pe] [N, rkv + dr], d ckvn [N, rkv],
-     * d cqn, d cq [N, rq], d k_pe [N, dr] */
-    float *d_kvb, *d_ckv, *d_ckvn, *d_cqn, *d_cq, *d_kpe, *d_qpe; /* (d q_pe [N, H dr]) */
     float *dlogits;                                  /* [BT, V] */
     float *dlogits_raw;                              /* [BT, V] before the final soft-cap (only with a cap) */
-    /* MoE backward scratch: [N k, d] x 2, [N k, fe] x 3, [N, E], [N, fs] x 3 */
-    float *d_ey, *d_xs, *d_eg, *d_eu, *d_eh, *d_router, *d_sg, *d_su, *d_sh;
-    float *d_sy, *d_sgate; /* the shared expert's gate (shared_gate): d(its output) [N, d], d(gate logit) [N] */
-    /* Gemma 4's MoE block: d mlp_f, d moe_f, d(experts' input), d(router's input) [N, d]; each chosen
-     * weight's gradient times its weight before the expert's scale [N, k] (the scales' gradients) */
-    float *d_mlp_f, *d_moe_f, *d_moe_u, *d_router_in, *d_topk;
-    /* the load-balancing loss of the last forward (docs/ops.md): the fraction of routed slots each
-     * expert got and its mean softmax probability, over all MoE layers' rows as Hugging Face's
-     * load_balancing_loss_func pools them [E] x 2, and E * sum_e F_e P_e */
-    float *moe_frac, *moe_prob;
-    float moe_aux;
+    float moe_aux;       /* the load-balancing loss of the last forward (moe.c; docs/ops.md) */
     float *fused;            /* output of a fused projection (q|k|v or gate|up) when decoding */
     float *attn_scratch;     /* attention_scratch_floats(T) per thread */
     size_t attn_slots;       /* threads attn_scratch has room for */
@@ -228,6 +182,7 @@ typedef struct {
     int kv_layout, w16, wq, product_bf16; /* (product_bf16: the pass's, context.h) */
     int maps;                /* laid out with [B,H,T,T] attention maps */
     int logits_rows;         /* rows of logits computed: B*T, or B (the last position of each row) */
+    void *own[ACTS_OWN_SLOTS]; /* each component's own struct for the pass (NULL: none) */
     float *mem;
     size_t capacity, token_capacity; /* floats in mem, ints in tokens/targets */
 } activations;

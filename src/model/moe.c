@@ -26,7 +26,24 @@
 #include <string.h>
 
 #include "components.h"
+#include "moe.h"
 #include "kv_cache.h"
+
+/* the pass's: the backward's scratch, [N k, d] x 2, [N k, fe] x 3, [N, E], [N, fs] x 3; the shared
+ * expert's gate (shared_gate): d(its output) [N, d], d(gate logit) [N]; Gemma 4's MoE block: d mlp_f,
+ * d moe_f, d(experts' input), d(router's input) [N, d], each chosen weight's gradient times its weight
+ * before the expert's scale [N, k] (the scales' gradients); and the load-balancing loss's pooled
+ * statistics of the last forward (docs/ops.md): the fraction of routed slots each expert got and its
+ * mean softmax probability, over all MoE layers' rows as Hugging Face's load_balancing_loss_func
+ * pools them [E] x 2 */
+typedef struct {
+    float *d_ey, *d_xs, *d_eg, *d_eu, *d_eh, *d_router, *d_sg, *d_su, *d_sh;
+    float *d_sy, *d_sgate;
+    float *d_mlp_f, *d_moe_f, *d_moe_u, *d_router_in, *d_topk;
+    float *moe_frac, *moe_prob;
+} moe_pass_acts;
+
+const moe_acts *moe_layer_acts(const activations *A, int l) { return A->layers[l].own[COMPONENT_MOE]; }
 
 /* ---- routing -------------------------------------------------------------------------------- */
 
@@ -127,7 +144,7 @@ static void shared_gate_backward(linear_params *G, const linear_params *P, const
 }
 
 /* the slots: rows grouped by expert, in row order within an expert (a counting sort) */
-static void group_rows(layer_acts *a, int N, int E, int k) {
+static void group_rows(moe_acts *a, int N, int E, int k) {
     int *off = a->expert_off;
     memset(off, 0, sizeof(int) * (size_t)(E + 1));
     for (int i = 0; i < N * k; i++) off[a->topk_idx[i] + 1]++;
@@ -168,7 +185,8 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
-    layer_acts *a = &ctx->A->layers[l];
+    moe_acts *a = ctx->A->layers[l].own[COMPONENT_MOE];
+    moe_pass_acts *ps = ctx->A->own[COMPONENT_MOE];
     const int B = ctx->A->B, T = ctx->A->T, N = B * T, d = c->d_model, E = c->n_experts, k = c->n_experts_per_tok;
     const int fe = c->moe_d_ff, fs = config_shared_ff(c);
     const size_t stride = moe_expert_stride(c);
@@ -194,9 +212,9 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
             for (int e = 0; e < E; e++) psum[e] += a->router_probs[n * E + e];
         }
     }
-    if (ctx->observed && ctx->A->d_router) { /* the chosen experts as floats (in backward scratch) */
-        for (size_t i = 0; i < (size_t)N * k; i++) ctx->A->d_router[i] = (float)a->topk_idx[i];
-        pass_fire(ctx, model_point_id(c, l, PT_EXPERT_IDS), ctx->A->d_router, 0);
+    if (ctx->observed && ps->d_router) { /* the chosen experts as floats (in backward scratch) */
+        for (size_t i = 0; i < (size_t)N * k; i++) ps->d_router[i] = (float)a->topk_idx[i];
+        pass_fire(ctx, model_point_id(c, l, PT_EXPERT_IDS), ps->d_router, 0);
     }
     PASS_POINT(ctx, model_point_id(c, l, PT_EXPERT_WEIGHTS), a->topk_w, 0);
     group_rows(a, N, E, k);
@@ -214,10 +232,10 @@ void moe_forward(pass_ctx *ctx, int l, const float *ur, const float *u, float *f
         glu_forward(eh, eg, eu, (size_t)rows * fe, act);
         expert_forward(ctx, a->ey + (size_t)r0 * d, eh, &down, rows, fe, d, N);
     }
-    if (ctx->observed && ctx->A->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
+    if (ctx->observed && ps->d_ey) { /* each row's chosen experts' outputs, best first [N, k, d] */
         for (size_t i = 0; i < (size_t)N * k; i++)
-            memcpy(ctx->A->d_ey + i * d, a->ey + (size_t)a->slot_of[i] * d, sizeof(float) * d);
-        pass_fire(ctx, model_point_id(c, l, PT_EXPERT_OUT), ctx->A->d_ey, 0);
+            memcpy(ps->d_ey + i * d, a->ey + (size_t)a->slot_of[i] * d, sizeof(float) * d);
+        pass_fire(ctx, model_point_id(c, l, PT_EXPERT_OUT), ps->d_ey, 0);
     }
     if (fs) {
         linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->sg, u, &P->shared_gate, N, d, fs);
@@ -251,14 +269,16 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_params *G = &ctx->g->layers[l];
-    const layer_acts *a = &ctx->A->layers[l];
+    const moe_acts *a = ctx->A->layers[l].own[COMPONENT_MOE];
+    const moe_pass_acts *ps = ctx->A->own[COMPONENT_MOE];
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model, E = c->n_experts, k = c->n_experts_per_tok;
     const int fe = c->moe_d_ff, fs = config_shared_ff(c);
     const size_t stride = moe_expert_stride(c);
     const activation act = model_ffn_activation(c);
     const float alpha = c->routed_scaling_factor;
-    const float *frac = ctx->run->acts.moe_frac; /* (the whole batch's, for the load-balancing loss) */
+    const moe_pass_acts *whole = ctx->run->acts.own[COMPONENT_MOE];
+    const float *frac = whole->moe_frac; /* (the whole batch's, for the load-balancing loss) */
     const float aux = ctx->aux_scale;
     /* each slot's output gradient w df, each weight's <df, ey>, and through the weights the
      * router's logits (a row at a time: its k weights, then its E scores) */
@@ -270,7 +290,7 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
         for (int j = 0; j < k; j++) {
             const size_t s = (size_t)a->slot_of[(size_t)n * k + j];
             const float w = a->topk_w[(size_t)n * k + j], *y = a->ey + s * d;
-            float *dy = A->d_ey + s * d;
+            float *dy = ps->d_ey + s * d;
             double acc = 0.0;
             for (int i = 0; i < d; i++) dy[i] = w * g[i], acc += (double)g[i] * y[i];
             dw[j] = acc;
@@ -280,12 +300,12 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
             double S = 0.0;
             for (int j = 0; j < k; j++) S += p[idx[j]];
             for (int j = 0; j < k; j++) {
-                A->d_topk[(size_t)n * k + j] = (float)(dw[j] * (alpha * p[idx[j]] / (c->norm_topk_prob ? S : 1.0)));
+                ps->d_topk[(size_t)n * k + j] = (float)(dw[j] * (alpha * p[idx[j]] / (c->norm_topk_prob ? S : 1.0)));
                 dw[j] *= P->expert_scale[idx[j]];
             }
         }
         /* dw -> dp at the chosen experts: w_j = alpha p_j (/ S, S = sum of the chosen p) */
-        float *dz = A->d_router + (size_t)n * E;
+        float *dz = ps->d_router + (size_t)n * E;
         double dp[TLM_MAX_EXPERTS];
         for (int e = 0; e < E; e++) dp[e] = 0.0;
         if (c->norm_topk_prob) {
@@ -307,10 +327,10 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
             for (int e = 0; e < E; e++) dz[e] = (float)(dp[e] * p[e] * (1.0 - p[e]));
         }
     }
-    PASS_POINT(ctx, model_point_id(c, l, PT_ROUTER_LOGITS), A->d_router, 1);
+    PASS_POINT(ctx, model_point_id(c, l, PT_ROUTER_LOGITS), ps->d_router, 1);
     if (P->expert_scale) /* (one thread, rows in order: the same sum whatever the thread count) */
         for (int n = 0; n < N; n++)
-            for (int j = 0; j < k; j++) G->expert_scale[a->topk_idx[(size_t)n * k + j]] += A->d_topk[(size_t)n * k + j];
+            for (int j = 0; j < k; j++) G->expert_scale[a->topk_idx[(size_t)n * k + j]] += ps->d_topk[(size_t)n * k + j];
     /* each expert over its slots: down, the gated unit, gate and up (d_xs set by gate, up adds) */
     for (int e = 0; e < E; e++) {
         const int r0 = a->expert_off[e], rows = a->expert_off[e + 1] - r0;
@@ -320,30 +340,30 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
         linear_params dgate = moe_expert(&G->expert_gate, e, stride), dup = moe_expert(&G->expert_up, e, stride),
                       ddown = moe_expert(&G->expert_down, e, stride);
         const size_t h0 = (size_t)r0 * fe, x0 = (size_t)r0 * d;
-        expert_backward(ctx, 1, A->d_eh + h0, &ddown, A->d_ey + x0, a->eh + h0, &down, rows, fe, d, N);
-        glu_backward(A->d_eg + h0, A->d_eu + h0, A->d_eh + h0, a->eg + h0, a->eu + h0, (size_t)rows * fe, act);
-        expert_backward(ctx, 1, A->d_xs + x0, &dgate, A->d_eg + h0, a->xs + x0, &gate, rows, d, fe, N);
-        expert_backward(ctx, 0, A->d_xs + x0, &dup, A->d_eu + h0, a->xs + x0, &up, rows, d, fe, N);
+        expert_backward(ctx, 1, ps->d_eh + h0, &ddown, ps->d_ey + x0, a->eh + h0, &down, rows, fe, d, N);
+        glu_backward(ps->d_eg + h0, ps->d_eu + h0, ps->d_eh + h0, a->eg + h0, a->eu + h0, (size_t)rows * fe, act);
+        expert_backward(ctx, 1, ps->d_xs + x0, &dgate, ps->d_eg + h0, a->xs + x0, &gate, rows, d, fe, N);
+        expert_backward(ctx, 0, ps->d_xs + x0, &dup, ps->d_eu + h0, a->xs + x0, &up, rows, d, fe, N);
     }
     /* du: the shared expert's path (or 0), the router's, then each row's k slots */
     if (fs) {
         const float *dsy = df; /* (the shared expert's output gradient: df, or s df behind the gate) */
-        if (c->shared_gate) shared_gate_dsy(a->s_gate, df, a->sy, A->d_sy, A->d_sgate, N, d), dsy = A->d_sy;
-        linear_backward(pass_product_bf16(ctx), 1, A->d_sh, &G->shared_down, dsy, a->sh, NULL, &P->shared_down, N, fs, d);
-        glu_backward(A->d_sg, A->d_su, A->d_sh, a->sg, a->su, (size_t)N * fs, act);
-        linear_backward(pass_product_bf16(ctx), 1, du, &G->shared_gate, A->d_sg, u, NULL, &P->shared_gate, N, d, fs);
-        linear_backward(pass_product_bf16(ctx), 0, du, &G->shared_up, A->d_su, u, NULL, &P->shared_up, N, d, fs);
-        if (c->shared_gate) shared_gate_backward(&G->shared_expert_gate, &P->shared_expert_gate, A->d_sgate, u, du, N, d);
+        if (c->shared_gate) shared_gate_dsy(a->s_gate, df, a->sy, ps->d_sy, ps->d_sgate, N, d), dsy = ps->d_sy;
+        linear_backward(pass_product_bf16(ctx), 1, ps->d_sh, &G->shared_down, dsy, a->sh, NULL, &P->shared_down, N, fs, d);
+        glu_backward(ps->d_sg, ps->d_su, ps->d_sh, a->sg, a->su, (size_t)N * fs, act);
+        linear_backward(pass_product_bf16(ctx), 1, du, &G->shared_gate, ps->d_sg, u, NULL, &P->shared_gate, N, d, fs);
+        linear_backward(pass_product_bf16(ctx), 0, du, &G->shared_up, ps->d_su, u, NULL, &P->shared_up, N, d, fs);
+        if (c->shared_gate) shared_gate_backward(&G->shared_expert_gate, &P->shared_expert_gate, ps->d_sgate, u, du, N, d);
     } else {
         vec_zero(du, (size_t)N * d);
     }
     if (dur != du) vec_zero(dur, (size_t)N * d);
-    matmul_backward(dur, G->router.w, NULL, A->d_router, ur, P->router.w, N, d, E);
+    matmul_backward(dur, G->router.w, NULL, ps->d_router, ur, P->router.w, N, d, E);
 #pragma omp parallel for schedule(static) if ((size_t)N * d * k > OMP_MIN_WORK)
     for (int n = 0; n < N; n++) {
         float *o = du + (size_t)n * d;
         for (int j = 0; j < k; j++) {
-            const float *x = A->d_xs + (size_t)a->slot_of[(size_t)n * k + j] * d;
+            const float *x = ps->d_xs + (size_t)a->slot_of[(size_t)n * k + j] * d;
             for (int i = 0; i < d; i++) o[i] += x[i];
         }
     }
@@ -354,14 +374,15 @@ void moe_backward(pass_ctx *ctx, int l, const float *ur, const float *u, const f
 void moe_pool_stats(tlm_context *ctx) {
     const tlm_config *c = &ctx->m->cfg;
     activations *A = &ctx->acts;
+    moe_pass_acts *ps = A->own[COMPONENT_MOE];
     const int E = c->n_experts, L = config_moe_layers(c);
     A->moe_aux = 0.0f;
-    if (!L || A->one_layer || !A->moe_frac) return;
+    if (!L || A->one_layer || !ps->moe_frac) return;
     double cnt[TLM_MAX_EXPERTS] = {0}, psum[TLM_MAX_EXPERTS] = {0};
     for (int l = 0; l < c->n_layers; l++) {
         if (!config_layer_is_moe(c, l)) continue;
         for (int b = 0; b < A->B; b++) {
-            const float *s = A->layers[l].moe_stats + (size_t)b * 2 * E;
+            const float *s = ((const moe_acts *)A->layers[l].own[COMPONENT_MOE])->moe_stats + (size_t)b * 2 * E;
             for (int e = 0; e < E; e++) cnt[e] += s[e], psum[e] += s[E + e];
         }
     }
@@ -369,7 +390,7 @@ void moe_pool_stats(tlm_context *ctx) {
     const double R = (double)L * A->B * A->T;
     double aux = 0.0;
     for (int e = 0; e < E; e++) {
-        A->moe_frac[e] = (float)(cnt[e] / R), A->moe_prob[e] = (float)(psum[e] / R);
+        ps->moe_frac[e] = (float)(cnt[e] / R), ps->moe_prob[e] = (float)(psum[e] / R);
         aux += cnt[e] / R * (psum[e] / R);
     }
     A->moe_aux = c->scoring == SCORING_SOFTMAX ? (float)(E * aux) : 0.0f;
@@ -387,7 +408,7 @@ void moe_block_forward(pass_ctx *ctx, int l, const float *x, const float *u, flo
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
-    layer_acts *a = &ctx->A->layers[l];
+    moe_acts *a = ctx->A->layers[l].own[COMPONENT_MOE];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model;
     const size_t Nd = (size_t)N * d;
     ffn_sublayer_forward(ctx, l, u, a->mlp_f);
@@ -402,19 +423,20 @@ void moe_block_forward(pass_ctx *ctx, int l, const float *x, const float *u, flo
 }
 
 /* df -> du (set) through the dense path; the experts' and the router's input gradients kept in
- * A->d_moe_u, A->d_router_in for moe_block_backward_x */
+ * ps->d_moe_u, ps->d_router_in for moe_block_backward_x */
 void moe_block_backward(pass_ctx *ctx, int l, const float *u, const float *df, float *du) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_params *G = &ctx->g->layers[l];
-    const layer_acts *a = &ctx->A->layers[l];
+    const moe_acts *a = ctx->A->layers[l].own[COMPONENT_MOE];
+    const moe_pass_acts *ps = ctx->A->own[COMPONENT_MOE];
     activations *A = ctx->A;
     const int N = A->B * A->T;
-    model_norm_backward(c, A->d_mlp_f, NULL, &G->dense_out_norm, df, &a->dense_n, &P->dense_out_norm, a->mlp_f, N);
-    ffn_sublayer_backward(ctx, l, u, A->d_mlp_f, du);
-    model_norm_backward(c, A->d_moe_f, NULL, &G->moe_out_norm, df, &a->moe_n, &P->moe_out_norm, a->moe_f, N);
-    moe_backward(ctx, l, a->router_in.y, a->moe_in.y, A->d_moe_f, A->d_router_in, A->d_moe_u);
+    model_norm_backward(c, ps->d_mlp_f, NULL, &G->dense_out_norm, df, &a->dense_n, &P->dense_out_norm, a->mlp_f, N);
+    ffn_sublayer_backward(ctx, l, u, ps->d_mlp_f, du);
+    model_norm_backward(c, ps->d_moe_f, NULL, &G->moe_out_norm, df, &a->moe_n, &P->moe_out_norm, a->moe_f, N);
+    moe_backward(ctx, l, a->router_in.y, a->moe_in.y, ps->d_moe_f, ps->d_router_in, ps->d_moe_u);
 }
 
 /* dx += the gradients at x of the experts' input norm and of the router's input */
@@ -423,14 +445,15 @@ void moe_block_backward_x(pass_ctx *ctx, int l, const float *x, float *dx) {
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_params *G = &ctx->g->layers[l];
-    const layer_acts *a = &ctx->A->layers[l];
+    const moe_acts *a = ctx->A->layers[l].own[COMPONENT_MOE];
+    const moe_pass_acts *ps = ctx->A->own[COMPONENT_MOE];
     activations *A = ctx->A;
     const int N = A->B * A->T, d = c->d_model;
     const size_t Nd = (size_t)N * d;
-    model_norm_backward(c, dx, dx, &G->moe_in_norm, A->d_moe_u, &a->moe_in, &P->moe_in_norm, x, N);
+    model_norm_backward(c, dx, dx, &G->moe_in_norm, ps->d_moe_u, &a->moe_in, &P->moe_in_norm, x, N);
     const float rs = 1.0f / sqrtf((float)d);
-    for (size_t i = 0; i < Nd; i++) A->d_router_in[i] *= rs;
-    rmsnorm_backward(dx, dx, G->router_scale, A->d_router_in, x, P->router_scale, 0.0f, a->router_in.rstd, N, d);
+    for (size_t i = 0; i < Nd; i++) ps->d_router_in[i] *= rs;
+    rmsnorm_backward(dx, dx, G->router_scale, ps->d_router_in, x, P->router_scale, 0.0f, a->router_in.rstd, N, d);
 }
 
 /* ---- the decode step -------------------------------------------------------------------------------- */
@@ -560,8 +583,9 @@ static void moe_block_params(param_walk *w, layer_params *L, int l) {
  * MoE block's too): the router's, the routing (ints in float slots), the gathered rows and the
  * experts' activations, the shared expert's, the load statistics. The per-expert offsets are E + 1
  * per sequence, so that a part of a split batch (an arena with b0 set) gets room of its own. */
-static void moe_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+static void moe_layout(layout_ctx *lc, arena *a, layer_acts *layer, int l) {
     const tlm_config *c = lc->c;
+    moe_acts *L = layer->own[COMPONENT_MOE];
     if (lc->reuse) return;
     const int moe = lc->one_layer ? config_moe_layers(c) > 0 : config_layer_is_moe(c, l);
     arena none = {0};
@@ -604,33 +628,34 @@ static void moe_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
  * write only their rows' sums; in either layout) */
 static void moe_scratch(const layout_ctx *lc, arena *a, arena *b, activations *A) {
     const tlm_config *c = lc->c;
+    moe_pass_acts *ps = A->own[COMPONENT_MOE];
     const int any_moe = config_moe_layers(c) > 0;
     const size_t N = lc->N, d = (size_t)c->d_model, E = (size_t)c->n_experts, K = (size_t)c->n_experts_per_tok,
                  fe = (size_t)c->moe_d_ff, fs = (size_t)config_shared_ff(c);
     arena none = {0};
     arena *mb = any_moe ? b : &none;
-    A->d_ey = take(mb, N * K * d);
-    A->d_xs = take(mb, N * K * d);
-    A->d_eg = take(mb, N * K * fe);
-    A->d_eu = take(mb, N * K * fe);
-    A->d_eh = take(mb, N * K * fe);
-    A->d_router = take(mb, N * E);
+    ps->d_ey = take(mb, N * K * d);
+    ps->d_xs = take(mb, N * K * d);
+    ps->d_eg = take(mb, N * K * fe);
+    ps->d_eu = take(mb, N * K * fe);
+    ps->d_eh = take(mb, N * K * fe);
+    ps->d_router = take(mb, N * E);
     arena *gb = any_moe && c->moe_block ? b : &none;
-    A->d_mlp_f = take(gb, N * d);
-    A->d_moe_f = take(gb, N * d);
-    A->d_moe_u = take(gb, N * d);
-    A->d_router_in = take(gb, N * d);
-    A->d_topk = take(gb, N * K);
+    ps->d_mlp_f = take(gb, N * d);
+    ps->d_moe_f = take(gb, N * d);
+    ps->d_moe_u = take(gb, N * d);
+    ps->d_router_in = take(gb, N * d);
+    ps->d_topk = take(gb, N * K);
     arena *sb = any_moe && fs ? b : &none;
-    A->d_sg = take(sb, N * fs);
-    A->d_su = take(sb, N * fs);
-    A->d_sh = take(sb, N * fs);
+    ps->d_sg = take(sb, N * fs);
+    ps->d_su = take(sb, N * fs);
+    ps->d_sh = take(sb, N * fs);
     arena *gs = any_moe && fs && c->shared_gate ? b : &none;
-    A->d_sy = take(gs, N * d);
-    A->d_sgate = take(gs, N);
+    ps->d_sy = take(gs, N * d);
+    ps->d_sgate = take(gs, N);
     arena *st = any_moe ? a : &none;
-    A->moe_frac = take_shared(st, E);
-    A->moe_prob = take_shared(st, E);
+    ps->moe_frac = take_shared(st, E);
+    ps->moe_prob = take_shared(st, E);
 }
 
 const sublayer_ops MOE_OPS = {.forward = moe_forward_op,
@@ -638,7 +663,9 @@ const sublayer_ops MOE_OPS = {.forward = moe_forward_op,
                               .step = moe_step,
                               .params = moe_params,
                               .layout = moe_layout,
-                              .scratch = moe_scratch};
+                              .scratch = moe_scratch,
+                              .layer_acts_size = sizeof(moe_acts),
+                              .pass_acts_size = sizeof(moe_pass_acts)};
 /* (no step: a model with it decodes through the full pass with the cache; its buffers are MOE_OPS's
  * and FFN_OPS's layout's) */
 const sublayer_ops MOE_BLOCK_OPS = {.forward = moe_block_forward,

@@ -345,8 +345,7 @@ void backward_rows(pass_ctx *ctx, const float *dlogits_in, float dloss, int glob
         PASS_POINT(ctx, model_point_id(c, l, PT_RESID_MID), model_residual_grad(A, 2 * l + 1), 1);
         sublayer_backward(ctx, l, SUB_ATTN, x, model_residual_grad(A, 2 * l + 1), model_residual_grad(A, 2 * l));
         if (l == 0 && c->ple_dim > 0) { /* the per-layer inputs were made from the embedding too */
-            ple_inputs_backward(ctx, model_residual(A, 0), A->dple_x0);
-            vec_acc(A->dres, A->dple_x0, Nd);
+            ple_inputs_backward(ctx, model_residual(A, 0), A->dres);
         }
         PASS_POINT(ctx, model_point_id(c, l, PT_RESID_PRE), model_residual_grad(A, 2 * l), 1);
         PASS_POINT(ctx, l ? model_point_id(c, l - 1, PT_RESID_POST) : model_point_id(c, -1, PT_EMBED),

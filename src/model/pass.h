@@ -18,6 +18,12 @@ void backward_rows(pass_ctx *x, const float *dlogits_in, float dloss, int global
 /* every activation for (B, T) in the context's mode: counted with an arena without a base, bound
  * with the buffer's (or, b0 set, to a split part's rows) */
 void layout_activations(const tlm_context *ctx, activations *A, arena *a, int B, int T);
+/* A's layers and every component's own structs (each layer's and the pass's: block_components'
+ * sizes), one block that free(A->layers) frees; -1 when out of memory */
+int activations_alloc_layers(activations *A, int n_layers);
+/* v = A but for v's own layers and own structs (a part of a split batch, which the layout then binds
+ * to its rows) */
+void activations_view(activations *v, const activations *A);
 /* lays the context's activations out for (B, T) in its mode (grows the buffer when needed) */
 int ensure_activations(tlm_context *ctx, int B, int T);
 

@@ -8,6 +8,22 @@
 #include "components.h"
 #include "kv_cache.h"
 
+/* a layer's epilogue's own buffers (with a per-layer input: gate = x W_gate^T [N, P], prod = act(gate) *
+ * ple_in's slice [N, P], pout = prod W_proj^T [N, d], its norm, sum = x + norm(pout) [N, d], before the
+ * scalar; x is the block's epilogue_in) */
+typedef struct {
+    float *ple_gate, *ple_prod, *ple_out, *epilogue_sum;
+    norm_acts ple_out_n;
+} ple_acts;
+
+/* the pass's: the per-layer inputs of every layer, ple_ctx = (res[0] W^T) d^-0.5 [N, L*P] (before its
+ * norm), its rstd [N*L], ple_in = (norm(ple_ctx) + sqrt(P) ple_embed[tok]) / sqrt(2) [N, L*P]; the
+ * backward's: d ple_in, d ple_ctx [N, L*P], d prod, d gate, d up, d dup [N, P], d pout [N, d], d x0 [N, d] */
+typedef struct {
+    float *ple_ctx, *ple_rstd, *ple_in;
+    float *dple_in, *dple_ctx, *dple_prod, *dple_gate, *dple_up, *dple_dup, *dple_out, *dple_x0;
+} ple_pass_acts;
+
 /* ---- the layer's epilogue (Gemma 4): the per-layer input, then the layer scalar ---------------------
  *   gate = x W_gate^T            [N, P]      (x: the stream after the FFN's residual add)
  *   prod = act(gate) * ple_in_l  [N, P]      (ple_in_l: layer l's slice of the per-layer inputs)
@@ -29,13 +45,14 @@ void layer_epilogue_forward(pass_ctx *ctx, int l, const float *x, float *out) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
-    layer_acts *a = &ctx->A->layers[l];
+    ple_acts *a = ctx->A->layers[l].own[COMPONENT_PLE];
+    const ple_pass_acts *S = ctx->A->own[COMPONENT_PLE];
     const int N = ctx->A->B * ctx->A->T, d = c->d_model, Pd = c->ple_dim;
     const size_t n = (size_t)N * d;
     const float *sum = x;
     if (Pd > 0) {
         linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_gate, x, &P->ple_gate, N, d, Pd);
-        ple_slice(a->ple_prod, ctx->A->ple_in, N, c->n_layers, Pd, l, 0);
+        ple_slice(a->ple_prod, S->ple_in, N, c->n_layers, Pd, l, 0);
         glu_forward(a->ple_prod, a->ple_gate, a->ple_prod, (size_t)N * Pd, model_ffn_activation(c));
         linear_forward(pass_product_bf16(ctx), ctx->A->w_tile, a->ple_out, a->ple_prod, &P->ple_proj, N, Pd, d);
         model_norm_forward(c, a->ple_out_n.y, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
@@ -55,8 +72,9 @@ void layer_epilogue_backward(pass_ctx *ctx, int l, const float *x, const float *
     const tlm_config *c = &m->cfg;
     const layer_params *P = &m->p.layers[l];
     layer_params *G = &ctx->g->layers[l];
-    const layer_acts *a = &ctx->A->layers[l];
+    const ple_acts *a = ctx->A->layers[l].own[COMPONENT_PLE];
     activations *A = ctx->A;
+    const ple_pass_acts *S = A->own[COMPONENT_PLE];
     const int N = A->B * A->T, d = c->d_model, Pd = c->ple_dim;
     const size_t n = (size_t)N * d;
     const float *sum = Pd > 0 ? a->epilogue_sum : x;
@@ -81,14 +99,14 @@ void layer_epilogue_backward(pass_ctx *ctx, int l, const float *x, const float *
     if (c->layer_scalar) G->scalar[0] += (float)ds;
     if (Pd == 0) return;
     /* dx (= d sum) so far; the per-layer input's path adds to it */
-    model_norm_backward(c, A->dple_out, NULL, &G->ple_norm, dx, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
-    linear_backward(pass_product_bf16(ctx), 1, A->dple_prod, &G->ple_proj, A->dple_out, a->ple_prod, NULL, &P->ple_proj, N, Pd, d);
+    model_norm_backward(c, S->dple_out, NULL, &G->ple_norm, dx, &a->ple_out_n, &P->ple_norm, a->ple_out, N);
+    linear_backward(pass_product_bf16(ctx), 1, S->dple_prod, &G->ple_proj, S->dple_out, a->ple_prod, NULL, &P->ple_proj, N, Pd, d);
     /* prod = act(gate) * in: d gate and d in (into its slice of d ple_in) */
-    ple_slice(A->dple_up, A->ple_in, N, c->n_layers, Pd, l, 0);
-    glu_backward(A->dple_gate, A->dple_dup, A->dple_prod, a->ple_gate, A->dple_up, (size_t)N * Pd,
+    ple_slice(S->dple_up, S->ple_in, N, c->n_layers, Pd, l, 0);
+    glu_backward(S->dple_gate, S->dple_dup, S->dple_prod, a->ple_gate, S->dple_up, (size_t)N * Pd,
                  model_ffn_activation(c));
-    ple_slice(A->dple_in, A->dple_dup, N, c->n_layers, Pd, l, 1);
-    linear_backward(pass_product_bf16(ctx), 0, dx, &G->ple_gate, A->dple_gate, x, NULL, &P->ple_gate, N, d, Pd);
+    ple_slice(S->dple_in, S->dple_dup, N, c->n_layers, Pd, l, 1);
+    linear_backward(pass_product_bf16(ctx), 0, dx, &G->ple_gate, S->dple_gate, x, NULL, &P->ple_gate, N, d, Pd);
 }
 
 /* ---- the per-layer inputs of every layer (Gemma 4), from the embedding ----------------------------
@@ -98,41 +116,44 @@ void ple_inputs_forward(pass_ctx *ctx, const float *x0) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     activations *A = ctx->A;
+    const ple_pass_acts *S = A->own[COMPONENT_PLE];
     const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
     const size_t nlp = (size_t)N * LP;
-    linear_forward(pass_product_bf16(ctx), A->w_tile, A->ple_ctx, x0, &m->p.ple_model_proj, N, d, LP);
+    linear_forward(pass_product_bf16(ctx), A->w_tile, S->ple_ctx, x0, &m->p.ple_model_proj, N, d, LP);
     const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f);
-    for (size_t i = 0; i < nlp; i++) A->ple_ctx[i] *= ks;
-    rmsnorm_forward(A->ple_in, A->ple_rstd, A->ple_ctx, m->p.ple_model_norm, config_norm_offset(c), N * L, Pd,
+    for (size_t i = 0; i < nlp; i++) S->ple_ctx[i] *= ks;
+    rmsnorm_forward(S->ple_in, S->ple_rstd, S->ple_ctx, m->p.ple_model_norm, config_norm_offset(c), N * L, Pd,
                     c->norm_eps);
     const float es = sqrtf((float)Pd);
     for (int t = 0; t < N; t++) {
         const float *row = m->p.ple_embed + (size_t)A->tokens[t] * LP;
-        float *y = A->ple_in + (size_t)t * LP;
+        float *y = S->ple_in + (size_t)t * LP;
         for (int j = 0; j < LP; j++) y[j] = (y[j] + row[j] * es) * r2;
     }
 }
 
 /* the per-layer inputs' backward from d ple_in (every layer's slice set): the tables' and the
- * projection's gradients added, d x0 into dx0 (set) */
+ * projection's gradients added, d x0 added into dx0 */
 void ple_inputs_backward(pass_ctx *ctx, const float *x0, float *dx0) {
     const tlm_model *m = ctx->m;
     const tlm_config *c = &m->cfg;
     activations *A = ctx->A;
+    const ple_pass_acts *S = A->own[COMPONENT_PLE];
     model_params *g = ctx->g;
     const int N = A->B * A->T, d = c->d_model, L = c->n_layers, Pd = c->ple_dim, LP = L * Pd;
     const size_t nlp = (size_t)N * LP;
     const float ks = 1.0f / sqrtf((float)d), r2 = 1.0f / sqrtf(2.0f), es = sqrtf((float)Pd);
     for (int t = 0; t < N; t++) { /* the token table: rows += sqrt(P) 2^-0.5 d in */
         float *row = g->ple_embed + (size_t)A->tokens[t] * LP;
-        const float *dy = A->dple_in + (size_t)t * LP;
+        const float *dy = S->dple_in + (size_t)t * LP;
         for (int j = 0; j < LP; j++) row[j] += dy[j] * r2 * es;
     }
-    for (size_t i = 0; i < nlp; i++) A->dple_ctx[i] = A->dple_in[i] * r2; /* d norm(ctx) */
-    rmsnorm_backward(A->dple_in, NULL, g->ple_model_norm, A->dple_ctx, A->ple_ctx, m->p.ple_model_norm,
-                     config_norm_offset(c), A->ple_rstd, N * L, Pd);
-    for (size_t i = 0; i < nlp; i++) A->dple_in[i] *= ks; /* (now d of x0 W^T) */
-    linear_backward(pass_product_bf16(ctx), 1, dx0, &g->ple_model_proj, A->dple_in, x0, NULL, &m->p.ple_model_proj, N, d, LP);
+    for (size_t i = 0; i < nlp; i++) S->dple_ctx[i] = S->dple_in[i] * r2; /* d norm(ctx) */
+    rmsnorm_backward(S->dple_in, NULL, g->ple_model_norm, S->dple_ctx, S->ple_ctx, m->p.ple_model_norm,
+                     config_norm_offset(c), S->ple_rstd, N * L, Pd);
+    for (size_t i = 0; i < nlp; i++) S->dple_in[i] *= ks; /* (now d of x0 W^T) */
+    linear_backward(pass_product_bf16(ctx), 1, S->dple_x0, &g->ple_model_proj, S->dple_in, x0, NULL, &m->p.ple_model_proj, N, d, LP);
+    vec_acc(dx0, S->dple_x0, (size_t)N * d);
 }
 
 /* ---- the decode step -------------------------------------------------------------------------------- */
@@ -219,12 +240,13 @@ void layer_epilogue_params(param_walk *w, layer_params *L, int l) {
 }
 
 /* the stream after the FFN's residual add, before the epilogue; the per-layer input's buffers */
-void layer_epilogue_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
+static void layer_epilogue_layout(layout_ctx *lc, arena *a, layer_acts *layer, int l) {
     (void)l;
     const tlm_config *c = lc->c;
+    ple_acts *L = layer->own[COMPONENT_PLE];
     if (lc->reuse) return;
     const size_t N = lc->N, d = (size_t)c->d_model, P = (size_t)c->ple_dim;
-    L->epilogue_in = config_has_layer_epilogue(c) ? take(a, N * d) : NULL;
+    layer->epilogue_in = config_has_layer_epilogue(c) ? take(a, N * d) : NULL;
     L->ple_gate = P ? take(a, N * P) : NULL;
     L->ple_prod = P ? take(a, N * P) : NULL;
     L->ple_out = P ? take(a, N * d) : NULL;
@@ -234,25 +256,34 @@ void layer_epilogue_layout(layout_ctx *lc, arena *a, layer_acts *L, int l) {
 }
 
 /* every layer's per-layer inputs, made once from the embedding */
-void ple_model_layout(const layout_ctx *lc, arena *a, activations *A) {
+void ple_model_layout(const layout_ctx *lc, arena *a, activations *acts) {
     const tlm_config *c = lc->c;
+    ple_pass_acts *S = acts->own[COMPONENT_PLE];
     const size_t N = lc->N, LP = (size_t)c->n_layers * c->ple_dim;
-    A->ple_ctx = LP ? take(a, N * LP) : NULL;
-    A->ple_rstd = LP ? take(a, N * c->n_layers) : NULL;
-    A->ple_in = LP ? take(a, N * LP) : NULL;
+    S->ple_ctx = LP ? take(a, N * LP) : NULL;
+    S->ple_rstd = LP ? take(a, N * c->n_layers) : NULL;
+    S->ple_in = LP ? take(a, N * LP) : NULL;
 }
 
 /* the backward's: before a layer's scalar, and the per-layer inputs' */
-void ple_scratch(const layout_ctx *lc, arena *b, activations *A) {
+void ple_scratch(const layout_ctx *lc, arena *b, activations *acts) {
     const tlm_config *c = lc->c;
+    ple_pass_acts *S = acts->own[COMPONENT_PLE];
     const size_t N = lc->N, d = (size_t)c->d_model, P = (size_t)c->ple_dim, LP = (size_t)c->n_layers * P;
-    A->d_epilogue = config_has_layer_epilogue(c) ? take(b, N * d) : NULL;
-    A->dple_in = LP ? take(b, N * LP) : NULL;
-    A->dple_ctx = LP ? take(b, N * LP) : NULL;
-    A->dple_prod = LP ? take(b, N * P) : NULL;
-    A->dple_gate = LP ? take(b, N * P) : NULL;
-    A->dple_up = LP ? take(b, N * P) : NULL;
-    A->dple_dup = LP ? take(b, N * P) : NULL;
-    A->dple_out = LP ? take(b, N * d) : NULL;
-    A->dple_x0 = LP ? take(b, N * d) : NULL;
+    acts->d_epilogue = config_has_layer_epilogue(c) ? take(b, N * d) : NULL;
+    S->dple_in = LP ? take(b, N * LP) : NULL;
+    S->dple_ctx = LP ? take(b, N * LP) : NULL;
+    S->dple_prod = LP ? take(b, N * P) : NULL;
+    S->dple_gate = LP ? take(b, N * P) : NULL;
+    S->dple_up = LP ? take(b, N * P) : NULL;
+    S->dple_dup = LP ? take(b, N * P) : NULL;
+    S->dple_out = LP ? take(b, N * d) : NULL;
+    S->dple_x0 = LP ? take(b, N * d) : NULL;
 }
+
+/* (the epilogue is no sublayer: the block runs it through block_mode's epilogue; this table gives the
+ * layout its buffers. The per-layer inputs' buffers and the backward's are laid out by ple_model_layout
+ * and ple_scratch, which layout.c calls where they sit in the arena.) */
+const sublayer_ops PLE_OPS = {.layout = layer_epilogue_layout,
+                              .layer_acts_size = sizeof(ple_acts),
+                              .pass_acts_size = sizeof(ple_pass_acts)};

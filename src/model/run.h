@@ -29,7 +29,7 @@ typedef struct pass_ctx {
                            p_e is, divided by F_e (router_aux * dloss * E / R; 0 = off) */
     const float *copy16_of; /* forward, mixed-precision training: the activation whose producer (a norm,
                              the activation function) has just written its bf16 copy into the layer's
-                             kept one (layer_acts u16, hid16), so that its products need not; else NULL */
+                             kept one (layer_acts u16, ffn.c's hid16), so that its products need not; else NULL */
 } pass_ctx;
 
 /* an unsplit pass over the context's activations and the model's gradients */
@@ -105,7 +105,8 @@ typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
  * buffers (layout.c runs every component's `layout` for every layer, block_components' order; the
  * fragment lays out what the layer's kind needs, and in the inference layout at layer 0 what any
  * layer's does) and its backward scratch (`scratch`: once a layout, on b, the backward's arena,
- * which hands out NULLs in the inference layout; a, the layout's own). Each component file
+ * which hands out NULLs in the inference layout; a, the layout's own). The buffers that only the
+ * component reads are fields of its own structs (declared in its file), not of layer_acts. Each component file
  * defines its table. */
 typedef struct sublayer_ops {
     void (*forward)(pass_ctx *x, int l, const float *x_in, const float *u, float *f);
@@ -115,6 +116,9 @@ typedef struct sublayer_ops {
     void (*params)(param_walk *w, layer_params *L, int l);
     void (*layout)(layout_ctx *lc, arena *a, layer_acts *L, int l);
     void (*scratch)(const layout_ctx *lc, arena *a, arena *b, activations *A);
+    /* bytes of its own structs (0: none), the one of each layer (layer_acts.own) and the pass's
+     * (activations.own), which the layout allocates and its two fragments fill */
+    size_t layer_acts_size, pass_acts_size;
 } sublayer_ops;
 
 #endif

@@ -23,8 +23,7 @@
  * build (the one CMake links) run such a call on the calling thread. */
 typedef struct batch_split {
     int parts, n_layers;
-    activations *views;  /* [parts] */
-    layer_acts *layers;  /* [parts * n_layers] */
+    activations *views;  /* [parts], each with its own layers and components' own structs */
     model_params *g;     /* [parts] the weight gradients of each part; g[0] is the model's own */
     layer_params *g_layers;
     float *grad_mem;     /* [(parts - 1) * n_params], zero between passes */
@@ -32,7 +31,8 @@ typedef struct batch_split {
 
 void split_free(batch_split *s) {
     if (!s) return;
-    free(s->views), free(s->layers), free(s->g), free(s->g_layers), free(s->grad_mem);
+    for (int p = 0; s->views && p < s->parts; p++) free(s->views[p].layers);
+    free(s->views), free(s->g), free(s->g_layers), free(s->grad_mem);
     free(s);
 }
 
@@ -66,16 +66,16 @@ static int split_prepare(tlm_context *ctx, int parts, int with_grads) {
         if (!s) return -1;
         s->parts = parts, s->n_layers = L;
         s->views = calloc((size_t)parts, sizeof *s->views);
-        s->layers = calloc((size_t)parts * L, sizeof *s->layers);
-        if (!s->views || !s->layers) return split_free(s), ctx->split = NULL, -1;
+        for (int p = 0; s->views && p < parts; p++)
+            if (activations_alloc_layers(&s->views[p], L)) return split_free(s), ctx->split = NULL, -1;
+        if (!s->views) return split_free(s), ctx->split = NULL, -1;
     }
     activations *A = &ctx->acts;
     const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, config_max_head_dim(&m->cfg));
     for (int p = 0; p < parts; p++) {
         activations *v = &s->views[p];
         const int b0 = split_first(A->B, parts, p), nb = split_first(A->B, parts, p + 1) - b0;
-        *v = *A;
-        v->layers = s->layers + (size_t)p * L;
+        activations_view(v, A);
         arena a = {.base = arena_base(A->mem), .B = A->B, .b0 = b0};
         layout_activations(ctx, v, &a, A->B, A->T);
         v->B = nb;

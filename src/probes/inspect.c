@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "model/moe.h"
 #include "probes/lens.h"
 #include "probes/probe.h"
 #include "util/clock.h"
@@ -183,7 +184,7 @@ typedef struct {
 static void router_stats(inspect_report *r, const tlm_model *m, int l) {
     const tlm_config *c = &m->cfg;
     if (!r->moe_layer || !config_layer_is_moe(c, l)) return;
-    const layer_acts *a = &m->ctx->acts.layers[l];
+    const moe_acts *a = moe_layer_acts(&m->ctx->acts, l);
     const int T = r->T, E = c->n_experts, k = c->n_experts_per_tok;
     r->moe_layer[l] = 1;
     float *load = r->moe_load + (size_t)l * E;

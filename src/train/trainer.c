@@ -49,6 +49,7 @@
 #include "util/finite.h"
 #include "util/io.h"
 #include "model/context.h"
+#include "model/moe.h"
 
 /* SIGINT/SIGTERM stop a run at the next step boundary, with a checkpoint. They are blocked in
  * every thread (main blocks them before any thread exists; threads inherit the mask) and taken
@@ -784,9 +785,10 @@ static int accumulate_gradients(trainer *t, step_stats *st) {
         aux_sum += t->m->ctx->acts.moe_aux;
         for (int l = 0, i = 0; t->moe_count && l < c->n_layers; l++) { /* (the forward's per-sequence counts) */
             if (!config_layer_is_moe(c, l)) continue;
+            const float *stats = moe_layer_acts(&t->m->ctx->acts, l)->moe_stats;
             for (int b = 0; b < t->m->ctx->acts.B; b++)
                 for (int e = 0; e < c->n_experts; e++)
-                    t->moe_count[(size_t)i * c->n_experts + e] += t->m->ctx->acts.layers[l].moe_stats[(size_t)b * 2 * c->n_experts + e];
+                    t->moe_count[(size_t)i * c->n_experts + e] += stats[(size_t)b * 2 * c->n_experts + e];
             i++;
         }
     }

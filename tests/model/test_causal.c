@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/moe.h"
 #include "variants.h"
 #include "model/context.h"
 
@@ -39,7 +40,7 @@ int main(void) {
                 for (int r = 0; r < B && config_layer_is_moe(&c, l); r++)
                     for (int t = 0; t < 2; t++)
                         for (int j = 0; j < c.n_experts_per_tok && j < 4; j++)
-                            chosen[pass][n_chosen++] = m->ctx->acts.layers[l].topk_idx[(r * T + t) * c.n_experts_per_tok + j];
+                            chosen[pass][n_chosen++] = moe_layer_acts(&m->ctx->acts, l)->topk_idx[(r * T + t) * c.n_experts_per_tok + j];
         }
         int ok = !memcmp(chosen[0], chosen[1], sizeof(int) * n_chosen);
         const int moe = config_moe_layers(&c) > 0;
