@@ -106,8 +106,8 @@ typedef enum { SUB_ATTN, SUB_FFN } sublayer_kind;
  * fragment lays out what the layer's kind needs, and in the inference layout at layer 0 what any
  * layer's does) and its backward scratch (`scratch`: once a layout, on b, the backward's arena,
  * which hands out NULLs in the inference layout; a, the layout's own). The buffers that only the
- * component reads are fields of its own structs (declared in its file), not of layer_acts. Each component file
- * defines its table. */
+ * component reads are fields of its own structs (declared in its file), not of layer_acts. Each
+ * component file defines its table. */
 typedef struct sublayer_ops {
     void (*forward)(pass_ctx *x, int l, const float *x_in, const float *u, float *f);
     void (*backward)(pass_ctx *x, int l, const float *u, const float *df, float *du);

@@ -66,9 +66,9 @@ static int split_prepare(tlm_context *ctx, int parts, int with_grads) {
         if (!s) return -1;
         s->parts = parts, s->n_layers = L;
         s->views = calloc((size_t)parts, sizeof *s->views);
-        for (int p = 0; s->views && p < parts; p++)
-            if (activations_alloc_layers(&s->views[p], L)) return split_free(s), ctx->split = NULL, -1;
         if (!s->views) return split_free(s), ctx->split = NULL, -1;
+        for (int p = 0; p < parts; p++)
+            if (activations_alloc_layers(&s->views[p], L)) return split_free(s), ctx->split = NULL, -1;
     }
     activations *A = &ctx->acts;
     const size_t per_seq = (size_t)A->T, scratch = attention_scratch_floats(A->T, config_max_head_dim(&m->cfg));
