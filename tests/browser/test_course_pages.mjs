@@ -72,12 +72,13 @@ async function open(file, what) {
   return page;
 }
 
-// writes the page and the JSON of the same lesson; returns {page, json}
+// writes the page and the JSON of the same lesson (one run: --html writes the page besides what --json prints,
+// and the placement demo trains its five variants each run); returns {page, json}
 async function lesson(topic, extra, what) {
   const html = path.join(WORK, `${topic}${extra.includes("zh") ? "-zh" : ""}.html`);
-  const r = tinylm("lesson", topic, "--stories", STORIES, "--html", html, ...extra);
+  const r = tinylm("lesson", topic, "--stories", STORIES, "--html", html, "--json", ...extra);
   check(r.rc === 0 && fs.existsSync(html), `${what}: lesson ${topic} --html writes the page`, r.err);
-  const j = JSON.parse(tinylm("lesson", topic, "--stories", STORIES, "--json", ...extra).out);
+  const j = JSON.parse(r.out);
   const page = await open(html, what);
   const rows = await page.$$eval("tr.num-row", (a) => a.map((tr) => ({ ok: tr.getAttribute("data-ok"), cells: [...tr.children].map((td) => td.textContent) })));
   const same = rows.length === j.numbers.length && rows.every((r, i) => r.ok === "true" && r.cells[0] === j.numbers[i].section &&
