@@ -203,6 +203,15 @@ int main(void) {
     for (int i = 0; i < n; i++)
         for (size_t b = 0; VARIANTS[i].tweak == v_qwen2_moe && b < sizeof QGATE / sizeof QGATE[0]; b++)
             failures += check_variant_dir(&VARIANTS[i], 0.0f, QGATE[b]), extra++;
+    /* the scalar gains, DyT's alpha and Gemma 4's layer scalar: a handful of coordinates, too small a
+     * part of |grad| for a direction over every parameter to see a wrong term in their gradients */
+    static const struct {
+        void (*tweak)(tlm_config *);
+        const char *only;
+    } GAINS[] = {{v_dyt, ".alpha"}, {v_gemma4, "layer_scalar"}};
+    for (int i = 0; i < n; i++)
+        for (size_t b = 0; b < sizeof GAINS / sizeof GAINS[0]; b++)
+            if (VARIANTS[i].tweak == GAINS[b].tweak) failures += check_variant_dir(&VARIANTS[i], 0.0f, GAINS[b].only), extra++;
     printf("worst err/|grad| of the directional checks %.1e (tolerance %.0e)\n", worst, TOL);
     printf("%d passed, %d failed\n", n + 1 + extra - failures, failures);
     return failures != 0;
