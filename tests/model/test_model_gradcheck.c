@@ -2,17 +2,18 @@
  * its forward, for every architecture variant of variants.h (DeepNorm's alpha-scaled residual
  * included), and DeepNorm's beta init.
  *
- * 1. Directional derivative: for a random direction u (N(0,1) over all parameters, or over the
- *    tensors of one name), the analytic sum(grad * u) must match the fourth-order central difference
- *    (8 (L(h) - L(-h)) - (L(2h) - L(-2h))) / (12 h), L(s) the objective at p + s u, h = 3e-5 (x200
- *    along one tensor's few coordinates), within TOL = 3e-3 of |grad| over u's coordinates (the
- *    typical size of sum(grad * u), which unlike the sum itself does not come near 0 for an unlucky
- *    u). The objective is summed in double from the forward's float32 logits (and the routers'
- *    probabilities); what is left is the float32 forward's rounding, about 1e-7 of the loss, which
- *    the difference divides by 12 h. The steps are as large as the MoE variants allow: at 2h = 1e-4
- *    a top-k choice flips inside the difference for some directions. Measured floor, tolerance
- *    and the backward mutations it catches: docs/testing.md. A backward that drops a term of one
- *    sublayer (e.g. DeepNorm's alpha on the residual gradient) is off by far more.
+ * 1. Directional derivative: for a random direction u (N(0,1) over all parameters, x30 on the
+ *    1-D tensors; or over the tensors of one name), the analytic sum(grad * u) must match the
+ *    fourth-order central difference (8 (L(h) - L(-h)) - (L(2h) - L(-2h))) / (12 h), L(s) the
+ *    objective at p + s u, h = 3e-5 (x200 along one tensor's few coordinates), within TOL = 3e-3 of
+ *    |grad w| (w: u's scale per coordinate; the typical size of sum(grad * u), which unlike the sum
+ *    itself does not come near 0 for an unlucky u). The objective is summed in double from the
+ *    forward's float32 logits (and the routers' probabilities); what is left is the float32
+ *    forward's rounding, about 1e-7 of the loss, which the difference divides by 12 h. The steps
+ *    are as large as the MoE variants allow: at 2h = 1e-4 a top-k choice flips inside the
+ *    difference for some directions. Measured floor, tolerance and the backward mutations it
+ *    catches: docs/testing.md. A backward that drops a term of one sublayer (e.g. DeepNorm's alpha
+ *    on the residual gradient) is off by far more.
  * 2. DeepNorm init: v, o and the FFN matrices have std initializer_range * beta, q and k
  *    keep initializer_range (the derived beta for 2 layers is 16^(-1/4) = 0.5). */
 #include <math.h>
@@ -29,6 +30,7 @@
 enum { B = 2, T = 6 };
 static double worst; /* the largest err/|grad| of the directional checks (the floor, on a correct build) */
 static const double STEP = 3e-5, STEP_ONE_TENSOR = 200 * 3e-5, TOL = 3e-3;
+static const float W1D = 30.0f; /* u's scale on the 1-D tensors of the all-parameter direction */
 
 /* the load-balancing loss of the last forward (moe.c's moe_pool_stats), summed in double from the
  * routers' float32 probabilities and choices: acts.moe_aux is rounded to float32, whose half-ulp
@@ -108,14 +110,26 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     memcpy(p0, m->param_mem, n * sizeof(float));
     rng_state r;
     rng_seed(&r, 99);
-    double analytic = 0.0;
-    for (size_t j = 0; j < n; j++) u[j] = only ? 0.0f : (float)rng_normal(&r);
-    for (int i = 0; only && i < m->n_tensors; i++)
-        if (strstr(m->tensors[i].name, only))
-            for (size_t j = 0; j < m->tensors[i].numel; j++) u[m->tensors[i].offset + j] = (float)rng_normal(&r);
-    double gnorm = 0.0; /* |grad| over u's coordinates */
-    for (size_t j = 0; j < n; j++) analytic += (double)m->ctx->grad_mem[j] * u[j];
-    for (size_t j = 0; j < n; j++) gnorm += u[j] != 0.0f ? (double)m->ctx->grad_mem[j] * m->ctx->grad_mem[j] : 0.0;
+    /* u = w z, z ~ N(0,1): w 1 over the tensors named *only*, or over every parameter with W1D on
+     * the 1-D tensors (norms' gains and biases, scalars), whose few coordinates would otherwise be
+     * too small a part of the derivative for a wrong term in their gradients to show (measured: a
+     * layer norm's mean(g xhat) over C + 1 moved err/|grad| by 1e-4 at w 1, 2e-2 at 30). Not the
+     * routers' 1-D tensors: a step on the selection-only bias flips top-k choices, and Gemma 4's
+     * router scales have directions of their own */
+    float *w = malloc(n * sizeof(float));
+    for (size_t j = 0; j < n; j++) w[j] = 0.0f;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_info *t = &m->tensors[i];
+        const float wt = only ? (strstr(t->name, only) ? 1.0f : 0.0f) : t->ndim == 1 && !strstr(t->name, ".router.") ? W1D : 1.0f;
+        for (size_t j = 0; j < t->numel; j++) w[t->offset + j] = wt;
+    }
+    double analytic = 0.0, gnorm = 0.0; /* gnorm: |grad w|, the typical size of sum(grad * u) */
+    for (size_t j = 0; j < n; j++) {
+        u[j] = w[j] * (float)rng_normal(&r);
+        analytic += (double)m->ctx->grad_mem[j] * u[j];
+        gnorm += (double)m->ctx->grad_mem[j] * w[j] * m->ctx->grad_mem[j] * w[j];
+    }
+    free(w);
     gnorm = sqrt(gnorm);
     const double h = only ? STEP_ONE_TENSOR : STEP;
     double L[4]; /* at +h, -h, +2h, -2h */
