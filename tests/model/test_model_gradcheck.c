@@ -28,7 +28,7 @@
 #include "model/context.h"
 
 enum { B = 2, T = 6 };
-static double worst; /* the largest err/|grad| of the directional checks (the floor, on a correct build) */
+static double worst; /* the largest err/|grad w| of the directional checks (the floor, on a correct build) */
 static const double STEP = 3e-5, STEP_ONE_TENSOR = 200 * 3e-5, TOL = 3e-3;
 static const float W1D = 30.0f; /* u's scale on the 1-D tensors of the all-parameter direction */
 
@@ -143,7 +143,7 @@ static int check_variant_dir(const variant *v, float router_aux, const char *onl
     const double rel = fabs(fd - analytic) / gnorm;
     const int ok = !rc && isfinite(fd) && gnorm > 0.0 && rel <= TOL;
     worst = fmax(worst, rel);
-    printf("%-44s fd %+.5e analytic %+.5e |grad| %.3e err/|grad| %.1e %s\n", v->name, fd, analytic, gnorm, rel, ok ? "ok" : "FAIL");
+    printf("%-44s fd %+.5e analytic %+.5e |grad w| %.3e err/|grad w| %.1e %s\n", v->name, fd, analytic, gnorm, rel, ok ? "ok" : "FAIL");
     if (only) printf("%-44s (the direction only over the tensors named *%s*)\n", "", only);
     if (router_aux > 0.0f) printf("%-44s (with the load-balancing loss x %g: %.4f)\n", "", router_aux, m->ctx->acts.moe_aux);
     free(p0), free(u);
@@ -226,7 +226,7 @@ int main(void) {
     for (int i = 0; i < n; i++)
         for (size_t b = 0; b < sizeof GAINS / sizeof GAINS[0]; b++)
             if (VARIANTS[i].tweak == GAINS[b].tweak) failures += check_variant_dir(&VARIANTS[i], 0.0f, GAINS[b].only), extra++;
-    printf("worst err/|grad| of the directional checks %.1e (tolerance %.0e)\n", worst, TOL);
+    printf("worst err/|grad w| of the directional checks %.1e (tolerance %.0e)\n", worst, TOL);
     printf("%d passed, %d failed\n", n + 1 + extra - failures, failures);
     return failures != 0;
 }
