@@ -138,8 +138,10 @@ static int capture_write(const tlm_context *ctx, int id, const float *data, floa
     if ((flags & TLM_HOOK_RSTD) && !is_grad) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = 1.0f / data[i];
-    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T]; dst == data: the kernel wrote the map
-                                                        * there, only the masked keys are set to -inf */
+    } else if (dst == data) { /* (the attention kernel wrote the map there itself, its masked keys -inf as
+                               * attention_forward keeps them) */
+        return 0;
+    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T] */
         int l, k;
         model_point_of(&ctx->m->cfg, id, &l, &k);
         const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
@@ -153,13 +155,12 @@ static int capture_write(const tlm_context *ctx, int id, const float *data, floa
                 float *o = dst + ((size_t)r * T + i) * T;
                 const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
                 for (int j = 0; j < f; j++) o[j] = -INFINITY;
-                if (o != src) memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
+                memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
                 for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
             }
-    } else if (dst == data) {
-        return 0;
-    } else {
-        vec_copy(dst, data, n);
+    } else { /* (past the caches: the pass does not read the cache's copy, and the kernel need not
+              * read each of its lines from memory before writing it) */
+        vec_stream(dst, data, n);
     }
     return dst != data; /* (1: copied; 0: the pass wrote the map there itself) */
 }
