@@ -354,8 +354,7 @@ void vec_copy(float *out, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i];
 }
 
-/* (one thread's piece of vec_stream) */
-static void stream_piece(float *out, const float *a, size_t n) {
+void copy_stream(float *out, const float *a, size_t n) {
     size_t i = 0;
 #if defined(__x86_64__)
     for (; i < n && ((uintptr_t)(out + i) & 15); i++) out[i] = a[i];
@@ -368,14 +367,14 @@ static void stream_piece(float *out, const float *a, size_t n) {
 void vec_stream(float *out, const float *a, size_t n) {
     PROF_SCOPE("vec_stream");
     if (n <= OMP_MIN_WORK) {
-        stream_piece(out, a, n);
+        copy_stream(out, a, n);
         return;
     }
 #pragma omp parallel
     {
         size_t i0, i1;
         thread_share(n, &i0, &i1);
-        stream_piece(out + i0, a + i0, i1 - i0);
+        copy_stream(out + i0, a + i0, i1 - i0);
     }
 }
 
