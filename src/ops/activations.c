@@ -366,7 +366,7 @@ void copy_stream(float *out, const float *a, size_t n) {
 
 void vec_stream(float *out, const float *a, size_t n) {
     PROF_SCOPE("vec_stream");
-    if (n <= OMP_MIN_WORK) {
+    if (n <= OMP_MIN_WORK || omp_get_max_threads() == 1) { /* (a split batch's part: its own thread) */
         copy_stream(out, a, n);
         return;
     }
