@@ -226,9 +226,13 @@ static int wants_maps(const struct model_hooks *h, const tlm_config *c) {
 }
 
 /* the forward capture alone: nothing but copies of the sequences' own rows (a Python callback sees
- * the whole batch; the points made on demand share one side buffer; gradients are left whole) */
+ * the whole batch; the points made on demand share one side buffer; gradients are left whole), of a
+ * model whose rows do not meet (a mixture of experts runs each expert's rows of every sequence as
+ * one product: split, they round otherwise than in the whole pass that hook functions see) */
 static int rows_alone(const struct model_hooks *h, const tlm_config *c) {
     if (h->cap_bwd) return 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (config_layer_is_moe(c, l)) return 0;
     for (int i = 0; i < h->count; i++) {
         if (h->fwd[i] || h->bwd[i]) return 0;
         int64_t s[5];
