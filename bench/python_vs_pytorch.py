@@ -28,8 +28,9 @@ Each time is the median of --rounds rounds of the median of repeated calls (each
 at a shape is a warm-up, not timed); each ratio is the median of the rounds' ratios (printed per
 round for the full cache: on a shared machine a round can be slow for one side only, and then
 the ratio of the median times and the median of the ratios disagree). Debian's torch runs its products on the system OpenBLAS,
-whose threads fight torch's on 2 cores: PyTorch is timed twice, as installed and with
-OPENBLAS_NUM_THREADS=1 (in subprocesses), and the faster is the one compared.
+whose threads fight torch's on 2 cores: PyTorch is timed twice, with OPENBLAS_NUM_THREADS=--threads
+and =1 (in subprocesses), and the faster is the one compared (with --threads 1 once: OpenBLAS as
+installed starts a thread per core, so "1 thread" PyTorch used to run its products on both).
 
 generate: `tinylm generate` greedy from "Once upon a time" (its printed decode rate, tokens after
 the first) against Python's generate of the same: the plain call (the CLI's loop in one C call),
@@ -129,9 +130,14 @@ def pytorch_worker(a):
 
 
 def pytorch_times(a, model):
-    """the faster of PyTorch as installed and with a single-threaded OpenBLAS, per shape and kind"""
+    """the faster of PyTorch with OpenBLAS on --threads threads and on one, per shape and kind (the
+    system OpenBLAS starts a thread per core whatever torch.set_num_threads says: uncapped, a
+    --threads 1 run of PyTorch would use both cores)"""
     best = {}
-    for label, extra in (("installed", {}), ("openblas1", {"OPENBLAS_NUM_THREADS": "1"})):
+    variants = [("openblas%d" % a.threads, {"OPENBLAS_NUM_THREADS": str(a.threads)})]
+    if a.threads != 1:
+        variants.append(("openblas1", {"OPENBLAS_NUM_THREADS": "1"}))
+    for label, extra in variants:
         env = dict(os.environ, **extra)
         for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
             env.pop(k, None)

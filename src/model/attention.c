@@ -29,7 +29,9 @@ void attention_full_pass(pass_ctx *ctx, int l, float *att, float *scores, float 
     attention_spec spec = model_layer_attention(c, l);
     spec.bf16 = pass_product_bf16(ctx);
     spec.start = ctx->A->start; /* (left padding: no key before a row's first real token) */
+    float *const own_scores = scores, *const own_probs = probs;
     scores = hook_points_map(ctx, l, PT_ATTN_SCORES, scores), probs = hook_points_map(ctx, l, PT_PATTERN, probs);
+    spec.stream_maps = scores != own_scores || probs != own_probs; /* (a cache's arrays) */
     attention_forward(att, scores, probs, q, k, v, B, T, &spec, ctx->A->attn_scratch);
     if (ctx->observed) {
         pass_fire(ctx, model_point_id(c, l, PT_ATTN_SCORES), scores, 0);

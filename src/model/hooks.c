@@ -30,6 +30,8 @@ struct model_hooks {
     int n_flags;
     float **cap_fwd, **cap_bwd; /* [count] tlm_set_capture's destinations (NULL: none) */
     int maps;                   /* a scores or pattern point is asked for: the pass keeps the maps */
+    int rows_alone; /* the forward capture alone (no callback, no gradient, no point made on demand): each
+                     * part of a batch split across the threads writes its own sequences (split.c) */
     int64_t written, calls;     /* tlm_hook_stats */
 };
 
@@ -96,12 +98,24 @@ pass_ctx pass_whole(tlm_context *ctx) {
     return x;
 }
 
+static int hooks_fire(struct model_hooks *h, const tlm_context *ctx, int id, float *data, int B, int T, int b0,
+                      int is_grad);
+
+/* the batch's first sequence in x's rows: 0, or a split part's first (split.c: its views start there) */
+static int first_sequence(const pass_ctx *x) {
+    const activations *whole = &x->run->acts;
+    return x->A == whole || !x->A->tokens ? 0 : (int)((x->A->tokens - whole->tokens) / x->A->T);
+}
+
 void pass_fire(pass_ctx *x, int id, float *data, int is_grad) {
     if (x->failed || !data) return;
     const tlm_context *ctx = x->run;
     for (int i = 0; i < ctx->n_observers; i++) {
         const model_observer *o = ctx->observers[i];
-        if (o->at_point && o->at_point(o->user, ctx, id, data, x->A->B, x->A->T, is_grad)) {
+        const int rc = ctx->hooks && o == &ctx->hooks->obs
+                           ? hooks_fire(ctx->hooks, ctx, id, data, x->A->B, x->A->T, first_sequence(x), is_grad)
+                           : o->at_point && o->at_point(o->user, ctx, id, data, x->A->B, x->A->T, is_grad);
+        if (rc) {
             x->failed = id + 1;
             return;
         }
@@ -138,8 +152,10 @@ static int capture_write(const tlm_context *ctx, int id, const float *data, floa
     if ((flags & TLM_HOOK_RSTD) && !is_grad) {
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) dst[i] = 1.0f / data[i];
-    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T]; dst == data: the kernel wrote the map
-                                                        * there, only the masked keys are set to -inf */
+    } else if (dst == data) { /* (the attention kernel wrote the map there itself, its masked keys -inf as
+                               * attention_forward keeps them) */
+        return 0;
+    } else if ((flags & TLM_HOOK_MASKED) && !is_grad) { /* [B, H, T, T] */
         int l, k;
         model_point_of(&ctx->m->cfg, id, &l, &k);
         const int B = (int)shape[0], H = (int)shape[1], T = (int)shape[2];
@@ -153,19 +169,20 @@ static int capture_write(const tlm_context *ctx, int id, const float *data, floa
                 float *o = dst + ((size_t)r * T + i) * T;
                 const int f = first < 0 ? 0 : first > i + 1 ? i + 1 : first;
                 for (int j = 0; j < f; j++) o[j] = -INFINITY;
-                if (o != src) memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
+                memcpy(o + f, src + f, sizeof(float) * (size_t)(i + 1 - f));
                 for (int j = i + 1; j < T; j++) o[j] = -INFINITY;
             }
-    } else if (dst == data) {
-        return 0;
-    } else {
-        vec_copy(dst, data, n);
+    } else { /* (past the caches: the pass does not read the cache's copy, and the kernel need not
+              * read each of its lines from memory before writing it) */
+        vec_stream(dst, data, n);
     }
     return dst != data; /* (1: copied; 0: the pass wrote the map there itself) */
 }
 
-static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
-    struct model_hooks *h = user;
+/* point id of the sequences b0 .. b0 + B (the whole batch, or a split part's: then on the part's
+ * thread, only the capture) */
+static int hooks_fire(struct model_hooks *h, const tlm_context *ctx, int id, float *data, int B, int T, int b0,
+                      int is_grad) {
     if (id < 0 || id >= h->count) return 0;
     float *dst = (is_grad ? h->cap_bwd : h->cap_fwd) ? (is_grad ? h->cap_bwd : h->cap_fwd)[id] : NULL;
     const int call = (is_grad ? h->bwd : h->fwd)[id] && h->fn;
@@ -175,19 +192,27 @@ static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *dat
     /* (the shape alone: the callback gets the id; the name is formatted only for a failure's
      * message, pass_check_points) */
     int nd = model_point_describe(&ctx->m->cfg, id, B, T, NULL, 0, shape, &flags);
-    h->unchanged = 0;
     if (!nd) return 0;
     int rc = 0;
     if (call) {
+        h->unchanged = 0;
         const int held = signals_window_open(); /* (the caller's code may take a signal here: Ctrl-C ends a Python pass at a hook) */
         rc = h->fn(h->user, id, data, nd, shape, is_grad);
         signals_window_close(held);
         h->calls++;
     }
     if (!rc && dst) { /* (after the callback: the cache holds what the hooks left) */
-        h->written += capture_write(ctx, id, data, dst, nd, shape, flags, is_grad);
+        size_t per_seq = 1; /* (every point is [B, ...]: a part's sequences are one span of the array) */
+        for (int i = 1; i < nd; i++) per_seq *= (size_t)shape[i];
+        const int copied = capture_write(ctx, id, data, dst + (size_t)b0 * per_seq, nd, shape, flags, is_grad);
+#pragma omp atomic
+        h->written += copied;
     }
     return rc;
+}
+
+static int hooks_at_point(void *user, const tlm_context *ctx, int id, float *data, int B, int T, int is_grad) {
+    return hooks_fire(user, ctx, id, data, B, T, 0, is_grad);
 }
 
 /* a scores or pattern point is asked for (by a callback or the capture) */
@@ -200,7 +225,28 @@ static int wants_maps(const struct model_hooks *h, const tlm_config *c) {
     return 0;
 }
 
-static unsigned hooks_needs(const struct model_hooks *h) { return OBSERVE_WHOLE_BATCH | (h->maps ? OBSERVE_MAPS : 0); }
+/* the forward capture alone: nothing but copies of the sequences' own rows (a Python callback sees
+ * the whole batch; the points made on demand share one side buffer; gradients are left whole), of a
+ * model whose rows do not meet (a mixture of experts runs each expert's rows of every sequence as
+ * one product: split, they round otherwise than in the whole pass that hook functions see) */
+static int rows_alone(const struct model_hooks *h, const tlm_config *c) {
+    if (h->cap_bwd) return 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (config_layer_is_moe(c, l)) return 0;
+    for (int i = 0; i < h->count; i++) {
+        if (h->fwd[i] || h->bwd[i]) return 0;
+        int64_t s[5];
+        int f;
+        if (h->cap_fwd && h->cap_fwd[i] && model_point_describe(c, i, 1, 1, NULL, 0, s, &f) &&
+            (f & TLM_HOOK_ON_DEMAND))
+            return 0;
+    }
+    return 1;
+}
+
+static unsigned hooks_needs(const struct model_hooks *h) {
+    return (h->rows_alone ? 0 : OBSERVE_WHOLE_BATCH) | (h->maps ? OBSERVE_MAPS : 0);
+}
 
 int tlm_hook_count(const tlm_model *m) { return model_point_count(&m->cfg); }
 
@@ -292,8 +338,13 @@ int pass_point_wanted(const pass_ctx *x, int id, int is_grad) {
 float *pass_capture_of(const pass_ctx *x, int id) {
     const tlm_context *ctx = x->run;
     const struct model_hooks *h = ctx->hooks;
-    if (!h || !h->cap_fwd || id < 0 || id >= h->count || ctx->n_observers != 1) return NULL;
-    return h->cap_fwd[id];
+    if (!h || !h->cap_fwd || id < 0 || id >= h->count || ctx->n_observers != 1 || !h->cap_fwd[id]) return NULL;
+    int64_t s[5];
+    int f;
+    const int nd = model_point_describe(&ctx->m->cfg, id, 1, x->A->T, NULL, 0, s, &f);
+    size_t per_seq = 1;
+    for (int i = 1; i < nd; i++) per_seq *= (size_t)s[i];
+    return h->cap_fwd[id] + (size_t)first_sequence(x) * per_seq; /* (a split part's rows) */
 }
 
 int pass_point_rewritten(const pass_ctx *x, int id) {
@@ -348,6 +399,7 @@ int tlm_set_capture(tlm_model *m, float *const *fwd, float *const *bwd) {
     free(h->cap_fwd), free(h->cap_bwd);
     h->cap_fwd = t[0], h->cap_bwd = t[1];
     h->maps = wants_maps(h, &m->cfg);
+    h->rows_alone = rows_alone(h, &m->cfg);
     return 0;
 }
 

@@ -108,10 +108,11 @@ static int split_prepare(tlm_context *ctx, int parts, int with_grads) {
 }
 
 /* part p's pass: the model's weights, its rows of the context's activations, its own gradients
- * (nothing watches a split pass: split_parts) */
+ * (what may watch a split pass copies each part's rows on the part's thread: hooks.c's capture
+ * alone; anything else keeps the pass whole, split_parts) */
 static pass_ctx split_part(tlm_context *ctx, int p, int with_grads) {
     pass_ctx x = pass_whole(ctx);
-    x.A = &ctx->split->views[p], x.observed = 0;
+    x.A = &ctx->split->views[p];
     if (with_grads) x.g = &ctx->split->g[p];
     return x;
 }

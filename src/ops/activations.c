@@ -354,6 +354,30 @@ void vec_copy(float *out, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i];
 }
 
+void copy_stream(float *out, const float *a, size_t n) {
+    size_t i = 0;
+#if defined(__x86_64__)
+    for (; i < n && ((uintptr_t)(out + i) & 15); i++) out[i] = a[i];
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(out + i, _mm_loadu_ps(a + i));
+    _mm_sfence(); /* (the stores are weakly ordered: visible before the region's barrier) */
+#endif
+    for (; i < n; i++) out[i] = a[i];
+}
+
+void vec_stream(float *out, const float *a, size_t n) {
+    PROF_SCOPE("vec_stream");
+    if (n <= OMP_MIN_WORK || omp_get_max_threads() == 1) { /* (a split batch's part: its own thread) */
+        copy_stream(out, a, n);
+        return;
+    }
+#pragma omp parallel
+    {
+        size_t i0, i1;
+        thread_share(n, &i0, &i1);
+        copy_stream(out + i0, a + i0, i1 - i0);
+    }
+}
+
 void vec_acc(float *out, const float *a, size_t n) {
     PROF_SCOPE("vec_acc");
 #pragma omp parallel for schedule(static) if(n > OMP_MIN_WORK)

@@ -562,6 +562,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
     const int q_row = H * hd;
     const softmax_row_fn softmax_row = pick_softmax_row();
     const size_t own_floats = attention_scratch_floats(T, hd);
+    const int stream = spec->stream_maps && (scores || probs);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -574,10 +575,13 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
                 const int rows = T - q0 < ATTN_QUERY_BLOCK ? T - q0 : ATTN_QUERY_BLOCK;
                 int k0, k1;
                 block_keys(q0, rows, spec->window, &k0, &k1);
-                /* S and P: the kept maps' rows, or the thread's scratch (P over S in place) */
-                float *S = scores ? scores + map + (size_t)q0 * T : own;
-                float *P = probs ? probs + map + (size_t)q0 * T : S;
+                /* S and P: the kept maps' rows, or the thread's scratch (P over S in place; both
+                 * there when the maps are streamed out) */
+                float *S = scores && !stream ? scores + map + (size_t)q0 * T : own;
+                float *P = probs && !stream ? probs + map + (size_t)q0 * T : stream ? own + block_floats(T) : S;
                 block_probs(&bp, S, P, &hv, q0, rows, T, spec, softmax_row, scores || probs);
+                if (stream && scores) copy_stream(scores + map + (size_t)q0 * T, S, (size_t)rows * T);
+                if (stream && probs) copy_stream(probs + map + (size_t)q0 * T, P, (size_t)rows * T);
                 /* O = P V */
                 block_rows(&bp, oh + (size_t)q0 * q_row, q_row, P, T, hv.v, hv.kv_row, rows, q0, k0, k1, 0);
             }

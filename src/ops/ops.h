@@ -235,6 +235,9 @@ typedef struct {
     const int *start; /* NULL, or [B]: row b is left-padded, its real tokens from start[b] on: a query
                        * i >= start[b] sees no key before start[b], a pad query (i < start[b]) only
                        * itself (attention_first_key_padded) */
+    int stream_maps;  /* the kept maps are the caller's output alone (a cache's arrays, which this
+                       * forward does not read again): each block's S and P are made in the thread's
+                       * scratch, as without maps, and written out with non-temporal stores */
 } attention_spec;
 
 /* Causal self-attention over one sequence batch.
@@ -339,6 +342,10 @@ void crossentropy_backward_bf16(uint16_t *dlogits16, const float *probs, const f
 void vec_add(float *out, const float *a, const float *b, size_t n); /* out = a + b (out may alias) */
 void vec_acc(float *out, const float *a, size_t n);                 /* out += a */
 void vec_copy(float *out, const float *a, size_t n);                /* out = a, on the OpenMP threads */
+/* out = a with non-temporal stores, on the OpenMP threads: for a destination this pass does not
+ * read again (the Python cache's arrays), written without each line first read from memory */
+void vec_stream(float *out, const float *a, size_t n);
+void copy_stream(float *out, const float *a, size_t n); /* the same on the calling thread alone */
 void vec_zero(float *out, size_t n); /* out = 0, on the OpenMP threads (a gradient buffer before it accumulates) */
 /* The gradient norm's sum of squares, with the same bits wherever it is taken (the optimizer's own
  * pass, or a split batch's gradient sum while each piece is in the cache): n floats cut into

@@ -337,6 +337,22 @@ static void test_attention_padded(const char *label, int B, int T, int H, int KV
     checks++;
     if (!same) failures++;
     printf("attention %-34s without maps: out, dq, dk, dv bit-identical %s\n", label, same ? "ok" : "FAIL");
+    /* the maps streamed out (a cache's arrays: each block made in scratch, written with
+     * non-temporal stores): the same out and maps, every column written */
+    {
+        float *s3 = unset(ns), *p3 = unset(ns);
+        attention_spec streamed = c.spec;
+        streamed.stream_maps = 1;
+        for (size_t i = 0; i < nq; i++) out2[i] = NAN;
+        for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
+        attention_forward(out2, s3, p3, c.q, c.k, c.v, c.B, c.T, &streamed, scratch);
+        const int ok = !memcmp(out, out2, nq * sizeof(float)) && !memcmp(s3, c.scores, ns * sizeof(float)) &&
+                       !memcmp(p3, c.probs, ns * sizeof(float));
+        checks++;
+        if (!ok) failures++;
+        printf("attention %-34s maps streamed: out, scores, probs bit-identical %s\n", label, ok ? "ok" : "FAIL");
+        free(s3), free(p3);
+    }
     /* the probabilities alone (training without a soft-cap) and, under one, both again */
     float *probs2 = unset(ns), *scores2 = softcap > 0.0f ? unset(ns) : NULL;
     for (size_t i = 0; i < nq; i++) out2[i] = dq2[i] = NAN;

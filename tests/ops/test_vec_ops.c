@@ -2,6 +2,9 @@
  *   - vec_zero clears exactly [out, out + n): below its streaming threshold (plain stores) and
  *     above it (non-temporal stores on x86-64, from an address that is not 16-byte aligned and a
  *     length that is not a multiple of 4), leaving the floats on either side alone;
+ *   - vec_stream / copy_stream (non-temporal stores: the Python cache's copies) copy exactly
+ *     [a, a + n) to [out, out + n), from any float alignment, on the OpenMP threads and on one,
+ *     leaving the floats on either side alone;
  *   - the gradient norm's sum of squares (sumsq_lanes): the lanes are exactly their definition's
  *     (lanes[j % SUMSQ_LANES] += x[j]^2 in order, written out here), fed whole or in pieces, with
  *     tails of every length. ctest runs it natively (the AVX-512 kernel where the CPU has it) and
@@ -27,6 +30,25 @@ static int check(size_t n, size_t offset) {
     }
     free(buf);
     printf("vec_zero n=%zu at +%zu floats: %zu wrong\n", n, offset, bad);
+    return bad != 0;
+}
+
+/* vec_stream (threads) or copy_stream (one) of n floats to out + offset, from src + offset2 */
+static int check_stream(size_t n, size_t offset, size_t offset2, int threads) {
+    const size_t total = n + 16 + 3;
+    float *buf = malloc(total * sizeof(float)), *src = malloc((n + 16) * sizeof(float));
+    if (!buf || !src) return free(buf), free(src), printf("SKIP: cannot allocate %zu floats\n", total), 0;
+    for (size_t i = 0; i < total; i++) buf[i] = NAN;
+    for (size_t i = 0; i < n + 16; i++) src[i] = (float)i * 0.5f - 7.0f;
+    (threads ? vec_stream : copy_stream)(buf + offset, src + offset2, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < total; i++) {
+        const int inside = i >= offset && i < offset + n;
+        if (inside ? memcmp(&buf[i], &src[i - offset + offset2], sizeof(float)) != 0 : !isnan(buf[i])) bad++;
+    }
+    free(buf), free(src);
+    if (bad) printf("%s n=%zu to +%zu from +%zu floats: %zu wrong\n", threads ? "vec_stream" : "copy_stream", n, offset,
+                    offset2, bad);
     return bad != 0;
 }
 
@@ -62,6 +84,14 @@ int main(void) {
     fail |= check_sumsq(x, N, N);
     free(x);
     printf("sumsq_lanes: %s\n", fail ? "differs" : "the definition's lanes, whole and in pieces");
+    int bad_stream = 0;
+    const size_t stream_n[] = {0, 1, 3, 4, 5, 17, 64, 1000, 16384, 16385, 100003};
+    for (size_t i = 0; i < sizeof stream_n / sizeof *stream_n; i++)
+        for (size_t off = 0; off < 5; off++)
+            for (int threads = 0; threads < 2; threads++)
+                bad_stream |= check_stream(stream_n[i], off, (off * 3) % 5, threads);
+    printf("vec_stream, copy_stream: %s\n", bad_stream ? "differ" : "exact copies, nothing outside written");
+    fail |= bad_stream;
     fail |= check(1000, 1);
     fail |= check(((size_t)1 << 26) + 7, 1); /* 256 MiB + 28 bytes: the streaming path */
     fail |= check(((size_t)1 << 26) + 1, 4);

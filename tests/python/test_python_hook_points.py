@@ -19,7 +19,13 @@ shared keys and values), and the names TransformerLens gives them;
    equal bit for bit to what a hook function sees at the point (hook_scale as the scale, the masked
    scores -inf, a padded batch's pads); a filtered cache pays only for what it keeps: no attention maps
    without a scores or pattern point, no on-demand point (nor its memory) unless named, and a cache of
-   every point leaves the on-demand ones out;
+   every point leaves the on-demand ones out; on 2 threads a batch that splits across them (each
+   thread the whole pass over its sequences, src/model/split.c) is split for a cache too, each thread
+   writing its sequences' rows, and the arrays are still bit for bit what hook functions see (which
+   keep the pass whole) — also on Gemma 2's soft-cap and window, MLA and Gemma 4's layouts; a cache
+   with a hook function, gradients or an on-demand point keeps it whole, and so does a mixture of
+   experts (its experts' products batch the rows of every sequence: split, they would round
+   otherwise than the whole pass);
 5. hook_result on Q8_0 weights (a GGUF file: no float32 W_O, each head through the quantized product):
    the heads' sum + b_O = hook_attn_out within Q8_0's rounding, and a replacement changes the logits;
 6. the split inputs per head (set_use_split_qkv_input(True), TransformerLens' use_split_qkv_input):
@@ -410,6 +416,65 @@ def cache_writes(tinylm):
     m.close()
 
 
+def cache_split(tinylm, work):
+    """a cache on 2 threads of a batch that splits: each part writes its rows (the capture's count of
+    copies doubles), the arrays = what hook functions see, bit for bit"""
+    ckpt = os.path.join(ROOT, "data", "stories260K.bin")
+    m = tinylm.load(ckpt)
+    ids = np.random.default_rng(5).integers(0, m.vocab_size, (8, 24)).astype(np.int32)
+    tinylm.set_threads(2)
+    try:
+        lg_whole, c_whole = m.run_with_cache(ids, fwd_hooks=[("hook_embed", lambda a, h: None)])
+        whole = m._pass_stats["written"]
+        lg, cache = m.run_with_cache(ids)
+        split = m._pass_stats["written"]
+        seen = {}
+
+        def keep(a, hook):
+            seen[hook.name] = a.copy()
+        lg_h = m.run_with_hooks(ids, fwd_hooks=[(n, keep) for n in cache])
+        _, c_grad = m.run_with_cache(ids, names=["blocks.1.hook_resid_mid"], backward=True)
+        grad_copies = m._pass_stats["written"]
+        _, c_demand = m.run_with_cache(ids, names=["hook_embed", "blocks.1.hook_mlp_in"])
+        demand_copies = m._pass_stats["written"]
+    finally:
+        tinylm.set_threads(1)
+    check(whole > 0 and split == 2 * whole,
+          "cache split (2 threads, [8, 24]): each of the 2 parts copied its rows (%d copies; %d with a hook function, "
+          "the pass whole)" % (split, whole))
+    bad = [k for k in cache if not np.array_equal(cache[k], seen[k]) or not np.array_equal(cache[k], c_whole[k])]
+    check(not bad and len(seen) == len(cache) and np.array_equal(lg, lg_h) and np.array_equal(lg, lg_whole),
+          "cache split: %d arrays and the logits = what hook functions see and the whole pass's cache, bit for bit"
+          % len(cache), bad[:5])
+    check(grad_copies == 2 and demand_copies == 2,
+          "cache split: a cache with gradients or an on-demand point keeps the pass whole (one copy each)",
+          (grad_copies, demand_copies))
+    m.close()
+    cases = {n: (c, o) for n, c, o in all_cases()}
+    for name, splits in (("gemma2_like", True), ("mla_q_lora", True), ("gemma4_like", True),
+                         ("moe_mixtral_like_aux", False)):
+        cfg, opts = cases[name]
+        d = os.path.join(work, "split_" + name)
+        tinylm_ref.save(d, cfg, tinylm_ref.random_params(cfg, seed=3, std=opts["std"], embed_std=2 * opts["std"]))
+        m = tinylm.load(d)
+        ids = np.random.default_rng(6).integers(0, tinylm_ref.resolve_config(cfg)["vocab_size"], (4, 9)).astype(np.int32)
+        tinylm.set_threads(2)
+        try:
+            m.run_with_cache(ids, fwd_hooks=[("hook_embed", lambda a, h: None)])
+            whole = m._pass_stats["written"]
+            lg, cache = m.run_with_cache(ids)
+            copies = m._pass_stats["written"]
+            seen.clear()
+            lg_h = m.run_with_hooks(ids, fwd_hooks=[(n, keep) for n in cache])
+        finally:
+            tinylm.set_threads(1)
+        bad = [k for k in cache if not np.array_equal(cache[k], seen[k])]
+        check(copies == (2 if splits else 1) * whole and not bad and np.array_equal(lg, lg_h),
+              "cache split, %s [4, 9]: %s, %d arrays and the logits bit for bit what hook functions see"
+              % (name, "split" if splits else "kept whole (a mixture of experts)", len(cache)), (copies, whole, bad[:3]))
+        m.close()
+
+
 def quantized_result(tinylm, cli, work):
     ckpt, tok = os.path.join(ROOT, "data", "stories260K.bin"), os.path.join(ROOT, "data", "tok512.bin")
     q8 = os.path.join(work, "s.q8_0.gguf")
@@ -448,6 +513,7 @@ def main():
     for name in SPLIT_VARIANTS:
         check_split_heads(tinylm, name, cases[name][0], cases[name][1], args.work)
     cache_writes(tinylm)
+    cache_split(tinylm, args.work)
     if args.tinylm:
         quantized_result(tinylm, args.tinylm, args.work)
     split_heads_misc(tinylm, args.tinylm, args.work)
