@@ -142,6 +142,7 @@ ZFN void z_dotk(const int T, const uint8_t *row, const qx_row *a, const int N, i
     int i = 0;
     for (; i + 8 <= nb; i += 8) {
         __m256i v1[WQ_INT_MAX_ROWS][8], v2[WQ_INT_MAX_ROWS][8];
+        prefetch_ahead_avx512vnni256(row + (size_t)i * bytes, 8 * (size_t)bytes, MATVEC_PREFETCH_BYTES);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             zk_block k;
@@ -165,6 +166,7 @@ ZFN void z_dotk(const int T, const uint8_t *row, const qx_row *a, const int N, i
     for (int n = 0; n < N; n++) _mm256_storeu_ps(lane[n], acc[n]);
     for (; i < nb; i++) {
         const uint8_t *b = row + (size_t)i * bytes;
+        prefetch_ahead_avx512vnni256(b, (size_t)bytes, MATVEC_PREFETCH_BYTES);
         zk_block k;
         z_prep(T, b, &k);
         for (int n = 0; n < N; n++) {
@@ -190,9 +192,15 @@ ZFN void z_dotk_pair(const int T, const uint8_t *row, size_t rb, const qx_row *a
         z_dotk(T, row + rb, a, 1, nb, out + 1);
         return;
     }
+    /* (each row's lines asked for at the same place in a pair of rows whole pairs ahead, at least
+     * MATVEC_PREFETCH_BYTES: a row's own stream ahead runs into the pair's other row once a row
+     * is about that long, 8 KiB at 14336 wide, and the next pair's second row went unasked) */
+    const size_t ahead = 2 * rb * ((MATVEC_PREFETCH_BYTES + 2 * rb - 1) / (2 * rb));
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int i = 0; i < nb; i += 8) {
         __m256i v1[2][8], v2[2][8];
+        prefetch_ahead_avx512vnni256(row + (size_t)i * bytes, 8 * (size_t)bytes, ahead);
+        prefetch_ahead_avx512vnni256(row + rb + (size_t)i * bytes, 8 * (size_t)bytes, ahead);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             for (int r = 0; r < 2; r++) {
@@ -219,8 +227,8 @@ ZFN void z_dotk_pair(const int T, const uint8_t *row, size_t rb, const qx_row *a
     }
 }
 
-/* y[n * OC + o] for the rows [o0, o1) of W and the N quantized rows of x; each weight row's
- * lines also asked for MATVEC_PREFETCH_BYTES ahead, into L2, as the widening kernels do */
+/* y[n * OC + o] for the rows [o0, o1) of W and the N quantized rows of x (the dot products ask
+ * for the rows' lines ahead as they go: prefetch_ahead, quant_int_kernels.h) */
 __attribute__((target(Z5))) static void rows_int_avx512vnni(int t, float *y, int OC, const qx_row *a, int N,
                                                             const uint8_t *W, size_t row_bytes, int IC, int o0, int o1) {
     if (t != WQ_Q4_K && t != WQ_Q5_K && t != WQ_Q6_K) {
@@ -231,8 +239,6 @@ __attribute__((target(Z5))) static void rows_int_avx512vnni(int t, float *y, int
     if (N == 1) /* (two weight rows a pass) */
         for (; o + 2 <= o1; o += 2) {
             const uint8_t *row = W + (size_t)o * row_bytes;
-            for (size_t p = 0; p < 2 * row_bytes; p += 64)
-                _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
             switch (t) {
             case WQ_Q4_K: z_dotk_pair(WQ_Q4_K, row, row_bytes, a, IC / QK_K, y + o); break;
             case WQ_Q5_K: z_dotk_pair(WQ_Q5_K, row, row_bytes, a, IC / QK_K, y + o); break;
@@ -241,7 +247,6 @@ __attribute__((target(Z5))) static void rows_int_avx512vnni(int t, float *y, int
         }
     for (; o < o1; o++) {
         const uint8_t *row = W + (size_t)o * row_bytes;
-        for (size_t p = 0; p < row_bytes; p += 64) _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1);
         float out[WQ_INT_MAX_ROWS];
         /* (one row of x, decoding's case, with N a constant) */
         switch (t) {
