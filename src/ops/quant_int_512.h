@@ -201,11 +201,10 @@ ZFN void z_dotk_pair(const int T, const uint8_t *row, size_t rb, const qx_row *a
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int i = 0; i < nb; i += 8) {
         __m256i v1[2][8], v2[2][8];
-        prefetch_ahead_avx512vnni256(row + (size_t)i * bytes, 8 * (size_t)bytes, ahead);
-        prefetch_ahead_avx512vnni256(row + rb + (size_t)i * bytes, 8 * (size_t)bytes, ahead);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
             for (int r = 0; r < 2; r++) {
+                prefetch_ahead_avx512vnni256(row + r * rb + (size_t)(i + j) * bytes, (size_t)bytes, ahead);
                 zk_block k;
                 z_prep(T, row + r * rb + (size_t)(i + j) * bytes, &k);
                 z_block_mul(T, &k, a->q + QK_K * (i + j), a->sum + 16 * (i + j), &v1[r][j], &v2[r][j]);
