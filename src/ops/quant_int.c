@@ -45,11 +45,16 @@
 #define TLM_X86_KERNELS 1
 #endif
 
-/* one quantized row of x: q [IC], d [IC / block], sum [IC / 32] or [IC / 16] (K types) */
+/* one quantized row of x: q [IC], d [IC / block], sum [IC / 32] or [IC / 16] (K types); for
+ * Q4_K / Q5_K rows of whole groups of 8 blocks also qk [IC], q with each block's 32-element
+ * sub-blocks in the order 0 2 1 3 4 6 5 7 (the order of a block's nibbles: quant_int_512.h), and
+ * sum32 [IC / 32], the sums of 32; else both NULL */
 typedef struct {
     const int8_t *q;
     const float *d;
     const int16_t *sum;
+    const int8_t *qk;
+    const int16_t *sum32;
 } qx_row;
 
 static inline float reduce8(const float l[8]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
@@ -263,6 +268,46 @@ static void rows_int_scalar(int t, float *y, int OC, const qx_row *a, int N, con
 
 /* rows_int_avx512vnni: 512-bit bodies for Q4_K, Q5_K, Q6_K, the 256-bit one above for the rest */
 #include "quant_int_512.h"
+
+/* quantize_x on 16 elements at a time (the AVX512-VNNI set's activations): the same float
+ * operations one by one (a product, then the add and subtract that round it, no fused multiply-add),
+ * so the same levels, scales and sums */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void quantize_x_512(const float *x, int IC, int block,
+                                                                                int sum_len, int8_t *q, float *d,
+                                                                                int16_t *sum) {
+    const __m512 big = _mm512_set1_ps(3.4028235e38f), magic = _mm512_set1_ps(12582912.0f);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    for (int b = 0; b < IC / block; b++) {
+        const float *xb = x + (size_t)b * block;
+        int8_t *qb = q + (size_t)b * block;
+        int16_t *sb = sum + (size_t)b * block / sum_len;
+        __m512 m = _mm512_setzero_ps();
+        __mmask16 finite = 0xffff;
+        for (int j = 0; j < block; j += 16) {
+            const __m512 v = _mm512_abs_ps(_mm512_loadu_ps(xb + j));
+            finite &= _mm512_cmp_ps_mask(v, big, _CMP_LE_OQ); /* (NaN and infinity fail) */
+            m = _mm512_max_ps(m, v);
+        }
+        const float amax = _mm512_reduce_max_ps(m);
+        if (finite != 0xffff || amax == 0.0f) {
+            d[b] = finite == 0xffff ? 0.0f : NAN;
+            for (int j = 0; j < block; j += 16) _mm_storeu_si128((__m128i *)(qb + j), _mm_setzero_si128());
+            for (int k = 0; k < block / sum_len; k++) sb[k] = 0;
+            continue;
+        }
+        d[b] = amax / 127.0f;
+        const __m512 iscale = _mm512_set1_ps(127.0f / amax);
+        int acc = 0;
+        for (int j = 0; j < block; j += 16) {
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + j), iscale);
+            __m512i l = _mm512_cvtps_epi32(_mm512_sub_ps(_mm512_add_ps(v, magic), magic)); /* (integral: exact) */
+            l = _mm512_max_epi32(_mm512_min_epi32(l, hi), lo);
+            _mm_storeu_si128((__m128i *)(qb + j), _mm512_cvtepi32_epi8(l));
+            acc += _mm512_reduce_add_epi32(l);
+            if ((j + 16) % sum_len == 0) sb[j / sum_len] = (int16_t)acc, acc = 0;
+        }
+    }
+}
 #endif
 
 /* ---- the paths, the mode, the calls ------------------------------------------------------------------ */
@@ -348,25 +393,48 @@ static _Thread_local struct {
     size_t cap;
 } xbuf;
 
-static size_t qx_bytes(int IC) { return ((size_t)IC + 63) / 64 * 64 + (size_t)IC / 32 * 4 + (size_t)IC / 16 * 2 + 64; }
+static size_t r64(size_t n) { return (n + 63) / 64 * 64; }
+/* a quantized row's bytes: q, d, sum; then qk and sum32 (Q4_K / Q5_K) */
+static size_t qx_head(int IC) { return r64(r64((size_t)IC) + (size_t)IC / 32 * 4 + (size_t)IC / 16 * 2); }
+static size_t qx_bytes(int IC) { return r64(qx_head(IC) + r64((size_t)IC) + (size_t)IC / 32 * 2); }
 
-/* N rows of x [N, IC] quantized for type t into this thread's buffer: a [N]; -1 if no memory */
-static int quantize_rows(int t, const float *x, int N, int IC, qx_row *a) {
-    const size_t per = (qx_bytes(IC) + 63) / 64 * 64, need = per * (size_t)N;
+/* N rows of x [N, IC] quantized for type t into this thread's buffer: a [N] (with qk and sum32
+ * when set p takes them: one row of Q4_K / Q5_K on AVX512-VNNI); -1 if no memory */
+static int quantize_rows(wq_int_path p, int t, const float *x, int N, int IC, qx_row *a) {
+    const size_t per = qx_bytes(IC), need = per * (size_t)N;
     if (need > xbuf.cap) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, need)) return -1;
+        void *m = NULL;
+        if (posix_memalign(&m, 64, need)) return -1;
         free(xbuf.p);
-        xbuf.p = p, xbuf.cap = need;
+        xbuf.p = m, xbuf.cap = need;
     }
     const int k = wq_block_elems(t) == QK_K, block = k ? QK_K : QK, sum_len = k ? 16 : 32;
     for (int n = 0; n < N; n++) {
         uint8_t *base = (uint8_t *)xbuf.p + per * n;
         int8_t *q = (int8_t *)base;
-        float *d = (float *)(base + ((size_t)IC + 63) / 64 * 64);
+        float *d = (float *)(base + r64((size_t)IC));
         int16_t *sum = (int16_t *)(d + IC / block);
-        quantize_x(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
-        a[n] = (qx_row){q, d, sum};
+#ifdef TLM_X86_KERNELS
+        if (p == WQ_INT_AVX512VNNI)
+            quantize_x_512(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
+        else
+#endif
+            quantize_x(x + (size_t)n * IC, IC, block, sum_len, q, d, sum);
+        a[n] = (qx_row){q, d, sum, NULL, NULL};
+        if (p == WQ_INT_AVX512VNNI && N == 1 && (t == WQ_Q4_K || t == WQ_Q5_K) && IC / QK_K % 8 == 0) {
+            int8_t *qk = (int8_t *)(base + qx_head(IC));
+            int16_t *sum32 = (int16_t *)(base + qx_head(IC) + r64((size_t)IC));
+            static const int from[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+            for (int b = 0; b < IC / QK_K; b++)
+                for (int c = 0; c < 8; c++) memcpy(qk + QK_K * b + 32 * c, q + QK_K * b + 32 * from[c], 32);
+            /* (per 8 blocks, those of even index first: the order quant_int_512.h's unpacks leave
+             * them in; rows of whole groups of 8 blocks only, those the kernel takes) */
+            for (int j = 0; j < IC / 32; j++) {
+                const int g = j / 64, blk = j / 8 % 8, s = j % 8;
+                sum32[64 * g + (blk % 2) * 32 + (blk / 2) * 8 + s] = (int16_t)(sum[2 * j] + sum[2 * j + 1]);
+            }
+            a[n].qk = qk, a[n].sum32 = sum32;
+        }
     }
     return 0;
 }
@@ -377,7 +445,7 @@ int wq_int_products(wq_int_path p, float *y, const float *x, const void *W, int 
                     int o1) {
     qx_row a[WQ_INT_MAX_ROWS];
     if (!wq_int_path_available(p) || !int_shape_ok(t, IC) || N < 1 || N > WQ_INT_MAX_ROWS) return -1;
-    if (quantize_rows(t, x, N, IC, a)) return -1;
+    if (quantize_rows(p, t, x, N, IC, a)) return -1;
     path_fn(p)(t, y, OC, a, N, W, wq_row_bytes(t, IC), IC, o0, o1);
     return 0;
 }
@@ -397,7 +465,7 @@ int wq_int_matvec(float *y, const float *x, const void *W, int t, const float *b
         const int rows = N - n0 < WQ_INT_MAX_ROWS ? N - n0 : WQ_INT_MAX_ROWS;
         qx_row a[WQ_INT_MAX_ROWS];
         /* (the first group is the largest: once its buffer is had, the others fit in it) */
-        if (quantize_rows(t, x + (size_t)n0 * IC, rows, IC, a)) return -1;
+        if (quantize_rows(wq_int_path_pick(), t, x + (size_t)n0 * IC, rows, IC, a)) return -1;
         float *yn = y + (size_t)n0 * OC;
         /* (the widening kernels' split: each thread a contiguous share of the rows, a multiple of 16) */
 #pragma omp parallel
@@ -421,7 +489,7 @@ int wq_int_matvec_part(float *y, const float *x, const void *W, int t, const flo
     qx_row a;
     {
         PROF_SCOPE("quantize_activations");
-        if (quantize_rows(t, x, 1, IC, &a)) return -1;
+        if (quantize_rows(wq_int_path_pick(), t, x, 1, IC, &a)) return -1;
     }
     path_fn(wq_int_path_pick())(t, y, o1, &a, 1, W, wq_row_bytes(t, IC), IC, o0, o1);
     if (bias)

@@ -40,6 +40,16 @@ KFN float KS(f16)(const uint8_t *p) { return _cvtsh_ss((unsigned short)(p[0] | p
 
 KFN __m256i KS(bytes)(int b) { return _mm256_set1_epi8((char)b); }
 
+/* the lines of [p + ahead, p + ahead + n) asked for into L2, a few per group of blocks as the
+ * blocks are read (a row's stream: ahead MATVEC_PREFETCH_BYTES). Asked for a whole row at a time,
+ * a row of 4 KiB or more (the 8192-wide matrices) was more requests at once than the core holds,
+ * and the loads waited on them. */
+KFN void KS(prefetch_ahead)(const uint8_t *p, size_t n, size_t ahead) {
+    const uintptr_t e = (uintptr_t)p + ahead + n;
+    for (uintptr_t l = ((uintptr_t)p + ahead) & ~(uintptr_t)63; l < e; l += 64)
+        _mm_prefetch((const char *)l, _MM_HINT_T1);
+}
+
 /* 16 bytes of nibbles as the 32 levels of a Q4_0 / Q4_1 / Q5 block in element order (low
  * nibbles are elements 0..15, high 16..31) */
 KFN __m256i KS(nibbles32)(const uint8_t *qs) {
@@ -84,6 +94,7 @@ KFN float KS(dot32)(const int T, const uint8_t *row, const qx_row *a, int nb) {
     int i = 0;
     for (; i + 8 <= nb; i += 8) {
         const uint8_t *b = row + (size_t)i * bytes;
+        KS(prefetch_ahead)(b, 8 * (size_t)bytes, MATVEC_PREFETCH_BYTES);
         __m256i s[8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) s[j] = KS(block32)(T, b + j * bytes, a->q + 32 * (i + j));
@@ -102,6 +113,7 @@ KFN float KS(dot32)(const int T, const uint8_t *row, const qx_row *a, int nb) {
     _mm256_storeu_ps(lane, acc);
     for (; i < nb; i++) {
         const uint8_t *b = row + (size_t)i * bytes;
+        KS(prefetch_ahead)(b, (size_t)bytes, MATVEC_PREFETCH_BYTES);
         const int A = a->sum[i], S = KS(hsum_i32)(KS(block32)(T, b, a->q + 32 * i)) - offset * A;
         lane[i % 8] = fmaf((float)S, KS(f16)(b) * a->d[i], lane[i % 8]);
         if (has_min) lane[i % 8] = fmaf((float)A, KS(f16)(b + 2) * a->d[i], lane[i % 8]);
@@ -265,6 +277,7 @@ KFN float KS(dotk)(const int T, const uint8_t *row, const qx_row *a, int nb) {
     int i = 0;
     for (; i + 8 <= nb; i += 8) {
         __m256i v1[8], v2[8];
+        KS(prefetch_ahead)(row + (size_t)i * bytes, 8 * (size_t)bytes, MATVEC_PREFETCH_BYTES);
         for (int j = 0; j < 8; j++)
             KBLOCK_K(T, row + (size_t)(i + j) * bytes, a->q + QK_K * (i + j), a->sum + 16 * (i + j), &v1[j], &v2[j]);
         const uint8_t *b = row + (size_t)i * bytes;
@@ -279,6 +292,7 @@ KFN float KS(dotk)(const int T, const uint8_t *row, const qx_row *a, int nb) {
     _mm256_storeu_ps(lane, acc);
     for (; i < nb; i++) {
         const uint8_t *b = row + (size_t)i * bytes;
+        KS(prefetch_ahead)(b, (size_t)bytes, MATVEC_PREFETCH_BYTES);
         __m256i v1, v2;
         KBLOCK_K(T, b, a->q + QK_K * i, a->sum + 16 * i, &v1, &v2);
         int I1, I2;
@@ -290,14 +304,13 @@ KFN float KS(dotk)(const int T, const uint8_t *row, const qx_row *a, int nb) {
 }
 
 /* y[n * OC + o] for the rows [o0, o1) of W and the N quantized rows of x (a weight row is read
- * from memory once, the other rows of x reread it from L1; each row's lines are also asked for
- * MATVEC_PREFETCH_BYTES ahead, into L2, as the widening kernels do) */
+ * from memory once, the other rows of x reread it from L1; the dot products ask for the row's
+ * lines ahead as they go: prefetch_ahead) */
 __attribute__((target(KT))) static void KS(rows_int)(int t, float *y, int OC, const qx_row *a, int N,
                                                      const uint8_t *W, size_t row_bytes, int IC, int o0, int o1) {
 #define KROWS(dot_expr)                                                                                                \
     for (int o = o0; o < o1; o++) {                                                                                    \
         const uint8_t *row = W + (size_t)o * row_bytes;                                                                \
-        for (size_t p = 0; p < row_bytes; p += 64) _mm_prefetch((const char *)row + p + MATVEC_PREFETCH_BYTES, _MM_HINT_T1); \
         for (int n = 0; n < N; n++) y[(size_t)n * OC + o] = dot_expr;                                                  \
     }
     switch (t) {

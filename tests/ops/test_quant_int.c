@@ -15,6 +15,9 @@
  *    products (plus the bias) where a vector set runs (else, TLM_ISA=scalar, they stay exact),
  *    the same on 1, 2 and 3 threads, WQ_PRODUCTS_EXACT leaves them as they were; a type with no
  *    integer kernel (F16) still widens; a NaN or infinity in x makes the outputs NaN;
+ *  - decoding's shapes (one row of x) of the K types on every set: row widths of 8 and 16 blocks
+ *    and 9 and 3 (not whole groups of 8), 1 to 6 and 37 weight rows (the passes of 4 rows and what
+ *    is left over), and a range of rows starting at an odd row, equal to the reference;
  *  - a short prompt: matmul_forward_quant under WQ_PRODUCTS_INT8 gives the integer products for up
  *    to WQ_INT_PROMPT_ROWS rows of x (two passes' worth when that exceeds WQ_INT_MAX_ROWS), and
  *    for more rows the same integer products (quant_gemm.c's GEMM) where a vector body runs the
@@ -116,6 +119,57 @@ static void test_paths(void) {
     for (int p = WQ_INT_SCALAR + 1; p < WQ_INT_PATHS; p++)
         printf("%-12s %s (%d cases equal to the reference)\n", wq_int_path_name(p),
                wq_int_path_available((wq_int_path)p) ? "ran" : "not on this CPU (or capped): skipped", runs[p]);
+}
+
+/* one row of x with the K types: every set equal to the reference over whole matrices (the 4-row
+ * passes and the rows left over) and over rows [o0, o1) starting at an odd row */
+static void test_decode_shapes(void) {
+    const int kt[] = {WQ_Q4_K, WQ_Q5_K, WQ_Q6_K, WQ_Q2_K, WQ_Q3_K}, ics[] = {2048, 4096, 2304, 768};
+    const int ocs[] = {1, 2, 3, 4, 5, 6, 37};
+    int runs = 0;
+    /* a short row (3 blocks) first on a thread whose activation buffer that call sizes, so that a
+     * write past it shows under ASan */
+    for (int ti = 0; ti < 2; ti++) {
+        const int t = kt[ti], IC = 768, OC = 5;
+        uint8_t *W = random_rows(&rng, t, OC, IC);
+        float *x = random_x(1, IC), ref[5], y[5];
+        int rc = -1;
+#pragma omp parallel num_threads(2)
+        if (omp_get_thread_num() == 1) rc = wq_int_products(wq_int_path_pick(), y, x, W, t, 1, IC, OC, 0, OC);
+        CHECK(rc == 0 && wq_int_products(WQ_INT_SCALAR, ref, x, W, t, 1, IC, OC, 0, OC) == 0 &&
+                  !memcmp(y, ref, sizeof y),
+              "%s IC %d on a fresh thread: the reference's bits", wq_name(t), IC);
+        free(W), free(x);
+    }
+    for (int ti = 0; ti < 5; ti++)
+        for (int s = 0; s < 4; s++)
+            for (int k = 0; k < 7; k++) {
+                const int t = kt[ti], IC = ics[s], OC = ocs[k];
+                uint8_t *W = random_rows(&rng, t, OC, IC);
+                float *x = random_x(1, IC), ref[37], y[37];
+                CHECK(wq_int_products(WQ_INT_SCALAR, ref, x, W, t, 1, IC, OC, 0, OC) == 0, "%s: the reference ran",
+                      wq_name(t));
+                for (int p = WQ_INT_SCALAR + 1; p < WQ_INT_PATHS; p++) {
+                    if (!wq_int_path_available((wq_int_path)p)) continue;
+                    memset(y, 0xff, sizeof y);
+                    CHECK(wq_int_products((wq_int_path)p, y, x, W, t, 1, IC, OC, 0, OC) == 0, "%s ran",
+                          wq_int_path_name(p));
+                    CHECK(!memcmp(y, ref, sizeof(float) * OC),
+                          "%s %s IC %d OC %d, one row of x: not the reference's bits", wq_name(t), wq_int_path_name(p),
+                          IC, OC);
+                    if (OC > 6) { /* (rows [3, 34): 7 passes of 4 and 3 rows left, from an odd row) */
+                        memset(y, 0xff, sizeof y);
+                        CHECK(wq_int_products((wq_int_path)p, y, x, W, t, 1, IC, OC, 3, 34) == 0, "%s ran",
+                              wq_int_path_name(p));
+                        CHECK(!memcmp(y + 3, ref + 3, sizeof(float) * 31) && y[2] != y[2] && y[34] != y[34],
+                              "%s %s IC %d, rows [3, 34): the reference's bits, nothing else written", wq_name(t),
+                              wq_int_path_name(p), IC);
+                    }
+                    runs++;
+                }
+                free(W), free(x);
+            }
+    printf("decoding's shapes: %d cases equal to the reference\n", runs);
 }
 
 static void test_mode(void) {
@@ -228,6 +282,7 @@ int main(void) {
           "AVX512-VNNI present but not picked");
     rng_seed(&rng, 43);
     test_paths();
+    test_decode_shapes();
     test_mode();
     test_prompt();
     printf("%d passed, %d failed\n", checks - failures, failures);
