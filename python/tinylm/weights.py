@@ -1,4 +1,6 @@
-"""weights.py — the engine's parameters as NumPy views, under TransformerLens' names and shapes.
+"""weights.py — the engine's parameters as NumPy views, under TransformerLens' names and shapes
+(Weights), and a Model's calls that give and change them (WeightsMixin: weights, edit_weights,
+set_precision, param_names).
 
 The engine keeps every parameter in one f32 buffer laid out as docs/tensors.md says (a linear
 layer's weight is [out, in]; q|k|v and gate|up back to back). TransformerLens multiplies from
@@ -6,12 +8,16 @@ the left (x @ W), per head; so W_Q [L, H, d_model, d_head] here is q_proj.weight
 seen through strides, not a copy: the arrays are views of the engine's memory, and with
 writable=True an edit is what the next pass computes with. docs/python.md ("Weights").
 """
+import contextlib
 import ctypes
+import threading
+import warnings
 import weakref
 
 import numpy as np
 
 from . import _lib
+from ._core import _L, TinylmError, _c_message, _err
 
 _F = 4  # bytes of a float
 
@@ -246,6 +252,134 @@ def flat_buffer(base, n, keep, writable):
     if not writable:
         flat.flags.writeable = False
     return flat
+
+
+
+class _Keep:
+    """referenced by every weight view (Model.weights): while one lives, close() defers tlm_free"""
+
+
+class WeightsMixin:
+    # ---- weights ----------------------------------------------------------------------------
+
+    def weights(self, writable=False):
+        """The parameters as NumPy views of the engine's buffer under TransformerLens' names and
+        shapes (W_E, W_U, W_Q [L, H, d_model, d_head], blocks.0.ln1.w, ...: docs/python.md).
+        Read-only by default; writable=True: an edit (W["W_out"][0, n] = 0) is what the next pass
+        computes with (with set_precision('bf16'), each call on the model from then on makes the
+        engine's bf16 copy of the weights again, a pass over them, so that its products see the
+        edits). A model that keeps its matrices quantized (a GGUF file) or in bf16 gives
+        read-only views of an f32 copy (each weight the value it encodes: 4 bytes per parameter);
+        writable=True is refused there. The views stay valid after close() (the engine's model is freed when the
+        last one goes)."""
+        if not isinstance(writable, bool):
+            raise TypeError("weights: writable must be True or False, got %r" % (writable,))
+        with self._using("weights") as h:
+            return self._weights_held(h, writable)
+
+    def _weights_held(self, h, writable):
+        """weights() for a caller that holds the model (its lock, or the pass whose hook is running)"""
+        if self._staged is not None:  # (inside edit_weights(): views of the block's copy)
+            flat = self._staged[1]
+            if not writable:
+                flat = flat.view()
+                flat.flags.writeable = False
+            return Weights(self, flat, self._staged[2], writable)
+        if _L.tlm_params_writable(h):  # (a read-only file mapping is copied before any view exists)
+            if writable:
+                raise _err("weights")
+            return self._widened_weights(h)
+        table, base = param_table(_L, h)
+        if table is None:
+            raise _err("weights: %s" % base)
+        keep = self._keep() if self._keep is not None else None
+        if keep is None:
+            keep = _Keep()
+            self._keep = weakref.ref(keep)
+        flat = flat_buffer(base, _L.tlm_num_params(h), keep, writable)
+        self._writable_out |= writable
+        return Weights(self, flat, table, writable)
+
+    def _widened_weights(self, h):
+        """read-only views of an f32 copy of weights the model keeps quantized (a GGUF file's blocks)
+        or in bf16: each the f32 value it encodes; the copy lives as long as a view of it does"""
+        copy = _L.tlm_f32_copy(h)
+        if not copy:
+            raise _err("weights")
+        keep = _Keep()
+        weakref.finalize(keep, _L.tlm_free, copy)
+        table, base = param_table(_L, copy)
+        if table is None:
+            raise _err("weights: %s" % base)
+        flat = flat_buffer(base, _L.tlm_num_params(copy), keep, False)
+        return Weights(self, flat, table, False)
+
+    def set_precision(self, precision):
+        """'bf16': the matrix products of the following passes (forward and backward, over more
+        than a few rows) on bf16 operands summed in f32, on AMX or AVX512-BF16; weights, norms,
+        softmax, attention and the loss stay f32. 'fp32' (the default): the reference numerics.
+        Returns the precision in effect: 'fp32' with a warning on a CPU without bf16 products."""
+        if precision not in ("fp32", "bf16"):
+            raise ValueError("set_precision: %r is not 'fp32' or 'bf16'" % (precision,))
+        with self._using("set_precision") as h:
+            rc = _L.tlm_set_precision(h, 1 if precision == "bf16" else 0)
+            if rc < 0:
+                raise _err("set_precision")
+            if precision == "bf16" and rc == 0:
+                warnings.warn(_c_message(), RuntimeWarning, stacklevel=2)
+            self.precision = "bf16" if rc == 1 else "fp32"
+            return self.precision
+
+    @contextlib.contextmanager
+    def edit_weights(self):
+        """`with model.edit_weights() as W:` writable weights; every parameter is restored as it
+        was when the block ends (an ablation that does not outlive the experiment).
+
+        W's arrays are views of a copy of the parameters that every call on the model inside the
+        block copies into the engine before it runs (one copy of the parameter buffer per call): so
+        a view kept past the block (`w = W["W_out"][0]`) writes into that detached copy, never into
+        the model — the restored weights stay restored. model.weights() inside the block gives views
+        of the same copy."""
+        if self._staged is not None:
+            raise TinylmError("edit_weights: already inside an edit_weights() block of this model (they do not nest)")
+        with self._using("edit_weights") as h:
+            if _L.tlm_params_writable(h):
+                raise _err("edit_weights")
+            table, base = param_table(_L, h)
+            if table is None:
+                raise _err("edit_weights: %s" % base)
+            keep = self._keep() if self._keep is not None else None
+            if keep is None:
+                keep = _Keep()
+                self._keep = weakref.ref(keep)
+            engine = flat_buffer(base, _L.tlm_num_params(h), keep, True)
+            saved, staged = engine.copy(), engine.copy()
+            self._staged = (engine, staged, table)
+        try:
+            yield Weights(self, staged, table, True)
+        finally:
+            inside = self._owner == threading.get_ident()  # (the block left from inside a hook of a pass)
+            with contextlib.nullcontext() if inside else self._lock:
+                self._staged = None
+                np.copyto(engine, saved)
+                self._restored = True
+
+    @property
+    def param_names(self):
+        """the engine's tensor names (docs/tensors.md), in buffer order"""
+        with self._using("param_names") as h:
+            return [_L.tlm_param_name(h, i).decode() for i in range(_L.tlm_param_count(h))]
+
+    def _param_shapes(self):
+        shape, nd, out = (ctypes.c_int64 * 2)(), ctypes.c_int(), {}
+        with self._using("param_grads") as h:
+            for i in range(_L.tlm_param_count(h)):
+                name = _L.tlm_param_name(h, i).decode()
+                if _L.tlm_param(h, name.encode(), shape, ctypes.byref(nd)):
+                    out[name] = tuple(shape[k] for k in range(nd.value))
+                else:  # (weights kept quantized or in bf16: no f32 parameter; no gradient either)
+                    out[name] = (-1,)
+        return out
 
 
 __all__ = ["Weights", "_lib"]
