@@ -234,15 +234,20 @@ class HooksMixin:
                               "be incomplete" % (what, self._active["calls"][0], n_fwd, self._active["calls"][1],
                                                  n_bwd))
 
+    def _hook_entries(self, kind, hooks, persistent, value):
+        """the (name, fn) pairs of the hooks add_hook / hooks() attached (persistent) and then of `hooks`,
+        each entry checked"""
+        items = (self._persistent_hooks(kind) if persistent else []) + list(hooks or ())
+        for item in items:
+            if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
+                raise TypeError("%s_hooks: each entry must be (name or name -> bool, fn(%s, hook)), got %r"
+                                % (kind, value, item))
+            yield item[0], item[1]
+
     def _fwd_table(self, fwd_hooks, persistent=True):
         """{hook id: [fn]} of fwd_hooks, after the hooks add_hook / hooks() attached (persistent)"""
         table, writes = {}, set()
-        items = (self._persistent_hooks("fwd") if persistent else []) + list(fwd_hooks or ())
-        for item in items:
-            if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
-                raise TypeError("fwd_hooks: each entry must be (name or name -> bool, fn(activation, hook)), got %r"
-                                % (item,))
-            name, fn = item
+        for name, fn in self._hook_entries("fwd", fwd_hooks, persistent, "activation"):
             for hp in self._resolve(name):
                 table.setdefault(hp.id, []).append(fn)
                 writes.add(hp.id)
@@ -253,12 +258,7 @@ class HooksMixin:
         hooks); a point that has no gradient (hook_scale, the attention scores and pattern, MoE's choices)
         is refused"""
         table = {}
-        items = (self._persistent_hooks("bwd") if persistent else []) + list(bwd_hooks or ())
-        for item in items:
-            if not isinstance(item, (tuple, list)) or len(item) != 2 or not callable(item[1]):
-                raise TypeError("bwd_hooks: each entry must be (name or name -> bool, fn(gradient, hook)), got %r"
-                                % (item,))
-            name, fn = item
+        for name, fn in self._hook_entries("bwd", bwd_hooks, persistent, "gradient"):
             pts = self._resolve(name)
             for hp in pts:
                 if hp.flags & _lib.HOOK_NO_GRAD:

@@ -262,6 +262,14 @@ class _Keep:
 class WeightsMixin:
     # ---- weights ----------------------------------------------------------------------------
 
+    def _kept(self):
+        """the object every view of the parameters holds: alive while any view is (one per model)"""
+        keep = self._keep() if self._keep is not None else None
+        if keep is None:
+            keep = _Keep()
+            self._keep = weakref.ref(keep)
+        return keep
+
     def weights(self, writable=False):
         """The parameters as NumPy views of the engine's buffer under TransformerLens' names and
         shapes (W_E, W_U, W_Q [L, H, d_model, d_head], blocks.0.ln1.w, ...: docs/python.md).
@@ -292,10 +300,7 @@ class WeightsMixin:
         table, base = param_table(_L, h)
         if table is None:
             raise _err("weights: %s" % base)
-        keep = self._keep() if self._keep is not None else None
-        if keep is None:
-            keep = _Keep()
-            self._keep = weakref.ref(keep)
+        keep = self._kept()
         flat = flat_buffer(base, _L.tlm_num_params(h), keep, writable)
         self._writable_out |= writable
         return Weights(self, flat, table, writable)
@@ -348,10 +353,7 @@ class WeightsMixin:
             table, base = param_table(_L, h)
             if table is None:
                 raise _err("edit_weights: %s" % base)
-            keep = self._keep() if self._keep is not None else None
-            if keep is None:
-                keep = _Keep()
-                self._keep = weakref.ref(keep)
+            keep = self._kept()
             engine = flat_buffer(base, _L.tlm_num_params(h), keep, True)
             saved, staged = engine.copy(), engine.copy()
             self._staged = (engine, staged, table)
