@@ -539,6 +539,11 @@ int config_validate(const tlm_config *c, const char *src) {
             src, c->n_kv_heads, c->n_heads);
     REQUIRE(c->head_dim > 0, "%s: head_dim = %d must be positive (hidden_size %d / num_attention_heads %d)", src,
             c->head_dim, c->d_model, c->n_heads);
+    /* the attention's widths (heads x head_dim) are ints wherever the engine lays them out: bounded
+     * here so that no product of them overflows (the largest released models are near 2^14) */
+    REQUIRE((int64_t)c->n_heads * config_max_head_dim(c) <= TLM_MAX_ATTN_WIDTH,
+            "%s: num_attention_heads = %d x head_dim = %d is wider than the %d supported", src, c->n_heads,
+            config_max_head_dim(c), TLM_MAX_ATTN_WIDTH);
     REQUIRE(c->d_ff > 0, "%s: intermediate_size = %d must be positive", src, c->d_ff);
     REQUIRE(c->max_seq > 0, "%s: max_position_embeddings = %d must be positive", src, c->max_seq);
     REQUIRE(c->norm_eps > 0.0f && c->norm_eps <= 1.0f, "%s: norm eps = %g must be in (0, 1] (an epsilon next to "

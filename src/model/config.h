@@ -197,6 +197,7 @@ static inline int config_max_ff(const tlm_config *c) {
 /* the widest q, k (and v) of any layer: H * head_dim, KV * head_dim */
 int config_max_q_dim(const tlm_config *c);
 int config_max_kv_dim(const tlm_config *c);
+#define TLM_MAX_ATTN_WIDTH (1 << 24) /* num_attention_heads x head_dim, at most */
 int config_max_head_dim(const tlm_config *c);
 
 /* whether each layer ends in an epilogue after the FFN sublayer: Gemma 4's per-layer input and layer scalar */
