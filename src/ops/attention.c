@@ -300,7 +300,7 @@ static void block_keys(int q0, int rows, int window, int *k0, int *k1) {
 }
 
 /* A block's three kinds of product, by the AVX-512 tile kernels (attention_tiles.c: heads of
- * 16k floats) or by gemm(). Rows of S, P, dS [rows, T] are the block's, columns absolute keys;
+ * 8k floats) or by gemm(). Rows of S, P, dS [rows, T] are the block's, columns absolute keys;
  * keys, values and their gradients are passed from key 0. */
 typedef struct {
     int tiles, hd;
@@ -310,7 +310,7 @@ typedef struct {
 static block_products products_for(const attention_spec *spec, float *kt) {
     block_products bp = {0, spec->head_dim, kt};
 #if defined(__x86_64__)
-    bp.tiles = tlm_cpu_isa() == TLM_ISA_AVX512 && spec->head_dim % 16 == 0;
+    bp.tiles = tlm_cpu_isa() == TLM_ISA_AVX512 && spec->head_dim % 8 == 0;
 #endif
     return bp;
 }

@@ -1,5 +1,5 @@
 /* attention_tiles.c — the three products of a causal attention block in AVX-512 register tiles,
- * for heads of 16k floats (attention_tiles.h). attention.c calls them instead of gemm() for one
+ * for heads of 8k floats (attention_tiles.h). attention.c calls them instead of gemm() for one
  * (batch row, head)'s block of up to 64 queries: a 64 x 64 x 32 GEMM call costs about as much in
  * its setup and packing as in its arithmetic, and computes the masked upper triangle too; a
  * 4-query tile here stops at its last query's key, so a causal block does 5/8 of the work.
@@ -7,7 +7,9 @@
  * Tiles are 8 rows x up to 2 vectors of 16 (16 accumulators): per step 2 loads and 8 broadcasts
  * feed 16 FMAs.
  * Keys are read from a transposed copy (kt [hd, 64], 16 x 16 register transposes) so that one
- * vector holds 16 keys' products with one query. */
+ * vector holds 16 keys' products with one query. A head of 16k + 8 floats ends in a half vector
+ * (masked loads and stores): small heads (8 floats: stories260K) keep the tiles and their causal
+ * cut, where a GEMM call per block costs more than its arithmetic. */
 #include "attention_tiles.h"
 
 #if defined(__x86_64__)
@@ -21,17 +23,31 @@ enum { TILE_ROWS = 8, TILE_VECS = 2, KEY_CHUNK = ATTN_KEY_CHUNK };
 TLM_AVX512 static void pack_keys(float *kt, const float *x, int ld, int n, int hd) {
     for (int j0 = 0; j0 < KEY_CHUNK; j0 += 16)
         for (int d0 = 0; d0 < hd; d0 += 16) {
+            const int dims = hd - d0 < 16 ? hd - d0 : 16;
             __m512 r[16];
             for (int i = 0; i < 16; i++)
-                r[i] = j0 + i < n ? _mm512_loadu_ps(x + (size_t)(j0 + i) * ld + d0) : _mm512_setzero_ps();
+                r[i] = j0 + i < n ? load16(x + (size_t)(j0 + i) * ld + d0, dims) : _mm512_setzero_ps();
             transpose16x16(r);
-            for (int i = 0; i < 16; i++) _mm512_storeu_ps(kt + (size_t)(d0 + i) * KEY_CHUNK + j0, r[i]);
+            for (int i = 0; i < dims; i++) _mm512_storeu_ps(kt + (size_t)(d0 + i) * KEY_CHUNK + j0, r[i]);
         }
 }
 
 /* a value the compiler must keep in a register: GCC would otherwise fold the load into every
  * FMA that uses it, and on Zen 5 those loads, not the FMAs, then bound the loop */
 #define IN_REGISTER(x) __asm__("" : "+v"(x))
+
+/* a vector of `n` (16 or 8: a head of 16k + 8 floats ends in half a vector) columns at p, the rest 0;
+ * and the store of its first n. Plain 512- and 256-bit moves: with masked ones in the loop GCC kept
+ * the tiles' accumulators in memory. */
+TILE_INLINE __m512 load_cols(const float *p, const int n) {
+    return n == 16 ? _mm512_loadu_ps(p) : _mm512_zextps256_ps512(_mm256_loadu_ps(p));
+}
+TILE_INLINE void store_cols(float *p, __m512 v, const int n) {
+    if (n == 16)
+        _mm512_storeu_ps(p, v);
+    else
+        _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
+}
 
 /* S rows (TILE_ROWS, the first `rows` stored) [16 nv keys from kt's column jc] = scale a . kt */
 TILE_INLINE void dots_tile(const int nv, float *const s[TILE_ROWS], const float *const a[TILE_ROWS], int rows,
@@ -80,16 +96,16 @@ TLM_AVX512 void attn_tile_dots(float *S, int ldS, const float *a, int lda, const
     }
 }
 
-/* out rows (TILE_ROWS) [16 nv columns] (+)= sum over keys j0..j1-1 of p[r][j] x[j] */
-TILE_INLINE void rows_tile(const int nv, float *const o[TILE_ROWS], const float *const p[TILE_ROWS], int rows,
-                           const float *x, int ldx, int j0, int j1, int accumulate) {
+/* out rows (TILE_ROWS) [16 (nv - 1) + last columns] (+)= sum over keys j0..j1-1 of p[r][j] x[j] */
+TILE_INLINE void rows_tile(const int nv, const int last, float *const o[TILE_ROWS], const float *const p[TILE_ROWS],
+                           int rows, const float *x, int ldx, int j0, int j1, int accumulate) {
     __m512 acc[TILE_ROWS][TILE_VECS];
     for (int r = 0; r < TILE_ROWS; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
     for (int j = j0; j < j1; j++) {
         __m512 xv[TILE_VECS];
         for (int v = 0; v < nv; v++) {
-            xv[v] = _mm512_loadu_ps(x + (size_t)j * ldx + 16 * v);
+            xv[v] = load_cols(x + (size_t)j * ldx + 16 * v, v == nv - 1 ? last : 16);
             IN_REGISTER(xv[v]);
         }
         for (int r = 0; r < TILE_ROWS; r++) {
@@ -100,7 +116,10 @@ TILE_INLINE void rows_tile(const int nv, float *const o[TILE_ROWS], const float 
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < nv; v++) {
             float *dst = o[r] + 16 * v;
-            _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[r][v]) : acc[r][v]);
+            const int n = v == nv - 1 ? last : 16;
+            __m512 y = acc[r][v];
+            if (accumulate) y = _mm512_add_ps(load_cols(dst, n), y);
+            store_cols(dst, y, n);
         }
 }
 
@@ -116,24 +135,27 @@ TLM_AVX512 void attn_tile_rows(float *out, int ldo, const float *P, int ldP, con
                 const int rr = r < tr ? r0 + r : r0 + tr - 1;
                 p[r] = P + (size_t)rr * ldP, o[r] = out + (size_t)rr * ldo + c0;
             }
-            if (hd - c0 > 16)
-                rows_tile(2, o, p, tr, x + c0, ldx, k0, kend, accumulate);
-            else
-                rows_tile(1, o, p, tr, x + c0, ldx, k0, kend, accumulate);
+            switch (hd - c0 < 32 ? hd - c0 : 32) { /* (the last vector's columns a constant in each copy) */
+            case 32: rows_tile(2, 16, o, p, tr, x + c0, ldx, k0, kend, accumulate); break;
+            case 24: rows_tile(2, 8, o, p, tr, x + c0, ldx, k0, kend, accumulate); break;
+            case 16: rows_tile(1, 16, o, p, tr, x + c0, ldx, k0, kend, accumulate); break;
+            default: rows_tile(1, 8, o, p, tr, x + c0, ldx, k0, kend, accumulate); break;
+            }
         }
     }
 }
 
-/* out rows of keys (TILE_ROWS) [16 nv columns] += sum over query rows r0..r1-1 of p[r][key] x[r] */
-TILE_INLINE void cols_tile(const int nv, float *const o[TILE_ROWS], const float *P, int ldP, const int key[TILE_ROWS],
-                           int keys, const float *x, int ldx, int r0, int r1) {
+/* out rows of keys (TILE_ROWS) [16 (nv - 1) + last columns] += sum over query rows r0..r1-1 of
+ * p[r][key] x[r] */
+TILE_INLINE void cols_tile(const int nv, const int last, float *const o[TILE_ROWS], const float *P, int ldP,
+                           const int key[TILE_ROWS], int keys, const float *x, int ldx, int r0, int r1) {
     __m512 acc[TILE_ROWS][TILE_VECS];
     for (int t = 0; t < TILE_ROWS; t++)
         for (int v = 0; v < nv; v++) acc[t][v] = _mm512_setzero_ps();
     for (int r = r0; r < r1; r++) {
         __m512 xv[TILE_VECS];
         for (int v = 0; v < nv; v++) {
-            xv[v] = _mm512_loadu_ps(x + (size_t)r * ldx + 16 * v);
+            xv[v] = load_cols(x + (size_t)r * ldx + 16 * v, v == nv - 1 ? last : 16);
             IN_REGISTER(xv[v]);
         }
         const float *pr = P + (size_t)r * ldP;
@@ -145,7 +167,8 @@ TILE_INLINE void cols_tile(const int nv, float *const o[TILE_ROWS], const float 
     for (int t = 0; t < keys; t++)
         for (int v = 0; v < nv; v++) {
             float *dst = o[t] + 16 * v;
-            _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), acc[t][v]));
+            const int n = v == nv - 1 ? last : 16;
+            store_cols(dst, _mm512_add_ps(load_cols(dst, n), acc[t][v]), n);
         }
 }
 
@@ -161,10 +184,12 @@ TLM_AVX512 void attn_tile_cols(float *out, int ldo, const float *P, int ldP, con
                 key[t] = t < tk ? j0 + t : j0 + tk - 1;
                 o[t] = out + (size_t)key[t] * ldo + c0;
             }
-            if (hd - c0 > 16)
-                cols_tile(2, o, P, ldP, key, tk, x + c0, ldx, r_first, rows);
-            else
-                cols_tile(1, o, P, ldP, key, tk, x + c0, ldx, r_first, rows);
+            switch (hd - c0 < 32 ? hd - c0 : 32) { /* (the last vector's columns a constant in each copy) */
+            case 32: cols_tile(2, 16, o, P, ldP, key, tk, x + c0, ldx, r_first, rows); break;
+            case 24: cols_tile(2, 8, o, P, ldP, key, tk, x + c0, ldx, r_first, rows); break;
+            case 16: cols_tile(1, 16, o, P, ldP, key, tk, x + c0, ldx, r_first, rows); break;
+            default: cols_tile(1, 8, o, P, ldP, key, tk, x + c0, ldx, r_first, rows); break;
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 /* attention_tiles.h — the products of one (batch row, head)'s causal attention block of `rows`
  * queries q0.. over keys [k0, k1) in AVX-512 register tiles (attention_tiles.c), for heads of
- * 16k floats on x86-64 CPUs with AVX-512. Row r of a block is query q0 + r and sees keys up to
+ * 8k floats on x86-64 CPUs with AVX-512. Row r of a block is query q0 + r and sees keys up to
  * q0 + r; matrices are row-major with the given leading dimensions; key and column indices of
  * S, P and dS are absolute (0..T-1), their rows relative to the block. */
 #ifndef TLM_ATTENTION_TILES_H

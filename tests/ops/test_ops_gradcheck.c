@@ -644,11 +644,18 @@ int main(void) {
      * and with a window the blocks also start past key 0 */
     test_attention("T 150 MHA", 1, 150, 2, 2, 4, 0.0f, 0);
     test_attention("T 150 GQA softcap window", 1, 150, 4, 2, 4, 2.0f, 70);
-    /* heads of 16k floats: with AVX-512 the register-tile kernels (attention_tiles.c), partial
+    /* heads of 8k floats: with AVX-512 the register-tile kernels (attention_tiles.c), partial
      * 8-row and 8-key tiles, 32-float column chunks (80 = 2 x 32 + 16), windows starting mid-chunk */
     test_attention("hd 32 MHA", 2, 23, 2, 2, 32, 0.0f, 0);
     test_attention("hd 80 MQA window", 1, 70, 2, 1, 80, 0.0f, 29);
     test_attention("hd 16 T 150 GQA softcap window", 1, 150, 4, 2, 16, 2.0f, 53);
+    /* heads of 16k + 8 floats end in half a vector (8: stories260K's heads; 24 = 16 + 8; 40 = 32 + 8):
+     * each head's columns are stored, its neighbour's left alone */
+    test_attention("hd 8 T 150 GQA softcap window", 1, 150, 4, 2, 8, 2.0f, 53);
+    test_attention("hd 8 MHA", 3, 70, 8, 8, 8, 0.0f, 0);
+    test_attention("hd 24 MHA", 2, 23, 2, 2, 24, 0.0f, 0);
+    test_attention("hd 40 MQA window", 1, 70, 2, 1, 40, 0.0f, 29);
+    test_attention_padded("hd 8 GQA left-padded", 3, 23, 4, 2, 8, 0.0f, 0, pads3);
     test_activations();
     test_crossentropy_values();
     test_crossentropy_bf16();
