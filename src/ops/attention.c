@@ -173,6 +173,92 @@ TLM_AVX512 static void softmax_row_backward_avx512(float *d, const float *p, con
         if (pb) put_bf16(pb, j, lo, hi, zero);
     }
 }
+
+enum { SOFTMAX_BLOCK_ROWS = 64 };
+
+/* A row's visible keys first..last as vectors of 16 from j0 = first & ~15 up to j_end: those
+ * before j_mid0 and from j_mid1 on are partly visible (masked), those between wholly (plain) */
+typedef struct {
+    int j0, j_mid0, j_mid1, j_end;
+} row_span;
+
+static inline row_span span_of(int first, int last) {
+    row_span r;
+    r.j0 = first & ~15, r.j_end = r.j0 + ((last - r.j0) / 16 + 1) * 16;
+    r.j_mid0 = (first + 15) & ~15, r.j_mid1 = (last + 1) & ~15;
+    if (r.j_mid1 < r.j_mid0) r.j_mid1 = r.j_mid0; /* (one vector, partly visible at both ends) */
+    return r;
+}
+
+TLM_AVX512 static inline __attribute__((always_inline)) __m512 row_max_step(__m512 vmax, const float *s, int j,
+                                                                            int n, int first, int last,
+                                                                            const int whole) {
+    if (whole) return _mm512_max_ps(_mm512_loadu_ps(s + j), vmax);
+    return _mm512_mask_max_ps(vmax, visible16(j, first, last), load16(s + j, n - j), vmax);
+}
+
+TLM_AVX512 static inline __attribute__((always_inline)) __m512 row_exp_step(__m512 sum, float *s, float *p, __m512 m,
+                                                                            int j, int n, int first, int last,
+                                                                            const int whole) {
+    if (whole) {
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+        _mm512_storeu_ps(p + j, e);
+        return _mm512_add_ps(sum, e);
+    }
+    const __mmask16 vis = visible16(j, first, last);
+    const __m512 x = load16(s + j, n - j);
+    const __m512 e = _mm512_maskz_mov_ps(vis, exp16(_mm512_sub_ps(x, m)));
+    if (p != s) store16(s + j, _mm512_mask_blend_ps(vis, _mm512_set1_ps(-INFINITY), x), n - j);
+    store16(p + j, e, n - j);
+    return _mm512_add_ps(sum, e);
+}
+
+/* softmax_row_avx512 over the rows of a block (scale 1, no soft-cap, no bf16 copy), pass by pass:
+ * every row's max, then every row's exponentials and sum, then every row's scaling; and the wholly
+ * visible vectors without masks. The same operations in the same order, so the same bits; but a
+ * row's reductions (max, sum, 1/sum) no longer hold up its next pass, as they did row by row, where
+ * with short rows (T 128) they were a large part of the time. Row r sees keys first[r]..last[r]
+ * and is written over [lo, hi). */
+TLM_AVX512 static void softmax_block_avx512(float *S, float *P, int n, int rows, int lo, int hi, const int *first,
+                                            const int *last) {
+    float mx[SOFTMAX_BLOCK_ROWS], inv[SOFTMAX_BLOCK_ROWS];
+    const __m512 minus_inf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) {
+        const float *s = S + (size_t)r * n;
+        const row_span sp = span_of(first[r], last[r]);
+        __m512 vmax = minus_inf;
+        int j = sp.j0;
+        for (; j < sp.j_mid0; j += 16) vmax = row_max_step(vmax, s, j, n, first[r], last[r], 0);
+        for (; j < sp.j_mid1; j += 16) vmax = row_max_step(vmax, s, j, n, first[r], last[r], 1);
+        for (; j < sp.j_end; j += 16) vmax = row_max_step(vmax, s, j, n, first[r], last[r], 0);
+        mx[r] = _mm512_reduce_max_ps(vmax);
+    }
+    for (int r = 0; r < rows; r++) {
+        float *s = S + (size_t)r * n, *p = P + (size_t)r * n;
+        const row_span sp = span_of(first[r], last[r]);
+        const __m512 m = _mm512_set1_ps(mx[r]);
+        __m512 sum = zero;
+        int j = sp.j0;
+        for (; j < sp.j_mid0; j += 16) sum = row_exp_step(sum, s, p, m, j, n, first[r], last[r], 0);
+        for (; j < sp.j_mid1; j += 16) sum = row_exp_step(sum, s, p, m, j, n, first[r], last[r], 1);
+        for (; j < sp.j_end; j += 16) sum = row_exp_step(sum, s, p, m, j, n, first[r], last[r], 0);
+        inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
+    }
+    for (int r = 0; r < rows; r++) {
+        float *s = S + (size_t)r * n, *p = P + (size_t)r * n;
+        const row_span sp = span_of(first[r], last[r]);
+        const __m512 iv = _mm512_set1_ps(inv[r]);
+        for (int j = sp.j0; j < sp.j_end; j += 16) store16(p + j, _mm512_mul_ps(load16(p + j, n - j), iv), n - j);
+        for (int j = lo & ~15; j < sp.j0; j += 16) {
+            if (p != s) store16(s + j, minus_inf, n - j);
+            store16(p + j, zero, n - j);
+        }
+        for (int j = sp.j_end; j < hi; j += 16) {
+            if (p != s) store16(s + j, minus_inf, n - j);
+            store16(p + j, zero, n - j);
+        }
+    }
+}
 #endif
 
 typedef void (*softmax_row_fn)(float *, float *, int, int, int, int, int, float, float, uint16_t *);
@@ -376,6 +462,14 @@ static void block_probs(const block_products *bp, float *S, float *P, const head
     int k0, k1;
     block_keys(q0, rows, spec->window, &k0, &k1);
     block_dots(bp, S, T, hv->q + (size_t)q0 * hv->q_row, hv->q_row, hv->k, hv->kv_row, rows, q0, k0, k1, spec->scale);
+#if defined(__x86_64__)
+    if (softmax_row == softmax_row_avx512 && spec->softcap <= 0.0f && rows <= SOFTMAX_BLOCK_ROWS) {
+        int first[SOFTMAX_BLOCK_ROWS], last[SOFTMAX_BLOCK_ROWS];
+        for (int r = 0; r < rows; r++) first[r] = spec_first_key(spec, hv->b, q0 + r), last[r] = q0 + r;
+        softmax_block_avx512(S, P, T, rows, whole ? 0 : k0, whole ? T : k1, first, last);
+        return;
+    }
+#endif
     for (int r = 0; r < rows; r++)
         softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, whole ? 0 : k0, whole ? T : k1,
                     spec_first_key(spec, hv->b, q0 + r), q0 + r, 1.0f, spec->softcap, NULL);

@@ -324,6 +324,27 @@ static void test_attention_padded(const char *label, int B, int T, int H, int KV
     float *scratch = c.scratch = unset(n_scratch);
     att_fwd(&c, out);
     check_attention_forward(label, &c, out);
+    if (softcap == 0.0f) { /* (the kept scores are capped already) */
+        /* each row of probabilities bit for bit what the one-row softmax of the KV-cache pass makes
+         * of its kept scores (the full pass does a block of rows at a time) */
+        float *row = malloc((size_t)c.T * sizeof(float));
+        int rows_same = 1;
+        for (int b = 0; b < c.B; b++)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < c.T; t++) {
+                    const size_t at = (((size_t)b * H + h) * c.T + t) * c.T;
+                    const int first = start ? attention_first_key_padded(t, window, start[b])
+                                            : attention_first_key(t, window);
+                    memcpy(row, c.scores + at, (size_t)c.T * sizeof(float));
+                    attention_softmax_row(row, row, c.T, first, t, 0.0f);
+                    rows_same &= !memcmp(row, c.probs + at, (size_t)c.T * sizeof(float));
+                }
+        free(row);
+        checks++;
+        if (!rows_same) failures++;
+        printf("attention %-34s probabilities = attention_softmax_row of the scores, bit for bit %s\n", label,
+               rows_same ? "ok" : "FAIL");
+    }
     attention_backward(dq, dk, dv, R, c.scores, c.probs, c.q, c.k, c.v, c.B, c.T, &c.spec, scratch);
     /* without the maps (training without probes): the blocks in scratch, the backward computing
      * them again: the same bits */
