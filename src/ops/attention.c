@@ -259,6 +259,44 @@ TLM_AVX512 static void softmax_block_avx512(float *S, float *P, int n, int rows,
         }
     }
 }
+
+/* softmax_row_backward_avx512 over the rows of a block (no soft-cap, no bf16 copy) pass by pass as
+ * softmax_block_avx512: every row's sum of p dP, then every row's dS = scale p (dP - that sum).
+ * The same operations in the same order as a row at a time. */
+TLM_AVX512 static void softmax_block_backward_avx512(float *D, const float *P, int n, int rows, int lo, int hi,
+                                                     const int *first, const int *last, float scale) {
+    float pdp[SOFTMAX_BLOCK_ROWS];
+    for (int r = 0; r < rows; r++) {
+        const float *d = D + (size_t)r * n, *p = P + (size_t)r * n;
+        const row_span sp = span_of(first[r], last[r]);
+        __m512 acc = _mm512_setzero_ps();
+        int j = sp.j0;
+        for (; j < sp.j_mid0; j += 16)
+            acc = _mm512_mask3_fmadd_ps(load16(p + j, n - j), load16(d + j, n - j), acc,
+                                        visible16(j, first[r], last[r]));
+        for (; j < sp.j_mid1; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(p + j), _mm512_loadu_ps(d + j), acc);
+        for (; j < sp.j_end; j += 16)
+            acc = _mm512_mask3_fmadd_ps(load16(p + j, n - j), load16(d + j, n - j), acc,
+                                        visible16(j, first[r], last[r]));
+        pdp[r] = _mm512_reduce_add_ps(acc);
+    }
+    const __m512 sc = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) {
+        float *d = D + (size_t)r * n;
+        const float *p = P + (size_t)r * n;
+        const row_span sp = span_of(first[r], last[r]);
+        const __m512 m = _mm512_set1_ps(pdp[r]);
+        int j = sp.j0;
+        for (; j < sp.j_end; j += 16) {
+            const int whole = j >= sp.j_mid0 && j < sp.j_mid1;
+            __m512 g = _mm512_mul_ps(_mm512_mul_ps(load16(p + j, n - j), _mm512_sub_ps(load16(d + j, n - j), m)), sc);
+            if (!whole) g = _mm512_maskz_mov_ps(visible16(j, first[r], last[r]), g);
+            store16(d + j, g, n - j);
+        }
+        for (j = lo & ~15; j < sp.j0; j += 16) store16(d + j, zero, n - j);
+        for (j = sp.j_end; j < hi; j += 16) store16(d + j, zero, n - j);
+    }
+}
 #endif
 
 typedef void (*softmax_row_fn)(float *, float *, int, int, int, int, int, float, float, uint16_t *);
@@ -646,6 +684,24 @@ static int attention_backward_bf16(float *dq, float *dk, float *dv, const float 
     return failed ? -1 : 0;
 }
 
+/* dS [rows, T] of a block over the keys k0..k1 from dP (in dS), P and S: a row at a time, or on
+ * AVX-512 without a soft-cap the block's rows pass by pass */
+static void softmax_backward_rows(softmax_row_backward_fn softmax_row_backward, float *dS, const float *P,
+                                  const float *S, int T, int rows, int q0, int k0, int k1, const attention_spec *spec,
+                                  int b) {
+#if defined(__x86_64__)
+    if (softmax_row_backward == softmax_row_backward_avx512 && spec->softcap <= 0.0f && rows <= SOFTMAX_BLOCK_ROWS) {
+        int first[SOFTMAX_BLOCK_ROWS], last[SOFTMAX_BLOCK_ROWS];
+        for (int r = 0; r < rows; r++) first[r] = spec_first_key(spec, b, q0 + r), last[r] = q0 + r;
+        softmax_block_backward_avx512(dS, P, T, rows, k0, k1, first, last, spec->scale);
+        return;
+    }
+#endif
+    for (int r = 0; r < rows; r++)
+        softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T, k0, k1,
+                             spec_first_key(spec, b, q0 + r), q0 + r, spec->softcap, spec->scale, NULL);
+}
+
 void attention_forward(float *out, float *scores, float *probs, const float *q, const float *k, const float *v,
                        int B, int T, const attention_spec *spec, float *scratch) {
     PROF_SCOPE("attention_forward");
@@ -691,7 +747,6 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
         return;
     const int H = spec->n_heads, KV = spec->n_kv_heads, hd = spec->head_dim, group = H / KV;
     const int q_row = H * hd, kv_row = KV * hd;
-    const float cap = spec->softcap;
     const softmax_row_fn softmax_row = pick_softmax_row();
     const softmax_row_backward_fn softmax_row_backward = pick_softmax_row_backward();
     const size_t blk = block_floats(T), own_floats = attention_scratch_floats(T, hd);
@@ -731,9 +786,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                     block_cols(&bp, dvg, kv_row, P, T, dout + qb, q_row, rows, q0, k0, k1);
                     /* dP = dO V^T */
                     block_dots(&bp, dS, T, dout + qb, q_row, hv.v, kv_row, rows, q0, k0, k1, 1.0f);
-                    for (int r = 0; r < rows; r++)
-                        softmax_row_backward(dS + (size_t)r * T, P + (size_t)r * T, S + (size_t)r * T, T, k0, k1,
-                                             spec_first_key(spec, b, q0 + r), q0 + r, cap, spec->scale, NULL);
+                    softmax_backward_rows(softmax_row_backward, dS, P, S, T, rows, q0, k0, k1, spec, b);
                     /* dQ = dS K (one block holds all of a query's keys: set) */
                     block_rows(&bp, dq + qb, q_row, dS, T, hv.k, kv_row, rows, q0, k0, k1, 0);
                     /* dK += dS^T Q */
