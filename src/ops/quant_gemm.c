@@ -215,17 +215,21 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
  * block by block: each row's 256 levels made in registers in u's order (per 32 bytes of qs, the low
  * nibbles then the high ones), then 16 x 16 words transposed so that each store is one k of the 16
  * rows; the same bytes as unpack_row's */
-__attribute__((target("avx512f,avx512bw"))) static void unpack16_k4(int t, const uint8_t *row, size_t rb, int nb,
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) static void unpack16_k4(int t, const uint8_t *row, size_t rb, int nb,
                                                                     const gpanel *P, int pr) {
     const size_t bytes = wq_block_bytes(t);
     const size_t qs_at = t == WQ_Q4_K ? offsetof(blk_q4_k, qs) : offsetof(blk_q5_k, qs);
     const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32((int)rb)); /* (rb * 15 < 2^31: checked by the caller) */
     /* (Q5_K: the 5th bit of element e is bit e / 32 of qh[e % 32]; word group g covers sub-blocks 2g, 2g + 1:
      * qh's 32 bytes twice, shifted by 2g and by 2g + 1) */
     for (int i = 0; i < nb; i++) {
         __m512i r[4][16];
         for (int q = 0; q < 16; q++) {
             const uint8_t *b = row + (size_t)q * rb + (size_t)i * bytes;
+            if (i + 2 < nb) /* (the rows' next blocks on their way from memory while this one is unpacked) */
+                for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)(b + 2 * bytes + c), _MM_HINT_T0);
             for (int h = 0; h < 2; h++) {
                 const __m512i v = _mm512_loadu_si512((const void *)(b + qs_at + 64 * h));
                 const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -249,20 +253,43 @@ __attribute__((target("avx512f,avx512bw"))) static void unpack16_k4(int t, const
             transpose16(r[g], o);
             for (int k = 0; k < 16; k++) _mm512_storeu_si512((void *)(u + (size_t)(16 * g + k) * PW), o[k]);
         }
+        /* scales_k4 for the 16 rows: the 12 scale bytes as three words w0 w1 w2 per row (gathered),
+         * byte j of sc_lo / m_lo the scale / minimum of sub-block j < 4, of sc_hi / m_hi of j + 4
+         * (scale_min_k4's bits, four bytes at a time); d and dmin through the exact f16 conversion */
+        const uint8_t *b0 = row + (size_t)i * bytes;
+        const __m512i w0 = _mm512_i32gather_epi32(rows, (const void *)(b0 + 4), 1);
+        const __m512i w1 = _mm512_i32gather_epi32(rows, (const void *)(b0 + 8), 1);
+        const __m512i w2 = _mm512_i32gather_epi32(rows, (const void *)(b0 + 12), 1);
+        const __m512i dd = _mm512_i32gather_epi32(rows, (const void *)b0, 1);
+        const __m512i k3f = _mm512_set1_epi32(0x3f3f3f3f), k0f = _mm512_set1_epi32(0x0f0f0f0f), k30 = _mm512_set1_epi32(0x30303030);
+        const __m512i sc4[2] = {_mm512_and_si512(w0, k3f),
+                                _mm512_or_si512(_mm512_and_si512(w2, k0f), _mm512_and_si512(_mm512_srli_epi32(w0, 2), k30))};
+        const __m512i m4s[2] = {_mm512_and_si512(w1, k3f), _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), k0f),
+                                                                             _mm512_and_si512(_mm512_srli_epi32(w1, 2), k30))};
+        const __m512i ff = _mm512_set1_epi32(0xff), ff16 = _mm512_set1_epi32(0xff0000);
+        int32_t *sc = P->sc + (size_t)i * 8 * PW + pr, *mm = P->mm + (size_t)i * 4 * PW + pr;
+        for (int j = 0; j < 8; j++)
+            _mm512_storeu_si512((void *)(sc + j * PW), _mm512_and_si512(_mm512_srli_epi32(sc4[j / 4], 8 * (j % 4)), ff));
+        for (int h = 0; h < 4; h++) { /* (pair16(m 2h, m 2h + 1)) */
+            const __m512i x = _mm512_srli_epi32(m4s[h / 2], 16 * (h % 2));
+            _mm512_storeu_si512((void *)(mm + h * PW), _mm512_or_si512(_mm512_and_si512(x, ff), _mm512_and_si512(_mm512_slli_epi32(x, 8), ff16)));
+        }
+        _mm512_storeu_ps(P->dw + (size_t)i * PW + pr, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+        _mm512_storeu_ps(P->m2 + (size_t)i * PW + pr,
+                         _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)))),
+                                                              _mm512_set1_epi32((int)0x80000000u))));
     }
 }
 #endif
 
-/* panel rows [0, rows) from the weight rows at row (stride rb): the levels of Q4_K / Q5_K 16 rows at a
- * time with AVX-512 (scales and the rest by unpack_row's scalar code), else unpack_row */
+/* panel rows [0, rows) from the weight rows at row (stride rb): Q4_K / Q5_K 16 rows at a time with
+ * AVX-512, the rest by unpack_row */
 static void unpack_rows(int t, const gfmt *f, const uint8_t *row, size_t rb, int nb, const gpanel *P, int rows) {
     int r0 = 0;
 #ifdef TLM_X86_KERNELS
-    if ((t == WQ_Q4_K || t == WQ_Q5_K) && tlm_cpu_isa() >= TLM_ISA_AVX512) {
+    if ((t == WQ_Q4_K || t == WQ_Q5_K) && tlm_cpu_isa() >= TLM_ISA_AVX512 && rb < (size_t)INT32_MAX / 16) {
         for (; r0 + 16 <= rows; r0 += 16) {
             unpack16_k4(t, row + (size_t)r0 * rb, rb, nb, P, r0);
-            for (int r = r0; r < r0 + 16; r++)
-                for (int i = 0; i < nb; i++) scales_k4(row + (size_t)r * rb + (size_t)i * wq_block_bytes(t), P, i, r);
         }
     }
 #endif
