@@ -20,10 +20,11 @@ GFN int32_t GS(ld_i32)(const int8_t *p) {
     return v;
 }
 
-/* rows xq/xd/xa [GNR] of x with the panel's weight rows [po, po + GPASS): out [GNR][GPASS] */
+/* rows xq/xd/xa [GNR] of x with the panel's weight rows [po, po + GPASS): row r's GPASS outputs to
+ * out[r] */
 GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, const int has_mm, const gpanel *P,
                   int nb, const int8_t *const *xq, const float *const *xd, const int32_t *const *xa,
-                  const int32_t *const *xa2, int po, float *lanes, float *out) {
+                  const int32_t *const *xa2, int po, float *lanes, float *const *out) {
     const int ns = bk / sl, nh = (ns + 1) / 2, g4 = bk / 4;
     for (int i = 0; i < nb; i++) {
         VI I1[GNR][GOV];
@@ -94,7 +95,7 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
     for (int k = 0; k < GNR * GOV; k++) {
         VF l[8];
         for (int m = 0; m < 8; m++) l[m] = m < nb ? F_LD(lanes + ((size_t)m * GNR * GOV + k) * GW) : F_ZERO();
-        F_ST(out + k * GW, F_ADD(F_ADD(F_ADD(l[0], l[1]), F_ADD(l[2], l[3])), F_ADD(F_ADD(l[4], l[5]), F_ADD(l[6], l[7]))));
+        F_STU(out[k / GOV] + (k % GOV) * GW, F_ADD(F_ADD(F_ADD(l[0], l[1]), F_ADD(l[2], l[3])), F_ADD(F_ADD(l[4], l[5]), F_ADD(l[6], l[7]))));
     }
 }
 
@@ -114,10 +115,15 @@ GFN void GS(body)(const int bk, const int sl, const int off, const int has_sc, c
             xa2[r] = X->A2 + (size_t)n * nb * X->nh;
         }
         for (int po = 0; po < rows; po += GPASS) {
-            GS(tile)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, xa2, po, lanes, out);
+            /* (straight into y, but for a short tile's rows or columns, which go through out) */
             const int cols = rows - po < GPASS ? rows - po : GPASS;
-            for (int r = 0; r < GNR && n0 + r < N; r++)
-                memcpy(y + (size_t)(n0 + r) * OC + o0 + po, out + r * GPASS, sizeof(float) * cols);
+            float *dst[GNR];
+            for (int r = 0; r < GNR; r++)
+                dst[r] = n0 + r < N && cols == GPASS ? y + (size_t)(n0 + r) * OC + o0 + po : out + r * GPASS;
+            GS(tile)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, xa2, po, lanes, dst);
+            if (cols < GPASS)
+                for (int r = 0; r < GNR && n0 + r < N; r++)
+                    memcpy(y + (size_t)(n0 + r) * OC + o0 + po, out + r * GPASS, sizeof(float) * cols);
         }
     }
 }
