@@ -329,9 +329,15 @@ static void panel_scalar(const gfmt *f, const gpanel *P, int nb, const gacts *X,
     }
 }
 
-typedef void (*panel_fn)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows);
+/* a body: the panel's rows [0, rows) with every row of x into y's columns o0..; pf, pfn: bytes of
+ * weights the body fetches towards the cache a slice per tile as it goes (the next panel this
+ * thread unpacks; NULL: none) */
+typedef void (*panel_fn)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows,
+                         const uint8_t *pf, size_t pfn);
 
-static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows) {
+static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows,
+                       const uint8_t *pf, size_t pfn) {
+    (void)pf, (void)pfn;
     gfmt f = {0};
     gfmt_of(t, &f);
     panel_scalar(&f, P, nb, X, N, y, OC, o0, rows);
@@ -602,9 +608,10 @@ static gpanel panel_at(const gfmt *f, int nb, uint8_t *base) {
                     (float *)(base + ub + 2 * ib + fb)};
 }
 
-/* panels [p0, p1) of W, each unpacked at base, then all N rows through fn */
+/* panels [p0, p1) of W, each unpacked at base, then all N rows through fn, which meanwhile fetches
+ * the next panel's weights (the one after, or panel `after` after the last; -1: none) */
 static void panels(panel_fn fn, int t, const gfmt *f, const uint8_t *W, const gacts *X, int N, float *y, int OC,
-                   int p0, int p1, uint8_t *base) {
+                   int p0, int p1, uint8_t *base, int after) {
     const int nb = X->nb;
     const size_t row_bytes = wq_row_bytes(t, X->IC);
     const gpanel P = panel_at(f, nb, base);
@@ -613,7 +620,9 @@ static void panels(panel_fn fn, int t, const gfmt *f, const uint8_t *W, const ga
         /* (a short last panel: its missing rows all zeros, their outputs never stored) */
         if (rows < PW) memset(base, 0, panel_bytes(f, nb));
         unpack_rows(t, f, W + (size_t)o0 * row_bytes, row_bytes, nb, &P, rows);
-        fn(t, &P, nb, X, N, y, OC, o0, rows);
+        const int pn = p + 1 < p1 ? p + 1 : after;
+        const int prow = pn < 0 ? 0 : OC - pn * PW < PW ? OC - pn * PW : PW;
+        fn(t, &P, nb, X, N, y, OC, o0, rows, pn < 0 ? NULL : W + (size_t)pn * PW * row_bytes, (size_t)prow * row_bytes);
     }
 }
 
@@ -625,7 +634,7 @@ int wq_gemm_products(wq_gemm_kernel k, float *y, const float *x, const void *W, 
     if (!int_shape_ok(t, IC, &f) || !wq_gemm_available(k, t) || N < 1 || OC < 1) return -1;
     uint8_t *base = quantize_acts(t, &f, x, N, IC, &X) ? NULL : grow(&pbuf, panel_bytes(&f, X.nb));
     if (!base) return -1;
-    panels(kernel_fn(k), t, &f, W, &X, N, y, OC, 0, (OC + PW - 1) / PW, base);
+    panels(kernel_fn(k), t, &f, W, &X, N, y, OC, 0, (OC + PW - 1) / PW, base, -1);
     return 0;
 }
 
@@ -644,16 +653,23 @@ int wq_gemm_forward(float *y, const float *x, const void *W, int t, const float 
     const panel_fn fn = kernel_fn(k);
     const int np = (OC + PW - 1) / PW;
     /* (panels handed out one at a time: a thread the system sets aside for a while leaves its
-     * share to the others instead of holding the pass up) */
+     * share to the others instead of holding the pass up; each thread claims its next panel as it
+     * starts one, so that its weights come from memory during this one's products) */
+    int next = 0;
 #pragma omp parallel num_threads(threads)
     {
         uint8_t *mine = base + per * omp_get_thread_num();
-#pragma omp for schedule(dynamic, 1)
-        for (int p = 0; p < np; p++) {
-            panels(fn, t, &f, W, &X, N, y, OC, p, p + 1, mine);
+        int p, pn;
+#pragma omp atomic capture
+        p = next++;
+        while (p < np) {
+#pragma omp atomic capture
+            pn = next++;
+            panels(fn, t, &f, W, &X, N, y, OC, p, p + 1, mine, pn < np ? pn : -1);
             if (bias)
                 for (int n = 0; n < N; n++)
                     for (int o = p * PW; o < (p * PW + PW < OC ? p * PW + PW : OC); o++) y[(size_t)n * OC + o] += bias[o];
+            p = pn;
         }
     }
     return 0;

@@ -101,11 +101,15 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
 
 /* the panel's weight rows [0, rows) with every row of x, into y's columns o0.. */
 GFN void GS(body)(const int bk, const int sl, const int off, const int has_sc, const int has_mm, const gpanel *P,
-                  int nb, const gacts *X, int N, float *y, int OC, int o0, int rows) {
+                  int nb, const gacts *X, int N, float *y, int OC, int o0, int rows, const uint8_t *pf, size_t pfn) {
     float lanes[8 * GNR * GPASS] __attribute__((aligned(64)));
     float out[GNR * GPASS] __attribute__((aligned(64)));
     const int ns = bk / sl;
+    const size_t lines = pf ? (pfn + 63) / 64 : 0, tiles = (size_t)(N + GNR - 1) / GNR;
     for (int n0 = 0; n0 < N; n0 += GNR) {
+        /* (this tile's share of the next panel's weights) */
+        for (size_t c = lines * (size_t)(n0 / GNR) / tiles; c < lines * (size_t)(n0 / GNR + 1) / tiles; c++)
+            _mm_prefetch((const char *)(pf + 64 * c), _MM_HINT_T1);
         const int8_t *xq[GNR];
         const float *xd[GNR];
         const int32_t *xa[GNR], *xa2[GNR];
@@ -129,13 +133,13 @@ GFN void GS(body)(const int bk, const int sl, const int off, const int has_sc, c
 }
 
 static __attribute__((target(GT))) void GS(run)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y,
-                                                int OC, int o0, int rows) {
+                                                int OC, int o0, int rows, const uint8_t *pf, size_t pfn) {
     /* (each case a constant type: the shape folded into the body) */
 #define GCASE(T)                                                                                                       \
     case T: {                                                                                                          \
         gfmt f = {0};                                                                                                      \
         gfmt_of(T, &f);                                                                                                \
-        GS(body)(f.bk, f.sl, f.off, f.has_sc, f.has_mm, P, nb, X, N, y, OC, o0, rows);                                 \
+        GS(body)(f.bk, f.sl, f.off, f.has_sc, f.has_mm, P, nb, X, N, y, OC, o0, rows, pf, pfn);                       \
         break;                                                                                                         \
     }
     switch (t) {
