@@ -114,11 +114,11 @@ GFN void GS(tile)(const int bk, const int sl, const int off, const int has_sc, c
     }
 }
 
-/* GS(tile) for the 256-element types (with 8 sub-blocks or 16 a block): the integers of 8 blocks
- * at a time (ib, ib2), then their float steps with the 8 lanes in registers (lane m += block
- * i0 + m's, the reference's lane i % 8, in the blocks' order), so that the float steps' dependent
- * chains run apart from the products: measured faster for Q4_K, slower for the 32-element types,
- * whose blocks are too short for it */
+/* GS(tile) for the 256-element types with a minimums term (Q4_K, Q5_K, Q2_K): the integers of 8
+ * blocks at a time (ib, ib2), then their float steps with the 8 lanes in registers (lane m +=
+ * block i0 + m's, the reference's lane i % 8, in the blocks' order), so that the float steps'
+ * dependent chains run apart from the products: measured faster for those three, no faster for
+ * Q6_K and Q3_K, slower for the 32-element types, whose blocks are too short for it */
 GFN void GS(tile_k)(const int bk, const int sl, const int off, const int has_sc, const int has_mm, const gpanel *P,
                   int nb, const int8_t *const *xq, const float *const *xd, const int32_t *const *xa,
                   const int32_t *const *xa2, int po, float *lanes, float *const *out) {
@@ -190,7 +190,7 @@ GFN void GS(body)(const int bk, const int sl, const int off, const int has_sc, c
             float *dst[GNR];
             for (int r = 0; r < GNR; r++)
                 dst[r] = n0 + r < N && cols == GPASS ? y + (size_t)(n0 + r) * OC + o0 + po : out + r * GPASS;
-            if (bk == QK_K)
+            if (bk == QK_K && has_mm)
                 GS(tile_k)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, xa2, po, lanes, dst);
             else
                 GS(tile)(bk, sl, off, has_sc, has_mm, P, nb, xq, xd, xa, xa2, po, lanes, dst);
