@@ -654,7 +654,8 @@ int wq_gemm_forward(float *y, const float *x, const void *W, int t, const float 
     const int np = (OC + PW - 1) / PW;
     /* (panels handed out one at a time: a thread the system sets aside for a while leaves its
      * share to the others instead of holding the pass up; each thread claims its next panel as it
-     * starts one, so that its weights come from memory during this one's products) */
+     * starts one, so that its weights come from memory during this one's products, but for the
+     * last panels, which go one at a time so that no thread ends holding two) */
     int next = 0;
 #pragma omp parallel num_threads(threads)
     {
@@ -663,12 +664,19 @@ int wq_gemm_forward(float *y, const float *x, const void *W, int t, const float 
 #pragma omp atomic capture
         p = next++;
         while (p < np) {
+            pn = -1;
+            if (p < np - threads) {
 #pragma omp atomic capture
-            pn = next++;
+                pn = next++;
+            }
             panels(fn, t, &f, W, &X, N, y, OC, p, p + 1, mine, pn < np ? pn : -1);
             if (bias)
                 for (int n = 0; n < N; n++)
                     for (int o = p * PW; o < (p * PW + PW < OC ? p * PW + PW : OC); o++) y[(size_t)n * OC + o] += bias[o];
+            if (pn < 0) {
+#pragma omp atomic capture
+                pn = next++;
+            }
             p = pn;
         }
     }
