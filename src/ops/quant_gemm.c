@@ -211,10 +211,10 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
     }
 }
 
-/* unpack_row's levels of Q4_K / Q5_K for 16 weight rows (row stride rb) into panel rows [pr, pr + 16),
- * block by block: each row's 256 levels made in registers in u's order (per 32 bytes of qs, the low
+/* unpack_row for Q4_K / Q5_K, 16 weight rows (row stride rb) into panel rows [pr, pr + 16), block
+ * by block: each row's 256 levels made in registers in u's order (per 32 bytes of qs, the low
  * nibbles then the high ones), then 16 x 16 words transposed so that each store is one k of the 16
- * rows; the same bytes as unpack_row's */
+ * rows; then the 16 rows' scales, minimums, d and dmin; the same bytes as unpack_row's */
 __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) static void unpack16_k4(int t, const uint8_t *row, size_t rb, int nb,
                                                                     const gpanel *P, int pr) {
     const size_t bytes = wq_block_bytes(t);
@@ -288,9 +288,7 @@ static void unpack_rows(int t, const gfmt *f, const uint8_t *row, size_t rb, int
     int r0 = 0;
 #ifdef TLM_X86_KERNELS
     if ((t == WQ_Q4_K || t == WQ_Q5_K) && tlm_cpu_isa() >= TLM_ISA_AVX512 && rb < (size_t)INT32_MAX / 16) {
-        for (; r0 + 16 <= rows; r0 += 16) {
-            unpack16_k4(t, row + (size_t)r0 * rb, rb, nb, P, r0);
-        }
+        for (; r0 + 16 <= rows; r0 += 16) unpack16_k4(t, row + (size_t)r0 * rb, rb, nb, P, r0);
     }
 #endif
     for (int r = r0; r < rows; r++) unpack_row(t, f, row + (size_t)r * rb, nb, P, r);
