@@ -6,7 +6,9 @@
  * as 32-bit integers (A_j).
  *
  * W: a panel of PW = 32 weight rows at a time, every block of them unpacked once (the per-type
- * bit layouts of quant_blocks.h, four levels per 32-bit word) into
+ * bit layouts of quant_blocks.h, four levels per 32-bit word; Q4_K / Q5_K with AVX-512 16 rows at
+ * a time, a 16 x 16 word transpose in registers, since the row by row scalar unpacking of weights
+ * read from memory was a large share of a prompt's time) into
  *   u   [block][k / 4][PW][4]   the levels as unsigned bytes u = w + off (w the signed level the
  *                               format defines: Q8_0 off 128, Q4_0 8, Q5_0 16, Q6_K 32, Q3_K 4,
  *                               the others 0), so that vpdpbusd (u8 x s8) takes them as they are;
@@ -26,6 +28,7 @@
  * ((l4 + l5) + (l6 + l7)). The float lanes of a tile live in a small buffer in L1. So every
  * output is bit for bit the reference's (tests/ops/test_quant_gemm.c). */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +97,19 @@ static inline uint32_t ld32(const uint8_t *p) {
 /* bits 0..3 of b as the low bit of four bytes */
 static inline uint32_t spread4(uint32_t b) { return (b & 1) | (b & 2) << 7 | (b & 4) << 14 | (b & 8) << 21; }
 
+/* Q4_K / Q5_K block b's sub-block scales, minimums' pairs, d and -dmin into panel block i, row pr
+ * (the same offsets in both layouts) */
+static void scales_k4(const uint8_t *b, const gpanel *P, int i, int pr) {
+    const blk_q4_k *q = (const blk_q4_k *)b;
+    int32_t *sc = P->sc + (size_t)i * 8 * PW + pr, *mm = P->mm + (size_t)i * 4 * PW + pr;
+    for (int h = 0; h < 4; h++) {
+        int s0, m0, s1, m1;
+        scale_min_k4(q->scales, 2 * h, &s0, &m0), scale_min_k4(q->scales, 2 * h + 1, &s1, &m1);
+        sc[2 * h * PW] = s0, sc[(2 * h + 1) * PW] = s1, mm[h * PW] = pair16(m0, m1);
+    }
+    P->dw[(size_t)i * PW + pr] = f16_at(q->d), P->m2[(size_t)i * PW + pr] = -f16_at(q->dmin);
+}
+
 /* weight row `row` (nb blocks of t) into panel row pr */
 static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const gpanel *P, int pr) {
     const size_t bytes = wq_block_bytes(t);
@@ -151,19 +167,14 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
         case WQ_Q4_K: case WQ_Q5_K: {
             const blk_q4_k *q4 = (const blk_q4_k *)b;
             const blk_q5_k *q5 = (const blk_q5_k *)b;
-            const uint8_t *qs = t == WQ_Q4_K ? q4->qs : q5->qs, *scales = t == WQ_Q4_K ? q4->scales : q5->scales;
+            const uint8_t *qs = t == WQ_Q4_K ? q4->qs : q5->qs;
             for (int k = 0; k < 64; k++) {
                 const int e = 4 * k, j = e / 32, l = e % 32;
                 uint32_t v = (ld32(qs + 32 * (e / 64) + l) >> (4 * (j & 1))) & 0x0f0f0f0fu;
                 if (t == WQ_Q5_K) v |= ((ld32(q5->qh + l) >> j) & 0x01010101u) << 4;
                 u[k * PW] = v;
             }
-            for (int h = 0; h < 4; h++) {
-                int s0, m0, s1, m1;
-                scale_min_k4(scales, 2 * h, &s0, &m0), scale_min_k4(scales, 2 * h + 1, &s1, &m1);
-                sc[2 * h * PW] = s0, sc[(2 * h + 1) * PW] = s1, mm[h * PW] = pair16(m0, m1);
-            }
-            *dw = f16_at(q4->d), *m2 = -f16_at(q4->dmin); /* (the same offsets in both layouts) */
+            scales_k4(b, P, i, pr);
             break;
         }
         default: { /* WQ_Q6_K */
@@ -179,6 +190,108 @@ static void unpack_row(int t, const gfmt *f, const uint8_t *row, int nb, const g
         }
         }
     }
+}
+
+#ifdef TLM_X86_KERNELS
+/* 16 x 16 32-bit words: o[k] word q = r[q] word k (4 x 4 words within each 128-bit lane, then
+ * 4 x 4 of the lanes) */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose16(const __m512i r[16], __m512i o[16]) {
+    __m512i x[4][4]; /* x[R][w], 128-bit lane L: word 4L + w of rows 4R .. 4R + 3 */
+    for (int R = 0; R < 4; R++) {
+        const __m512i t0 = _mm512_unpacklo_epi32(r[4 * R], r[4 * R + 1]), t1 = _mm512_unpackhi_epi32(r[4 * R], r[4 * R + 1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(r[4 * R + 2], r[4 * R + 3]), t3 = _mm512_unpackhi_epi32(r[4 * R + 2], r[4 * R + 3]);
+        x[R][0] = _mm512_unpacklo_epi64(t0, t2), x[R][1] = _mm512_unpackhi_epi64(t0, t2);
+        x[R][2] = _mm512_unpacklo_epi64(t1, t3), x[R][3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    for (int w = 0; w < 4; w++) {
+        const __m512i A = _mm512_shuffle_i32x4(x[0][w], x[1][w], 0x88), B = _mm512_shuffle_i32x4(x[0][w], x[1][w], 0xdd);
+        const __m512i C = _mm512_shuffle_i32x4(x[2][w], x[3][w], 0x88), D = _mm512_shuffle_i32x4(x[2][w], x[3][w], 0xdd);
+        o[w] = _mm512_shuffle_i32x4(A, C, 0x88), o[w + 8] = _mm512_shuffle_i32x4(A, C, 0xdd);
+        o[w + 4] = _mm512_shuffle_i32x4(B, D, 0x88), o[w + 12] = _mm512_shuffle_i32x4(B, D, 0xdd);
+    }
+}
+
+/* unpack_row for Q4_K / Q5_K, 16 weight rows (row stride rb) into panel rows [pr, pr + 16), block
+ * by block: each row's 256 levels made in registers in u's order (per 32 bytes of qs, the low
+ * nibbles then the high ones), then 16 x 16 words transposed so that each store is one k of the 16
+ * rows; then the 16 rows' scales, minimums, d and dmin; the same bytes as unpack_row's */
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) static void unpack16_k4(int t, const uint8_t *row, size_t rb, int nb,
+                                                                    const gpanel *P, int pr) {
+    const size_t bytes = wq_block_bytes(t);
+    const size_t qs_at = t == WQ_Q4_K ? offsetof(blk_q4_k, qs) : offsetof(blk_q5_k, qs);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32((int)rb)); /* (rb * 15 < 2^31: checked by the caller) */
+    /* (Q5_K: the 5th bit of element e is bit e / 32 of qh[e % 32]; word group g covers sub-blocks 2g, 2g + 1:
+     * qh's 32 bytes twice, shifted by 2g and by 2g + 1) */
+    for (int i = 0; i < nb; i++) {
+        __m512i r[4][16];
+        for (int q = 0; q < 16; q++) {
+            const uint8_t *b = row + (size_t)q * rb + (size_t)i * bytes;
+            if (i + 2 < nb) /* (the rows' next blocks on their way from memory while this one is unpacked) */
+                for (size_t c = 0; c < bytes; c += 64) _mm_prefetch((const char *)(b + 2 * bytes + c), _MM_HINT_T0);
+            for (int h = 0; h < 2; h++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(b + qs_at + 64 * h));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i g0 = _mm512_shuffle_i64x2(lo, hi, 0x44), g1 = _mm512_shuffle_i64x2(lo, hi, 0xee);
+                if (t == WQ_Q5_K) {
+                    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)((const blk_q5_k *)b)->qh));
+                    const int s0 = 4 * h, s1 = 4 * h + 2;
+                    const __m512i sh0 = _mm512_mask_srl_epi16(_mm512_srl_epi16(qh, _mm_cvtsi32_si128(s0)), 0xffff0000u, qh,
+                                                              _mm_cvtsi32_si128(s0 + 1));
+                    const __m512i sh1 = _mm512_mask_srl_epi16(_mm512_srl_epi16(qh, _mm_cvtsi32_si128(s1)), 0xffff0000u, qh,
+                                                              _mm_cvtsi32_si128(s1 + 1));
+                    g0 = _mm512_or_si512(g0, _mm512_slli_epi16(_mm512_and_si512(sh0, one), 4));
+                    g1 = _mm512_or_si512(g1, _mm512_slli_epi16(_mm512_and_si512(sh1, one), 4));
+                }
+                r[2 * h][q] = g0, r[2 * h + 1][q] = g1;
+            }
+        }
+        uint32_t *u = (uint32_t *)P->u + (size_t)i * 64 * PW + pr;
+        for (int g = 0; g < 4; g++) {
+            __m512i o[16];
+            transpose16(r[g], o);
+            for (int k = 0; k < 16; k++) _mm512_storeu_si512((void *)(u + (size_t)(16 * g + k) * PW), o[k]);
+        }
+        /* scales_k4 for the 16 rows: the 12 scale bytes as three words w0 w1 w2 per row (gathered),
+         * byte j of sc_lo / m_lo the scale / minimum of sub-block j < 4, of sc_hi / m_hi of j + 4
+         * (scale_min_k4's bits, four bytes at a time); d and dmin through the exact f16 conversion */
+        const uint8_t *b0 = row + (size_t)i * bytes;
+        const __m512i w0 = _mm512_i32gather_epi32(rows, (const void *)(b0 + 4), 1);
+        const __m512i w1 = _mm512_i32gather_epi32(rows, (const void *)(b0 + 8), 1);
+        const __m512i w2 = _mm512_i32gather_epi32(rows, (const void *)(b0 + 12), 1);
+        const __m512i dd = _mm512_i32gather_epi32(rows, (const void *)b0, 1);
+        const __m512i k3f = _mm512_set1_epi32(0x3f3f3f3f), k0f = _mm512_set1_epi32(0x0f0f0f0f), k30 = _mm512_set1_epi32(0x30303030);
+        const __m512i sc4[2] = {_mm512_and_si512(w0, k3f),
+                                _mm512_or_si512(_mm512_and_si512(w2, k0f), _mm512_and_si512(_mm512_srli_epi32(w0, 2), k30))};
+        const __m512i m4s[2] = {_mm512_and_si512(w1, k3f), _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), k0f),
+                                                                             _mm512_and_si512(_mm512_srli_epi32(w1, 2), k30))};
+        const __m512i ff = _mm512_set1_epi32(0xff), ff16 = _mm512_set1_epi32(0xff0000);
+        int32_t *sc = P->sc + (size_t)i * 8 * PW + pr, *mm = P->mm + (size_t)i * 4 * PW + pr;
+        for (int j = 0; j < 8; j++)
+            _mm512_storeu_si512((void *)(sc + j * PW), _mm512_and_si512(_mm512_srli_epi32(sc4[j / 4], 8 * (j % 4)), ff));
+        for (int h = 0; h < 4; h++) { /* (pair16(m 2h, m 2h + 1)) */
+            const __m512i x = _mm512_srli_epi32(m4s[h / 2], 16 * (h % 2));
+            _mm512_storeu_si512((void *)(mm + h * PW), _mm512_or_si512(_mm512_and_si512(x, ff), _mm512_and_si512(_mm512_slli_epi32(x, 8), ff16)));
+        }
+        _mm512_storeu_ps(P->dw + (size_t)i * PW + pr, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+        _mm512_storeu_ps(P->m2 + (size_t)i * PW + pr,
+                         _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)))),
+                                                              _mm512_set1_epi32((int)0x80000000u))));
+    }
+}
+#endif
+
+/* panel rows [0, rows) from the weight rows at row (stride rb): Q4_K / Q5_K 16 rows at a time with
+ * AVX-512, the rest by unpack_row */
+static void unpack_rows(int t, const gfmt *f, const uint8_t *row, size_t rb, int nb, const gpanel *P, int rows) {
+    int r0 = 0;
+#ifdef TLM_X86_KERNELS
+    if ((t == WQ_Q4_K || t == WQ_Q5_K) && tlm_cpu_isa() >= TLM_ISA_AVX512 && rb < (size_t)INT32_MAX / 16) {
+        for (; r0 + 16 <= rows; r0 += 16) unpack16_k4(t, row + (size_t)r0 * rb, rb, nb, P, r0);
+    }
+#endif
+    for (int r = r0; r < rows; r++) unpack_row(t, f, row + (size_t)r * rb, nb, P, r);
 }
 
 /* ---- the plain C body: the definition on the panel ------------------------------------------------- */
@@ -214,9 +327,15 @@ static void panel_scalar(const gfmt *f, const gpanel *P, int nb, const gacts *X,
     }
 }
 
-typedef void (*panel_fn)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows);
+/* a body: the panel's rows [0, rows) with every row of x into y's columns o0..; pf, pfn: bytes of
+ * weights the body fetches towards the cache a slice per tile as it goes (the next panel this
+ * thread unpacks; NULL: none) */
+typedef void (*panel_fn)(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows,
+                         const uint8_t *pf, size_t pfn);
 
-static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows) {
+static void run_scalar(int t, const gpanel *P, int nb, const gacts *X, int N, float *y, int OC, int o0, int rows,
+                       const uint8_t *pf, size_t pfn) {
+    (void)pf, (void)pfn;
     gfmt f = {0};
     gfmt_of(t, &f);
     panel_scalar(&f, P, nb, X, N, y, OC, o0, rows);
@@ -487,9 +606,10 @@ static gpanel panel_at(const gfmt *f, int nb, uint8_t *base) {
                     (float *)(base + ub + 2 * ib + fb)};
 }
 
-/* panels [p0, p1) of W, each unpacked at base, then all N rows through fn */
+/* panels [p0, p1) of W, each unpacked at base, then all N rows through fn, which meanwhile fetches
+ * the next panel's weights (the one after, or panel `after` after the last; -1: none) */
 static void panels(panel_fn fn, int t, const gfmt *f, const uint8_t *W, const gacts *X, int N, float *y, int OC,
-                   int p0, int p1, uint8_t *base) {
+                   int p0, int p1, uint8_t *base, int after) {
     const int nb = X->nb;
     const size_t row_bytes = wq_row_bytes(t, X->IC);
     const gpanel P = panel_at(f, nb, base);
@@ -497,8 +617,10 @@ static void panels(panel_fn fn, int t, const gfmt *f, const uint8_t *W, const ga
         const int o0 = p * PW, rows = OC - o0 < PW ? OC - o0 : PW;
         /* (a short last panel: its missing rows all zeros, their outputs never stored) */
         if (rows < PW) memset(base, 0, panel_bytes(f, nb));
-        for (int r = 0; r < rows; r++) unpack_row(t, f, W + (size_t)(o0 + r) * row_bytes, nb, &P, r);
-        fn(t, &P, nb, X, N, y, OC, o0, rows);
+        unpack_rows(t, f, W + (size_t)o0 * row_bytes, row_bytes, nb, &P, rows);
+        const int pn = p + 1 < p1 ? p + 1 : after;
+        const int prow = pn < 0 ? 0 : OC - pn * PW < PW ? OC - pn * PW : PW;
+        fn(t, &P, nb, X, N, y, OC, o0, rows, pn < 0 ? NULL : W + (size_t)pn * PW * row_bytes, (size_t)prow * row_bytes);
     }
 }
 
@@ -510,7 +632,7 @@ int wq_gemm_products(wq_gemm_kernel k, float *y, const float *x, const void *W, 
     if (!int_shape_ok(t, IC, &f) || !wq_gemm_available(k, t) || N < 1 || OC < 1) return -1;
     uint8_t *base = quantize_acts(t, &f, x, N, IC, &X) ? NULL : grow(&pbuf, panel_bytes(&f, X.nb));
     if (!base) return -1;
-    panels(kernel_fn(k), t, &f, W, &X, N, y, OC, 0, (OC + PW - 1) / PW, base);
+    panels(kernel_fn(k), t, &f, W, &X, N, y, OC, 0, (OC + PW - 1) / PW, base, -1);
     return 0;
 }
 
@@ -529,16 +651,31 @@ int wq_gemm_forward(float *y, const float *x, const void *W, int t, const float 
     const panel_fn fn = kernel_fn(k);
     const int np = (OC + PW - 1) / PW;
     /* (panels handed out one at a time: a thread the system sets aside for a while leaves its
-     * share to the others instead of holding the pass up) */
+     * share to the others instead of holding the pass up; each thread claims its next panel as it
+     * starts one, so that its weights come from memory during this one's products, but for the
+     * last panels, which go one at a time so that no thread ends holding two) */
+    int next = 0;
 #pragma omp parallel num_threads(threads)
     {
         uint8_t *mine = base + per * omp_get_thread_num();
-#pragma omp for schedule(dynamic, 1)
-        for (int p = 0; p < np; p++) {
-            panels(fn, t, &f, W, &X, N, y, OC, p, p + 1, mine);
+        int p, pn;
+#pragma omp atomic capture
+        p = next++;
+        while (p < np) {
+            pn = -1;
+            if (p < np - threads) {
+#pragma omp atomic capture
+                pn = next++;
+            }
+            panels(fn, t, &f, W, &X, N, y, OC, p, p + 1, mine, pn < np ? pn : -1);
             if (bias)
                 for (int n = 0; n < N; n++)
                     for (int o = p * PW; o < (p * PW + PW < OC ? p * PW + PW : OC); o++) y[(size_t)n * OC + o] += bias[o];
+            if (pn < 0) {
+#pragma omp atomic capture
+                pn = next++;
+            }
+            p = pn;
         }
     }
     return 0;
