@@ -220,7 +220,7 @@ TLM_AVX512 static inline __attribute__((always_inline)) __m512 row_exp_step(__m5
  * with short rows (T 128) they were a large part of the time. Row r sees keys first[r]..last[r]
  * and is written over [lo, hi). */
 TLM_AVX512 static void softmax_block_avx512(float *S, float *P, int n, int rows, int lo, int hi, const int *first,
-                                            const int *last) {
+                                            const int *last, float *S_out, float *P_out) {
     float mx[SOFTMAX_BLOCK_ROWS], inv[SOFTMAX_BLOCK_ROWS];
     const __m512 minus_inf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
     for (int r = 0; r < rows; r++) {
@@ -243,21 +243,32 @@ TLM_AVX512 static void softmax_block_avx512(float *S, float *P, int n, int rows,
         for (; j < sp.j_mid1; j += 16) sum = row_exp_step(sum, s, p, m, j, n, first[r], last[r], 1);
         for (; j < sp.j_end; j += 16) sum = row_exp_step(sum, s, p, m, j, n, first[r], last[r], 0);
         inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
+        if (S_out) /* (the visible vectors' scores as s now holds them; in L1) */
+            for (j = sp.j0; j < sp.j_end; j += 16) _mm512_stream_ps(S_out + (size_t)r * n + j, _mm512_loadu_ps(s + j));
     }
     for (int r = 0; r < rows; r++) {
         float *s = S + (size_t)r * n, *p = P + (size_t)r * n;
         const row_span sp = span_of(first[r], last[r]);
         const __m512 iv = _mm512_set1_ps(inv[r]);
-        for (int j = sp.j0; j < sp.j_end; j += 16) store16(p + j, _mm512_mul_ps(load16(p + j, n - j), iv), n - j);
-        for (int j = lo & ~15; j < sp.j0; j += 16) {
+        for (int j = sp.j0; j < sp.j_end; j += 16) {
+            const __m512 pv = _mm512_mul_ps(load16(p + j, n - j), iv);
+            store16(p + j, pv, n - j);
+            if (P_out) _mm512_stream_ps(P_out + (size_t)r * n + j, pv);
+        }
+        for (int j = lo & ~15; j < sp.j0; j += 16) { /* (a cache's maps: these straight out too) */
+            if (S_out) _mm512_stream_ps(S_out + (size_t)r * n + j, minus_inf);
+            if (P_out) _mm512_stream_ps(P_out + (size_t)r * n + j, zero);
             if (p != s) store16(s + j, minus_inf, n - j);
             store16(p + j, zero, n - j);
         }
         for (int j = sp.j_end; j < hi; j += 16) {
+            if (S_out) _mm512_stream_ps(S_out + (size_t)r * n + j, minus_inf);
+            if (P_out) _mm512_stream_ps(P_out + (size_t)r * n + j, zero);
             if (p != s) store16(s + j, minus_inf, n - j);
             store16(p + j, zero, n - j);
         }
     }
+    if (S_out || P_out) _mm_sfence(); /* (the stores are weakly ordered: visible before the pass's barrier) */
 }
 
 /* softmax_row_backward_avx512 over the rows of a block (no soft-cap, no bf16 copy) pass by pass as
@@ -495,8 +506,20 @@ static head_view head_at(const float *q, const float *k, const float *v, int b, 
 /* S [rows, T] = capped, masked scale Q K^T of queries q0.. and P its row softmax (P may be S):
  * the forward's block, and the backward's when no maps were kept. Kept maps (`whole`) are written
  * over the whole rows; a scratch block only over the keys k0..k1 that the products read. */
+static int block_probs_out(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
+                           const attention_spec *spec, softmax_row_fn softmax_row, int whole, float *S_out,
+                           float *P_out);
 static void block_probs(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
                         const attention_spec *spec, softmax_row_fn softmax_row, int whole) {
+    block_probs_out(bp, S, P, hv, q0, rows, T, spec, softmax_row, whole, NULL, NULL);
+}
+
+/* block_probs, and with S_out / P_out (or NULL) the block's rows of a cache's maps written out as
+ * they are made (non-temporal stores between the softmax's arithmetic, not a burst after it), where
+ * the block softmax runs and the rows are whole 64-byte lines; returns whether it wrote them */
+static int block_probs_out(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
+                           const attention_spec *spec, softmax_row_fn softmax_row, int whole, float *S_out,
+                           float *P_out) {
     int k0, k1;
     block_keys(q0, rows, spec->window, &k0, &k1);
     block_dots(bp, S, T, hv->q + (size_t)q0 * hv->q_row, hv->q_row, hv->k, hv->kv_row, rows, q0, k0, k1, spec->scale);
@@ -504,13 +527,18 @@ static void block_probs(const block_products *bp, float *S, float *P, const head
     if (softmax_row == softmax_row_avx512 && spec->softcap <= 0.0f && rows <= SOFTMAX_BLOCK_ROWS) {
         int first[SOFTMAX_BLOCK_ROWS], last[SOFTMAX_BLOCK_ROWS];
         for (int r = 0; r < rows; r++) first[r] = spec_first_key(spec, hv->b, q0 + r), last[r] = q0 + r;
-        softmax_block_avx512(S, P, T, rows, whole ? 0 : k0, whole ? T : k1, first, last);
-        return;
+        const int out = whole && T % 16 == 0 && !((uintptr_t)S_out & 63) && !((uintptr_t)P_out & 63) &&
+                        (S_out || P_out) && S != P;
+        softmax_block_avx512(S, P, T, rows, whole ? 0 : k0, whole ? T : k1, first, last, out ? S_out : NULL,
+                             out ? P_out : NULL);
+        return out;
     }
 #endif
     for (int r = 0; r < rows; r++)
         softmax_row(S + (size_t)r * T, P + (size_t)r * T, T, whole ? 0 : k0, whole ? T : k1,
                     spec_first_key(spec, hv->b, q0 + r), q0 + r, 1.0f, spec->softcap, NULL);
+    (void)S_out, (void)P_out;
+    return 0;
 }
 
 /* ---- mixed precision: the products on bf16 operands --------------------------------------------
@@ -729,9 +757,12 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
                  * there when the maps are streamed out) */
                 float *S = scores && !stream ? scores + map + (size_t)q0 * T : own;
                 float *P = probs && !stream ? probs + map + (size_t)q0 * T : stream ? own + block_floats(T) : S;
-                block_probs(&bp, S, P, &hv, q0, rows, T, spec, softmax_row, scores || probs);
-                if (stream && scores) copy_stream(scores + map + (size_t)q0 * T, S, (size_t)rows * T);
-                if (stream && probs) copy_stream(probs + map + (size_t)q0 * T, P, (size_t)rows * T);
+                float *S_out = stream && scores ? scores + map + (size_t)q0 * T : NULL,
+                      *P_out = stream && probs ? probs + map + (size_t)q0 * T : NULL;
+                if (!block_probs_out(&bp, S, P, &hv, q0, rows, T, spec, softmax_row, scores || probs, S_out, P_out)) {
+                    if (S_out) copy_stream(S_out, S, (size_t)rows * T);
+                    if (P_out) copy_stream(P_out, P, (size_t)rows * T);
+                }
                 /* O = P V */
                 block_rows(&bp, oh + (size_t)q0 * q_row, q_row, P, T, hv.v, hv.kv_row, rows, q0, k0, k1, 0);
             }

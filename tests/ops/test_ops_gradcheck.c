@@ -361,14 +361,23 @@ static void test_attention_padded(const char *label, int B, int T, int H, int KV
     /* the maps streamed out (a cache's arrays: each block made in scratch, written with
      * non-temporal stores): the same out and maps, every column written */
     {
-        float *s3 = unset(ns), *p3 = unset(ns);
+        /* (on 64-byte lines, as a cache's arrays: with T a multiple of 16 the block softmax writes
+         * them as it goes; else each block is copied out after it) */
+        const size_t bytes = (ns * sizeof(float) + 63) & ~(size_t)63;
+        float *s3 = aligned_alloc(64, bytes), *p3 = aligned_alloc(64, bytes);
         attention_spec streamed = c.spec;
         streamed.stream_maps = 1;
+        for (size_t i = 0; i < ns; i++) s3[i] = p3[i] = NAN;
         for (size_t i = 0; i < nq; i++) out2[i] = NAN;
         for (size_t i = 0; i < n_scratch; i++) scratch[i] = NAN;
         attention_forward(out2, s3, p3, c.q, c.k, c.v, c.B, c.T, &streamed, scratch);
-        const int ok = !memcmp(out, out2, nq * sizeof(float)) && !memcmp(s3, c.scores, ns * sizeof(float)) &&
-                       !memcmp(p3, c.probs, ns * sizeof(float));
+        int ok = !memcmp(out, out2, nq * sizeof(float)) && !memcmp(s3, c.scores, ns * sizeof(float)) &&
+                 !memcmp(p3, c.probs, ns * sizeof(float));
+        /* one map alone (a cache that keeps the pattern and not the scores) */
+        for (size_t i = 0; i < ns; i++) p3[i] = NAN;
+        for (size_t i = 0; i < nq; i++) out2[i] = NAN;
+        attention_forward(out2, NULL, p3, c.q, c.k, c.v, c.B, c.T, &streamed, scratch);
+        ok &= !memcmp(out, out2, nq * sizeof(float)) && !memcmp(p3, c.probs, ns * sizeof(float));
         checks++;
         if (!ok) failures++;
         printf("attention %-34s maps streamed: out, scores, probs bit-identical %s\n", label, ok ? "ok" : "FAIL");
@@ -677,6 +686,11 @@ int main(void) {
     test_attention("hd 24 MHA", 2, 23, 2, 2, 24, 0.0f, 0);
     test_attention("hd 40 MQA window", 1, 70, 2, 1, 40, 0.0f, 29);
     test_attention_padded("hd 8 GQA left-padded", 3, 23, 4, 2, 8, 0.0f, 0, pads3);
+    /* T a multiple of 16: a streamed cache's maps written by the block softmax itself */
+    test_attention("hd 8 T 128 GQA", 2, 128, 4, 2, 8, 0.0f, 0);
+    test_attention("hd 16 T 80 MQA window", 1, 80, 2, 1, 16, 0.0f, 37);
+    test_attention_padded("hd 8 T 48 GQA left-padded", 3, 48, 4, 2, 8, 0.0f, 0, pads3);
+    test_attention("hd 8 T 64 softcap", 1, 64, 2, 2, 8, 2.0f, 0);
     test_activations();
     test_crossentropy_values();
     test_crossentropy_bf16();
