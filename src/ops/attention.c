@@ -505,21 +505,13 @@ static head_view head_at(const float *q, const float *k, const float *v, int b, 
 
 /* S [rows, T] = capped, masked scale Q K^T of queries q0.. and P its row softmax (P may be S):
  * the forward's block, and the backward's when no maps were kept. Kept maps (`whole`) are written
- * over the whole rows; a scratch block only over the keys k0..k1 that the products read. */
-static int block_probs_out(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
-                           const attention_spec *spec, softmax_row_fn softmax_row, int whole, float *S_out,
-                           float *P_out);
-static void block_probs(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
-                        const attention_spec *spec, softmax_row_fn softmax_row, int whole) {
-    block_probs_out(bp, S, P, hv, q0, rows, T, spec, softmax_row, whole, NULL, NULL);
-}
-
-/* block_probs, and with S_out / P_out (or NULL) the block's rows of a cache's maps written out as
- * they are made (non-temporal stores between the softmax's arithmetic, not a burst after it), where
- * the block softmax runs and the rows are whole 64-byte lines; returns whether it wrote them */
-static int block_probs_out(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
-                           const attention_spec *spec, softmax_row_fn softmax_row, int whole, float *S_out,
-                           float *P_out) {
+ * over the whole rows; a scratch block only over the keys k0..k1 that the products read. With
+ * S_out / P_out (or NULL), a cache's rows of the maps written out as they are made (non-temporal
+ * stores between the softmax's arithmetic, not a burst after it) where the block softmax runs and
+ * the rows are whole 64-byte lines; returns whether it wrote them (else the caller copies). */
+static int block_probs(const block_products *bp, float *S, float *P, const head_view *hv, int q0, int rows, int T,
+                       const attention_spec *spec, softmax_row_fn softmax_row, int whole, float *S_out,
+                       float *P_out) {
     int k0, k1;
     block_keys(q0, rows, spec->window, &k0, &k1);
     block_dots(bp, S, T, hv->q + (size_t)q0 * hv->q_row, hv->q_row, hv->k, hv->kv_row, rows, q0, k0, k1, spec->scale);
@@ -759,7 +751,7 @@ void attention_forward(float *out, float *scores, float *probs, const float *q, 
                 float *P = probs && !stream ? probs + map + (size_t)q0 * T : stream ? own + block_floats(T) : S;
                 float *S_out = stream && scores ? scores + map + (size_t)q0 * T : NULL,
                       *P_out = stream && probs ? probs + map + (size_t)q0 * T : NULL;
-                if (!block_probs_out(&bp, S, P, &hv, q0, rows, T, spec, softmax_row, scores || probs, S_out, P_out)) {
+                if (!block_probs(&bp, S, P, &hv, q0, rows, T, spec, softmax_row, scores || probs, S_out, P_out)) {
                     if (S_out) copy_stream(S_out, S, (size_t)rows * T);
                     if (P_out) copy_stream(P_out, P, (size_t)rows * T);
                 }
@@ -809,7 +801,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
                         P = probs + map + (size_t)q0 * T;
                         S = scores ? scores + map + (size_t)q0 * T : P;
                     } else { /* the forward's block again */
-                        block_probs(&bp, own, own + blk, &hv, q0, rows, T, spec, softmax_row, 0);
+                        block_probs(&bp, own, own + blk, &hv, q0, rows, T, spec, softmax_row, 0, NULL, NULL);
                         S = own, P = own + blk;
                     }
                     const size_t qb = qo + (size_t)q0 * q_row;
